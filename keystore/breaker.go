@@ -1,0 +1,127 @@
+package keystore
+
+import "time"
+
+// BreakerState is the state of a destination's circuit breaker.
+type BreakerState string
+
+const (
+	BreakerClosed   BreakerState = "closed"
+	BreakerOpen     BreakerState = "open"
+	BreakerHalfOpen BreakerState = "half_open"
+)
+
+// Breaker is the persisted circuit breaker of one destination. It is shared
+// by every execution that names the destination, which is the memory n8n
+// lacks between executions.
+type Breaker struct {
+	Destination         string       `json:"destination"`
+	State               BreakerState `json:"state"`
+	OpenedAt            *time.Time   `json:"opened_at"`
+	ReopensAt           *time.Time   `json:"reopens_at"`
+	ConsecutiveFailures int          `json:"consecutive_failures"`
+	PausedReserves      int          `json:"paused_reserves"`
+	// The probe let through in half_open, and until when it may hold it.
+	ProbeNamespace string     `json:"-"`
+	ProbeKey       string     `json:"-"`
+	ProbeUntil     *time.Time `json:"-"`
+}
+
+func newBreaker(dest string) *Breaker {
+	return &Breaker{Destination: dest, State: BreakerClosed}
+}
+
+// Clone returns a deep copy.
+func (b *Breaker) Clone() *Breaker {
+	c := *b
+	c.OpenedAt, c.ReopensAt, c.ProbeUntil = copyTime(b.OpenedAt), copyTime(b.ReopensAt), copyTime(b.ProbeUntil)
+	return &c
+}
+
+// admit decides whether a reserve that would start an attempt may go to
+// the destination. It mutates b; the caller saves it. When paused it
+// returns how long to wait.
+func (b *Breaker) admit(ns, key string, lease time.Duration, now time.Time) (ok bool, wait time.Duration) {
+	switch b.State {
+	case BreakerOpen:
+		if now.Before(*b.ReopensAt) {
+			b.PausedReserves++
+			return false, b.ReopensAt.Sub(now)
+		}
+		b.State = BreakerHalfOpen
+		b.startProbe(ns, key, lease, now)
+		return true, 0
+	case BreakerHalfOpen:
+		// One probe at a time; a probe whose lease ran out is replaced, or
+		// the breaker would stay half open forever.
+		if b.ProbeUntil != nil && now.Before(*b.ProbeUntil) {
+			b.PausedReserves++
+			return false, b.ProbeUntil.Sub(now)
+		}
+		b.startProbe(ns, key, lease, now)
+		return true, 0
+	}
+	return true, 0
+}
+
+func (b *Breaker) startProbe(ns, key string, lease time.Duration, now time.Time) {
+	b.ProbeNamespace, b.ProbeKey, b.ProbeUntil = ns, key, timePtr(now.Add(lease))
+}
+
+// succeeded records a write that took effect (or a 4xx: the destination
+// answered). It returns the event to log, if any.
+func (b *Breaker) succeeded(now time.Time) *Event {
+	b.ConsecutiveFailures = 0
+	if b.State != BreakerHalfOpen {
+		// While open, a straggler's success does not shorten the cooldown.
+		return nil
+	}
+	ev := &Event{At: now, Kind: EventBreakerClosed, Destination: b.Destination, PausedReserves: b.PausedReserves}
+	*b = Breaker{Destination: b.Destination, State: BreakerClosed}
+	return ev
+}
+
+// failed records a failed or ambiguous write. It returns the event to log
+// when the breaker opens from closed; a re-open after a failed probe is the
+// same outage and is not announced again.
+func (b *Breaker) failed(reason Reason, message string, pol DestinationPolicy, now time.Time) *Event {
+	switch reason {
+	case ReasonValidationFailed:
+		return b.succeeded(now) // the destination is up: it judged the data
+	case ReasonDestinationUnreachable, ReasonDestinationFailed, ReasonOutcomeUnknown:
+	default:
+		return nil
+	}
+	switch b.State {
+	case BreakerOpen:
+		return nil
+	case BreakerHalfOpen:
+		b.open(pol, now)
+		return nil
+	}
+	b.ConsecutiveFailures++
+	if reason != ReasonDestinationUnreachable && b.ConsecutiveFailures < pol.FailureThreshold {
+		return nil
+	}
+	b.open(pol, now)
+	b.PausedReserves = 0
+	return &Event{At: now, Kind: EventBreakerOpened, Destination: b.Destination, Reason: reason,
+		Message: message, ReopensAt: copyTime(b.ReopensAt)}
+}
+
+func (b *Breaker) open(pol DestinationPolicy, now time.Time) {
+	b.State = BreakerOpen
+	b.OpenedAt = timePtr(now)
+	b.ReopensAt = timePtr(now.Add(pol.Cooldown))
+	b.ProbeNamespace, b.ProbeKey, b.ProbeUntil = "", "", nil
+}
+
+// View returns the breaker as a reader sees it at now: an open breaker
+// whose cooldown has passed is shown half open (the next reserve probes).
+func (b *Breaker) View(now time.Time) Breaker {
+	v := *b.Clone()
+	if v.State == BreakerOpen && v.ReopensAt != nil && !now.Before(*v.ReopensAt) {
+		v.State = BreakerHalfOpen
+	}
+	return v
+}

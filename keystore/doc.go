@@ -1,0 +1,15 @@
+// Package keystore owns the idempotency domain of n8n-guard: keys, their
+// states and the transitions between them, leases and fencing tokens,
+// payload fingerprints, retention, and the destination circuit breakers.
+//
+// The state machine is pure (machine.go, breaker.go): it takes the current
+// record and an event and returns the next record and the outcome. Backends
+// (the bbolt store in this package, others later) only load, lock and save;
+// they never decide. A backend must make every decision atomic with the
+// write it causes: of any number of simultaneous reserves of one key,
+// exactly one may be accepted.
+//
+// What this package must never do: store a payload (only its hash), answer
+// `accepted` before the reservation is durable, or retry an `unknown` key on
+// its own.
+package keystore

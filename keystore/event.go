@@ -1,0 +1,34 @@
+package keystore
+
+import "time"
+
+// EventKind names something a person should hear about. Events are written
+// in the same transaction as the transition that causes them, so a crash
+// can lose neither; notify/ reads them with a durable cursor.
+type EventKind string
+
+const (
+	EventKeyUnknown    EventKind = "key_unknown"
+	EventBreakerOpened EventKind = "breaker_opened"
+	EventBreakerClosed EventKind = "breaker_closed"
+)
+
+// Event is one entry of the store's event log.
+type Event struct {
+	Seq         uint64    `json:"seq"`
+	At          time.Time `json:"at"`
+	Kind        EventKind `json:"kind"`
+	Namespace   string    `json:"namespace,omitempty"`
+	Key         string    `json:"key,omitempty"`
+	Attempt     int       `json:"attempt,omitempty"`
+	Owner       string    `json:"owner,omitempty"` // holder of the lease, for key events
+	Destination string    `json:"destination,omitempty"`
+	Reason      Reason    `json:"reason,omitempty"`
+	Message     string    `json:"message,omitempty"`
+	// For breaker events.
+	ReopensAt      *time.Time `json:"reopens_at,omitempty"`
+	PausedReserves int        `json:"paused_reserves,omitempty"`
+}
+
+// EventRetention is how long the event log keeps entries.
+const EventRetention = 7 * 24 * time.Hour

@@ -1,0 +1,69 @@
+package keystore
+
+import (
+	"regexp"
+	"strings"
+	"unicode"
+	"unicode/utf8"
+)
+
+// The key rules live here and only here; the API registers them with its
+// validator so that both refuse exactly the same inputs.
+
+const (
+	MaxKeyBytes        = 255
+	MaxNamespaceLength = 64
+	MaxOwnerLength     = 128
+	MaxFingerprintLen  = 128
+	MaxResultRefLength = 512
+	MaxMessageLength   = 2000
+	MaxResultBytes     = 16 << 10
+	MaxLeaseSeconds    = 86400
+	MaxNoteLength      = 2000
+	MaxByLength        = 128
+)
+
+var (
+	namespaceRE = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]*$`)
+	// An e-mail address anywhere in a key means personal data in it.
+	emailRE = regexp.MustCompile(`[^\s@<>()\[\],;:"]+@[^\s@<>()\[\],;:"]+\.[A-Za-z]{2,}`)
+)
+
+// NormalizeKey trims surrounding white space and checks the key rules. It
+// returns the key to store. A missing key is an error, never a random ID.
+func NormalizeKey(key string) (string, error) {
+	k := strings.TrimSpace(key)
+	switch {
+	case k == "":
+		return "", fieldErr("key", "required", "key is missing or empty: send the stable ID of the event (e.g. the source event ID)")
+	case len(k) > MaxKeyBytes:
+		return "", fieldErr("key", "max=255", "key is longer than 255 bytes")
+	case !utf8.ValidString(k):
+		return "", fieldErr("key", "utf8", "key is not valid UTF-8")
+	case strings.IndexFunc(k, unicode.IsControl) >= 0:
+		return "", fieldErr("key", "no_control", "key contains control characters")
+	case emailRE.MatchString(k):
+		return "", fieldErr("key", "no_email", "key looks like it contains an e-mail address; keys must not carry personal data: use the source event ID or a hash")
+	}
+	return k, nil
+}
+
+// ValidNamespace reports whether s is a valid namespace or destination name.
+func ValidNamespace(s string) bool {
+	return len(s) >= 1 && len(s) <= MaxNamespaceLength && namespaceRE.MatchString(s)
+}
+
+// CheckNamespace returns an invalid_request error naming field when s is
+// not a valid namespace-shaped name.
+func CheckNamespace(field, s string) error {
+	if ValidNamespace(s) {
+		return nil
+	}
+	return &Error{Code: EInvalidRequest,
+		Message: field + " must be 1-64 characters of a-z, 0-9, '.', '_', '-', starting with a letter or digit",
+		Fields:  []FieldError{{Field: field, Rule: "namespace"}}}
+}
+
+func fieldErr(field, rule, msg string) error {
+	return &Error{Code: EInvalidKey, Message: msg, Fields: []FieldError{{Field: field, Rule: rule}}}
+}

@@ -1,0 +1,297 @@
+package keystore
+
+import (
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/hex"
+	"fmt"
+	"time"
+)
+
+// step is what one decision asks the backend to write, atomically with the
+// read it was based on. nil fields mean "leave as is".
+type step struct {
+	record  *Record  // the key's new record
+	breaker *Breaker // the destination's new breaker
+	events  []Event
+	result  Result
+}
+
+// The state machine of a key. Every function here is pure but for the
+// random token: it reads cur (nil when the key is absent) and returns the
+// step; it never mutates its inputs.
+//
+//	reserve:  absent            -> reserved (accepted, attempt 1)
+//	          reserved, live    -> in_progress
+//	          reserved, expired -> unknown (state_unknown) | reclaim: reserved (accepted, attempt+1)
+//	          completed         -> duplicate_event
+//	          failed, retryable -> reserved (accepted, attempt+1)
+//	          failed, final     -> rejected
+//	          unknown           -> state_unknown
+//	complete: reserved|unknown  -> completed (current token only)
+//	fail:     reserved|unknown  -> failed (destination_failed|rejected) | unknown (state_unknown)
+//	resolve:  unknown|failed (|reserved with force or expired lease) -> completed | failed+retryable
+//	sweep:    reserved, expired, policy unknown -> unknown
+
+func decideReserve(cur *Record, br *Breaker, req ReserveRequest, fp Fingerprint, np NamespacePolicy, now time.Time) (step, error) {
+	if cur != nil && fp.Conflicts(cur.Fingerprint) {
+		return step{}, Errorf(EKeyReused, "key %q was used before with a different payload; nothing changed", req.Key)
+	}
+	if cur == nil {
+		return startAttempt(cur, br, req, fp, np, now, 1)
+	}
+	switch cur.State {
+	case StateReserved:
+		if now.Before(*cur.LeaseExpiresAt) {
+			return step{result: Result{Outcome: OutcomeInProgress, RetryAfter: cur.LeaseExpiresAt.Sub(now), Record: cur}}, nil
+		}
+		if np.OnLeaseExpiry == ExpireReclaim {
+			return startAttempt(cur, br, req, fp, np, now, cur.Attempt+1)
+		}
+		next, ev := leaseExpired(cur, now)
+		return step{record: next, events: []Event{ev}, result: Result{Outcome: OutcomeStateUnknown, Record: next}}, nil
+	case StateCompleted:
+		return step{result: Result{Outcome: OutcomeDuplicate, Replayed: true, Record: cur}}, nil
+	case StateFailed:
+		if cur.Retryable {
+			return startAttempt(cur, br, req, fp, np, now, cur.Attempt+1)
+		}
+		return step{result: Result{Outcome: OutcomeRejected, Record: cur}}, nil
+	case StateUnknown:
+		return step{result: Result{Outcome: OutcomeStateUnknown, Record: cur}}, nil
+	}
+	return step{}, fmt.Errorf("reserve %s/%s: record in impossible state %q", req.Namespace, req.Key, cur.State)
+}
+
+// startAttempt hands out a new attempt unless the destination's breaker
+// pauses it; a paused reserve records nothing about the key.
+func startAttempt(cur *Record, br *Breaker, req ReserveRequest, fp Fingerprint, np NamespacePolicy, now time.Time, attempt int) (step, error) {
+	lease := req.Lease
+	if lease <= 0 {
+		lease = np.Lease
+	}
+	var s step
+	if br != nil {
+		b := br.Clone()
+		ok, wait := b.admit(req.Namespace, req.Key, lease, now)
+		s.breaker = b
+		if !ok {
+			s.result = Result{Outcome: OutcomeDestinationPaused, RetryAfter: wait, Record: cur}
+			return s, nil
+		}
+	}
+	next := cur.Clone()
+	if next == nil {
+		next = &Record{Namespace: req.Namespace, Key: req.Key, CreatedAt: now}
+	}
+	if cur != nil && cur.State == StateReserved {
+		next.addHistory(Transition{At: now, Event: EventLeaseExpired, Attempt: cur.Attempt, By: cur.Owner, Detail: "reclaimed"})
+	}
+	token := newToken(attempt)
+	next.State = StateReserved
+	next.Attempt = attempt
+	next.Owner = req.Owner
+	next.LeaseExpiresAt = timePtr(now.Add(lease))
+	next.ResultRef, next.Result, next.Reason, next.Message, next.Retryable, next.Via = "", nil, "", "", false, ""
+	next.Destination = req.Destination
+	next.ExpiresAt = nil
+	next.UpdatedAt = now
+	next.TokenHash = hashToken(token)
+	if len(next.Fingerprint) == 0 {
+		next.Fingerprint = fp
+	}
+	next.addHistory(Transition{At: now, Event: EventReserved, Attempt: attempt, By: req.Owner})
+	s.record = next
+	s.result = Result{Outcome: OutcomeAccepted, Proceed: true, Token: token, Record: next}
+	return s, nil
+}
+
+func leaseExpired(cur *Record, now time.Time) (*Record, Event) {
+	next := cur.Clone()
+	next.State = StateUnknown
+	next.Reason = ReasonLeaseExpired
+	next.Message = "the lease ran out before the holder reported an outcome"
+	next.UpdatedAt = now
+	next.addHistory(Transition{At: now, Event: EventLeaseExpired, Attempt: cur.Attempt, By: cur.Owner})
+	return next, Event{At: now, Kind: EventKeyUnknown, Namespace: cur.Namespace, Key: cur.Key,
+		Attempt: cur.Attempt, Owner: cur.Owner, Destination: cur.Destination, Reason: ReasonLeaseExpired, Message: next.Message}
+}
+
+// decideExpireLease is the sweeper's proactive form of the lease rule.
+func decideExpireLease(cur *Record, np NamespacePolicy, now time.Time) (step, bool) {
+	if cur == nil || cur.State != StateReserved || now.Before(*cur.LeaseExpiresAt) || np.OnLeaseExpiry == ExpireReclaim {
+		return step{}, false
+	}
+	next, ev := leaseExpired(cur, now)
+	return step{record: next, events: []Event{ev}}, true
+}
+
+// checkHolder applies the fencing rule: only the current attempt's token
+// may report on the key.
+func checkHolder(cur *Record, ns, key, token string) error {
+	if cur == nil {
+		return Errorf(ENotFound, "no key %q in namespace %q", key, ns)
+	}
+	if subtle.ConstantTimeCompare(hashToken(token), cur.TokenHash) != 1 {
+		return Errorf(EStaleToken, "the token is not the current attempt's (attempt %d); a newer attempt or a person has taken over this key", cur.Attempt)
+	}
+	return nil
+}
+
+func decideComplete(cur *Record, br *Breaker, req CompleteRequest, np NamespacePolicy, now time.Time) (step, error) {
+	if err := checkHolder(cur, req.Namespace, req.Key, req.Token); err != nil {
+		return step{}, err
+	}
+	switch cur.State {
+	case StateCompleted:
+		return step{result: Result{Outcome: OutcomeCompleted, Replayed: true, Record: cur}}, nil
+	case StateFailed:
+		return step{}, Errorf(EConflict, "attempt %d already reported failure (%s); reserve again to start a new attempt", cur.Attempt, cur.Reason)
+	}
+	next := cur.Clone()
+	detail := ""
+	if cur.State == StateUnknown {
+		detail = "late confirmation by the holder"
+	}
+	next.State = StateCompleted
+	next.ResultRef, next.Result, next.Via = req.ResultRef, req.Result, req.Via
+	next.Reason, next.Message, next.Retryable = "", "", false
+	next.LeaseExpiresAt = nil
+	next.ExpiresAt = timePtr(now.Add(np.Retention))
+	next.UpdatedAt = now
+	next.addHistory(Transition{At: now, Event: EventCompleted, Attempt: cur.Attempt, By: cur.Owner, Detail: detail})
+	s := step{record: next, result: Result{Outcome: OutcomeCompleted, Record: next}}
+	if br != nil {
+		b := br.Clone()
+		if ev := b.succeeded(now); ev != nil {
+			s.events = append(s.events, *ev)
+		}
+		s.breaker = b
+	}
+	return s, nil
+}
+
+func decideFail(cur *Record, br *Breaker, req FailRequest, np NamespacePolicy, dp DestinationPolicy, now time.Time) (step, error) {
+	if err := checkHolder(cur, req.Namespace, req.Key, req.Token); err != nil {
+		return step{}, err
+	}
+	state, retryable := StateFailed, true
+	switch req.Reason {
+	case ReasonValidationFailed:
+		retryable = false
+	case ReasonOutcomeUnknown:
+		state, retryable = StateUnknown, false
+	}
+	if req.Retryable != nil && state == StateFailed {
+		retryable = retryable && *req.Retryable
+	}
+	outcome := failOutcome(state, retryable)
+	switch cur.State {
+	case StateCompleted:
+		return step{}, Errorf(EConflict, "attempt %d already completed; a completed key cannot fail", cur.Attempt)
+	case StateFailed:
+		if cur.Reason == req.Reason && cur.Retryable == retryable && state == StateFailed {
+			return step{result: Result{Outcome: outcome, Replayed: true, Record: cur}}, nil
+		}
+		return step{}, Errorf(EConflict, "attempt %d already failed with %s", cur.Attempt, cur.Reason)
+	case StateUnknown:
+		if state == StateUnknown {
+			return step{result: Result{Outcome: outcome, Replayed: true, Record: cur}}, nil
+		}
+	}
+	next := cur.Clone()
+	next.State, next.Reason, next.Message, next.Retryable = state, req.Reason, req.Message, retryable
+	next.LeaseExpiresAt = nil
+	next.UpdatedAt = now
+	if state == StateFailed {
+		next.ExpiresAt = timePtr(now.Add(np.Retention))
+	}
+	next.addHistory(Transition{At: now, Event: string(state), Attempt: cur.Attempt, By: cur.Owner, Detail: string(req.Reason)})
+	s := step{record: next, result: Result{Outcome: outcome, Record: next}}
+	if state == StateUnknown {
+		s.events = append(s.events, Event{At: now, Kind: EventKeyUnknown, Namespace: cur.Namespace, Key: cur.Key,
+			Attempt: cur.Attempt, Owner: cur.Owner, Destination: cur.Destination, Reason: req.Reason, Message: req.Message})
+	}
+	if br != nil {
+		b := br.Clone()
+		if ev := b.failed(req.Reason, req.Message, dp, now); ev != nil {
+			s.events = append(s.events, *ev)
+		}
+		s.breaker = b
+	}
+	return s, nil
+}
+
+func failOutcome(state State, retryable bool) Outcome {
+	switch {
+	case state == StateUnknown:
+		return OutcomeStateUnknown
+	case retryable:
+		return OutcomeDestinationFailed
+	}
+	return OutcomeRejected
+}
+
+func decideResolve(cur *Record, req ResolveRequest, np NamespacePolicy, now time.Time) (step, error) {
+	if cur == nil {
+		return step{}, Errorf(ENotFound, "no key %q in namespace %q", req.Key, req.Namespace)
+	}
+	switch cur.State {
+	case StateCompleted:
+		if req.Resolution == StateCompleted {
+			return step{result: Result{Outcome: OutcomeCompleted, Replayed: true, Record: cur}}, nil
+		}
+		return step{}, Errorf(EConflict, "key is completed; a completed key is not reopened")
+	case StateReserved:
+		if !req.Force && now.Before(*cur.LeaseExpiresAt) {
+			return step{}, Errorf(EConflict, "key is reserved by a live attempt (owner %q) until %s; wait, or resolve with force", cur.Owner, cur.LeaseExpiresAt.Format(time.RFC3339))
+		}
+	}
+	next := cur.Clone()
+	next.State = req.Resolution
+	next.LeaseExpiresAt = nil
+	next.ResolvedBy, next.ResolvedAt, next.Note = req.By, timePtr(now), req.Note
+	next.ExpiresAt = timePtr(now.Add(np.Retention))
+	next.UpdatedAt = now
+	outcome := OutcomeCompleted
+	if req.Resolution == StateCompleted {
+		if req.ResultRef != "" {
+			next.ResultRef = req.ResultRef
+		}
+		next.Reason, next.Message, next.Retryable = "", "", false
+	} else {
+		next.Retryable = true
+		outcome = OutcomeFailed
+	}
+	next.addHistory(Transition{At: now, Event: EventResolved, Attempt: cur.Attempt, By: req.By, Detail: string(req.Resolution) + ": " + truncate(req.Note, 200)})
+	return step{record: next, result: Result{Outcome: outcome, Record: next}}, nil
+}
+
+// newToken makes the fencing token of an attempt: the attempt number (so a
+// downstream system can order writes) and 128 random bits (so nobody can
+// guess it).
+func newToken(attempt int) string {
+	var b [16]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		panic("crypto/rand failed: " + err.Error()) // never returns an error on Linux
+	}
+	return fmt.Sprintf("%d.%s", attempt, hex.EncodeToString(b[:]))
+}
+
+func hashToken(token string) []byte {
+	sum := sha256.Sum256([]byte(token))
+	return sum[:16]
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !isRuneStart(s[n]) {
+		n--
+	}
+	return s[:n] + "…"
+}
+
+func isRuneStart(b byte) bool { return b&0xC0 != 0x80 }

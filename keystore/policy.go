@@ -1,0 +1,71 @@
+package keystore
+
+import "time"
+
+// LeaseExpiry is what happens to a reservation whose lease ran out.
+type LeaseExpiry string
+
+const (
+	// ExpireToUnknown: the holder may have acted, so a person must decide.
+	ExpireToUnknown LeaseExpiry = "unknown"
+	// ExpireReclaim: the target is itself idempotent, so a new attempt may start.
+	ExpireReclaim LeaseExpiry = "reclaim"
+)
+
+// Defaults of the contract.
+const (
+	DefaultLease            = 300 * time.Second
+	DefaultRetention        = 30 * 24 * time.Hour
+	DefaultCooldown         = 300 * time.Second
+	DefaultFailureThreshold = 5
+)
+
+// NamespacePolicy is the per-namespace configuration.
+type NamespacePolicy struct {
+	Lease         time.Duration
+	Retention     time.Duration
+	OnLeaseExpiry LeaseExpiry
+	Owner         string
+	Runbook       string
+}
+
+// DestinationPolicy configures one destination's circuit breaker.
+type DestinationPolicy struct {
+	Cooldown         time.Duration
+	FailureThreshold int
+	Owner            string
+}
+
+// Policies holds the configured namespaces and destinations; anything not
+// configured gets the defaults.
+type Policies struct {
+	Namespaces   map[string]NamespacePolicy
+	Destinations map[string]DestinationPolicy
+}
+
+// Namespace returns the policy of ns with defaults filled in.
+func (p Policies) Namespace(ns string) NamespacePolicy {
+	np := p.Namespaces[ns]
+	if np.Lease <= 0 {
+		np.Lease = DefaultLease
+	}
+	if np.Retention <= 0 {
+		np.Retention = DefaultRetention
+	}
+	if np.OnLeaseExpiry == "" {
+		np.OnLeaseExpiry = ExpireToUnknown
+	}
+	return np
+}
+
+// Destination returns the policy of dest with defaults filled in.
+func (p Policies) Destination(dest string) DestinationPolicy {
+	dp := p.Destinations[dest]
+	if dp.Cooldown <= 0 {
+		dp.Cooldown = DefaultCooldown
+	}
+	if dp.FailureThreshold <= 0 {
+		dp.FailureThreshold = DefaultFailureThreshold
+	}
+	return dp
+}

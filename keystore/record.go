@@ -1,0 +1,171 @@
+package keystore
+
+import (
+	"encoding/json"
+	"time"
+)
+
+// State is where a key stands.
+type State string
+
+const (
+	StateAbsent    State = "absent" // never seen (or purged); not stored
+	StateReserved  State = "reserved"
+	StateCompleted State = "completed"
+	StateFailed    State = "failed"
+	StateUnknown   State = "unknown"
+)
+
+// States lists the stored states, for counts and metrics.
+var States = []State{StateReserved, StateCompleted, StateFailed, StateUnknown}
+
+// Outcome is the answer to one call; decisions are outcomes, not errors.
+type Outcome string
+
+const (
+	OutcomeAccepted          Outcome = "accepted"
+	OutcomeDuplicate         Outcome = "duplicate_event"
+	OutcomeInProgress        Outcome = "in_progress"
+	OutcomeStateUnknown      Outcome = "state_unknown"
+	OutcomeRejected          Outcome = "rejected"
+	OutcomeDestinationPaused Outcome = "destination_paused"
+	OutcomeCompleted         Outcome = "completed"
+	OutcomeDestinationFailed Outcome = "destination_failed"
+	OutcomeFailed            Outcome = "failed" // resolve to failed
+	OutcomeFound             Outcome = "found"  // lookup of an existing key
+	OutcomeAbsent            Outcome = "absent" // lookup of a key never seen
+)
+
+// Reason says why an attempt failed.
+type Reason string
+
+const (
+	ReasonDestinationUnreachable Reason = "destination_unreachable"
+	ReasonDestinationFailed      Reason = "destination_failed"
+	ReasonValidationFailed       Reason = "validation_failed"
+	ReasonOutcomeUnknown         Reason = "outcome_unknown"
+	ReasonLeaseExpired           Reason = "lease_expired" // set by the store, never sent
+)
+
+// ValidReason reports whether r is one a client may send to fail.
+func ValidReason(r Reason) bool {
+	switch r {
+	case ReasonDestinationUnreachable, ReasonDestinationFailed, ReasonValidationFailed, ReasonOutcomeUnknown:
+		return true
+	}
+	return false
+}
+
+// Via says which path completed a key.
+type Via string
+
+const (
+	ViaPrimary  Via = "primary"
+	ViaFallback Via = "fallback"
+)
+
+// Record is everything kept about one key. Payloads are never kept: only
+// their fingerprint, which is not shown.
+type Record struct {
+	Namespace      string          `json:"namespace"`
+	Key            string          `json:"key"`
+	State          State           `json:"state"`
+	Attempt        int             `json:"attempt"`
+	Owner          string          `json:"owner,omitempty"`
+	LeaseExpiresAt *time.Time      `json:"lease_expires_at"`
+	ResultRef      string          `json:"result_ref,omitempty"`
+	Result         json.RawMessage `json:"result,omitempty"`
+	Reason         Reason          `json:"reason,omitempty"`
+	Message        string          `json:"message,omitempty"`
+	Retryable      bool            `json:"retryable"`
+	Via            Via             `json:"via,omitempty"`
+	Destination    string          `json:"destination,omitempty"`
+	CreatedAt      time.Time       `json:"created_at"`
+	UpdatedAt      time.Time       `json:"updated_at"`
+	ExpiresAt      *time.Time      `json:"expires_at"`
+	ResolvedBy     string          `json:"resolved_by,omitempty"`
+	ResolvedAt     *time.Time      `json:"resolved_at"`
+	Note           string          `json:"note,omitempty"`
+	History        []Transition    `json:"history"`
+
+	// Fingerprint of the payload of the first attempt that sent one.
+	Fingerprint Fingerprint `json:"-"`
+	// TokenHash identifies the token of the current attempt; the token itself
+	// is handed out once and not kept.
+	TokenHash []byte `json:"-"`
+}
+
+// Transition is one entry of a record's history.
+type Transition struct {
+	At      time.Time `json:"at"`
+	Event   string    `json:"event"`
+	Attempt int       `json:"attempt"`
+	By      string    `json:"by,omitempty"`
+	Detail  string    `json:"detail,omitempty"`
+}
+
+// MaxHistory bounds the history kept per record.
+const MaxHistory = 20
+
+// History events.
+const (
+	EventReserved     = "reserved"
+	EventCompleted    = "completed"
+	EventFailed       = "failed"
+	EventUnknown      = "unknown"
+	EventLeaseExpired = "lease_expired"
+	EventResolved     = "resolved"
+)
+
+func (r *Record) addHistory(t Transition) {
+	r.History = append(r.History, t)
+	if n := len(r.History); n > MaxHistory {
+		r.History = append([]Transition(nil), r.History[n-MaxHistory:]...)
+	}
+}
+
+// Finished reports whether the record is in a state retention applies to.
+func (r *Record) Finished() bool {
+	return r.State == StateCompleted || r.State == StateFailed
+}
+
+// Clone returns a deep copy, so a decision never mutates its input.
+func (r *Record) Clone() *Record {
+	if r == nil {
+		return nil
+	}
+	c := *r
+	c.History = append([]Transition(nil), r.History...)
+	c.Result = append(json.RawMessage(nil), r.Result...)
+	c.Fingerprint = append(Fingerprint(nil), r.Fingerprint...)
+	c.TokenHash = append([]byte(nil), r.TokenHash...)
+	c.LeaseExpiresAt = copyTime(r.LeaseExpiresAt)
+	c.ExpiresAt = copyTime(r.ExpiresAt)
+	c.ResolvedAt = copyTime(r.ResolvedAt)
+	return &c
+}
+
+func copyTime(t *time.Time) *time.Time {
+	if t == nil {
+		return nil
+	}
+	v := *t
+	return &v
+}
+
+func timePtr(t time.Time) *time.Time { return &t }
+
+// Result is the answer of every call on a key: the outcome and the record,
+// which the API writes flat into one object.
+type Result struct {
+	Outcome Outcome
+	Proceed bool
+	// Token is set only when Outcome is accepted.
+	Token string
+	// RetryAfter is set for in_progress and destination_paused.
+	RetryAfter time.Duration
+	// Replayed is true when a stored result was returned (duplicate_event).
+	Replayed bool
+	// Record is nil only for an absent key.
+	Record *Record
+}

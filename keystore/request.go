@@ -1,0 +1,213 @@
+package keystore
+
+import (
+	"encoding/json"
+	"strings"
+	"time"
+)
+
+// ReserveRequest asks to start an attempt for one event.
+type ReserveRequest struct {
+	Namespace   string
+	Key         string
+	Owner       string
+	Lease       time.Duration // zero: the namespace's lease
+	Payload     json.RawMessage
+	Fingerprint string
+	Destination string
+}
+
+// CompleteRequest reports that the attempt holding Token took effect.
+type CompleteRequest struct {
+	Namespace string
+	Key       string
+	Token     string
+	ResultRef string
+	Result    json.RawMessage
+	Via       Via
+}
+
+// FailRequest reports that the attempt holding Token did not take effect,
+// or that nobody knows (outcome_unknown).
+type FailRequest struct {
+	Namespace string
+	Key       string
+	Token     string
+	Reason    Reason
+	Retryable *bool // nil: the reason's default
+	Message   string
+}
+
+// ResolveRequest is a person's decision about a key.
+type ResolveRequest struct {
+	Namespace  string
+	Key        string
+	Resolution State // StateCompleted or StateFailed
+	By         string
+	Note       string
+	ResultRef  string
+	Force      bool
+}
+
+// ListQuery selects a page of records.
+type ListQuery struct {
+	Namespace string // empty: all namespaces
+	State     State  // empty: all states
+	Limit     int
+	Cursor    string
+}
+
+// Page is one page of a listing.
+type Page struct {
+	Items      []*Record
+	NextCursor string
+}
+
+// The normalize methods apply the contract's input rules. Every backend
+// calls them first, so a store refuses bad input even without the API.
+
+func checkIdentity(ns, key string) (string, error) {
+	if err := CheckNamespace("namespace", ns); err != nil {
+		return "", err
+	}
+	return NormalizeKey(key)
+}
+
+func invalid(field, rule, msg string) error {
+	return &Error{Code: EInvalidRequest, Message: msg, Fields: []FieldError{{Field: field, Rule: rule}}}
+}
+
+func (r ReserveRequest) normalize() (ReserveRequest, Fingerprint, error) {
+	var err error
+	if r.Key, err = checkIdentity(r.Namespace, r.Key); err != nil {
+		return r, nil, err
+	}
+	if len(r.Owner) > MaxOwnerLength {
+		return r, nil, invalid("owner", "max=128", "owner is longer than 128 characters")
+	}
+	if r.Lease < 0 || r.Lease > MaxLeaseSeconds*time.Second {
+		return r, nil, invalid("lease_seconds", "min=1,max=86400", "lease_seconds must be 1-86400")
+	}
+	if r.Destination != "" {
+		if err := CheckNamespace("destination", r.Destination); err != nil {
+			return r, nil, err
+		}
+	}
+	if len(r.Fingerprint) > MaxFingerprintLen {
+		return r, nil, invalid("fingerprint", "max=128", "fingerprint is longer than 128 characters")
+	}
+	var fp Fingerprint
+	switch {
+	case len(r.Payload) > 0 && r.Fingerprint != "":
+		return r, nil, invalid("fingerprint", "excluded_with=payload", "send either payload or fingerprint, not both")
+	case len(r.Payload) > 0 && strings.TrimSpace(string(r.Payload)) != "null":
+		if fp, err = PayloadFingerprint(r.Payload); err != nil {
+			return r, nil, err
+		}
+	case r.Fingerprint != "":
+		fp = ClientFingerprint(r.Fingerprint)
+	}
+	return r, fp, nil
+}
+
+func checkToken(token string) error {
+	if token == "" {
+		return invalid("token", "required", "token is required: pass the token the accepted reserve returned")
+	}
+	if len(token) > 256 {
+		return invalid("token", "max=256", "token is too long")
+	}
+	return nil
+}
+
+func (r CompleteRequest) normalize() (CompleteRequest, error) {
+	var err error
+	if r.Key, err = checkIdentity(r.Namespace, r.Key); err != nil {
+		return r, err
+	}
+	if err := checkToken(r.Token); err != nil {
+		return r, err
+	}
+	if len(r.ResultRef) > MaxResultRefLength {
+		return r, invalid("result_ref", "max=512", "result_ref is longer than 512 characters")
+	}
+	if len(r.Result) > 0 {
+		if len(r.Result) > MaxResultBytes {
+			return r, invalid("result", "max=16KiB", "result is larger than 16 KiB")
+		}
+		var obj map[string]json.RawMessage
+		if json.Unmarshal(r.Result, &obj) != nil {
+			if strings.TrimSpace(string(r.Result)) != "null" {
+				return r, invalid("result", "object", "result must be a JSON object")
+			}
+			r.Result = nil
+		}
+	}
+	switch r.Via {
+	case "":
+		r.Via = ViaPrimary
+	case ViaPrimary, ViaFallback:
+	default:
+		return r, invalid("via", "oneof=primary fallback", "via must be primary or fallback")
+	}
+	return r, nil
+}
+
+func (r FailRequest) normalize() (FailRequest, error) {
+	var err error
+	if r.Key, err = checkIdentity(r.Namespace, r.Key); err != nil {
+		return r, err
+	}
+	if err := checkToken(r.Token); err != nil {
+		return r, err
+	}
+	if !ValidReason(r.Reason) {
+		return r, invalid("reason", "oneof=destination_unreachable destination_failed validation_failed outcome_unknown",
+			"reason must be destination_unreachable, destination_failed, validation_failed or outcome_unknown")
+	}
+	if len(r.Message) > MaxMessageLength {
+		return r, invalid("message", "max=2000", "message is longer than 2000 characters")
+	}
+	return r, nil
+}
+
+func (r ResolveRequest) normalize() (ResolveRequest, error) {
+	var err error
+	if r.Key, err = checkIdentity(r.Namespace, r.Key); err != nil {
+		return r, err
+	}
+	if r.Resolution != StateCompleted && r.Resolution != StateFailed {
+		return r, invalid("resolution", "oneof=completed failed", "resolution must be completed or failed")
+	}
+	r.By, r.Note = strings.TrimSpace(r.By), strings.TrimSpace(r.Note)
+	if r.By == "" || len(r.By) > MaxByLength {
+		return r, invalid("by", "required,max=128", "by is required: the person who decided (at most 128 characters)")
+	}
+	if r.Note == "" || len(r.Note) > MaxNoteLength {
+		return r, invalid("note", "required,max=2000", "note is required: what was checked and decided (at most 2000 characters)")
+	}
+	if len(r.ResultRef) > MaxResultRefLength {
+		return r, invalid("result_ref", "max=512", "result_ref is longer than 512 characters")
+	}
+	return r, nil
+}
+
+func (q ListQuery) normalize() (ListQuery, error) {
+	if q.Namespace != "" {
+		if err := CheckNamespace("namespace", q.Namespace); err != nil {
+			return q, err
+		}
+	}
+	switch q.State {
+	case "", StateReserved, StateCompleted, StateFailed, StateUnknown:
+	default:
+		return q, invalid("state", "oneof=reserved completed failed unknown", "state must be reserved, completed, failed or unknown")
+	}
+	if q.Limit <= 0 {
+		q.Limit = 100
+	}
+	if q.Limit > 1000 {
+		q.Limit = 1000
+	}
+	return q, nil
+}

@@ -1,0 +1,51 @@
+package keystore
+
+import (
+	"context"
+	"time"
+)
+
+// Store keeps idempotency keys. Every implementation must pass the
+// conformance suite in keystore/storetest. Decisions come from the state
+// machine in this package; a Store loads, locks and saves around it.
+type Store interface {
+	Reserve(ctx context.Context, req ReserveRequest) (Result, error)
+	Complete(ctx context.Context, req CompleteRequest) (Result, error)
+	Fail(ctx context.Context, req FailRequest) (Result, error)
+	Resolve(ctx context.Context, req ResolveRequest) (Result, error)
+	// Lookup answers Outcome found with the record, or absent with none.
+	Lookup(ctx context.Context, namespace, key string) (Result, error)
+	List(ctx context.Context, q ListQuery) (Page, error)
+	// Counts returns the number of keys per namespace and state.
+	Counts(ctx context.Context) (map[string]map[State]int, error)
+	// Destinations lists the breakers as seen at now.
+	Destinations(ctx context.Context) ([]Breaker, error)
+	// Events returns up to limit events with Seq > after, oldest first.
+	Events(ctx context.Context, after uint64, limit int) ([]Event, error)
+	// Sweep moves expired leases to unknown and deletes records and events
+	// past their retention, in small transactions.
+	Sweep(ctx context.Context) (SweepStats, error)
+	Ping(ctx context.Context) error
+	Close() error
+}
+
+// SweepStats says what one sweep did.
+type SweepStats struct {
+	Expired       int           // finished records deleted
+	LeasesExpired int           // reservations moved to unknown
+	Events        int           // old events deleted
+	LongestTx     time.Duration // the longest write transaction of the sweep
+}
+
+// Clock returns the current time; tests pass a controllable one.
+type Clock func() time.Time
+
+// Ceil returns d in whole seconds, rounded up, at least 1: the contract's
+// retry_after_seconds.
+func CeilSeconds(d time.Duration) int {
+	s := int((d + time.Second - 1) / time.Second)
+	if s < 1 {
+		s = 1
+	}
+	return s
+}
