@@ -1,0 +1,93 @@
+import type {
+	IDataObject,
+	IExecuteFunctions,
+	INodeExecutionData,
+	INodeType,
+	INodeTypeDescription,
+} from 'n8n-workflow';
+import { NodeConnectionTypes, NodeOperationError } from 'n8n-workflow';
+
+import { nodeProperties, type Operation } from './description';
+import { operations, reserveOutput, ReserveOutput } from './operations';
+
+// Reserve branches into three outputs; the other operations have one.
+const OUTPUTS =
+	'={{["complete","fail","lookup","resolve"].includes($parameter.operation) ? [{"type":"main"}] : [{"type":"main","displayName":"Proceed"},{"type":"main","displayName":"Already Done"},{"type":"main","displayName":"Blocked"}]}}' as const;
+
+export class N8nGuard implements INodeType {
+	description: INodeTypeDescription = {
+		displayName: 'N8n Guard',
+		name: 'n8nGuard',
+		icon: 'file:n8nGuard.svg',
+		group: ['transform'],
+		version: 1,
+		subtitle: '={{$parameter["operation"]}}',
+		description:
+			'Reserve an idempotency key before a side effect, then complete or fail it, so duplicates never write twice',
+		defaults: {
+			name: 'n8n-guard',
+		},
+		inputs: [NodeConnectionTypes.Main],
+		outputs: OUTPUTS,
+		credentials: [
+			{
+				name: 'n8nGuardApi',
+				required: true,
+			},
+		],
+		properties: nodeProperties,
+	};
+
+	async execute(this: IExecuteFunctions): Promise<INodeExecutionData[][]> {
+		const items = this.getInputData();
+		const operation = this.getNodeParameter('operation', 0) as Operation;
+		const run = operations[operation];
+		if (run === undefined) {
+			throw new NodeOperationError(this.getNode(), `Unknown operation "${String(operation)}"`);
+		}
+		const outputs: INodeExecutionData[][] = operation === 'reserve' ? [[], [], []] : [[]];
+		// Items that failed under "Continue On Fail" must never look like a go-ahead.
+		const errorOutput = operation === 'reserve' ? ReserveOutput.Blocked : 0;
+
+		for (let i = 0; i < items.length; i++) {
+			try {
+				const answer = await run.call(this, i, items[i]);
+				const output = operation === 'reserve' ? reserveOutput(answer) : 0;
+				const item: INodeExecutionData = { json: successJson(answer), pairedItem: { item: i } };
+				if (items[i].binary !== undefined) item.binary = items[i].binary;
+				outputs[output].push(item);
+			} catch (error) {
+				if (!this.continueOnFail()) {
+					if (error instanceof Error && 'node' in error) throw error;
+					throw new NodeOperationError(this.getNode(), error as Error, { itemIndex: i });
+				}
+				outputs[errorOutput].push({ json: errorJson(error), pairedItem: { item: i } });
+			}
+		}
+		return outputs;
+	}
+}
+
+/**
+ * The guard's answer as it came. A top-level `error` key would make n8n's
+ * "Retry On Fail" repeat the step, so it can never appear on a success item.
+ */
+function successJson(answer: IDataObject): IDataObject {
+	if (!('error' in answer)) return answer;
+	const { error, ...rest } = answer;
+	return { ...rest, guard_error: error };
+}
+
+function errorJson(error: unknown): IDataObject {
+	const e = error as IDataObject & { context?: IDataObject; cause?: unknown };
+	const json: IDataObject = { error: String(e.message ?? error) };
+	if (typeof e.description === 'string' && e.description !== '') json.description = e.description;
+	if (typeof e.httpCode === 'string') json.status = Number(e.httpCode);
+	const problem = (e as { errorResponse?: IDataObject }).errorResponse;
+	if (problem && typeof problem === 'object') {
+		if (typeof problem.code === 'string') json.code = problem.code;
+		if (typeof problem.detail === 'string') json.detail = problem.detail;
+		if (Array.isArray(problem.fields)) json.fields = problem.fields;
+	}
+	return json;
+}

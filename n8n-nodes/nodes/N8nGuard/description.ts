@@ -1,0 +1,326 @@
+import type { INodeProperties } from 'n8n-workflow';
+
+export type Operation = 'reserve' | 'complete' | 'fail' | 'lookup' | 'resolve';
+
+const onlyFor = (...operation: Operation[]) => ({ show: { operation } });
+
+export const operationProperty: INodeProperties = {
+	displayName: 'Operation',
+	name: 'operation',
+	type: 'options',
+	noDataExpression: true,
+	default: 'reserve',
+	options: [
+		{
+			name: 'Complete',
+			value: 'complete',
+			description: 'Record that the side effect took effect',
+			action: 'Complete a reservation',
+		},
+		{
+			name: 'Fail',
+			value: 'fail',
+			description: 'Record that the side effect did not take effect, or that its outcome is unknown',
+			action: 'Fail a reservation',
+		},
+		{
+			name: 'Lookup',
+			value: 'lookup',
+			description: 'Read the record of a key',
+			action: 'Look up a key',
+		},
+		{
+			name: 'Reserve',
+			value: 'reserve',
+			description:
+				'Reserve a key before a side effect; route items to Proceed, Already Done or Blocked',
+			action: 'Reserve a key',
+		},
+		{
+			name: 'Resolve',
+			value: 'resolve',
+			description: 'Reconcile a key by hand (a person checked what happened)',
+			action: 'Resolve a key',
+		},
+	],
+};
+
+// Reserve, Lookup and Resolve name the key themselves.
+const identityRequired: INodeProperties[] = [
+	{
+		displayName: 'Namespace',
+		name: 'namespace',
+		type: 'string',
+		required: true,
+		default: '',
+		placeholder: 'crm-contacts',
+		description:
+			'One namespace per kind of side effect: lowercase letters, digits, dot, dash and underscore',
+		displayOptions: onlyFor('reserve', 'lookup', 'resolve'),
+	},
+	{
+		displayName: 'Key',
+		name: 'key',
+		type: 'string',
+		required: true,
+		default: '',
+		placeholder: 'e.g. {{ $json.event_id }}',
+		description:
+			'The stable ID of one event, usually an expression such as the source event ID or a booking number. Never an e-mail address.',
+		displayOptions: onlyFor('reserve', 'lookup', 'resolve'),
+	},
+];
+
+// Complete and Fail can take everything from the Reserve step upstream.
+const identityFromReservation: INodeProperties[] = [
+	{
+		displayName: 'Namespace',
+		name: 'namespace',
+		type: 'string',
+		default: '',
+		placeholder: 'crm-contacts',
+		description: 'Leave empty to use the namespace of the Reserve step upstream',
+		displayOptions: onlyFor('complete', 'fail'),
+	},
+	{
+		displayName: 'Key',
+		name: 'key',
+		type: 'string',
+		default: '',
+		description: 'Leave empty to use the key of the Reserve step upstream',
+		displayOptions: onlyFor('complete', 'fail'),
+	},
+	{
+		displayName: 'Token',
+		name: 'token',
+		type: 'string',
+		typeOptions: { password: true },
+		default: '',
+		description:
+			'The token of the accepted reservation. Leave empty to take it from the Reserve step upstream (matched by namespace and key).',
+		displayOptions: onlyFor('complete', 'fail'),
+	},
+];
+
+const reserveFields: INodeProperties[] = [
+	{
+		displayName: 'Owner',
+		name: 'owner',
+		type: 'string',
+		default: '=n8n execution {{ $execution.id }}',
+		description: 'Who holds the lease, shown to the person who resolves a stuck key',
+		displayOptions: onlyFor('reserve'),
+	},
+	{
+		displayName: 'Options',
+		name: 'reserveOptions',
+		type: 'collection',
+		placeholder: 'Add option',
+		default: {},
+		displayOptions: onlyFor('reserve'),
+		options: [
+			{
+				displayName: 'Destination',
+				name: 'destination',
+				type: 'string',
+				default: '',
+				placeholder: 'hubspot',
+				description:
+					'The target system, for its circuit breaker: while it is open, items leave by Blocked with outcome destination_paused',
+			},
+			{
+				displayName: 'Fingerprint',
+				name: 'fingerprint',
+				type: 'string',
+				default: '',
+				description:
+					'Your own hash of the payload (at most 128 characters), used instead of Payload to detect a key reused for another event',
+			},
+			{
+				displayName: 'Lease (Seconds)',
+				name: 'leaseSeconds',
+				type: 'number',
+				typeOptions: { minValue: 1, maxValue: 86400 },
+				default: 300,
+				description:
+					'How long the reservation holds before it counts as stuck; without it the namespace default applies',
+			},
+			{
+				displayName: 'Payload',
+				name: 'payload',
+				type: 'json',
+				default: '{}',
+				description:
+					'The data of the event. n8n-guard stores only its hash and answers key_reused when the same key comes with different data.',
+			},
+		],
+	},
+];
+
+const completeFields: INodeProperties[] = [
+	{
+		displayName: 'Result Reference',
+		name: 'resultRef',
+		type: 'string',
+		default: '',
+		placeholder: 'crm-contact-789',
+		description: 'What the side effect created, such as the ID of the new CRM contact (at most 512 characters)',
+		displayOptions: onlyFor('complete'),
+	},
+	{
+		displayName: 'Options',
+		name: 'completeOptions',
+		type: 'collection',
+		placeholder: 'Add option',
+		default: {},
+		displayOptions: onlyFor('complete'),
+		options: [
+			{
+				displayName: 'Result',
+				name: 'result',
+				type: 'json',
+				default: '{}',
+				description:
+					'A small JSON object (at most 16 KiB) returned to later duplicates of this event',
+			},
+			{
+				displayName: 'Via',
+				name: 'via',
+				type: 'options',
+				default: 'primary',
+				options: [
+					{ name: 'Primary', value: 'primary' },
+					{ name: 'Fallback', value: 'fallback' },
+				],
+				description: 'Whether the primary path or a fallback did the work (counted separately)',
+			},
+		],
+	},
+];
+
+const failFields: INodeProperties[] = [
+	{
+		displayName: 'Reason',
+		name: 'reason',
+		type: 'options',
+		default: 'destination_failed',
+		options: [
+			{
+				name: 'Destination Failed',
+				value: 'destination_failed',
+				description: 'The target answered with a transient failure (5xx, 429); a later attempt may try again',
+			},
+			{
+				name: 'Destination Unreachable',
+				value: 'destination_unreachable',
+				description:
+					'The request provably never reached the target (DNS, connection refused, TLS); opens its circuit breaker',
+			},
+			{
+				name: 'Outcome Unknown',
+				value: 'outcome_unknown',
+				description:
+					'Timeout or lost answer after the target may have acted; the key waits for a person',
+			},
+			{
+				name: 'Validation Failed',
+				value: 'validation_failed',
+				description: 'The target rejected the data (4xx); later reserves answer rejected',
+			},
+		],
+		displayOptions: onlyFor('fail'),
+	},
+	{
+		displayName: 'Retryable',
+		name: 'retryable',
+		type: 'boolean',
+		default: true,
+		description: 'Whether a later reserve may start a new attempt',
+		displayOptions: { show: { operation: ['fail'], reason: ['destination_failed'] } },
+	},
+	{
+		displayName: 'Message',
+		name: 'message',
+		type: 'string',
+		default: '',
+		placeholder: 'e.g. HTTP 503 from CRM',
+		description: 'What went wrong, for the person who looks at the key (cut to 2000 characters)',
+		displayOptions: onlyFor('fail'),
+	},
+];
+
+const resolveFields: INodeProperties[] = [
+	{
+		displayName: 'Resolution',
+		name: 'resolution',
+		type: 'options',
+		default: 'completed',
+		options: [
+			{
+				name: 'Completed',
+				value: 'completed',
+				description: 'The side effect did take effect: later duplicates are Already Done',
+			},
+			{
+				name: 'Failed',
+				value: 'failed',
+				description: 'The side effect did not take effect: the next reserve may try again',
+			},
+		],
+		displayOptions: onlyFor('resolve'),
+	},
+	{
+		displayName: 'By',
+		name: 'by',
+		type: 'string',
+		required: true,
+		default: '',
+		placeholder: 'office manager',
+		description: 'Who checked and decided',
+		displayOptions: onlyFor('resolve'),
+	},
+	{
+		displayName: 'Note',
+		name: 'note',
+		type: 'string',
+		required: true,
+		default: '',
+		placeholder: 'checked the Sent folder: mail went out',
+		description: 'What was checked, kept in the history of the key',
+		displayOptions: onlyFor('resolve'),
+	},
+	{
+		displayName: 'Options',
+		name: 'resolveOptions',
+		type: 'collection',
+		placeholder: 'Add option',
+		default: {},
+		displayOptions: onlyFor('resolve'),
+		options: [
+			{
+				displayName: 'Force',
+				name: 'force',
+				type: 'boolean',
+				default: false,
+				description: 'Whether to resolve a key that is still reserved (its lease has not run out)',
+			},
+			{
+				displayName: 'Result Reference',
+				name: 'resultRef',
+				type: 'string',
+				default: '',
+				description: 'What the side effect created, when it is known',
+			},
+		],
+	},
+];
+
+export const nodeProperties: INodeProperties[] = [
+	operationProperty,
+	...identityRequired,
+	...identityFromReservation,
+	...reserveFields,
+	...completeFields,
+	...failFields,
+	...resolveFields,
+];

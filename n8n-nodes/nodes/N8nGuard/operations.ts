@@ -1,0 +1,183 @@
+import type { IDataObject, IExecuteFunctions, INodeExecutionData } from 'n8n-workflow';
+import { NodeOperationError } from 'n8n-workflow';
+
+import type { Operation } from './description';
+import { guardRequest, isObject } from './transport';
+
+/** The outputs of the Reserve operation, in the order of the node's outputs. */
+export const enum ReserveOutput {
+	Proceed = 0,
+	AlreadyDone = 1,
+	Blocked = 2,
+}
+
+/**
+ * Where a reserve answer leaves the node. Only an answer that says
+ * `proceed: true` may lead to the side effect; everything unknown is Blocked.
+ */
+export function reserveOutput(answer: IDataObject): ReserveOutput {
+	if (answer.proceed === true) return ReserveOutput.Proceed;
+	if (answer.outcome === 'duplicate_event') return ReserveOutput.AlreadyDone;
+	return ReserveOutput.Blocked;
+}
+
+type Run = (this: IExecuteFunctions, itemIndex: number, item: INodeExecutionData) => Promise<IDataObject>;
+
+export const operations: Record<Operation, Run> = {
+	async reserve(itemIndex) {
+		const options = this.getNodeParameter('reserveOptions', itemIndex, {}) as IDataObject;
+		const body: IDataObject = {
+			namespace: text(this.getNodeParameter('namespace', itemIndex)),
+			key: text(this.getNodeParameter('key', itemIndex)),
+		};
+		const owner = text(this.getNodeParameter('owner', itemIndex, ''));
+		if (owner !== '') body.owner = owner;
+		if (options.leaseSeconds !== undefined) body.lease_seconds = Math.round(Number(options.leaseSeconds));
+		if (options.payload !== undefined) {
+			body.payload = parseJson.call(this, options.payload, 'Payload', itemIndex) as IDataObject;
+		}
+		if (text(options.fingerprint) !== '') body.fingerprint = text(options.fingerprint);
+		if (text(options.destination) !== '') body.destination = text(options.destination);
+		return await guardRequest.call(this, itemIndex, 'POST', '/v1/reserve', { body });
+	},
+
+	async complete(itemIndex, item) {
+		const body = reservationOf.call(this, itemIndex, item);
+		const options = this.getNodeParameter('completeOptions', itemIndex, {}) as IDataObject;
+		const resultRef = text(this.getNodeParameter('resultRef', itemIndex, ''));
+		if (resultRef !== '') body.result_ref = resultRef;
+		if (options.result !== undefined) {
+			const result = parseJson.call(this, options.result, 'Result', itemIndex);
+			if (!isObject(result)) {
+				throw new NodeOperationError(this.getNode(), 'Result must be a JSON object', { itemIndex });
+			}
+			body.result = result;
+		}
+		if (options.via !== undefined) body.via = options.via;
+		return await guardRequest.call(this, itemIndex, 'POST', '/v1/complete', { body });
+	},
+
+	async fail(itemIndex, item) {
+		const body = reservationOf.call(this, itemIndex, item);
+		body.reason = this.getNodeParameter('reason', itemIndex) as string;
+		if (body.reason === 'destination_failed') {
+			body.retryable = this.getNodeParameter('retryable', itemIndex, true) as boolean;
+		}
+		const message = text(this.getNodeParameter('message', itemIndex, ''));
+		if (message !== '') body.message = message.slice(0, 2000);
+		return await guardRequest.call(this, itemIndex, 'POST', '/v1/fail', { body });
+	},
+
+	async lookup(itemIndex) {
+		const qs = {
+			namespace: text(this.getNodeParameter('namespace', itemIndex)),
+			key: text(this.getNodeParameter('key', itemIndex)),
+		};
+		return await guardRequest.call(this, itemIndex, 'GET', '/v1/lookup', { qs });
+	},
+
+	async resolve(itemIndex) {
+		const options = this.getNodeParameter('resolveOptions', itemIndex, {}) as IDataObject;
+		const body: IDataObject = {
+			namespace: text(this.getNodeParameter('namespace', itemIndex)),
+			key: text(this.getNodeParameter('key', itemIndex)),
+			resolution: this.getNodeParameter('resolution', itemIndex) as string,
+			by: text(this.getNodeParameter('by', itemIndex)),
+			note: text(this.getNodeParameter('note', itemIndex)),
+		};
+		if (text(options.resultRef) !== '') body.result_ref = text(options.resultRef);
+		if (options.force === true) body.force = true;
+		return await guardRequest.call(this, itemIndex, 'POST', '/v1/resolve', { body });
+	},
+};
+
+/**
+ * namespace, key and token for complete/fail: what the user typed, and for
+ * whatever was left empty, the accepted reserve answer upstream.
+ */
+function reservationOf(
+	this: IExecuteFunctions,
+	itemIndex: number,
+	item: INodeExecutionData,
+): IDataObject {
+	const namespace = text(this.getNodeParameter('namespace', itemIndex, ''));
+	const key = text(this.getNodeParameter('key', itemIndex, ''));
+	let token = text(this.getNodeParameter('token', itemIndex, ''));
+	if (namespace !== '' && key !== '' && token !== '') {
+		return { namespace, key, token };
+	}
+	const reserved = findReservation.call(this, itemIndex, item, namespace, key);
+	if (reserved === undefined) {
+		const which = namespace !== '' || key !== '' ? ` for ${namespace || '*'}/${key || '*'}` : '';
+		throw new NodeOperationError(this.getNode(), `No accepted reservation upstream${which}`, {
+			itemIndex,
+			description:
+				'Complete and Fail need the token of an accepted Reserve. Connect this node after the Proceed output of an n8n-guard Reserve node, or fill in Namespace, Key and Token.',
+		});
+	}
+	token = token || text(reserved.token);
+	return {
+		namespace: namespace || text(reserved.namespace),
+		key: key || text(reserved.key),
+		token,
+	};
+}
+
+/**
+ * Finds the accepted reserve answer that this item descends from: the item
+ * itself, else the paired item of the nearest n8n-guard node upstream.
+ */
+function findReservation(
+	this: IExecuteFunctions,
+	itemIndex: number,
+	item: INodeExecutionData,
+	namespace: string,
+	key: string,
+): IDataObject | undefined {
+	const matches = (json: unknown): json is IDataObject =>
+		isObject(json) &&
+		json.outcome === 'accepted' &&
+		typeof json.token === 'string' &&
+		json.token !== '' &&
+		(namespace === '' || json.namespace === namespace) &&
+		(key === '' || json.key === key.trim());
+
+	if (matches(item.json)) return item.json;
+
+	const self = this.getNode();
+	const guards = this.getParentNodes(self.name).filter(
+		(parent) => !parent.disabled && parent.type.split('.').pop() === self.type.split('.').pop(),
+	);
+	if (guards.length === 0) return undefined;
+	const proxy = this.getWorkflowDataProxy(itemIndex);
+	for (const guard of guards) {
+		let json: unknown;
+		try {
+			json = (proxy.$(guard.name) as { item?: INodeExecutionData }).item?.json;
+		} catch {
+			continue; // that node did not produce this item (another branch, or not run)
+		}
+		if (matches(json)) return json;
+	}
+	return undefined;
+}
+
+function parseJson(
+	this: IExecuteFunctions,
+	value: unknown,
+	name: string,
+	itemIndex: number,
+): unknown {
+	if (typeof value !== 'string') return value;
+	if (value.trim() === '') return {};
+	try {
+		return JSON.parse(value) as unknown;
+	} catch {
+		throw new NodeOperationError(this.getNode(), `${name} is not valid JSON`, { itemIndex });
+	}
+}
+
+function text(value: unknown): string {
+	if (value === undefined || value === null) return '';
+	return typeof value === 'string' ? value : String(value);
+}
