@@ -1,0 +1,173 @@
+package keystore
+
+import (
+	"encoding/binary"
+	"fmt"
+	"time"
+
+	"github.com/fxamacker/cbor/v2"
+)
+
+// On disk a record is a CBOR array (no field names) with times as Unix
+// milliseconds: a finished record takes about a hundred bytes. Fields are
+// only ever appended to these structs, so old files stay readable.
+
+type diskRecord struct {
+	_           struct{} `cbor:",toarray"`
+	State       uint8
+	Attempt     uint32
+	Owner       string
+	Lease       int64
+	ResultRef   string
+	Result      []byte
+	Reason      string
+	Message     string
+	Retryable   bool
+	Via         string
+	Destination string
+	Created     int64
+	Updated     int64
+	Expires     int64
+	ResolvedBy  string
+	ResolvedAt  int64
+	Note        string
+	History     []diskTransition
+	Fingerprint []byte
+	TokenHash   []byte
+}
+
+type diskTransition struct {
+	_       struct{} `cbor:",toarray"`
+	At      int64
+	Event   string
+	Attempt uint32
+	By      string
+	Detail  string
+}
+
+type diskBreaker struct {
+	_              struct{} `cbor:",toarray"`
+	State          string
+	OpenedAt       int64
+	ReopensAt      int64
+	Failures       uint32
+	Paused         uint32
+	ProbeNamespace string
+	ProbeKey       string
+	ProbeUntil     int64
+}
+
+type diskEvent struct {
+	_           struct{} `cbor:",toarray"`
+	At          int64
+	Kind        string
+	Namespace   string
+	Key         string
+	Attempt     uint32
+	Owner       string
+	Destination string
+	Reason      string
+	Message     string
+	ReopensAt   int64
+	Paused      uint32
+}
+
+var stateCodes = map[State]uint8{StateReserved: 1, StateCompleted: 2, StateFailed: 3, StateUnknown: 4}
+var stateByCode = map[uint8]State{1: StateReserved, 2: StateCompleted, 3: StateFailed, 4: StateUnknown}
+
+func ms(t time.Time) int64 { return t.UnixMilli() }
+
+func msPtr(t *time.Time) int64 {
+	if t == nil {
+		return 0
+	}
+	return t.UnixMilli()
+}
+
+func fromMs(v int64) time.Time { return time.UnixMilli(v).UTC() }
+
+func fromMsPtr(v int64) *time.Time {
+	if v == 0 {
+		return nil
+	}
+	t := fromMs(v)
+	return &t
+}
+
+func encodeRecord(r *Record) ([]byte, error) {
+	d := diskRecord{
+		State: stateCodes[r.State], Attempt: uint32(r.Attempt), Owner: r.Owner, Lease: msPtr(r.LeaseExpiresAt),
+		ResultRef: r.ResultRef, Result: r.Result, Reason: string(r.Reason), Message: r.Message,
+		Retryable: r.Retryable, Via: string(r.Via), Destination: r.Destination,
+		Created: ms(r.CreatedAt), Updated: ms(r.UpdatedAt), Expires: msPtr(r.ExpiresAt),
+		ResolvedBy: r.ResolvedBy, ResolvedAt: msPtr(r.ResolvedAt), Note: r.Note,
+		Fingerprint: r.Fingerprint, TokenHash: r.TokenHash,
+	}
+	d.History = make([]diskTransition, len(r.History))
+	for i, h := range r.History {
+		d.History[i] = diskTransition{At: ms(h.At), Event: h.Event, Attempt: uint32(h.Attempt), By: h.By, Detail: h.Detail}
+	}
+	return cbor.Marshal(d)
+}
+
+func decodeRecord(ns, key string, b []byte) (*Record, error) {
+	var d diskRecord
+	if err := cbor.Unmarshal(b, &d); err != nil {
+		return nil, fmt.Errorf("decode record %s/%s: %w", ns, key, err)
+	}
+	state, ok := stateByCode[d.State]
+	if !ok {
+		return nil, fmt.Errorf("decode record %s/%s: unknown state code %d", ns, key, d.State)
+	}
+	r := &Record{
+		Namespace: ns, Key: key, State: state, Attempt: int(d.Attempt), Owner: d.Owner,
+		LeaseExpiresAt: fromMsPtr(d.Lease), ResultRef: d.ResultRef, Result: d.Result,
+		Reason: Reason(d.Reason), Message: d.Message, Retryable: d.Retryable, Via: Via(d.Via),
+		Destination: d.Destination, CreatedAt: fromMs(d.Created), UpdatedAt: fromMs(d.Updated),
+		ExpiresAt: fromMsPtr(d.Expires), ResolvedBy: d.ResolvedBy, ResolvedAt: fromMsPtr(d.ResolvedAt),
+		Note: d.Note, Fingerprint: d.Fingerprint, TokenHash: d.TokenHash,
+	}
+	r.History = make([]Transition, len(d.History))
+	for i, h := range d.History {
+		r.History[i] = Transition{At: fromMs(h.At), Event: h.Event, Attempt: int(h.Attempt), By: h.By, Detail: h.Detail}
+	}
+	return r, nil
+}
+
+func encodeBreaker(b *Breaker) ([]byte, error) {
+	return cbor.Marshal(diskBreaker{State: string(b.State), OpenedAt: msPtr(b.OpenedAt), ReopensAt: msPtr(b.ReopensAt),
+		Failures: uint32(b.ConsecutiveFailures), Paused: uint32(b.PausedReserves),
+		ProbeNamespace: b.ProbeNamespace, ProbeKey: b.ProbeKey, ProbeUntil: msPtr(b.ProbeUntil)})
+}
+
+func decodeBreaker(dest string, v []byte) (*Breaker, error) {
+	var d diskBreaker
+	if err := cbor.Unmarshal(v, &d); err != nil {
+		return nil, fmt.Errorf("decode breaker %s: %w", dest, err)
+	}
+	return &Breaker{Destination: dest, State: BreakerState(d.State), OpenedAt: fromMsPtr(d.OpenedAt),
+		ReopensAt: fromMsPtr(d.ReopensAt), ConsecutiveFailures: int(d.Failures), PausedReserves: int(d.Paused),
+		ProbeNamespace: d.ProbeNamespace, ProbeKey: d.ProbeKey, ProbeUntil: fromMsPtr(d.ProbeUntil)}, nil
+}
+
+func encodeEvent(e Event) ([]byte, error) {
+	return cbor.Marshal(diskEvent{At: ms(e.At), Kind: string(e.Kind), Namespace: e.Namespace, Key: e.Key,
+		Attempt: uint32(e.Attempt), Owner: e.Owner, Destination: e.Destination, Reason: string(e.Reason),
+		Message: e.Message, ReopensAt: msPtr(e.ReopensAt), Paused: uint32(e.PausedReserves)})
+}
+
+func decodeEvent(seq uint64, v []byte) (Event, error) {
+	var d diskEvent
+	if err := cbor.Unmarshal(v, &d); err != nil {
+		return Event{}, fmt.Errorf("decode event %d: %w", seq, err)
+	}
+	return Event{Seq: seq, At: fromMs(d.At), Kind: EventKind(d.Kind), Namespace: d.Namespace, Key: d.Key,
+		Attempt: int(d.Attempt), Owner: d.Owner, Destination: d.Destination, Reason: Reason(d.Reason),
+		Message: d.Message, ReopensAt: fromMsPtr(d.ReopensAt), PausedReserves: int(d.Paused)}, nil
+}
+
+func u64(v uint64) []byte {
+	var b [8]byte
+	binary.BigEndian.PutUint64(b[:], v)
+	return b[:]
+}

@@ -1,0 +1,203 @@
+package keystore
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"sort"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+)
+
+// Counts implements Store.
+func (s *BoltStore) Counts(context.Context) (map[string]map[State]int, error) {
+	out := map[string]map[State]int{}
+	err := s.db.View(func(tx *bolt.Tx) error {
+		return tx.Bucket(bucketCounts).ForEach(func(k, v []byte) error {
+			i := bytes.IndexByte(k, 0)
+			if i < 0 || i+2 != len(k) || len(v) != 8 {
+				return nil
+			}
+			ns := string(k[:i])
+			if out[ns] == nil {
+				out[ns] = map[State]int{}
+			}
+			out[ns][stateByCode[k[i+1]]] = int(binary.BigEndian.Uint64(v))
+			return nil
+		})
+	})
+	return out, s.readErr(err)
+}
+
+// Destinations implements Store: every breaker that has state, and every
+// configured destination (closed until something happens to it).
+func (s *BoltStore) Destinations(context.Context) ([]Breaker, error) {
+	now := s.now()
+	seen := map[string]bool{}
+	var out []Breaker
+	err := s.db.View(func(tx *bolt.Tx) error {
+		return tx.Bucket(bucketBreakers).ForEach(func(k, v []byte) error {
+			b, err := decodeBreaker(string(k), v)
+			if err != nil {
+				return err
+			}
+			seen[b.Destination] = true
+			out = append(out, b.View(now))
+			return nil
+		})
+	})
+	if err != nil {
+		return nil, s.readErr(err)
+	}
+	for d := range s.policies.Destinations {
+		if !seen[d] {
+			out = append(out, *newBreaker(d))
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Destination < out[j].Destination })
+	return out, nil
+}
+
+// Events implements Store.
+func (s *BoltStore) Events(_ context.Context, after uint64, limit int) ([]Event, error) {
+	if limit <= 0 || limit > 1000 {
+		limit = 1000
+	}
+	var out []Event
+	err := s.db.View(func(tx *bolt.Tx) error {
+		c := tx.Bucket(bucketEvents).Cursor()
+		for k, v := c.Seek(u64(after + 1)); k != nil && len(out) < limit; k, v = c.Next() {
+			ev, err := decodeEvent(binary.BigEndian.Uint64(k), v)
+			if err != nil {
+				return err
+			}
+			out = append(out, ev)
+		}
+		return nil
+	})
+	return out, s.readErr(err)
+}
+
+// sweepTxBudget bounds how long one sweep transaction may run, so a sweep
+// of a million records never holds up reserves for long: each transaction
+// takes at most sweepBatch entries and stops early when its time is up.
+const sweepTxBudget = 20 * time.Millisecond
+
+// Sweep implements Store. It walks the time-ordered indexes from their
+// oldest entry, so it touches only what is due.
+func (s *BoltStore) Sweep(ctx context.Context) (SweepStats, error) {
+	var st SweepStats
+	passes := []struct {
+		bucket []byte
+		do     func(tx *bolt.Tx, k []byte, now time.Time) (bool, error)
+		count  *int
+	}{
+		{bucketLeases, s.sweepLease, &st.LeasesExpired},
+		{bucketExpires, s.sweepExpired, &st.Expired},
+		{bucketEvents, s.sweepEvent, &st.Events},
+	}
+	for _, p := range passes {
+		for {
+			if err := ctx.Err(); err != nil {
+				return st, err
+			}
+			n, more, took, err := s.sweepBatch(p.bucket, p.do)
+			*p.count += n
+			if took > st.LongestTx {
+				st.LongestTx = took
+			}
+			if err != nil {
+				return st, s.readErr(err)
+			}
+			if !more {
+				break
+			}
+		}
+	}
+	return st, nil
+}
+
+// sweepBatch runs one short transaction over the oldest entries of an
+// index. do returns false when the entry is not due yet: the rest are not
+// either, since the index is ordered by time.
+func (s *BoltStore) sweepBatch(bucket []byte, do func(*bolt.Tx, []byte, time.Time) (bool, error)) (n int, more bool, took time.Duration, err error) {
+	now := s.now()
+	err = s.db.Update(func(tx *bolt.Tx) error {
+		start := time.Now()
+		c := tx.Bucket(bucket).Cursor()
+		var keys [][]byte
+		for k, _ := c.First(); k != nil; k, _ = c.Next() {
+			if len(keys) == s.sweepMax || time.Since(start) > sweepTxBudget/2 {
+				more = true
+				break
+			}
+			keys = append(keys, append([]byte(nil), k...))
+		}
+		for _, k := range keys {
+			due, err := do(tx, k, now)
+			if err != nil {
+				return err
+			}
+			if !due {
+				more = false
+				break
+			}
+			n++
+			if time.Since(start) > sweepTxBudget {
+				more = true
+				break
+			}
+		}
+		took = time.Since(start)
+		return nil
+	})
+	took = max(took, 0)
+	return n, more && n > 0, took, err
+}
+
+func dueAt(k []byte) int64 { return int64(binary.BigEndian.Uint64(k[:8])) }
+
+func (s *BoltStore) sweepLease(tx *bolt.Tx, k []byte, now time.Time) (bool, error) {
+	if dueAt(k) > ms(now) {
+		return false, nil
+	}
+	ns, key := splitRecordKey(k[8:])
+	cur, err := getRecord(tx, ns, key)
+	if err != nil {
+		return false, err
+	}
+	st, expired := decideExpireLease(cur, s.policies.Namespace(ns), now)
+	if !expired {
+		// reclaim namespaces: the next reserve takes the key over; a
+		// stale entry (no longer reserved) is just dropped.
+		return true, tx.Bucket(bucketLeases).Delete(k)
+	}
+	return true, applyStep(tx, cur, nil, st)
+}
+
+func (s *BoltStore) sweepExpired(tx *bolt.Tx, k []byte, now time.Time) (bool, error) {
+	if dueAt(k) > ms(now) {
+		return false, nil
+	}
+	ns, key := splitRecordKey(k[8:])
+	cur, err := getRecord(tx, ns, key)
+	if err != nil {
+		return false, err
+	}
+	if cur == nil || cur.ExpiresAt == nil || !cur.Finished() {
+		return true, tx.Bucket(bucketExpires).Delete(k)
+	}
+	return true, deleteRecord(tx, cur)
+}
+
+func (s *BoltStore) sweepEvent(tx *bolt.Tx, k []byte, now time.Time) (bool, error) {
+	ev, err := decodeEvent(binary.BigEndian.Uint64(k), tx.Bucket(bucketEvents).Get(k))
+	if err != nil {
+		return false, err
+	}
+	if now.Sub(ev.At) < EventRetention {
+		return false, nil
+	}
+	return true, tx.Bucket(bucketEvents).Delete(k)
+}

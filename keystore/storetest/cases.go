@@ -1,0 +1,621 @@
+package storetest
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/n8n-guard/n8n-guard/keystore"
+)
+
+const ns = "crm-contacts"
+
+func runTransitions(t *testing.T, newStore New) {
+	t.Run("first event", func(t *testing.T) {
+		e := setup(t, newStore, keystore.Policies{})
+		r := e.reserve(ns, "evt_1")
+		wantOutcome(t, r, keystore.OutcomeAccepted)
+		if !r.Proceed || r.Token == "" {
+			t.Fatalf("accepted must proceed with a token: %+v", r)
+		}
+		wantState(t, r, keystore.StateReserved)
+		if r.Record.Attempt != 1 || r.Record.Owner != "n8n exec 4711" {
+			t.Fatalf("attempt/owner = %d/%q", r.Record.Attempt, r.Record.Owner)
+		}
+		if want := e.clock.Now().Add(keystore.DefaultLease); !r.Record.LeaseExpiresAt.Equal(want) {
+			t.Fatalf("lease_expires_at = %v, want %v", r.Record.LeaseExpiresAt, want)
+		}
+		wantState(t, e.lookup(ns, "evt_1"), keystore.StateReserved)
+	})
+	t.Run("sequential repeat", func(t *testing.T) {
+		e := setup(t, newStore, keystore.Policies{})
+		r := e.reserve(ns, "evt_1")
+		c := e.complete(ns, "evt_1", r.Token, "crm-contact-789")
+		wantOutcome(t, c, keystore.OutcomeCompleted)
+		if c.Record.ExpiresAt == nil || !c.Record.ExpiresAt.Equal(e.clock.Now().Add(keystore.DefaultRetention)) {
+			t.Fatalf("expires_at = %v, want now + 30 days", c.Record.ExpiresAt)
+		}
+		d := e.reserve(ns, "evt_1")
+		wantOutcome(t, d, keystore.OutcomeDuplicate)
+		if d.Proceed || d.Token != "" || !d.Replayed || d.Record.ResultRef != "crm-contact-789" {
+			t.Fatalf("duplicate must not proceed, carry no token and replay the result: %+v", d)
+		}
+		again := e.complete(ns, "evt_1", r.Token, "crm-contact-789")
+		wantOutcome(t, again, keystore.OutcomeCompleted)
+		if !again.Replayed {
+			t.Fatalf("a repeated complete is a replay")
+		}
+	})
+	t.Run("two copies at once", func(t *testing.T) {
+		e := setup(t, newStore, keystore.Policies{})
+		e.reserve(ns, "evt_1", func(r *keystore.ReserveRequest) { r.Lease = 120 * time.Second })
+		e.clock.Advance(20 * time.Second)
+		r := e.reserve(ns, "evt_1")
+		wantOutcome(t, r, keystore.OutcomeInProgress)
+		if r.Proceed || r.Token != "" || keystore.CeilSeconds(r.RetryAfter) != 100 {
+			t.Fatalf("in_progress: proceed=%v token=%q retry_after=%v", r.Proceed, r.Token, r.RetryAfter)
+		}
+	})
+	t.Run("missing key", func(t *testing.T) {
+		e := setup(t, newStore, keystore.Policies{})
+		for _, key := range []string{"", "   ", "\t\n", strings.Repeat("k", 256), "lead:anna@example.com", "bad\x01key", string([]byte{0xff, 0xfe})} {
+			_, err := e.s.Reserve(e.ctx, keystore.ReserveRequest{Namespace: ns, Key: key})
+			wantCode(t, err, keystore.EInvalidKey)
+		}
+		_, err := e.s.Reserve(e.ctx, keystore.ReserveRequest{Namespace: "Bad NS", Key: "evt_1"})
+		wantCode(t, err, keystore.EInvalidRequest)
+		counts, err := e.s.Counts(e.ctx)
+		if err != nil || len(counts) != 0 {
+			t.Fatalf("bad input must record nothing: %v %v", counts, err)
+		}
+		r := e.reserve(ns, "  evt_1  ")
+		if r.Record.Key != "evt_1" {
+			t.Fatalf("key must be trimmed, got %q", r.Record.Key)
+		}
+		wantOutcome(t, e.reserve(ns, "evt_1"), keystore.OutcomeInProgress)
+	})
+	t.Run("same lead with different event ids", func(t *testing.T) {
+		e := setup(t, newStore, keystore.Policies{})
+		wantOutcome(t, e.reserve(ns, "evt_1", withPayload(`{"email_hash":"abc"}`)), keystore.OutcomeAccepted)
+		wantOutcome(t, e.reserve(ns, "evt_2", withPayload(`{"email_hash":"abc"}`)), keystore.OutcomeAccepted)
+		wantOutcome(t, e.reserve("booking-confirmations", "evt_1"), keystore.OutcomeAccepted)
+	})
+	t.Run("failure after reservation", func(t *testing.T) {
+		e := setup(t, newStore, keystore.Policies{})
+		r := e.reserve(ns, "evt_1")
+		f := e.fail(ns, "evt_1", r.Token, keystore.ReasonDestinationFailed)
+		wantOutcome(t, f, keystore.OutcomeDestinationFailed)
+		wantState(t, f, keystore.StateFailed)
+		if !f.Record.Retryable || f.Record.Reason != keystore.ReasonDestinationFailed || f.Record.Message != "HTTP 503 from CRM" {
+			t.Fatalf("failed record: %+v", f.Record)
+		}
+		again := e.fail(ns, "evt_1", r.Token, keystore.ReasonDestinationFailed)
+		if !again.Replayed || again.Outcome != keystore.OutcomeDestinationFailed {
+			t.Fatalf("a repeated fail is a replay: %+v", again)
+		}
+		r2 := e.reserve(ns, "evt_1")
+		wantOutcome(t, r2, keystore.OutcomeAccepted)
+		if r2.Record.Attempt != 2 || r2.Token == r.Token || r2.Record.ExpiresAt != nil {
+			t.Fatalf("retry must be attempt 2 with a new token and no expiry: %+v", r2.Record)
+		}
+		_, err := e.s.Complete(e.ctx, keystore.CompleteRequest{Namespace: ns, Key: "evt_1", Token: r.Token})
+		wantCode(t, err, keystore.EStaleToken)
+		wantOutcome(t, e.complete(ns, "evt_1", r2.Token, "crm-1"), keystore.OutcomeCompleted)
+	})
+	t.Run("failure not retryable", func(t *testing.T) {
+		e := setup(t, newStore, keystore.Policies{})
+		r := e.reserve(ns, "evt_1")
+		wantOutcome(t, e.fail(ns, "evt_1", r.Token, keystore.ReasonValidationFailed), keystore.OutcomeRejected)
+		wantOutcome(t, e.reserve(ns, "evt_1"), keystore.OutcomeRejected)
+		r2 := e.reserve(ns, "evt_2")
+		no := false
+		f, err := e.s.Fail(e.ctx, keystore.FailRequest{Namespace: ns, Key: "evt_2", Token: r2.Token, Reason: keystore.ReasonDestinationFailed, Retryable: &no})
+		if err != nil {
+			t.Fatal(err)
+		}
+		wantOutcome(t, f, keystore.OutcomeRejected)
+		wantOutcome(t, e.reserve(ns, "evt_2"), keystore.OutcomeRejected)
+	})
+	t.Run("timeout / unknown", func(t *testing.T) {
+		e := setup(t, newStore, keystore.Policies{})
+		r := e.reserve(ns, "evt_1")
+		f := e.fail(ns, "evt_1", r.Token, keystore.ReasonOutcomeUnknown)
+		wantOutcome(t, f, keystore.OutcomeStateUnknown)
+		wantState(t, f, keystore.StateUnknown)
+		for i := 0; i < 3; i++ {
+			wantOutcome(t, e.reserve(ns, "evt_1"), keystore.OutcomeStateUnknown)
+		}
+		evs := e.events()
+		if len(evs) != 1 || evs[0].Kind != keystore.EventKeyUnknown || evs[0].Key != "evt_1" || evs[0].Reason != keystore.ReasonOutcomeUnknown {
+			t.Fatalf("events = %+v, want one key_unknown", evs)
+		}
+	})
+	t.Run("late confirmation", func(t *testing.T) {
+		e := setup(t, newStore, keystore.Policies{})
+		r := e.reserve(ns, "evt_1")
+		e.fail(ns, "evt_1", r.Token, keystore.ReasonOutcomeUnknown)
+		c := e.complete(ns, "evt_1", r.Token, "mail-42")
+		wantOutcome(t, c, keystore.OutcomeCompleted)
+		wantOutcome(t, e.reserve(ns, "evt_1"), keystore.OutcomeDuplicate)
+	})
+	t.Run("stale token", func(t *testing.T) {
+		e := setup(t, newStore, keystore.Policies{})
+		r := e.reserve(ns, "evt_1")
+		before := e.lookup(ns, "evt_1").Record
+		for _, tok := range []string{"1.00000000000000000000000000000000", "garbage", r.Token + "x"} {
+			_, err := e.s.Complete(e.ctx, keystore.CompleteRequest{Namespace: ns, Key: "evt_1", Token: tok})
+			wantCode(t, err, keystore.EStaleToken)
+			_, err = e.s.Fail(e.ctx, keystore.FailRequest{Namespace: ns, Key: "evt_1", Token: tok, Reason: keystore.ReasonDestinationFailed})
+			wantCode(t, err, keystore.EStaleToken)
+		}
+		sameRecord(t, before, e.lookup(ns, "evt_1").Record)
+		_, err := e.s.Complete(e.ctx, keystore.CompleteRequest{Namespace: ns, Key: "nope", Token: r.Token})
+		wantCode(t, err, keystore.ENotFound)
+	})
+	t.Run("contradictory reports", func(t *testing.T) {
+		e := setup(t, newStore, keystore.Policies{})
+		r := e.reserve(ns, "evt_1")
+		e.complete(ns, "evt_1", r.Token, "crm-1")
+		_, err := e.s.Fail(e.ctx, keystore.FailRequest{Namespace: ns, Key: "evt_1", Token: r.Token, Reason: keystore.ReasonDestinationFailed})
+		wantCode(t, err, keystore.EConflict)
+		r2 := e.reserve(ns, "evt_2")
+		e.fail(ns, "evt_2", r2.Token, keystore.ReasonDestinationFailed)
+		_, err = e.s.Complete(e.ctx, keystore.CompleteRequest{Namespace: ns, Key: "evt_2", Token: r2.Token})
+		wantCode(t, err, keystore.EConflict)
+	})
+	t.Run("history is bounded", func(t *testing.T) {
+		e := setup(t, newStore, keystore.Policies{})
+		var last keystore.Result
+		for i := 0; i < 15; i++ {
+			r := e.reserve(ns, "evt_1")
+			wantOutcome(t, r, keystore.OutcomeAccepted)
+			last = e.fail(ns, "evt_1", r.Token, keystore.ReasonDestinationFailed)
+		}
+		h := last.Record.History
+		if len(h) != keystore.MaxHistory || h[len(h)-1].Attempt != 15 || h[len(h)-1].Event != "failed" {
+			t.Fatalf("history: %d entries, last %+v", len(h), h[len(h)-1])
+		}
+	})
+	t.Run("complete carries result and via", func(t *testing.T) {
+		e := setup(t, newStore, keystore.Policies{})
+		r := e.reserve(ns, "evt_1")
+		c, err := e.s.Complete(e.ctx, keystore.CompleteRequest{Namespace: ns, Key: "evt_1", Token: r.Token,
+			ResultRef: "crm-1", Result: json.RawMessage(`{"id":7}`), Via: keystore.ViaFallback})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := e.lookup(ns, "evt_1").Record
+		if got.Via != keystore.ViaFallback || string(got.Result) != `{"id":7}` || c.Record.LeaseExpiresAt != nil {
+			t.Fatalf("stored: via=%s result=%s", got.Via, got.Result)
+		}
+		_, err = e.s.Complete(e.ctx, keystore.CompleteRequest{Namespace: ns, Key: "evt_1", Token: r.Token, Result: json.RawMessage(`[1]`)})
+		wantCode(t, err, keystore.EInvalidRequest)
+	})
+}
+
+func withPayload(p string) func(*keystore.ReserveRequest) {
+	return func(r *keystore.ReserveRequest) { r.Payload = json.RawMessage(p) }
+}
+
+func runFingerprints(t *testing.T, newStore New) {
+	e := setup(t, newStore, keystore.Policies{})
+	r := e.reserve(ns, "evt_1", withPayload(`{"a": 1, "b": [1, 2.0]}`))
+	wantOutcome(t, e.reserve(ns, "evt_1", withPayload(`{"b":[1,2],"a":1.0}`)), keystore.OutcomeInProgress)
+	before := e.lookup(ns, "evt_1").Record
+	_, err := e.s.Reserve(e.ctx, keystore.ReserveRequest{Namespace: ns, Key: "evt_1", Payload: json.RawMessage(`{"a":2}`)})
+	wantCode(t, err, keystore.EKeyReused)
+	sameRecord(t, before, e.lookup(ns, "evt_1").Record)
+	e.complete(ns, "evt_1", r.Token, "crm-1")
+	_, err = e.s.Reserve(e.ctx, keystore.ReserveRequest{Namespace: ns, Key: "evt_1", Payload: json.RawMessage(`{"a":2}`)})
+	wantCode(t, err, keystore.EKeyReused)
+
+	e.reserve(ns, "evt_2", func(r *keystore.ReserveRequest) { r.Fingerprint = "sha1:abc" })
+	wantOutcome(t, e.reserve(ns, "evt_2", func(r *keystore.ReserveRequest) { r.Fingerprint = "sha1:abc" }), keystore.OutcomeInProgress)
+	_, err = e.s.Reserve(e.ctx, keystore.ReserveRequest{Namespace: ns, Key: "evt_2", Fingerprint: "sha1:def"})
+	wantCode(t, err, keystore.EKeyReused)
+	_, err = e.s.Reserve(e.ctx, keystore.ReserveRequest{Namespace: ns, Key: "evt_3", Payload: json.RawMessage(`{"a":`)})
+	wantCode(t, err, keystore.EInvalidRequest)
+}
+
+func runLeases(t *testing.T, newStore New) {
+	t.Run("lease runs out: unknown", func(t *testing.T) {
+		e := setup(t, newStore, keystore.Policies{})
+		r := e.reserve(ns, "evt_1", func(r *keystore.ReserveRequest) { r.Lease = 60 * time.Second })
+		e.clock.Advance(61 * time.Second)
+		u := e.reserve(ns, "evt_1")
+		wantOutcome(t, u, keystore.OutcomeStateUnknown)
+		wantState(t, e.lookup(ns, "evt_1"), keystore.StateUnknown)
+		wantOutcome(t, e.reserve(ns, "evt_1"), keystore.OutcomeStateUnknown)
+		if evs := e.events(); len(evs) != 1 || evs[0].Reason != keystore.ReasonLeaseExpired {
+			t.Fatalf("events = %+v", evs)
+		}
+		// The holder's late report still settles it.
+		wantOutcome(t, e.complete(ns, "evt_1", r.Token, "crm-1"), keystore.OutcomeCompleted)
+	})
+	t.Run("lease runs out: reclaim", func(t *testing.T) {
+		pol := keystore.Policies{Namespaces: map[string]keystore.NamespacePolicy{ns: {OnLeaseExpiry: keystore.ExpireReclaim, Lease: 30 * time.Second}}}
+		e := setup(t, newStore, pol)
+		r := e.reserve(ns, "evt_1")
+		if !r.Record.LeaseExpiresAt.Equal(e.clock.Now().Add(30 * time.Second)) {
+			t.Fatalf("namespace lease not applied: %v", r.Record.LeaseExpiresAt)
+		}
+		e.clock.Advance(31 * time.Second)
+		r2 := e.reserve(ns, "evt_1")
+		wantOutcome(t, r2, keystore.OutcomeAccepted)
+		if r2.Record.Attempt != 2 {
+			t.Fatalf("attempt = %d", r2.Record.Attempt)
+		}
+		_, err := e.s.Complete(e.ctx, keystore.CompleteRequest{Namespace: ns, Key: "evt_1", Token: r.Token})
+		wantCode(t, err, keystore.EStaleToken)
+		if st, err := e.s.Sweep(e.ctx); err != nil || st.LeasesExpired != 0 {
+			t.Fatalf("sweep must not expire a live reclaimed lease: %+v %v", st, err)
+		}
+	})
+	t.Run("sweeper finds expired leases", func(t *testing.T) {
+		e := setup(t, newStore, keystore.Policies{})
+		e.reserve(ns, "evt_1", func(r *keystore.ReserveRequest) { r.Lease = 10 * time.Second })
+		e.reserve(ns, "evt_2", func(r *keystore.ReserveRequest) { r.Lease = 100 * time.Second })
+		e.clock.Advance(11 * time.Second)
+		st, err := e.s.Sweep(e.ctx)
+		if err != nil || st.LeasesExpired != 1 {
+			t.Fatalf("sweep = %+v, %v; want 1 lease expired", st, err)
+		}
+		wantState(t, e.lookup(ns, "evt_1"), keystore.StateUnknown)
+		wantState(t, e.lookup(ns, "evt_2"), keystore.StateReserved)
+		evs := e.events()
+		if len(evs) != 1 || evs[0].Key != "evt_1" || evs[0].Kind != keystore.EventKeyUnknown {
+			t.Fatalf("events = %+v", evs)
+		}
+		if more, _ := e.s.Events(e.ctx, evs[0].Seq, 10); len(more) != 0 {
+			t.Fatalf("events after the last seq: %+v", more)
+		}
+	})
+}
+
+func runResolve(t *testing.T, newStore New) {
+	e := setup(t, newStore, keystore.Policies{})
+	resolve := func(key string, to keystore.State, force bool) (keystore.Result, error) {
+		return e.s.Resolve(e.ctx, keystore.ResolveRequest{Namespace: ns, Key: key, Resolution: to,
+			By: "office manager", Note: "checked the Sent folder: mail went out", ResultRef: "mail-1", Force: force})
+	}
+	r := e.reserve(ns, "evt_1")
+	e.fail(ns, "evt_1", r.Token, keystore.ReasonOutcomeUnknown)
+	res, err := resolve("evt_1", keystore.StateCompleted, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantOutcome(t, res, keystore.OutcomeCompleted)
+	rec := res.Record
+	if rec.ResolvedBy != "office manager" || rec.ResolvedAt == nil || rec.Note == "" || rec.ResultRef != "mail-1" {
+		t.Fatalf("resolved record: %+v", rec)
+	}
+	if h := rec.History[len(rec.History)-1]; h.Event != keystore.EventResolved || h.By != "office manager" {
+		t.Fatalf("history: %+v", h)
+	}
+	wantOutcome(t, e.reserve(ns, "evt_1"), keystore.OutcomeDuplicate)
+
+	r = e.reserve(ns, "evt_2")
+	e.fail(ns, "evt_2", r.Token, keystore.ReasonValidationFailed)
+	res, err = resolve("evt_2", keystore.StateFailed, false)
+	if err != nil || res.Record.State != keystore.StateFailed || !res.Record.Retryable {
+		t.Fatalf("resolve to failed: %+v %v", res.Record, err)
+	}
+	r2 := e.reserve(ns, "evt_2")
+	wantOutcome(t, r2, keystore.OutcomeAccepted)
+	if r2.Record.Attempt != 2 {
+		t.Fatalf("attempt = %d", r2.Record.Attempt)
+	}
+	_, err = resolve("evt_2", keystore.StateCompleted, false)
+	wantCode(t, err, keystore.EConflict) // reserved, lease live
+	if _, err = resolve("evt_2", keystore.StateCompleted, true); err != nil {
+		t.Fatalf("force: %v", err)
+	}
+	_, err = resolve("evt_2", keystore.StateFailed, false)
+	wantCode(t, err, keystore.EConflict) // completed stays completed
+	_, err = resolve("nope", keystore.StateCompleted, false)
+	wantCode(t, err, keystore.ENotFound)
+	_, err = e.s.Resolve(e.ctx, keystore.ResolveRequest{Namespace: ns, Key: "evt_1", Resolution: keystore.StateCompleted, Note: "x"})
+	wantCode(t, err, keystore.EInvalidRequest)
+	_, err = e.s.Resolve(e.ctx, keystore.ResolveRequest{Namespace: ns, Key: "evt_1", Resolution: "maybe", By: "a", Note: "x"})
+	wantCode(t, err, keystore.EInvalidRequest)
+}
+
+func runListings(t *testing.T, newStore New) {
+	e := setup(t, newStore, keystore.Policies{})
+	wantUnknown := map[string]bool{}
+	for i := 0; i < 7; i++ {
+		key := fmt.Sprintf("evt_%02d", i)
+		r := e.reserve(ns, key)
+		switch i % 3 {
+		case 0:
+			e.fail(ns, key, r.Token, keystore.ReasonOutcomeUnknown)
+			wantUnknown[key] = true
+		case 1:
+			e.complete(ns, key, r.Token, "ref")
+		}
+	}
+	e.reserve("other", "evt_x")
+	got := map[string]bool{}
+	cursor := ""
+	for pages := 0; ; pages++ {
+		p, err := e.s.List(e.ctx, keystore.ListQuery{Namespace: ns, State: keystore.StateUnknown, Limit: 2, Cursor: cursor})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range p.Items {
+			if got[r.Key] || r.State != keystore.StateUnknown {
+				t.Fatalf("listing repeated %s or wrong state %s", r.Key, r.State)
+			}
+			got[r.Key] = true
+		}
+		if p.NextCursor == "" {
+			break
+		}
+		if pages > 5 {
+			t.Fatal("cursor never ends")
+		}
+		cursor = p.NextCursor
+	}
+	if fmt.Sprint(got) != fmt.Sprint(wantUnknown) {
+		t.Fatalf("unknown queue = %v, want %v", got, wantUnknown)
+	}
+	all, err := e.s.List(e.ctx, keystore.ListQuery{Namespace: ns, Limit: 100})
+	if err != nil || len(all.Items) != 7 || all.NextCursor != "" {
+		t.Fatalf("all of %s: %d items, cursor %q, %v", ns, len(all.Items), all.NextCursor, err)
+	}
+	done, err := e.s.List(e.ctx, keystore.ListQuery{State: keystore.StateCompleted})
+	if err != nil || len(done.Items) != 2 {
+		t.Fatalf("completed: %d, %v", len(done.Items), err)
+	}
+	counts, err := e.s.Counts(e.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[keystore.State]int{keystore.StateUnknown: 3, keystore.StateCompleted: 2, keystore.StateReserved: 2}
+	if fmt.Sprint(counts[ns]) != fmt.Sprint(want) || counts["other"][keystore.StateReserved] != 1 {
+		t.Fatalf("counts = %v", counts)
+	}
+	if _, err := e.s.List(e.ctx, keystore.ListQuery{Cursor: "!!"}); err == nil {
+		t.Fatal("a bad cursor must be refused")
+	}
+}
+
+func runRetention(t *testing.T, newStore New) {
+	pol := keystore.Policies{Namespaces: map[string]keystore.NamespacePolicy{ns: {Retention: time.Hour}}}
+	e := setup(t, newStore, pol)
+	r := e.reserve(ns, "evt_1")
+	e.complete(ns, "evt_1", r.Token, "ref")
+	r = e.reserve(ns, "evt_2")
+	e.fail(ns, "evt_2", r.Token, keystore.ReasonValidationFailed)
+	r = e.reserve(ns, "evt_3")
+	e.fail(ns, "evt_3", r.Token, keystore.ReasonOutcomeUnknown) // unknown: kept until a person decides
+	e.clock.Advance(30 * time.Minute)
+	if st, _ := e.s.Sweep(e.ctx); st.Expired != 0 {
+		t.Fatalf("swept too early: %+v", st)
+	}
+	e.clock.Advance(31 * time.Minute)
+	st, err := e.s.Sweep(e.ctx)
+	if err != nil || st.Expired != 2 {
+		t.Fatalf("sweep = %+v, %v; want 2 expired", st, err)
+	}
+	wantOutcome(t, e.lookup(ns, "evt_1"), keystore.OutcomeAbsent)
+	wantOutcome(t, e.lookup(ns, "evt_2"), keystore.OutcomeAbsent)
+	wantState(t, e.lookup(ns, "evt_3"), keystore.StateUnknown)
+	counts, _ := e.s.Counts(e.ctx)
+	if fmt.Sprint(counts[ns]) != fmt.Sprint(map[keystore.State]int{keystore.StateUnknown: 1}) {
+		t.Fatalf("counts after sweep = %v", counts)
+	}
+	e.clock.Advance(keystore.EventRetention)
+	if st, _ := e.s.Sweep(e.ctx); st.Events != 1 {
+		t.Fatalf("old events not swept: %+v", st)
+	}
+}
+
+func withDest(d string) func(*keystore.ReserveRequest) {
+	return func(r *keystore.ReserveRequest) { r.Destination = d }
+}
+
+func breaker(t *testing.T, e *env, dest string) keystore.Breaker {
+	t.Helper()
+	bs, err := e.s.Destinations(e.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, b := range bs {
+		if b.Destination == dest {
+			return b
+		}
+	}
+	return keystore.Breaker{Destination: dest, State: keystore.BreakerClosed}
+}
+
+func runBreakers(t *testing.T, newStore New) {
+	pol := keystore.Policies{Destinations: map[string]keystore.DestinationPolicy{"hubspot": {Cooldown: time.Minute, FailureThreshold: 3}}}
+	t.Run("unreachable opens at once, paused reserves record nothing", func(t *testing.T) {
+		e := setup(t, newStore, pol)
+		if b := breaker(t, e, "hubspot"); b.State != keystore.BreakerClosed {
+			t.Fatalf("configured destination must be listed closed: %+v", b)
+		}
+		done := e.reserve(ns, "evt_done", withDest("hubspot"))
+		e.complete(ns, "evt_done", done.Token, "crm-0")
+		r := e.reserve(ns, "evt_1", withDest("hubspot"))
+		f := e.fail(ns, "evt_1", r.Token, keystore.ReasonDestinationUnreachable)
+		wantOutcome(t, f, keystore.OutcomeDestinationFailed)
+		if b := breaker(t, e, "hubspot"); b.State != keystore.BreakerOpen || b.ReopensAt == nil {
+			t.Fatalf("breaker = %+v, want open", b)
+		}
+		for i := 0; i < 5; i++ {
+			p := e.reserve(ns, fmt.Sprintf("evt_p%d", i), withDest("hubspot"))
+			wantOutcome(t, p, keystore.OutcomeDestinationPaused)
+			if p.Proceed || keystore.CeilSeconds(p.RetryAfter) != 60 {
+				t.Fatalf("paused: %+v", p)
+			}
+			wantOutcome(t, e.lookup(ns, fmt.Sprintf("evt_p%d", i)), keystore.OutcomeAbsent)
+		}
+		// A retry of the failed key is paused too; a key that is done is
+		// still answered as done (nothing would be written anyway).
+		wantOutcome(t, e.reserve(ns, "evt_1", withDest("hubspot")), keystore.OutcomeDestinationPaused)
+		wantOutcome(t, e.reserve(ns, "evt_done", withDest("hubspot")), keystore.OutcomeDuplicate)
+		wantOutcome(t, e.reserve(ns, "evt_other"), keystore.OutcomeAccepted) // no destination: not gated
+		if b := breaker(t, e, "hubspot"); b.PausedReserves != 6 {
+			t.Fatalf("paused_reserves = %d, want 6", b.PausedReserves)
+		}
+		e.clock.Advance(61 * time.Second)
+		if b := breaker(t, e, "hubspot"); b.State != keystore.BreakerHalfOpen {
+			t.Fatalf("after cooldown the breaker shows half_open, got %s", b.State)
+		}
+		probe := e.reserve(ns, "evt_p0", withDest("hubspot"))
+		wantOutcome(t, probe, keystore.OutcomeAccepted)
+		wantOutcome(t, e.reserve(ns, "evt_p1", withDest("hubspot")), keystore.OutcomeDestinationPaused)
+		e.complete(ns, "evt_p0", probe.Token, "crm-1")
+		if b := breaker(t, e, "hubspot"); b.State != keystore.BreakerClosed || b.PausedReserves != 0 {
+			t.Fatalf("after the probe's complete: %+v", b)
+		}
+		var kinds []string
+		for _, ev := range e.events() {
+			kinds = append(kinds, fmt.Sprintf("%s:%d", ev.Kind, ev.PausedReserves))
+		}
+		if fmt.Sprint(kinds) != "[breaker_opened:0 breaker_closed:7]" {
+			t.Fatalf("events = %v", kinds)
+		}
+	})
+	t.Run("consecutive failures open, a failed probe re-opens quietly", func(t *testing.T) {
+		e := setup(t, newStore, pol)
+		for i := 0; i < 3; i++ {
+			if b := breaker(t, e, "hubspot"); b.State != keystore.BreakerClosed {
+				t.Fatalf("opened after %d failures", i)
+			}
+			key := fmt.Sprintf("evt_%d", i)
+			r := e.reserve(ns, key, withDest("hubspot"))
+			reason := keystore.ReasonDestinationFailed
+			if i == 1 {
+				reason = keystore.ReasonOutcomeUnknown
+			}
+			e.fail(ns, key, r.Token, reason)
+		}
+		if b := breaker(t, e, "hubspot"); b.State != keystore.BreakerOpen || b.ConsecutiveFailures != 3 {
+			t.Fatalf("breaker = %+v, want open after 3", b)
+		}
+		e.clock.Advance(time.Minute)
+		probe := e.reserve(ns, "evt_0", withDest("hubspot"))
+		wantOutcome(t, probe, keystore.OutcomeAccepted)
+		e.fail(ns, "evt_0", probe.Token, keystore.ReasonDestinationFailed)
+		if b := breaker(t, e, "hubspot"); b.State != keystore.BreakerOpen {
+			t.Fatalf("failed probe must re-open: %+v", b)
+		}
+		opened := 0
+		for _, ev := range e.events() {
+			if ev.Kind == keystore.EventBreakerOpened {
+				opened++
+			}
+		}
+		if opened != 1 {
+			t.Fatalf("breaker_opened events = %d, want 1 for one outage", opened)
+		}
+	})
+	t.Run("a success resets the count", func(t *testing.T) {
+		e := setup(t, newStore, pol)
+		for i := 0; i < 5; i++ {
+			key := fmt.Sprintf("evt_%d", i)
+			r := e.reserve(ns, key, withDest("hubspot"))
+			if i%2 == 0 {
+				e.fail(ns, key, r.Token, keystore.ReasonDestinationFailed)
+			} else {
+				e.complete(ns, key, r.Token, "ok")
+			}
+		}
+		if b := breaker(t, e, "hubspot"); b.State != keystore.BreakerClosed || b.ConsecutiveFailures != 1 {
+			t.Fatalf("breaker = %+v", b)
+		}
+	})
+	t.Run("single probe under 50 concurrent reserves", func(t *testing.T) {
+		e := setup(t, newStore, pol)
+		r := e.reserve(ns, "evt_0", withDest("hubspot"))
+		e.fail(ns, "evt_0", r.Token, keystore.ReasonDestinationUnreachable)
+		e.clock.Advance(time.Minute)
+		var accepted, paused atomic.Int32
+		var wg sync.WaitGroup
+		for i := 0; i < 50; i++ {
+			wg.Add(1)
+			go func(i int) {
+				defer wg.Done()
+				res, err := e.s.Reserve(e.ctx, keystore.ReserveRequest{Namespace: ns, Key: fmt.Sprintf("evt_c%d", i), Destination: "hubspot"})
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				switch res.Outcome {
+				case keystore.OutcomeAccepted:
+					accepted.Add(1)
+				case keystore.OutcomeDestinationPaused:
+					paused.Add(1)
+				}
+			}(i)
+		}
+		wg.Wait()
+		if accepted.Load() != 1 || paused.Load() != 49 {
+			t.Fatalf("accepted %d paused %d, want exactly one probe", accepted.Load(), paused.Load())
+		}
+	})
+	t.Run("restart while open", func(t *testing.T) {
+		e := setup(t, newStore, pol)
+		r := e.reserve(ns, "evt_0", withDest("hubspot"))
+		e.fail(ns, "evt_0", r.Token, keystore.ReasonDestinationUnreachable)
+		e.restart()
+		wantOutcome(t, e.reserve(ns, "evt_1", withDest("hubspot")), keystore.OutcomeDestinationPaused)
+	})
+}
+
+func runConcurrency(t *testing.T, newStore New) {
+	e := setup(t, newStore, keystore.Policies{})
+	const goroutines, rounds = 100, 50
+	for round := 0; round < rounds; round++ {
+		key := fmt.Sprintf("evt_round_%d", round)
+		var accepted atomic.Int32
+		var wg sync.WaitGroup
+		start := make(chan struct{})
+		for g := 0; g < goroutines; g++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				<-start
+				res, err := e.s.Reserve(e.ctx, keystore.ReserveRequest{Namespace: ns, Key: key, Owner: "copy"})
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				switch res.Outcome {
+				case keystore.OutcomeAccepted:
+					accepted.Add(1)
+				case keystore.OutcomeInProgress:
+				default:
+					t.Errorf("unexpected outcome %s", res.Outcome)
+				}
+			}()
+		}
+		close(start)
+		wg.Wait()
+		if n := accepted.Load(); n != 1 {
+			t.Fatalf("round %d: %d copies accepted, want exactly 1", round, n)
+		}
+	}
+}
+
+func runRestart(t *testing.T, newStore New) {
+	e := setup(t, newStore, keystore.Policies{})
+	r := e.reserve(ns, "evt_1")
+	e.complete(ns, "evt_1", r.Token, "crm-1")
+	r2 := e.reserve(ns, "evt_2")
+	e.restart()
+	d := e.reserve(ns, "evt_1")
+	wantOutcome(t, d, keystore.OutcomeDuplicate)
+	if d.Record.ResultRef != "crm-1" {
+		t.Fatalf("result_ref after restart = %q", d.Record.ResultRef)
+	}
+	wantOutcome(t, e.reserve(ns, "evt_2"), keystore.OutcomeInProgress)
+	wantOutcome(t, e.complete(ns, "evt_2", r2.Token, "crm-2"), keystore.OutcomeCompleted)
+}

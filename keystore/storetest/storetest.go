@@ -1,0 +1,172 @@
+// Package storetest is the conformance suite every keystore.Store must
+// pass. A backend's test calls Run with a constructor; the cases are named
+// after the seed matrix (first event, sequential repeat, two copies at
+// once, ...), so a failure reads as the user-visible behaviour that broke.
+package storetest
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/n8n-guard/n8n-guard/keystore"
+)
+
+// Opener returns a Store on the data of one test. Calling it again after
+// Close must give a store on the same data (a restart).
+type Opener func() keystore.Store
+
+// New prepares empty data for one test and returns its opener.
+type New func(t *testing.T, clock keystore.Clock, pol keystore.Policies) Opener
+
+// Clock is a controllable clock.
+type Clock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+// NewClock starts a clock at a fixed, millisecond-aligned instant.
+func NewClock() *Clock {
+	return &Clock{now: time.Date(2026, 11, 30, 9, 0, 0, 0, time.UTC)}
+}
+
+// Now returns the clock's time.
+func (c *Clock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.now }
+
+// Advance moves the clock forward.
+func (c *Clock) Advance(d time.Duration) { c.mu.Lock(); c.now = c.now.Add(d); c.mu.Unlock() }
+
+// env is one test's store and clock.
+type env struct {
+	t     *testing.T
+	clock *Clock
+	open  Opener
+	s     keystore.Store
+	ctx   context.Context
+}
+
+func setup(t *testing.T, newStore New, pol keystore.Policies) *env {
+	t.Helper()
+	c := NewClock()
+	open := newStore(t, c.Now, pol)
+	e := &env{t: t, clock: c, open: open, s: open(), ctx: context.Background()}
+	t.Cleanup(func() { e.s.Close() })
+	return e
+}
+
+func (e *env) restart() {
+	e.t.Helper()
+	if err := e.s.Close(); err != nil {
+		e.t.Fatalf("close: %v", err)
+	}
+	e.s = e.open()
+}
+
+func (e *env) reserve(ns, key string, mod ...func(*keystore.ReserveRequest)) keystore.Result {
+	e.t.Helper()
+	req := keystore.ReserveRequest{Namespace: ns, Key: key, Owner: "n8n exec 4711"}
+	for _, m := range mod {
+		m(&req)
+	}
+	r, err := e.s.Reserve(e.ctx, req)
+	if err != nil {
+		e.t.Fatalf("reserve %s/%s: %v", ns, key, err)
+	}
+	return r
+}
+
+func (e *env) complete(ns, key, token, ref string) keystore.Result {
+	e.t.Helper()
+	r, err := e.s.Complete(e.ctx, keystore.CompleteRequest{Namespace: ns, Key: key, Token: token, ResultRef: ref})
+	if err != nil {
+		e.t.Fatalf("complete %s/%s: %v", ns, key, err)
+	}
+	return r
+}
+
+func (e *env) fail(ns, key, token string, reason keystore.Reason) keystore.Result {
+	e.t.Helper()
+	r, err := e.s.Fail(e.ctx, keystore.FailRequest{Namespace: ns, Key: key, Token: token, Reason: reason, Message: "HTTP 503 from CRM"})
+	if err != nil {
+		e.t.Fatalf("fail %s/%s: %v", ns, key, err)
+	}
+	return r
+}
+
+func (e *env) lookup(ns, key string) keystore.Result {
+	e.t.Helper()
+	r, err := e.s.Lookup(e.ctx, ns, key)
+	if err != nil {
+		e.t.Fatalf("lookup %s/%s: %v", ns, key, err)
+	}
+	return r
+}
+
+func (e *env) events() []keystore.Event {
+	e.t.Helper()
+	evs, err := e.s.Events(e.ctx, 0, 1000)
+	if err != nil {
+		e.t.Fatalf("events: %v", err)
+	}
+	return evs
+}
+
+func wantOutcome(t *testing.T, r keystore.Result, want keystore.Outcome) {
+	t.Helper()
+	if r.Outcome != want {
+		state := keystore.State("absent")
+		if r.Record != nil {
+			state = r.Record.State
+		}
+		t.Fatalf("outcome = %s (state %s), want %s", r.Outcome, state, want)
+	}
+}
+
+func wantCode(t *testing.T, err error, want keystore.Code) {
+	t.Helper()
+	var de *keystore.Error
+	if !errors.As(err, &de) {
+		t.Fatalf("error = %v, want a domain error with code %s", err, want)
+	}
+	if de.Code != want {
+		t.Fatalf("code = %s (%s), want %s", de.Code, de.Message, want)
+	}
+}
+
+func wantState(t *testing.T, r keystore.Result, want keystore.State) {
+	t.Helper()
+	if r.Record == nil {
+		if want == keystore.StateAbsent {
+			return
+		}
+		t.Fatalf("no record, want state %s", want)
+	}
+	if r.Record.State != want {
+		t.Fatalf("state = %s, want %s", r.Record.State, want)
+	}
+}
+
+func sameRecord(t *testing.T, a, b *keystore.Record) {
+	t.Helper()
+	ja, _ := json.Marshal(a)
+	jb, _ := json.Marshal(b)
+	if string(ja) != string(jb) {
+		t.Fatalf("record changed:\nbefore %s\nafter  %s", ja, jb)
+	}
+}
+
+// Run runs the whole suite.
+func Run(t *testing.T, newStore New) {
+	t.Run("transitions", func(t *testing.T) { runTransitions(t, newStore) })
+	t.Run("fingerprints", func(t *testing.T) { runFingerprints(t, newStore) })
+	t.Run("leases", func(t *testing.T) { runLeases(t, newStore) })
+	t.Run("resolve", func(t *testing.T) { runResolve(t, newStore) })
+	t.Run("listings", func(t *testing.T) { runListings(t, newStore) })
+	t.Run("retention", func(t *testing.T) { runRetention(t, newStore) })
+	t.Run("breakers", func(t *testing.T) { runBreakers(t, newStore) })
+	t.Run("concurrency", func(t *testing.T) { runConcurrency(t, newStore) })
+	t.Run("restart", func(t *testing.T) { runRestart(t, newStore) })
+}
