@@ -112,6 +112,16 @@ const reserveFields: INodeProperties[] = [
 		displayOptions: onlyFor('reserve'),
 	},
 	{
+		displayName: 'Wait While In Progress (Seconds)',
+		name: 'waitInProgress',
+		type: 'number',
+		typeOptions: { minValue: 0, maxValue: 600 },
+		default: 30,
+		description:
+			'When another execution holds the key, ask again for up to this long, so a copy that arrives while the first one is still working leaves by Already Done (or Proceed, if the first one failed) instead of Blocked. 0 answers at once.',
+		displayOptions: onlyFor('reserve'),
+	},
+	{
 		displayName: 'Options',
 		name: 'reserveOptions',
 		type: 'collection',

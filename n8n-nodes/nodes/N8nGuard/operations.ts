@@ -1,8 +1,11 @@
 import type { IDataObject, IExecuteFunctions, INodeExecutionData } from 'n8n-workflow';
-import { NodeOperationError } from 'n8n-workflow';
+import { NodeOperationError, sleep } from 'n8n-workflow';
 
 import type { Operation } from './description';
 import { guardRequest, isObject } from './transport';
+
+// How often a reserve that met in_progress asks again while it may wait.
+const IN_PROGRESS_POLL_MS = 500;
 
 /** The outputs of the Reserve operation, in the order of the node's outputs. */
 export const enum ReserveOutput {
@@ -38,7 +41,16 @@ export const operations: Record<Operation, Run> = {
 		}
 		if (text(options.fingerprint) !== '') body.fingerprint = text(options.fingerprint);
 		if (text(options.destination) !== '') body.destination = text(options.destination);
-		return await guardRequest.call(this, itemIndex, 'POST', '/v1/reserve', { body });
+		const waitMs = Math.max(0, Number(this.getNodeParameter('waitInProgress', itemIndex, 0))) * 1000;
+		const deadline = Date.now() + waitMs;
+		for (;;) {
+			const answer = await guardRequest.call(this, itemIndex, 'POST', '/v1/reserve', { body });
+			const left = deadline - Date.now();
+			if (answer.outcome !== 'in_progress' || left <= 0 || this.getExecutionCancelSignal()?.aborted) {
+				return answer;
+			}
+			await sleep(Math.min(IN_PROGRESS_POLL_MS, left));
+		}
 	},
 
 	async complete(itemIndex, item) {

@@ -61,11 +61,14 @@ export async function guardRequest(
 	} catch (error) {
 		// Transport failure: no answer at all. For a reserve the request may
 		// still have arrived, which is why the key then answers in_progress.
+		// n8n has usually wrapped it already (a NodeApiError is returned as is
+		// when wrapped again), so build a fresh one that names n8n-guard.
 		const cause = error as JsonObject;
-		throw new NodeApiError(this.getNode(), cause, {
+		const reason = [cause.message, cause.description].filter((p) => typeof p === 'string' && p);
+		throw new NodeApiError(this.getNode(), { message: reason.join(': ') || String(error) }, {
 			itemIndex,
 			message: `n8n-guard is not reachable at ${baseURL}`,
-			description: String(cause.description ?? cause.message ?? error),
+			description: reason.join(': ') || String(error),
 		});
 	}
 

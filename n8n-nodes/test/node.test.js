@@ -1,0 +1,487 @@
+'use strict';
+// The N8nGuard node's execute() against a running n8n-guard, in workflows
+// shaped like the ones users build: Trigger -> Reserve -> (Proceed) Write ->
+// Complete, with duplicates leaving by Already Done and Blocked.
+
+const { test, before, after, describe } = require('node:test');
+const assert = require('node:assert/strict');
+const crypto = require('node:crypto');
+
+const { startGuard, defineWorkflow, runWorkflow, testCredential, guardOutputs, guardNode } = require('./harness');
+
+let guard;
+let credentials;
+before(async () => {
+	guard = await startGuard();
+	credentials = { baseUrl: guard.baseUrl, token: guard.token };
+	console.log(`# testing against ${guard.kind}`);
+});
+after(async () => {
+	await guard?.stop();
+});
+
+const PROCEED = 0;
+const ALREADY_DONE = 1;
+const BLOCKED = 2;
+
+// Every test gets a namespace of its own, so they never see each other's keys.
+const ns = (name) => `${name}-${crypto.randomBytes(4).toString('hex')}`;
+
+const reserve = (namespace, extra = {}) => ({
+	operation: 'reserve',
+	namespace,
+	key: '={{ $json.event_id }}',
+	waitInProgress: 0,
+	...extra,
+});
+
+/** Trigger -> Reserve -> Proceed: Write -> Complete; Already Done / Blocked: sinks. */
+function guardedWrite(namespace, { write, reserveParams = {}, completeParams = {} } = {}) {
+	return defineWorkflow({
+		nodes: {
+			Trigger: {},
+			Reserve: { guard: reserve(namespace, reserveParams) },
+			Write: {
+				fn: async (items) => {
+					const results = [];
+					for (const item of items) results.push({ json: await write(item) });
+					return results;
+				},
+			},
+			Complete: { guard: { operation: 'complete', resultRef: '={{ $json.contact_id }}', ...completeParams } },
+			Done: {},
+			Held: {},
+		},
+		connections: [
+			['Trigger', 0, 'Reserve'],
+			['Reserve', PROCEED, 'Write'],
+			['Write', 0, 'Complete'],
+			['Reserve', ALREADY_DONE, 'Done'],
+			['Reserve', BLOCKED, 'Held'],
+		],
+	});
+}
+
+function single(params, extra = {}) {
+	return defineWorkflow({
+		nodes: { Trigger: {}, Guard: { guard: params, ...extra } },
+		connections: [['Trigger', 0, 'Guard']],
+	});
+}
+
+async function runSingle(params, items, extra) {
+	return await runWorkflow(single(params, extra), { start: 'Trigger', items, credentials });
+}
+
+/** Runs and expects the node to throw; returns the error. */
+async function failure(params, items) {
+	let thrown;
+	try {
+		await runSingle(params, items);
+	} catch (error) {
+		thrown = error;
+	}
+	assert.ok(thrown, 'expected the node to throw');
+	return thrown;
+}
+
+function assertNoErrorKey(items) {
+	for (const json of items) assert.equal('error' in json, false, `success item has an error key: ${JSON.stringify(json)}`);
+}
+
+describe('node description', () => {
+	test('Reserve has three outputs, the other operations one', () => {
+		assert.deepEqual(
+			guardOutputs({ operation: 'reserve' }).map((o) => o.displayName),
+			['Proceed', 'Already Done', 'Blocked'],
+		);
+		assert.deepEqual(guardOutputs({}).length, 3, 'Reserve is the default operation');
+		for (const operation of ['complete', 'fail', 'lookup', 'resolve']) {
+			assert.equal(guardOutputs({ operation }).length, 1, operation);
+		}
+	});
+
+	test('owner defaults to the execution id', async () => {
+		const namespace = ns('owner');
+		const run = await runWorkflow(single({ operation: 'reserve', namespace, key: 'evt-1' }), {
+			start: 'Trigger',
+			items: [{}],
+			credentials,
+			executionId: '4711',
+		});
+		assert.equal(run.output('Guard', PROCEED)[0].owner, 'n8n execution 4711');
+	});
+});
+
+describe('credential', () => {
+	test('the test request passes with the token and fails without it', async () => {
+		const good = await testCredential(credentials);
+		assert.equal(good.statusCode, 200, JSON.stringify(good.body));
+		const bad = await testCredential({ ...credentials, token: 'wrong' });
+		assert.equal(bad.statusCode, 401);
+		assert.equal(bad.body.code, 'unauthorized');
+	});
+
+	test('a trailing slash on the base URL is fine', async () => {
+		const run = await runWorkflow(single({ operation: 'lookup', namespace: ns('slash'), key: 'k' }), {
+			start: 'Trigger',
+			items: [{}],
+			credentials: { ...credentials, baseUrl: `${guard.baseUrl}/` },
+		});
+		assert.equal(run.output('Guard')[0].found, false);
+	});
+});
+
+describe('reserve', () => {
+	test('first copy proceeds with the full guard answer and a token', async () => {
+		const namespace = ns('first');
+		const run = await runSingle(reserve(namespace), [{ event_id: ' evt_123 ' }]);
+		const [answer] = run.output('Guard', PROCEED);
+		assert.equal(run.output('Guard', ALREADY_DONE).length + run.output('Guard', BLOCKED).length, 0);
+		assert.equal(answer.outcome, 'accepted');
+		assert.equal(answer.proceed, true);
+		assert.equal(typeof answer.token, 'string');
+		assert.ok(answer.token.length > 0);
+		assert.equal(answer.namespace, namespace);
+		assert.equal(answer.key, 'evt_123', 'the guard trims the key');
+		assert.equal(answer.state, 'reserved');
+		assert.equal(answer.attempt, 1);
+		assertNoErrorKey([answer]);
+	});
+
+	test('a second copy while the first holds the lease is Blocked (in_progress)', async () => {
+		const namespace = ns('held');
+		await runSingle(reserve(namespace), [{ event_id: 'evt-1' }]);
+		const run = await runSingle(reserve(namespace), [{ event_id: 'evt-1' }]);
+		const [answer] = run.output('Guard', BLOCKED);
+		assert.equal(answer.outcome, 'in_progress');
+		assert.equal(answer.proceed, false);
+		assert.ok(answer.retry_after_seconds > 0);
+		assert.equal('token' in answer, false, 'only accepted answers carry a token');
+	});
+
+	test('items of one execution are routed one by one', async () => {
+		const namespace = ns('items');
+		const w = guardedWrite(namespace, { write: async () => ({ contact_id: 'c-1' }) });
+		await runWorkflow(w, { start: 'Trigger', items: [{ event_id: 'done-1' }], credentials });
+		const run = await runSingle(reserve(namespace), [{ event_id: 'new-1' }, { event_id: 'done-1' }, { event_id: 'new-1' }]);
+		assert.deepEqual(run.output('Guard', PROCEED).map((a) => a.key), ['new-1']);
+		assert.deepEqual(run.output('Guard', ALREADY_DONE).map((a) => a.key), ['done-1']);
+		assert.deepEqual(run.output('Guard', BLOCKED).map((a) => [a.key, a.outcome]), [['new-1', 'in_progress']]);
+		const paired = run.runData.Guard[0].data.main.flat().map((i) => i.pairedItem.item).sort();
+		assert.deepEqual(paired, [0, 1, 2]);
+	});
+
+	test('20 copies at once: exactly one write, the others leave by Already Done', async () => {
+		const namespace = ns('burst');
+		let writes = 0;
+		const w = guardedWrite(namespace, {
+			reserveParams: { waitInProgress: 20 },
+			write: async () => {
+				writes++;
+				await new Promise((r) => setTimeout(r, 300)); // the CRM takes its time
+				return { contact_id: 'crm-contact-789' };
+			},
+		});
+		const runs = await Promise.all(
+			Array.from({ length: 20 }, (_, i) =>
+				runWorkflow(w, { start: 'Trigger', items: [{ event_id: 'evt-burst' }], credentials, executionId: `burst-${i}` }),
+			),
+		);
+		assert.equal(writes, 1);
+		const completed = runs.flatMap((r) => r.output('Complete'));
+		assert.equal(completed.length, 1);
+		assert.equal(completed[0].outcome, 'completed');
+		const done = runs.flatMap((r) => r.output('Reserve', ALREADY_DONE));
+		assert.equal(done.length, 19);
+		for (const answer of done) {
+			assert.equal(answer.outcome, 'duplicate_event');
+			assert.equal(answer.result_ref, 'crm-contact-789');
+		}
+		assert.equal(runs.flatMap((r) => r.output('Reserve', BLOCKED)).length, 0);
+	});
+
+	test('without waiting, copies that meet the first one in flight are Blocked, never Proceed', async () => {
+		const namespace = ns('nowait');
+		let writes = 0;
+		const w = guardedWrite(namespace, {
+			write: async () => {
+				writes++;
+				await new Promise((r) => setTimeout(r, 200));
+				return { contact_id: 'c-9' };
+			},
+		});
+		const runs = await Promise.all(
+			Array.from({ length: 10 }, (_, i) =>
+				runWorkflow(w, { start: 'Trigger', items: [{ event_id: 'evt-x' }], credentials, executionId: `nw-${i}` }),
+			),
+		);
+		assert.equal(writes, 1);
+		const outcomes = runs.flatMap((r) => [...r.output('Reserve', ALREADY_DONE), ...r.output('Reserve', BLOCKED)]);
+		assert.equal(outcomes.length, 9);
+		for (const a of outcomes) assert.ok(['in_progress', 'duplicate_event'].includes(a.outcome), a.outcome);
+	});
+
+	test('a lease that ran out is state_unknown and Blocked', async () => {
+		const namespace = ns('lease');
+		await runSingle(reserve(namespace, { reserveOptions: { leaseSeconds: 1 } }), [{ event_id: 'evt-l' }]);
+		await new Promise((r) => setTimeout(r, 2100));
+		const run = await runSingle(reserve(namespace), [{ event_id: 'evt-l' }]);
+		const [answer] = run.output('Guard', BLOCKED);
+		assert.equal(answer.outcome, 'state_unknown');
+		assert.equal(answer.state, 'unknown');
+	});
+
+	test('a destination that was unreachable pauses later reserves (Blocked, nothing recorded)', async () => {
+		const namespace = ns('breaker');
+		const destination = ns('crm');
+		const first = await runSingle(reserve(namespace, { reserveOptions: { destination } }), [{ event_id: 'evt-a' }]);
+		const [accepted] = first.output('Guard', PROCEED);
+		await runSingle(
+			{ operation: 'fail', namespace, key: 'evt-a', token: accepted.token, reason: 'destination_unreachable', message: 'ECONNREFUSED' },
+			[{}],
+		);
+		const run = await runSingle(reserve(namespace, { reserveOptions: { destination } }), [{ event_id: 'evt-b' }]);
+		const [answer] = run.output('Guard', BLOCKED);
+		assert.equal(answer.outcome, 'destination_paused');
+		assert.ok(answer.retry_after_seconds > 0);
+		const lookup = await runSingle({ operation: 'lookup', namespace, key: 'evt-b' }, [{}]);
+		assert.equal(lookup.output('Guard')[0].found, false);
+	});
+
+	test('payload and fingerprint: same event again is fine, another event under the same key is key_reused', async () => {
+		const namespace = ns('reuse');
+		const params = reserve(namespace, { reserveOptions: { payload: '={{ $json.contact }}' } });
+		const w = guardedWrite(namespace, { reserveParams: params, write: async () => ({ contact_id: 'c-2' }) });
+		await runWorkflow(w, { start: 'Trigger', items: [{ event_id: 'evt-p', contact: { hash: 'aa', n: 1 } }], credentials });
+		const again = await runSingle(params, [{ event_id: 'evt-p', contact: { n: 1, hash: 'aa' } }]);
+		assert.equal(again.output('Guard', ALREADY_DONE).length, 1, 'key order does not change the payload');
+		const error = await failure(params, [{ event_id: 'evt-p', contact: { hash: 'bb', n: 1 } }]);
+		assert.equal(error.constructor.name, 'NodeApiError');
+		assert.equal(error.httpCode, '422');
+		assert.match(error.message, /key_reused/);
+		assert.equal(error.errorResponse.code, 'key_reused');
+		assert.ok(error.description.includes(error.errorResponse.detail), 'the guard detail is shown');
+	});
+});
+
+describe('complete, fail, resolve, lookup', () => {
+	test('Complete takes namespace, key and token from the Reserve upstream and is idempotent', async () => {
+		const namespace = ns('complete');
+		const w = guardedWrite(namespace, { write: async () => ({ contact_id: 'crm-7' }) });
+		const run = await runWorkflow(w, { start: 'Trigger', items: [{ event_id: 'evt-c' }], credentials });
+		const [answer] = run.output('Complete');
+		assert.equal(answer.outcome, 'completed');
+		assert.equal(answer.state, 'completed');
+		assert.equal(answer.namespace, namespace);
+		assert.equal(answer.key, 'evt-c');
+		assert.equal(answer.result_ref, 'crm-7');
+		assertNoErrorKey([answer]);
+
+		const token = run.output('Reserve', PROCEED)[0].token;
+		const repeat = await runSingle(
+			{ operation: 'complete', namespace, key: 'evt-c', token, resultRef: 'crm-7' },
+			[{}],
+		);
+		assert.equal(repeat.output('Guard')[0].outcome, 'completed');
+		assert.equal(repeat.output('Guard')[0].result_ref, 'crm-7');
+	});
+
+	test('Complete with result and via', async () => {
+		const namespace = ns('result');
+		const w = guardedWrite(namespace, {
+			write: async () => ({ contact_id: 'crm-8' }),
+			completeParams: { completeOptions: { result: '={{ { contact: $json.contact_id } }}', via: 'fallback' } },
+		});
+		const run = await runWorkflow(w, { start: 'Trigger', items: [{ event_id: 'evt-r' }], credentials });
+		const [answer] = run.output('Complete');
+		assert.equal(answer.via, 'fallback');
+		assert.deepEqual(answer.result, { contact: 'crm-8' });
+	});
+
+	test('Complete without an accepted Reserve upstream says so', async () => {
+		const error = await failure({ operation: 'complete', resultRef: 'x' }, [{ event_id: 'nothing' }]);
+		assert.equal(error.constructor.name, 'NodeOperationError');
+		assert.match(error.message, /No accepted reservation upstream/);
+	});
+
+	test('Fail (destination_failed, retryable) lets the next copy proceed with attempt 2; the old token is stale', async () => {
+		const namespace = ns('retry');
+		const failing = defineWorkflow({
+			nodes: {
+				Trigger: {},
+				Reserve: { guard: reserve(namespace) },
+				Write: { fn: async (items) => items.map(() => ({ json: { status: 503 } })) },
+				Fail: { guard: { operation: 'fail', reason: 'destination_failed', message: '=HTTP {{ $json.status }} from CRM' } },
+			},
+			connections: [
+				['Trigger', 0, 'Reserve'],
+				['Reserve', PROCEED, 'Write'],
+				['Write', 0, 'Fail'],
+			],
+		});
+		const first = await runWorkflow(failing, { start: 'Trigger', items: [{ event_id: 'evt-f' }], credentials });
+		const [failed] = first.output('Fail');
+		assert.equal(failed.outcome, 'destination_failed');
+		assert.equal(failed.state, 'failed');
+		assert.equal(failed.retryable, true);
+		assert.equal(failed.message, 'HTTP 503 from CRM');
+		assertNoErrorKey([failed]);
+
+		const second = await runSingle(reserve(namespace), [{ event_id: 'evt-f' }]);
+		const [again] = second.output('Guard', PROCEED);
+		assert.equal(again.attempt, 2);
+
+		const oldToken = first.output('Reserve', PROCEED)[0].token;
+		const error = await failure({ operation: 'complete', namespace, key: 'evt-f', token: oldToken }, [{}]);
+		assert.equal(error.constructor.name, 'NodeApiError');
+		assert.equal(error.httpCode, '409');
+		assert.equal(error.errorResponse.code, 'stale_token');
+		assert.match(error.message, /stale_token/);
+	});
+
+	test('Fail (validation_failed) makes later copies Blocked as rejected; Resolve failed opens the key again', async () => {
+		const namespace = ns('reject');
+		const first = await runSingle(reserve(namespace), [{ event_id: 'evt-v' }]);
+		const token = first.output('Guard', PROCEED)[0].token;
+		const fail = await runSingle(
+			{ operation: 'fail', namespace, key: 'evt-v', token, reason: 'validation_failed', message: '422 from CRM' },
+			[{}],
+		);
+		assert.equal(fail.output('Guard')[0].outcome, 'rejected');
+		const later = await runSingle(reserve(namespace), [{ event_id: 'evt-v' }]);
+		assert.equal(later.output('Guard', BLOCKED)[0].outcome, 'rejected');
+
+		const resolved = await runSingle(
+			{ operation: 'resolve', namespace, key: 'evt-v', resolution: 'failed', by: 'office manager', note: 'fixed the address in the source' },
+			[{}],
+		);
+		const [r] = resolved.output('Guard');
+		assert.equal(r.state, 'failed');
+		assert.equal(r.retryable, true);
+		assert.equal(r.resolved_by, 'office manager');
+		const retried = await runSingle(reserve(namespace), [{ event_id: 'evt-v' }]);
+		assert.equal(retried.output('Guard', PROCEED).length, 1);
+	});
+
+	test('Fail (outcome_unknown) holds the key for a person; Resolve completed turns copies into Already Done', async () => {
+		const namespace = ns('unknown');
+		const first = await runSingle(reserve(namespace), [{ event_id: 'evt-u' }]);
+		const token = first.output('Guard', PROCEED)[0].token;
+		const fail = await runSingle({ operation: 'fail', namespace, key: 'evt-u', token, reason: 'outcome_unknown' }, [{}]);
+		assert.equal(fail.output('Guard')[0].outcome, 'state_unknown');
+		assert.equal(fail.output('Guard')[0].state, 'unknown');
+		const blocked = await runSingle(reserve(namespace), [{ event_id: 'evt-u' }]);
+		assert.equal(blocked.output('Guard', BLOCKED)[0].outcome, 'state_unknown');
+
+		await runSingle(
+			{
+				operation: 'resolve',
+				namespace,
+				key: 'evt-u',
+				resolution: 'completed',
+				by: 'office manager',
+				note: 'checked the Sent folder: mail went out',
+				resolveOptions: { resultRef: 'mail-42' },
+			},
+			[{}],
+		);
+		const done = await runSingle(reserve(namespace), [{ event_id: 'evt-u' }]);
+		const [answer] = done.output('Guard', ALREADY_DONE);
+		assert.equal(answer.outcome, 'duplicate_event');
+		assert.equal(answer.result_ref, 'mail-42');
+	});
+
+	test('Lookup: a key never seen is found: false, a known one is its record', async () => {
+		const namespace = ns('lookup');
+		const absent = await runSingle({ operation: 'lookup', namespace, key: 'evt-none' }, [{}]);
+		assert.equal(absent.output('Guard')[0].found, false);
+		assert.equal(absent.output('Guard')[0].state, 'absent');
+		await runSingle(reserve(namespace), [{ event_id: 'evt-seen' }]);
+		const seen = await runSingle({ operation: 'lookup', namespace, key: 'evt-seen' }, [{}]);
+		const [record] = seen.output('Guard');
+		assert.equal(record.state, 'reserved');
+		assert.equal(record.key, 'evt-seen');
+		assert.ok(Array.isArray(record.history));
+		assertNoErrorKey([record]);
+	});
+});
+
+describe('errors', () => {
+	test('an e-mail address as key is invalid_key with the guard detail', async () => {
+		const error = await failure(reserve(ns('email')), [{ event_id: 'jane@example.com' }]);
+		assert.equal(error.constructor.name, 'NodeApiError');
+		assert.equal(error.httpCode, '400');
+		assert.equal(error.errorResponse.code, 'invalid_key');
+		assert.match(error.message, /invalid_key/);
+		assert.ok(error.errorResponse.detail.length > 0);
+		assert.ok(error.description.startsWith(error.errorResponse.detail));
+		assert.equal(error.context.itemIndex, 0);
+	});
+
+	test('an empty key is invalid_key, never replaced by a random one', async () => {
+		const error = await failure(reserve(ns('empty')), [{ event_id: '   ' }]);
+		assert.equal(error.errorResponse.code, 'invalid_key');
+	});
+
+	test('a wrong token is unauthorized', async () => {
+		let thrown;
+		try {
+			await runWorkflow(single({ operation: 'lookup', namespace: 'x', key: 'y' }), {
+				start: 'Trigger',
+				items: [{}],
+				credentials: { ...credentials, token: 'wrong' },
+			});
+		} catch (error) {
+			thrown = error;
+		}
+		assert.equal(thrown?.httpCode, '401');
+		assert.equal(thrown.errorResponse.code, 'unauthorized');
+	});
+
+	test('an unreachable guard is a NodeApiError', async () => {
+		let thrown;
+		try {
+			await runWorkflow(single({ operation: 'lookup', namespace: 'x', key: 'y' }), {
+				start: 'Trigger',
+				items: [{}],
+				credentials: { ...credentials, baseUrl: 'http://127.0.0.1:9' },
+			});
+		} catch (error) {
+			thrown = error;
+		}
+		assert.equal(thrown?.constructor.name, 'NodeApiError');
+		assert.match(thrown.message, /not reachable/);
+	});
+
+	test('Continue On Fail: the failed item leaves by Blocked with the error, the good ones go on', async () => {
+		const namespace = ns('continue');
+		const run = await runSingle(reserve(namespace), [{ event_id: 'ok-1' }, { event_id: 'a@b.example' }, { event_id: 'ok-2' }], {
+			onError: 'continueRegularOutput',
+		});
+		assert.deepEqual(run.output('Guard', PROCEED).map((a) => a.key), ['ok-1', 'ok-2']);
+		assertNoErrorKey(run.output('Guard', PROCEED));
+		const [failed] = run.output('Guard', BLOCKED);
+		assert.match(failed.error, /invalid_key/);
+		assert.equal(failed.code, 'invalid_key');
+		assert.equal(failed.status, 400);
+		assert.ok(failed.detail.length > 0);
+		assert.equal(run.runData.Guard[0].data.main[BLOCKED][0].pairedItem.item, 1);
+	});
+
+	test('Continue On Fail on Complete: the error item stays on the one output', async () => {
+		const run = await runSingle(
+			{ operation: 'complete', namespace: ns('cof'), key: 'never-reserved', token: 'nope' },
+			[{}],
+			{ onError: 'continueRegularOutput' },
+		);
+		const [item] = run.output('Guard');
+		assert.equal(item.code, 'not_found');
+		assert.equal(item.status, 404);
+	});
+});
+
+test('the node is named for n8n: n8nGuard with the n8nGuardApi credential', () => {
+	assert.equal(guardNode.description.name, 'n8nGuard');
+	assert.deepEqual(guardNode.description.credentials.map((c) => c.name), ['n8nGuardApi']);
+});
