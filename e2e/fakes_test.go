@@ -1,0 +1,292 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync"
+	"time"
+)
+
+// answer is how a fake target treats one request.
+type answer int
+
+const (
+	answerOK answer = iota // the side effect takes effect; 2xx with the new id
+	answer500              // transient failure, nothing written
+	answer429              // rate limited with Retry-After, nothing written
+	answer400              // the target rejects the data, nothing written
+	// answerHang writes, then never answers: the client times out although
+	// the side effect took place. This is why a timeout is "unknown".
+	answerHang
+)
+
+// target is a fake CRM or mail API. Like most real ones it accepts an
+// Idempotency-Key header but does not deduplicate on it, so every duplicate
+// that gets through is counted. What a key's next requests get is planned
+// per key; unplanned requests succeed.
+type target struct {
+	name     string // "crm", "mail"
+	idPrefix string // prefix of the ids it hands out
+	okStatus int
+
+	mu       sync.Mutex
+	addr     string
+	srv      *http.Server
+	plans    map[string][]answer
+	writes   map[string]int // side effects that took effect, per Idempotency-Key
+	requests map[string]int // every request, per Idempotency-Key
+	bodies   map[string][]map[string]any
+	nextID   int
+	released chan struct{} // closed on Close to free hanging handlers
+}
+
+func startTarget(name, idPrefix string, okStatus int) (*target, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	t := &target{
+		name: name, idPrefix: idPrefix, okStatus: okStatus,
+		addr:     ln.Addr().String(),
+		plans:    map[string][]answer{},
+		writes:   map[string]int{},
+		requests: map[string]int{},
+		bodies:   map[string][]map[string]any{},
+		released: make(chan struct{}),
+	}
+	t.serve(ln)
+	return t, nil
+}
+
+func (t *target) URL() string { return "http://" + t.addr }
+
+func (t *target) serve(ln net.Listener) {
+	t.srv = &http.Server{Handler: http.HandlerFunc(t.handle), ReadHeaderTimeout: 10 * time.Second}
+	go t.srv.Serve(ln)
+}
+
+// Plan sets the answers for the next requests carrying key.
+func (t *target) Plan(key string, answers ...answer) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.plans[key] = append([]answer(nil), answers...)
+}
+
+// Refuse closes the port and every open connection, so new requests get
+// "connection refused" like a target that is down.
+func (t *target) Refuse() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.srv.Close()
+}
+
+// Accept opens the port again after Refuse.
+func (t *target) Accept() error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	ln, err := net.Listen("tcp", t.addr)
+	if err != nil {
+		return err
+	}
+	t.serve(ln)
+	return nil
+}
+
+// Writes is how many times key's side effect took effect.
+func (t *target) Writes(key string) int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.writes[key]
+}
+
+// Requests is how many requests carried key.
+func (t *target) Requests(key string) int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.requests[key]
+}
+
+// TotalWrites counts side effects over all keys.
+func (t *target) TotalWrites() int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	n := 0
+	for _, w := range t.writes {
+		n += w
+	}
+	return n
+}
+
+// LastBody is the JSON body of the last request that carried key.
+func (t *target) LastBody(key string) map[string]any {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	b := t.bodies[key]
+	if len(b) == 0 {
+		return nil
+	}
+	return b[len(b)-1]
+}
+
+func (t *target) Close() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	close(t.released)
+	t.srv.Close()
+}
+
+func (t *target) handle(w http.ResponseWriter, r *http.Request) {
+	raw, _ := io.ReadAll(r.Body)
+	var body map[string]any
+	_ = json.Unmarshal(raw, &body)
+	key := r.Header.Get("Idempotency-Key")
+
+	t.mu.Lock()
+	t.requests[key]++
+	t.bodies[key] = append(t.bodies[key], body)
+	a := answerOK
+	if plan := t.plans[key]; len(plan) > 0 {
+		a, t.plans[key] = plan[0], plan[1:]
+	}
+	var id string
+	if a == answerOK || a == answerHang {
+		t.writes[key]++
+		t.nextID++
+		id = fmt.Sprintf("%s-%d", t.idPrefix, t.nextID)
+	}
+	released := t.released
+	t.mu.Unlock()
+
+	switch a {
+	case answerOK:
+		writeJSON(w, t.okStatus, map[string]any{"id": id, "status": "created"})
+	case answer500:
+		writeJSON(w, http.StatusInternalServerError, map[string]any{"message": "internal server error"})
+	case answer429:
+		w.Header().Set("Retry-After", "30")
+		writeJSON(w, http.StatusTooManyRequests, map[string]any{"message": "rate limit exceeded"})
+	case answer400:
+		writeJSON(w, http.StatusBadRequest, map[string]any{"message": "email is not valid"})
+	case answerHang:
+		select {
+		case <-r.Context().Done():
+		case <-released:
+		case <-time.After(2 * time.Minute):
+		}
+	}
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+// slackMessage is one chat.postMessage or chat.update the guard made.
+type slackMessage struct {
+	Method  string
+	Channel string
+	Text    string // text plus the blocks, as sent, for matching
+	TS      string
+}
+
+// fakeSlack answers the Slack Web API methods the guard calls, in the form
+// slack-go expects, and keeps what was posted.
+type fakeSlack struct {
+	srv  *http.Server
+	addr string
+
+	mu       sync.Mutex
+	messages []slackMessage
+	ts       int
+}
+
+func startFakeSlack() (*fakeSlack, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	s := &fakeSlack{addr: ln.Addr().String()}
+	s.srv = &http.Server{Handler: http.HandlerFunc(s.handle), ReadHeaderTimeout: 10 * time.Second}
+	go s.srv.Serve(ln)
+	return s, nil
+}
+
+// APIURL is the value for SLACK_API_URL (slack-go's form, trailing slash).
+func (s *fakeSlack) APIURL() string { return "http://" + s.addr + "/api/" }
+
+func (s *fakeSlack) Close() { s.srv.Close() }
+
+func (s *fakeSlack) handle(w http.ResponseWriter, r *http.Request) {
+	if r.Header.Get("Authorization") != "Bearer xoxb-test" {
+		writeJSON(w, http.StatusOK, map[string]any{"ok": false, "error": "invalid_auth"})
+		return
+	}
+	method := strings.TrimPrefix(r.URL.Path, "/api/")
+	fields := map[string]string{}
+	raw, _ := io.ReadAll(r.Body)
+	if strings.HasPrefix(r.Header.Get("Content-Type"), "application/json") {
+		var m map[string]any
+		_ = json.Unmarshal(raw, &m)
+		for k, v := range m {
+			if s, ok := v.(string); ok {
+				fields[k] = s
+			} else {
+				b, _ := json.Marshal(v)
+				fields[k] = string(b)
+			}
+		}
+	} else {
+		vals, _ := url.ParseQuery(string(raw))
+		for k := range vals {
+			fields[k] = vals.Get(k)
+		}
+	}
+
+	s.mu.Lock()
+	ts := fields["ts"]
+	if method == "chat.postMessage" || ts == "" {
+		s.ts++
+		ts = fmt.Sprintf("1700000000.%06d", s.ts)
+	}
+	if method == "chat.postMessage" || method == "chat.update" {
+		s.messages = append(s.messages, slackMessage{
+			Method: method, Channel: fields["channel"], TS: ts,
+			Text: fields["text"] + "\n" + fields["blocks"] + "\n" + fields["attachments"],
+		})
+	}
+	s.mu.Unlock()
+	writeJSON(w, http.StatusOK, map[string]any{"ok": true, "channel": fields["channel"], "ts": ts})
+}
+
+// Messages returns what was posted so far.
+func (s *fakeSlack) Messages() []slackMessage {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]slackMessage(nil), s.messages...)
+}
+
+// WaitFor polls until a message satisfies match or ctx ends.
+func (s *fakeSlack) WaitFor(ctx context.Context, match func(slackMessage) bool) (slackMessage, error) {
+	for {
+		for _, m := range s.Messages() {
+			if match(m) {
+				return m, nil
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return slackMessage{}, errors.New("no matching Slack message")
+		case <-time.After(250 * time.Millisecond):
+		}
+	}
+}

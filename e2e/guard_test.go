@@ -1,0 +1,192 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"syscall"
+	"time"
+)
+
+// guard is the real n8n-guard binary, built from this checkout.
+type guard struct {
+	addr  string
+	token string
+	cmd   *exec.Cmd
+	logf  *os.File
+	done  chan struct{}
+}
+
+// buildGuard compiles ./cmd/n8n-guard into dir.
+func buildGuard(repo, dir string) (string, error) {
+	bin := filepath.Join(dir, "n8n-guard")
+	cmd := exec.Command("go", "build", "-o", bin, "./cmd/n8n-guard")
+	cmd.Dir = repo
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("go build ./cmd/n8n-guard: %v\n%s", err, out)
+	}
+	return bin, nil
+}
+
+func startGuard(bin, dir, config, token, slackURL string) (*guard, error) {
+	port, err := freePort()
+	if err != nil {
+		return nil, err
+	}
+	cfg := filepath.Join(dir, "guard.yaml")
+	if err := os.WriteFile(cfg, []byte(config), 0o644); err != nil {
+		return nil, err
+	}
+	g := &guard{addr: fmt.Sprintf("127.0.0.1:%d", port), token: token, done: make(chan struct{})}
+	g.logf, err = os.Create(filepath.Join(dir, "guard.log"))
+	if err != nil {
+		return nil, err
+	}
+	g.cmd = exec.Command(bin, "serve", "--addr", g.addr, "--data", filepath.Join(dir, "guard-data"), "--config", cfg)
+	g.cmd.Env = append(os.Environ(),
+		"N8N_GUARD_TOKENS="+token,
+		"SLACK_BOT_TOKEN=xoxb-test",
+		"SLACK_API_URL="+slackURL,
+	)
+	g.cmd.Stdout, g.cmd.Stderr = g.logf, g.logf
+	g.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := g.cmd.Start(); err != nil {
+		return nil, err
+	}
+	go func() { g.cmd.Wait(); close(g.done) }()
+
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for {
+		resp, err := http.Get(g.URL() + "/readyz")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return g, nil
+			}
+		}
+		select {
+		case <-g.done:
+			return nil, fmt.Errorf("n8n-guard exited while starting; see %s", g.logf.Name())
+		case <-ctx.Done():
+			g.Stop()
+			return nil, fmt.Errorf("n8n-guard not ready after 30s; see %s", g.logf.Name())
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+func (g *guard) URL() string { return "http://" + g.addr }
+
+func (g *guard) Stop() {
+	_ = g.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-g.done:
+	case <-time.After(15 * time.Second):
+		_ = g.cmd.Process.Kill()
+		<-g.done
+	}
+	g.logf.Close()
+}
+
+// record is the part of a key's record the tests look at.
+type record struct {
+	Found     *bool  `json:"found"`
+	Namespace string `json:"namespace"`
+	Key       string `json:"key"`
+	State     string `json:"state"`
+	Attempt   int    `json:"attempt"`
+	ResultRef string `json:"result_ref"`
+	Reason    string `json:"reason"`
+	Retryable bool   `json:"retryable"`
+	Message   string `json:"message"`
+}
+
+// Lookup asks the guard for a key's record.
+func (g *guard) Lookup(namespace, key string) (record, error) {
+	var rec record
+	q := url.Values{"namespace": {namespace}, "key": {key}}
+	err := g.call(http.MethodGet, "/v1/lookup?"+q.Encode(), nil, &rec)
+	return rec, err
+}
+
+// Resolve records a person's verdict on a key.
+func (g *guard) Resolve(body map[string]any) (record, error) {
+	var rec record
+	err := g.call(http.MethodPost, "/v1/resolve", body, &rec)
+	return rec, err
+}
+
+type notification struct {
+	ID           string `json:"id"`
+	Status       string `json:"status"`
+	Kind         string `json:"kind"`
+	WorkflowID   string `json:"workflow_id"`
+	WorkflowName string `json:"workflow_name"`
+	Node         string `json:"node"`
+	ExecutionID  string `json:"execution_id"`
+	Owner        string `json:"owner"`
+	Channel      string `json:"channel"`
+}
+
+// Notifications lists the guard's outbox.
+func (g *guard) Notifications() ([]notification, error) {
+	var page struct {
+		Items []notification `json:"items"`
+	}
+	err := g.call(http.MethodGet, "/v1/notifications?limit=100", nil, &page)
+	return page.Items, err
+}
+
+func (g *guard) call(method, path string, body, out any) error {
+	var rd io.Reader
+	if body != nil {
+		b, err := json.Marshal(body)
+		if err != nil {
+			return err
+		}
+		rd = bytes.NewReader(b)
+	}
+	req, err := http.NewRequest(method, g.URL()+path, rd)
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Authorization", "Bearer "+g.token)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("%s %s: HTTP %d: %s", method, path, resp.StatusCode, raw)
+	}
+	return json.Unmarshal(raw, out)
+}
+
+func freePort() (int, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port, nil
+}
+
+func tail(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return "…" + s[len(s)-n:]
+}
