@@ -1,0 +1,356 @@
+package notify
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/n8n-guard/n8n-guard/keystore"
+	bolt "go.etcd.io/bbolt"
+)
+
+// Buckets of the outbox in the keystore's bbolt file.
+var (
+	bucketNotifications = []byte("notify/notifications") // id → record (JSON)
+	bucketDue           = []byte("notify/due")           // due time (8 bytes BE) + id → nil
+	bucketGroups        = []byte("notify/groups")        // group → groupState
+	bucketOnce          = []byte("notify/once")          // once-key → time added
+	bucketMeta          = []byte("notify/meta")          // event_cursor
+	bucketUsers         = []byte("notify/users")         // e-mail → Slack user ID
+	keyEventCursor      = []byte("event_cursor")
+)
+
+type groupState struct {
+	Head string    `json:"head"`
+	End  time.Time `json:"end"`
+}
+
+// boltOutbox keeps the outbox in bbolt. Invariant: a record has an entry in
+// bucketDue exactly when its DueAt is set, under the key of that DueAt.
+type boltOutbox struct {
+	db *bolt.DB
+}
+
+func newBoltOutbox(db *bolt.DB) (*boltOutbox, error) {
+	err := db.Update(func(tx *bolt.Tx) error {
+		for _, b := range [][]byte{bucketNotifications, bucketDue, bucketGroups, bucketOnce, bucketMeta, bucketUsers} {
+			if _, err := tx.CreateBucketIfNotExists(b); err != nil {
+				return fmt.Errorf("create bucket %s: %w", b, err)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &boltOutbox{db: db}, nil
+}
+
+func unavailable(op string, err error) error {
+	if err == nil {
+		return nil
+	}
+	if _, ok := err.(*keystore.Error); ok {
+		return err
+	}
+	return &wrapped{op: op, err: err}
+}
+
+// wrapped keeps the cause for logs while the API sees store_unavailable.
+type wrapped struct {
+	op  string
+	err error
+}
+
+func (w *wrapped) Error() string { return "notify outbox: " + w.op + ": " + w.err.Error() }
+func (w *wrapped) Unwrap() error {
+	return &keystore.Error{Code: keystore.EStoreUnavailable, Message: "the outbox is not available"}
+}
+
+func dueKey(r *record) []byte {
+	k := make([]byte, 8, 8+len(r.ID))
+	binary.BigEndian.PutUint64(k, uint64(max(r.DueAt.UnixNano(), 0)))
+	return append(k, r.ID...)
+}
+
+func getRecord(tx *bolt.Tx, id string) (*record, error) {
+	v := tx.Bucket(bucketNotifications).Get([]byte(id))
+	if v == nil {
+		return nil, nil
+	}
+	r := new(record)
+	if err := json.Unmarshal(v, r); err != nil {
+		return nil, fmt.Errorf("decode notification %s: %w", id, err)
+	}
+	return r, nil
+}
+
+// putRecord saves r and keeps the due index in step with it; old is the
+// record as it was loaded (nil for a new one).
+func putRecord(tx *bolt.Tx, old, r *record) error {
+	due := tx.Bucket(bucketDue)
+	if old != nil && !old.DueAt.IsZero() {
+		if err := due.Delete(dueKey(old)); err != nil {
+			return err
+		}
+	}
+	if !r.DueAt.IsZero() {
+		if err := due.Put(dueKey(r), nil); err != nil {
+			return err
+		}
+	}
+	v, err := json.Marshal(r)
+	if err != nil {
+		return err
+	}
+	return tx.Bucket(bucketNotifications).Put([]byte(r.ID), v)
+}
+
+func (o *boltOutbox) Add(ctx context.Context, adds []addition, cursor *uint64) ([]added, error) {
+	var out []added
+	fn := func(tx *bolt.Tx) error {
+		// Batch may run fn again; start from scratch each time.
+		out = make([]added, 0, len(adds))
+		for _, a := range adds {
+			res, err := addOne(tx, a)
+			if err != nil {
+				return err
+			}
+			out = append(out, res)
+		}
+		if cursor != nil {
+			var b [8]byte
+			binary.BigEndian.PutUint64(b[:], *cursor)
+			return tx.Bucket(bucketMeta).Put(keyEventCursor, b[:])
+		}
+		return nil
+	}
+	var err error
+	if cursor == nil && len(adds) == 1 {
+		// Intake: concurrent requests share one commit (and one fsync);
+		// each still returns only after its write is durable.
+		err = o.db.Batch(fn)
+	} else {
+		err = o.db.Update(fn)
+	}
+	return out, unavailable("add", err)
+}
+
+func addOne(tx *bolt.Tx, a addition) (added, error) {
+	rec := a.rec
+	once := tx.Bucket(bucketOnce)
+	if a.once != "" {
+		if once.Get([]byte(a.once)) != nil {
+			return added{skipped: true}, nil
+		}
+		var b [8]byte
+		binary.BigEndian.PutUint64(b[:], uint64(rec.CreatedAt.UnixNano()))
+		if err := once.Put([]byte(a.once), b[:]); err != nil {
+			return added{}, err
+		}
+	}
+	groups := tx.Bucket(bucketGroups)
+	if a.window > 0 {
+		if v := groups.Get([]byte(rec.Group)); v != nil {
+			var g groupState
+			if err := json.Unmarshal(v, &g); err == nil && rec.CreatedAt.Before(g.End) {
+				head, err := getRecord(tx, g.Head)
+				if err != nil {
+					return added{}, err
+				}
+				if head != nil {
+					old := *head
+					join(head, rec.CreatedAt, a.window)
+					if err := putRecord(tx, &old, head); err != nil {
+						return added{}, err
+					}
+					return added{rec: head, joined: true}, nil
+				}
+			}
+		}
+		rec.GroupEnd = rec.CreatedAt.Add(a.window)
+		v, _ := json.Marshal(groupState{Head: rec.ID, End: rec.GroupEnd})
+		if err := groups.Put([]byte(rec.Group), v); err != nil {
+			return added{}, err
+		}
+	}
+	if err := putRecord(tx, nil, rec); err != nil {
+		return added{}, err
+	}
+	return added{rec: rec}, nil
+}
+
+func (o *boltOutbox) EventCursor(ctx context.Context) (uint64, error) {
+	var c uint64
+	err := o.db.View(func(tx *bolt.Tx) error {
+		if v := tx.Bucket(bucketMeta).Get(keyEventCursor); len(v) == 8 {
+			c = binary.BigEndian.Uint64(v)
+		}
+		return nil
+	})
+	return c, unavailable("event cursor", err)
+}
+
+func (o *boltOutbox) Due(ctx context.Context, now time.Time, limit int) ([]*record, error) {
+	var out []*record
+	err := o.db.View(func(tx *bolt.Tx) error {
+		c := tx.Bucket(bucketDue).Cursor()
+		for k, _ := c.First(); k != nil && len(out) < limit; k, _ = c.Next() {
+			if len(k) < 8 || int64(binary.BigEndian.Uint64(k[:8])) > now.UnixNano() {
+				break
+			}
+			r, err := getRecord(tx, string(k[8:]))
+			if err != nil {
+				return err
+			}
+			if r != nil {
+				out = append(out, r)
+			}
+		}
+		return nil
+	})
+	return out, unavailable("due", err)
+}
+
+func (o *boltOutbox) Update(ctx context.Context, id string, fn func(r *record)) (*record, error) {
+	var r *record
+	err := o.db.Update(func(tx *bolt.Tx) error {
+		cur, err := getRecord(tx, id)
+		if err != nil || cur == nil {
+			r = nil
+			return err
+		}
+		old := *cur
+		fn(cur)
+		r = cur
+		return putRecord(tx, &old, cur)
+	})
+	return r, unavailable("update", err)
+}
+
+func (o *boltOutbox) List(ctx context.Context, q ListQuery) (Page, error) {
+	page := Page{Items: []Notification{}}
+	err := o.db.View(func(tx *bolt.Tx) error {
+		c := tx.Bucket(bucketNotifications).Cursor()
+		var k, v []byte
+		if q.Cursor == "" {
+			k, v = c.Last()
+		} else {
+			// Newest first: the page continues just before the cursor.
+			k, v = c.Seek([]byte(q.Cursor))
+			if k == nil {
+				k, v = c.Last()
+			}
+			for k != nil && bytes.Compare(k, []byte(q.Cursor)) >= 0 {
+				k, v = c.Prev()
+			}
+		}
+		for ; k != nil; k, v = c.Prev() {
+			var r record
+			if err := json.Unmarshal(v, &r); err != nil {
+				return fmt.Errorf("decode notification %s: %w", k, err)
+			}
+			if q.Status != "" && r.Status != q.Status {
+				continue
+			}
+			if len(page.Items) == q.Limit {
+				page.NextCursor = page.Items[len(page.Items)-1].ID
+				break
+			}
+			page.Items = append(page.Items, r.item())
+		}
+		return nil
+	})
+	return page, unavailable("list", err)
+}
+
+func (o *boltOutbox) Waiting(ctx context.Context) (int, error) {
+	n := 0
+	err := o.db.View(func(tx *bolt.Tx) error {
+		n = tx.Bucket(bucketDue).Stats().KeyN
+		return nil
+	})
+	return n, unavailable("waiting", err)
+}
+
+func (o *boltOutbox) Purge(ctx context.Context, cutoff, now time.Time, limit int) (int, error) {
+	n := 0
+	err := o.db.Update(func(tx *bolt.Tx) error {
+		// IDs sort by creation time: nothing created after cutoff can be old
+		// enough, so the scan stops there.
+		b := tx.Bucket(bucketNotifications)
+		stop := []byte(newIDPrefix(cutoff))
+		var del []*record
+		c := b.Cursor()
+		for k, v := c.First(); k != nil && bytes.Compare(k, stop) < 0 && len(del) < limit; k, v = c.Next() {
+			var r record
+			if err := json.Unmarshal(v, &r); err != nil {
+				return err
+			}
+			if r.Status == StatusPending || !r.DueAt.IsZero() {
+				continue
+			}
+			if r.DeliveredAt != nil && r.DeliveredAt.After(cutoff) {
+				continue
+			}
+			del = append(del, &r)
+		}
+		for _, r := range del {
+			if err := b.Delete([]byte(r.ID)); err != nil {
+				return err
+			}
+		}
+		n = len(del)
+		// Closed groups.
+		var gdel [][]byte
+		g := tx.Bucket(bucketGroups)
+		_ = g.ForEach(func(k, v []byte) error {
+			var gs groupState
+			if json.Unmarshal(v, &gs) != nil || !gs.End.After(now) {
+				gdel = append(gdel, append([]byte(nil), k...))
+			}
+			return nil
+		})
+		for _, k := range gdel {
+			if err := g.Delete(k); err != nil {
+				return err
+			}
+		}
+		var odel [][]byte
+		once := tx.Bucket(bucketOnce)
+		_ = once.ForEach(func(k, v []byte) error {
+			if len(v) == 8 && int64(binary.BigEndian.Uint64(v)) < cutoff.UnixNano() {
+				odel = append(odel, append([]byte(nil), k...))
+			}
+			return nil
+		})
+		for _, k := range odel {
+			if err := once.Delete(k); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	return n, unavailable("purge", err)
+}
+
+func newIDPrefix(t time.Time) string { return fmt.Sprintf("n_%016x", uint64(t.UnixNano())) }
+
+func (o *boltOutbox) SlackUser(ctx context.Context, email string) (string, bool, error) {
+	var id string
+	err := o.db.View(func(tx *bolt.Tx) error {
+		id = string(tx.Bucket(bucketUsers).Get([]byte(strings.ToLower(email))))
+		return nil
+	})
+	return id, id != "", unavailable("slack user", err)
+}
+
+func (o *boltOutbox) SetSlackUser(ctx context.Context, email, userID string) error {
+	return unavailable("set slack user", o.db.Update(func(tx *bolt.Tx) error {
+		return tx.Bucket(bucketUsers).Put([]byte(strings.ToLower(email)), []byte(userID))
+	}))
+}

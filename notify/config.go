@@ -1,0 +1,176 @@
+package notify
+
+import (
+	"fmt"
+	"path"
+	"regexp"
+	"strings"
+	"time"
+)
+
+// Defaults of the notify configuration.
+const (
+	DefaultGroupWindow = 5 * time.Minute
+	DefaultRetention   = 30 * 24 * time.Hour
+	DefaultSlackPause  = 5 * time.Minute
+	DefaultMaxAttempts = 10
+)
+
+// Config says who hears about what. The binary maps the YAML file's
+// notify:, owners:, namespaces: and destinations: sections into it.
+type Config struct {
+	DefaultChannel string
+	DefaultOwner   string
+	// DefaultRunbook is the next step shown when no rule gives one.
+	DefaultRunbook string
+	// GroupWindow: identical failures inside it form one group (one message).
+	GroupWindow time.Duration
+	// Owners are tried in order; the first whose glob matches the workflow's
+	// name or id wins.
+	Owners []OwnerRule
+	// Namespaces route key_unknown alerts, Destinations breaker alerts.
+	Namespaces   map[string]Route
+	Destinations map[string]Route
+	// Retention: how long delivered (and dead) notifications are kept.
+	Retention time.Duration
+	// SlackPause: how long delivery pauses once Slack is unreachable.
+	SlackPause time.Duration
+	// MaxAttempts: Slack calls that failed transiently before a
+	// notification is dead.
+	MaxAttempts int
+	// GuardURL is the base URL people use to reach n8n-guard, shown in the
+	// exact resolve call of a stuck key. Empty: "$N8N_GUARD_URL".
+	GuardURL string
+}
+
+// OwnerRule routes failed executions of matching workflows.
+type OwnerRule struct {
+	Workflow string // glob on the workflow's name or id
+	Owner    string // U… user, S… user group, or an e-mail resolved via Slack
+	Channel  string
+	Runbook  string
+	Deadline time.Duration // 4h → "by 14:00 UTC" (from the failure)
+}
+
+// Route says who hears about a namespace's stuck keys or a destination's
+// breaker.
+type Route struct {
+	Owner   string
+	Channel string
+	Runbook string
+}
+
+var (
+	userIDRE  = regexp.MustCompile(`^[UW][A-Z0-9]{2,}$`)
+	groupIDRE = regexp.MustCompile(`^S[A-Z0-9]{2,}$`)
+	// Only for owners from the config; payload text uses the redactor.
+	ownerEmailRE = regexp.MustCompile(`^[^\s@<>]+@[^\s@<>]+\.[A-Za-z]{2,}$`)
+)
+
+// withDefaults fills in the defaults and checks what can be checked
+// without Slack.
+func (c Config) withDefaults() (Config, error) {
+	if c.GroupWindow <= 0 {
+		c.GroupWindow = DefaultGroupWindow
+	}
+	if c.Retention <= 0 {
+		c.Retention = DefaultRetention
+	}
+	if c.SlackPause <= 0 {
+		c.SlackPause = DefaultSlackPause
+	}
+	if c.MaxAttempts <= 0 {
+		c.MaxAttempts = DefaultMaxAttempts
+	}
+	c.GuardURL = strings.TrimRight(c.GuardURL, "/")
+	if err := checkOwner("notify.default_owner", c.DefaultOwner); err != nil {
+		return c, err
+	}
+	for i, r := range c.Owners {
+		where := fmt.Sprintf("owners[%d]", i)
+		if r.Workflow == "" {
+			return c, fmt.Errorf("%s: workflow glob is empty", where)
+		}
+		if _, err := path.Match(r.Workflow, ""); err != nil {
+			return c, fmt.Errorf("%s: workflow glob %q: %w", where, r.Workflow, err)
+		}
+		if err := checkOwner(where+".owner", r.Owner); err != nil {
+			return c, err
+		}
+		if r.Deadline < 0 {
+			return c, fmt.Errorf("%s: deadline must not be negative", where)
+		}
+	}
+	for ns, r := range c.Namespaces {
+		if err := checkOwner("namespaces."+ns+".owner", r.Owner); err != nil {
+			return c, err
+		}
+	}
+	for d, r := range c.Destinations {
+		if err := checkOwner("destinations."+d+".owner", r.Owner); err != nil {
+			return c, err
+		}
+	}
+	return c, nil
+}
+
+func checkOwner(where, owner string) error {
+	if owner == "" || userIDRE.MatchString(owner) || groupIDRE.MatchString(owner) || ownerEmailRE.MatchString(owner) {
+		return nil
+	}
+	return fmt.Errorf("%s: %q is neither a Slack user ID (U…), a user group ID (S…) nor an e-mail address", where, owner)
+}
+
+// route is where one notification goes, decided at intake and stored with it.
+type route struct {
+	Owner    string
+	Channel  string
+	Runbook  string
+	Deadline time.Duration
+}
+
+// forWorkflow picks the first rule whose glob matches the workflow's name or
+// id; the defaults fill what the rule leaves empty.
+func (c Config) forWorkflow(id, name string) route {
+	r := route{Owner: c.DefaultOwner, Channel: c.DefaultChannel, Runbook: c.DefaultRunbook}
+	for _, rule := range c.Owners {
+		if globMatch(rule.Workflow, name) || globMatch(rule.Workflow, id) {
+			if rule.Owner != "" {
+				r.Owner = rule.Owner
+			}
+			if rule.Channel != "" {
+				r.Channel = rule.Channel
+			}
+			if rule.Runbook != "" {
+				r.Runbook = rule.Runbook
+			}
+			r.Deadline = rule.Deadline
+			break
+		}
+	}
+	return r
+}
+
+func (c Config) forRoute(m map[string]Route, name string) route {
+	r := route{Owner: c.DefaultOwner, Channel: c.DefaultChannel, Runbook: c.DefaultRunbook}
+	if x, ok := m[name]; ok {
+		if x.Owner != "" {
+			r.Owner = x.Owner
+		}
+		if x.Channel != "" {
+			r.Channel = x.Channel
+		}
+		if x.Runbook != "" {
+			r.Runbook = x.Runbook
+		}
+	}
+	return r
+}
+
+func globMatch(pattern, s string) bool {
+	if s == "" {
+		return false
+	}
+	ok, _ := path.Match(pattern, s)
+	return ok
+}

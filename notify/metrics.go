@@ -1,0 +1,49 @@
+package notify
+
+import "github.com/prometheus/client_golang/prometheus"
+
+type metrics struct {
+	accepted    *prometheus.CounterVec
+	delivered   *prometheus.CounterVec
+	dead        *prometheus.CounterVec
+	slackCalls  *prometheus.CounterVec
+	waiting     prometheus.Gauge
+	breakerOpen prometheus.Gauge
+}
+
+func newMetrics(reg prometheus.Registerer) (*metrics, error) {
+	m := &metrics{
+		accepted: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "n8n_guard_notify_accepted_total",
+			Help: "Notifications accepted into the outbox, by kind and status (queued: new message, grouped: joined an open group).",
+		}, []string{"kind", "status"}),
+		delivered: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "n8n_guard_notify_delivered_total",
+			Help: "Notifications Slack accepted, by kind.",
+		}, []string{"kind"}),
+		dead: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "n8n_guard_notify_dead_total",
+			Help: "Notifications given up (permanent Slack error or too many attempts), by kind.",
+		}, []string{"kind"}),
+		slackCalls: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "n8n_guard_notify_slack_calls_total",
+			Help: "Slack Web API calls, by method and result.",
+		}, []string{"method", "result"}),
+		waiting: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "n8n_guard_notify_waiting",
+			Help: "Notifications with a Slack call due (new messages and count updates).",
+		}),
+		breakerOpen: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "n8n_guard_notify_slack_breaker_open",
+			Help: "1 while Slack is unreachable and delivery is paused.",
+		}),
+	}
+	if reg != nil {
+		for _, c := range []prometheus.Collector{m.accepted, m.delivered, m.dead, m.slackCalls, m.waiting, m.breakerOpen} {
+			if err := reg.Register(c); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return m, nil
+}

@@ -1,0 +1,154 @@
+package notify
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"time"
+)
+
+// Status of a notification in the outbox.
+type Status string
+
+const (
+	StatusPending   Status = "pending"   // not yet accepted by Slack
+	StatusDelivered Status = "delivered" // Slack accepted it (count updates may follow)
+	StatusDead      Status = "dead"      // gave up: permanent error or too many attempts
+)
+
+// Kind says what a notification is about.
+type Kind string
+
+const (
+	KindWorkflowFailed Kind = "workflow_failed"
+	KindKeyUnknown     Kind = "key_unknown"
+	KindBreakerOpened  Kind = "breaker_opened"
+	KindBreakerClosed  Kind = "breaker_closed"
+)
+
+// Notification is one item of GET /v1/notifications, exactly the
+// contract's list item.
+type Notification struct {
+	ID           string     `json:"id"`
+	Status       Status     `json:"status"`
+	Kind         Kind       `json:"kind"`
+	WorkflowID   string     `json:"workflow_id"`
+	WorkflowName string     `json:"workflow_name"`
+	Node         string     `json:"node"`
+	ExecutionID  string     `json:"execution_id"`
+	Group        string     `json:"group"`
+	Count        int        `json:"count"`
+	Owner        string     `json:"owner"`
+	Channel      string     `json:"channel"`
+	Attempts     int        `json:"attempts"`
+	CreatedAt    time.Time  `json:"created_at"`
+	DeliveredAt  *time.Time `json:"delivered_at"`
+	LastFailure  string     `json:"last_failure"`
+}
+
+// Accepted is the answer of Intake (the API adds "accepted": true).
+type Accepted struct {
+	NotificationID string `json:"notification_id"`
+	Group          string `json:"group"`
+	Owner          string `json:"owner"`
+	Status         string `json:"status"` // "queued" or "grouped"
+}
+
+// ListQuery selects a page of the outbox, newest first.
+type ListQuery struct {
+	Status Status // empty: all
+	Limit  int    // default 50, at most 500
+	Cursor string // next_cursor of the previous page
+}
+
+// Page is one page of the outbox.
+type Page struct {
+	Items      []Notification `json:"items"`
+	NextCursor string         `json:"next_cursor"`
+}
+
+// record is a notification as stored: the list item plus what is needed to
+// render and deliver it. It holds only redacted text.
+type record struct {
+	ID          string     `json:"id"`
+	Kind        Kind       `json:"kind"`
+	Status      Status     `json:"status"`
+	Group       string     `json:"group"`
+	GroupEnd    time.Time  `json:"group_end"` // end of the group window
+	Count       int        `json:"count"`
+	ShownCount  int        `json:"shown_count,omitempty"` // count Slack shows
+	FirstAt     time.Time  `json:"first_at"`
+	LastAt      time.Time  `json:"last_at"`
+	CreatedAt   time.Time  `json:"created_at"`
+	DeliveredAt *time.Time `json:"delivered_at,omitempty"`
+	LastSentAt  time.Time  `json:"last_sent_at,omitempty"`
+	// DueAt is when the worker next calls Slack for it; zero: nothing to do.
+	DueAt          time.Time `json:"due_at,omitempty"`
+	Attempts       int       `json:"attempts"`
+	UpdateFailures int       `json:"update_failures,omitempty"`
+	LastFailure    string    `json:"last_failure,omitempty"`
+	SlackChannel   string    `json:"slack_channel,omitempty"`
+	SlackTS        string    `json:"slack_ts,omitempty"`
+
+	Owner    string     `json:"owner,omitempty"`
+	Channel  string     `json:"channel,omitempty"`
+	Runbook  string     `json:"runbook,omitempty"`
+	Deadline *time.Time `json:"deadline,omitempty"`
+
+	// Failed executions.
+	WorkflowID   string `json:"workflow_id,omitempty"`
+	WorkflowName string `json:"workflow_name,omitempty"`
+	Node         string `json:"node,omitempty"`
+	NodeType     string `json:"node_type,omitempty"`
+	ExecutionID  string `json:"execution_id,omitempty"`
+	ExecutionURL string `json:"execution_url,omitempty"`
+	Mode         string `json:"mode,omitempty"`
+	RetryOf      string `json:"retry_of,omitempty"`
+	ErrorName    string `json:"error_name,omitempty"`
+	HTTPCode     string `json:"http_code,omitempty"`
+	Message      string `json:"message,omitempty"`
+	Description  string `json:"description,omitempty"`
+
+	// Keystore events.
+	EventSeq       uint64     `json:"event_seq,omitempty"`
+	Namespace      string     `json:"namespace,omitempty"`
+	Key            string     `json:"key,omitempty"`
+	KeyAttempt     int        `json:"key_attempt,omitempty"`
+	Holder         string     `json:"holder,omitempty"`
+	Destination    string     `json:"destination,omitempty"`
+	Reason         string     `json:"reason,omitempty"`
+	ReopensAt      *time.Time `json:"reopens_at,omitempty"`
+	PausedReserves int        `json:"paused_reserves,omitempty"`
+}
+
+func (r *record) item() Notification {
+	return Notification{
+		ID: r.ID, Status: r.Status, Kind: r.Kind,
+		WorkflowID: r.WorkflowID, WorkflowName: r.WorkflowName, Node: r.Node, ExecutionID: r.ExecutionID,
+		Group: r.Group, Count: r.Count, Owner: r.Owner, Channel: r.Channel,
+		Attempts: r.Attempts, CreatedAt: r.CreatedAt, DeliveredAt: r.DeliveredAt, LastFailure: r.LastFailure,
+	}
+}
+
+// newID returns an ID that sorts by creation time.
+func newID(now time.Time) string {
+	return fmt.Sprintf("n_%016x%08x", uint64(now.UnixNano()), rand.Uint32())
+}
+
+// join folds one more occurrence into the head of an open group. The count
+// reaches Slack by chat.update, at most every half window, so one group
+// costs at most three Slack calls: the post, one update inside the window
+// and one after it.
+func join(head *record, now time.Time, window time.Duration) {
+	head.Count++
+	head.LastAt = now
+	if head.Status == StatusDelivered && head.DueAt.IsZero() {
+		head.DueAt = later(now, head.LastSentAt.Add(window/2))
+	}
+}
+
+func later(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
+}

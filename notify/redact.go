@@ -1,0 +1,109 @@
+package notify
+
+import (
+	"regexp"
+	"strings"
+	"unicode/utf8"
+)
+
+// Limits of what is kept from a payload.
+const (
+	maxMessageRunes = 300
+	maxNameRunes    = 120
+)
+
+// The redactor works on the few text fields that are kept (error message,
+// description, names); everything else of a payload is never read. The
+// patterns err on the side of masking: a lost id in a message is cheaper
+// than a leaked token.
+var redactions = []struct {
+	re   *regexp.Regexp
+	repl string
+}{
+	// Credentials inside URLs: https://user:pass@host
+	{regexp.MustCompile(`(?i)([a-z][a-z0-9+.-]*://)[^/\s:@]+:[^/\s@]+@`), "${1}[redacted]@"},
+	{regexp.MustCompile(`[A-Za-z0-9._%+-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*\.[A-Za-z]{2,}`), "[email]"},
+	{regexp.MustCompile(`(?i)\b(bearer|basic|token)\s+[A-Za-z0-9._~+/=-]{8,}`), "${1} [redacted]"},
+	// key=value, "key": "value", key: value for names that carry secrets.
+	{regexp.MustCompile(`(?i)((?:api[_-]?key|apikey|access[_-]?key|secret|client[_-]?secret|password|passwd|pwd|token|access[_-]?token|refresh[_-]?token|auth|authorization|session|cookie|signature|sig|private[_-]?key)["']?\s*[:=]\s*["']?)[^\s"'&,;}]+`), "${1}[redacted]"},
+	// Well-known token shapes.
+	{regexp.MustCompile(`\bxox[abposre]-[A-Za-z0-9-]+`), "[redacted]"},
+	{regexp.MustCompile(`\bxapp-[A-Za-z0-9-]+`), "[redacted]"},
+	{regexp.MustCompile(`\beyJ[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]*`), "[redacted]"},
+	{regexp.MustCompile(`\b(?:sk|pk|rk)_(?:live|test)_[A-Za-z0-9]{8,}`), "[redacted]"},
+	{regexp.MustCompile(`\bsk-[A-Za-z0-9_-]{16,}`), "[redacted]"},
+	{regexp.MustCompile(`\b(?:ghp|gho|ghu|ghs|ghr|glpat)[_-][A-Za-z0-9_]{16,}`), "[redacted]"},
+	{regexp.MustCompile(`\bgithub_pat_[A-Za-z0-9_]{20,}`), "[redacted]"},
+	{regexp.MustCompile(`\bAKIA[0-9A-Z]{16}\b`), "[redacted]"},
+	{regexp.MustCompile(`\bAIza[0-9A-Za-z_-]{30,}`), "[redacted]"},
+	{regexp.MustCompile(`-----BEGIN [A-Z ]*PRIVATE KEY-----[\s\S]*?(?:-----END [A-Z ]*PRIVATE KEY-----|$)`), "[redacted]"},
+}
+
+// longOpaqueRE finds long runs that look like keys or hashes; masked only
+// when they mix letters and digits, so long words survive.
+var longOpaqueRE = regexp.MustCompile(`[A-Za-z0-9_+/=-]{32,}`)
+
+// Redact masks tokens, API keys and e-mail addresses in s.
+func Redact(s string) string {
+	for _, r := range redactions {
+		s = r.re.ReplaceAllString(s, r.repl)
+	}
+	return longOpaqueRE.ReplaceAllStringFunc(s, func(m string) string {
+		if strings.ContainsAny(m, "0123456789") && strings.IndexFunc(m, isLetter) >= 0 {
+			return "[redacted]"
+		}
+		return m
+	})
+}
+
+func isLetter(r rune) bool { return r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' }
+
+// clean redacts, drops control characters, folds white space runs and
+// truncates to max runes.
+func clean(s string, max int) string {
+	s = strings.ToValidUTF8(s, "")
+	s = strings.Map(func(r rune) rune {
+		if r == '\n' || r == '\t' || r == '\r' {
+			return ' '
+		}
+		if r < 0x20 || r == 0x7f {
+			return -1
+		}
+		return r
+	}, s)
+	s = strings.Join(strings.Fields(s), " ")
+	s = Redact(s)
+	return truncate(s, max)
+}
+
+func truncate(s string, max int) string {
+	if utf8.RuneCountInString(s) <= max {
+		return s
+	}
+	r := []rune(s)
+	return string(r[:max-1]) + "…"
+}
+
+// Normalisation for grouping: the same failure with another order number,
+// execution id or timestamp is the same failure.
+var (
+	uuidRE   = regexp.MustCompile(`(?i)\b[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\b`)
+	hexIDRE  = regexp.MustCompile(`(?i)\b(?:0x)?[0-9a-f]*[0-9][0-9a-f]*\b`)
+	mixIDRE  = regexp.MustCompile(`\b[A-Za-z_-]*[0-9][A-Za-z0-9_-]*\b`)
+	numberRE = regexp.MustCompile(`[0-9]+`)
+)
+
+func normalizeMessage(s string) string {
+	s = strings.ToLower(s)
+	s = uuidRE.ReplaceAllString(s, "#")
+	s = hexIDRE.ReplaceAllString(s, "#")
+	s = mixIDRE.ReplaceAllString(s, "#")
+	s = numberRE.ReplaceAllString(s, "#")
+	return strings.Join(strings.Fields(s), " ")
+}
+
+// escapeMrkdwn makes payload text inert in Slack: no mentions, links or
+// formatting can be injected through an error message.
+var mrkdwnEscaper = strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;")
+
+func escapeMrkdwn(s string) string { return mrkdwnEscaper.Replace(s) }
