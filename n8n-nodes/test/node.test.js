@@ -466,7 +466,10 @@ describe('errors', () => {
 		assert.equal(failed.code, 'invalid_key');
 		assert.equal(failed.status, 400);
 		assert.ok(failed.detail.length > 0);
-		assert.equal(run.runData.Guard[0].data.main[BLOCKED][0].pairedItem.item, 1);
+		const [item] = run.runData.Guard[0].data.main[BLOCKED];
+		assert.equal(item.pairedItem.item, 1);
+		// n8n's "Continue (using error output)" recognises error items by item.error
+		assert.equal(item.error?.constructor.name, 'NodeApiError');
 	});
 
 	test('Continue On Fail on Complete: the error item stays on the one output', async () => {

@@ -5,7 +5,7 @@ import type {
 	INodeType,
 	INodeTypeDescription,
 } from 'n8n-workflow';
-import { NodeConnectionTypes, NodeOperationError } from 'n8n-workflow';
+import { NodeApiError, NodeConnectionTypes, NodeOperationError } from 'n8n-workflow';
 
 import { nodeProperties, type Operation } from './description';
 import { operations, reserveOutput, ReserveOutput } from './operations';
@@ -56,12 +56,15 @@ export class N8nGuard implements INodeType {
 				const item: INodeExecutionData = { json: successJson(answer), pairedItem: { item: i } };
 				if (items[i].binary !== undefined) item.binary = items[i].binary;
 				outputs[output].push(item);
-			} catch (error) {
-				if (!this.continueOnFail()) {
-					if (error instanceof Error && 'node' in error) throw error;
-					throw new NodeOperationError(this.getNode(), error as Error, { itemIndex: i });
-				}
-				outputs[errorOutput].push({ json: errorJson(error), pairedItem: { item: i } });
+			} catch (caught) {
+				const error =
+					caught instanceof NodeApiError || caught instanceof NodeOperationError
+						? caught
+						: new NodeOperationError(this.getNode(), caught as Error, { itemIndex: i });
+				if (!this.continueOnFail()) throw error;
+				// `error` on the item (not only in json) is how n8n recognises it
+				// for "Continue (using error output)".
+				outputs[errorOutput].push({ json: errorJson(error), error, pairedItem: { item: i } });
 			}
 		}
 		return outputs;
