@@ -1,0 +1,185 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"log/slog"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
+	"github.com/n8n-guard/n8n-guard/api"
+)
+
+// Defaults of serve.
+const (
+	DefaultAddr    = "127.0.0.1:8080"
+	DefaultDataDir = "./n8n-guard-data"
+)
+
+func newRootCmd(getenv func(string) string, stdout, stderr io.Writer) *cobra.Command {
+	root := &cobra.Command{
+		Use:           "n8n-guard",
+		Short:         "Idempotency keys and loud failures for n8n automations",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	co := &clientOptions{getenv: getenv}
+	root.AddCommand(
+		newServeCmd(getenv),
+		newKeysCmd(co),
+		newVersionCmd(co),
+		// bench (bench.go) registers here as well.
+	)
+	root.PersistentPreRunE = func(cmd *cobra.Command, _ []string) error {
+		return applyEnv(cmd.Flags(), getenv)
+	}
+	return root
+}
+
+// envFlag binds a flag to an environment variable: the variable applies
+// when the flag is not given on the command line.
+const envAnnotation = "n8n-guard/env"
+
+func bindEnv(fs *pflag.FlagSet, flag, env string) {
+	f := fs.Lookup(flag)
+	f.Usage += " (env " + env + ")"
+	if f.Annotations == nil {
+		f.Annotations = map[string][]string{}
+	}
+	f.Annotations[envAnnotation] = []string{env}
+}
+
+// applyEnv sets every unset flag that has a variable in the environment,
+// with the flag's own parsing, so a bad value is a clear error.
+func applyEnv(fs *pflag.FlagSet, getenv func(string) string) error {
+	var err error
+	fs.VisitAll(func(f *pflag.Flag) {
+		envs := f.Annotations[envAnnotation]
+		if err != nil || f.Changed || len(envs) == 0 {
+			return
+		}
+		if v := getenv(envs[0]); v != "" {
+			if serr := fs.Set(f.Name, v); serr != nil {
+				err = fmt.Errorf("%s=%q: %w", envs[0], v, serr)
+			}
+		}
+	})
+	return err
+}
+
+type serveFlags struct {
+	addr, data, config  string
+	bodyLimit           int
+	readTimeout         time.Duration
+	writeTimeout        time.Duration
+	idleTimeout         time.Duration
+	shutdownTimeout     time.Duration
+	sweepInterval       time.Duration
+	logLevel, logFormat string
+}
+
+func newServeCmd(getenv func(string) string) *cobra.Command {
+	var f serveFlags
+	cmd := &cobra.Command{
+		Use:   "serve",
+		Short: "Run the n8n-guard HTTP service",
+		Long: `Run the n8n-guard HTTP service.
+
+API tokens come from N8N_GUARD_TOKENS (comma-separated). Without it, a token
+is generated on first start and kept in <data>/api-token (mode 0600).
+Slack delivery uses SLACK_BOT_TOKEN and SLACK_API_URL.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			log, err := newLogger(cmd.ErrOrStderr(), f.logLevel, f.logFormat)
+			if err != nil {
+				return err
+			}
+			cfg := Config{
+				Addr: f.addr, DataDir: f.data, ConfigFile: f.config,
+				Tokens:    splitTokens(getenv("N8N_GUARD_TOKENS")),
+				BodyLimit: f.bodyLimit, ReadTimeout: f.readTimeout, WriteTimeout: f.writeTimeout,
+				IdleTimeout: f.idleTimeout, ShutdownTimeout: f.shutdownTimeout, SweepInterval: f.sweepInterval,
+				SlackBotToken: getenv("SLACK_BOT_TOKEN"),
+				SlackAPIURL:   getenv("SLACK_API_URL"),
+			}
+			if cfg.ConfigFile != "" {
+				if cfg.File, err = LoadFile(cfg.ConfigFile); err != nil {
+					return err
+				}
+			}
+			return serve(cmd, cfg, log)
+		},
+	}
+	fs := cmd.Flags()
+	fs.StringVar(&f.addr, "addr", DefaultAddr, "address to listen on")
+	fs.StringVar(&f.data, "data", DefaultDataDir, "data folder (store file, generated API token)")
+	fs.StringVar(&f.config, "config", "", "YAML configuration file (namespaces, destinations, notify, owners)")
+	fs.IntVar(&f.bodyLimit, "body-limit", api.DefaultBodyLimit, "largest request body in bytes")
+	fs.DurationVar(&f.readTimeout, "read-timeout", api.DefaultReadTimeout, "time to read a request")
+	fs.DurationVar(&f.writeTimeout, "write-timeout", api.DefaultWriteTimeout, "time to write an answer")
+	fs.DurationVar(&f.idleTimeout, "idle-timeout", api.DefaultIdleTimeout, "how long an idle keep-alive connection stays open")
+	fs.DurationVar(&f.shutdownTimeout, "shutdown-timeout", 10*time.Second, "how long shutdown waits for in-flight requests")
+	fs.DurationVar(&f.sweepInterval, "sweep-interval", DefaultSweepInterval, "how often expired leases and records are swept")
+	fs.StringVar(&f.logLevel, "log-level", "info", "debug (one line per request), info, warn or error")
+	fs.StringVar(&f.logFormat, "log-format", "text", "text or json")
+	for flag, env := range map[string]string{
+		"addr": "N8N_GUARD_ADDR", "data": "N8N_GUARD_DATA", "config": "N8N_GUARD_CONFIG",
+		"body-limit": "N8N_GUARD_BODY_LIMIT", "read-timeout": "N8N_GUARD_READ_TIMEOUT",
+		"write-timeout": "N8N_GUARD_WRITE_TIMEOUT", "idle-timeout": "N8N_GUARD_IDLE_TIMEOUT",
+		"shutdown-timeout": "N8N_GUARD_SHUTDOWN_TIMEOUT", "sweep-interval": "N8N_GUARD_SWEEP_INTERVAL",
+		"log-level": "N8N_GUARD_LOG_LEVEL", "log-format": "N8N_GUARD_LOG_FORMAT",
+	} {
+		bindEnv(fs, flag, env)
+	}
+	return cmd
+}
+
+// serve runs Main until SIGTERM or SIGINT, then drains and closes it.
+func serve(cmd *cobra.Command, cfg Config, log *slog.Logger) error {
+	ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	m := NewMain(cfg, log)
+	if err := m.Run(ctx); err != nil {
+		return err
+	}
+	var err error
+	select {
+	case <-ctx.Done():
+		log.Info("shutting down: draining in-flight requests")
+	case err = <-m.Err():
+		log.Error("shutting down after a component failed", "err", err)
+	}
+	stop()
+	if cerr := m.Close(); cerr != nil {
+		log.Error("shutdown", "err", cerr)
+		if err == nil {
+			err = cerr
+		}
+	}
+	if err == nil {
+		log.Info("stopped")
+	}
+	return err
+}
+
+func newLogger(w io.Writer, level, format string) (*slog.Logger, error) {
+	var lv slog.Level
+	if err := lv.UnmarshalText([]byte(level)); err != nil {
+		return nil, fmt.Errorf("log level %q: use debug, info, warn or error", level)
+	}
+	opts := &slog.HandlerOptions{Level: lv}
+	switch strings.ToLower(format) {
+	case "text":
+		return slog.New(slog.NewTextHandler(w, opts)), nil
+	case "json":
+		return slog.New(slog.NewJSONHandler(w, opts)), nil
+	}
+	return nil, fmt.Errorf("log format %q: use text or json", format)
+}

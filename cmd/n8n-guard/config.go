@@ -1,0 +1,243 @@
+package main
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"sort"
+	"strings"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/n8n-guard/n8n-guard/keystore"
+	"github.com/n8n-guard/n8n-guard/notify"
+)
+
+// Config is everything the server needs, parsed once from flags, the
+// environment and the optional YAML file.
+type Config struct {
+	Addr       string
+	DataDir    string
+	ConfigFile string // optional
+
+	// Tokens accepted on /v1; empty: the one in <data>/api-token.
+	Tokens []string
+
+	BodyLimit       int
+	ReadTimeout     time.Duration
+	WriteTimeout    time.Duration
+	IdleTimeout     time.Duration
+	ShutdownTimeout time.Duration
+	SweepInterval   time.Duration
+
+	SlackBotToken string
+	SlackAPIURL   string
+
+	File FileConfig
+}
+
+// FileConfig is the YAML file. The keys the contract fixes mean exactly
+// what it says (docs/api.md, "Configuration file"); unknown keys are an
+// error, so a typo never silently falls back to a default.
+type FileConfig struct {
+	Namespaces   map[string]NamespaceConfig   `yaml:"namespaces"`
+	Destinations map[string]DestinationConfig `yaml:"destinations"`
+	Notify       NotifyConfig                 `yaml:"notify"`
+	Owners       []OwnerConfig                `yaml:"owners"`
+}
+
+// NamespaceConfig is one entry of namespaces:.
+type NamespaceConfig struct {
+	Lease         Duration `yaml:"lease"`
+	Retention     Duration `yaml:"retention"`
+	OnLeaseExpiry string   `yaml:"on_lease_expiry"`
+	Owner         string   `yaml:"owner"`
+	Channel       string   `yaml:"channel"`
+	Runbook       string   `yaml:"runbook"`
+}
+
+// DestinationConfig is one entry of destinations:.
+type DestinationConfig struct {
+	Cooldown         Duration `yaml:"cooldown"`
+	FailureThreshold *int     `yaml:"failure_threshold"`
+	Owner            string   `yaml:"owner"`
+	Channel          string   `yaml:"channel"`
+	Runbook          string   `yaml:"runbook"`
+}
+
+// NotifyConfig is the notify: section.
+type NotifyConfig struct {
+	DefaultChannel string   `yaml:"default_channel"`
+	DefaultOwner   string   `yaml:"default_owner"`
+	DefaultRunbook string   `yaml:"default_runbook"`
+	GroupWindow    Duration `yaml:"group_window"`
+	Retention      Duration `yaml:"retention"`
+	SlackPause     Duration `yaml:"slack_pause"`
+	MaxAttempts    int      `yaml:"max_attempts"`
+	GuardURL       string   `yaml:"guard_url"`
+}
+
+// OwnerConfig is one rule of owners: (first match wins).
+type OwnerConfig struct {
+	Workflow string   `yaml:"workflow"`
+	Owner    string   `yaml:"owner"`
+	Channel  string   `yaml:"channel"`
+	Runbook  string   `yaml:"runbook"`
+	Deadline Duration `yaml:"deadline"`
+}
+
+// Duration is a Go duration string in YAML ("90s", "5m", "720h"). A bare
+// number is refused: "lease: 120" would otherwise mean 120 nanoseconds.
+type Duration time.Duration
+
+func (d *Duration) UnmarshalYAML(n *yaml.Node) error {
+	if n.Kind != yaml.ScalarNode || n.ShortTag() != "!!str" {
+		return fmt.Errorf("line %d: %q is not a duration: write it with a unit, e.g. \"90s\", \"5m\", \"720h\"", n.Line, n.Value)
+	}
+	v, err := time.ParseDuration(n.Value)
+	if err != nil {
+		return fmt.Errorf("line %d: %q is not a duration: write it with a unit, e.g. \"90s\", \"5m\", \"720h\"", n.Line, n.Value)
+	}
+	*d = Duration(v)
+	return nil
+}
+
+// LoadFile reads and checks the YAML file at path.
+func LoadFile(path string) (FileConfig, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return FileConfig{}, fmt.Errorf("config: %w", err)
+	}
+	defer f.Close()
+	fc, err := ParseFile(f)
+	if err != nil {
+		return FileConfig{}, fmt.Errorf("config %s: %w", path, err)
+	}
+	return fc, nil
+}
+
+// ParseFile decodes and checks a YAML configuration.
+func ParseFile(r io.Reader) (FileConfig, error) {
+	var fc FileConfig
+	raw, err := io.ReadAll(r)
+	if err != nil {
+		return fc, err
+	}
+	if len(bytes.TrimSpace(raw)) == 0 {
+		return fc, nil
+	}
+	dec := yaml.NewDecoder(bytes.NewReader(raw))
+	dec.KnownFields(true)
+	if err := dec.Decode(&fc); err != nil && !errors.Is(err, io.EOF) {
+		return fc, err
+	}
+	if _, err := fc.Policies(); err != nil {
+		return fc, err
+	}
+	return fc, nil
+}
+
+// Policies maps namespaces: and destinations: to the keystore's policies,
+// checking every value.
+func (fc FileConfig) Policies() (keystore.Policies, error) {
+	p := keystore.Policies{
+		Namespaces:   make(map[string]keystore.NamespacePolicy, len(fc.Namespaces)),
+		Destinations: make(map[string]keystore.DestinationPolicy, len(fc.Destinations)),
+	}
+	for _, name := range sortedKeys(fc.Namespaces) {
+		n := fc.Namespaces[name]
+		where := "namespaces." + name
+		if !keystore.ValidNamespace(name) {
+			return p, fmt.Errorf("%s: not a valid namespace name (1-64 of a-z, 0-9, '.', '_', '-', starting with a letter or digit)", where)
+		}
+		lease := time.Duration(n.Lease)
+		if lease != 0 && (lease < time.Second || lease > keystore.MaxLeaseSeconds*time.Second || lease%time.Second != 0) {
+			return p, fmt.Errorf("%s.lease: %s must be whole seconds between 1s and 24h", where, lease)
+		}
+		if n.Retention < 0 {
+			return p, fmt.Errorf("%s.retention: must not be negative", where)
+		}
+		expiry := keystore.LeaseExpiry(n.OnLeaseExpiry)
+		switch expiry {
+		case "", keystore.ExpireToUnknown, keystore.ExpireReclaim:
+		default:
+			return p, fmt.Errorf("%s.on_lease_expiry: %q must be %q or %q", where, n.OnLeaseExpiry, keystore.ExpireToUnknown, keystore.ExpireReclaim)
+		}
+		p.Namespaces[name] = keystore.NamespacePolicy{
+			Lease: lease, Retention: time.Duration(n.Retention), OnLeaseExpiry: expiry,
+			Owner: n.Owner, Runbook: n.Runbook,
+		}
+	}
+	for _, name := range sortedKeys(fc.Destinations) {
+		d := fc.Destinations[name]
+		where := "destinations." + name
+		if !keystore.ValidNamespace(name) {
+			return p, fmt.Errorf("%s: not a valid destination name (1-64 of a-z, 0-9, '.', '_', '-', starting with a letter or digit)", where)
+		}
+		if d.Cooldown < 0 {
+			return p, fmt.Errorf("%s.cooldown: must not be negative", where)
+		}
+		dp := keystore.DestinationPolicy{Cooldown: time.Duration(d.Cooldown), Owner: d.Owner}
+		if d.FailureThreshold != nil {
+			if *d.FailureThreshold < 1 {
+				return p, fmt.Errorf("%s.failure_threshold: %d must be at least 1", where, *d.FailureThreshold)
+			}
+			dp.FailureThreshold = *d.FailureThreshold
+		}
+		p.Destinations[name] = dp
+	}
+	return p, nil
+}
+
+// NotifyConfig maps notify:, owners: and the owners of namespaces: and
+// destinations: to the notify package's configuration. notify checks the
+// owners' syntax itself (notify.New).
+func (fc FileConfig) NotifyConfig() notify.Config {
+	c := notify.Config{
+		DefaultChannel: fc.Notify.DefaultChannel,
+		DefaultOwner:   fc.Notify.DefaultOwner,
+		DefaultRunbook: fc.Notify.DefaultRunbook,
+		GroupWindow:    time.Duration(fc.Notify.GroupWindow),
+		Retention:      time.Duration(fc.Notify.Retention),
+		SlackPause:     time.Duration(fc.Notify.SlackPause),
+		MaxAttempts:    fc.Notify.MaxAttempts,
+		GuardURL:       fc.Notify.GuardURL,
+		Namespaces:     make(map[string]notify.Route, len(fc.Namespaces)),
+		Destinations:   make(map[string]notify.Route, len(fc.Destinations)),
+	}
+	for _, o := range fc.Owners {
+		c.Owners = append(c.Owners, notify.OwnerRule{
+			Workflow: o.Workflow, Owner: o.Owner, Channel: o.Channel, Runbook: o.Runbook, Deadline: time.Duration(o.Deadline),
+		})
+	}
+	for name, n := range fc.Namespaces {
+		c.Namespaces[name] = notify.Route{Owner: n.Owner, Channel: n.Channel, Runbook: n.Runbook}
+	}
+	for name, d := range fc.Destinations {
+		c.Destinations[name] = notify.Route{Owner: d.Owner, Channel: d.Channel, Runbook: d.Runbook}
+	}
+	return c
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+// splitTokens parses N8N_GUARD_TOKENS: comma-separated, blanks dropped.
+func splitTokens(s string) []string {
+	var out []string
+	for _, t := range strings.Split(s, ",") {
+		if t = strings.TrimSpace(t); t != "" {
+			out = append(out, t)
+		}
+	}
+	return out
+}
