@@ -1,0 +1,617 @@
+package keystore
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// PostgresOptions configure OpenPostgres.
+type PostgresOptions struct {
+	Policies Policies
+	// Clock, when set, replaces the database's clock (tests pass a
+	// controllable one). When nil, every decision takes its time from the
+	// database (clock_timestamp(), read after the rows are locked), so all
+	// replicas judge leases and breaker cooldowns by one clock.
+	Clock  Clock
+	Logger *slog.Logger
+	// MaxConns bounds the pool (default 16, or pool_max_conns in the URL).
+	MaxConns int32
+	// SweepBatch bounds the rows of one sweep transaction (default 1000).
+	SweepBatch int
+}
+
+// PostgresStore is the Store on PostgreSQL, for deployments with several
+// n8n-guard processes (queue-mode workers, two hosts behind a load
+// balancer): every process on one database behaves as one.
+//
+// Every write is one transaction that locks what the decision reads (the
+// destination's breaker row first, then the key's row), asks the time,
+// lets the state machine of this package decide, and writes the step. The
+// state machine is the same one the bbolt store uses; this file only
+// loads, locks and saves. Two transactions that both find a key absent
+// cannot both insert it: the primary key refuses the second, which is
+// then run again and finds the key.
+type PostgresStore struct {
+	pool       *pgxpool.Pool
+	policies   Policies
+	clock      Clock // nil: the database's clock
+	log        *slog.Logger
+	sweepBatch int
+}
+
+var _ Store = (*PostgresStore)(nil)
+
+// OpenPostgres connects to the database at url (a postgres:// URL or a
+// libpq key=value string), applies the schema migrations that are missing
+// and returns the store.
+func OpenPostgres(ctx context.Context, url string, opts PostgresOptions) (*PostgresStore, error) {
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	if opts.SweepBatch <= 0 {
+		opts.SweepBatch = 1000
+	}
+	cfg, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		// The parse error may quote the URL, password included.
+		return nil, errors.New("open postgres store: the URL is not a valid postgres:// URL or connection string")
+	}
+	switch {
+	case opts.MaxConns > 0:
+		cfg.MaxConns = opts.MaxConns
+	case !strings.Contains(url, "pool_max_conns"):
+		// pgxpool's default (the number of CPUs) is too small for a
+		// server that holds a connection through every commit's fsync.
+		cfg.MaxConns = 16
+	}
+	if _, ok := cfg.ConnConfig.RuntimeParams["application_name"]; !ok {
+		cfg.ConnConfig.RuntimeParams["application_name"] = "n8n-guard"
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("open postgres store: %w", err)
+	}
+	if err := migratePostgres(ctx, pool, opts.Logger); err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("open postgres store: %w", err)
+	}
+	return &PostgresStore{pool: pool, policies: opts.Policies, clock: opts.Clock, log: opts.Logger,
+		sweepBatch: opts.SweepBatch}, nil
+}
+
+// Pool returns the connection pool, for packages that keep their own
+// tables in the same database.
+func (s *PostgresStore) Pool() *pgxpool.Pool { return s.pool }
+
+// Close closes the pool; it waits for the connections in use.
+func (s *PostgresStore) Close() error {
+	s.pool.Close()
+	return nil
+}
+
+// Ping reports whether the database answers.
+func (s *PostgresStore) Ping(ctx context.Context) error {
+	if err := s.pool.Ping(ctx); err != nil {
+		return s.dbErr("ping", err)
+	}
+	return nil
+}
+
+// Column lists, in the order scanRecord and scanBreaker read them.
+const (
+	pgKeyCols = `state, attempt, owner, lease_expires_at, result_ref, result, reason, message, retryable,
+		via, destination, created_at, updated_at, expires_at, resolved_by, resolved_at, note, history,
+		fingerprint, token_hash`
+	pgSelectKey     = `SELECT ` + pgKeyCols + ` FROM guard_keys WHERE namespace = $1 AND key = $2`
+	pgBreakerCols   = `state, opened_at, reopens_at, consecutive_failures, paused_reserves, probe_namespace, probe_key, probe_until`
+	pgSelectBreaker = `SELECT ` + pgBreakerCols + ` FROM guard_breakers WHERE destination = $1`
+	pgClock         = `SELECT clock_timestamp()`
+)
+
+// scanRecord reads one row of pgKeyCols; nil, nil when there is none.
+func scanRecord(row pgx.Row, ns, key string) (*Record, error) {
+	r := &Record{Namespace: ns, Key: key}
+	var state, reason, via string
+	var attempt int32
+	var result, history []byte
+	err := row.Scan(&state, &attempt, &r.Owner, &r.LeaseExpiresAt, &r.ResultRef, &result, &reason, &r.Message,
+		&r.Retryable, &via, &r.Destination, &r.CreatedAt, &r.UpdatedAt, &r.ExpiresAt, &r.ResolvedBy,
+		&r.ResolvedAt, &r.Note, &history, &r.Fingerprint, &r.TokenHash)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	r.State, r.Attempt, r.Reason, r.Via = State(state), int(attempt), Reason(reason), Via(via)
+	if len(result) > 0 {
+		r.Result = json.RawMessage(result)
+	}
+	if err := json.Unmarshal(history, &r.History); err != nil {
+		return nil, fmt.Errorf("decode history of %s/%s: %w", ns, key, err)
+	}
+	if r.History == nil {
+		r.History = []Transition{}
+	}
+	r.CreatedAt, r.UpdatedAt = r.CreatedAt.UTC(), r.UpdatedAt.UTC()
+	r.LeaseExpiresAt, r.ExpiresAt, r.ResolvedAt = utcPtr(r.LeaseExpiresAt), utcPtr(r.ExpiresAt), utcPtr(r.ResolvedAt)
+	return r, nil
+}
+
+// scanBreaker reads one row of pgBreakerCols; found is false when the
+// destination has no row (a closed breaker nothing has happened to).
+func scanBreaker(row pgx.Row, dest string) (b *Breaker, found bool, err error) {
+	b = newBreaker(dest)
+	var state string
+	var failures, paused int32
+	err = row.Scan(&state, &b.OpenedAt, &b.ReopensAt, &failures, &paused, &b.ProbeNamespace, &b.ProbeKey, &b.ProbeUntil)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return newBreaker(dest), false, nil
+	}
+	if err != nil {
+		return nil, false, err
+	}
+	b.State, b.ConsecutiveFailures, b.PausedReserves = BreakerState(state), int(failures), int(paused)
+	b.OpenedAt, b.ReopensAt, b.ProbeUntil = utcPtr(b.OpenedAt), utcPtr(b.ReopensAt), utcPtr(b.ProbeUntil)
+	return b, true, nil
+}
+
+func utcPtr(t *time.Time) *time.Time {
+	if t == nil {
+		return nil
+	}
+	v := t.UTC()
+	return &v
+}
+
+// nullJSON passes an empty document as SQL NULL.
+func nullJSON(b []byte) any {
+	if len(b) == 0 {
+		return nil
+	}
+	return string(b)
+}
+
+func nullBytes(b []byte) any {
+	if len(b) == 0 {
+		return nil
+	}
+	return b
+}
+
+// queueRecord queues the write of next over prev (nil: a new key). An
+// insert of a key another transaction inserted meanwhile fails on the
+// primary key, and the whole decision is run again. The update names the
+// state and attempt it was decided on: the row is locked, so it always
+// matches, and a mismatch (rows affected 0) would be a bug caught loudly.
+func queueRecord(b *pgx.Batch, prev, next *Record) error {
+	history, err := json.Marshal(next.History)
+	if err != nil {
+		return err
+	}
+	args := []any{next.Namespace, next.Key, string(next.State), next.Attempt, next.Owner, next.LeaseExpiresAt,
+		next.ResultRef, nullJSON(next.Result), string(next.Reason), next.Message, next.Retryable, string(next.Via),
+		next.Destination, next.CreatedAt, next.UpdatedAt, next.ExpiresAt, next.ResolvedBy, next.ResolvedAt,
+		next.Note, string(history), nullBytes(next.Fingerprint), nullBytes(next.TokenHash)}
+	if prev == nil {
+		b.Queue(`INSERT INTO guard_keys (namespace, key, `+pgKeyCols+`)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22)`, args...)
+		return nil
+	}
+	args = append(args, string(prev.State), prev.Attempt)
+	b.Queue(`UPDATE guard_keys SET state = $3, attempt = $4, owner = $5, lease_expires_at = $6, result_ref = $7,
+			result = $8, reason = $9, message = $10, retryable = $11, via = $12, destination = $13, created_at = $14,
+			updated_at = $15, expires_at = $16, resolved_by = $17, resolved_at = $18, note = $19, history = $20,
+			fingerprint = $21, token_hash = $22
+		WHERE namespace = $1 AND key = $2 AND state = $23 AND attempt = $24`, args...).Exec(func(ct pgconn.CommandTag) error {
+		if ct.RowsAffected() != 1 {
+			return fmt.Errorf("update %s/%s: the row changed under its lock", next.Namespace, next.Key)
+		}
+		return nil
+	})
+	return nil
+}
+
+// queueBreaker queues the write of a breaker the decision changed.
+func queueBreaker(b *pgx.Batch, br *Breaker, exists bool) {
+	args := []any{br.Destination, string(br.State), br.OpenedAt, br.ReopensAt, br.ConsecutiveFailures,
+		br.PausedReserves, br.ProbeNamespace, br.ProbeKey, br.ProbeUntil}
+	if !exists {
+		b.Queue(`INSERT INTO guard_breakers (destination, `+pgBreakerCols+`) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)`, args...)
+		return
+	}
+	b.Queue(`UPDATE guard_breakers SET state = $2, opened_at = $3, reopens_at = $4, consecutive_failures = $5,
+		paused_reserves = $6, probe_namespace = $7, probe_key = $8, probe_until = $9 WHERE destination = $1`, args...)
+}
+
+// queueEvent appends an event. The counter row stays locked until commit,
+// so events commit in seq order (see the migration).
+func queueEvent(b *pgx.Batch, ev Event) {
+	b.Queue(`WITH s AS (UPDATE guard_event_seq SET seq = seq + 1 RETURNING seq)
+		INSERT INTO guard_events (seq, at, kind, namespace, key, attempt, owner, destination, reason, message, reopens_at, paused_reserves)
+		SELECT s.seq, $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11 FROM s`,
+		ev.At, string(ev.Kind), ev.Namespace, ev.Key, ev.Attempt, ev.Owner, ev.Destination, string(ev.Reason),
+		ev.Message, ev.ReopensAt, ev.PausedReserves)
+}
+
+// breakerChanged reports whether a decision changed the breaker, so that
+// it must be written (and so locked).
+func breakerChanged(prev, next *Breaker, exists bool) bool {
+	if next == nil {
+		return false
+	}
+	if !exists && next.State == BreakerClosed && next.ConsecutiveFailures == 0 && next.PausedReserves == 0 {
+		return false // an idle breaker is not stored, as on bbolt
+	}
+	a, errA := encodeBreaker(prev)
+	c, errC := encodeBreaker(next)
+	return errA != nil || errC != nil || string(a) != string(c)
+}
+
+// decision is one decide* call with what it needs to know about the key.
+type decision struct {
+	op, ns, key string
+	// dest is the destination whose breaker the decision reads: the
+	// request's (reserve), or "" to take the record's (complete, fail).
+	dest     string
+	fromKey  bool
+	noBreakr bool // resolve: no breaker at all
+	decide   func(cur *Record, br *Breaker, now time.Time) (step, error)
+}
+
+// maxDecisionTries bounds the re-runs after a lost insert race, a
+// deadlock or a serialization failure; each re-run finds the winner's row.
+const maxDecisionTries = 20
+
+// errNeedBreakerLock says the decision changes a breaker it read without
+// a lock: run it again with the breaker row locked first.
+type errNeedBreakerLock struct{ dest string }
+
+func (e errNeedBreakerLock) Error() string { return "breaker " + e.dest + " needs its lock" }
+
+// run carries out one decision. Reading a breaker takes no lock at first:
+// nearly every reserve finds it closed and leaves it alone, and locking it
+// would put every reserve naming the destination in one line, commit by
+// commit. A decision that changes the breaker (a failure, a paused
+// reserve, a probe) is run again with the breaker row locked before the
+// key row — always in that order, so two transactions never wait on each
+// other in a circle.
+func (s *PostgresStore) run(ctx context.Context, d decision) (Result, error) {
+	lockDest := ""
+	for try := 1; ; try++ {
+		res, err := s.runOnce(ctx, d, lockDest)
+		var need errNeedBreakerLock
+		switch {
+		case errors.As(err, &need):
+			lockDest = need.dest
+			continue
+		case err != nil && retryablePg(err) && try < maxDecisionTries:
+			continue
+		case err != nil:
+			return Result{}, s.dbErr(d.op, err)
+		}
+		return res, nil
+	}
+}
+
+func (s *PostgresStore) runOnce(ctx context.Context, d decision, lockDest string) (res Result, err error) {
+	conn, err := s.pool.Acquire(ctx)
+	if err != nil {
+		return Result{}, err
+	}
+	// A connection released inside a transaction (after an error) is
+	// closed by the pool, which rolls the transaction back; the explicit
+	// rollback keeps the connection instead.
+	defer conn.Release()
+	open := false
+	defer func() {
+		if open {
+			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+			_, _ = conn.Exec(rctx, "ROLLBACK")
+			cancel()
+		}
+	}()
+
+	// One round trip: open the transaction, lock, read the time after the
+	// locks are held (a lease is judged when the decision is made, not
+	// when the request began waiting).
+	readDest := d.dest
+	if d.fromKey {
+		readDest = lockDest
+	}
+	b := &pgx.Batch{}
+	b.Queue("BEGIN")
+	if readDest != "" {
+		q := pgSelectBreaker
+		if readDest == lockDest {
+			q += " FOR UPDATE"
+		}
+		b.Queue(q, readDest)
+	}
+	b.Queue(pgSelectKey+" FOR UPDATE", d.ns, d.key)
+	if s.clock == nil {
+		b.Queue(pgClock)
+	}
+	open = true
+	br := conn.SendBatch(ctx, b)
+	var brk *Breaker
+	var brExists bool
+	cur, now, err := func() (cur *Record, now time.Time, err error) {
+		if _, err = br.Exec(); err != nil {
+			return nil, now, err
+		}
+		if readDest != "" {
+			if brk, brExists, err = scanBreaker(br.QueryRow(), readDest); err != nil {
+				return nil, now, err
+			}
+		}
+		if cur, err = scanRecord(br.QueryRow(), d.ns, d.key); err != nil {
+			return nil, now, err
+		}
+		if s.clock == nil {
+			err = br.QueryRow().Scan(&now)
+		} else {
+			now = s.clock()
+		}
+		return cur, now.UTC().Truncate(time.Millisecond), err
+	}()
+	if cerr := br.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return Result{}, err
+	}
+
+	if d.fromKey && !d.noBreakr && cur != nil && cur.Destination != readDest {
+		if readDest != "" {
+			// The key moved to another destination since the breaker was
+			// locked; lock the right one first.
+			return Result{}, errNeedBreakerLock{cur.Destination}
+		}
+		if brk, brExists, err = scanBreaker(conn.QueryRow(ctx, pgSelectBreaker, cur.Destination), cur.Destination); err != nil {
+			return Result{}, err
+		}
+	}
+	if d.noBreakr || (d.fromKey && (cur == nil || cur.Destination == "")) {
+		brk = nil
+	}
+
+	st, err := d.decide(cur, brk, now)
+	if err != nil {
+		return Result{}, err // a domain error: nothing to write
+	}
+	changed := breakerChanged(brk, st.breaker, brExists)
+	if changed && st.breaker.Destination != lockDest {
+		return Result{}, errNeedBreakerLock{st.breaker.Destination}
+	}
+
+	w := &pgx.Batch{}
+	if st.record != nil {
+		if err := queueRecord(w, cur, st.record); err != nil {
+			return Result{}, err
+		}
+	}
+	if changed {
+		queueBreaker(w, st.breaker, brExists)
+	}
+	for _, ev := range st.events {
+		queueEvent(w, ev)
+	}
+	if w.Len() == 0 {
+		// A read-only decision (in_progress, duplicate, a replay): the
+		// rollback releases the locks; there is nothing to make durable.
+		return st.result, nil
+	}
+	var tag pgconn.CommandTag
+	w.Queue("COMMIT").Exec(func(ct pgconn.CommandTag) error { tag = ct; return nil })
+	// Once the commit is sent it may take effect, so its answer must be
+	// waited for even if the caller has gone: an accepted reservation
+	// nobody hears about would hold the key until its lease runs out.
+	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	defer cancel()
+	if err := conn.SendBatch(wctx, w).Close(); err != nil {
+		return Result{}, err
+	}
+	if tag.String() != "COMMIT" {
+		return Result{}, fmt.Errorf("%s %s/%s: commit answered %q", d.op, d.ns, d.key, tag.String())
+	}
+	open = false
+	return st.result, nil
+}
+
+// retryablePg reports whether a transaction failed only because another
+// one won a race, so that running it again will decide on the winner's row.
+func retryablePg(err error) bool {
+	var pe *pgconn.PgError
+	if !errors.As(err, &pe) {
+		return false
+	}
+	switch pe.Code {
+	case "23505", // unique_violation: another transaction inserted the key or breaker first
+		"40001", // serialization_failure
+		"40P01": // deadlock_detected
+		return true
+	}
+	return false
+}
+
+// dbErr turns a database error into the domain's: domain errors pass
+// through, an unreachable database is store_unavailable, anything else is
+// internal. Details go to the log, never to the caller.
+func (s *PostgresStore) dbErr(op string, err error) error {
+	var de *Error
+	if errors.As(err, &de) {
+		return err
+	}
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return err
+	}
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) {
+		switch pe.Code[:2] {
+		case "08", "53", "57", "58": // connection, resources, operator intervention, system
+		default:
+			s.log.Error("postgres store", "op", op, "err", err)
+			return fmt.Errorf("%s: %w", op, err)
+		}
+	}
+	s.log.Error("postgres store unavailable", "op", op, "err", err)
+	return &Error{Code: EStoreUnavailable, Message: "the store (PostgreSQL) could not be reached or did not confirm the change"}
+}
+
+// Reserve implements Store.
+func (s *PostgresStore) Reserve(ctx context.Context, req ReserveRequest) (Result, error) {
+	req, fp, err := req.normalize()
+	if err != nil {
+		return Result{}, err
+	}
+	np := s.policies.Namespace(req.Namespace)
+	return s.run(ctx, decision{op: "reserve", ns: req.Namespace, key: req.Key, dest: req.Destination,
+		decide: func(cur *Record, br *Breaker, now time.Time) (step, error) {
+			return decideReserve(cur, br, req, fp, np, now)
+		}})
+}
+
+// Complete implements Store.
+func (s *PostgresStore) Complete(ctx context.Context, req CompleteRequest) (Result, error) {
+	req, err := req.normalize()
+	if err != nil {
+		return Result{}, err
+	}
+	np := s.policies.Namespace(req.Namespace)
+	return s.run(ctx, decision{op: "complete", ns: req.Namespace, key: req.Key, fromKey: true,
+		decide: func(cur *Record, br *Breaker, now time.Time) (step, error) {
+			return decideComplete(cur, br, req, np, now)
+		}})
+}
+
+// Fail implements Store.
+func (s *PostgresStore) Fail(ctx context.Context, req FailRequest) (Result, error) {
+	req, err := req.normalize()
+	if err != nil {
+		return Result{}, err
+	}
+	np := s.policies.Namespace(req.Namespace)
+	return s.run(ctx, decision{op: "fail", ns: req.Namespace, key: req.Key, fromKey: true,
+		decide: func(cur *Record, br *Breaker, now time.Time) (step, error) {
+			var dp DestinationPolicy
+			if br != nil {
+				dp = s.policies.Destination(br.Destination)
+			}
+			return decideFail(cur, br, req, np, dp, now)
+		}})
+}
+
+// Resolve implements Store.
+func (s *PostgresStore) Resolve(ctx context.Context, req ResolveRequest) (Result, error) {
+	req, err := req.normalize()
+	if err != nil {
+		return Result{}, err
+	}
+	np := s.policies.Namespace(req.Namespace)
+	return s.run(ctx, decision{op: "resolve", ns: req.Namespace, key: req.Key, fromKey: true, noBreakr: true,
+		decide: func(cur *Record, _ *Breaker, now time.Time) (step, error) {
+			return decideResolve(cur, req, np, now)
+		}})
+}
+
+// Lookup implements Store.
+func (s *PostgresStore) Lookup(ctx context.Context, ns, key string) (Result, error) {
+	key, err := checkIdentity(ns, key)
+	if err != nil {
+		return Result{}, err
+	}
+	cur, err := scanRecord(s.pool.QueryRow(ctx, pgSelectKey, ns, key), ns, key)
+	if err != nil {
+		return Result{}, s.dbErr("lookup", err)
+	}
+	if cur == nil {
+		return Result{Outcome: OutcomeAbsent}, nil
+	}
+	return Result{Outcome: OutcomeFound, Record: cur}, nil
+}
+
+// List implements Store. Records come in (namespace, key) order, bytewise;
+// the cursor is the last key of the page, as on bbolt.
+func (s *PostgresStore) List(ctx context.Context, q ListQuery) (Page, error) {
+	q, err := q.normalize()
+	if err != nil {
+		return Page{}, err
+	}
+	var afterNS, afterKey string
+	hasCursor := q.Cursor != ""
+	if hasCursor {
+		raw, err := base64.RawURLEncoding.DecodeString(q.Cursor)
+		if err != nil {
+			return Page{}, invalid("cursor", "cursor", "cursor is not one this server returned")
+		}
+		var ok bool
+		if afterNS, afterKey, ok = strings.Cut(string(raw), "\x00"); !ok {
+			return Page{}, invalid("cursor", "cursor", "cursor is not one this server returned")
+		}
+		if q.Namespace != "" && afterNS != q.Namespace {
+			return Page{}, invalid("cursor", "cursor", "cursor belongs to another listing")
+		}
+	}
+	sql := `SELECT namespace, key, ` + pgKeyCols + ` FROM guard_keys WHERE true`
+	var args []any
+	arg := func(v any) string { args = append(args, v); return fmt.Sprintf("$%d", len(args)) }
+	if q.State != "" {
+		sql += ` AND state = ` + arg(string(q.State))
+		if openState(q.State) {
+			sql += ` AND state <> 'completed'` // lets the planner use the open-states index
+		}
+	}
+	if q.Namespace != "" {
+		sql += ` AND namespace = ` + arg(q.Namespace)
+	}
+	if hasCursor {
+		sql += fmt.Sprintf(` AND (namespace, key) > (%s, %s)`, arg(afterNS), arg(afterKey))
+	}
+	sql += ` ORDER BY namespace, key LIMIT ` + arg(q.Limit+1)
+	rows, err := s.pool.Query(ctx, sql, args...)
+	if err != nil {
+		return Page{}, s.dbErr("list", err)
+	}
+	defer rows.Close()
+	var page Page
+	for rows.Next() {
+		if len(page.Items) == q.Limit {
+			last := page.Items[len(page.Items)-1]
+			page.NextCursor = base64.RawURLEncoding.EncodeToString([]byte(last.Namespace + "\x00" + last.Key))
+			break
+		}
+		var ns, key string
+		r, err := scanRecord(prefixRow{rows, []any{&ns, &key}}, "", "")
+		if err != nil {
+			return Page{}, s.dbErr("list", err)
+		}
+		r.Namespace, r.Key = ns, key
+		page.Items = append(page.Items, r)
+	}
+	if err := rows.Err(); err != nil {
+		return Page{}, s.dbErr("list", err)
+	}
+	return page, nil
+}
+
+// prefixRow scans leading columns into prefix, the rest into the
+// caller's destinations.
+type prefixRow struct {
+	rows   pgx.Rows
+	prefix []any
+}
+
+func (p prefixRow) Scan(dest ...any) error {
+	return p.rows.Scan(append(p.prefix, dest...)...)
+}

@@ -1,0 +1,248 @@
+package keystore
+
+import (
+	"context"
+	"sort"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// now returns the time a read or a sweep judges by: the injected clock,
+// or the database's.
+func (s *PostgresStore) now(ctx context.Context, q interface {
+	QueryRow(context.Context, string, ...any) pgx.Row
+}) (time.Time, error) {
+	if s.clock != nil {
+		return s.clock().UTC().Truncate(time.Millisecond), nil
+	}
+	var now time.Time
+	if err := q.QueryRow(ctx, pgClock).Scan(&now); err != nil {
+		return time.Time{}, err
+	}
+	return now.UTC().Truncate(time.Millisecond), nil
+}
+
+// Counts implements Store. It counts rows; on a table of millions this is
+// a scan of the primary key, fine for a metrics scrape now and then.
+func (s *PostgresStore) Counts(ctx context.Context) (map[string]map[State]int, error) {
+	rows, err := s.pool.Query(ctx, `SELECT namespace, state, count(*) FROM guard_keys GROUP BY namespace, state`)
+	if err != nil {
+		return nil, s.dbErr("counts", err)
+	}
+	defer rows.Close()
+	out := map[string]map[State]int{}
+	for rows.Next() {
+		var ns, st string
+		var n int64
+		if err := rows.Scan(&ns, &st, &n); err != nil {
+			return nil, s.dbErr("counts", err)
+		}
+		if out[ns] == nil {
+			out[ns] = map[State]int{}
+		}
+		out[ns][State(st)] = int(n)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, s.dbErr("counts", err)
+	}
+	return out, nil
+}
+
+// Destinations implements Store: every breaker with a row, and every
+// configured destination (closed until something happens to it).
+func (s *PostgresStore) Destinations(ctx context.Context) ([]Breaker, error) {
+	now, err := s.now(ctx, s.pool)
+	if err != nil {
+		return nil, s.dbErr("destinations", err)
+	}
+	rows, err := s.pool.Query(ctx, `SELECT destination, `+pgBreakerCols+` FROM guard_breakers ORDER BY destination`)
+	if err != nil {
+		return nil, s.dbErr("destinations", err)
+	}
+	defer rows.Close()
+	seen := map[string]bool{}
+	var out []Breaker
+	for rows.Next() {
+		var dest string
+		b, _, err := scanBreaker(prefixRow{rows, []any{&dest}}, "")
+		if err != nil {
+			return nil, s.dbErr("destinations", err)
+		}
+		b.Destination = dest
+		seen[dest] = true
+		out = append(out, b.View(now))
+	}
+	if err := rows.Err(); err != nil {
+		return nil, s.dbErr("destinations", err)
+	}
+	for d := range s.policies.Destinations {
+		if !seen[d] {
+			out = append(out, *newBreaker(d))
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Destination < out[j].Destination })
+	return out, nil
+}
+
+// Events implements Store.
+func (s *PostgresStore) Events(ctx context.Context, after uint64, limit int) ([]Event, error) {
+	if limit <= 0 || limit > 1000 {
+		limit = 1000
+	}
+	rows, err := s.pool.Query(ctx, `SELECT seq, at, kind, namespace, key, attempt, owner, destination, reason, message,
+		reopens_at, paused_reserves FROM guard_events WHERE seq > $1 ORDER BY seq LIMIT $2`, int64(after), limit)
+	if err != nil {
+		return nil, s.dbErr("events", err)
+	}
+	defer rows.Close()
+	var out []Event
+	for rows.Next() {
+		var ev Event
+		var seq int64
+		var kind, reason string
+		var attempt, paused int32
+		if err := rows.Scan(&seq, &ev.At, &kind, &ev.Namespace, &ev.Key, &attempt, &ev.Owner, &ev.Destination,
+			&reason, &ev.Message, &ev.ReopensAt, &paused); err != nil {
+			return nil, s.dbErr("events", err)
+		}
+		ev.Seq, ev.Kind, ev.Reason, ev.Attempt, ev.PausedReserves = uint64(seq), EventKind(kind), Reason(reason), int(attempt), int(paused)
+		ev.At, ev.ReopensAt = ev.At.UTC(), utcPtr(ev.ReopensAt)
+		out = append(out, ev)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, s.dbErr("events", err)
+	}
+	return out, nil
+}
+
+// Sweep implements Store. Each pass takes at most sweepBatch rows per
+// transaction, oldest first through the partial indexes, and skips rows a
+// request holds locked (SKIP LOCKED): a sweep never makes a reserve wait,
+// and two replicas sweeping at once share the work instead of colliding.
+func (s *PostgresStore) Sweep(ctx context.Context) (SweepStats, error) {
+	var st SweepStats
+	passes := []struct {
+		do    func(ctx context.Context) (int, error)
+		count *int
+	}{
+		{s.sweepLeases, &st.LeasesExpired},
+		{s.sweepExpired, &st.Expired},
+		{s.sweepEvents, &st.Events},
+	}
+	for _, p := range passes {
+		for {
+			if err := ctx.Err(); err != nil {
+				return st, err
+			}
+			start := time.Now()
+			n, err := p.do(ctx)
+			st.LongestTx = max(st.LongestTx, time.Since(start))
+			*p.count += n
+			if err != nil {
+				return st, s.dbErr("sweep", err)
+			}
+			if n < s.sweepBatch {
+				break
+			}
+		}
+	}
+	return st, nil
+}
+
+// sweepLeases moves reservations whose lease ran out to unknown, through
+// the same decision a reserve makes. Namespaces that reclaim are left
+// alone: there the next reserve takes the key over.
+func (s *PostgresStore) sweepLeases(ctx context.Context) (int, error) {
+	reclaim := []string{} // not nil: NULL would exclude every row
+	for ns, p := range s.policies.Namespaces {
+		if p.OnLeaseExpiry == ExpireReclaim {
+			reclaim = append(reclaim, ns)
+		}
+	}
+	tx, err := s.pool.Begin(ctx)
+	if err != nil {
+		return 0, err
+	}
+	defer tx.Rollback(context.WithoutCancel(ctx))
+	now, err := s.now(ctx, tx)
+	if err != nil {
+		return 0, err
+	}
+	rows, err := tx.Query(ctx, `SELECT namespace, key, `+pgKeyCols+` FROM guard_keys
+		WHERE state = 'reserved' AND lease_expires_at <= $1 AND NOT (namespace = ANY($2))
+		ORDER BY lease_expires_at LIMIT $3 FOR UPDATE SKIP LOCKED`, now, reclaim, s.sweepBatch)
+	if err != nil {
+		return 0, err
+	}
+	var due []*Record
+	for rows.Next() {
+		var ns, key string
+		r, err := scanRecord(prefixRow{rows, []any{&ns, &key}}, "", "")
+		if err != nil {
+			rows.Close()
+			return 0, err
+		}
+		r.Namespace, r.Key = ns, key
+		due = append(due, r)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return 0, err
+	}
+	b := &pgx.Batch{}
+	n := 0
+	for _, cur := range due {
+		step, expired := decideExpireLease(cur, s.policies.Namespace(cur.Namespace), now)
+		if !expired {
+			continue
+		}
+		if err := queueRecord(b, cur, step.record); err != nil {
+			return 0, err
+		}
+		for _, ev := range step.events {
+			queueEvent(b, ev)
+		}
+		n++
+	}
+	if b.Len() > 0 {
+		if err := tx.SendBatch(ctx, b).Close(); err != nil {
+			return 0, err
+		}
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return 0, err
+	}
+	return n, nil
+}
+
+// sweepExpired deletes finished records past their retention.
+func (s *PostgresStore) sweepExpired(ctx context.Context) (int, error) {
+	now, err := s.now(ctx, s.pool)
+	if err != nil {
+		return 0, err
+	}
+	tag, err := s.pool.Exec(ctx, `WITH due AS (
+			SELECT namespace, key FROM guard_keys
+			WHERE expires_at <= $1 AND state IN ('completed', 'failed')
+			ORDER BY expires_at LIMIT $2 FOR UPDATE SKIP LOCKED)
+		DELETE FROM guard_keys k USING due WHERE k.namespace = due.namespace AND k.key = due.key`, now, s.sweepBatch)
+	if err != nil {
+		return 0, err
+	}
+	return int(tag.RowsAffected()), nil
+}
+
+// sweepEvents deletes events older than EventRetention.
+func (s *PostgresStore) sweepEvents(ctx context.Context) (int, error) {
+	now, err := s.now(ctx, s.pool)
+	if err != nil {
+		return 0, err
+	}
+	tag, err := s.pool.Exec(ctx, `DELETE FROM guard_events WHERE seq IN (
+		SELECT seq FROM guard_events WHERE at <= $1 ORDER BY at LIMIT $2)`, now.Add(-EventRetention), s.sweepBatch)
+	if err != nil {
+		return 0, err
+	}
+	return int(tag.RowsAffected()), nil
+}
