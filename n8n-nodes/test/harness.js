@@ -35,12 +35,6 @@ const guardCredential = new N8nGuardApi();
 
 async function startGuard() {
 	const token = `test-${crypto.randomBytes(12).toString('hex')}`;
-	if (process.env.N8N_GUARD_TEST_SERVER === 'contract') {
-		const { startContractServer } = require('./contract-server');
-		const server = await startContractServer(token);
-		return { ...server, token, kind: 'contract stand-in (N8N_GUARD_TEST_SERVER=contract)' };
-	}
-
 	const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'n8n-guard-node-test-'));
 	const bin = process.env.N8N_GUARD_BIN || buildGuard(tmp);
 	const port = await freePort();
@@ -96,8 +90,7 @@ function buildGuard(tmp) {
 	const pkg = path.join(repo, 'cmd', 'n8n-guard');
 	if (!fs.existsSync(pkg) || !fs.readdirSync(pkg).some((f) => f.endsWith('.go'))) {
 		throw new Error(
-			`cannot build n8n-guard: ${pkg} has no Go files. Set N8N_GUARD_BIN to a built binary ` +
-				'(or N8N_GUARD_TEST_SERVER=contract to use the contract stand-in while developing).',
+			`cannot build n8n-guard: ${pkg} has no Go files. Set N8N_GUARD_BIN to a built binary.`,
 		);
 	}
 	const bin = path.join(tmp, 'n8n-guard');

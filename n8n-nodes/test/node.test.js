@@ -14,7 +14,7 @@ let credentials;
 before(async () => {
 	guard = await startGuard();
 	credentials = { baseUrl: guard.baseUrl, token: guard.token };
-	console.log(`# testing against ${guard.kind}`);
+	console.log(`testing against ${guard.kind}`);
 });
 after(async () => {
 	await guard?.stop();
