@@ -179,7 +179,9 @@ func (s *Service) settle(ctx context.Context, r *record, update bool, method str
 			}
 			s.log.Error("notification is dead after too many failed attempts (see GET /v1/notifications?status=dead)",
 				"id", r.ID, "kind", r.Kind, "attempts", attempts, "reason", reason)
-			save = func(x *record) { x.Attempts, x.Status, x.DueAt, x.LastFailure = attempts, StatusDead, time.Time{}, reason }
+			save = func(x *record) {
+				x.Attempts, x.Status, x.DueAt, x.LastFailure = attempts, StatusDead, time.Time{}, reason
+			}
 			s.m.dead.WithLabelValues(string(r.Kind)).Inc()
 			break
 		}

@@ -1,0 +1,245 @@
+package notify
+
+import (
+	"context"
+	"log/slog"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	bolt "go.etcd.io/bbolt"
+)
+
+// testClock is a clock the test moves.
+type testClock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func newTestClock() *testClock {
+	return &testClock{t: time.Date(2026, 11, 30, 10, 0, 0, 0, time.UTC)}
+}
+
+func (c *testClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
+
+func (c *testClock) Advance(d time.Duration) {
+	c.mu.Lock()
+	c.t = c.t.Add(d)
+	c.mu.Unlock()
+}
+
+func (c *testClock) Set(t time.Time) {
+	c.mu.Lock()
+	c.t = t
+	c.mu.Unlock()
+}
+
+// logSink keeps every log record, so tests can count lines.
+type logSink struct {
+	mu    sync.Mutex
+	lines []string
+}
+
+func (l *logSink) Enabled(context.Context, slog.Level) bool { return true }
+func (l *logSink) Handle(_ context.Context, r slog.Record) error {
+	if r.Level < slog.LevelInfo {
+		return nil // debug lines are not what an operator sees
+	}
+	var b strings.Builder
+	b.WriteString(r.Level.String() + " " + r.Message)
+	r.Attrs(func(a slog.Attr) bool {
+		b.WriteString(" " + a.Key + "=" + a.Value.String())
+		return true
+	})
+	l.mu.Lock()
+	l.lines = append(l.lines, b.String())
+	l.mu.Unlock()
+	return nil
+}
+func (l *logSink) WithAttrs([]slog.Attr) slog.Handler { return l }
+func (l *logSink) WithGroup(string) slog.Handler      { return l }
+
+func (l *logSink) Lines() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return append([]string(nil), l.lines...)
+}
+
+func (l *logSink) Count() int { return len(l.Lines()) }
+
+func (l *logSink) Matching(s string) int {
+	n := 0
+	for _, line := range l.Lines() {
+		if strings.Contains(line, s) {
+			n++
+		}
+	}
+	return n
+}
+
+func openDB(t testing.TB, path string) *bolt.DB {
+	t.Helper()
+	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: 2 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return db
+}
+
+// harness is one Service on a real bbolt file, with a test clock, a log
+// sink, a private metrics registry and (optionally) the fake Slack.
+type harness struct {
+	t     testing.TB
+	path  string
+	db    *bolt.DB
+	svc   *Service
+	clock *testClock
+	logs  *logSink
+	reg   *prometheus.Registry
+	wire  *countingTransport
+	cfg   Config
+	opts  Options
+}
+
+func testConfig() Config {
+	return Config{
+		DefaultChannel: "C0ALERTS",
+		DefaultOwner:   "U0ONCALL",
+		Owners: []OwnerRule{
+			{Workflow: "orders-*", Owner: "U0ORDERS", Channel: "C0ORDERS",
+				Runbook: "Check the CRM for the order, then re-run the execution.", Deadline: 4 * time.Hour},
+		},
+		SlackPause: 50 * time.Millisecond,
+	}
+}
+
+func newHarness(t testing.TB, slack *fakeSlack, cfg Config, tweak ...func(*Options)) *harness {
+	t.Helper()
+	h := &harness{t: t, path: filepath.Join(t.TempDir(), "guard.db"), clock: newTestClock(), cfg: cfg}
+	h.opts = Options{
+		Token:          "xoxb-test",
+		ConnectTimeout: time.Second,
+		RequestTimeout: 2 * time.Second,
+		PollInterval:   5 * time.Millisecond,
+		BackoffInitial: time.Second,
+		BackoffMax:     time.Minute,
+	}
+	if slack != nil {
+		h.opts.APIURL = slack.APIURL()
+	} else {
+		h.opts.Token = ""
+	}
+	for _, f := range tweak {
+		f(&h.opts)
+	}
+	h.start()
+	return h
+}
+
+// start opens the file and builds a Service, as a process start does.
+func (h *harness) start() {
+	h.t.Helper()
+	h.db = openDB(h.t, h.path)
+	h.logs = &logSink{}
+	h.reg = prometheus.NewRegistry()
+	h.wire = &countingTransport{next: &http.Transport{}}
+	opts := h.opts
+	opts.Clock = h.clock.Now
+	opts.Logger = slog.New(h.logs)
+	opts.Registerer = h.reg
+	if opts.HTTPClient == nil {
+		opts.HTTPClient = &http.Client{Timeout: opts.RequestTimeout, Transport: h.wire}
+	}
+	svc, err := New(h.db, h.cfg, opts)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	h.svc = svc
+	h.t.Cleanup(func() { h.db.Close() })
+}
+
+// restart closes the file and starts again, as after a crash.
+func (h *harness) restart() {
+	h.t.Helper()
+	h.svc.Close()
+	if err := h.db.Close(); err != nil {
+		h.t.Fatal(err)
+	}
+	h.start()
+}
+
+func (h *harness) intake(body string) Accepted {
+	h.t.Helper()
+	a, err := h.svc.Intake(context.Background(), []byte(body))
+	if err != nil {
+		h.t.Fatalf("intake: %v", err)
+	}
+	return a
+}
+
+func (h *harness) list(status Status) []Notification {
+	h.t.Helper()
+	p, err := h.svc.List(context.Background(), ListQuery{Status: status, Limit: 500})
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return p.Items
+}
+
+// pass runs one worker round and returns the log lines it wrote.
+func (h *harness) pass() []string {
+	before := h.logs.Count()
+	h.svc.step(context.Background())
+	return h.logs.Lines()[before:]
+}
+
+func fixture(t testing.TB, name string) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("..", "..", "shared", "n8n", "fixtures", name))
+	if err != nil {
+		b, err = os.ReadFile(filepath.Join("/work/shared/n8n/fixtures", name))
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+// failureBody is a minimal Error Trigger item.
+func failureBody(workflow, node, message, execID string) string {
+	return `{"execution":{"id":"` + execID + `","url":"http://n8n.local/workflow/W1/executions/` + execID +
+		`","error":{"message":"` + message + `","name":"NodeApiError"},"lastNodeExecuted":"` + node +
+		`","mode":"webhook"},"workflow":{"id":"W1","name":"` + workflow + `"}}`
+}
+
+func counterValue(t testing.TB, reg *prometheus.Registry, name string) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := 0.0
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			if c := m.GetCounter(); c != nil {
+				sum += c.GetValue()
+			}
+			if g := m.GetGauge(); g != nil {
+				sum += g.GetValue()
+			}
+		}
+	}
+	return sum
+}
