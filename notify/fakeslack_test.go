@@ -225,4 +225,3 @@ func (c *countingTransport) Count() int {
 	defer c.mu.Unlock()
 	return c.n
 }
-

@@ -218,7 +218,7 @@ func fixture(t testing.TB, name string) string {
 func failureBody(workflow, node, message, execID string) string {
 	return `{"execution":{"id":"` + execID + `","url":"http://n8n.local/workflow/W1/executions/` + execID +
 		`","error":{"message":"` + message + `","name":"NodeApiError"},"lastNodeExecuted":"` + node +
-		`","mode":"webhook"},"workflow":{"id":"W1","name":"` + workflow + `"}}`
+		`","mode":"webhook"},"workflow":{"id":"id-` + workflow + `","name":"` + workflow + `"}}`
 }
 
 func counterValue(t testing.TB, reg *prometheus.Registry, name string) float64 {
@@ -242,4 +242,10 @@ func counterValue(t testing.TB, reg *prometheus.Registry, name string) float64 {
 		}
 	}
 	return sum
+}
+
+func contextWithCancel(t testing.TB) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	return ctx, cancel
 }

@@ -74,8 +74,8 @@ func TestIntakeVariants(t *testing.T) {
 func TestRouting(t *testing.T) {
 	cfg := testConfig()
 	cfg.Owners = append(cfg.Owners,
-		OwnerRule{Workflow: "q1w2*", Owner: "S0QUEUE", Channel: "C0QUEUE"},         // by id
-		OwnerRule{Workflow: "billing-*", Owner: "Ana.Lima@example.com"},            // e-mail, no channel: DM
+		OwnerRule{Workflow: "q1w2*", Owner: "S0QUEUE", Channel: "C0QUEUE"},       // by id
+		OwnerRule{Workflow: "billing-*", Owner: "Ana.Lima@example.com"},          // e-mail, no channel: DM
 		OwnerRule{Workflow: "orders-main", Owner: "U0NEVER", Channel: "C0NEVER"}, // shadowed: first match wins
 	)
 	slack := newFakeSlack(t)

@@ -1,0 +1,189 @@
+package notify
+
+import (
+	"encoding/json"
+	"net/url"
+	"strings"
+	"testing"
+
+	bolt "go.etcd.io/bbolt"
+)
+
+// secretsOf collects what must never reach Slack from a fixture: every
+// string under error.context (request bodies, headers), under
+// error.node.parameters, error.messages (response bodies), and every
+// stack frame.
+func secretsOf(t *testing.T, body string) []string {
+	t.Helper()
+	var item map[string]any
+	if err := json.Unmarshal([]byte(body), &item); err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	var walk func(v any)
+	walk = func(v any) {
+		switch x := v.(type) {
+		case string:
+			if len(x) >= 4 && x != "json" && x != "POST" && x != "none" && x != "keypair" {
+				out = append(out, x)
+			}
+		case map[string]any:
+			for k, v := range x {
+				if k == "method" { // "POST" is not a secret
+					continue
+				}
+				walk(v)
+			}
+		case []any:
+			for _, v := range x {
+				walk(v)
+			}
+		}
+	}
+	for _, variant := range []string{"execution", "trigger"} {
+		v, _ := item[variant].(map[string]any)
+		e, _ := v["error"].(map[string]any)
+		if e == nil {
+			continue
+		}
+		walk(e["context"])
+		walk(e["messages"])
+		if n, ok := e["node"].(map[string]any); ok {
+			walk(n["parameters"])
+		}
+		for _, s := range []any{e["stack"], mapGet(e["cause"], "stack")} {
+			if st, ok := s.(string); ok {
+				for _, line := range strings.Split(st, "\n")[1:] {
+					if line = strings.TrimSpace(line); line != "" {
+						out = append(out, line)
+					}
+				}
+			}
+		}
+	}
+	return out
+}
+
+func mapGet(v any, k string) any {
+	m, _ := v.(map[string]any)
+	return m[k]
+}
+
+func TestRedaction(t *testing.T) {
+	crafted := `{"execution":{"id":"77","url":"https://admin:hunter2pass@n8n.example.org/workflow/W9/executions/77?token=abc123secret",
+	 "lastNodeExecuted":"Send mail to jane.doe@example.com",
+	 "error":{"message":"Request for jane.doe@example.com failed: Authorization: Bearer sk-live-abcdefghijklmnop1234; api_key=AKIAIOSFODNN7EXAMPLE; token xoxb-1234-5678-abcdefgh",
+	  "description":"password=Tr0ub4dor&3 and key eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.dozjgNryP4J3jVmNHl0w5N_XgL0n3I9PlFUP0THsR8U",
+	  "stack":"Error: x\n    at secretFrame (/srv/app/secret.js:1:1)",
+	  "context":{"request":{"headers":{"authorization":"Basic dXNlcjpzM2NyZXQ="},"body":{"email":"john@example.net","card":"4111111111111111"}}},
+	  "node":{"name":"Send mail","parameters":{"apiKey":"PARAMSECRET123456","toEmail":"paramuser@example.com"}}},
+	 "mode":"webhook"},
+	 "workflow":{"id":"W9","name":"mailer for ops@example.com"}}`
+	bodies := map[string]string{
+		"http node":    fixture(t, "error-trigger-http-node.json"),
+		"code node":    fixture(t, "error-trigger-code-node.json"),
+		"trigger node": fixture(t, "error-trigger-trigger-node.json"),
+		"crafted":      crafted,
+	}
+	forbidden := []string{
+		// crafted: e-mails, tokens, keys, passwords, URL credentials, query tokens
+		"jane.doe", "example.com", "example.net", "sk-live-abcdefghijklmnop1234", "AKIAIOSFODNN7EXAMPLE",
+		"xoxb-1234", "Tr0ub4dor", "eyJhbGciOiJIUzI1NiJ9", "hunter2pass", "abc123secret", "dXNlcjpzM2NyZXQ=",
+		"4111111111111111", "PARAMSECRET123456", "secretFrame",
+		// fixtures: header and body values, parameters, response bodies, stack frames
+		"idempotency-key", "application/json,text/html", "fail500", "E_TARGET", "VmCodeWrapper",
+		"JsTaskRunner", "HttpRequestV3.node.ts", "127.0.0.1:9999", "jsonBody",
+	}
+	for _, b := range bodies {
+		forbidden = append(forbidden, secretsOf(t, b)...)
+	}
+
+	slack := newFakeSlack(t)
+	h := newHarness(t, slack, testConfig())
+	for name, b := range bodies {
+		h.clock.Advance(DefaultGroupWindow)
+		if _, err := h.svc.Intake(t.Context(), []byte(b)); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+	}
+	h.pass()
+	if n := len(slack.Delivered("chat.postMessage")); n != len(bodies) {
+		t.Fatalf("delivered %d of %d", n, len(bodies))
+	}
+
+	// What reached Slack, as sent and decoded.
+	var sent strings.Builder
+	for _, c := range slack.Calls() {
+		dec, _ := url.QueryUnescape(c.Raw)
+		sent.WriteString(c.Raw + "\n" + dec + "\n" + c.Blocks + "\n" + c.Text + "\n")
+	}
+	// What is stored: every value in the notify buckets.
+	var stored strings.Builder
+	if err := h.db.View(func(tx *bolt.Tx) error {
+		return tx.ForEach(func(name []byte, b *bolt.Bucket) error {
+			if !strings.HasPrefix(string(name), "notify/") || string(name) == "notify/users" {
+				return nil
+			}
+			return b.ForEach(func(k, v []byte) error {
+				stored.Write(k)
+				stored.Write(v)
+				return nil
+			})
+		})
+	}); err != nil {
+		t.Fatal(err)
+	}
+	for _, secret := range forbidden {
+		if strings.Contains(sent.String(), secret) {
+			t.Errorf("reached Slack: %q", secret)
+		}
+		if strings.Contains(stored.String(), secret) {
+			t.Errorf("stored in the outbox: %q", secret)
+		}
+	}
+	// What is kept is still useful.
+	for _, want := range []string{"The service was not able to process your request", "C3 [line 1]",
+		"There was a problem with the trigger node", "[email]", "n8n.example.org/workflow/W9/executions/77"} {
+		if !strings.Contains(sent.String(), want) {
+			t.Errorf("lost useful text %q", want)
+		}
+	}
+}
+
+func TestRedactPatterns(t *testing.T) {
+	cases := []struct{ in, leak string }{
+		{"mail to a.b+c@sub.example.co.uk failed", "a.b+c@"},
+		{"Authorization: Bearer abcdefghijklmnopqrstuvwxyz", "abcdefghijklmnop"},
+		{`{"api_key": "k-123456789"}`, "k-123456789"},
+		{"x-api-key=ABCDEF123456", "ABCDEF123456"},
+		{"client_secret=shh-its-a-secret", "shh-its"},
+		{"https://u:p4ss@host/x", "p4ss"},
+		{"github token ghp_abcdefghijklmnopqrstuvwxyz0123456789", "ghp_abc"},
+		{"stripe sk_live_abcdefgh12345678", "sk_live_abc"},
+		{"opaque 9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08 hash", "9f86d081884c7d659a2f"},
+	}
+	for _, tc := range cases {
+		if got := Redact(tc.in); strings.Contains(got, tc.leak) {
+			t.Errorf("Redact(%q) = %q leaks %q", tc.in, got, tc.leak)
+		}
+	}
+	if got := clean(strings.Repeat("long message ", 100), maxMessageRunes); len([]rune(got)) != maxMessageRunes || !strings.HasSuffix(got, "…") {
+		t.Errorf("not truncated: %d runes", len([]rune(got)))
+	}
+	if got := Redact("The service was not able to process your request (HTTP 500)"); got != "The service was not able to process your request (HTTP 500)" {
+		t.Errorf("harmless text changed: %q", got)
+	}
+}
+
+func TestNormalizeForGrouping(t *testing.T) {
+	same := []string{
+		"Order 4711 failed: timeout after 30s (req 0b9f3c1e-2d4a-4c1b-9e8f-1a2b3c4d5e6f)",
+		"Order 4712 failed: timeout after 31s (req 7a1c0e2f-9b8d-4e6f-8a7b-6c5d4e3f2a1b)",
+	}
+	if a, b := normalizeMessage(same[0]), normalizeMessage(same[1]); a != b {
+		t.Fatalf("%q != %q", a, b)
+	}
+	if normalizeMessage("timeout") == normalizeMessage("connection refused") {
+		t.Fatal("different messages grouped")
+	}
+}
