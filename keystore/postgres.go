@@ -112,40 +112,45 @@ const (
 	pgKeyCols = `state, attempt, owner, lease_expires_at, result_ref, result, reason, message, retryable,
 		via, destination, created_at, updated_at, expires_at, resolved_by, resolved_at, note, history,
 		fingerprint, token_hash`
-	pgSelectKey     = `SELECT ` + pgKeyCols + ` FROM guard_keys WHERE namespace = $1 AND key = $2`
+	pgKeyRead       = pgKeyCols + `, version`
+	pgSelectKey     = `SELECT ` + pgKeyRead + ` FROM guard_keys WHERE namespace = $1 AND key = $2`
 	pgBreakerCols   = `state, opened_at, reopens_at, consecutive_failures, paused_reserves, probe_namespace, probe_key, probe_until`
 	pgSelectBreaker = `SELECT ` + pgBreakerCols + ` FROM guard_breakers WHERE destination = $1`
-	pgClock         = `SELECT clock_timestamp()`
+	// The breaker of the destination the key names (complete, fail).
+	pgSelectBreakerOfKey = `SELECT destination, ` + pgBreakerCols + ` FROM guard_breakers
+		WHERE destination = (SELECT destination FROM guard_keys WHERE namespace = $1 AND key = $2)`
+	pgClock = `SELECT clock_timestamp()`
 )
 
-// scanRecord reads one row of pgKeyCols; nil, nil when there is none.
-func scanRecord(row pgx.Row, ns, key string) (*Record, error) {
+// scanRecord reads one row of pgKeyRead; nil when there is none.
+func scanRecord(row pgx.Row, ns, key string) (*Record, int64, error) {
 	r := &Record{Namespace: ns, Key: key}
 	var state, reason, via string
 	var attempt int32
 	var result, history []byte
+	var version int64
 	err := row.Scan(&state, &attempt, &r.Owner, &r.LeaseExpiresAt, &r.ResultRef, &result, &reason, &r.Message,
 		&r.Retryable, &via, &r.Destination, &r.CreatedAt, &r.UpdatedAt, &r.ExpiresAt, &r.ResolvedBy,
-		&r.ResolvedAt, &r.Note, &history, &r.Fingerprint, &r.TokenHash)
+		&r.ResolvedAt, &r.Note, &history, &r.Fingerprint, &r.TokenHash, &version)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, nil
+		return nil, 0, nil
 	}
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	r.State, r.Attempt, r.Reason, r.Via = State(state), int(attempt), Reason(reason), Via(via)
 	if len(result) > 0 {
 		r.Result = json.RawMessage(result)
 	}
 	if err := json.Unmarshal(history, &r.History); err != nil {
-		return nil, fmt.Errorf("decode history of %s/%s: %w", ns, key, err)
+		return nil, 0, fmt.Errorf("decode history of %s/%s: %w", ns, key, err)
 	}
 	if r.History == nil {
 		r.History = []Transition{}
 	}
 	r.CreatedAt, r.UpdatedAt = r.CreatedAt.UTC(), r.UpdatedAt.UTC()
 	r.LeaseExpiresAt, r.ExpiresAt, r.ResolvedAt = utcPtr(r.LeaseExpiresAt), utcPtr(r.ExpiresAt), utcPtr(r.ResolvedAt)
-	return r, nil
+	return r, version, nil
 }
 
 // scanBreaker reads one row of pgBreakerCols; found is false when the
@@ -189,12 +194,12 @@ func nullBytes(b []byte) any {
 	return b
 }
 
-// queueRecord queues the write of next over prev (nil: a new key). An
-// insert of a key another transaction inserted meanwhile fails on the
-// primary key, and the whole decision is run again. The update names the
-// state and attempt it was decided on: the row is locked, so it always
-// matches, and a mismatch (rows affected 0) would be a bug caught loudly.
-func queueRecord(b *pgx.Batch, prev, next *Record) error {
+// queueRecord queues the write of next over prev (nil: a new key), read
+// at version. An insert of a key another writer inserted first fails on
+// the primary key; an update of a row another writer changed first finds
+// no row at version, and guard_expect_row aborts the transaction. Either
+// way the decision is run again on the winner's row.
+func queueRecord(b *pgx.Batch, prev *Record, version int64, next *Record) error {
 	history, err := json.Marshal(next.History)
 	if err != nil {
 		return err
@@ -208,17 +213,15 @@ func queueRecord(b *pgx.Batch, prev, next *Record) error {
 			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22)`, args...)
 		return nil
 	}
-	args = append(args, string(prev.State), prev.Attempt)
-	b.Queue(`UPDATE guard_keys SET state = $3, attempt = $4, owner = $5, lease_expires_at = $6, result_ref = $7,
-			result = $8, reason = $9, message = $10, retryable = $11, via = $12, destination = $13, created_at = $14,
-			updated_at = $15, expires_at = $16, resolved_by = $17, resolved_at = $18, note = $19, history = $20,
-			fingerprint = $21, token_hash = $22
-		WHERE namespace = $1 AND key = $2 AND state = $23 AND attempt = $24`, args...).Exec(func(ct pgconn.CommandTag) error {
-		if ct.RowsAffected() != 1 {
-			return fmt.Errorf("update %s/%s: the row changed under its lock", next.Namespace, next.Key)
-		}
-		return nil
-	})
+	args = append(args, version)
+	b.Queue(`WITH u AS (
+			UPDATE guard_keys SET state = $3, attempt = $4, owner = $5, lease_expires_at = $6, result_ref = $7,
+				result = $8, reason = $9, message = $10, retryable = $11, via = $12, destination = $13,
+				created_at = $14, updated_at = $15, expires_at = $16, resolved_by = $17, resolved_at = $18,
+				note = $19, history = $20, fingerprint = $21, token_hash = $22, version = version + 1
+			WHERE namespace = $1 AND key = $2 AND version = $23
+			RETURNING 1)
+		SELECT guard_expect_row(count(*), 'key') FROM u`, args...)
 	return nil
 }
 
@@ -262,38 +265,66 @@ func breakerChanged(prev, next *Breaker, exists bool) bool {
 type decision struct {
 	op, ns, key string
 	// dest is the destination whose breaker the decision reads: the
-	// request's (reserve), or "" to take the record's (complete, fail).
-	dest     string
-	fromKey  bool
-	noBreakr bool // resolve: no breaker at all
-	decide   func(cur *Record, br *Breaker, now time.Time) (step, error)
+	// request's (reserve); for complete and fail (fromKey) the record's.
+	dest      string
+	fromKey   bool
+	noBreaker bool // resolve: no breaker at all
+	decide    func(cur *Record, br *Breaker, now time.Time) (step, error)
 }
 
-// maxDecisionTries bounds the re-runs after a lost insert race, a
-// deadlock or a serialization failure; each re-run finds the winner's row.
+// what a decision read: the key's row and version, the breaker.
+type readSet struct {
+	cur      *Record
+	version  int64
+	br       *Breaker // nil: the decision takes no breaker
+	brExists bool
+	now      time.Time
+}
+
+// maxDecisionTries bounds the re-runs after a lost race (an insert of a
+// key another writer inserted first, a version that moved, a deadlock);
+// each re-run reads the winner's row, so two or three tries are usual
+// even under a storm of copies.
 const maxDecisionTries = 20
 
-// errNeedBreakerLock says the decision changes a breaker it read without
-// a lock: run it again with the breaker row locked first.
+// errNeedBreakerLock says the decision changes a breaker: run it on the
+// locked path, which holds the breaker row for the whole transaction.
 type errNeedBreakerLock struct{ dest string }
 
 func (e errNeedBreakerLock) Error() string { return "breaker " + e.dest + " needs its lock" }
 
-// run carries out one decision. Reading a breaker takes no lock at first:
-// nearly every reserve finds it closed and leaves it alone, and locking it
-// would put every reserve naming the destination in one line, commit by
-// commit. A decision that changes the breaker (a failure, a paused
-// reserve, a probe) is run again with the breaker row locked before the
-// key row — always in that order, so two transactions never wait on each
-// other in a circle.
+// run carries out one decision, in one of two ways.
+//
+// The optimistic path reads the key (and breaker) without locks in one
+// round trip and decides. Most answers write nothing (in_progress,
+// duplicate_event, a replay): they are done, having locked nothing, so a
+// storm of copies of one key does not queue on its row. A decision that
+// writes the key sends, in one more round trip, the write conditioned on
+// the version it read, and COMMIT; if another writer came first (the
+// version moved, or it inserted the key), guard_expect_row or the primary
+// key aborts the transaction and the decision is run again on the
+// winner's row. Exactly one of any number of simultaneous reserves can
+// therefore be accepted.
+//
+// A decision that changes a breaker (a failure, a paused reserve, a
+// probe) takes the locked path instead: the breaker row is locked before
+// the key row, always in that order, so concurrent reserves of an open or
+// half-open breaker are decided one after the other (one probe only) and
+// no two transactions wait on each other in a circle.
 func (s *PostgresStore) run(ctx context.Context, d decision) (Result, error) {
-	lockDest := ""
+	lockDest, locked := "", false
 	for try := 1; ; try++ {
-		res, err := s.runOnce(ctx, d, lockDest)
+		var res Result
+		var err error
+		if locked {
+			res, err = s.runLocked(ctx, d, lockDest)
+		} else {
+			res, err = s.runOptimistic(ctx, d)
+		}
 		var need errNeedBreakerLock
 		switch {
-		case errors.As(err, &need):
-			lockDest = need.dest
+		case errors.As(err, &need) && try < maxDecisionTries:
+			lockDest, locked = need.dest, true
 			continue
 		case err != nil && retryablePg(err) && try < maxDecisionTries:
 			continue
@@ -304,16 +335,83 @@ func (s *PostgresStore) run(ctx context.Context, d decision) (Result, error) {
 	}
 }
 
-func (s *PostgresStore) runOnce(ctx context.Context, d decision, lockDest string) (res Result, err error) {
+func (s *PostgresStore) runOptimistic(ctx context.Context, d decision) (Result, error) {
+	b := &pgx.Batch{}
+	b.Queue(pgSelectKey, d.ns, d.key)
+	switch {
+	case d.noBreaker:
+	case d.fromKey:
+		b.Queue(pgSelectBreakerOfKey, d.ns, d.key)
+	case d.dest != "":
+		b.Queue(pgSelectBreaker, d.dest)
+	}
+	if s.clock == nil {
+		b.Queue(pgClock)
+	}
+	var rs readSet
+	err := func() (err error) {
+		br := s.pool.SendBatch(ctx, b)
+		defer func() {
+			if cerr := br.Close(); err == nil {
+				err = cerr
+			}
+		}()
+		if rs.cur, rs.version, err = scanRecord(br.QueryRow(), d.ns, d.key); err != nil {
+			return err
+		}
+		switch {
+		case d.noBreaker:
+		case d.fromKey:
+			var dest string
+			b, exists, err := scanBreaker(prefixRow{row: br.QueryRow(), prefix: []any{&dest}}, "")
+			if err != nil {
+				return err
+			}
+			if rs.cur != nil && rs.cur.Destination != "" {
+				if exists && dest != rs.cur.Destination {
+					// The key was re-reserved for another destination
+					// between the two reads.
+					return &pgconn.PgError{Code: "40001", Message: "key moved to another destination"}
+				}
+				b.Destination = rs.cur.Destination
+				rs.br, rs.brExists = b, exists
+			}
+		case d.dest != "":
+			if rs.br, rs.brExists, err = scanBreaker(br.QueryRow(), d.dest); err != nil {
+				return err
+			}
+		}
+		rs.now, err = s.scanNow(br)
+		return err
+	}()
+	if err != nil {
+		return Result{}, err
+	}
+	st, err := d.decide(rs.cur, rs.br, rs.now)
+	if err != nil {
+		return Result{}, err // a domain error: nothing to write
+	}
+	if breakerChanged(rs.br, st.breaker, rs.brExists) {
+		return Result{}, errNeedBreakerLock{st.breaker.Destination}
+	}
+	w := &pgx.Batch{}
+	w.Queue("BEGIN")
+	if n, err := queueStep(w, rs, st, false); err != nil || n == 0 {
+		return st.result, err
+	}
+	return st.result, s.commit(ctx, d, w)
+}
+
+// runLocked locks the breaker of lockDest, then the key, and decides.
+func (s *PostgresStore) runLocked(ctx context.Context, d decision, lockDest string) (res Result, err error) {
 	conn, err := s.pool.Acquire(ctx)
 	if err != nil {
 		return Result{}, err
 	}
-	// A connection released inside a transaction (after an error) is
-	// closed by the pool, which rolls the transaction back; the explicit
-	// rollback keeps the connection instead.
+	// A connection released inside a transaction is closed by the pool
+	// (which rolls back); the explicit rollback keeps it.
 	defer conn.Release()
-	open := false
+	open := true
 	defer func() {
 		if open {
 			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
@@ -321,112 +419,124 @@ func (s *PostgresStore) runOnce(ctx context.Context, d decision, lockDest string
 			cancel()
 		}
 	}()
-
-	// One round trip: open the transaction, lock, read the time after the
-	// locks are held (a lease is judged when the decision is made, not
-	// when the request began waiting).
-	readDest := d.dest
-	if d.fromKey {
-		readDest = lockDest
-	}
 	b := &pgx.Batch{}
 	b.Queue("BEGIN")
-	if readDest != "" {
-		q := pgSelectBreaker
-		if readDest == lockDest {
-			q += " FOR UPDATE"
-		}
-		b.Queue(q, readDest)
-	}
+	b.Queue(pgSelectBreaker+" FOR UPDATE", lockDest)
 	b.Queue(pgSelectKey+" FOR UPDATE", d.ns, d.key)
 	if s.clock == nil {
+		// After the locks: the time of the decision, not of the wait.
 		b.Queue(pgClock)
 	}
-	open = true
-	br := conn.SendBatch(ctx, b)
-	var brk *Breaker
-	var brExists bool
-	cur, now, err := func() (cur *Record, now time.Time, err error) {
-		if _, err = br.Exec(); err != nil {
-			return nil, now, err
-		}
-		if readDest != "" {
-			if brk, brExists, err = scanBreaker(br.QueryRow(), readDest); err != nil {
-				return nil, now, err
+	var rs readSet
+	err = func() (err error) {
+		br := conn.SendBatch(ctx, b)
+		defer func() {
+			if cerr := br.Close(); err == nil {
+				err = cerr
 			}
+		}()
+		if _, err = br.Exec(); err != nil {
+			return err
 		}
-		if cur, err = scanRecord(br.QueryRow(), d.ns, d.key); err != nil {
-			return nil, now, err
+		if rs.br, rs.brExists, err = scanBreaker(br.QueryRow(), lockDest); err != nil {
+			return err
 		}
-		if s.clock == nil {
-			err = br.QueryRow().Scan(&now)
-		} else {
-			now = s.clock()
+		if rs.cur, rs.version, err = scanRecord(br.QueryRow(), d.ns, d.key); err != nil {
+			return err
 		}
-		return cur, now.UTC().Truncate(time.Millisecond), err
+		rs.now, err = s.scanNow(br)
+		return err
 	}()
-	if cerr := br.Close(); err == nil {
-		err = cerr
-	}
 	if err != nil {
 		return Result{}, err
 	}
-
-	if d.fromKey && !d.noBreakr && cur != nil && cur.Destination != readDest {
-		if readDest != "" {
-			// The key moved to another destination since the breaker was
-			// locked; lock the right one first.
-			return Result{}, errNeedBreakerLock{cur.Destination}
-		}
-		if brk, brExists, err = scanBreaker(conn.QueryRow(ctx, pgSelectBreaker, cur.Destination), cur.Destination); err != nil {
-			return Result{}, err
+	if d.fromKey {
+		switch {
+		case rs.cur == nil || rs.cur.Destination == "":
+			rs.br = nil
+		case rs.cur.Destination != lockDest:
+			return Result{}, errNeedBreakerLock{rs.cur.Destination}
 		}
 	}
-	if d.noBreakr || (d.fromKey && (cur == nil || cur.Destination == "")) {
-		brk = nil
-	}
-
-	st, err := d.decide(cur, brk, now)
+	st, err := d.decide(rs.cur, rs.br, rs.now)
 	if err != nil {
-		return Result{}, err // a domain error: nothing to write
+		return Result{}, err
 	}
-	changed := breakerChanged(brk, st.breaker, brExists)
+	changed := breakerChanged(rs.br, st.breaker, rs.brExists)
 	if changed && st.breaker.Destination != lockDest {
 		return Result{}, errNeedBreakerLock{st.breaker.Destination}
 	}
-
 	w := &pgx.Batch{}
-	if st.record != nil {
-		if err := queueRecord(w, cur, st.record); err != nil {
-			return Result{}, err
-		}
+	if n, err := queueStep(w, rs, st, changed); err != nil || n == 0 {
+		return st.result, err // nothing to write: the deferred rollback releases the locks
 	}
-	if changed {
-		queueBreaker(w, st.breaker, brExists)
+	if err := s.commitOn(ctx, d, conn.Conn(), w); err != nil {
+		return Result{}, err
+	}
+	open = false
+	return st.result, nil
+}
+
+func (s *PostgresStore) scanNow(br pgx.BatchResults) (time.Time, error) {
+	if s.clock != nil {
+		return s.clock().UTC().Truncate(time.Millisecond), nil
+	}
+	var now time.Time
+	err := br.QueryRow().Scan(&now)
+	return now.UTC().Truncate(time.Millisecond), err
+}
+
+// queueStep queues the writes of a step in lock order: breaker, key,
+// events (whose counter row is locked last). It returns how many.
+func queueStep(w *pgx.Batch, rs readSet, st step, writeBreaker bool) (int, error) {
+	n := w.Len()
+	if writeBreaker {
+		queueBreaker(w, st.breaker, rs.brExists)
+	}
+	if st.record != nil {
+		if err := queueRecord(w, rs.cur, rs.version, st.record); err != nil {
+			return 0, err
+		}
 	}
 	for _, ev := range st.events {
 		queueEvent(w, ev)
 	}
-	if w.Len() == 0 {
-		// A read-only decision (in_progress, duplicate, a replay): the
-		// rollback releases the locks; there is nothing to make durable.
-		return st.result, nil
+	return w.Len() - n, nil
+}
+
+// commit runs the writes of an optimistic decision as one transaction
+// on a connection of its own.
+func (s *PostgresStore) commit(ctx context.Context, d decision, w *pgx.Batch) error {
+	conn, err := s.pool.Acquire(ctx)
+	if err != nil {
+		return err
 	}
+	defer conn.Release()
+	if err := s.commitOn(ctx, d, conn.Conn(), w); err != nil {
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		_, _ = conn.Exec(rctx, "ROLLBACK")
+		cancel()
+		return err
+	}
+	return nil
+}
+
+// commitOn sends the queued writes and COMMIT in one round trip. Once
+// COMMIT is sent it may take effect, so its answer is waited for even if
+// the caller has gone: an accepted reservation nobody hears about would
+// hold the key until its lease runs out.
+func (s *PostgresStore) commitOn(ctx context.Context, d decision, conn *pgx.Conn, w *pgx.Batch) error {
 	var tag pgconn.CommandTag
 	w.Queue("COMMIT").Exec(func(ct pgconn.CommandTag) error { tag = ct; return nil })
-	// Once the commit is sent it may take effect, so its answer must be
-	// waited for even if the caller has gone: an accepted reservation
-	// nobody hears about would hold the key until its lease runs out.
 	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer cancel()
 	if err := conn.SendBatch(wctx, w).Close(); err != nil {
-		return Result{}, err
+		return err
 	}
 	if tag.String() != "COMMIT" {
-		return Result{}, fmt.Errorf("%s %s/%s: commit answered %q", d.op, d.ns, d.key, tag.String())
+		return fmt.Errorf("%s %s/%s: commit answered %q", d.op, d.ns, d.key, tag.String())
 	}
-	open = false
-	return st.result, nil
+	return nil
 }
 
 // retryablePg reports whether a transaction failed only because another
@@ -519,7 +629,7 @@ func (s *PostgresStore) Resolve(ctx context.Context, req ResolveRequest) (Result
 		return Result{}, err
 	}
 	np := s.policies.Namespace(req.Namespace)
-	return s.run(ctx, decision{op: "resolve", ns: req.Namespace, key: req.Key, fromKey: true, noBreakr: true,
+	return s.run(ctx, decision{op: "resolve", ns: req.Namespace, key: req.Key, fromKey: true, noBreaker: true,
 		decide: func(cur *Record, _ *Breaker, now time.Time) (step, error) {
 			return decideResolve(cur, req, np, now)
 		}})
@@ -531,7 +641,7 @@ func (s *PostgresStore) Lookup(ctx context.Context, ns, key string) (Result, err
 	if err != nil {
 		return Result{}, err
 	}
-	cur, err := scanRecord(s.pool.QueryRow(ctx, pgSelectKey, ns, key), ns, key)
+	cur, _, err := scanRecord(s.pool.QueryRow(ctx, pgSelectKey, ns, key), ns, key)
 	if err != nil {
 		return Result{}, s.dbErr("lookup", err)
 	}
@@ -563,7 +673,7 @@ func (s *PostgresStore) List(ctx context.Context, q ListQuery) (Page, error) {
 			return Page{}, invalid("cursor", "cursor", "cursor belongs to another listing")
 		}
 	}
-	sql := `SELECT namespace, key, ` + pgKeyCols + ` FROM guard_keys WHERE true`
+	sql := `SELECT namespace, key, ` + pgKeyRead + ` FROM guard_keys WHERE true`
 	var args []any
 	arg := func(v any) string { args = append(args, v); return fmt.Sprintf("$%d", len(args)) }
 	if q.State != "" {
@@ -592,7 +702,7 @@ func (s *PostgresStore) List(ctx context.Context, q ListQuery) (Page, error) {
 			break
 		}
 		var ns, key string
-		r, err := scanRecord(prefixRow{rows, []any{&ns, &key}}, "", "")
+		r, _, err := scanRecord(prefixRow{rows, []any{&ns, &key}}, "", "")
 		if err != nil {
 			return Page{}, s.dbErr("list", err)
 		}
@@ -608,10 +718,10 @@ func (s *PostgresStore) List(ctx context.Context, q ListQuery) (Page, error) {
 // prefixRow scans leading columns into prefix, the rest into the
 // caller's destinations.
 type prefixRow struct {
-	rows   pgx.Rows
+	row    pgx.Row
 	prefix []any
 }
 
 func (p prefixRow) Scan(dest ...any) error {
-	return p.rows.Scan(append(p.prefix, dest...)...)
+	return p.row.Scan(append(p.prefix, dest...)...)
 }

@@ -169,22 +169,26 @@ func (s *PostgresStore) sweepLeases(ctx context.Context) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	rows, err := tx.Query(ctx, `SELECT namespace, key, `+pgKeyCols+` FROM guard_keys
+	rows, err := tx.Query(ctx, `SELECT namespace, key, `+pgKeyRead+` FROM guard_keys
 		WHERE state = 'reserved' AND lease_expires_at <= $1 AND NOT (namespace = ANY($2))
 		ORDER BY lease_expires_at LIMIT $3 FOR UPDATE SKIP LOCKED`, now, reclaim, s.sweepBatch)
 	if err != nil {
 		return 0, err
 	}
-	var due []*Record
+	type dueRow struct {
+		cur     *Record
+		version int64
+	}
+	var due []dueRow
 	for rows.Next() {
 		var ns, key string
-		r, err := scanRecord(prefixRow{rows, []any{&ns, &key}}, "", "")
+		r, v, err := scanRecord(prefixRow{rows, []any{&ns, &key}}, "", "")
 		if err != nil {
 			rows.Close()
 			return 0, err
 		}
 		r.Namespace, r.Key = ns, key
-		due = append(due, r)
+		due = append(due, dueRow{r, v})
 	}
 	rows.Close()
 	if err := rows.Err(); err != nil {
@@ -192,12 +196,12 @@ func (s *PostgresStore) sweepLeases(ctx context.Context) (int, error) {
 	}
 	b := &pgx.Batch{}
 	n := 0
-	for _, cur := range due {
-		step, expired := decideExpireLease(cur, s.policies.Namespace(cur.Namespace), now)
+	for _, d := range due {
+		step, expired := decideExpireLease(d.cur, s.policies.Namespace(d.cur.Namespace), now)
 		if !expired {
 			continue
 		}
-		if err := queueRecord(b, cur, step.record); err != nil {
+		if err := queueRecord(b, d.cur, d.version, step.record); err != nil {
 			return 0, err
 		}
 		for _, ev := range step.events {

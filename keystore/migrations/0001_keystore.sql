@@ -28,6 +28,9 @@ CREATE TABLE guard_keys (
     history          jsonb NOT NULL DEFAULT '[]',
     fingerprint      bytea,         -- hash of the payload; the payload is never stored
     token_hash       bytea,         -- hash of the current attempt's token
+    -- Bumped by every write: a write names the version its decision read,
+    -- and guard_expect_row aborts it when another write came first.
+    version          bigint NOT NULL DEFAULT 1,
     PRIMARY KEY (namespace, key)
 );
 
@@ -37,6 +40,18 @@ CREATE INDEX guard_keys_open ON guard_keys (state, namespace, key) WHERE state <
 -- The sweeper walks these from the oldest entry.
 CREATE INDEX guard_keys_leases ON guard_keys (lease_expires_at) WHERE state = 'reserved';
 CREATE INDEX guard_keys_expires ON guard_keys (expires_at) WHERE expires_at IS NOT NULL;
+
+-- guard_expect_row aborts the transaction (serialization_failure, so the
+-- caller runs the decision again) unless a conditional write changed
+-- exactly one row.
+CREATE FUNCTION guard_expect_row(changed bigint, what text) RETURNS void
+LANGUAGE plpgsql AS $$
+BEGIN
+    IF changed <> 1 THEN
+        RAISE EXCEPTION 'n8n-guard: % was changed by another writer', what USING ERRCODE = '40001';
+    END IF;
+END
+$$;
 
 CREATE TABLE guard_breakers (
     destination          text COLLATE "C" PRIMARY KEY,
