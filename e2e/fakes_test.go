@@ -11,6 +11,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"os"
 	"strings"
 	"sync"
 	"time"
@@ -20,10 +21,10 @@ import (
 type answer int
 
 const (
-	answerOK answer = iota // the side effect takes effect; 2xx with the new id
-	answer500              // transient failure, nothing written
-	answer429              // rate limited with Retry-After, nothing written
-	answer400              // the target rejects the data, nothing written
+	answerOK  answer = iota // the side effect takes effect; 2xx with the new id
+	answer500               // transient failure, nothing written
+	answer429               // rate limited with Retry-After, nothing written
+	answer400               // the target rejects the data, nothing written
 	// answerHang writes, then never answers: the client times out although
 	// the side effect took place. This is why a timeout is "unknown".
 	answerHang
@@ -35,6 +36,7 @@ const (
 // per key; unplanned requests succeed.
 type target struct {
 	name     string // "crm", "mail"
+	idField  string // name of the id in its success answer
 	idPrefix string // prefix of the ids it hands out
 	okStatus int
 
@@ -49,13 +51,13 @@ type target struct {
 	released chan struct{} // closed on Close to free hanging handlers
 }
 
-func startTarget(name, idPrefix string, okStatus int) (*target, error) {
+func startTarget(name, idField, idPrefix string, okStatus int) (*target, error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, err
 	}
 	t := &target{
-		name: name, idPrefix: idPrefix, okStatus: okStatus,
+		name: name, idField: idField, idPrefix: idPrefix, okStatus: okStatus,
 		addr:     ln.Addr().String(),
 		plans:    map[string][]answer{},
 		writes:   map[string]int{},
@@ -168,7 +170,7 @@ func (t *target) handle(w http.ResponseWriter, r *http.Request) {
 
 	switch a {
 	case answerOK:
-		writeJSON(w, t.okStatus, map[string]any{"id": id, "status": "created"})
+		writeJSON(w, t.okStatus, map[string]any{t.idField: id, "status": "created"})
 	case answer500:
 		writeJSON(w, http.StatusInternalServerError, map[string]any{"message": "internal server error"})
 	case answer429:
@@ -289,4 +291,10 @@ func (s *fakeSlack) WaitFor(ctx context.Context, match func(slackMessage) bool) 
 		case <-time.After(250 * time.Millisecond):
 		}
 	}
+}
+
+// Dump writes what was posted, for reading after a run.
+func (s *fakeSlack) Dump(path string) {
+	b, _ := json.MarshalIndent(s.Messages(), "", "  ")
+	_ = os.WriteFile(path, b, 0o644)
 }

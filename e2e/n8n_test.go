@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"os/exec"
@@ -186,16 +187,18 @@ func (n *n8nInstance) Start() error {
 
 func (n *n8nInstance) URL() string { return fmt.Sprintf("http://127.0.0.1:%d", n.port) }
 
-// WaitForWebhook polls a production webhook until n8n has registered it:
-// /healthz answers before workflows are activated, an unregistered webhook
-// answers 404.
+// WaitForWebhook polls a production POST webhook until n8n has registered
+// it. /healthz answers before workflows are activated; a GET (which starts
+// no execution) answers 404 either way, but names the POST once the path is
+// registered.
 func (n *n8nInstance) WaitForWebhook(ctx context.Context, path string) error {
 	for {
-		req, _ := http.NewRequestWithContext(ctx, http.MethodHead, n.URL()+"/webhook/"+path, nil)
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, n.URL()+"/webhook/"+path, nil)
 		resp, err := http.DefaultClient.Do(req)
 		if err == nil {
+			body, _ := io.ReadAll(resp.Body)
 			resp.Body.Close()
-			if resp.StatusCode != http.StatusNotFound {
+			if resp.StatusCode != http.StatusNotFound || strings.Contains(string(body), "make a POST request") {
 				return nil
 			}
 		}

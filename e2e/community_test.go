@@ -1,0 +1,81 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// The hook for the community node (n8n-nodes/). Its case runs when
+//   - n8n-nodes/dist exists (cd n8n-nodes && npm ci && npm run build), and
+//   - e2e/testdata/community/workflow.json holds a workflow with id
+//     communityWorkflowID whose webhook path is communityPath and which
+//     answers like lead-to-crm (code, key, result_ref), and
+//   - optionally e2e/testdata/community/credentials.json holds the node's
+//     credentials; "{{GUARD_URL}}" and "{{TOKEN}}" in it are filled in.
+//
+// Otherwise the case is skipped and says which part is missing.
+const (
+	communityWorkflowID = "n8nGuardE2eNode1"
+	communityPath       = "n8n-guard-e2e/community"
+)
+
+// communityNode prepares n8n's environment for the community node and
+// returns the workflow files to import; none when the node is not built.
+func (s *suite) communityNode(env map[string]string) []string {
+	pkg := filepath.Join(s.repo, "n8n-nodes")
+	if _, err := os.Stat(filepath.Join(pkg, "dist")); err != nil {
+		s.communityReady = "n8n-nodes/dist is absent: build it with `cd n8n-nodes && npm ci && npm run build` to run this case"
+		return nil
+	}
+	wf := filepath.Join(s.repo, "e2e", "testdata", "community", "workflow.json")
+	if _, err := os.Stat(wf); err != nil {
+		s.communityReady = "e2e/testdata/community/workflow.json is absent: add a workflow using the node (id " +
+			communityWorkflowID + ", webhook " + communityPath + ") to run this case"
+		return nil
+	}
+	// n8n loads a built package folder from N8N_CUSTOM_EXTENSIONS; its node
+	// types are then CUSTOM.<name>.
+	env["N8N_CUSTOM_EXTENSIONS"] = pkg
+	return []string{wf}
+}
+
+// importCommunityCredentials runs before the workflows are imported.
+func (s *suite) importCommunityCredentials() error {
+	f := filepath.Join(s.repo, "e2e", "testdata", "community", "credentials.json")
+	b, err := os.ReadFile(f)
+	if os.IsNotExist(err) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	filled := strings.NewReplacer("{{GUARD_URL}}", s.guard.URL(), "{{TOKEN}}", guardToken).Replace(string(b))
+	out := filepath.Join(s.work, "community-credentials.json")
+	if err := os.WriteFile(out, []byte(filled), 0o600); err != nil {
+		return err
+	}
+	return s.n8n.CLI("import:credentials", "--input="+out)
+}
+
+// caseCommunityNode: the node's workflow writes once and answers a repeat
+// as a duplicate, like the HTTP-node workflow.
+func (s *suite) caseCommunityNode(t *testing.T) {
+	if s.communityReady != "" {
+		t.Skip(s.communityReady)
+	}
+	key := "evt-node-1"
+	first := s.send(t, communityPath, lead(key, "node@example.org"))
+	expect(t, first, 200, "accepted")
+	again := s.send(t, communityPath, lead(key, "node@example.org"))
+	expect(t, again, 200, "duplicate_event")
+	if got := s.crm.Writes(key); got != 1 {
+		t.Fatalf("CRM writes for %s = %d, want 1", key, got)
+	}
+	if again.Ref != first.Ref {
+		t.Fatalf("duplicate answered result_ref %q, first write %q", again.Ref, first.Ref)
+	}
+}
