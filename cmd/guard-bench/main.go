@@ -43,7 +43,7 @@ import (
 
 func main() {
 	if len(os.Args) > 1 {
-		sub := map[string]func([]string) error{"serve": serve, "postgres": postgres}[os.Args[1]]
+		sub := map[string]func([]string) error{"serve": serve, "postgres": postgres, "report": report}[os.Args[1]]
 		if sub != nil {
 			if err := sub(os.Args[2:]); err != nil {
 				fmt.Fprintf(os.Stderr, "guard-bench %s: %v\n", os.Args[1], err)
