@@ -16,27 +16,32 @@ const (
 // description, names); everything else of a payload is never read. The
 // patterns err on the side of masking: a lost id in a message is cheaper
 // than a leaked token.
+//
+// hints are cheap pre-checks (on the lower-cased text): a pattern runs only
+// when one of them occurs, which keeps intake fast in a storm.
 var redactions = []struct {
-	re   *regexp.Regexp
-	repl string
+	hints []string
+	re    *regexp.Regexp
+	repl  string
 }{
 	// Credentials inside URLs: https://user:pass@host
-	{regexp.MustCompile(`(?i)([a-z][a-z0-9+.-]*://)[^/\s:@]+:[^/\s@]+@`), "${1}[redacted]@"},
-	{regexp.MustCompile(`[A-Za-z0-9._%+-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*\.[A-Za-z]{2,}`), "[email]"},
-	{regexp.MustCompile(`(?i)\b(bearer|basic|token)\s+[A-Za-z0-9._~+/=-]{8,}`), "${1} [redacted]"},
+	{[]string{"://"}, regexp.MustCompile(`(?i)([a-z][a-z0-9+.-]*://)[^/\s:@]+:[^/\s@]+@`), "${1}[redacted]@"},
+	{[]string{"@"}, regexp.MustCompile(`[A-Za-z0-9._%+-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*\.[A-Za-z]{2,}`), "[email]"},
+	{[]string{"bearer", "basic", "token"}, regexp.MustCompile(`(?i)\b(bearer|basic|token)\s+[A-Za-z0-9._~+/=-]{8,}`), "${1} [redacted]"},
 	// key=value, "key": "value", key: value for names that carry secrets.
-	{regexp.MustCompile(`(?i)((?:api[_-]?key|apikey|access[_-]?key|secret|client[_-]?secret|password|passwd|pwd|token|access[_-]?token|refresh[_-]?token|auth|authorization|session|cookie|signature|sig|private[_-]?key)["']?\s*[:=]\s*["']?)[^\s"'&,;}]+`), "${1}[redacted]"},
+	{[]string{"key", "secret", "pass", "pwd", "token", "auth", "session", "cookie", "sig"},
+		regexp.MustCompile(`(?i)((?:api[_-]?key|apikey|access[_-]?key|secret|client[_-]?secret|password|passwd|pwd|token|access[_-]?token|refresh[_-]?token|auth|authorization|session|cookie|signature|sig|private[_-]?key)["']?\s*[:=]\s*["']?)[^\s"'&,;}]+`), "${1}[redacted]"},
 	// Well-known token shapes.
-	{regexp.MustCompile(`\bxox[abposre]-[A-Za-z0-9-]+`), "[redacted]"},
-	{regexp.MustCompile(`\bxapp-[A-Za-z0-9-]+`), "[redacted]"},
-	{regexp.MustCompile(`\beyJ[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]*`), "[redacted]"},
-	{regexp.MustCompile(`\b(?:sk|pk|rk)_(?:live|test)_[A-Za-z0-9]{8,}`), "[redacted]"},
-	{regexp.MustCompile(`\bsk-[A-Za-z0-9_-]{16,}`), "[redacted]"},
-	{regexp.MustCompile(`\b(?:ghp|gho|ghu|ghs|ghr|glpat)[_-][A-Za-z0-9_]{16,}`), "[redacted]"},
-	{regexp.MustCompile(`\bgithub_pat_[A-Za-z0-9_]{20,}`), "[redacted]"},
-	{regexp.MustCompile(`\bAKIA[0-9A-Z]{16}\b`), "[redacted]"},
-	{regexp.MustCompile(`\bAIza[0-9A-Za-z_-]{30,}`), "[redacted]"},
-	{regexp.MustCompile(`-----BEGIN [A-Z ]*PRIVATE KEY-----[\s\S]*?(?:-----END [A-Z ]*PRIVATE KEY-----|$)`), "[redacted]"},
+	{[]string{"xox"}, regexp.MustCompile(`\bxox[abposre]-[A-Za-z0-9-]+`), "[redacted]"},
+	{[]string{"xapp-"}, regexp.MustCompile(`\bxapp-[A-Za-z0-9-]+`), "[redacted]"},
+	{[]string{"eyj"}, regexp.MustCompile(`\beyJ[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]*`), "[redacted]"},
+	{[]string{"_live_", "_test_"}, regexp.MustCompile(`\b(?:sk|pk|rk)_(?:live|test)_[A-Za-z0-9]{8,}`), "[redacted]"},
+	{[]string{"sk-"}, regexp.MustCompile(`\bsk-[A-Za-z0-9_-]{16,}`), "[redacted]"},
+	{[]string{"gh", "glpat"}, regexp.MustCompile(`\b(?:ghp|gho|ghu|ghs|ghr|glpat)[_-][A-Za-z0-9_]{16,}`), "[redacted]"},
+	{[]string{"github_pat_"}, regexp.MustCompile(`\bgithub_pat_[A-Za-z0-9_]{20,}`), "[redacted]"},
+	{[]string{"akia"}, regexp.MustCompile(`\bAKIA[0-9A-Z]{16}\b`), "[redacted]"},
+	{[]string{"aiza"}, regexp.MustCompile(`\bAIza[0-9A-Za-z_-]{30,}`), "[redacted]"},
+	{[]string{"private key"}, regexp.MustCompile(`-----BEGIN [A-Z ]*PRIVATE KEY-----[\s\S]*?(?:-----END [A-Z ]*PRIVATE KEY-----|$)`), "[redacted]"},
 }
 
 // longOpaqueRE finds long runs that look like keys or hashes; masked only
@@ -45,8 +50,18 @@ var longOpaqueRE = regexp.MustCompile(`[A-Za-z0-9_+/=-]{32,}`)
 
 // Redact masks tokens, API keys and e-mail addresses in s.
 func Redact(s string) string {
+	lower := strings.ToLower(s)
 	for _, r := range redactions {
-		s = r.re.ReplaceAllString(s, r.repl)
+		for _, h := range r.hints {
+			if strings.Contains(lower, h) {
+				s = r.re.ReplaceAllString(s, r.repl)
+				lower = strings.ToLower(s)
+				break
+			}
+		}
+	}
+	if len(s) < 32 {
+		return s
 	}
 	return longOpaqueRE.ReplaceAllStringFunc(s, func(m string) string {
 		if strings.ContainsAny(m, "0123456789") && strings.IndexFunc(m, isLetter) >= 0 {
