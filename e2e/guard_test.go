@@ -20,11 +20,15 @@ import (
 
 // guard is the real n8n-guard binary, built from this checkout.
 type guard struct {
-	addr  string
-	token string
-	cmd   *exec.Cmd
-	logf  *os.File
-	done  chan struct{}
+	addr    string
+	token   string
+	bin     string
+	args    []string
+	env     []string
+	logPath string
+	cmd     *exec.Cmd
+	logf    *os.File
+	done    chan struct{}
 }
 
 // buildGuard compiles ./cmd/n8n-guard into dir.
@@ -47,21 +51,31 @@ func startGuard(bin, dir, config, token, slackURL string) (*guard, error) {
 	if err := os.WriteFile(cfg, []byte(config), 0o644); err != nil {
 		return nil, err
 	}
-	g := &guard{addr: fmt.Sprintf("127.0.0.1:%d", port), token: token, done: make(chan struct{})}
-	g.logf, err = os.Create(filepath.Join(dir, "guard.log"))
-	if err != nil {
-		return nil, err
-	}
-	g.cmd = exec.Command(bin, "serve", "--addr", g.addr, "--data", filepath.Join(dir, "guard-data"), "--config", cfg)
-	g.cmd.Env = append(os.Environ(),
+	g := &guard{addr: fmt.Sprintf("127.0.0.1:%d", port), token: token}
+	g.args = []string{"serve", "--addr", g.addr, "--data", filepath.Join(dir, "guard-data"), "--config", cfg}
+	g.bin, g.logPath = bin, filepath.Join(dir, "guard.log")
+	g.env = append(os.Environ(),
 		"N8N_GUARD_TOKENS="+token,
 		"SLACK_BOT_TOKEN=xoxb-test",
 		"SLACK_API_URL="+slackURL,
 	)
+	return g, g.start()
+}
+
+// start runs the binary and waits until it is ready.
+func (g *guard) start() error {
+	var err error
+	g.logf, err = os.OpenFile(g.logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return err
+	}
+	g.done = make(chan struct{})
+	g.cmd = exec.Command(g.bin, g.args...)
+	g.cmd.Env = g.env
 	g.cmd.Stdout, g.cmd.Stderr = g.logf, g.logf
 	g.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := g.cmd.Start(); err != nil {
-		return nil, err
+		return err
 	}
 	go func() { g.cmd.Wait(); close(g.done) }()
 
@@ -72,15 +86,15 @@ func startGuard(bin, dir, config, token, slackURL string) (*guard, error) {
 		if err == nil {
 			resp.Body.Close()
 			if resp.StatusCode == http.StatusOK {
-				return g, nil
+				return nil
 			}
 		}
 		select {
 		case <-g.done:
-			return nil, fmt.Errorf("n8n-guard exited while starting; see %s", g.logf.Name())
+			return fmt.Errorf("n8n-guard exited while starting; see %s", g.logPath)
 		case <-ctx.Done():
 			g.Stop()
-			return nil, fmt.Errorf("n8n-guard not ready after 30s; see %s", g.logf.Name())
+			return fmt.Errorf("n8n-guard not ready after 30s; see %s", g.logPath)
 		case <-time.After(200 * time.Millisecond):
 		}
 	}
@@ -88,7 +102,13 @@ func startGuard(bin, dir, config, token, slackURL string) (*guard, error) {
 
 func (g *guard) URL() string { return "http://" + g.addr }
 
+// Stop ends the guard; calling it again does nothing.
 func (g *guard) Stop() {
+	select {
+	case <-g.done:
+		return
+	default:
+	}
 	_ = g.cmd.Process.Signal(syscall.SIGTERM)
 	select {
 	case <-g.done:

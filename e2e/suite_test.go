@@ -26,7 +26,7 @@ const (
 
 // activated are the workflows switched on before n8n starts. The error
 // workflow is not among them: in n8n 1.x it must stay inactive.
-var activated = []string{"n8nGuardLeadCrm1", "n8nGuardBooking1", "n8nGuardE2eThrow", "n8nGuardE2eDedup"}
+var activated = []string{"n8nGuardLeadCrm1", "n8nGuardBooking1", "n8nGuardE2eThrow", "n8nGuardE2eDedup", templatesWorkflowID}
 
 // guardConfig routes alerts to owners the tests can recognise in Slack.
 // Breakers cool down in seconds so the breaker case stays short.
@@ -138,7 +138,7 @@ func setup(t *testing.T) *suite {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	for _, p := range []string{"n8n-guard/lead", "n8n-guard/booking", "n8n-guard-e2e/throw", "n8n-guard-e2e/dedupe"} {
+	for _, p := range []string{"n8n-guard/lead", "n8n-guard/booking", "n8n-guard-e2e/throw", "n8n-guard-e2e/dedupe", templatesPath} {
 		if err := s.n8n.WaitForWebhook(ctx, p); err != nil {
 			t.Fatal(err)
 		}
@@ -179,6 +179,13 @@ func (s *suite) importAll(community []string) error {
 		files = append(files, m...)
 	}
 	files = append(files, community...)
+	tw, err := templatesWorkflow(s.repo)
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(dir, "e2e-templates.json"), tw, 0o644); err != nil {
+		return err
+	}
 	for _, f := range files {
 		b, err := os.ReadFile(f)
 		if err != nil {

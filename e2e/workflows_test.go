@@ -36,9 +36,11 @@ func TestWorkflows(t *testing.T) {
 		{"6 CRM 500 after reservation, then resend", s.caseCRMFailure},
 		{"7 CRM timeout is unknown and never resent", s.caseCRMTimeout},
 		{"8 a workflow that throws reaches its owner in Slack", s.caseThrowingWorkflow},
+		{"8b the error workflow survives a short guard outage", s.caseErrorWorkflowRetries},
 		{"booking: one confirmation mail per booking", s.caseBookingOnce},
 		{"booking: mail timeout alerts the owner, no second mail", s.caseBookingTimeout},
 		{"breaker: CRM refused pauses the destination", s.caseCRMRefused},
+		{"templates: the five HTTP nodes pasted into a workflow", s.caseTemplates},
 		{"Remove Duplicates node under twenty copies (figure)", s.caseRemoveDuplicatesFigure},
 		{"community node", s.caseCommunityNode},
 	}
@@ -240,6 +242,37 @@ func (s *suite) caseThrowingWorkflow(t *testing.T) {
 		}
 	}
 	t.Fatalf("no notification for workflow n8nGuardE2eThrow owned by U0E2EOWNER in %+v", items)
+}
+
+// The error workflow's Retry On Fail carries a failure over a short guard
+// outage: the guard is down when the workflow throws and back seconds later.
+func (s *suite) caseErrorWorkflowRetries(t *testing.T) {
+	seen := func() int {
+		n := 0
+		for _, m := range s.slack.Messages() {
+			if strings.Contains(m.Text, "e2e-throws") {
+				n++
+			}
+		}
+		return n
+	}
+	before := seen()
+	s.guard.Stop()
+	r := s.send(t, throwPath, map[string]any{"field": "during-outage"})
+	if r.Status != http.StatusOK {
+		t.Fatalf("throw webhook answered %s", r)
+	}
+	time.Sleep(7 * time.Second) // the error workflow retries 5 times, 5 s apart
+	if err := s.guard.start(); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(60 * time.Second)
+	for seen() == before {
+		if time.Now().After(deadline) {
+			t.Fatalf("no new Slack message for e2e-throws within 60s after the guard came back")
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
 }
 
 // The booking workflow: one confirmation per booking number, however it
