@@ -37,6 +37,7 @@ func TestWorkflows(t *testing.T) {
 		{"7 CRM timeout is unknown and never resent", s.caseCRMTimeout},
 		{"8 a workflow that throws reaches its owner in Slack", s.caseThrowingWorkflow},
 		{"8b the error workflow survives a short guard outage", s.caseErrorWorkflowRetries},
+		{"guard down: the lead is answered guard_unavailable and the failure is reported", s.caseGuardDown},
 		{"booking: one confirmation mail per booking", s.caseBookingOnce},
 		{"booking: mail timeout alerts the owner, no second mail", s.caseBookingTimeout},
 		{"breaker: CRM refused pauses the destination", s.caseCRMRefused},
@@ -272,6 +273,31 @@ func (s *suite) caseErrorWorkflowRetries(t *testing.T) {
 			t.Fatalf("no new Slack message for e2e-throws within 60s after the guard came back")
 		}
 		time.Sleep(500 * time.Millisecond)
+	}
+}
+
+// n8n-guard is down when a lead arrives: nothing is written, the sender is
+// told to come back (503 + Retry-After), and the execution fails so that the
+// error workflow reports it once the guard is back.
+func (s *suite) caseGuardDown(t *testing.T) {
+	key := "evt-8001"
+	s.guard.Stop()
+	r := s.send(t, leadPath, lead(key, "down@example.org"))
+	if err := s.guard.start(); err != nil {
+		t.Fatal(err)
+	}
+	expect(t, r, 503, "guard_unavailable")
+	if r.Header.Get("Retry-After") == "" {
+		t.Fatalf("guard_unavailable without Retry-After: %s", r)
+	}
+	if got := s.crm.Requests(key); got != 0 {
+		t.Fatalf("CRM got %d requests while the guard was down, want 0", got)
+	}
+	s.waitSlack(t, 60*time.Second, "n8n-guard: lead to CRM", "Stop: n8n-guard unavailable")
+	// Once the guard is back, the resend goes through.
+	expect(t, s.send(t, leadPath, lead(key, "down@example.org")), 200, "accepted")
+	if got := s.crm.Writes(key); got != 1 {
+		t.Fatalf("CRM writes = %d, want 1", got)
 	}
 }
 
