@@ -1,0 +1,363 @@
+package notify
+
+import (
+	"context"
+	"embed"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// PostgresOutboxOptions configure NewPostgresOutbox.
+type PostgresOutboxOptions struct {
+	// Replica names this process in claims (default host:pid). A replica
+	// takes back its own claims at once (after a Slack outage, say); other
+	// replicas wait for ClaimTTL.
+	Replica string
+	// ClaimTTL is how long a notification handed to one replica's worker
+	// is left to it before another replica may take it over, should the
+	// first have died mid-call (default 5m). It must exceed one worker
+	// pass (at most 50 Slack calls, each bounded by RequestTimeout and
+	// cut short by the breaker).
+	ClaimTTL time.Duration
+}
+
+// pgOutbox keeps the outbox in PostgreSQL, shared by every n8n-guard
+// replica on the database. Due claims the notifications it returns (FOR
+// UPDATE SKIP LOCKED, then claimed_by/claimed_until), so two replicas'
+// workers never make the same Slack call; Update, which records the
+// call's result, releases the claim. Event consumption is serialized on
+// the event-cursor row, and once-keys are a primary key, so an event
+// becomes one notification however many replicas read it.
+type pgOutbox struct {
+	pool    *pgxpool.Pool
+	replica string
+	ttl     time.Duration
+}
+
+var _ Outbox = (*pgOutbox)(nil)
+
+// NewPostgresOutbox applies the outbox's schema migrations on pool's
+// database and returns the outbox (for Options.Outbox). The pool is the
+// caller's; typically the keystore's (keystore.PostgresStore.Pool).
+func NewPostgresOutbox(ctx context.Context, pool *pgxpool.Pool, opts PostgresOutboxOptions) (Outbox, error) {
+	if opts.Replica == "" {
+		host, _ := os.Hostname()
+		opts.Replica = fmt.Sprintf("%s:%d", host, os.Getpid())
+	}
+	if opts.ClaimTTL <= 0 {
+		opts.ClaimTTL = 5 * time.Minute
+	}
+	if err := migrateOutbox(ctx, pool); err != nil {
+		return nil, fmt.Errorf("notify outbox on postgres: %w", err)
+	}
+	return &pgOutbox{pool: pool, replica: opts.Replica, ttl: opts.ClaimTTL}, nil
+}
+
+//go:embed migrations/*.sql
+var outboxMigrations embed.FS
+
+// outboxMigrationLock serializes replicas migrating at once ("n8nn").
+const outboxMigrationLock = 0x6e386e6e
+
+func migrateOutbox(ctx context.Context, pool *pgxpool.Pool) error {
+	entries, err := outboxMigrations.ReadDir("migrations")
+	if err != nil {
+		return err
+	}
+	sort.Slice(entries, func(i, j int) bool { return entries[i].Name() < entries[j].Name() })
+	tx, err := pool.Begin(ctx)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback(context.WithoutCancel(ctx))
+	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, int64(outboxMigrationLock)); err != nil {
+		return err
+	}
+	if _, err := tx.Exec(ctx, `CREATE TABLE IF NOT EXISTS guard_notify_schema_migrations (
+		version integer PRIMARY KEY, name text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())`); err != nil {
+		return err
+	}
+	var current int
+	if err := tx.QueryRow(ctx, `SELECT coalesce(max(version), 0) FROM guard_notify_schema_migrations`).Scan(&current); err != nil {
+		return err
+	}
+	if current > len(entries) {
+		return fmt.Errorf("the outbox schema is version %d, newer than this n8n-guard knows (%d)", current, len(entries))
+	}
+	for i, e := range entries[current:] {
+		v := current + i + 1
+		if num, _, _ := strings.Cut(e.Name(), "_"); num != fmt.Sprintf("%04d", v) {
+			return fmt.Errorf("migration %s: versions must run 0001, 0002, ... without gaps", e.Name())
+		}
+		sql, err := outboxMigrations.ReadFile(path.Join("migrations", e.Name()))
+		if err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, string(sql)); err != nil {
+			return fmt.Errorf("%s: %w", e.Name(), err)
+		}
+		if _, err := tx.Exec(ctx, `INSERT INTO guard_notify_schema_migrations (version, name) VALUES ($1, $2)`, v, e.Name()); err != nil {
+			return err
+		}
+	}
+	return tx.Commit(ctx)
+}
+
+func nullTime(t time.Time) *time.Time {
+	if t.IsZero() {
+		return nil
+	}
+	return &t
+}
+
+// put saves r (insert or replace) and, with release, drops its claim.
+func putOutboxRecord(ctx context.Context, tx pgx.Tx, r *record, release bool) error {
+	doc, err := json.Marshal(r)
+	if err != nil {
+		return err
+	}
+	_, err = tx.Exec(ctx, `INSERT INTO guard_notifications (id, status, due_at, delivered_at, doc)
+		VALUES ($1, $2, $3, $4, $5)
+		ON CONFLICT (id) DO UPDATE SET status = excluded.status, due_at = excluded.due_at,
+			delivered_at = excluded.delivered_at, doc = excluded.doc,
+			claimed_by = CASE WHEN $6 THEN NULL ELSE guard_notifications.claimed_by END,
+			claimed_until = CASE WHEN $6 THEN NULL ELSE guard_notifications.claimed_until END`,
+		r.ID, string(r.Status), nullTime(r.DueAt), r.DeliveredAt, doc, release)
+	return err
+}
+
+func getOutboxRecord(ctx context.Context, tx pgx.Tx, id string) (*record, error) {
+	var doc []byte
+	err := tx.QueryRow(ctx, `SELECT doc FROM guard_notifications WHERE id = $1 FOR UPDATE`, id).Scan(&doc)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	r := new(record)
+	if err := json.Unmarshal(doc, r); err != nil {
+		return nil, fmt.Errorf("decode notification %s: %w", id, err)
+	}
+	return r, nil
+}
+
+func (o *pgOutbox) Add(ctx context.Context, adds []addition, cursor *uint64) ([]added, error) {
+	var out []added
+	err := pgx.BeginFunc(ctx, o.pool, func(tx pgx.Tx) error {
+		out = make([]added, 0, len(adds))
+		if cursor != nil {
+			// Replicas consuming the event log take turns here; the one
+			// that comes second finds the once-keys taken and adds nothing.
+			if _, err := tx.Exec(ctx, `SELECT value FROM guard_notify_meta WHERE name = 'event_cursor' FOR UPDATE`); err != nil {
+				return err
+			}
+		}
+		for _, a := range adds {
+			res, err := o.addOne(ctx, tx, a)
+			if err != nil {
+				return err
+			}
+			out = append(out, res)
+		}
+		if cursor != nil {
+			// Never backwards: a slower replica must not undo a faster one.
+			_, err := tx.Exec(ctx, `UPDATE guard_notify_meta SET value = greatest(value, $1) WHERE name = 'event_cursor'`, int64(*cursor))
+			return err
+		}
+		return nil
+	})
+	return out, unavailable("add", err)
+}
+
+func (o *pgOutbox) addOne(ctx context.Context, tx pgx.Tx, a addition) (added, error) {
+	rec := a.rec
+	if a.once != "" {
+		tag, err := tx.Exec(ctx, `INSERT INTO guard_notify_once (once, added_at) VALUES ($1, $2) ON CONFLICT DO NOTHING`,
+			[]byte(a.once), rec.CreatedAt)
+		if err != nil {
+			return added{}, err
+		}
+		if tag.RowsAffected() == 0 {
+			return added{skipped: true}, nil
+		}
+	}
+	if a.window > 0 {
+		end := rec.CreatedAt.Add(a.window)
+		// Either this notification opens the group, or the group's row
+		// (inserted by another transaction, which this one waits for) is
+		// locked and examined.
+		tag, err := tx.Exec(ctx, `INSERT INTO guard_notify_groups (grp, head, ends_at) VALUES ($1, $2, $3)
+			ON CONFLICT (grp) DO NOTHING`, rec.Group, rec.ID, end)
+		if err != nil {
+			return added{}, err
+		}
+		if tag.RowsAffected() == 0 {
+			var head string
+			var ends time.Time
+			if err := tx.QueryRow(ctx, `SELECT head, ends_at FROM guard_notify_groups WHERE grp = $1 FOR UPDATE`, rec.Group).Scan(&head, &ends); err != nil {
+				return added{}, err
+			}
+			if rec.CreatedAt.Before(ends) {
+				h, err := getOutboxRecord(ctx, tx, head)
+				if err != nil {
+					return added{}, err
+				}
+				if h != nil {
+					join(h, rec.CreatedAt, a.window)
+					if err := putOutboxRecord(ctx, tx, h, false); err != nil {
+						return added{}, err
+					}
+					return added{rec: h, joined: true}, nil
+				}
+			}
+			if _, err := tx.Exec(ctx, `UPDATE guard_notify_groups SET head = $2, ends_at = $3 WHERE grp = $1`, rec.Group, rec.ID, end); err != nil {
+				return added{}, err
+			}
+		}
+		rec.GroupEnd = end
+	}
+	if err := putOutboxRecord(ctx, tx, rec, false); err != nil {
+		return added{}, err
+	}
+	return added{rec: rec}, nil
+}
+
+func (o *pgOutbox) EventCursor(ctx context.Context) (uint64, error) {
+	var c int64
+	err := o.pool.QueryRow(ctx, `SELECT value FROM guard_notify_meta WHERE name = 'event_cursor'`).Scan(&c)
+	return uint64(c), unavailable("event cursor", err)
+}
+
+// Due claims up to limit due notifications for this replica and returns
+// them, earliest first. Rows another replica holds (locked now, or
+// claimed and not yet past their claim) are skipped, not waited for.
+func (o *pgOutbox) Due(ctx context.Context, now time.Time, limit int) ([]*record, error) {
+	rows, err := o.pool.Query(ctx, `WITH c AS (
+			SELECT id FROM guard_notifications
+			WHERE due_at <= $1 AND (claimed_until IS NULL OR claimed_until <= $1 OR claimed_by = $2)
+			ORDER BY due_at, id LIMIT $3 FOR UPDATE SKIP LOCKED)
+		UPDATE guard_notifications n SET claimed_by = $2, claimed_until = $4
+		FROM c WHERE n.id = c.id RETURNING n.doc`, now, o.replica, limit, now.Add(o.ttl))
+	if err != nil {
+		return nil, unavailable("due", err)
+	}
+	defer rows.Close()
+	var out []*record
+	for rows.Next() {
+		var doc []byte
+		if err := rows.Scan(&doc); err != nil {
+			return nil, unavailable("due", err)
+		}
+		r := new(record)
+		if err := json.Unmarshal(doc, r); err != nil {
+			return nil, unavailable("due", err)
+		}
+		out = append(out, r)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, unavailable("due", err)
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if !out[i].DueAt.Equal(out[j].DueAt) {
+			return out[i].DueAt.Before(out[j].DueAt)
+		}
+		return out[i].ID < out[j].ID
+	})
+	return out, nil
+}
+
+// Update applies fn to the stored notification under its row lock and
+// releases this replica's claim on it.
+func (o *pgOutbox) Update(ctx context.Context, id string, fn func(r *record)) (*record, error) {
+	var r *record
+	err := pgx.BeginFunc(ctx, o.pool, func(tx pgx.Tx) error {
+		cur, err := getOutboxRecord(ctx, tx, id)
+		if err != nil || cur == nil {
+			r = nil
+			return err
+		}
+		fn(cur)
+		r = cur
+		return putOutboxRecord(ctx, tx, cur, true)
+	})
+	return r, unavailable("update", err)
+}
+
+func (o *pgOutbox) List(ctx context.Context, q ListQuery) (Page, error) {
+	page := Page{Items: []Notification{}}
+	rows, err := o.pool.Query(ctx, `SELECT doc FROM guard_notifications
+		WHERE ($1 = '' OR status = $1) AND ($2 = '' OR id < $2)
+		ORDER BY id DESC LIMIT $3`, string(q.Status), q.Cursor, q.Limit+1)
+	if err != nil {
+		return page, unavailable("list", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var doc []byte
+		if err := rows.Scan(&doc); err != nil {
+			return page, unavailable("list", err)
+		}
+		if len(page.Items) == q.Limit {
+			page.NextCursor = page.Items[len(page.Items)-1].ID
+			break
+		}
+		var r record
+		if err := json.Unmarshal(doc, &r); err != nil {
+			return page, unavailable("list", err)
+		}
+		page.Items = append(page.Items, r.item())
+	}
+	return page, unavailable("list", rows.Err())
+}
+
+func (o *pgOutbox) Waiting(ctx context.Context) (int, error) {
+	var n int64
+	err := o.pool.QueryRow(ctx, `SELECT count(*) FROM guard_notifications WHERE due_at IS NOT NULL`).Scan(&n)
+	return int(n), unavailable("waiting", err)
+}
+
+func (o *pgOutbox) Purge(ctx context.Context, cutoff, now time.Time, limit int) (int, error) {
+	var n int
+	err := pgx.BeginFunc(ctx, o.pool, func(tx pgx.Tx) error {
+		// IDs sort by creation time: nothing created after cutoff is old enough.
+		tag, err := tx.Exec(ctx, `DELETE FROM guard_notifications WHERE id IN (
+			SELECT id FROM guard_notifications
+			WHERE id < $1 AND status <> 'pending' AND due_at IS NULL AND (delivered_at IS NULL OR delivered_at <= $2)
+			ORDER BY id LIMIT $3 FOR UPDATE SKIP LOCKED)`, newIDPrefix(cutoff), cutoff, limit)
+		if err != nil {
+			return err
+		}
+		n = int(tag.RowsAffected())
+		if _, err := tx.Exec(ctx, `DELETE FROM guard_notify_groups WHERE ends_at <= $1`, now); err != nil {
+			return err
+		}
+		_, err = tx.Exec(ctx, `DELETE FROM guard_notify_once WHERE added_at < $1`, cutoff)
+		return err
+	})
+	return n, unavailable("purge", err)
+}
+
+func (o *pgOutbox) SlackUser(ctx context.Context, email string) (string, bool, error) {
+	var id string
+	err := o.pool.QueryRow(ctx, `SELECT user_id FROM guard_notify_slack_users WHERE email = $1`, strings.ToLower(email)).Scan(&id)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return "", false, nil
+	}
+	return id, id != "", unavailable("slack user", err)
+}
+
+func (o *pgOutbox) SetSlackUser(ctx context.Context, email, userID string) error {
+	_, err := o.pool.Exec(ctx, `INSERT INTO guard_notify_slack_users (email, user_id) VALUES ($1, $2)
+		ON CONFLICT (email) DO UPDATE SET user_id = excluded.user_id`, strings.ToLower(email), userID)
+	return unavailable("set slack user", err)
+}

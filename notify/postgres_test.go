@@ -1,0 +1,170 @@
+package notify
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/n8n-guard/n8n-guard/keystore"
+	"github.com/n8n-guard/n8n-guard/keystore/pgtest"
+)
+
+// The outbox on PostgreSQL, shared by replicas. Runs against
+// N8N_GUARD_PG_URL, or a throwaway cluster; skips loudly without server
+// binaries, except under CI=true, where it fails.
+func TestPostgresOutbox(t *testing.T) {
+	base := os.Getenv("N8N_GUARD_PG_URL")
+	if base == "" {
+		c, err := pgtest.Start(pgtest.Options{})
+		if errors.Is(err, pgtest.ErrNoPostgres) && os.Getenv("CI") != "true" {
+			msg := "SKIPPING the PostgreSQL outbox tests: " + err.Error() + " (or set N8N_GUARD_PG_URL)"
+			fmt.Fprintln(os.Stderr, "\n!!!", msg, "!!!")
+			t.Skip(msg)
+		}
+		if err != nil {
+			t.Fatalf("start a throwaway PostgreSQL: %v", err)
+		}
+		t.Cleanup(func() { c.Stop() })
+		base = c.URL
+	}
+	var seq atomic.Int64
+	schema := func(t *testing.T) string {
+		u, err := pgtest.NewSchema(context.Background(), base, fmt.Sprintf("notify_test_%d_%d", os.Getpid(), seq.Add(1)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return u
+	}
+	replica := func(t *testing.T, url, name string) Outbox {
+		pool, err := pgxpool.New(context.Background(), url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(pool.Close)
+		o, err := NewPostgresOutbox(context.Background(), pool, PostgresOutboxOptions{Replica: name})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return o
+	}
+	withOutbox := func(o Outbox) func(*Options) { return func(opts *Options) { opts.Outbox = o } }
+
+	t.Run("outage then recovery, restart", func(t *testing.T) {
+		const n = 10
+		slack := newFakeSlack(t)
+		h := newHarness(t, slack, testConfig(), withOutbox(replica(t, schema(t), "a")))
+		slack.Off()
+		for i := range n {
+			h.intake(failureBody(fmt.Sprintf("wf-%d", i), "Node", "boom", fmt.Sprint(i)))
+		}
+		h.pass()
+		h.restart()
+		h.pass()
+		if len(h.list(StatusPending)) != n {
+			t.Fatal("notifications lost over the restart")
+		}
+		slack.On()
+		time.Sleep(2 * h.cfg.SlackPause)
+		// The replica takes back its own claims at once after the outage.
+		h.pass()
+		assertDeliveredOnce(t, h, slack, n)
+		h.clock.Advance(31 * 24 * time.Hour)
+		if n, err := h.svc.outbox.Purge(context.Background(), h.clock.Now().Add(-30*24*time.Hour), h.clock.Now(), 100); err != nil || n != 10 {
+			t.Fatalf("purge: %d %v", n, err)
+		}
+	})
+
+	t.Run("two replicas deliver each notification once", func(t *testing.T) {
+		const n = 40
+		url := schema(t)
+		slack := newFakeSlack(t)
+		a := newHarness(t, slack, testConfig(), withOutbox(replica(t, url, "a")))
+		b := newHarness(t, slack, testConfig(), withOutbox(replica(t, url, "b")))
+		for i := range n {
+			h := []*harness{a, b}[i%2]
+			h.intake(failureBody(fmt.Sprintf("wf-%d", i), "Node", "boom", fmt.Sprint(i)))
+		}
+		var wg sync.WaitGroup
+		for _, h := range []*harness{a, b} {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for range 5 {
+					h.svc.step(context.Background())
+				}
+			}()
+		}
+		wg.Wait()
+		assertDeliveredOnce(t, a, slack, n)
+	})
+
+	t.Run("one group across replicas", func(t *testing.T) {
+		url := schema(t)
+		a := newHarness(t, nil, testConfig(), withOutbox(replica(t, url, "a")))
+		b := newHarness(t, nil, testConfig(), withOutbox(replica(t, url, "b")))
+		var wg sync.WaitGroup
+		for i := range 20 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				h := []*harness{a, b}[i%2]
+				if _, err := h.svc.Intake(context.Background(), []byte(failureBody("orders-sync", "HTTP Request", "HTTP 503", fmt.Sprint(i)))); err != nil {
+					t.Error(err)
+				}
+			}()
+		}
+		wg.Wait()
+		items := a.list("")
+		if len(items) != 1 || items[0].Count != 20 {
+			t.Fatalf("20 copies of one failure on two replicas: %d notifications, first count %d; want 1 with count 20", len(items), items[0].Count)
+		}
+	})
+
+	t.Run("each keystore event becomes one notification", func(t *testing.T) {
+		url := schema(t)
+		ctx := context.Background()
+		ks, err := keystore.OpenPostgres(ctx, url, keystore.PostgresOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer ks.Close()
+		for i := range 7 {
+			key := fmt.Sprintf("evt_%d", i)
+			r, err := ks.Reserve(ctx, keystore.ReserveRequest{Namespace: fmt.Sprintf("ns-%d", i), Key: key})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := ks.Fail(ctx, keystore.FailRequest{Namespace: fmt.Sprintf("ns-%d", i), Key: key, Token: r.Token, Reason: keystore.ReasonOutcomeUnknown}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		events := func(opts *Options) { opts.Events = ks }
+		a := newHarness(t, nil, testConfig(), withOutbox(replica(t, url, "a")), events)
+		b := newHarness(t, nil, testConfig(), withOutbox(replica(t, url, "b")), events)
+		var wg sync.WaitGroup
+		for _, h := range []*harness{a, b} {
+			wg.Add(1)
+			go func() { defer wg.Done(); h.svc.consumeEvents(ctx) }()
+		}
+		wg.Wait()
+		total := 0
+		for _, it := range a.list("") {
+			if it.Kind == KindKeyUnknown {
+				total += it.Count
+			}
+		}
+		if total != 7 {
+			t.Fatalf("7 keys went unknown; the outbox counts %d", total)
+		}
+		if c, err := a.svc.outbox.EventCursor(ctx); err != nil || c != 7 {
+			t.Fatalf("event cursor %d %v", c, err)
+		}
+	})
+}
