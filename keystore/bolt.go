@@ -240,6 +240,15 @@ func splitRecordKey(k []byte) (ns, key string) {
 	return string(k[:i]), string(k[i+1:])
 }
 
+// timeIndex opens a time-ordered index for writing. New entries land at or
+// near its end, so its pages are filled completely before they split;
+// bbolt's default of half-full pages would double the index on disk.
+func timeIndex(tx *bolt.Tx, name []byte) *bolt.Bucket {
+	b := tx.Bucket(name)
+	b.FillPercent = 0.95
+	return b
+}
+
 func timeIndexKey(t int64, rk []byte) []byte {
 	return append(u64(uint64(t)), rk...)
 }
@@ -278,12 +287,12 @@ func putRecord(tx *bolt.Tx, prev, next *Record) error {
 		}
 	}
 	if next.State == StateReserved {
-		if err := tx.Bucket(bucketLeases).Put(timeIndexKey(msPtr(next.LeaseExpiresAt), rk), nil); err != nil {
+		if err := timeIndex(tx, bucketLeases).Put(timeIndexKey(msPtr(next.LeaseExpiresAt), rk), nil); err != nil {
 			return err
 		}
 	}
 	if next.ExpiresAt != nil {
-		if err := tx.Bucket(bucketExpires).Put(timeIndexKey(ms(*next.ExpiresAt), rk), nil); err != nil {
+		if err := timeIndex(tx, bucketExpires).Put(timeIndexKey(ms(*next.ExpiresAt), rk), nil); err != nil {
 			return err
 		}
 	}

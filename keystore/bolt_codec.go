@@ -8,22 +8,25 @@ import (
 	"github.com/fxamacker/cbor/v2"
 )
 
-// On disk a record is a CBOR array (no field names) with times as Unix
-// milliseconds: a finished record takes about a hundred bytes. Fields are
-// only ever appended to these structs, so old files stay readable.
+// On disk a record is a CBOR array (no field names). Times are Unix
+// milliseconds, all but created_at stored as an offset from created_at
+// (small numbers take fewer bytes), history events and `via` are codes, and
+// a history entry by the record's own owner does not repeat the name: a
+// finished record takes about a hundred bytes. Fields are only ever appended
+// to these structs, so old files stay readable.
 
 type diskRecord struct {
 	_           struct{} `cbor:",toarray"`
 	State       uint8
 	Attempt     uint32
 	Owner       string
-	Lease       int64
+	Lease       int64 // offsets from Created, +1; 0 = unset
 	ResultRef   string
 	Result      []byte
 	Reason      string
 	Message     string
 	Retryable   bool
-	Via         string
+	Via         uint8
 	Destination string
 	Created     int64
 	Updated     int64
@@ -38,12 +41,19 @@ type diskRecord struct {
 
 type diskTransition struct {
 	_       struct{} `cbor:",toarray"`
-	At      int64
-	Event   string
+	At      int64    // offset from the record's Created
+	Event   uint8
 	Attempt uint32
-	By      string
+	By      string // "" = the record's owner; ownerNone = nobody
 	Detail  string
 }
+
+const ownerNone = "\x00"
+
+var eventCodes = map[string]uint8{EventReserved: 1, EventCompleted: 2, EventFailed: 3, EventUnknown: 4, EventLeaseExpired: 5, EventResolved: 6}
+var eventByCode = map[uint8]string{1: EventReserved, 2: EventCompleted, 3: EventFailed, 4: EventUnknown, 5: EventLeaseExpired, 6: EventResolved}
+var viaCodes = map[Via]uint8{"": 0, ViaPrimary: 1, ViaFallback: 2}
+var viaByCode = map[uint8]Via{0: "", 1: ViaPrimary, 2: ViaFallback}
 
 type diskBreaker struct {
 	_              struct{} `cbor:",toarray"`
@@ -94,18 +104,45 @@ func fromMsPtr(v int64) *time.Time {
 	return &t
 }
 
+func offset(t *time.Time, base int64) int64 {
+	if t == nil {
+		return 0
+	}
+	return t.UnixMilli() - base + 1
+}
+
+func fromOffset(v, base int64) *time.Time {
+	if v == 0 {
+		return nil
+	}
+	t := fromMs(base + v - 1)
+	return &t
+}
+
 func encodeRecord(r *Record) ([]byte, error) {
+	base := ms(r.CreatedAt)
 	d := diskRecord{
-		State: stateCodes[r.State], Attempt: uint32(r.Attempt), Owner: r.Owner, Lease: msPtr(r.LeaseExpiresAt),
+		State: stateCodes[r.State], Attempt: uint32(r.Attempt), Owner: r.Owner, Lease: offset(r.LeaseExpiresAt, base),
 		ResultRef: r.ResultRef, Result: r.Result, Reason: string(r.Reason), Message: r.Message,
-		Retryable: r.Retryable, Via: string(r.Via), Destination: r.Destination,
-		Created: ms(r.CreatedAt), Updated: ms(r.UpdatedAt), Expires: msPtr(r.ExpiresAt),
-		ResolvedBy: r.ResolvedBy, ResolvedAt: msPtr(r.ResolvedAt), Note: r.Note,
+		Retryable: r.Retryable, Via: viaCodes[r.Via], Destination: r.Destination,
+		Created: base, Updated: offset(&r.UpdatedAt, base), Expires: offset(r.ExpiresAt, base),
+		ResolvedBy: r.ResolvedBy, ResolvedAt: offset(r.ResolvedAt, base), Note: r.Note,
 		Fingerprint: r.Fingerprint, TokenHash: r.TokenHash,
 	}
 	d.History = make([]diskTransition, len(r.History))
 	for i, h := range r.History {
-		d.History[i] = diskTransition{At: ms(h.At), Event: h.Event, Attempt: uint32(h.Attempt), By: h.By, Detail: h.Detail}
+		by := h.By
+		switch {
+		case by == r.Owner:
+			by = ""
+		case by == "":
+			by = ownerNone
+		}
+		code, ok := eventCodes[h.Event]
+		if !ok {
+			return nil, fmt.Errorf("encode record %s/%s: unknown history event %q", r.Namespace, r.Key, h.Event)
+		}
+		d.History[i] = diskTransition{At: ms(h.At) - base, Event: code, Attempt: uint32(h.Attempt), By: by, Detail: h.Detail}
 	}
 	return cbor.Marshal(d)
 }
@@ -119,17 +156,25 @@ func decodeRecord(ns, key string, b []byte) (*Record, error) {
 	if !ok {
 		return nil, fmt.Errorf("decode record %s/%s: unknown state code %d", ns, key, d.State)
 	}
+	base := d.Created
 	r := &Record{
 		Namespace: ns, Key: key, State: state, Attempt: int(d.Attempt), Owner: d.Owner,
-		LeaseExpiresAt: fromMsPtr(d.Lease), ResultRef: d.ResultRef, Result: d.Result,
-		Reason: Reason(d.Reason), Message: d.Message, Retryable: d.Retryable, Via: Via(d.Via),
-		Destination: d.Destination, CreatedAt: fromMs(d.Created), UpdatedAt: fromMs(d.Updated),
-		ExpiresAt: fromMsPtr(d.Expires), ResolvedBy: d.ResolvedBy, ResolvedAt: fromMsPtr(d.ResolvedAt),
+		LeaseExpiresAt: fromOffset(d.Lease, base), ResultRef: d.ResultRef, Result: d.Result,
+		Reason: Reason(d.Reason), Message: d.Message, Retryable: d.Retryable, Via: viaByCode[d.Via],
+		Destination: d.Destination, CreatedAt: fromMs(base), UpdatedAt: *fromOffset(max(d.Updated, 1), base),
+		ExpiresAt: fromOffset(d.Expires, base), ResolvedBy: d.ResolvedBy, ResolvedAt: fromOffset(d.ResolvedAt, base),
 		Note: d.Note, Fingerprint: d.Fingerprint, TokenHash: d.TokenHash,
 	}
 	r.History = make([]Transition, len(d.History))
 	for i, h := range d.History {
-		r.History[i] = Transition{At: fromMs(h.At), Event: h.Event, Attempt: int(h.Attempt), By: h.By, Detail: h.Detail}
+		by := h.By
+		switch by {
+		case "":
+			by = d.Owner
+		case ownerNone:
+			by = ""
+		}
+		r.History[i] = Transition{At: fromMs(base + h.At), Event: eventByCode[h.Event], Attempt: int(h.Attempt), By: by, Detail: h.Detail}
 	}
 	return r, nil
 }

@@ -1,0 +1,150 @@
+package keystore
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+)
+
+// benchRecords is the record count of the disk benchmarks (1M by default;
+// KEYSTORE_BENCH_RECORDS lowers it for a quick look).
+func benchRecords(b *testing.B) int {
+	if v := os.Getenv("KEYSTORE_BENCH_RECORDS"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil {
+			b.Fatal(err)
+		}
+		return n
+	}
+	return 1_000_000
+}
+
+// BenchmarkDiskBytesPerRecord writes finished records the way production
+// does (reserve then complete, 64 concurrent callers, group commit) and
+// reports the file size per record. Run with -benchtime 1x.
+func BenchmarkDiskBytesPerRecord(b *testing.B) {
+	n := benchRecords(b)
+	path := filepath.Join(b.TempDir(), "n8n-guard.db")
+	s, err := OpenBolt(path, BoltOptions{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx := context.Background()
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for g := 0; g < 64; g++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				i := next.Add(1)
+				if i > int64(n) {
+					return
+				}
+				key := fmt.Sprintf("evt_%016x", uint64(i)*0x9E3779B97F4A7C15) // spread like real event IDs
+				r, err := s.Reserve(ctx, ReserveRequest{Namespace: "crm-contacts", Key: key, Owner: "n8n exec 4711"})
+				if err != nil {
+					b.Error(err)
+					return
+				}
+				if _, err := s.Complete(ctx, CompleteRequest{Namespace: "crm-contacts", Key: key, Token: r.Token, ResultRef: "crm-contact-" + strconv.FormatInt(i, 10)}); err != nil {
+					b.Error(err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if err := s.Close(); err != nil {
+		b.Fatal(err)
+	}
+	st, err := os.Stat(path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportMetric(float64(st.Size())/float64(n), "file-bytes/record")
+	b.ReportMetric(float64(n)/b.Elapsed().Seconds(), "records/s")
+}
+
+// BenchmarkSweep1M deletes a million expired records and reports the
+// longest write transaction the sweep held. Run with -benchtime 1x.
+func BenchmarkSweep1M(b *testing.B) {
+	n := benchRecords(b)
+	clock := time.Date(2026, 11, 30, 9, 0, 0, 0, time.UTC)
+	now := func() time.Time { return clock }
+	s, err := OpenBolt(filepath.Join(b.TempDir(), "n8n-guard.db"), BoltOptions{Clock: now})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	np := s.policies.Namespace("crm-contacts")
+	// Load directly in large transactions: this benchmark is about the sweep.
+	for start := 0; start < n; start += 20000 {
+		err := s.db.Update(func(tx *bolt.Tx) error {
+			for i := start; i < min(start+20000, n); i++ {
+				key := fmt.Sprintf("evt_%016x", uint64(i)*0x9E3779B97F4A7C15)
+				st, err := decideReserve(nil, nil, ReserveRequest{Namespace: "crm-contacts", Key: key, Owner: "n8n exec 4711"}, nil, np, clock)
+				if err != nil {
+					return err
+				}
+				done, err := decideComplete(st.record, nil, CompleteRequest{Namespace: "crm-contacts", Key: key, ResultRef: "crm-1", Via: ViaPrimary, Token: st.result.Token}, np, clock)
+				if err != nil {
+					return err
+				}
+				if err := putRecord(tx, nil, done.record); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			b.Fatal(err)
+		}
+	}
+	clock = clock.Add(np.Retention + time.Hour)
+	// Reserves keep coming during the sweep; their worst latency shows
+	// whether the sweep stalls them.
+	stop := make(chan struct{})
+	var worst atomic.Int64
+	var reserves atomic.Int64
+	go func() {
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			t0 := time.Now()
+			if _, err := s.Reserve(context.Background(), ReserveRequest{Namespace: "live", Key: fmt.Sprintf("k%d", i)}); err != nil {
+				b.Error(err)
+				return
+			}
+			reserves.Add(1)
+			if d := int64(time.Since(t0)); d > worst.Load() {
+				worst.Store(d)
+			}
+		}
+	}()
+	b.ResetTimer()
+	st, err := s.Sweep(context.Background())
+	b.StopTimer()
+	close(stop)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if st.Expired != n {
+		b.Fatalf("swept %d of %d", st.Expired, n)
+	}
+	b.ReportMetric(float64(st.LongestTx.Microseconds())/1000, "longest-tx-ms")
+	b.ReportMetric(float64(n)/b.Elapsed().Seconds(), "deleted/s")
+	b.ReportMetric(float64(worst.Load())/1e6, "worst-reserve-ms")
+	b.ReportMetric(float64(reserves.Load()), "reserves-during-sweep")
+}
