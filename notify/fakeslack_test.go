@@ -185,6 +185,34 @@ func (f *fakeSlack) handle(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
+// Shown returns the texts of the blocks as a person reads them (Slack
+// turns &lt; &gt; &amp; back into < > &).
+func (c slackCall) Shown() string {
+	var v any
+	_ = json.Unmarshal([]byte(c.Blocks), &v)
+	var b strings.Builder
+	var walk func(v any)
+	walk = func(v any) {
+		switch x := v.(type) {
+		case map[string]any:
+			for _, k := range []string{"text", "url"} {
+				if s, ok := x[k].(string); ok {
+					b.WriteString(s + "\n")
+				}
+			}
+			for _, v := range x {
+				walk(v)
+			}
+		case []any:
+			for _, v := range x {
+				walk(v)
+			}
+		}
+	}
+	walk(v)
+	return strings.NewReplacer("&lt;", "<", "&gt;", ">", "&amp;", "&").Replace(b.String())
+}
+
 // readable re-encodes blocks JSON without HTML escapes, so tests can look
 // for "<@U…>" as a person would see it.
 func readable(blocks string) string {

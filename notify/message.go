@@ -225,13 +225,21 @@ func occurrences(r *record) string {
 		thousands(r.Count), clock(r.FirstAt), clock(r.LastAt))
 }
 
+// resolveCommand is the exact call that resolves a stuck key (contract:
+// POST /v1/resolve), ready to paste into a shell.
 func resolveCommand(guardURL, ns, key string) string {
-	body, _ := json.Marshal(map[string]string{
-		"namespace": ns, "key": key, "resolution": "completed",
-		"by": "<your name>", "note": "<what you checked>",
-	})
+	var b strings.Builder
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	_ = enc.Encode(struct {
+		Namespace  string `json:"namespace"`
+		Key        string `json:"key"`
+		Resolution string `json:"resolution"`
+		By         string `json:"by"`
+		Note       string `json:"note"`
+	}{ns, key, "completed", "<your name>", "<what you checked>"})
 	return fmt.Sprintf("curl -X POST %s/v1/resolve -H \"Authorization: Bearer $N8N_GUARD_TOKEN\" -H 'Content-Type: application/json' -d %s",
-		baseURL(guardURL), shellQuote(string(body)))
+		baseURL(guardURL), shellQuote(strings.TrimSpace(b.String())))
 }
 
 func listCommand(guardURL, ns string) string {
