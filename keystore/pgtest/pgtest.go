@@ -21,6 +21,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -85,7 +86,13 @@ func Start(opts Options) (*Cluster, error) {
 	if err != nil {
 		return nil, err
 	}
-	dir, err := os.MkdirTemp("", "n8n-guard-pg-")
+	parent := ""
+	if os.Geteuid() == 0 {
+		// The server runs as postgres, which may not be able to reach
+		// root's own TMPDIR; /tmp is open to everyone.
+		parent = "/tmp"
+	}
+	dir, err := os.MkdirTemp(parent, "n8n-guard-pg-")
 	if err != nil {
 		return nil, err
 	}
@@ -145,7 +152,26 @@ func Start(opts Options) (*Cluster, error) {
 	}
 	c.URL = fmt.Sprintf("postgres://postgres@127.0.0.1:%d/postgres?sslmode=disable", c.Port)
 	ok = true
+	c.watch()
 	return c, nil
+}
+
+// watch starts a small shell that stops the server and removes its
+// files once this process is gone, so a test binary killed by a timeout
+// leaves no server behind. Stop makes it unnecessary but does not race
+// with it: stopping a stopped server and removing a removed folder are
+// harmless.
+func (c *Cluster) watch() {
+	stop := append(append([]string(nil), c.runAs...), c.pgCtl, "stop", "-m", "immediate", "-D", filepath.Join(c.dir, "data"))
+	for i, a := range stop {
+		stop[i] = "'" + strings.ReplaceAll(a, "'", `'\''`) + "'"
+	}
+	script := `while kill -0 "$1" 2>/dev/null; do sleep 1; done; ` + strings.Join(stop, " ") + ` >/dev/null 2>&1; rm -rf "$2"`
+	cmd := exec.Command("sh", "-c", script, "sh", strconv.Itoa(os.Getpid()), c.dir)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true} // not killed with our process group
+	if cmd.Start() == nil {
+		go cmd.Wait()
+	}
 }
 
 func (c *Cluster) command(args ...string) *exec.Cmd {
