@@ -124,7 +124,7 @@ func TestKeystoreEventsToSlack(t *testing.T) {
 	if len(posts) != 3 {
 		t.Fatalf("posts %d after the breaker closed", len(posts))
 	}
-	if b := posts[2].Blocks; !strings.Contains(b, "hubspot reachable again") || !strings.Contains(b, "2 reserves were paused") {
+	if b := posts[2].Blocks; !strings.Contains(b, "hubspot reachable again") || !strings.Contains(b, "(2 reserves were paused)") {
 		t.Fatalf("breaker_closed message: %s", b)
 	}
 	// The grouped stuck key count reaches Slack half a window later.

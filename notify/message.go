@@ -191,9 +191,9 @@ func renderBreaker(r *record, mention string) message {
 		}
 		lead += "."
 	} else {
-		head = dest + " reachable again"
-		lead = fmt.Sprintf("%s: the circuit breaker of destination `%s` closed at %s: writes flow again. %s paused while it was open; n8n retries them as their executions run again.",
-			mention, escapeMrkdwn(dest), clock(r.FirstAt), plural(r.PausedReserves, "reserve was", "reserves were"))
+		head = fmt.Sprintf("%s reachable again (%s paused)", dest, plural(r.PausedReserves, "reserve was", "reserves were"))
+		lead = fmt.Sprintf("%s: the circuit breaker of destination `%s` closed at %s: writes flow again. While it was open, %s answered `destination_paused` and wrote nothing: executions that do not retry on their own need a re-run.",
+			mention, escapeMrkdwn(dest), clock(r.FirstAt), plural(r.PausedReserves, "reserve", "reserves"))
 	}
 	blocks := []slack.Block{
 		slack.NewHeaderBlock(plain(head)),
