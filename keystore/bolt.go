@@ -403,26 +403,46 @@ func appendEvent(tx *bolt.Tx, ev Event) error {
 	return b.Put(u64(seq), v)
 }
 
-// Reserve implements Store.
+// Reserve implements Store. Most copies of an event find the key already
+// reserved or done; such answers change nothing, so they are decided on a
+// read snapshot without waiting for a commit. Anything that writes is
+// decided again inside the write transaction, which alone may accept.
 func (s *BoltStore) Reserve(_ context.Context, req ReserveRequest) (Result, error) {
 	req, fp, err := req.normalize()
 	if err != nil {
 		return Result{}, err
 	}
 	np := s.policies.Namespace(req.Namespace)
-	return s.write(func(tx *bolt.Tx, now time.Time) (Result, error) {
+	decide := func(tx *bolt.Tx, now time.Time) (step, *Record, []byte, error) {
 		cur, err := getRecord(tx, req.Namespace, req.Key)
 		if err != nil {
-			return Result{}, err
+			return step{}, nil, nil, err
 		}
 		var br *Breaker
 		var brRaw []byte
 		if req.Destination != "" {
 			if br, brRaw, err = getBreaker(tx, req.Destination); err != nil {
-				return Result{}, err
+				return step{}, nil, nil, err
 			}
 		}
 		st, err := decideReserve(cur, br, req, fp, np, now)
+		return st, cur, brRaw, err
+	}
+	var res Result
+	readOnly := false
+	err = s.db.View(func(tx *bolt.Tx) error {
+		st, _, _, err := decide(tx, s.now())
+		if err == nil && (st.record != nil || st.breaker != nil || len(st.events) > 0) {
+			return nil // it writes: the writer decides
+		}
+		res, readOnly = st.result, true
+		return err
+	})
+	if readOnly || err != nil {
+		return res, s.readErr(err)
+	}
+	return s.write(func(tx *bolt.Tx, now time.Time) (Result, error) {
+		st, cur, brRaw, err := decide(tx, now)
 		if err != nil {
 			return Result{}, err
 		}
