@@ -407,6 +407,74 @@ describe('complete, fail, resolve, lookup', () => {
 	});
 });
 
+describe('Fail with Auto: the error the write node left on the item decides the reason', () => {
+	// Shapes of json.error as n8n 1.113's HTTP Request node leaves them on its error output.
+	const cases = [
+		{
+			name: 'HTTP 503',
+			error: { message: '503 - "{\\"message\\":\\"maintenance\\"}"', name: 'AxiosError', code: 'ERR_BAD_RESPONSE', status: 503 },
+			reason: 'destination_failed',
+			state: 'failed',
+		},
+		{
+			name: 'HTTP 429',
+			error: { message: '429 - "slow down"', code: 'ERR_BAD_REQUEST', status: 429 },
+			reason: 'destination_failed',
+			state: 'failed',
+		},
+		{
+			name: 'HTTP 422',
+			error: { message: '422 - "email is invalid"', code: 'ERR_BAD_REQUEST', status: 422 },
+			reason: 'validation_failed',
+			state: 'failed',
+		},
+		{
+			name: 'connection refused',
+			error: { message: 'connect ECONNREFUSED 127.0.0.1:9', code: 'ECONNREFUSED' },
+			reason: 'destination_unreachable',
+			state: 'failed',
+		},
+		{
+			name: "n8n's sentence for a refused connection",
+			error: 'The service refused the connection - perhaps it is offline',
+			reason: 'destination_unreachable',
+			state: 'failed',
+		},
+		{
+			name: 'timeout after sending',
+			error: { message: 'timeout of 1000ms exceeded', code: 'ECONNABORTED' },
+			reason: 'outcome_unknown',
+			state: 'unknown',
+		},
+		{ name: 'no error at all', error: undefined, reason: 'outcome_unknown', state: 'unknown' },
+	];
+
+	for (const c of cases) {
+		test(`${c.name} -> ${c.reason}`, async () => {
+			const namespace = ns('auto');
+			const w = defineWorkflow({
+				nodes: {
+					Trigger: {},
+					Reserve: { guard: reserve(namespace) },
+					Write: { fn: async (items) => items.map(() => ({ json: c.error === undefined ? {} : { error: c.error } })) },
+					Fail: { guard: { operation: 'fail' } },
+				},
+				connections: [
+					['Trigger', 0, 'Reserve'],
+					['Reserve', PROCEED, 'Write'],
+					['Write', 0, 'Fail'],
+				],
+			});
+			const run = await runWorkflow(w, { start: 'Trigger', items: [{ event_id: 'evt-auto' }], credentials });
+			const [answer] = run.output('Fail');
+			assert.equal(answer.reason, c.reason);
+			assert.equal(answer.state, c.state);
+			if (typeof c.error === 'object') assert.equal(answer.message, c.error.message);
+			assertNoErrorKey([answer]);
+		});
+	}
+});
+
 describe('errors', () => {
 	test('an e-mail address as key is invalid_key with the guard detail', async () => {
 		const error = await failure(reserve(ns('email')), [{ event_id: 'jane@example.com' }]);

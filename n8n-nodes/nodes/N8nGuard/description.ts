@@ -213,8 +213,14 @@ const failFields: INodeProperties[] = [
 		displayName: 'Reason',
 		name: 'reason',
 		type: 'options',
-		default: 'destination_failed',
+		default: 'auto',
 		options: [
+			{
+				name: 'Auto (From the Error on the Item)',
+				value: 'auto',
+				description:
+					'Classify the error that the failed node left on the item (its error output): 5xx/429 failed, other 4xx validation, connection refused/DNS/TLS unreachable, anything else (timeouts, resets) outcome unknown',
+			},
 			{
 				name: 'Destination Failed',
 				value: 'destination_failed',
@@ -254,7 +260,8 @@ const failFields: INodeProperties[] = [
 		type: 'string',
 		default: '',
 		placeholder: 'e.g. HTTP 503 from CRM',
-		description: 'What went wrong, for the person who looks at the key (cut to 2000 characters)',
+		description:
+			'What went wrong, for the person who looks at the key (cut to 2000 characters). Empty with Auto: the message of the error on the item.',
 		displayOptions: onlyFor('fail'),
 	},
 ];

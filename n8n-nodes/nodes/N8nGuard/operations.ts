@@ -1,6 +1,7 @@
 import type { IDataObject, IExecuteFunctions, INodeExecutionData } from 'n8n-workflow';
 import { NodeOperationError, sleep } from 'n8n-workflow';
 
+import { classifyError, type FailReason } from './classify';
 import type { Operation } from './description';
 import { guardRequest, isObject } from './transport';
 
@@ -71,11 +72,18 @@ export const operations: Record<Operation, Run> = {
 
 	async fail(itemIndex, item) {
 		const body = reservationOf.call(this, itemIndex, item);
-		body.reason = this.getNodeParameter('reason', itemIndex) as string;
-		if (body.reason === 'destination_failed') {
-			body.retryable = this.getNodeParameter('retryable', itemIndex, true) as boolean;
+		const reason = this.getNodeParameter('reason', itemIndex) as FailReason | 'auto';
+		let message = text(this.getNodeParameter('message', itemIndex, ''));
+		if (reason === 'auto') {
+			const classified = classifyError(item.json);
+			body.reason = classified.reason;
+			if (message === '') message = classified.message;
+		} else {
+			body.reason = reason;
+			if (reason === 'destination_failed') {
+				body.retryable = this.getNodeParameter('retryable', itemIndex, true) as boolean;
+			}
 		}
-		const message = text(this.getNodeParameter('message', itemIndex, ''));
 		if (message !== '') body.message = message.slice(0, 2000);
 		return await guardRequest.call(this, itemIndex, 'POST', '/v1/fail', { body });
 	},

@@ -92,7 +92,9 @@ function problemError(
 	const code = typeof problem.code === 'string' ? problem.code : `http_${status}`;
 	const title = typeof problem.title === 'string' && problem.title ? problem.title : 'Request failed';
 	const detail = typeof problem.detail === 'string' ? problem.detail : '';
-	const parts = [detail, formatFields(problem.fields), HINTS[code] ?? ''].filter((p) => p !== '');
+	const parts = [detail, formatFields(problem.fields), HINTS[code] ?? '']
+		.filter((p) => p !== '')
+		.map((p) => (/[.!?]$/.test(p) ? p : `${p}.`));
 	if (status >= 200 && status < 300) {
 		parts.unshift('n8n-guard answered with something that is not a JSON object.');
 	}
