@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"reflect"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/go-playground/validator/v10"
 
@@ -115,8 +116,17 @@ func decodeJSON(body []byte, dst any) error {
 			Fields: []keystore.FieldError{{Field: "body", Rule: "required"}}}
 	}
 	if body[0] != '{' {
+		if !json.Valid(body) {
+			return notJSON()
+		}
 		return &keystore.Error{Code: keystore.EInvalidRequest, Message: "request body must be a JSON object",
 			Fields: []keystore.FieldError{{Field: "body", Rule: "type=object"}}}
+	}
+	// JSON is UTF-8 (RFC 8259); encoding/json would silently turn invalid
+	// bytes into U+FFFD, making two different keys the same one.
+	if !utf8.Valid(body) {
+		return &keystore.Error{Code: keystore.EInvalidRequest, Message: "request body is not valid UTF-8",
+			Fields: []keystore.FieldError{{Field: "body", Rule: "utf8"}}}
 	}
 	err := json.Unmarshal(body, dst)
 	if err == nil {
@@ -135,6 +145,10 @@ func decodeJSON(body []byte, dst any) error {
 			Message: fmt.Sprintf("%s must be %s, not %s", te.Field, article(want), te.Value),
 			Fields:  []keystore.FieldError{{Field: te.Field, Rule: "type=" + want}}}
 	}
+	return notJSON()
+}
+
+func notJSON() error {
 	return &keystore.Error{Code: keystore.EInvalidRequest, Message: "request body is not valid JSON",
 		Fields: []keystore.FieldError{{Field: "body", Rule: "json"}}}
 }

@@ -75,14 +75,17 @@ type Answer struct {
 	*keystore.Record
 }
 
-// absentAnswer is the lookup of a key never seen: a question, not an error.
+// absentAnswer is the answer about a key that has no record: the lookup
+// of a key never seen, or a reserve of a new key that the destination's
+// breaker paused (nothing is recorded then).
 type absentAnswer struct {
-	Found     bool             `json:"found"`
-	State     keystore.State   `json:"state"`
-	Namespace string           `json:"namespace"`
-	Key       string           `json:"key"`
-	Outcome   keystore.Outcome `json:"outcome"`
-	Proceed   bool             `json:"proceed"`
+	Found             *bool            `json:"found,omitempty"`
+	State             keystore.State   `json:"state"`
+	Namespace         string           `json:"namespace"`
+	Key               string           `json:"key"`
+	Outcome           keystore.Outcome `json:"outcome"`
+	Proceed           bool             `json:"proceed"`
+	RetryAfterSeconds int              `json:"retry_after_seconds,omitempty"`
 }
 
 type recordPage struct {
@@ -116,7 +119,7 @@ func (s *Server) reserve(c *fiber.Ctx) error {
 		return err
 	}
 	s.metrics.reserved(req.Namespace, res.Outcome)
-	return s.writeResult(c, res, nil)
+	return s.writeResult(c, res, req.Namespace, string(req.Key), nil)
 }
 
 func (s *Server) complete(c *fiber.Ctx) error {
@@ -138,7 +141,7 @@ func (s *Server) complete(c *fiber.Ctx) error {
 	if !res.Replayed && res.Record != nil && res.Record.Via == keystore.ViaFallback {
 		s.metrics.fallbackCompleted(req.Namespace)
 	}
-	return s.writeResult(c, res, nil)
+	return s.writeResult(c, res, req.Namespace, string(req.Key), nil)
 }
 
 func (s *Server) fail(c *fiber.Ctx) error {
@@ -157,7 +160,7 @@ func (s *Server) fail(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	return s.writeResult(c, res, nil)
+	return s.writeResult(c, res, req.Namespace, string(req.Key), nil)
 }
 
 func (s *Server) resolve(c *fiber.Ctx) error {
@@ -177,7 +180,7 @@ func (s *Server) resolve(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	return s.writeResult(c, res, nil)
+	return s.writeResult(c, res, req.Namespace, string(req.Key), nil)
 }
 
 func (s *Server) lookup(c *fiber.Ctx) error {
@@ -189,13 +192,8 @@ func (s *Server) lookup(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	if res.Record == nil {
-		key, _ := keystore.NormalizeKey(q.Key)
-		return writeJSON(c, absentAnswer{Found: false, State: keystore.StateAbsent,
-			Namespace: q.Namespace, Key: key, Outcome: keystore.OutcomeAbsent})
-	}
-	found := true
-	return s.writeResult(c, res, &found)
+	found := res.Record != nil
+	return s.writeResult(c, res, q.Namespace, q.Key, &found)
 }
 
 func (s *Server) listKeys(c *fiber.Ctx) error {
@@ -230,19 +228,26 @@ func (s *Server) destinations(c *fiber.Ctx) error {
 	return writeJSON(c, destinationPage{Items: items})
 }
 
-// writeResult answers a call on a key with the flat object of the contract.
-func (s *Server) writeResult(c *fiber.Ctx, res keystore.Result, found *bool) error {
-	a := Answer{Found: found, Outcome: res.Outcome, Proceed: res.Proceed, Token: res.Token, Record: res.Record}
+// writeResult answers a call on a key with the flat object of the
+// contract; ns and key name the key when there is no record.
+func (s *Server) writeResult(c *fiber.Ctx, res keystore.Result, ns, key string, found *bool) error {
+	retry := 0
 	if res.RetryAfter > 0 {
-		a.RetryAfterSeconds = keystore.CeilSeconds(res.RetryAfter)
+		retry = keystore.CeilSeconds(res.RetryAfter)
 	}
 	if res.Replayed {
 		c.Set("Idempotent-Replayed", "true")
 	}
-	if res.Outcome == keystore.OutcomeDestinationPaused && a.RetryAfterSeconds > 0 {
-		c.Set(fiber.HeaderRetryAfter, strconv.Itoa(a.RetryAfterSeconds))
+	if res.Outcome == keystore.OutcomeDestinationPaused && retry > 0 {
+		c.Set(fiber.HeaderRetryAfter, strconv.Itoa(retry))
 	}
-	return writeJSON(c, a)
+	if res.Record == nil {
+		key, _ = keystore.NormalizeKey(key)
+		return writeJSON(c, absentAnswer{Found: found, State: keystore.StateAbsent, Namespace: ns, Key: key,
+			Outcome: res.Outcome, Proceed: res.Proceed, RetryAfterSeconds: retry})
+	}
+	return writeJSON(c, Answer{Found: found, Outcome: res.Outcome, Proceed: res.Proceed, Token: res.Token,
+		RetryAfterSeconds: retry, Record: res.Record})
 }
 
 // decode reads the JSON body into req and validates it.

@@ -11,6 +11,7 @@ import (
 	"runtime/debug"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -63,6 +64,10 @@ type Server struct {
 	version  string
 	routes   []Route
 	draining atomic.Bool
+
+	mu        sync.Mutex
+	listeners []net.Listener
+	stopped   bool
 }
 
 // Route is one registered method and path, in fiber's syntax.
@@ -185,13 +190,32 @@ func (s *Server) handle(method, path string, auth bool, h fiber.Handler) {
 func (s *Server) Routes() []Route { return append([]Route(nil), s.routes...) }
 
 // Serve answers requests on ln until Shutdown.
-func (s *Server) Serve(ln net.Listener) error { return s.app.Listener(ln) }
+func (s *Server) Serve(ln net.Listener) error {
+	s.mu.Lock()
+	if s.stopped {
+		s.mu.Unlock()
+		return ln.Close()
+	}
+	s.listeners = append(s.listeners, ln)
+	s.mu.Unlock()
+	return s.app.Listener(ln)
+}
 
 // Shutdown stops accepting connections and waits for in-flight requests,
 // at most until ctx ends. /readyz answers 503 from here on.
 func (s *Server) Shutdown(ctx context.Context) error {
 	s.draining.Store(true)
-	return s.app.ShutdownWithContext(ctx)
+	s.mu.Lock()
+	s.stopped = true
+	lns := s.listeners
+	s.mu.Unlock()
+	err := s.app.ShutdownWithContext(ctx)
+	// fasthttp closes only the listeners Serve had registered when Shutdown
+	// began; closing ours too ends a Serve that was just starting.
+	for _, ln := range lns {
+		ln.Close()
+	}
+	return err
 }
 
 // authorize checks the bearer token in constant time: every configured
