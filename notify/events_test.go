@@ -142,6 +142,12 @@ func TestKeystoreEventsToSlack(t *testing.T) {
 	if len(slack.Calls()) != calls {
 		t.Fatalf("alerts repeated after a restart: %d calls, was %d", len(slack.Calls()), calls)
 	}
+	// The cursor itself is durable (the once-keys are only a second guard).
+	if cur, err := svc.outbox.EventCursor(ctx); err != nil || cur == 0 {
+		t.Fatalf("event cursor %d after a restart (%v)", cur, err)
+	} else if rest, _ := store.Events(ctx, cur, 10); len(rest) != 0 {
+		t.Fatalf("%d events behind the durable cursor", len(rest))
+	}
 	kinds := map[Kind]int{}
 	for _, n := range mustList(t, svc) {
 		kinds[n.Kind]++
