@@ -1,0 +1,93 @@
+package main
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/n8n-guard/n8n-guard/keystore"
+)
+
+// The contract's "Configuration file" example, verbatim.
+const contractYAML = `
+namespaces:
+  booking-confirmations:
+    lease: 120s                 # default lease when reserve sends none
+    retention: 720h             # how long finished records are kept
+    on_lease_expiry: unknown    # or: reclaim
+    owner: U0OFFICE             # who hears about keys that go unknown
+    runbook: "Check the mail provider's delivery log for the booking number."
+destinations:
+  hubspot:
+    cooldown: 5m                # how long an open breaker stays open
+    failure_threshold: 5        # consecutive failures that open it
+    owner: U0CRM
+notify:
+  default_channel: C0ALERTS
+  default_owner: U0ONCALL
+  group_window: 5m
+owners:                         # first match wins
+  - workflow: "orders-*"        # workflow name or id, glob
+    owner: U0ORDERS             # U… user, S… user group, or an e-mail
+    channel: C0ORDERS
+    runbook: "Check the CRM for the order, then re-run the execution."
+    deadline: 4h
+`
+
+func TestParseContractExample(t *testing.T) {
+	fc, err := ParseFile(strings.NewReader(contractYAML))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := fc.Policies()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := keystore.NamespacePolicy{Lease: 120 * time.Second, Retention: 720 * time.Hour, OnLeaseExpiry: keystore.ExpireToUnknown,
+		Owner: "U0OFFICE", Runbook: "Check the mail provider's delivery log for the booking number."}
+	if got := p.Namespaces["booking-confirmations"]; got != want {
+		t.Fatalf("namespace policy = %+v, want %+v", got, want)
+	}
+	if got := p.Destinations["hubspot"]; got != (keystore.DestinationPolicy{Cooldown: 5 * time.Minute, FailureThreshold: 5, Owner: "U0CRM"}) {
+		t.Fatalf("destination policy = %+v", got)
+	}
+	n := fc.NotifyConfig()
+	if n.DefaultChannel != "C0ALERTS" || n.DefaultOwner != "U0ONCALL" || n.GroupWindow != 5*time.Minute {
+		t.Fatalf("notify = %+v", n)
+	}
+	if len(n.Owners) != 1 || n.Owners[0].Workflow != "orders-*" || n.Owners[0].Deadline != 4*time.Hour || n.Owners[0].Channel != "C0ORDERS" {
+		t.Fatalf("owners = %+v", n.Owners)
+	}
+	if n.Namespaces["booking-confirmations"].Owner != "U0OFFICE" || n.Destinations["hubspot"].Owner != "U0CRM" {
+		t.Fatalf("routes = %+v %+v", n.Namespaces, n.Destinations)
+	}
+}
+
+func TestParseFileErrors(t *testing.T) {
+	for _, tc := range []struct{ name, yaml, want string }{
+		{"unknown top-level key", "namespace:\n  a: {}\n", "namespace"},
+		{"unknown namespace key", "namespaces:\n  a:\n    leese: 10s\n", "leese"},
+		{"duration without unit", "namespaces:\n  a:\n    lease: 120\n", "not a duration"},
+		{"duration garbage", "destinations:\n  a:\n    cooldown: soon\n", "not a duration"},
+		{"lease over a day", "namespaces:\n  a:\n    lease: 25h\n", "between 1s and 24h"},
+		{"lease fraction of a second", "namespaces:\n  a:\n    lease: 1500ms\n", "whole seconds"},
+		{"on_lease_expiry unknown value", "namespaces:\n  a:\n    on_lease_expiry: retry\n", "on_lease_expiry"},
+		{"namespace name invalid", "namespaces:\n  Bookings:\n    lease: 10s\n", "namespaces.Bookings"},
+		{"failure_threshold 0", "destinations:\n  hubspot:\n    failure_threshold: 0\n", "at least 1"},
+		{"failure_threshold a string", "destinations:\n  hubspot:\n    failure_threshold: five\n", "line 3"},
+		{"owners not a list", "owners:\n  workflow: x\n", "line 2"},
+		{"not YAML", "namespaces: [\n", "yaml"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := ParseFile(strings.NewReader(tc.yaml))
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("want an error mentioning %q, got %v", tc.want, err)
+			}
+		})
+	}
+	t.Run("empty file is the embedded default", func(t *testing.T) {
+		if _, err := ParseFile(strings.NewReader("# nothing\n")); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
