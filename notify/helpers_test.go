@@ -151,14 +151,13 @@ func (h *harness) start() {
 	h.db = openDB(h.t, h.path)
 	h.logs = &logSink{}
 	h.reg = prometheus.NewRegistry()
-	h.wire = &countingTransport{next: &http.Transport{}}
+	h.wire = &countingTransport{}
 	opts := h.opts
 	opts.Clock = h.clock.Now
 	opts.Logger = slog.New(h.logs)
 	opts.Registerer = h.reg
-	if opts.HTTPClient == nil {
-		opts.HTTPClient = &http.Client{Timeout: opts.RequestTimeout, Transport: h.wire}
-	}
+	// The service's own client (its timeouts), counted on the way out.
+	opts.wrap = func(rt http.RoundTripper) http.RoundTripper { h.wire.next = rt; return h.wire }
 	svc, err := New(h.db, h.cfg, opts)
 	if err != nil {
 		h.t.Fatal(err)

@@ -55,6 +55,9 @@ type Options struct {
 
 	// Outbox replaces the bbolt outbox (db may then be nil).
 	Outbox Outbox
+
+	// wrap, set by tests, wraps the transport of the Slack client.
+	wrap func(http.RoundTripper) http.RoundTripper
 }
 
 func (o Options) withDefaults() Options {

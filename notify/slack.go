@@ -127,7 +127,11 @@ func newSlackClient(o Options) *slack.Client {
 			},
 		}
 	}
-	hc = &http.Client{Timeout: hc.Timeout, Transport: bearer{token: o.Token, next: transportOf(hc)}}
+	rt := transportOf(hc)
+	if o.wrap != nil {
+		rt = o.wrap(rt)
+	}
+	hc = &http.Client{Timeout: hc.Timeout, Transport: bearer{token: o.Token, next: rt}}
 	opts := []slack.Option{slack.OptionHTTPClient(hc)}
 	if o.APIURL != "" {
 		opts = append(opts, slack.OptionAPIURL(o.APIURL))
