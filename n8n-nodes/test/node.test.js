@@ -492,6 +492,12 @@ describe('errors', () => {
 		assert.equal(error.errorResponse.code, 'invalid_key');
 	});
 
+	test('a key expression that yields an object is refused before any request', async () => {
+		const error = await failure(reserve(ns('obj')), [{ event_id: { id: 1 } }]);
+		assert.equal(error.constructor.name, 'NodeOperationError');
+		assert.match(error.message, /key must be text/);
+	});
+
 	test('a wrong token is unauthorized', async () => {
 		let thrown;
 		try {

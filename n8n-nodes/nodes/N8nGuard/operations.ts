@@ -31,8 +31,8 @@ export const operations: Record<Operation, Run> = {
 	async reserve(itemIndex) {
 		const options = this.getNodeParameter('reserveOptions', itemIndex, {}) as IDataObject;
 		const body: IDataObject = {
-			namespace: text(this.getNodeParameter('namespace', itemIndex)),
-			key: text(this.getNodeParameter('key', itemIndex)),
+			namespace: identity.call(this, 'namespace', itemIndex),
+			key: identity.call(this, 'key', itemIndex),
 		};
 		const owner = text(this.getNodeParameter('owner', itemIndex, ''));
 		if (owner !== '') body.owner = owner;
@@ -90,8 +90,8 @@ export const operations: Record<Operation, Run> = {
 
 	async lookup(itemIndex) {
 		const qs = {
-			namespace: text(this.getNodeParameter('namespace', itemIndex)),
-			key: text(this.getNodeParameter('key', itemIndex)),
+			namespace: identity.call(this, 'namespace', itemIndex),
+			key: identity.call(this, 'key', itemIndex),
 		};
 		return await guardRequest.call(this, itemIndex, 'GET', '/v1/lookup', { qs });
 	},
@@ -99,8 +99,8 @@ export const operations: Record<Operation, Run> = {
 	async resolve(itemIndex) {
 		const options = this.getNodeParameter('resolveOptions', itemIndex, {}) as IDataObject;
 		const body: IDataObject = {
-			namespace: text(this.getNodeParameter('namespace', itemIndex)),
-			key: text(this.getNodeParameter('key', itemIndex)),
+			namespace: identity.call(this, 'namespace', itemIndex),
+			key: identity.call(this, 'key', itemIndex),
 			resolution: this.getNodeParameter('resolution', itemIndex) as string,
 			by: text(this.getNodeParameter('by', itemIndex)),
 			note: text(this.getNodeParameter('note', itemIndex)),
@@ -120,8 +120,8 @@ function reservationOf(
 	itemIndex: number,
 	item: INodeExecutionData,
 ): IDataObject {
-	const namespace = text(this.getNodeParameter('namespace', itemIndex, ''));
-	const key = text(this.getNodeParameter('key', itemIndex, ''));
+	const namespace = identity.call(this, 'namespace', itemIndex);
+	const key = identity.call(this, 'key', itemIndex);
 	let token = text(this.getNodeParameter('token', itemIndex, ''));
 	if (namespace !== '' && key !== '' && token !== '') {
 		return { namespace, key, token };
@@ -195,6 +195,21 @@ function parseJson(
 	} catch {
 		throw new NodeOperationError(this.getNode(), `${name} is not valid JSON`, { itemIndex });
 	}
+}
+
+/**
+ * Namespace or key as typed or computed. An expression that yields an object
+ * would otherwise become "[object Object]": one key for every event.
+ */
+function identity(this: IExecuteFunctions, name: 'namespace' | 'key', itemIndex: number): string {
+	const value = this.getNodeParameter(name, itemIndex, '') as unknown;
+	if (value === undefined || value === null) return '';
+	if (typeof value === 'string') return value;
+	if (typeof value === 'number' || typeof value === 'bigint') return String(value);
+	throw new NodeOperationError(this.getNode(), `The ${name} must be text, not ${Array.isArray(value) ? 'a list' : typeof value}`, {
+		itemIndex,
+		description: `Point the ${name} expression at one value, such as {{ $json.body.event_id }}.`,
+	});
 }
 
 function text(value: unknown): string {
