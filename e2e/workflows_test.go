@@ -34,6 +34,7 @@ func TestWorkflows(t *testing.T) {
 		{"4 missing event id writes nothing", s.caseMissingKey},
 		{"5 same lead with two event ids writes twice", s.caseTwoEventIDs},
 		{"6 CRM 500 after reservation, then resend", s.caseCRMFailure},
+		{"6b CRM 429 and 400 are classified", s.caseCRMClassified},
 		{"7 CRM timeout is unknown and never resent", s.caseCRMTimeout},
 		{"8 a workflow that throws reaches its owner in Slack", s.caseThrowingWorkflow},
 		{"8b the error workflow survives a short guard outage", s.caseErrorWorkflowRetries},
@@ -200,6 +201,33 @@ func (s *suite) caseCRMFailure(t *testing.T) {
 	expect(t, s.send(t, leadPath, lead(key, "flaky@example.org")), 200, "duplicate_event")
 	if got := s.crm.Writes(key); got != 1 {
 		t.Fatalf("CRM writes = %d, want 1", got)
+	}
+}
+
+// The other answers of a CRM: 429 is a transient failure (the CRM's
+// Retry-After is passed on, the resend writes); 400 is the data's fault
+// (validation_failed, and later copies are rejected without a request).
+func (s *suite) caseCRMClassified(t *testing.T) {
+	limited, refused := "evt-3101", "evt-3102"
+	s.crm.Plan(limited, answer429)
+	r := s.send(t, leadPath, lead(limited, "busy@example.org"))
+	expect(t, r, 502, "destination_failed")
+	if r.Header.Get("Retry-After") != "30" {
+		t.Fatalf("Retry-After %q, want the CRM's 30", r.Header.Get("Retry-After"))
+	}
+	expect(t, s.send(t, leadPath, lead(limited, "busy@example.org")), 200, "accepted")
+	if got := s.crm.Writes(limited); got != 1 {
+		t.Fatalf("CRM writes = %d after 429 and resend, want 1", got)
+	}
+
+	s.crm.Plan(refused, answer400)
+	expect(t, s.send(t, leadPath, lead(refused, "bad@example.org")), 422, "validation_failed")
+	if rec := s.lookup(t, "crm-contacts", refused); rec.State != "failed" || rec.Retryable || rec.Reason != "validation_failed" {
+		t.Fatalf("record %+v, want failed, not retryable, validation_failed", rec)
+	}
+	expect(t, s.send(t, leadPath, lead(refused, "bad@example.org")), 422, "rejected")
+	if got, req := s.crm.Writes(refused), s.crm.Requests(refused); got != 0 || req != 1 {
+		t.Fatalf("CRM writes %d in %d requests, want 0 in 1", got, req)
 	}
 }
 
