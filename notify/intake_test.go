@@ -2,7 +2,9 @@ package notify
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"sort"
 	"strings"
 	"testing"
 
@@ -206,5 +208,30 @@ func TestConfigRejectsBadOwners(t *testing.T) {
 		if _, err := cfg.withDefaults(); err == nil {
 			t.Errorf("config %+v accepted", cfg)
 		}
+	}
+}
+
+// The wire shapes are the contract's: exactly these keys, and never a
+// top-level "error" (n8n's Retry On Fail would re-send the request).
+func TestWireShapes(t *testing.T) {
+	keys := func(v any) string {
+		b, _ := json.Marshal(v)
+		var m map[string]any
+		_ = json.Unmarshal(b, &m)
+		var out []string
+		for k := range m {
+			out = append(out, k)
+		}
+		sort.Strings(out)
+		return strings.Join(out, ",")
+	}
+	if got := keys(Notification{}); got != "attempts,channel,count,created_at,delivered_at,execution_id,group,id,kind,last_failure,node,owner,status,workflow_id,workflow_name" {
+		t.Errorf("list item keys: %s", got)
+	}
+	if got := keys(Accepted{}); got != "group,notification_id,owner,status" {
+		t.Errorf("accepted keys: %s", got)
+	}
+	if got := keys(Page{}); got != "items,next_cursor" {
+		t.Errorf("page keys: %s", got)
 	}
 }
