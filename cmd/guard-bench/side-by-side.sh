@@ -45,11 +45,27 @@ wait_http() {
 "$BIN/guard-bench" postgres >"$OUT/pg.out" 2>"$OUT/pg.err" & pids+=($!)
 PGURL=$(wait_line "$OUT/pg.out" "url ")
 
-declare -A url
+PGDIR=$(wait_line "$OUT/pg.err" "throwaway PostgreSQL in ")
+PGDIR=${PGDIR%% *}
+POSTMASTER=$(head -1 "$PGDIR/data/postmaster.pid")
+
+# cpu_ticks PID...: user+system CPU of the processes, in clock ticks.
+cpu_ticks() {
+  local t=0 p f
+  for p in "$@"; do
+    [ -r "/proc/$p/stat" ] || continue
+    read -r -a f <"/proc/$p/stat"
+    t=$((t + f[13] + f[14]))
+  done
+  echo "$t"
+}
+pg_pids() { echo "$POSTMASTER" $(ps -o pid= --ppid "$POSTMASTER"); }
+
+declare -A url spid
 N8N_GUARD_TOKENS=$TOKEN "$BIN/n8n-guard" serve --addr 127.0.0.1:0 --data "$OUT/data" --log-level info \
-  >"$OUT/n8n-guard.log" 2>&1 & pids+=($!)
-"$BIN/guard-bench" serve --addr 127.0.0.1:0 --store "$OUT/bolt.db" --token "$TOKEN" >"$OUT/bolt.out" 2>"$OUT/bolt.err" & pids+=($!)
-"$BIN/guard-bench" serve --addr 127.0.0.1:0 --store "$PGURL" --token "$TOKEN" >"$OUT/pgs.out" 2>"$OUT/pgs.err" & pids+=($!)
+  >"$OUT/n8n-guard.log" 2>&1 & pids+=($!); spid[n8n-guard]=$!
+"$BIN/guard-bench" serve --addr 127.0.0.1:0 --store "$OUT/bolt.db" --token "$TOKEN" >"$OUT/bolt.out" 2>"$OUT/bolt.err" & pids+=($!); spid[bbolt]=$!
+"$BIN/guard-bench" serve --addr 127.0.0.1:0 --store "$PGURL" --token "$TOKEN" >"$OUT/pgs.out" 2>"$OUT/pgs.err" & pids+=($!); spid[postgres]=$!
 url[bbolt]=http://$(wait_line "$OUT/bolt.out" "listening ")
 url[postgres]=http://$(wait_line "$OUT/pgs.out" "listening ")
 # The service logs its address; take it from the log.
@@ -61,7 +77,7 @@ labels=(bbolt postgres)
 if [ -n "${a:-}" ]; then url[n8n-guard]=http://$a; labels=(n8n-guard "${labels[@]}"); fi
 if "$BIN/n8n-guard" serve --help 2>&1 | grep -q -- '--store'; then
   N8N_GUARD_TOKENS=$TOKEN "$BIN/n8n-guard" serve --addr 127.0.0.1:0 --data "$OUT/data-pg" --store "$PGURL" \
-    --log-level info >"$OUT/n8n-guard-pg.log" 2>&1 & pids+=($!)
+    --log-level info >"$OUT/n8n-guard-pg.log" 2>&1 & pids+=($!); spid[n8n-guard-pg]=$!
   for _ in $(seq 1 100); do
     b=$(grep -o 'addr=[0-9.:]*' "$OUT/n8n-guard-pg.log" | head -1 | cut -d= -f2 || true)
     [ -n "$b" ] && break; sleep 0.1
@@ -73,12 +89,22 @@ for l in "${labels[@]}"; do wait_http "${url[$l]}"; done
 echo "load: concurrency $CONC, $DURATION per run; machine: $(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg)" | tee "$OUT/conditions.txt"
 "$BIN/guard-bench" --url "${url[bbolt]}" --scenario healthz --concurrency "$CONC" --duration "$DURATION" \
   --label healthz --json >>"$OUT/results.jsonl"
+# CPU per request: the server process, and the PostgreSQL server processes
+# (the postmaster and its backends), over the whole run including warm-up.
+echo "cpu per request (µs; includes the warm-up second):" >"$OUT/cpu.txt"
 for sc in reserve-unique duplicate-storm cycle; do
   for l in "${labels[@]}"; do
+    s0=$(cpu_ticks "${spid[$l]}"); p0=$(cpu_ticks $(pg_pids))
     "$BIN/guard-bench" --url "${url[$l]}" --token "$TOKEN" --scenario "$sc" --concurrency "$CONC" \
       --duration "$DURATION" --label "$l" --json >>"$OUT/results.jsonl"
+    s1=$(cpu_ticks "${spid[$l]}"); p1=$(cpu_ticks $(pg_pids))
+    n=$(tail -1 "$OUT/results.jsonl" | grep -o '"requests":[0-9]*' | cut -d: -f2)
+    hz=$(getconf CLK_TCK)
+    printf '%-16s %-13s server %5d  postgres %5d\n' "$sc" "$l" \
+      $(( (s1 - s0) * 1000000 / hz / (n + 1) )) $(( (p1 - p0) * 1000000 / hz / (n + 1) )) >>"$OUT/cpu.txt"
   done
 done
 echo "after: load average $(cut -d' ' -f1-3 /proc/loadavg)" | tee -a "$OUT/conditions.txt"
 "$BIN/guard-bench" report --base bbolt "$OUT/results.jsonl" | tee "$OUT/table.txt"
+cat "$OUT/cpu.txt"
 echo "results in $OUT"
