@@ -54,7 +54,7 @@ func storm(t *testing.T, h *harness, t0 time.Time, from, to int) int {
 
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(30 * time.Second)
 	for !cond() {
 		if time.Now().After(deadline) {
 			t.Fatalf("timed out waiting for %s", what)
@@ -80,6 +80,8 @@ func TestStorm(t *testing.T) {
 	}
 	// The first is sent at once.
 	waitFor(t, "the first message", func() bool { return len(slack.Delivered("chat.postMessage")) == 1 })
+	// ... and recorded as sent at t0 (the storm moves the clock on).
+	waitFor(t, "the first message recorded", func() bool { return len(h.list(StatusDelivered)) == 1 })
 
 	if grouped := storm(t, h, t0, 1, total); grouped != total-1 {
 		t.Fatalf("%d of %d later failures grouped", grouped, total-1)
