@@ -34,13 +34,13 @@ type PostgresOptions struct {
 // n8n-guard processes (queue-mode workers, two hosts behind a load
 // balancer): every process on one database behaves as one.
 //
-// Every write is one transaction that locks what the decision reads (the
-// destination's breaker row first, then the key's row), asks the time,
-// lets the state machine of this package decide, and writes the step. The
-// state machine is the same one the bbolt store uses; this file only
-// loads, locks and saves. Two transactions that both find a key absent
-// cannot both insert it: the primary key refuses the second, which is
-// then run again and finds the key.
+// Every call reads the key (and the destination's breaker) and the
+// database's time, lets the state machine of this package decide, and
+// writes the step in one transaction that fails if what it read has
+// changed meanwhile (see run). The state machine is the same one the
+// bbolt store uses; this file only loads, locks and saves. Two writers
+// that both find a key absent cannot both insert it: the primary key
+// refuses the second, which is then run again and finds the key.
 type PostgresStore struct {
 	pool       *pgxpool.Pool
 	policies   Policies
@@ -299,12 +299,13 @@ func (e errNeedBreakerLock) Error() string { return "breaker " + e.dest + " need
 // round trip and decides. Most answers write nothing (in_progress,
 // duplicate_event, a replay): they are done, having locked nothing, so a
 // storm of copies of one key does not queue on its row. A decision that
-// writes the key sends, in one more round trip, the write conditioned on
-// the version it read, and COMMIT; if another writer came first (the
-// version moved, or it inserted the key), guard_expect_row or the primary
-// key aborts the transaction and the decision is run again on the
-// winner's row. Exactly one of any number of simultaneous reserves can
-// therefore be accepted.
+// writes the key sends, in one more round trip and one transaction, the
+// write conditioned on the version it read (and its events); if another
+// writer came first (the version moved, or it inserted the key),
+// guard_expect_row or the primary key aborts the transaction and the
+// decision is run again on the winner's row. Exactly one of any number of
+// simultaneous reserves can therefore be accepted, and no answer is given
+// before its write is committed.
 //
 // A decision that changes a breaker (a failure, a paused reserve, a
 // probe) takes the locked path instead: the breaker row is locked before

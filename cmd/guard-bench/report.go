@@ -5,13 +5,16 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"math"
 	"os"
+	"sort"
 	"text/tabwriter"
 )
 
 // report reads the JSON lines of runs (guard-bench --json) and prints one
-// table: per scenario, each label's throughput and latency, and its ratio
-// to the base label and to the no-op route (/healthz) of the same file.
+// table: per scenario, each label's throughput and latency (the median of
+// its runs), and its ratio to the base label and to the no-op route
+// (/healthz) of the same file.
 func report(args []string) error {
 	fs := flag.NewFlagSet("guard-bench report", flag.ContinueOnError)
 	base := fs.String("base", "bbolt", "label the ratios are taken against")
@@ -39,25 +42,58 @@ func report(args []string) error {
 	if err := sc.Err(); err != nil {
 		return err
 	}
+	// Runs of the same scenario and label (REPEAT rounds) are folded into
+	// their median, with the spread of throughput shown beside it.
+	type group struct {
+		scenario, label string
+		runs            []Summary
+	}
+	var groups []*group
+	byKey := map[string]*group{}
+	for _, r := range runs {
+		k := r.Scenario + "\x00" + r.Label
+		if byKey[k] == nil {
+			byKey[k] = &group{scenario: r.Scenario, label: r.Label}
+			groups = append(groups, byKey[k])
+		}
+		byKey[k].runs = append(byKey[k].runs, r)
+	}
+	med := func(g *group, f func(Summary) float64) float64 {
+		v := make([]float64, len(g.runs))
+		for i, r := range g.runs {
+			v[i] = f(r)
+		}
+		sort.Float64s(v)
+		if len(v)%2 == 1 {
+			return v[len(v)/2]
+		}
+		return (v[len(v)/2-1] + v[len(v)/2]) / 2
+	}
+	rps := func(r Summary) float64 { return r.RequestsPerS }
 	var healthz float64
 	baseOf := map[string]float64{}
-	for _, r := range runs {
-		if r.Scenario == "healthz" && healthz == 0 {
-			healthz = r.RequestsPerS
+	for _, g := range groups {
+		if g.scenario == "healthz" && healthz == 0 {
+			healthz = med(g, rps)
 		}
-		if r.Label == *base {
-			baseOf[r.Scenario] = r.RequestsPerS
+		if g.label == *base {
+			baseOf[g.scenario] = med(g, rps)
 		}
 	}
 	w := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintf(w, "scenario\tlabel\treq/s\tp50 ms\tp95 ms\tp99 ms\terrors\tvs %s\tvs healthz\t\n", *base)
-	for _, r := range runs {
-		errs := 0
-		for _, n := range r.Errors {
-			errs += n
+	fmt.Fprintf(w, "scenario\tlabel\truns\treq/s\t(min-max)\tp50 ms\tp95 ms\tp99 ms\terrors\tvs %s\tvs healthz\t\n", *base)
+	for _, g := range groups {
+		errs, lo, hi := 0, math.Inf(1), math.Inf(-1)
+		for _, r := range g.runs {
+			for _, n := range r.Errors {
+				errs += n
+			}
+			lo, hi = math.Min(lo, r.RequestsPerS), math.Max(hi, r.RequestsPerS)
 		}
-		fmt.Fprintf(w, "%s\t%s\t%.0f\t%.2f\t%.2f\t%.2f\t%d\t%s\t%s\t\n", r.Scenario, r.Label, r.RequestsPerS,
-			r.P50ms, r.P95ms, r.P99ms, errs, ratio(r.RequestsPerS, baseOf[r.Scenario]), ratio(r.RequestsPerS, healthz))
+		m := med(g, rps)
+		fmt.Fprintf(w, "%s\t%s\t%d\t%.0f\t(%.0f-%.0f)\t%.2f\t%.2f\t%.2f\t%d\t%s\t%s\t\n", g.scenario, g.label, len(g.runs), m, lo, hi,
+			med(g, func(r Summary) float64 { return r.P50ms }), med(g, func(r Summary) float64 { return r.P95ms }),
+			med(g, func(r Summary) float64 { return r.P99ms }), errs, ratio(m, baseOf[g.scenario]), ratio(m, healthz))
 	}
 	return w.Flush()
 }

@@ -3,6 +3,7 @@
 # against bbolt, PostgreSQL (synchronous_commit on) and the no-op /healthz.
 #
 #   bash cmd/guard-bench/side-by-side.sh [duration] [concurrency]
+#   REPEAT=3 bash cmd/guard-bench/side-by-side.sh 10s 64   # 3 interleaved rounds, medians
 #
 # Targets (all on loopback, all started and stopped here):
 #   n8n-guard  the real service on bbolt (n8n-guard serve --data)
@@ -86,12 +87,14 @@ if "$BIN/n8n-guard" serve --help 2>&1 | grep -q -- '--store'; then
 fi
 for l in "${labels[@]}"; do wait_http "${url[$l]}"; done
 
-echo "load: concurrency $CONC, $DURATION per run; machine: $(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg)" | tee "$OUT/conditions.txt"
-"$BIN/guard-bench" --url "${url[bbolt]}" --scenario healthz --concurrency "$CONC" --duration "$DURATION" \
-  --label healthz --json >>"$OUT/results.jsonl"
+REPEAT=${REPEAT:-1}
+echo "load: concurrency $CONC, $DURATION per run, $REPEAT round(s); machine: $(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg)" | tee "$OUT/conditions.txt"
 # CPU per request: the server process, and the PostgreSQL server processes
 # (the postmaster and its backends), over the whole run including warm-up.
 echo "cpu per request (µs; includes the warm-up second):" >"$OUT/cpu.txt"
+for round in $(seq 1 "$REPEAT"); do
+"$BIN/guard-bench" --url "${url[bbolt]}" --scenario healthz --concurrency "$CONC" --duration "$DURATION" \
+  --label healthz --json >>"$OUT/results.jsonl"
 for sc in reserve-unique duplicate-storm cycle; do
   for l in "${labels[@]}"; do
     s0=$(cpu_ticks "${spid[$l]}"); p0=$(cpu_ticks $(pg_pids))
@@ -103,6 +106,7 @@ for sc in reserve-unique duplicate-storm cycle; do
     printf '%-16s %-13s server %5d  postgres %5d\n' "$sc" "$l" \
       $(( (s1 - s0) * 1000000 / hz / (n + 1) )) $(( (p1 - p0) * 1000000 / hz / (n + 1) )) >>"$OUT/cpu.txt"
   done
+done
 done
 echo "after: load average $(cut -d' ' -f1-3 /proc/loadavg)" | tee -a "$OUT/conditions.txt"
 "$BIN/guard-bench" report --base bbolt "$OUT/results.jsonl" | tee "$OUT/table.txt"
