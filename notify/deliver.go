@@ -288,7 +288,7 @@ func (s *Service) owner(ctx context.Context, owner string) (mention, userID stri
 			if err := s.outbox.SetSlackUser(ctx, email, id); err != nil {
 				s.log.Warn("caching a Slack user failed", "err", err)
 			}
-		case errors.As(err, &se) && se.Err == "users_not_found":
+		case errors.As(err, &se) && (se.Err == "users_not_found" || se.Err == "user_not_found"):
 			// Not cached durably: the person may join Slack later.
 			s.log.Warn("an owner e-mail of the notify config is not a Slack user; messages go out without a mention",
 				"reason", se.Err)

@@ -235,3 +235,28 @@ func TestWireShapes(t *testing.T) {
 		t.Errorf("page keys: %s", got)
 	}
 }
+
+// An owner e-mail Slack does not know: the message still goes out, without
+// a mention and without the e-mail; the lookup is not repeated.
+func TestUnknownOwnerEmail(t *testing.T) {
+	cfg := testConfig()
+	cfg.Owners = []OwnerRule{{Workflow: "billing-*", Owner: "gone@example.com"}}
+	slack := newFakeSlack(t)
+	h := newHarness(t, slack, cfg)
+	h.intake(failureBody("billing-run", "Charge", "declined", "1"))
+	h.intake(failureBody("billing-run", "Refund", "declined", "2"))
+	h.pass()
+	posts := slack.Delivered("chat.postMessage")
+	if len(posts) != 2 || !strings.Contains(posts[0].Text, "owner not found in Slack") || strings.Contains(posts[0].Raw, "gone") {
+		t.Fatalf("posts %+v", posts)
+	}
+	lookups := 0
+	for _, c := range slack.Calls() {
+		if c.Method == "users.lookupByEmail" {
+			lookups++
+		}
+	}
+	if lookups != 1 || h.logs.Matching("not a Slack user") != 1 {
+		t.Fatalf("lookups %d, logs %v", lookups, h.logs.Lines())
+	}
+}
