@@ -118,9 +118,16 @@ func TestOutageThenRecovery(t *testing.T) {
 		}
 	}
 
+	if got := counterValue(t, h.reg, "n8n_guard_notify_slack_breaker_open"); got != 1 {
+		t.Fatalf("breaker gauge %v during the outage", got)
+	}
+
 	slack.On()
 	time.Sleep(2 * h.cfg.SlackPause)
 	lines = h.pass()
+	if got := counterValue(t, h.reg, "n8n_guard_notify_slack_breaker_open"); got != 0 {
+		t.Fatalf("breaker gauge %v after recovery", got)
+	}
 	if len(lines) > 2 {
 		t.Fatalf("recovery pass logged %d lines: %v", len(lines), lines)
 	}

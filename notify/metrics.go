@@ -35,7 +35,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		}),
 		breakerOpen: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "n8n_guard_notify_slack_breaker_open",
-			Help: "1 while Slack is unreachable and delivery is paused.",
+			Help: "1 from the moment Slack was found unreachable until a call gets through again.",
 		}),
 	}
 	if reg != nil {

@@ -147,7 +147,8 @@ func New(db *bolt.DB, cfg Config, opts Options) (*Service, error) {
 		},
 		IsExcluded: func(err error) bool { return errors.Is(err, context.Canceled) },
 		OnStateChange: func(_ string, from, to gobreaker.State) {
-			s.m.breakerOpen.Set(map[bool]float64{true: 1, false: 0}[to == gobreaker.StateOpen])
+			// Half open is still an outage until the probe succeeds.
+			s.m.breakerOpen.Set(map[bool]float64{true: 0, false: 1}[to == gobreaker.StateClosed])
 			if from == gobreaker.StateHalfOpen && to == gobreaker.StateClosed {
 				s.log.Info("Slack reachable again, delivering waiting notifications")
 			}
