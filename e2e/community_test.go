@@ -15,7 +15,14 @@ import (
 //     communityWorkflowID whose webhook path is communityPath and which
 //     answers like lead-to-crm (code, key, result_ref), and
 //   - optionally e2e/testdata/community/credentials.json holds the node's
-//     credentials; "{{GUARD_URL}}" and "{{TOKEN}}" in it are filled in.
+//     credentials for `n8n import:credentials`; "{{GUARD_URL}}" and
+//     "{{TOKEN}}" in it are filled in, e.g.
+//     [{"id": "n8nGuardNodeApi1", "name": "n8n-guard", "type": "n8nGuardApi",
+//     "data": {"baseUrl": "{{GUARD_URL}}", "token": "{{TOKEN}}"}}]
+//     (the field names are those of n8n-nodes/credentials).
+//
+// n8n-nodes/examples/guarded-crm-write.json is a starting point; CRM_URL is
+// not set here, so point it at $env.CRM_BASE_URL (the fake CRM).
 //
 // Otherwise the case is skipped and says which part is missing.
 const (
@@ -37,9 +44,10 @@ func (s *suite) communityNode(env map[string]string) []string {
 			communityWorkflowID + ", webhook " + communityPath + ") to run this case"
 		return nil
 	}
-	// n8n loads a built package folder from N8N_CUSTOM_EXTENSIONS; its node
-	// types are then CUSTOM.<name>.
-	env["N8N_CUSTOM_EXTENSIONS"] = pkg
+	// n8n loads every *.node.js below N8N_CUSTOM_EXTENSIONS, so it points at
+	// dist/ (not at n8n-nodes/ with its node_modules). The node type is then
+	// CUSTOM.n8nGuard.
+	env["N8N_CUSTOM_EXTENSIONS"] = filepath.Join(pkg, "dist")
 	return []string{wf}
 }
 
