@@ -1,11 +1,17 @@
 package api_test
 
 import (
+	"bufio"
+	"context"
+	"io"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/n8n-guard/n8n-guard/api"
 	"github.com/n8n-guard/n8n-guard/keystore"
@@ -223,5 +229,47 @@ func TestHealthAndMetrics(t *testing.T) {
 	}
 	if t.Failed() {
 		t.Logf("metrics:\n%s", m.Body)
+	}
+}
+
+// A request in flight when shutdown begins is answered; then the server
+// stops.
+func TestShutdownDrainsInFlight(t *testing.T) {
+	e := start(t)
+	conn, err := net.Dial("tcp", strings.TrimPrefix(e.url, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	body := `{"namespace":"crm-contacts","key":"evt_inflight"}`
+	head := "POST /v1/reserve HTTP/1.1\r\nHost: guard\r\nAuthorization: Bearer " + testToken +
+		"\r\nContent-Type: application/json\r\nContent-Length: " + strconv.Itoa(len(body)) + "\r\n\r\n"
+	if _, err := io.WriteString(conn, head+body[:10]); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(100 * time.Millisecond) // the server is now reading the body
+	done := make(chan error, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		done <- e.srv.Shutdown(ctx)
+	}()
+	time.Sleep(100 * time.Millisecond)
+	if _, err := io.WriteString(conn, body[10:]); err != nil {
+		t.Fatal(err)
+	}
+	res, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	if err != nil {
+		t.Fatalf("in-flight request not answered: %v", err)
+	}
+	b, _ := io.ReadAll(res.Body)
+	if res.StatusCode != http.StatusOK || !strings.Contains(string(b), `"outcome":"accepted"`) {
+		t.Fatalf("in-flight request: %d %s", res.StatusCode, b)
+	}
+	if err := <-done; err != nil {
+		t.Fatalf("shutdown: %v", err)
+	}
+	if _, err := net.DialTimeout("tcp", strings.TrimPrefix(e.url, "http://"), time.Second); err == nil {
+		t.Fatalf("still accepting connections after shutdown")
 	}
 }

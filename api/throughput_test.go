@@ -55,7 +55,7 @@ func TestHTTPThroughput(t *testing.T) {
 	h2 := load(t, hc, clients, d, healthz)
 	noop := (h.rate + h2.rate) / 2
 	ratio := r.rate / noop
-	t.Logf("GOMAXPROCS=%d, %d keep-alive connections, %s per run", runtimeProcs(), clients, d)
+	t.Logf("GOMAXPROCS=%s, %d keep-alive connections, %s per run", runtimeProcs(), clients, d)
 	t.Logf("GET  /healthz     %8.0f req/s  p50 %6s  p99 %6s  (runs %0.f and %0.f)", noop, h.p50, h.p99, h.rate, h2.rate)
 	t.Logf("POST /v1/reserve  %8.0f req/s  p50 %6s  p99 %6s  (all accepted, durable)", r.rate, r.p50, r.p99)
 	t.Logf("reserve / no-op = %.0f%% (target >= 40%%)", 100*ratio)

@@ -100,9 +100,6 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	}); err != nil {
 		return err
 	}
-	if cfg.SlackBotToken == "" {
-		m.Logger.Warn("SLACK_BOT_TOKEN is not set: notifications are stored but not delivered")
-	}
 
 	if m.server, err = api.New(api.Config{
 		Store:         m.store,
