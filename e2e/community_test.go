@@ -9,22 +9,14 @@ import (
 	"testing"
 )
 
-// The hook for the community node (n8n-nodes/). Its case runs when
-//   - n8n-nodes/dist exists (cd n8n-nodes && npm ci && npm run build), and
-//   - e2e/testdata/community/workflow.json holds a workflow with id
-//     communityWorkflowID whose webhook path is communityPath and which
-//     answers like lead-to-crm (code, key, result_ref), and
-//   - optionally e2e/testdata/community/credentials.json holds the node's
-//     credentials for `n8n import:credentials`; "{{GUARD_URL}}" and
-//     "{{TOKEN}}" in it are filled in, e.g.
-//     [{"id": "n8nGuardNodeApi1", "name": "n8n-guard", "type": "n8nGuardApi",
-//     "data": {"baseUrl": "{{GUARD_URL}}", "token": "{{TOKEN}}"}}]
-//     (the field names are those of n8n-nodes/credentials).
-//
-// n8n-nodes/examples/guarded-crm-write.json is a starting point; CRM_URL is
-// not set here, so point it at $env.CRM_BASE_URL (the fake CRM).
-//
-// Otherwise the case is skipped and says which part is missing.
+// The case for the community node (n8n-nodes/). It runs when
+// n8n-nodes/dist exists (cd n8n-nodes && npm ci && npm run build) and
+// e2e/testdata/community/workflow.json holds a workflow with id
+// communityWorkflowID, webhook communityPath, answering like lead-to-crm
+// (code, key, result_ref). e2e/testdata/community/credentials.json, if
+// present, is imported with `n8n import:credentials` after "{{GUARD_URL}}"
+// and "{{TOKEN}}" in it are filled in. Otherwise the case is skipped and
+// says which part is missing.
 const (
 	communityWorkflowID = "n8nGuardE2eNode1"
 	communityPath       = "n8n-guard-e2e/community"
@@ -86,4 +78,13 @@ func (s *suite) caseCommunityNode(t *testing.T) {
 	if again.Ref != first.Ref {
 		t.Fatalf("duplicate answered result_ref %q, first write %q", again.Ref, first.Ref)
 	}
+	burstKey := "evt-node-burst"
+	codes := map[string]int{}
+	for _, r := range s.burst(t, communityPath, lead(burstKey, "node@example.org"), 20) {
+		codes[r.Code]++
+	}
+	if got := s.crm.Writes(burstKey); got != 1 || codes["accepted"] != 1 {
+		t.Fatalf("20 simultaneous copies through the node: %d CRM writes, answers %v; want 1 write, 1 accepted", got, codes)
+	}
+	t.Logf("community node: 20 copies → 1 CRM write; answers %v", codes)
 }

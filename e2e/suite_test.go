@@ -138,7 +138,11 @@ func setup(t *testing.T) *suite {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	for _, p := range []string{"n8n-guard/lead", "n8n-guard/booking", "n8n-guard-e2e/throw", "n8n-guard-e2e/dedupe", templatesPath} {
+	paths := []string{"n8n-guard/lead", "n8n-guard/booking", "n8n-guard-e2e/throw", "n8n-guard-e2e/dedupe", templatesPath}
+	if len(community) > 0 {
+		paths = append(paths, communityPath)
+	}
+	for _, p := range paths {
 		if err := s.n8n.WaitForWebhook(ctx, p); err != nil {
 			t.Fatal(err)
 		}
