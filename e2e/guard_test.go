@@ -121,7 +121,6 @@ func (g *guard) Stop() {
 
 // record is the part of a key's record the tests look at.
 type record struct {
-	Found     *bool  `json:"found"`
 	Namespace string `json:"namespace"`
 	Key       string `json:"key"`
 	State     string `json:"state"`
