@@ -113,8 +113,8 @@ func New(cfg Config) (*Server, error) {
 		ReadTimeout:           orDefault(cfg.ReadTimeout, DefaultReadTimeout),
 		WriteTimeout:          orDefault(cfg.WriteTimeout, DefaultWriteTimeout),
 		IdleTimeout:           orDefault(cfg.IdleTimeout, DefaultIdleTimeout),
-		// Errors raised by fasthttp before any route runs (oversized body,
-		// unreadable request) end here; route errors never do.
+		// Errors raised before any route runs end here: no route matched
+		// (404), oversized body, unreadable request. Route errors never do.
 		ErrorHandler: func(c *fiber.Ctx, err error) error {
 			s.metrics.observe("unmatched", c.Method(), fiberStatus(err), 0)
 			return s.writeError(c, err)
@@ -135,12 +135,6 @@ func New(cfg Config) (*Server, error) {
 	s.handle(fiber.MethodGet, "/v1/destinations", authed, s.destinations)
 	s.handle(fiber.MethodPost, "/v1/n8n/error", authed, s.n8nError)
 	s.handle(fiber.MethodGet, "/v1/notifications", authed, s.notifications)
-	// Anything else: a problem, not fiber's plain-text 404.
-	s.app.Use(func(c *fiber.Ctx) error {
-		err := s.writeError(c, fiber.ErrNotFound)
-		s.metrics.observe("unmatched", c.Method(), c.Response().StatusCode(), 0)
-		return err
-	})
 	return s, nil
 }
 

@@ -1,0 +1,94 @@
+package api
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gofiber/fiber/v2"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/n8n-guard/n8n-guard/keystore"
+)
+
+// Server faults: a 500 internal whose detail says nothing about the
+// server, while the error log keeps the cause.
+func TestInternalErrorsLeakNothing(t *testing.T) {
+	store, err := keystore.OpenBolt(filepath.Join(t.TempDir(), "n8n-guard.db"), keystore.BoltOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	var logs bytes.Buffer
+	s, err := New(Config{Store: store, Tokens: []string{"t"}, Registry: prometheus.NewRegistry(),
+		Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	secret := "open /var/lib/n8n-guard/n8n-guard.db: input/output error"
+	// Routes of this test only, registered like every other route.
+	s.handle(fiber.MethodGet, "/test/fault", true, func(*fiber.Ctx) error {
+		return fmt.Errorf("reserve crm/evt_1: %w", errors.New(secret))
+	})
+	s.handle(fiber.MethodGet, "/test/panic", true, func(*fiber.Ctx) error { panic(secret) })
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go s.Serve(ln)
+	defer func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		s.Shutdown(ctx)
+	}()
+	for _, path := range []string{"/test/fault", "/test/panic"} {
+		req, _ := http.NewRequest(http.MethodGet, "http://"+ln.Addr().String()+path, nil)
+		req.Header.Set("Authorization", "Bearer t")
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(res.Body)
+		res.Body.Close()
+		var p Problem
+		if err := json.Unmarshal(body, &p); err != nil {
+			t.Fatal(err)
+		}
+		if res.StatusCode != 500 || p.Code != keystore.EInternal || res.Header.Get("Content-Type") != ContentTypeProblem {
+			t.Fatalf("%s: %d %s", path, res.StatusCode, body)
+		}
+		if strings.Contains(string(body), "n8n-guard.db") || strings.Contains(string(body), "input/output") {
+			t.Fatalf("%s: the answer leaks the cause: %s", path, body)
+		}
+	}
+	if !strings.Contains(logs.String(), "level=ERROR") || !strings.Contains(logs.String(), "input/output error") {
+		t.Fatalf("the cause is not in the error log:\n%s", logs.String())
+	}
+}
+
+// statusOf covers every code of the contract, and only those map below 500.
+func TestStatusOfEveryCode(t *testing.T) {
+	for code, want := range map[keystore.Code]int{
+		keystore.EInvalidRequest: 400, keystore.EInvalidKey: 400, keystore.EUnauthorized: 401,
+		keystore.ENotFound: 404, keystore.EStaleToken: 409, keystore.EConflict: 409,
+		keystore.EPayloadTooLarge: 413, keystore.EKeyReused: 422, keystore.EStoreUnavailable: 503,
+		keystore.EInternal: 500, keystore.Code("something_new"): 500,
+	} {
+		if got := statusOf(code); got != want {
+			t.Errorf("statusOf(%s) = %d, want %d", code, got, want)
+		}
+		if titleOf(code) == "" {
+			t.Errorf("no title for %s", code)
+		}
+	}
+}
