@@ -51,7 +51,13 @@ func TestPostgresReplica(t *testing.T) {
 	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /reserve", func(w http.ResponseWriter, r *http.Request) {
-		res, err := s.Reserve(r.Context(), keystore.ReserveRequest{Namespace: "crm-contacts", Key: r.FormValue("key"), Owner: "copy"})
+		res, err := s.Reserve(r.Context(), keystore.ReserveRequest{Namespace: "crm-contacts", Key: r.FormValue("key"), Owner: "copy",
+			Destination: r.FormValue("destination")})
+		answer(w, res, err)
+	})
+	mux.HandleFunc("POST /fail", func(w http.ResponseWriter, r *http.Request) {
+		res, err := s.Fail(r.Context(), keystore.FailRequest{Namespace: "crm-contacts", Key: r.FormValue("key"), Token: r.FormValue("token"),
+			Reason: keystore.Reason(r.FormValue("reason"))})
 		answer(w, res, err)
 	})
 	mux.HandleFunc("POST /complete", func(w http.ResponseWriter, r *http.Request) {
@@ -179,5 +185,20 @@ func (pg *pgEnv) testTwoProcesses(t *testing.T) {
 	}
 	if served[0].Load() == 0 || served[1].Load() == 0 {
 		t.Fatalf("both processes must have served: %d / %d", served[0].Load(), served[1].Load())
+	}
+
+	// A destination found unreachable through one process pauses its
+	// reserves on the other: the breaker is shared.
+	a, err := callChild(client, servers[0], "/reserve", url.Values{"key": {"evt_crm_1"}, "destination": {"hubspot"}})
+	if err != nil || a.Outcome != keystore.OutcomeAccepted {
+		t.Fatalf("reserve: %+v %v", a, err)
+	}
+	a, err = callChild(client, servers[0], "/fail", url.Values{"key": {"evt_crm_1"}, "token": {a.Token}, "reason": {string(keystore.ReasonDestinationUnreachable)}})
+	if err != nil || a.Outcome != keystore.OutcomeDestinationFailed {
+		t.Fatalf("fail: %+v %v", a, err)
+	}
+	a, err = callChild(client, servers[1], "/reserve", url.Values{"key": {"evt_crm_2"}, "destination": {"hubspot"}})
+	if err != nil || a.Outcome != keystore.OutcomeDestinationPaused {
+		t.Fatalf("reserve on the other process after the breaker opened: %+v %v", a, err)
 	}
 }
