@@ -98,7 +98,6 @@ func checkResponse(spec *specDoc, r *resp) error {
 // env is one test's server: a real bbolt file, the real notify outbox (no
 // Slack: its worker is not started), real HTTP on loopback.
 type env struct {
-	t      *testing.T
 	url    string
 	clock  *storetest.Clock
 	store  *keystore.BoltStore
@@ -157,9 +156,6 @@ func start(t testing.TB, opts ...envOption) *env {
 	e := &env{
 		url: "http://" + ln.Addr().String(), clock: clock, store: store, srv: srv,
 		client: &http.Client{Timeout: 10 * time.Second},
-	}
-	if tt, ok := t.(*testing.T); ok {
-		e.t = tt
 	}
 	t.Cleanup(func() {
 		// Connections the client dialled but never used count as busy for

@@ -2,6 +2,7 @@ package api
 
 import (
 	"context"
+	"strconv"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -51,14 +52,14 @@ func (m *metrics) route(path, method string) func(status int, took time.Duration
 	requests := m.requests.MustCurryWith(prometheus.Labels{"route": path, "method": method})
 	latency := m.latency.WithLabelValues(path, method)
 	return func(status int, took time.Duration) {
-		requests.WithLabelValues(statusText(status)).Inc()
+		requests.WithLabelValues(strconv.Itoa(status)).Inc()
 		latency.Observe(took.Seconds())
 	}
 }
 
 // observe counts a request no route answered.
 func (m *metrics) observe(path, method string, status int, took time.Duration) {
-	m.requests.WithLabelValues(path, method, statusText(status)).Inc()
+	m.requests.WithLabelValues(path, method, strconv.Itoa(status)).Inc()
 	m.latency.WithLabelValues(path, method).Observe(took.Seconds())
 }
 

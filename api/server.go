@@ -9,7 +9,6 @@ import (
 	"log/slog"
 	"net"
 	"runtime/debug"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -253,6 +252,3 @@ func (s *Server) readyz(c *fiber.Ctx) error {
 func fiberStatus(err error) int {
 	return statusOf(keystore.ErrorCode(fiberError(err)))
 }
-
-// statusText is the status label of metrics: a few fixed strings.
-func statusText(status int) string { return strconv.Itoa(status) }

@@ -43,10 +43,11 @@ func newRootCmd(getenv func(string) string, stdout, stderr io.Writer) *cobra.Com
 	return root
 }
 
-// envFlag binds a flag to an environment variable: the variable applies
-// when the flag is not given on the command line.
+// envAnnotation marks a flag with its environment variable.
 const envAnnotation = "n8n-guard/env"
 
+// bindEnv binds a flag to an environment variable: the variable applies
+// when the flag is not given on the command line.
 func bindEnv(fs *pflag.FlagSet, flag, env string) {
 	f := fs.Lookup(flag)
 	f.Usage += " (env " + env + ")"
