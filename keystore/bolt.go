@@ -66,11 +66,22 @@ type BoltStore struct {
 
 var _ Store = (*BoltStore)(nil)
 
+// A writeOp decides inside the write transaction and hands back what to
+// write; commit writes it. Deciding never writes, so an op whose boltDecision
+// fails (a stale token, a reused key, a record that cannot be read) is
+// that op's answer alone and leaves the rest of its batch untouched.
 type writeOp struct {
-	fn     func(tx *bolt.Tx, now time.Time) (Result, error)
+	decide func(tx *bolt.Tx, now time.Time) (boltDecision, error)
 	result Result
 	err    error
 	done   chan struct{}
+}
+
+// boltDecision is a step together with what it was decided on.
+type boltDecision struct {
+	st          step
+	prev        *Record
+	prevBreaker []byte
 }
 
 // OpenBolt opens (or creates) the store file at path.
@@ -158,8 +169,8 @@ func (s *BoltStore) now() time.Time { return s.clock().UTC().Truncate(time.Milli
 // write queues fn for the next group commit and waits until that commit is
 // on disk. It waits even when ctx ends: once queued, a write may be
 // committed, and its answer must not be lost.
-func (s *BoltStore) write(fn func(tx *bolt.Tx, now time.Time) (Result, error)) (Result, error) {
-	op := &writeOp{fn: fn, done: make(chan struct{})}
+func (s *BoltStore) write(decide func(tx *bolt.Tx, now time.Time) (boltDecision, error)) (Result, error) {
+	op := &writeOp{decide: decide, done: make(chan struct{})}
 	s.mu.RLock()
 	if s.closed {
 		s.mu.RUnlock()
@@ -192,10 +203,9 @@ func (s *BoltStore) writer() {
 	}
 }
 
-// commit runs a batch in one transaction. A domain error of one write (a
-// stale token, a reused key) is that write's answer and leaves the others
-// alone: decisions are made before anything is written, so such a write
-// changed nothing. A storage error fails the whole batch.
+// commit runs a batch in one transaction. Only a failed write (not a
+// failed boltDecision) fails the batch, and then every caller in it gets
+// store_unavailable: nothing of the batch was saved.
 func (s *BoltStore) commit(batch []*writeOp) {
 	err := func() (err error) {
 		defer func() {
@@ -205,10 +215,13 @@ func (s *BoltStore) commit(batch []*writeOp) {
 		}()
 		return s.db.Update(func(tx *bolt.Tx) error {
 			for _, op := range batch {
-				op.result, op.err = op.fn(tx, s.now())
-				var de *Error
-				if op.err != nil && !errors.As(op.err, &de) {
-					return op.err
+				d, err := op.decide(tx, s.now())
+				op.result, op.err = d.st.result, err
+				if err != nil {
+					continue
+				}
+				if err := applyStep(tx, d.prev, d.prevBreaker, d.st); err != nil {
+					return err
 				}
 			}
 			return nil
@@ -270,8 +283,10 @@ func getRecord(tx *bolt.Tx, ns, key string) (*Record, error) {
 }
 
 // putRecord saves next over prev (nil: new key) and keeps the indexes and
-// counts in step. Invariant: a record is in idx/leases iff reserved, in
-// idx/expires iff it has expires_at, in idx/state iff its state is open.
+// counts in step. Invariant: a record is in idx/expires iff it has
+// expires_at, in idx/state iff its state is open, and in idx/leases iff
+// reserved — except a key of a reclaim namespace whose lease ran out, whose
+// entry the sweeper drops (the next reserve takes the key over).
 func putRecord(tx *bolt.Tx, prev, next *Record) error {
 	rk := recordKey(next.Namespace, next.Key)
 	v, err := encodeRecord(next)
@@ -363,7 +378,7 @@ func getBreaker(tx *bolt.Tx, dest string) (*Breaker, []byte, error) {
 	return b, v, err
 }
 
-// applyStep writes what a decision asks for.
+// applyStep writes what a boltDecision asks for.
 func applyStep(tx *bolt.Tx, prev *Record, prevBreaker []byte, st step) error {
 	if st.record != nil {
 		if err := putRecord(tx, prev, st.record); err != nil {
@@ -413,41 +428,35 @@ func (s *BoltStore) Reserve(_ context.Context, req ReserveRequest) (Result, erro
 		return Result{}, err
 	}
 	np := s.policies.Namespace(req.Namespace)
-	decide := func(tx *bolt.Tx, now time.Time) (step, *Record, []byte, error) {
+	decide := func(tx *bolt.Tx, now time.Time) (boltDecision, error) {
 		cur, err := getRecord(tx, req.Namespace, req.Key)
 		if err != nil {
-			return step{}, nil, nil, err
+			return boltDecision{}, err
 		}
 		var br *Breaker
 		var brRaw []byte
 		if req.Destination != "" {
 			if br, brRaw, err = getBreaker(tx, req.Destination); err != nil {
-				return step{}, nil, nil, err
+				return boltDecision{}, err
 			}
 		}
 		st, err := decideReserve(cur, br, req, fp, np, now)
-		return st, cur, brRaw, err
+		return boltDecision{st, cur, brRaw}, err
 	}
 	var res Result
 	readOnly := false
 	err = s.db.View(func(tx *bolt.Tx) error {
-		st, _, _, err := decide(tx, s.now())
-		if err == nil && (st.record != nil || st.breaker != nil || len(st.events) > 0) {
+		d, err := decide(tx, s.now())
+		if err == nil && (d.st.record != nil || d.st.breaker != nil || len(d.st.events) > 0) {
 			return nil // it writes: the writer decides
 		}
-		res, readOnly = st.result, true
+		res, readOnly = d.st.result, true
 		return err
 	})
 	if readOnly || err != nil {
 		return res, s.readErr(err)
 	}
-	return s.write(func(tx *bolt.Tx, now time.Time) (Result, error) {
-		st, cur, brRaw, err := decide(tx, now)
-		if err != nil {
-			return Result{}, err
-		}
-		return st.result, applyStep(tx, cur, brRaw, st)
-	})
+	return s.write(decide)
 }
 
 // Complete implements Store.
@@ -457,20 +466,17 @@ func (s *BoltStore) Complete(_ context.Context, req CompleteRequest) (Result, er
 		return Result{}, err
 	}
 	np := s.policies.Namespace(req.Namespace)
-	return s.write(func(tx *bolt.Tx, now time.Time) (Result, error) {
+	return s.write(func(tx *bolt.Tx, now time.Time) (boltDecision, error) {
 		cur, err := getRecord(tx, req.Namespace, req.Key)
 		if err != nil {
-			return Result{}, err
+			return boltDecision{}, err
 		}
 		br, brRaw, err := s.breakerOf(tx, cur)
 		if err != nil {
-			return Result{}, err
+			return boltDecision{}, err
 		}
 		st, err := decideComplete(cur, br, req, np, now)
-		if err != nil {
-			return Result{}, err
-		}
-		return st.result, applyStep(tx, cur, brRaw, st)
+		return boltDecision{st, cur, brRaw}, err
 	})
 }
 
@@ -481,24 +487,21 @@ func (s *BoltStore) Fail(_ context.Context, req FailRequest) (Result, error) {
 		return Result{}, err
 	}
 	np := s.policies.Namespace(req.Namespace)
-	return s.write(func(tx *bolt.Tx, now time.Time) (Result, error) {
+	return s.write(func(tx *bolt.Tx, now time.Time) (boltDecision, error) {
 		cur, err := getRecord(tx, req.Namespace, req.Key)
 		if err != nil {
-			return Result{}, err
+			return boltDecision{}, err
 		}
 		br, brRaw, err := s.breakerOf(tx, cur)
 		if err != nil {
-			return Result{}, err
+			return boltDecision{}, err
 		}
 		var dp DestinationPolicy
 		if br != nil {
 			dp = s.policies.Destination(br.Destination)
 		}
 		st, err := decideFail(cur, br, req, np, dp, now)
-		if err != nil {
-			return Result{}, err
-		}
-		return st.result, applyStep(tx, cur, brRaw, st)
+		return boltDecision{st, cur, brRaw}, err
 	})
 }
 
@@ -516,16 +519,13 @@ func (s *BoltStore) Resolve(_ context.Context, req ResolveRequest) (Result, erro
 		return Result{}, err
 	}
 	np := s.policies.Namespace(req.Namespace)
-	return s.write(func(tx *bolt.Tx, now time.Time) (Result, error) {
+	return s.write(func(tx *bolt.Tx, now time.Time) (boltDecision, error) {
 		cur, err := getRecord(tx, req.Namespace, req.Key)
 		if err != nil {
-			return Result{}, err
+			return boltDecision{}, err
 		}
 		st, err := decideResolve(cur, req, np, now)
-		if err != nil {
-			return Result{}, err
-		}
-		return st.result, applyStep(tx, cur, nil, st)
+		return boltDecision{st, cur, nil}, err
 	})
 }
 
@@ -602,7 +602,9 @@ func (s *BoltStore) List(_ context.Context, q ListQuery) (Page, error) {
 			rk := k
 			if useIndex {
 				rk = k[1:]
-				v = keys.Get(rk)
+				if v = keys.Get(rk); v == nil {
+					continue // an index entry without its record: never shown
+				}
 			}
 			ns, key := splitRecordKey(rk)
 			r, err := decodeRecord(ns, key, v)

@@ -104,20 +104,36 @@ func fromMsPtr(v int64) *time.Time {
 	return &t
 }
 
+// offset stores an optional time relative to base: 0 is "unset", so
+// offsets at or after base are shifted by one; earlier ones (a clock that
+// stepped back) are negative and kept as they are.
 func offset(t *time.Time, base int64) int64 {
 	if t == nil {
 		return 0
 	}
-	return t.UnixMilli() - base + 1
+	if d := t.UnixMilli() - base; d < 0 {
+		return d
+	} else {
+		return d + 1
+	}
 }
 
 func fromOffset(v, base int64) *time.Time {
-	if v == 0 {
+	var t time.Time
+	switch {
+	case v == 0:
 		return nil
+	case v < 0:
+		t = fromMs(base + v)
+	default:
+		t = fromMs(base + v - 1)
 	}
-	t := fromMs(base + v - 1)
 	return &t
 }
+
+// decMode reads strings as they were written even when they are not valid
+// UTF-8: one bad record must not make a key, a listing or the sweeper fail.
+var decMode, _ = cbor.DecOptions{UTF8: cbor.UTF8DecodeInvalid}.DecMode()
 
 func encodeRecord(r *Record) ([]byte, error) {
 	base := ms(r.CreatedAt)
@@ -149,7 +165,7 @@ func encodeRecord(r *Record) ([]byte, error) {
 
 func decodeRecord(ns, key string, b []byte) (*Record, error) {
 	var d diskRecord
-	if err := cbor.Unmarshal(b, &d); err != nil {
+	if err := decMode.Unmarshal(b, &d); err != nil {
 		return nil, fmt.Errorf("decode record %s/%s: %w", ns, key, err)
 	}
 	state, ok := stateByCode[d.State]
@@ -161,7 +177,7 @@ func decodeRecord(ns, key string, b []byte) (*Record, error) {
 		Namespace: ns, Key: key, State: state, Attempt: int(d.Attempt), Owner: d.Owner,
 		LeaseExpiresAt: fromOffset(d.Lease, base), ResultRef: d.ResultRef, Result: d.Result,
 		Reason: Reason(d.Reason), Message: d.Message, Retryable: d.Retryable, Via: viaByCode[d.Via],
-		Destination: d.Destination, CreatedAt: fromMs(base), UpdatedAt: *fromOffset(max(d.Updated, 1), base),
+		Destination: d.Destination, CreatedAt: fromMs(base), UpdatedAt: updatedAt(d.Updated, base),
 		ExpiresAt: fromOffset(d.Expires, base), ResolvedBy: d.ResolvedBy, ResolvedAt: fromOffset(d.ResolvedAt, base),
 		Note: d.Note, Fingerprint: d.Fingerprint, TokenHash: d.TokenHash,
 	}
@@ -179,6 +195,13 @@ func decodeRecord(ns, key string, b []byte) (*Record, error) {
 	return r, nil
 }
 
+func updatedAt(v, base int64) time.Time {
+	if t := fromOffset(v, base); t != nil {
+		return *t
+	}
+	return fromMs(base)
+}
+
 func encodeBreaker(b *Breaker) ([]byte, error) {
 	return cbor.Marshal(diskBreaker{State: string(b.State), OpenedAt: msPtr(b.OpenedAt), ReopensAt: msPtr(b.ReopensAt),
 		Failures: uint32(b.ConsecutiveFailures), Paused: uint32(b.PausedReserves),
@@ -187,7 +210,7 @@ func encodeBreaker(b *Breaker) ([]byte, error) {
 
 func decodeBreaker(dest string, v []byte) (*Breaker, error) {
 	var d diskBreaker
-	if err := cbor.Unmarshal(v, &d); err != nil {
+	if err := decMode.Unmarshal(v, &d); err != nil {
 		return nil, fmt.Errorf("decode breaker %s: %w", dest, err)
 	}
 	return &Breaker{Destination: dest, State: BreakerState(d.State), OpenedAt: fromMsPtr(d.OpenedAt),
@@ -203,7 +226,7 @@ func encodeEvent(e Event) ([]byte, error) {
 
 func decodeEvent(seq uint64, v []byte) (Event, error) {
 	var d diskEvent
-	if err := cbor.Unmarshal(v, &d); err != nil {
+	if err := decMode.Unmarshal(v, &d); err != nil {
 		return Event{}, fmt.Errorf("decode event %d: %w", seq, err)
 	}
 	return Event{Seq: seq, At: fromMs(d.At), Kind: EventKind(d.Kind), Namespace: d.Namespace, Key: d.Key,

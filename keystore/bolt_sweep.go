@@ -185,7 +185,8 @@ func (s *BoltStore) sweepExpired(tx *bolt.Tx, k []byte, now time.Time) (bool, er
 	if err != nil {
 		return false, err
 	}
-	if cur == nil || cur.ExpiresAt == nil || !cur.Finished() {
+	if cur == nil || cur.ExpiresAt == nil || !cur.Finished() || ms(*cur.ExpiresAt) != dueAt(k) {
+		// A stale entry: drop it, never the record it points at.
 		return true, tx.Bucket(bucketExpires).Delete(k)
 	}
 	return true, deleteRecord(tx, cur)

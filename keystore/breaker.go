@@ -68,12 +68,18 @@ func (b *Breaker) startProbe(ns, key string, lease time.Duration, now time.Time)
 	b.ProbeNamespace, b.ProbeKey, b.ProbeUntil = ns, key, timePtr(now.Add(lease))
 }
 
-// succeeded records a write that took effect (or a 4xx: the destination
-// answered). It returns the event to log, if any.
-func (b *Breaker) succeeded(now time.Time) *Event {
+func (b *Breaker) isProbe(ns, key string) bool {
+	return b.ProbeKey != "" && b.ProbeNamespace == ns && b.ProbeKey == key
+}
+
+// succeeded records that the write of key took effect (or got a 4xx: the
+// destination answered). In half_open any success proves the destination
+// is back; while open only the probe's own late success does, since other
+// answers are stragglers from before the outage. It returns the event to
+// log, if any.
+func (b *Breaker) succeeded(ns, key string, now time.Time) *Event {
 	b.ConsecutiveFailures = 0
-	if b.State != BreakerHalfOpen {
-		// While open, a straggler's success does not shorten the cooldown.
+	if b.State == BreakerClosed || (b.State == BreakerOpen && !b.isProbe(ns, key)) {
 		return nil
 	}
 	ev := &Event{At: now, Kind: EventBreakerClosed, Destination: b.Destination, PausedReserves: b.PausedReserves}
@@ -81,13 +87,15 @@ func (b *Breaker) succeeded(now time.Time) *Event {
 	return ev
 }
 
-// failed records a failed or ambiguous write. It returns the event to log
-// when the breaker opens from closed; a re-open after a failed probe is the
-// same outage and is not announced again.
-func (b *Breaker) failed(reason Reason, message string, pol DestinationPolicy, now time.Time) *Event {
+// failed records a failed or ambiguous write of key. In half_open only the
+// probe's failure re-opens the breaker: a failure of a request sent before
+// the outage says nothing about now. It returns the event to log when the
+// breaker opens from closed; a re-open after a failed probe is the same
+// outage and is not announced again.
+func (b *Breaker) failed(ns, key string, reason Reason, message string, pol DestinationPolicy, now time.Time) *Event {
 	switch reason {
 	case ReasonValidationFailed:
-		return b.succeeded(now) // the destination is up: it judged the data
+		return b.succeeded(ns, key, now) // the destination is up: it judged the data
 	case ReasonDestinationUnreachable, ReasonDestinationFailed, ReasonOutcomeUnknown:
 	default:
 		return nil
@@ -96,7 +104,9 @@ func (b *Breaker) failed(reason Reason, message string, pol DestinationPolicy, n
 	case BreakerOpen:
 		return nil
 	case BreakerHalfOpen:
-		b.open(pol, now)
+		if b.isProbe(ns, key) {
+			b.open(pol, now)
+		}
 		return nil
 	}
 	b.ConsecutiveFailures++
@@ -113,7 +123,7 @@ func (b *Breaker) open(pol DestinationPolicy, now time.Time) {
 	b.State = BreakerOpen
 	b.OpenedAt = timePtr(now)
 	b.ReopensAt = timePtr(now.Add(pol.Cooldown))
-	b.ProbeNamespace, b.ProbeKey, b.ProbeUntil = "", "", nil
+	b.ProbeUntil = nil
 }
 
 // View returns the breaker as a reader sees it at now: an open breaker

@@ -67,7 +67,7 @@ func decideReserve(cur *Record, br *Breaker, req ReserveRequest, fp Fingerprint,
 // startAttempt hands out a new attempt unless the destination's breaker
 // pauses it; a paused reserve records nothing about the key.
 func startAttempt(cur *Record, br *Breaker, req ReserveRequest, fp Fingerprint, np NamespacePolicy, now time.Time, attempt int) (step, error) {
-	lease := req.Lease
+	lease := req.Lease.Truncate(time.Millisecond)
 	if lease <= 0 {
 		lease = np.Lease
 	}
@@ -164,7 +164,7 @@ func decideComplete(cur *Record, br *Breaker, req CompleteRequest, np NamespaceP
 	s := step{record: next, result: Result{Outcome: OutcomeCompleted, Record: next}}
 	if br != nil {
 		b := br.Clone()
-		if ev := b.succeeded(now); ev != nil {
+		if ev := b.succeeded(cur.Namespace, cur.Key, now); ev != nil {
 			s.events = append(s.events, *ev)
 		}
 		s.breaker = b
@@ -215,7 +215,7 @@ func decideFail(cur *Record, br *Breaker, req FailRequest, np NamespacePolicy, d
 	}
 	if br != nil {
 		b := br.Clone()
-		if ev := b.failed(req.Reason, req.Message, dp, now); ev != nil {
+		if ev := b.failed(cur.Namespace, cur.Key, req.Reason, req.Message, dp, now); ev != nil {
 			s.events = append(s.events, *ev)
 		}
 		s.breaker = b

@@ -55,6 +55,8 @@ func (p Policies) Namespace(ns string) NamespacePolicy {
 	if np.OnLeaseExpiry == "" {
 		np.OnLeaseExpiry = ExpireToUnknown
 	}
+	// Records keep milliseconds; so must every duration added to them.
+	np.Lease, np.Retention = np.Lease.Truncate(time.Millisecond), np.Retention.Truncate(time.Millisecond)
 	return np
 }
 
@@ -67,5 +69,6 @@ func (p Policies) Destination(dest string) DestinationPolicy {
 	if dp.FailureThreshold <= 0 {
 		dp.FailureThreshold = DefaultFailureThreshold
 	}
+	dp.Cooldown = dp.Cooldown.Truncate(time.Millisecond)
 	return dp
 }

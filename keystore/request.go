@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 )
 
 // ReserveRequest asks to start an attempt for one event.
@@ -85,6 +87,12 @@ func (r ReserveRequest) normalize() (ReserveRequest, Fingerprint, error) {
 	if len(r.Owner) > MaxOwnerLength {
 		return r, nil, invalid("owner", "max=128", "owner is longer than 128 characters")
 	}
+	if err := checkText("owner", r.Owner, true); err != nil {
+		return r, nil, err
+	}
+	if err := checkText("fingerprint", r.Fingerprint, true); err != nil {
+		return r, nil, err
+	}
 	if r.Lease < 0 || r.Lease > MaxLeaseSeconds*time.Second {
 		return r, nil, invalid("lease_seconds", "min=1,max=86400", "lease_seconds must be 1-86400")
 	}
@@ -110,6 +118,18 @@ func (r ReserveRequest) normalize() (ReserveRequest, Fingerprint, error) {
 	return r, fp, nil
 }
 
+// checkText refuses what cannot be stored and read back: invalid UTF-8, and
+// control characters in one-line fields.
+func checkText(field, v string, oneLine bool) error {
+	if !utf8.ValidString(v) {
+		return invalid(field, "utf8", field+" is not valid UTF-8")
+	}
+	if oneLine && strings.IndexFunc(v, unicode.IsControl) >= 0 {
+		return invalid(field, "no_control", field+" contains control characters")
+	}
+	return nil
+}
+
 func checkToken(token string) error {
 	if token == "" {
 		return invalid("token", "required", "token is required: pass the token the accepted reserve returned")
@@ -130,6 +150,9 @@ func (r CompleteRequest) normalize() (CompleteRequest, error) {
 	}
 	if len(r.ResultRef) > MaxResultRefLength {
 		return r, invalid("result_ref", "max=512", "result_ref is longer than 512 characters")
+	}
+	if err := checkText("result_ref", r.ResultRef, true); err != nil {
+		return r, err
 	}
 	if len(r.Result) > 0 {
 		if len(r.Result) > MaxResultBytes {
@@ -168,6 +191,9 @@ func (r FailRequest) normalize() (FailRequest, error) {
 	if len(r.Message) > MaxMessageLength {
 		return r, invalid("message", "max=2000", "message is longer than 2000 characters")
 	}
+	if err := checkText("message", r.Message, false); err != nil {
+		return r, err
+	}
 	return r, nil
 }
 
@@ -188,6 +214,14 @@ func (r ResolveRequest) normalize() (ResolveRequest, error) {
 	}
 	if len(r.ResultRef) > MaxResultRefLength {
 		return r, invalid("result_ref", "max=512", "result_ref is longer than 512 characters")
+	}
+	for _, f := range []struct {
+		name, v string
+		oneLine bool
+	}{{"by", r.By, true}, {"note", r.Note, false}, {"result_ref", r.ResultRef, true}} {
+		if err := checkText(f.name, f.v, f.oneLine); err != nil {
+			return r, err
+		}
 	}
 	return r, nil
 }

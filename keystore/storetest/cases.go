@@ -619,3 +619,129 @@ func runRestart(t *testing.T, newStore New) {
 	wantOutcome(t, e.reserve(ns, "evt_2"), keystore.OutcomeInProgress)
 	wantOutcome(t, e.complete(ns, "evt_2", r2.Token, "crm-2"), keystore.OutcomeCompleted)
 }
+
+func runEdgeCases(t *testing.T, newStore New) {
+	pol := keystore.Policies{Destinations: map[string]keystore.DestinationPolicy{"hubspot": {Cooldown: time.Minute, FailureThreshold: 3}}}
+	t.Run("records read back exactly as answered", func(t *testing.T) {
+		e := setup(t, newStore, keystore.Policies{})
+		check := func(r keystore.Result) {
+			t.Helper()
+			sameRecord(t, r.Record, e.lookup(ns, r.Record.Key).Record)
+		}
+		e.clock.Advance(1500 * time.Microsecond) // off the millisecond grid
+		r := e.reserve(ns, "evt_rt", withDest("hubspot"), withPayload(`{"a":1}`))
+		check(r)
+		e.clock.Advance(2*time.Second + 300*time.Microsecond)
+		check(e.fail(ns, "evt_rt", r.Token, keystore.ReasonOutcomeUnknown))
+		e.clock.Advance(1700 * time.Microsecond)
+		res, err := e.s.Resolve(e.ctx, keystore.ResolveRequest{Namespace: ns, Key: "evt_rt", Resolution: keystore.StateFailed, By: "office manager", Note: "not sent"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		check(res)
+		r2 := e.reserve(ns, "evt_rt", withDest("hubspot"), func(q *keystore.ReserveRequest) { q.Owner = "n8n exec 4712" })
+		check(r2)
+		c, err := e.s.Complete(e.ctx, keystore.CompleteRequest{Namespace: ns, Key: "evt_rt", Token: r2.Token,
+			ResultRef: "crm-9", Result: json.RawMessage(`{"id":9}`), Via: keystore.ViaFallback})
+		if err != nil {
+			t.Fatal(err)
+		}
+		check(c)
+		e.restart()
+		check(c)
+	})
+	t.Run("a stale report changes nothing, not even the breaker", func(t *testing.T) {
+		e := setup(t, newStore, pol)
+		r0 := e.reserve(ns, "evt_0", withDest("hubspot"))
+		e.fail(ns, "evt_0", r0.Token, keystore.ReasonDestinationFailed)
+		r1 := e.reserve(ns, "evt_1", withDest("hubspot"))
+		e.fail(ns, "evt_1", r1.Token, keystore.ReasonDestinationFailed)
+		wantOutcome(t, e.reserve(ns, "evt_1", withDest("hubspot")), keystore.OutcomeAccepted)
+		_, err := e.s.Complete(e.ctx, keystore.CompleteRequest{Namespace: ns, Key: "evt_1", Token: r1.Token, ResultRef: "x"})
+		wantCode(t, err, keystore.EStaleToken)
+		_, err = e.s.Fail(e.ctx, keystore.FailRequest{Namespace: ns, Key: "evt_1", Token: r1.Token, Reason: keystore.ReasonDestinationUnreachable})
+		wantCode(t, err, keystore.EStaleToken)
+		if b := breaker(t, e, "hubspot"); b.State != keystore.BreakerClosed || b.ConsecutiveFailures != 2 {
+			t.Fatalf("stale reports moved the breaker: %+v", b)
+		}
+	})
+	t.Run("a straggler's success does not close an open breaker", func(t *testing.T) {
+		e := setup(t, newStore, pol)
+		old := e.reserve(ns, "evt_old", withDest("hubspot"))
+		r := e.reserve(ns, "evt_1", withDest("hubspot"))
+		e.fail(ns, "evt_1", r.Token, keystore.ReasonDestinationUnreachable)
+		e.complete(ns, "evt_old", old.Token, "crm-1")
+		if b := breaker(t, e, "hubspot"); b.State != keystore.BreakerOpen {
+			t.Fatalf("breaker = %+v, want still open", b)
+		}
+		wantOutcome(t, e.reserve(ns, "evt_2", withDest("hubspot")), keystore.OutcomeDestinationPaused)
+	})
+	t.Run("validation_failed breaks a run of failures", func(t *testing.T) {
+		e := setup(t, newStore, pol)
+		for i, reason := range []keystore.Reason{keystore.ReasonDestinationFailed, keystore.ReasonDestinationFailed,
+			keystore.ReasonValidationFailed, keystore.ReasonDestinationFailed} {
+			key := fmt.Sprintf("evt_%d", i)
+			r := e.reserve(ns, key, withDest("hubspot"))
+			wantOutcome(t, r, keystore.OutcomeAccepted)
+			e.fail(ns, key, r.Token, reason)
+		}
+		if b := breaker(t, e, "hubspot"); b.State != keystore.BreakerClosed || b.ConsecutiveFailures != 1 {
+			t.Fatalf("breaker = %+v, want closed with 1 failure", b)
+		}
+	})
+	t.Run("a repeated fail that contradicts retryable is a conflict", func(t *testing.T) {
+		e := setup(t, newStore, keystore.Policies{})
+		r := e.reserve(ns, "evt_1")
+		e.fail(ns, "evt_1", r.Token, keystore.ReasonDestinationFailed)
+		no := false
+		_, err := e.s.Fail(e.ctx, keystore.FailRequest{Namespace: ns, Key: "evt_1", Token: r.Token, Reason: keystore.ReasonDestinationFailed, Retryable: &no})
+		wantCode(t, err, keystore.EConflict)
+		if rec := e.lookup(ns, "evt_1").Record; !rec.Retryable {
+			t.Fatalf("record changed: %+v", rec)
+		}
+	})
+	t.Run("in half_open only the probe's report moves the breaker", func(t *testing.T) {
+		e := setup(t, newStore, pol)
+		old := e.reserve(ns, "evt_old", withDest("hubspot"), func(r *keystore.ReserveRequest) { r.Lease = time.Hour })
+		r := e.reserve(ns, "evt_1", withDest("hubspot"))
+		e.fail(ns, "evt_1", r.Token, keystore.ReasonDestinationUnreachable)
+		e.clock.Advance(61 * time.Second)
+		probe := e.reserve(ns, "evt_probe", withDest("hubspot"))
+		wantOutcome(t, probe, keystore.OutcomeAccepted)
+		e.fail(ns, "evt_old", old.Token, keystore.ReasonDestinationFailed) // a request sent before the outage
+		e.complete(ns, "evt_probe", probe.Token, "crm-1")
+		if b := breaker(t, e, "hubspot"); b.State != keystore.BreakerClosed {
+			t.Fatalf("the probe's complete must close the breaker: %+v", b)
+		}
+	})
+	t.Run("strings that cannot be stored are refused", func(t *testing.T) {
+		e := setup(t, newStore, keystore.Policies{})
+		_, err := e.s.Reserve(e.ctx, keystore.ReserveRequest{Namespace: ns, Key: "evt_1", Owner: "exec \xff", Lease: time.Second})
+		wantCode(t, err, keystore.EInvalidRequest)
+		r := e.reserve(ns, "evt_2")
+		_, err = e.s.Fail(e.ctx, keystore.FailRequest{Namespace: ns, Key: "evt_2", Token: r.Token, Reason: keystore.ReasonDestinationFailed, Message: "bad \xff"})
+		wantCode(t, err, keystore.EInvalidRequest)
+		e.clock.Advance(time.Hour)
+		if _, err := e.s.Sweep(e.ctx); err != nil {
+			t.Fatalf("sweep: %v", err)
+		}
+		if _, err := e.s.List(e.ctx, keystore.ListQuery{Namespace: ns}); err != nil {
+			t.Fatalf("list: %v", err)
+		}
+	})
+}
+
+// A clock that steps back (NTP) must not lose a time on disk.
+func runClockStepsBack(t *testing.T, newStore New) {
+	e := setup(t, newStore, keystore.Policies{})
+	r := e.reserve(ns, "evt_1")
+	e.clock.Advance(-time.Millisecond)
+	res, err := e.s.Resolve(e.ctx, keystore.ResolveRequest{Namespace: ns, Key: "evt_1", Resolution: keystore.StateCompleted, By: "ops", Note: "checked", Force: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := e.lookup(ns, "evt_1").Record
+	if got.ResolvedAt == nil || !got.ResolvedAt.Equal(*res.Record.ResolvedAt) || !got.UpdatedAt.Equal(res.Record.UpdatedAt) {
+		t.Fatalf("times lost after a clock step back: resolved_at %v updated_at %v (token %s)", got.ResolvedAt, got.UpdatedAt, r.Token[:2])
+	}
+}
