@@ -270,9 +270,14 @@ func stateIndexKey(st State, rk []byte) []byte {
 	return append([]byte{stateCodes[st]}, rk...)
 }
 
-// openState says which states the state index covers: the queues a person
-// works through. Completed keys, the bulk, are listed by a scan.
+// openState says which states are still open (not completed).
 func openState(st State) bool { return st != StateCompleted }
+
+// stateIndexed says which states idx/state covers: the queues a person
+// works through. Reserved keys are listed from idx/leases, which holds
+// exactly them (one index write less per reserve); completed keys, the
+// bulk, are listed by a scan.
+func stateIndexed(st State) bool { return st == StateFailed || st == StateUnknown }
 
 func getRecord(tx *bolt.Tx, ns, key string) (*Record, error) {
 	v := tx.Bucket(bucketKeys).Get(recordKey(ns, key))
@@ -311,7 +316,7 @@ func putRecord(tx *bolt.Tx, prev, next *Record) error {
 			return err
 		}
 	}
-	if openState(next.State) {
+	if stateIndexed(next.State) {
 		if err := tx.Bucket(bucketState).Put(stateIndexKey(next.State, rk), nil); err != nil {
 			return err
 		}
@@ -338,7 +343,7 @@ func unindex(tx *bolt.Tx, r *Record, rk []byte) error {
 			return err
 		}
 	}
-	if openState(r.State) {
+	if stateIndexed(r.State) {
 		return tx.Bucket(bucketState).Delete(stateIndexKey(r.State, rk))
 	}
 	return nil
@@ -574,15 +579,21 @@ func (s *BoltStore) List(_ context.Context, q ListQuery) (Page, error) {
 	}
 	var page Page
 	err = s.db.View(func(tx *bolt.Tx) error {
-		var prefix []byte
-		bucket := bucketKeys
-		useIndex := q.State != "" && openState(q.State)
-		if useIndex {
-			bucket = bucketState
-			prefix = []byte{stateCodes[q.State]}
-		}
+		// Where to walk: the state index, the lease index (reserved keys,
+		// in lease order, filtered by namespace), or all keys.
+		var prefix, nsPrefix []byte
 		if q.Namespace != "" {
-			prefix = append(prefix, recordKey(q.Namespace, "")...)
+			nsPrefix = recordKey(q.Namespace, "")
+		}
+		bucket, skip := bucketKeys, 0
+		switch {
+		case stateIndexed(q.State):
+			bucket, skip = bucketState, 1
+			prefix = append([]byte{stateCodes[q.State]}, nsPrefix...)
+		case q.State == StateReserved:
+			bucket, skip = bucketLeases, 8
+		default:
+			prefix = nsPrefix
 		}
 		keys := tx.Bucket(bucketKeys)
 		c := tx.Bucket(bucket).Cursor()
@@ -599,9 +610,11 @@ func (s *BoltStore) List(_ context.Context, q ListQuery) (Page, error) {
 			k, v = c.Seek(prefix)
 		}
 		for ; k != nil && bytes.HasPrefix(k, prefix); k, v = c.Next() {
-			rk := k
-			if useIndex {
-				rk = k[1:]
+			rk := k[skip:]
+			if skip > 0 {
+				if !bytes.HasPrefix(rk, nsPrefix) {
+					continue
+				}
 				if v = keys.Get(rk); v == nil {
 					continue // an index entry without its record: never shown
 				}

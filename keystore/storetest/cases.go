@@ -367,6 +367,25 @@ func runListings(t *testing.T, newStore New) {
 	if err != nil || len(all.Items) != 7 || all.NextCursor != "" {
 		t.Fatalf("all of %s: %d items, cursor %q, %v", ns, len(all.Items), all.NextCursor, err)
 	}
+	for _, limit := range []int{1, 100} { // in flight: this namespace's reserved keys only, across pages
+		var keys []string
+		cursor := ""
+		for {
+			p, err := e.s.List(e.ctx, keystore.ListQuery{Namespace: ns, State: keystore.StateReserved, Limit: limit, Cursor: cursor})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, r := range p.Items {
+				keys = append(keys, r.Namespace+"/"+r.Key+":"+string(r.State))
+			}
+			if cursor = p.NextCursor; cursor == "" {
+				break
+			}
+		}
+		if len(keys) != 2 || keys[0] == keys[1] || !strings.HasSuffix(keys[0], ":reserved") || !strings.HasPrefix(keys[1], ns+"/") {
+			t.Fatalf("reserved (limit %d) = %v", limit, keys)
+		}
+	}
 	done, err := e.s.List(e.ctx, keystore.ListQuery{State: keystore.StateCompleted})
 	if err != nil || len(done.Items) != 2 {
 		t.Fatalf("completed: %d, %v", len(done.Items), err)
