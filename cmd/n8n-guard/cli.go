@@ -76,14 +76,14 @@ func applyEnv(fs *pflag.FlagSet, getenv func(string) string) error {
 }
 
 type serveFlags struct {
-	addr, data, config  string
-	bodyLimit           int
-	readTimeout         time.Duration
-	writeTimeout        time.Duration
-	idleTimeout         time.Duration
-	shutdownTimeout     time.Duration
-	sweepInterval       time.Duration
-	logLevel, logFormat string
+	addr, data, config, store string
+	bodyLimit                 int
+	readTimeout               time.Duration
+	writeTimeout              time.Duration
+	idleTimeout               time.Duration
+	shutdownTimeout           time.Duration
+	sweepInterval             time.Duration
+	logLevel, logFormat       string
 }
 
 func newServeCmd(getenv func(string) string) *cobra.Command {
@@ -103,7 +103,7 @@ Slack delivery uses SLACK_BOT_TOKEN and SLACK_API_URL.`,
 				return err
 			}
 			cfg := Config{
-				Addr: f.addr, DataDir: f.data, ConfigFile: f.config,
+				Addr: f.addr, DataDir: f.data, ConfigFile: f.config, Store: f.store,
 				Tokens:    splitTokens(getenv("N8N_GUARD_TOKENS")),
 				BodyLimit: f.bodyLimit, ReadTimeout: f.readTimeout, WriteTimeout: f.writeTimeout,
 				IdleTimeout: f.idleTimeout, ShutdownTimeout: f.shutdownTimeout, SweepInterval: f.sweepInterval,
@@ -122,6 +122,7 @@ Slack delivery uses SLACK_BOT_TOKEN and SLACK_API_URL.`,
 	fs.StringVar(&f.addr, "addr", DefaultAddr, "address to listen on")
 	fs.StringVar(&f.data, "data", DefaultDataDir, "data folder (store file, generated API token)")
 	fs.StringVar(&f.config, "config", "", "YAML configuration file (namespaces, destinations, notify, owners)")
+	fs.StringVar(&f.store, "store", "", "store: empty for the bbolt file in --data, or a postgres:// URL (several n8n-guard processes on one database)")
 	fs.IntVar(&f.bodyLimit, "body-limit", api.DefaultBodyLimit, "largest request body in bytes")
 	fs.DurationVar(&f.readTimeout, "read-timeout", api.DefaultReadTimeout, "time to read a request")
 	fs.DurationVar(&f.writeTimeout, "write-timeout", api.DefaultWriteTimeout, "time to write an answer")
@@ -131,7 +132,7 @@ Slack delivery uses SLACK_BOT_TOKEN and SLACK_API_URL.`,
 	fs.StringVar(&f.logLevel, "log-level", "info", "debug (one line per request), info, warn or error")
 	fs.StringVar(&f.logFormat, "log-format", "text", "text or json")
 	for flag, env := range map[string]string{
-		"addr": "N8N_GUARD_ADDR", "data": "N8N_GUARD_DATA", "config": "N8N_GUARD_CONFIG",
+		"addr": "N8N_GUARD_ADDR", "data": "N8N_GUARD_DATA", "config": "N8N_GUARD_CONFIG", "store": "N8N_GUARD_STORE",
 		"body-limit": "N8N_GUARD_BODY_LIMIT", "read-timeout": "N8N_GUARD_READ_TIMEOUT",
 		"write-timeout": "N8N_GUARD_WRITE_TIMEOUT", "idle-timeout": "N8N_GUARD_IDLE_TIMEOUT",
 		"shutdown-timeout": "N8N_GUARD_SHUTDOWN_TIMEOUT", "sweep-interval": "N8N_GUARD_SWEEP_INTERVAL",

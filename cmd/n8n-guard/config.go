@@ -22,6 +22,12 @@ type Config struct {
 	Addr       string
 	DataDir    string
 	ConfigFile string // optional
+	// Store is empty for the embedded bbolt file in DataDir, or a
+	// postgres:// URL for the PostgreSQL backend (docs/postgres.md).
+	Store string
+	// Clock replaces the store's clock (tests); nil is the real one (for
+	// PostgreSQL: the database's).
+	Clock keystore.Clock
 
 	// Tokens accepted on /v1; empty: the one in <data>/api-token.
 	Tokens []string

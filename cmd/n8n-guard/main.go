@@ -8,13 +8,16 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/url"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+	bolt "go.etcd.io/bbolt"
 
 	"github.com/n8n-guard/n8n-guard/api"
 	"github.com/n8n-guard/n8n-guard/keystore"
@@ -41,7 +44,7 @@ type Main struct {
 	Logger  *slog.Logger
 	Version string
 
-	store  *keystore.BoltStore
+	store  keystore.Store
 	notes  *notify.Service
 	server *api.Server
 	ln     net.Listener
@@ -79,25 +82,47 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	if err != nil {
 		return err
 	}
-	path := filepath.Join(cfg.DataDir, StoreFile)
-	if m.store, err = keystore.OpenBolt(path, keystore.BoltOptions{
-		Policies: policies,
-		Logger:   m.Logger.With("component", "keystore"),
-	}); err != nil {
-		return err
-	}
-	m.Logger.Info("store open", "path", path)
-
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-
-	if m.notes, err = notify.New(m.store.DB(), cfg.File.NotifyConfig(), notify.Options{
+	notifyOpts := notify.Options{
 		Token:      cfg.SlackBotToken,
 		APIURL:     cfg.SlackAPIURL,
 		Logger:     m.Logger,
 		Registerer: reg,
-		Events:     m.store,
-	}); err != nil {
+	}
+	var db *bolt.DB // the shared bbolt file, when the store is bbolt
+	switch {
+	case isPostgresURL(cfg.Store):
+		pg, err := keystore.OpenPostgres(ctx, cfg.Store, keystore.PostgresOptions{
+			Policies: policies,
+			Clock:    cfg.Clock,
+			Logger:   m.Logger.With("component", "keystore"),
+		})
+		if err != nil {
+			return err
+		}
+		m.store = pg
+		if notifyOpts.Outbox, err = notify.NewPostgresOutbox(ctx, pg.Pool(), notify.PostgresOutboxOptions{}); err != nil {
+			return err
+		}
+		m.Logger.Info("store open", "backend", "postgres")
+	case cfg.Store == "":
+		path := filepath.Join(cfg.DataDir, StoreFile)
+		bs, err := keystore.OpenBolt(path, keystore.BoltOptions{
+			Policies: policies,
+			Clock:    cfg.Clock,
+			Logger:   m.Logger.With("component", "keystore"),
+		})
+		if err != nil {
+			return err
+		}
+		m.store, db = bs, bs.DB()
+		m.Logger.Info("store open", "backend", "bbolt", "path", path)
+	default:
+		return fmt.Errorf("--store %q: use a postgres:// URL, or leave it empty for the bbolt file in --data", redactURL(cfg.Store))
+	}
+	notifyOpts.Events = m.store
+	if m.notes, err = notify.New(db, cfg.File.NotifyConfig(), notifyOpts); err != nil {
 		return err
 	}
 
@@ -193,4 +218,17 @@ func (m *Main) Close() error {
 		m.store = nil
 	}
 	return errors.Join(errs...)
+}
+
+func isPostgresURL(s string) bool {
+	return strings.HasPrefix(s, "postgres://") || strings.HasPrefix(s, "postgresql://")
+}
+
+// redactURL drops a password from a store URL before it is shown.
+func redactURL(s string) string {
+	u, err := url.Parse(s)
+	if err != nil {
+		return "(unparsable)"
+	}
+	return u.Redacted()
 }
