@@ -464,15 +464,11 @@ func (s *BoltStore) Reserve(_ context.Context, req ReserveRequest) (Result, erro
 	return s.write(decide)
 }
 
-// Complete implements Store.
-func (s *BoltStore) Complete(_ context.Context, req CompleteRequest) (Result, error) {
-	req, err := req.normalize()
-	if err != nil {
-		return Result{}, err
-	}
-	np := s.policies.Namespace(req.Namespace)
+// writeKey decides on one key's record, and on its destination's breaker,
+// inside the write transaction.
+func (s *BoltStore) writeKey(ns, key string, decide func(cur *Record, br *Breaker, now time.Time) (step, error)) (Result, error) {
 	return s.write(func(tx *bolt.Tx, now time.Time) (boltDecision, error) {
-		cur, err := getRecord(tx, req.Namespace, req.Key)
+		cur, err := getRecord(tx, ns, key)
 		if err != nil {
 			return boltDecision{}, err
 		}
@@ -480,8 +476,20 @@ func (s *BoltStore) Complete(_ context.Context, req CompleteRequest) (Result, er
 		if err != nil {
 			return boltDecision{}, err
 		}
-		st, err := decideComplete(cur, br, req, np, now)
+		st, err := decide(cur, br, now)
 		return boltDecision{st, cur, brRaw}, err
+	})
+}
+
+// Complete implements Store.
+func (s *BoltStore) Complete(_ context.Context, req CompleteRequest) (Result, error) {
+	req, err := req.normalize()
+	if err != nil {
+		return Result{}, err
+	}
+	np := s.policies.Namespace(req.Namespace)
+	return s.writeKey(req.Namespace, req.Key, func(cur *Record, br *Breaker, now time.Time) (step, error) {
+		return decideComplete(cur, br, req, np, now)
 	})
 }
 
@@ -492,21 +500,12 @@ func (s *BoltStore) Fail(_ context.Context, req FailRequest) (Result, error) {
 		return Result{}, err
 	}
 	np := s.policies.Namespace(req.Namespace)
-	return s.write(func(tx *bolt.Tx, now time.Time) (boltDecision, error) {
-		cur, err := getRecord(tx, req.Namespace, req.Key)
-		if err != nil {
-			return boltDecision{}, err
-		}
-		br, brRaw, err := s.breakerOf(tx, cur)
-		if err != nil {
-			return boltDecision{}, err
-		}
+	return s.writeKey(req.Namespace, req.Key, func(cur *Record, br *Breaker, now time.Time) (step, error) {
 		var dp DestinationPolicy
 		if br != nil {
 			dp = s.policies.Destination(br.Destination)
 		}
-		st, err := decideFail(cur, br, req, np, dp, now)
-		return boltDecision{st, cur, brRaw}, err
+		return decideFail(cur, br, req, np, dp, now)
 	})
 }
 
@@ -524,13 +523,8 @@ func (s *BoltStore) Resolve(_ context.Context, req ResolveRequest) (Result, erro
 		return Result{}, err
 	}
 	np := s.policies.Namespace(req.Namespace)
-	return s.write(func(tx *bolt.Tx, now time.Time) (boltDecision, error) {
-		cur, err := getRecord(tx, req.Namespace, req.Key)
-		if err != nil {
-			return boltDecision{}, err
-		}
-		st, err := decideResolve(cur, req, np, now)
-		return boltDecision{st, cur, nil}, err
+	return s.writeKey(req.Namespace, req.Key, func(cur *Record, _ *Breaker, now time.Time) (step, error) {
+		return decideResolve(cur, req, np, now)
 	})
 }
 

@@ -158,16 +158,27 @@ func (s *BoltStore) sweepBatch(bucket []byte, do func(*bolt.Tx, []byte, time.Tim
 
 func dueAt(k []byte) int64 { return int64(binary.BigEndian.Uint64(k[:8])) }
 
-func (s *BoltStore) sweepLease(tx *bolt.Tx, k []byte, now time.Time) (bool, error) {
+// dueRecord reads the record a time-index entry points at, once the entry
+// is due.
+func dueRecord(tx *bolt.Tx, k []byte, now time.Time) (cur *Record, due bool, err error) {
 	if dueAt(k) > ms(now) {
-		return false, nil
+		return nil, false, nil
 	}
 	ns, key := splitRecordKey(k[8:])
-	cur, err := getRecord(tx, ns, key)
-	if err != nil {
+	cur, err = getRecord(tx, ns, key)
+	return cur, err == nil, err
+}
+
+func (s *BoltStore) sweepLease(tx *bolt.Tx, k []byte, now time.Time) (bool, error) {
+	cur, due, err := dueRecord(tx, k, now)
+	if !due {
 		return false, err
 	}
-	st, expired := decideExpireLease(cur, s.policies.Namespace(ns), now)
+	var np NamespacePolicy
+	if cur != nil {
+		np = s.policies.Namespace(cur.Namespace)
+	}
+	st, expired := decideExpireLease(cur, np, now)
 	if !expired {
 		// reclaim namespaces: the next reserve takes the key over; a
 		// stale entry (no longer reserved) is just dropped.
@@ -177,12 +188,8 @@ func (s *BoltStore) sweepLease(tx *bolt.Tx, k []byte, now time.Time) (bool, erro
 }
 
 func (s *BoltStore) sweepExpired(tx *bolt.Tx, k []byte, now time.Time) (bool, error) {
-	if dueAt(k) > ms(now) {
-		return false, nil
-	}
-	ns, key := splitRecordKey(k[8:])
-	cur, err := getRecord(tx, ns, key)
-	if err != nil {
+	cur, due, err := dueRecord(tx, k, now)
+	if !due {
 		return false, err
 	}
 	if cur == nil || cur.ExpiresAt == nil || !cur.Finished() || ms(*cur.ExpiresAt) != dueAt(k) {
