@@ -162,7 +162,9 @@ func addOne(tx *bolt.Tx, a addition) (added, error) {
 				if err != nil {
 					return added{}, err
 				}
-				if head != nil {
+				// A dead head is never sent again: joining it would swallow
+				// the failure, so a new group starts instead.
+				if head != nil && head.Status != StatusDead {
 					old := *head
 					join(head, rec.CreatedAt, a.window)
 					if err := putRecord(tx, &old, head); err != nil {

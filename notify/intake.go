@@ -140,5 +140,8 @@ func (f failure) group() string {
 	if wf == "" {
 		wf = f.WorkflowName
 	}
-	return groupOf(string(KindWorkflowFailed), wf, f.Node, f.ErrorName, normalizeMessage(f.Message))
+	// n8n's HTTP errors carry one boilerplate message per status class; the
+	// cause is in the description and the status code.
+	return groupOf(string(KindWorkflowFailed), wf, f.Node, f.ErrorName, f.HTTPCode,
+		normalizeMessage(f.Message), normalizeMessage(f.Description))
 }

@@ -39,8 +39,10 @@ func render(r *record, mention, guardURL string) message {
 	return renderWorkflowFailed(r, mention)
 }
 
+// mrkdwn is verbatim: Slack then parses only the explicit markup we write
+// (<@U…>, <url|label>), never a bare "@channel" or URL in payload text.
 func mrkdwn(s string) *slack.TextBlockObject {
-	return slack.NewTextBlockObject(slack.MarkdownType, s, false, false)
+	return slack.NewTextBlockObject(slack.MarkdownType, s, false, true)
 }
 
 func plain(s string) *slack.TextBlockObject {

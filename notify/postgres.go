@@ -212,7 +212,9 @@ func (o *pgOutbox) addOne(ctx context.Context, tx pgx.Tx, a addition) (added, er
 				if err != nil {
 					return added{}, err
 				}
-				if h != nil {
+				// A dead head is never sent again: joining it would swallow
+				// the failure, so a new group starts instead.
+				if h != nil && h.Status != StatusDead {
 					join(h, rec.CreatedAt, a.window)
 					if err := putOutboxRecord(ctx, tx, h, false); err != nil {
 						return added{}, err

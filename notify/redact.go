@@ -25,12 +25,14 @@ var redactions = []struct {
 	repl  string
 }{
 	// Credentials inside URLs: https://user:pass@host
-	{[]string{"://"}, regexp.MustCompile(`(?i)([a-z][a-z0-9+.-]*://)[^/\s:@]+:[^/\s@]+@`), "${1}[redacted]@"},
-	{[]string{"@"}, regexp.MustCompile(`[A-Za-z0-9._%+-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*\.[A-Za-z]{2,}`), "[email]"},
-	{[]string{"bearer", "basic", "token"}, regexp.MustCompile(`(?i)\b(bearer|basic|token)\s+[A-Za-z0-9._~+/=-]{8,}`), "${1} [redacted]"},
+	// (up to the last @ before the path: passwords may contain @).
+	{[]string{"://"}, regexp.MustCompile(`(?i)([a-z][a-z0-9+.-]*://)[^/\s]*@`), "${1}[redacted]@"},
+	// E-mail addresses, also with non-ASCII local parts and URL-encoded @.
+	{[]string{"@", "%40"}, regexp.MustCompile(`(?i)[\p{L}\p{N}._%+-]+(?:@|%40)[\p{L}\p{N}-]+(?:\.[\p{L}\p{N}-]+)*\.[\p{L}]{2,}`), "[email]"},
+	{[]string{"bearer", "basic", "token"}, regexp.MustCompile(`(?i)\b(bearer|basic|token)\s+[A-Za-z0-9._~+/=-]+`), "${1} [redacted]"},
 	// key=value, "key": "value", key: value for names that carry secrets.
-	{[]string{"key", "secret", "pass", "pwd", "token", "auth", "session", "cookie", "sig"},
-		regexp.MustCompile(`(?i)((?:api[_-]?key|apikey|access[_-]?key|secret|client[_-]?secret|password|passwd|pwd|token|access[_-]?token|refresh[_-]?token|auth|authorization|session|cookie|signature|sig|private[_-]?key)["']?\s*[:=]\s*["']?)[^\s"'&,;}]+`), "${1}[redacted]"},
+	{[]string{"key", "secret", "pass", "pwd", "token", "auth", "session", "cookie", "sig", "client_id"},
+		regexp.MustCompile(`(?i)((?:key|hapikey|client[_-]?id|api[_-]?key|apikey|access[_-]?key|secret|client[_-]?secret|password|passwd|pwd|token|access[_-]?token|refresh[_-]?token|auth|authorization|session|cookie|signature|sig|private[_-]?key)["']?\s*[:=]\s*["']?)[^\s"'&,;}]+`), "${1}[redacted]"},
 	// Well-known token shapes.
 	{[]string{"xox"}, regexp.MustCompile(`\bxox[abposre]-[A-Za-z0-9-]+`), "[redacted]"},
 	{[]string{"xapp-"}, regexp.MustCompile(`\bxapp-[A-Za-z0-9-]+`), "[redacted]"},

@@ -187,3 +187,26 @@ func TestNormalizeForGrouping(t *testing.T) {
 		t.Fatal("different messages grouped")
 	}
 }
+
+// Shapes a review found getting through: query parameters, non-ASCII and
+// URL-encoded e-mail addresses, short bearer tokens, passwords with @.
+func TestRedactReviewCases(t *testing.T) {
+	cases := map[string][]string{
+		"GET https://api.hubapi.com/contacts?key=s3cr3tKeyValue&email=john%40example.com failed": {"s3cr3tKeyValue", "john"},
+		"contact jürgen.müller@example.de exists":                                                {"jürgen", "müller"},
+		"Authorization: Bearer abc1234 rejected":                                                 {"abc1234"},
+		"dial postgres://admin:p@ss@db.internal:5432/crm failed":                                  {"admin", "p@ss", ":ss"},
+		"hapikey=abcdef0123 client_id=my-client-7":                                               {"abcdef0123", "my-client-7"},
+	}
+	for in, secrets := range cases {
+		out := Redact(in)
+		for _, sec := range secrets {
+			if strings.Contains(out, sec) {
+				t.Errorf("Redact(%q) = %q still contains %q", in, out, sec)
+			}
+		}
+	}
+	if got := Redact("HTTP 503: error code: ECONNRESET"); !strings.Contains(got, "ECONNRESET") {
+		t.Errorf("an error code must stay readable: %q", got)
+	}
+}
