@@ -58,6 +58,29 @@ func (m *metrics) route(path, method string) func(status int, took time.Duration
 }
 
 // observe counts a request no route answered.
+// methodLabel returns a constant label for an HTTP method. fiber's method
+// string points into a buffer fasthttp reuses for the next request: stored
+// as a label it would change under the registry's feet and break /metrics.
+func methodLabel(m string) string {
+	switch m {
+	case "GET":
+		return "GET"
+	case "POST":
+		return "POST"
+	case "HEAD":
+		return "HEAD"
+	case "PUT":
+		return "PUT"
+	case "DELETE":
+		return "DELETE"
+	case "PATCH":
+		return "PATCH"
+	case "OPTIONS":
+		return "OPTIONS"
+	}
+	return "other"
+}
+
 func (m *metrics) observe(path, method string, status int, took time.Duration) {
 	m.requests.WithLabelValues(path, method, strconv.Itoa(status)).Inc()
 	m.latency.WithLabelValues(path, method).Observe(took.Seconds())

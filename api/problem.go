@@ -86,7 +86,7 @@ func fiberError(err error) error {
 	case fe.Code == fiber.StatusRequestEntityTooLarge:
 		return keystore.Errorf(keystore.EPayloadTooLarge, "request body is larger than the configured limit")
 	case fe.Code == fiber.StatusNotFound || fe.Code == fiber.StatusMethodNotAllowed:
-		return keystore.Errorf(keystore.ENotFound, "no such route; see docs/api.md")
+		return keystore.Errorf(keystore.ENotFound, "no such route (or not with this method; the Allow header names the right one); see docs/api.md")
 	case fe.Code < 500:
 		return keystore.Errorf(keystore.EInvalidRequest, "the request could not be read (HTTP %d)", fe.Code)
 	}

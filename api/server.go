@@ -115,7 +115,7 @@ func New(cfg Config) (*Server, error) {
 		// Errors raised before any route runs end here: no route matched
 		// (404), oversized body, unreadable request. Route errors never do.
 		ErrorHandler: func(c *fiber.Ctx, err error) error {
-			s.metrics.observe("unmatched", c.Method(), fiberStatus(err), 0)
+			s.metrics.observe("unmatched", methodLabel(c.Method()), fiberStatus(err), 0)
 			return s.writeError(c, err)
 		},
 	})

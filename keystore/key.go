@@ -38,8 +38,10 @@ func NormalizeKey(key string) (string, error) {
 		return "", fieldErr("key", "required", "key is missing or empty: send the stable ID of the event (e.g. the source event ID)")
 	case len(k) > MaxKeyBytes:
 		return "", fieldErr("key", "max=255", "key is longer than 255 bytes")
-	case !utf8.ValidString(k):
-		return "", fieldErr("key", "utf8", "key is not valid UTF-8")
+	case !utf8.ValidString(k) || strings.ContainsRune(k, utf8.RuneError):
+		// U+FFFD is what a decoder makes of bytes or escapes that were not
+		// valid: two different invalid keys would become one.
+		return "", fieldErr("key", "utf8", "key is not valid UTF-8 (or contains U+FFFD, the mark of an invalid character)")
 	case strings.IndexFunc(k, unicode.IsControl) >= 0:
 		return "", fieldErr("key", "no_control", "key contains control characters")
 	case emailRE.MatchString(k):

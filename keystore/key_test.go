@@ -22,6 +22,7 @@ func TestNormalizeKey(t *testing.T) {
 		{"only white space", " \n ", "", "required"},
 		{"256 bytes", strings.Repeat("k", 256), "", "max=255"},
 		{"invalid utf-8", "evt\xff", "", "utf8"},
+		{"replacement character (a decoded invalid escape)", "evt\ufffd", "", "utf8"},
 		{"control character", "evt\x00x", "", "no_control"},
 		{"newline inside", "evt\nx", "", "no_control"},
 		{"e-mail address", "anna@example.com", "", "no_email"},

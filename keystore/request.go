@@ -84,7 +84,7 @@ func (r ReserveRequest) normalize() (ReserveRequest, Fingerprint, error) {
 	if r.Key, err = checkIdentity(r.Namespace, r.Key); err != nil {
 		return r, nil, err
 	}
-	if len(r.Owner) > MaxOwnerLength {
+	if utf8.RuneCountInString(r.Owner) > MaxOwnerLength {
 		return r, nil, invalid("owner", "max=128", "owner is longer than 128 characters")
 	}
 	if err := checkText("owner", r.Owner, true); err != nil {
@@ -101,7 +101,7 @@ func (r ReserveRequest) normalize() (ReserveRequest, Fingerprint, error) {
 			return r, nil, err
 		}
 	}
-	if len(r.Fingerprint) > MaxFingerprintLen {
+	if utf8.RuneCountInString(r.Fingerprint) > MaxFingerprintLen {
 		return r, nil, invalid("fingerprint", "max=128", "fingerprint is longer than 128 characters")
 	}
 	var fp Fingerprint
@@ -148,7 +148,7 @@ func (r CompleteRequest) normalize() (CompleteRequest, error) {
 	if err := checkToken(r.Token); err != nil {
 		return r, err
 	}
-	if len(r.ResultRef) > MaxResultRefLength {
+	if utf8.RuneCountInString(r.ResultRef) > MaxResultRefLength {
 		return r, invalid("result_ref", "max=512", "result_ref is longer than 512 characters")
 	}
 	if err := checkText("result_ref", r.ResultRef, true); err != nil {
@@ -160,9 +160,9 @@ func (r CompleteRequest) normalize() (CompleteRequest, error) {
 		}
 		var obj map[string]json.RawMessage
 		if json.Unmarshal(r.Result, &obj) != nil {
-			if strings.TrimSpace(string(r.Result)) != "null" {
-				return r, invalid("result", "object", "result must be a JSON object")
-			}
+			return r, invalid("result", "object", "result must be a JSON object")
+		}
+		if obj == nil { // JSON null: no result
 			r.Result = nil
 		}
 	}
@@ -188,7 +188,7 @@ func (r FailRequest) normalize() (FailRequest, error) {
 		return r, invalid("reason", "oneof=destination_unreachable destination_failed validation_failed outcome_unknown",
 			"reason must be destination_unreachable, destination_failed, validation_failed or outcome_unknown")
 	}
-	if len(r.Message) > MaxMessageLength {
+	if utf8.RuneCountInString(r.Message) > MaxMessageLength {
 		return r, invalid("message", "max=2000", "message is longer than 2000 characters")
 	}
 	if err := checkText("message", r.Message, false); err != nil {
@@ -206,13 +206,13 @@ func (r ResolveRequest) normalize() (ResolveRequest, error) {
 		return r, invalid("resolution", "oneof=completed failed", "resolution must be completed or failed")
 	}
 	r.By, r.Note = strings.TrimSpace(r.By), strings.TrimSpace(r.Note)
-	if r.By == "" || len(r.By) > MaxByLength {
+	if r.By == "" || utf8.RuneCountInString(r.By) > MaxByLength {
 		return r, invalid("by", "required,max=128", "by is required: the person who decided (at most 128 characters)")
 	}
-	if r.Note == "" || len(r.Note) > MaxNoteLength {
+	if r.Note == "" || utf8.RuneCountInString(r.Note) > MaxNoteLength {
 		return r, invalid("note", "required,max=2000", "note is required: what was checked and decided (at most 2000 characters)")
 	}
-	if len(r.ResultRef) > MaxResultRefLength {
+	if utf8.RuneCountInString(r.ResultRef) > MaxResultRefLength {
 		return r, invalid("result_ref", "max=512", "result_ref is longer than 512 characters")
 	}
 	for _, f := range []struct {

@@ -143,6 +143,15 @@ func ParseFile(r io.Reader) (FileConfig, error) {
 	if _, err := fc.Policies(); err != nil {
 		return fc, err
 	}
+	n := fc.Notify
+	for name, d := range map[string]Duration{"group_window": n.GroupWindow, "retention": n.Retention, "slack_pause": n.SlackPause} {
+		if d < 0 {
+			return fc, fmt.Errorf("notify.%s: must not be negative", name)
+		}
+	}
+	if n.MaxAttempts < 0 {
+		return fc, fmt.Errorf("notify.max_attempts: must not be negative")
+	}
 	return fc, nil
 }
 

@@ -77,6 +77,8 @@ func TestParseFileErrors(t *testing.T) {
 		{"failure_threshold a string", "destinations:\n  hubspot:\n    failure_threshold: five\n", "line 3"},
 		{"owners not a list", "owners:\n  workflow: x\n", "line 2"},
 		{"not YAML", "namespaces: [\n", "yaml"},
+		{"negative group window", "notify:\n  group_window: -5m\n", "notify.group_window"},
+		{"negative max attempts", "notify:\n  max_attempts: -3\n", "notify.max_attempts"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := ParseFile(strings.NewReader(tc.yaml))

@@ -264,7 +264,7 @@ reserves answer duplicate_event.
 			}
 			if err := c.do(cmd.Context(), http.MethodPost, "/v1/resolve", body, &a); err != nil {
 				var p *problemError
-				if errors.As(err, &p) && p.Code == keystore.EConflict && !force {
+				if errors.As(err, &p) && p.Code == keystore.EConflict && !force && strings.Contains(p.Detail, "reserved by a live attempt") {
 					return fmt.Errorf("%w\n(a live reservation is only overridden with --force)", err)
 				}
 				return err

@@ -46,13 +46,11 @@ func newVersionCmd(o *clientOptions) *cobra.Command {
 			}
 			resp, err := c.http.Do(req)
 			if err != nil {
-				fmt.Fprintf(out, "server  unreachable at %s\n", c.base)
-				return nil
+				return fmt.Errorf("server unreachable at %s: %w", c.base, err)
 			}
 			defer resp.Body.Close()
 			if json.NewDecoder(resp.Body).Decode(&h) != nil || h.Version == "" {
-				fmt.Fprintf(out, "server  %s answered without a version\n", c.base)
-				return nil
+				return fmt.Errorf("%s answered without a version (HTTP %d): is it n8n-guard?", c.base, resp.StatusCode)
 			}
 			fmt.Fprintf(out, "server  %s (%s)\n", h.Version, c.base)
 			return nil

@@ -194,6 +194,22 @@ func runTransitions(t *testing.T, newStore New) {
 		}
 		_, err = e.s.Complete(e.ctx, keystore.CompleteRequest{Namespace: ns, Key: "evt_1", Token: r.Token, Result: json.RawMessage(`[1]`)})
 		wantCode(t, err, keystore.EInvalidRequest)
+		r2 := e.reserve(ns, "evt_2")
+		if c := e.complete(ns, "evt_2", r2.Token, "crm-2"); c.Record.Result != nil {
+			t.Fatalf("no result sent, result stored: %s", c.Record.Result)
+		}
+		r3 := e.reserve(ns, "evt_3")
+		c3, err := e.s.Complete(e.ctx, keystore.CompleteRequest{Namespace: ns, Key: "evt_3", Token: r3.Token, Result: json.RawMessage(`null`)})
+		if err != nil || c3.Record.Result != nil {
+			t.Fatalf("result null must store no result: %s %v", c3.Record.Result, err)
+		}
+		// Limits count characters, as the contract says, not bytes.
+		r4 := e.reserve(ns, "evt_4", func(q *keystore.ReserveRequest) { q.Owner = strings.Repeat("エ", 128) })
+		if _, err := e.s.Fail(e.ctx, keystore.FailRequest{Namespace: ns, Key: "evt_4", Token: r4.Token, Reason: keystore.ReasonDestinationFailed, Message: strings.Repeat("エ", 2000)}); err != nil {
+			t.Fatalf("2000 characters of message: %v", err)
+		}
+		_, err = e.s.Reserve(e.ctx, keystore.ReserveRequest{Namespace: ns, Key: "evt_5", Owner: strings.Repeat("エ", 129)})
+		wantCode(t, err, keystore.EInvalidRequest)
 	})
 }
 
