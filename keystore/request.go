@@ -194,6 +194,8 @@ func (r FailRequest) normalize() (FailRequest, error) {
 	if err := checkText("message", r.Message, false); err != nil {
 		return r, err
 	}
+	// A target's error text often echoes the record it refused.
+	r.Message = Redact(r.Message)
 	return r, nil
 }
 
@@ -223,6 +225,7 @@ func (r ResolveRequest) normalize() (ResolveRequest, error) {
 			return r, err
 		}
 	}
+	r.Note = Redact(r.Note)
 	return r, nil
 }
 

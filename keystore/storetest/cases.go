@@ -198,6 +198,12 @@ func runTransitions(t *testing.T, newStore New) {
 		if c := e.complete(ns, "evt_2", r2.Token, "crm-2"); c.Record.Result != nil {
 			t.Fatalf("no result sent, result stored: %s", c.Record.Result)
 		}
+		r5 := e.reserve(ns, "evt_pii")
+		f, err := e.s.Fail(e.ctx, keystore.FailRequest{Namespace: ns, Key: "evt_pii", Token: r5.Token, Reason: keystore.ReasonValidationFailed,
+			Message: "HTTP 422 from the CRM: contact anna.berg@example.com already exists (Authorization: Bearer sk-live-abc)"})
+		if err != nil || strings.Contains(f.Record.Message, "anna") || strings.Contains(f.Record.Message, "sk-live") || !strings.Contains(f.Record.Message, "HTTP 422") {
+			t.Fatalf("stored message must keep the error, not the personal data: %q %v", f.Record.Message, err)
+		}
 		r3 := e.reserve(ns, "evt_3")
 		c3, err := e.s.Complete(e.ctx, keystore.CompleteRequest{Namespace: ns, Key: "evt_3", Token: r3.Token, Result: json.RawMessage(`null`)})
 		if err != nil || c3.Record.Result != nil {
