@@ -593,6 +593,9 @@ func (s *BoltStore) List(_ context.Context, q ListQuery) (Page, error) {
 		c := tx.Bucket(bucket).Cursor()
 		var k, v, lastKey []byte
 		if after != nil {
+			if len(after) <= skip || bytes.IndexByte(after[skip:], 0) < 0 {
+				return invalid("cursor", "cursor", "cursor is not one this server returned")
+			}
 			if !bytes.HasPrefix(after, prefix) {
 				return invalid("cursor", "cursor", "cursor belongs to another listing")
 			}

@@ -420,8 +420,10 @@ func runListings(t *testing.T, newStore New) {
 	if fmt.Sprint(counts[ns]) != fmt.Sprint(want) || counts["other"][keystore.StateReserved] != 1 {
 		t.Fatalf("counts = %v", counts)
 	}
-	if _, err := e.s.List(e.ctx, keystore.ListQuery{Cursor: "!!"}); err == nil {
-		t.Fatal("a bad cursor must be refused")
+	for _, c := range []string{"!!", "garbage", "Z2FyYmFnZQ"} {
+		if _, err := e.s.List(e.ctx, keystore.ListQuery{Cursor: c}); err == nil {
+			t.Fatalf("cursor %q must be refused", c)
+		}
 	}
 }
 
