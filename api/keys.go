@@ -119,7 +119,7 @@ func (s *Server) reserve(c *fiber.Ctx) error {
 		return err
 	}
 	s.metrics.reserved(req.Namespace, res.Outcome)
-	return s.writeResult(c, res, req.Namespace, string(req.Key), nil)
+	return s.writeResult(c, res, nil)
 }
 
 func (s *Server) complete(c *fiber.Ctx) error {
@@ -141,7 +141,7 @@ func (s *Server) complete(c *fiber.Ctx) error {
 	if !res.Replayed && res.Record != nil && res.Record.Via == keystore.ViaFallback {
 		s.metrics.fallbackCompleted(req.Namespace)
 	}
-	return s.writeResult(c, res, req.Namespace, string(req.Key), nil)
+	return s.writeResult(c, res, nil)
 }
 
 func (s *Server) fail(c *fiber.Ctx) error {
@@ -160,7 +160,7 @@ func (s *Server) fail(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	return s.writeResult(c, res, req.Namespace, string(req.Key), nil)
+	return s.writeResult(c, res, nil)
 }
 
 func (s *Server) resolve(c *fiber.Ctx) error {
@@ -180,7 +180,7 @@ func (s *Server) resolve(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	return s.writeResult(c, res, req.Namespace, string(req.Key), nil)
+	return s.writeResult(c, res, nil)
 }
 
 func (s *Server) lookup(c *fiber.Ctx) error {
@@ -193,7 +193,7 @@ func (s *Server) lookup(c *fiber.Ctx) error {
 		return err
 	}
 	found := res.Record != nil
-	return s.writeResult(c, res, q.Namespace, q.Key, &found)
+	return s.writeResult(c, res, &found)
 }
 
 func (s *Server) listKeys(c *fiber.Ctx) error {
@@ -229,8 +229,8 @@ func (s *Server) destinations(c *fiber.Ctx) error {
 }
 
 // writeResult answers a call on a key with the flat object of the
-// contract; ns and key name the key when there is no record.
-func (s *Server) writeResult(c *fiber.Ctx, res keystore.Result, ns, key string, found *bool) error {
+// contract.
+func (s *Server) writeResult(c *fiber.Ctx, res keystore.Result, found *bool) error {
 	retry := 0
 	if res.RetryAfter > 0 {
 		retry = keystore.CeilSeconds(res.RetryAfter)
@@ -242,8 +242,7 @@ func (s *Server) writeResult(c *fiber.Ctx, res keystore.Result, ns, key string, 
 		c.Set(fiber.HeaderRetryAfter, strconv.Itoa(retry))
 	}
 	if res.Record == nil {
-		key, _ = keystore.NormalizeKey(key)
-		return writeJSON(c, absentAnswer{Found: found, State: keystore.StateAbsent, Namespace: ns, Key: key,
+		return writeJSON(c, absentAnswer{Found: found, State: keystore.StateAbsent, Namespace: res.Namespace, Key: res.Key,
 			Outcome: res.Outcome, Proceed: res.Proceed, RetryAfterSeconds: retry})
 	}
 	return writeJSON(c, Answer{Found: found, Outcome: res.Outcome, Proceed: res.Proceed, Token: res.Token,

@@ -540,9 +540,9 @@ func (s *BoltStore) Lookup(_ context.Context, ns, key string) (Result, error) {
 		if err != nil {
 			return err
 		}
-		res = Result{Outcome: OutcomeAbsent}
+		res = Result{Namespace: ns, Key: key, Outcome: OutcomeAbsent}
 		if cur != nil {
-			res = Result{Outcome: OutcomeFound, Record: cur}
+			res.Outcome, res.Record = OutcomeFound, cur
 		}
 		return nil
 	})

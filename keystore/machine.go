@@ -34,7 +34,8 @@ type step struct {
 //	resolve:  unknown|failed (|reserved with force or expired lease) -> completed | failed+retryable
 //	sweep:    reserved, expired, policy unknown -> unknown
 
-func decideReserve(cur *Record, br *Breaker, req ReserveRequest, fp Fingerprint, np NamespacePolicy, now time.Time) (step, error) {
+func decideReserve(cur *Record, br *Breaker, req ReserveRequest, fp Fingerprint, np NamespacePolicy, now time.Time) (s step, err error) {
+	defer func() { s.result.Namespace, s.result.Key = req.Namespace, req.Key }()
 	if cur != nil && fp.Conflicts(cur.Fingerprint) {
 		return step{}, Errorf(EKeyReused, "key %q was used before with a different payload; nothing changed", req.Key)
 	}
@@ -139,7 +140,8 @@ func checkHolder(cur *Record, ns, key, token string) error {
 	return nil
 }
 
-func decideComplete(cur *Record, br *Breaker, req CompleteRequest, np NamespacePolicy, now time.Time) (step, error) {
+func decideComplete(cur *Record, br *Breaker, req CompleteRequest, np NamespacePolicy, now time.Time) (s step, err error) {
+	defer func() { s.result.Namespace, s.result.Key = req.Namespace, req.Key }()
 	if err := checkHolder(cur, req.Namespace, req.Key, req.Token); err != nil {
 		return step{}, err
 	}
@@ -161,7 +163,7 @@ func decideComplete(cur *Record, br *Breaker, req CompleteRequest, np NamespaceP
 	next.ExpiresAt = timePtr(now.Add(np.Retention))
 	next.UpdatedAt = now
 	next.addHistory(Transition{At: now, Event: EventCompleted, Attempt: cur.Attempt, By: cur.Owner, Detail: detail})
-	s := step{record: next, result: Result{Outcome: OutcomeCompleted, Record: next}}
+	s = step{record: next, result: Result{Outcome: OutcomeCompleted, Record: next}}
 	if br != nil {
 		b := br.Clone()
 		if ev := b.succeeded(cur.Namespace, cur.Key, now); ev != nil {
@@ -172,7 +174,8 @@ func decideComplete(cur *Record, br *Breaker, req CompleteRequest, np NamespaceP
 	return s, nil
 }
 
-func decideFail(cur *Record, br *Breaker, req FailRequest, np NamespacePolicy, dp DestinationPolicy, now time.Time) (step, error) {
+func decideFail(cur *Record, br *Breaker, req FailRequest, np NamespacePolicy, dp DestinationPolicy, now time.Time) (s step, err error) {
+	defer func() { s.result.Namespace, s.result.Key = req.Namespace, req.Key }()
 	if err := checkHolder(cur, req.Namespace, req.Key, req.Token); err != nil {
 		return step{}, err
 	}
@@ -208,7 +211,7 @@ func decideFail(cur *Record, br *Breaker, req FailRequest, np NamespacePolicy, d
 		next.ExpiresAt = timePtr(now.Add(np.Retention))
 	}
 	next.addHistory(Transition{At: now, Event: string(state), Attempt: cur.Attempt, By: cur.Owner, Detail: string(req.Reason)})
-	s := step{record: next, result: Result{Outcome: outcome, Record: next}}
+	s = step{record: next, result: Result{Outcome: outcome, Record: next}}
 	if state == StateUnknown {
 		s.events = append(s.events, Event{At: now, Kind: EventKeyUnknown, Namespace: cur.Namespace, Key: cur.Key,
 			Attempt: cur.Attempt, Owner: cur.Owner, Destination: cur.Destination, Reason: req.Reason, Message: req.Message})
@@ -233,7 +236,8 @@ func failOutcome(state State, retryable bool) Outcome {
 	return OutcomeRejected
 }
 
-func decideResolve(cur *Record, req ResolveRequest, np NamespacePolicy, now time.Time) (step, error) {
+func decideResolve(cur *Record, req ResolveRequest, np NamespacePolicy, now time.Time) (s step, err error) {
+	defer func() { s.result.Namespace, s.result.Key = req.Namespace, req.Key }()
 	if cur == nil {
 		return step{}, Errorf(ENotFound, "no key %q in namespace %q", req.Key, req.Namespace)
 	}

@@ -635,9 +635,9 @@ func (s *PostgresStore) Lookup(ctx context.Context, ns, key string) (Result, err
 		return Result{}, s.dbErr("lookup", err)
 	}
 	if cur == nil {
-		return Result{Outcome: OutcomeAbsent}, nil
+		return Result{Namespace: ns, Key: key, Outcome: OutcomeAbsent}, nil
 	}
-	return Result{Outcome: OutcomeFound, Record: cur}, nil
+	return Result{Namespace: ns, Key: key, Outcome: OutcomeFound, Record: cur}, nil
 }
 
 // List implements Store. Records come in (namespace, key) order, bytewise;

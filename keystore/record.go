@@ -158,8 +158,12 @@ func timePtr(t time.Time) *time.Time { return &t }
 // Result is the answer of every call on a key: the outcome and the record,
 // which the API writes flat into one object.
 type Result struct {
-	Outcome Outcome
-	Proceed bool
+	// Namespace and Key name the key the answer is about, normalized; they
+	// are set even when there is no record.
+	Namespace string
+	Key       string
+	Outcome   Outcome
+	Proceed   bool
 	// Token is set only when Outcome is accepted.
 	Token string
 	// RetryAfter is set for in_progress and destination_paused.

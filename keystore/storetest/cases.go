@@ -497,7 +497,12 @@ func runBreakers(t *testing.T, newStore New) {
 			if p.Proceed || keystore.CeilSeconds(p.RetryAfter) != 60 {
 				t.Fatalf("paused: %+v", p)
 			}
-			wantOutcome(t, e.lookup(ns, fmt.Sprintf("evt_p%d", i)), keystore.OutcomeAbsent)
+			if p.Namespace != ns || p.Key != fmt.Sprintf("evt_p%d", i) {
+				t.Fatalf("a paused answer must name its key: %q/%q", p.Namespace, p.Key)
+			}
+			if a := e.lookup(ns, fmt.Sprintf("  evt_p%d ", i)); a.Outcome != keystore.OutcomeAbsent || a.Key != fmt.Sprintf("evt_p%d", i) {
+				t.Fatalf("absent lookup: %+v", a)
+			}
 		}
 		// A retry of the failed key is paused too; a key that is done is
 		// still answered as done (nothing would be written anyway).
