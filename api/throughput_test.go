@@ -13,6 +13,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/n8n-guard/n8n-guard/keystore"
 )
 
 // TestHTTPThroughput measures POST /v1/reserve (every request a new key,
@@ -29,6 +31,10 @@ func TestHTTPThroughput(t *testing.T) {
 		t.Skip("set N8N_GUARD_BENCH to a duration (e.g. 10s) to measure")
 	}
 	const clients = 64
+	// The server runs with the Ps n8n-guard serve gives a bbolt store.
+	if os.Getenv("GOMAXPROCS") == "" {
+		defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(keystore.Procs()))
+	}
 	e := start(t)
 	e.unrecorded = true
 	tr := &http.Transport{MaxConnsPerHost: clients, MaxIdleConnsPerHost: clients, MaxIdleConns: clients, DisableCompression: true}

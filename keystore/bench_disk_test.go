@@ -99,7 +99,7 @@ func BenchmarkSweep1M(b *testing.B) {
 				if err != nil {
 					return err
 				}
-				if err := putRecord(tx, nil, done.record); err != nil {
+				if err := putRecord(&wtx{tx: tx}, nil, done.record); err != nil {
 					return err
 				}
 			}

@@ -12,6 +12,9 @@ import (
 
 // Counts implements Store.
 func (s *BoltStore) Counts(context.Context) (map[string]map[State]int, error) {
+	if err := s.flush(); err != nil {
+		return nil, err
+	}
 	out := map[string]map[State]int{}
 	err := s.db.View(func(tx *bolt.Tx) error {
 		return tx.Bucket(bucketCounts).ForEach(func(k, v []byte) error {
@@ -34,6 +37,9 @@ func (s *BoltStore) Counts(context.Context) (map[string]map[State]int, error) {
 // configured destination (closed until something happens to it).
 func (s *BoltStore) Destinations(context.Context) ([]Breaker, error) {
 	now := s.now()
+	if err := s.flush(); err != nil {
+		return nil, err
+	}
 	seen := map[string]bool{}
 	var out []Breaker
 	err := s.db.View(func(tx *bolt.Tx) error {
@@ -64,6 +70,9 @@ func (s *BoltStore) Events(_ context.Context, after uint64, limit int) ([]Event,
 	if limit <= 0 || limit > 1000 {
 		limit = 1000
 	}
+	if err := s.flush(); err != nil {
+		return nil, err
+	}
 	var out []Event
 	err := s.db.View(func(tx *bolt.Tx) error {
 		c := tx.Bucket(bucketEvents).Cursor()
@@ -90,7 +99,7 @@ func (s *BoltStore) Sweep(ctx context.Context) (SweepStats, error) {
 	var st SweepStats
 	passes := []struct {
 		bucket []byte
-		do     func(tx *bolt.Tx, k []byte, now time.Time) (bool, error)
+		do     func(w *wtx, k []byte, now time.Time) (bool, error)
 		count  *int
 	}{
 		{bucketLeases, s.sweepLease, &st.LeasesExpired},
@@ -121,7 +130,7 @@ func (s *BoltStore) Sweep(ctx context.Context) (SweepStats, error) {
 // sweepBatch runs one short transaction over the oldest entries of an
 // index. do returns false when the entry is not due yet: the rest are not
 // either, since the index is ordered by time.
-func (s *BoltStore) sweepBatch(bucket []byte, do func(*bolt.Tx, []byte, time.Time) (bool, error)) (n int, more bool, took time.Duration, err error) {
+func (s *BoltStore) sweepBatch(bucket []byte, do func(*wtx, []byte, time.Time) (bool, error)) (n int, more bool, took time.Duration, err error) {
 	now := s.now()
 	err = s.db.Update(func(tx *bolt.Tx) error {
 		start := time.Now()
@@ -134,8 +143,9 @@ func (s *BoltStore) sweepBatch(bucket []byte, do func(*bolt.Tx, []byte, time.Tim
 			}
 			keys = append(keys, append([]byte(nil), k...))
 		}
+		w := &wtx{tx: tx} // committed by bbolt itself: no log
 		for _, k := range keys {
-			due, err := do(tx, k, now)
+			due, err := do(w, k, now)
 			if err != nil {
 				return err
 			}
@@ -169,8 +179,8 @@ func dueRecord(tx *bolt.Tx, k []byte, now time.Time) (cur *Record, due bool, err
 	return cur, err == nil, err
 }
 
-func (s *BoltStore) sweepLease(tx *bolt.Tx, k []byte, now time.Time) (bool, error) {
-	cur, due, err := dueRecord(tx, k, now)
+func (s *BoltStore) sweepLease(w *wtx, k []byte, now time.Time) (bool, error) {
+	cur, due, err := dueRecord(w.tx, k, now)
 	if !due {
 		return false, err
 	}
@@ -182,30 +192,30 @@ func (s *BoltStore) sweepLease(tx *bolt.Tx, k []byte, now time.Time) (bool, erro
 	if !expired {
 		// reclaim namespaces: the next reserve takes the key over; a
 		// stale entry (no longer reserved) is just dropped.
-		return true, tx.Bucket(bucketLeases).Delete(k)
+		return true, w.delete(bkLeases, k)
 	}
-	return true, applyStep(tx, cur, nil, st)
+	return true, applyStep(w, cur, nil, st)
 }
 
-func (s *BoltStore) sweepExpired(tx *bolt.Tx, k []byte, now time.Time) (bool, error) {
-	cur, due, err := dueRecord(tx, k, now)
+func (s *BoltStore) sweepExpired(w *wtx, k []byte, now time.Time) (bool, error) {
+	cur, due, err := dueRecord(w.tx, k, now)
 	if !due {
 		return false, err
 	}
 	if cur == nil || cur.ExpiresAt == nil || !cur.Finished() || ms(*cur.ExpiresAt) != dueAt(k) {
 		// A stale entry: drop it, never the record it points at.
-		return true, tx.Bucket(bucketExpires).Delete(k)
+		return true, w.delete(bkExpires, k)
 	}
-	return true, deleteRecord(tx, cur)
+	return true, deleteRecord(w, cur)
 }
 
-func (s *BoltStore) sweepEvent(tx *bolt.Tx, k []byte, now time.Time) (bool, error) {
-	ev, err := decodeEvent(binary.BigEndian.Uint64(k), tx.Bucket(bucketEvents).Get(k))
+func (s *BoltStore) sweepEvent(w *wtx, k []byte, now time.Time) (bool, error) {
+	ev, err := decodeEvent(binary.BigEndian.Uint64(k), w.tx.Bucket(bucketEvents).Get(k))
 	if err != nil {
 		return false, err
 	}
 	if now.Sub(ev.At) < EventRetention {
 		return false, nil
 	}
-	return true, tx.Bucket(bucketEvents).Delete(k)
+	return true, w.delete(bkEvents, k)
 }

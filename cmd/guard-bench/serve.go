@@ -9,6 +9,7 @@ import (
 	"net"
 	"os"
 	"os/signal"
+	"runtime"
 	"strings"
 	"syscall"
 	"time"
@@ -43,6 +44,9 @@ func serve(args []string) error {
 	if strings.HasPrefix(*store, "postgres://") || strings.HasPrefix(*store, "postgresql://") {
 		st, err = keystore.OpenPostgres(ctx, *store, keystore.PostgresOptions{Logger: log})
 	} else {
+		if os.Getenv("GOMAXPROCS") == "" {
+			runtime.GOMAXPROCS(keystore.Procs()) // as n8n-guard serve does
+		}
 		st, err = keystore.OpenBolt(*store, keystore.BoltOptions{Logger: log})
 	}
 	if err != nil {

@@ -4,7 +4,9 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
 	"os/signal"
+	"runtime"
 	"strings"
 	"syscall"
 	"time"
@@ -13,6 +15,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/n8n-guard/n8n-guard/api"
+	"github.com/n8n-guard/n8n-guard/keystore"
 )
 
 // Defaults of serve.
@@ -147,6 +150,10 @@ Slack delivery uses SLACK_BOT_TOKEN and SLACK_API_URL.`,
 func serve(cmd *cobra.Command, cfg Config, log *slog.Logger) error {
 	ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
+	// The runtime reads GOMAXPROCS from the real environment; so do we.
+	if cfg.Store == "" && os.Getenv("GOMAXPROCS") == "" {
+		runtime.GOMAXPROCS(keystore.Procs())
+	}
 	m := NewMain(cfg, log)
 	if err := m.Run(ctx); err != nil {
 		return err
