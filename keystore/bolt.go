@@ -88,7 +88,8 @@ var _ Store = (*BoltStore)(nil)
 // that op's answer alone and leaves the rest of its batch untouched.
 type writeOp struct {
 	decide func(tx *bolt.Tx, now time.Time) (boltDecision, error)
-	flush  bool // no decision: commit what came before, then answer
+	exec   func(w *wtx, now time.Time) error // instead of decide: a change made directly (a sweep)
+	flush  bool                              // no decision: commit what came before, then answer
 	result Result
 	err    error
 	done   chan struct{}
@@ -224,6 +225,17 @@ func (s *BoltStore) write(decide func(tx *bolt.Tx, now time.Time) (boltDecision,
 	}
 	<-op.done
 	return op.result, op.err
+}
+
+// change runs fn in the write transaction and waits until what it
+// changed is durable. An error from fn fails its whole group.
+func (s *BoltStore) change(fn func(w *wtx, now time.Time) error) error {
+	op := &writeOp{exec: fn, done: make(chan struct{})}
+	if err := s.enqueue(op); err != nil {
+		return err
+	}
+	<-op.done
+	return op.err
 }
 
 func (s *BoltStore) enqueue(op *writeOp) error {

@@ -127,14 +127,13 @@ func (s *BoltStore) Sweep(ctx context.Context) (SweepStats, error) {
 	return st, nil
 }
 
-// sweepBatch runs one short transaction over the oldest entries of an
-// index. do returns false when the entry is not due yet: the rest are not
+// sweepBatch runs one short group in the write transaction over the
+// oldest entries of an index; the writer decides nothing else meanwhile. do returns false when the entry is not due yet: the rest are not
 // either, since the index is ordered by time.
 func (s *BoltStore) sweepBatch(bucket []byte, do func(*wtx, []byte, time.Time) (bool, error)) (n int, more bool, took time.Duration, err error) {
-	now := s.now()
-	err = s.db.Update(func(tx *bolt.Tx) error {
+	err = s.change(func(w *wtx, now time.Time) error {
 		start := time.Now()
-		c := tx.Bucket(bucket).Cursor()
+		c := w.tx.Bucket(bucket).Cursor()
 		var keys [][]byte
 		for k, _ := c.First(); k != nil; k, _ = c.Next() {
 			if len(keys) == s.sweepMax || time.Since(start) > sweepTxBudget/2 {
@@ -143,7 +142,6 @@ func (s *BoltStore) sweepBatch(bucket []byte, do func(*wtx, []byte, time.Time) (
 			}
 			keys = append(keys, append([]byte(nil), k...))
 		}
-		w := &wtx{tx: tx} // committed by bbolt itself: no log
 		for _, k := range keys {
 			due, err := do(w, k, now)
 			if err != nil {

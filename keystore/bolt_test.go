@@ -3,20 +3,38 @@ package keystore_test
 import (
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/n8n-guard/n8n-guard/keystore"
 	"github.com/n8n-guard/n8n-guard/keystore/storetest"
 )
 
-func newBolt(t *testing.T, clock keystore.Clock, pol keystore.Policies) storetest.Opener {
-	path := filepath.Join(t.TempDir(), "n8n-guard.db")
-	return func() keystore.Store {
-		s, err := keystore.OpenBolt(path, keystore.BoltOptions{Clock: clock, Policies: pol})
-		if err != nil {
-			t.Fatalf("open bolt: %v", err)
+// boltWith opens bbolt stores with opts (plus each test's clock and
+// policies).
+func boltWith(opts keystore.BoltOptions) storetest.New {
+	return func(t *testing.T, clock keystore.Clock, pol keystore.Policies) storetest.Opener {
+		path := filepath.Join(t.TempDir(), "n8n-guard.db")
+		return func() keystore.Store {
+			o := opts
+			o.Clock, o.Policies = clock, pol
+			s, err := keystore.OpenBolt(path, o)
+			if err != nil {
+				t.Fatalf("open bolt: %v", err)
+			}
+			return s
 		}
-		return s
 	}
 }
 
-func TestBoltConformance(t *testing.T) { storetest.Run(t, newBolt) }
+func TestBoltConformance(t *testing.T) { storetest.Run(t, boltWith(keystore.BoltOptions{})) }
+
+// Every answer comes from the log and the overlay: the bbolt transaction
+// is committed only by listings (flush) and Close.
+func TestBoltConformanceLogOnly(t *testing.T) {
+	storetest.Run(t, boltWith(keystore.BoltOptions{CommitInterval: time.Hour}))
+}
+
+// A log that fills after a few records: the writer commits instead.
+func TestBoltConformanceSmallLog(t *testing.T) {
+	storetest.Run(t, boltWith(keystore.BoltOptions{WALSize: 4096}))
+}

@@ -30,14 +30,12 @@ import (
 // write.
 
 // wtx is the open write transaction. Every change made through it is also
-// logged (unless logging is off: the sweeper's own transactions commit
-// directly and need no log).
+// logged.
 type wtx struct {
-	tx      *bolt.Tx
-	logging bool
-	log     []byte     // changes of the current group
-	pub     []ovChange // the current group's changes to keys and breakers
-	start   time.Time
+	tx    *bolt.Tx
+	log   []byte     // changes of the current group
+	pub   []ovChange // the current group's changes to keys and breakers
+	start time.Time
 }
 
 // ovChange is one overlay entry: a key of bucket keys or breakers, with
@@ -74,9 +72,6 @@ func (w *wtx) nextSequence(bucket int) (uint64, error) {
 }
 
 func (w *wtx) record(kind byte, bucket int, k, v []byte) {
-	if !w.logging {
-		return
-	}
 	w.log = appendWALOp(w.log, kind, bucket, k, v)
 	if bucket == bkKeys || bucket == bkBreakers {
 		var val []byte
@@ -242,7 +237,7 @@ func (s *BoltStore) runGroup(ws *writerState, ops []*writeOp) {
 			fail(&Error{Code: EStoreUnavailable, Message: "the store could not save the change; nothing was recorded"})
 			return
 		}
-		ws.w = &wtx{tx: tx, logging: true, start: time.Now()}
+		ws.w = &wtx{tx: tx, start: time.Now()}
 	}
 	w := ws.w
 	w.log, w.pub = w.log[:0], nil
@@ -284,6 +279,12 @@ func (s *BoltStore) apply(w *wtx, ops []*writeOp) (err error) {
 	}()
 	now := s.now()
 	for _, op := range ops {
+		if op.exec != nil {
+			if err := op.exec(w, now); err != nil {
+				return err
+			}
+			continue
+		}
 		d, err := op.decide(w.tx, now)
 		op.result, op.err = d.st.result, err
 		if err != nil {
@@ -314,7 +315,7 @@ func (s *BoltStore) reopenTx(ws *writerState) {
 			return
 		}
 	}
-	ws.w = &wtx{tx: tx, logging: true, start: start}
+	ws.w = &wtx{tx: tx, start: start}
 }
 
 // commitTx commits the open transaction once every group in it is

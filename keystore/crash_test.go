@@ -2,8 +2,10 @@ package keystore_test
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"fmt"
+	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -21,6 +23,10 @@ import (
 func TestMain(m *testing.M) {
 	if path := os.Getenv("KEYSTORE_CRASH_CHILD"); path != "" {
 		crashChild(path)
+		return
+	}
+	if path := os.Getenv("KEYSTORE_CRASH_MIXED"); path != "" {
+		mixedChild(path)
 		return
 	}
 	os.Exit(m.Run())
@@ -132,4 +138,223 @@ func TestSecondProcessGetsClearError(t *testing.T) {
 	if time.Since(start) > 5*time.Second {
 		t.Fatal("second open hung")
 	}
+}
+
+// logOnly keeps the write transaction open for the whole run: nothing
+// reaches the bbolt file except through a full log (1 MiB fills a few times
+// a second here), so what the child acknowledged after the last of those
+// commits exists only in the log.
+var logOnly = keystore.BoltOptions{CommitInterval: time.Hour, WALSize: 1 << 20}
+
+// The child half of TestCrashReplaysTheLog: every kind of change (new
+// keys, completions, failures that raise events, a breaker opening), each
+// printed once the store has answered it.
+func mixedChild(path string) {
+	s, err := keystore.OpenBolt(path, logOnly)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(2)
+	}
+	ctx := context.Background()
+	out := bufio.NewWriter(os.Stdout)
+	var mu sync.Mutex
+	ack := func(state keystore.State, key string) {
+		mu.Lock()
+		fmt.Fprintln(out, "ACK", state, key)
+		out.Flush()
+		mu.Unlock()
+	}
+	die := func(what string, err error) {
+		fmt.Fprintln(os.Stderr, what, err)
+		os.Exit(3)
+	}
+	var wg sync.WaitGroup
+	for g := 0; g < 16; g++ {
+		wg.Add(1)
+		go func(g int) {
+			defer wg.Done()
+			for i := 0; ; i++ {
+				key := fmt.Sprintf("m_%d_%d", g, i)
+				req := keystore.ReserveRequest{Namespace: "mixed", Key: key, Owner: "child"}
+				if i%4 == 3 {
+					req.Destination = "crm"
+				}
+				r, err := s.Reserve(ctx, req)
+				if err != nil {
+					die("reserve", err)
+				}
+				if r.Outcome == keystore.OutcomeDestinationPaused {
+					continue
+				}
+				if r.Outcome != keystore.OutcomeAccepted {
+					die("reserve "+string(r.Outcome), nil)
+				}
+				var state keystore.State
+				switch i % 4 {
+				case 0:
+					_, err = s.Complete(ctx, keystore.CompleteRequest{Namespace: "mixed", Key: key, Token: r.Token, Via: keystore.ViaPrimary})
+					state = keystore.StateCompleted
+				case 1:
+					_, err = s.Fail(ctx, keystore.FailRequest{Namespace: "mixed", Key: key, Token: r.Token, Reason: keystore.ReasonOutcomeUnknown})
+					state = keystore.StateUnknown
+				case 2:
+					state = keystore.StateReserved
+				case 3:
+					_, err = s.Fail(ctx, keystore.FailRequest{Namespace: "mixed", Key: key, Token: r.Token, Reason: keystore.ReasonDestinationFailed})
+					state = keystore.StateFailed
+				}
+				if err != nil {
+					die("change", err)
+				}
+				ack(state, key)
+			}
+		}(g)
+	}
+	wg.Wait()
+}
+
+// A crash loses no answered change of any kind, however little of it was
+// committed to the bbolt file: the log is applied again on open, and the
+// result is the state the answers were given from — records, indexes,
+// counts, events and their sequence, breakers.
+func TestCrashReplaysTheLog(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "n8n-guard.db")
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), "KEYSTORE_CRASH_MIXED="+path)
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	acked := map[string]keystore.State{}
+	read := func(line string) {
+		f := strings.Fields(line)
+		if len(f) == 3 && f[0] == "ACK" {
+			acked[f[2]] = keystore.State(f[1])
+		}
+	}
+	sc := bufio.NewScanner(stdout)
+	deadline := time.Now().Add(1500 * time.Millisecond)
+	for sc.Scan() {
+		read(sc.Text())
+		if time.Now().After(deadline) && len(acked) > 500 {
+			break
+		}
+	}
+	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	for sc.Scan() {
+		read(sc.Text())
+	}
+	_ = cmd.Wait()
+	if len(acked) < 500 {
+		t.Fatalf("child acknowledged only %d changes", len(acked))
+	}
+
+	var logged bytes.Buffer
+	s, err := keystore.OpenBolt(path, keystore.BoltOptions{Logger: slog.New(slog.NewTextHandler(&logged, nil))})
+	if err != nil {
+		t.Fatalf("reopen after crash: %v", err)
+	}
+	defer s.Close()
+	if !strings.Contains(logged.String(), "applied the log") {
+		t.Fatalf("reopen applied no log records; the test did not test replay:\n%s", logged.String())
+	}
+	ctx := context.Background()
+	unknown := map[string]bool{}
+	for k, want := range acked {
+		r, err := s.Lookup(ctx, "mixed", k)
+		if err != nil || r.Record == nil || r.Record.State != want {
+			t.Fatalf("acknowledged %s of %s lost after crash: %+v %v", want, k, r.Record, err)
+		}
+		if want == keystore.StateUnknown {
+			unknown[k] = true
+		}
+	}
+
+	// Counts and the indexes agree with the records.
+	byState := map[keystore.State]int{}
+	var cursor string
+	for {
+		page, err := s.List(ctx, keystore.ListQuery{Namespace: "mixed", Limit: 1000, Cursor: cursor})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range page.Items {
+			byState[r.State]++
+		}
+		if cursor = page.NextCursor; cursor == "" {
+			break
+		}
+	}
+	counts, err := s.Counts(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for st, n := range byState {
+		if counts["mixed"][st] != n {
+			t.Errorf("count of %s: %d, records: %d", st, counts["mixed"][st], n)
+		}
+	}
+	for _, st := range []keystore.State{keystore.StateUnknown, keystore.StateFailed} {
+		page, err := s.List(ctx, keystore.ListQuery{Namespace: "mixed", State: st, Limit: 1000})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n := len(page.Items); n != min(byState[st], 1000) {
+			t.Errorf("state index lists %d %s keys, records hold %d", n, st, byState[st])
+		}
+	}
+
+	// Every acknowledged unknown has its event, sequence numbers run on
+	// without reuse, and the breaker opened by the failures survived.
+	var last uint64
+	opened := false
+	for after := uint64(0); ; {
+		evs, err := s.Events(ctx, after, 1000)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(evs) == 0 {
+			break
+		}
+		for _, ev := range evs {
+			if ev.Seq <= last {
+				t.Fatalf("event seq %d after %d", ev.Seq, last)
+			}
+			last = ev.Seq
+			delete(unknown, ev.Key)
+			opened = opened || ev.Kind == keystore.EventBreakerOpened
+		}
+		after = last
+	}
+	if len(unknown) > 0 {
+		t.Errorf("%d acknowledged unknown keys have no key_unknown event", len(unknown))
+	}
+	if !opened {
+		t.Error("no breaker_opened event after the crash")
+	}
+	dests, err := s.Destinations(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(dests) != 1 || dests[0].State == keystore.BreakerClosed {
+		t.Errorf("breaker after the crash: %+v", dests)
+	}
+	r, err := s.Reserve(ctx, keystore.ReserveRequest{Namespace: "mixed", Key: "after-crash", Owner: "t"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Fail(ctx, keystore.FailRequest{Namespace: "mixed", Key: "after-crash", Token: r.Token, Reason: keystore.ReasonOutcomeUnknown}); err != nil {
+		t.Fatal(err)
+	}
+	evs, err := s.Events(ctx, last, 10)
+	if err != nil || len(evs) != 1 || evs[0].Key != "after-crash" || evs[0].Seq <= last {
+		t.Fatalf("first event after the crash: %+v %v (last before: %d)", evs, err, last)
+	}
+	t.Logf("%d acknowledged changes survived SIGKILL; %d events", len(acked), last)
 }
