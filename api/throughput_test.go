@@ -25,6 +25,7 @@ import (
 //	N8N_GUARD_BENCH=10s go test -run TestHTTPThroughput -v ./api/
 //
 // The contract's target: reserve at least 40% of the no-op route's rate.
+// N8N_GUARD_BENCH_ROUNDS sets how many turns each route takes (default 3).
 func TestHTTPThroughput(t *testing.T) {
 	d, err := time.ParseDuration(os.Getenv("N8N_GUARD_BENCH"))
 	if err != nil || d <= 0 {
@@ -56,15 +57,29 @@ func TestHTTPThroughput(t *testing.T) {
 
 	load(t, hc, clients, time.Second, healthz) // warm up connections
 	load(t, hc, clients, time.Second, reserve)
-	h := load(t, hc, clients, d, healthz)
-	r := load(t, hc, clients, d, reserve)
-	h2 := load(t, hc, clients, d, healthz)
-	noop := (h.rate + h2.rate) / 2
-	ratio := r.rate / noop
+	// The machine's speed drifts within seconds, so the routes take turns:
+	// no-op, reserve, no-op, … and each reserve run is compared with the
+	// no-op runs on either side of it. The median of those ratios is the
+	// figure.
+	rounds := 3
+	if n, err := strconv.Atoi(os.Getenv("N8N_GUARD_BENCH_ROUNDS")); err == nil && n > 0 {
+		rounds = n
+	}
 	t.Logf("GOMAXPROCS=%s, %d keep-alive connections, %s per run", runtimeProcs(), clients, d)
-	t.Logf("GET  /healthz     %8.0f req/s  p50 %6s  p99 %6s  (runs %0.f and %0.f)", noop, h.p50, h.p99, h.rate, h2.rate)
-	t.Logf("POST /v1/reserve  %8.0f req/s  p50 %6s  p99 %6s  (all accepted, durable)", r.rate, r.p50, r.p99)
-	t.Logf("reserve / no-op = %.0f%% (target >= 40%%)", 100*ratio)
+	h := load(t, hc, clients, d, healthz)
+	var ratios []float64
+	for i := range rounds {
+		r := load(t, hc, clients, d, reserve)
+		h2 := load(t, hc, clients, d, healthz)
+		noop := (h.rate + h2.rate) / 2
+		ratios = append(ratios, r.rate/noop)
+		t.Logf("round %d: GET /healthz %6.0f req/s (p50 %s, p99 %s) · POST /v1/reserve %6.0f req/s (p50 %s, p99 %s, all accepted, durable) · %.0f%%",
+			i+1, noop, h2.p50, h2.p99, r.rate, r.p50, r.p99, 100*r.rate/noop)
+		h = h2
+	}
+	slices.Sort(ratios)
+	ratio := ratios[len(ratios)/2]
+	t.Logf("reserve / no-op = %.0f%% (median of %d rounds; target >= 40%%)", 100*ratio, rounds)
 	if lookup := e.get(t, "/v1/lookup?namespace=bench&key=evt_1"); lookup.Status != http.StatusOK {
 		t.Fatalf("lookup after the run: %s", lookup)
 	}

@@ -72,6 +72,10 @@ func BenchmarkDiskBytesPerRecord(b *testing.B) {
 	}
 	b.ReportMetric(float64(st.Size())/float64(n), "file-bytes/record")
 	b.ReportMetric(float64(n)/b.Elapsed().Seconds(), "records/s")
+	// The log beside the file: a fixed size, whatever the number of records.
+	if lst, err := os.Stat(walPath(path)); err == nil {
+		b.ReportMetric(float64(lst.Size())/(1<<20), "log-file-MiB")
+	}
 }
 
 // BenchmarkSweep1M deletes a million expired records and reports the

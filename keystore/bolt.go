@@ -153,7 +153,7 @@ func OpenBolt(path string, opts BoltOptions) (*BoltStore, error) {
 		db.Close()
 		return nil, fmt.Errorf("open store %s: create buckets: %w", path, err)
 	}
-	wal, seq, replayed, err := recoverWAL(db, path, opts.WALSize)
+	wal, seq, gen, replayed, err := recoverWAL(db, path, opts.WALSize)
 	if err != nil {
 		db.Close()
 		return nil, fmt.Errorf("open store %s: %w", path, err)
@@ -168,7 +168,7 @@ func OpenBolt(path string, opts BoltOptions) (*BoltStore, error) {
 	s.sq.cond.L = &s.sq.mu
 	timer := time.NewTimer(time.Hour)
 	timer.Stop()
-	go s.writer(&writerState{size: opts.WALSize, seq: seq, timer: timer})
+	go s.writer(&writerState{size: opts.WALSize, seq: seq, gen: gen, timer: timer})
 	return s, nil
 }
 
@@ -197,7 +197,11 @@ func (s *BoltStore) Close() error {
 	s.mu.Unlock()
 	<-s.done
 	werr := s.walFile.Close()
-	return errors.Join(s.db.Close(), werr)
+	var ferr error
+	if p := s.fatal.Load(); p != nil {
+		ferr = fmt.Errorf("the store had stopped: %w", *p)
+	}
+	return errors.Join(ferr, s.db.Close(), werr)
 }
 
 // Ping reports whether the store is open.

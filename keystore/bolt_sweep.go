@@ -112,13 +112,11 @@ func (s *BoltStore) Sweep(ctx context.Context) (SweepStats, error) {
 				return st, err
 			}
 			n, more, took, err := s.sweepBatch(p.bucket, p.do)
-			*p.count += n
-			if took > st.LongestTx {
-				st.LongestTx = took
-			}
 			if err != nil {
-				return st, s.readErr(err)
+				return st, s.readErr(err) // nothing of this batch was saved
 			}
+			*p.count += n
+			st.LongestTx = max(st.LongestTx, took)
 			if !more {
 				break
 			}

@@ -5,7 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/crc32"
-	"io"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 
@@ -33,11 +33,15 @@ import (
 // never extended, so fdatasync never has to journal a size change (why
 // PostgreSQL zero-fills its WAL segments). A record:
 //
-//	length uint32 | crc32c(seq, payload) uint32 | seq uint64 | payload
+//	length uint32 | crc32c(generation, seq, payload) uint32 | seq uint64 | payload
 //
-// Reading starts at offset 0 and stops at the first record that is torn or
-// whose seq does not follow the previous one: what lies beyond is older
-// than the last commit.
+// Every commit, and every open, draws a new generation and stores it in the
+// committed file; the records written until the next commit carry it in
+// their checksum. Reading starts at offset 0 and stops at the first record
+// that is torn, of another generation, or whose seq does not follow the
+// previous one. So records older than the last commit are never applied,
+// nor are the records of a later run when an older copy of the file is
+// restored beside this log.
 
 const (
 	walHeaderLen = 16
@@ -65,6 +69,7 @@ const (
 var (
 	bucketWAL  = []byte("wal")
 	walApplied = []byte("applied")
+	walGen     = []byte("generation") // of the records written since the last commit
 )
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
@@ -76,9 +81,8 @@ type walRecord struct {
 	payload []byte
 }
 
-// readWAL returns the whole records from the start of the file at path, in
-// order (none when the file does not exist).
-func readWAL(path string) ([]walRecord, error) {
+// readWAL reads the log at path (nothing when it does not exist).
+func readWAL(path string) ([]byte, error) {
 	buf, err := os.ReadFile(path)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, nil
@@ -86,10 +90,16 @@ func readWAL(path string) ([]walRecord, error) {
 	if err != nil {
 		return nil, fmt.Errorf("read log %s: %w", path, err)
 	}
-	return parseWAL(buf), nil
+	return buf, nil
 }
 
-func parseWAL(buf []byte) []walRecord {
+func walSum(gen uint64, body []byte) uint32 {
+	return crc32.Update(crc32.Checksum(u64(gen), castagnoli), castagnoli, body)
+}
+
+// parseWAL returns the whole records of generation gen from the start of
+// buf, in order.
+func parseWAL(buf []byte, gen uint64) []walRecord {
 	var out []walRecord
 	for off := 0; len(buf)-off >= walHeaderLen; {
 		n := int(binary.BigEndian.Uint32(buf[off:]))
@@ -98,7 +108,7 @@ func parseWAL(buf []byte) []walRecord {
 			break
 		}
 		body := buf[off+8 : off+walHeaderLen+n] // seq, payload
-		if crc32.Checksum(body, castagnoli) != sum {
+		if walSum(gen, body) != sum {
 			break
 		}
 		seq := binary.BigEndian.Uint64(body)
@@ -111,14 +121,14 @@ func parseWAL(buf []byte) []walRecord {
 	return out
 }
 
-// appendWALRecord frames payload as record seq.
-func appendWALRecord(dst []byte, seq uint64, payload []byte) []byte {
+// appendWALRecord frames payload as record seq of generation gen.
+func appendWALRecord(dst []byte, gen, seq uint64, payload []byte) []byte {
 	start := len(dst)
 	dst = binary.BigEndian.AppendUint32(dst, uint32(len(payload)))
 	dst = binary.BigEndian.AppendUint32(dst, 0)
 	dst = binary.BigEndian.AppendUint64(dst, seq)
 	dst = append(dst, payload...)
-	binary.BigEndian.PutUint32(dst[start+4:], crc32.Checksum(dst[start+8:], castagnoli))
+	binary.BigEndian.PutUint32(dst[start+4:], walSum(gen, dst[start+8:]))
 	return dst
 }
 
@@ -215,8 +225,10 @@ func createWAL(path string, size int64) (*os.File, error) {
 	if err := syncDir(filepath.Dir(path)); err != nil {
 		return fail(err)
 	}
-	if _, err := f.Seek(0, io.SeekStart); err != nil {
-		return fail(err)
+	f.Close()
+	// Opened again under its own name, which errors then show.
+	if f, err = os.OpenFile(path, os.O_RDWR, 0o600); err != nil {
+		return nil, fmt.Errorf("open log: %w", err)
 	}
 	return f, nil
 }
@@ -230,50 +242,57 @@ func syncDir(dir string) error {
 	return d.Sync()
 }
 
-// recoverWAL applies the log records newer than the committed file, and
-// returns the log, ready to be written from its start, and the seq of its
-// last record.
-func recoverWAL(db *bolt.DB, dbPath string, size int64) (*os.File, uint64, int, error) {
+// newGen draws a log generation.
+func newGen() uint64 { return rand.Uint64() }
+
+// recoverWAL applies the log records newer than the committed file and
+// starts a new generation. It returns the log, ready to be written from its
+// start, the seq of its last record, the generation, and how many records
+// it applied.
+func recoverWAL(db *bolt.DB, dbPath string, size int64) (f *os.File, seq, gen uint64, replayed int, err error) {
 	path := walPath(dbPath)
-	recs, err := readWAL(path)
+	buf, err := readWAL(path)
 	if err != nil {
-		return nil, 0, 0, err
+		return nil, 0, 0, 0, err
 	}
-	var applied uint64
-	replayed := 0
+	gen = newGen()
 	err = db.Update(func(tx *bolt.Tx) error {
 		b := tx.Bucket(bucketWAL)
+		var prevGen uint64
 		if v := b.Get(walApplied); len(v) == 8 {
-			applied = binary.BigEndian.Uint64(v)
+			seq = binary.BigEndian.Uint64(v)
 		}
-		for _, r := range recs {
-			if r.seq <= applied {
+		if v := b.Get(walGen); len(v) == 8 {
+			prevGen = binary.BigEndian.Uint64(v)
+		}
+		for _, r := range parseWAL(buf, prevGen) {
+			if r.seq <= seq {
 				continue
 			}
-			if r.seq != applied+1 {
-				return fmt.Errorf("log %s: record %d follows %d: records are missing", path, r.seq, applied)
+			if r.seq != seq+1 {
+				return fmt.Errorf("log %s: record %d follows %d: records are missing", path, r.seq, seq)
 			}
 			if err := replayWAL(tx, r.payload); err != nil {
 				return fmt.Errorf("log %s: record %d: %w", path, r.seq, err)
 			}
-			applied = r.seq
+			seq = r.seq
 			replayed++
 		}
-		if replayed == 0 {
-			return nil
+		if err := b.Put(walApplied, u64(seq)); err != nil {
+			return err
 		}
-		return b.Put(walApplied, u64(applied))
+		return b.Put(walGen, u64(gen))
 	})
 	if err != nil {
-		return nil, 0, 0, err
+		return nil, 0, 0, 0, err
 	}
 	if st, err := os.Stat(path); err == nil && st.Size() == size {
 		f, err := os.OpenFile(path, os.O_RDWR, 0o600)
 		if err != nil {
-			return nil, 0, 0, fmt.Errorf("open log: %w", err)
+			return nil, 0, 0, 0, fmt.Errorf("open log: %w", err)
 		}
-		return f, applied, replayed, nil
+		return f, seq, gen, replayed, nil
 	}
-	f, err := createWAL(path, size)
-	return f, applied, replayed, err
+	f, err = createWAL(path, size)
+	return f, seq, gen, replayed, err
 }

@@ -2,12 +2,18 @@ package keystore
 
 import (
 	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
 	"slices"
 	"testing"
+	"time"
 )
 
 func TestParseWAL(t *testing.T) {
-	frame := func(seq uint64, payload string) []byte { return appendWALRecord(nil, seq, []byte(payload)) }
+	const gen = 42
+	frame := func(seq uint64, payload string) []byte { return appendWALRecord(nil, gen, seq, []byte(payload)) }
 	seqs := func(recs []walRecord) []uint64 {
 		var out []uint64
 		for _, r := range recs {
@@ -29,14 +35,72 @@ func TestParseWAL(t *testing.T) {
 		{"cut short", whole[:len(whole)-2], []uint64{7, 8}},
 		{"stale tail after a restart", slices.Concat(frame(20, "new"), frame(8, "old"), frame(9, "old")), []uint64{20}},
 		{"length past the end", slices.Concat(frame(1, "x"), []byte{0x7f, 0xff, 0xff, 0xff}, make([]byte, 40)), []uint64{1}},
+		{"another generation's records", slices.Concat(frame(1, "x"), appendWALRecord(nil, gen+1, 2, []byte("later run"))), []uint64{1}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got := parseWAL(tc.log)
+			got := parseWAL(tc.log, gen)
 			if !slices.Equal(seqs(got), tc.want) {
 				t.Fatalf("records %v, want %v", seqs(got), tc.want)
 			}
 			if len(got) > 0 && string(got[0].payload) != map[uint64]string{7: "a", 20: "new", 1: "x"}[got[0].seq] {
 				t.Fatalf("payload %q", got[0].payload)
+			}
+		})
+	}
+}
+
+// Restoring an older copy of the bbolt file beside the current log: the
+// store opens, and applies none of the records written after the copy was
+// taken (the copy holds another generation).
+func TestRestoredBackupIgnoresNewerLog(t *testing.T) {
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name string
+		opts BoltOptions
+		n    int
+	}{
+		{"many commits since the copy", BoltOptions{CommitInterval: time.Millisecond}, 200},
+		{"one open transaction since the copy", BoltOptions{CommitInterval: time.Hour}, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "n8n-guard.db")
+			open := func(o BoltOptions) *BoltStore {
+				s, err := OpenBolt(path, o)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return s
+			}
+			s := open(BoltOptions{})
+			if _, err := s.Reserve(ctx, ReserveRequest{Namespace: "n", Key: "before", Owner: "t"}); err != nil {
+				t.Fatal(err)
+			}
+			if err := s.Close(); err != nil {
+				t.Fatal(err)
+			}
+			backup, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			s = open(tc.opts)
+			for i := range tc.n {
+				if _, err := s.Reserve(ctx, ReserveRequest{Namespace: "n", Key: fmt.Sprint("after", i), Owner: "t"}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := s.Close(); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(path, backup, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			s = open(BoltOptions{})
+			defer s.Close()
+			if r, _ := s.Lookup(ctx, "n", "before"); r.Record == nil {
+				t.Fatal("the key of the backup is gone")
+			}
+			if r, _ := s.Lookup(ctx, "n", "after0"); r.Record != nil {
+				t.Fatal("a key reserved after the backup came back from the log")
 			}
 		})
 	}

@@ -96,6 +96,7 @@ type writerState struct {
 	size   int64    // of the log
 	off    int64
 	seq    uint64 // last record written
+	gen    uint64 // generation of the records since the last commit
 	frame  []byte
 	timer  *time.Timer
 }
@@ -175,16 +176,22 @@ func (s *BoltStore) writer(ws *writerState) {
 			}
 		}
 		// A flush ends a group: what came before it is committed before it
-		// is answered.
+		// is answered. A sweep is a group of its own, so that its failure
+		// fails no one else.
 		start := 0
 		for i, op := range batch {
-			if op.flush {
+			switch {
+			case op.flush:
 				s.runGroup(ws, batch[start:i])
 				s.commitTx(ws)
 				if s.broken() {
 					op.err = errBroken
 				}
 				close(op.done)
+				start = i + 1
+			case op.exec != nil:
+				s.runGroup(ws, batch[start:i])
+				s.runGroup(ws, batch[i:i+1])
 				start = i + 1
 			}
 		}
@@ -250,7 +257,7 @@ func (s *BoltStore) runGroup(ws *writerState, ops []*writeOp) {
 	g := &group{ops: slices.Clone(ops), pub: w.pub} // the writer reuses its batch
 	if len(w.log) > 0 {
 		s.dirty.Store(true)
-		ws.frame = appendWALRecord(ws.frame[:0], ws.seq+1, w.log)
+		ws.frame = appendWALRecord(ws.frame[:0], ws.gen, ws.seq+1, w.log)
 		if ws.off+int64(len(ws.frame)) > ws.size {
 			// The log is full: commit instead, which makes this group
 			// durable too.
@@ -269,6 +276,12 @@ func (s *BoltStore) runGroup(ws *writerState, ops []*writeOp) {
 		}
 	}
 	s.push(g, nil, ws.seq)
+	if ws.w != nil && !s.dirty.Load() {
+		// Nothing to commit: give bbolt's write lock back at once (the
+		// notify outbox writes to the same file).
+		_ = ws.w.tx.Rollback()
+		ws.w = nil
+	}
 }
 
 func (s *BoltStore) apply(w *wtx, ops []*writeOp) (err error) {
@@ -331,7 +344,12 @@ func (s *BoltStore) commitTx(ws *writerState) {
 		_ = tx.Rollback() // nothing to save, or nothing that may be saved
 		return
 	}
-	err := tx.Bucket(bucketWAL).Put(walApplied, u64(ws.seq))
+	gen := newGen()
+	b := tx.Bucket(bucketWAL)
+	err := b.Put(walApplied, u64(ws.seq))
+	if err == nil {
+		err = b.Put(walGen, u64(gen))
+	}
 	if err == nil {
 		err = tx.Commit()
 	} else {
@@ -345,7 +363,7 @@ func (s *BoltStore) commitTx(ws *writerState) {
 	s.overlay.reset()
 	s.dirty.Store(false)
 	s.restartLog()
-	ws.off = 0
+	ws.off, ws.gen = 0, gen
 	ws.logged = ws.logged[:0]
 }
 
@@ -441,13 +459,19 @@ func (s *BoltStore) syncer(done chan<- struct{}) {
 		}
 		buf, off, upTo := q.buf, q.end-int64(len(q.buf)), q.written
 		q.buf, spare = spare[:0], nil
-		q.syncing = true
-		q.mu.Unlock()
-		_, err := s.walFile.WriteAt(buf, off)
-		if err == nil {
-			err = syscall.Fdatasync(int(s.walFile.Fd()))
+		var err error
+		if s.broken() {
+			// After a failed write or sync nothing more is written: what
+			// comes back on restart must not depend on chance.
+			err = errBroken
+		} else {
+			q.syncing = true
+			q.mu.Unlock()
+			if _, err = s.walFile.WriteAt(buf, off); err == nil {
+				err = syscall.Fdatasync(int(s.walFile.Fd()))
+			}
+			q.mu.Lock()
 		}
-		q.mu.Lock()
 		q.syncing, spare = false, buf
 		if err != nil {
 			s.setBroken("write the log", err)
