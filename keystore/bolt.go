@@ -32,6 +32,14 @@ var (
 	allBuckets     = [][]byte{bucketKeys, bucketState, bucketLeases, bucketExpires, bucketCounts, bucketBreakers, bucketEvents}
 )
 
+// DefaultCommitInterval: a commit holds the writer for a few ms (two
+// fsyncs of every page the transaction dirtied), during which requests
+// wait; over HTTP at 64 connections, committing every 250 ms instead of
+// every 50 ms raised reserve from 42% to 44–47% of the no-op route's rate.
+// Other writers of the same file (the notify outbox) wait at most this
+// long for bbolt's write lock.
+const DefaultCommitInterval = 250 * time.Millisecond
+
 // BoltOptions configure OpenBolt.
 type BoltOptions struct {
 	Policies    Policies
@@ -43,8 +51,8 @@ type BoltOptions struct {
 	// SweepBatch bounds the deletes of one sweep transaction (default 1000).
 	SweepBatch int
 	// CommitInterval is how long the writer's bbolt transaction stays open
-	// (default 50ms). Writes are durable before that, through the log; the
-	// commit lets the log start over.
+	// (default DefaultCommitInterval). Writes are durable before that,
+	// through the log; the commit lets the log start over.
 	CommitInterval time.Duration
 	// WALSize is the size of the log file, <path>.wal (default 16 MiB).
 	WALSize int64
@@ -120,7 +128,7 @@ func OpenBolt(path string, opts BoltOptions) (*BoltStore, error) {
 		opts.SweepBatch = 1000
 	}
 	if opts.CommitInterval <= 0 {
-		opts.CommitInterval = 50 * time.Millisecond
+		opts.CommitInterval = DefaultCommitInterval
 	}
 	if opts.WALSize <= 0 {
 		opts.WALSize = DefaultWALSize
