@@ -465,7 +465,7 @@ func (s *BoltStore) Reserve(_ context.Context, req ReserveRequest) (Result, erro
 	var res Result
 	readOnly := false
 	snap := s.snapshot(req.Namespace, req.Key, req.Destination)
-	err = s.db.View(func(tx *bolt.Tx) error {
+	err = snap.view(s.db, func(tx *bolt.Tx) error {
 		d, err := decideOn(snap.record, snap.breaker)(tx, s.now())
 		if err == nil && (d.st.record != nil || d.st.breaker != nil || len(d.st.events) > 0) {
 			return nil // it writes: the writer decides
@@ -551,7 +551,7 @@ func (s *BoltStore) Lookup(_ context.Context, ns, key string) (Result, error) {
 	}
 	var res Result
 	snap := s.snapshot(ns, key, "")
-	err = s.db.View(func(tx *bolt.Tx) error {
+	err = snap.view(s.db, func(tx *bolt.Tx) error {
 		cur, err := snap.record(tx, ns, key)
 		if err != nil {
 			return err

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -107,12 +108,17 @@ var errBroken = &Error{Code: EStoreUnavailable, Message: "the store stopped afte
 type overlay struct {
 	mu sync.RWMutex
 	m  map[string][]byte
+	n  atomic.Int64 // len(m): readers skip the lock when it is empty
 }
 
 func (o *overlay) get(bucket int, k []byte) (v []byte, ok bool) {
-	key := ovKey(bucket, k)
+	if o.n.Load() == 0 {
+		return nil, false
+	}
+	var buf [256]byte
+	key := append(append(buf[:0], byte(bucket)), k...)
 	o.mu.RLock()
-	v, ok = o.m[key]
+	v, ok = o.m[string(key)] // no allocation for the lookup
 	o.mu.RUnlock()
 	return v, ok
 }
@@ -125,12 +131,14 @@ func (o *overlay) publish(changes []ovChange) {
 	for _, c := range changes {
 		o.m[c.key] = c.val
 	}
+	o.n.Store(int64(len(o.m)))
 	o.mu.Unlock()
 }
 
 func (o *overlay) reset() {
 	o.mu.Lock()
 	clear(o.m)
+	o.n.Store(0)
 	o.mu.Unlock()
 }
 
@@ -514,15 +522,25 @@ func (s *BoltStore) flush() error {
 type snapshot struct {
 	rec, br       []byte
 	hasRec, hasBr bool
+	needBr        bool
 }
 
 func (s *BoltStore) snapshot(ns, key, dest string) snapshot {
-	var sn snapshot
+	sn := snapshot{needBr: dest != ""}
 	sn.rec, sn.hasRec = s.overlay.get(bkKeys, recordKey(ns, key))
 	if dest != "" {
 		sn.br, sn.hasBr = s.overlay.get(bkBreakers, []byte(dest))
 	}
 	return sn
+}
+
+// view runs fn on the snapshot: on the overlay alone when it holds all fn
+// reads (then tx is nil), else in a bbolt read transaction.
+func (sn snapshot) view(db *bolt.DB, fn func(tx *bolt.Tx) error) error {
+	if sn.hasRec && (sn.hasBr || !sn.needBr) {
+		return fn(nil)
+	}
+	return db.View(fn)
 }
 
 func (sn snapshot) record(tx *bolt.Tx, ns, key string) (*Record, error) {
