@@ -96,6 +96,7 @@ type writerState struct {
 	logged [][]byte // the open transaction's log records, to apply again after a failed write
 	size   int64    // of the log
 	off    int64
+	writes int    // ops that changed something in the open transaction
 	seq    uint64 // last record written
 	gen    uint64 // generation of the records since the last commit
 	frame  []byte
@@ -204,11 +205,18 @@ func (s *BoltStore) writer(ws *writerState) {
 			}
 		}
 		s.runGroup(ws, batch[start:])
-		if ws.w != nil && time.Since(ws.w.start) >= s.commitEvery {
+		if ws.w != nil && (time.Since(ws.w.start) >= s.commitEvery || ws.writes >= maxTxWrites) {
 			s.commitTx(ws)
 		}
 	}
 }
+
+// maxTxWrites also ends the open transaction. A commit writes a new copy of
+// every page the transaction dirtied while the old copies are still the
+// committed state, so the file must hold both: with random keys at a
+// million records, 250 ms of writes (about 3,400 records) left the file at
+// 308 bytes per record, 2,000 writes at 288 (docs/performance.md).
+const maxTxWrites = 2000
 
 // nextOp waits for the next op. With a transaction open it waits only
 // until the transaction is due, and then returns (nil, true).
@@ -279,6 +287,7 @@ func (s *BoltStore) runGroup(ws *writerState, ops []*writeOp) {
 			ws.off += int64(len(ws.frame))
 			ws.seq++
 			ws.logged = append(ws.logged, append([]byte(nil), w.log...))
+			ws.writes += len(ops)
 			s.push(g, ws.frame, ws.seq)
 			return
 		}
@@ -371,7 +380,7 @@ func (s *BoltStore) commitTx(ws *writerState) {
 	s.overlay.reset()
 	s.dirty.Store(false)
 	s.restartLog()
-	ws.off, ws.gen = 0, gen
+	ws.off, ws.gen, ws.writes = 0, gen, 0
 	ws.logged = ws.logged[:0]
 }
 
