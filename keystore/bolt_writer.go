@@ -92,15 +92,15 @@ type group struct {
 
 // writerState is owned by the writer goroutine.
 type writerState struct {
-	w      *wtx
-	logged [][]byte // the open transaction's log records, to apply again after a failed write
-	size   int64    // of the log
-	off    int64
-	writes int    // ops that changed something in the open transaction
-	seq    uint64 // last record written
-	gen    uint64 // generation of the records since the last commit
-	frame  []byte
-	timer  *time.Timer
+	w        *wtx
+	logged   [][]byte // the open transaction's log records, to apply again after a failed write
+	size     int64    // of the log
+	off      int64
+	logBytes int    // logged by the open transaction
+	seq      uint64 // last record written
+	gen      uint64 // generation of the records since the last commit
+	frame    []byte
+	timer    *time.Timer
 }
 
 var errBroken = &Error{Code: EStoreUnavailable, Message: "the store stopped after a disk error; restart n8n-guard (it applies its log on start)"}
@@ -205,18 +205,21 @@ func (s *BoltStore) writer(ws *writerState) {
 			}
 		}
 		s.runGroup(ws, batch[start:])
-		if ws.w != nil && (time.Since(ws.w.start) >= s.commitEvery || ws.writes >= maxTxWrites) {
+		if ws.w != nil && (time.Since(ws.w.start) >= s.commitEvery || ws.logBytes >= maxTxLog) {
 			s.commitTx(ws)
 		}
 	}
 }
 
-// maxTxWrites also ends the open transaction. A commit writes a new copy of
-// every page the transaction dirtied while the old copies are still the
-// committed state, so the file must hold both: with random keys at a
-// million records, 250 ms of writes (about 3,400 records) left the file at
-// 308 bytes per record, 2,000 writes at 288 (docs/performance.md).
-const maxTxWrites = 2000
+// maxTxLog also ends the open transaction: when it has logged this much. A
+// commit writes a new copy of every page the transaction dirtied while the
+// old copies are still the committed state, so the file must hold both,
+// and the commit holds the writer up for as long as it writes them. With
+// random keys at a million records, 250 ms of writes (about 3,400 records)
+// left the file at 308 bytes per record; and a retention sweep's groups
+// (1,000 deletes each) piled into one commit that kept a reserve waiting
+// 99 ms (docs/performance.md).
+const maxTxLog = 256 << 10
 
 // nextOp waits for the next op. With a transaction open it waits only
 // until the transaction is due, and then returns (nil, true).
@@ -287,7 +290,7 @@ func (s *BoltStore) runGroup(ws *writerState, ops []*writeOp) {
 			ws.off += int64(len(ws.frame))
 			ws.seq++
 			ws.logged = append(ws.logged, append([]byte(nil), w.log...))
-			ws.writes += len(ops)
+			ws.logBytes += len(w.log)
 			s.push(g, ws.frame, ws.seq)
 			return
 		}
@@ -380,7 +383,7 @@ func (s *BoltStore) commitTx(ws *writerState) {
 	s.overlay.reset()
 	s.dirty.Store(false)
 	s.restartLog()
-	ws.off, ws.gen, ws.writes = 0, gen, 0
+	ws.off, ws.gen, ws.logBytes = 0, gen, 0
 	ws.logged = ws.logged[:0]
 }
 
