@@ -23,6 +23,10 @@ import (
 	"github.com/n8n-guard/n8n-guard/keystore"
 )
 
+// bodyReadLimit: bodies up to this size are read even when over the
+// configured limit, so their 413 reaches the client (see New).
+const bodyReadLimit = 1 << 20
+
 // Defaults of Config.
 const (
 	DefaultBodyLimit    = 64 << 10
@@ -63,6 +67,7 @@ type Server struct {
 	version  string
 	routes   []Route
 	draining atomic.Bool
+	maxBody  int
 
 	mu        sync.Mutex
 	listeners []net.Listener
@@ -105,10 +110,16 @@ func New(cfg Config) (*Server, error) {
 	if s.metrics, err = newMetrics(cfg.Registry, cfg.Store); err != nil {
 		return nil, fmt.Errorf("api: register metrics: %w", err)
 	}
+	// A body over the limit is read to its end (up to bodyReadLimit) and
+	// answered 413 by handle, on a connection that stays open. Left to
+	// fasthttp, the 413 is written and the connection closed with the body
+	// unread, and the kernel may turn that close into a reset that loses
+	// the answer before the client reads it.
+	s.maxBody = orDefault(cfg.BodyLimit, DefaultBodyLimit)
 	s.app = fiber.New(fiber.Config{
 		AppName:               "n8n-guard",
 		DisableStartupMessage: true,
-		BodyLimit:             orDefault(cfg.BodyLimit, DefaultBodyLimit),
+		BodyLimit:             max(4*s.maxBody, bodyReadLimit),
 		ReadTimeout:           orDefault(cfg.ReadTimeout, DefaultReadTimeout),
 		WriteTimeout:          orDefault(cfg.WriteTimeout, DefaultWriteTimeout),
 		IdleTimeout:           orDefault(cfg.IdleTimeout, DefaultIdleTimeout),
@@ -166,7 +177,9 @@ func (s *Server) handle(method, path string, auth bool, h fiber.Handler) {
 					slog.Int("status", status), slog.Duration("took", took))
 			}
 		}()
-		if auth {
+		if len(c.Request().Body()) > s.maxBody {
+			err = keystore.Errorf(keystore.EPayloadTooLarge, "request body is larger than the configured limit")
+		} else if auth {
 			err = s.authorize(c)
 		}
 		if err == nil {
