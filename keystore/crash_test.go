@@ -66,38 +66,13 @@ func crashChild(path string) {
 // SIGKILLed under load; every key it acknowledged must be on disk, and must
 // not be accepted again.
 func TestCrashKeepsAcceptedReservations(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "n8n-guard.db")
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), "KEYSTORE_CRASH_CHILD="+path)
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd.Stderr = os.Stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
 	var acked []string
-	sc := bufio.NewScanner(stdout)
-	deadline := time.Now().Add(1500 * time.Millisecond)
-	for sc.Scan() {
-		if k, ok := strings.CutPrefix(sc.Text(), "ACK "); ok {
+	path := runAndKill(t, "KEYSTORE_CRASH_CHILD", func(line string) int {
+		if k, ok := strings.CutPrefix(line, "ACK "); ok {
 			acked = append(acked, k)
 		}
-		if time.Now().After(deadline) && len(acked) > 500 {
-			break
-		}
-	}
-	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
-		t.Fatal(err)
-	}
-	// Keys printed between our last read and the kill are acknowledged too.
-	for sc.Scan() {
-		if k, ok := strings.CutPrefix(sc.Text(), "ACK "); ok {
-			acked = append(acked, k)
-		}
-	}
-	_ = cmd.Wait()
+		return len(acked)
+	})
 	if len(acked) < 500 {
 		t.Fatalf("child acknowledged only %d reservations", len(acked))
 	}
@@ -120,6 +95,42 @@ func TestCrashKeepsAcceptedReservations(t *testing.T) {
 		}
 	}
 	t.Logf("%d acknowledged reservations survived SIGKILL", len(acked))
+}
+
+// runAndKill starts this test binary as a child with env set to a fresh
+// data path, hands each line the child prints to read (which answers how
+// many acknowledgements it holds), SIGKILLs the child once it has run
+// 1.5 s and acknowledged 500, reads what it printed up to the kill, and
+// returns the path.
+func runAndKill(t *testing.T, env string, read func(line string) int) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "n8n-guard.db")
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), env+"="+path)
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	sc := bufio.NewScanner(stdout)
+	deadline := time.Now().Add(1500 * time.Millisecond)
+	for sc.Scan() {
+		if read(sc.Text()) > 500 && time.Now().After(deadline) {
+			break
+		}
+	}
+	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	// Lines printed between our last read and the kill are acknowledged too.
+	for sc.Scan() {
+		read(sc.Text())
+	}
+	_ = cmd.Wait()
+	return path
 }
 
 // A second process on the same data folder gets a clear error, not a hang.
@@ -218,39 +229,13 @@ func mixedChild(path string) {
 // result is the state the answers were given from — records, indexes,
 // counts, events and their sequence, breakers.
 func TestCrashReplaysTheLog(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "n8n-guard.db")
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), "KEYSTORE_CRASH_MIXED="+path)
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd.Stderr = os.Stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
 	acked := map[string]keystore.State{}
-	read := func(line string) {
-		f := strings.Fields(line)
-		if len(f) == 3 && f[0] == "ACK" {
+	path := runAndKill(t, "KEYSTORE_CRASH_MIXED", func(line string) int {
+		if f := strings.Fields(line); len(f) == 3 && f[0] == "ACK" {
 			acked[f[2]] = keystore.State(f[1])
 		}
-	}
-	sc := bufio.NewScanner(stdout)
-	deadline := time.Now().Add(1500 * time.Millisecond)
-	for sc.Scan() {
-		read(sc.Text())
-		if time.Now().After(deadline) && len(acked) > 500 {
-			break
-		}
-	}
-	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
-		t.Fatal(err)
-	}
-	for sc.Scan() {
-		read(sc.Text())
-	}
-	_ = cmd.Wait()
+		return len(acked)
+	})
 	if len(acked) < 500 {
 		t.Fatalf("child acknowledged only %d changes", len(acked))
 	}
