@@ -516,11 +516,7 @@ func (s *BoltStore) Fail(_ context.Context, req FailRequest) (Result, error) {
 	}
 	np := s.policies.Namespace(req.Namespace)
 	return s.writeKey(req.Namespace, req.Key, func(cur *Record, br *Breaker, now time.Time) (step, error) {
-		var dp DestinationPolicy
-		if br != nil {
-			dp = s.policies.Destination(br.Destination)
-		}
-		return decideFail(cur, br, req, np, dp, now)
+		return decideFail(cur, br, req, np, s.policies.breakerPolicy(br), now)
 	})
 }
 

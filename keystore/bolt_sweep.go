@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
-	"sort"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -40,7 +39,6 @@ func (s *BoltStore) Destinations(context.Context) ([]Breaker, error) {
 	if err := s.flush(); err != nil {
 		return nil, err
 	}
-	seen := map[string]bool{}
 	var out []Breaker
 	err := s.db.View(func(tx *bolt.Tx) error {
 		return tx.Bucket(bucketBreakers).ForEach(func(k, v []byte) error {
@@ -48,7 +46,6 @@ func (s *BoltStore) Destinations(context.Context) ([]Breaker, error) {
 			if err != nil {
 				return err
 			}
-			seen[b.Destination] = true
 			out = append(out, b.View(now))
 			return nil
 		})
@@ -56,20 +53,12 @@ func (s *BoltStore) Destinations(context.Context) ([]Breaker, error) {
 	if err != nil {
 		return nil, s.readErr(err)
 	}
-	for d := range s.policies.Destinations {
-		if !seen[d] {
-			out = append(out, *newBreaker(d))
-		}
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Destination < out[j].Destination })
-	return out, nil
+	return s.policies.withConfigured(out), nil
 }
 
 // Events implements Store.
 func (s *BoltStore) Events(_ context.Context, after uint64, limit int) ([]Event, error) {
-	if limit <= 0 || limit > 1000 {
-		limit = 1000
-	}
+	limit = eventLimit(limit)
 	if err := s.flush(); err != nil {
 		return nil, err
 	}

@@ -32,3 +32,14 @@ type Event struct {
 
 // EventRetention is how long the event log keeps entries.
 const EventRetention = 7 * 24 * time.Hour
+
+// MaxEvents is the most events one Events call returns.
+const MaxEvents = 1000
+
+// eventLimit is Events' limit: MaxEvents when outside 1..MaxEvents.
+func eventLimit(limit int) int {
+	if limit <= 0 || limit > MaxEvents {
+		return MaxEvents
+	}
+	return limit
+}

@@ -1,6 +1,10 @@
 package keystore
 
-import "time"
+import (
+	"slices"
+	"strings"
+	"time"
+)
 
 // LeaseExpiry is what happens to a reservation whose lease ran out.
 type LeaseExpiry string
@@ -71,4 +75,30 @@ func (p Policies) Destination(dest string) DestinationPolicy {
 	}
 	dp.Cooldown = dp.Cooldown.Truncate(time.Millisecond)
 	return dp
+}
+
+// breakerPolicy is the policy of br's destination (zero when the key has
+// no destination).
+func (p Policies) breakerPolicy(br *Breaker) DestinationPolicy {
+	if br == nil {
+		return DestinationPolicy{}
+	}
+	return p.Destination(br.Destination)
+}
+
+// withConfigured completes the breakers a store holds with every
+// configured destination it has none for (closed until something happens
+// to it), sorted by destination.
+func (p Policies) withConfigured(held []Breaker) []Breaker {
+	seen := make(map[string]bool, len(held))
+	for _, b := range held {
+		seen[b.Destination] = true
+	}
+	for d := range p.Destinations {
+		if !seen[d] {
+			held = append(held, *newBreaker(d))
+		}
+	}
+	slices.SortFunc(held, func(a, b Breaker) int { return strings.Compare(a.Destination, b.Destination) })
+	return held
 }

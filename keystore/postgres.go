@@ -603,11 +603,7 @@ func (s *PostgresStore) Fail(ctx context.Context, req FailRequest) (Result, erro
 	np := s.policies.Namespace(req.Namespace)
 	return s.run(ctx, decision{op: "fail", ns: req.Namespace, key: req.Key, fromKey: true,
 		decide: func(cur *Record, br *Breaker, now time.Time) (step, error) {
-			var dp DestinationPolicy
-			if br != nil {
-				dp = s.policies.Destination(br.Destination)
-			}
-			return decideFail(cur, br, req, np, dp, now)
+			return decideFail(cur, br, req, np, s.policies.breakerPolicy(br), now)
 		}})
 }
 

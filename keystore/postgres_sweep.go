@@ -2,7 +2,6 @@ package keystore
 
 import (
 	"context"
-	"sort"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -61,7 +60,6 @@ func (s *PostgresStore) Destinations(ctx context.Context) ([]Breaker, error) {
 		return nil, s.dbErr("destinations", err)
 	}
 	defer rows.Close()
-	seen := map[string]bool{}
 	var out []Breaker
 	for rows.Next() {
 		var dest string
@@ -70,26 +68,17 @@ func (s *PostgresStore) Destinations(ctx context.Context) ([]Breaker, error) {
 			return nil, s.dbErr("destinations", err)
 		}
 		b.Destination = dest
-		seen[dest] = true
 		out = append(out, b.View(now))
 	}
 	if err := rows.Err(); err != nil {
 		return nil, s.dbErr("destinations", err)
 	}
-	for d := range s.policies.Destinations {
-		if !seen[d] {
-			out = append(out, *newBreaker(d))
-		}
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Destination < out[j].Destination })
-	return out, nil
+	return s.policies.withConfigured(out), nil
 }
 
 // Events implements Store.
 func (s *PostgresStore) Events(ctx context.Context, after uint64, limit int) ([]Event, error) {
-	if limit <= 0 || limit > 1000 {
-		limit = 1000
-	}
+	limit = eventLimit(limit)
 	rows, err := s.pool.Query(ctx, `SELECT seq, at, kind, namespace, key, attempt, owner, destination, reason, message,
 		reopens_at, paused_reserves FROM guard_events WHERE seq > $1 ORDER BY seq LIMIT $2`, int64(after), limit)
 	if err != nil {

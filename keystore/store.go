@@ -20,7 +20,8 @@ type Store interface {
 	Counts(ctx context.Context) (map[string]map[State]int, error)
 	// Destinations lists the breakers as seen at now.
 	Destinations(ctx context.Context) ([]Breaker, error)
-	// Events returns up to limit events with Seq > after, oldest first.
+	// Events returns up to limit events with Seq > after, oldest first
+	// (limit outside 1..MaxEvents: MaxEvents).
 	Events(ctx context.Context, after uint64, limit int) ([]Event, error)
 	// Sweep moves expired leases to unknown and deletes records and events
 	// past their retention, in small transactions.
