@@ -33,9 +33,7 @@ func TestHTTPThroughput(t *testing.T) {
 	}
 	const clients = 64
 	// The server runs with the Ps n8n-guard serve gives a bbolt store.
-	if os.Getenv("GOMAXPROCS") == "" {
-		defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(keystore.Procs()))
-	}
+	defer keystore.UseProcs()()
 	e := start(t)
 	e.unrecorded = true
 	tr := &http.Transport{MaxConnsPerHost: clients, MaxIdleConnsPerHost: clients, MaxIdleConns: clients, DisableCompression: true}

@@ -180,14 +180,24 @@ func OpenBolt(path string, opts BoltOptions) (*BoltStore, error) {
 	return s, nil
 }
 
-// Procs is the GOMAXPROCS a server built on a BoltStore should run with:
-// twice the default. The writer and the syncer spend much of their time in
-// pwrite and fdatasync while holding a P, which the Go runtime hands to
-// other goroutines only after a delay; meanwhile a core sits idle with
-// requests waiting. Spare Ps keep the cores busy. Measured on 2 cores
+// UseProcs gives a server built on a BoltStore the GOMAXPROCS it should
+// run with, twice the default, unless the GOMAXPROCS environment variable
+// chose (the runtime reads it from the real environment; so does this).
+// It returns what sets the previous value back.
+//
+// The writer and the syncer spend much of their time in pwrite and
+// fdatasync while holding a P, which the Go runtime hands to other
+// goroutines only after a delay; meanwhile a core sits idle with requests
+// waiting. Spare Ps keep the cores busy. Measured on 2 cores
 // (docs/performance.md): reserve over HTTP went from about a third of the
 // no-op route's rate with 2 Ps to about 40% with 4.
-func Procs() int { return 2 * runtime.GOMAXPROCS(0) }
+func UseProcs() (undo func()) {
+	if os.Getenv("GOMAXPROCS") != "" {
+		return func() {}
+	}
+	prev := runtime.GOMAXPROCS(2 * runtime.GOMAXPROCS(0))
+	return func() { runtime.GOMAXPROCS(prev) }
+}
 
 // DB returns the bbolt handle, for packages that keep their own buckets in
 // the same file.
@@ -445,16 +455,18 @@ func (s *BoltStore) Reserve(_ context.Context, req ReserveRequest) (Result, erro
 		return Result{}, err
 	}
 	np := s.policies.Namespace(req.Namespace)
-	decideOn := func(read func(*bolt.Tx, string, string) (*Record, error), readBreaker func(*bolt.Tx, string) (*Breaker, []byte, error)) func(*bolt.Tx, time.Time) (boltDecision, error) {
+	// decide reads through sn; the writer's zero snapshot reads the file
+	// (its transaction) alone.
+	decide := func(sn snapshot) func(*bolt.Tx, time.Time) (boltDecision, error) {
 		return func(tx *bolt.Tx, now time.Time) (boltDecision, error) {
-			cur, err := read(tx, req.Namespace, req.Key)
+			cur, err := sn.record(tx, req.Namespace, req.Key)
 			if err != nil {
 				return boltDecision{}, err
 			}
 			var br *Breaker
 			var brRaw []byte
 			if req.Destination != "" {
-				if br, brRaw, err = readBreaker(tx, req.Destination); err != nil {
+				if br, brRaw, err = sn.breaker(tx, req.Destination); err != nil {
 					return boltDecision{}, err
 				}
 			}
@@ -466,7 +478,7 @@ func (s *BoltStore) Reserve(_ context.Context, req ReserveRequest) (Result, erro
 	readOnly := false
 	snap := s.snapshot(req.Namespace, req.Key, req.Destination)
 	err = snap.view(s.db, func(tx *bolt.Tx) error {
-		d, err := decideOn(snap.record, snap.breaker)(tx, s.now())
+		d, err := decide(snap)(tx, s.now())
 		if err == nil && (d.st.record != nil || d.st.breaker != nil || len(d.st.events) > 0) {
 			return nil // it writes: the writer decides
 		}
@@ -476,7 +488,7 @@ func (s *BoltStore) Reserve(_ context.Context, req ReserveRequest) (Result, erro
 	if readOnly || err != nil {
 		return res, s.readErr(err)
 	}
-	return s.write(decideOn(getRecord, getBreaker))
+	return s.write(decide(snapshot{}))
 }
 
 // writeKey decides on one key's record, and on its destination's breaker,

@@ -265,10 +265,8 @@ func recoverWAL(db *bolt.DB, dbPath string, size int64) (f *os.File, seq, gen ui
 		if v := b.Get(walGen); len(v) == 8 {
 			prevGen = binary.BigEndian.Uint64(v)
 		}
+		// Records of the committed generation all follow its last commit.
 		for _, r := range parseWAL(buf, prevGen) {
-			if r.seq <= seq {
-				continue
-			}
 			if r.seq != seq+1 {
 				return fmt.Errorf("log %s: record %d follows %d: records are missing", path, r.seq, seq)
 			}

@@ -92,15 +92,14 @@ type group struct {
 
 // writerState is owned by the writer goroutine.
 type writerState struct {
-	w        *wtx
-	logged   [][]byte // the open transaction's log records, to apply again after a failed write
-	size     int64    // of the log
-	off      int64
-	logBytes int    // logged by the open transaction
-	seq      uint64 // last record written
-	gen      uint64 // generation of the records since the last commit
-	frame    []byte
-	timer    *time.Timer
+	w      *wtx
+	logged [][]byte // the open transaction's log records, to apply again after a failed write
+	size   int64    // of the log
+	off    int64    // where the next record goes: what the open transaction logged
+	seq    uint64   // last record written
+	gen    uint64   // generation of the records since the last commit
+	frame  []byte
+	timer  *time.Timer
 }
 
 var errBroken = &Error{Code: EStoreUnavailable, Message: "the store stopped after a disk error; restart n8n-guard (it applies its log on start)"}
@@ -205,13 +204,13 @@ func (s *BoltStore) writer(ws *writerState) {
 			}
 		}
 		s.runGroup(ws, batch[start:])
-		if ws.w != nil && (time.Since(ws.w.start) >= s.commitEvery || ws.logBytes >= maxTxLog) {
+		if ws.w != nil && (time.Since(ws.w.start) >= s.commitEvery || ws.off >= maxTxLog) {
 			s.commitTx(ws)
 		}
 	}
 }
 
-// maxTxLog also ends the open transaction: when it has logged this much. A
+// maxTxLog also ends the open transaction: when its log has grown this far. A
 // commit writes a new copy of every page the transaction dirtied while the
 // old copies are still the committed state, so the file must hold both,
 // and the commit holds the writer up for as long as it writes them. With
@@ -290,7 +289,6 @@ func (s *BoltStore) runGroup(ws *writerState, ops []*writeOp) {
 			ws.off += int64(len(ws.frame))
 			ws.seq++
 			ws.logged = append(ws.logged, append([]byte(nil), w.log...))
-			ws.logBytes += len(w.log)
 			s.push(g, ws.frame, ws.seq)
 			return
 		}
@@ -383,7 +381,7 @@ func (s *BoltStore) commitTx(ws *writerState) {
 	s.overlay.reset()
 	s.dirty.Store(false)
 	s.restartLog()
-	ws.off, ws.gen, ws.logBytes = 0, gen, 0
+	ws.off, ws.gen = 0, gen
 	ws.logged = ws.logged[:0]
 }
 
@@ -528,7 +526,8 @@ func (s *BoltStore) flush() error {
 }
 
 // snapshot is how a reader sees one key (and its destination's breaker):
-// through the overlay, else in the committed file. The overlay is read
+// through the overlay, else in the committed file. The zero snapshot reads
+// the file (or the writer's transaction) alone. The overlay is read
 // before the file's read transaction begins: an entry the writer removes
 // after committing is then in the file the transaction sees.
 type snapshot struct {

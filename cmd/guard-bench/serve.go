@@ -9,7 +9,6 @@ import (
 	"net"
 	"os"
 	"os/signal"
-	"runtime"
 	"strings"
 	"syscall"
 	"time"
@@ -44,9 +43,7 @@ func serve(args []string) error {
 	if strings.HasPrefix(*store, "postgres://") || strings.HasPrefix(*store, "postgresql://") {
 		st, err = keystore.OpenPostgres(ctx, *store, keystore.PostgresOptions{Logger: log})
 	} else {
-		if os.Getenv("GOMAXPROCS") == "" {
-			runtime.GOMAXPROCS(keystore.Procs()) // as n8n-guard serve does
-		}
+		keystore.UseProcs() // as n8n-guard serve does
 		st, err = keystore.OpenBolt(*store, keystore.BoltOptions{Logger: log})
 	}
 	if err != nil {

@@ -4,9 +4,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"os"
 	"os/signal"
-	"runtime"
 	"strings"
 	"syscall"
 	"time"
@@ -150,9 +148,8 @@ Slack delivery uses SLACK_BOT_TOKEN and SLACK_API_URL.`,
 func serve(cmd *cobra.Command, cfg Config, log *slog.Logger) error {
 	ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
-	// The runtime reads GOMAXPROCS from the real environment; so do we.
-	if cfg.Store == "" && os.Getenv("GOMAXPROCS") == "" {
-		runtime.GOMAXPROCS(keystore.Procs())
+	if cfg.Store == "" {
+		keystore.UseProcs()
 	}
 	m := NewMain(cfg, log)
 	if err := m.Run(ctx); err != nil {
