@@ -1,6 +1,7 @@
 package notify
 
 import (
+	"cmp"
 	"fmt"
 	"path"
 	"regexp"
@@ -132,39 +133,28 @@ type route struct {
 // forWorkflow picks the first rule whose glob matches the workflow's name or
 // id; the defaults fill what the rule leaves empty.
 func (c Config) forWorkflow(id, name string) route {
-	r := route{Owner: c.DefaultOwner, Channel: c.DefaultChannel, Runbook: c.DefaultRunbook}
 	for _, rule := range c.Owners {
 		if globMatch(rule.Workflow, name) || globMatch(rule.Workflow, id) {
-			if rule.Owner != "" {
-				r.Owner = rule.Owner
-			}
-			if rule.Channel != "" {
-				r.Channel = rule.Channel
-			}
-			if rule.Runbook != "" {
-				r.Runbook = rule.Runbook
-			}
+			r := c.routeOf(rule.Owner, rule.Channel, rule.Runbook)
 			r.Deadline = rule.Deadline
-			break
+			return r
 		}
 	}
-	return r
+	return c.routeOf("", "", "")
 }
 
+// forRoute is the route configured under name in m, the defaults filling
+// what it leaves empty.
 func (c Config) forRoute(m map[string]Route, name string) route {
-	r := route{Owner: c.DefaultOwner, Channel: c.DefaultChannel, Runbook: c.DefaultRunbook}
-	if x, ok := m[name]; ok {
-		if x.Owner != "" {
-			r.Owner = x.Owner
-		}
-		if x.Channel != "" {
-			r.Channel = x.Channel
-		}
-		if x.Runbook != "" {
-			r.Runbook = x.Runbook
-		}
-	}
-	return r
+	x := m[name]
+	return c.routeOf(x.Owner, x.Channel, x.Runbook)
+}
+
+// routeOf fills what owner, channel and runbook leave empty with the
+// defaults.
+func (c Config) routeOf(owner, channel, runbook string) route {
+	return route{Owner: cmp.Or(owner, c.DefaultOwner), Channel: cmp.Or(channel, c.DefaultChannel),
+		Runbook: cmp.Or(runbook, c.DefaultRunbook)}
 }
 
 func globMatch(pattern, s string) bool {
