@@ -29,49 +29,41 @@ type Problem struct {
 	Fields []keystore.FieldError `json:"fields,omitempty"`
 }
 
-// statusOf is the one place an error code becomes an HTTP status.
+// problems is the one place an error code becomes an HTTP status and a
+// title.
+var problems = map[keystore.Code]struct {
+	status int
+	title  string
+}{
+	keystore.EInvalidRequest:   {http.StatusBadRequest, "Invalid request"},
+	keystore.EInvalidKey:       {http.StatusBadRequest, "Invalid key"},
+	keystore.EUnauthorized:     {http.StatusUnauthorized, "Unauthorized"},
+	keystore.ENotFound:         {http.StatusNotFound, "Not found"},
+	keystore.EStaleToken:       {http.StatusConflict, "Stale token"},
+	keystore.EConflict:         {http.StatusConflict, "Conflict"},
+	keystore.EPayloadTooLarge:  {http.StatusRequestEntityTooLarge, "Payload too large"},
+	keystore.EKeyReused:        {http.StatusUnprocessableEntity, "Key reused with a different payload"},
+	keystore.EStoreUnavailable: {http.StatusServiceUnavailable, "Store unavailable"},
+}
+
 func statusOf(code keystore.Code) int {
-	switch code {
-	case keystore.EInvalidRequest, keystore.EInvalidKey:
-		return http.StatusBadRequest
-	case keystore.EUnauthorized:
-		return http.StatusUnauthorized
-	case keystore.ENotFound:
-		return http.StatusNotFound
-	case keystore.EStaleToken, keystore.EConflict:
-		return http.StatusConflict
-	case keystore.EPayloadTooLarge:
-		return http.StatusRequestEntityTooLarge
-	case keystore.EKeyReused:
-		return http.StatusUnprocessableEntity
-	case keystore.EStoreUnavailable:
-		return http.StatusServiceUnavailable
+	if p, ok := problems[code]; ok {
+		return p.status
 	}
 	return http.StatusInternalServerError
 }
 
 func titleOf(code keystore.Code) string {
-	switch code {
-	case keystore.EInvalidRequest:
-		return "Invalid request"
-	case keystore.EInvalidKey:
-		return "Invalid key"
-	case keystore.EUnauthorized:
-		return "Unauthorized"
-	case keystore.ENotFound:
-		return "Not found"
-	case keystore.EKeyReused:
-		return "Key reused with a different payload"
-	case keystore.EStaleToken:
-		return "Stale token"
-	case keystore.EConflict:
-		return "Conflict"
-	case keystore.EPayloadTooLarge:
-		return "Payload too large"
-	case keystore.EStoreUnavailable:
-		return "Store unavailable"
+	if p, ok := problems[code]; ok {
+		return p.title
 	}
 	return "Internal server error"
+}
+
+// bodyTooLarge is the answer to a body over the limit, whether fasthttp
+// or handle found it.
+func bodyTooLarge() error {
+	return keystore.Errorf(keystore.EPayloadTooLarge, "request body is larger than the configured limit")
 }
 
 // fiberError translates the errors fiber and fasthttp raise themselves
@@ -84,7 +76,7 @@ func fiberError(err error) error {
 	}
 	switch {
 	case fe.Code == fiber.StatusRequestEntityTooLarge:
-		return keystore.Errorf(keystore.EPayloadTooLarge, "request body is larger than the configured limit")
+		return bodyTooLarge()
 	case fe.Code == fiber.StatusNotFound || fe.Code == fiber.StatusMethodNotAllowed:
 		return keystore.Errorf(keystore.ENotFound, "no such route (or not with this method; the Allow header names the right one); see docs/api.md")
 	case fe.Code < 500:

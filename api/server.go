@@ -178,7 +178,7 @@ func (s *Server) handle(method, path string, auth bool, h fiber.Handler) {
 			}
 		}()
 		if len(c.Request().Body()) > s.maxBody {
-			err = keystore.Errorf(keystore.EPayloadTooLarge, "request body is larger than the configured limit")
+			err = bodyTooLarge()
 		} else if auth {
 			err = s.authorize(c)
 		}
