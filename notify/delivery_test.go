@@ -136,15 +136,21 @@ func TestOutageThenRecovery(t *testing.T) {
 
 // A restart in the middle of an outage loses nothing: the outbox is on disk.
 func TestRestartMidOutage(t *testing.T) {
-	const n = 5
 	slack := newFakeSlack(t)
-	h := newHarness(t, slack, testConfig())
+	restartMidOutage(t, newHarness(t, slack, testConfig()), slack, 5)
+}
+
+// restartMidOutage: Slack goes down, n failures arrive, the process dies
+// and starts again while Slack is still down; none is lost, and once Slack
+// is back (the first pass after the pause) each is delivered exactly once.
+func restartMidOutage(t *testing.T, h *harness, slack *fakeSlack, n int) {
+	t.Helper()
 	slack.Off()
 	for i := range n {
 		h.intake(failureBody(fmt.Sprintf("wf-%d", i), "Node", "boom", fmt.Sprint(i)))
 	}
 	h.pass()
-	h.restart() // the process dies and starts again; Slack is still down
+	h.restart()
 	h.pass()
 	if len(h.list(StatusPending)) != n {
 		t.Fatal("notifications lost over the restart")

@@ -60,21 +60,8 @@ func TestPostgresOutbox(t *testing.T) {
 		const n = 10
 		slack := newFakeSlack(t)
 		h := newHarness(t, slack, testConfig(), withOutbox(replica(t, schema(t), "a")))
-		slack.Off()
-		for i := range n {
-			h.intake(failureBody(fmt.Sprintf("wf-%d", i), "Node", "boom", fmt.Sprint(i)))
-		}
-		h.pass()
-		h.restart()
-		h.pass()
-		if len(h.list(StatusPending)) != n {
-			t.Fatal("notifications lost over the restart")
-		}
-		slack.On()
-		time.Sleep(2 * h.cfg.SlackPause)
 		// The replica takes back its own claims at once after the outage.
-		h.pass()
-		assertDeliveredOnce(t, h, slack, n)
+		restartMidOutage(t, h, slack, n)
 		h.clock.Advance(31 * 24 * time.Hour)
 		if n, err := h.svc.outbox.Purge(context.Background(), h.clock.Now().Add(-30*24*time.Hour), h.clock.Now(), 100); err != nil || n != 10 {
 			t.Fatalf("purge: %d %v", n, err)
