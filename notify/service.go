@@ -12,7 +12,6 @@ import (
 
 	"github.com/n8n-guard/n8n-guard/keystore"
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/sony/gobreaker/v2"
 	bolt "go.etcd.io/bbolt"
 )
 
@@ -28,6 +27,9 @@ type Options struct {
 	// Token is the Slack bot token (SLACK_BOT_TOKEN); empty: notifications
 	// are stored and listed, delivery waits.
 	Token string
+	// AppToken is the app-level token (SLACK_APP_TOKEN, xapp-…) with
+	// connections:write; set, button clicks arrive over Socket Mode.
+	AppToken string
 	// APIURL overrides Slack's Web API base URL, in slack-go's form with a
 	// trailing slash (SLACK_API_URL), e.g. http://127.0.0.1:8080/api/.
 	APIURL string
@@ -90,15 +92,15 @@ func (o Options) withDefaults() Options {
 
 // Service is the intake, the outbox and the delivery worker.
 type Service struct {
-	cfg     Config
-	opts    Options
-	log     *slog.Logger
-	now     func() time.Time
-	outbox  Outbox
-	slack   slackAPI // nil when no token is configured
-	breaker *gobreaker.CircuitBreaker[struct{}]
-	wake    chan struct{}
-	m       *metrics
+	cfg    Config
+	opts   Options
+	log    *slog.Logger
+	now    func() time.Time
+	outbox Outbox
+	slack  slackAPI // nil when no token is configured
+	pause  *slackPause
+	wake   chan struct{}
+	m      *metrics
 
 	// Worker state; only the Run goroutine touches it.
 	notBefore   time.Time // a 429 pauses every call until then
@@ -134,25 +136,9 @@ func New(db *bolt.DB, cfg Config, opts Options) (*Service, error) {
 	if opts.Token != "" {
 		s.slack = newSlackClient(opts)
 	}
-	s.breaker = gobreaker.NewCircuitBreaker[struct{}](gobreaker.Settings{
-		Name:        "slack",
-		MaxRequests: 1, // half open: one probe
-		Timeout:     cfg.SlackPause,
-		ReadyToTrip: func(c gobreaker.Counts) bool { return c.ConsecutiveFailures >= 1 },
-		// Only "no answer at all" counts: a Slack that answers with an
-		// error is reachable.
-		IsSuccessful: func(err error) bool {
-			c, _ := classify(context.Background(), err)
-			return c != classUnreachable
-		},
-		IsExcluded: func(err error) bool { return errors.Is(err, context.Canceled) },
-		OnStateChange: func(_ string, from, to gobreaker.State) {
-			// Half open is still an outage until the probe succeeds.
-			s.m.breakerOpen.Set(map[bool]float64{true: 0, false: 1}[to == gobreaker.StateClosed])
-			if from == gobreaker.StateHalfOpen && to == gobreaker.StateClosed {
-				s.log.Info("Slack reachable again, delivering waiting notifications")
-			}
-		},
+	s.pause = newSlackPause(DefaultFirstPause, cfg.SlackPause, func(open bool) {
+		// From the first call that got no answer until one gets through.
+		s.m.breakerOpen.Set(map[bool]float64{true: 1, false: 0}[open])
 	})
 	return s, nil
 }

@@ -57,12 +57,34 @@ type FileConfig struct {
 
 // NamespaceConfig is one entry of namespaces:.
 type NamespaceConfig struct {
-	Lease         Duration `yaml:"lease"`
-	Retention     Duration `yaml:"retention"`
-	OnLeaseExpiry string   `yaml:"on_lease_expiry"`
-	Owner         string   `yaml:"owner"`
-	Channel       string   `yaml:"channel"`
-	Runbook       string   `yaml:"runbook"`
+	Lease          Duration `yaml:"lease"`
+	Retention      Duration `yaml:"retention"`
+	OnLeaseExpiry  string   `yaml:"on_lease_expiry"`
+	Owner          string   `yaml:"owner"`
+	Channel        string   `yaml:"channel"`
+	Runbook        string   `yaml:"runbook"`
+	DecidersConfig `yaml:",inline"`
+}
+
+// DecidersConfig is who may press a message's buttons besides its owner,
+// and where it goes when nobody acknowledges it (docs/notify.md).
+type DecidersConfig struct {
+	Resolvers  []string               `yaml:"resolvers"`
+	Escalation []EscalationStepConfig `yaml:"escalation"`
+}
+
+// EscalationStepConfig is one step of escalation:.
+type EscalationStepConfig struct {
+	After Duration `yaml:"after"`
+	To    string   `yaml:"to"`
+}
+
+func (d DecidersConfig) deciders() notify.Deciders {
+	out := notify.Deciders{Resolvers: d.Resolvers}
+	for _, st := range d.Escalation {
+		out.Escalation = append(out.Escalation, notify.EscalationStep{After: time.Duration(st.After), To: st.To})
+	}
+	return out
 }
 
 // DestinationConfig is one entry of destinations:.
@@ -72,6 +94,7 @@ type DestinationConfig struct {
 	Owner            string   `yaml:"owner"`
 	Channel          string   `yaml:"channel"`
 	Runbook          string   `yaml:"runbook"`
+	DecidersConfig   `yaml:",inline"`
 }
 
 // NotifyConfig is the notify: section.
@@ -82,17 +105,21 @@ type NotifyConfig struct {
 	GroupWindow    Duration `yaml:"group_window"`
 	Retention      Duration `yaml:"retention"`
 	SlackPause     Duration `yaml:"slack_pause"`
-	MaxAttempts    int      `yaml:"max_attempts"`
-	GuardURL       string   `yaml:"guard_url"`
+	RetryFor       Duration `yaml:"retry_for"`
+	// MaxAttempts is refused: notifications are no longer dropped after a
+	// count (retry_for replaced it); kept so the refusal can say so.
+	MaxAttempts *int   `yaml:"max_attempts"`
+	GuardURL    string `yaml:"guard_url"`
 }
 
 // OwnerConfig is one rule of owners: (first match wins).
 type OwnerConfig struct {
-	Workflow string   `yaml:"workflow"`
-	Owner    string   `yaml:"owner"`
-	Channel  string   `yaml:"channel"`
-	Runbook  string   `yaml:"runbook"`
-	Deadline Duration `yaml:"deadline"`
+	Workflow       string   `yaml:"workflow"`
+	Owner          string   `yaml:"owner"`
+	Channel        string   `yaml:"channel"`
+	Runbook        string   `yaml:"runbook"`
+	Deadline       Duration `yaml:"deadline"`
+	DecidersConfig `yaml:",inline"`
 }
 
 // Duration is a Go duration string in YAML ("90s", "5m", "720h"). A bare
@@ -144,13 +171,14 @@ func ParseFile(r io.Reader) (FileConfig, error) {
 		return fc, err
 	}
 	n := fc.Notify
-	for name, d := range map[string]Duration{"group_window": n.GroupWindow, "retention": n.Retention, "slack_pause": n.SlackPause} {
+	for name, d := range map[string]Duration{"group_window": n.GroupWindow, "retention": n.Retention, "slack_pause": n.SlackPause, "retry_for": n.RetryFor} {
 		if d < 0 {
 			return fc, fmt.Errorf("notify.%s: must not be negative", name)
 		}
 	}
-	if n.MaxAttempts < 0 {
-		return fc, fmt.Errorf("notify.max_attempts: must not be negative")
+	if n.MaxAttempts != nil {
+		return fc, fmt.Errorf("notify.max_attempts is gone: a notification is no longer dropped after a number of attempts; " +
+			"use notify.retry_for (how long transient Slack failures are retried, default 168h)")
 	}
 	return fc, nil
 }
@@ -218,7 +246,7 @@ func (fc FileConfig) NotifyConfig() notify.Config {
 		GroupWindow:    time.Duration(fc.Notify.GroupWindow),
 		Retention:      time.Duration(fc.Notify.Retention),
 		SlackPause:     time.Duration(fc.Notify.SlackPause),
-		MaxAttempts:    fc.Notify.MaxAttempts,
+		RetryFor:       time.Duration(fc.Notify.RetryFor),
 		GuardURL:       fc.Notify.GuardURL,
 		Namespaces:     make(map[string]notify.Route, len(fc.Namespaces)),
 		Destinations:   make(map[string]notify.Route, len(fc.Destinations)),
@@ -226,13 +254,14 @@ func (fc FileConfig) NotifyConfig() notify.Config {
 	for _, o := range fc.Owners {
 		c.Owners = append(c.Owners, notify.OwnerRule{
 			Workflow: o.Workflow, Owner: o.Owner, Channel: o.Channel, Runbook: o.Runbook, Deadline: time.Duration(o.Deadline),
+			Deciders: o.deciders(),
 		})
 	}
 	for name, n := range fc.Namespaces {
-		c.Namespaces[name] = notify.Route{Owner: n.Owner, Channel: n.Channel, Runbook: n.Runbook}
+		c.Namespaces[name] = notify.Route{Owner: n.Owner, Channel: n.Channel, Runbook: n.Runbook, Deciders: n.deciders()}
 	}
 	for name, d := range fc.Destinations {
-		c.Destinations[name] = notify.Route{Owner: d.Owner, Channel: d.Channel, Runbook: d.Runbook}
+		c.Destinations[name] = notify.Route{Owner: d.Owner, Channel: d.Channel, Runbook: d.Runbook, Deciders: d.deciders()}
 	}
 	return c
 }

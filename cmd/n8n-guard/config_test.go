@@ -78,7 +78,8 @@ func TestParseFileErrors(t *testing.T) {
 		{"owners not a list", "owners:\n  workflow: x\n", "line 2"},
 		{"not YAML", "namespaces: [\n", "yaml"},
 		{"negative group window", "notify:\n  group_window: -5m\n", "notify.group_window"},
-		{"negative max attempts", "notify:\n  max_attempts: -3\n", "notify.max_attempts"},
+		{"max attempts is gone", "notify:\n  max_attempts: 10\n", "notify.max_attempts is gone"},
+		{"negative retry_for", "notify:\n  retry_for: -3h\n", "notify.retry_for"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := ParseFile(strings.NewReader(tc.yaml))
