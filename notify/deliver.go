@@ -233,6 +233,9 @@ func (s *Service) settle(ctx context.Context, r *record, update bool, method str
 		reason := method + ": " + slackReason(err)
 		attempts := r.Attempts + 1
 		since := r.CreatedAt
+		if r.ResentAt != nil {
+			since = *r.ResentAt
+		}
 		if update {
 			attempts, since = r.UpdateFailures+1, r.LastSentAt
 		}

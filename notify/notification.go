@@ -147,6 +147,11 @@ type record struct {
 	EscalationStep int        `json:"escalation_step,omitempty"`
 	Escalations    []string   `json:"escalations,omitempty"`
 	EscalationOf   string     `json:"escalation_of,omitempty"`
+	EscalatedKind  Kind       `json:"escalated_kind,omitempty"`
+
+	// ResentAt: an operator queued the dead notification again; retry_for
+	// counts from here.
+	ResentAt *time.Time `json:"resent_at,omitempty"`
 }
 
 // acknowledged reports a decision that ends escalation.

@@ -44,6 +44,9 @@ type Options struct {
 	Clock      func() time.Time
 	Registerer prometheus.Registerer // nil: metrics are not registered
 	Events     EventSource           // nil: no key/breaker alerts
+	// Keys resolves keys decided from Slack (nil: the key buttons answer
+	// that they cannot).
+	Keys Keys
 
 	// PollInterval: how often the worker looks for due notifications and
 	// new keystore events (default 1s); intake also wakes it at once.
@@ -108,6 +111,13 @@ type Service struct {
 	eventsFault bool
 	usersMu     sync.Mutex
 	users       map[string]string // e-mail → user ID ("" when Slack does not know it)
+
+	// Clicks run on their own goroutines, which Close waits for.
+	actMu   sync.Mutex
+	clicks  sync.WaitGroup
+	life    context.Context
+	end     context.CancelFunc
+	replays replayGuard
 }
 
 // New opens the outbox in db (creating the notify/ buckets) and prepares the
@@ -122,6 +132,7 @@ func New(db *bolt.DB, cfg Config, opts Options) (*Service, error) {
 		cfg: cfg, opts: opts, log: opts.Logger.With("component", "notify"), now: opts.Clock,
 		outbox: opts.Outbox, wake: make(chan struct{}, 1), users: map[string]string{},
 	}
+	s.life, s.end = context.WithCancel(context.Background())
 	if s.outbox == nil {
 		if db == nil {
 			return nil, errors.New("notify: no bbolt database and no outbox")
@@ -143,8 +154,20 @@ func New(db *bolt.DB, cfg Config, opts Options) (*Service, error) {
 	return s, nil
 }
 
-// Close releases nothing today; the caller owns the bbolt file.
-func (s *Service) Close() error { return nil }
+// Close waits for the clicks being carried out; the caller owns the bbolt
+// file.
+func (s *Service) Close() error {
+	done := make(chan struct{})
+	go func() { s.clicks.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		s.end() // Slack calls of a click are cut short
+		<-done
+	}
+	s.end()
+	return nil
+}
 
 // Intake stores one failed execution, the item of n8n's Error Trigger as
 // is. It returns once the notification is durable; delivery is the worker's.
@@ -167,6 +190,7 @@ func (s *Service) Intake(ctx context.Context, body []byte) (Accepted, error) {
 		d := now.Add(rt.Deadline)
 		rec.Deadline = &d
 	}
+	rec.EscalateAt = firstEscalation(rt, now)
 	res, err := s.outbox.Add(ctx, []addition{{rec: rec, window: s.cfg.GroupWindow}}, nil)
 	if err != nil {
 		return Accepted{}, fmt.Errorf("store notification: %w", err)
@@ -235,6 +259,7 @@ func (s *Service) Run(ctx context.Context) error {
 // step is one round of the worker: events, then delivery, then purge.
 func (s *Service) step(ctx context.Context) {
 	s.consumeEvents(ctx)
+	s.escalate(ctx)
 	s.deliver(ctx)
 	if now := s.now(); now.Sub(s.lastPurge) >= s.opts.PurgeInterval {
 		s.lastPurge = now
