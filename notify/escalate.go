@@ -42,12 +42,21 @@ func (s *Service) nextStep(r *record, now time.Time) *record {
 	rt := s.cfg.routeFor(r)
 	if r.Decision == DecisionSnoozed {
 		// The snooze is over: the message gets its buttons back and the
-		// owner a reminder; the rule's steps go on from here.
+		// owner a reminder; the next step follows after its usual gap,
+		// counted from now.
 		r.Decision, r.DecidedBy, r.DecidedAt, r.SnoozedUntil = "", "", nil, nil
 		if r.Status == StatusDelivered && r.SlackTS != "" {
 			r.DueAt = now
 		}
-		r.EscalateAt = nextEscalation(r, rt, now)
+		r.EscalateAt = nil
+		if i := r.EscalationStep; i < len(rt.Escalation) {
+			gap := rt.Escalation[i].After
+			if i > 0 {
+				gap -= rt.Escalation[i-1].After
+			}
+			t := now.Add(gap)
+			r.EscalateAt = &t
+		}
 		return s.escalation(r, now, r.Owner, r.Channel, "the snooze is over")
 	}
 	if r.EscalationStep >= len(rt.Escalation) {

@@ -65,8 +65,8 @@ func (s *Service) act(ctx context.Context, c Click) {
 	}
 	if !ok {
 		s.log.Info("a Slack user not allowed to decide pressed a button", "id", target.ID, "user", c.UserID, "action", c.Action)
-		s.ephemeral(ctx, c, "You are not allowed to decide this — ask "+s.mentionOf(ctx, target.Owner)+
-			". (Who may decide is set by owner and resolvers in the n8n-guard config.)")
+		s.ephemeral(ctx, c, "Not allowed — ask "+s.mentionOf(ctx, target.Owner)+
+			". Only the owner, the resolvers and the escalation steps in the n8n-guard config decide this; nothing changed.")
 		return
 	}
 	now := s.now()
