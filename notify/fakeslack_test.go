@@ -30,7 +30,7 @@ type fakeSlack struct {
 	slow   time.Duration
 	calls  []slackCall
 	ts     int
-	users  map[string]string // e-mail → user ID
+	users  map[string]string   // e-mail → user ID
 	groups map[string][]string // user group ID → member user IDs
 	// history: the messages posted, per channel, as conversations.history
 	// returns them (with their metadata).
