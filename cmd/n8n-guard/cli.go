@@ -35,6 +35,7 @@ func newRootCmd(getenv func(string) string, stdout, stderr io.Writer) *cobra.Com
 	root.AddCommand(
 		newServeCmd(getenv),
 		newKeysCmd(co),
+		newNotificationsCmd(co),
 		newVersionCmd(co),
 		// bench (bench.go) registers here as well.
 	)
@@ -96,7 +97,8 @@ func newServeCmd(getenv func(string) string) *cobra.Command {
 
 API tokens come from N8N_GUARD_TOKENS (comma-separated). Without it, a token
 is generated on first start and kept in <data>/api-token (mode 0600).
-Slack delivery uses SLACK_BOT_TOKEN and SLACK_API_URL.`,
+Slack delivery uses SLACK_BOT_TOKEN and SLACK_API_URL; button clicks arrive
+over HTTP (SLACK_SIGNING_SECRET) or Socket Mode (SLACK_APP_TOKEN).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			log, err := newLogger(cmd.ErrOrStderr(), f.logLevel, f.logFormat)
@@ -108,8 +110,10 @@ Slack delivery uses SLACK_BOT_TOKEN and SLACK_API_URL.`,
 				Tokens:    splitTokens(getenv("N8N_GUARD_TOKENS")),
 				BodyLimit: f.bodyLimit, ReadTimeout: f.readTimeout, WriteTimeout: f.writeTimeout,
 				IdleTimeout: f.idleTimeout, ShutdownTimeout: f.shutdownTimeout, SweepInterval: f.sweepInterval,
-				SlackBotToken: getenv("SLACK_BOT_TOKEN"),
-				SlackAPIURL:   getenv("SLACK_API_URL"),
+				SlackBotToken:      getenv("SLACK_BOT_TOKEN"),
+				SlackAPIURL:        getenv("SLACK_API_URL"),
+				SlackSigningSecret: getenv("SLACK_SIGNING_SECRET"),
+				SlackAppToken:      getenv("SLACK_APP_TOKEN"),
 			}
 			if cfg.ConfigFile != "" {
 				if cfg.File, err = LoadFile(cfg.ConfigFile); err != nil {

@@ -41,6 +41,10 @@ type Config struct {
 
 	SlackBotToken string
 	SlackAPIURL   string
+	// SlackSigningSecret checks button clicks over HTTP; SlackAppToken
+	// (xapp-…) receives them over Socket Mode instead.
+	SlackSigningSecret string
+	SlackAppToken      string
 
 	File FileConfig
 }

@@ -86,6 +86,7 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	notifyOpts := notify.Options{
 		Token:      cfg.SlackBotToken,
+		AppToken:   cfg.SlackAppToken,
 		APIURL:     cfg.SlackAPIURL,
 		Logger:     m.Logger,
 		Registerer: reg,
@@ -121,8 +122,10 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	default:
 		return fmt.Errorf("--store %q: use a postgres:// URL, or leave it empty for the bbolt file in --data", redactURL(cfg.Store))
 	}
-	notifyOpts.Events = m.store
-	if m.notes, err = notify.New(db, cfg.File.NotifyConfig(), notifyOpts); err != nil {
+	notifyOpts.Events, notifyOpts.Keys = m.store, m.store
+	notifyCfg := cfg.File.NotifyConfig()
+	notifyCfg.SigningSecret = cfg.SlackSigningSecret
+	if m.notes, err = notify.New(db, notifyCfg, notifyOpts); err != nil {
 		return err
 	}
 
@@ -147,6 +150,7 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	bg, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	m.cancel = cancel
 	m.start("notify", func() error { return m.notes.Run(bg) })
+	m.start("slack-socket-mode", func() error { return m.notes.RunSocketMode(bg) })
 	sw := sweeper{store: m.store, every: cfg.SweepInterval, log: m.Logger.With("component", "sweeper")}
 	m.start("sweeper", func() error { return sw.Run(bg) })
 	m.start("http", func() error { return m.server.Serve(m.ln) })
