@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/n8n-guard/n8n-guard/keystore"
+	"github.com/n8n-guard/n8n-guard/keystore/bolt"
 )
 
 const signingSecret = "8f742231b10e8888abcd99yyyzzz85a5"
@@ -64,14 +65,14 @@ func decisionConfig() Config {
 type keysHarness struct {
 	*harness
 	slack *fakeSlack
-	ks    *keystore.BoltStore
+	ks    *bolt.Store
 }
 
 func newKeysHarness(t *testing.T) *keysHarness {
 	slack := newFakeSlack(t)
 	slack.groups["S0OPS"] = []string{"U0OPS1", "U0OPS2"}
 	h := newHarness(t, slack, decisionConfig())
-	ks, err := keystore.OpenBolt(filepath.Join(t.TempDir(), "keys.db"), keystore.BoltOptions{Clock: h.clock.Now})
+	ks, err := bolt.Open(filepath.Join(t.TempDir(), "keys.db"), bolt.Options{Clock: h.clock.Now})
 	if err != nil {
 		t.Fatal(err)
 	}
