@@ -17,6 +17,9 @@ const (
 	// defaultRateWait applies when Slack says "rate limited" without a
 	// Retry-After.
 	defaultRateWait = 30 * time.Second
+	// transientPauseMax bounds the pause of delivery while Slack answers
+	// with faults (5xx): recovery is seen within about a minute.
+	transientPauseMax = time.Minute
 )
 
 // deliver is one pass over the due notifications. It stops at the first
@@ -201,6 +204,7 @@ func (s *Service) settle(ctx context.Context, r *record, update bool, method str
 		}
 		stop = true
 	case classOK:
+		s.transient.Reset()
 		save = func(x *record) {
 			if !update {
 				x.Status, x.SlackChannel, x.SlackTS = StatusDelivered, ch, ts
@@ -255,6 +259,12 @@ func (s *Service) settle(ctx context.Context, r *record, update bool, method str
 			break
 		}
 		next := now.Add(s.backoff(attempts))
+		// Slack answered with a fault: the pass stops and the next one
+		// waits a little, growing to transientPauseMax while the faults go
+		// on. The other notifications keep their turn, so the first call
+		// that works after an outage is followed by the whole backlog.
+		s.notBefore = now.Add(s.transient.NextBackOff())
+		stop = true
 		s.log.Debug("Slack call failed, will retry", "id", r.ID, "attempt", attempts, "next", next, "reason", reason)
 		save = func(x *record) {
 			if update {

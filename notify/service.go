@@ -10,6 +10,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/cenkalti/backoff/v5"
+
 	"github.com/n8n-guard/n8n-guard/keystore"
 	"github.com/prometheus/client_golang/prometheus"
 	bolt "go.etcd.io/bbolt"
@@ -106,7 +108,8 @@ type Service struct {
 	m      *metrics
 
 	// Worker state; only the Run goroutine touches it.
-	notBefore   time.Time // a 429 pauses every call until then
+	notBefore   time.Time // a 429 or a Slack fault pauses every call until then
+	transient   *backoff.ExponentialBackOff
 	lastPurge   time.Time
 	eventsFault bool
 	usersMu     sync.Mutex
@@ -147,6 +150,9 @@ func New(db *bolt.DB, cfg Config, opts Options) (*Service, error) {
 	if opts.Token != "" {
 		s.slack = newSlackClient(opts)
 	}
+	s.transient = &backoff.ExponentialBackOff{InitialInterval: min(opts.BackoffInitial, transientPauseMax),
+		RandomizationFactor: 0.2, Multiplier: 2, MaxInterval: transientPauseMax}
+	s.transient.Reset()
 	s.pause = newSlackPause(DefaultFirstPause, cfg.SlackPause, func(open bool) {
 		// From the first call that got no answer until one gets through.
 		s.m.breakerOpen.Set(map[bool]float64{true: 1, false: 0}[open])
