@@ -65,7 +65,8 @@ func (s *Service) Interaction(ctx context.Context, header http.Header, body []by
 // that outlives the request (Close waits for it); other payload types are
 // not ours and are ignored.
 func (s *Service) dispatch(cb slack.InteractionCallback) {
-	if cb.Type != slack.InteractionTypeBlockActions {
+	if cb.Type != slack.InteractionTypeBlockActions || len(cb.ActionCallback.BlockActions) == 0 {
+		s.log.Warn("a Slack interaction carried no button of n8n-guard; ignored", "type", cb.Type)
 		return
 	}
 	channel := cb.Channel.ID
