@@ -154,8 +154,12 @@ owners:
 			_, b := signedClick(secret, time.Now(), "U0OFFICE", "guard_complete", id)
 			return http.Header{"Content-Type": {"application/x-www-form-urlencoded"}}, b
 		},
-		"wrong secret": func() (http.Header, []byte) { return signedClick("guess", time.Now(), "U0OFFICE", "guard_complete", id) },
-		"stale":        func() (http.Header, []byte) { return signedClick(secret, time.Now().Add(-10*time.Minute), "U0OFFICE", "guard_complete", id) },
+		"wrong secret": func() (http.Header, []byte) {
+			return signedClick("guess", time.Now(), "U0OFFICE", "guard_complete", id)
+		},
+		"stale": func() (http.Header, []byte) {
+			return signedClick(secret, time.Now().Add(-10*time.Minute), "U0OFFICE", "guard_complete", id)
+		},
 	} {
 		h, b := click()
 		status, body, _ := postSigned(t, base, h, b)
