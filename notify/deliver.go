@@ -104,6 +104,7 @@ func (s *Service) send(ctx context.Context, r *record) (stop bool) {
 	method := "users.lookupByEmail"
 	var ch, ts string
 	if c == classOK {
+		r.canRetry = s.n8n != nil
 		msg := render(r, mention, s.cfg.GuardURL)
 		switch {
 		case update:

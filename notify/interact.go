@@ -20,6 +20,7 @@ const (
 	ActionRetry    = "guard_retry"    // unknown key: it did not happen
 	ActionAck      = "guard_ack"      // leave it to me / acknowledge
 	ActionSnooze   = "guard_snooze"   // failure: remind in SnoozeFor
+	ActionRerun    = "guard_rerun"    // failure: retry the execution in n8n
 )
 
 // SnoozeFor is how long "Snooze 1 h" holds escalation back.
@@ -70,8 +71,15 @@ func (s *Service) act(ctx context.Context, c Click) {
 		return
 	}
 	now := s.now()
-	decision := ""
+	decision, retriedAs := "", ""
 	switch c.Action {
+	case ActionRerun:
+		id, msg, ok := s.retryExecution(ctx, target)
+		if !ok {
+			s.ephemeral(ctx, c, msg)
+			return
+		}
+		decision, retriedAs = DecisionRetried, id
 	case ActionComplete, ActionRetry:
 		if target.Kind != KindKeyUnknown {
 			s.ephemeral(ctx, c, "This message is not about a key; nothing changed.")
@@ -100,7 +108,7 @@ func (s *Service) act(ctx context.Context, c Click) {
 	}
 	decide := func(x *record) {
 		t := now
-		x.Decision, x.DecidedBy, x.DecidedAt, x.SnoozedUntil = decision, c.UserID, &t, nil
+		x.Decision, x.DecidedBy, x.DecidedAt, x.SnoozedUntil, x.RetriedAs = decision, c.UserID, &t, nil, retriedAs
 		if decision == DecisionSnoozed {
 			until := now.Add(SnoozeFor)
 			x.SnoozedUntil = &until
@@ -267,6 +275,8 @@ func decisionText(r *record) string {
 		return who + " *allowed a retry* (it did not happen)" + at
 	case DecisionAcknowledged:
 		return who + " *acknowledged* it" + at + " and is on it"
+	case DecisionRetried:
+		return who + " *retried the execution* in n8n" + at + " (new execution " + escapeMrkdwn(r.RetriedAs) + ")"
 	case DecisionSnoozed:
 		until := ""
 		if r.SnoozedUntil != nil {

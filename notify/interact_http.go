@@ -82,7 +82,8 @@ func (s *Service) dispatch(cb slack.InteractionCallback) {
 		s.clicks.Add(1)
 		go func() {
 			defer s.clicks.Done()
-			ctx, cancel := context.WithTimeout(s.life, s.opts.RequestTimeout*3)
+			// Bounded by the Slack calls and, for a retry, by n8n's answer.
+			ctx, cancel := context.WithTimeout(s.life, 3*s.opts.RequestTimeout+n8nRetryTimeout)
 			defer cancel()
 			s.act(ctx, c)
 		}()

@@ -337,6 +337,9 @@ func decisionBlocks(r *record) []slack.Block {
 		if r.Decision != DecisionSnoozed {
 			els = append(els, button(ActionSnooze, "Snooze 1 h", slack.StyleDefault))
 		}
+		if r.canRetry && r.ExecutionID != "" {
+			els = append(els, button(ActionRerun, "Retry execution", slack.StyleDefault))
+		}
 	}
 	if r.ExecutionURL != "" {
 		els = append(els, slack.NewButtonBlockElement("open_execution", r.ID, plain("Open execution in n8n")).WithURL(r.ExecutionURL))
@@ -355,6 +358,8 @@ func decisionMark(d string) string {
 		return ":leftwards_arrow_with_hook:"
 	case DecisionSnoozed:
 		return ":zzz:"
+	case DecisionRetried:
+		return ":repeat:"
 	}
 	return ":eyes:"
 }

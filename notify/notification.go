@@ -34,6 +34,7 @@ const (
 	DecisionRetry        = "retry"        // it did not happen: the key may be tried again
 	DecisionAcknowledged = "acknowledged" // a person took it on
 	DecisionSnoozed      = "snoozed"      // remind again after SnoozeFor
+	DecisionRetried      = "retried"      // the execution was retried in n8n
 )
 
 // Notification is one item of GET /v1/notifications, exactly the
@@ -139,6 +140,11 @@ type record struct {
 	DecidedBy    string     `json:"decided_by,omitempty"` // Slack user ID
 	DecidedAt    *time.Time `json:"decided_at,omitempty"`
 	SnoozedUntil *time.Time `json:"snoozed_until,omitempty"`
+	RetriedAs    string     `json:"retried_as,omitempty"` // the new execution's id
+
+	// canRetry, set before rendering, shows "Retry execution": the guard
+	// can reach n8n's API. Not stored.
+	canRetry bool
 
 	// Escalation: when the next step is due (nil: none), how many steps
 	// fired, and the escalation messages sent; an escalation names the

@@ -32,6 +32,11 @@ type Options struct {
 	// AppToken is the app-level token (SLACK_APP_TOKEN, xapp-…) with
 	// connections:write; set, button clicks arrive over Socket Mode.
 	AppToken string
+	// N8nAPIURL (e.g. http://n8n:5678/api/v1) and N8nAPIKey (a key with
+	// the execution:retry scope) enable "Retry execution"; either empty:
+	// the button is not shown.
+	N8nAPIURL string
+	N8nAPIKey string
 	// APIURL overrides Slack's Web API base URL, in slack-go's form with a
 	// trailing slash (SLACK_API_URL), e.g. http://127.0.0.1:8080/api/.
 	APIURL string
@@ -103,6 +108,7 @@ type Service struct {
 	now    func() time.Time
 	outbox Outbox
 	slack  slackAPI // nil when no token is configured
+	n8n    *n8nAPI  // nil when n8n's API is not configured
 	pause  *slackPause
 	wake   chan struct{}
 	m      *metrics
@@ -150,6 +156,7 @@ func New(db *bolt.DB, cfg Config, opts Options) (*Service, error) {
 	if opts.Token != "" {
 		s.slack = newSlackClient(opts)
 	}
+	s.n8n = newN8nAPI(opts.N8nAPIURL, opts.N8nAPIKey)
 	s.transient = &backoff.ExponentialBackOff{InitialInterval: min(opts.BackoffInitial, transientPauseMax),
 		RandomizationFactor: 0.2, Multiplier: 2, MaxInterval: transientPauseMax}
 	s.transient.Reset()

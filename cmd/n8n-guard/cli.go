@@ -98,7 +98,8 @@ func newServeCmd(getenv func(string) string) *cobra.Command {
 API tokens come from N8N_GUARD_TOKENS (comma-separated). Without it, a token
 is generated on first start and kept in <data>/api-token (mode 0600).
 Slack delivery uses SLACK_BOT_TOKEN and SLACK_API_URL; button clicks arrive
-over HTTP (SLACK_SIGNING_SECRET) or Socket Mode (SLACK_APP_TOKEN).`,
+over HTTP (SLACK_SIGNING_SECRET) or Socket Mode (SLACK_APP_TOKEN).
+N8N_API_URL and N8N_API_KEY (n8n's public API) enable "Retry execution".`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			log, err := newLogger(cmd.ErrOrStderr(), f.logLevel, f.logFormat)
@@ -114,6 +115,8 @@ over HTTP (SLACK_SIGNING_SECRET) or Socket Mode (SLACK_APP_TOKEN).`,
 				SlackAPIURL:        getenv("SLACK_API_URL"),
 				SlackSigningSecret: getenv("SLACK_SIGNING_SECRET"),
 				SlackAppToken:      getenv("SLACK_APP_TOKEN"),
+				N8nAPIURL:          getenv("N8N_API_URL"),
+				N8nAPIKey:          getenv("N8N_API_KEY"),
 			}
 			if cfg.ConfigFile != "" {
 				if cfg.File, err = LoadFile(cfg.ConfigFile); err != nil {

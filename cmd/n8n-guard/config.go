@@ -45,6 +45,10 @@ type Config struct {
 	// (xapp-…) receives them over Socket Mode instead.
 	SlackSigningSecret string
 	SlackAppToken      string
+	// N8nAPIURL and N8nAPIKey (n8n's public API, a key with the
+	// execution:retry scope) enable the "Retry execution" button.
+	N8nAPIURL string
+	N8nAPIKey string
 
 	File FileConfig
 }

@@ -89,6 +89,8 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	notifyOpts := notify.Options{
 		Token:      cfg.SlackBotToken,
 		AppToken:   cfg.SlackAppToken,
+		N8nAPIURL:  cfg.N8nAPIURL,
+		N8nAPIKey:  cfg.N8nAPIKey,
 		APIURL:     cfg.SlackAPIURL,
 		Logger:     m.Logger,
 		Registerer: reg,
