@@ -49,11 +49,13 @@ func newFakeSocket(t *testing.T) *fakeSocket {
 		if err != nil {
 			return
 		}
+		// One writer at a time on a WebSocket: the hello under the lock
+		// that send takes too.
 		f.mu.Lock()
-		f.conn = c
-		f.mu.Unlock()
 		_ = c.WriteJSON(map[string]any{"type": "hello", "num_connections": 1,
 			"connection_info": map[string]any{"app_id": "A0GUARD"}, "debug_info": map[string]any{"host": "fake"}})
+		f.conn = c
+		f.mu.Unlock()
 		for {
 			var ack struct {
 				EnvelopeID string `json:"envelope_id"`
