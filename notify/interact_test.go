@@ -2,11 +2,7 @@ package notify
 
 import (
 	"context"
-	"crypto/hmac"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
-	"fmt"
 	"net/http"
 	"net/url"
 	"path/filepath"
@@ -14,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/n8n-guard/n8n-guard/internal/slacktest"
 	"github.com/n8n-guard/n8n-guard/keystore"
 	"github.com/n8n-guard/n8n-guard/keystore/bolt"
 )
@@ -25,15 +22,7 @@ const signingSecret = "8f742231b10e8888abcd99yyyzzz85a5"
 func signed(secret string, ts time.Time, payload any) (http.Header, []byte) {
 	raw, _ := json.Marshal(payload)
 	body := []byte("payload=" + url.QueryEscape(string(raw)))
-	stamp := fmt.Sprint(ts.Unix())
-	mac := hmac.New(sha256.New, []byte(secret))
-	mac.Write([]byte("v0:" + stamp + ":"))
-	mac.Write(body)
-	h := http.Header{}
-	h.Set("Content-Type", "application/x-www-form-urlencoded")
-	h.Set("X-Slack-Request-Timestamp", stamp)
-	h.Set("X-Slack-Signature", "v0="+hex.EncodeToString(mac.Sum(nil)))
-	return h, body
+	return slacktest.Sign(secret, ts, body), body
 }
 
 // blockAction is the block_actions payload of one button press.

@@ -57,17 +57,7 @@ func TestPostgresOutbox(t *testing.T) {
 			h := []*harness{a, b}[i%2]
 			h.intake(failureBody(fmt.Sprintf("wf-%d", i), "Node", "boom", fmt.Sprint(i)))
 		}
-		var wg sync.WaitGroup
-		for _, h := range []*harness{a, b} {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				for range 5 {
-					h.svc.step(context.Background())
-				}
-			}()
-		}
-		wg.Wait()
+		stepTogether(5, a, b)
 		assertDeliveredOnce(t, a, slack, n)
 	})
 
@@ -83,17 +73,7 @@ func TestPostgresOutbox(t *testing.T) {
 		for _, h := range []*harness{a, b} {
 			h.clock.Advance(31 * time.Minute)
 		}
-		var wg sync.WaitGroup
-		for _, h := range []*harness{a, b} {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				for range 5 {
-					h.svc.step(context.Background())
-				}
-			}()
-		}
-		wg.Wait()
+		stepTogether(5, a, b)
 		escalations := 0
 		for _, c := range slack.Delivered("chat.postMessage") {
 			if strings.Contains(c.Blocks, "Escalated") {
@@ -168,4 +148,19 @@ func TestPostgresOutbox(t *testing.T) {
 			t.Fatalf("event cursor %d %v", c, err)
 		}
 	})
+}
+
+// stepTogether runs n worker rounds on each guard, the guards at once.
+func stepTogether(n int, guards ...*harness) {
+	var wg sync.WaitGroup
+	for _, h := range guards {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range n {
+				h.svc.step(context.Background())
+			}
+		}()
+	}
+	wg.Wait()
 }

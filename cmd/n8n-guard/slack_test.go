@@ -3,11 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
-	"crypto/hmac"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
-	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -16,6 +12,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/n8n-guard/n8n-guard/internal/slacktest"
 )
 
 // slackChannels answers the Web API like Slack for the channels it knows
@@ -68,15 +66,7 @@ func signedClick(secret string, ts time.Time, user, action, id string) (http.Hea
 		"actions": []any{map[string]any{"type": "button", "block_id": "decide", "action_id": action, "value": id}},
 	})
 	body := []byte("payload=" + url.QueryEscape(string(payload)))
-	stamp := fmt.Sprint(ts.Unix())
-	mac := hmac.New(sha256.New, []byte(secret))
-	mac.Write([]byte("v0:" + stamp + ":"))
-	mac.Write(body)
-	h := http.Header{}
-	h.Set("Content-Type", "application/x-www-form-urlencoded")
-	h.Set("X-Slack-Request-Timestamp", stamp)
-	h.Set("X-Slack-Signature", "v0="+hex.EncodeToString(mac.Sum(nil)))
-	return h, body
+	return slacktest.Sign(secret, ts, body), body
 }
 
 func postSigned(t *testing.T, base string, h http.Header, body []byte) (int, string, time.Duration) {
