@@ -149,8 +149,10 @@ func (c Config) withDefaults() (Config, error) {
 		if err := checkOwner("destinations."+d+".owner", r.Owner); err != nil {
 			return c, err
 		}
-		if err := r.Deciders.check("destinations." + d); err != nil {
-			return c, err
+		if len(r.Resolvers) > 0 || len(r.Escalation) > 0 {
+			// Breaker alerts carry no buttons: nobody could acknowledge, and
+			// the breaker closing ends the matter on its own.
+			return c, fmt.Errorf("destinations.%s: breaker alerts have no buttons and do not escalate; resolvers and escalation belong on namespaces and owners rules", d)
 		}
 	}
 	return c, nil
