@@ -161,6 +161,10 @@ func renderKeyUnknown(r *record, mention, guardURL string) message {
 			thousands(r.Count), ns, clock(r.FirstAt), escapeMrkdwn(listCommand(guardURL, r.Namespace))) + ctx
 	}
 	blocks = append(blocks, slack.NewContextBlock("", mrkdwn(ctx)))
+	if r.Count > 1 && r.Decision == "" {
+		blocks = append(blocks, slack.NewSectionBlock(mrkdwn(fmt.Sprintf(
+			"The first two buttons decide key `%s` only; resolve the others from the list. \"Leave it to me\" takes the whole group.", key)), nil, nil))
+	}
 	blocks = append(blocks, decisionBlocks(r)...)
 	text := fmt.Sprintf("Key %s/%s is unknown and needs a person. Owner: %s. Next step: %s", ns, key, mention, nextStep(r.Runbook))
 	if r.Count > 1 {
