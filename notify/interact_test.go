@@ -75,6 +75,7 @@ func newKeysHarness(t *testing.T) *keysHarness {
 // once posted.
 func (k *keysHarness) unknownKey(key string) Notification {
 	k.t.Helper()
+	k.clock.Advance(DefaultGroupWindow + time.Second) // a group (and message) of its own
 	ctx := context.Background()
 	r, err := k.ks.Reserve(ctx, keystore.ReserveRequest{Namespace: "bookings", Key: key, Owner: "wf-bookings"})
 	if err != nil {
@@ -212,12 +213,29 @@ func TestClickOnResolvedKey(t *testing.T) {
 	if len(k.calls("chat.update")) != 0 {
 		t.Fatal("the message changed for a click that decided nothing")
 	}
-	// A second click after a decision from Slack: same answer, one history entry.
+	// Resolved to "failed" by someone else: "It did not happen" would be
+	// accepted by the keystore again; the button refuses it.
+	n3 := k.unknownKey("booking-3")
+	if _, err := k.ks.Resolve(context.Background(), keystore.ResolveRequest{Namespace: "bookings", Key: "booking-3",
+		Resolution: keystore.StateFailed, By: "ops", Note: "no mail went out"}); err != nil {
+		t.Fatal(err)
+	}
+	before = len(k.key("booking-3").History)
+	k.click("U0OFFICE", ActionRetry, n3.ID)
+	if got := len(k.key("booking-3").History); got != before {
+		t.Fatalf("history %d → %d: resolved twice", before, got)
+	}
+	// A second click after a decision from Slack: the first decider stays.
 	n2 := k.unknownKey("booking-2")
 	k.click("U0OFFICE", ActionComplete, n2.ID)
+	updates := len(k.calls("chat.update"))
 	k.click("U0HELPER", ActionComplete, n2.ID)
-	if h := k.key("booking-2").History; h[len(h)-2].Event == keystore.EventResolved {
+	if h := k.key("booking-2").History; h[len(h)-2].Event == keystore.EventResolved || !strings.Contains(h[len(h)-1].By, "U0OFFICE") {
 		t.Fatalf("resolved twice: %+v", h)
+	}
+	eph = k.calls("chat.postEphemeral")
+	if len(k.calls("chat.update")) != updates || !strings.Contains(eph[len(eph)-1].Text, "Already resolved") {
+		t.Fatalf("the second click changed the message or was not told: %+v", eph)
 	}
 }
 
