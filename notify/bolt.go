@@ -259,6 +259,27 @@ func (o *boltOutbox) Get(ctx context.Context, id string) (*record, error) {
 	return r, unavailable("get", err)
 }
 
+func (o *boltOutbox) Escalating(ctx context.Context, now time.Time, limit int) ([]*record, error) {
+	var out []*record
+	err := o.db.View(func(tx *bolt.Tx) error {
+		c := tx.Bucket(bucketEscalate).Cursor()
+		for k, _ := c.First(); k != nil && len(out) < limit; k, _ = c.Next() {
+			if len(k) < 8 || int64(binary.BigEndian.Uint64(k[:8])) > now.UnixNano() {
+				break
+			}
+			r, err := getRecord(tx, string(k[8:]))
+			if err != nil {
+				return err
+			}
+			if r != nil {
+				out = append(out, r)
+			}
+		}
+		return nil
+	})
+	return out, unavailable("escalating", err)
+}
+
 // Escalate: bbolt has one writer, so the transaction alone makes each
 // step happen once.
 func (o *boltOutbox) Escalate(ctx context.Context, now time.Time, limit int, fn func(r *record) *record) (int, error) {

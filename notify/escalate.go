@@ -22,6 +22,7 @@ func firstEscalation(rt route, from time.Time) *time.Time {
 // each step in one transaction with the new message, so it happens once.
 func (s *Service) escalate(ctx context.Context) {
 	now := s.now()
+	s.settledElsewhere(ctx, now)
 	n, err := s.outbox.Escalate(ctx, now, dueBatch, func(r *record) *record { return s.nextStep(r, now) })
 	if err != nil {
 		s.log.Error("escalating unacknowledged notifications failed; will retry", "err", err)
@@ -30,6 +31,58 @@ func (s *Service) escalate(ctx context.Context) {
 	if n > 0 {
 		s.poke()
 	}
+}
+
+// settledElsewhere stops the escalation of stuck keys that were resolved
+// without the buttons (CLI, API, another message): a person decided, so
+// nobody more needs to hear. The keystore is read here, outside any
+// outbox transaction. The message then shows who decided.
+func (s *Service) settledElsewhere(ctx context.Context, now time.Time) {
+	if s.opts.Keys == nil {
+		return
+	}
+	due, err := s.outbox.Escalating(ctx, now, dueBatch)
+	if err != nil {
+		return // Escalate reports the outbox's failure
+	}
+	for _, r := range due {
+		if r.Kind != KindKeyUnknown || r.acknowledged() {
+			continue
+		}
+		res, err := s.opts.Keys.Lookup(ctx, r.Namespace, r.Key)
+		if err != nil || (res.Record != nil && res.Record.State == keystore.StateUnknown) {
+			continue
+		}
+		s.resolvedElsewhere(ctx, r, res.Record, now)
+	}
+}
+
+// resolvedElsewhere records on the notification that its key was decided
+// without its buttons: escalation stops and the message shows who decided
+// (the buttons go).
+func (s *Service) resolvedElsewhere(ctx context.Context, r *record, rec *keystore.Record, now time.Time) {
+	decision, by, at := DecisionCompleted, "", now
+	if rec != nil {
+		if rec.State != keystore.StateCompleted {
+			decision = DecisionRetry
+		}
+		by = rec.ResolvedBy
+		if rec.ResolvedAt != nil {
+			at = *rec.ResolvedAt
+		}
+	}
+	if _, err := s.outbox.Update(ctx, r.ID, func(x *record) {
+		x.EscalateAt = nil
+		if x.Decision == "" || x.Decision == DecisionSnoozed {
+			x.Decision, x.DecidedBy, x.DecidedByName, x.DecidedAt, x.SnoozedUntil = decision, "", cmpOr(by, "someone outside Slack"), &at, nil
+			if x.Status == StatusDelivered && x.SlackTS != "" {
+				x.DueAt = now
+			}
+		}
+	}); err != nil {
+		s.log.Warn("recording that a key was resolved elsewhere failed", "id", r.ID, "err", err)
+	}
+	s.poke()
 }
 
 // nextStep moves r to its next escalation step and returns the message

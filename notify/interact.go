@@ -108,7 +108,7 @@ func (s *Service) act(ctx context.Context, c Click) {
 	}
 	decide := func(x *record) {
 		t := now
-		x.Decision, x.DecidedBy, x.DecidedAt, x.SnoozedUntil, x.RetriedAs = decision, c.UserID, &t, nil, retriedAs
+		x.Decision, x.DecidedBy, x.DecidedByName, x.DecidedAt, x.SnoozedUntil, x.RetriedAs = decision, c.UserID, "", &t, nil, retriedAs
 		if decision == DecisionSnoozed {
 			until := now.Add(SnoozeFor)
 			x.SnoozedUntil = &until
@@ -156,6 +156,7 @@ func (s *Service) resolveKey(ctx context.Context, r *record, c Click) (string, b
 		return fmt.Sprintf("Key `%s` is not in the store any more (purged); nothing changed.", escapeMrkdwn(r.Key)), false
 	}
 	if cur.Record.State != keystore.StateUnknown {
+		s.resolvedElsewhere(ctx, r, cur.Record, s.now())
 		return alreadyResolved(cur.Record), false
 	}
 	res := keystore.StateCompleted
@@ -171,6 +172,7 @@ func (s *Service) resolveKey(ctx context.Context, r *record, c Click) (string, b
 	switch {
 	case errors.As(err, &ke) && ke.Code == keystore.EConflict:
 		if again, lerr := s.opts.Keys.Lookup(ctx, r.Namespace, r.Key); lerr == nil && again.Record != nil && again.Record.State != keystore.StateUnknown {
+			s.resolvedElsewhere(ctx, r, again.Record, s.now())
 			return alreadyResolved(again.Record), false
 		}
 		return "The key could not be resolved: " + escapeMrkdwn(ke.Message) + ". Nothing changed.", false
@@ -264,6 +266,9 @@ func (s *Service) ephemeral(ctx context.Context, c Click, text string) {
 // decisionText says who did what, when, in mrkdwn.
 func decisionText(r *record) string {
 	who := "<@" + r.DecidedBy + ">"
+	if r.DecidedBy == "" {
+		who = escapeMrkdwn(r.DecidedByName)
+	}
 	at := ""
 	if r.DecidedAt != nil {
 		at = " at " + clock(*r.DecidedAt)

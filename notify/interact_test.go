@@ -210,8 +210,10 @@ func TestClickOnResolvedKey(t *testing.T) {
 	if len(eph) != 1 || !strings.Contains(eph[0].Text, "Already resolved: office manager decided `completed`") {
 		t.Fatalf("ephemeral: %+v", eph)
 	}
-	if len(k.calls("chat.update")) != 0 {
-		t.Fatal("the message changed for a click that decided nothing")
+	// The message now shows who decided, without buttons.
+	if u := k.calls("chat.update"); len(u) != 1 || !strings.Contains(u[0].Blocks, "office manager marked it *completed*") ||
+		strings.Contains(u[0].Raw, "guard_") {
+		t.Fatalf("the message does not say who resolved the key: %+v", u)
 	}
 	// Resolved to "failed" by someone else: "It did not happen" would be
 	// accepted by the keystore again; the button refuses it.
@@ -381,6 +383,23 @@ func TestEscalation(t *testing.T) {
 	}
 	_ = n
 
+	t.Run("resolved from the CLI or API: no escalation, the message says who", func(t *testing.T) {
+		k := newKeysHarness(t)
+		k.unknownKey("booking-8")
+		if _, err := k.ks.Resolve(context.Background(), keystore.ResolveRequest{Namespace: "bookings", Key: "booking-8",
+			Resolution: keystore.StateFailed, By: "office manager", Note: "no mail went out"}); err != nil {
+			t.Fatal(err)
+		}
+		k.clock.Advance(3 * time.Hour)
+		k.pass()
+		k.pass()
+		if len(k.calls("chat.postMessage")) != 1 {
+			t.Fatal("escalated a key that was resolved")
+		}
+		if u := k.calls("chat.update"); len(u) != 1 || !strings.Contains(u[0].Blocks, "office manager *allowed a retry*") {
+			t.Fatalf("updates: %+v", u)
+		}
+	})
 	t.Run("acknowledged in time: no escalation", func(t *testing.T) {
 		k := newKeysHarness(t)
 		n := k.unknownKey("booking-6")

@@ -136,11 +136,12 @@ type record struct {
 	PostUncertain bool `json:"post_uncertain,omitempty"`
 
 	// Decisions from the buttons (the last one is shown).
-	Decision     string     `json:"decision,omitempty"`
-	DecidedBy    string     `json:"decided_by,omitempty"` // Slack user ID
-	DecidedAt    *time.Time `json:"decided_at,omitempty"`
-	SnoozedUntil *time.Time `json:"snoozed_until,omitempty"`
-	RetriedAs    string     `json:"retried_as,omitempty"` // the new execution's id
+	Decision      string     `json:"decision,omitempty"`
+	DecidedBy     string     `json:"decided_by,omitempty"`      // Slack user ID
+	DecidedByName string     `json:"decided_by_name,omitempty"` // who decided elsewhere (the key's resolved_by)
+	DecidedAt     *time.Time `json:"decided_at,omitempty"`
+	SnoozedUntil  *time.Time `json:"snoozed_until,omitempty"`
+	RetriedAs     string     `json:"retried_as,omitempty"` // the new execution's id
 
 	// canRetry, set before rendering, shows "Retry execution": the guard
 	// can reach n8n's API. Not stored.

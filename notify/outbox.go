@@ -31,6 +31,9 @@ type Outbox interface {
 	// escalation fn returns (nil: none), in one transaction: with several
 	// guards on one database each step is taken exactly once.
 	Escalate(ctx context.Context, now time.Time, limit int, fn func(r *record) *record) (int, error)
+	// Escalating returns up to limit notifications whose escalation is due
+	// at now, without locking them (a look before Escalate).
+	Escalating(ctx context.Context, now time.Time, limit int) ([]*record, error)
 	List(ctx context.Context, q ListQuery) (Page, error)
 	// Waiting counts notifications with a Slack call due (now or later).
 	Waiting(ctx context.Context) (int, error)

@@ -280,6 +280,28 @@ func (o *pgOutbox) Get(ctx context.Context, id string) (*record, error) {
 	return r, nil
 }
 
+func (o *pgOutbox) Escalating(ctx context.Context, now time.Time, limit int) ([]*record, error) {
+	rows, err := o.pool.Query(ctx, `SELECT doc FROM guard_notifications WHERE escalate_at <= $1
+		ORDER BY escalate_at, id LIMIT $2`, now, limit)
+	if err != nil {
+		return nil, unavailable("escalating", err)
+	}
+	defer rows.Close()
+	var out []*record
+	for rows.Next() {
+		var doc []byte
+		if err := rows.Scan(&doc); err != nil {
+			return nil, unavailable("escalating", err)
+		}
+		r := new(record)
+		if err := json.Unmarshal(doc, r); err != nil {
+			return nil, unavailable("escalating", err)
+		}
+		out = append(out, r)
+	}
+	return out, unavailable("escalating", rows.Err())
+}
+
 // Escalate locks the due rows (FOR UPDATE SKIP LOCKED: a row another
 // guard is escalating is left to it) and saves each with its escalation
 // in the same transaction; the next guard finds escalate_at moved on.
