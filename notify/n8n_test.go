@@ -2,6 +2,7 @@ package notify
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -10,8 +11,9 @@ import (
 )
 
 // fakeN8n answers POST /api/v1/executions/{id}/retry as n8n's public API
-// does: 401 without the key, 404 for an execution it does not know, 409
-// for one still queued, else the new execution (n8n answers once it ran).
+// does (the answers are those of a real n8n 1.113.3): 401 without the
+// key, 404 for an execution it does not know, 409 for one still queued,
+// else the new execution, started.
 type fakeN8n struct {
 	srv     *httptest.Server
 	mu      sync.Mutex
@@ -28,22 +30,22 @@ func newFakeN8n(t *testing.T) *fakeN8n {
 		switch {
 		case r.Header.Get("X-N8N-API-KEY") != "n8n-key":
 			w.WriteHeader(http.StatusUnauthorized)
-			json.NewEncoder(w).Encode(map[string]any{"message": "'X-N8N-API-KEY' header required"})
+			json.NewEncoder(w).Encode(map[string]any{"message": "unauthorized"})
 		case r.Method != http.MethodPost || !ok:
 			w.WriteHeader(http.StatusNotFound)
 			json.NewEncoder(w).Encode(map[string]any{"message": "not found"})
 		case id == "404":
 			w.WriteHeader(http.StatusNotFound)
-			json.NewEncoder(w).Encode(map[string]any{"message": "Not Found"})
+			json.NewEncoder(w).Encode(map[string]any{"message": `The execution with the ID "404" does not exist.`})
 		case id == "409":
 			w.WriteHeader(http.StatusConflict)
 			json.NewEncoder(w).Encode(map[string]any{"message": "The execution is queued and cannot be retried"})
 		default:
 			f.mu.Lock()
-			f.retries = append(f.retries, id)
+			f.retries = append(f.retries, fmt.Sprintf("%s loadWorkflow=%v", id, body["loadWorkflow"]))
 			f.mu.Unlock()
 			json.NewEncoder(w).Encode(map[string]any{"id": "9" + id, "mode": "retry", "retryOf": id,
-				"status": "success", "finished": true, "loadWorkflow": body["loadWorkflow"]})
+				"status": "running", "finished": false, "workflowId": "w1"})
 		}
 	}))
 	t.Cleanup(f.srv.Close)
@@ -88,7 +90,8 @@ func TestRetryExecutionButton(t *testing.T) {
 				}
 				return
 			}
-			if got := n8n.Retries(); len(got) != 1 || got[0] != tc.exec {
+			// The workflow as saved now: the fix is usually in it.
+			if got := n8n.Retries(); len(got) != 1 || got[0] != tc.exec+" loadWorkflow=true" {
 				t.Fatalf("n8n retries: %v", got)
 			}
 			if len(updates) != 1 || !strings.Contains(updates[0].Blocks, "*retried the execution* in n8n") ||
