@@ -151,7 +151,9 @@ func (s *Service) send(ctx context.Context, r *record) (stop bool) {
 // landed looks for r's message in the channel's recent history, by the
 // notification ID in its metadata: an earlier post of it got no answer.
 func (s *Service) landed(ctx context.Context, channel string, r *record) (found bool, ts string, c class, wait time.Duration, err error) {
-	oldest := r.CreatedAt.Add(-time.Minute)
+	// From just before the first post that got no answer: in a busy
+	// channel, the newest 200 messages since then.
+	oldest := r.UncertainAt.Add(-time.Minute)
 	c, wait, err = s.call(ctx, "conversations.history", func() error {
 		h, err := s.slack.GetConversationHistoryContext(ctx, &slack.GetConversationHistoryParameters{
 			ChannelID: channel, Oldest: fmt.Sprintf("%d.000000", oldest.Unix()), Limit: 200, IncludeAllMetadata: true,
@@ -191,7 +193,11 @@ func (s *Service) settle(ctx context.Context, r *record, update bool, method str
 		if update || method != "chat.postMessage" || !maybeSent(err) {
 			return true
 		}
-		save = func(x *record) { x.PostUncertain = true }
+		save = func(x *record) {
+			if !x.PostUncertain { // the first such post is the one to look for
+				x.PostUncertain, x.UncertainAt = true, now
+			}
+		}
 		stop = true
 	case classRateLimited:
 		if wait <= 0 {
@@ -211,7 +217,7 @@ func (s *Service) settle(ctx context.Context, r *record, update bool, method str
 				x.Status, x.SlackChannel, x.SlackTS = StatusDelivered, ch, ts
 				t := now
 				x.DeliveredAt = &t
-				x.PostUncertain = false
+				x.PostUncertain, x.UncertainAt = false, time.Time{}
 			}
 			x.LastSentAt, x.ShownCount, x.UpdateFailures, x.LastFailure = now, shown, 0, ""
 			x.DueAt = time.Time{}

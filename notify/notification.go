@@ -133,7 +133,8 @@ type record struct {
 
 	// PostUncertain: a post got no answer after it was sent (a timeout);
 	// it may have landed, so the channel is searched before posting again.
-	PostUncertain bool `json:"post_uncertain,omitempty"`
+	PostUncertain bool      `json:"post_uncertain,omitempty"`
+	UncertainAt   time.Time `json:"uncertain_at,omitempty"` // when that post was sent
 
 	// Decisions from the buttons (the last one is shown).
 	Decision      string     `json:"decision,omitempty"`
