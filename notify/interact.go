@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/slack-go/slack"
@@ -47,12 +48,14 @@ type Click struct {
 // and schedules the in-place update of every message about it. Anything
 // refused is answered to that person alone and changes nothing.
 func (s *Service) act(ctx context.Context, c Click) {
-	s.actMu.Lock() // two clicks on one message decide one after the other
-	defer s.actMu.Unlock()
-	target, err := s.outbox.Get(ctx, c.NotificationID)
-	if err == nil && target != nil && target.Kind == KindEscalation {
-		target, err = s.outbox.Get(ctx, target.EscalationOf)
+	id := c.NotificationID
+	if r, err := s.outbox.Get(ctx, id); err == nil && r != nil && r.Kind == KindEscalation {
+		id = r.EscalationOf // its buttons act on the notification it escalates
 	}
+	// Two clicks about one notification decide one after the other (the
+	// second sees the first's decision); clicks about others go on.
+	defer s.clickLocks.lock(id)()
+	target, err := s.outbox.Get(ctx, id)
 	if err != nil || target == nil {
 		s.log.Warn("a Slack button names no notification this guard knows", "id", c.NotificationID, "err", err)
 		s.ephemeral(ctx, c, "n8n-guard does not know this message any more (it may have been purged); nothing changed.")
@@ -125,6 +128,9 @@ func (s *Service) act(ctx context.Context, c Click) {
 			x.EscalateAt = &until
 		}
 	})
+	if err == nil && updated == nil {
+		err = errors.New("the notification is gone")
+	}
 	if err != nil {
 		s.log.Error("recording a decision from Slack failed", "id", target.ID, "err", err)
 		s.ephemeral(ctx, c, "n8n-guard could not record your decision on the notification (its store failed); try again.")
@@ -297,4 +303,40 @@ func cmpOr(a, b string) string {
 		return a
 	}
 	return b
+}
+
+// keyLocks is one mutex per notification ID, kept while someone holds or
+// waits for it.
+type keyLocks struct {
+	mu sync.Mutex
+	m  map[string]*keyLock
+}
+
+type keyLock struct {
+	mu   sync.Mutex
+	refs int
+}
+
+// lock takes id's mutex and returns its release.
+func (k *keyLocks) lock(id string) func() {
+	k.mu.Lock()
+	if k.m == nil {
+		k.m = map[string]*keyLock{}
+	}
+	l := k.m[id]
+	if l == nil {
+		l = &keyLock{}
+		k.m[id] = l
+	}
+	l.refs++
+	k.mu.Unlock()
+	l.mu.Lock()
+	return func() {
+		l.mu.Unlock()
+		k.mu.Lock()
+		if l.refs--; l.refs == 0 {
+			delete(k.m, id)
+		}
+		k.mu.Unlock()
+	}
 }

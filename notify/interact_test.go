@@ -442,3 +442,42 @@ func TestEscalation(t *testing.T) {
 		}
 	})
 }
+
+// Two people press "It happened" at the same moment: one decides, the
+// other is told, and the message names the one in the key's history.
+func TestSimultaneousClicks(t *testing.T) {
+	for range 5 {
+		k := newKeysHarness(t)
+		n := k.unknownKey("booking-20")
+		var reqs [2][2]any
+		for i, user := range []string{"U0OFFICE", "U0HELPER"} {
+			hdr, body := signed(signingSecret, time.Now(), blockAction(user, ActionComplete, n.ID))
+			reqs[i] = [2]any{hdr, body}
+		}
+		done := make(chan error, 2)
+		for _, r := range reqs {
+			go func() { done <- k.svc.Interaction(context.Background(), r[0].(http.Header), r[1].([]byte)) }()
+		}
+		for range 2 {
+			if err := <-done; err != nil {
+				t.Fatal(err)
+			}
+		}
+		k.svc.clicks.Wait()
+		k.pass()
+		rec := k.key("booking-20")
+		resolved := 0
+		for _, h := range rec.History {
+			if h.Event == keystore.EventResolved {
+				resolved++
+			}
+		}
+		eph := k.calls("chat.postEphemeral")
+		u := k.calls("chat.update")
+		winner := strings.TrimSuffix(rec.ResolvedBy[strings.Index(rec.ResolvedBy, "(Slack ")+7:], ")")
+		if resolved != 1 || len(eph) != 1 || !strings.Contains(eph[0].Text, "Already resolved") ||
+			len(u) != 1 || !strings.Contains(u[0].Blocks, "<@"+winner+">") {
+			t.Fatalf("resolved %d times, ephemeral %+v, updates %d (winner %s)", resolved, eph, len(u), winner)
+		}
+	}
+}

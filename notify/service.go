@@ -122,11 +122,11 @@ type Service struct {
 	users       map[string]string // e-mail → user ID ("" when Slack does not know it)
 
 	// Clicks run on their own goroutines, which Close waits for.
-	actMu   sync.Mutex
-	clicks  sync.WaitGroup
-	life    context.Context
-	end     context.CancelFunc
-	replays replayGuard
+	clickLocks keyLocks
+	clicks     sync.WaitGroup
+	life       context.Context
+	end        context.CancelFunc
+	replays    replayGuard
 }
 
 // New opens the outbox in db (creating the notify/ buckets) and prepares the
