@@ -118,3 +118,60 @@ func TestTwoHourOutageDeliversEverythingOnce(t *testing.T) {
 		t.Fatalf("%d failing calls in 2 h: delivery must slow down while Slack fails", failed)
 	}
 }
+
+// The third measurement: over repeated Slack trouble — refused
+// connections, 503s, 429s and posts that land but whose answer never
+// comes — 400 notifications arrive, each exactly once (counted in the
+// channel itself, by the notification id in each message's metadata).
+func TestRepeatedOutagesExactlyOnce(t *testing.T) {
+	const n = 400
+	slack := newFakeSlack(t)
+	slack.slow = 400 * time.Millisecond
+	h := newHarness(t, slack, testConfig(), func(o *Options) { o.RequestTimeout = 150 * time.Millisecond })
+	round, sent := 0, 0
+	for len(h.list(StatusDelivered)) < n {
+		round++
+		for ; sent < min(n, round*5); sent++ { // failures keep arriving
+			h.intake(failureBody(fmt.Sprintf("wf-%d", sent), "Node", "boom", fmt.Sprint(sent)))
+		}
+		if round > 2000 {
+			t.Fatalf("%d of %d delivered after %d rounds", len(h.list(StatusDelivered)), n, round)
+		}
+		switch round % 20 {
+		case 1: // Slack goes away for a while
+			slack.Off()
+		case 4:
+			slack.On()
+		case 7, 8: // answers slowly: the posts land, the answers come too late
+			slack.Script("slow")
+		case 12:
+			slack.Script("5xx", "5xx", "5xx")
+		case 16:
+			slack.Script("429")
+		}
+		h.pass()
+		h.clock.Advance(5 * time.Second)
+	}
+	perID := map[string]int{}
+	for _, m := range slack.history["C0ALERTS"] {
+		meta, _ := m["metadata"].(map[string]any)
+		payload, _ := meta["event_payload"].(map[string]any)
+		perID[fmt.Sprint(payload["notification_id"])]++
+	}
+	twice := 0
+	for _, c := range perID {
+		if c > 1 {
+			twice++
+		}
+	}
+	slow := 0
+	for _, c := range slack.Calls() {
+		if c.Answer == "slow" {
+			slow++
+		}
+	}
+	t.Logf("%d rounds, %d posts answered too late; %d distinct notifications in the channel", round, slow, len(perID))
+	if len(perID) != n || twice != 0 || slow == 0 {
+		t.Fatalf("%d distinct notifications in the channel, %d of them more than once (%d slow answers); want %d, none twice", len(perID), twice, slow, n)
+	}
+}
