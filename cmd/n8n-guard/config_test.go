@@ -94,3 +94,38 @@ func TestParseFileErrors(t *testing.T) {
 		}
 	})
 }
+
+// resolvers: and escalation: (docs/notify.md) reach the notify config.
+func TestParseDeciders(t *testing.T) {
+	fc, err := ParseFile(strings.NewReader(`
+namespaces:
+  bookings:
+    owner: U0OFFICE
+    resolvers: [U0HELPER, S0OPS]
+    escalation:
+      - { after: 30m, to: U0LEAD }
+      - { after: 2h, to: C0INCIDENTS }
+owners:
+  - workflow: "orders-*"
+    owner: U0ORDERS
+    escalation:
+      - { after: 1h, to: S0OPS }
+notify:
+  retry_for: 72h
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := fc.NotifyConfig()
+	ns := n.Namespaces["bookings"]
+	if len(ns.Resolvers) != 2 || ns.Resolvers[1] != "S0OPS" || len(ns.Escalation) != 2 ||
+		ns.Escalation[1].After != 2*time.Hour || ns.Escalation[1].To != "C0INCIDENTS" {
+		t.Fatalf("namespace deciders = %+v", ns.Deciders)
+	}
+	if o := n.Owners[0]; len(o.Escalation) != 1 || o.Escalation[0].To != "S0OPS" || o.Escalation[0].After != time.Hour {
+		t.Fatalf("owner rule deciders = %+v", o.Deciders)
+	}
+	if n.RetryFor != 72*time.Hour {
+		t.Fatalf("retry_for = %s", n.RetryFor)
+	}
+}
