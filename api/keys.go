@@ -102,6 +102,9 @@ func (s *Server) reserve(c *fiber.Ctx) error {
 	if err := s.decode(c, &req); err != nil {
 		return err
 	}
+	if err := s.allowNamespace(c, req.Namespace); err != nil {
+		return err
+	}
 	var lease time.Duration
 	if req.LeaseSeconds != nil {
 		lease = time.Duration(*req.LeaseSeconds) * time.Second
@@ -127,6 +130,9 @@ func (s *Server) complete(c *fiber.Ctx) error {
 	if err := s.decode(c, &req); err != nil {
 		return err
 	}
+	if err := s.allowNamespace(c, req.Namespace); err != nil {
+		return err
+	}
 	res, err := s.store.Complete(c.UserContext(), keystore.CompleteRequest{
 		Namespace: req.Namespace,
 		Key:       string(req.Key),
@@ -149,6 +155,9 @@ func (s *Server) fail(c *fiber.Ctx) error {
 	if err := s.decode(c, &req); err != nil {
 		return err
 	}
+	if err := s.allowNamespace(c, req.Namespace); err != nil {
+		return err
+	}
 	res, err := s.store.Fail(c.UserContext(), keystore.FailRequest{
 		Namespace: req.Namespace,
 		Key:       string(req.Key),
@@ -166,6 +175,9 @@ func (s *Server) fail(c *fiber.Ctx) error {
 func (s *Server) resolve(c *fiber.Ctx) error {
 	var req resolveRequest
 	if err := s.decode(c, &req); err != nil {
+		return err
+	}
+	if err := s.allowNamespace(c, req.Namespace); err != nil {
 		return err
 	}
 	res, err := s.store.Resolve(c.UserContext(), keystore.ResolveRequest{
@@ -188,6 +200,9 @@ func (s *Server) lookup(c *fiber.Ctx) error {
 	if err := s.check(&q); err != nil {
 		return err
 	}
+	if err := s.allowNamespace(c, q.Namespace); err != nil {
+		return err
+	}
 	res, err := s.store.Lookup(c.UserContext(), q.Namespace, q.Key)
 	if err != nil {
 		return err
@@ -203,6 +218,9 @@ func (s *Server) listKeys(c *fiber.Ctx) error {
 		return err
 	}
 	if err := s.check(&q); err != nil {
+		return err
+	}
+	if err := s.allowNamespace(c, q.Namespace); err != nil {
 		return err
 	}
 	page, err := s.store.List(c.UserContext(), keystore.ListQuery{
