@@ -134,7 +134,10 @@ func New(cfg Config) (*Server, error) {
 		// (404), oversized body, unreadable request. Route errors never do.
 		ErrorHandler: func(c *fiber.Ctx, err error) error {
 			// Without a valid token, /v1 answers 401 whatever else is
-			// wrong: a stranger learns neither limits nor routes.
+			// wrong: a stranger learns neither limits nor routes. (Not
+			// after a failed body read: fasthttp has then reset the
+			// request, so a chunked body over the small limit of
+			// headerReceived, or a slow one, gets its own 413 or 408.)
 			if strings.HasPrefix(c.Path(), "/v1/") {
 				if _, ok := s.tokens.find(c.Get(fiber.HeaderAuthorization)); !ok {
 					s.metrics.refused("", "unauthorized")
