@@ -2,7 +2,7 @@ package api
 
 import (
 	"bytes"
-		"io"
+	"io"
 	"log/slog"
 	"net"
 	"strconv"
