@@ -124,12 +124,9 @@ func New(cfg Config) (*Server, error) {
 		AppName:               "n8n-guard",
 		DisableStartupMessage: true,
 		BodyLimit:             s.maxBody,
-		// No route takes a form: a multipart body must not be parsed (to
-		// temporary files) before a handler has checked anything.
-		DisablePreParseMultipartForm: true,
-		ReadTimeout:                  orDefault(cfg.ReadTimeout, DefaultReadTimeout),
-		WriteTimeout:                 orDefault(cfg.WriteTimeout, DefaultWriteTimeout),
-		IdleTimeout:                  orDefault(cfg.IdleTimeout, DefaultIdleTimeout),
+		ReadTimeout:           orDefault(cfg.ReadTimeout, DefaultReadTimeout),
+		WriteTimeout:          orDefault(cfg.WriteTimeout, DefaultWriteTimeout),
+		IdleTimeout:           orDefault(cfg.IdleTimeout, DefaultIdleTimeout),
 		// Errors raised before any route runs end here: no route matched
 		// (404), oversized body, unreadable request. Route errors never do.
 		ErrorHandler: func(c *fiber.Ctx, err error) error {
@@ -149,6 +146,9 @@ func New(cfg Config) (*Server, error) {
 		},
 	})
 	s.app.Server().HeaderReceived = s.headerReceived
+	// No route takes a form: a multipart body must not be parsed (to
+	// temporary files) before a handler has checked anything.
+	s.app.Server().DisablePreParseMultipartForm = true
 
 	open, authed := false, true
 	s.handle(fiber.MethodGet, "/healthz", open, s.healthz)
