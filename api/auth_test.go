@@ -12,7 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/n8n-guard/n8n-guard/api"
-	"github.com/n8n-guard/n8n-guard/keystore"
+	"github.com/n8n-guard/n8n-guard/keystore/bolt"
 )
 
 // The scoped tokens of the scope tests: one per role, all limited to
@@ -175,7 +175,7 @@ func TestScopedTokenConfiguration(t *testing.T) {
 		"value of token": {{Name: "a", SHA256: sha256.Sum256([]byte(testToken)), Role: api.RoleRead}},
 	} {
 		t.Run(name, func(t *testing.T) {
-			store, err := keystore.OpenBolt(filepath.Join(t.TempDir(), "g.db"), keystore.BoltOptions{})
+			store, err := bolt.Open(filepath.Join(t.TempDir(), "g.db"), bolt.Options{})
 			if err != nil {
 				t.Fatal(err)
 			}
