@@ -80,6 +80,7 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
 		return fmt.Errorf("data folder: %w", err)
 	}
+	checkDataDir(cfg.DataDir, m.Logger)
 	tokens, err := apiTokens(cfg.Tokens, cfg.DataDir, m.Logger)
 	if err != nil {
 		return err
