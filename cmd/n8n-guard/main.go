@@ -140,6 +140,12 @@ func (m *Main) Run(ctx context.Context) (err error) {
 		ReadTimeout:   cfg.ReadTimeout,
 		WriteTimeout:  cfg.WriteTimeout,
 		IdleTimeout:   cfg.IdleTimeout,
+		// Scoped tokens, connection cap, metric label bounds (issue 15).
+		ScopedTokens:   cfg.ScopedTokens,
+		MaxConnections: cfg.MaxConnections,
+		Namespaces:     sortedKeys(cfg.File.Namespaces),
+		Destinations:   sortedKeys(cfg.File.Destinations),
+		LabelLimit:     cfg.File.Metrics.LabelLimit,
 	}); err != nil {
 		return err
 	}
