@@ -22,6 +22,7 @@ type reserveRequest struct {
 	Payload      json.RawMessage `json:"payload"`
 	Fingerprint  string          `json:"fingerprint" validate:"max=128"`
 	Destination  string          `json:"destination" validate:"omitempty,namespace"`
+	RequestID    string          `json:"request_id" validate:"max=128"`
 }
 
 type completeRequest struct {
@@ -67,11 +68,14 @@ type listQuery struct {
 // Answer is the flat object every call on a key answers: the outcome and
 // the key's record at the top level of one object.
 type Answer struct {
-	Found             *bool            `json:"found,omitempty"`
-	Outcome           keystore.Outcome `json:"outcome"`
-	Proceed           bool             `json:"proceed"`
-	Token             string           `json:"token,omitempty"`
-	RetryAfterSeconds int              `json:"retry_after_seconds,omitempty"`
+	Found   *bool            `json:"found,omitempty"`
+	Outcome keystore.Outcome `json:"outcome"`
+	Proceed bool             `json:"proceed"`
+	Token   string           `json:"token,omitempty"`
+	// Repeat marks an accepted answer given again to a repeated reserve
+	// (same request_id, lease live): the same token, nothing new recorded.
+	Repeat            bool `json:"repeat,omitempty"`
+	RetryAfterSeconds int  `json:"retry_after_seconds,omitempty"`
 	*keystore.Record
 }
 
@@ -117,11 +121,12 @@ func (s *Server) reserve(c *fiber.Ctx) error {
 		Payload:     req.Payload,
 		Fingerprint: req.Fingerprint,
 		Destination: req.Destination,
+		RequestID:   req.RequestID,
 	})
 	if err != nil {
 		return err
 	}
-	s.metrics.reserved(req.Namespace, res.Outcome)
+	s.metrics.reserved(req.Namespace, res.Outcome, res.Replayed)
 	return s.writeResult(c, res, nil)
 }
 
@@ -264,7 +269,7 @@ func (s *Server) writeResult(c *fiber.Ctx, res keystore.Result, found *bool) err
 			Outcome: res.Outcome, Proceed: res.Proceed, RetryAfterSeconds: retry})
 	}
 	return writeJSON(c, Answer{Found: found, Outcome: res.Outcome, Proceed: res.Proceed, Token: res.Token,
-		RetryAfterSeconds: retry, Record: res.Record})
+		Repeat: res.Outcome == keystore.OutcomeAccepted && res.Replayed, RetryAfterSeconds: retry, Record: res.Record})
 }
 
 // decode reads the JSON body into req and validates it.

@@ -19,6 +19,7 @@ type metrics struct {
 	latency   *prometheus.HistogramVec // route, method
 	reserves  *prometheus.CounterVec   // namespace, outcome
 	fallbacks *prometheus.CounterVec   // namespace
+	repeats   *prometheus.CounterVec   // namespace
 	byToken   *prometheus.CounterVec   // token, route
 	refusals  *prometheus.CounterVec   // token, reason
 
@@ -44,6 +45,10 @@ func newMetrics(reg prometheus.Registerer, store keystore.Store, lc labelConfig)
 	m := &metrics{
 		namespaces:   newLabelLimit("namespace", lc.namespaces, lc.limit, overflow, lc.log),
 		destinations: newLabelLimit("destination", lc.destinations, lc.limit, overflow, lc.log),
+		repeats: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "n8n_guard_reserve_repeats_total",
+			Help: "Reserves answered accepted again with the same token because they repeated a live attempt's request_id (a lost answer, or n8n's Retry On Fail), by namespace.",
+		}, []string{"namespace"}),
 		byToken: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "n8n_guard_token_requests_total",
 			Help: "Authenticated requests, by the token's configured name (never its value) and route.",
@@ -78,7 +83,7 @@ func newMetrics(reg prometheus.Registerer, store keystore.Store, lc labelConfig)
 			Help: "Keys completed with via=fallback, by namespace.",
 		}, []string{"namespace"}),
 	}
-	for _, c := range []prometheus.Collector{m.requests, m.latency, m.reserves, m.fallbacks, m.byToken, m.refusals,
+	for _, c := range []prometheus.Collector{m.requests, m.latency, m.reserves, m.fallbacks, m.repeats, m.byToken, m.refusals,
 		m.openConns, m.connsRefused, overflow, newStoreCollector(store, m.namespaces, m.destinations)} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
@@ -126,8 +131,12 @@ func (m *metrics) observe(path, method string, status int, took time.Duration) {
 	m.latency.WithLabelValues(path, method).Observe(took.Seconds())
 }
 
-func (m *metrics) reserved(ns string, o keystore.Outcome) {
-	m.reserves.WithLabelValues(m.namespaces.value(ns), string(o)).Inc()
+func (m *metrics) reserved(ns string, o keystore.Outcome, repeat bool) {
+	ns = m.namespaces.value(ns)
+	m.reserves.WithLabelValues(ns, string(o)).Inc()
+	if repeat && o == keystore.OutcomeAccepted {
+		m.repeats.WithLabelValues(ns).Inc()
+	}
 }
 
 func (m *metrics) fallbackCompleted(ns string) {
