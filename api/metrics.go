@@ -3,6 +3,8 @@ package api
 import (
 	"context"
 	"log/slog"
+	"maps"
+	"slices"
 	"sort"
 	"strconv"
 	"time"
@@ -193,7 +195,7 @@ func (sc *storeCollector) Collect(ch chan<- prometheus.Metric) {
 	// Namespaces and destinations past the label limit are summed into
 	// OtherLabel; sorted, so the same ones keep their own series.
 	byNS := map[string]map[keystore.State]int{}
-	for _, ns := range sortedNames(counts) {
+	for _, ns := range slices.Sorted(maps.Keys(counts)) {
 		label := sc.namespaces.value(ns)
 		if byNS[label] == nil {
 			byNS[label] = map[keystore.State]int{}
@@ -230,13 +232,4 @@ func (sc *storeCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(sc.paused, prometheus.GaugeValue, paused[d], d)
 	}
 	ch <- prometheus.MustNewConstMetric(sc.up, prometheus.GaugeValue, up)
-}
-
-func sortedNames[V any](m map[string]V) []string {
-	names := make([]string, 0, len(m))
-	for k := range m {
-		names = append(names, k)
-	}
-	sort.Strings(names)
-	return names
 }
