@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -38,13 +39,20 @@ const (
 // Content-Length over the limit is refused there and then (413, or 401
 // without a token: see the app's ErrorHandler); the body is never read.
 func (s *Server) headerReceived(h *fasthttp.RequestHeader) fasthttp.RequestConfig {
-	if !bytes.HasPrefix(h.RequestURI(), []byte("/v1/")) {
+	path, _, _ := bytes.Cut(h.RequestURI(), []byte("?"))
+	if !s.needsToken(string(path)) {
 		return fasthttp.RequestConfig{}
 	}
 	if _, ok := s.tokens.find(string(h.Peek(fasthttp.HeaderAuthorization))); !ok {
 		return fasthttp.RequestConfig{MaxRequestBodySize: unauthBodyLimit}
 	}
 	return fasthttp.RequestConfig{}
+}
+
+// needsToken tells whether a request to path must carry a bearer token:
+// every /v1 path but those registered open.
+func (s *Server) needsToken(path string) bool {
+	return strings.HasPrefix(path, "/v1/") && !s.openPaths[path]
 }
 
 // connLimit is a listener that holds at most max connections open. One

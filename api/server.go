@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"net"
 	"runtime/debug"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -75,6 +74,9 @@ type Server struct {
 	draining atomic.Bool
 	maxBody  int
 	maxConns int
+	// openPaths are the routes registered without the bearer check (a
+	// route of /v1 may be one, e.g. one signed by its sender instead).
+	openPaths map[string]bool
 
 	mu        sync.Mutex
 	listeners []net.Listener
@@ -135,7 +137,7 @@ func New(cfg Config) (*Server, error) {
 			// after a failed body read: fasthttp has then reset the
 			// request, so a chunked body over the small limit of
 			// headerReceived, or a slow one, gets its own 413 or 408.)
-			if strings.HasPrefix(c.Path(), "/v1/") {
+			if s.needsToken(c.Path()) {
 				if _, ok := s.tokens.find(c.Get(fiber.HeaderAuthorization)); !ok {
 					s.metrics.refused("", "unauthorized")
 					err = unauthorized(c.Get(fiber.HeaderAuthorization))
@@ -179,6 +181,12 @@ func orDefault[T int | time.Duration](v, def T) T {
 // metric sample and one debug log line.
 func (s *Server) handle(method, path string, auth bool, h fiber.Handler) {
 	s.routes = append(s.routes, Route{Method: method, Path: path})
+	if !auth {
+		if s.openPaths == nil {
+			s.openPaths = map[string]bool{}
+		}
+		s.openPaths[path] = true
+	}
 	observe := s.metrics.route(path, method)
 	s.app.Add(method, path, func(c *fiber.Ctx) (err error) {
 		start := time.Now()
