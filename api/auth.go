@@ -51,16 +51,15 @@ var grants = map[Role][]Scope{
 // routeScopes is the scope each /v1 route needs. A /v1 route missing here
 // needs ScopeAdmin: a route added without thought fails closed.
 var routeScopes = map[string]Scope{
-	"POST /v1/reserve":       ScopeWrite,
-	"POST /v1/complete":      ScopeWrite,
-	"POST /v1/fail":          ScopeWrite,
-	"POST /v1/n8n/error":     ScopeWrite,
-	"GET /v1/lookup":         ScopeLookup,
-	"GET /v1/keys":           ScopeList,
-	"GET /v1/destinations":   ScopeList,
-	"GET /v1/notifications":  ScopeList,
-	"POST /v1/resolve":       ScopeAdmin,
-	"POST /v1/notifications": ScopeAdmin,
+	"POST /v1/reserve":      ScopeWrite,
+	"POST /v1/complete":     ScopeWrite,
+	"POST /v1/fail":         ScopeWrite,
+	"POST /v1/n8n/error":    ScopeWrite,
+	"GET /v1/lookup":        ScopeLookup,
+	"GET /v1/keys":          ScopeList,
+	"GET /v1/destinations":  ScopeList,
+	"GET /v1/notifications": ScopeList,
+	"POST /v1/resolve":      ScopeAdmin,
 }
 
 // RouteScope is the scope a /v1 route needs (method and fiber path).
