@@ -87,7 +87,7 @@ func writeNewFile(path string, data []byte) error {
 	if err != nil {
 		return err
 	}
-	defer os.Remove(tmp.Name()) // after the link, only the temporary name goes
+	defer os.Remove(tmp.Name()) // on failure; after the link it is already gone
 	if _, err := tmp.Write(data); err != nil {
 		tmp.Close()
 		return err
@@ -104,6 +104,11 @@ func writeNewFile(path string, data []byte) error {
 		if errors.As(err, &le) && errors.Is(le.Err, fs.ErrExist) {
 			return fs.ErrExist
 		}
+		return err
+	}
+	// The temporary name goes before the folder is synced, so one sync
+	// makes both changes durable and a crash leaves no litter.
+	if err := os.Remove(tmp.Name()); err != nil {
 		return err
 	}
 	return syncDir(dir)
