@@ -11,10 +11,25 @@
 
 const { spawn, execFileSync } = require('node:child_process');
 const fs = require('node:fs');
+const Module = require('node:module');
 const net = require('node:net');
 const os = require('node:os');
 const path = require('node:path');
 const crypto = require('node:crypto');
+
+// Which n8n-workflow the node runs with: the top-level one (what n8n 2.41.1
+// bundles) or, with N8N_WORKFLOW_PACKAGE=n8n-workflow-1, the copy of n8n
+// 1.113.3. The node's own require('n8n-workflow') is pointed at the same copy,
+// as n8n lends a community node its own.
+const workflowPackage = process.env.N8N_WORKFLOW_PACKAGE || 'n8n-workflow';
+if (workflowPackage !== 'n8n-workflow') {
+	const target = require.resolve(workflowPackage);
+	const resolveFilename = Module._resolveFilename;
+	Module._resolveFilename = function (request, ...rest) {
+		return request === 'n8n-workflow' ? target : resolveFilename.call(this, request, ...rest);
+	};
+}
+const n8nWorkflowVersion = require(path.join(path.dirname(require.resolve(`${workflowPackage}/package.json`)), 'package.json')).version;
 
 const axios = require('axios');
 const { NodeApiError, NodeHelpers, Workflow, WorkflowDataProxy } = require('n8n-workflow');
@@ -25,6 +40,14 @@ if (!fs.existsSync(path.join(dist, 'nodes', 'N8nGuard', 'N8nGuard.node.js'))) {
 }
 const { N8nGuard } = require(path.join(dist, 'nodes', 'N8nGuard', 'N8nGuard.node.js'));
 const { N8nGuardApi } = require(path.join(dist, 'credentials', 'N8nGuardApi.credentials.js'));
+
+// The node must run with the n8n-workflow under test, not another copy.
+{
+	const expected = path.dirname(require.resolve(`${workflowPackage}/package.json`));
+	const loaded = Object.keys(require.cache).filter((f) => f.includes(`${path.sep}n8n-workflow`));
+	const stray = loaded.filter((f) => !f.startsWith(expected + path.sep));
+	if (stray.length > 0) throw new Error(`the node loaded another n8n-workflow than ${expected}: ${stray[0]}`);
+}
 
 const GUARD_TYPE = 'CUSTOM.n8nGuard';
 const guardNode = new N8nGuard();
@@ -333,4 +356,4 @@ function guardOutputs(parameters) {
 	return NodeHelpers.getNodeOutputs(workflow, workflow.getNode('Guard'), guardNode.description);
 }
 
-module.exports = { startGuard, defineWorkflow, runWorkflow, testCredential, guardOutputs, guardNode };
+module.exports = { n8nWorkflowVersion, startGuard, defineWorkflow, runWorkflow, testCredential, guardOutputs, guardNode };

@@ -7,14 +7,22 @@ const { test, before, after, describe } = require('node:test');
 const assert = require('node:assert/strict');
 const crypto = require('node:crypto');
 
-const { startGuard, defineWorkflow, runWorkflow, testCredential, guardOutputs, guardNode } = require('./harness');
+const {
+	n8nWorkflowVersion,
+	startGuard,
+	defineWorkflow,
+	runWorkflow,
+	testCredential,
+	guardOutputs,
+	guardNode,
+} = require('./harness');
 
 let guard;
 let credentials;
 before(async () => {
 	guard = await startGuard();
 	credentials = { baseUrl: guard.baseUrl, token: guard.token };
-	console.log(`testing against ${guard.kind}`);
+	console.log(`testing against ${guard.kind}, with n8n-workflow ${n8nWorkflowVersion}`);
 });
 after(async () => {
 	await guard?.stop();
