@@ -50,6 +50,9 @@ const { N8nGuardApi } = require(path.join(dist, 'credentials', 'N8nGuardApi.cred
 }
 
 const GUARD_TYPE = 'CUSTOM.n8nGuard';
+// n8n offers a node with usableAsTool to AI agents under its name plus "Tool".
+const GUARD_TOOL_TYPE = `${GUARD_TYPE}Tool`;
+const isGuard = (type) => type === GUARD_TYPE || type === GUARD_TOOL_TYPE;
 const guardNode = new N8nGuard();
 const guardCredential = new N8nGuardApi();
 
@@ -136,8 +139,12 @@ function freePort() {
 // ---------------------------------------------------------------------------
 // n8n's request helpers, as n8n-core implements them, over real HTTP
 
+// Every request the node sent, in order: { method, url, body }.
+const sent = [];
+
 /** n8n-core's httpRequest: IHttpRequestOptions -> axios. */
 async function httpRequest(options) {
+	sent.push({ method: options.method || 'GET', url: options.url, body: options.body });
 	const config = {
 		method: options.method || 'GET',
 		url: options.url,
@@ -202,7 +209,7 @@ const passThrough = {
 };
 
 function nodeTypes() {
-	const byType = (type) => (type === GUARD_TYPE ? guardNode : passThrough);
+	const byType = (type) => (isGuard(type) ? guardNode : passThrough);
 	return {
 		getByName: byType,
 		getByNameAndVersion: byType,
@@ -212,14 +219,15 @@ function nodeTypes() {
 
 /**
  * Builds a workflow from a compact definition:
- *   nodes: { Name: { guard: {parameters} } | { fn: async (items) => items } , onError? }
+ *   nodes: { Name: { guard: {parameters}, tool? } | { fn: async (items) => items } , onError? }
+ *   (tool: the node as n8n runs it for an AI agent, type CUSTOM.n8nGuardTool)
  *   connections: [['From', outputIndex, 'To'], ...]
  */
 function defineWorkflow({ nodes, connections = [] }) {
 	const list = Object.entries(nodes).map(([name, def], i) => ({
 		id: String(i + 1),
 		name,
-		type: def.guard ? GUARD_TYPE : 'test.fn',
+		type: def.guard ? (def.tool ? GUARD_TOOL_TYPE : GUARD_TYPE) : 'test.fn',
 		typeVersion: 1,
 		position: [i * 200, 0],
 		parameters: def.guard || {},
@@ -262,7 +270,7 @@ async function runWorkflow(definition, { start, items, credentials, executionId 
 		const node = workflow.getNode(name);
 		const executeData = { node, data: { main: [input] }, source: source ? { main: [source] } : null };
 		let outputs;
-		if (node.type === GUARD_TYPE) {
+		if (isGuard(node.type)) {
 			const ctx = executeContext({ workflow, node, input, executeData, runExecutionData, additionalKeys, credentials });
 			outputs = await guardNode.execute.call(ctx);
 		} else {
@@ -356,4 +364,4 @@ function guardOutputs(parameters) {
 	return NodeHelpers.getNodeOutputs(workflow, workflow.getNode('Guard'), guardNode.description);
 }
 
-module.exports = { n8nWorkflowVersion, startGuard, defineWorkflow, runWorkflow, testCredential, guardOutputs, guardNode };
+module.exports = { n8nWorkflowVersion, sent, startGuard, defineWorkflow, runWorkflow, testCredential, guardOutputs, guardNode };
