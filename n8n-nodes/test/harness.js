@@ -246,7 +246,11 @@ function defineWorkflow({ nodes, connections = [] }) {
  * Runs one execution of a defined workflow, starting at `start` with `items`
  * (plain json objects). Returns { runData, outputs(name) }.
  */
-async function runWorkflow(definition, { start, items, credentials, executionId = String(Date.now()) }) {
+// Execution ids must never repeat within a run: the node sends them to the
+// guard as part of request_id, which tells a repeat from a copy.
+let executions = 0;
+
+async function runWorkflow(definition, { start, items, credentials, executionId = `${process.pid}-${++executions}` }) {
 	const workflow = new Workflow({
 		id: 'wf-test',
 		name: 'n8n-guard node test',
