@@ -2,16 +2,20 @@ package main
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"sort"
 	"strings"
 	"time"
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/n8n-guard/n8n-guard/api"
 	"github.com/n8n-guard/n8n-guard/keystore"
 	"github.com/n8n-guard/n8n-guard/notify"
 )
@@ -31,6 +35,11 @@ type Config struct {
 
 	// Tokens accepted on /v1; empty: the one in <data>/api-token.
 	Tokens []string
+	// ScopedTokens are the named tokens of the file's tokens: section,
+	// resolved (FileConfig.ScopedTokens).
+	ScopedTokens []api.TokenScope
+
+	MaxConnections int
 
 	BodyLimit       int
 	ReadTimeout     time.Duration
@@ -61,6 +70,25 @@ type FileConfig struct {
 	Destinations map[string]DestinationConfig `yaml:"destinations"`
 	Notify       NotifyConfig                 `yaml:"notify"`
 	Owners       []OwnerConfig                `yaml:"owners"`
+	Tokens       map[string]TokenConfig       `yaml:"tokens"`
+	Metrics      MetricsConfig                `yaml:"metrics"`
+}
+
+// TokenConfig is one entry of tokens: a named token with a role and the
+// namespaces it may use. Its value is never in the file: either its
+// SHA-256 (hex) or the name of an environment variable that holds it.
+type TokenConfig struct {
+	SHA256     string   `yaml:"sha256"`
+	Env        string   `yaml:"env"`
+	Role       string   `yaml:"role"`
+	Namespaces []string `yaml:"namespaces"`
+}
+
+// MetricsConfig is the metrics: section.
+type MetricsConfig struct {
+	// LabelLimit: distinct namespaces (and destinations) beyond those
+	// configured that get series of their own; later ones share "other".
+	LabelLimit int `yaml:"label_limit"`
 }
 
 // NamespaceConfig is one entry of namespaces:.
@@ -188,7 +216,55 @@ func ParseFile(r io.Reader) (FileConfig, error) {
 		return fc, fmt.Errorf("notify.max_attempts is gone: a notification is no longer dropped after a number of attempts; " +
 			"use notify.retry_for (how long transient Slack failures are retried, default 168h)")
 	}
+	if fc.Metrics.LabelLimit < 0 {
+		return fc, fmt.Errorf("metrics.label_limit: must not be negative")
+	}
+	// The values of env: tokens are checked at start (ScopedTokens); the
+	// rest here, so `n8n-guard` refuses a wrong file before anything runs.
+	if _, err := fc.ScopedTokens(func(string) string { return "placeholder" }); err != nil {
+		return fc, err
+	}
 	return fc, nil
+}
+
+// ScopedTokens resolves tokens: into the API's scoped tokens, reading the
+// values of env: tokens with getenv.
+func (fc FileConfig) ScopedTokens(getenv func(string) string) ([]api.TokenScope, error) {
+	var out []api.TokenScope
+	for _, name := range sortedKeys(fc.Tokens) {
+		tc := fc.Tokens[name]
+		where := "tokens." + name
+		if !keystore.ValidNamespace(name) {
+			return nil, fmt.Errorf("%s: not a valid token name (1-64 of a-z, 0-9, '.', '_', '-', starting with a letter or digit)", where)
+		}
+		ts := api.TokenScope{Name: name, Role: api.Role(tc.Role), Namespaces: tc.Namespaces}
+		if !slices.Contains(api.Roles, ts.Role) {
+			return nil, fmt.Errorf("%s.role: %q must be one of %v", where, tc.Role, api.Roles)
+		}
+		for _, ns := range tc.Namespaces {
+			if !keystore.ValidNamespace(ns) {
+				return nil, fmt.Errorf("%s.namespaces: %q is not a valid namespace name", where, ns)
+			}
+		}
+		switch {
+		case (tc.SHA256 == "") == (tc.Env == ""):
+			return nil, fmt.Errorf("%s: give exactly one of sha256 (the hex SHA-256 of the token) or env (the variable that holds it)", where)
+		case tc.SHA256 != "":
+			b, err := hex.DecodeString(tc.SHA256)
+			if err != nil || len(b) != sha256.Size {
+				return nil, fmt.Errorf("%s.sha256: not a hex SHA-256 (64 hex digits; e.g. printf %%s \"$TOKEN\" | sha256sum)", where)
+			}
+			copy(ts.SHA256[:], b)
+		default:
+			v := strings.TrimSpace(getenv(tc.Env))
+			if v == "" {
+				return nil, fmt.Errorf("%s.env: the variable %s is not set", where, tc.Env)
+			}
+			ts.SHA256 = sha256.Sum256([]byte(v))
+		}
+		out = append(out, ts)
+	}
+	return out, nil
 }
 
 // Policies maps namespaces: and destinations: to the keystore's policies,

@@ -80,6 +80,7 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
 		return fmt.Errorf("data folder: %w", err)
 	}
+	checkDataDir(cfg.DataDir, m.Logger)
 	tokens, err := apiTokens(cfg.Tokens, cfg.DataDir, m.Logger)
 	if err != nil {
 		return err
@@ -144,6 +145,12 @@ func (m *Main) Run(ctx context.Context) (err error) {
 		ReadTimeout:   cfg.ReadTimeout,
 		WriteTimeout:  cfg.WriteTimeout,
 		IdleTimeout:   cfg.IdleTimeout,
+		// Scoped tokens, connection cap, metric label bounds (issue 15).
+		ScopedTokens:   cfg.ScopedTokens,
+		MaxConnections: cfg.MaxConnections,
+		Namespaces:     sortedKeys(cfg.File.Namespaces),
+		Destinations:   sortedKeys(cfg.File.Destinations),
+		LabelLimit:     cfg.File.Metrics.LabelLimit,
 	}); err != nil {
 		return err
 	}
