@@ -222,6 +222,9 @@ func (s *Service) mayDecide(ctx context.Context, r *record, userID string) (bool
 			}
 		}
 	}
+	if len(groups) > 0 && s.slack == nil {
+		return false, errors.New("user groups cannot be checked without SLACK_BOT_TOKEN")
+	}
 	for _, g := range slices.Compact(groups) {
 		var members []string
 		c, _, err := s.call(ctx, "usergroups.users.list", func() error {

@@ -481,3 +481,22 @@ func TestSimultaneousClicks(t *testing.T) {
 		}
 	}
 }
+
+// Without a bot token a click still decides for a named person, and one
+// that needs a user group to be asked is refused, not a crash.
+func TestClickWithoutBotToken(t *testing.T) {
+	cfg := decisionConfig()
+	h := newHarness(t, nil, cfg)
+	a := h.intake(failureBody("orders-sync", "POST to CRM", "HTTP 503", "1"))
+	for _, user := range []string{"U0OPS1", "U0ORDERS"} { // a group member, then the owner
+		hdr, body := signed(signingSecret, time.Now(), blockAction(user, ActionAck, a.NotificationID))
+		if err := h.svc.Interaction(context.Background(), hdr, body); err != nil {
+			t.Fatal(err)
+		}
+		h.svc.clicks.Wait()
+	}
+	r, err := h.svc.outbox.Get(context.Background(), a.NotificationID)
+	if err != nil || r.Decision != DecisionAcknowledged || r.DecidedBy != "U0ORDERS" {
+		t.Fatalf("decision %+v %v", r, err)
+	}
+}
