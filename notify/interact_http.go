@@ -7,6 +7,7 @@ import (
 	"errors"
 	"net/http"
 	"net/url"
+	"runtime/debug"
 	"sync"
 	"time"
 
@@ -82,6 +83,13 @@ func (s *Service) dispatch(cb slack.InteractionCallback) {
 		s.clicks.Add(1)
 		go func() {
 			defer s.clicks.Done()
+			defer func() {
+				// A click must not take the guard (and its API) down.
+				if p := recover(); p != nil {
+					s.log.Error("panic while carrying out a Slack click", "panic", p, "action", c.Action, "id", c.NotificationID,
+						"stack", string(debug.Stack()))
+				}
+			}()
 			// Bounded by the Slack calls and, for a retry, by n8n's answer.
 			ctx, cancel := context.WithTimeout(s.life, 3*s.opts.RequestTimeout+n8nRetryTimeout)
 			defer cancel()
