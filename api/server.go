@@ -145,6 +145,7 @@ func New(cfg Config) (*Server, error) {
 	s.handle(fiber.MethodGet, "/v1/destinations", authed, s.destinations)
 	s.handle(fiber.MethodPost, "/v1/n8n/error", authed, s.n8nError)
 	s.handle(fiber.MethodGet, "/v1/notifications", authed, s.notifications)
+	s.handle(fiber.MethodGet, BackupPath, authed, s.backup)
 	return s, nil
 }
 

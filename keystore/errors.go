@@ -20,6 +20,7 @@ const (
 	EPayloadTooLarge  Code = "payload_too_large"
 	EStoreUnavailable Code = "store_unavailable"
 	EInternal         Code = "internal"
+	EUnsupported      Code = "unsupported" // an operation this server's store does not offer (a backup of PostgreSQL)
 )
 
 // FieldError names one input field and the rule it broke.
