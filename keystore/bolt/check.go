@@ -101,7 +101,7 @@ type bboltMeta struct {
 // txid and an FNV-64a checksum of everything before it, in the machine's
 // byte order (little-endian on every platform n8n-guard is built for).
 func readMeta(r io.ReaderAt, off int64) (bboltMeta, error) {
-	const header, size = 16, 72
+	const header, size = 16, 64
 	buf := make([]byte, size)
 	if _, err := r.ReadAt(buf, off+header); err != nil {
 		return bboltMeta{}, fmt.Errorf("read: %w", err)
@@ -114,11 +114,11 @@ func readMeta(r io.ReaderAt, off int64) (bboltMeta, error) {
 		return bboltMeta{}, fmt.Errorf("bbolt format version %d, not 2", v)
 	}
 	h := fnv.New64a()
-	h.Write(buf[:64])
-	if h.Sum64() != le.Uint64(buf[64:]) {
+	h.Write(buf[:56])
+	if h.Sum64() != le.Uint64(buf[56:]) {
 		return bboltMeta{}, errors.New("checksum mismatch")
 	}
-	m := bboltMeta{pageSize: le.Uint32(buf[8:]), pgid: le.Uint64(buf[48:]), txid: le.Uint64(buf[56:])}
+	m := bboltMeta{pageSize: le.Uint32(buf[8:]), pgid: le.Uint64(buf[40:]), txid: le.Uint64(buf[48:])}
 	if m.pageSize < 512 || m.pageSize&(m.pageSize-1) != 0 {
 		return bboltMeta{}, fmt.Errorf("page size %d is not a power of two", m.pageSize)
 	}
