@@ -32,6 +32,13 @@ func TestPostgresThroughPgBouncer(t *testing.T) {
 	via := pgtest.BouncerURL(t, base, "the PostgreSQL store tests through PgBouncer")
 	pg := &pgEnv{fresh: func(t *testing.T) string { return pgtest.FreshDatabase(t, base, via) }}
 	pg.run(t)
+	t.Run("prepared statements refused at start", func(t *testing.T) {
+		u := strings.Replace(pg.fresh(t), "default_query_exec_mode=exec", "default_query_exec_mode=cache_statement", 1)
+		_, err := postgres.Open(context.Background(), u, postgres.Options{})
+		if err == nil || !strings.Contains(err.Error(), "pooler in transaction mode") || !strings.Contains(err.Error(), "default_query_exec_mode=exec") {
+			t.Fatalf("open through PgBouncer with prepared statements: %v", err)
+		}
+	})
 }
 
 func (pg *pgEnv) run(t *testing.T) {
