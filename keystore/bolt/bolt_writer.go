@@ -5,7 +5,6 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"github.com/n8n-guard/n8n-guard/keystore"
@@ -496,7 +495,7 @@ func (s *Store) syncer(done chan<- struct{}) {
 			q.syncing = true
 			q.mu.Unlock()
 			if _, err = s.walFile.WriteAt(buf, off); err == nil {
-				err = syscall.Fdatasync(int(s.walFile.Fd()))
+				err = fdatasync(s.walFile)
 			}
 			q.mu.Lock()
 		}
