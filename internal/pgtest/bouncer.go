@@ -177,15 +177,8 @@ func (b *Bouncer) Log() string {
 // behind PgBouncer in transaction mode must (docs/postgres.md). A
 // database, not a schema: PgBouncer 1.18 does not pass a search_path on.
 func NewDatabase(ctx context.Context, direct, via, name string) (string, error) {
-	conn, err := pgx.Connect(ctx, direct)
-	if err != nil {
-		return "", err
-	}
-	defer conn.Close(ctx)
-	if _, err := conn.Exec(ctx, "DROP DATABASE IF EXISTS "+pgx.Identifier{name}.Sanitize()+" WITH (FORCE)"); err != nil {
-		return "", err
-	}
-	if _, err := conn.Exec(ctx, "CREATE DATABASE "+pgx.Identifier{name}.Sanitize()); err != nil {
+	id := pgx.Identifier{name}.Sanitize()
+	if err := execAll(ctx, direct, "DROP DATABASE IF EXISTS "+id+" WITH (FORCE)", "CREATE DATABASE "+id); err != nil {
 		return "", err
 	}
 	u, err := url.Parse(via)

@@ -195,18 +195,26 @@ func (c *Cluster) Dir() string { return c.dir }
 // NewSchema creates an empty schema and returns a URL whose connections
 // use it (search_path), so that each test starts on empty tables.
 func NewSchema(ctx context.Context, baseURL, name string) (string, error) {
-	conn, err := pgx.Connect(ctx, baseURL)
-	if err != nil {
-		return "", err
-	}
-	defer conn.Close(ctx)
-	if _, err := conn.Exec(ctx, "DROP SCHEMA IF EXISTS "+pgx.Identifier{name}.Sanitize()+" CASCADE"); err != nil {
-		return "", err
-	}
-	if _, err := conn.Exec(ctx, "CREATE SCHEMA "+pgx.Identifier{name}.Sanitize()); err != nil {
+	id := pgx.Identifier{name}.Sanitize()
+	if err := execAll(ctx, baseURL, "DROP SCHEMA IF EXISTS "+id+" CASCADE", "CREATE SCHEMA "+id); err != nil {
 		return "", err
 	}
 	return WithParam(baseURL, "search_path", name)
+}
+
+// execAll runs statements, in order, on one connection to url.
+func execAll(ctx context.Context, url string, statements ...string) error {
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		return err
+	}
+	defer conn.Close(ctx)
+	for _, sql := range statements {
+		if _, err := conn.Exec(ctx, sql); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // WithParam returns the postgres:// URL with one query parameter set.

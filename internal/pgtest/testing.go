@@ -50,12 +50,8 @@ func FreshSchema(t testing.TB, base string) string {
 		t.Fatalf("create schema: %v", err)
 	}
 	t.Cleanup(func() {
-		conn, err := pgx.Connect(context.Background(), base)
-		if err != nil {
-			return // the cluster is gone with its schemas
-		}
-		defer conn.Close(context.Background())
-		conn.Exec(context.Background(), "DROP SCHEMA "+pgx.Identifier{name}.Sanitize()+" CASCADE")
+		// An error: the cluster is gone with its schemas.
+		execAll(context.Background(), base, "DROP SCHEMA "+pgx.Identifier{name}.Sanitize()+" CASCADE")
 	})
 	return u
 }
@@ -103,13 +99,9 @@ func FreshDatabase(t testing.TB, direct, via string) string {
 		t.Fatalf("create database: %v", err)
 	}
 	t.Cleanup(func() {
-		conn, err := pgx.Connect(context.Background(), direct)
-		if err != nil {
-			return // the cluster is gone with its databases
-		}
-		defer conn.Close(context.Background())
-		// FORCE: PgBouncer may still hold server connections to it.
-		conn.Exec(context.Background(), "DROP DATABASE "+pgx.Identifier{name}.Sanitize()+" WITH (FORCE)")
+		// FORCE: PgBouncer may still hold server connections to it. An
+		// error: the cluster is gone with its databases.
+		execAll(context.Background(), direct, "DROP DATABASE "+pgx.Identifier{name}.Sanitize()+" WITH (FORCE)")
 	})
 	return u
 }
