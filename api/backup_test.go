@@ -2,14 +2,19 @@ package api_test
 
 import (
 	"context"
+	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	bbolt "go.etcd.io/bbolt"
 
 	"github.com/n8n-guard/n8n-guard/api"
 	"github.com/n8n-guard/n8n-guard/keystore"
@@ -73,4 +78,51 @@ func TestBackupRoute(t *testing.T) {
 			t.Fatal("no detail")
 		}
 	})
+}
+
+// A client that hangs up mid-copy ends the snapshot: no read transaction
+// is left open to hold bbolt's pages (and, at Close, the store) forever.
+func TestBackupClientHangsUp(t *testing.T) {
+	e := start(t)
+	// 32 MiB in a bucket of its own (the copy takes the whole file, as
+	// with the notify outbox's buckets): more than the socket buffers hold.
+	err := e.store.DB().Update(func(tx *bbolt.Tx) error {
+		b, err := tx.CreateBucket([]byte("test-filler"))
+		if err != nil {
+			return err
+		}
+		for i := range 32 {
+			if err := b.Put([]byte{byte(i)}, make([]byte, 1<<20)); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn, err := net.Dial("tcp", strings.TrimPrefix(e.url, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn.(*net.TCPConn).SetReadBuffer(4096)
+	fmt.Fprintf(conn, "GET %s HTTP/1.1\r\nHost: guard\r\nAuthorization: Bearer %s\r\n\r\n", api.BackupPath, testToken)
+	head := make([]byte, 512)
+	if _, err := io.ReadFull(conn, head); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(string(head), "HTTP/1.1 200") {
+		t.Fatalf("backup answered %q", head[:40])
+	}
+	if n := e.store.DB().Stats().OpenTxN; n != 1 {
+		t.Fatalf("%d read transactions open while the copy is being sent, want 1", n)
+	}
+	conn.Close()
+	deadline := time.Now().Add(10 * time.Second)
+	for e.store.DB().Stats().OpenTxN != 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the snapshot stayed open after the client hung up")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 }
