@@ -13,6 +13,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/n8n-guard/n8n-guard/internal/pgtest"
 )
 
 // runCLI runs one n8n-guard command line in this process.
@@ -202,5 +204,24 @@ func TestBackupOffline(t *testing.T) {
 	}
 	if _, err := os.Stat(out + ".partial"); !os.IsNotExist(err) {
 		t.Fatalf("a .partial file was left behind: %v", err)
+	}
+}
+
+// A server on PostgreSQL does not copy itself: the command says to use
+// pg_dump and writes nothing.
+func TestBackupOfPostgresRefused(t *testing.T) {
+	u := pgtest.FreshSchema(t, pgtest.URL(t, "the backup-on-PostgreSQL test"))
+	m := NewMain(Config{Addr: "127.0.0.1:0", DataDir: t.TempDir(), Tokens: []string{"tok"}, Store: u}, nil)
+	if err := m.Run(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	out := filepath.Join(t.TempDir(), "pg.db")
+	_, err := runCLI(t, map[string]string{"N8N_GUARD_TOKEN": "tok"}, "backup", "--url", "http://"+m.Addr(), "--out", out)
+	if err == nil || !strings.Contains(err.Error(), "unsupported (HTTP 501)") || !strings.Contains(err.Error(), "pg_dump") {
+		t.Fatalf("backup of a PostgreSQL server: %v", err)
+	}
+	if _, err := os.Stat(out); !os.IsNotExist(err) {
+		t.Fatalf("a refused backup left %s: %v", out, err)
 	}
 }
