@@ -73,6 +73,7 @@ func TestScopeTable(t *testing.T) {
 		{"POST", "/v1/notifications/resend", api.ScopeAdmin, false, func(string, string) (string, any) {
 			return "", obj{"id": "n_18ecca50d8f340006510bb76"}
 		}},
+		{"GET", "/v1/admin/backup", api.ScopeAdmin, false, func(string, string) (string, any) { return "", nil }},
 	}
 	if got, want := len(routes), countV1Routes(e.srv); got != want {
 		t.Fatalf("the table covers %d routes, the server has %d /v1 routes", got, want)

@@ -47,6 +47,7 @@ var problems = map[keystore.Code]struct {
 	keystore.EPayloadTooLarge:  {http.StatusRequestEntityTooLarge, "Payload too large"},
 	keystore.EKeyReused:        {http.StatusUnprocessableEntity, "Key reused with a different payload"},
 	keystore.EStoreUnavailable: {http.StatusServiceUnavailable, "Store unavailable"},
+	keystore.EUnsupported:      {http.StatusNotImplemented, "Not supported by this store"},
 }
 
 func statusOf(code keystore.Code) int {

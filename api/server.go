@@ -168,6 +168,7 @@ func New(cfg Config) (*Server, error) {
 	s.handle(fiber.MethodGet, "/v1/notifications", authed, s.notifications)
 	s.handle(fiber.MethodPost, "/v1/notifications/resend", authed, s.resendNotification)
 	s.handle(fiber.MethodPost, "/slack/interactions", open, s.slackInteraction) // Slack's signature, not a token
+	s.handle(fiber.MethodGet, BackupPath, authed, s.backup)
 	return s, nil
 }
 

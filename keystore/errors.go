@@ -23,6 +23,7 @@ const (
 	EOverloaded       Code = "overloaded"      // the connection cap is reached
 	EStoreUnavailable Code = "store_unavailable"
 	EInternal         Code = "internal"
+	EUnsupported      Code = "unsupported" // an operation this server's store does not offer (a backup of PostgreSQL)
 )
 
 // FieldError names one input field and the rule it broke.

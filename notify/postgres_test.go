@@ -20,7 +20,21 @@ import (
 // binaries, except under CI=true, where it fails.
 func TestPostgresOutbox(t *testing.T) {
 	base := pgtest.URL(t, "the PostgreSQL outbox tests")
-	schema := func(t *testing.T) string { return pgtest.FreshSchema(t, base) }
+	testPostgresOutbox(t, func(t *testing.T) string { return pgtest.FreshSchema(t, base) })
+}
+
+// The same through PgBouncer 1.18 in transaction pooling mode (a
+// database per test, default_query_exec_mode=exec; see
+// keystore/postgres's TestPostgresThroughPgBouncer).
+func TestPostgresOutboxThroughPgBouncer(t *testing.T) {
+	base := pgtest.URL(t, "the PostgreSQL outbox tests through PgBouncer")
+	via := pgtest.BouncerURL(t, base, "the PostgreSQL outbox tests through PgBouncer")
+	testPostgresOutbox(t, func(t *testing.T) string { return pgtest.FreshDatabase(t, base, via) })
+}
+
+// testPostgresOutbox runs the outbox's tests; schema gives each an empty
+// database (or schema) of its own.
+func testPostgresOutbox(t *testing.T, schema func(t *testing.T) string) {
 	replica := func(t *testing.T, url, name string) Outbox {
 		pool, err := pgxpool.New(context.Background(), url)
 		if err != nil {

@@ -42,6 +42,7 @@ func newRootCmd(getenv func(string) string, stdout, stderr io.Writer) *cobra.Com
 	root.PersistentPreRunE = func(cmd *cobra.Command, _ []string) error {
 		return applyEnv(cmd.Flags(), getenv)
 	}
+	root.AddCommand(newBackupCmd(co), newStoreCmd()) // backup.go, store.go
 	return root
 }
 

@@ -114,10 +114,15 @@ func (m *Main) Run(ctx context.Context) (err error) {
 		m.Logger.Info("store open", "backend", "postgres")
 	case cfg.Store == "":
 		path := filepath.Join(cfg.DataDir, StoreFile)
+		observer, err := newBoltMetrics(reg, path) // storemetrics.go
+		if err != nil {
+			return err
+		}
 		bs, err := bolt.Open(path, bolt.Options{
 			Policies: policies,
 			Clock:    cfg.Clock,
 			Logger:   m.Logger.With("component", "keystore"),
+			Observer: observer,
 		})
 		if err != nil {
 			return err

@@ -57,6 +57,9 @@ type Options struct {
 	CommitInterval time.Duration
 	// WALSize is the size of the log file, <path>.wal (default 16 MiB).
 	WALSize int64
+	// Observer is told of commits, storage errors and sweep pauses
+	// (observer.go); nil: nobody is.
+	Observer Observer
 }
 
 // Store is the embedded keystore.Store: one bbolt file and its log, every write
@@ -87,6 +90,7 @@ type Store struct {
 	dirty   atomic.Bool           // answered writes not yet committed to bbolt
 	fatal   atomic.Pointer[error] // set once a disk error stops the store
 	sq      syncQueue
+	obs     Observer // nil: nobody listens (observer.go)
 }
 
 var _ keystore.Store = (*Store)(nil)
@@ -173,7 +177,7 @@ func Open(path string, opts Options) (*Store, error) {
 	s := &Store{db: db, policies: opts.Policies, clock: opts.Clock, log: opts.Logger,
 		maxBatch: opts.MaxBatch, sweepMax: opts.SweepBatch, commitEvery: opts.CommitInterval,
 		ops: make(chan *writeOp, opts.MaxBatch), done: make(chan struct{}),
-		walFile: wal, overlay: overlay{m: map[string][]byte{}}}
+		walFile: wal, overlay: overlay{m: map[string][]byte{}}, obs: opts.Observer}
 	s.sq.cond.L = &s.sq.mu
 	timer := time.NewTimer(time.Hour)
 	timer.Stop()

@@ -106,6 +106,7 @@ func (s *Store) Sweep(ctx context.Context) (keystore.SweepStats, error) {
 				return st, s.readErr(err) // nothing of this batch was saved
 			}
 			*p.count += n
+			s.observer().SweepPaused(took)
 			st.LongestTx = max(st.LongestTx, took)
 			if !more {
 				break

@@ -5,7 +5,6 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"github.com/n8n-guard/n8n-guard/keystore"
@@ -38,6 +37,8 @@ type wtx struct {
 	log   []byte     // changes of the current group
 	pub   []ovChange // the current group's changes to keys and breakers
 	start time.Time
+	// writes counts the ops applied in tx, for Observer.Committed.
+	writes int
 }
 
 // ovChange is one overlay entry: a key of bucket keys or breakers, with
@@ -146,6 +147,7 @@ func (o *overlay) reset() {
 func (s *Store) broken() bool { return s.fatal.Load() != nil }
 
 func (s *Store) setBroken(what string, err error) {
+	s.observer().StorageError(what, err)
 	if s.fatal.CompareAndSwap(nil, &err) {
 		s.log.Error("store stopped: "+what, "err", err)
 	}
@@ -259,6 +261,7 @@ func (s *Store) runGroup(ws *writerState, ops []*writeOp) {
 	if ws.w == nil {
 		tx, err := s.db.Begin(true)
 		if err != nil {
+			s.observer().StorageError("begin", err)
 			s.log.Error("store write failed", "writes", len(ops), "err", err)
 			fail(&keystore.Error{Code: keystore.EStoreUnavailable, Message: "the store could not save the change; nothing was recorded"})
 			return
@@ -268,11 +271,13 @@ func (s *Store) runGroup(ws *writerState, ops []*writeOp) {
 	w := ws.w
 	w.log, w.pub = w.log[:0], nil
 	if err := s.apply(w, ops); err != nil {
+		s.observer().StorageError("apply", err)
 		s.log.Error("store write failed", "writes", len(ops), "err", err)
 		s.reopenTx(ws)
 		fail(&keystore.Error{Code: keystore.EStoreUnavailable, Message: "the store could not save the change; nothing was recorded"})
 		return
 	}
+	w.writes += len(ops)
 	g := &group{ops: slices.Clone(ops), pub: w.pub} // the writer reuses its batch
 	if len(w.log) > 0 {
 		s.dirty.Store(true)
@@ -332,7 +337,7 @@ func (s *Store) apply(w *wtx, ops []*writeOp) (err error) {
 // reopenTx throws away a transaction a write failed in, and applies the
 // groups logged in it again, in a new one.
 func (s *Store) reopenTx(ws *writerState) {
-	start := ws.w.start
+	start, writes := ws.w.start, ws.w.writes
 	_ = ws.w.tx.Rollback()
 	ws.w = nil
 	tx, err := s.db.Begin(true)
@@ -347,7 +352,7 @@ func (s *Store) reopenTx(ws *writerState) {
 			return
 		}
 	}
-	ws.w = &wtx{tx: tx, start: start}
+	ws.w = &wtx{tx: tx, start: start, writes: writes}
 }
 
 // commitTx commits the open transaction once every group in it is
@@ -357,7 +362,7 @@ func (s *Store) commitTx(ws *writerState) {
 		return
 	}
 	s.drain()
-	tx := ws.w.tx
+	tx, writes := ws.w.tx, ws.w.writes
 	ws.w = nil
 	if s.broken() || !s.dirty.Load() {
 		_ = tx.Rollback() // nothing to save, or nothing that may be saved
@@ -370,7 +375,10 @@ func (s *Store) commitTx(ws *writerState) {
 		err = b.Put(walGen, u64(gen))
 	}
 	if err == nil {
-		err = tx.Commit()
+		began := time.Now()
+		if err = tx.Commit(); err == nil {
+			s.observer().Committed(writes, time.Since(began))
+		}
 	} else {
 		_ = tx.Rollback()
 	}
@@ -487,7 +495,7 @@ func (s *Store) syncer(done chan<- struct{}) {
 			q.syncing = true
 			q.mu.Unlock()
 			if _, err = s.walFile.WriteAt(buf, off); err == nil {
-				err = syscall.Fdatasync(int(s.walFile.Fd()))
+				err = fdatasync(s.walFile)
 			}
 			q.mu.Lock()
 		}

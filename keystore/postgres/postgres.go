@@ -83,6 +83,10 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open postgres store: %w", err)
 	}
+	if err := checkPooler(ctx, pool); err != nil { // pooler.go
+		pool.Close()
+		return nil, fmt.Errorf("open postgres store: %w", err)
+	}
 	if err := migrate.Run(ctx, pool, schema(), opts.Logger); err != nil {
 		pool.Close()
 		return nil, fmt.Errorf("open postgres store: %w", err)
