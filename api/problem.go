@@ -38,6 +38,7 @@ var problems = map[keystore.Code]struct {
 	keystore.EInvalidRequest:   {http.StatusBadRequest, "Invalid request"},
 	keystore.EInvalidKey:       {http.StatusBadRequest, "Invalid key"},
 	keystore.EUnauthorized:     {http.StatusUnauthorized, "Unauthorized"},
+	keystore.EForbidden:        {http.StatusForbidden, "Forbidden"},
 	keystore.ENotFound:         {http.StatusNotFound, "Not found"},
 	keystore.EStaleToken:       {http.StatusConflict, "Stale token"},
 	keystore.EConflict:         {http.StatusConflict, "Conflict"},

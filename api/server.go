@@ -145,6 +145,9 @@ func New(cfg Config) (*Server, error) {
 	s.handle(fiber.MethodGet, "/v1/destinations", authed, s.destinations)
 	s.handle(fiber.MethodPost, "/v1/n8n/error", authed, s.n8nError)
 	s.handle(fiber.MethodGet, "/v1/notifications", authed, s.notifications)
+	if err := s.mountConsole(); err != nil {
+		return nil, fmt.Errorf("api: console: %w", err)
+	}
 	return s, nil
 }
 

@@ -13,6 +13,7 @@ const (
 	EInvalidRequest   Code = "invalid_request"
 	EInvalidKey       Code = "invalid_key"
 	EUnauthorized     Code = "unauthorized"
+	EForbidden        Code = "forbidden" // a valid token whose role may not do this
 	ENotFound         Code = "not_found"
 	EKeyReused        Code = "key_reused"
 	EStaleToken       Code = "stale_token"

@@ -49,14 +49,24 @@ type ResolveRequest struct {
 	Note       string
 	ResultRef  string
 	Force      bool
+	// Final, with resolution failed: no new attempt may start (the key
+	// answers rejected), instead of the default retryable.
+	Final bool
 }
 
 // ListQuery selects a page of records.
 type ListQuery struct {
 	Namespace string // empty: all namespaces
 	State     State  // empty: all states
-	Limit     int
-	Cursor    string
+	// KeyPrefix selects keys that begin with it; it needs Namespace.
+	KeyPrefix string
+	// Owner selects keys whose last attempt's lease holder is exactly it.
+	Owner string
+	// Oldest lists unknown keys by the time they went unknown, oldest
+	// first: the queue a person works through. It needs State unknown.
+	Oldest bool
+	Limit  int
+	Cursor string
 }
 
 // Page is one page of a listing.
