@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/n8n-guard/n8n-guard/api/console"
+	"github.com/n8n-guard/n8n-guard/keystore"
 )
 
 // mountConsole serves the operator console under /ui (api/console). Its
@@ -45,3 +46,7 @@ func (s *Server) consolePrincipal(token string) (console.Principal, bool) {
 	}
 	return console.Principal{Name: "api token", CanAct: true}, match == 1
 }
+
+// StatusOf is the HTTP status of an error code: the one table, for pages
+// that render errors themselves (the console's tests mount it alone).
+func StatusOf(code keystore.Code) int { return statusOf(code) }

@@ -217,25 +217,29 @@ func (ui *Console) admit(c *fiber.Ctx, method string, who access, sess *session)
 	return nil
 }
 
-// sameOrigin refuses a POST whose Origin names another site. Browsers send
-// Origin on every POST; SameSite=Strict keeps the cookie off cross-site
-// requests anyway, and the CSRF token is checked as well.
+// sameOrigin refuses a POST that another site made the browser send: by
+// Sec-Fetch-Site where the browser sends it, else by Origin. SameSite=Strict
+// keeps the cookie off cross-site requests anyway, and the CSRF token is
+// checked as well.
 func sameOrigin(c *fiber.Ctx) bool {
+	if site := c.Get("Sec-Fetch-Site"); site != "" {
+		return site == "same-origin" || site == "none"
+	}
 	origin := c.Get(fiber.HeaderOrigin)
-	if origin == "" {
-		return c.Get("Sec-Fetch-Site") != "cross-site"
+	if origin == "" || origin == "null" {
+		return true // an old browser: the CSRF token decides
 	}
 	u, err := url.Parse(origin)
-	return err == nil && u.Host == c.Hostname()
+	return err == nil && u.Host == string(c.Request().Host())
 }
 
 // securityHeaders: nothing but this origin's own files, no framing, no
-// referrer (the query of a search names keys), no caching of pages that
-// show the store.
+// referrer to other sites (the query of a search names keys), no caching of
+// pages that show the store.
 func securityHeaders(c *fiber.Ctx) {
 	c.Set("Content-Security-Policy", "default-src 'self'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'")
 	c.Set("X-Content-Type-Options", "nosniff")
-	c.Set("Referrer-Policy", "no-referrer")
+	c.Set("Referrer-Policy", "same-origin")
 	c.Set("X-Frame-Options", "DENY")
 	c.Set(fiber.HeaderCacheControl, "no-store")
 }
