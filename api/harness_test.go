@@ -20,6 +20,7 @@ import (
 
 	"github.com/n8n-guard/n8n-guard/api"
 	"github.com/n8n-guard/n8n-guard/keystore"
+	"github.com/n8n-guard/n8n-guard/keystore/bolt"
 	"github.com/n8n-guard/n8n-guard/keystore/storetest"
 	"github.com/n8n-guard/n8n-guard/notify"
 )
@@ -100,7 +101,7 @@ func checkResponse(spec *specDoc, r *resp) error {
 type env struct {
 	url    string
 	clock  *storetest.Clock
-	store  *keystore.BoltStore
+	store  *bolt.Store
 	srv    *api.Server
 	client *http.Client
 	// unrecorded: answers are not kept for TestMain (the fuzz target checks
@@ -128,7 +129,7 @@ func start(t testing.TB, opts ...envOption) *env {
 		o(&cfg)
 	}
 	clock := storetest.NewClock()
-	store, err := keystore.OpenBolt(filepath.Join(t.TempDir(), "n8n-guard.db"), keystore.BoltOptions{
+	store, err := bolt.Open(filepath.Join(t.TempDir(), "n8n-guard.db"), bolt.Options{
 		Policies: cfg.policies, Clock: clock.Now,
 	})
 	if err != nil {

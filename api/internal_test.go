@@ -19,12 +19,13 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/n8n-guard/n8n-guard/keystore"
+	"github.com/n8n-guard/n8n-guard/keystore/bolt"
 )
 
 // Server faults: a 500 internal whose detail says nothing about the
 // server, while the error log keeps the cause.
 func TestInternalErrorsLeakNothing(t *testing.T) {
-	store, err := keystore.OpenBolt(filepath.Join(t.TempDir(), "n8n-guard.db"), keystore.BoltOptions{})
+	store, err := bolt.Open(filepath.Join(t.TempDir(), "n8n-guard.db"), bolt.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -27,7 +27,8 @@ type Breaker struct {
 	ProbeUntil     *time.Time `json:"-"`
 }
 
-func newBreaker(dest string) *Breaker {
+// NewBreaker is the closed breaker of a destination nothing has happened to.
+func NewBreaker(dest string) *Breaker {
 	return &Breaker{Destination: dest, State: BreakerClosed}
 }
 

@@ -3,11 +3,12 @@
 // payload fingerprints, retention, and the destination circuit breakers.
 //
 // The state machine is pure (machine.go, breaker.go): it takes the current
-// record and an event and returns the next record and the outcome. Backends
-// (the bbolt store in this package, others later) only load, lock and save;
-// they never decide. A backend must make every decision atomic with the
-// write it causes: of any number of simultaneous reserves of one key,
-// exactly one may be accepted.
+// record and an event and returns the next record and the outcome (a Step).
+// Stores are packages of their own (keystore/bolt, keystore/postgres); they
+// only load, lock and save around the Decide functions, and never decide.
+// This package imports no database driver. A store must make every
+// decision atomic with the write it causes: of any number of simultaneous
+// reserves of one key, exactly one may be accepted.
 //
 // What this package must never do: store a payload (only its hash), answer
 // `accepted` before the reservation is durable, or retry an `unknown` key on

@@ -36,8 +36,8 @@ const EventRetention = 7 * 24 * time.Hour
 // MaxEvents is the most events one Events call returns.
 const MaxEvents = 1000
 
-// eventLimit is Events' limit: MaxEvents when outside 1..MaxEvents.
-func eventLimit(limit int) int {
+// EventLimit is Events' limit: MaxEvents when outside 1..MaxEvents.
+func EventLimit(limit int) int {
 	if limit <= 0 || limit > MaxEvents {
 		return MaxEvents
 	}

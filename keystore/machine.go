@@ -9,18 +9,21 @@ import (
 	"time"
 )
 
-// step is what one decision asks the backend to write, atomically with the
-// read it was based on. nil fields mean "leave as is".
-type step struct {
-	record  *Record  // the key's new record
-	breaker *Breaker // the destination's new breaker
-	events  []Event
-	result  Result
+// Step is what one decision asks a store to write, atomically with the
+// read it was based on. nil fields mean "leave as is". Stores (keystore/bolt,
+// keystore/postgres) load cur and the breaker, call one Decide function and
+// write its Step; they never decide themselves.
+type Step struct {
+	Record  *Record  // the key's new record
+	Breaker *Breaker // the destination's new breaker
+	Events  []Event  // events to append to the feed
+	Result  Result   // the answer, given once the write is durable
 }
 
 // The state machine of a key. Every function here is pure but for the
 // random token: it reads cur (nil when the key is absent) and returns the
-// step; it never mutates its inputs.
+// Step; it never mutates its inputs. Each request must have been through
+// its Normalize method first.
 //
 //	reserve:  absent            -> reserved (accepted, attempt 1)
 //	          reserved, live    -> in_progress
@@ -34,10 +37,12 @@ type step struct {
 //	resolve:  unknown|failed (|reserved with force or expired lease) -> completed | failed+retryable
 //	sweep:    reserved, expired, policy unknown -> unknown
 
-func decideReserve(cur *Record, br *Breaker, req ReserveRequest, fp Fingerprint, np NamespacePolicy, now time.Time) (s step, err error) {
-	defer func() { s.result.Namespace, s.result.Key = req.Namespace, req.Key }()
+// DecideReserve decides a reserve of a key whose record is cur, under the
+// breaker br of the request's destination (nil without one).
+func DecideReserve(cur *Record, br *Breaker, req ReserveRequest, fp Fingerprint, np NamespacePolicy, now time.Time) (s Step, err error) {
+	defer func() { s.Result.Namespace, s.Result.Key = req.Namespace, req.Key }()
 	if cur != nil && fp.Conflicts(cur.Fingerprint) {
-		return step{}, Errorf(EKeyReused, "key %q was used before with a different payload; nothing changed", req.Key)
+		return Step{}, Errorf(EKeyReused, "key %q was used before with a different payload; nothing changed", req.Key)
 	}
 	if cur == nil {
 		return startAttempt(cur, br, req, fp, np, now, 1)
@@ -45,40 +50,40 @@ func decideReserve(cur *Record, br *Breaker, req ReserveRequest, fp Fingerprint,
 	switch cur.State {
 	case StateReserved:
 		if now.Before(*cur.LeaseExpiresAt) {
-			return step{result: Result{Outcome: OutcomeInProgress, RetryAfter: cur.LeaseExpiresAt.Sub(now), Record: cur}}, nil
+			return Step{Result: Result{Outcome: OutcomeInProgress, RetryAfter: cur.LeaseExpiresAt.Sub(now), Record: cur}}, nil
 		}
 		if np.OnLeaseExpiry == ExpireReclaim {
 			return startAttempt(cur, br, req, fp, np, now, cur.Attempt+1)
 		}
 		next, ev := leaseExpired(cur, now)
-		return step{record: next, events: []Event{ev}, result: Result{Outcome: OutcomeStateUnknown, Record: next}}, nil
+		return Step{Record: next, Events: []Event{ev}, Result: Result{Outcome: OutcomeStateUnknown, Record: next}}, nil
 	case StateCompleted:
-		return step{result: Result{Outcome: OutcomeDuplicate, Replayed: true, Record: cur}}, nil
+		return Step{Result: Result{Outcome: OutcomeDuplicate, Replayed: true, Record: cur}}, nil
 	case StateFailed:
 		if cur.Retryable {
 			return startAttempt(cur, br, req, fp, np, now, cur.Attempt+1)
 		}
-		return step{result: Result{Outcome: OutcomeRejected, Record: cur}}, nil
+		return Step{Result: Result{Outcome: OutcomeRejected, Record: cur}}, nil
 	case StateUnknown:
-		return step{result: Result{Outcome: OutcomeStateUnknown, Record: cur}}, nil
+		return Step{Result: Result{Outcome: OutcomeStateUnknown, Record: cur}}, nil
 	}
-	return step{}, fmt.Errorf("reserve %s/%s: record in impossible state %q", req.Namespace, req.Key, cur.State)
+	return Step{}, fmt.Errorf("reserve %s/%s: record in impossible state %q", req.Namespace, req.Key, cur.State)
 }
 
 // startAttempt hands out a new attempt unless the destination's breaker
 // pauses it; a paused reserve records nothing about the key.
-func startAttempt(cur *Record, br *Breaker, req ReserveRequest, fp Fingerprint, np NamespacePolicy, now time.Time, attempt int) (step, error) {
+func startAttempt(cur *Record, br *Breaker, req ReserveRequest, fp Fingerprint, np NamespacePolicy, now time.Time, attempt int) (Step, error) {
 	lease := req.Lease.Truncate(time.Millisecond)
 	if lease <= 0 {
 		lease = np.Lease
 	}
-	var s step
+	var s Step
 	if br != nil {
 		b := br.Clone()
 		ok, wait := b.admit(req.Namespace, req.Key, lease, now)
-		s.breaker = b
+		s.Breaker = b
 		if !ok {
-			s.result = Result{Outcome: OutcomeDestinationPaused, RetryAfter: wait, Record: cur}
+			s.Result = Result{Outcome: OutcomeDestinationPaused, RetryAfter: wait, Record: cur}
 			return s, nil
 		}
 	}
@@ -103,8 +108,8 @@ func startAttempt(cur *Record, br *Breaker, req ReserveRequest, fp Fingerprint, 
 		next.Fingerprint = fp
 	}
 	next.addHistory(Transition{At: now, Event: EventReserved, Attempt: attempt, By: req.Owner})
-	s.record = next
-	s.result = Result{Outcome: OutcomeAccepted, Proceed: true, Token: token, Record: next}
+	s.Record = next
+	s.Result = Result{Outcome: OutcomeAccepted, Proceed: true, Token: token, Record: next}
 	return s, nil
 }
 
@@ -119,13 +124,13 @@ func leaseExpired(cur *Record, now time.Time) (*Record, Event) {
 		Attempt: cur.Attempt, Owner: cur.Owner, Destination: cur.Destination, Reason: ReasonLeaseExpired, Message: next.Message}
 }
 
-// decideExpireLease is the sweeper's proactive form of the lease rule.
-func decideExpireLease(cur *Record, np NamespacePolicy, now time.Time) (step, bool) {
+// DecideLeaseExpiry is the sweeper's proactive form of the lease rule.
+func DecideLeaseExpiry(cur *Record, np NamespacePolicy, now time.Time) (Step, bool) {
 	if cur == nil || cur.State != StateReserved || now.Before(*cur.LeaseExpiresAt) || np.OnLeaseExpiry == ExpireReclaim {
-		return step{}, false
+		return Step{}, false
 	}
 	next, ev := leaseExpired(cur, now)
-	return step{record: next, events: []Event{ev}}, true
+	return Step{Record: next, Events: []Event{ev}}, true
 }
 
 // checkHolder applies the fencing rule: only the current attempt's token
@@ -140,16 +145,17 @@ func checkHolder(cur *Record, ns, key, token string) error {
 	return nil
 }
 
-func decideComplete(cur *Record, br *Breaker, req CompleteRequest, np NamespacePolicy, now time.Time) (s step, err error) {
-	defer func() { s.result.Namespace, s.result.Key = req.Namespace, req.Key }()
+// DecideComplete decides the holder's report that its attempt took effect.
+func DecideComplete(cur *Record, br *Breaker, req CompleteRequest, np NamespacePolicy, now time.Time) (s Step, err error) {
+	defer func() { s.Result.Namespace, s.Result.Key = req.Namespace, req.Key }()
 	if err := checkHolder(cur, req.Namespace, req.Key, req.Token); err != nil {
-		return step{}, err
+		return Step{}, err
 	}
 	switch cur.State {
 	case StateCompleted:
-		return step{result: Result{Outcome: OutcomeCompleted, Replayed: true, Record: cur}}, nil
+		return Step{Result: Result{Outcome: OutcomeCompleted, Replayed: true, Record: cur}}, nil
 	case StateFailed:
-		return step{}, Errorf(EConflict, "attempt %d already reported failure (%s); reserve again to start a new attempt", cur.Attempt, cur.Reason)
+		return Step{}, Errorf(EConflict, "attempt %d already reported failure (%s); reserve again to start a new attempt", cur.Attempt, cur.Reason)
 	}
 	next := cur.Clone()
 	detail := ""
@@ -163,21 +169,23 @@ func decideComplete(cur *Record, br *Breaker, req CompleteRequest, np NamespaceP
 	next.ExpiresAt = timePtr(now.Add(np.Retention))
 	next.UpdatedAt = now
 	next.addHistory(Transition{At: now, Event: EventCompleted, Attempt: cur.Attempt, By: cur.Owner, Detail: detail})
-	s = step{record: next, result: Result{Outcome: OutcomeCompleted, Record: next}}
+	s = Step{Record: next, Result: Result{Outcome: OutcomeCompleted, Record: next}}
 	if br != nil {
 		b := br.Clone()
 		if ev := b.succeeded(cur.Namespace, cur.Key, now); ev != nil {
-			s.events = append(s.events, *ev)
+			s.Events = append(s.Events, *ev)
 		}
-		s.breaker = b
+		s.Breaker = b
 	}
 	return s, nil
 }
 
-func decideFail(cur *Record, br *Breaker, req FailRequest, np NamespacePolicy, dp DestinationPolicy, now time.Time) (s step, err error) {
-	defer func() { s.result.Namespace, s.result.Key = req.Namespace, req.Key }()
+// DecideFail decides the holder's report that its attempt failed or that
+// nobody knows; dp is the policy of br's destination.
+func DecideFail(cur *Record, br *Breaker, req FailRequest, np NamespacePolicy, dp DestinationPolicy, now time.Time) (s Step, err error) {
+	defer func() { s.Result.Namespace, s.Result.Key = req.Namespace, req.Key }()
 	if err := checkHolder(cur, req.Namespace, req.Key, req.Token); err != nil {
-		return step{}, err
+		return Step{}, err
 	}
 	state, retryable := StateFailed, true
 	switch req.Reason {
@@ -192,15 +200,15 @@ func decideFail(cur *Record, br *Breaker, req FailRequest, np NamespacePolicy, d
 	outcome := failOutcome(state, retryable)
 	switch cur.State {
 	case StateCompleted:
-		return step{}, Errorf(EConflict, "attempt %d already completed; a completed key cannot fail", cur.Attempt)
+		return Step{}, Errorf(EConflict, "attempt %d already completed; a completed key cannot fail", cur.Attempt)
 	case StateFailed:
 		if cur.Reason == req.Reason && cur.Retryable == retryable && state == StateFailed {
-			return step{result: Result{Outcome: outcome, Replayed: true, Record: cur}}, nil
+			return Step{Result: Result{Outcome: outcome, Replayed: true, Record: cur}}, nil
 		}
-		return step{}, Errorf(EConflict, "attempt %d already failed with %s", cur.Attempt, cur.Reason)
+		return Step{}, Errorf(EConflict, "attempt %d already failed with %s", cur.Attempt, cur.Reason)
 	case StateUnknown:
 		if state == StateUnknown {
-			return step{result: Result{Outcome: outcome, Replayed: true, Record: cur}}, nil
+			return Step{Result: Result{Outcome: outcome, Replayed: true, Record: cur}}, nil
 		}
 	}
 	next := cur.Clone()
@@ -211,17 +219,17 @@ func decideFail(cur *Record, br *Breaker, req FailRequest, np NamespacePolicy, d
 		next.ExpiresAt = timePtr(now.Add(np.Retention))
 	}
 	next.addHistory(Transition{At: now, Event: string(state), Attempt: cur.Attempt, By: cur.Owner, Detail: string(req.Reason)})
-	s = step{record: next, result: Result{Outcome: outcome, Record: next}}
+	s = Step{Record: next, Result: Result{Outcome: outcome, Record: next}}
 	if state == StateUnknown {
-		s.events = append(s.events, Event{At: now, Kind: EventKeyUnknown, Namespace: cur.Namespace, Key: cur.Key,
+		s.Events = append(s.Events, Event{At: now, Kind: EventKeyUnknown, Namespace: cur.Namespace, Key: cur.Key,
 			Attempt: cur.Attempt, Owner: cur.Owner, Destination: cur.Destination, Reason: req.Reason, Message: req.Message})
 	}
 	if br != nil {
 		b := br.Clone()
 		if ev := b.failed(cur.Namespace, cur.Key, req.Reason, req.Message, dp, now); ev != nil {
-			s.events = append(s.events, *ev)
+			s.Events = append(s.Events, *ev)
 		}
-		s.breaker = b
+		s.Breaker = b
 	}
 	return s, nil
 }
@@ -236,20 +244,21 @@ func failOutcome(state State, retryable bool) Outcome {
 	return OutcomeRejected
 }
 
-func decideResolve(cur *Record, req ResolveRequest, np NamespacePolicy, now time.Time) (s step, err error) {
-	defer func() { s.result.Namespace, s.result.Key = req.Namespace, req.Key }()
+// DecideResolve decides a person's resolution of a key.
+func DecideResolve(cur *Record, req ResolveRequest, np NamespacePolicy, now time.Time) (s Step, err error) {
+	defer func() { s.Result.Namespace, s.Result.Key = req.Namespace, req.Key }()
 	if cur == nil {
-		return step{}, Errorf(ENotFound, "no key %q in namespace %q", req.Key, req.Namespace)
+		return Step{}, Errorf(ENotFound, "no key %q in namespace %q", req.Key, req.Namespace)
 	}
 	switch cur.State {
 	case StateCompleted:
 		if req.Resolution == StateCompleted {
-			return step{result: Result{Outcome: OutcomeCompleted, Replayed: true, Record: cur}}, nil
+			return Step{Result: Result{Outcome: OutcomeCompleted, Replayed: true, Record: cur}}, nil
 		}
-		return step{}, Errorf(EConflict, "key is completed; a completed key is not reopened")
+		return Step{}, Errorf(EConflict, "key is completed; a completed key is not reopened")
 	case StateReserved:
 		if !req.Force && now.Before(*cur.LeaseExpiresAt) {
-			return step{}, Errorf(EConflict, "key is reserved by a live attempt (owner %q) until %s; wait, or resolve with force", cur.Owner, cur.LeaseExpiresAt.Format(time.RFC3339))
+			return Step{}, Errorf(EConflict, "key is reserved by a live attempt (owner %q) until %s; wait, or resolve with force", cur.Owner, cur.LeaseExpiresAt.Format(time.RFC3339))
 		}
 	}
 	next := cur.Clone()
@@ -269,7 +278,7 @@ func decideResolve(cur *Record, req ResolveRequest, np NamespacePolicy, now time
 		outcome = OutcomeFailed
 	}
 	next.addHistory(Transition{At: now, Event: EventResolved, Attempt: cur.Attempt, By: req.By, Detail: string(req.Resolution) + ": " + truncate(req.Note, 200)})
-	return step{record: next, result: Result{Outcome: outcome, Record: next}}, nil
+	return Step{Record: next, Result: Result{Outcome: outcome, Record: next}}, nil
 }
 
 // newToken makes the fencing token of an attempt: the attempt number (so a

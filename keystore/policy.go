@@ -77,26 +77,26 @@ func (p Policies) Destination(dest string) DestinationPolicy {
 	return dp
 }
 
-// breakerPolicy is the policy of br's destination (zero when the key has
+// BreakerPolicy is the policy of br's destination (zero when the key has
 // no destination).
-func (p Policies) breakerPolicy(br *Breaker) DestinationPolicy {
+func (p Policies) BreakerPolicy(br *Breaker) DestinationPolicy {
 	if br == nil {
 		return DestinationPolicy{}
 	}
 	return p.Destination(br.Destination)
 }
 
-// withConfigured completes the breakers a store holds with every
+// WithConfigured completes the breakers a store holds with every
 // configured destination it has none for (closed until something happens
 // to it), sorted by destination.
-func (p Policies) withConfigured(held []Breaker) []Breaker {
+func (p Policies) WithConfigured(held []Breaker) []Breaker {
 	seen := make(map[string]bool, len(held))
 	for _, b := range held {
 		seen[b.Destination] = true
 	}
 	for d := range p.Destinations {
 		if !seen[d] {
-			held = append(held, *newBreaker(d))
+			held = append(held, *NewBreaker(d))
 		}
 	}
 	slices.SortFunc(held, func(a, b Breaker) int { return strings.Compare(a.Destination, b.Destination) })

@@ -6,6 +6,8 @@ import (
 	"time"
 	"unicode"
 	"unicode/utf8"
+
+	"github.com/n8n-guard/n8n-guard/internal/redact"
 )
 
 // ReserveRequest asks to start an attempt for one event.
@@ -75,27 +77,29 @@ type Page struct {
 	NextCursor string
 }
 
-// The normalize methods apply the contract's input rules. Every backend
+// The Normalize methods apply the contract's input rules. Every backend
 // calls them first, so a store refuses bad input even without the API.
 
-func checkIdentity(ns, key string) (string, error) {
+// CheckIdentity checks a namespace and returns the normalized key.
+func CheckIdentity(ns, key string) (string, error) {
 	if err := CheckNamespace("namespace", ns); err != nil {
 		return "", err
 	}
 	return NormalizeKey(key)
 }
 
-func invalid(field, rule, msg string) error {
+// InvalidField is the invalid_request error about one field.
+func InvalidField(field, rule, msg string) error {
 	return &Error{Code: EInvalidRequest, Message: msg, Fields: []FieldError{{Field: field, Rule: rule}}}
 }
 
-func (r ReserveRequest) normalize() (ReserveRequest, Fingerprint, error) {
+func (r ReserveRequest) Normalize() (ReserveRequest, Fingerprint, error) {
 	var err error
-	if r.Key, err = checkIdentity(r.Namespace, r.Key); err != nil {
+	if r.Key, err = CheckIdentity(r.Namespace, r.Key); err != nil {
 		return r, nil, err
 	}
 	if utf8.RuneCountInString(r.Owner) > MaxOwnerLength {
-		return r, nil, invalid("owner", "max=128", "owner is longer than 128 characters")
+		return r, nil, InvalidField("owner", "max=128", "owner is longer than 128 characters")
 	}
 	if err := checkText("owner", r.Owner, true); err != nil {
 		return r, nil, err
@@ -104,7 +108,7 @@ func (r ReserveRequest) normalize() (ReserveRequest, Fingerprint, error) {
 		return r, nil, err
 	}
 	if r.Lease < 0 || r.Lease > MaxLeaseSeconds*time.Second {
-		return r, nil, invalid("lease_seconds", "min=1,max=86400", "lease_seconds must be 1-86400")
+		return r, nil, InvalidField("lease_seconds", "min=1,max=86400", "lease_seconds must be 1-86400")
 	}
 	if r.Destination != "" {
 		if err := CheckNamespace("destination", r.Destination); err != nil {
@@ -112,12 +116,12 @@ func (r ReserveRequest) normalize() (ReserveRequest, Fingerprint, error) {
 		}
 	}
 	if utf8.RuneCountInString(r.Fingerprint) > MaxFingerprintLen {
-		return r, nil, invalid("fingerprint", "max=128", "fingerprint is longer than 128 characters")
+		return r, nil, InvalidField("fingerprint", "max=128", "fingerprint is longer than 128 characters")
 	}
 	var fp Fingerprint
 	switch {
 	case len(r.Payload) > 0 && r.Fingerprint != "":
-		return r, nil, invalid("fingerprint", "excluded_with=payload", "send either payload or fingerprint, not both")
+		return r, nil, InvalidField("fingerprint", "excluded_with=payload", "send either payload or fingerprint, not both")
 	case len(r.Payload) > 0 && strings.TrimSpace(string(r.Payload)) != "null":
 		if fp, err = PayloadFingerprint(r.Payload); err != nil {
 			return r, nil, err
@@ -132,45 +136,45 @@ func (r ReserveRequest) normalize() (ReserveRequest, Fingerprint, error) {
 // control characters in one-line fields.
 func checkText(field, v string, oneLine bool) error {
 	if !utf8.ValidString(v) {
-		return invalid(field, "utf8", field+" is not valid UTF-8")
+		return InvalidField(field, "utf8", field+" is not valid UTF-8")
 	}
 	if oneLine && strings.IndexFunc(v, unicode.IsControl) >= 0 {
-		return invalid(field, "no_control", field+" contains control characters")
+		return InvalidField(field, "no_control", field+" contains control characters")
 	}
 	return nil
 }
 
 func checkToken(token string) error {
 	if token == "" {
-		return invalid("token", "required", "token is required: pass the token the accepted reserve returned")
+		return InvalidField("token", "required", "token is required: pass the token the accepted reserve returned")
 	}
 	if len(token) > 256 {
-		return invalid("token", "max=256", "token is too long")
+		return InvalidField("token", "max=256", "token is too long")
 	}
 	return nil
 }
 
-func (r CompleteRequest) normalize() (CompleteRequest, error) {
+func (r CompleteRequest) Normalize() (CompleteRequest, error) {
 	var err error
-	if r.Key, err = checkIdentity(r.Namespace, r.Key); err != nil {
+	if r.Key, err = CheckIdentity(r.Namespace, r.Key); err != nil {
 		return r, err
 	}
 	if err := checkToken(r.Token); err != nil {
 		return r, err
 	}
 	if utf8.RuneCountInString(r.ResultRef) > MaxResultRefLength {
-		return r, invalid("result_ref", "max=512", "result_ref is longer than 512 characters")
+		return r, InvalidField("result_ref", "max=512", "result_ref is longer than 512 characters")
 	}
 	if err := checkText("result_ref", r.ResultRef, true); err != nil {
 		return r, err
 	}
 	if len(r.Result) > 0 {
 		if len(r.Result) > MaxResultBytes {
-			return r, invalid("result", "max=16KiB", "result is larger than 16 KiB")
+			return r, InvalidField("result", "max=16KiB", "result is larger than 16 KiB")
 		}
 		var obj map[string]json.RawMessage
 		if json.Unmarshal(r.Result, &obj) != nil {
-			return r, invalid("result", "object", "result must be a JSON object")
+			return r, InvalidField("result", "object", "result must be a JSON object")
 		}
 		if obj == nil { // JSON null: no result
 			r.Result = nil
@@ -181,51 +185,51 @@ func (r CompleteRequest) normalize() (CompleteRequest, error) {
 		r.Via = ViaPrimary
 	case ViaPrimary, ViaFallback:
 	default:
-		return r, invalid("via", "oneof=primary fallback", "via must be primary or fallback")
+		return r, InvalidField("via", "oneof=primary fallback", "via must be primary or fallback")
 	}
 	return r, nil
 }
 
-func (r FailRequest) normalize() (FailRequest, error) {
+func (r FailRequest) Normalize() (FailRequest, error) {
 	var err error
-	if r.Key, err = checkIdentity(r.Namespace, r.Key); err != nil {
+	if r.Key, err = CheckIdentity(r.Namespace, r.Key); err != nil {
 		return r, err
 	}
 	if err := checkToken(r.Token); err != nil {
 		return r, err
 	}
 	if !ValidReason(r.Reason) {
-		return r, invalid("reason", "oneof=destination_unreachable destination_failed validation_failed outcome_unknown",
+		return r, InvalidField("reason", "oneof=destination_unreachable destination_failed validation_failed outcome_unknown",
 			"reason must be destination_unreachable, destination_failed, validation_failed or outcome_unknown")
 	}
 	if utf8.RuneCountInString(r.Message) > MaxMessageLength {
-		return r, invalid("message", "max=2000", "message is longer than 2000 characters")
+		return r, InvalidField("message", "max=2000", "message is longer than 2000 characters")
 	}
 	if err := checkText("message", r.Message, false); err != nil {
 		return r, err
 	}
 	// A target's error text often echoes the record it refused.
-	r.Message = Redact(r.Message)
+	r.Message = redact.Redact(r.Message)
 	return r, nil
 }
 
-func (r ResolveRequest) normalize() (ResolveRequest, error) {
+func (r ResolveRequest) Normalize() (ResolveRequest, error) {
 	var err error
-	if r.Key, err = checkIdentity(r.Namespace, r.Key); err != nil {
+	if r.Key, err = CheckIdentity(r.Namespace, r.Key); err != nil {
 		return r, err
 	}
 	if r.Resolution != StateCompleted && r.Resolution != StateFailed {
-		return r, invalid("resolution", "oneof=completed failed", "resolution must be completed or failed")
+		return r, InvalidField("resolution", "oneof=completed failed", "resolution must be completed or failed")
 	}
 	r.By, r.Note = strings.TrimSpace(r.By), strings.TrimSpace(r.Note)
 	if r.By == "" || utf8.RuneCountInString(r.By) > MaxByLength {
-		return r, invalid("by", "required,max=128", "by is required: the person who decided (at most 128 characters)")
+		return r, InvalidField("by", "required,max=128", "by is required: the person who decided (at most 128 characters)")
 	}
 	if r.Note == "" || utf8.RuneCountInString(r.Note) > MaxNoteLength {
-		return r, invalid("note", "required,max=2000", "note is required: what was checked and decided (at most 2000 characters)")
+		return r, InvalidField("note", "required,max=2000", "note is required: what was checked and decided (at most 2000 characters)")
 	}
 	if utf8.RuneCountInString(r.ResultRef) > MaxResultRefLength {
-		return r, invalid("result_ref", "max=512", "result_ref is longer than 512 characters")
+		return r, InvalidField("result_ref", "max=512", "result_ref is longer than 512 characters")
 	}
 	for _, f := range []struct {
 		name, v string
@@ -235,11 +239,11 @@ func (r ResolveRequest) normalize() (ResolveRequest, error) {
 			return r, err
 		}
 	}
-	r.Note = Redact(r.Note)
+	r.Note = redact.Redact(r.Note)
 	return r, nil
 }
 
-func (q ListQuery) normalize() (ListQuery, error) {
+func (q ListQuery) Normalize() (ListQuery, error) {
 	if q.Namespace != "" {
 		if err := CheckNamespace("namespace", q.Namespace); err != nil {
 			return q, err
@@ -248,7 +252,7 @@ func (q ListQuery) normalize() (ListQuery, error) {
 	switch q.State {
 	case "", StateReserved, StateCompleted, StateFailed, StateUnknown:
 	default:
-		return q, invalid("state", "oneof=reserved completed failed unknown", "state must be reserved, completed, failed or unknown")
+		return q, InvalidField("state", "oneof=reserved completed failed unknown", "state must be reserved, completed, failed or unknown")
 	}
 	if q.Limit <= 0 {
 		q.Limit = 100

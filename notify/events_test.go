@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/n8n-guard/n8n-guard/keystore"
+	"github.com/n8n-guard/n8n-guard/keystore/bolt"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -28,12 +29,12 @@ func TestKeystoreEventsToSlack(t *testing.T) {
 		Runbook: "Search HubSpot for the contact by the event ID; if it exists, resolve as completed."}}
 	cfg.Destinations = map[string]Route{"hubspot": {Owner: "U0CRM", Channel: "C0CRM"}}
 
-	var store *keystore.BoltStore
+	var store *bolt.Store
 	var svc *Service
 	logs := &logSink{}
 	open := func() {
 		var err error
-		store, err = keystore.OpenBolt(path, keystore.BoltOptions{Policies: pol, Clock: clock.Now})
+		store, err = bolt.Open(path, bolt.Options{Policies: pol, Clock: clock.Now})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -6,14 +6,15 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
-	"path"
 	"sort"
 	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/n8n-guard/n8n-guard/internal/migrate"
 )
 
 // PostgresOutboxOptions configure NewPostgresOutbox.
@@ -47,7 +48,7 @@ var _ Outbox = (*pgOutbox)(nil)
 
 // NewPostgresOutbox applies the outbox's schema migrations on pool's
 // database and returns the outbox (for Options.Outbox). The pool is the
-// caller's; typically the keystore's (keystore.PostgresStore.Pool).
+// caller's; typically the keystore's (postgres.Store.Pool).
 func NewPostgresOutbox(ctx context.Context, pool *pgxpool.Pool, opts PostgresOutboxOptions) (Outbox, error) {
 	if opts.Replica == "" {
 		host, _ := os.Hostname()
@@ -62,54 +63,22 @@ func NewPostgresOutbox(ctx context.Context, pool *pgxpool.Pool, opts PostgresOut
 	return &pgOutbox{pool: pool, replica: opts.Replica, ttl: opts.ClaimTTL}, nil
 }
 
+// The outbox's schema: numbered SQL files, applied by internal/migrate.
+//
 //go:embed migrations/*.sql
 var outboxMigrations embed.FS
 
-// outboxMigrationLock serializes replicas migrating at once ("n8nn").
-const outboxMigrationLock = 0x6e386e6e
-
 func migrateOutbox(ctx context.Context, pool *pgxpool.Pool) error {
-	entries, err := outboxMigrations.ReadDir("migrations")
+	files, err := fs.Sub(outboxMigrations, "migrations")
 	if err != nil {
 		return err
 	}
-	sort.Slice(entries, func(i, j int) bool { return entries[i].Name() < entries[j].Name() })
-	tx, err := pool.Begin(ctx)
-	if err != nil {
-		return err
-	}
-	defer tx.Rollback(context.WithoutCancel(ctx))
-	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, int64(outboxMigrationLock)); err != nil {
-		return err
-	}
-	if _, err := tx.Exec(ctx, `CREATE TABLE IF NOT EXISTS guard_notify_schema_migrations (
-		version integer PRIMARY KEY, name text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())`); err != nil {
-		return err
-	}
-	var current int
-	if err := tx.QueryRow(ctx, `SELECT coalesce(max(version), 0) FROM guard_notify_schema_migrations`).Scan(&current); err != nil {
-		return err
-	}
-	if current > len(entries) {
-		return fmt.Errorf("the outbox schema is version %d, newer than this n8n-guard knows (%d)", current, len(entries))
-	}
-	for i, e := range entries[current:] {
-		v := current + i + 1
-		if num, _, _ := strings.Cut(e.Name(), "_"); num != fmt.Sprintf("%04d", v) {
-			return fmt.Errorf("migration %s: versions must run 0001, 0002, ... without gaps", e.Name())
-		}
-		sql, err := outboxMigrations.ReadFile(path.Join("migrations", e.Name()))
-		if err != nil {
-			return err
-		}
-		if _, err := tx.Exec(ctx, string(sql)); err != nil {
-			return fmt.Errorf("%s: %w", e.Name(), err)
-		}
-		if _, err := tx.Exec(ctx, `INSERT INTO guard_notify_schema_migrations (version, name) VALUES ($1, $2)`, v, e.Name()); err != nil {
-			return err
-		}
-	}
-	return tx.Commit(ctx)
+	return migrate.Run(ctx, pool, migrate.Schema{
+		Name:  "notify outbox",
+		Files: files,
+		Table: "guard_notify_schema_migrations",
+		Lock:  0x6e386e6e, // "n8nn"; replicas migrating at once take turns
+	}, nil)
 }
 
 func nullTime(t time.Time) *time.Time {

@@ -2,46 +2,24 @@ package notify
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"os"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/n8n-guard/n8n-guard/internal/pgtest"
 	"github.com/n8n-guard/n8n-guard/keystore"
-	"github.com/n8n-guard/n8n-guard/keystore/pgtest"
+	"github.com/n8n-guard/n8n-guard/keystore/postgres"
 )
 
 // The outbox on PostgreSQL, shared by replicas. Runs against
 // N8N_GUARD_PG_URL, or a throwaway cluster; skips loudly without server
 // binaries, except under CI=true, where it fails.
 func TestPostgresOutbox(t *testing.T) {
-	base := os.Getenv("N8N_GUARD_PG_URL")
-	if base == "" {
-		c, err := pgtest.Start(pgtest.Options{})
-		if errors.Is(err, pgtest.ErrNoPostgres) && os.Getenv("CI") != "true" {
-			msg := "SKIPPING the PostgreSQL outbox tests: " + err.Error() + " (or set N8N_GUARD_PG_URL)"
-			fmt.Fprintln(os.Stderr, "\n!!!", msg, "!!!")
-			t.Skip(msg)
-		}
-		if err != nil {
-			t.Fatalf("start a throwaway PostgreSQL: %v", err)
-		}
-		t.Cleanup(func() { c.Stop() })
-		base = c.URL
-	}
-	var seq atomic.Int64
-	schema := func(t *testing.T) string {
-		u, err := pgtest.NewSchema(context.Background(), base, fmt.Sprintf("notify_test_%d_%d", os.Getpid(), seq.Add(1)))
-		if err != nil {
-			t.Fatal(err)
-		}
-		return u
-	}
+	base := pgtest.URL(t, "the PostgreSQL outbox tests")
+	schema := func(t *testing.T) string { return pgtest.FreshSchema(t, base) }
 	replica := func(t *testing.T, url, name string) Outbox {
 		pool, err := pgxpool.New(context.Background(), url)
 		if err != nil {
@@ -117,7 +95,7 @@ func TestPostgresOutbox(t *testing.T) {
 	t.Run("each keystore event becomes one notification", func(t *testing.T) {
 		url := schema(t)
 		ctx := context.Background()
-		ks, err := keystore.OpenPostgres(ctx, url, keystore.PostgresOptions{})
+		ks, err := postgres.Open(ctx, url, postgres.Options{})
 		if err != nil {
 			t.Fatal(err)
 		}

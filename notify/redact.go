@@ -5,7 +5,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
-	"github.com/n8n-guard/n8n-guard/keystore"
+	"github.com/n8n-guard/n8n-guard/internal/redact"
 )
 
 // Limits of what is kept from a payload.
@@ -28,7 +28,7 @@ func clean(s string, max int) string {
 		return r
 	}, s)
 	s = strings.Join(strings.Fields(s), " ")
-	s = keystore.Redact(s)
+	s = redact.Redact(s)
 	return truncate(s, max)
 }
 

@@ -10,7 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/n8n-guard/n8n-guard/api"
-	"github.com/n8n-guard/n8n-guard/keystore"
+	"github.com/n8n-guard/n8n-guard/keystore/bolt"
 )
 
 func TestPercentiles(t *testing.T) {
@@ -29,7 +29,7 @@ func TestPercentiles(t *testing.T) {
 // Every scenario against the real API on a bbolt store: the outcomes are
 // the ones the scenario must produce, and nothing fails.
 func TestScenariosAgainstTheRealAPI(t *testing.T) {
-	st, err := keystore.OpenBolt(filepath.Join(t.TempDir(), "bench.db"), keystore.BoltOptions{})
+	st, err := bolt.Open(filepath.Join(t.TempDir(), "bench.db"), bolt.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,7 +8,7 @@ import (
 	"os/signal"
 	"syscall"
 
-	"github.com/n8n-guard/n8n-guard/keystore/pgtest"
+	"github.com/n8n-guard/n8n-guard/internal/pgtest"
 )
 
 // postgres starts a throwaway PostgreSQL cluster with production

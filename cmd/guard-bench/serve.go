@@ -17,6 +17,8 @@ import (
 
 	"github.com/n8n-guard/n8n-guard/api"
 	"github.com/n8n-guard/n8n-guard/keystore"
+	"github.com/n8n-guard/n8n-guard/keystore/bolt"
+	pgstore "github.com/n8n-guard/n8n-guard/keystore/postgres"
 )
 
 // serve runs the real HTTP API (package api, the same routes, validation,
@@ -41,10 +43,10 @@ func serve(args []string) error {
 	var st keystore.Store
 	var err error
 	if strings.HasPrefix(*store, "postgres://") || strings.HasPrefix(*store, "postgresql://") {
-		st, err = keystore.OpenPostgres(ctx, *store, keystore.PostgresOptions{Logger: log})
+		st, err = pgstore.Open(ctx, *store, pgstore.Options{Logger: log})
 	} else {
-		keystore.UseProcs() // as n8n-guard serve does
-		st, err = keystore.OpenBolt(*store, keystore.BoltOptions{Logger: log})
+		bolt.UseProcs() // as n8n-guard serve does
+		st, err = bolt.Open(*store, bolt.Options{Logger: log})
 	}
 	if err != nil {
 		return err

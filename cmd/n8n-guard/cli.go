@@ -13,7 +13,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/n8n-guard/n8n-guard/api"
-	"github.com/n8n-guard/n8n-guard/keystore"
+	"github.com/n8n-guard/n8n-guard/keystore/bolt"
 )
 
 // Defaults of serve.
@@ -149,7 +149,7 @@ func serve(cmd *cobra.Command, cfg Config, log *slog.Logger) error {
 	ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
 	if cfg.Store == "" {
-		keystore.UseProcs()
+		bolt.UseProcs()
 	}
 	m := NewMain(cfg, log)
 	if err := m.Run(ctx); err != nil {

@@ -17,10 +17,12 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
-	bolt "go.etcd.io/bbolt"
+	bbolt "go.etcd.io/bbolt"
 
 	"github.com/n8n-guard/n8n-guard/api"
 	"github.com/n8n-guard/n8n-guard/keystore"
+	"github.com/n8n-guard/n8n-guard/keystore/bolt"
+	"github.com/n8n-guard/n8n-guard/keystore/postgres"
 	"github.com/n8n-guard/n8n-guard/notify"
 )
 
@@ -90,10 +92,10 @@ func (m *Main) Run(ctx context.Context) (err error) {
 		Logger:     m.Logger,
 		Registerer: reg,
 	}
-	var db *bolt.DB // the shared bbolt file, when the store is bbolt
+	var db *bbolt.DB // the shared bbolt file, when the store is bbolt
 	switch {
 	case isPostgresURL(cfg.Store):
-		pg, err := keystore.OpenPostgres(ctx, cfg.Store, keystore.PostgresOptions{
+		pg, err := postgres.Open(ctx, cfg.Store, postgres.Options{
 			Policies: policies,
 			Clock:    cfg.Clock,
 			Logger:   m.Logger.With("component", "keystore"),
@@ -108,7 +110,7 @@ func (m *Main) Run(ctx context.Context) (err error) {
 		m.Logger.Info("store open", "backend", "postgres")
 	case cfg.Store == "":
 		path := filepath.Join(cfg.DataDir, StoreFile)
-		bs, err := keystore.OpenBolt(path, keystore.BoltOptions{
+		bs, err := bolt.Open(path, bolt.Options{
 			Policies: policies,
 			Clock:    cfg.Clock,
 			Logger:   m.Logger.With("component", "keystore"),

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -18,7 +17,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/n8n-guard/n8n-guard/keystore/pgtest"
+	"github.com/n8n-guard/n8n-guard/internal/pgtest"
 	"github.com/n8n-guard/n8n-guard/keystore/storetest"
 )
 
@@ -200,22 +199,7 @@ notify:
 // of an event sent to both at once, alternating, are accepted once; the
 // winner's token completes through the other server.
 func TestTwoServersOnePostgres(t *testing.T) {
-	base := os.Getenv("N8N_GUARD_PG_URL")
-	if base == "" {
-		c, err := pgtest.Start(pgtest.Options{})
-		if errors.Is(err, pgtest.ErrNoPostgres) && os.Getenv("CI") != "true" {
-			t.Skip("SKIPPING: " + err.Error())
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer c.Stop()
-		base = c.URL
-	}
-	u, err := pgtest.NewSchema(context.Background(), base, "two_servers")
-	if err != nil {
-		t.Fatal(err)
-	}
+	u := pgtest.FreshSchema(t, pgtest.URL(t, "the two-servers test"))
 	var servers []string
 	for i := 0; i < 2; i++ {
 		m := NewMain(Config{Addr: "127.0.0.1:0", DataDir: t.TempDir(), Tokens: []string{"tok"}, Store: u}, nil)

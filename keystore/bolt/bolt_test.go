@@ -1,4 +1,4 @@
-package keystore_test
+package bolt_test
 
 import (
 	"path/filepath"
@@ -6,18 +6,19 @@ import (
 	"time"
 
 	"github.com/n8n-guard/n8n-guard/keystore"
+	"github.com/n8n-guard/n8n-guard/keystore/bolt"
 	"github.com/n8n-guard/n8n-guard/keystore/storetest"
 )
 
 // boltWith opens bbolt stores with opts (plus each test's clock and
 // policies).
-func boltWith(opts keystore.BoltOptions) storetest.New {
+func boltWith(opts bolt.Options) storetest.New {
 	return func(t *testing.T, clock keystore.Clock, pol keystore.Policies) storetest.Opener {
 		path := filepath.Join(t.TempDir(), "n8n-guard.db")
 		return func() keystore.Store {
 			o := opts
 			o.Clock, o.Policies = clock, pol
-			s, err := keystore.OpenBolt(path, o)
+			s, err := bolt.Open(path, o)
 			if err != nil {
 				t.Fatalf("open bolt: %v", err)
 			}
@@ -26,15 +27,15 @@ func boltWith(opts keystore.BoltOptions) storetest.New {
 	}
 }
 
-func TestBoltConformance(t *testing.T) { storetest.Run(t, boltWith(keystore.BoltOptions{})) }
+func TestBoltConformance(t *testing.T) { storetest.Run(t, boltWith(bolt.Options{})) }
 
 // Every answer comes from the log and the overlay: the bbolt transaction
 // is committed only by listings (flush) and Close.
 func TestBoltConformanceLogOnly(t *testing.T) {
-	storetest.Run(t, boltWith(keystore.BoltOptions{CommitInterval: time.Hour}))
+	storetest.Run(t, boltWith(bolt.Options{CommitInterval: time.Hour}))
 }
 
 // A log that fills after a few records: the writer commits instead.
 func TestBoltConformanceSmallLog(t *testing.T) {
-	storetest.Run(t, boltWith(keystore.BoltOptions{WALSize: 4096}))
+	storetest.Run(t, boltWith(bolt.Options{WALSize: 4096}))
 }

@@ -1,15 +1,16 @@
-package keystore
+package postgres
 
 import (
 	"context"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/n8n-guard/n8n-guard/keystore"
 )
 
 // now returns the time a read or a sweep judges by: the injected clock,
 // or the database's.
-func (s *PostgresStore) now(ctx context.Context, q interface {
+func (s *Store) now(ctx context.Context, q interface {
 	QueryRow(context.Context, string, ...any) pgx.Row
 }) (time.Time, error) {
 	if s.clock != nil {
@@ -24,13 +25,13 @@ func (s *PostgresStore) now(ctx context.Context, q interface {
 
 // Counts implements Store. It counts rows; on a table of millions this is
 // a scan of the primary key, fine for a metrics scrape now and then.
-func (s *PostgresStore) Counts(ctx context.Context) (map[string]map[State]int, error) {
+func (s *Store) Counts(ctx context.Context) (map[string]map[keystore.State]int, error) {
 	rows, err := s.pool.Query(ctx, `SELECT namespace, state, count(*) FROM guard_keys GROUP BY namespace, state`)
 	if err != nil {
 		return nil, s.dbErr("counts", err)
 	}
 	defer rows.Close()
-	out := map[string]map[State]int{}
+	out := map[string]map[keystore.State]int{}
 	for rows.Next() {
 		var ns, st string
 		var n int64
@@ -38,9 +39,9 @@ func (s *PostgresStore) Counts(ctx context.Context) (map[string]map[State]int, e
 			return nil, s.dbErr("counts", err)
 		}
 		if out[ns] == nil {
-			out[ns] = map[State]int{}
+			out[ns] = map[keystore.State]int{}
 		}
-		out[ns][State(st)] = int(n)
+		out[ns][keystore.State(st)] = int(n)
 	}
 	if err := rows.Err(); err != nil {
 		return nil, s.dbErr("counts", err)
@@ -50,7 +51,7 @@ func (s *PostgresStore) Counts(ctx context.Context) (map[string]map[State]int, e
 
 // Destinations implements Store: every breaker with a row, and every
 // configured destination (closed until something happens to it).
-func (s *PostgresStore) Destinations(ctx context.Context) ([]Breaker, error) {
+func (s *Store) Destinations(ctx context.Context) ([]keystore.Breaker, error) {
 	now, err := s.now(ctx, s.pool)
 	if err != nil {
 		return nil, s.dbErr("destinations", err)
@@ -60,7 +61,7 @@ func (s *PostgresStore) Destinations(ctx context.Context) ([]Breaker, error) {
 		return nil, s.dbErr("destinations", err)
 	}
 	defer rows.Close()
-	var out []Breaker
+	var out []keystore.Breaker
 	for rows.Next() {
 		var dest string
 		b, _, err := scanBreaker(prefixRow{rows, []any{&dest}}, "")
@@ -73,21 +74,21 @@ func (s *PostgresStore) Destinations(ctx context.Context) ([]Breaker, error) {
 	if err := rows.Err(); err != nil {
 		return nil, s.dbErr("destinations", err)
 	}
-	return s.policies.withConfigured(out), nil
+	return s.policies.WithConfigured(out), nil
 }
 
 // Events implements Store.
-func (s *PostgresStore) Events(ctx context.Context, after uint64, limit int) ([]Event, error) {
-	limit = eventLimit(limit)
+func (s *Store) Events(ctx context.Context, after uint64, limit int) ([]keystore.Event, error) {
+	limit = keystore.EventLimit(limit)
 	rows, err := s.pool.Query(ctx, `SELECT seq, at, kind, namespace, key, attempt, owner, destination, reason, message,
 		reopens_at, paused_reserves FROM guard_events WHERE seq > $1 ORDER BY seq LIMIT $2`, int64(after), limit)
 	if err != nil {
 		return nil, s.dbErr("events", err)
 	}
 	defer rows.Close()
-	var out []Event
+	var out []keystore.Event
 	for rows.Next() {
-		var ev Event
+		var ev keystore.Event
 		var seq int64
 		var kind, reason string
 		var attempt, paused int32
@@ -95,7 +96,7 @@ func (s *PostgresStore) Events(ctx context.Context, after uint64, limit int) ([]
 			&reason, &ev.Message, &ev.ReopensAt, &paused); err != nil {
 			return nil, s.dbErr("events", err)
 		}
-		ev.Seq, ev.Kind, ev.Reason, ev.Attempt, ev.PausedReserves = uint64(seq), EventKind(kind), Reason(reason), int(attempt), int(paused)
+		ev.Seq, ev.Kind, ev.Reason, ev.Attempt, ev.PausedReserves = uint64(seq), keystore.EventKind(kind), keystore.Reason(reason), int(attempt), int(paused)
 		ev.At, ev.ReopensAt = ev.At.UTC(), utcPtr(ev.ReopensAt)
 		out = append(out, ev)
 	}
@@ -109,8 +110,8 @@ func (s *PostgresStore) Events(ctx context.Context, after uint64, limit int) ([]
 // transaction, oldest first through the partial indexes, and skips rows a
 // request holds locked (SKIP LOCKED): a sweep never makes a reserve wait,
 // and two replicas sweeping at once share the work instead of colliding.
-func (s *PostgresStore) Sweep(ctx context.Context) (SweepStats, error) {
-	var st SweepStats
+func (s *Store) Sweep(ctx context.Context) (keystore.SweepStats, error) {
+	var st keystore.SweepStats
 	passes := []struct {
 		do    func(ctx context.Context) (int, error)
 		count *int
@@ -142,10 +143,10 @@ func (s *PostgresStore) Sweep(ctx context.Context) (SweepStats, error) {
 // sweepLeases moves reservations whose lease ran out to unknown, through
 // the same decision a reserve makes. Namespaces that reclaim are left
 // alone: there the next reserve takes the key over.
-func (s *PostgresStore) sweepLeases(ctx context.Context) (int, error) {
+func (s *Store) sweepLeases(ctx context.Context) (int, error) {
 	reclaim := []string{} // not nil: NULL would exclude every row
 	for ns, p := range s.policies.Namespaces {
-		if p.OnLeaseExpiry == ExpireReclaim {
+		if p.OnLeaseExpiry == keystore.ExpireReclaim {
 			reclaim = append(reclaim, ns)
 		}
 	}
@@ -165,7 +166,7 @@ func (s *PostgresStore) sweepLeases(ctx context.Context) (int, error) {
 		return 0, err
 	}
 	type dueRow struct {
-		cur     *Record
+		cur     *keystore.Record
 		version int64
 	}
 	var due []dueRow
@@ -186,14 +187,14 @@ func (s *PostgresStore) sweepLeases(ctx context.Context) (int, error) {
 	b := &pgx.Batch{}
 	n := 0
 	for _, d := range due {
-		step, expired := decideExpireLease(d.cur, s.policies.Namespace(d.cur.Namespace), now)
+		step, expired := keystore.DecideLeaseExpiry(d.cur, s.policies.Namespace(d.cur.Namespace), now)
 		if !expired {
 			continue
 		}
-		if err := queueRecord(b, d.cur, d.version, step.record); err != nil {
+		if err := queueRecord(b, d.cur, d.version, step.Record); err != nil {
 			return 0, err
 		}
-		for _, ev := range step.events {
+		for _, ev := range step.Events {
 			queueEvent(b, ev)
 		}
 		n++
@@ -210,7 +211,7 @@ func (s *PostgresStore) sweepLeases(ctx context.Context) (int, error) {
 }
 
 // sweepExpired deletes finished records past their retention.
-func (s *PostgresStore) sweepExpired(ctx context.Context) (int, error) {
+func (s *Store) sweepExpired(ctx context.Context) (int, error) {
 	now, err := s.now(ctx, s.pool)
 	if err != nil {
 		return 0, err
@@ -227,13 +228,13 @@ func (s *PostgresStore) sweepExpired(ctx context.Context) (int, error) {
 }
 
 // sweepEvents deletes events older than EventRetention.
-func (s *PostgresStore) sweepEvents(ctx context.Context) (int, error) {
+func (s *Store) sweepEvents(ctx context.Context) (int, error) {
 	now, err := s.now(ctx, s.pool)
 	if err != nil {
 		return 0, err
 	}
 	tag, err := s.pool.Exec(ctx, `DELETE FROM guard_events WHERE seq IN (
-		SELECT seq FROM guard_events WHERE at <= $1 ORDER BY at LIMIT $2)`, now.Add(-EventRetention), s.sweepBatch)
+		SELECT seq FROM guard_events WHERE at <= $1 ORDER BY at LIMIT $2)`, now.Add(-keystore.EventRetention), s.sweepBatch)
 	if err != nil {
 		return 0, err
 	}

@@ -1,4 +1,4 @@
-package keystore
+package bolt
 
 import (
 	"fmt"
@@ -8,10 +8,11 @@ import (
 	"syscall"
 	"time"
 
-	bolt "go.etcd.io/bbolt"
+	"github.com/n8n-guard/n8n-guard/keystore"
+	bbolt "go.etcd.io/bbolt"
 )
 
-// The write path of BoltStore: two goroutines in a pipeline.
+// The write path of Store: two goroutines in a pipeline.
 //
 // The writer takes everything queued, decides and applies it in the open
 // bbolt write transaction (one group), appends the group's changes to the
@@ -33,7 +34,7 @@ import (
 // wtx is the open write transaction. Every change made through it is also
 // logged.
 type wtx struct {
-	tx    *bolt.Tx
+	tx    *bbolt.Tx
 	log   []byte     // changes of the current group
 	pub   []ovChange // the current group's changes to keys and breakers
 	start time.Time
@@ -102,7 +103,7 @@ type writerState struct {
 	timer  *time.Timer
 }
 
-var errBroken = &Error{Code: EStoreUnavailable, Message: "the store stopped after a disk error; restart n8n-guard (it applies its log on start)"}
+var errBroken = &keystore.Error{Code: keystore.EStoreUnavailable, Message: "the store stopped after a disk error; restart n8n-guard (it applies its log on start)"}
 
 // overlay holds what the syncer answered and the writer has not committed.
 type overlay struct {
@@ -142,15 +143,15 @@ func (o *overlay) reset() {
 	o.mu.Unlock()
 }
 
-func (s *BoltStore) broken() bool { return s.fatal.Load() != nil }
+func (s *Store) broken() bool { return s.fatal.Load() != nil }
 
-func (s *BoltStore) setBroken(what string, err error) {
+func (s *Store) setBroken(what string, err error) {
 	if s.fatal.CompareAndSwap(nil, &err) {
 		s.log.Error("store stopped: "+what, "err", err)
 	}
 }
 
-func (s *BoltStore) writer(ws *writerState) {
+func (s *Store) writer(ws *writerState) {
 	defer close(s.done)
 	synced := make(chan struct{})
 	go s.syncer(synced)
@@ -222,7 +223,7 @@ const maxTxLog = 256 << 10
 
 // nextOp waits for the next op. With a transaction open it waits only
 // until the transaction is due, and then returns (nil, true).
-func (s *BoltStore) nextOp(ws *writerState) (*writeOp, bool) {
+func (s *Store) nextOp(ws *writerState) (*writeOp, bool) {
 	if ws.w == nil {
 		op, ok := <-s.ops
 		return op, ok
@@ -241,13 +242,13 @@ func (s *BoltStore) nextOp(ws *writerState) (*writeOp, bool) {
 // to the syncer. Only a failed write (not a failed decision) fails the
 // group, and then every caller in it gets store_unavailable: nothing of
 // the group was saved.
-func (s *BoltStore) runGroup(ws *writerState, ops []*writeOp) {
+func (s *Store) runGroup(ws *writerState, ops []*writeOp) {
 	if len(ops) == 0 {
 		return
 	}
 	fail := func(err error) {
 		for _, op := range ops {
-			op.result, op.err = Result{}, err
+			op.result, op.err = keystore.Result{}, err
 			close(op.done)
 		}
 	}
@@ -259,7 +260,7 @@ func (s *BoltStore) runGroup(ws *writerState, ops []*writeOp) {
 		tx, err := s.db.Begin(true)
 		if err != nil {
 			s.log.Error("store write failed", "writes", len(ops), "err", err)
-			fail(&Error{Code: EStoreUnavailable, Message: "the store could not save the change; nothing was recorded"})
+			fail(&keystore.Error{Code: keystore.EStoreUnavailable, Message: "the store could not save the change; nothing was recorded"})
 			return
 		}
 		ws.w = &wtx{tx: tx, start: time.Now()}
@@ -269,7 +270,7 @@ func (s *BoltStore) runGroup(ws *writerState, ops []*writeOp) {
 	if err := s.apply(w, ops); err != nil {
 		s.log.Error("store write failed", "writes", len(ops), "err", err)
 		s.reopenTx(ws)
-		fail(&Error{Code: EStoreUnavailable, Message: "the store could not save the change; nothing was recorded"})
+		fail(&keystore.Error{Code: keystore.EStoreUnavailable, Message: "the store could not save the change; nothing was recorded"})
 		return
 	}
 	g := &group{ops: slices.Clone(ops), pub: w.pub} // the writer reuses its batch
@@ -302,7 +303,7 @@ func (s *BoltStore) runGroup(ws *writerState, ops []*writeOp) {
 	}
 }
 
-func (s *BoltStore) apply(w *wtx, ops []*writeOp) (err error) {
+func (s *Store) apply(w *wtx, ops []*writeOp) (err error) {
 	defer func() {
 		if p := recover(); p != nil {
 			err = fmt.Errorf("panic in write: %v", p)
@@ -317,7 +318,7 @@ func (s *BoltStore) apply(w *wtx, ops []*writeOp) (err error) {
 			continue
 		}
 		d, err := op.decide(w.tx, now)
-		op.result, op.err = d.st.result, err
+		op.result, op.err = d.st.Result, err
 		if err != nil {
 			continue
 		}
@@ -330,7 +331,7 @@ func (s *BoltStore) apply(w *wtx, ops []*writeOp) (err error) {
 
 // reopenTx throws away a transaction a write failed in, and applies the
 // groups logged in it again, in a new one.
-func (s *BoltStore) reopenTx(ws *writerState) {
+func (s *Store) reopenTx(ws *writerState) {
 	start := ws.w.start
 	_ = ws.w.tx.Rollback()
 	ws.w = nil
@@ -351,7 +352,7 @@ func (s *BoltStore) reopenTx(ws *writerState) {
 
 // commitTx commits the open transaction once every group in it is
 // answered, then empties the overlay and starts the log over.
-func (s *BoltStore) commitTx(ws *writerState) {
+func (s *Store) commitTx(ws *writerState) {
 	if ws.w == nil {
 		return
 	}
@@ -408,7 +409,7 @@ type syncQueue struct {
 
 // push hands g to the syncer, with the log record it appended (nil if
 // none) as record seq.
-func (s *BoltStore) push(g *group, frame []byte, seq uint64) {
+func (s *Store) push(g *group, frame []byte, seq uint64) {
 	q := &s.sq
 	q.mu.Lock()
 	defer q.mu.Unlock()
@@ -431,20 +432,20 @@ func (s *BoltStore) push(g *group, frame []byte, seq uint64) {
 }
 
 // answer publishes g's changes and wakes its callers; with err, fails them.
-func (s *BoltStore) answer(g *group, err error) {
+func (s *Store) answer(g *group, err error) {
 	if err == nil {
 		s.overlay.publish(g.pub)
 	}
 	for _, op := range g.ops {
 		if err != nil {
-			op.result, op.err = Result{}, err
+			op.result, op.err = keystore.Result{}, err
 		}
 		close(op.done)
 	}
 }
 
 // drain waits until every group handed over is answered.
-func (s *BoltStore) drain() {
+func (s *Store) drain() {
 	q := &s.sq
 	q.mu.Lock()
 	for len(q.pending) > 0 || q.syncing {
@@ -455,14 +456,14 @@ func (s *BoltStore) drain() {
 
 // restartLog makes the next record go to the start of the log. Only after
 // a commit, with nothing pending.
-func (s *BoltStore) restartLog() {
+func (s *Store) restartLog() {
 	q := &s.sq
 	q.mu.Lock()
 	q.buf, q.end = q.buf[:0], 0
 	q.mu.Unlock()
 }
 
-func (s *BoltStore) syncer(done chan<- struct{}) {
+func (s *Store) syncer(done chan<- struct{}) {
 	defer close(done)
 	q := &s.sq
 	q.mu.Lock()
@@ -513,7 +514,7 @@ func (s *BoltStore) syncer(done chan<- struct{}) {
 
 // flush commits the writes answered so far, for readers that walk the
 // committed file (listings, counts, events).
-func (s *BoltStore) flush() error {
+func (s *Store) flush() error {
 	if !s.dirty.Load() {
 		return nil
 	}
@@ -536,7 +537,7 @@ type snapshot struct {
 	needBr        bool
 }
 
-func (s *BoltStore) snapshot(ns, key, dest string) snapshot {
+func (s *Store) snapshot(ns, key, dest string) snapshot {
 	sn := snapshot{needBr: dest != ""}
 	sn.rec, sn.hasRec = s.overlay.get(bkKeys, recordKey(ns, key))
 	if dest != "" {
@@ -547,14 +548,14 @@ func (s *BoltStore) snapshot(ns, key, dest string) snapshot {
 
 // view runs fn on the snapshot: on the overlay alone when it holds all fn
 // reads (then tx is nil), else in a bbolt read transaction.
-func (sn snapshot) view(db *bolt.DB, fn func(tx *bolt.Tx) error) error {
+func (sn snapshot) view(db *bbolt.DB, fn func(tx *bbolt.Tx) error) error {
 	if sn.hasRec && (sn.hasBr || !sn.needBr) {
 		return fn(nil)
 	}
 	return db.View(fn)
 }
 
-func (sn snapshot) record(tx *bolt.Tx, ns, key string) (*Record, error) {
+func (sn snapshot) record(tx *bbolt.Tx, ns, key string) (*keystore.Record, error) {
 	if !sn.hasRec {
 		return getRecord(tx, ns, key)
 	}
@@ -564,12 +565,12 @@ func (sn snapshot) record(tx *bolt.Tx, ns, key string) (*Record, error) {
 	return decodeRecord(ns, key, sn.rec)
 }
 
-func (sn snapshot) breaker(tx *bolt.Tx, dest string) (*Breaker, []byte, error) {
+func (sn snapshot) breaker(tx *bbolt.Tx, dest string) (*keystore.Breaker, []byte, error) {
 	if !sn.hasBr {
 		return getBreaker(tx, dest)
 	}
 	if sn.br == nil {
-		return newBreaker(dest), nil, nil
+		return keystore.NewBreaker(dest), nil, nil
 	}
 	b, err := decodeBreaker(dest, sn.br)
 	return b, sn.br, err

@@ -1,4 +1,4 @@
-package keystore
+package postgres
 
 import (
 	"context"
@@ -13,16 +13,18 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/n8n-guard/n8n-guard/internal/migrate"
+	"github.com/n8n-guard/n8n-guard/keystore"
 )
 
-// PostgresOptions configure OpenPostgres.
-type PostgresOptions struct {
-	Policies Policies
+// Options configure Open.
+type Options struct {
+	Policies keystore.Policies
 	// Clock, when set, replaces the database's clock (tests pass a
 	// controllable one). When nil, every decision takes its time from the
 	// database (clock_timestamp(), read after the rows are locked), so all
 	// replicas judge leases and breaker cooldowns by one clock.
-	Clock  Clock
+	Clock  keystore.Clock
 	Logger *slog.Logger
 	// MaxConns bounds the pool (default 16, or pool_max_conns in the URL).
 	MaxConns int32
@@ -30,31 +32,31 @@ type PostgresOptions struct {
 	SweepBatch int
 }
 
-// PostgresStore is the Store on PostgreSQL, for deployments with several
+// Store is the keystore.Store on PostgreSQL, for deployments with several
 // n8n-guard processes (queue-mode workers, two hosts behind a load
 // balancer): every process on one database behaves as one.
 //
 // Every call reads the key (and the destination's breaker) and the
-// database's time, lets the state machine of this package decide, and
-// writes the step in one transaction that fails if what it read has
+// database's time, lets keystore's state machine decide, and
+// writes the Step in one transaction that fails if what it read has
 // changed meanwhile (see run). The state machine is the same one the
 // bbolt store uses; this file only loads, locks and saves. Two writers
 // that both find a key absent cannot both insert it: the primary key
 // refuses the second, which is then run again and finds the key.
-type PostgresStore struct {
+type Store struct {
 	pool       *pgxpool.Pool
-	policies   Policies
-	clock      Clock // nil: the database's clock
+	policies   keystore.Policies
+	clock      keystore.Clock // nil: the database's clock
 	log        *slog.Logger
 	sweepBatch int
 }
 
-var _ Store = (*PostgresStore)(nil)
+var _ keystore.Store = (*Store)(nil)
 
-// OpenPostgres connects to the database at url (a postgres:// URL or a
+// Open connects to the database at url (a postgres:// URL or a
 // libpq key=value string), applies the schema migrations that are missing
 // and returns the store.
-func OpenPostgres(ctx context.Context, url string, opts PostgresOptions) (*PostgresStore, error) {
+func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -81,26 +83,26 @@ func OpenPostgres(ctx context.Context, url string, opts PostgresOptions) (*Postg
 	if err != nil {
 		return nil, fmt.Errorf("open postgres store: %w", err)
 	}
-	if err := migratePostgres(ctx, pool, opts.Logger); err != nil {
+	if err := migrate.Run(ctx, pool, schema(), opts.Logger); err != nil {
 		pool.Close()
 		return nil, fmt.Errorf("open postgres store: %w", err)
 	}
-	return &PostgresStore{pool: pool, policies: opts.Policies, clock: opts.Clock, log: opts.Logger,
+	return &Store{pool: pool, policies: opts.Policies, clock: opts.Clock, log: opts.Logger,
 		sweepBatch: opts.SweepBatch}, nil
 }
 
 // Pool returns the connection pool, for packages that keep their own
 // tables in the same database.
-func (s *PostgresStore) Pool() *pgxpool.Pool { return s.pool }
+func (s *Store) Pool() *pgxpool.Pool { return s.pool }
 
 // Close closes the pool; it waits for the connections in use.
-func (s *PostgresStore) Close() error {
+func (s *Store) Close() error {
 	s.pool.Close()
 	return nil
 }
 
 // Ping reports whether the database answers.
-func (s *PostgresStore) Ping(ctx context.Context) error {
+func (s *Store) Ping(ctx context.Context) error {
 	if err := s.pool.Ping(ctx); err != nil {
 		return s.dbErr("ping", err)
 	}
@@ -123,8 +125,8 @@ const (
 )
 
 // scanRecord reads one row of pgKeyRead; nil when there is none.
-func scanRecord(row pgx.Row, ns, key string) (*Record, int64, error) {
-	r := &Record{Namespace: ns, Key: key}
+func scanRecord(row pgx.Row, ns, key string) (*keystore.Record, int64, error) {
+	r := &keystore.Record{Namespace: ns, Key: key}
 	var state, reason, via string
 	var attempt int32
 	var result, history []byte
@@ -138,7 +140,7 @@ func scanRecord(row pgx.Row, ns, key string) (*Record, int64, error) {
 	if err != nil {
 		return nil, 0, err
 	}
-	r.State, r.Attempt, r.Reason, r.Via = State(state), int(attempt), Reason(reason), Via(via)
+	r.State, r.Attempt, r.Reason, r.Via = keystore.State(state), int(attempt), keystore.Reason(reason), keystore.Via(via)
 	if len(result) > 0 {
 		r.Result = json.RawMessage(result)
 	}
@@ -146,7 +148,7 @@ func scanRecord(row pgx.Row, ns, key string) (*Record, int64, error) {
 		return nil, 0, fmt.Errorf("decode history of %s/%s: %w", ns, key, err)
 	}
 	if r.History == nil {
-		r.History = []Transition{}
+		r.History = []keystore.Transition{}
 	}
 	r.CreatedAt, r.UpdatedAt = r.CreatedAt.UTC(), r.UpdatedAt.UTC()
 	r.LeaseExpiresAt, r.ExpiresAt, r.ResolvedAt = utcPtr(r.LeaseExpiresAt), utcPtr(r.ExpiresAt), utcPtr(r.ResolvedAt)
@@ -155,18 +157,18 @@ func scanRecord(row pgx.Row, ns, key string) (*Record, int64, error) {
 
 // scanBreaker reads one row of pgBreakerCols; found is false when the
 // destination has no row (a closed breaker nothing has happened to).
-func scanBreaker(row pgx.Row, dest string) (b *Breaker, found bool, err error) {
-	b = newBreaker(dest)
+func scanBreaker(row pgx.Row, dest string) (b *keystore.Breaker, found bool, err error) {
+	b = keystore.NewBreaker(dest)
 	var state string
 	var failures, paused int32
 	err = row.Scan(&state, &b.OpenedAt, &b.ReopensAt, &failures, &paused, &b.ProbeNamespace, &b.ProbeKey, &b.ProbeUntil)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return newBreaker(dest), false, nil
+		return keystore.NewBreaker(dest), false, nil
 	}
 	if err != nil {
 		return nil, false, err
 	}
-	b.State, b.ConsecutiveFailures, b.PausedReserves = BreakerState(state), int(failures), int(paused)
+	b.State, b.ConsecutiveFailures, b.PausedReserves = keystore.BreakerState(state), int(failures), int(paused)
 	b.OpenedAt, b.ReopensAt, b.ProbeUntil = utcPtr(b.OpenedAt), utcPtr(b.ReopensAt), utcPtr(b.ProbeUntil)
 	return b, true, nil
 }
@@ -199,7 +201,7 @@ func nullBytes(b []byte) any {
 // the primary key; an update of a row another writer changed first finds
 // no row at version, and guard_expect_row aborts the transaction. Either
 // way the decision is run again on the winner's row.
-func queueRecord(b *pgx.Batch, prev *Record, version int64, next *Record) error {
+func queueRecord(b *pgx.Batch, prev *keystore.Record, version int64, next *keystore.Record) error {
 	history, err := json.Marshal(next.History)
 	if err != nil {
 		return err
@@ -226,7 +228,7 @@ func queueRecord(b *pgx.Batch, prev *Record, version int64, next *Record) error 
 }
 
 // queueBreaker queues the write of a breaker the decision changed.
-func queueBreaker(b *pgx.Batch, br *Breaker, exists bool) {
+func queueBreaker(b *pgx.Batch, br *keystore.Breaker, exists bool) {
 	args := []any{br.Destination, string(br.State), br.OpenedAt, br.ReopensAt, br.ConsecutiveFailures,
 		br.PausedReserves, br.ProbeNamespace, br.ProbeKey, br.ProbeUntil}
 	if !exists {
@@ -239,7 +241,7 @@ func queueBreaker(b *pgx.Batch, br *Breaker, exists bool) {
 
 // queueEvent appends an event. The counter row stays locked until commit,
 // so events commit in seq order (see the migration).
-func queueEvent(b *pgx.Batch, ev Event) {
+func queueEvent(b *pgx.Batch, ev keystore.Event) {
 	b.Queue(`WITH s AS (UPDATE guard_event_seq SET seq = seq + 1 RETURNING seq)
 		INSERT INTO guard_events (seq, at, kind, namespace, key, attempt, owner, destination, reason, message, reopens_at, paused_reserves)
 		SELECT s.seq, $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11 FROM s`,
@@ -249,16 +251,24 @@ func queueEvent(b *pgx.Batch, ev Event) {
 
 // breakerChanged reports whether a decision changed the breaker, so that
 // it must be written (and so locked).
-func breakerChanged(prev, next *Breaker, exists bool) bool {
+func breakerChanged(prev, next *keystore.Breaker, exists bool) bool {
 	if next == nil {
 		return false
 	}
-	if !exists && next.State == BreakerClosed && next.ConsecutiveFailures == 0 && next.PausedReserves == 0 {
+	if !exists && next.State == keystore.BreakerClosed && next.ConsecutiveFailures == 0 && next.PausedReserves == 0 {
 		return false // an idle breaker is not stored, as on bbolt
 	}
-	a, errA := encodeBreaker(prev)
-	c, errC := encodeBreaker(next)
-	return errA != nil || errC != nil || string(a) != string(c)
+	return prev == nil || prev.State != next.State || prev.ConsecutiveFailures != next.ConsecutiveFailures ||
+		prev.PausedReserves != next.PausedReserves || prev.ProbeNamespace != next.ProbeNamespace || prev.ProbeKey != next.ProbeKey ||
+		!sameTime(prev.OpenedAt, next.OpenedAt) || !sameTime(prev.ReopensAt, next.ReopensAt) || !sameTime(prev.ProbeUntil, next.ProbeUntil)
+}
+
+// sameTime compares two optional times as the database keeps them.
+func sameTime(a, b *time.Time) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	return a.Equal(*b)
 }
 
 // decision is one decide* call with what it needs to know about the key.
@@ -269,14 +279,14 @@ type decision struct {
 	dest      string
 	fromKey   bool
 	noBreaker bool // resolve: no breaker at all
-	decide    func(cur *Record, br *Breaker, now time.Time) (step, error)
+	decide    func(cur *keystore.Record, br *keystore.Breaker, now time.Time) (keystore.Step, error)
 }
 
 // what a decision read: the key's row and version, the breaker.
 type readSet struct {
-	cur      *Record
+	cur      *keystore.Record
 	version  int64
-	br       *Breaker // nil: the decision takes no breaker
+	br       *keystore.Breaker // nil: the decision takes no breaker
 	brExists bool
 	now      time.Time
 }
@@ -312,10 +322,10 @@ func (e errNeedBreakerLock) Error() string { return "breaker " + e.dest + " need
 // the key row, always in that order, so concurrent reserves of an open or
 // half-open breaker are decided one after the other (one probe only) and
 // no two transactions wait on each other in a circle.
-func (s *PostgresStore) run(ctx context.Context, d decision) (Result, error) {
+func (s *Store) run(ctx context.Context, d decision) (keystore.Result, error) {
 	lockDest, locked := "", false
 	for try := 1; ; try++ {
-		var res Result
+		var res keystore.Result
 		var err error
 		if locked {
 			res, err = s.runLocked(ctx, d, lockDest)
@@ -330,13 +340,13 @@ func (s *PostgresStore) run(ctx context.Context, d decision) (Result, error) {
 		case err != nil && retryablePg(err) && try < maxDecisionTries:
 			continue
 		case err != nil:
-			return Result{}, s.dbErr(d.op, err)
+			return keystore.Result{}, s.dbErr(d.op, err)
 		}
 		return res, nil
 	}
 }
 
-func (s *PostgresStore) runOptimistic(ctx context.Context, d decision) (Result, error) {
+func (s *Store) runOptimistic(ctx context.Context, d decision) (keystore.Result, error) {
 	b := &pgx.Batch{}
 	b.Queue(pgSelectKey, d.ns, d.key)
 	switch {
@@ -386,32 +396,32 @@ func (s *PostgresStore) runOptimistic(ctx context.Context, d decision) (Result, 
 		return err
 	}()
 	if err != nil {
-		return Result{}, err
+		return keystore.Result{}, err
 	}
 	st, err := d.decide(rs.cur, rs.br, rs.now)
 	if err != nil {
-		return Result{}, err // a domain error: nothing to write
+		return keystore.Result{}, err // a domain error: nothing to write
 	}
-	if breakerChanged(rs.br, st.breaker, rs.brExists) {
-		return Result{}, errNeedBreakerLock{st.breaker.Destination}
+	if breakerChanged(rs.br, st.Breaker, rs.brExists) {
+		return keystore.Result{}, errNeedBreakerLock{st.Breaker.Destination}
 	}
 	w := &pgx.Batch{}
 	if n, err := queueStep(w, rs, st, false); err != nil || n == 0 {
-		return st.result, err
+		return st.Result, err
 	}
 	// No BEGIN/COMMIT: the statements of one pipeline up to its Sync are
 	// one implicit transaction, committed at the Sync or rolled back
 	// whole by the first error. Two statements fewer per write.
 	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer cancel()
-	return st.result, s.pool.SendBatch(wctx, w).Close()
+	return st.Result, s.pool.SendBatch(wctx, w).Close()
 }
 
 // runLocked locks the breaker of lockDest, then the key, and decides.
-func (s *PostgresStore) runLocked(ctx context.Context, d decision, lockDest string) (res Result, err error) {
+func (s *Store) runLocked(ctx context.Context, d decision, lockDest string) (res keystore.Result, err error) {
 	conn, err := s.pool.Acquire(ctx)
 	if err != nil {
-		return Result{}, err
+		return keystore.Result{}, err
 	}
 	// A connection released inside a transaction is closed by the pool
 	// (which rolls back); the explicit rollback keeps it.
@@ -453,36 +463,36 @@ func (s *PostgresStore) runLocked(ctx context.Context, d decision, lockDest stri
 		return err
 	}()
 	if err != nil {
-		return Result{}, err
+		return keystore.Result{}, err
 	}
 	if d.fromKey {
 		switch {
 		case rs.cur == nil || rs.cur.Destination == "":
 			rs.br = nil
 		case rs.cur.Destination != lockDest:
-			return Result{}, errNeedBreakerLock{rs.cur.Destination}
+			return keystore.Result{}, errNeedBreakerLock{rs.cur.Destination}
 		}
 	}
 	st, err := d.decide(rs.cur, rs.br, rs.now)
 	if err != nil {
-		return Result{}, err
+		return keystore.Result{}, err
 	}
-	changed := breakerChanged(rs.br, st.breaker, rs.brExists)
-	if changed && st.breaker.Destination != lockDest {
-		return Result{}, errNeedBreakerLock{st.breaker.Destination}
+	changed := breakerChanged(rs.br, st.Breaker, rs.brExists)
+	if changed && st.Breaker.Destination != lockDest {
+		return keystore.Result{}, errNeedBreakerLock{st.Breaker.Destination}
 	}
 	w := &pgx.Batch{}
 	if n, err := queueStep(w, rs, st, changed); err != nil || n == 0 {
-		return st.result, err // nothing to write: the deferred rollback releases the locks
+		return st.Result, err // nothing to write: the deferred rollback releases the locks
 	}
 	if err := s.commitOn(ctx, d, conn.Conn(), w); err != nil {
-		return Result{}, err
+		return keystore.Result{}, err
 	}
 	open = false
-	return st.result, nil
+	return st.Result, nil
 }
 
-func (s *PostgresStore) scanNow(br pgx.BatchResults) (time.Time, error) {
+func (s *Store) scanNow(br pgx.BatchResults) (time.Time, error) {
 	if s.clock != nil {
 		return s.clock().UTC().Truncate(time.Millisecond), nil
 	}
@@ -491,19 +501,19 @@ func (s *PostgresStore) scanNow(br pgx.BatchResults) (time.Time, error) {
 	return now.UTC().Truncate(time.Millisecond), err
 }
 
-// queueStep queues the writes of a step in lock order: breaker, key,
+// queueStep queues the writes of a Step in lock order: breaker, key,
 // events (whose counter row is locked last). It returns how many.
-func queueStep(w *pgx.Batch, rs readSet, st step, writeBreaker bool) (int, error) {
+func queueStep(w *pgx.Batch, rs readSet, st keystore.Step, writeBreaker bool) (int, error) {
 	n := w.Len()
 	if writeBreaker {
-		queueBreaker(w, st.breaker, rs.brExists)
+		queueBreaker(w, st.Breaker, rs.brExists)
 	}
-	if st.record != nil {
-		if err := queueRecord(w, rs.cur, rs.version, st.record); err != nil {
+	if st.Record != nil {
+		if err := queueRecord(w, rs.cur, rs.version, st.Record); err != nil {
 			return 0, err
 		}
 	}
-	for _, ev := range st.events {
+	for _, ev := range st.Events {
 		queueEvent(w, ev)
 	}
 	return w.Len() - n, nil
@@ -514,7 +524,7 @@ func queueStep(w *pgx.Batch, rs readSet, st step, writeBreaker bool) (int, error
 // even if the caller has gone (here and in runOptimistic): an accepted
 // reservation nobody hears about would hold the key until its lease runs
 // out.
-func (s *PostgresStore) commitOn(ctx context.Context, d decision, conn *pgx.Conn, w *pgx.Batch) error {
+func (s *Store) commitOn(ctx context.Context, d decision, conn *pgx.Conn, w *pgx.Batch) error {
 	var tag pgconn.CommandTag
 	w.Queue("COMMIT").Exec(func(ct pgconn.CommandTag) error { tag = ct; return nil })
 	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
@@ -547,8 +557,8 @@ func retryablePg(err error) bool {
 // dbErr turns a database error into the domain's: domain errors pass
 // through, an unreachable database is store_unavailable, anything else is
 // internal. Details go to the log, never to the caller.
-func (s *PostgresStore) dbErr(op string, err error) error {
-	var de *Error
+func (s *Store) dbErr(op string, err error) error {
+	var de *keystore.Error
 	if errors.As(err, &de) {
 		return err
 	}
@@ -565,97 +575,97 @@ func (s *PostgresStore) dbErr(op string, err error) error {
 		}
 	}
 	s.log.Error("postgres store unavailable", "op", op, "err", err)
-	return &Error{Code: EStoreUnavailable, Message: "the store (PostgreSQL) could not be reached or did not confirm the change"}
+	return &keystore.Error{Code: keystore.EStoreUnavailable, Message: "the store (PostgreSQL) could not be reached or did not confirm the change"}
 }
 
 // Reserve implements Store.
-func (s *PostgresStore) Reserve(ctx context.Context, req ReserveRequest) (Result, error) {
-	req, fp, err := req.normalize()
+func (s *Store) Reserve(ctx context.Context, req keystore.ReserveRequest) (keystore.Result, error) {
+	req, fp, err := req.Normalize()
 	if err != nil {
-		return Result{}, err
+		return keystore.Result{}, err
 	}
 	np := s.policies.Namespace(req.Namespace)
 	return s.run(ctx, decision{op: "reserve", ns: req.Namespace, key: req.Key, dest: req.Destination,
-		decide: func(cur *Record, br *Breaker, now time.Time) (step, error) {
-			return decideReserve(cur, br, req, fp, np, now)
+		decide: func(cur *keystore.Record, br *keystore.Breaker, now time.Time) (keystore.Step, error) {
+			return keystore.DecideReserve(cur, br, req, fp, np, now)
 		}})
 }
 
 // Complete implements Store.
-func (s *PostgresStore) Complete(ctx context.Context, req CompleteRequest) (Result, error) {
-	req, err := req.normalize()
+func (s *Store) Complete(ctx context.Context, req keystore.CompleteRequest) (keystore.Result, error) {
+	req, err := req.Normalize()
 	if err != nil {
-		return Result{}, err
+		return keystore.Result{}, err
 	}
 	np := s.policies.Namespace(req.Namespace)
 	return s.run(ctx, decision{op: "complete", ns: req.Namespace, key: req.Key, fromKey: true,
-		decide: func(cur *Record, br *Breaker, now time.Time) (step, error) {
-			return decideComplete(cur, br, req, np, now)
+		decide: func(cur *keystore.Record, br *keystore.Breaker, now time.Time) (keystore.Step, error) {
+			return keystore.DecideComplete(cur, br, req, np, now)
 		}})
 }
 
 // Fail implements Store.
-func (s *PostgresStore) Fail(ctx context.Context, req FailRequest) (Result, error) {
-	req, err := req.normalize()
+func (s *Store) Fail(ctx context.Context, req keystore.FailRequest) (keystore.Result, error) {
+	req, err := req.Normalize()
 	if err != nil {
-		return Result{}, err
+		return keystore.Result{}, err
 	}
 	np := s.policies.Namespace(req.Namespace)
 	return s.run(ctx, decision{op: "fail", ns: req.Namespace, key: req.Key, fromKey: true,
-		decide: func(cur *Record, br *Breaker, now time.Time) (step, error) {
-			return decideFail(cur, br, req, np, s.policies.breakerPolicy(br), now)
+		decide: func(cur *keystore.Record, br *keystore.Breaker, now time.Time) (keystore.Step, error) {
+			return keystore.DecideFail(cur, br, req, np, s.policies.BreakerPolicy(br), now)
 		}})
 }
 
 // Resolve implements Store.
-func (s *PostgresStore) Resolve(ctx context.Context, req ResolveRequest) (Result, error) {
-	req, err := req.normalize()
+func (s *Store) Resolve(ctx context.Context, req keystore.ResolveRequest) (keystore.Result, error) {
+	req, err := req.Normalize()
 	if err != nil {
-		return Result{}, err
+		return keystore.Result{}, err
 	}
 	np := s.policies.Namespace(req.Namespace)
 	return s.run(ctx, decision{op: "resolve", ns: req.Namespace, key: req.Key, fromKey: true, noBreaker: true,
-		decide: func(cur *Record, _ *Breaker, now time.Time) (step, error) {
-			return decideResolve(cur, req, np, now)
+		decide: func(cur *keystore.Record, _ *keystore.Breaker, now time.Time) (keystore.Step, error) {
+			return keystore.DecideResolve(cur, req, np, now)
 		}})
 }
 
 // Lookup implements Store.
-func (s *PostgresStore) Lookup(ctx context.Context, ns, key string) (Result, error) {
-	key, err := checkIdentity(ns, key)
+func (s *Store) Lookup(ctx context.Context, ns, key string) (keystore.Result, error) {
+	key, err := keystore.CheckIdentity(ns, key)
 	if err != nil {
-		return Result{}, err
+		return keystore.Result{}, err
 	}
 	cur, _, err := scanRecord(s.pool.QueryRow(ctx, pgSelectKey, ns, key), ns, key)
 	if err != nil {
-		return Result{}, s.dbErr("lookup", err)
+		return keystore.Result{}, s.dbErr("lookup", err)
 	}
 	if cur == nil {
-		return Result{Namespace: ns, Key: key, Outcome: OutcomeAbsent}, nil
+		return keystore.Result{Namespace: ns, Key: key, Outcome: keystore.OutcomeAbsent}, nil
 	}
-	return Result{Namespace: ns, Key: key, Outcome: OutcomeFound, Record: cur}, nil
+	return keystore.Result{Namespace: ns, Key: key, Outcome: keystore.OutcomeFound, Record: cur}, nil
 }
 
 // List implements Store. Records come in (namespace, key) order, bytewise;
 // the cursor is the last key of the page, as on bbolt.
-func (s *PostgresStore) List(ctx context.Context, q ListQuery) (Page, error) {
-	q, err := q.normalize()
+func (s *Store) List(ctx context.Context, q keystore.ListQuery) (keystore.Page, error) {
+	q, err := q.Normalize()
 	if err != nil {
-		return Page{}, err
+		return keystore.Page{}, err
 	}
 	var afterNS, afterKey string
 	hasCursor := q.Cursor != ""
 	if hasCursor {
 		raw, err := base64.RawURLEncoding.DecodeString(q.Cursor)
 		if err != nil {
-			return Page{}, invalid("cursor", "cursor", "cursor is not one this server returned")
+			return keystore.Page{}, keystore.InvalidField("cursor", "cursor", "cursor is not one this server returned")
 		}
 		var ok bool
 		if afterNS, afterKey, ok = strings.Cut(string(raw), "\x00"); !ok {
-			return Page{}, invalid("cursor", "cursor", "cursor is not one this server returned")
+			return keystore.Page{}, keystore.InvalidField("cursor", "cursor", "cursor is not one this server returned")
 		}
 		if q.Namespace != "" && afterNS != q.Namespace {
-			return Page{}, invalid("cursor", "cursor", "cursor belongs to another listing")
+			return keystore.Page{}, keystore.InvalidField("cursor", "cursor", "cursor belongs to another listing")
 		}
 	}
 	sql := `SELECT namespace, key, ` + pgKeyRead + ` FROM guard_keys WHERE true`
@@ -663,7 +673,7 @@ func (s *PostgresStore) List(ctx context.Context, q ListQuery) (Page, error) {
 	arg := func(v any) string { args = append(args, v); return fmt.Sprintf("$%d", len(args)) }
 	if q.State != "" {
 		sql += ` AND state = ` + arg(string(q.State))
-		if openState(q.State) {
+		if q.State != keystore.StateCompleted {
 			sql += ` AND state <> 'completed'` // lets the planner use the open-states index
 		}
 	}
@@ -676,10 +686,10 @@ func (s *PostgresStore) List(ctx context.Context, q ListQuery) (Page, error) {
 	sql += ` ORDER BY namespace, key LIMIT ` + arg(q.Limit+1)
 	rows, err := s.pool.Query(ctx, sql, args...)
 	if err != nil {
-		return Page{}, s.dbErr("list", err)
+		return keystore.Page{}, s.dbErr("list", err)
 	}
 	defer rows.Close()
-	var page Page
+	var page keystore.Page
 	for rows.Next() {
 		if len(page.Items) == q.Limit {
 			last := page.Items[len(page.Items)-1]
@@ -689,13 +699,13 @@ func (s *PostgresStore) List(ctx context.Context, q ListQuery) (Page, error) {
 		var ns, key string
 		r, _, err := scanRecord(prefixRow{rows, []any{&ns, &key}}, "", "")
 		if err != nil {
-			return Page{}, s.dbErr("list", err)
+			return keystore.Page{}, s.dbErr("list", err)
 		}
 		r.Namespace, r.Key = ns, key
 		page.Items = append(page.Items, r)
 	}
 	if err := rows.Err(); err != nil {
-		return Page{}, s.dbErr("list", err)
+		return keystore.Page{}, s.dbErr("list", err)
 	}
 	return page, nil
 }

@@ -1,4 +1,4 @@
-package keystore
+package bolt
 
 import (
 	"bytes"
@@ -6,16 +6,17 @@ import (
 	"encoding/binary"
 	"time"
 
-	bolt "go.etcd.io/bbolt"
+	"github.com/n8n-guard/n8n-guard/keystore"
+	bbolt "go.etcd.io/bbolt"
 )
 
 // Counts implements Store.
-func (s *BoltStore) Counts(context.Context) (map[string]map[State]int, error) {
+func (s *Store) Counts(context.Context) (map[string]map[keystore.State]int, error) {
 	if err := s.flush(); err != nil {
 		return nil, err
 	}
-	out := map[string]map[State]int{}
-	err := s.db.View(func(tx *bolt.Tx) error {
+	out := map[string]map[keystore.State]int{}
+	err := s.db.View(func(tx *bbolt.Tx) error {
 		return tx.Bucket(bucketCounts).ForEach(func(k, v []byte) error {
 			i := bytes.IndexByte(k, 0)
 			if i < 0 || i+2 != len(k) || len(v) != 8 {
@@ -23,7 +24,7 @@ func (s *BoltStore) Counts(context.Context) (map[string]map[State]int, error) {
 			}
 			ns := string(k[:i])
 			if out[ns] == nil {
-				out[ns] = map[State]int{}
+				out[ns] = map[keystore.State]int{}
 			}
 			out[ns][stateByCode[k[i+1]]] = int(binary.BigEndian.Uint64(v))
 			return nil
@@ -34,13 +35,13 @@ func (s *BoltStore) Counts(context.Context) (map[string]map[State]int, error) {
 
 // Destinations implements Store: every breaker that has state, and every
 // configured destination (closed until something happens to it).
-func (s *BoltStore) Destinations(context.Context) ([]Breaker, error) {
+func (s *Store) Destinations(context.Context) ([]keystore.Breaker, error) {
 	now := s.now()
 	if err := s.flush(); err != nil {
 		return nil, err
 	}
-	var out []Breaker
-	err := s.db.View(func(tx *bolt.Tx) error {
+	var out []keystore.Breaker
+	err := s.db.View(func(tx *bbolt.Tx) error {
 		return tx.Bucket(bucketBreakers).ForEach(func(k, v []byte) error {
 			b, err := decodeBreaker(string(k), v)
 			if err != nil {
@@ -53,17 +54,17 @@ func (s *BoltStore) Destinations(context.Context) ([]Breaker, error) {
 	if err != nil {
 		return nil, s.readErr(err)
 	}
-	return s.policies.withConfigured(out), nil
+	return s.policies.WithConfigured(out), nil
 }
 
 // Events implements Store.
-func (s *BoltStore) Events(_ context.Context, after uint64, limit int) ([]Event, error) {
-	limit = eventLimit(limit)
+func (s *Store) Events(_ context.Context, after uint64, limit int) ([]keystore.Event, error) {
+	limit = keystore.EventLimit(limit)
 	if err := s.flush(); err != nil {
 		return nil, err
 	}
-	var out []Event
-	err := s.db.View(func(tx *bolt.Tx) error {
+	var out []keystore.Event
+	err := s.db.View(func(tx *bbolt.Tx) error {
 		c := tx.Bucket(bucketEvents).Cursor()
 		for k, v := c.Seek(u64(after + 1)); k != nil && len(out) < limit; k, v = c.Next() {
 			ev, err := decodeEvent(binary.BigEndian.Uint64(k), v)
@@ -84,8 +85,8 @@ const sweepTxBudget = 20 * time.Millisecond
 
 // Sweep implements Store. It walks the time-ordered indexes from their
 // oldest entry, so it touches only what is due.
-func (s *BoltStore) Sweep(ctx context.Context) (SweepStats, error) {
-	var st SweepStats
+func (s *Store) Sweep(ctx context.Context) (keystore.SweepStats, error) {
+	var st keystore.SweepStats
 	passes := []struct {
 		bucket []byte
 		do     func(w *wtx, k []byte, now time.Time) (bool, error)
@@ -117,7 +118,7 @@ func (s *BoltStore) Sweep(ctx context.Context) (SweepStats, error) {
 // sweepBatch runs one short group in the write transaction over the
 // oldest entries of an index; the writer decides nothing else meanwhile. do returns false when the entry is not due yet: the rest are not
 // either, since the index is ordered by time.
-func (s *BoltStore) sweepBatch(bucket []byte, do func(*wtx, []byte, time.Time) (bool, error)) (n int, more bool, took time.Duration, err error) {
+func (s *Store) sweepBatch(bucket []byte, do func(*wtx, []byte, time.Time) (bool, error)) (n int, more bool, took time.Duration, err error) {
 	err = s.change(func(w *wtx, now time.Time) error {
 		start := time.Now()
 		c := w.tx.Bucket(bucket).Cursor()
@@ -155,7 +156,7 @@ func dueAt(k []byte) int64 { return int64(binary.BigEndian.Uint64(k[:8])) }
 
 // dueRecord reads the record a time-index entry points at, once the entry
 // is due.
-func dueRecord(tx *bolt.Tx, k []byte, now time.Time) (cur *Record, due bool, err error) {
+func dueRecord(tx *bbolt.Tx, k []byte, now time.Time) (cur *keystore.Record, due bool, err error) {
 	if dueAt(k) > ms(now) {
 		return nil, false, nil
 	}
@@ -164,16 +165,16 @@ func dueRecord(tx *bolt.Tx, k []byte, now time.Time) (cur *Record, due bool, err
 	return cur, err == nil, err
 }
 
-func (s *BoltStore) sweepLease(w *wtx, k []byte, now time.Time) (bool, error) {
+func (s *Store) sweepLease(w *wtx, k []byte, now time.Time) (bool, error) {
 	cur, due, err := dueRecord(w.tx, k, now)
 	if !due {
 		return false, err
 	}
-	var np NamespacePolicy
+	var np keystore.NamespacePolicy
 	if cur != nil {
 		np = s.policies.Namespace(cur.Namespace)
 	}
-	st, expired := decideExpireLease(cur, np, now)
+	st, expired := keystore.DecideLeaseExpiry(cur, np, now)
 	if !expired {
 		// reclaim namespaces: the next reserve takes the key over; a
 		// stale entry (no longer reserved) is just dropped.
@@ -182,7 +183,7 @@ func (s *BoltStore) sweepLease(w *wtx, k []byte, now time.Time) (bool, error) {
 	return true, applyStep(w, cur, nil, st)
 }
 
-func (s *BoltStore) sweepExpired(w *wtx, k []byte, now time.Time) (bool, error) {
+func (s *Store) sweepExpired(w *wtx, k []byte, now time.Time) (bool, error) {
 	cur, due, err := dueRecord(w.tx, k, now)
 	if !due {
 		return false, err
@@ -194,12 +195,12 @@ func (s *BoltStore) sweepExpired(w *wtx, k []byte, now time.Time) (bool, error) 
 	return true, deleteRecord(w, cur)
 }
 
-func (s *BoltStore) sweepEvent(w *wtx, k []byte, now time.Time) (bool, error) {
+func (s *Store) sweepEvent(w *wtx, k []byte, now time.Time) (bool, error) {
 	ev, err := decodeEvent(binary.BigEndian.Uint64(k), w.tx.Bucket(bucketEvents).Get(k))
 	if err != nil {
 		return false, err
 	}
-	if now.Sub(ev.At) < EventRetention {
+	if now.Sub(ev.At) < keystore.EventRetention {
 		return false, nil
 	}
 	return true, w.delete(bkEvents, k)

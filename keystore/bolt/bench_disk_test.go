@@ -1,4 +1,4 @@
-package keystore
+package bolt
 
 import (
 	"context"
@@ -11,7 +11,8 @@ import (
 	"testing"
 	"time"
 
-	bolt "go.etcd.io/bbolt"
+	"github.com/n8n-guard/n8n-guard/keystore"
+	bbolt "go.etcd.io/bbolt"
 )
 
 // benchRecords is the record count of the disk benchmarks (1M by default;
@@ -33,7 +34,7 @@ func benchRecords(b *testing.B) int {
 func BenchmarkDiskBytesPerRecord(b *testing.B) {
 	n := benchRecords(b)
 	path := filepath.Join(b.TempDir(), "n8n-guard.db")
-	s, err := OpenBolt(path, BoltOptions{})
+	s, err := Open(path, Options{})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -50,12 +51,12 @@ func BenchmarkDiskBytesPerRecord(b *testing.B) {
 					return
 				}
 				key := fmt.Sprintf("evt_%016x", uint64(i)*0x9E3779B97F4A7C15) // spread like real event IDs
-				r, err := s.Reserve(ctx, ReserveRequest{Namespace: "crm-contacts", Key: key, Owner: "n8n exec 4711"})
+				r, err := s.Reserve(ctx, keystore.ReserveRequest{Namespace: "crm-contacts", Key: key, Owner: "n8n exec 4711"})
 				if err != nil {
 					b.Error(err)
 					return
 				}
-				if _, err := s.Complete(ctx, CompleteRequest{Namespace: "crm-contacts", Key: key, Token: r.Token, ResultRef: "crm-contact-" + strconv.FormatInt(i, 10)}); err != nil {
+				if _, err := s.Complete(ctx, keystore.CompleteRequest{Namespace: "crm-contacts", Key: key, Token: r.Token, ResultRef: "crm-contact-" + strconv.FormatInt(i, 10)}); err != nil {
 					b.Error(err)
 					return
 				}
@@ -84,7 +85,7 @@ func BenchmarkSweep1M(b *testing.B) {
 	n := benchRecords(b)
 	clock := time.Date(2026, 11, 30, 9, 0, 0, 0, time.UTC)
 	now := func() time.Time { return clock }
-	s, err := OpenBolt(filepath.Join(b.TempDir(), "n8n-guard.db"), BoltOptions{Clock: now})
+	s, err := Open(filepath.Join(b.TempDir(), "n8n-guard.db"), Options{Clock: now})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -92,18 +93,18 @@ func BenchmarkSweep1M(b *testing.B) {
 	np := s.policies.Namespace("crm-contacts")
 	// Load directly in large transactions: this benchmark is about the sweep.
 	for start := 0; start < n; start += 20000 {
-		err := s.db.Update(func(tx *bolt.Tx) error {
+		err := s.db.Update(func(tx *bbolt.Tx) error {
 			for i := start; i < min(start+20000, n); i++ {
 				key := fmt.Sprintf("evt_%016x", uint64(i)*0x9E3779B97F4A7C15)
-				st, err := decideReserve(nil, nil, ReserveRequest{Namespace: "crm-contacts", Key: key, Owner: "n8n exec 4711"}, nil, np, clock)
+				st, err := keystore.DecideReserve(nil, nil, keystore.ReserveRequest{Namespace: "crm-contacts", Key: key, Owner: "n8n exec 4711"}, nil, np, clock)
 				if err != nil {
 					return err
 				}
-				done, err := decideComplete(st.record, nil, CompleteRequest{Namespace: "crm-contacts", Key: key, ResultRef: "crm-1", Via: ViaPrimary, Token: st.result.Token}, np, clock)
+				done, err := keystore.DecideComplete(st.Record, nil, keystore.CompleteRequest{Namespace: "crm-contacts", Key: key, ResultRef: "crm-1", Via: keystore.ViaPrimary, Token: st.Result.Token}, np, clock)
 				if err != nil {
 					return err
 				}
-				if err := putRecord(&wtx{tx: tx}, nil, done.record); err != nil {
+				if err := putRecord(&wtx{tx: tx}, nil, done.Record); err != nil {
 					return err
 				}
 			}
@@ -127,7 +128,7 @@ func BenchmarkSweep1M(b *testing.B) {
 			default:
 			}
 			t0 := time.Now()
-			if _, err := s.Reserve(context.Background(), ReserveRequest{Namespace: "live", Key: fmt.Sprintf("k%d", i)}); err != nil {
+			if _, err := s.Reserve(context.Background(), keystore.ReserveRequest{Namespace: "live", Key: fmt.Sprintf("k%d", i)}); err != nil {
 				b.Error(err)
 				return
 			}

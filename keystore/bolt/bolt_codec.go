@@ -1,4 +1,4 @@
-package keystore
+package bolt
 
 import (
 	"encoding/binary"
@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/fxamacker/cbor/v2"
+	"github.com/n8n-guard/n8n-guard/keystore"
 )
 
 // On disk a record is a CBOR array (no field names). Times are Unix
@@ -50,10 +51,10 @@ type diskTransition struct {
 
 const ownerNone = "\x00"
 
-var eventCodes = map[string]uint8{EventReserved: 1, EventCompleted: 2, EventFailed: 3, EventUnknown: 4, EventLeaseExpired: 5, EventResolved: 6}
-var eventByCode = map[uint8]string{1: EventReserved, 2: EventCompleted, 3: EventFailed, 4: EventUnknown, 5: EventLeaseExpired, 6: EventResolved}
-var viaCodes = map[Via]uint8{"": 0, ViaPrimary: 1, ViaFallback: 2}
-var viaByCode = map[uint8]Via{0: "", 1: ViaPrimary, 2: ViaFallback}
+var eventCodes = map[string]uint8{keystore.EventReserved: 1, keystore.EventCompleted: 2, keystore.EventFailed: 3, keystore.EventUnknown: 4, keystore.EventLeaseExpired: 5, keystore.EventResolved: 6}
+var eventByCode = map[uint8]string{1: keystore.EventReserved, 2: keystore.EventCompleted, 3: keystore.EventFailed, 4: keystore.EventUnknown, 5: keystore.EventLeaseExpired, 6: keystore.EventResolved}
+var viaCodes = map[keystore.Via]uint8{"": 0, keystore.ViaPrimary: 1, keystore.ViaFallback: 2}
+var viaByCode = map[uint8]keystore.Via{0: "", 1: keystore.ViaPrimary, 2: keystore.ViaFallback}
 
 type diskBreaker struct {
 	_              struct{} `cbor:",toarray"`
@@ -82,8 +83,8 @@ type diskEvent struct {
 	Paused      uint32
 }
 
-var stateCodes = map[State]uint8{StateReserved: 1, StateCompleted: 2, StateFailed: 3, StateUnknown: 4}
-var stateByCode = map[uint8]State{1: StateReserved, 2: StateCompleted, 3: StateFailed, 4: StateUnknown}
+var stateCodes = map[keystore.State]uint8{keystore.StateReserved: 1, keystore.StateCompleted: 2, keystore.StateFailed: 3, keystore.StateUnknown: 4}
+var stateByCode = map[uint8]keystore.State{1: keystore.StateReserved, 2: keystore.StateCompleted, 3: keystore.StateFailed, 4: keystore.StateUnknown}
 
 func ms(t time.Time) int64 { return t.UnixMilli() }
 
@@ -135,7 +136,7 @@ func fromOffset(v, base int64) *time.Time {
 // UTF-8: one bad record must not make a key, a listing or the sweeper fail.
 var decMode, _ = cbor.DecOptions{UTF8: cbor.UTF8DecodeInvalid}.DecMode()
 
-func encodeRecord(r *Record) ([]byte, error) {
+func encodeRecord(r *keystore.Record) ([]byte, error) {
 	base := ms(r.CreatedAt)
 	d := diskRecord{
 		State: stateCodes[r.State], Attempt: uint32(r.Attempt), Owner: r.Owner, Lease: offset(r.LeaseExpiresAt, base),
@@ -163,7 +164,7 @@ func encodeRecord(r *Record) ([]byte, error) {
 	return cbor.Marshal(d)
 }
 
-func decodeRecord(ns, key string, b []byte) (*Record, error) {
+func decodeRecord(ns, key string, b []byte) (*keystore.Record, error) {
 	var d diskRecord
 	if err := decMode.Unmarshal(b, &d); err != nil {
 		return nil, fmt.Errorf("decode record %s/%s: %w", ns, key, err)
@@ -173,15 +174,15 @@ func decodeRecord(ns, key string, b []byte) (*Record, error) {
 		return nil, fmt.Errorf("decode record %s/%s: unknown state code %d", ns, key, d.State)
 	}
 	base := d.Created
-	r := &Record{
+	r := &keystore.Record{
 		Namespace: ns, Key: key, State: state, Attempt: int(d.Attempt), Owner: d.Owner,
 		LeaseExpiresAt: fromOffset(d.Lease, base), ResultRef: d.ResultRef, Result: d.Result,
-		Reason: Reason(d.Reason), Message: d.Message, Retryable: d.Retryable, Via: viaByCode[d.Via],
+		Reason: keystore.Reason(d.Reason), Message: d.Message, Retryable: d.Retryable, Via: viaByCode[d.Via],
 		Destination: d.Destination, CreatedAt: fromMs(base), UpdatedAt: updatedAt(d.Updated, base),
 		ExpiresAt: fromOffset(d.Expires, base), ResolvedBy: d.ResolvedBy, ResolvedAt: fromOffset(d.ResolvedAt, base),
 		Note: d.Note, Fingerprint: d.Fingerprint, TokenHash: d.TokenHash,
 	}
-	r.History = make([]Transition, len(d.History))
+	r.History = make([]keystore.Transition, len(d.History))
 	for i, h := range d.History {
 		by := h.By
 		switch by {
@@ -190,7 +191,7 @@ func decodeRecord(ns, key string, b []byte) (*Record, error) {
 		case ownerNone:
 			by = ""
 		}
-		r.History[i] = Transition{At: fromMs(base + h.At), Event: eventByCode[h.Event], Attempt: int(h.Attempt), By: by, Detail: h.Detail}
+		r.History[i] = keystore.Transition{At: fromMs(base + h.At), Event: eventByCode[h.Event], Attempt: int(h.Attempt), By: by, Detail: h.Detail}
 	}
 	return r, nil
 }
@@ -202,35 +203,35 @@ func updatedAt(v, base int64) time.Time {
 	return fromMs(base)
 }
 
-func encodeBreaker(b *Breaker) ([]byte, error) {
+func encodeBreaker(b *keystore.Breaker) ([]byte, error) {
 	return cbor.Marshal(diskBreaker{State: string(b.State), OpenedAt: msPtr(b.OpenedAt), ReopensAt: msPtr(b.ReopensAt),
 		Failures: uint32(b.ConsecutiveFailures), Paused: uint32(b.PausedReserves),
 		ProbeNamespace: b.ProbeNamespace, ProbeKey: b.ProbeKey, ProbeUntil: msPtr(b.ProbeUntil)})
 }
 
-func decodeBreaker(dest string, v []byte) (*Breaker, error) {
+func decodeBreaker(dest string, v []byte) (*keystore.Breaker, error) {
 	var d diskBreaker
 	if err := decMode.Unmarshal(v, &d); err != nil {
 		return nil, fmt.Errorf("decode breaker %s: %w", dest, err)
 	}
-	return &Breaker{Destination: dest, State: BreakerState(d.State), OpenedAt: fromMsPtr(d.OpenedAt),
+	return &keystore.Breaker{Destination: dest, State: keystore.BreakerState(d.State), OpenedAt: fromMsPtr(d.OpenedAt),
 		ReopensAt: fromMsPtr(d.ReopensAt), ConsecutiveFailures: int(d.Failures), PausedReserves: int(d.Paused),
 		ProbeNamespace: d.ProbeNamespace, ProbeKey: d.ProbeKey, ProbeUntil: fromMsPtr(d.ProbeUntil)}, nil
 }
 
-func encodeEvent(e Event) ([]byte, error) {
+func encodeEvent(e keystore.Event) ([]byte, error) {
 	return cbor.Marshal(diskEvent{At: ms(e.At), Kind: string(e.Kind), Namespace: e.Namespace, Key: e.Key,
 		Attempt: uint32(e.Attempt), Owner: e.Owner, Destination: e.Destination, Reason: string(e.Reason),
 		Message: e.Message, ReopensAt: msPtr(e.ReopensAt), Paused: uint32(e.PausedReserves)})
 }
 
-func decodeEvent(seq uint64, v []byte) (Event, error) {
+func decodeEvent(seq uint64, v []byte) (keystore.Event, error) {
 	var d diskEvent
 	if err := decMode.Unmarshal(v, &d); err != nil {
-		return Event{}, fmt.Errorf("decode event %d: %w", seq, err)
+		return keystore.Event{}, fmt.Errorf("decode event %d: %w", seq, err)
 	}
-	return Event{Seq: seq, At: fromMs(d.At), Kind: EventKind(d.Kind), Namespace: d.Namespace, Key: d.Key,
-		Attempt: int(d.Attempt), Owner: d.Owner, Destination: d.Destination, Reason: Reason(d.Reason),
+	return keystore.Event{Seq: seq, At: fromMs(d.At), Kind: keystore.EventKind(d.Kind), Namespace: d.Namespace, Key: d.Key,
+		Attempt: int(d.Attempt), Owner: d.Owner, Destination: d.Destination, Reason: keystore.Reason(d.Reason),
 		Message: d.Message, ReopensAt: fromMsPtr(d.ReopensAt), PausedReserves: int(d.Paused)}, nil
 }
 

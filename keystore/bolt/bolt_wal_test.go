@@ -1,4 +1,4 @@
-package keystore
+package bolt
 
 import (
 	"bytes"
@@ -12,7 +12,8 @@ import (
 	"testing"
 	"time"
 
-	bolt "go.etcd.io/bbolt"
+	"github.com/n8n-guard/n8n-guard/keystore"
+	bbolt "go.etcd.io/bbolt"
 )
 
 func TestParseWAL(t *testing.T) {
@@ -60,23 +61,23 @@ func TestRestoredBackupIgnoresNewerLog(t *testing.T) {
 	ctx := context.Background()
 	for _, tc := range []struct {
 		name string
-		opts BoltOptions
+		opts Options
 		n    int
 	}{
-		{"many commits since the copy", BoltOptions{CommitInterval: time.Millisecond}, 200},
-		{"one open transaction since the copy", BoltOptions{CommitInterval: time.Hour}, 1},
+		{"many commits since the copy", Options{CommitInterval: time.Millisecond}, 200},
+		{"one open transaction since the copy", Options{CommitInterval: time.Hour}, 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			path := filepath.Join(t.TempDir(), "n8n-guard.db")
-			open := func(o BoltOptions) *BoltStore {
-				s, err := OpenBolt(path, o)
+			open := func(o Options) *Store {
+				s, err := Open(path, o)
 				if err != nil {
 					t.Fatal(err)
 				}
 				return s
 			}
-			s := open(BoltOptions{})
-			if _, err := s.Reserve(ctx, ReserveRequest{Namespace: "n", Key: "before", Owner: "t"}); err != nil {
+			s := open(Options{})
+			if _, err := s.Reserve(ctx, keystore.ReserveRequest{Namespace: "n", Key: "before", Owner: "t"}); err != nil {
 				t.Fatal(err)
 			}
 			if err := s.Close(); err != nil {
@@ -88,7 +89,7 @@ func TestRestoredBackupIgnoresNewerLog(t *testing.T) {
 			}
 			s = open(tc.opts)
 			for i := range tc.n {
-				if _, err := s.Reserve(ctx, ReserveRequest{Namespace: "n", Key: fmt.Sprint("after", i), Owner: "t"}); err != nil {
+				if _, err := s.Reserve(ctx, keystore.ReserveRequest{Namespace: "n", Key: fmt.Sprint("after", i), Owner: "t"}); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -98,7 +99,7 @@ func TestRestoredBackupIgnoresNewerLog(t *testing.T) {
 			if err := os.WriteFile(path, backup, 0o600); err != nil {
 				t.Fatal(err)
 			}
-			s = open(BoltOptions{})
+			s = open(Options{})
 			defer s.Close()
 			if r, _ := s.Lookup(ctx, "n", "before"); r.Record == nil {
 				t.Fatal("the key of the backup is gone")
@@ -114,12 +115,12 @@ func TestRestoredBackupIgnoresNewerLog(t *testing.T) {
 // writes decided next to it are answered as usual.
 func TestFailingSweepFailsNoOneElse(t *testing.T) {
 	ctx := context.Background()
-	s, err := OpenBolt(filepath.Join(t.TempDir(), "n8n-guard.db"), BoltOptions{})
+	s, err := Open(filepath.Join(t.TempDir(), "n8n-guard.db"), Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	err = s.db.Update(func(tx *bolt.Tx) error { return tx.Bucket(bucketEvents).Put(u64(1), []byte{0xff}) })
+	err = s.db.Update(func(tx *bbolt.Tx) error { return tx.Bucket(bucketEvents).Put(u64(1), []byte{0xff}) })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -145,7 +146,7 @@ func TestFailingSweepFailsNoOneElse(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for i := range 300 {
-				if _, err := s.Reserve(ctx, ReserveRequest{Namespace: "n", Key: fmt.Sprint("k", g, "_", i), Owner: "t"}); err != nil {
+				if _, err := s.Reserve(ctx, keystore.ReserveRequest{Namespace: "n", Key: fmt.Sprint("k", g, "_", i), Owner: "t"}); err != nil {
 					bad.Add(1)
 				}
 			}

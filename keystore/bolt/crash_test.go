@@ -1,4 +1,4 @@
-package keystore_test
+package bolt_test
 
 import (
 	"bufio"
@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/n8n-guard/n8n-guard/keystore"
+	"github.com/n8n-guard/n8n-guard/keystore/bolt"
 )
 
 // The child half of TestCrashKeepsAcceptedReservations: reserve unique keys
@@ -33,7 +34,7 @@ func TestMain(m *testing.M) {
 }
 
 func crashChild(path string) {
-	s, err := keystore.OpenBolt(path, keystore.BoltOptions{})
+	s, err := bolt.Open(path, bolt.Options{})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(2)
@@ -76,7 +77,7 @@ func TestCrashKeepsAcceptedReservations(t *testing.T) {
 	if len(acked) < 500 {
 		t.Fatalf("child acknowledged only %d reservations", len(acked))
 	}
-	s, err := keystore.OpenBolt(path, keystore.BoltOptions{})
+	s, err := bolt.Open(path, bolt.Options{})
 	if err != nil {
 		t.Fatalf("reopen after crash: %v", err)
 	}
@@ -136,13 +137,13 @@ func runAndKill(t *testing.T, env string, read func(line string) int) string {
 // A second process on the same data folder gets a clear error, not a hang.
 func TestSecondProcessGetsClearError(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "n8n-guard.db")
-	s, err := keystore.OpenBolt(path, keystore.BoltOptions{})
+	s, err := bolt.Open(path, bolt.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer s.Close()
 	start := time.Now()
-	_, err = keystore.OpenBolt(path, keystore.BoltOptions{LockTimeout: 200 * time.Millisecond})
+	_, err = bolt.Open(path, bolt.Options{LockTimeout: 200 * time.Millisecond})
 	if err == nil || !strings.Contains(err.Error(), "locked by another process") {
 		t.Fatalf("second open: %v", err)
 	}
@@ -155,13 +156,13 @@ func TestSecondProcessGetsClearError(t *testing.T) {
 // reaches the bbolt file except through a full log (1 MiB fills a few times
 // a second here), so what the child acknowledged after the last of those
 // commits exists only in the log.
-var logOnly = keystore.BoltOptions{CommitInterval: time.Hour, WALSize: 1 << 20}
+var logOnly = bolt.Options{CommitInterval: time.Hour, WALSize: 1 << 20}
 
 // The child half of TestCrashReplaysTheLog: every kind of change (new
 // keys, completions, failures that raise events, a breaker opening), each
 // printed once the store has answered it.
 func mixedChild(path string) {
-	s, err := keystore.OpenBolt(path, logOnly)
+	s, err := bolt.Open(path, logOnly)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(2)
@@ -241,7 +242,7 @@ func TestCrashReplaysTheLog(t *testing.T) {
 	}
 
 	var logged bytes.Buffer
-	s, err := keystore.OpenBolt(path, keystore.BoltOptions{Logger: slog.New(slog.NewTextHandler(&logged, nil))})
+	s, err := bolt.Open(path, bolt.Options{Logger: slog.New(slog.NewTextHandler(&logged, nil))})
 	if err != nil {
 		t.Fatalf("reopen after crash: %v", err)
 	}

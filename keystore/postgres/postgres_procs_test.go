@@ -1,4 +1,4 @@
-package keystore_test
+package postgres_test
 
 import (
 	"bufio"
@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/n8n-guard/n8n-guard/keystore"
+	"github.com/n8n-guard/n8n-guard/keystore/postgres"
 )
 
 // childEnv, when set to a database URL, turns the test binary into a small
@@ -33,7 +34,7 @@ func TestPostgresReplica(t *testing.T) {
 		t.Skip("the replica half of TestPostgres/two_processes")
 	}
 	ctx := context.Background()
-	s, err := keystore.OpenPostgres(ctx, os.Getenv(childEnv), keystore.PostgresOptions{})
+	s, err := postgres.Open(ctx, os.Getenv(childEnv), postgres.Options{})
 	if err != nil {
 		t.Fatalf("replica: open: %v", err)
 	}

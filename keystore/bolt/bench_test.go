@@ -1,4 +1,4 @@
-package keystore_test
+package bolt_test
 
 import (
 	"context"
@@ -9,11 +9,12 @@ import (
 	"testing"
 
 	"github.com/n8n-guard/n8n-guard/keystore"
+	"github.com/n8n-guard/n8n-guard/keystore/bolt"
 )
 
-func openBench(b *testing.B) *keystore.BoltStore {
+func openBench(b *testing.B) *bolt.Store {
 	b.Helper()
-	s, err := keystore.OpenBolt(filepath.Join(b.TempDir(), "n8n-guard.db"), keystore.BoltOptions{})
+	s, err := bolt.Open(filepath.Join(b.TempDir(), "n8n-guard.db"), bolt.Options{})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -1,15 +1,15 @@
-package keystore
+// Package redact masks secrets and personal data in the free text that
+// n8n-guard keeps: a failure's message and a person's note (keystore), the
+// few fields of an n8n error that notify keeps. The store refuses e-mail
+// addresses in keys; in free text they are masked.
+package redact
 
 import (
 	"regexp"
 	"strings"
 )
 
-// The redactor masks secrets and personal data in the free text that is
-// kept: a failure's message and a person's note here, the few fields of an
-// n8n error that notify/ keeps. The store refuses e-mail addresses in keys;
-// in free text it masks them. The
-// patterns err on the side of masking: a lost id in a message is cheaper
+// The patterns err on the side of masking: a lost id in a message is cheaper
 // than a leaked token.
 //
 // hints are cheap pre-checks (on the lower-cased text): a pattern runs only

@@ -1,4 +1,4 @@
-package keystore
+package bolt
 
 import (
 	"encoding/binary"
@@ -9,7 +9,7 @@ import (
 	"os"
 	"path/filepath"
 
-	bolt "go.etcd.io/bbolt"
+	bbolt "go.etcd.io/bbolt"
 )
 
 // The write-ahead log.
@@ -144,7 +144,7 @@ func appendWALOp(dst []byte, kind byte, bucket int, k, v []byte) []byte {
 var errCorruptWAL = errors.New("corrupt log record")
 
 // replayWAL applies one record's changes to tx.
-func replayWAL(tx *bolt.Tx, payload []byte) error {
+func replayWAL(tx *bbolt.Tx, payload []byte) error {
 	field := func() ([]byte, bool) {
 		n, w := binary.Uvarint(payload)
 		if w <= 0 || n > uint64(len(payload)-w) {
@@ -189,7 +189,7 @@ func replayWAL(tx *bolt.Tx, payload []byte) error {
 // bucketFor opens a keystore bucket by its code. The time indexes fill
 // their pages completely: new entries land at or near their end, and
 // bbolt's default of half-full pages would double them on disk.
-func bucketFor(tx *bolt.Tx, code int) *bolt.Bucket {
+func bucketFor(tx *bbolt.Tx, code int) *bbolt.Bucket {
 	b := tx.Bucket(allBuckets[code])
 	if code == bkLeases || code == bkExpires {
 		b.FillPercent = 0.95
@@ -249,14 +249,14 @@ func newGen() uint64 { return rand.Uint64() }
 // starts a new generation. It returns the log, ready to be written from its
 // start, the seq of its last record, the generation, and how many records
 // it applied.
-func recoverWAL(db *bolt.DB, dbPath string, size int64) (f *os.File, seq, gen uint64, replayed int, err error) {
+func recoverWAL(db *bbolt.DB, dbPath string, size int64) (f *os.File, seq, gen uint64, replayed int, err error) {
 	path := walPath(dbPath)
 	buf, err := readWAL(path)
 	if err != nil {
 		return nil, 0, 0, 0, err
 	}
 	gen = newGen()
-	err = db.Update(func(tx *bolt.Tx) error {
+	err = db.Update(func(tx *bbolt.Tx) error {
 		b := tx.Bucket(bucketWAL)
 		var prevGen uint64
 		if v := b.Get(walApplied); len(v) == 8 {

@@ -1,4 +1,4 @@
-package keystore
+package bolt
 
 import (
 	"bytes"
@@ -15,7 +15,8 @@ import (
 	"sync/atomic"
 	"time"
 
-	bolt "go.etcd.io/bbolt"
+	"github.com/n8n-guard/n8n-guard/keystore"
+	bbolt "go.etcd.io/bbolt"
 	berrors "go.etcd.io/bbolt/errors"
 )
 
@@ -40,10 +41,10 @@ var (
 // long for bbolt's write lock.
 const DefaultCommitInterval = 250 * time.Millisecond
 
-// BoltOptions configure OpenBolt.
-type BoltOptions struct {
-	Policies    Policies
-	Clock       Clock
+// Options configure Open.
+type Options struct {
+	Policies    keystore.Policies
+	Clock       keystore.Clock
 	Logger      *slog.Logger
 	LockTimeout time.Duration // how long to wait for another process's file lock (default 2s)
 	// MaxBatch bounds how many writes share one commit (default 2048).
@@ -58,7 +59,7 @@ type BoltOptions struct {
 	WALSize int64
 }
 
-// BoltStore is the embedded Store: one bbolt file and its log, every write
+// Store is the embedded keystore.Store: one bbolt file and its log, every write
 // on disk before it is answered.
 //
 // Writes go through one writer goroutine that takes everything queued as
@@ -67,10 +68,10 @@ type BoltOptions struct {
 // the next group (see bolt_writer.go and bolt_wal.go). bbolt's own Batch
 // waits a fixed delay for a batch to fill, which caps throughput at
 // concurrency/delay; group commit does not wait for anything.
-type BoltStore struct {
-	db          *bolt.DB
-	policies    Policies
-	clock       Clock
+type Store struct {
+	db          *bbolt.DB
+	policies    keystore.Policies
+	clock       keystore.Clock
 	log         *slog.Logger
 	maxBatch    int
 	sweepMax    int
@@ -88,30 +89,30 @@ type BoltStore struct {
 	sq      syncQueue
 }
 
-var _ Store = (*BoltStore)(nil)
+var _ keystore.Store = (*Store)(nil)
 
 // A writeOp decides inside the write transaction and hands back what to
 // write; commit writes it. Deciding never writes, so an op whose boltDecision
 // fails (a stale token, a reused key, a record that cannot be read) is
 // that op's answer alone and leaves the rest of its batch untouched.
 type writeOp struct {
-	decide func(tx *bolt.Tx, now time.Time) (boltDecision, error)
+	decide func(tx *bbolt.Tx, now time.Time) (boltDecision, error)
 	exec   func(w *wtx, now time.Time) error // instead of decide: a change made directly (a sweep)
 	flush  bool                              // no decision: commit what came before, then answer
-	result Result
+	result keystore.Result
 	err    error
 	done   chan struct{}
 }
 
-// boltDecision is a step together with what it was decided on.
+// boltDecision is a Step together with what it was decided on.
 type boltDecision struct {
-	st          step
-	prev        *Record
+	st          keystore.Step
+	prev        *keystore.Record
 	prevBreaker []byte
 }
 
-// OpenBolt opens (or creates) the store file at path.
-func OpenBolt(path string, opts BoltOptions) (*BoltStore, error) {
+// Open opens (or creates) the store file at path.
+func Open(path string, opts Options) (*Store, error) {
 	if opts.LockTimeout <= 0 {
 		opts.LockTimeout = 2 * time.Second
 	}
@@ -136,9 +137,9 @@ func OpenBolt(path string, opts BoltOptions) (*BoltStore, error) {
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return nil, fmt.Errorf("open store: %w", err)
 	}
-	db, err := bolt.Open(path, 0o600, &bolt.Options{
+	db, err := bbolt.Open(path, 0o600, &bbolt.Options{
 		Timeout:      opts.LockTimeout,
-		FreelistType: bolt.FreelistMapType,
+		FreelistType: bbolt.FreelistMapType,
 		// The freelist is rebuilt on open instead of written at every
 		// commit: fewer pages per commit, the same durability.
 		NoFreelistSync: true,
@@ -149,7 +150,7 @@ func OpenBolt(path string, opts BoltOptions) (*BoltStore, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open store %s: %w", path, err)
 	}
-	err = db.Update(func(tx *bolt.Tx) error {
+	err = db.Update(func(tx *bbolt.Tx) error {
 		for _, b := range append(allBuckets, bucketWAL) {
 			if _, err := tx.CreateBucketIfNotExists(b); err != nil {
 				return err
@@ -169,7 +170,7 @@ func OpenBolt(path string, opts BoltOptions) (*BoltStore, error) {
 	if replayed > 0 {
 		opts.Logger.Info("store: applied the log after an unclean stop", "records", replayed)
 	}
-	s := &BoltStore{db: db, policies: opts.Policies, clock: opts.Clock, log: opts.Logger,
+	s := &Store{db: db, policies: opts.Policies, clock: opts.Clock, log: opts.Logger,
 		maxBatch: opts.MaxBatch, sweepMax: opts.SweepBatch, commitEvery: opts.CommitInterval,
 		ops: make(chan *writeOp, opts.MaxBatch), done: make(chan struct{}),
 		walFile: wal, overlay: overlay{m: map[string][]byte{}}}
@@ -180,7 +181,7 @@ func OpenBolt(path string, opts BoltOptions) (*BoltStore, error) {
 	return s, nil
 }
 
-// UseProcs gives a server built on a BoltStore the GOMAXPROCS it should
+// UseProcs gives a server built on a Store the GOMAXPROCS it should
 // run with, twice the default, unless the GOMAXPROCS environment variable
 // chose (the runtime reads it from the real environment; so does this).
 // It returns what sets the previous value back.
@@ -201,10 +202,10 @@ func UseProcs() (undo func()) {
 
 // DB returns the bbolt handle, for packages that keep their own buckets in
 // the same file.
-func (s *BoltStore) DB() *bolt.DB { return s.db }
+func (s *Store) DB() *bbolt.DB { return s.db }
 
 // Close finishes the queued writes and closes the file.
-func (s *BoltStore) Close() error {
+func (s *Store) Close() error {
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
@@ -223,11 +224,11 @@ func (s *BoltStore) Close() error {
 }
 
 // Ping reports whether the store is open.
-func (s *BoltStore) Ping(context.Context) error {
+func (s *Store) Ping(context.Context) error {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	if s.closed {
-		return Errorf(EStoreUnavailable, "store is closed")
+		return keystore.Errorf(keystore.EStoreUnavailable, "store is closed")
 	}
 	if s.broken() {
 		return errBroken
@@ -235,15 +236,15 @@ func (s *BoltStore) Ping(context.Context) error {
 	return nil
 }
 
-func (s *BoltStore) now() time.Time { return s.clock().UTC().Truncate(time.Millisecond) }
+func (s *Store) now() time.Time { return s.clock().UTC().Truncate(time.Millisecond) }
 
 // write queues decide for the writer and waits until its group is
 // durable. It waits even when ctx ends: once queued, a write may be
 // committed, and its answer must not be lost.
-func (s *BoltStore) write(decide func(tx *bolt.Tx, now time.Time) (boltDecision, error)) (Result, error) {
+func (s *Store) write(decide func(tx *bbolt.Tx, now time.Time) (boltDecision, error)) (keystore.Result, error) {
 	op := &writeOp{decide: decide, done: make(chan struct{})}
 	if err := s.enqueue(op); err != nil {
-		return Result{}, err
+		return keystore.Result{}, err
 	}
 	<-op.done
 	return op.result, op.err
@@ -251,7 +252,7 @@ func (s *BoltStore) write(decide func(tx *bolt.Tx, now time.Time) (boltDecision,
 
 // change runs fn in the write transaction and waits until what it
 // changed is durable. An error from fn fails its whole group.
-func (s *BoltStore) change(fn func(w *wtx, now time.Time) error) error {
+func (s *Store) change(fn func(w *wtx, now time.Time) error) error {
 	op := &writeOp{exec: fn, done: make(chan struct{})}
 	if err := s.enqueue(op); err != nil {
 		return err
@@ -260,11 +261,11 @@ func (s *BoltStore) change(fn func(w *wtx, now time.Time) error) error {
 	return op.err
 }
 
-func (s *BoltStore) enqueue(op *writeOp) error {
+func (s *Store) enqueue(op *writeOp) error {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	if s.closed {
-		return Errorf(EStoreUnavailable, "store is closed")
+		return keystore.Errorf(keystore.EStoreUnavailable, "store is closed")
 	}
 	s.ops <- op
 	return nil
@@ -289,20 +290,19 @@ func timeIndexKey(t int64, rk []byte) []byte {
 	return append(u64(uint64(t)), rk...)
 }
 
-func stateIndexKey(st State, rk []byte) []byte {
+func stateIndexKey(st keystore.State, rk []byte) []byte {
 	return append([]byte{stateCodes[st]}, rk...)
 }
-
-// openState says which states are still open (not completed).
-func openState(st State) bool { return st != StateCompleted }
 
 // stateIndexed says which states idx/state covers: the queues a person
 // works through. Reserved keys are listed from idx/leases, which holds
 // exactly them (one index write less per reserve); completed keys, the
 // bulk, are listed by a scan.
-func stateIndexed(st State) bool { return st == StateFailed || st == StateUnknown }
+func stateIndexed(st keystore.State) bool {
+	return st == keystore.StateFailed || st == keystore.StateUnknown
+}
 
-func getRecord(tx *bolt.Tx, ns, key string) (*Record, error) {
+func getRecord(tx *bbolt.Tx, ns, key string) (*keystore.Record, error) {
 	v := tx.Bucket(bucketKeys).Get(recordKey(ns, key))
 	if v == nil {
 		return nil, nil
@@ -315,7 +315,7 @@ func getRecord(tx *bolt.Tx, ns, key string) (*Record, error) {
 // expires_at, in idx/state iff its state is open, and in idx/leases iff
 // reserved — except a key of a reclaim namespace whose lease ran out, whose
 // entry the sweeper drops (the next reserve takes the key over).
-func putRecord(w *wtx, prev, next *Record) error {
+func putRecord(w *wtx, prev, next *keystore.Record) error {
 	rk := recordKey(next.Namespace, next.Key)
 	v, err := encodeRecord(next)
 	if err != nil {
@@ -329,7 +329,7 @@ func putRecord(w *wtx, prev, next *Record) error {
 			return err
 		}
 	}
-	if next.State == StateReserved {
+	if next.State == keystore.StateReserved {
 		if err := w.put(bkLeases, timeIndexKey(msPtr(next.LeaseExpiresAt), rk), nil); err != nil {
 			return err
 		}
@@ -355,8 +355,8 @@ func putRecord(w *wtx, prev, next *Record) error {
 	return nil
 }
 
-func unindex(w *wtx, r *Record, rk []byte) error {
-	if r.State == StateReserved {
+func unindex(w *wtx, r *keystore.Record, rk []byte) error {
+	if r.State == keystore.StateReserved {
 		if err := w.delete(bkLeases, timeIndexKey(msPtr(r.LeaseExpiresAt), rk)); err != nil {
 			return err
 		}
@@ -372,7 +372,7 @@ func unindex(w *wtx, r *Record, rk []byte) error {
 	return nil
 }
 
-func deleteRecord(w *wtx, r *Record) error {
+func deleteRecord(w *wtx, r *keystore.Record) error {
 	rk := recordKey(r.Namespace, r.Key)
 	if err := unindex(w, r, rk); err != nil {
 		return err
@@ -383,7 +383,7 @@ func deleteRecord(w *wtx, r *Record) error {
 	return addCount(w, r.Namespace, r.State, -1)
 }
 
-func addCount(w *wtx, ns string, st State, delta int64) error {
+func addCount(w *wtx, ns string, st keystore.State, delta int64) error {
 	b := w.tx.Bucket(bucketCounts)
 	k := append(append([]byte(ns), 0), stateCodes[st])
 	var n int64
@@ -397,35 +397,35 @@ func addCount(w *wtx, ns string, st State, delta int64) error {
 	return w.put(bkCounts, k, u64(uint64(n)))
 }
 
-func getBreaker(tx *bolt.Tx, dest string) (*Breaker, []byte, error) {
+func getBreaker(tx *bbolt.Tx, dest string) (*keystore.Breaker, []byte, error) {
 	v := tx.Bucket(bucketBreakers).Get([]byte(dest))
 	if v == nil {
-		return newBreaker(dest), nil, nil
+		return keystore.NewBreaker(dest), nil, nil
 	}
 	b, err := decodeBreaker(dest, v)
 	return b, v, err
 }
 
 // applyStep writes what a boltDecision asks for.
-func applyStep(w *wtx, prev *Record, prevBreaker []byte, st step) error {
-	if st.record != nil {
-		if err := putRecord(w, prev, st.record); err != nil {
+func applyStep(w *wtx, prev *keystore.Record, prevBreaker []byte, st keystore.Step) error {
+	if st.Record != nil {
+		if err := putRecord(w, prev, st.Record); err != nil {
 			return err
 		}
 	}
-	if st.breaker != nil {
-		v, err := encodeBreaker(st.breaker)
+	if st.Breaker != nil {
+		v, err := encodeBreaker(st.Breaker)
 		if err != nil {
 			return err
 		}
-		idle := prevBreaker == nil && st.breaker.State == BreakerClosed && st.breaker.ConsecutiveFailures == 0
+		idle := prevBreaker == nil && st.Breaker.State == keystore.BreakerClosed && st.Breaker.ConsecutiveFailures == 0
 		if !idle && !bytes.Equal(v, prevBreaker) {
-			if err := w.put(bkBreakers, []byte(st.breaker.Destination), v); err != nil {
+			if err := w.put(bkBreakers, []byte(st.Breaker.Destination), v); err != nil {
 				return err
 			}
 		}
 	}
-	for _, ev := range st.events {
+	for _, ev := range st.Events {
 		if err := appendEvent(w, ev); err != nil {
 			return err
 		}
@@ -433,7 +433,7 @@ func applyStep(w *wtx, prev *Record, prevBreaker []byte, st step) error {
 	return nil
 }
 
-func appendEvent(w *wtx, ev Event) error {
+func appendEvent(w *wtx, ev keystore.Event) error {
 	seq, err := w.nextSequence(bkEvents)
 	if err != nil {
 		return err
@@ -449,40 +449,40 @@ func appendEvent(w *wtx, ev Event) error {
 // reserved or done; such answers change nothing, so they are decided on a
 // read snapshot without waiting for a commit. Anything that writes is
 // decided again inside the write transaction, which alone may accept.
-func (s *BoltStore) Reserve(_ context.Context, req ReserveRequest) (Result, error) {
-	req, fp, err := req.normalize()
+func (s *Store) Reserve(_ context.Context, req keystore.ReserveRequest) (keystore.Result, error) {
+	req, fp, err := req.Normalize()
 	if err != nil {
-		return Result{}, err
+		return keystore.Result{}, err
 	}
 	np := s.policies.Namespace(req.Namespace)
 	// decide reads through sn; the writer's zero snapshot reads the file
 	// (its transaction) alone.
-	decide := func(sn snapshot) func(*bolt.Tx, time.Time) (boltDecision, error) {
-		return func(tx *bolt.Tx, now time.Time) (boltDecision, error) {
+	decide := func(sn snapshot) func(*bbolt.Tx, time.Time) (boltDecision, error) {
+		return func(tx *bbolt.Tx, now time.Time) (boltDecision, error) {
 			cur, err := sn.record(tx, req.Namespace, req.Key)
 			if err != nil {
 				return boltDecision{}, err
 			}
-			var br *Breaker
+			var br *keystore.Breaker
 			var brRaw []byte
 			if req.Destination != "" {
 				if br, brRaw, err = sn.breaker(tx, req.Destination); err != nil {
 					return boltDecision{}, err
 				}
 			}
-			st, err := decideReserve(cur, br, req, fp, np, now)
+			st, err := keystore.DecideReserve(cur, br, req, fp, np, now)
 			return boltDecision{st, cur, brRaw}, err
 		}
 	}
-	var res Result
+	var res keystore.Result
 	readOnly := false
 	snap := s.snapshot(req.Namespace, req.Key, req.Destination)
-	err = snap.view(s.db, func(tx *bolt.Tx) error {
+	err = snap.view(s.db, func(tx *bbolt.Tx) error {
 		d, err := decide(snap)(tx, s.now())
-		if err == nil && (d.st.record != nil || d.st.breaker != nil || len(d.st.events) > 0) {
+		if err == nil && (d.st.Record != nil || d.st.Breaker != nil || len(d.st.Events) > 0) {
 			return nil // it writes: the writer decides
 		}
-		res, readOnly = d.st.result, true
+		res, readOnly = d.st.Result, true
 		return err
 	})
 	if readOnly || err != nil {
@@ -493,8 +493,8 @@ func (s *BoltStore) Reserve(_ context.Context, req ReserveRequest) (Result, erro
 
 // writeKey decides on one key's record, and on its destination's breaker,
 // inside the write transaction.
-func (s *BoltStore) writeKey(ns, key string, decide func(cur *Record, br *Breaker, now time.Time) (step, error)) (Result, error) {
-	return s.write(func(tx *bolt.Tx, now time.Time) (boltDecision, error) {
+func (s *Store) writeKey(ns, key string, decide func(cur *keystore.Record, br *keystore.Breaker, now time.Time) (keystore.Step, error)) (keystore.Result, error) {
+	return s.write(func(tx *bbolt.Tx, now time.Time) (boltDecision, error) {
 		cur, err := getRecord(tx, ns, key)
 		if err != nil {
 			return boltDecision{}, err
@@ -509,30 +509,30 @@ func (s *BoltStore) writeKey(ns, key string, decide func(cur *Record, br *Breake
 }
 
 // Complete implements Store.
-func (s *BoltStore) Complete(_ context.Context, req CompleteRequest) (Result, error) {
-	req, err := req.normalize()
+func (s *Store) Complete(_ context.Context, req keystore.CompleteRequest) (keystore.Result, error) {
+	req, err := req.Normalize()
 	if err != nil {
-		return Result{}, err
+		return keystore.Result{}, err
 	}
 	np := s.policies.Namespace(req.Namespace)
-	return s.writeKey(req.Namespace, req.Key, func(cur *Record, br *Breaker, now time.Time) (step, error) {
-		return decideComplete(cur, br, req, np, now)
+	return s.writeKey(req.Namespace, req.Key, func(cur *keystore.Record, br *keystore.Breaker, now time.Time) (keystore.Step, error) {
+		return keystore.DecideComplete(cur, br, req, np, now)
 	})
 }
 
 // Fail implements Store.
-func (s *BoltStore) Fail(_ context.Context, req FailRequest) (Result, error) {
-	req, err := req.normalize()
+func (s *Store) Fail(_ context.Context, req keystore.FailRequest) (keystore.Result, error) {
+	req, err := req.Normalize()
 	if err != nil {
-		return Result{}, err
+		return keystore.Result{}, err
 	}
 	np := s.policies.Namespace(req.Namespace)
-	return s.writeKey(req.Namespace, req.Key, func(cur *Record, br *Breaker, now time.Time) (step, error) {
-		return decideFail(cur, br, req, np, s.policies.breakerPolicy(br), now)
+	return s.writeKey(req.Namespace, req.Key, func(cur *keystore.Record, br *keystore.Breaker, now time.Time) (keystore.Step, error) {
+		return keystore.DecideFail(cur, br, req, np, s.policies.BreakerPolicy(br), now)
 	})
 }
 
-func (s *BoltStore) breakerOf(tx *bolt.Tx, cur *Record) (*Breaker, []byte, error) {
+func (s *Store) breakerOf(tx *bbolt.Tx, cur *keystore.Record) (*keystore.Breaker, []byte, error) {
 	if cur == nil || cur.Destination == "" {
 		return nil, nil, nil
 	}
@@ -540,66 +540,66 @@ func (s *BoltStore) breakerOf(tx *bolt.Tx, cur *Record) (*Breaker, []byte, error
 }
 
 // Resolve implements Store.
-func (s *BoltStore) Resolve(_ context.Context, req ResolveRequest) (Result, error) {
-	req, err := req.normalize()
+func (s *Store) Resolve(_ context.Context, req keystore.ResolveRequest) (keystore.Result, error) {
+	req, err := req.Normalize()
 	if err != nil {
-		return Result{}, err
+		return keystore.Result{}, err
 	}
 	np := s.policies.Namespace(req.Namespace)
-	return s.writeKey(req.Namespace, req.Key, func(cur *Record, _ *Breaker, now time.Time) (step, error) {
-		return decideResolve(cur, req, np, now)
+	return s.writeKey(req.Namespace, req.Key, func(cur *keystore.Record, _ *keystore.Breaker, now time.Time) (keystore.Step, error) {
+		return keystore.DecideResolve(cur, req, np, now)
 	})
 }
 
 // Lookup implements Store.
-func (s *BoltStore) Lookup(_ context.Context, ns, key string) (Result, error) {
-	key, err := checkIdentity(ns, key)
+func (s *Store) Lookup(_ context.Context, ns, key string) (keystore.Result, error) {
+	key, err := keystore.CheckIdentity(ns, key)
 	if err != nil {
-		return Result{}, err
+		return keystore.Result{}, err
 	}
-	var res Result
+	var res keystore.Result
 	snap := s.snapshot(ns, key, "")
-	err = snap.view(s.db, func(tx *bolt.Tx) error {
+	err = snap.view(s.db, func(tx *bbolt.Tx) error {
 		cur, err := snap.record(tx, ns, key)
 		if err != nil {
 			return err
 		}
-		res = Result{Namespace: ns, Key: key, Outcome: OutcomeAbsent}
+		res = keystore.Result{Namespace: ns, Key: key, Outcome: keystore.OutcomeAbsent}
 		if cur != nil {
-			res.Outcome, res.Record = OutcomeFound, cur
+			res.Outcome, res.Record = keystore.OutcomeFound, cur
 		}
 		return nil
 	})
 	return res, s.readErr(err)
 }
 
-func (s *BoltStore) readErr(err error) error {
+func (s *Store) readErr(err error) error {
 	if err == nil {
 		return nil
 	}
 	if errors.Is(err, berrors.ErrDatabaseNotOpen) {
-		return Errorf(EStoreUnavailable, "store is closed")
+		return keystore.Errorf(keystore.EStoreUnavailable, "store is closed")
 	}
 	return err
 }
 
 // List implements Store. The cursor is the last bbolt key of the page.
-func (s *BoltStore) List(_ context.Context, q ListQuery) (Page, error) {
-	q, err := q.normalize()
+func (s *Store) List(_ context.Context, q keystore.ListQuery) (keystore.Page, error) {
+	q, err := q.Normalize()
 	if err != nil {
-		return Page{}, err
+		return keystore.Page{}, err
 	}
 	var after []byte
 	if q.Cursor != "" {
 		if after, err = base64.RawURLEncoding.DecodeString(q.Cursor); err != nil {
-			return Page{}, invalid("cursor", "cursor", "cursor is not one this server returned")
+			return keystore.Page{}, keystore.InvalidField("cursor", "cursor", "cursor is not one this server returned")
 		}
 	}
 	if err := s.flush(); err != nil {
-		return Page{}, err
+		return keystore.Page{}, err
 	}
-	var page Page
-	err = s.db.View(func(tx *bolt.Tx) error {
+	var page keystore.Page
+	err = s.db.View(func(tx *bbolt.Tx) error {
 		// Where to walk: the state index, the lease index (reserved keys,
 		// in lease order, filtered by namespace), or all keys.
 		var prefix, nsPrefix []byte
@@ -611,7 +611,7 @@ func (s *BoltStore) List(_ context.Context, q ListQuery) (Page, error) {
 		case stateIndexed(q.State):
 			bucket, skip = bucketState, 1
 			prefix = append([]byte{stateCodes[q.State]}, nsPrefix...)
-		case q.State == StateReserved:
+		case q.State == keystore.StateReserved:
 			bucket, skip = bucketLeases, 8
 		default:
 			prefix = nsPrefix
@@ -621,10 +621,10 @@ func (s *BoltStore) List(_ context.Context, q ListQuery) (Page, error) {
 		var k, v, lastKey []byte
 		if after != nil {
 			if len(after) <= skip || bytes.IndexByte(after[skip:], 0) < 0 {
-				return invalid("cursor", "cursor", "cursor is not one this server returned")
+				return keystore.InvalidField("cursor", "cursor", "cursor is not one this server returned")
 			}
 			if !bytes.HasPrefix(after, prefix) {
-				return invalid("cursor", "cursor", "cursor belongs to another listing")
+				return keystore.InvalidField("cursor", "cursor", "cursor belongs to another listing")
 			}
 			k, v = c.Seek(after)
 			if bytes.Equal(k, after) {

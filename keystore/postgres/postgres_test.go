@@ -1,46 +1,23 @@
-package keystore_test
+package postgres_test
 
 import (
 	"context"
-	"errors"
-	"fmt"
-	"os"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
+	"github.com/n8n-guard/n8n-guard/internal/pgtest"
 	"github.com/n8n-guard/n8n-guard/keystore"
-	"github.com/n8n-guard/n8n-guard/keystore/pgtest"
+	"github.com/n8n-guard/n8n-guard/keystore/postgres"
 	"github.com/n8n-guard/n8n-guard/keystore/storetest"
 )
 
-// The PostgreSQL tests run against N8N_GUARD_PG_URL when it is set, and
-// otherwise against a throwaway cluster that TestPostgres starts and stops
-// around its subtests. Without server binaries they skip loudly, except
-// under CI=true, where they fail: CI must never pass without running them.
+// The PostgreSQL tests run against N8N_GUARD_PG_URL or a throwaway
+// cluster (pgtest.URL: a loud skip without server binaries, a failure
+// under CI=true).
 func TestPostgres(t *testing.T) {
-	base := os.Getenv("N8N_GUARD_PG_URL")
-	if base == "" {
-		c, err := pgtest.Start(pgtest.Options{})
-		if errors.Is(err, pgtest.ErrNoPostgres) && os.Getenv("CI") != "true" {
-			msg := "SKIPPING the PostgreSQL store tests: " + err.Error() + " (or set N8N_GUARD_PG_URL)"
-			fmt.Fprintln(os.Stderr, "\n!!!", msg, "!!!")
-			t.Skip(msg)
-		}
-		if err != nil {
-			t.Fatalf("start a throwaway PostgreSQL: %v", err)
-		}
-		t.Cleanup(func() {
-			if err := c.Stop(); err != nil {
-				t.Errorf("stop the throwaway PostgreSQL: %v", err)
-			}
-		})
-		base = c.URL
-	}
-	pg := &pgEnv{base: base}
+	pg := &pgEnv{base: pgtest.URL(t, "the PostgreSQL store tests")}
 	t.Run("conformance", func(t *testing.T) { storetest.Run(t, pg.newStore) })
 	t.Run("two processes", pg.testTwoProcesses)
 	t.Run("database clock", pg.testDatabaseClock)
@@ -51,32 +28,11 @@ func TestPostgres(t *testing.T) {
 // fresh schema of its own on it.
 type pgEnv struct{ base string }
 
-var schemaSeq atomic.Int64
+func (pg *pgEnv) freshSchema(t *testing.T) string { return pgtest.FreshSchema(t, pg.base) }
 
-// freshSchema returns a URL on an empty schema of its own, dropped when
-// the test ends.
-func (pg *pgEnv) freshSchema(t *testing.T) string {
+func openPostgres(t *testing.T, url string, opts postgres.Options) *postgres.Store {
 	t.Helper()
-	base := pg.base
-	name := fmt.Sprintf("guard_test_%d_%d", os.Getpid(), schemaSeq.Add(1))
-	u, err := pgtest.NewSchema(context.Background(), base, name)
-	if err != nil {
-		t.Fatalf("create schema: %v", err)
-	}
-	t.Cleanup(func() {
-		conn, err := pgx.Connect(context.Background(), base)
-		if err != nil {
-			return
-		}
-		defer conn.Close(context.Background())
-		conn.Exec(context.Background(), "DROP SCHEMA "+pgx.Identifier{name}.Sanitize()+" CASCADE")
-	})
-	return u
-}
-
-func openPostgres(t *testing.T, url string, opts keystore.PostgresOptions) *keystore.PostgresStore {
-	t.Helper()
-	s, err := keystore.OpenPostgres(context.Background(), url, opts)
+	s, err := postgres.Open(context.Background(), url, opts)
 	if err != nil {
 		t.Fatalf("open postgres: %v", err)
 	}
@@ -86,7 +42,7 @@ func openPostgres(t *testing.T, url string, opts keystore.PostgresOptions) *keys
 func (pg *pgEnv) newStore(t *testing.T, clock keystore.Clock, pol keystore.Policies) storetest.Opener {
 	u := pg.freshSchema(t)
 	return func() keystore.Store {
-		return openPostgres(t, u, keystore.PostgresOptions{Clock: clock, Policies: pol})
+		return openPostgres(t, u, postgres.Options{Clock: clock, Policies: pol})
 	}
 }
 
@@ -94,7 +50,7 @@ func (pg *pgEnv) newStore(t *testing.T, clock keystore.Clock, pol keystore.Polic
 func (pg *pgEnv) testDatabaseClock(t *testing.T) {
 	ctx := context.Background()
 	u := pg.freshSchema(t)
-	s := openPostgres(t, u, keystore.PostgresOptions{})
+	s := openPostgres(t, u, postgres.Options{})
 	defer s.Close()
 	var dbNow time.Time
 	if err := s.Pool().QueryRow(ctx, "SELECT now()").Scan(&dbNow); err != nil {
@@ -133,7 +89,7 @@ func (pg *pgEnv) testMigrations(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			s, err := keystore.OpenPostgres(ctx, u, keystore.PostgresOptions{})
+			s, err := postgres.Open(ctx, u, postgres.Options{})
 			if err == nil {
 				s.Close()
 			}
@@ -147,7 +103,7 @@ func (pg *pgEnv) testMigrations(t *testing.T) {
 			t.Fatalf("concurrent open: %v", err)
 		}
 	}
-	s := openPostgres(t, u, keystore.PostgresOptions{})
+	s := openPostgres(t, u, postgres.Options{})
 	var n int
 	if err := s.Pool().QueryRow(ctx, "SELECT count(*) FROM guard_schema_migrations").Scan(&n); err != nil || n != 1 {
 		t.Fatalf("migrations recorded: %d %v", n, err)
@@ -156,10 +112,10 @@ func (pg *pgEnv) testMigrations(t *testing.T) {
 		t.Fatal(err)
 	}
 	s.Close()
-	if _, err := keystore.OpenPostgres(ctx, u, keystore.PostgresOptions{}); err == nil || !strings.Contains(err.Error(), "newer") {
+	if _, err := postgres.Open(ctx, u, postgres.Options{}); err == nil || !strings.Contains(err.Error(), "newer") {
 		t.Fatalf("a newer schema must be refused, got %v", err)
 	}
-	if _, err := keystore.OpenPostgres(ctx, "postgres://user:secret@", keystore.PostgresOptions{}); err == nil || strings.Contains(err.Error(), "secret") {
+	if _, err := postgres.Open(ctx, "postgres://user:secret@", postgres.Options{}); err == nil || strings.Contains(err.Error(), "secret") {
 		t.Fatalf("a bad URL must be refused without quoting it: %v", err)
 	}
 }
