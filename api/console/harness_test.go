@@ -16,6 +16,7 @@ import (
 	"github.com/n8n-guard/n8n-guard/api"
 	"github.com/n8n-guard/n8n-guard/api/console"
 	"github.com/n8n-guard/n8n-guard/keystore"
+	"github.com/n8n-guard/n8n-guard/keystore/bolt"
 )
 
 // Two tokens: one whose role may act, one that may only read.
@@ -29,13 +30,13 @@ const (
 type site struct {
 	t     *testing.T
 	url   string
-	store *keystore.BoltStore
+	store *bolt.Store
 	ctx   context.Context
 }
 
 func newSite(t *testing.T) *site {
 	t.Helper()
-	store, err := keystore.OpenBolt(filepath.Join(t.TempDir(), "guard.db"), keystore.BoltOptions{})
+	store, err := bolt.Open(filepath.Join(t.TempDir(), "guard.db"), bolt.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
