@@ -120,6 +120,9 @@ func (s *Store) Sweep(ctx context.Context) (keystore.SweepStats, error) {
 		{s.sweepExpired, &st.Expired},
 		{s.sweepEvents, &st.Events},
 	}
+	if err := s.foldActivity(ctx); err != nil {
+		return st, s.dbErr("sweep", err)
+	}
 	for _, p := range passes {
 		for {
 			if err := ctx.Err(); err != nil {

@@ -1,0 +1,21 @@
+-- n8n-guard keystore on PostgreSQL, version 2: what the operator console
+-- (/ui) reads without walking every key.
+
+-- Search by the holder of the last attempt's lease, in key order.
+CREATE INDEX guard_keys_owner ON guard_keys (owner, namespace, key) WHERE owner <> '';
+
+-- The unknown keys in the order they went unknown: the queue a person
+-- works through, oldest first.
+CREATE INDEX guard_keys_waiting ON guard_keys (updated_at, namespace, key) WHERE state = 'unknown';
+
+-- Hourly counts of what the guard answered, for the console's chart. They
+-- are added in the transaction of the write they count; a key's writes
+-- always land on the same of 16 shards, so concurrent writers of different
+-- keys rarely wait on one counter row.
+CREATE TABLE guard_activity (
+    hour  timestamptz NOT NULL,
+    kind  smallint NOT NULL,
+    shard smallint NOT NULL,
+    n     bigint NOT NULL,
+    PRIMARY KEY (hour, kind, shard)
+);
