@@ -37,6 +37,8 @@ type Store interface {
 	Counts(ctx context.Context) (map[string]map[keystore.State]int, error)
 	Destinations(ctx context.Context) ([]keystore.Breaker, error)
 	Resolve(ctx context.Context, req keystore.ResolveRequest) (keystore.Result, error)
+	ResetBreaker(ctx context.Context, destination, by string) (keystore.Breaker, error)
+	Activity(ctx context.Context, since time.Time) ([]keystore.HourActivity, error)
 }
 
 // Notifications is the part of the notification outbox the console shows.

@@ -1,7 +1,6 @@
 package console
 
 import (
-	"context"
 	"net/http"
 	"net/url"
 	"slices"
@@ -241,27 +240,17 @@ func (ui *Console) breakers(c *fiber.Ctx, sess *session) error {
 	if err != nil {
 		return err
 	}
-	_, resets := ui.store.(breakerResetter)
 	return ui.render(c, http.StatusOK, "breakers", breakersPage{
 		layout:   ui.layout(sess, "Breakers"),
 		Items:    items,
-		CanReset: resets && sess.who.CanAct,
+		CanReset: sess.who.CanAct,
 		Done:     c.Query("done"),
 	})
 }
 
-// breakerResetter closes a destination's breaker by a person's decision.
-type breakerResetter interface {
-	ResetBreaker(ctx context.Context, destination, by string) (keystore.Breaker, error)
-}
-
 func (ui *Console) resetBreaker(c *fiber.Ctx, sess *session) error {
-	rs, ok := ui.store.(breakerResetter)
-	if !ok {
-		return keystore.Errorf(keystore.EConflict, "this store cannot reset breakers")
-	}
 	dest := c.FormValue("destination")
-	if _, err := rs.ResetBreaker(c.UserContext(), dest, "console: "+sess.who.Name); err != nil {
+	if _, err := ui.store.ResetBreaker(c.UserContext(), dest, "console: "+sess.who.Name); err != nil {
 		return err
 	}
 	ui.log.Info("console: breaker reset", "destination", dest, "token", sess.who.Name)
