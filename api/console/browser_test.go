@@ -377,7 +377,9 @@ func TestBrowserOverviewChartDrawsActivity(t *testing.T) {
 func TestBrowserNarrowScreenAndKeyboard(t *testing.T) {
 	s := newSite(t)
 	s.unknownKey("bookings", "bk-0042", "n8n exec 4711", "timeout after 30s")
-	b := newBrowser(t, s, 360, 740)
+	b := newBrowser(t, s, 800, 740)
+	// A headless window is at least 500 px wide; emulate the phone.
+	b.run("360 px", chromedp.EmulateViewport(360, 740))
 	b.signIn(actToken)
 	b.shot("overview-360")
 	overflow := get(b, "overflow", chromedp.Evaluate[bool](`document.documentElement.scrollWidth > window.innerWidth + 1`))

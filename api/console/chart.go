@@ -15,6 +15,7 @@ const (
 	chartWidth  = 720
 	chartHeight = 220
 	chartLeft   = 44 // room for the scale
+	chartRight  = 24 // room for the last hour's label
 	chartBottom = 24 // room for the hours
 	chartTop    = 10
 	chartHours  = 24
@@ -28,6 +29,7 @@ type chart struct {
 	Hours         []keystore.HourActivity // the same data, as a table
 	Total         int
 	Baseline      int
+	GridEnd       int
 }
 
 type bar struct {
@@ -59,7 +61,7 @@ func drawChart(hours []keystore.HourActivity, now time.Time) *chart {
 	for _, h := range hours {
 		byHour[h.Hour.UTC().Unix()] = h
 	}
-	ch := &chart{Width: chartWidth, Height: chartHeight, Baseline: chartHeight - chartBottom}
+	ch := &chart{Width: chartWidth, Height: chartHeight, Baseline: chartHeight - chartBottom, GridEnd: chartWidth - chartRight}
 	series := make([]keystore.HourActivity, chartHours)
 	top := 0
 	for i := range series {
@@ -74,7 +76,7 @@ func drawChart(hours []keystore.HourActivity, now time.Time) *chart {
 	ch.Hours = series
 	scale := niceCeil(top)
 	plotH := float64(chartHeight - chartBottom - chartTop)
-	slot := float64(chartWidth-chartLeft) / chartHours
+	slot := float64(chartWidth-chartLeft-chartRight) / chartHours
 	for i, h := range series {
 		x := float64(chartLeft) + float64(i)*slot + slot*0.15
 		w := slot * 0.7

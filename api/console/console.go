@@ -46,10 +46,11 @@ type Notifications interface {
 	List(ctx context.Context, q notify.ListQuery) (notify.Page, error)
 }
 
-// Resender re-sends a dead notification. The outbox offers it when it can;
-// without it the console shows dead notifications but no re-send button.
+// Resender re-sends a dead notification (notify.Service.Resend, which
+// helper "slack" is adding). Until the outbox offers it, the console shows
+// dead notifications and why they failed, but no re-send button.
 type Resender interface {
-	Resend(ctx context.Context, id string) error
+	Resend(ctx context.Context, id string) (notify.Notification, error)
 }
 
 // Principal is who a session acts for, as the API token's scope says.

@@ -294,7 +294,7 @@ func (ui *Console) resend(c *fiber.Ctx, sess *session) error {
 		return keystore.Errorf(keystore.EConflict, "this outbox cannot re-send notifications")
 	}
 	id := c.FormValue("id")
-	if err := rs.Resend(c.UserContext(), id); err != nil {
+	if _, err := rs.Resend(c.UserContext(), id); err != nil {
 		return err
 	}
 	ui.log.Info("console: notification re-sent", "id", id, "token", sess.who.Name)
