@@ -62,7 +62,8 @@ type ListQuery struct {
 	State     State  // empty: all states
 	// KeyPrefix selects keys that begin with it; it needs Namespace.
 	KeyPrefix string
-	// Owner selects keys whose last attempt's lease holder is exactly it.
+	// Owner selects keys whose last attempt's lease holder is exactly it,
+	// among the keys that are not completed (the ones a person acts on).
 	Owner string
 	// Oldest lists unknown keys by the time they went unknown, oldest
 	// first: the queue a person works through. It needs State unknown.
@@ -269,6 +270,9 @@ func (q ListQuery) Normalize() (ListQuery, error) {
 	}
 	if utf8.RuneCountInString(q.Owner) > MaxOwnerLength {
 		return q, InvalidField("owner", "max=128", "owner is longer than 128 characters")
+	}
+	if q.Owner != "" && q.State == StateCompleted {
+		return q, InvalidField("owner", "excluded_with=state=completed", "search by owner finds keys that are not completed")
 	}
 	if q.Oldest && q.State != StateUnknown {
 		return q, InvalidField("state", "eq=unknown", "oldest first lists unknown keys only")

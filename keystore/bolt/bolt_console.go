@@ -15,7 +15,7 @@ import (
 // (the queue a person works through) and the hourly activity (the chart).
 // They are written in the same transaction as the record they describe.
 var (
-	bucketOwners   = []byte("idx/owner")   // owner \x00 ns \x00 key -> "" (records with an owner)
+	bucketOwners   = []byte("idx/owner")   // owner \x00 ns \x00 key -> "" (not completed, with an owner)
 	bucketWaiting  = []byte("idx/waiting") // updated_at ms, ns \x00 key -> "" (unknown only)
 	bucketActivity = []byte("activity")    // hour (unix s), kind -> uint64
 )
@@ -31,19 +31,26 @@ func ownerIndexKey(owner string, rk []byte) []byte {
 	return append(append([]byte(owner), 0), rk...)
 }
 
+// ownerIndexed: idx/owner covers the keys that are not completed, the ones
+// a person may act on. Completed keys, the bulk of the file, are left out:
+// an entry each would add about a third to the file's bytes per record.
+func ownerIndexed(r *keystore.Record) bool {
+	return r != nil && r.Owner != "" && r.State != keystore.StateCompleted
+}
+
 // indexForConsole keeps idx/owner, idx/waiting and the activity counts in
 // step with a write of next over prev (nil: a new key).
 func indexForConsole(w *wtx, prev, next *keystore.Record, rk []byte) error {
-	if prev == nil || prev.Owner != next.Owner {
-		if prev != nil && prev.Owner != "" {
-			if err := w.delete(bkOwners, ownerIndexKey(prev.Owner, rk)); err != nil {
-				return err
-			}
+	was, is := ownerIndexed(prev), ownerIndexed(next)
+	moved := was && is && prev.Owner != next.Owner
+	if was && (!is || moved) {
+		if err := w.delete(bkOwners, ownerIndexKey(prev.Owner, rk)); err != nil {
+			return err
 		}
-		if next.Owner != "" {
-			if err := w.put(bkOwners, ownerIndexKey(next.Owner, rk), nil); err != nil {
-				return err
-			}
+	}
+	if is && (!was || moved) {
+		if err := w.put(bkOwners, ownerIndexKey(next.Owner, rk), nil); err != nil {
+			return err
 		}
 	}
 	if prev != nil && prev.State == keystore.StateUnknown {
@@ -64,7 +71,7 @@ func indexForConsole(w *wtx, prev, next *keystore.Record, rk []byte) error {
 
 // unindexForConsole removes a deleted record's entries.
 func unindexForConsole(w *wtx, r *keystore.Record, rk []byte) error {
-	if r.Owner != "" {
+	if ownerIndexed(r) {
 		if err := w.delete(bkOwners, ownerIndexKey(r.Owner, rk)); err != nil {
 			return err
 		}
@@ -180,7 +187,7 @@ func backfillConsole(db *bbolt.DB) (int, error) {
 				return err
 			}
 			n++
-			if r.Owner != "" {
+			if ownerIndexed(r) {
 				if err := owners.Put(ownerIndexKey(r.Owner, k), nil); err != nil {
 					return err
 				}

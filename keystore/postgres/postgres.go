@@ -709,7 +709,7 @@ func (s *Store) List(ctx context.Context, q keystore.ListQuery) (keystore.Page, 
 		sql += ` AND key LIKE ` + arg(likePrefix(q.KeyPrefix))
 	}
 	if q.Owner != "" {
-		sql += ` AND owner = ` + arg(q.Owner) + ` AND owner <> ''` // lets the planner use the owner index
+		sql += ` AND owner = ` + arg(q.Owner) + ` AND owner <> '' AND state <> 'completed'` // the owner index's rows
 	}
 	order := `namespace, key`
 	if q.Oldest {

@@ -52,7 +52,7 @@ func runConsole(t *testing.T, newStore New) {
 		wantCode(t, err, keystore.EInvalidRequest)
 	})
 
-	t.Run("search by owner, alone and with namespace, prefix and state", func(t *testing.T) {
+	t.Run("search by owner finds keys not completed, alone and with namespace, prefix and state", func(t *testing.T) {
 		e := setup(t, newStore, keystore.Policies{})
 		e.unknown(ns, "evt_1", "n8n exec 7")
 		e.unknown("other", "evt_2", "n8n exec 7")
@@ -67,11 +67,13 @@ func runConsole(t *testing.T, newStore New) {
 			q    keystore.ListQuery
 			want []string
 		}{
-			{keystore.ListQuery{Owner: "n8n exec 7"}, []string{ns + "/evt_1", ns + "/evt_3", "other/evt_2"}},
-			{keystore.ListQuery{Owner: "n8n exec 7", Limit: 1}, []string{ns + "/evt_1", ns + "/evt_3", "other/evt_2"}},
-			{keystore.ListQuery{Owner: "n8n exec 7", Namespace: ns}, []string{ns + "/evt_1", ns + "/evt_3"}},
+			{keystore.ListQuery{Owner: "n8n exec 7"}, []string{ns + "/evt_1", "other/evt_2"}},
+			{keystore.ListQuery{Owner: "n8n exec 7", Limit: 1}, []string{ns + "/evt_1", "other/evt_2"}},
+			{keystore.ListQuery{Owner: "n8n exec 7", Namespace: ns}, []string{ns + "/evt_1"}},
 			{keystore.ListQuery{Owner: "n8n exec 7", State: keystore.StateUnknown}, []string{ns + "/evt_1", "other/evt_2"}},
-			{keystore.ListQuery{Owner: "n8n exec 7", Namespace: ns, KeyPrefix: "evt_3"}, []string{ns + "/evt_3"}},
+			{keystore.ListQuery{Owner: "n8n exec 7", State: keystore.StateReserved}, nil},
+			{keystore.ListQuery{Owner: "n8n exec 8", Namespace: ns, KeyPrefix: "evt_4"}, []string{ns + "/evt_4"}},
+			{keystore.ListQuery{Owner: "n8n exec 8", Namespace: ns, KeyPrefix: "evt_5"}, nil},
 			{keystore.ListQuery{Owner: "n8n exec 9"}, []string{ns + "/evt_5"}},
 			{keystore.ListQuery{Owner: "n8n exec"}, nil},
 		} {
@@ -81,6 +83,8 @@ func runConsole(t *testing.T, newStore New) {
 				t.Errorf("%+v: %v, want %v", c.q, sort, c.want)
 			}
 		}
+		_, err := e.s.List(e.ctx, keystore.ListQuery{Owner: "n8n exec 7", State: keystore.StateCompleted})
+		wantCode(t, err, keystore.EInvalidRequest)
 	})
 
 	t.Run("unknown keys oldest first, pages, and leave the queue when resolved", func(t *testing.T) {

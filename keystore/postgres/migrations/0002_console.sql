@@ -1,8 +1,10 @@
 -- n8n-guard keystore on PostgreSQL, version 2: what the operator console
 -- (/ui) reads without walking every key.
 
--- Search by the holder of the last attempt's lease, in key order.
-CREATE INDEX guard_keys_owner ON guard_keys (owner, namespace, key) WHERE owner <> '';
+-- Search by the holder of the last attempt's lease, in key order, among
+-- the keys that are not completed (as on bbolt, where an entry per
+-- completed key would grow the file by a third).
+CREATE INDEX guard_keys_owner ON guard_keys (owner, namespace, key) WHERE owner <> '' AND state <> 'completed';
 
 -- The unknown keys in the order they went unknown: the queue a person
 -- works through, oldest first.
