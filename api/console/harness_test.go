@@ -41,23 +41,34 @@ func newSite(t *testing.T) *site {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { store.Close() })
+	s, stop, err := serve(store)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(stop)
+	s.t = t
+	return s
+}
+
+// serve mounts a console on store and serves it on loopback until stop.
+func serve(store *bolt.Store) (s *site, stop func(), err error) {
 	ui, err := console.New(console.Config{
 		Store:    store,
 		SignIn:   signIn,
 		StatusOf: api.StatusOf,
 	})
 	if err != nil {
-		t.Fatal(err)
+		return nil, nil, err
 	}
 	app := fiber.New(fiber.Config{DisableStartupMessage: true})
 	ui.Mount(app)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		t.Fatal(err)
+		return nil, nil, err
 	}
 	go app.Listener(ln)
-	t.Cleanup(func() { app.ShutdownWithTimeout(5 * time.Second) })
-	return &site{t: t, url: "http://" + ln.Addr().String(), store: store, ctx: context.Background()}
+	stop = func() { app.ShutdownWithTimeout(5 * time.Second) }
+	return &site{url: "http://" + ln.Addr().String(), store: store, ctx: context.Background()}, stop, nil
 }
 
 // signIn is the roles table of the tests; api's is the real one (every
@@ -108,7 +119,7 @@ func (s *site) lookup(ns, key string) *keystore.Record {
 
 // client is a cookie-keeping HTTP client that does not follow redirects,
 // so tests see the 303s.
-func client(t *testing.T) *http.Client {
+func client(t testing.TB) *http.Client {
 	jar, err := cookiejar.New(nil)
 	if err != nil {
 		t.Fatal(err)
