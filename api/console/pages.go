@@ -171,7 +171,7 @@ func (ui *Console) showKey(c *fiber.Ctx, sess *session, status int, ns, key, pro
 		return keystore.Errorf(keystore.ENotFound, "no key %q in namespace %q (never seen, or purged after its retention)", key, ns)
 	}
 	r := res.Record
-	p := keyPage{layout: ui.layout(sess, "Key "+r.Key), Record: r, Done: c.Query("done"), Problem: problem, Form: form}
+	p := keyPage{layout: ui.layout(sess, "Key "+r.Key), Record: r, Done: doneText(c.Query("done")), Problem: problem, Form: form}
 	p.History = slices.Clone(r.History)
 	slices.Reverse(p.History)
 	p.Decidable = decidable(r, ui.now())
@@ -220,6 +220,19 @@ func (ui *Console) resolve(c *fiber.Ctx, sess *session) error {
 	}
 	ui.log.Info("console: key resolved", "namespace", ns, "key", key, "action", form.Action, "token", sess.who.Name)
 	return c.Redirect(keyURL(ns, key)+"&done="+url.QueryEscape(form.Action), http.StatusSeeOther)
+}
+
+// doneText confirms a decision after the redirect that follows it.
+func doneText(action string) string {
+	switch action {
+	case "complete":
+		return "The key is marked completed."
+	case "retry":
+		return "A new attempt may start: the next reserve is accepted."
+	case "final":
+		return "The key is marked failed for good: the next reserve is rejected."
+	}
+	return ""
 }
 
 func keyURL(ns, key string) string {
