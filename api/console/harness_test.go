@@ -50,13 +50,18 @@ func newSite(t *testing.T) *site {
 	return s
 }
 
-// serve mounts a console on store and serves it on loopback until stop.
-func serve(store *bolt.Store) (s *site, stop func(), err error) {
-	ui, err := console.New(console.Config{
+// serve mounts a console on store (and notes, when given) and serves it
+// on loopback until stop.
+func serve(store *bolt.Store, notes ...console.Notifications) (s *site, stop func(), err error) {
+	cfg := console.Config{
 		Store:    store,
 		SignIn:   signIn,
 		StatusOf: api.StatusOf,
-	})
+	}
+	if len(notes) > 0 {
+		cfg.Notifications = notes[0]
+	}
+	ui, err := console.New(cfg)
 	if err != nil {
 		return nil, nil, err
 	}
