@@ -128,6 +128,10 @@ func loadedSite(b *testing.B) (*site, *http.Client) {
 
 func benchPage(b *testing.B, path string) {
 	s, c := loadedSite(b)
+	benchPageOn(b, s, c, path)
+}
+
+func benchPageOn(b *testing.B, s *site, c *http.Client, path string) {
 	b.ResetTimer()
 	for range b.N {
 		resp, err := c.Get(s.url + path)

@@ -30,7 +30,7 @@ const (
 type site struct {
 	t     *testing.T
 	url   string
-	store *bolt.Store
+	store keystore.Store
 	ctx   context.Context
 }
 
@@ -52,7 +52,7 @@ func newSite(t *testing.T) *site {
 
 // serve mounts a console on store (and notes, when given) and serves it
 // on loopback until stop.
-func serve(store *bolt.Store, notes ...console.Notifications) (s *site, stop func(), err error) {
+func serve(store keystore.Store, notes ...console.Notifications) (s *site, stop func(), err error) {
 	cfg := console.Config{
 		Store:    store,
 		SignIn:   signIn,
@@ -133,7 +133,7 @@ func client(t testing.TB) *http.Client {
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 }
 
-func postForm(t *testing.T, c *http.Client, u string, form url.Values) *http.Response {
+func postForm(t testing.TB, c *http.Client, u string, form url.Values) *http.Response {
 	t.Helper()
 	req, err := http.NewRequest(http.MethodPost, u, strings.NewReader(form.Encode()))
 	if err != nil {
