@@ -62,8 +62,10 @@ type ListQuery struct {
 	State     State  // empty: all states
 	// KeyPrefix selects keys that begin with it; it needs Namespace.
 	KeyPrefix string
-	// Owner selects keys whose last attempt's lease holder is exactly it,
-	// among the keys that are not completed (the ones a person acts on).
+	// Owner selects keys whose last attempt's lease holder is exactly it:
+	// the failed and unknown keys (the ones a person acts on), or with
+	// State reserved the attempts in flight. Completed keys are not
+	// searched by owner.
 	Owner string
 	// Oldest lists unknown keys by the time they went unknown, oldest
 	// first: the queue a person works through. It needs State unknown.
@@ -272,7 +274,7 @@ func (q ListQuery) Normalize() (ListQuery, error) {
 		return q, InvalidField("owner", "max=128", "owner is longer than 128 characters")
 	}
 	if q.Owner != "" && q.State == StateCompleted {
-		return q, InvalidField("owner", "excluded_with=state=completed", "search by owner finds keys that are not completed")
+		return q, InvalidField("owner", "excluded_with=state=completed", "search by owner finds failed, unknown or (with state reserved) reserved keys, not completed ones")
 	}
 	if q.Oldest && q.State != StateUnknown {
 		return q, InvalidField("state", "eq=unknown", "oldest first lists unknown keys only")

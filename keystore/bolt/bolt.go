@@ -631,7 +631,8 @@ func (s *Store) List(_ context.Context, q keystore.ListQuery) (keystore.Page, er
 	}
 	var page keystore.Page
 	err = s.db.View(func(tx *bbolt.Tx) error {
-		// Where to walk: the owner index, the unknown keys in the order
+		// Where to walk: the owner index (failed and unknown keys; reserved
+		// ones are on the lease index), the unknown keys in the order
 		// they went unknown, the state index, the lease index (reserved
 		// keys, in lease order, filtered by namespace), or all keys; a key
 		// prefix narrows the walk of each index that is ordered by key.
@@ -641,7 +642,7 @@ func (s *Store) List(_ context.Context, q keystore.ListQuery) (keystore.Page, er
 		}
 		bucket, skip := bucketKeys, 0
 		switch {
-		case q.Owner != "":
+		case q.Owner != "" && q.State != keystore.StateReserved:
 			bucket, skip = bucketOwners, len(q.Owner)+1
 			prefix = ownerIndexKey(q.Owner, nsPrefix)
 		case q.Oldest:
@@ -686,7 +687,7 @@ func (s *Store) List(_ context.Context, q keystore.ListQuery) (keystore.Page, er
 			if err != nil {
 				return err
 			}
-			if q.State != "" && r.State != q.State {
+			if q.State != "" && r.State != q.State || q.Owner != "" && r.Owner != q.Owner {
 				continue
 			}
 			if len(page.Items) == q.Limit {

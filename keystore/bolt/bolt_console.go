@@ -15,7 +15,7 @@ import (
 // (the queue a person works through) and the hourly activity (the chart).
 // They are written in the same transaction as the record they describe.
 var (
-	bucketOwners   = []byte("idx/owner")   // owner \x00 ns \x00 key -> "" (not completed, with an owner)
+	bucketOwners   = []byte("idx/owner")   // owner \x00 ns \x00 key -> "" (failed and unknown, with an owner)
 	bucketWaiting  = []byte("idx/waiting") // updated_at ms, ns \x00 key -> "" (unknown only)
 	bucketActivity = []byte("activity")    // hour (unix s), kind -> uint64
 )
@@ -31,11 +31,13 @@ func ownerIndexKey(owner string, rk []byte) []byte {
 	return append(append([]byte(owner), 0), rk...)
 }
 
-// ownerIndexed: idx/owner covers the keys that are not completed, the ones
-// a person may act on. Completed keys, the bulk of the file, are left out:
-// an entry each would add about a third to the file's bytes per record.
+// ownerIndexed: idx/owner covers the failed and unknown keys, the ones a
+// person acts on, like idx/state: a key that is reserved and then
+// completed, the path of nearly every key, writes no entry (one would cost
+// each reserve and complete a write, and completed keys a third more
+// file). Reserved keys are found by owner on the lease index.
 func ownerIndexed(r *keystore.Record) bool {
-	return r != nil && r.Owner != "" && r.State != keystore.StateCompleted
+	return r != nil && r.Owner != "" && stateIndexed(r.State)
 }
 
 // indexForConsole keeps idx/owner, idx/waiting and the activity counts in

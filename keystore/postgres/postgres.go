@@ -709,7 +709,10 @@ func (s *Store) List(ctx context.Context, q keystore.ListQuery) (keystore.Page, 
 		sql += ` AND key LIKE ` + arg(likePrefix(q.KeyPrefix))
 	}
 	if q.Owner != "" {
-		sql += ` AND owner = ` + arg(q.Owner) + ` AND owner <> '' AND state <> 'completed'` // the owner index's rows
+		sql += ` AND owner = ` + arg(q.Owner)
+		if q.State != keystore.StateReserved {
+			sql += ` AND owner <> '' AND state IN ('failed', 'unknown')` // the owner index's rows
+		}
 	}
 	order := `namespace, key`
 	if q.Oldest {

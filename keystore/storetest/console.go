@@ -52,13 +52,15 @@ func runConsole(t *testing.T, newStore New) {
 		wantCode(t, err, keystore.EInvalidRequest)
 	})
 
-	t.Run("search by owner finds keys not completed, alone and with namespace, prefix and state", func(t *testing.T) {
+	t.Run("search by owner finds failed and unknown keys, and with state reserved the attempts in flight", func(t *testing.T) {
 		e := setup(t, newStore, keystore.Policies{})
 		e.unknown(ns, "evt_1", "n8n exec 7")
 		e.unknown("other", "evt_2", "n8n exec 7")
 		done := e.reserve(ns, "evt_3", func(q *keystore.ReserveRequest) { q.Owner = "n8n exec 7" })
 		e.complete(ns, "evt_3", done.Token, "crm-3")
 		e.reserve(ns, "evt_4", func(q *keystore.ReserveRequest) { q.Owner = "n8n exec 8" })
+		rejected := e.reserve(ns, "evt_6", func(q *keystore.ReserveRequest) { q.Owner = "n8n exec 6" })
+		e.fail(ns, "evt_6", rejected.Token, keystore.ReasonValidationFailed)
 		// A new attempt by someone else moves the key to its new owner.
 		moved := e.reserve(ns, "evt_5", func(q *keystore.ReserveRequest) { q.Owner = "n8n exec 7" })
 		e.fail(ns, "evt_5", moved.Token, keystore.ReasonDestinationFailed)
@@ -71,10 +73,15 @@ func runConsole(t *testing.T, newStore New) {
 			{keystore.ListQuery{Owner: "n8n exec 7", Limit: 1}, []string{ns + "/evt_1", "other/evt_2"}},
 			{keystore.ListQuery{Owner: "n8n exec 7", Namespace: ns}, []string{ns + "/evt_1"}},
 			{keystore.ListQuery{Owner: "n8n exec 7", State: keystore.StateUnknown}, []string{ns + "/evt_1", "other/evt_2"}},
+			{keystore.ListQuery{Owner: "n8n exec 7", State: keystore.StateFailed}, nil},
 			{keystore.ListQuery{Owner: "n8n exec 7", State: keystore.StateReserved}, nil},
-			{keystore.ListQuery{Owner: "n8n exec 8", Namespace: ns, KeyPrefix: "evt_4"}, []string{ns + "/evt_4"}},
-			{keystore.ListQuery{Owner: "n8n exec 8", Namespace: ns, KeyPrefix: "evt_5"}, nil},
-			{keystore.ListQuery{Owner: "n8n exec 9"}, []string{ns + "/evt_5"}},
+			{keystore.ListQuery{Owner: "n8n exec 8", State: keystore.StateReserved, Namespace: ns, KeyPrefix: "evt_4"}, []string{ns + "/evt_4"}},
+			{keystore.ListQuery{Owner: "n8n exec 8", State: keystore.StateReserved, Namespace: ns, KeyPrefix: "evt_5"}, nil},
+			{keystore.ListQuery{Owner: "n8n exec 8"}, nil}, // reserved only
+			{keystore.ListQuery{Owner: "n8n exec 9", State: keystore.StateReserved}, []string{ns + "/evt_5"}},
+			{keystore.ListQuery{Owner: "n8n exec 9", State: keystore.StateReserved, Limit: 1}, []string{ns + "/evt_5"}},
+			{keystore.ListQuery{Owner: "n8n exec 6", State: keystore.StateFailed}, []string{ns + "/evt_6"}},
+			{keystore.ListQuery{Owner: "n8n exec 6"}, []string{ns + "/evt_6"}},
 			{keystore.ListQuery{Owner: "n8n exec"}, nil},
 		} {
 			sort := keysOf(listAll(t, e, c.q))

@@ -2,9 +2,9 @@
 -- (/ui) reads without walking every key.
 
 -- Search by the holder of the last attempt's lease, in key order, among
--- the keys that are not completed (as on bbolt, where an entry per
--- completed key would grow the file by a third).
-CREATE INDEX guard_keys_owner ON guard_keys (owner, namespace, key) WHERE owner <> '' AND state <> 'completed';
+-- the failed and unknown keys (as on bbolt; reserved keys are found on
+-- guard_keys_open, completed keys are not searched by owner).
+CREATE INDEX guard_keys_owner ON guard_keys (owner, namespace, key) WHERE owner <> '' AND state IN ('failed', 'unknown');
 
 -- The unknown keys in the order they went unknown: the queue a person
 -- works through, oldest first.
