@@ -44,7 +44,14 @@ func BenchmarkConsolePostgres(b *testing.B) {
 		FROM generate_series(1, $1::int) AS i, (SELECT $1::int AS n) AS c`, n); err != nil {
 		b.Fatal(err)
 	}
-	if _, err := conn.Exec(ctx, `ANALYZE guard_keys`); err != nil {
+	// The rows bypassed the store: count them the way migration 2 counts
+	// the keys of an older database.
+	if _, err := conn.Exec(ctx, `INSERT INTO guard_counts (namespace, state, shard, n)
+		SELECT namespace, state, 0, count(*) FROM guard_keys GROUP BY namespace, state`); err != nil {
+		b.Fatal(err)
+	}
+	// VACUUM as autovacuum would have by now on a table this size.
+	if _, err := conn.Exec(ctx, `VACUUM ANALYZE guard_keys`); err != nil {
 		b.Fatal(err)
 	}
 	s, stop, err := serve(store)

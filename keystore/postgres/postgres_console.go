@@ -24,11 +24,27 @@ func activityShard(ns, key string) int {
 	return int(h.Sum32() % activityShards)
 }
 
-// queueActivity counts a write of next over prev on the chart, in the
-// same transaction.
+const pgAddCounts = `INSERT INTO guard_counts (namespace, state, shard, n) VALUES ($1, $2, $3, $4), ($1, $5, $3, $6)
+	ON CONFLICT (namespace, state, shard) DO UPDATE SET n = guard_counts.n + EXCLUDED.n`
+
+// queueActivity counts a write of next over prev (nil: a new key) on the
+// chart and in the per-state counts, in the same transaction.
 func queueActivity(b *pgx.Batch, prev, next *keystore.Record) {
+	shard := activityShard(next.Namespace, next.Key)
 	if kind := keystore.ActivityOf(prev, next); kind != keystore.ActivityNone {
-		b.Queue(pgAddActivity, next.UpdatedAt.UTC().Truncate(time.Hour), int(kind), activityShard(next.Namespace, next.Key), 1)
+		b.Queue(pgAddActivity, next.UpdatedAt.UTC().Truncate(time.Hour), int(kind), shard, 1)
+	}
+	switch {
+	case prev == nil:
+		b.Queue(`INSERT INTO guard_counts (namespace, state, shard, n) VALUES ($1, $2, $3, 1)
+			ON CONFLICT (namespace, state, shard) DO UPDATE SET n = guard_counts.n + 1`, next.Namespace, string(next.State), shard)
+	case prev.State != next.State:
+		// Rows in the order of the state's name: see guard_counts.
+		a, da, z, dz := string(prev.State), -1, string(next.State), 1
+		if z < a {
+			a, da, z, dz = z, dz, a, da
+		}
+		b.Queue(pgAddCounts, next.Namespace, a, shard, da, z, dz)
 	}
 }
 
