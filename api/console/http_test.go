@@ -187,3 +187,21 @@ func selfSigned(t *testing.T) tls.Certificate {
 	}
 	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}
 }
+
+// A decision made from Slack reaches the store as a resolve whose by names
+// the Slack user; the key page shows it in the history like any other.
+func TestKeyHistoryShowsDecisionsMadeInSlack(t *testing.T) {
+	s := newSite(t)
+	s.unknownKey("bookings", "bk-5", "n8n exec 5", "timeout")
+	if _, err := s.store.Resolve(s.ctx, keystore.ResolveRequest{Namespace: "bookings", Key: "bk-5",
+		Resolution: keystore.StateCompleted, By: "slack: U0ANNA (Anna)", Note: "confirmed in the CRM"}); err != nil {
+		t.Fatal(err)
+	}
+	c, _ := signedIn(t, s, readToken)
+	_, page := fetch(t, c, s.url+"/ui/key?namespace=bookings&key=bk-5")
+	for _, want := range []string{"slack: U0ANNA (Anna)", "completed: confirmed in the CRM", `id="key-state">completed<`} {
+		if !strings.Contains(page, want) {
+			t.Errorf("the key page lacks %q", want)
+		}
+	}
+}
