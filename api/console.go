@@ -1,8 +1,6 @@
 package api
 
 import (
-	"crypto/sha256"
-	"crypto/subtle"
 	"strings"
 
 	"github.com/n8n-guard/n8n-guard/api/console"
@@ -30,21 +28,22 @@ func (s *Server) mountConsole() error {
 	return nil
 }
 
-// consolePrincipal checks a token typed into the console's sign-in form,
-// in constant time like authorize. Every configured token may act: there
-// are no scoped tokens yet. With them, this is where a token's role
-// becomes CanAct (read: false).
-func (s *Server) consolePrincipal(token string) (console.Principal, bool) {
-	token = strings.TrimSpace(token)
-	if token == "" {
-		return console.Principal{}, false
+// consolePrincipal checks a token typed into the console's sign-in form
+// against the same token set as /v1, in constant time. The console lists
+// keys, so it needs the list scope (read and admin roles; a reserve token,
+// a team's n8n, may not sign in); it may act with the admin scope, within
+// the token's namespaces.
+func (s *Server) consolePrincipal(token string) (console.Principal, error) {
+	p, ok := s.tokens.find("Bearer " + strings.TrimSpace(token))
+	if !ok {
+		return console.Principal{}, keystore.Errorf(keystore.EUnauthorized, "that token is not valid")
 	}
-	sum := sha256.Sum256([]byte(token))
-	match := 0
-	for i := range s.tokens {
-		match |= subtle.ConstantTimeCompare(sum[:], s.tokens[i][:])
+	if !p.Allows(ScopeList) {
+		s.metrics.refused(p.Name, "scope")
+		return console.Principal{}, keystore.Errorf(keystore.EForbidden,
+			"token %s (role %s) may not use the console: sign in with a read or admin token", p.Name, p.Role)
 	}
-	return console.Principal{Name: "api token", CanAct: true}, match == 1
+	return console.Principal{Name: p.Name, CanAct: p.Allows(ScopeAdmin), Namespaces: p.Namespaces}, nil
 }
 
 // StatusOf is the HTTP status of an error code: the one table, for pages

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/n8n-guard/n8n-guard/api"
 	"github.com/n8n-guard/n8n-guard/keystore"
 )
 
@@ -86,7 +87,7 @@ func TestConsoleSignInWithTheServersTokenAndResolve(t *testing.T) {
 	resp, page := uiDo(t, c, "GET", e.url+"/ui/key?namespace=bookings&key=bk-1", nil)
 	m := csrfRE.FindStringSubmatch(page)
 	if resp.StatusCode != 200 || m == nil || !strings.Contains(page, `id="resolve-form"`) {
-		t.Fatalf("key page %d; every token acts until scoped tokens exist, so the form must be there", resp.StatusCode)
+		t.Fatalf("key page %d; a token without a scope is an admin, so the form must be there", resp.StatusCode)
 	}
 	form := url.Values{"namespace": {"bookings"}, "key": {"bk-1"}, "action": {"retry"}, "note": {"the CRM has no contact: try again"}}
 	resp, _ = uiDo(t, c, "POST", e.url+"/ui/key/resolve", form)
@@ -102,7 +103,7 @@ func TestConsoleSignInWithTheServersTokenAndResolve(t *testing.T) {
 		t.Fatalf("resolve: %d", resp.StatusCode)
 	}
 	rec := e.call(t, "GET", "/v1/lookup?namespace=bookings&key=bk-1", nil).JSON(t)
-	if rec["state"] != "failed" || rec["retryable"] != true || rec["resolved_by"] != "console: api token" {
+	if rec["state"] != "failed" || rec["retryable"] != true || rec["resolved_by"] != "console: token-1" {
 		t.Fatalf("after the decision: %v", rec)
 	}
 	// A retry is now allowed: the next reserve is accepted.
@@ -119,5 +120,65 @@ func TestConsoleSignInWithTheServersTokenAndResolve(t *testing.T) {
 	stolen.Jar.SetCookies(u, []*http.Cookie{{Name: ck.Name, Value: ck.Value, Path: "/"}})
 	if resp, _ := uiDo(t, stolen, "GET", e.url+"/ui", nil); resp.StatusCode != http.StatusSeeOther {
 		t.Fatalf("the cookie still works after sign-out: %d", resp.StatusCode)
+	}
+}
+
+// Roles come from the scoped tokens: a reserve token (a team's n8n) may
+// not sign in, a read token sees but cannot act, an admin token acts, each
+// only within its namespaces.
+func TestConsoleRolesFromScopedTokens(t *testing.T) {
+	e := start(t, withScopes())
+	for _, n := range []string{ns, "billing"} {
+		r := e.call(t, "POST", "/v1/reserve", map[string]any{"namespace": n, "key": "evt_w", "owner": "n8n exec 1"})
+		e.call(t, "POST", "/v1/fail", map[string]any{"namespace": n, "key": "evt_w", "token": r.JSON(t)["token"], "reason": "outcome_unknown"})
+	}
+	signIn := func(token string) (*http.Client, int, string) {
+		c := consoleClient(t)
+		resp, _ := uiDo(t, c, "POST", e.url+"/ui/signin", url.Values{"token": {token}})
+		if resp.StatusCode != http.StatusSeeOther {
+			return c, resp.StatusCode, ""
+		}
+		_, page := uiDo(t, c, "GET", e.url+"/ui", nil)
+		m := csrfRE.FindStringSubmatch(page)
+		if m == nil {
+			t.Fatal("no CSRF token on the overview")
+		}
+		return c, resp.StatusCode, m[1]
+	}
+	if _, status, _ := signIn(scopedTokens[api.RoleReserve]); status != http.StatusForbidden {
+		t.Fatalf("a reserve token signed in: %d", status)
+	}
+	keyPath := "/ui/key?namespace=" + ns + "&key=evt_w"
+	resolve := url.Values{"namespace": {ns}, "key": {"evt_w"}, "action": {"complete"}, "note": {"found it in the CRM"}}
+
+	read, _, csrf := signIn(scopedTokens[api.RoleRead])
+	if _, page := uiDo(t, read, "GET", e.url+keyPath, nil); strings.Contains(page, `id="resolve-form"`) {
+		t.Error("a read token is offered the decision form")
+	}
+	if resp, _ := uiDo(t, read, "GET", e.url+"/ui/key?namespace=billing&key=evt_w", nil); resp.StatusCode != http.StatusForbidden {
+		t.Errorf("a token of %s read a key of billing: %d", ns, resp.StatusCode)
+	}
+	resolve.Set("csrf", csrf)
+	if resp, _ := uiDo(t, read, "POST", e.url+"/ui/key/resolve", resolve); resp.StatusCode != http.StatusForbidden {
+		t.Errorf("a read token resolved: %d", resp.StatusCode)
+	}
+
+	admin, _, csrf := signIn(scopedTokens[api.RoleAdmin])
+	other := url.Values{"namespace": {"billing"}, "key": {"evt_w"}, "action": {"complete"}, "note": {"x"}, "csrf": {csrf}}
+	if resp, _ := uiDo(t, admin, "POST", e.url+"/ui/key/resolve", other); resp.StatusCode != http.StatusForbidden {
+		t.Errorf("an admin of %s resolved a key of billing: %d", ns, resp.StatusCode)
+	}
+	resolve.Set("csrf", csrf)
+	if resp, _ := uiDo(t, admin, "POST", e.url+"/ui/key/resolve", resolve); resp.StatusCode != http.StatusSeeOther {
+		t.Fatalf("an admin token could not resolve: %d", resp.StatusCode)
+	}
+	for n, want := range map[string]string{ns: "completed", "billing": "unknown"} {
+		rec := e.call(t, "GET", "/v1/lookup?namespace="+n+"&key=evt_w", nil).JSON(t)
+		if rec["state"] != want {
+			t.Errorf("%s/evt_w is %v, want %s", n, rec["state"], want)
+		}
+		if n == ns && rec["resolved_by"] != "console: team-admin" {
+			t.Errorf("resolved_by %v", rec["resolved_by"])
+		}
 	}
 }

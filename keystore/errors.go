@@ -13,12 +13,14 @@ const (
 	EInvalidRequest   Code = "invalid_request"
 	EInvalidKey       Code = "invalid_key"
 	EUnauthorized     Code = "unauthorized"
-	EForbidden        Code = "forbidden" // a valid token whose role may not do this
+	EForbidden        Code = "forbidden" // a valid token without the scope a route or namespace needs
 	ENotFound         Code = "not_found"
 	EKeyReused        Code = "key_reused"
 	EStaleToken       Code = "stale_token"
 	EConflict         Code = "conflict"
 	EPayloadTooLarge  Code = "payload_too_large"
+	ERequestTimeout   Code = "request_timeout" // the request did not arrive within the read timeout
+	EOverloaded       Code = "overloaded"      // the connection cap is reached
 	EStoreUnavailable Code = "store_unavailable"
 	EInternal         Code = "internal"
 )

@@ -19,6 +19,10 @@ type ReserveRequest struct {
 	Payload     json.RawMessage
 	Fingerprint string
 	Destination string
+	// RequestID identifies the attempt's request (n8n: execution id and
+	// node name). Repeated while its lease is live, the reserve answers
+	// accepted again with the same token (DecideReserve).
+	RequestID string
 }
 
 // CompleteRequest reports that the attempt holding Token took effect.
@@ -120,6 +124,12 @@ func (r ReserveRequest) Normalize() (ReserveRequest, Fingerprint, error) {
 	}
 	if utf8.RuneCountInString(r.Fingerprint) > MaxFingerprintLen {
 		return r, nil, InvalidField("fingerprint", "max=128", "fingerprint is longer than 128 characters")
+	}
+	if utf8.RuneCountInString(r.RequestID) > MaxRequestIDLength {
+		return r, nil, InvalidField("request_id", "max=128", "request_id is longer than 128 characters")
+	}
+	if err := checkText("request_id", r.RequestID, true); err != nil {
+		return r, nil, err
 	}
 	var fp Fingerprint
 	switch {

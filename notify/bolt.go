@@ -21,6 +21,7 @@ var (
 	bucketOnce          = []byte("notify/once")          // once-key → time added
 	bucketMeta          = []byte("notify/meta")          // event_cursor
 	bucketUsers         = []byte("notify/users")         // e-mail → Slack user ID
+	bucketEscalate      = []byte("notify/escalate")      // escalation time (8 bytes BE) + id → nil
 	keyEventCursor      = []byte("event_cursor")
 )
 
@@ -29,15 +30,16 @@ type groupState struct {
 	End  time.Time `json:"end"`
 }
 
-// boltOutbox keeps the outbox in bbolt. Invariant: a record has an entry in
-// bucketDue exactly when its DueAt is set, under the key of that DueAt.
+// boltOutbox keeps the outbox in bbolt. Invariants: a record has an entry
+// in bucketDue exactly when its DueAt is set, under the key of that DueAt;
+// and one in bucketEscalate exactly when its EscalateAt is set.
 type boltOutbox struct {
 	db *bolt.DB
 }
 
 func newBoltOutbox(db *bolt.DB) (*boltOutbox, error) {
 	err := db.Update(func(tx *bolt.Tx) error {
-		for _, b := range [][]byte{bucketNotifications, bucketDue, bucketGroups, bucketOnce, bucketMeta, bucketUsers} {
+		for _, b := range [][]byte{bucketNotifications, bucketDue, bucketGroups, bucketOnce, bucketMeta, bucketUsers, bucketEscalate} {
 			if _, err := tx.CreateBucketIfNotExists(b); err != nil {
 				return fmt.Errorf("create bucket %s: %w", b, err)
 			}
@@ -71,10 +73,12 @@ func (w *wrapped) Unwrap() error {
 	return &keystore.Error{Code: keystore.EStoreUnavailable, Message: "the outbox is not available"}
 }
 
-func dueKey(r *record) []byte {
-	k := make([]byte, 8, 8+len(r.ID))
-	binary.BigEndian.PutUint64(k, uint64(max(r.DueAt.UnixNano(), 0)))
-	return append(k, r.ID...)
+func dueKey(r *record) []byte { return timeKey(r.DueAt, r.ID) }
+
+func timeKey(t time.Time, id string) []byte {
+	k := make([]byte, 8, 8+len(id))
+	binary.BigEndian.PutUint64(k, uint64(max(t.UnixNano(), 0)))
+	return append(k, id...)
 }
 
 func getRecord(tx *bolt.Tx, id string) (*record, error) {
@@ -100,6 +104,17 @@ func putRecord(tx *bolt.Tx, old, r *record) error {
 	}
 	if !r.DueAt.IsZero() {
 		if err := due.Put(dueKey(r), nil); err != nil {
+			return err
+		}
+	}
+	esc := tx.Bucket(bucketEscalate)
+	if old != nil && old.EscalateAt != nil {
+		if err := esc.Delete(timeKey(*old.EscalateAt, old.ID)); err != nil {
+			return err
+		}
+	}
+	if r.EscalateAt != nil {
+		if err := esc.Put(timeKey(*r.EscalateAt, r.ID), nil); err != nil {
 			return err
 		}
 	}
@@ -234,6 +249,76 @@ func (o *boltOutbox) Update(ctx context.Context, id string, fn func(r *record)) 
 	return r, unavailable("update", err)
 }
 
+func (o *boltOutbox) Get(ctx context.Context, id string) (*record, error) {
+	var r *record
+	err := o.db.View(func(tx *bolt.Tx) error {
+		var err error
+		r, err = getRecord(tx, id)
+		return err
+	})
+	return r, unavailable("get", err)
+}
+
+func (o *boltOutbox) Escalating(ctx context.Context, now time.Time, limit int) ([]*record, error) {
+	var out []*record
+	err := o.db.View(func(tx *bolt.Tx) error {
+		c := tx.Bucket(bucketEscalate).Cursor()
+		for k, _ := c.First(); k != nil && len(out) < limit; k, _ = c.Next() {
+			if len(k) < 8 || int64(binary.BigEndian.Uint64(k[:8])) > now.UnixNano() {
+				break
+			}
+			r, err := getRecord(tx, string(k[8:]))
+			if err != nil {
+				return err
+			}
+			if r != nil {
+				out = append(out, r)
+			}
+		}
+		return nil
+	})
+	return out, unavailable("escalating", err)
+}
+
+// Escalate: bbolt has one writer, so the transaction alone makes each
+// step happen once.
+func (o *boltOutbox) Escalate(ctx context.Context, now time.Time, limit int, fn func(r *record) *record) (int, error) {
+	n := 0
+	err := o.db.Update(func(tx *bolt.Tx) error {
+		n = 0
+		var ids []string
+		c := tx.Bucket(bucketEscalate).Cursor()
+		for k, _ := c.First(); k != nil && len(ids) < limit; k, _ = c.Next() {
+			if len(k) < 8 || int64(binary.BigEndian.Uint64(k[:8])) > now.UnixNano() {
+				break
+			}
+			ids = append(ids, string(k[8:]))
+		}
+		for _, id := range ids {
+			cur, err := getRecord(tx, id)
+			if err != nil {
+				return err
+			}
+			if cur == nil {
+				continue
+			}
+			old := *cur
+			esc := fn(cur)
+			if err := putRecord(tx, &old, cur); err != nil {
+				return err
+			}
+			if esc != nil {
+				if err := putRecord(tx, nil, esc); err != nil {
+					return err
+				}
+				n++
+			}
+		}
+		return nil
+	})
+	return n, unavailable("escalate", err)
+}
+
 func (o *boltOutbox) List(ctx context.Context, q ListQuery) (Page, error) {
 	page := Page{Items: []Notification{}}
 	err := o.db.View(func(tx *bolt.Tx) error {
@@ -293,7 +378,7 @@ func (o *boltOutbox) Purge(ctx context.Context, cutoff, now time.Time, limit int
 			if err := json.Unmarshal(v, &r); err != nil {
 				return err
 			}
-			if r.Status == StatusPending || !r.DueAt.IsZero() {
+			if r.Status == StatusPending || !r.DueAt.IsZero() || r.EscalateAt != nil {
 				continue
 			}
 			if r.DeliveredAt != nil && r.DeliveredAt.After(cutoff) {

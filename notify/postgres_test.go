@@ -3,6 +3,7 @@ package notify
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -56,18 +57,33 @@ func TestPostgresOutbox(t *testing.T) {
 			h := []*harness{a, b}[i%2]
 			h.intake(failureBody(fmt.Sprintf("wf-%d", i), "Node", "boom", fmt.Sprint(i)))
 		}
-		var wg sync.WaitGroup
-		for _, h := range []*harness{a, b} {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				for range 5 {
-					h.svc.step(context.Background())
-				}
-			}()
-		}
-		wg.Wait()
+		stepTogether(5, a, b)
 		assertDeliveredOnce(t, a, slack, n)
+	})
+
+	t.Run("two guards escalate each step once", func(t *testing.T) {
+		url := schema(t)
+		slack := newFakeSlack(t)
+		a := newHarness(t, slack, decisionConfig(), withOutbox(replica(t, url, "a")))
+		b := newHarness(t, slack, decisionConfig(), withOutbox(replica(t, url, "b")))
+		for i := range 10 {
+			a.intake(failureBody(fmt.Sprintf("orders-%d", i), "POST to CRM", "HTTP 503", fmt.Sprint(i)))
+		}
+		a.pass()
+		for _, h := range []*harness{a, b} {
+			h.clock.Advance(31 * time.Minute)
+		}
+		stepTogether(5, a, b)
+		escalations := 0
+		for _, c := range slack.Delivered("chat.postMessage") {
+			if strings.Contains(c.Blocks, "Escalated") {
+				escalations++
+			}
+		}
+		if escalations != 10 || len(a.list("")) != 20 {
+			t.Fatalf("10 failures past their 30 min step on two guards: %d escalation messages, %d notifications; want 10 and 20",
+				escalations, len(a.list("")))
+		}
 	})
 
 	t.Run("one group across replicas", func(t *testing.T) {
@@ -132,4 +148,19 @@ func TestPostgresOutbox(t *testing.T) {
 			t.Fatalf("event cursor %d %v", c, err)
 		}
 	})
+}
+
+// stepTogether runs n worker rounds on each guard, the guards at once.
+func stepTogether(n int, guards ...*harness) {
+	var wg sync.WaitGroup
+	for _, h := range guards {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range n {
+				h.svc.step(context.Background())
+			}
+		}()
+	}
+	wg.Wait()
 }

@@ -80,9 +80,10 @@ func (p Principal) sees(ns string) bool {
 type Config struct {
 	Store         Store
 	Notifications Notifications // nil: notifications are not configured
-	// SignIn checks an API token and says whose it is; false for a token
-	// that is not valid. It must compare in constant time.
-	SignIn func(token string) (Principal, bool)
+	// SignIn checks an API token and says whose it is; an error (with the
+	// code unauthorized or forbidden) for a token that may not sign in. It
+	// must compare in constant time.
+	SignIn func(token string) (Principal, error)
 	// StatusOf maps an error code to its HTTP status: api's one table.
 	StatusOf   func(keystore.Code) int
 	Logger     *slog.Logger
@@ -97,7 +98,7 @@ type Config struct {
 type Console struct {
 	store    Store
 	notes    Notifications
-	signIn   func(string) (Principal, bool)
+	signIn   func(string) (Principal, error)
 	statusOf func(keystore.Code) int
 	log      *slog.Logger
 	now      func() time.Time

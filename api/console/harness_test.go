@@ -76,16 +76,16 @@ func serve(store keystore.Store, notes ...console.Notifications) (s *site, stop 
 	return &site{url: "http://" + ln.Addr().String(), store: store, ctx: context.Background()}, stop, nil
 }
 
-// signIn is the roles table of the tests; api's is the real one (every
-// token acts until scoped tokens exist).
-func signIn(token string) (console.Principal, bool) {
+// signIn is the roles table of the tests; api's, from the scoped tokens,
+// is the real one (api/console_test.go).
+func signIn(token string) (console.Principal, error) {
 	switch token {
 	case actToken:
-		return console.Principal{Name: "on-call", CanAct: true}, true
+		return console.Principal{Name: "on-call", CanAct: true}, nil
 	case readToken:
-		return console.Principal{Name: "viewer"}, true
+		return console.Principal{Name: "viewer"}, nil
 	}
-	return console.Principal{}, false
+	return console.Principal{}, keystore.Errorf(keystore.EUnauthorized, "that token is not valid")
 }
 
 // unknownKey puts a key into unknown the way n8n does: reserve, then a

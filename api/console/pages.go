@@ -44,13 +44,14 @@ func (ui *Console) signInPage(c *fiber.Ctx, _ *session) error {
 // URL) for a session cookie.
 func (ui *Console) signInSubmit(c *fiber.Ctx, _ *session) error {
 	token := strings.TrimSpace(c.FormValue("token"))
-	who, ok := ui.signIn(token)
-	if !ok {
-		ui.log.Info("console: sign-in refused", "ip", c.IP())
-		return ui.render(c, http.StatusUnauthorized, "signin", signInPage{
-			layout:  ui.layout(nil, "Sign in"),
-			Problem: "That token is not valid. Use an API token of this server (the README says where the generated one is).",
-		})
+	who, err := ui.signIn(token)
+	if err != nil {
+		ui.log.Info("console: sign-in refused", "ip", c.IP(), "why", keystore.ErrorMessage(err))
+		problem := "That token is not valid. Use an API token of this server: the one generated on the first start is in the file api-token in the data folder."
+		if keystore.ErrorCode(err) != keystore.EUnauthorized {
+			problem = keystore.ErrorMessage(err)
+		}
+		return ui.render(c, ui.statusOf(keystore.ErrorCode(err)), "signin", signInPage{layout: ui.layout(nil, "Sign in"), Problem: problem})
 	}
 	sess := ui.sessions.start(who, ui.now())
 	setSessionCookie(c, sess)

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 )
 
@@ -39,30 +40,104 @@ func apiTokens(configured []string, dataDir string, log *slog.Logger) ([]string,
 		return nil, fmt.Errorf("generate API token: %w", err)
 	}
 	tok = hex.EncodeToString(b[:])
-	// O_EXCL: of two processes starting at once, only one writes the token.
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	err = writeNewFile(path, []byte(tok+"\n"))
+	if errors.Is(err, fs.ErrExist) {
+		// Another process starting at the same moment wrote its token
+		// first: use that one.
+		tok, err = readToken(path)
+		if err != nil {
+			return nil, err
+		}
+		return []string{tok}, nil
+	}
 	if err != nil {
-		return nil, fmt.Errorf("store API token: %w", err)
-	}
-	if _, err := f.WriteString(tok + "\n"); err != nil {
-		f.Close()
-		return nil, fmt.Errorf("store API token: %w", err)
-	}
-	if err := f.Close(); err != nil {
 		return nil, fmt.Errorf("store API token: %w", err)
 	}
 	log.Warn("no N8N_GUARD_TOKENS set: generated an API token; use it as the Bearer token of /v1 requests", "path", path)
 	return []string{tok}, nil
 }
 
+// readToken reads the token file. One that exists but is empty or
+// unreadable stops the start: a new token in its place would lock out
+// every workflow that uses the old one.
 func readToken(path string) (string, error) {
 	b, err := os.ReadFile(path)
-	if err != nil {
+	if errors.Is(err, fs.ErrNotExist) {
 		return "", err
+	}
+	if err != nil {
+		return "", fmt.Errorf("API token file %s cannot be read (%w): fix its permissions, or set N8N_GUARD_TOKENS", path, err)
 	}
 	tok := strings.TrimSpace(string(b))
 	if tok == "" {
-		return "", fmt.Errorf("API token file %s is empty", path)
+		return "", fmt.Errorf("API token file %s exists but is empty: write the token your workflows use into it, or delete it to have a new one generated", path)
 	}
 	return tok, nil
+}
+
+// writeNewFile writes a file the way a database does, so that a crash at
+// any moment leaves either no file or the whole of it: the bytes go to a
+// temporary file in the same folder, are synced to disk, then the file is
+// linked under its name (which fails with fs.ErrExist if the name is
+// taken: of two processes, one wins), and the folder is synced so the name
+// itself survives a crash. os.CreateTemp makes it mode 0600.
+func writeNewFile(path string, data []byte) error {
+	dir := filepath.Dir(path)
+	tmp, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name()) // on failure; after the link it is already gone
+	if _, err := tmp.Write(data); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Sync(); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	if err := os.Link(tmp.Name(), path); err != nil {
+		var le *os.LinkError
+		if errors.As(err, &le) && errors.Is(le.Err, fs.ErrExist) {
+			return fs.ErrExist
+		}
+		return err
+	}
+	// The temporary name goes before the folder is synced, so one sync
+	// makes both changes durable and a crash leaves no litter.
+	if err := os.Remove(tmp.Name()); err != nil {
+		return err
+	}
+	return syncDir(dir)
+}
+
+// syncDir makes a folder's entries durable. Windows cannot sync a
+// folder; NTFS journals the entry itself.
+func syncDir(dir string) error {
+	if runtime.GOOS == "windows" {
+		return nil
+	}
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.Sync()
+}
+
+// checkDataDir warns when the data folder is open to other users: it holds
+// the API token and every key's record. The service creates it 0700; an
+// existing folder is the operator's to change.
+func checkDataDir(dir string, log *slog.Logger) {
+	fi, err := os.Stat(dir)
+	if err != nil || runtime.GOOS == "windows" {
+		return
+	}
+	if perm := fi.Mode().Perm(); perm&0o077 != 0 {
+		log.Warn("the data folder is readable by other users; it holds the API token and the records: chmod 700 it",
+			"path", dir, "mode", fmt.Sprintf("%#o", perm))
+	}
 }

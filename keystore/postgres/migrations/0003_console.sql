@@ -1,4 +1,4 @@
--- n8n-guard keystore on PostgreSQL, version 2: what the operator console
+-- n8n-guard keystore on PostgreSQL, version 3: what the operator console
 -- (/ui) reads without walking every key.
 
 -- Search by the holder of the last attempt's lease, in key order, among
