@@ -205,3 +205,40 @@ func TestKeyHistoryShowsDecisionsMadeInSlack(t *testing.T) {
 		}
 	}
 }
+
+func TestResetAnOpenBreaker(t *testing.T) {
+	s := newSite(t)
+	r, err := s.store.Reserve(s.ctx, keystore.ReserveRequest{Namespace: "crm", Key: "evt_1", Destination: "hubspot"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.store.Fail(s.ctx, keystore.FailRequest{Namespace: "crm", Key: "evt_1", Token: r.Token,
+		Reason: keystore.ReasonDestinationUnreachable}); err != nil {
+		t.Fatal(err)
+	}
+	c, csrf := signedIn(t, s, actToken)
+	_, overview := fetch(t, c, s.url+"/ui")
+	if !strings.Contains(overview, "<strong>hubspot</strong> — open") {
+		t.Fatal("the overview does not list the open breaker")
+	}
+	_, page := fetch(t, c, s.url+"/ui/breakers")
+	if !strings.Contains(page, `aria-label="Reset the breaker of hubspot"`) {
+		t.Fatal("no reset button for the open breaker")
+	}
+	resp := postForm(t, c, s.url+"/ui/breakers/reset", url.Values{"csrf": {csrf}, "destination": {"hubspot"}})
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusSeeOther {
+		t.Fatalf("reset: %d", resp.StatusCode)
+	}
+	bs, err := s.store.Destinations(s.ctx)
+	if err != nil || len(bs) != 1 || bs[0].State != keystore.BreakerClosed {
+		t.Fatalf("after reset: %+v %v", bs, err)
+	}
+	if res, _ := s.store.Reserve(s.ctx, keystore.ReserveRequest{Namespace: "crm", Key: "evt_2", Destination: "hubspot"}); res.Outcome != keystore.OutcomeAccepted {
+		t.Fatalf("a reserve after the reset: %s", res.Outcome)
+	}
+	evs, _ := s.store.Events(s.ctx, 0, 100)
+	if last := evs[len(evs)-1]; last.Kind != keystore.EventBreakerClosed || last.Message != "reset by console: on-call" {
+		t.Fatalf("last event %+v", last)
+	}
+}

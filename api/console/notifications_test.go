@@ -4,8 +4,11 @@ import (
 	"context"
 	"net"
 	"net/http"
+	"net/url"
 	"path/filepath"
+	"regexp"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -15,7 +18,7 @@ import (
 
 // A Slack that refuses the channel, as Slack does: the notification goes
 // dead at once (a permanent error), and the console says why.
-func TestDeadNotificationShowsWhyItFailed(t *testing.T) {
+func TestDeadNotificationShowsWhyAndIsResent(t *testing.T) {
 	slack := &http.Server{ReadHeaderTimeout: 5 * time.Second, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		w.Write([]byte(`{"ok":false,"error":"channel_not_found"}`))
@@ -37,10 +40,12 @@ func TestDeadNotificationShowsWhyItFailed(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
+	ctx := context.Background()
+	runCtx, cancel := context.WithCancel(ctx)
 	done := make(chan struct{})
-	go func() { notes.Run(ctx); close(done) }()
-	t.Cleanup(func() { cancel(); <-done })
+	go func() { notes.Run(runCtx); close(done) }()
+	stopWorker := sync.OnceFunc(func() { cancel(); <-done })
+	t.Cleanup(stopWorker)
 	if _, err := notes.Intake(ctx, []byte(`{"execution":{"id":"77","error":{"message":"HTTP 500"},"lastNodeExecuted":"CRM"},"workflow":{"id":"w1","name":"orders <sync>"}}`)); err != nil {
 		t.Fatal(err)
 	}
@@ -74,10 +79,26 @@ func TestDeadNotificationShowsWhyItFailed(t *testing.T) {
 	if !strings.Contains(page, "channel_not_found") || !strings.Contains(page, "orders &lt;sync&gt;") {
 		t.Errorf("the dead notification's page does not say why it failed:\n%s", page)
 	}
-	_, resends := any(notes).(interface {
-		Resend(context.Context, string) (notify.Notification, error)
-	})
-	if got := strings.Contains(page, "/ui/notifications/resend"); got != resends {
-		t.Errorf("re-send button shown: %v; the outbox can re-send: %v", got, resends)
+	if !strings.Contains(page, "/ui/notifications/resend") {
+		t.Fatal("no re-send button on a dead notification")
+	}
+	// Re-send it from the console (the worker is stopped, so it stays
+	// queued for the check instead of meeting the same refusal again).
+	stopWorker()
+	m := regexp.MustCompile(`name="id" value="([^"]+)"`).FindStringSubmatch(page)
+	c2, csrf := signedIn(t, s, actToken)
+	resp := postForm(t, c2, s.url+"/ui/notifications/resend", url.Values{"csrf": {csrf}, "id": {m[1]}})
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusSeeOther {
+		t.Fatalf("re-send: %d", resp.StatusCode)
+	}
+	pending, err := notes.List(ctx, notify.ListQuery{Status: notify.StatusPending})
+	if err != nil || len(pending.Items) != 1 || pending.Items[0].ID != m[1] || pending.Items[0].Attempts != 0 {
+		t.Fatalf("after the re-send, pending: %+v %v", pending.Items, err)
+	}
+	// A read token sees the dead list but not the button.
+	reader, _ := signedIn(t, s, readToken)
+	if _, page := fetch(t, reader, s.url+"/ui/notifications"); strings.Contains(page, "/ui/notifications/resend") {
+		t.Error("a read token is offered the re-send button")
 	}
 }
