@@ -137,6 +137,13 @@ func get[T any](b *browser, what string, a chromedp.Action[T]) T {
 	return v
 }
 
+// openKey shows the page of ns/key and waits for sel on it.
+func (b *browser) openKey(ns, key, sel string) {
+	b.t.Helper()
+	b.run("open key "+key, chromedp.Navigate(b.url+"/ui/key?"+url.Values{"namespace": {ns}, "key": {key}}.Encode()),
+		chromedp.WaitVisible(chromedp.CSS(sel)))
+}
+
 func (b *browser) text(sel string) string {
 	b.t.Helper()
 	return strings.TrimSpace(get(b, "read "+sel, chromedp.Text(chromedp.CSS(sel))))
@@ -242,8 +249,7 @@ func TestBrowserResolveWithoutReasonChangesNothing(t *testing.T) {
 	s.unknownKey("bookings", "bk-1", "n8n exec 1", "timeout")
 	b := newBrowser(t, s, 1280, 900)
 	b.signIn(actToken)
-	b.run("open key", chromedp.Navigate(s.url+"/ui/key?"+url.Values{"namespace": {"bookings"}, "key": {"bk-1"}}.Encode()),
-		chromedp.WaitVisible(chromedp.CSS(`#resolve-form`)))
+	b.openKey("bookings", "bk-1", `#resolve-form`)
 	// The browser would stop an empty required field itself; drop the
 	// attribute to send it anyway, as a script or an old browser could.
 	b.run("send empty reason",
@@ -266,8 +272,7 @@ func TestBrowserReadTokenCannotAct(t *testing.T) {
 	s.unknownKey("bookings", "bk-7", "n8n exec 7", "timeout")
 	b := newBrowser(t, s, 1280, 900)
 	b.signIn(readToken)
-	b.run("open key", chromedp.Navigate(s.url+"/ui/key?"+url.Values{"namespace": {"bookings"}, "key": {"bk-7"}}.Encode()),
-		chromedp.WaitVisible(chromedp.CSS(`#read-only-note`)))
+	b.openKey("bookings", "bk-7", `#read-only-note`)
 	b.shot("key-read-only")
 	if b.exists(`#resolve-form`) || b.exists(`#resolve-submit`) {
 		t.Fatal("a read token sees the decision form")
@@ -296,8 +301,7 @@ func TestBrowserActionWithoutCSRFIsRefused(t *testing.T) {
 	s.unknownKey("bookings", "bk-9", "n8n exec 9", "timeout")
 	b := newBrowser(t, s, 1280, 900)
 	b.signIn(actToken)
-	b.run("open key", chromedp.Navigate(s.url+"/ui/key?"+url.Values{"namespace": {"bookings"}, "key": {"bk-9"}}.Encode()),
-		chromedp.WaitVisible(chromedp.CSS(`#resolve-form`)))
+	b.openKey("bookings", "bk-9", `#resolve-form`)
 	b.run("drop the CSRF token and send",
 		js(`document.querySelector('#resolve-form input[name=csrf]').remove()`),
 		chromedp.Click(chromedp.CSS(`input[name=action][value=complete]`)),
@@ -322,8 +326,7 @@ func TestBrowserStoreTextIsShownAsText(t *testing.T) {
 	b := newBrowser(t, s, 1280, 900)
 	b.signIn(actToken)
 	b.shot("overview")
-	b.run("open key", chromedp.Navigate(s.url+"/ui/key?"+url.Values{"namespace": {"crm"}, "key": {evil}}.Encode()),
-		chromedp.WaitVisible(chromedp.CSS(`#key-name`)))
+	b.openKey("crm", evil, `#key-name`)
 	b.shot("key")
 	if got := b.text(`#key-name`); got != evil {
 		t.Errorf("key shown as %q, want the text %q", got, evil)
@@ -386,8 +389,7 @@ func TestBrowserNarrowScreenAndKeyboard(t *testing.T) {
 	if overflow {
 		t.Error("the overview is wider than a 360 px screen")
 	}
-	b.run("open key", chromedp.Navigate(s.url+"/ui/key?"+url.Values{"namespace": {"bookings"}, "key": {"bk-0042"}}.Encode()),
-		chromedp.WaitVisible(chromedp.CSS(`#resolve-form`)))
+	b.openKey("bookings", "bk-0042", `#resolve-form`)
 	b.shot("key-360")
 	// Tab from the top until the decision's submit button has the focus.
 	reached := get(b, "tab to the button", func(ctx context.Context, t *chromedp.Target) (bool, error) {
