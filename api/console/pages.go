@@ -47,7 +47,7 @@ func (ui *Console) signInSubmit(c *fiber.Ctx, _ *session) error {
 	who, err := ui.signIn(token)
 	if err != nil {
 		ui.log.Info("console: sign-in refused", "ip", c.IP(), "why", keystore.ErrorMessage(err))
-		problem := "That token is not valid. Use an API token of this server: the one generated on the first start is in the file api-token in the data folder."
+		problem := "That token is not valid: check that you copied all of it."
 		if keystore.ErrorCode(err) != keystore.EUnauthorized {
 			problem = keystore.ErrorMessage(err)
 		}
