@@ -44,7 +44,7 @@ func BenchmarkConsolePostgres(b *testing.B) {
 		FROM generate_series(1, $1::int) AS i, (SELECT $1::int AS n) AS c`, n); err != nil {
 		b.Fatal(err)
 	}
-	// The rows bypassed the store: count them the way migration 2 counts
+	// The rows bypassed the store: count them the way migration 3 counts
 	// the keys of an older database.
 	if _, err := conn.Exec(ctx, `INSERT INTO guard_counts (namespace, state, shard, n)
 		SELECT namespace, state, 0, count(*) FROM guard_keys GROUP BY namespace, state`); err != nil {
