@@ -169,6 +169,9 @@ func New(cfg Config) (*Server, error) {
 	s.handle(fiber.MethodPost, "/v1/notifications/resend", authed, s.resendNotification)
 	s.handle(fiber.MethodPost, "/slack/interactions", open, s.slackInteraction) // Slack's signature, not a token
 	s.handle(fiber.MethodGet, BackupPath, authed, s.backup)
+	if err := s.mountConsole(); err != nil {
+		return nil, fmt.Errorf("api: console: %w", err)
+	}
 	return s, nil
 }
 

@@ -35,7 +35,7 @@ type Step struct {
 //	          unknown           -> state_unknown
 //	complete: reserved|unknown  -> completed (current token only)
 //	fail:     reserved|unknown  -> failed (destination_failed|rejected) | unknown (state_unknown)
-//	resolve:  unknown|failed (|reserved with force or expired lease) -> completed | failed+retryable
+//	resolve:  unknown|failed (|reserved with force or expired lease) -> completed | failed+retryable | final: failed
 //	          the same resolution by the same person again -> the same answer (a repeat; no write)
 //	sweep:    reserved, expired, policy unknown -> unknown
 
@@ -286,10 +286,14 @@ func DecideResolve(cur *Record, req ResolveRequest, np NamespacePolicy, now time
 		}
 		next.Reason, next.Message, next.Retryable = "", "", false
 	} else {
-		next.Retryable = true
+		next.Retryable = !req.Final
 		outcome = OutcomeFailed
 	}
-	next.addHistory(Transition{At: now, Event: EventResolved, Attempt: cur.Attempt, By: req.By, Detail: string(req.Resolution) + ": " + truncate(req.Note, 200)})
+	detail := string(req.Resolution)
+	if req.Final {
+		detail = "failed for good"
+	}
+	next.addHistory(Transition{At: now, Event: EventResolved, Attempt: cur.Attempt, By: req.By, Detail: detail + ": " + truncate(req.Note, 200)})
 	return Step{Record: next, Result: Result{Outcome: outcome, Record: next}}, nil
 }
 

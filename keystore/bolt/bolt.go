@@ -30,7 +30,8 @@ var (
 	bucketCounts   = []byte("counts")      // ns \x00 state code -> uint64
 	bucketBreakers = []byte("breakers")    // destination -> breaker
 	bucketEvents   = []byte("events")      // seq -> event
-	allBuckets     = [][]byte{bucketKeys, bucketState, bucketLeases, bucketExpires, bucketCounts, bucketBreakers, bucketEvents}
+	allBuckets     = [][]byte{bucketKeys, bucketState, bucketLeases, bucketExpires, bucketCounts, bucketBreakers, bucketEvents,
+		bucketOwners, bucketWaiting, bucketActivity} // their index is the code in log records (bk*)
 )
 
 // DefaultCommitInterval: a commit holds the writer for a few ms (two
@@ -90,7 +91,8 @@ type Store struct {
 	dirty   atomic.Bool           // answered writes not yet committed to bbolt
 	fatal   atomic.Pointer[error] // set once a disk error stops the store
 	sq      syncQueue
-	obs     Observer // nil: nobody listens (observer.go)
+	obs     Observer                // nil: nobody listens (observer.go)
+	dups    keystore.DuplicateTally // duplicate answers not yet counted in the file
 }
 
 var _ keystore.Store = (*Store)(nil)
@@ -154,7 +156,9 @@ func Open(path string, opts Options) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open store %s: %w", path, err)
 	}
+	consoleIndexes := true // idx/owner exists: the console's indexes are built
 	err = db.Update(func(tx *bbolt.Tx) error {
+		consoleIndexes = tx.Bucket(bucketOwners) != nil || tx.Bucket(bucketKeys) == nil
 		for _, b := range append(allBuckets, bucketWAL) {
 			if _, err := tx.CreateBucketIfNotExists(b); err != nil {
 				return err
@@ -173,6 +177,15 @@ func Open(path string, opts Options) (*Store, error) {
 	}
 	if replayed > 0 {
 		opts.Logger.Info("store: applied the log after an unclean stop", "records", replayed)
+	}
+	if !consoleIndexes {
+		n, err := backfillConsole(db)
+		if err != nil {
+			wal.Close()
+			db.Close()
+			return nil, fmt.Errorf("open store %s: build the console's indexes: %w", path, err)
+		}
+		opts.Logger.Info("store: built the console's indexes (owner, waiting keys) of a file from an older version", "records", n)
 	}
 	s := &Store{db: db, policies: opts.Policies, clock: opts.Clock, log: opts.Logger,
 		maxBatch: opts.MaxBatch, sweepMax: opts.SweepBatch, commitEvery: opts.CommitInterval,
@@ -210,6 +223,15 @@ func (s *Store) DB() *bbolt.DB { return s.db }
 
 // Close finishes the queued writes and closes the file.
 func (s *Store) Close() error {
+	s.mu.RLock()
+	open := !s.closed
+	s.mu.RUnlock()
+	if open {
+		// The duplicates counted in memory go into the file before it closes.
+		if err := s.foldActivity(); err != nil && s.fatal.Load() == nil {
+			s.log.Warn("store: the last duplicate counts of the activity chart were not written", "err", err)
+		}
+	}
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
@@ -348,6 +370,9 @@ func putRecord(w *wtx, prev, next *keystore.Record) error {
 			return err
 		}
 	}
+	if err := indexForConsole(w, prev, next, rk); err != nil {
+		return err
+	}
 	if prev == nil || prev.State != next.State {
 		if prev != nil {
 			if err := addCount(w, prev.Namespace, prev.State, -1); err != nil {
@@ -379,6 +404,9 @@ func unindex(w *wtx, r *keystore.Record, rk []byte) error {
 func deleteRecord(w *wtx, r *keystore.Record) error {
 	rk := recordKey(r.Namespace, r.Key)
 	if err := unindex(w, r, rk); err != nil {
+		return err
+	}
+	if err := unindexForConsole(w, r, rk); err != nil {
 		return err
 	}
 	if err := w.delete(bkKeys, rk); err != nil {
@@ -489,10 +517,13 @@ func (s *Store) Reserve(_ context.Context, req keystore.ReserveRequest) (keystor
 		res, readOnly = d.st.Result, true
 		return err
 	})
-	if readOnly || err != nil {
-		return res, s.readErr(err)
+	if !readOnly && err == nil {
+		res, err = s.write(decide(snapshot{}))
 	}
-	return s.write(decide(snapshot{}))
+	if err == nil && res.Outcome == keystore.OutcomeDuplicate {
+		s.dups.Add(s.now(), 1)
+	}
+	return res, s.readErr(err)
 }
 
 // writeKey decides on one key's record, and on its destination's breaker,
@@ -604,18 +635,26 @@ func (s *Store) List(_ context.Context, q keystore.ListQuery) (keystore.Page, er
 	}
 	var page keystore.Page
 	err = s.db.View(func(tx *bbolt.Tx) error {
-		// Where to walk: the state index, the lease index (reserved keys,
-		// in lease order, filtered by namespace), or all keys.
+		// Where to walk: the owner index (failed and unknown keys; reserved
+		// ones are on the lease index), the unknown keys in the order
+		// they went unknown, the state index, the lease index (reserved
+		// keys, in lease order, filtered by namespace), or all keys; a key
+		// prefix narrows the walk of each index that is ordered by key.
 		var prefix, nsPrefix []byte
 		if q.Namespace != "" {
-			nsPrefix = recordKey(q.Namespace, "")
+			nsPrefix = recordKey(q.Namespace, q.KeyPrefix)
 		}
 		bucket, skip := bucketKeys, 0
 		switch {
+		case q.Owner != "" && q.State != keystore.StateReserved:
+			bucket, skip = bucketOwners, len(q.Owner)+1
+			prefix = ownerIndexKey(q.Owner, nsPrefix)
+		case q.Oldest:
+			bucket, skip = bucketWaiting, 8
 		case stateIndexed(q.State):
 			bucket, skip = bucketState, 1
 			prefix = append([]byte{stateCodes[q.State]}, nsPrefix...)
-		case q.State == keystore.StateReserved:
+		case q.State == keystore.StateReserved && q.KeyPrefix == "":
 			bucket, skip = bucketLeases, 8
 		default:
 			prefix = nsPrefix
@@ -652,7 +691,7 @@ func (s *Store) List(_ context.Context, q keystore.ListQuery) (keystore.Page, er
 			if err != nil {
 				return err
 			}
-			if q.State != "" && r.State != q.State {
+			if q.State != "" && r.State != q.State || q.Owner != "" && r.Owner != q.Owner {
 				continue
 			}
 			if len(page.Items) == q.Limit {

@@ -96,6 +96,9 @@ func (s *Store) Sweep(ctx context.Context) (keystore.SweepStats, error) {
 		{bucketExpires, s.sweepExpired, &st.Expired},
 		{bucketEvents, s.sweepEvent, &st.Events},
 	}
+	if err := s.foldActivity(); err != nil {
+		return st, s.readErr(err)
+	}
 	for _, p := range passes {
 		for {
 			if err := ctx.Err(); err != nil {

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strconv"
 	"strings"
 	"time"
 
@@ -49,6 +50,7 @@ type Store struct {
 	clock      keystore.Clock // nil: the database's clock
 	log        *slog.Logger
 	sweepBatch int
+	dups       keystore.DuplicateTally // duplicate answers not yet counted in the database
 }
 
 var _ keystore.Store = (*Store)(nil)
@@ -101,6 +103,11 @@ func (s *Store) Pool() *pgxpool.Pool { return s.pool }
 
 // Close closes the pool; it waits for the connections in use.
 func (s *Store) Close() error {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	if err := s.foldActivity(ctx); err != nil {
+		s.log.Warn("store: the last duplicate counts of the activity chart were not written", "err", err)
+	}
+	cancel()
 	s.pool.Close()
 	return nil
 }
@@ -217,6 +224,7 @@ func queueRecord(b *pgx.Batch, prev *keystore.Record, version int64, next *keyst
 	if prev == nil {
 		b.Queue(`INSERT INTO guard_keys (namespace, key, `+pgKeyCols+`)
 			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23)`, args...)
+		queueActivity(b, prev, next)
 		return nil
 	}
 	args = append(args, version)
@@ -228,6 +236,7 @@ func queueRecord(b *pgx.Batch, prev *keystore.Record, version int64, next *keyst
 			WHERE namespace = $1 AND key = $2 AND version = $24
 			RETURNING 1)
 		SELECT guard_expect_row(count(*), 'key') FROM u`, args...)
+	queueActivity(b, prev, next)
 	return nil
 }
 
@@ -589,10 +598,16 @@ func (s *Store) Reserve(ctx context.Context, req keystore.ReserveRequest) (keyst
 		return keystore.Result{}, err
 	}
 	np := s.policies.Namespace(req.Namespace)
-	return s.run(ctx, decision{op: "reserve", ns: req.Namespace, key: req.Key, dest: req.Destination,
+	var at time.Time
+	res, err := s.run(ctx, decision{op: "reserve", ns: req.Namespace, key: req.Key, dest: req.Destination,
 		decide: func(cur *keystore.Record, br *keystore.Breaker, now time.Time) (keystore.Step, error) {
+			at = now
 			return keystore.DecideReserve(cur, br, req, fp, np, now)
 		}})
+	if err == nil && res.Outcome == keystore.OutcomeDuplicate {
+		s.dups.Add(at, 1)
+	}
+	return res, err
 }
 
 // Complete implements Store.
@@ -658,14 +673,24 @@ func (s *Store) List(ctx context.Context, q keystore.ListQuery) (keystore.Page, 
 		return keystore.Page{}, err
 	}
 	var afterNS, afterKey string
+	var afterAt time.Time // oldest first: the cursor starts with updated_at
 	hasCursor := q.Cursor != ""
 	if hasCursor {
 		raw, err := base64.RawURLEncoding.DecodeString(q.Cursor)
 		if err != nil {
 			return keystore.Page{}, keystore.InvalidField("cursor", "cursor", "cursor is not one this server returned")
 		}
+		rest := string(raw)
+		if q.Oldest {
+			at, after, ok := strings.Cut(rest, "\x00")
+			us, perr := strconv.ParseInt(at, 10, 64)
+			if !ok || perr != nil {
+				return keystore.Page{}, keystore.InvalidField("cursor", "cursor", "cursor belongs to another listing")
+			}
+			afterAt, rest = time.UnixMicro(us).UTC(), after
+		}
 		var ok bool
-		if afterNS, afterKey, ok = strings.Cut(string(raw), "\x00"); !ok {
+		if afterNS, afterKey, ok = strings.Cut(rest, "\x00"); !ok {
 			return keystore.Page{}, keystore.InvalidField("cursor", "cursor", "cursor is not one this server returned")
 		}
 		if q.Namespace != "" && afterNS != q.Namespace {
@@ -684,10 +709,25 @@ func (s *Store) List(ctx context.Context, q keystore.ListQuery) (keystore.Page, 
 	if q.Namespace != "" {
 		sql += ` AND namespace = ` + arg(q.Namespace)
 	}
-	if hasCursor {
+	if q.KeyPrefix != "" {
+		sql += ` AND key LIKE ` + arg(likePrefix(q.KeyPrefix))
+	}
+	if q.Owner != "" {
+		sql += ` AND owner = ` + arg(q.Owner)
+		if q.State != keystore.StateReserved {
+			sql += ` AND owner <> '' AND state IN ('failed', 'unknown')` // the owner index's rows
+		}
+	}
+	order := `namespace, key`
+	if q.Oldest {
+		order = `updated_at, namespace, key`
+	}
+	if hasCursor && q.Oldest {
+		sql += fmt.Sprintf(` AND (updated_at, namespace, key) > (%s, %s, %s)`, arg(afterAt), arg(afterNS), arg(afterKey))
+	} else if hasCursor {
 		sql += fmt.Sprintf(` AND (namespace, key) > (%s, %s)`, arg(afterNS), arg(afterKey))
 	}
-	sql += ` ORDER BY namespace, key LIMIT ` + arg(q.Limit+1)
+	sql += ` ORDER BY ` + order + ` LIMIT ` + arg(q.Limit+1)
 	rows, err := s.pool.Query(ctx, sql, args...)
 	if err != nil {
 		return keystore.Page{}, s.dbErr("list", err)
@@ -697,7 +737,11 @@ func (s *Store) List(ctx context.Context, q keystore.ListQuery) (keystore.Page, 
 	for rows.Next() {
 		if len(page.Items) == q.Limit {
 			last := page.Items[len(page.Items)-1]
-			page.NextCursor = base64.RawURLEncoding.EncodeToString([]byte(last.Namespace + "\x00" + last.Key))
+			cursor := last.Namespace + "\x00" + last.Key
+			if q.Oldest {
+				cursor = strconv.FormatInt(last.UpdatedAt.UnixMicro(), 10) + "\x00" + cursor
+			}
+			page.NextCursor = base64.RawURLEncoding.EncodeToString([]byte(cursor))
 			break
 		}
 		var ns, key string
@@ -723,4 +767,10 @@ type prefixRow struct {
 
 func (p prefixRow) Scan(dest ...any) error {
 	return p.row.Scan(append(p.prefix, dest...)...)
+}
+
+// likePrefix is a LIKE pattern matching strings that begin with p: its
+// wildcards and the escape character are escaped.
+func likePrefix(p string) string {
+	return strings.NewReplacer(`\`, `\\`, `%`, `\%`, `_`, `\_`).Replace(p) + "%"
 }
