@@ -44,6 +44,8 @@ var problems = map[keystore.Code]struct {
 	keystore.EPayloadTooLarge:  {http.StatusRequestEntityTooLarge, "Payload too large"},
 	keystore.EKeyReused:        {http.StatusUnprocessableEntity, "Key reused with a different payload"},
 	keystore.EStoreUnavailable: {http.StatusServiceUnavailable, "Store unavailable"},
+
+	keystore.EStoreOutcomeUnknown: {http.StatusServiceUnavailable, "Store outcome unknown"},
 }
 
 func statusOf(code keystore.Code) int {

@@ -19,7 +19,10 @@ const (
 	EConflict         Code = "conflict"
 	EPayloadTooLarge  Code = "payload_too_large"
 	EStoreUnavailable Code = "store_unavailable"
-	EInternal         Code = "internal"
+	// EStoreOutcomeUnknown: a commit failed in a way that may have left the
+	// change on disk; the caller must look the key up before retrying.
+	EStoreOutcomeUnknown Code = "store_outcome_unknown"
+	EInternal            Code = "internal"
 )
 
 // FieldError names one input field and the rule it broke.

@@ -21,7 +21,6 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -168,7 +167,7 @@ func (c *Cluster) watch() {
 	}
 	script := `while kill -0 "$1" 2>/dev/null; do sleep 1; done; ` + strings.Join(stop, " ") + ` >/dev/null 2>&1; rm -rf "$2"`
 	cmd := exec.Command("sh", "-c", script, "sh", strconv.Itoa(os.Getpid()), c.dir)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true} // not killed with our process group
+	cmd.SysProcAttr = detached() // not killed with our process group
 	if cmd.Start() == nil {
 		go cmd.Wait()
 	}
