@@ -24,7 +24,7 @@ import (
 //
 //   - The store file is missing, or empty, while its marker (<path>.id,
 //     written beside it when the store was created) says there was one.
-//   - The meta pages: both damaged, or the newest one pointing past the
+//   - The meta pages: either damaged, or the newest one pointing past the
 //     end of the file (the file was truncated).
 //   - A walk over every page of the file, with bbolt's panics on damaged
 //     pages ("assertion failed: Page expected to be …") recovered into an
@@ -193,10 +193,16 @@ func checkMeta(path string, size int64, opts Options) error {
 		m = m1
 	}
 	if !ok0 || !ok1 {
-		// A commit that crashed while writing its meta page leaves it torn;
-		// that commit was never answered, so bbolt's fallback to the other
-		// meta page loses nothing. Damage looks the same: say so.
-		opts.Logger.Warn("store: one meta page is damaged; opening the previous commit (after a crash during a commit this is expected)", "path", path, "txid", m.txid)
+		// bbolt would open the other meta page's commit, the one before,
+		// and lose the last one if it was answered. A process crash cannot
+		// tear the page (the kernel has it whole); power loss during a
+		// commit can, and then that commit was never answered: the
+		// runbook says how to go on in that one case.
+		bad := 0
+		if ok0 {
+			bad = 1
+		}
+		return refuse(path, "meta page %d is damaged (the other one holds commit %d); if the machine lost power during a write, see docs/runbooks.md \"Damaged meta page\"", bad, m.txid)
 	}
 	if need := int64(m.pgid) * int64(m.pageSize); need > size {
 		return refuse(path, "the file is %d bytes but its last commit (%d) needs %d: it was truncated", size, m.txid, need)
