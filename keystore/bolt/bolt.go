@@ -76,6 +76,10 @@ type Options struct {
 	// Retry paces the reopening of the file after a storage error
 	// (default: exponential from 100 ms up to 10 s, without end).
 	Retry func() backoff.BackOff
+
+	// commit commits a write transaction: (*bbolt.Tx).Commit. The fault
+	// tests put a disk that fails in its place.
+	commit func(*bbolt.Tx) error
 }
 
 // Store is the embedded keystore.Store: one bbolt file, every write
@@ -102,7 +106,7 @@ type Store struct {
 	done   chan struct{}
 
 	fault  atomic.Pointer[storeFault] // set while a storage error stops writes
-	commit func(*bbolt.Tx) error      // (*bbolt.Tx).Commit; tests inject faults here
+	commit func(*bbolt.Tx) error
 }
 
 var _ keystore.Store = (*Store)(nil)
@@ -154,6 +158,9 @@ func Open(path string, opts Options) (*Store, error) {
 			return b
 		}
 	}
+	if opts.commit == nil {
+		opts.commit = (*bbolt.Tx).Commit
+	}
 	db, err := openFile(path, opts)
 	if err != nil {
 		return nil, err
@@ -161,7 +168,7 @@ func Open(path string, opts Options) (*Store, error) {
 	s := &Store{path: path, opts: opts, policies: opts.Policies, clock: opts.Clock, log: opts.Logger,
 		maxBatch: opts.MaxBatch, sweepMax: opts.SweepBatch,
 		ops: make(chan *writeOp, opts.MaxBatch), done: make(chan struct{}),
-		commit: (*bbolt.Tx).Commit}
+		commit: opts.commit}
 	s.db.Store(db)
 	go s.writer()
 	return s, nil

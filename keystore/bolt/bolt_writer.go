@@ -1,7 +1,10 @@
 package bolt
 
 import (
+	"errors"
 	"fmt"
+	"io"
+	"syscall"
 	"time"
 
 	"github.com/cenkalti/backoff/v5"
@@ -33,16 +36,30 @@ type storeFault struct {
 	since time.Time
 }
 
+// unavailable is the answer while writes are stopped. It names the kind of
+// error (the errno's text: "no space left on device") but not the path.
 func (f *storeFault) unavailable() error {
-	return keystore.Errorf(keystore.EStoreUnavailable, "the store stopped writing after a storage error at %s and is retrying; nothing was recorded",
-		f.since.UTC().Format(time.RFC3339))
+	return keystore.Errorf(keystore.EStoreUnavailable, "the store stopped writing after a storage error (%s) at %s and is retrying; nothing was recorded",
+		errorKind(f.err), f.since.UTC().Format(time.RFC3339))
 }
 
-// Fault returns the storage error that stopped writes, or nil while the
-// store writes; /healthz shows it.
+func errorKind(err error) string {
+	var errno syscall.Errno
+	switch {
+	case errors.As(err, &errno):
+		return errno.Error()
+	case errors.Is(err, io.ErrShortWrite):
+		return "short write"
+	}
+	return "disk error"
+}
+
+// Fault says why the store does not write, in words safe to show anyone
+// (the log line at the error has the file and the whole error), or
+// returns nil while it writes. /healthz shows it.
 func (s *Store) Fault() error {
 	if f := s.fault.Load(); f != nil {
-		return fmt.Errorf("since %s: %w", f.since.UTC().Format(time.RFC3339), f.err)
+		return f.unavailable()
 	}
 	return nil
 }
