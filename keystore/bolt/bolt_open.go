@@ -53,7 +53,7 @@ func markerPath(path string) string { return path + ".id" }
 
 // theWayOut ends every refusal to open: how to get going again.
 func theWayOut(path string) string {
-	return fmt.Sprintf("restore %s from a backup (docs/runbooks.md, \"Restore the store\"); do not start on a damaged store, it may accept again keys that were answered before", filepath.Base(path))
+	return fmt.Sprintf("restore %s from a backup (docs/runbooks.md, \"The server does not start\"); do not start on a damaged store, it may accept again keys that were answered before", filepath.Base(path))
 }
 
 func refuse(path, format string, args ...any) error {
@@ -202,7 +202,7 @@ func checkMeta(path string, size int64, opts Options) error {
 		if ok0 {
 			bad = 1
 		}
-		return refuse(path, "meta page %d is damaged (the other one holds commit %d); if the machine lost power during a write, see docs/runbooks.md \"Damaged meta page\"", bad, m.txid)
+		return refuse(path, "meta page %d is damaged (the other one holds commit %d); if the machine lost power during a write, see docs/runbooks.md \"meta page … is damaged\"", bad, m.txid)
 	}
 	if need := int64(m.pgid) * int64(m.pageSize); need > size {
 		return refuse(path, "the file is %d bytes but its last commit (%d) needs %d: it was truncated", size, m.txid, need)
