@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"iter"
 	"syscall"
 	"time"
 
@@ -75,50 +76,36 @@ var errOutcomeUnknown = keystore.Errorf(keystore.EStoreOutcomeUnknown,
 
 func (s *Store) writer() {
 	defer close(s.done)
-	batch := make([]*writeOp, 0, s.maxBatch)
+	group := make([]*writeOp, 0, s.maxBatch)
 	var pace backoff.BackOff
 	retry := time.NewTimer(time.Hour)
 	retry.Stop()
 	defer retry.Stop()
+	var carry *writeOp // a sweep met while a group filled: it commits next, alone
 	for {
-		select {
-		case op, ok := <-s.ops:
-			if !ok {
-				return
-			}
-			batch = append(batch[:0], op)
-		fill:
-			for len(batch) < s.maxBatch {
-				select {
-				case op, ok := <-s.ops:
-					if !ok {
-						break fill
-					}
-					batch = append(batch, op)
-				default:
-					break fill
+		op := carry
+		carry = nil
+		if op == nil {
+			select {
+			case o, ok := <-s.ops:
+				if !ok {
+					return
 				}
-			}
-			// A sweep commits alone, so that its failure fails no one else.
-			start := 0
-			for i, op := range batch {
-				if op.exec != nil {
-					s.commitGroup(batch[start:i])
-					s.commitGroup(batch[i : i+1])
-					start = i + 1
+				op = o
+			case <-retry.C:
+				if s.reopen() {
+					pace = nil
+				} else {
+					retry.Reset(nextWait(pace))
 				}
+				continue
 			}
-			s.commitGroup(batch[start:])
-			if s.fault.Load() != nil && pace == nil {
-				pace = s.opts.Retry()
-				retry.Reset(nextWait(pace))
-			}
-		case <-retry.C:
-			if s.reopen() {
-				pace = nil
-			} else {
-				retry.Reset(nextWait(pace))
-			}
+		}
+		// A sweep commits alone, so that its failure fails no one else.
+		group, carry = s.commitGroup(append(group[:0], op), op.exec == nil)
+		if s.fault.Load() != nil && pace == nil {
+			pace = s.opts.Retry()
+			retry.Reset(nextWait(pace))
 		}
 	}
 }
@@ -133,11 +120,11 @@ func nextWait(b backoff.BackOff) time.Duration {
 }
 
 // commitGroup decides and applies ops in one write transaction and commits
-// it. Only a failed write (not a failed decision) fails the group.
-func (s *Store) commitGroup(ops []*writeOp) {
-	if len(ops) == 0 {
-		return
-	}
+// it. With gather it first takes in everything queued meanwhile (up to
+// MaxBatch): writes that arrive while the group is decided still share its
+// commit. It stops at a sweep, which it hands back. Only a failed write
+// (not a failed decision) fails the group.
+func (s *Store) commitGroup(ops []*writeOp, gather bool) (_ []*writeOp, carry *writeOp) {
 	answer := func(err error) {
 		for _, op := range ops {
 			if err != nil {
@@ -148,39 +135,63 @@ func (s *Store) commitGroup(ops []*writeOp) {
 	}
 	if f := s.fault.Load(); f != nil {
 		answer(f.unavailable())
-		return
+		return ops, nil
 	}
 	tx, err := s.db.Load().Begin(true)
 	if err != nil {
 		s.stop("begin a write transaction", err)
 		answer(errNotRecorded)
-		return
+		return ops, nil
 	}
-	if err := s.apply(tx, ops); err != nil {
+	err = s.apply(tx, func(yield func(*writeOp) bool) {
+		for i := 0; i < len(ops); i++ {
+			if !yield(ops[i]) {
+				return
+			}
+			for gather && i == len(ops)-1 && len(ops) < s.maxBatch {
+				select {
+				case op, ok := <-s.ops:
+					if !ok {
+						gather = false
+					} else if op.exec != nil {
+						carry, gather = op, false
+					} else {
+						ops = append(ops, op)
+					}
+				default:
+					gather = false
+				}
+			}
+		}
+	})
+	if err != nil {
 		// Nothing of the group reached the file. The rollback rebuilds
 		// bbolt's free list by a walk of the file (NoFreelistSync), which
 		// is slow on a large file but only ever happens here.
 		_ = tx.Rollback()
 		s.log.Error("store write failed; nothing of it was recorded", "writes", len(ops), "err", err)
 		answer(errNotRecorded)
-		return
+		return ops, carry
 	}
 	if err := s.commit(tx); err != nil {
 		s.stop("commit", err)
 		answer(errOutcomeUnknown)
-		return
+		return ops, carry
 	}
 	answer(nil)
+	return ops, carry
 }
 
-func (s *Store) apply(tx *bbolt.Tx, ops []*writeOp) (err error) {
+// apply decides and applies each op of ops in tx; it stops at the first
+// failed write.
+func (s *Store) apply(tx *bbolt.Tx, ops iter.Seq[*writeOp]) (err error) {
 	defer func() {
 		if p := recover(); p != nil {
 			err = fmt.Errorf("panic in write: %v", p)
 		}
 	}()
 	now := s.now()
-	for _, op := range ops {
+	for op := range ops {
 		if op.exec != nil {
 			if err := op.exec(tx, now); err != nil {
 				return err
