@@ -68,11 +68,6 @@ func bboltOptions(opts Options, readOnly bool) *bbolt.Options {
 		// commit: fewer pages per commit, the same durability (as etcd).
 		NoFreelistSync: true,
 		FreelistType:   bbolt.FreelistMapType,
-		// Growing the memory map takes bbolt's mmap lock, which waits for
-		// every read transaction to end, while holding the writer up; a
-		// map that is large from the start grows rarely. (Address space
-		// only; Windows would grow the file to it, so not there.)
-		InitialMmapSize: initialMmapSize,
 	}
 }
 
