@@ -129,6 +129,7 @@ type boltDecision struct {
 	st          keystore.Step
 	prev        *keystore.Record
 	prevBreaker []byte
+	encoded     []byte // st.Record, encoded outside the writer (nil: encode here)
 }
 
 // Open opens (or creates) the store file at path. It refuses, with a
@@ -305,10 +306,17 @@ func getRecord(tx *bbolt.Tx, ns, key string) (*keystore.Record, error) {
 // reserved — except a key of a reclaim namespace whose lease ran out, whose
 // entry the sweeper drops (the next reserve takes the key over).
 func putRecord(tx *bbolt.Tx, prev, next *keystore.Record) error {
+	return putEncoded(tx, prev, next, nil)
+}
+
+// putEncoded is putRecord with next already encoded (v; nil: encode it).
+func putEncoded(tx *bbolt.Tx, prev, next *keystore.Record, v []byte) error {
 	rk := recordKey(next.Namespace, next.Key)
-	v, err := encodeRecord(next)
-	if err != nil {
-		return err
+	if v == nil {
+		var err error
+		if v, err = encodeRecord(next); err != nil {
+			return err
+		}
 	}
 	if err := put(tx, bkKeys, rk, v); err != nil {
 		return err
@@ -397,8 +405,13 @@ func getBreaker(tx *bbolt.Tx, dest string) (*keystore.Breaker, []byte, error) {
 
 // applyStep writes what a boltDecision asks for.
 func applyStep(tx *bbolt.Tx, prev *keystore.Record, prevBreaker []byte, st keystore.Step) error {
+	return applyDecision(tx, boltDecision{st: st, prev: prev, prevBreaker: prevBreaker})
+}
+
+func applyDecision(tx *bbolt.Tx, d boltDecision) error {
+	st, prevBreaker := d.st, d.prevBreaker
 	if st.Record != nil {
-		if err := putRecord(tx, prev, st.Record); err != nil {
+		if err := putEncoded(tx, d.prev, st.Record, d.encoded); err != nil {
 			return err
 		}
 	}
@@ -457,22 +470,45 @@ func (s *Store) Reserve(_ context.Context, req keystore.ReserveRequest) (keystor
 			}
 		}
 		st, err := keystore.DecideReserve(cur, br, req, fp, np, now)
-		return boltDecision{st, cur, brRaw}, err
+		return boltDecision{st: st, prev: cur, prevBreaker: brRaw}, err
 	}
+	// Decided in a read transaction. What changes nothing is answered
+	// here. What writes goes to the writer with its record encoded, and
+	// the writer applies it as decided if the key and the breaker are
+	// byte for byte what this decision read; else it decides again.
 	var res keystore.Result
-	readOnly := false
+	var pre boltDecision
+	var preKey, preBreaker []byte
+	writes := false
 	err = s.db.Load().View(func(tx *bbolt.Tx) error {
 		d, err := decide(tx, s.now())
-		if err == nil && (d.st.Record != nil || d.st.Breaker != nil || len(d.st.Events) > 0) {
-			return nil // it writes: the writer decides
+		if err != nil || d.st.Record == nil && d.st.Breaker == nil && len(d.st.Events) == 0 {
+			res = d.st.Result
+			return err
 		}
-		res, readOnly = d.st.Result, true
-		return err
+		pre, writes = d, true
+		preKey = bytes.Clone(tx.Bucket(bucketKeys).Get(recordKey(req.Namespace, req.Key)))
+		if req.Destination != "" {
+			preBreaker = bytes.Clone(tx.Bucket(bucketBreakers).Get([]byte(req.Destination)))
+		}
+		return nil
 	})
-	if readOnly || err != nil {
+	if !writes || err != nil {
 		return res, s.readErr(err)
 	}
-	return s.write(decide)
+	if pre.st.Record != nil {
+		if pre.encoded, err = encodeRecord(pre.st.Record); err != nil {
+			return keystore.Result{}, err
+		}
+	}
+	pre.prevBreaker = preBreaker
+	return s.write(func(tx *bbolt.Tx, now time.Time) (boltDecision, error) {
+		if bytes.Equal(tx.Bucket(bucketKeys).Get(recordKey(req.Namespace, req.Key)), preKey) &&
+			(req.Destination == "" || bytes.Equal(tx.Bucket(bucketBreakers).Get([]byte(req.Destination)), preBreaker)) {
+			return pre, nil
+		}
+		return decide(tx, now) // a write came between: decide on what is there now
+	})
 }
 
 // writeKey decides on one key's record, and on its destination's breaker,
@@ -488,7 +524,7 @@ func (s *Store) writeKey(ns, key string, decide func(cur *keystore.Record, br *k
 			return boltDecision{}, err
 		}
 		st, err := decide(cur, br, now)
-		return boltDecision{st, cur, brRaw}, err
+		return boltDecision{st: st, prev: cur, prevBreaker: brRaw}, err
 	})
 }
 

@@ -203,7 +203,7 @@ func (s *Store) apply(tx *bbolt.Tx, ops iter.Seq[*writeOp]) (err error) {
 		if err != nil {
 			continue
 		}
-		if err := applyStep(tx, d.prev, d.prevBreaker, d.st); err != nil {
+		if err := applyDecision(tx, d); err != nil {
 			return err
 		}
 	}
