@@ -116,7 +116,9 @@ func (s *Store) sweepBatch(bucket []byte, do func(*bbolt.Tx, []byte, time.Time) 
 		c := tx.Bucket(bucket).Cursor()
 		var keys [][]byte
 		for k, _ := c.First(); k != nil; k, _ = c.Next() {
-			if len(keys) == s.sweepMax || time.Since(start) > sweepTxBudget/2 {
+			// At least one entry: a transaction that took none would end the
+			// sweep (a slow moment of the machine is not the end of the index).
+			if len(keys) == s.sweepMax || len(keys) > 0 && time.Since(start) > sweepTxBudget/2 {
 				more = true
 				break
 			}
