@@ -35,19 +35,20 @@ var problems = map[keystore.Code]struct {
 	status int
 	title  string
 }{
-	keystore.EInvalidRequest:   {http.StatusBadRequest, "Invalid request"},
-	keystore.EInvalidKey:       {http.StatusBadRequest, "Invalid key"},
-	keystore.EUnauthorized:     {http.StatusUnauthorized, "Unauthorized"},
-	keystore.EForbidden:        {http.StatusForbidden, "Forbidden"},
-	keystore.ERequestTimeout:   {http.StatusRequestTimeout, "Request timeout"},
-	keystore.EOverloaded:       {http.StatusServiceUnavailable, "Overloaded"},
-	keystore.ENotFound:         {http.StatusNotFound, "Not found"},
-	keystore.EStaleToken:       {http.StatusConflict, "Stale token"},
-	keystore.EConflict:         {http.StatusConflict, "Conflict"},
-	keystore.EPayloadTooLarge:  {http.StatusRequestEntityTooLarge, "Payload too large"},
-	keystore.EKeyReused:        {http.StatusUnprocessableEntity, "Key reused with a different payload"},
-	keystore.EStoreUnavailable: {http.StatusServiceUnavailable, "Store unavailable"},
-	keystore.EUnsupported:      {http.StatusNotImplemented, "Not supported by this store"},
+	keystore.EInvalidRequest:      {http.StatusBadRequest, "Invalid request"},
+	keystore.EInvalidKey:          {http.StatusBadRequest, "Invalid key"},
+	keystore.EUnauthorized:        {http.StatusUnauthorized, "Unauthorized"},
+	keystore.EForbidden:           {http.StatusForbidden, "Forbidden"},
+	keystore.ERequestTimeout:      {http.StatusRequestTimeout, "Request timeout"},
+	keystore.EOverloaded:          {http.StatusServiceUnavailable, "Overloaded"},
+	keystore.ENotFound:            {http.StatusNotFound, "Not found"},
+	keystore.EStaleToken:          {http.StatusConflict, "Stale token"},
+	keystore.EConflict:            {http.StatusConflict, "Conflict"},
+	keystore.EPayloadTooLarge:     {http.StatusRequestEntityTooLarge, "Payload too large"},
+	keystore.EKeyReused:           {http.StatusUnprocessableEntity, "Key reused with a different payload"},
+	keystore.EStoreUnavailable:    {http.StatusServiceUnavailable, "Store unavailable"},
+	keystore.EUnsupported:         {http.StatusNotImplemented, "Not supported by this store"},
+	keystore.EStoreOutcomeUnknown: {http.StatusServiceUnavailable, "Store outcome unknown"},
 }
 
 func statusOf(code keystore.Code) int {

@@ -262,10 +262,21 @@ func (s *Server) Shutdown(ctx context.Context) error {
 type health struct {
 	Status  string `json:"status"`
 	Version string `json:"version,omitempty"`
+	Store   string `json:"store,omitempty"` // why the store does not write, while it does not
 }
 
+// faulted is a store that can say why it stopped writing (the bbolt
+// store, after a storage error), without a round trip.
+type faulted interface{ Fault() error }
+
 func (s *Server) healthz(c *fiber.Ctx) error {
-	return writeJSON(c, health{Status: "ok", Version: s.version})
+	h := health{Status: "ok", Version: s.version}
+	if f, ok := s.store.(faulted); ok {
+		if err := f.Fault(); err != nil {
+			h.Store = keystore.ErrorMessage(err)
+		}
+	}
+	return writeJSON(c, h)
 }
 
 func (s *Server) readyz(c *fiber.Ctx) error {

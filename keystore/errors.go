@@ -22,8 +22,11 @@ const (
 	ERequestTimeout   Code = "request_timeout" // the request did not arrive within the read timeout
 	EOverloaded       Code = "overloaded"      // the connection cap is reached
 	EStoreUnavailable Code = "store_unavailable"
-	EInternal         Code = "internal"
-	EUnsupported      Code = "unsupported" // an operation this server's store does not offer (a backup of PostgreSQL)
+	// EStoreOutcomeUnknown: a commit failed in a way that may have left the
+	// change on disk; the caller must look the key up before retrying.
+	EStoreOutcomeUnknown Code = "store_outcome_unknown"
+	EInternal            Code = "internal"
+	EUnsupported         Code = "unsupported" // an operation this server's store does not offer (a backup of PostgreSQL)
 )
 
 // FieldError names one input field and the rule it broke.

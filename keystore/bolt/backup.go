@@ -20,10 +20,7 @@ import (
 // a sequential read of the file, seconds even for gigabytes on a local
 // disk.
 func (s *Store) Backup(ctx context.Context, write func(size int64, snapshot io.WriterTo) error) error {
-	if err := s.flush(); err != nil {
-		return err
-	}
-	err := s.db.View(func(tx *bbolt.Tx) error {
+	err := s.db.Load().View(func(tx *bbolt.Tx) error {
 		if err := ctx.Err(); err != nil {
 			return err
 		}

@@ -73,10 +73,6 @@ func BenchmarkDiskBytesPerRecord(b *testing.B) {
 	}
 	b.ReportMetric(float64(st.Size())/float64(n), "file-bytes/record")
 	b.ReportMetric(float64(n)/b.Elapsed().Seconds(), "records/s")
-	// The log beside the file: a fixed size, whatever the number of records.
-	if lst, err := os.Stat(walPath(path)); err == nil {
-		b.ReportMetric(float64(lst.Size())/(1<<20), "log-file-MiB")
-	}
 }
 
 // BenchmarkSweep1M deletes a million expired records and reports the
@@ -91,29 +87,7 @@ func BenchmarkSweep1M(b *testing.B) {
 	}
 	defer s.Close()
 	np := s.policies.Namespace("crm-contacts")
-	// Load directly in large transactions: this benchmark is about the sweep.
-	for start := 0; start < n; start += 20000 {
-		err := s.db.Update(func(tx *bbolt.Tx) error {
-			for i := start; i < min(start+20000, n); i++ {
-				key := fmt.Sprintf("evt_%016x", uint64(i)*0x9E3779B97F4A7C15)
-				st, err := keystore.DecideReserve(nil, nil, keystore.ReserveRequest{Namespace: "crm-contacts", Key: key, Owner: "n8n exec 4711"}, nil, np, clock)
-				if err != nil {
-					return err
-				}
-				done, err := keystore.DecideComplete(st.Record, nil, keystore.CompleteRequest{Namespace: "crm-contacts", Key: key, ResultRef: "crm-1", Via: keystore.ViaPrimary, Token: st.Result.Token}, np, clock)
-				if err != nil {
-					return err
-				}
-				if err := putRecord(&wtx{tx: tx}, nil, done.Record); err != nil {
-					return err
-				}
-			}
-			return nil
-		})
-		if err != nil {
-			b.Fatal(err)
-		}
-	}
+	loadFinished(b, s, n, clock)
 	clock = clock.Add(np.Retention + time.Hour)
 	// Reserves keep coming during the sweep; their worst latency shows
 	// whether the sweep stalls them.
@@ -152,4 +126,91 @@ func BenchmarkSweep1M(b *testing.B) {
 	b.ReportMetric(float64(n)/b.Elapsed().Seconds(), "deleted/s")
 	b.ReportMetric(float64(worst.Load())/1e6, "worst-reserve-ms")
 	b.ReportMetric(float64(reserves.Load()), "reserves-during-sweep")
+}
+
+// loadFinished writes n finished records of random keys directly, in large
+// transactions: for benchmarks about what comes after.
+func loadFinished(b *testing.B, s *Store, n int, clock time.Time) {
+	b.Helper()
+	np := s.policies.Namespace("crm-contacts")
+	for start := 0; start < n; start += 20000 {
+		err := s.db.Load().Update(func(tx *bbolt.Tx) error {
+			for i := start; i < min(start+20000, n); i++ {
+				key := fmt.Sprintf("evt_%016x", uint64(i)*0x9E3779B97F4A7C15)
+				st, err := keystore.DecideReserve(nil, nil, keystore.ReserveRequest{Namespace: "crm-contacts", Key: key, Owner: "n8n exec 4711"}, nil, np, clock)
+				if err != nil {
+					return err
+				}
+				done, err := keystore.DecideComplete(st.Record, nil, keystore.CompleteRequest{Namespace: "crm-contacts", Key: key, ResultRef: "crm-1", Via: keystore.ViaPrimary, Token: st.Result.Token}, np, clock)
+				if err != nil {
+					return err
+				}
+				if err := putRecord(tx, nil, done.Record); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkOpen1M measures what a start costs at a million records: the
+// checks Open runs (meta pages, the walk over every page, the key count),
+// bbolt's own open (it rebuilds its free list by a walk of its own), and,
+// for comparison, bbolt's full consistency check (tx.Check), which start
+// does not run. Run with -benchtime 1x.
+func BenchmarkOpen1M(b *testing.B) {
+	n := benchRecords(b)
+	path := filepath.Join(b.TempDir(), "n8n-guard.db")
+	s, err := Open(path, Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	loadFinished(b, s, n, time.Now())
+	if err := s.Close(); err != nil {
+		b.Fatal(err)
+	}
+	st, _ := os.Stat(path)
+	b.ReportMetric(float64(st.Size())/(1<<20), "file-MiB")
+	timed := func(fn func() error) time.Duration {
+		t0 := time.Now()
+		if err := fn(); err != nil {
+			b.Fatal(err)
+		}
+		return time.Since(t0)
+	}
+	opts := Options{LockTimeout: time.Second}
+	b.ResetTimer()
+	checks := timed(func() error {
+		if err := checkMeta(path, st.Size(), opts); err != nil {
+			return err
+		}
+		return walkFile(path, opts)
+	})
+	var db *bbolt.DB
+	open := timed(func() (err error) { db, err = openBolt(path, bboltOptions(opts, false)); return err })
+	full := timed(func() error {
+		return db.View(func(tx *bbolt.Tx) error {
+			for err := range tx.Check() {
+				return err
+			}
+			return nil
+		})
+	})
+	db.Close()
+	whole := timed(func() error {
+		s, err := Open(path, Options{})
+		if err == nil {
+			err = s.Close()
+		}
+		return err
+	})
+	b.StopTimer()
+	b.ReportMetric(checks.Seconds()*1000, "start-checks-ms")
+	b.ReportMetric(open.Seconds()*1000, "bbolt-open-ms")
+	b.ReportMetric(whole.Seconds()*1000, "whole-open-ms")
+	b.ReportMetric(full.Seconds()*1000, "tx-check-ms")
 }

@@ -6,15 +6,14 @@ import (
 	"encoding/base64"
 	"encoding/binary"
 	"errors"
-	"fmt"
 	"log/slog"
 	"os"
-	"path/filepath"
 	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/cenkalti/backoff/v5"
 	"github.com/n8n-guard/n8n-guard/keystore"
 	bbolt "go.etcd.io/bbolt"
 	berrors "go.etcd.io/bbolt/errors"
@@ -31,16 +30,39 @@ var (
 	bucketBreakers = []byte("breakers")    // destination -> breaker
 	bucketEvents   = []byte("events")      // seq -> event
 	allBuckets     = [][]byte{bucketKeys, bucketState, bucketLeases, bucketExpires, bucketCounts, bucketBreakers, bucketEvents,
-		bucketOwners, bucketWaiting, bucketActivity} // their index is the code in log records (bk*)
+		bucketOwners, bucketWaiting, bucketActivity} // their index is the code in bk* (bolt_console.go)
 )
 
-// DefaultCommitInterval: a commit holds the writer for a few ms (two
-// fsyncs of every page the transaction dirtied), during which requests
-// wait; over HTTP at 64 connections, committing every 250 ms instead of
-// every 50 ms raised reserve from 42% to 44–47% of the no-op route's rate.
-// Other writers of the same file (the notify outbox) wait at most this
-// long for bbolt's write lock.
-const DefaultCommitInterval = 250 * time.Millisecond
+// Bucket codes: indexes into allBuckets. The previous version's log
+// (bolt_legacy.go) names buckets by them: never renumber.
+const (
+	bkKeys     = 0
+	bkState    = 1
+	bkLeases   = 2
+	bkExpires  = 3
+	bkCounts   = 4
+	bkBreakers = 5
+	bkEvents   = 6
+)
+
+// bucketFor opens a keystore bucket by its code. The time indexes fill
+// their pages completely: new entries land at or near their end, and
+// bbolt's default of half-full pages would double them on disk.
+func bucketFor(tx *bbolt.Tx, code int) *bbolt.Bucket {
+	b := tx.Bucket(allBuckets[code])
+	if code == bkLeases || code == bkExpires {
+		b.FillPercent = 0.95
+	}
+	return b
+}
+
+func put(tx *bbolt.Tx, bucket int, k, v []byte) error { return bucketFor(tx, bucket).Put(k, v) }
+
+func del(tx *bbolt.Tx, bucket int, k []byte) error { return bucketFor(tx, bucket).Delete(k) }
+
+func nextSequence(tx *bbolt.Tx, bucket int) (uint64, error) {
+	return bucketFor(tx, bucket).NextSequence()
+}
 
 // Options configure Open.
 type Options struct {
@@ -52,59 +74,57 @@ type Options struct {
 	MaxBatch int
 	// SweepBatch bounds the deletes of one sweep transaction (default 1000).
 	SweepBatch int
-	// CommitInterval is how long the writer's bbolt transaction stays open
-	// (default DefaultCommitInterval). Writes are durable before that,
-	// through the log; the commit lets the log start over.
-	CommitInterval time.Duration
-	// WALSize is the size of the log file, <path>.wal (default 16 MiB).
-	WALSize int64
+	// Retry paces the reopening of the file after a storage error
+	// (default: exponential from 100 ms up to 10 s, without end).
+	Retry func() backoff.BackOff
 	// Observer is told of commits, storage errors and sweep pauses
 	// (observer.go); nil: nobody is.
 	Observer Observer
+
+	// commit commits a write transaction: (*bbolt.Tx).Commit. The fault
+	// tests put a disk that fails in its place.
+	commit func(*bbolt.Tx) error
 }
 
-// Store is the embedded keystore.Store: one bbolt file and its log, every write
-// on disk before it is answered.
+// Store is the embedded keystore.Store: one bbolt file, every write
+// committed before it is answered.
 //
-// Writes go through one writer goroutine that takes everything queued as
-// one group, and a syncer that makes each batch of groups durable with one
-// append to the log and one fdatasync, while the writer already decides
-// the next group (see bolt_writer.go and bolt_wal.go). bbolt's own Batch
-// waits a fixed delay for a batch to fill, which caps throughput at
-// concurrency/delay; group commit does not wait for anything.
+// Writes go through one writer goroutine that commits everything queued
+// while the previous commit ran, in one bbolt transaction (group commit,
+// bolt_writer.go). bbolt's own Batch waits a fixed delay for a batch to
+// fill, which caps throughput at concurrency/delay; group commit does not
+// wait for anything. Reads run in bbolt read transactions beside it.
 type Store struct {
-	db          *bbolt.DB
-	policies    keystore.Policies
-	clock       keystore.Clock
-	log         *slog.Logger
-	maxBatch    int
-	sweepMax    int
-	commitEvery time.Duration
+	path     string
+	opts     Options
+	db       atomic.Pointer[bbolt.DB] // replaced when the writer reopens the file
+	policies keystore.Policies
+	clock    keystore.Clock
+	log      *slog.Logger
+	maxBatch int
+	sweepMax int
 
 	mu     sync.RWMutex // guards closed and sends on ops
 	closed bool
 	ops    chan *writeOp
 	done   chan struct{}
 
-	walFile *os.File
-	overlay overlay
-	dirty   atomic.Bool           // answered writes not yet committed to bbolt
-	fatal   atomic.Pointer[error] // set once a disk error stops the store
-	sq      syncQueue
-	obs     Observer                // nil: nobody listens (observer.go)
-	dups    keystore.DuplicateTally // duplicate answers not yet counted in the file
+	fault  atomic.Pointer[storeFault] // set while a storage error stops writes
+	commit func(*bbolt.Tx) error
+	obs    Observer                // nil: nobody listens (observer.go)
+	dups   keystore.DuplicateTally // duplicate answers not yet counted in the file
 }
 
 var _ keystore.Store = (*Store)(nil)
 
 // A writeOp decides inside the write transaction and hands back what to
-// write; commit writes it. Deciding never writes, so an op whose boltDecision
-// fails (a stale token, a reused key, a record that cannot be read) is
-// that op's answer alone and leaves the rest of its batch untouched.
+// write; the writer writes it. Deciding never writes, so an op whose
+// decision fails (a stale token, a reused key, a record that cannot be
+// read) is that op's answer alone and leaves the rest of its batch
+// untouched.
 type writeOp struct {
 	decide func(tx *bbolt.Tx, now time.Time) (boltDecision, error)
-	exec   func(w *wtx, now time.Time) error // instead of decide: a change made directly (a sweep)
-	flush  bool                              // no decision: commit what came before, then answer
+	exec   func(tx *bbolt.Tx, now time.Time) error // instead of decide: a change made directly (a sweep)
 	result keystore.Result
 	err    error
 	done   chan struct{}
@@ -115,9 +135,13 @@ type boltDecision struct {
 	st          keystore.Step
 	prev        *keystore.Record
 	prevBreaker []byte
+	encoded     []byte // st.Record, encoded outside the writer (nil: encode here)
 }
 
-// Open opens (or creates) the store file at path.
+// Open opens (or creates) the store file at path. It refuses, with a
+// message naming the file and the way out, a file it cannot trust
+// (bolt_open.go); it applies and removes a log left by a version that had
+// one (bolt_legacy.go).
 func Open(path string, opts Options) (*Store, error) {
 	if opts.LockTimeout <= 0 {
 		opts.LockTimeout = 2 * time.Second
@@ -134,67 +158,26 @@ func Open(path string, opts Options) (*Store, error) {
 	if opts.SweepBatch <= 0 {
 		opts.SweepBatch = 1000
 	}
-	if opts.CommitInterval <= 0 {
-		opts.CommitInterval = DefaultCommitInterval
-	}
-	if opts.WALSize <= 0 {
-		opts.WALSize = DefaultWALSize
-	}
-	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
-		return nil, fmt.Errorf("open store: %w", err)
-	}
-	db, err := bbolt.Open(path, 0o600, &bbolt.Options{
-		Timeout:      opts.LockTimeout,
-		FreelistType: bbolt.FreelistMapType,
-		// The freelist is rebuilt on open instead of written at every
-		// commit: fewer pages per commit, the same durability.
-		NoFreelistSync: true,
-	})
-	if errors.Is(err, berrors.ErrTimeout) {
-		return nil, fmt.Errorf("open store %s: the file is locked by another process (is another n8n-guard running on this data folder?)", path)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("open store %s: %w", path, err)
-	}
-	consoleIndexes := true // idx/owner exists: the console's indexes are built
-	err = db.Update(func(tx *bbolt.Tx) error {
-		consoleIndexes = tx.Bucket(bucketOwners) != nil || tx.Bucket(bucketKeys) == nil
-		for _, b := range append(allBuckets, bucketWAL) {
-			if _, err := tx.CreateBucketIfNotExists(b); err != nil {
-				return err
-			}
+	if opts.Retry == nil {
+		opts.Retry = func() backoff.BackOff {
+			b := backoff.NewExponentialBackOff()
+			b.InitialInterval, b.MaxInterval = 100*time.Millisecond, 10*time.Second
+			return b
 		}
-		return nil
-	})
+	}
+	if opts.commit == nil {
+		opts.commit = (*bbolt.Tx).Commit
+	}
+	db, err := openFile(path, opts)
 	if err != nil {
-		db.Close()
-		return nil, fmt.Errorf("open store %s: create buckets: %w", path, err)
+		return nil, err
 	}
-	wal, seq, gen, replayed, err := recoverWAL(db, path, opts.WALSize)
-	if err != nil {
-		db.Close()
-		return nil, fmt.Errorf("open store %s: %w", path, err)
-	}
-	if replayed > 0 {
-		opts.Logger.Info("store: applied the log after an unclean stop", "records", replayed)
-	}
-	if !consoleIndexes {
-		n, err := backfillConsole(db)
-		if err != nil {
-			wal.Close()
-			db.Close()
-			return nil, fmt.Errorf("open store %s: build the console's indexes: %w", path, err)
-		}
-		opts.Logger.Info("store: built the console's indexes (owner, waiting keys) of a file from an older version", "records", n)
-	}
-	s := &Store{db: db, policies: opts.Policies, clock: opts.Clock, log: opts.Logger,
-		maxBatch: opts.MaxBatch, sweepMax: opts.SweepBatch, commitEvery: opts.CommitInterval,
+	s := &Store{path: path, opts: opts, policies: opts.Policies, clock: opts.Clock, log: opts.Logger,
+		maxBatch: opts.MaxBatch, sweepMax: opts.SweepBatch,
 		ops: make(chan *writeOp, opts.MaxBatch), done: make(chan struct{}),
-		walFile: wal, overlay: overlay{m: map[string][]byte{}}, obs: opts.Observer}
-	s.sq.cond.L = &s.sq.mu
-	timer := time.NewTimer(time.Hour)
-	timer.Stop()
-	go s.writer(&writerState{size: opts.WALSize, seq: seq, gen: gen, timer: timer})
+		commit: opts.commit, obs: opts.Observer}
+	s.db.Store(db)
+	go s.writer()
 	return s, nil
 }
 
@@ -218,8 +201,9 @@ func UseProcs() (undo func()) {
 }
 
 // DB returns the bbolt handle, for packages that keep their own buckets in
-// the same file.
-func (s *Store) DB() *bbolt.DB { return s.db }
+// the same file. After a storage error the writer reopens the file, and
+// the handle DB returned before is closed.
+func (s *Store) DB() *bbolt.DB { return s.db.Load() }
 
 // Close finishes the queued writes and closes the file.
 func (s *Store) Close() error {
@@ -228,7 +212,7 @@ func (s *Store) Close() error {
 	s.mu.RUnlock()
 	if open {
 		// The duplicates counted in memory go into the file before it closes.
-		if err := s.foldActivity(); err != nil && s.fatal.Load() == nil {
+		if err := s.foldActivity(); err != nil && s.fault.Load() == nil {
 			s.log.Warn("store: the last duplicate counts of the activity chart were not written", "err", err)
 		}
 	}
@@ -241,12 +225,7 @@ func (s *Store) Close() error {
 	close(s.ops)
 	s.mu.Unlock()
 	<-s.done
-	werr := s.walFile.Close()
-	var ferr error
-	if p := s.fatal.Load(); p != nil {
-		ferr = fmt.Errorf("the store had stopped: %w", *p)
-	}
-	return errors.Join(ferr, s.db.Close(), werr)
+	return s.db.Load().Close()
 }
 
 // Ping reports whether the store is open.
@@ -256,16 +235,16 @@ func (s *Store) Ping(context.Context) error {
 	if s.closed {
 		return keystore.Errorf(keystore.EStoreUnavailable, "store is closed")
 	}
-	if s.broken() {
-		return errBroken
+	if f := s.fault.Load(); f != nil {
+		return f.unavailable()
 	}
 	return nil
 }
 
 func (s *Store) now() time.Time { return s.clock().UTC().Truncate(time.Millisecond) }
 
-// write queues decide for the writer and waits until its group is
-// durable. It waits even when ctx ends: once queued, a write may be
+// write queues decide for the writer and waits until the commit holding
+// it returned. It waits even when ctx ends: once queued, a write may be
 // committed, and its answer must not be lost.
 func (s *Store) write(decide func(tx *bbolt.Tx, now time.Time) (boltDecision, error)) (keystore.Result, error) {
 	op := &writeOp{decide: decide, done: make(chan struct{})}
@@ -276,9 +255,9 @@ func (s *Store) write(decide func(tx *bbolt.Tx, now time.Time) (boltDecision, er
 	return op.result, op.err
 }
 
-// change runs fn in the write transaction and waits until what it
-// changed is durable. An error from fn fails its whole group.
-func (s *Store) change(fn func(w *wtx, now time.Time) error) error {
+// change runs fn in a write transaction of its own and waits until it is
+// committed. An error from fn fails that transaction alone.
+func (s *Store) change(fn func(tx *bbolt.Tx, now time.Time) error) error {
 	op := &writeOp{exec: fn, done: make(chan struct{})}
 	if err := s.enqueue(op); err != nil {
 		return err
@@ -341,82 +320,89 @@ func getRecord(tx *bbolt.Tx, ns, key string) (*keystore.Record, error) {
 // expires_at, in idx/state iff its state is open, and in idx/leases iff
 // reserved — except a key of a reclaim namespace whose lease ran out, whose
 // entry the sweeper drops (the next reserve takes the key over).
-func putRecord(w *wtx, prev, next *keystore.Record) error {
+func putRecord(tx *bbolt.Tx, prev, next *keystore.Record) error {
+	return putEncoded(tx, prev, next, nil)
+}
+
+// putEncoded is putRecord with next already encoded (v; nil: encode it).
+func putEncoded(tx *bbolt.Tx, prev, next *keystore.Record, v []byte) error {
 	rk := recordKey(next.Namespace, next.Key)
-	v, err := encodeRecord(next)
-	if err != nil {
-		return err
+	if v == nil {
+		var err error
+		if v, err = encodeRecord(next); err != nil {
+			return err
+		}
 	}
-	if err := w.put(bkKeys, rk, v); err != nil {
+	if err := put(tx, bkKeys, rk, v); err != nil {
 		return err
 	}
 	if prev != nil {
-		if err := unindex(w, prev, rk); err != nil {
+		if err := unindex(tx, prev, rk); err != nil {
 			return err
 		}
 	}
 	if next.State == keystore.StateReserved {
-		if err := w.put(bkLeases, timeIndexKey(msPtr(next.LeaseExpiresAt), rk), nil); err != nil {
+		if err := put(tx, bkLeases, timeIndexKey(msPtr(next.LeaseExpiresAt), rk), nil); err != nil {
 			return err
 		}
 	}
 	if next.ExpiresAt != nil {
-		if err := w.put(bkExpires, timeIndexKey(ms(*next.ExpiresAt), rk), nil); err != nil {
+		if err := put(tx, bkExpires, timeIndexKey(ms(*next.ExpiresAt), rk), nil); err != nil {
 			return err
 		}
 	}
 	if stateIndexed(next.State) {
-		if err := w.put(bkState, stateIndexKey(next.State, rk), nil); err != nil {
+		if err := put(tx, bkState, stateIndexKey(next.State, rk), nil); err != nil {
 			return err
 		}
 	}
-	if err := indexForConsole(w, prev, next, rk); err != nil {
+	if err := indexForConsole(tx, prev, next, rk); err != nil {
 		return err
 	}
 	if prev == nil || prev.State != next.State {
 		if prev != nil {
-			if err := addCount(w, prev.Namespace, prev.State, -1); err != nil {
+			if err := addCount(tx, prev.Namespace, prev.State, -1); err != nil {
 				return err
 			}
 		}
-		return addCount(w, next.Namespace, next.State, 1)
+		return addCount(tx, next.Namespace, next.State, 1)
 	}
 	return nil
 }
 
-func unindex(w *wtx, r *keystore.Record, rk []byte) error {
+func unindex(tx *bbolt.Tx, r *keystore.Record, rk []byte) error {
 	if r.State == keystore.StateReserved {
-		if err := w.delete(bkLeases, timeIndexKey(msPtr(r.LeaseExpiresAt), rk)); err != nil {
+		if err := del(tx, bkLeases, timeIndexKey(msPtr(r.LeaseExpiresAt), rk)); err != nil {
 			return err
 		}
 	}
 	if r.ExpiresAt != nil {
-		if err := w.delete(bkExpires, timeIndexKey(ms(*r.ExpiresAt), rk)); err != nil {
+		if err := del(tx, bkExpires, timeIndexKey(ms(*r.ExpiresAt), rk)); err != nil {
 			return err
 		}
 	}
 	if stateIndexed(r.State) {
-		return w.delete(bkState, stateIndexKey(r.State, rk))
+		return del(tx, bkState, stateIndexKey(r.State, rk))
 	}
 	return nil
 }
 
-func deleteRecord(w *wtx, r *keystore.Record) error {
+func deleteRecord(tx *bbolt.Tx, r *keystore.Record) error {
 	rk := recordKey(r.Namespace, r.Key)
-	if err := unindex(w, r, rk); err != nil {
+	if err := unindex(tx, r, rk); err != nil {
 		return err
 	}
-	if err := unindexForConsole(w, r, rk); err != nil {
+	if err := unindexForConsole(tx, r, rk); err != nil {
 		return err
 	}
-	if err := w.delete(bkKeys, rk); err != nil {
+	if err := del(tx, bkKeys, rk); err != nil {
 		return err
 	}
-	return addCount(w, r.Namespace, r.State, -1)
+	return addCount(tx, r.Namespace, r.State, -1)
 }
 
-func addCount(w *wtx, ns string, st keystore.State, delta int64) error {
-	b := w.tx.Bucket(bucketCounts)
+func addCount(tx *bbolt.Tx, ns string, st keystore.State, delta int64) error {
+	b := tx.Bucket(bucketCounts)
 	k := append(append([]byte(ns), 0), stateCodes[st])
 	var n int64
 	if v := b.Get(k); len(v) == 8 {
@@ -424,9 +410,9 @@ func addCount(w *wtx, ns string, st keystore.State, delta int64) error {
 	}
 	n += delta
 	if n <= 0 {
-		return w.delete(bkCounts, k)
+		return del(tx, bkCounts, k)
 	}
-	return w.put(bkCounts, k, u64(uint64(n)))
+	return put(tx, bkCounts, k, u64(uint64(n)))
 }
 
 func getBreaker(tx *bbolt.Tx, dest string) (*keystore.Breaker, []byte, error) {
@@ -439,9 +425,14 @@ func getBreaker(tx *bbolt.Tx, dest string) (*keystore.Breaker, []byte, error) {
 }
 
 // applyStep writes what a boltDecision asks for.
-func applyStep(w *wtx, prev *keystore.Record, prevBreaker []byte, st keystore.Step) error {
+func applyStep(tx *bbolt.Tx, prev *keystore.Record, prevBreaker []byte, st keystore.Step) error {
+	return applyDecision(tx, boltDecision{st: st, prev: prev, prevBreaker: prevBreaker})
+}
+
+func applyDecision(tx *bbolt.Tx, d boltDecision) error {
+	st, prevBreaker := d.st, d.prevBreaker
 	if st.Record != nil {
-		if err := putRecord(w, prev, st.Record); err != nil {
+		if err := putEncoded(tx, d.prev, st.Record, d.encoded); err != nil {
 			return err
 		}
 	}
@@ -452,21 +443,21 @@ func applyStep(w *wtx, prev *keystore.Record, prevBreaker []byte, st keystore.St
 		}
 		idle := prevBreaker == nil && st.Breaker.State == keystore.BreakerClosed && st.Breaker.ConsecutiveFailures == 0
 		if !idle && !bytes.Equal(v, prevBreaker) {
-			if err := w.put(bkBreakers, []byte(st.Breaker.Destination), v); err != nil {
+			if err := put(tx, bkBreakers, []byte(st.Breaker.Destination), v); err != nil {
 				return err
 			}
 		}
 	}
 	for _, ev := range st.Events {
-		if err := appendEvent(w, ev); err != nil {
+		if err := appendEvent(tx, ev); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-func appendEvent(w *wtx, ev keystore.Event) error {
-	seq, err := w.nextSequence(bkEvents)
+func appendEvent(tx *bbolt.Tx, ev keystore.Event) error {
+	seq, err := nextSequence(tx, bkEvents)
 	if err != nil {
 		return err
 	}
@@ -474,12 +465,12 @@ func appendEvent(w *wtx, ev keystore.Event) error {
 	if err != nil {
 		return err
 	}
-	return w.put(bkEvents, u64(seq), v)
+	return put(tx, bkEvents, u64(seq), v)
 }
 
 // Reserve implements Store. Most copies of an event find the key already
-// reserved or done; such answers change nothing, so they are decided on a
-// read snapshot without waiting for a commit. Anything that writes is
+// reserved or done; such answers change nothing, so they are decided in a
+// read transaction without waiting for a commit. Anything that writes is
 // decided again inside the write transaction, which alone may accept.
 func (s *Store) Reserve(_ context.Context, req keystore.ReserveRequest) (keystore.Result, error) {
 	req, fp, err := req.Normalize()
@@ -487,43 +478,65 @@ func (s *Store) Reserve(_ context.Context, req keystore.ReserveRequest) (keystor
 		return keystore.Result{}, err
 	}
 	np := s.policies.Namespace(req.Namespace)
-	// decide reads through sn; the writer's zero snapshot reads the file
-	// (its transaction) alone.
-	decide := func(sn snapshot) func(*bbolt.Tx, time.Time) (boltDecision, error) {
-		return func(tx *bbolt.Tx, now time.Time) (boltDecision, error) {
-			cur, err := sn.record(tx, req.Namespace, req.Key)
-			if err != nil {
+	decide := func(tx *bbolt.Tx, now time.Time) (boltDecision, error) {
+		cur, err := getRecord(tx, req.Namespace, req.Key)
+		if err != nil {
+			return boltDecision{}, err
+		}
+		var br *keystore.Breaker
+		var brRaw []byte
+		if req.Destination != "" {
+			if br, brRaw, err = getBreaker(tx, req.Destination); err != nil {
 				return boltDecision{}, err
 			}
-			var br *keystore.Breaker
-			var brRaw []byte
-			if req.Destination != "" {
-				if br, brRaw, err = sn.breaker(tx, req.Destination); err != nil {
-					return boltDecision{}, err
-				}
-			}
-			st, err := keystore.DecideReserve(cur, br, req, fp, np, now)
-			return boltDecision{st, cur, brRaw}, err
 		}
+		st, err := keystore.DecideReserve(cur, br, req, fp, np, now)
+		return boltDecision{st: st, prev: cur, prevBreaker: brRaw}, err
 	}
+	// Decided in a read transaction. What changes nothing is answered
+	// here. What writes goes to the writer with its record encoded, and
+	// the writer applies it as decided if the key and the breaker are
+	// byte for byte what this decision read; else it decides again.
 	var res keystore.Result
-	readOnly := false
-	snap := s.snapshot(req.Namespace, req.Key, req.Destination)
-	err = snap.view(s.db, func(tx *bbolt.Tx) error {
-		d, err := decide(snap)(tx, s.now())
-		if err == nil && (d.st.Record != nil || d.st.Breaker != nil || len(d.st.Events) > 0) {
-			return nil // it writes: the writer decides
+	var pre boltDecision
+	var preKey, preBreaker []byte
+	writes := false
+	err = s.db.Load().View(func(tx *bbolt.Tx) error {
+		d, err := decide(tx, s.now())
+		if err != nil || d.st.Record == nil && d.st.Breaker == nil && len(d.st.Events) == 0 {
+			res = d.st.Result
+			return err
 		}
-		res, readOnly = d.st.Result, true
-		return err
+		pre, writes = d, true
+		preKey = bytes.Clone(tx.Bucket(bucketKeys).Get(recordKey(req.Namespace, req.Key)))
+		if req.Destination != "" {
+			preBreaker = bytes.Clone(tx.Bucket(bucketBreakers).Get([]byte(req.Destination)))
+		}
+		return nil
 	})
-	if !readOnly && err == nil {
-		res, err = s.write(decide(snapshot{}))
+	if !writes || err != nil {
+		if err == nil && res.Outcome == keystore.OutcomeDuplicate {
+			s.dups.Add(s.now(), 1)
+		}
+		return res, s.readErr(err)
 	}
+	if pre.st.Record != nil {
+		if pre.encoded, err = encodeRecord(pre.st.Record); err != nil {
+			return keystore.Result{}, err
+		}
+	}
+	pre.prevBreaker = preBreaker
+	res, err = s.write(func(tx *bbolt.Tx, now time.Time) (boltDecision, error) {
+		if bytes.Equal(tx.Bucket(bucketKeys).Get(recordKey(req.Namespace, req.Key)), preKey) &&
+			(req.Destination == "" || bytes.Equal(tx.Bucket(bucketBreakers).Get([]byte(req.Destination)), preBreaker)) {
+			return pre, nil
+		}
+		return decide(tx, now) // a write came between: decide on what is there now
+	})
 	if err == nil && res.Outcome == keystore.OutcomeDuplicate {
 		s.dups.Add(s.now(), 1)
 	}
-	return res, s.readErr(err)
+	return res, err
 }
 
 // writeKey decides on one key's record, and on its destination's breaker,
@@ -539,7 +552,7 @@ func (s *Store) writeKey(ns, key string, decide func(cur *keystore.Record, br *k
 			return boltDecision{}, err
 		}
 		st, err := decide(cur, br, now)
-		return boltDecision{st, cur, brRaw}, err
+		return boltDecision{st: st, prev: cur, prevBreaker: brRaw}, err
 	})
 }
 
@@ -593,9 +606,8 @@ func (s *Store) Lookup(_ context.Context, ns, key string) (keystore.Result, erro
 		return keystore.Result{}, err
 	}
 	var res keystore.Result
-	snap := s.snapshot(ns, key, "")
-	err = snap.view(s.db, func(tx *bbolt.Tx) error {
-		cur, err := snap.record(tx, ns, key)
+	err = s.db.Load().View(func(tx *bbolt.Tx) error {
+		cur, err := getRecord(tx, ns, key)
 		if err != nil {
 			return err
 		}
@@ -630,11 +642,8 @@ func (s *Store) List(_ context.Context, q keystore.ListQuery) (keystore.Page, er
 			return keystore.Page{}, keystore.InvalidField("cursor", "cursor", "cursor is not one this server returned")
 		}
 	}
-	if err := s.flush(); err != nil {
-		return keystore.Page{}, err
-	}
 	var page keystore.Page
-	err = s.db.View(func(tx *bbolt.Tx) error {
+	err = s.db.Load().View(func(tx *bbolt.Tx) error {
 		// Where to walk: the owner index (failed and unknown keys; reserved
 		// ones are on the lease index), the unknown keys in the order
 		// they went unknown, the state index, the lease index (reserved

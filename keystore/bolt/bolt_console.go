@@ -42,44 +42,44 @@ func ownerIndexed(r *keystore.Record) bool {
 
 // indexForConsole keeps idx/owner, idx/waiting and the activity counts in
 // step with a write of next over prev (nil: a new key).
-func indexForConsole(w *wtx, prev, next *keystore.Record, rk []byte) error {
+func indexForConsole(tx *bbolt.Tx, prev, next *keystore.Record, rk []byte) error {
 	was, is := ownerIndexed(prev), ownerIndexed(next)
 	moved := was && is && prev.Owner != next.Owner
 	if was && (!is || moved) {
-		if err := w.delete(bkOwners, ownerIndexKey(prev.Owner, rk)); err != nil {
+		if err := del(tx, bkOwners, ownerIndexKey(prev.Owner, rk)); err != nil {
 			return err
 		}
 	}
 	if is && (!was || moved) {
-		if err := w.put(bkOwners, ownerIndexKey(next.Owner, rk), nil); err != nil {
+		if err := put(tx, bkOwners, ownerIndexKey(next.Owner, rk), nil); err != nil {
 			return err
 		}
 	}
 	if prev != nil && prev.State == keystore.StateUnknown {
-		if err := w.delete(bkWaiting, timeIndexKey(ms(prev.UpdatedAt), rk)); err != nil {
+		if err := del(tx, bkWaiting, timeIndexKey(ms(prev.UpdatedAt), rk)); err != nil {
 			return err
 		}
 	}
 	if next.State == keystore.StateUnknown {
-		if err := w.put(bkWaiting, timeIndexKey(ms(next.UpdatedAt), rk), nil); err != nil {
+		if err := put(tx, bkWaiting, timeIndexKey(ms(next.UpdatedAt), rk), nil); err != nil {
 			return err
 		}
 	}
 	if kind := keystore.ActivityOf(prev, next); kind != keystore.ActivityNone {
-		return addActivity(w, next.UpdatedAt, kind, 1)
+		return addActivity(tx, next.UpdatedAt, kind, 1)
 	}
 	return nil
 }
 
 // unindexForConsole removes a deleted record's entries.
-func unindexForConsole(w *wtx, r *keystore.Record, rk []byte) error {
+func unindexForConsole(tx *bbolt.Tx, r *keystore.Record, rk []byte) error {
 	if ownerIndexed(r) {
-		if err := w.delete(bkOwners, ownerIndexKey(r.Owner, rk)); err != nil {
+		if err := del(tx, bkOwners, ownerIndexKey(r.Owner, rk)); err != nil {
 			return err
 		}
 	}
 	if r.State == keystore.StateUnknown {
-		return w.delete(bkWaiting, timeIndexKey(ms(r.UpdatedAt), rk))
+		return del(tx, bkWaiting, timeIndexKey(ms(r.UpdatedAt), rk))
 	}
 	return nil
 }
@@ -88,13 +88,13 @@ func activityKey(hour time.Time, kind keystore.ActivityKind) []byte {
 	return append(u64(uint64(hour.Unix())), byte(kind))
 }
 
-func addActivity(w *wtx, at time.Time, kind keystore.ActivityKind, n int) error {
+func addActivity(tx *bbolt.Tx, at time.Time, kind keystore.ActivityKind, n int) error {
 	k := activityKey(at.UTC().Truncate(time.Hour), kind)
 	var have uint64
-	if v := w.tx.Bucket(bucketActivity).Get(k); len(v) == 8 {
+	if v := tx.Bucket(bucketActivity).Get(k); len(v) == 8 {
 		have = binary.BigEndian.Uint64(v)
 	}
-	return w.put(bkActivity, k, u64(have+uint64(n)))
+	return put(tx, bkActivity, k, u64(have+uint64(n)))
 }
 
 // foldActivity writes the duplicate counts kept in memory and drops hours
@@ -102,19 +102,19 @@ func addActivity(w *wtx, at time.Time, kind keystore.ActivityKind, n int) error 
 func (s *Store) foldActivity() error {
 	dups := s.dups.Take()
 	cutoff := s.now().Truncate(time.Hour).Add(-keystore.ActivityHours * time.Hour)
-	err := s.change(func(w *wtx, _ time.Time) error {
+	err := s.change(func(tx *bbolt.Tx, _ time.Time) error {
 		for h, n := range dups {
-			if err := addActivity(w, time.Unix(h, 0), keystore.ActivityDuplicate, n); err != nil {
+			if err := addActivity(tx, time.Unix(h, 0), keystore.ActivityDuplicate, n); err != nil {
 				return err
 			}
 		}
-		c := w.tx.Bucket(bucketActivity).Cursor()
+		c := tx.Bucket(bucketActivity).Cursor()
 		var old [][]byte
 		for k, _ := c.First(); k != nil && bytes.Compare(k, u64(uint64(cutoff.Unix()))) < 0; k, _ = c.Next() {
 			old = append(old, append([]byte(nil), k...))
 		}
 		for _, k := range old {
-			if err := w.delete(bkActivity, k); err != nil {
+			if err := del(tx, bkActivity, k); err != nil {
 				return err
 			}
 		}
@@ -130,12 +130,9 @@ func (s *Store) foldActivity() error {
 
 // Activity implements Store.
 func (s *Store) Activity(_ context.Context, since time.Time) ([]keystore.HourActivity, error) {
-	if err := s.flush(); err != nil {
-		return nil, err
-	}
 	since = since.UTC().Truncate(time.Hour)
 	var out []keystore.HourActivity
-	err := s.db.View(func(tx *bbolt.Tx) error {
+	err := s.db.Load().View(func(tx *bbolt.Tx) error {
 		c := tx.Bucket(bucketActivity).Cursor()
 		for k, v := c.Seek(u64(uint64(since.Unix()))); k != nil; k, v = c.Next() {
 			if len(k) != 9 || len(v) != 8 {
@@ -171,7 +168,7 @@ func (s *Store) ResetBreaker(_ context.Context, dest, by string) (keystore.Break
 			return boltDecision{}, err
 		}
 		out = st.Breaker.View(now)
-		return boltDecision{st, nil, raw}, nil
+		return boltDecision{st: st, prevBreaker: raw}, nil
 	})
 	return out, err
 }

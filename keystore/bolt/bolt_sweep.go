@@ -12,11 +12,8 @@ import (
 
 // Counts implements Store.
 func (s *Store) Counts(context.Context) (map[string]map[keystore.State]int, error) {
-	if err := s.flush(); err != nil {
-		return nil, err
-	}
 	out := map[string]map[keystore.State]int{}
-	err := s.db.View(func(tx *bbolt.Tx) error {
+	err := s.db.Load().View(func(tx *bbolt.Tx) error {
 		return tx.Bucket(bucketCounts).ForEach(func(k, v []byte) error {
 			i := bytes.IndexByte(k, 0)
 			if i < 0 || i+2 != len(k) || len(v) != 8 {
@@ -37,11 +34,8 @@ func (s *Store) Counts(context.Context) (map[string]map[keystore.State]int, erro
 // configured destination (closed until something happens to it).
 func (s *Store) Destinations(context.Context) ([]keystore.Breaker, error) {
 	now := s.now()
-	if err := s.flush(); err != nil {
-		return nil, err
-	}
 	var out []keystore.Breaker
-	err := s.db.View(func(tx *bbolt.Tx) error {
+	err := s.db.Load().View(func(tx *bbolt.Tx) error {
 		return tx.Bucket(bucketBreakers).ForEach(func(k, v []byte) error {
 			b, err := decodeBreaker(string(k), v)
 			if err != nil {
@@ -60,11 +54,8 @@ func (s *Store) Destinations(context.Context) ([]keystore.Breaker, error) {
 // Events implements Store.
 func (s *Store) Events(_ context.Context, after uint64, limit int) ([]keystore.Event, error) {
 	limit = keystore.EventLimit(limit)
-	if err := s.flush(); err != nil {
-		return nil, err
-	}
 	var out []keystore.Event
-	err := s.db.View(func(tx *bbolt.Tx) error {
+	err := s.db.Load().View(func(tx *bbolt.Tx) error {
 		c := tx.Bucket(bucketEvents).Cursor()
 		for k, v := c.Seek(u64(after + 1)); k != nil && len(out) < limit; k, v = c.Next() {
 			ev, err := decodeEvent(binary.BigEndian.Uint64(k), v)
@@ -89,7 +80,7 @@ func (s *Store) Sweep(ctx context.Context) (keystore.SweepStats, error) {
 	var st keystore.SweepStats
 	passes := []struct {
 		bucket []byte
-		do     func(w *wtx, k []byte, now time.Time) (bool, error)
+		do     func(tx *bbolt.Tx, k []byte, now time.Time) (bool, error)
 		count  *int
 	}{
 		{bucketLeases, s.sweepLease, &st.LeasesExpired},
@@ -119,23 +110,26 @@ func (s *Store) Sweep(ctx context.Context) (keystore.SweepStats, error) {
 	return st, nil
 }
 
-// sweepBatch runs one short group in the write transaction over the
-// oldest entries of an index; the writer decides nothing else meanwhile. do returns false when the entry is not due yet: the rest are not
-// either, since the index is ordered by time.
-func (s *Store) sweepBatch(bucket []byte, do func(*wtx, []byte, time.Time) (bool, error)) (n int, more bool, took time.Duration, err error) {
-	err = s.change(func(w *wtx, now time.Time) error {
+// sweepBatch runs one short write transaction over the oldest entries of
+// an index; the writer decides nothing else meanwhile. do returns false
+// when the entry is not due yet: the rest are not either, since the index
+// is ordered by time.
+func (s *Store) sweepBatch(bucket []byte, do func(*bbolt.Tx, []byte, time.Time) (bool, error)) (n int, more bool, took time.Duration, err error) {
+	err = s.change(func(tx *bbolt.Tx, now time.Time) error {
 		start := time.Now()
-		c := w.tx.Bucket(bucket).Cursor()
+		c := tx.Bucket(bucket).Cursor()
 		var keys [][]byte
 		for k, _ := c.First(); k != nil; k, _ = c.Next() {
-			if len(keys) == s.sweepMax || time.Since(start) > sweepTxBudget/2 {
+			// At least one entry: a transaction that took none would end the
+			// sweep (a slow moment of the machine is not the end of the index).
+			if len(keys) == s.sweepMax || len(keys) > 0 && time.Since(start) > sweepTxBudget/2 {
 				more = true
 				break
 			}
 			keys = append(keys, append([]byte(nil), k...))
 		}
 		for _, k := range keys {
-			due, err := do(w, k, now)
+			due, err := do(tx, k, now)
 			if err != nil {
 				return err
 			}
@@ -169,8 +163,8 @@ func dueRecord(tx *bbolt.Tx, k []byte, now time.Time) (cur *keystore.Record, due
 	return cur, err == nil, err
 }
 
-func (s *Store) sweepLease(w *wtx, k []byte, now time.Time) (bool, error) {
-	cur, due, err := dueRecord(w.tx, k, now)
+func (s *Store) sweepLease(tx *bbolt.Tx, k []byte, now time.Time) (bool, error) {
+	cur, due, err := dueRecord(tx, k, now)
 	if !due {
 		return false, err
 	}
@@ -182,30 +176,30 @@ func (s *Store) sweepLease(w *wtx, k []byte, now time.Time) (bool, error) {
 	if !expired {
 		// reclaim namespaces: the next reserve takes the key over; a
 		// stale entry (no longer reserved) is just dropped.
-		return true, w.delete(bkLeases, k)
+		return true, del(tx, bkLeases, k)
 	}
-	return true, applyStep(w, cur, nil, st)
+	return true, applyStep(tx, cur, nil, st)
 }
 
-func (s *Store) sweepExpired(w *wtx, k []byte, now time.Time) (bool, error) {
-	cur, due, err := dueRecord(w.tx, k, now)
+func (s *Store) sweepExpired(tx *bbolt.Tx, k []byte, now time.Time) (bool, error) {
+	cur, due, err := dueRecord(tx, k, now)
 	if !due {
 		return false, err
 	}
 	if cur == nil || cur.ExpiresAt == nil || !cur.Finished() || ms(*cur.ExpiresAt) != dueAt(k) {
 		// A stale entry: drop it, never the record it points at.
-		return true, w.delete(bkExpires, k)
+		return true, del(tx, bkExpires, k)
 	}
-	return true, deleteRecord(w, cur)
+	return true, deleteRecord(tx, cur)
 }
 
-func (s *Store) sweepEvent(w *wtx, k []byte, now time.Time) (bool, error) {
-	ev, err := decodeEvent(binary.BigEndian.Uint64(k), w.tx.Bucket(bucketEvents).Get(k))
+func (s *Store) sweepEvent(tx *bbolt.Tx, k []byte, now time.Time) (bool, error) {
+	ev, err := decodeEvent(binary.BigEndian.Uint64(k), tx.Bucket(bucketEvents).Get(k))
 	if err != nil {
 		return false, err
 	}
 	if now.Sub(ev.At) < keystore.EventRetention {
 		return false, nil
 	}
-	return true, w.delete(bkEvents, k)
+	return true, del(tx, bkEvents, k)
 }

@@ -3,7 +3,6 @@ package bolt_test
 import (
 	"path/filepath"
 	"testing"
-	"time"
 
 	"github.com/n8n-guard/n8n-guard/keystore"
 	"github.com/n8n-guard/n8n-guard/keystore/bolt"
@@ -28,14 +27,3 @@ func boltWith(opts bolt.Options) storetest.New {
 }
 
 func TestBoltConformance(t *testing.T) { storetest.Run(t, boltWith(bolt.Options{})) }
-
-// Every answer comes from the log and the overlay: the bbolt transaction
-// is committed only by listings (flush) and Close.
-func TestBoltConformanceLogOnly(t *testing.T) {
-	storetest.Run(t, boltWith(bolt.Options{CommitInterval: time.Hour}))
-}
-
-// A log that fills after a few records: the writer commits instead.
-func TestBoltConformanceSmallLog(t *testing.T) {
-	storetest.Run(t, boltWith(bolt.Options{WALSize: 4096}))
-}
