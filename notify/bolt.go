@@ -34,11 +34,13 @@ type groupState struct {
 // in bucketDue exactly when its DueAt is set, under the key of that DueAt;
 // and one in bucketEscalate exactly when its EscalateAt is set.
 type boltOutbox struct {
-	db *bolt.DB
+	// db is asked for the file at each use: the keystore's bbolt store
+	// reopens the file it shares with the outbox after a storage error.
+	db func() *bolt.DB
 }
 
-func newBoltOutbox(db *bolt.DB) (*boltOutbox, error) {
-	err := db.Update(func(tx *bolt.Tx) error {
+func newBoltOutbox(db func() *bolt.DB) (*boltOutbox, error) {
+	err := db().Update(func(tx *bolt.Tx) error {
 		for _, b := range [][]byte{bucketNotifications, bucketDue, bucketGroups, bucketOnce, bucketMeta, bucketUsers, bucketEscalate} {
 			if _, err := tx.CreateBucketIfNotExists(b); err != nil {
 				return fmt.Errorf("create bucket %s: %w", b, err)
@@ -148,9 +150,9 @@ func (o *boltOutbox) Add(ctx context.Context, adds []addition, cursor *uint64) (
 	if cursor == nil && len(adds) == 1 {
 		// Intake: concurrent requests share one commit (and one fsync);
 		// each still returns only after its write is durable.
-		err = o.db.Batch(fn)
+		err = o.db().Batch(fn)
 	} else {
-		err = o.db.Update(fn)
+		err = o.db().Update(fn)
 	}
 	return out, unavailable("add", err)
 }
@@ -203,7 +205,7 @@ func addOne(tx *bolt.Tx, a addition) (added, error) {
 
 func (o *boltOutbox) EventCursor(ctx context.Context) (uint64, error) {
 	var c uint64
-	err := o.db.View(func(tx *bolt.Tx) error {
+	err := o.db().View(func(tx *bolt.Tx) error {
 		if v := tx.Bucket(bucketMeta).Get(keyEventCursor); len(v) == 8 {
 			c = binary.BigEndian.Uint64(v)
 		}
@@ -214,7 +216,7 @@ func (o *boltOutbox) EventCursor(ctx context.Context) (uint64, error) {
 
 func (o *boltOutbox) Due(ctx context.Context, now time.Time, limit int) ([]*record, error) {
 	var out []*record
-	err := o.db.View(func(tx *bolt.Tx) error {
+	err := o.db().View(func(tx *bolt.Tx) error {
 		c := tx.Bucket(bucketDue).Cursor()
 		for k, _ := c.First(); k != nil && len(out) < limit; k, _ = c.Next() {
 			if len(k) < 8 || int64(binary.BigEndian.Uint64(k[:8])) > now.UnixNano() {
@@ -235,7 +237,7 @@ func (o *boltOutbox) Due(ctx context.Context, now time.Time, limit int) ([]*reco
 
 func (o *boltOutbox) Update(ctx context.Context, id string, fn func(r *record)) (*record, error) {
 	var r *record
-	err := o.db.Update(func(tx *bolt.Tx) error {
+	err := o.db().Update(func(tx *bolt.Tx) error {
 		cur, err := getRecord(tx, id)
 		if err != nil || cur == nil {
 			r = nil
@@ -251,7 +253,7 @@ func (o *boltOutbox) Update(ctx context.Context, id string, fn func(r *record)) 
 
 func (o *boltOutbox) Get(ctx context.Context, id string) (*record, error) {
 	var r *record
-	err := o.db.View(func(tx *bolt.Tx) error {
+	err := o.db().View(func(tx *bolt.Tx) error {
 		var err error
 		r, err = getRecord(tx, id)
 		return err
@@ -261,7 +263,7 @@ func (o *boltOutbox) Get(ctx context.Context, id string) (*record, error) {
 
 func (o *boltOutbox) Escalating(ctx context.Context, now time.Time, limit int) ([]*record, error) {
 	var out []*record
-	err := o.db.View(func(tx *bolt.Tx) error {
+	err := o.db().View(func(tx *bolt.Tx) error {
 		c := tx.Bucket(bucketEscalate).Cursor()
 		for k, _ := c.First(); k != nil && len(out) < limit; k, _ = c.Next() {
 			if len(k) < 8 || int64(binary.BigEndian.Uint64(k[:8])) > now.UnixNano() {
@@ -284,7 +286,7 @@ func (o *boltOutbox) Escalating(ctx context.Context, now time.Time, limit int) (
 // step happen once.
 func (o *boltOutbox) Escalate(ctx context.Context, now time.Time, limit int, fn func(r *record) *record) (int, error) {
 	n := 0
-	err := o.db.Update(func(tx *bolt.Tx) error {
+	err := o.db().Update(func(tx *bolt.Tx) error {
 		n = 0
 		var ids []string
 		c := tx.Bucket(bucketEscalate).Cursor()
@@ -321,7 +323,7 @@ func (o *boltOutbox) Escalate(ctx context.Context, now time.Time, limit int, fn 
 
 func (o *boltOutbox) List(ctx context.Context, q ListQuery) (Page, error) {
 	page := Page{Items: []Notification{}}
-	err := o.db.View(func(tx *bolt.Tx) error {
+	err := o.db().View(func(tx *bolt.Tx) error {
 		c := tx.Bucket(bucketNotifications).Cursor()
 		var k, v []byte
 		if q.Cursor == "" {
@@ -357,7 +359,7 @@ func (o *boltOutbox) List(ctx context.Context, q ListQuery) (Page, error) {
 
 func (o *boltOutbox) Waiting(ctx context.Context) (int, error) {
 	n := 0
-	err := o.db.View(func(tx *bolt.Tx) error {
+	err := o.db().View(func(tx *bolt.Tx) error {
 		n = tx.Bucket(bucketDue).Stats().KeyN
 		return nil
 	})
@@ -366,7 +368,7 @@ func (o *boltOutbox) Waiting(ctx context.Context) (int, error) {
 
 func (o *boltOutbox) Purge(ctx context.Context, cutoff, now time.Time, limit int) (int, error) {
 	n := 0
-	err := o.db.Update(func(tx *bolt.Tx) error {
+	err := o.db().Update(func(tx *bolt.Tx) error {
 		// IDs sort by creation time: nothing created after cutoff can be old
 		// enough, so the scan stops there.
 		b := tx.Bucket(bucketNotifications)
@@ -429,7 +431,7 @@ func newIDPrefix(t time.Time) string { return fmt.Sprintf("n_%016x", uint64(t.Un
 
 func (o *boltOutbox) SlackUser(ctx context.Context, email string) (string, bool, error) {
 	var id string
-	err := o.db.View(func(tx *bolt.Tx) error {
+	err := o.db().View(func(tx *bolt.Tx) error {
 		id = string(tx.Bucket(bucketUsers).Get([]byte(strings.ToLower(email))))
 		return nil
 	})
@@ -437,7 +439,7 @@ func (o *boltOutbox) SlackUser(ctx context.Context, email string) (string, bool,
 }
 
 func (o *boltOutbox) SetSlackUser(ctx context.Context, email, userID string) error {
-	return unavailable("set slack user", o.db.Update(func(tx *bolt.Tx) error {
+	return unavailable("set slack user", o.db().Update(func(tx *bolt.Tx) error {
 		return tx.Bucket(bucketUsers).Put([]byte(strings.ToLower(email)), []byte(userID))
 	}))
 }

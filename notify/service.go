@@ -26,6 +26,10 @@ type EventSource interface {
 // Options are the runtime settings of the service (the Config is what the
 // operator writes in the config file).
 type Options struct {
+	// DB, when set, is asked for the shared bbolt file at each use instead
+	// of New's db: the keystore's store (bolt.Store.DB) reopens the file
+	// after a storage error, and the outbox must follow it.
+	DB func() *bolt.DB
 	// Token is the Slack bot token (SLACK_BOT_TOKEN); empty: notifications
 	// are stored and listed, delivery waits.
 	Token string
@@ -143,10 +147,14 @@ func New(db *bolt.DB, cfg Config, opts Options) (*Service, error) {
 	}
 	s.life, s.end = context.WithCancel(context.Background())
 	if s.outbox == nil {
-		if db == nil {
+		file := opts.DB
+		if file == nil && db != nil {
+			file = func() *bolt.DB { return db }
+		}
+		if file == nil {
 			return nil, errors.New("notify: no bbolt database and no outbox")
 		}
-		if s.outbox, err = newBoltOutbox(db); err != nil {
+		if s.outbox, err = newBoltOutbox(file); err != nil {
 			return nil, fmt.Errorf("notify outbox: %w", err)
 		}
 	}

@@ -128,6 +128,7 @@ func (m *Main) Run(ctx context.Context) (err error) {
 			return err
 		}
 		m.store, db = bs, bs.DB()
+		notifyOpts.DB = bs.DB // the store reopens its file after a storage error: the outbox follows
 		m.Logger.Info("store open", "backend", "bbolt", "path", path)
 	default:
 		return fmt.Errorf("--store %q: use a postgres:// URL, or leave it empty for the bbolt file in --data", redactURL(cfg.Store))
