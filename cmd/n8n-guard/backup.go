@@ -15,6 +15,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/n8n-guard/n8n-guard/api"
+	"github.com/n8n-guard/n8n-guard/internal/durable"
 	"github.com/n8n-guard/n8n-guard/keystore/bolt"
 )
 
@@ -101,7 +102,7 @@ func writeBackup(out string, copyTo func(io.Writer) (int64, error)) (bolt.CheckR
 		return rep, fmt.Errorf("backup: %w", err)
 	}
 	ok = true
-	return rep, syncDir(filepath.Dir(out))
+	return rep, durable.SyncDir(filepath.Dir(out))
 }
 
 // backupFromServer copies GET /v1/admin/backup to w. The answer's

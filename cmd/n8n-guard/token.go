@@ -11,6 +11,8 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
+
+	"github.com/n8n-guard/n8n-guard/internal/durable"
 )
 
 // TokenFile is where the generated API token is kept, inside the data folder.
@@ -40,7 +42,7 @@ func apiTokens(configured []string, dataDir string, log *slog.Logger) ([]string,
 		return nil, fmt.Errorf("generate API token: %w", err)
 	}
 	tok = hex.EncodeToString(b[:])
-	err = writeNewFile(path, []byte(tok+"\n"))
+	err = durable.WriteNew(path, []byte(tok+"\n"))
 	if errors.Is(err, fs.ErrExist) {
 		// Another process starting at the same moment wrote its token
 		// first: use that one.
@@ -73,59 +75,6 @@ func readToken(path string) (string, error) {
 		return "", fmt.Errorf("API token file %s exists but is empty: write the token your workflows use into it, or delete it to have a new one generated", path)
 	}
 	return tok, nil
-}
-
-// writeNewFile writes a file the way a database does, so that a crash at
-// any moment leaves either no file or the whole of it: the bytes go to a
-// temporary file in the same folder, are synced to disk, then the file is
-// linked under its name (which fails with fs.ErrExist if the name is
-// taken: of two processes, one wins), and the folder is synced so the name
-// itself survives a crash. os.CreateTemp makes it mode 0600.
-func writeNewFile(path string, data []byte) error {
-	dir := filepath.Dir(path)
-	tmp, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-*")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(tmp.Name()) // on failure; after the link it is already gone
-	if _, err := tmp.Write(data); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Sync(); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	if err := os.Link(tmp.Name(), path); err != nil {
-		var le *os.LinkError
-		if errors.As(err, &le) && errors.Is(le.Err, fs.ErrExist) {
-			return fs.ErrExist
-		}
-		return err
-	}
-	// The temporary name goes before the folder is synced, so one sync
-	// makes both changes durable and a crash leaves no litter.
-	if err := os.Remove(tmp.Name()); err != nil {
-		return err
-	}
-	return syncDir(dir)
-}
-
-// syncDir makes a folder's entries durable. Windows cannot sync a
-// folder; NTFS journals the entry itself.
-func syncDir(dir string) error {
-	if runtime.GOOS == "windows" {
-		return nil
-	}
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
 }
 
 // checkDataDir warns when the data folder is open to other users: it holds

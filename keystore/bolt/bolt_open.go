@@ -10,11 +10,12 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"runtime"
 	"strings"
 
 	bbolt "go.etcd.io/bbolt"
 	berrors "go.etcd.io/bbolt/errors"
+
+	"github.com/n8n-guard/n8n-guard/internal/durable"
 )
 
 // Opening the file. Silence is the worst failure of a store: a file that
@@ -356,38 +357,8 @@ func readMarker(path string) (string, error) {
 // writeMarker writes the marker through a temporary file, so that a crash
 // never leaves half a marker.
 func writeMarker(path, id string) error {
-	tmp := markerPath(path) + ".tmp"
-	if err := os.WriteFile(tmp, []byte(id+"\n"), 0o600); err != nil {
+	if err := durable.Replace(markerPath(path), []byte(id+"\n")); err != nil {
 		return fmt.Errorf("store marker: %w", err)
 	}
-	if err := syncFile(tmp); err != nil {
-		return fmt.Errorf("store marker: %w", err)
-	}
-	if err := os.Rename(tmp, markerPath(path)); err != nil {
-		return fmt.Errorf("store marker: %w", err)
-	}
-	return syncDir(filepath.Dir(path))
-}
-
-func syncFile(path string) error {
-	f, err := os.OpenFile(path, os.O_RDWR, 0)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	return f.Sync()
-}
-
-// syncDir makes a rename or removal in dir durable. Windows cannot sync a
-// folder, and needs not.
-func syncDir(dir string) error {
-	if runtime.GOOS == "windows" {
-		return nil
-	}
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
+	return nil
 }
