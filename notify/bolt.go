@@ -215,9 +215,16 @@ func (o *boltOutbox) EventCursor(ctx context.Context) (uint64, error) {
 }
 
 func (o *boltOutbox) Due(ctx context.Context, now time.Time, limit int) ([]*record, error) {
+	out, err := o.until(bucketDue, now, limit)
+	return out, unavailable("due", err)
+}
+
+// until returns up to limit records whose time in the index bucket (a
+// timeKey) is at or before now, earliest first.
+func (o *boltOutbox) until(bucket []byte, now time.Time, limit int) ([]*record, error) {
 	var out []*record
 	err := o.db().View(func(tx *bolt.Tx) error {
-		c := tx.Bucket(bucketDue).Cursor()
+		c := tx.Bucket(bucket).Cursor()
 		for k, _ := c.First(); k != nil && len(out) < limit; k, _ = c.Next() {
 			if len(k) < 8 || int64(binary.BigEndian.Uint64(k[:8])) > now.UnixNano() {
 				break
@@ -232,7 +239,7 @@ func (o *boltOutbox) Due(ctx context.Context, now time.Time, limit int) ([]*reco
 		}
 		return nil
 	})
-	return out, unavailable("due", err)
+	return out, err
 }
 
 func (o *boltOutbox) Update(ctx context.Context, id string, fn func(r *record)) (*record, error) {
@@ -262,23 +269,7 @@ func (o *boltOutbox) Get(ctx context.Context, id string) (*record, error) {
 }
 
 func (o *boltOutbox) Escalating(ctx context.Context, now time.Time, limit int) ([]*record, error) {
-	var out []*record
-	err := o.db().View(func(tx *bolt.Tx) error {
-		c := tx.Bucket(bucketEscalate).Cursor()
-		for k, _ := c.First(); k != nil && len(out) < limit; k, _ = c.Next() {
-			if len(k) < 8 || int64(binary.BigEndian.Uint64(k[:8])) > now.UnixNano() {
-				break
-			}
-			r, err := getRecord(tx, string(k[8:]))
-			if err != nil {
-				return err
-			}
-			if r != nil {
-				out = append(out, r)
-			}
-		}
-		return nil
-	})
+	out, err := o.until(bucketEscalate, now, limit)
 	return out, unavailable("escalating", err)
 }
 
