@@ -6,8 +6,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"hash/fnv"
-	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -131,62 +129,22 @@ func openBolt(path string, o *bbolt.Options) (db *bbolt.DB, err error) {
 	return db, nil
 }
 
-// bbolt's meta page, as bbolt v1 writes it (little-endian on every
-// platform n8n-guard is built for), after the 16-byte page header.
-const (
-	pageHeaderSize = 16
-	metaMagic      = 0xED0CDAED
-	metaSumOffset  = 56 // the checksum covers the 56 bytes before it
-)
-
-type metaPage struct {
-	pageSize uint32
-	pgid     uint64 // pages in use: the file must hold them all
-	txid     uint64
-}
-
-func readMetaPage(b []byte) (metaPage, bool) {
-	if len(b) < pageHeaderSize+metaSumOffset+8 {
-		return metaPage{}, false
-	}
-	m := b[pageHeaderSize:]
-	le := binary.LittleEndian
-	if le.Uint32(m[0:]) != metaMagic || le.Uint32(m[4:]) != 2 {
-		return metaPage{}, false
-	}
-	h := fnv.New64a()
-	h.Write(m[:metaSumOffset])
-	if h.Sum64() != le.Uint64(m[metaSumOffset:]) {
-		return metaPage{}, false
-	}
-	return metaPage{pageSize: le.Uint32(m[8:]), pgid: le.Uint64(m[40:]), txid: le.Uint64(m[48:])}, true
-}
-
-// checkMeta reads both meta pages: the newest valid one must describe a
-// file no longer than the one on disk.
+// checkMeta reads both meta pages (readMeta, check.go): the newest valid
+// one must describe a file no longer than the one on disk.
 func checkMeta(path string, size int64, opts Options) error {
 	f, err := os.Open(path)
 	if err != nil {
 		return fmt.Errorf("store %s: %w", path, err)
 	}
 	defer f.Close()
-	head := make([]byte, 4096)
-	n, err := io.ReadFull(f, head)
-	if err != nil && !errors.Is(err, io.ErrUnexpectedEOF) {
-		return fmt.Errorf("store %s: %w", path, err)
-	}
-	m0, ok0 := readMetaPage(head[:n])
+	m0, err0 := readMeta(f, 0)
 	pageSize := int64(4096)
-	if ok0 {
+	if err0 == nil {
 		pageSize = int64(m0.pageSize)
 	}
-	second := make([]byte, pageHeaderSize+metaSumOffset+8)
-	n, err = f.ReadAt(second, pageSize)
-	if err != nil && !errors.Is(err, io.EOF) {
-		return fmt.Errorf("store %s: %w", path, err)
-	}
-	m1, ok1 := readMetaPage(second[:n])
-	var m metaPage
+	m1, err1 := readMeta(f, pageSize)
+	ok0, ok1 := err0 == nil, err1 == nil
+	var m bboltMeta
 	switch {
 	case !ok0 && !ok1:
 		return refuse(path, "both of its meta pages are damaged or missing (%d bytes)", size)
