@@ -36,6 +36,7 @@ func newRootCmd(getenv func(string) string, stdout, stderr io.Writer) *cobra.Com
 		newServeCmd(getenv),
 		newKeysCmd(co),
 		newVersionCmd(co),
+		newN8NCmd(getenv),
 		// bench (bench.go) registers here as well.
 	)
 	root.PersistentPreRunE = func(cmd *cobra.Command, _ []string) error {
