@@ -327,13 +327,15 @@ func (n *n8nInstance) WaitForWebhook(ctx context.Context, path string) error {
 	}
 }
 
-// WaitReady polls /healthz until n8n answers.
+// WaitReady polls until n8n's REST API answers (/healthz answers earlier).
 func (n *n8nInstance) WaitReady(ctx context.Context) error {
 	for {
-		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, n.URL()+"/healthz", nil)
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, n.URL()+"/rest/settings", nil)
 		if resp, err := http.DefaultClient.Do(req); err == nil {
+			body, _ := io.ReadAll(resp.Body)
 			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
+			// While starting, n8n answers 200 with an HTML "starting up" page.
+			if resp.StatusCode == http.StatusOK && json.Valid(body) {
 				return nil
 			}
 		}
@@ -368,7 +370,7 @@ func (n *n8nInstance) OwnerAPIKey(ctx context.Context) (string, error) {
 	// The scopes `n8n-guard n8n setup` needs; n8n grants the owner's own
 	// where the instance has no scoped keys.
 	scopes := []string{"workflow:create", "workflow:read", "workflow:update", "workflow:list",
-		"workflow:activate", "credential:create", "tag:list", "tag:read", "workflowTags:list"}
+		"workflow:activate", "credential:create", "credential:list", "tag:list", "tag:read", "workflowTags:list"}
 	req := map[string]any{"label": "n8n-guard e2e", "expiresAt": nil, "scopes": scopes}
 	resp, body, err = n.rest(ctx, http.MethodPost, "/rest/api-keys", req, cookie)
 	if err != nil {

@@ -64,11 +64,13 @@ type suite struct {
 	work    string
 	install install
 	n8n     *n8nInstance
-	guard   *guard
-	crm     *target
-	mail    *target
-	slack   *fakeSlack
-	web     *http.Client
+	// guardBin is the n8n-guard binary built from this checkout.
+	guardBin string
+	guard    *guard
+	crm      *target
+	mail     *target
+	slack    *fakeSlack
+	web      *http.Client
 
 	// communityReady: n8n-nodes/dist was loaded and a workflow using it imported.
 	communityReady string // empty when ready, else why not
@@ -95,8 +97,7 @@ func newSuite(t *testing.T, guardCfg string) *suite {
 	t.Logf("n8n %s; logs and data of this run: %s", rel.version, s.work)
 
 	s.install = ensureN8N(t, rel)
-	guardBin, err := buildGuard(repo, s.work)
-	if err != nil {
+	if s.guardBin, err = buildGuard(repo, s.work); err != nil {
 		t.Fatal(err)
 	}
 	if s.crm, err = startTarget("crm", "id", "crm-contact", http.StatusCreated); err != nil {
@@ -113,7 +114,7 @@ func newSuite(t *testing.T, guardCfg string) *suite {
 	t.Cleanup(s.slack.Close)
 	t.Cleanup(func() { s.slack.Dump(filepath.Join(s.work, "slack.json")) })
 
-	if s.guard, err = startGuard(guardBin, s.work, guardCfg, guardToken, s.slack.APIURL()); err != nil {
+	if s.guard, err = startGuard(s.guardBin, s.work, guardCfg, guardToken, s.slack.APIURL()); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(s.guard.Stop)
@@ -121,7 +122,7 @@ func newSuite(t *testing.T, guardCfg string) *suite {
 }
 
 // startN8N creates the instance with the guard's credential and the given
-// workflows imported (n8n's CLI, before start), activates those named, starts
+// workflows imported (n8n's CLI, before start; none: a fresh instance), activates those named, starts
 // n8n and waits until the webhook paths answer. Tests that need a different
 // stack (a proxy between n8n and the guard, other workflows) call it with
 // their own files.
@@ -133,8 +134,10 @@ func (s *suite) startN8N(t *testing.T, env map[string]string, files map[string][
 		t.Fatal(err)
 	}
 	t.Cleanup(s.n8n.Stop)
-	if err := s.importAll(files, community); err != nil {
-		t.Fatal(err)
+	if len(files) > 0 {
+		if err := s.importAll(files, community); err != nil {
+			t.Fatal(err)
+		}
 	}
 	for _, id := range activate {
 		if err := s.n8n.Activate(id); err != nil {

@@ -106,9 +106,7 @@ type remoteWorkflow struct {
 	ID     string `json:"id"`
 	Name   string `json:"name"`
 	Active bool   `json:"active"`
-	// VersionID is the draft; ActiveVersionID the published version (2.x
-	// only). They differ when a published workflow has unpublished edits.
-	VersionID       string           `json:"versionId"`
+	// ActiveVersionID is the published version (2.x only).
 	ActiveVersionID *string          `json:"activeVersionId"`
 	IsArchived      bool             `json:"isArchived"`
 	Nodes           []map[string]any `json:"nodes"`
@@ -138,11 +136,6 @@ func (w remoteWorkflow) HasErrorTrigger() bool {
 // Published: the workflow runs on its triggers (2.x: published, 1.x: active).
 func (w remoteWorkflow) Published() bool {
 	return w.Active || (w.ActiveVersionID != nil && *w.ActiveVersionID != "")
-}
-
-// DraftAhead: a 2.x workflow whose editor draft differs from what is live.
-func (w remoteWorkflow) DraftAhead() bool {
-	return w.ActiveVersionID != nil && *w.ActiveVersionID != "" && *w.ActiveVersionID != w.VersionID
 }
 
 // workflowFilter narrows a listing the way n8n's API can.
@@ -219,7 +212,8 @@ type remoteCredential struct {
 }
 
 // Credentials lists credentials; ok is false where n8n has no such listing
-// (1.x's public API can create credentials but not list them).
+// (1.x's public API can create credentials but not list them) or the key
+// lacks the scope credential:list, which the caller says.
 func (a *n8nAPI) Credentials(ctx context.Context, major int) (creds []remoteCredential, ok bool, err error) {
 	if major < 2 {
 		return nil, false, nil
@@ -231,6 +225,10 @@ func (a *n8nAPI) Credentials(ctx context.Context, major int) (creds []remoteCred
 			NextCursor *string            `json:"nextCursor"`
 		}
 		if err := a.do(ctx, http.MethodGet, "/credentials?"+q.Encode(), nil, &page); err != nil {
+			var ne *n8nError
+			if errors.As(err, &ne) && ne.Status == http.StatusForbidden {
+				return nil, false, nil
+			}
 			return nil, false, err
 		}
 		creds = append(creds, page.Data...)

@@ -117,6 +117,15 @@ func (n *n8nInstance) setup(ctx context.Context, o setupOptions) error {
 	return nil
 }
 
+// noteUnlistedCredentials says what cannot be checked, once.
+func (n *n8nInstance) noteUnlistedCredentials() {
+	if n.version.Major < 2 {
+		fmt.Fprintln(n.out, "  note: n8n 1.x cannot list credentials; the handler's credential reference is trusted, not checked")
+	} else {
+		fmt.Fprintln(n.out, "  note: the API key lacks the scope credential:list; the handler's credential reference is trusted, not checked")
+	}
+}
+
 // guardCredential names the credential the installed workflows use.
 type guardCredential struct{ ID, Name string }
 
@@ -127,6 +136,9 @@ func (n *n8nInstance) credential(ctx context.Context, handler *remoteWorkflow, t
 	creds, listed, err := n.api.Credentials(ctx, n.version.Major)
 	if err != nil {
 		return guardCredential{}, err
+	}
+	if !listed {
+		n.noteUnlistedCredentials()
 	}
 	if listed {
 		for _, c := range creds {
@@ -255,27 +267,21 @@ func (n *n8nInstance) installExample(ctx context.Context, installed *remoteWorkf
 	return err
 }
 
-// pointAtHandler sets settings.errorWorkflow. On 2.x a published workflow
-// with unpublished edits keeps them unpublished: the save only stores the
-// draft, and the user is told.
+// pointAtHandler sets settings.errorWorkflow. Settings are not part of a
+// 2.x workflow's published version: the save goes live without publishing
+// anything (publishIfActive=false), so edits a user has not published stay
+// unpublished.
 func (n *n8nInstance) pointAtHandler(ctx context.Context, w remoteWorkflow, handlerID string) error {
 	settings := map[string]any{}
 	for k, v := range w.Settings {
 		settings[k] = v
 	}
 	settings["errorWorkflow"] = handlerID
-	publish := !w.DraftAhead()
 	n.change("set error workflow of %s %q", w.ID, w.Name)
 	if n.dryRun {
 		return nil
 	}
-	if err := n.api.UpdateWorkflow(ctx, w.ID, workflowBody{w.Name, w.Nodes, w.Connections, settings}, n.version.Major, publish); err != nil {
-		return err
-	}
-	if !publish {
-		n.problem("workflow %s %q has unpublished edits: its error workflow is saved with them and goes live when you publish them", w.ID, w.Name)
-	}
-	return nil
+	return n.api.UpdateWorkflow(ctx, w.ID, workflowBody{w.Name, w.Nodes, w.Connections, settings}, n.version.Major, false)
 }
 
 // sameNodes compares what makes a node behave: n8n adds ids and moves
@@ -325,6 +331,9 @@ func (n *n8nInstance) check(ctx context.Context, scope workflowFilter) ([]silent
 	creds, listed, err := n.api.Credentials(ctx, n.version.Major)
 	if err != nil {
 		return nil, err
+	}
+	if !listed {
+		n.noteUnlistedCredentials()
 	}
 	credIDs := map[string]bool{}
 	for _, c := range creds {
