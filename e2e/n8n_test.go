@@ -370,7 +370,10 @@ func (n *n8nInstance) OwnerAPIKey(ctx context.Context) (string, error) {
 	// The scopes `n8n-guard n8n setup` needs; n8n grants the owner's own
 	// where the instance has no scoped keys.
 	scopes := []string{"workflow:create", "workflow:read", "workflow:update", "workflow:list",
-		"workflow:activate", "credential:create", "credential:list", "tag:list", "tag:read", "workflowTags:list"}
+		"workflow:activate", "credential:create"}
+	if n.Major() >= 2 {
+		scopes = append(scopes, "credential:list") // 1.x knows no such scope and refuses the key
+	}
 	req := map[string]any{"label": "n8n-guard e2e", "expiresAt": nil, "scopes": scopes}
 	resp, body, err = n.rest(ctx, http.MethodPost, "/rest/api-keys", req, cookie)
 	if err != nil {
