@@ -68,8 +68,8 @@ func checkGuardNode(t *testing.T, where string, n n8nNode) {
 	}
 	if url, _ := n.Parameters["url"].(string); strings.HasSuffix(url, "/v1/reserve") {
 		body, _ := n.Parameters["jsonBody"].(string)
-		if !strings.Contains(body, "request_id: ($execution.id + ':' + $node.name") {
-			t.Errorf("%s: node %q reserves without request_id = execution id + node name", where, n.Name)
+		if !strings.Contains(body, "request_id: ($execution.id + ':' + $nodeId") {
+			t.Errorf("%s: node %q reserves without request_id = execution id + node id", where, n.Name)
 		}
 	}
 }
