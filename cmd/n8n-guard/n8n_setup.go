@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"reflect"
+	"strings"
 
 	"github.com/n8n-guard/n8n-guard/workflows"
 )
@@ -82,14 +83,9 @@ func (n *n8nInstance) setup(ctx context.Context, o setupOptions) error {
 		}
 	}
 
-	targets := all
-	if o.Scope != (workflowFilter{}) {
-		if targets, err = n.api.Workflows(ctx, o.Scope); err != nil {
-			return err
-		}
-		if len(targets) == 0 {
-			n.problem("no workflow has tag %q / project %q that this API key can see (a wrong name or id, or a project the key cannot reach)", o.Scope.Tag, o.Scope.ProjectID)
-		}
+	targets, err := n.scoped(ctx, all, o.Scope)
+	if err != nil {
+		return err
 	}
 	for _, w := range targets {
 		if w.IsArchived || w.HasErrorTrigger() || w.ErrorWorkflow() != "" {
@@ -124,6 +120,30 @@ func (n *n8nInstance) noteUnlistedCredentials() {
 	} else {
 		fmt.Fprintln(n.out, "  note: the API key lacks the scope credential:list; the handler's credential reference is trusted, not checked")
 	}
+}
+
+// scoped narrows all to the workflows of a tag or project. A scope that
+// matches nothing is an error: "all fine" about no workflow would be a lie.
+func (n *n8nInstance) scoped(ctx context.Context, all []remoteWorkflow, scope workflowFilter) ([]remoteWorkflow, error) {
+	if scope == (workflowFilter{}) {
+		return all, nil
+	}
+	targets, err := n.api.Workflows(ctx, scope)
+	if err != nil {
+		return nil, err
+	}
+	if len(targets) == 0 {
+		var what []string
+		if scope.Tag != "" {
+			what = append(what, fmt.Sprintf("tag %q", scope.Tag))
+		}
+		if scope.ProjectID != "" {
+			what = append(what, fmt.Sprintf("project %q", scope.ProjectID))
+		}
+		return nil, fmt.Errorf("no workflow with %s that this API key can see: a wrong name or id, or a project the key cannot reach",
+			strings.Join(what, " and "))
+	}
+	return targets, nil
 }
 
 // guardCredential names the credential the installed workflows use.
@@ -322,11 +342,9 @@ func (n *n8nInstance) check(ctx context.Context, scope workflowFilter) ([]silent
 	if err != nil {
 		return nil, err
 	}
-	targets := all
-	if scope != (workflowFilter{}) {
-		if targets, err = n.api.Workflows(ctx, scope); err != nil {
-			return nil, err
-		}
+	targets, err := n.scoped(ctx, all, scope)
+	if err != nil {
+		return nil, err
 	}
 	creds, listed, err := n.api.Credentials(ctx, n.version.Major)
 	if err != nil {
