@@ -297,11 +297,13 @@ func (n *n8nInstance) pointAtHandler(ctx context.Context, w remoteWorkflow, hand
 		settings[k] = v
 	}
 	settings["errorWorkflow"] = handlerID
-	n.change("set error workflow of %s %q", w.ID, w.Name)
-	if n.dryRun {
-		return nil
+	if !n.dryRun {
+		if err := n.api.UpdateWorkflow(ctx, w.ID, workflowBody{w.Name, w.Nodes, w.Connections, settings}, n.version.Major, false); err != nil {
+			return err
+		}
 	}
-	return n.api.UpdateWorkflow(ctx, w.ID, workflowBody{w.Name, w.Nodes, w.Connections, settings}, n.version.Major, false)
+	n.change("set error workflow of %s %q", w.ID, w.Name)
+	return nil
 }
 
 // sameNodes compares what makes a node behave: n8n adds ids and moves
