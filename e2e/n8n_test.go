@@ -43,8 +43,8 @@ func (r release) Major() int {
 // (1.122–1.123 break activation after a CLI import).
 func releases() map[string]release {
 	return map[string]release{
-		"2.41.1":  {version: "2.41.1", node: "24", about: "about 11 minutes, 3.1 GB"},
-		"1.113.3": {version: "1.113.3", about: "about 4 minutes, 1.4 GB"},
+		"2.41.1":  {version: "2.41.1", node: "24", about: "about 12 minutes, 3.3 GB"},
+		"1.113.3": {version: "1.113.3", about: "about 4 to 9 minutes, 1.4 GB"},
 	}
 }
 
