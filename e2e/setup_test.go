@@ -3,11 +3,8 @@
 package e2e
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"os"
 	"os/exec"
@@ -194,26 +191,7 @@ func stamps(ws []apiWorkflow) []string {
 }
 
 func (a publicAPI) call(ctx context.Context, method, path string, body, out any) error {
-	b, _ := json.Marshal(body)
-	req, err := http.NewRequestWithContext(ctx, method, a.base+"/api/v1"+path, bytes.NewReader(b))
-	if err != nil {
-		return err
-	}
-	req.Header.Set("X-N8N-API-KEY", a.key)
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	raw, _ := io.ReadAll(resp.Body)
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("%s %s: HTTP %d %s", method, path, resp.StatusCode, tail(string(raw), 500))
-	}
-	if out == nil {
-		return nil
-	}
-	return json.Unmarshal(raw, out)
+	return callJSON(ctx, method, a.base+"/api/v1"+path, "X-N8N-API-KEY", a.key, body, out)
 }
 
 func (a publicAPI) workflows(ctx context.Context) ([]apiWorkflow, error) {
