@@ -82,9 +82,11 @@ func newN8NSetupCmd(f *n8nFlags, getenv func(string) string) *cobra.Command {
 		Short: "Install the error handler (published on 2.x) and make it every workflow's error workflow",
 		Long: `Install n8n-guard's error handler and make it the error workflow of every
 workflow (or of those with --tag / --project) that has none. Idempotent: a
-second run changes nothing. Nothing that was published is unpublished: on
-2.x a workflow with unpublished edits gets its error workflow in its draft
-and you are told. --dry-run prints what would change.
+second run changes nothing. Nothing is unpublished and nothing is published
+but the error handler: n8n 2.x does not version settings, so the error
+workflow takes effect at once and unpublished edits stay unpublished.
+--dry-run prints what would change; what cannot be done is printed as NOT
+DONE and makes the command fail.
 
 The error handler reads the guard's address from its Config node (--guard-url)
 and the token from the n8n credential "n8n-guard API token" (Header Auth);
