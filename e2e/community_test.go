@@ -22,25 +22,27 @@ const (
 	communityPath       = "n8n-guard-e2e/community"
 )
 
-// communityNode prepares n8n's environment for the community node and
-// returns the workflow files to import; none when the node is not built.
-func (s *suite) communityNode(env map[string]string) []string {
+// communityNode prepares n8n's environment for the community node and adds
+// its workflow to files; false when the node is not built.
+func (s *suite) communityNode(env map[string]string, files map[string][]byte) bool {
 	pkg := filepath.Join(s.repo, "n8n-nodes")
 	if _, err := os.Stat(filepath.Join(pkg, "dist")); err != nil {
 		s.communityReady = "n8n-nodes/dist is absent: build it with `cd n8n-nodes && npm ci && npm run build` to run this case"
-		return nil
+		return false
 	}
 	wf := filepath.Join(s.repo, "e2e", "testdata", "community", "workflow.json")
-	if _, err := os.Stat(wf); err != nil {
+	b, err := os.ReadFile(wf)
+	if err != nil {
 		s.communityReady = "e2e/testdata/community/workflow.json is absent: add a workflow using the node (id " +
 			communityWorkflowID + ", webhook " + communityPath + ") to run this case"
-		return nil
+		return false
 	}
+	files["community-workflow.json"] = s.fill(b)
 	// n8n loads every *.node.js below N8N_CUSTOM_EXTENSIONS, so it points at
 	// dist/ (not at n8n-nodes/ with its node_modules). The node type is then
 	// CUSTOM.n8nGuard.
 	env["N8N_CUSTOM_EXTENSIONS"] = filepath.Join(pkg, "dist")
-	return []string{wf}
+	return true
 }
 
 // importCommunityCredentials runs before the workflows are imported.

@@ -168,6 +168,12 @@ func (g *guard) Notifications() ([]notification, error) {
 }
 
 func (g *guard) call(method, path string, body, out any) error {
+	return callJSON(context.Background(), method, g.URL()+path, "Authorization", "Bearer "+g.token, body, out)
+}
+
+// callJSON sends body (if any) as JSON with one auth header and decodes a
+// 200 answer into out (if any); any other status is an error with the body.
+func callJSON(ctx context.Context, method, url, authHeader, auth string, body, out any) error {
 	var rd io.Reader
 	if body != nil {
 		b, err := json.Marshal(body)
@@ -176,11 +182,11 @@ func (g *guard) call(method, path string, body, out any) error {
 		}
 		rd = bytes.NewReader(b)
 	}
-	req, err := http.NewRequest(method, g.URL()+path, rd)
+	req, err := http.NewRequestWithContext(ctx, method, url, rd)
 	if err != nil {
 		return err
 	}
-	req.Header.Set("Authorization", "Bearer "+g.token)
+	req.Header.Set(authHeader, auth)
 	req.Header.Set("Content-Type", "application/json")
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
@@ -189,7 +195,10 @@ func (g *guard) call(method, path string, body, out any) error {
 	defer resp.Body.Close()
 	raw, _ := io.ReadAll(resp.Body)
 	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("%s %s: HTTP %d: %s", method, path, resp.StatusCode, raw)
+		return fmt.Errorf("%s %s: HTTP %d: %s", method, url, resp.StatusCode, tail(string(raw), 500))
+	}
+	if out == nil {
+		return nil
 	}
 	return json.Unmarshal(raw, out)
 }

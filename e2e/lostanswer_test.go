@@ -32,61 +32,19 @@ const lostAnswerPath = "n8n-guard-e2e/lost-answer"
 // It runs its own n8n (the workflow in testdata/lostanswer, pointed at the
 // proxy), so the shared suite's setup stays as it is.
 func TestLostReserveAnswer(t *testing.T) {
-	repo, err := filepath.Abs("..")
-	if err != nil {
-		t.Fatal(err)
-	}
-	work := filepath.Join(repo, "e2e", ".work", "lost-answer")
-	if err := os.RemoveAll(work); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.MkdirAll(work, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("logs and data of this run: %s", work)
-
-	n8nBin := ensureN8N(t)
-	guardBin, err := buildGuard(repo, work)
-	if err != nil {
-		t.Fatal(err)
-	}
-	crm, err := startTarget("crm", "id", "crm-contact", http.StatusCreated)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(crm.Close)
-	slack, err := startFakeSlack()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(slack.Close)
-	g, err := startGuard(guardBin, work, "namespaces:\n  crm-contacts:\n    lease: 120s\n    owner: U0CRMOWNER\n", guardToken, slack.APIURL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(g.Stop)
-	proxy, err := startLosingProxy(g.URL())
+	s := newSuite(t, "namespaces:\n  crm-contacts:\n    lease: 120s\n    owner: U0CRMOWNER\n")
+	proxy, err := startLosingProxy(s.guard.URL())
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(proxy.Close)
-
-	n, err := newN8N(n8nBin, filepath.Join(work, "n8n"), nil)
+	b, err := os.ReadFile(filepath.Join(s.repo, "e2e", "testdata", "lostanswer", "workflow.json"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(n.Stop)
-	if err := importLostAnswer(repo, work, n, proxy.URL(), crm.URL()); err != nil {
-		t.Fatal(err)
-	}
-	if err := n.Start(); err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	if err := n.WaitForWebhook(ctx, lostAnswerPath); err != nil {
-		t.Fatal(err)
-	}
+	wf := strings.NewReplacer("__GUARD_URL__", proxy.URL(), "__CRM_URL__", s.crm.URL()).Replace(string(b))
+	s.startN8N(t, nil, map[string][]byte{"lost-answer.json": []byte(wf)}, []string{"n8nGuardE2eLost1"}, []string{lostAnswerPath}, false)
+	n, g, crm, slack := s.n8n, s.guard, s.crm, s.slack
 
 	for _, key := range []string{"evt-lost-1", "evt-lost-2"} {
 		reply := postJSON(t, n.URL()+"/webhook/"+lostAnswerPath, map[string]any{"event_id": key, "email": "ada@example.org"})
@@ -126,35 +84,6 @@ func lookupRecord(t *testing.T, g *guard, key string) record {
 		t.Fatal(err)
 	}
 	return rec
-}
-
-// importLostAnswer loads the credential and the test workflow, pointed at
-// the proxy and the CRM, and activates it.
-func importLostAnswer(repo, work string, n *n8nInstance, guardURL, crmURL string) error {
-	creds, _ := json.Marshal([]map[string]any{{
-		"id": credentialID, "name": credentialName, "type": "httpBearerAuth",
-		"data": map[string]any{"token": guardToken},
-	}})
-	credFile := filepath.Join(work, "credentials.json")
-	if err := os.WriteFile(credFile, creds, 0o600); err != nil {
-		return err
-	}
-	if err := n.CLI("import:credentials", "--input="+credFile); err != nil {
-		return err
-	}
-	b, err := os.ReadFile(filepath.Join(repo, "e2e", "testdata", "lostanswer", "workflow.json"))
-	if err != nil {
-		return err
-	}
-	wf := strings.NewReplacer("__GUARD_URL__", guardURL, "__CRM_URL__", crmURL).Replace(string(b))
-	wfFile := filepath.Join(work, "lost-answer.json")
-	if err := os.WriteFile(wfFile, []byte(wf), 0o644); err != nil {
-		return err
-	}
-	if err := n.CLI("import:workflow", "--input="+wfFile); err != nil {
-		return err
-	}
-	return n.CLI("update:workflow", "--id=n8nGuardE2eLost1", "--active=true")
 }
 
 func postJSON(t *testing.T, url string, body any) map[string]any {

@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/n8n-guard/n8n-guard/workflows"
 )
 
 // These checks need no n8n: they keep the promises the set-up guide makes
@@ -15,6 +17,8 @@ import (
 
 type n8nNode struct {
 	Name        string                     `json:"name"`
+	Notes       string                     `json:"notes"`
+	NotesInFlow bool                       `json:"notesInFlow"`
 	Type        string                     `json:"type"`
 	WebhookID   string                     `json:"webhookId"`
 	Parameters  map[string]any             `json:"parameters"`
@@ -54,27 +58,88 @@ func callsGuard(n n8nNode) bool {
 
 func checkGuardNode(t *testing.T, where string, n n8nNode) {
 	t.Helper()
-	if n.Parameters["authentication"] != "genericCredentialType" || n.Parameters["genericAuthType"] != "httpBearerAuth" {
-		t.Errorf("%s: node %q does not use Bearer Auth", where, n.Name)
+	if n.Parameters["authentication"] != "genericCredentialType" || n.Parameters["genericAuthType"] != workflows.CredentialType {
+		t.Errorf("%s: node %q does not use Header Auth", where, n.Name)
 	}
 	var cred struct{ ID, Name string }
-	_ = json.Unmarshal(n.Credentials["httpBearerAuth"], &cred)
-	if cred.ID != "n8nGuardApiToken" || cred.Name != "n8n-guard API token" {
-		t.Errorf("%s: node %q uses credential %+v, want id n8nGuardApiToken named %q", where, n.Name, cred, "n8n-guard API token")
+	_ = json.Unmarshal(n.Credentials[workflows.CredentialType], &cred)
+	if cred.ID != workflows.CredentialID || cred.Name != workflows.CredentialName {
+		t.Errorf("%s: node %q uses credential %+v, want id %s named %q", where, n.Name, cred, workflows.CredentialID, workflows.CredentialName)
+	}
+	if url, _ := n.Parameters["url"].(string); strings.HasSuffix(url, "/v1/reserve") {
+		body, _ := n.Parameters["jsonBody"].(string)
+		if !strings.Contains(body, "request_id: ($execution.id + ':' + $nodeId") {
+			t.Errorf("%s: node %q reserves without request_id = execution id + node id", where, n.Name)
+		}
+	}
+}
+
+// checkConfig: the Config node is the one place with addresses, plain
+// values (no expression, so nothing reads $env), marked for the user.
+func checkConfig(t *testing.T, where string, n n8nNode, names []string) {
+	t.Helper()
+	nodes := []map[string]any{{"name": n.Name, "parameters": n.Parameters}}
+	for _, name := range names {
+		v, ok := workflows.ConfigValue(nodes, name)
+		s, _ := v.(string)
+		if !ok || !strings.HasPrefix(s, "http") {
+			t.Errorf("%s: Config value %s = %v, want a plain URL to edit", where, name, v)
+		}
+	}
+	if !strings.HasPrefix(n.Notes, "EDIT HERE") || !n.NotesInFlow {
+		t.Errorf("%s: the Config node is not marked as the place to edit (notes %q shown %v)", where, n.Notes, n.NotesInFlow)
+	}
+}
+
+// TestNothingReadsEnv: n8n 2.x blocks $env in expressions by default, and
+// a token belongs in a credential; no shipped file may use either.
+func TestNothingReadsEnv(t *testing.T) {
+	var files []string
+	for _, pattern := range []string{"../workflows/*.json", "../workflows/templates/*.json", "../n8n-nodes/examples/*.json"} {
+		m, err := filepath.Glob(pattern)
+		if err != nil {
+			t.Fatal(err)
+		}
+		files = append(files, m...)
+	}
+	if len(files) < 10 {
+		t.Fatalf("found %d shipped files, want the workflows, templates and examples", len(files))
+	}
+	for _, f := range files {
+		if strings.Contains(f, "env") {
+			continue // a clearly named env-based variant may read $env
+		}
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.Contains(string(b), "$env") {
+			t.Errorf("%s reads $env", f)
+		}
+		var wf struct {
+			ID    string    `json:"id"`
+			Nodes []n8nNode `json:"nodes"`
+		}
+		if err := json.Unmarshal(b, &wf); err != nil {
+			t.Fatalf("%s: %v", f, err)
+		}
+		if !strings.Contains(f, "templates") && wf.ID == "" {
+			t.Errorf("%s has no id: n8n 2.x refuses to import it", f)
+		}
 	}
 }
 
 func TestShippedWorkflowShapes(t *testing.T) {
 	for _, c := range []struct {
 		file, id, trigger, path, webhookID, write string
-		env                                       []string
+		addresses                                 []string
 	}{
 		{"lead-to-crm.json", "n8nGuardLeadCrm1", "Lead webhook", "n8n-guard/lead", "4c3b1f0e-5a8d-4f6e-9b1a-2d7c8e9f0a11", "Write to CRM",
-			[]string{"$env.N8N_GUARD_URL", "$env.CRM_BASE_URL"}},
+			[]string{"guard_url", "crm_base_url"}},
 		{"booking-confirmation.json", "n8nGuardBooking1", "Booking webhook", "n8n-guard/booking", "4c3b1f0e-5a8d-4f6e-9b1a-2d7c8e9f0a12", "Send confirmation",
-			[]string{"$env.N8N_GUARD_URL", "$env.MAIL_API_URL"}},
+			[]string{"guard_url", "mail_api_url"}},
 		{"error-to-guard.json", "n8nGuardErrors01", "Error Trigger", "", "", "",
-			[]string{"$env.N8N_GUARD_URL"}},
+			[]string{"guard_url"}},
 	} {
 		t.Run(c.file, func(t *testing.T) {
 			var wf n8nWorkflow
@@ -121,12 +186,7 @@ func TestShippedWorkflowShapes(t *testing.T) {
 			if next := wf.Connections[c.trigger].Main; len(next) == 0 || len(next[0]) != 1 || next[0][0].Node != "Config" {
 				t.Errorf("the trigger is not followed by the Config node: %+v", next)
 			}
-			cfg, _ := json.Marshal(byName["Config"].Parameters)
-			for _, v := range c.env {
-				if !strings.Contains(string(cfg), v) {
-					t.Errorf("Config does not default to %s", v)
-				}
-			}
+			checkConfig(t, c.file, byName["Config"], c.addresses)
 			guarded := 0
 			for _, n := range wf.Nodes {
 				if callsGuard(n) {
@@ -157,6 +217,7 @@ func TestTemplateShapes(t *testing.T) {
 		}
 		n := clip.Nodes[0]
 		if op == "config" {
+			checkConfig(t, "templates/config.json", n, []string{"guard_url"})
 			continue
 		}
 		if !callsGuard(n) || !strings.HasSuffix(n.Parameters["url"].(string), "/v1/"+op) {

@@ -14,19 +14,17 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/n8n-guard/n8n-guard/workflows"
 )
 
 // Ids fixed in the shipped workflows and in testdata/.
 const (
-	credentialID   = "n8nGuardApiToken"
-	credentialName = "n8n-guard API token"
-	errorWorkflow  = "n8nGuardErrors01"
+	credentialID   = workflows.CredentialID
+	credentialName = workflows.CredentialName
+	errorWorkflow  = workflows.ErrorHandlerID
 	guardToken     = "e2e-token-3f9a1c"
 )
-
-// activated are the workflows switched on before n8n starts. The error
-// workflow is not among them: in n8n 1.x it must stay inactive.
-var activated = []string{"n8nGuardLeadCrm1", "n8nGuardBooking1", "n8nGuardE2eThrow", "n8nGuardE2eDedup", templatesWorkflowID}
 
 // guardConfig routes alerts to owners the tests can recognise in Slack.
 // Breakers cool down in seconds so the breaker case stays short.
@@ -62,40 +60,46 @@ owners:
 
 // suite is everything one run needs: the real n8n and guard, the fakes.
 type suite struct {
-	repo  string
-	work  string
-	n8n   *n8nInstance
-	guard *guard
-	crm   *target
-	mail  *target
-	slack *fakeSlack
-	web   *http.Client
+	repo    string
+	work    string
+	install install
+	n8n     *n8nInstance
+	// guardBin is the n8n-guard binary built from this checkout.
+	guardBin string
+	guard    *guard
+	crm      *target
+	mail     *target
+	slack    *fakeSlack
+	web      *http.Client
 
 	// communityReady: n8n-nodes/dist was loaded and a workflow using it imported.
 	communityReady string // empty when ready, else why not
 }
 
-func setup(t *testing.T) *suite {
+// newSuite installs (once) the n8n that N8N_GUARD_N8N_VERSION names, builds
+// the guard and starts it with the fakes. n8n is not started yet: see
+// startN8N.
+func newSuite(t *testing.T, guardCfg string) *suite {
 	t.Helper()
 	repo, err := filepath.Abs("..")
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := &suite{repo: repo, work: filepath.Join(repo, "e2e", ".work"), web: &http.Client{Timeout: 90 * time.Second}}
+	rel := selectedRelease(t)
+	s := &suite{repo: repo, web: &http.Client{Timeout: 90 * time.Second}}
+	s.work = filepath.Join(repo, "e2e", ".work", rel.version, strings.ReplaceAll(t.Name(), "/", "_"))
 	if err := os.RemoveAll(s.work); err != nil {
 		t.Fatal(err)
 	}
 	if err := os.MkdirAll(s.work, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("logs and data of this run: %s", s.work)
+	t.Logf("n8n %s; logs and data of this run: %s", rel.version, s.work)
 
-	n8nBin := ensureN8N(t)
-	guardBin, err := buildGuard(repo, s.work)
-	if err != nil {
+	s.install = ensureN8N(t, rel)
+	if s.guardBin, err = buildGuard(repo, s.work); err != nil {
 		t.Fatal(err)
 	}
-
 	if s.crm, err = startTarget("crm", "id", "crm-contact", http.StatusCreated); err != nil {
 		t.Fatal(err)
 	}
@@ -110,56 +114,155 @@ func setup(t *testing.T) *suite {
 	t.Cleanup(s.slack.Close)
 	t.Cleanup(func() { s.slack.Dump(filepath.Join(s.work, "slack.json")) })
 
-	if s.guard, err = startGuard(guardBin, s.work, guardConfig, guardToken, s.slack.APIURL()); err != nil {
+	if s.guard, err = startGuard(s.guardBin, s.work, guardCfg, guardToken, s.slack.APIURL()); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(s.guard.Stop)
+	return s
+}
 
-	env := map[string]string{
-		// The documented variables the shipped Config nodes read.
-		"N8N_GUARD_URL": s.guard.URL(),
-		"CRM_BASE_URL":  s.crm.URL(),
-		"MAIL_API_URL":  s.mail.URL(),
-		// Short timeouts keep the timeout cases short.
-		"CRM_TIMEOUT_MS":  "3000",
-		"MAIL_TIMEOUT_MS": "3000",
-	}
-	community := s.communityNode(env)
-	s.n8n, err = newN8N(n8nBin, filepath.Join(s.work, "n8n"), env)
+// startN8N creates the instance with the guard's credential and the given
+// workflows imported (n8n's CLI, before start; none: a fresh instance), activates those named, starts
+// n8n and waits until the webhook paths answer. Tests that need a different
+// stack (a proxy between n8n and the guard, other workflows) call it with
+// their own files.
+func (s *suite) startN8N(t *testing.T, env map[string]string, files map[string][]byte, activate, paths []string, community bool) {
+	t.Helper()
+	var err error
+	s.n8n, err = newN8N(s.install, filepath.Join(s.work, "n8n"), env)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(s.n8n.Stop)
-	if err := s.importAll(community); err != nil {
-		t.Fatal(err)
+	if len(files) > 0 {
+		if err := s.importAll(files, community); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, id := range activate {
+		if err := s.n8n.Activate(id); err != nil {
+			t.Fatal(err)
+		}
 	}
 	if err := s.n8n.Start(); err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	paths := []string{"n8n-guard/lead", "n8n-guard/booking", "n8n-guard-e2e/throw", "n8n-guard-e2e/dedupe", templatesPath}
-	if len(community) > 0 {
-		paths = append(paths, communityPath)
+	if err := s.n8n.WaitReady(ctx); err != nil {
+		t.Fatal(err)
 	}
 	for _, p := range paths {
 		if err := s.n8n.WaitForWebhook(ctx, p); err != nil {
 			t.Fatal(err)
 		}
 	}
+}
+
+// setup is the stack of TestWorkflows: the shipped workflows as a user
+// imports them (only the values of their Config nodes set to this run's
+// addresses), the templates pasted into a workflow, the test workflows.
+func setup(t *testing.T) *suite {
+	t.Helper()
+	s := newSuite(t, guardConfig)
+	files, err := s.shippedFiles(s.guard.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := map[string]string{}
+	community := s.communityNode(env, files)
+	activate := []string{"n8nGuardLeadCrm1", "n8nGuardBooking1", "n8nGuardE2eThrow", "n8nGuardE2eDedup", templatesWorkflowID}
+	if s.install.Major() >= 2 {
+		// 2.x runs an error workflow only when it is published; 1.x runs
+		// it inactive (and cannot activate a workflow without a trigger).
+		activate = append(activate, errorWorkflow)
+	}
+	paths := []string{leadPath, bookingPath, throwPath, dedupePath, templatesPath}
+	if community {
+		activate = append(activate, communityWorkflowID)
+		paths = append(paths, communityPath)
+	}
+	s.startN8N(t, env, files, activate, paths, community)
 	return s
 }
 
-// importAll loads the credential, the shipped workflows unchanged and the
-// test-only workflows into n8n's database, then activates them.
-func (s *suite) importAll(community []string) error {
+// shippedFiles are the workflow files of TestWorkflows by file name: the
+// shipped ones with their Config values set to this run's addresses, the
+// test workflows with {{CRM_URL}} filled in, the templates workflow.
+func (s *suite) shippedFiles(guardURL string) (map[string][]byte, error) {
+	files := map[string][]byte{}
+	shipped, err := filepath.Glob(filepath.Join(s.repo, "workflows", "*.json"))
+	if err != nil {
+		return nil, err
+	}
+	for _, f := range shipped {
+		b, err := configure(f, map[string]any{
+			workflows.GuardURL: guardURL, "crm_base_url": s.crm.URL(), "mail_api_url": s.mail.URL(),
+			// Short timeouts keep the timeout cases short.
+			"crm_timeout_ms": 3000, "mail_timeout_ms": 3000,
+		})
+		if err != nil {
+			return nil, err
+		}
+		files["shipped-"+filepath.Base(f)] = b
+	}
+	testdata, err := filepath.Glob(filepath.Join(s.repo, "e2e", "testdata", "*.json"))
+	if err != nil {
+		return nil, err
+	}
+	for _, f := range testdata {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			return nil, err
+		}
+		files[filepath.Base(f)] = s.fill(b)
+	}
+	tw, err := templatesWorkflow(guardURL)
+	if err != nil {
+		return nil, err
+	}
+	files["e2e-templates.json"] = tw
+	return files, nil
+}
+
+// configure reads a shipped workflow file as it is and sets the values of
+// its Config node, the one place a user edits; every other member stays.
+func configure(path string, values map[string]any) ([]byte, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	var wf map[string]any
+	if err := json.Unmarshal(b, &wf); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	raw, _ := json.Marshal(wf["nodes"])
+	var nodes []map[string]any
+	if err := json.Unmarshal(raw, &nodes); err != nil {
+		return nil, fmt.Errorf("%s: nodes: %w", path, err)
+	}
+	for name, v := range values {
+		workflows.SetConfig(nodes, name, v)
+	}
+	wf["nodes"] = nodes
+	return json.Marshal(wf)
+}
+
+// fill puts this run's addresses into a test workflow.
+func (s *suite) fill(b []byte) []byte {
+	return []byte(strings.NewReplacer("{{CRM_URL}}", s.crm.URL(), "{{GUARD_URL}}", s.guard.URL()).Replace(string(b)))
+}
+
+// importAll loads the guard's credential (Header Auth) and the workflow
+// files into n8n's database.
+func (s *suite) importAll(files map[string][]byte, community bool) error {
 	dir := filepath.Join(s.work, "import")
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
 	creds := []map[string]any{{
-		"id": credentialID, "name": credentialName, "type": "httpBearerAuth",
-		"data": map[string]any{"token": guardToken},
+		"id": credentialID, "name": credentialName, "type": workflows.CredentialType,
+		"data": map[string]any{"name": "Authorization", "value": "Bearer " + guardToken},
 	}}
 	b, _ := json.Marshal(creds)
 	credFile := filepath.Join(s.work, "credentials.json")
@@ -169,49 +272,17 @@ func (s *suite) importAll(community []string) error {
 	if err := s.n8n.CLI("import:credentials", "--input="+credFile); err != nil {
 		return err
 	}
-	if len(community) > 0 {
+	if community {
 		if err := s.importCommunityCredentials(); err != nil {
 			return err
 		}
 	}
-	var files []string
-	for _, pattern := range []string{"workflows/*.json", "e2e/testdata/*.json"} {
-		m, err := filepath.Glob(filepath.Join(s.repo, pattern))
-		if err != nil {
-			return err
-		}
-		files = append(files, m...)
-	}
-	files = append(files, community...)
-	tw, err := templatesWorkflow(s.repo)
-	if err != nil {
-		return err
-	}
-	if err := os.WriteFile(filepath.Join(dir, "e2e-templates.json"), tw, 0o644); err != nil {
-		return err
-	}
-	for _, f := range files {
-		b, err := os.ReadFile(f)
-		if err != nil {
-			return err
-		}
-		if err := os.WriteFile(filepath.Join(dir, filepath.Base(f)), b, 0o644); err != nil {
+	for name, b := range files {
+		if err := os.WriteFile(filepath.Join(dir, name), b, 0o644); err != nil {
 			return err
 		}
 	}
-	if err := s.n8n.CLI("import:workflow", "--separate", "--input="+dir); err != nil {
-		return err
-	}
-	ids := activated
-	if len(community) > 0 {
-		ids = append(ids, communityWorkflowID)
-	}
-	for _, id := range ids {
-		if err := s.n8n.CLI("update:workflow", "--id="+id, "--active=true"); err != nil {
-			return err
-		}
-	}
-	return nil
+	return s.n8n.CLI("import:workflow", "--separate", "--input="+dir)
 }
 
 // reply is what a webhook sender got back.

@@ -5,9 +5,9 @@ package e2e
 import (
 	"encoding/json"
 	"fmt"
-	"os"
-	"path/filepath"
 	"testing"
+
+	"github.com/n8n-guard/n8n-guard/workflows"
 )
 
 const (
@@ -19,23 +19,8 @@ const (
 // for their names and positions, into one workflow the way a user would:
 // reserve → complete for one key; reserve → fail (unknown) → resolve for a
 // second; then lookup of the first, whose record is the webhook's answer.
-func templatesWorkflow(repo string) ([]byte, error) {
-	tpl := func(name string) (map[string]any, error) {
-		b, err := os.ReadFile(filepath.Join(repo, "workflows", "templates", name+".json"))
-		if err != nil {
-			return nil, err
-		}
-		var clip struct {
-			Nodes []map[string]any `json:"nodes"`
-		}
-		if err := json.Unmarshal(b, &clip); err != nil {
-			return nil, fmt.Errorf("templates/%s.json: %w", name, err)
-		}
-		if len(clip.Nodes) != 1 {
-			return nil, fmt.Errorf("templates/%s.json: %d nodes, want 1", name, len(clip.Nodes))
-		}
-		return clip.Nodes[0], nil
-	}
+func templatesWorkflow(guardURL string) ([]byte, error) {
+	tpl := workflows.Template
 	code := func(js string) map[string]any {
 		return map[string]any{
 			"type": "n8n-nodes-base.code", "typeVersion": 2,
@@ -93,6 +78,10 @@ func templatesWorkflow(repo string) ([]byte, error) {
 		if i > 0 {
 			conns[steps[i-1].name] = map[string]any{"main": []any{[]any{map[string]any{"node": st.name, "type": "main", "index": 0}}}}
 		}
+	}
+	// The one value a user edits in the pasted Config node.
+	if !workflows.SetConfig(nodes, workflows.GuardURL, guardURL) {
+		return nil, fmt.Errorf("templates/config.json has no %s", workflows.GuardURL)
 	}
 	return json.MarshalIndent(map[string]any{
 		"id": templatesWorkflowID, "name": "e2e-templates", "nodes": nodes, "connections": conns,

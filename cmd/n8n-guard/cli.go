@@ -37,6 +37,7 @@ func newRootCmd(getenv func(string) string, stdout, stderr io.Writer) *cobra.Com
 		newKeysCmd(co),
 		newNotificationsCmd(co),
 		newVersionCmd(co),
+		newN8NCmd(getenv),
 		// bench (bench.go) registers here as well.
 	)
 	root.PersistentPreRunE = func(cmd *cobra.Command, _ []string) error {

@@ -1,0 +1,167 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+)
+
+// n8nFlags are the flags of `n8n-guard n8n ...`, which talk to n8n's public
+// API, not to the guard.
+type n8nFlags struct {
+	n8nURL, apiKey string
+	tag, project   string
+	timeout        time.Duration
+}
+
+func (f *n8nFlags) add(cmd *cobra.Command) {
+	fs := cmd.PersistentFlags()
+	fs.StringVar(&f.n8nURL, "n8n-url", "http://localhost:5678", "base URL of n8n")
+	fs.StringVar(&f.apiKey, "api-key", "", "n8n API key (n8n: Settings → n8n API)")
+	fs.StringVar(&f.tag, "tag", "", "only workflows with this tag")
+	fs.StringVar(&f.project, "project", "", "only workflows of this project (its id)")
+	fs.DurationVar(&f.timeout, "timeout", 30*time.Second, "timeout of each call to n8n")
+	bindEnv(fs, "n8n-url", "N8N_URL")
+	bindEnv(fs, "api-key", "N8N_API_KEY")
+}
+
+// connect finds out which n8n answers and refuses one it cannot serve.
+func (f *n8nFlags) connect(cmd *cobra.Command, dryRun bool) (*n8nInstance, error) {
+	if f.apiKey == "" {
+		return nil, errors.New("no n8n API key: set N8N_API_KEY or --api-key (n8n: Settings → n8n API)")
+	}
+	api := newN8NAPI(f.n8nURL, f.apiKey, f.timeout)
+	v, err := detectN8NVersion(cmd.Context(), api.http, api.base)
+	if err != nil {
+		return nil, err
+	}
+	if err := v.supported(); err != nil {
+		return nil, err
+	}
+	// One cheap authenticated call, so a wrong key is the first thing said.
+	if err := api.do(cmd.Context(), "GET", "/workflows?limit=1", nil, nil); err != nil {
+		return nil, err
+	}
+	fmt.Fprintf(cmd.OutOrStdout(), "n8n %s at %s\n", v, api.base)
+	return &n8nInstance{api: api, version: v, out: cmd.OutOrStdout(), dryRun: dryRun}, nil
+}
+
+func (f *n8nFlags) scope() workflowFilter {
+	return workflowFilter{Tag: f.tag, ProjectID: f.project}
+}
+
+func newN8NCmd(getenv func(string) string) *cobra.Command {
+	var f n8nFlags
+	cmd := &cobra.Command{
+		Use:   "n8n",
+		Short: "Wire an n8n instance to n8n-guard through n8n's public API",
+		Long: `Wire an n8n instance to n8n-guard through n8n's public API (X-N8N-API-KEY).
+
+n8n has no instance-wide error workflow: every workflow must name one in its
+settings, and a new workflow names none. setup installs n8n-guard's error
+handler and names it in every workflow that has none; check lists the
+workflows whose failures nobody would hear of.`,
+	}
+	f.add(cmd)
+	cmd.AddCommand(newN8NSetupCmd(&f, getenv), newN8NCheckCmd(&f))
+	return cmd
+}
+
+func newN8NSetupCmd(f *n8nFlags, getenv func(string) string) *cobra.Command {
+	var (
+		o          setupOptions
+		createCred bool
+		data       string
+	)
+	cmd := &cobra.Command{
+		Use:   "setup",
+		Short: "Install the error handler (published on 2.x) and make it every workflow's error workflow",
+		Long: `Install n8n-guard's error handler and make it the error workflow of every
+workflow (or of those with --tag / --project) that has none. Idempotent: a
+second run changes nothing. Nothing is unpublished and nothing is published
+but the error handler: n8n 2.x does not version settings, so the error
+workflow takes effect at once and unpublished edits stay unpublished.
+--dry-run prints what would change; what cannot be done is printed as NOT
+DONE and makes the command fail.
+
+The error handler reads the guard's address from its Config node (--guard-url)
+and the token from the n8n credential "n8n-guard API token" (Header Auth);
+--create-credential creates it from N8N_GUARD_TOKEN (or the first of
+N8N_GUARD_TOKENS, or <data>/api-token).`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if createCred {
+				tok, err := setupToken(getenv, data)
+				if err != nil {
+					return err
+				}
+				o.Token = tok
+			}
+			n, err := f.connect(cmd, o.DryRun)
+			if err != nil {
+				return err
+			}
+			o.Scope = f.scope()
+			return n.setup(cmd.Context(), o)
+		},
+	}
+	fs := cmd.Flags()
+	fs.StringVar(&o.GuardURL, "guard-url", "", "address at which n8n reaches n8n-guard, e.g. http://host.docker.internal:8080")
+	fs.BoolVar(&createCred, "create-credential", false, "create the n8n credential \"n8n-guard API token\" if it is missing")
+	fs.StringVar(&data, "data", DefaultDataDir, "data folder whose api-token is used when N8N_GUARD_TOKEN is not set")
+	fs.BoolVar(&o.Examples, "examples", false, "also install the example workflows (lead to CRM, booking confirmation), unpublished")
+	fs.BoolVar(&o.DryRun, "dry-run", false, "print what would change and change nothing")
+	bindEnv(fs, "guard-url", "N8N_GUARD_URL")
+	bindEnv(fs, "data", "N8N_GUARD_DATA")
+	return cmd
+}
+
+// setupToken is the guard token the credential gets, found the way the
+// operator commands find theirs.
+func setupToken(getenv func(string) string, data string) (string, error) {
+	if tok := strings.TrimSpace(getenv("N8N_GUARD_TOKEN")); tok != "" {
+		return tok, nil
+	}
+	if toks := splitTokens(getenv("N8N_GUARD_TOKENS")); len(toks) > 0 {
+		return toks[0], nil
+	}
+	tok, err := readToken(filepath.Join(data, TokenFile))
+	if err != nil {
+		return "", fmt.Errorf("--create-credential needs the guard's token: set N8N_GUARD_TOKEN or point --data at the guard's data folder (%w)", err)
+	}
+	return tok, nil
+}
+
+func newN8NCheckCmd(f *n8nFlags) *cobra.Command {
+	return &cobra.Command{
+		Use:   "check",
+		Short: "List the workflows whose failures nobody would hear of; exit 1 if any",
+		Long: `List the workflows that would fail silently today: no error workflow, an
+error workflow that does not exist or (2.x) is not published, or one whose
+credential is missing. Exits non-zero when any does, for use in CI.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			n, err := f.connect(cmd, false)
+			if err != nil {
+				return err
+			}
+			silent, err := n.check(cmd.Context(), f.scope())
+			if err != nil {
+				return err
+			}
+			out := cmd.OutOrStdout()
+			for _, s := range silent {
+				fmt.Fprintf(out, "  SILENT %s %q: %s\n", s.ID, s.Name, s.Why)
+			}
+			if len(silent) > 0 {
+				return fmt.Errorf("%d workflow(s) would fail silently; `n8n-guard n8n setup` fixes the missing error workflows", len(silent))
+			}
+			fmt.Fprintln(out, "every workflow in scope reports its failures")
+			return nil
+		},
+	}
+}
