@@ -114,6 +114,7 @@ type envOption func(*envConfig)
 type envConfig struct {
 	policies  keystore.Policies
 	bodyLimit int
+	api       api.Config // the scope, cap and label fields only
 }
 
 func withPolicies(p keystore.Policies) envOption {
@@ -121,6 +122,10 @@ func withPolicies(p keystore.Policies) envOption {
 }
 
 func withBodyLimit(n int) envOption { return func(c *envConfig) { c.bodyLimit = n } }
+
+// withAPI sets the server's scoped tokens, connection cap, read timeout
+// and metric label bounds from cfg.
+func withAPI(cfg api.Config) envOption { return func(c *envConfig) { c.api = cfg } }
 
 func start(t testing.TB, opts ...envOption) *env {
 	t.Helper()
@@ -144,6 +149,9 @@ func start(t testing.TB, opts ...envOption) *env {
 	srv, err := api.New(api.Config{
 		Store: store, Notifications: notes, Tokens: []string{testToken, "second-token"},
 		Registry: reg, BodyLimit: cfg.bodyLimit, Version: "test",
+		ScopedTokens: cfg.api.ScopedTokens, MaxConnections: cfg.api.MaxConnections, ReadTimeout: cfg.api.ReadTimeout,
+		Namespaces: cfg.api.Namespaces, Destinations: cfg.api.Destinations, LabelLimit: cfg.api.LabelLimit,
+		Logger: cfg.api.Logger,
 	})
 	if err != nil {
 		t.Fatal(err)

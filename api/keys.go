@@ -22,6 +22,7 @@ type reserveRequest struct {
 	Payload      json.RawMessage `json:"payload"`
 	Fingerprint  string          `json:"fingerprint" validate:"max=128"`
 	Destination  string          `json:"destination" validate:"omitempty,namespace"`
+	RequestID    string          `json:"request_id" validate:"max=128"`
 }
 
 type completeRequest struct {
@@ -67,11 +68,14 @@ type listQuery struct {
 // Answer is the flat object every call on a key answers: the outcome and
 // the key's record at the top level of one object.
 type Answer struct {
-	Found             *bool            `json:"found,omitempty"`
-	Outcome           keystore.Outcome `json:"outcome"`
-	Proceed           bool             `json:"proceed"`
-	Token             string           `json:"token,omitempty"`
-	RetryAfterSeconds int              `json:"retry_after_seconds,omitempty"`
+	Found   *bool            `json:"found,omitempty"`
+	Outcome keystore.Outcome `json:"outcome"`
+	Proceed bool             `json:"proceed"`
+	Token   string           `json:"token,omitempty"`
+	// Repeat marks an accepted answer given again to a repeated reserve
+	// (same request_id, lease live): the same token, nothing new recorded.
+	Repeat            bool `json:"repeat,omitempty"`
+	RetryAfterSeconds int  `json:"retry_after_seconds,omitempty"`
 	*keystore.Record
 }
 
@@ -102,6 +106,9 @@ func (s *Server) reserve(c *fiber.Ctx) error {
 	if err := s.decode(c, &req); err != nil {
 		return err
 	}
+	if err := s.allowNamespace(c, req.Namespace); err != nil {
+		return err
+	}
 	var lease time.Duration
 	if req.LeaseSeconds != nil {
 		lease = time.Duration(*req.LeaseSeconds) * time.Second
@@ -114,17 +121,21 @@ func (s *Server) reserve(c *fiber.Ctx) error {
 		Payload:     req.Payload,
 		Fingerprint: req.Fingerprint,
 		Destination: req.Destination,
+		RequestID:   req.RequestID,
 	})
 	if err != nil {
 		return err
 	}
-	s.metrics.reserved(req.Namespace, res.Outcome)
+	s.metrics.reserved(req.Namespace, res.Outcome, res.Replayed)
 	return s.writeResult(c, res, nil)
 }
 
 func (s *Server) complete(c *fiber.Ctx) error {
 	var req completeRequest
 	if err := s.decode(c, &req); err != nil {
+		return err
+	}
+	if err := s.allowNamespace(c, req.Namespace); err != nil {
 		return err
 	}
 	res, err := s.store.Complete(c.UserContext(), keystore.CompleteRequest{
@@ -149,6 +160,9 @@ func (s *Server) fail(c *fiber.Ctx) error {
 	if err := s.decode(c, &req); err != nil {
 		return err
 	}
+	if err := s.allowNamespace(c, req.Namespace); err != nil {
+		return err
+	}
 	res, err := s.store.Fail(c.UserContext(), keystore.FailRequest{
 		Namespace: req.Namespace,
 		Key:       string(req.Key),
@@ -166,6 +180,9 @@ func (s *Server) fail(c *fiber.Ctx) error {
 func (s *Server) resolve(c *fiber.Ctx) error {
 	var req resolveRequest
 	if err := s.decode(c, &req); err != nil {
+		return err
+	}
+	if err := s.allowNamespace(c, req.Namespace); err != nil {
 		return err
 	}
 	res, err := s.store.Resolve(c.UserContext(), keystore.ResolveRequest{
@@ -188,6 +205,9 @@ func (s *Server) lookup(c *fiber.Ctx) error {
 	if err := s.check(&q); err != nil {
 		return err
 	}
+	if err := s.allowNamespace(c, q.Namespace); err != nil {
+		return err
+	}
 	res, err := s.store.Lookup(c.UserContext(), q.Namespace, q.Key)
 	if err != nil {
 		return err
@@ -203,6 +223,9 @@ func (s *Server) listKeys(c *fiber.Ctx) error {
 		return err
 	}
 	if err := s.check(&q); err != nil {
+		return err
+	}
+	if err := s.allowNamespace(c, q.Namespace); err != nil {
 		return err
 	}
 	page, err := s.store.List(c.UserContext(), keystore.ListQuery{
@@ -246,7 +269,7 @@ func (s *Server) writeResult(c *fiber.Ctx, res keystore.Result, found *bool) err
 			Outcome: res.Outcome, Proceed: res.Proceed, RetryAfterSeconds: retry})
 	}
 	return writeJSON(c, Answer{Found: found, Outcome: res.Outcome, Proceed: res.Proceed, Token: res.Token,
-		RetryAfterSeconds: retry, Record: res.Record})
+		Repeat: res.Outcome == keystore.OutcomeAccepted && res.Replayed, RetryAfterSeconds: retry, Record: res.Record})
 }
 
 // decode reads the JSON body into req and validates it.

@@ -2,6 +2,10 @@ package api
 
 import (
 	"context"
+	"log/slog"
+	"maps"
+	"slices"
+	"sort"
 	"strconv"
 	"time"
 
@@ -17,10 +21,52 @@ type metrics struct {
 	latency   *prometheus.HistogramVec // route, method
 	reserves  *prometheus.CounterVec   // namespace, outcome
 	fallbacks *prometheus.CounterVec   // namespace
+	repeats   *prometheus.CounterVec   // namespace
+	byToken   *prometheus.CounterVec   // token, route
+	refusals  *prometheus.CounterVec   // token, reason
+
+	openConns    prometheus.Gauge
+	connsRefused prometheus.Counter
+
+	// The label values that come from requests, bounded.
+	namespaces, destinations *labelLimit
 }
 
-func newMetrics(reg prometheus.Registerer, store keystore.Store) (*metrics, error) {
+// labelConfig is what bounds the labels that come from requests.
+type labelConfig struct {
+	namespaces, destinations []string // configured: always their own series
+	limit                    int      // others with their own series
+	log                      *slog.Logger
+}
+
+func newMetrics(reg prometheus.Registerer, store keystore.Store, lc labelConfig) (*metrics, error) {
+	overflow := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "n8n_guard_metric_label_overflow_total",
+		Help: "Observations counted under the label value \"other\" because the label had reached its limit of distinct values, by label.",
+	}, []string{"label"})
 	m := &metrics{
+		namespaces:   newLabelLimit("namespace", lc.namespaces, lc.limit, overflow, lc.log),
+		destinations: newLabelLimit("destination", lc.destinations, lc.limit, overflow, lc.log),
+		repeats: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "n8n_guard_reserve_repeats_total",
+			Help: "Reserves answered accepted again with the same token because they repeated a live attempt's request_id (a lost answer, or n8n's Retry On Fail), by namespace.",
+		}, []string{"namespace"}),
+		byToken: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "n8n_guard_token_requests_total",
+			Help: "Authenticated requests, by the token's configured name (never its value) and route.",
+		}, []string{"token", "route"}),
+		refusals: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "n8n_guard_auth_refusals_total",
+			Help: "Requests refused by authentication (reason unauthorized, token none) or by the token's scope (reason scope or namespace), by token name.",
+		}, []string{"token", "reason"}),
+		openConns: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "n8n_guard_open_connections",
+			Help: "Client connections open now (including those closing).",
+		}),
+		connsRefused: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "n8n_guard_connections_refused_total",
+			Help: "Connections answered 503 overloaded because the connection cap was reached.",
+		}),
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "n8n_guard_http_requests_total",
 			Help: "HTTP requests answered, by route, method and status.",
@@ -39,7 +85,8 @@ func newMetrics(reg prometheus.Registerer, store keystore.Store) (*metrics, erro
 			Help: "Keys completed with via=fallback, by namespace.",
 		}, []string{"namespace"}),
 	}
-	for _, c := range []prometheus.Collector{m.requests, m.latency, m.reserves, m.fallbacks, newStoreCollector(store)} {
+	for _, c := range []prometheus.Collector{m.requests, m.latency, m.reserves, m.fallbacks, m.repeats, m.byToken, m.refusals,
+		m.openConns, m.connsRefused, overflow, newStoreCollector(store, m.namespaces, m.destinations)} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
@@ -86,29 +133,44 @@ func (m *metrics) observe(path, method string, status int, took time.Duration) {
 	m.latency.WithLabelValues(path, method).Observe(took.Seconds())
 }
 
-func (m *metrics) reserved(ns string, o keystore.Outcome) {
+func (m *metrics) reserved(ns string, o keystore.Outcome, repeat bool) {
+	ns = m.namespaces.value(ns)
 	m.reserves.WithLabelValues(ns, string(o)).Inc()
+	if repeat && o == keystore.OutcomeAccepted {
+		m.repeats.WithLabelValues(ns).Inc()
+	}
 }
 
-func (m *metrics) fallbackCompleted(ns string) { m.fallbacks.WithLabelValues(ns).Inc() }
+func (m *metrics) fallbackCompleted(ns string) {
+	m.fallbacks.WithLabelValues(m.namespaces.value(ns)).Inc()
+}
+
+// refused counts a request refused by auth; token "" is none.
+func (m *metrics) refused(token, reason string) {
+	if token == "" {
+		token = "none"
+	}
+	m.refusals.WithLabelValues(token, reason).Inc()
+}
 
 // storeCollector reads the store's gauges at scrape time, so they are
 // never stale and cost nothing between scrapes.
 type storeCollector struct {
 	store                            keystore.Store
+	namespaces, destinations         *labelLimit
 	keys, stuck, breaker, paused, up *prometheus.Desc
 }
 
-func newStoreCollector(store keystore.Store) *storeCollector {
+func newStoreCollector(store keystore.Store, namespaces, destinations *labelLimit) *storeCollector {
 	return &storeCollector{
-		store: store,
+		store: store, namespaces: namespaces, destinations: destinations,
 		keys: prometheus.NewDesc("n8n_guard_keys",
 			"Keys stored, by namespace and state.", []string{"namespace", "state"}, nil),
 		stuck: prometheus.NewDesc("n8n_guard_stuck_reservations",
 			"Keys in state unknown, by namespace: reservations whose outcome nobody knows (lease ran out or outcome_unknown), waiting for a person to resolve them.",
 			[]string{"namespace"}, nil),
 		breaker: prometheus.NewDesc("n8n_guard_destination_breaker_state",
-			"Circuit breaker of a destination: 1 for its current state, 0 for the others.", []string{"destination", "state"}, nil),
+			"Circuit breaker of a destination: 1 for its current state, 0 for the others (for destination \"other\": how many destinations are in each state).", []string{"destination", "state"}, nil),
 		paused: prometheus.NewDesc("n8n_guard_destination_paused_reserves",
 			"Reserves answered destination_paused since the breaker last opened.", []string{"destination"}, nil),
 		up: prometheus.NewDesc("n8n_guard_store_up",
@@ -130,7 +192,19 @@ func (sc *storeCollector) Collect(ch chan<- prometheus.Metric) {
 	if err != nil {
 		up = 0
 	}
-	for ns, byState := range counts {
+	// Namespaces and destinations past the label limit are summed into
+	// OtherLabel; sorted, so the same ones keep their own series.
+	byNS := map[string]map[keystore.State]int{}
+	for _, ns := range slices.Sorted(maps.Keys(counts)) {
+		label := sc.namespaces.value(ns)
+		if byNS[label] == nil {
+			byNS[label] = map[keystore.State]int{}
+		}
+		for st, n := range counts[ns] {
+			byNS[label][st] += n
+		}
+	}
+	for ns, byState := range byNS {
 		for _, st := range keystore.States {
 			ch <- prometheus.MustNewConstMetric(sc.keys, prometheus.GaugeValue, float64(byState[st]), ns, string(st))
 		}
@@ -140,15 +214,22 @@ func (sc *storeCollector) Collect(ch chan<- prometheus.Metric) {
 	if err != nil {
 		up = 0
 	}
+	sort.Slice(breakers, func(i, j int) bool { return breakers[i].Destination < breakers[j].Destination })
+	states := map[string]map[keystore.BreakerState]float64{}
+	paused := map[string]float64{}
 	for _, b := range breakers {
-		for _, st := range []keystore.BreakerState{keystore.BreakerClosed, keystore.BreakerOpen, keystore.BreakerHalfOpen} {
-			v := 0.0
-			if b.State == st {
-				v = 1
-			}
-			ch <- prometheus.MustNewConstMetric(sc.breaker, prometheus.GaugeValue, v, b.Destination, string(st))
+		d := sc.destinations.value(b.Destination)
+		if states[d] == nil {
+			states[d] = map[keystore.BreakerState]float64{}
 		}
-		ch <- prometheus.MustNewConstMetric(sc.paused, prometheus.GaugeValue, float64(b.PausedReserves), b.Destination)
+		states[d][b.State]++
+		paused[d] += float64(b.PausedReserves)
+	}
+	for d, byState := range states {
+		for _, st := range []keystore.BreakerState{keystore.BreakerClosed, keystore.BreakerOpen, keystore.BreakerHalfOpen} {
+			ch <- prometheus.MustNewConstMetric(sc.breaker, prometheus.GaugeValue, byState[st], d, string(st))
+		}
+		ch <- prometheus.MustNewConstMetric(sc.paused, prometheus.GaugeValue, paused[d], d)
 	}
 	ch <- prometheus.MustNewConstMetric(sc.up, prometheus.GaugeValue, up)
 }

@@ -2,6 +2,7 @@ package api
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"net/http"
 
@@ -48,7 +49,13 @@ func (s *Server) notifications(c *fiber.Ctx) error {
 	if s.notes == nil {
 		return keystore.Errorf(keystore.EStoreUnavailable, "notifications are not configured")
 	}
-	q := notificationsQuery{Status: notify.Status(query(c, "status")), Cursor: query(c, "cursor")}
+	// state= is the same filter under the name /v1/keys uses.
+	status, state := query(c, "status"), query(c, "state")
+	if status != "" && state != "" && status != state {
+		return &keystore.Error{Code: keystore.EInvalidRequest, Message: "status and state name the same filter: give one",
+			Fields: []keystore.FieldError{{Field: "state", Rule: "eqfield=status"}}}
+	}
+	q := notificationsQuery{Status: notify.Status(cmp.Or(status, state)), Cursor: query(c, "cursor")}
 	var err error
 	if q.Limit, err = queryInt(c, "limit"); err != nil {
 		return err

@@ -124,6 +124,9 @@ func TestOpenAPIDocument(t *testing.T) {
 			if strings.HasPrefix(path, "/v1/") && op.Responses.Status(401) == nil {
 				t.Errorf("%s %s does not document 401", method, path)
 			}
+			if strings.HasPrefix(path, "/v1/") && op.Responses.Status(403) == nil {
+				t.Errorf("%s %s does not document 403", method, path)
+			}
 			for code, ref := range op.Responses.Map() {
 				for ct, mt := range ref.Value.Content {
 					check := func(name string, v any) {

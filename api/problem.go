@@ -35,16 +35,19 @@ var problems = map[keystore.Code]struct {
 	status int
 	title  string
 }{
-	keystore.EInvalidRequest:   {http.StatusBadRequest, "Invalid request"},
-	keystore.EInvalidKey:       {http.StatusBadRequest, "Invalid key"},
-	keystore.EUnauthorized:     {http.StatusUnauthorized, "Unauthorized"},
-	keystore.ENotFound:         {http.StatusNotFound, "Not found"},
-	keystore.EStaleToken:       {http.StatusConflict, "Stale token"},
-	keystore.EConflict:         {http.StatusConflict, "Conflict"},
-	keystore.EPayloadTooLarge:  {http.StatusRequestEntityTooLarge, "Payload too large"},
-	keystore.EKeyReused:        {http.StatusUnprocessableEntity, "Key reused with a different payload"},
-	keystore.EStoreUnavailable: {http.StatusServiceUnavailable, "Store unavailable"},
-
+	keystore.EInvalidRequest:      {http.StatusBadRequest, "Invalid request"},
+	keystore.EInvalidKey:          {http.StatusBadRequest, "Invalid key"},
+	keystore.EUnauthorized:        {http.StatusUnauthorized, "Unauthorized"},
+	keystore.EForbidden:           {http.StatusForbidden, "Forbidden"},
+	keystore.ERequestTimeout:      {http.StatusRequestTimeout, "Request timeout"},
+	keystore.EOverloaded:          {http.StatusServiceUnavailable, "Overloaded"},
+	keystore.ENotFound:            {http.StatusNotFound, "Not found"},
+	keystore.EStaleToken:          {http.StatusConflict, "Stale token"},
+	keystore.EConflict:            {http.StatusConflict, "Conflict"},
+	keystore.EPayloadTooLarge:     {http.StatusRequestEntityTooLarge, "Payload too large"},
+	keystore.EKeyReused:           {http.StatusUnprocessableEntity, "Key reused with a different payload"},
+	keystore.EStoreUnavailable:    {http.StatusServiceUnavailable, "Store unavailable"},
+	keystore.EUnsupported:         {http.StatusNotImplemented, "Not supported by this store"},
 	keystore.EStoreOutcomeUnknown: {http.StatusServiceUnavailable, "Store outcome unknown"},
 }
 
@@ -79,6 +82,8 @@ func fiberError(err error) error {
 	switch {
 	case fe.Code == fiber.StatusRequestEntityTooLarge:
 		return bodyTooLarge()
+	case fe.Code == fiber.StatusRequestTimeout:
+		return keystore.Errorf(keystore.ERequestTimeout, "the request did not arrive within the read timeout; send it again")
 	case fe.Code == fiber.StatusNotFound || fe.Code == fiber.StatusMethodNotAllowed:
 		return keystore.Errorf(keystore.ENotFound, "no such route (or not with this method; the Allow header names the right one); see docs/api.md")
 	case fe.Code < 500:

@@ -2,14 +2,11 @@ package api
 
 import (
 	"context"
-	"crypto/sha256"
-	"crypto/subtle"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net"
 	"runtime/debug"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -22,10 +19,6 @@ import (
 
 	"github.com/n8n-guard/n8n-guard/keystore"
 )
-
-// bodyReadLimit: bodies up to this size are read even when over the
-// configured limit, so their 413 reaches the client (see New).
-const bodyReadLimit = 1 << 20
 
 // Defaults of Config.
 const (
@@ -41,8 +34,12 @@ type Config struct {
 	// Notifications serves /v1/n8n/error and /v1/notifications; nil
 	// answers them with store_unavailable.
 	Notifications Notifications
-	// Tokens are the accepted bearer tokens of /v1; at least one.
+	// Tokens are the accepted bearer tokens of /v1 without a scope (role
+	// admin, every namespace), named token-1, token-2, ... in order.
 	Tokens []string
+	// ScopedTokens are named tokens with a role and namespaces (auth.go).
+	// Tokens and ScopedTokens together: at least one.
+	ScopedTokens []TokenScope
 	// Registry receives the server's metrics and is served on /metrics.
 	Registry *prometheus.Registry
 	Logger   *slog.Logger
@@ -53,6 +50,14 @@ type Config struct {
 	ReadTimeout  time.Duration
 	WriteTimeout time.Duration
 	IdleTimeout  time.Duration
+	// MaxConnections caps open client connections; default 4096.
+	MaxConnections int
+	// Namespaces and Destinations named in the configuration keep their
+	// own metric label values; others get theirs up to LabelLimit
+	// (default 50) distinct values, then share "other" (labels.go).
+	Namespaces   []string
+	Destinations []string
+	LabelLimit   int
 }
 
 // Server is the fiber app of the v1 contract.
@@ -60,7 +65,7 @@ type Server struct {
 	app      *fiber.App
 	store    keystore.Store
 	notes    Notifications
-	tokens   [][sha256.Size]byte
+	tokens   tokenSet
 	validate *validator.Validate
 	metrics  *metrics
 	log      *slog.Logger
@@ -68,6 +73,10 @@ type Server struct {
 	routes   []Route
 	draining atomic.Bool
 	maxBody  int
+	maxConns int
+	// openPaths are the routes registered without the bearer check (a
+	// route of /v1 may be one, e.g. one signed by its sender instead).
+	openPaths map[string]bool
 
 	mu        sync.Mutex
 	listeners []net.Listener
@@ -98,38 +107,50 @@ func New(cfg Config) (*Server, error) {
 		log:      cfg.Logger,
 		version:  cfg.Version,
 	}
-	for _, t := range cfg.Tokens {
-		if t = strings.TrimSpace(t); t != "" {
-			s.tokens = append(s.tokens, sha256.Sum256([]byte(t)))
-		}
-	}
-	if len(s.tokens) == 0 {
-		return nil, errors.New("api: no API token configured")
-	}
 	var err error
-	if s.metrics, err = newMetrics(cfg.Registry, cfg.Store); err != nil {
+	if s.tokens, err = newTokenSet(cfg.Tokens, cfg.ScopedTokens); err != nil {
+		return nil, fmt.Errorf("api: %w", err)
+	}
+	if s.metrics, err = newMetrics(cfg.Registry, cfg.Store, labelConfig{
+		namespaces: cfg.Namespaces, destinations: cfg.Destinations,
+		limit: orDefault(cfg.LabelLimit, DefaultLabelLimit), log: s.log,
+	}); err != nil {
 		return nil, fmt.Errorf("api: register metrics: %w", err)
 	}
-	// A body over the limit is read to its end (up to bodyReadLimit) and
-	// answered 413 by handle, on a connection that stays open. Left to
-	// fasthttp, the 413 is written and the connection closed with the body
-	// unread, and the kernel may turn that close into a reset that loses
-	// the answer before the client reads it.
+	// A body over the limit is refused from its Content-Length, unread
+	// (headerReceived); the connection's careful close lets the 413 reach
+	// the client (conns.go).
 	s.maxBody = orDefault(cfg.BodyLimit, DefaultBodyLimit)
+	s.maxConns = orDefault(cfg.MaxConnections, DefaultMaxConnections)
 	s.app = fiber.New(fiber.Config{
 		AppName:               "n8n-guard",
 		DisableStartupMessage: true,
-		BodyLimit:             max(4*s.maxBody, bodyReadLimit),
+		BodyLimit:             s.maxBody,
 		ReadTimeout:           orDefault(cfg.ReadTimeout, DefaultReadTimeout),
 		WriteTimeout:          orDefault(cfg.WriteTimeout, DefaultWriteTimeout),
 		IdleTimeout:           orDefault(cfg.IdleTimeout, DefaultIdleTimeout),
 		// Errors raised before any route runs end here: no route matched
 		// (404), oversized body, unreadable request. Route errors never do.
 		ErrorHandler: func(c *fiber.Ctx, err error) error {
+			// Without a valid token, /v1 answers 401 whatever else is
+			// wrong: a stranger learns neither limits nor routes. (Not
+			// after a failed body read: fasthttp has then reset the
+			// request, so a chunked body over the small limit of
+			// headerReceived, or a slow one, gets its own 413 or 408.)
+			if s.needsToken(c.Path()) {
+				if _, ok := s.tokens.find(c.Get(fiber.HeaderAuthorization)); !ok {
+					s.metrics.refused("", "unauthorized")
+					err = unauthorized(c.Get(fiber.HeaderAuthorization))
+				}
+			}
 			s.metrics.observe("unmatched", methodLabel(c.Method()), fiberStatus(err), 0)
 			return s.writeError(c, err)
 		},
 	})
+	s.app.Server().HeaderReceived = s.headerReceived
+	// No route takes a form: a multipart body must not be parsed (to
+	// temporary files) before a handler has checked anything.
+	s.app.Server().DisablePreParseMultipartForm = true
 
 	open, authed := false, true
 	s.handle(fiber.MethodGet, "/healthz", open, s.healthz)
@@ -145,6 +166,12 @@ func New(cfg Config) (*Server, error) {
 	s.handle(fiber.MethodGet, "/v1/destinations", authed, s.destinations)
 	s.handle(fiber.MethodPost, "/v1/n8n/error", authed, s.n8nError)
 	s.handle(fiber.MethodGet, "/v1/notifications", authed, s.notifications)
+	s.handle(fiber.MethodPost, "/v1/notifications/resend", authed, s.resendNotification)
+	s.handle(fiber.MethodPost, "/slack/interactions", open, s.slackInteraction) // Slack's signature, not a token
+	s.handle(fiber.MethodGet, BackupPath, authed, s.backup)
+	if err := s.mountConsole(); err != nil {
+		return nil, fmt.Errorf("api: console: %w", err)
+	}
 	return s, nil
 }
 
@@ -160,6 +187,12 @@ func orDefault[T int | time.Duration](v, def T) T {
 // metric sample and one debug log line.
 func (s *Server) handle(method, path string, auth bool, h fiber.Handler) {
 	s.routes = append(s.routes, Route{Method: method, Path: path})
+	if !auth {
+		if s.openPaths == nil {
+			s.openPaths = map[string]bool{}
+		}
+		s.openPaths[path] = true
+	}
 	observe := s.metrics.route(path, method)
 	s.app.Add(method, path, func(c *fiber.Ctx) (err error) {
 		start := time.Now()
@@ -171,16 +204,18 @@ func (s *Server) handle(method, path string, auth bool, h fiber.Handler) {
 			status := c.Response().StatusCode()
 			took := time.Since(start)
 			observe(status, took)
+			token := tokenName(c.UserContext())
+			if auth && token != "none" {
+				s.metrics.byToken.WithLabelValues(token, path).Inc()
+			}
 			if s.log.Enabled(c.UserContext(), slog.LevelDebug) {
 				s.log.LogAttrs(c.UserContext(), slog.LevelDebug, "request",
-					slog.String("method", method), slog.String("route", path),
+					slog.String("method", method), slog.String("route", path), slog.String("token", token),
 					slog.Int("status", status), slog.Duration("took", took))
 			}
 		}()
-		if len(c.Request().Body()) > s.maxBody {
-			err = bodyTooLarge()
-		} else if auth {
-			err = s.authorize(c)
+		if auth {
+			err = s.authorize(c, method, path)
 		}
 		if err == nil {
 			err = h(c)
@@ -204,7 +239,7 @@ func (s *Server) Serve(ln net.Listener) error {
 	}
 	s.listeners = append(s.listeners, ln)
 	s.mu.Unlock()
-	return s.app.Listener(ln)
+	return s.app.Listener(newConnLimit(ln, s.maxConns, s.metrics, s.log))
 }
 
 // Shutdown stops accepting connections and waits for in-flight requests,
@@ -222,25 +257,6 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		ln.Close()
 	}
 	return err
-}
-
-// authorize checks the bearer token in constant time: every configured
-// token is compared, always, against hashes of equal length.
-func (s *Server) authorize(c *fiber.Ctx) error {
-	h := c.Get(fiber.HeaderAuthorization)
-	scheme, token, ok := strings.Cut(h, " ")
-	if !ok || !strings.EqualFold(scheme, "Bearer") || strings.TrimSpace(token) == "" {
-		return keystore.Errorf(keystore.EUnauthorized, "send Authorization: Bearer <token>")
-	}
-	sum := sha256.Sum256([]byte(strings.TrimSpace(token)))
-	match := 0
-	for i := range s.tokens {
-		match |= subtle.ConstantTimeCompare(sum[:], s.tokens[i][:])
-	}
-	if match != 1 {
-		return keystore.Errorf(keystore.EUnauthorized, "the bearer token is not valid")
-	}
-	return nil
 }
 
 type health struct {

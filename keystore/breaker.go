@@ -1,6 +1,11 @@
 package keystore
 
-import "time"
+import (
+	"strings"
+	"time"
+	"unicode"
+	"unicode/utf8"
+)
 
 // BreakerState is the state of a destination's circuit breaker.
 type BreakerState string
@@ -135,4 +140,24 @@ func (b *Breaker) View(now time.Time) Breaker {
 		v.State = BreakerHalfOpen
 	}
 	return v
+}
+
+// DecideResetBreaker closes a destination's breaker by a person's
+// decision (by): the next reserve naming it goes through at once. exists
+// is false when the destination has no breaker state. The closing is
+// logged as an event, so whoever heard of the opening hears of it.
+func DecideResetBreaker(b *Breaker, exists bool, by string, now time.Time) (Step, error) {
+	by = strings.TrimSpace(by)
+	if by == "" || utf8.RuneCountInString(by) > MaxByLength || strings.IndexFunc(by, unicode.IsControl) >= 0 {
+		return Step{}, InvalidField("by", "required,max=128", "by is required: the person who reset the breaker (at most 128 characters, one line)")
+	}
+	if !exists {
+		return Step{}, Errorf(ENotFound, "destination %q has no breaker", b.Destination)
+	}
+	if b.State == BreakerClosed && b.ConsecutiveFailures == 0 {
+		return Step{Breaker: b.Clone()}, nil
+	}
+	ev := Event{At: now, Kind: EventBreakerClosed, Destination: b.Destination, PausedReserves: b.PausedReserves,
+		Message: "reset by " + by}
+	return Step{Breaker: &Breaker{Destination: b.Destination, State: BreakerClosed}, Events: []Event{ev}}, nil
 }

@@ -13,16 +13,20 @@ const (
 	EInvalidRequest   Code = "invalid_request"
 	EInvalidKey       Code = "invalid_key"
 	EUnauthorized     Code = "unauthorized"
+	EForbidden        Code = "forbidden" // a valid token without the scope a route or namespace needs
 	ENotFound         Code = "not_found"
 	EKeyReused        Code = "key_reused"
 	EStaleToken       Code = "stale_token"
 	EConflict         Code = "conflict"
 	EPayloadTooLarge  Code = "payload_too_large"
+	ERequestTimeout   Code = "request_timeout" // the request did not arrive within the read timeout
+	EOverloaded       Code = "overloaded"      // the connection cap is reached
 	EStoreUnavailable Code = "store_unavailable"
 	// EStoreOutcomeUnknown: a commit failed in a way that may have left the
 	// change on disk; the caller must look the key up before retrying.
 	EStoreOutcomeUnknown Code = "store_outcome_unknown"
 	EInternal            Code = "internal"
+	EUnsupported         Code = "unsupported" // an operation this server's store does not offer (a backup of PostgreSQL)
 )
 
 // FieldError names one input field and the rule it broke.

@@ -15,6 +15,7 @@ const (
 	MaxNamespaceLength = 64
 	MaxOwnerLength     = 128
 	MaxFingerprintLen  = 128
+	MaxRequestIDLength = 128
 	MaxResultRefLength = 512
 	MaxMessageLength   = 2000
 	MaxResultBytes     = 16 << 10

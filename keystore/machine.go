@@ -6,6 +6,7 @@ import (
 	"crypto/subtle"
 	"encoding/hex"
 	"fmt"
+	"strings"
 	"time"
 )
 
@@ -26,7 +27,7 @@ type Step struct {
 // its Normalize method first.
 //
 //	reserve:  absent            -> reserved (accepted, attempt 1)
-//	          reserved, live    -> in_progress
+//	          reserved, live    -> in_progress | same request_id: accepted again, same token (a repeat; no write)
 //	          reserved, expired -> unknown (state_unknown) | reclaim: reserved (accepted, attempt+1)
 //	          completed         -> duplicate_event
 //	          failed, retryable -> reserved (accepted, attempt+1)
@@ -34,7 +35,8 @@ type Step struct {
 //	          unknown           -> state_unknown
 //	complete: reserved|unknown  -> completed (current token only)
 //	fail:     reserved|unknown  -> failed (destination_failed|rejected) | unknown (state_unknown)
-//	resolve:  unknown|failed (|reserved with force or expired lease) -> completed | failed+retryable
+//	resolve:  unknown|failed (|reserved with force or expired lease) -> completed | failed+retryable | final: failed
+//	          the same resolution by the same person again -> the same answer (a repeat; no write)
 //	sweep:    reserved, expired, policy unknown -> unknown
 
 // DecideReserve decides a reserve of a key whose record is cur, under the
@@ -50,6 +52,11 @@ func DecideReserve(cur *Record, br *Breaker, req ReserveRequest, fp Fingerprint,
 	switch cur.State {
 	case StateReserved:
 		if now.Before(*cur.LeaseExpiresAt) {
+			// The holder asking again (its answer was lost, or n8n's Retry
+			// On Fail repeated the request) gets what it was given.
+			if token, ok := unsealToken(cur, req); ok {
+				return Step{Result: Result{Outcome: OutcomeAccepted, Proceed: true, Token: token, Replayed: true, Record: cur}}, nil
+			}
 			return Step{Result: Result{Outcome: OutcomeInProgress, RetryAfter: cur.LeaseExpiresAt.Sub(now), Record: cur}}, nil
 		}
 		if np.OnLeaseExpiry == ExpireReclaim {
@@ -104,6 +111,7 @@ func startAttempt(cur *Record, br *Breaker, req ReserveRequest, fp Fingerprint, 
 	next.ExpiresAt = nil
 	next.UpdatedAt = now
 	next.TokenHash = hashToken(token)
+	next.TokenSeal = sealToken(token, req, attempt)
 	if len(next.Fingerprint) == 0 {
 		next.Fingerprint = fp
 	}
@@ -256,6 +264,10 @@ func DecideResolve(cur *Record, req ResolveRequest, np NamespacePolicy, now time
 			return Step{Result: Result{Outcome: OutcomeCompleted, Replayed: true, Record: cur}}, nil
 		}
 		return Step{}, Errorf(EConflict, "key is completed; a completed key is not reopened")
+	case StateFailed:
+		if req.Resolution == StateFailed && cur.Retryable && cur.ResolvedBy == req.By && cur.Note == req.Note && lastEvent(cur) == EventResolved {
+			return Step{Result: Result{Outcome: OutcomeFailed, Replayed: true, Record: cur}}, nil
+		}
 	case StateReserved:
 		if !req.Force && now.Before(*cur.LeaseExpiresAt) {
 			return Step{}, Errorf(EConflict, "key is reserved by a live attempt (owner %q) until %s; wait, or resolve with force", cur.Owner, cur.LeaseExpiresAt.Format(time.RFC3339))
@@ -274,10 +286,14 @@ func DecideResolve(cur *Record, req ResolveRequest, np NamespacePolicy, now time
 		}
 		next.Reason, next.Message, next.Retryable = "", "", false
 	} else {
-		next.Retryable = true
+		next.Retryable = !req.Final
 		outcome = OutcomeFailed
 	}
-	next.addHistory(Transition{At: now, Event: EventResolved, Attempt: cur.Attempt, By: req.By, Detail: string(req.Resolution) + ": " + truncate(req.Note, 200)})
+	detail := string(req.Resolution)
+	if req.Final {
+		detail = "failed for good"
+	}
+	next.addHistory(Transition{At: now, Event: EventResolved, Attempt: cur.Attempt, By: req.By, Detail: detail + ": " + truncate(req.Note, 200)})
 	return Step{Record: next, Result: Result{Outcome: outcome, Record: next}}, nil
 }
 
@@ -290,6 +306,60 @@ func newToken(attempt int) string {
 		panic("crypto/rand failed: " + err.Error()) // never returns an error on Linux
 	}
 	return fmt.Sprintf("%d.%s", attempt, hex.EncodeToString(b[:]))
+}
+
+func lastEvent(r *Record) string {
+	if len(r.History) == 0 {
+		return ""
+	}
+	return r.History[len(r.History)-1].Event
+}
+
+// sealToken keeps a token recoverable by the one request that received
+// it, and by nothing else: its random part XOR a pad derived from the
+// request_id (and the key and attempt, so one request_id unseals nothing
+// elsewhere). Without a request_id there is no seal and the token is
+// handed out once, as before. Who can send the request_id can ask for the
+// token anyway (that is the point); a reader of the database who does not
+// know it cannot unseal it, and the token hash alone still decides.
+func sealToken(token string, req ReserveRequest, attempt int) []byte {
+	if req.RequestID == "" {
+		return nil
+	}
+	_, random, _ := strings.Cut(token, ".")
+	b, err := hex.DecodeString(random)
+	if err != nil {
+		panic("a token made by newToken is always hex: " + err.Error())
+	}
+	pad := sealPad(req.Namespace, req.Key, req.RequestID, attempt)
+	for i := range b {
+		b[i] ^= pad[i]
+	}
+	return b
+}
+
+// unsealToken recovers the token of cur's attempt with the request_id of
+// req; false when there is none or it is another request's.
+func unsealToken(cur *Record, req ReserveRequest) (string, bool) {
+	if req.RequestID == "" || len(cur.TokenSeal) != 16 {
+		return "", false
+	}
+	pad := sealPad(cur.Namespace, cur.Key, req.RequestID, cur.Attempt)
+	b := make([]byte, len(cur.TokenSeal))
+	for i := range b {
+		b[i] = cur.TokenSeal[i] ^ pad[i]
+	}
+	token := fmt.Sprintf("%d.%s", cur.Attempt, hex.EncodeToString(b))
+	if subtle.ConstantTimeCompare(hashToken(token), cur.TokenHash) != 1 {
+		return "", false
+	}
+	return token, true
+}
+
+func sealPad(ns, key, requestID string, attempt int) []byte {
+	h := sha256.New()
+	fmt.Fprintf(h, "n8n-guard token seal\x00%s\x00%s\x00%d\x00%s", ns, key, attempt, requestID)
+	return h.Sum(nil)[:16]
 }
 
 func hashToken(token string) []byte {

@@ -93,6 +93,10 @@ type Record struct {
 	// TokenHash identifies the token of the current attempt; the token itself
 	// is handed out once and not kept.
 	TokenHash []byte `json:"-"`
+	// TokenSeal is set when the attempt's reserve carried a request_id: the
+	// token's random part sealed with that request_id (sealToken), so that
+	// only a repeat of the same request recovers it.
+	TokenSeal []byte `json:"-"`
 }
 
 // Transition is one entry of a record's history.
@@ -139,6 +143,7 @@ func (r *Record) Clone() *Record {
 	c.Result = append(json.RawMessage(nil), r.Result...)
 	c.Fingerprint = append(Fingerprint(nil), r.Fingerprint...)
 	c.TokenHash = append([]byte(nil), r.TokenHash...)
+	c.TokenSeal = append([]byte(nil), r.TokenSeal...)
 	c.LeaseExpiresAt = copyTime(r.LeaseExpiresAt)
 	c.ExpiresAt = copyTime(r.ExpiresAt)
 	c.ResolvedAt = copyTime(r.ResolvedAt)
@@ -168,7 +173,8 @@ type Result struct {
 	Token string
 	// RetryAfter is set for in_progress and destination_paused.
 	RetryAfter time.Duration
-	// Replayed is true when a stored result was returned (duplicate_event).
+	// Replayed is true when a stored result was returned (duplicate_event,
+	// or a repeated reserve, complete, fail or resolve).
 	Replayed bool
 	// Record is nil only for an absent key.
 	Record *Record

@@ -19,6 +19,10 @@ type ReserveRequest struct {
 	Payload     json.RawMessage
 	Fingerprint string
 	Destination string
+	// RequestID identifies the attempt's request (n8n: execution id and
+	// node name). Repeated while its lease is live, the reserve answers
+	// accepted again with the same token (DecideReserve).
+	RequestID string
 }
 
 // CompleteRequest reports that the attempt holding Token took effect.
@@ -51,14 +55,27 @@ type ResolveRequest struct {
 	Note       string
 	ResultRef  string
 	Force      bool
+	// Final, with resolution failed: no new attempt may start (the key
+	// answers rejected), instead of the default retryable.
+	Final bool
 }
 
 // ListQuery selects a page of records.
 type ListQuery struct {
 	Namespace string // empty: all namespaces
 	State     State  // empty: all states
-	Limit     int
-	Cursor    string
+	// KeyPrefix selects keys that begin with it; it needs Namespace.
+	KeyPrefix string
+	// Owner selects keys whose last attempt's lease holder is exactly it:
+	// the failed and unknown keys (the ones a person acts on), or with
+	// State reserved the attempts in flight. Completed keys are not
+	// searched by owner.
+	Owner string
+	// Oldest lists unknown keys by the time they went unknown, oldest
+	// first: the queue a person works through. It needs State unknown.
+	Oldest bool
+	Limit  int
+	Cursor string
 }
 
 // Page is one page of a listing.
@@ -107,6 +124,12 @@ func (r ReserveRequest) Normalize() (ReserveRequest, Fingerprint, error) {
 	}
 	if utf8.RuneCountInString(r.Fingerprint) > MaxFingerprintLen {
 		return r, nil, InvalidField("fingerprint", "max=128", "fingerprint is longer than 128 characters")
+	}
+	if utf8.RuneCountInString(r.RequestID) > MaxRequestIDLength {
+		return r, nil, InvalidField("request_id", "max=128", "request_id is longer than 128 characters")
+	}
+	if err := checkText("request_id", r.RequestID, true); err != nil {
+		return r, nil, err
 	}
 	var fp Fingerprint
 	switch {
@@ -211,6 +234,9 @@ func (r ResolveRequest) Normalize() (ResolveRequest, error) {
 	if r.Resolution != StateCompleted && r.Resolution != StateFailed {
 		return r, InvalidField("resolution", "oneof=completed failed", "resolution must be completed or failed")
 	}
+	if r.Final && r.Resolution != StateFailed {
+		return r, InvalidField("final", "resolution=failed", "final applies to a failed resolution only")
+	}
 	r.By, r.Note = strings.TrimSpace(r.By), strings.TrimSpace(r.Note)
 	if r.By == "" || utf8.RuneCountInString(r.By) > MaxByLength {
 		return r, InvalidField("by", "required,max=128", "by is required: the person who decided (at most 128 characters)")
@@ -243,6 +269,28 @@ func (q ListQuery) Normalize() (ListQuery, error) {
 	case "", StateReserved, StateCompleted, StateFailed, StateUnknown:
 	default:
 		return q, InvalidField("state", "oneof=reserved completed failed unknown", "state must be reserved, completed, failed or unknown")
+	}
+	if q.KeyPrefix != "" {
+		if q.Namespace == "" {
+			return q, InvalidField("key", "required_with=namespace", "a key prefix needs its namespace")
+		}
+		// The prefix is matched against stored keys, which are trimmed.
+		q.KeyPrefix = strings.TrimLeftFunc(q.KeyPrefix, unicode.IsSpace)
+		if len(q.KeyPrefix) > MaxKeyBytes || !utf8.ValidString(q.KeyPrefix) {
+			return q, InvalidField("key", "max=255", "a key prefix is at most 255 bytes of UTF-8")
+		}
+	}
+	if utf8.RuneCountInString(q.Owner) > MaxOwnerLength {
+		return q, InvalidField("owner", "max=128", "owner is longer than 128 characters")
+	}
+	if q.Owner != "" && q.State == StateCompleted {
+		return q, InvalidField("owner", "excluded_with=state=completed", "search by owner finds failed, unknown or (with state reserved) reserved keys, not completed ones")
+	}
+	if q.Oldest && q.State != StateUnknown {
+		return q, InvalidField("state", "eq=unknown", "oldest first lists unknown keys only")
+	}
+	if (q.KeyPrefix != "" || q.Owner != "") && q.Oldest {
+		return q, InvalidField("oldest", "excluded_with=key owner", "oldest first cannot be combined with a key prefix or owner")
 	}
 	if q.Limit <= 0 {
 		q.Limit = 100

@@ -20,6 +20,12 @@ type Store interface {
 	Counts(ctx context.Context) (map[string]map[State]int, error)
 	// Destinations lists the breakers as seen at now.
 	Destinations(ctx context.Context) ([]Breaker, error)
+	// ResetBreaker closes a destination's breaker by a person's decision
+	// (see DecideResetBreaker).
+	ResetBreaker(ctx context.Context, destination, by string) (Breaker, error)
+	// Activity returns the hourly counts from since's hour on, oldest
+	// first; hours with nothing counted are left out.
+	Activity(ctx context.Context, since time.Time) ([]HourActivity, error)
 	// Events returns up to limit events with Seq > after, oldest first
 	// (limit outside 1..MaxEvents: MaxEvents).
 	Events(ctx context.Context, after uint64, limit int) ([]Event, error)

@@ -21,6 +21,7 @@ var (
 	bucketOnce          = []byte("notify/once")          // once-key → time added
 	bucketMeta          = []byte("notify/meta")          // event_cursor
 	bucketUsers         = []byte("notify/users")         // e-mail → Slack user ID
+	bucketEscalate      = []byte("notify/escalate")      // escalation time (8 bytes BE) + id → nil
 	keyEventCursor      = []byte("event_cursor")
 )
 
@@ -29,15 +30,18 @@ type groupState struct {
 	End  time.Time `json:"end"`
 }
 
-// boltOutbox keeps the outbox in bbolt. Invariant: a record has an entry in
-// bucketDue exactly when its DueAt is set, under the key of that DueAt.
+// boltOutbox keeps the outbox in bbolt. Invariants: a record has an entry
+// in bucketDue exactly when its DueAt is set, under the key of that DueAt;
+// and one in bucketEscalate exactly when its EscalateAt is set.
 type boltOutbox struct {
-	db *bolt.DB
+	// db is asked for the file at each use: the keystore's bbolt store
+	// reopens the file it shares with the outbox after a storage error.
+	db func() *bolt.DB
 }
 
-func newBoltOutbox(db *bolt.DB) (*boltOutbox, error) {
-	err := db.Update(func(tx *bolt.Tx) error {
-		for _, b := range [][]byte{bucketNotifications, bucketDue, bucketGroups, bucketOnce, bucketMeta, bucketUsers} {
+func newBoltOutbox(db func() *bolt.DB) (*boltOutbox, error) {
+	err := db().Update(func(tx *bolt.Tx) error {
+		for _, b := range [][]byte{bucketNotifications, bucketDue, bucketGroups, bucketOnce, bucketMeta, bucketUsers, bucketEscalate} {
 			if _, err := tx.CreateBucketIfNotExists(b); err != nil {
 				return fmt.Errorf("create bucket %s: %w", b, err)
 			}
@@ -71,10 +75,12 @@ func (w *wrapped) Unwrap() error {
 	return &keystore.Error{Code: keystore.EStoreUnavailable, Message: "the outbox is not available"}
 }
 
-func dueKey(r *record) []byte {
-	k := make([]byte, 8, 8+len(r.ID))
-	binary.BigEndian.PutUint64(k, uint64(max(r.DueAt.UnixNano(), 0)))
-	return append(k, r.ID...)
+func dueKey(r *record) []byte { return timeKey(r.DueAt, r.ID) }
+
+func timeKey(t time.Time, id string) []byte {
+	k := make([]byte, 8, 8+len(id))
+	binary.BigEndian.PutUint64(k, uint64(max(t.UnixNano(), 0)))
+	return append(k, id...)
 }
 
 func getRecord(tx *bolt.Tx, id string) (*record, error) {
@@ -100,6 +106,17 @@ func putRecord(tx *bolt.Tx, old, r *record) error {
 	}
 	if !r.DueAt.IsZero() {
 		if err := due.Put(dueKey(r), nil); err != nil {
+			return err
+		}
+	}
+	esc := tx.Bucket(bucketEscalate)
+	if old != nil && old.EscalateAt != nil {
+		if err := esc.Delete(timeKey(*old.EscalateAt, old.ID)); err != nil {
+			return err
+		}
+	}
+	if r.EscalateAt != nil {
+		if err := esc.Put(timeKey(*r.EscalateAt, r.ID), nil); err != nil {
 			return err
 		}
 	}
@@ -133,9 +150,9 @@ func (o *boltOutbox) Add(ctx context.Context, adds []addition, cursor *uint64) (
 	if cursor == nil && len(adds) == 1 {
 		// Intake: concurrent requests share one commit (and one fsync);
 		// each still returns only after its write is durable.
-		err = o.db.Batch(fn)
+		err = o.db().Batch(fn)
 	} else {
-		err = o.db.Update(fn)
+		err = o.db().Update(fn)
 	}
 	return out, unavailable("add", err)
 }
@@ -188,7 +205,7 @@ func addOne(tx *bolt.Tx, a addition) (added, error) {
 
 func (o *boltOutbox) EventCursor(ctx context.Context) (uint64, error) {
 	var c uint64
-	err := o.db.View(func(tx *bolt.Tx) error {
+	err := o.db().View(func(tx *bolt.Tx) error {
 		if v := tx.Bucket(bucketMeta).Get(keyEventCursor); len(v) == 8 {
 			c = binary.BigEndian.Uint64(v)
 		}
@@ -198,9 +215,16 @@ func (o *boltOutbox) EventCursor(ctx context.Context) (uint64, error) {
 }
 
 func (o *boltOutbox) Due(ctx context.Context, now time.Time, limit int) ([]*record, error) {
+	out, err := o.until(bucketDue, now, limit)
+	return out, unavailable("due", err)
+}
+
+// until returns up to limit records whose time in the index bucket (a
+// timeKey) is at or before now, earliest first.
+func (o *boltOutbox) until(bucket []byte, now time.Time, limit int) ([]*record, error) {
 	var out []*record
-	err := o.db.View(func(tx *bolt.Tx) error {
-		c := tx.Bucket(bucketDue).Cursor()
+	err := o.db().View(func(tx *bolt.Tx) error {
+		c := tx.Bucket(bucket).Cursor()
 		for k, _ := c.First(); k != nil && len(out) < limit; k, _ = c.Next() {
 			if len(k) < 8 || int64(binary.BigEndian.Uint64(k[:8])) > now.UnixNano() {
 				break
@@ -215,12 +239,12 @@ func (o *boltOutbox) Due(ctx context.Context, now time.Time, limit int) ([]*reco
 		}
 		return nil
 	})
-	return out, unavailable("due", err)
+	return out, err
 }
 
 func (o *boltOutbox) Update(ctx context.Context, id string, fn func(r *record)) (*record, error) {
 	var r *record
-	err := o.db.Update(func(tx *bolt.Tx) error {
+	err := o.db().Update(func(tx *bolt.Tx) error {
 		cur, err := getRecord(tx, id)
 		if err != nil || cur == nil {
 			r = nil
@@ -234,9 +258,63 @@ func (o *boltOutbox) Update(ctx context.Context, id string, fn func(r *record)) 
 	return r, unavailable("update", err)
 }
 
+func (o *boltOutbox) Get(ctx context.Context, id string) (*record, error) {
+	var r *record
+	err := o.db().View(func(tx *bolt.Tx) error {
+		var err error
+		r, err = getRecord(tx, id)
+		return err
+	})
+	return r, unavailable("get", err)
+}
+
+func (o *boltOutbox) Escalating(ctx context.Context, now time.Time, limit int) ([]*record, error) {
+	out, err := o.until(bucketEscalate, now, limit)
+	return out, unavailable("escalating", err)
+}
+
+// Escalate: bbolt has one writer, so the transaction alone makes each
+// step happen once.
+func (o *boltOutbox) Escalate(ctx context.Context, now time.Time, limit int, fn func(r *record) *record) (int, error) {
+	n := 0
+	err := o.db().Update(func(tx *bolt.Tx) error {
+		n = 0
+		var ids []string
+		c := tx.Bucket(bucketEscalate).Cursor()
+		for k, _ := c.First(); k != nil && len(ids) < limit; k, _ = c.Next() {
+			if len(k) < 8 || int64(binary.BigEndian.Uint64(k[:8])) > now.UnixNano() {
+				break
+			}
+			ids = append(ids, string(k[8:]))
+		}
+		for _, id := range ids {
+			cur, err := getRecord(tx, id)
+			if err != nil {
+				return err
+			}
+			if cur == nil {
+				continue
+			}
+			old := *cur
+			esc := fn(cur)
+			if err := putRecord(tx, &old, cur); err != nil {
+				return err
+			}
+			if esc != nil {
+				if err := putRecord(tx, nil, esc); err != nil {
+					return err
+				}
+				n++
+			}
+		}
+		return nil
+	})
+	return n, unavailable("escalate", err)
+}
+
 func (o *boltOutbox) List(ctx context.Context, q ListQuery) (Page, error) {
 	page := Page{Items: []Notification{}}
-	err := o.db.View(func(tx *bolt.Tx) error {
+	err := o.db().View(func(tx *bolt.Tx) error {
 		c := tx.Bucket(bucketNotifications).Cursor()
 		var k, v []byte
 		if q.Cursor == "" {
@@ -272,7 +350,7 @@ func (o *boltOutbox) List(ctx context.Context, q ListQuery) (Page, error) {
 
 func (o *boltOutbox) Waiting(ctx context.Context) (int, error) {
 	n := 0
-	err := o.db.View(func(tx *bolt.Tx) error {
+	err := o.db().View(func(tx *bolt.Tx) error {
 		n = tx.Bucket(bucketDue).Stats().KeyN
 		return nil
 	})
@@ -281,7 +359,7 @@ func (o *boltOutbox) Waiting(ctx context.Context) (int, error) {
 
 func (o *boltOutbox) Purge(ctx context.Context, cutoff, now time.Time, limit int) (int, error) {
 	n := 0
-	err := o.db.Update(func(tx *bolt.Tx) error {
+	err := o.db().Update(func(tx *bolt.Tx) error {
 		// IDs sort by creation time: nothing created after cutoff can be old
 		// enough, so the scan stops there.
 		b := tx.Bucket(bucketNotifications)
@@ -293,7 +371,7 @@ func (o *boltOutbox) Purge(ctx context.Context, cutoff, now time.Time, limit int
 			if err := json.Unmarshal(v, &r); err != nil {
 				return err
 			}
-			if r.Status == StatusPending || !r.DueAt.IsZero() {
+			if r.Status == StatusPending || !r.DueAt.IsZero() || r.EscalateAt != nil {
 				continue
 			}
 			if r.DeliveredAt != nil && r.DeliveredAt.After(cutoff) {
@@ -344,7 +422,7 @@ func newIDPrefix(t time.Time) string { return fmt.Sprintf("n_%016x", uint64(t.Un
 
 func (o *boltOutbox) SlackUser(ctx context.Context, email string) (string, bool, error) {
 	var id string
-	err := o.db.View(func(tx *bolt.Tx) error {
+	err := o.db().View(func(tx *bolt.Tx) error {
 		id = string(tx.Bucket(bucketUsers).Get([]byte(strings.ToLower(email))))
 		return nil
 	})
@@ -352,7 +430,7 @@ func (o *boltOutbox) SlackUser(ctx context.Context, email string) (string, bool,
 }
 
 func (o *boltOutbox) SetSlackUser(ctx context.Context, email, userID string) error {
-	return unavailable("set slack user", o.db.Update(func(tx *bolt.Tx) error {
+	return unavailable("set slack user", o.db().Update(func(tx *bolt.Tx) error {
 		return tx.Bucket(bucketUsers).Put([]byte(strings.ToLower(email)), []byte(userID))
 	}))
 }

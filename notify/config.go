@@ -14,7 +14,13 @@ const (
 	DefaultGroupWindow = 5 * time.Minute
 	DefaultRetention   = 30 * 24 * time.Hour
 	DefaultSlackPause  = 5 * time.Minute
-	DefaultMaxAttempts = 10
+	// DefaultFirstPause is the first pause once Slack is unreachable (±20 %
+	// jitter: 10–15 s); each further failed probe doubles it up to
+	// SlackPause, and any answer of Slack resets it.
+	DefaultFirstPause = 12500 * time.Millisecond
+	// DefaultRetryFor: transient Slack failures are retried this long
+	// after a notification was created; never dropped after a count.
+	DefaultRetryFor = 7 * 24 * time.Hour
 )
 
 // Config says who hears about what. The binary maps the YAML file's
@@ -34,11 +40,16 @@ type Config struct {
 	Destinations map[string]Route
 	// Retention: how long delivered (and dead) notifications are kept.
 	Retention time.Duration
-	// SlackPause: how long delivery pauses once Slack is unreachable.
+	// SlackPause: the longest delivery pauses while Slack stays
+	// unreachable (the first pause is DefaultFirstPause, or SlackPause if
+	// shorter).
 	SlackPause time.Duration
-	// MaxAttempts: Slack calls that failed transiently before a
-	// notification is dead.
-	MaxAttempts int
+	// RetryFor: how long transient Slack failures (5xx, timeouts, refused
+	// connections, 429) are retried; a notification is dead only after it.
+	RetryFor time.Duration
+	// SigningSecret of the Slack app: interactivity requests over HTTP are
+	// checked against it. Empty: POST /slack/interactions answers 401.
+	SigningSecret string
 	// GuardURL is the base URL people use to reach n8n-guard, shown in the
 	// exact resolve call of a stuck key. Empty: "$N8N_GUARD_URL".
 	GuardURL string
@@ -51,6 +62,7 @@ type OwnerRule struct {
 	Channel  string
 	Runbook  string
 	Deadline time.Duration // 4h → "by 14:00 UTC" (from the failure)
+	Deciders
 }
 
 // Route says who hears about a namespace's stuck keys or a destination's
@@ -59,11 +71,31 @@ type Route struct {
 	Owner   string
 	Channel string
 	Runbook string
+	Deciders
+}
+
+// Deciders say who may act on a message from Slack and who hears next
+// when nobody does.
+type Deciders struct {
+	// Resolvers may press the buttons besides the owner: U… users and S…
+	// user groups (membership is asked of Slack at the click).
+	Resolvers []string
+	// Escalation: when nobody acknowledged the message After the first
+	// failure (cumulative), it goes To the step's target: a U… user, an
+	// S… user group or a C… channel. Each step fires at most once.
+	Escalation []EscalationStep
+}
+
+// EscalationStep is one step of an escalation.
+type EscalationStep struct {
+	After time.Duration
+	To    string
 }
 
 var (
-	userIDRE  = regexp.MustCompile(`^[UW][A-Z0-9]{2,}$`)
-	groupIDRE = regexp.MustCompile(`^S[A-Z0-9]{2,}$`)
+	userIDRE    = regexp.MustCompile(`^[UW][A-Z0-9]{2,}$`)
+	groupIDRE   = regexp.MustCompile(`^S[A-Z0-9]{2,}$`)
+	channelIDRE = regexp.MustCompile(`^[CGD][A-Z0-9]{2,}$`)
 	// Only for owners from the config; payload text uses the redactor.
 	ownerEmailRE = regexp.MustCompile(`^[^\s@<>]+@[^\s@<>]+\.[A-Za-z]{2,}$`)
 )
@@ -80,8 +112,8 @@ func (c Config) withDefaults() (Config, error) {
 	if c.SlackPause <= 0 {
 		c.SlackPause = DefaultSlackPause
 	}
-	if c.MaxAttempts <= 0 {
-		c.MaxAttempts = DefaultMaxAttempts
+	if c.RetryFor <= 0 {
+		c.RetryFor = DefaultRetryFor
 	}
 	c.GuardURL = strings.TrimRight(c.GuardURL, "/")
 	if err := checkOwner("notify.default_owner", c.DefaultOwner); err != nil {
@@ -101,9 +133,15 @@ func (c Config) withDefaults() (Config, error) {
 		if r.Deadline < 0 {
 			return c, fmt.Errorf("%s: deadline must not be negative", where)
 		}
+		if err := r.Deciders.check(where); err != nil {
+			return c, err
+		}
 	}
 	for ns, r := range c.Namespaces {
 		if err := checkOwner("namespaces."+ns+".owner", r.Owner); err != nil {
+			return c, err
+		}
+		if err := r.Deciders.check("namespaces." + ns); err != nil {
 			return c, err
 		}
 	}
@@ -111,8 +149,33 @@ func (c Config) withDefaults() (Config, error) {
 		if err := checkOwner("destinations."+d+".owner", r.Owner); err != nil {
 			return c, err
 		}
+		if len(r.Resolvers) > 0 || len(r.Escalation) > 0 {
+			// Breaker alerts carry no buttons: nobody could acknowledge, and
+			// the breaker closing ends the matter on its own.
+			return c, fmt.Errorf("destinations.%s: breaker alerts have no buttons and do not escalate; resolvers and escalation belong on namespaces and owners rules", d)
+		}
 	}
 	return c, nil
+}
+
+func (d Deciders) check(where string) error {
+	for i, r := range d.Resolvers {
+		if !userIDRE.MatchString(r) && !groupIDRE.MatchString(r) {
+			return fmt.Errorf("%s.resolvers[%d]: %q is neither a Slack user ID (U…) nor a user group ID (S…)", where, i, r)
+		}
+	}
+	var last time.Duration
+	for i, st := range d.Escalation {
+		at := fmt.Sprintf("%s.escalation[%d]", where, i)
+		if st.After <= last {
+			return fmt.Errorf("%s.after: must be positive and later than the step before", at)
+		}
+		last = st.After
+		if !userIDRE.MatchString(st.To) && !groupIDRE.MatchString(st.To) && !channelIDRE.MatchString(st.To) {
+			return fmt.Errorf("%s.to: %q is neither a Slack user (U…), a user group (S…) nor a channel ID (C…)", at, st.To)
+		}
+	}
+	return nil
 }
 
 func checkOwner(where, owner string) error {
@@ -128,6 +191,7 @@ type route struct {
 	Channel  string
 	Runbook  string
 	Deadline time.Duration
+	Deciders
 }
 
 // forWorkflow picks the first rule whose glob matches the workflow's name or
@@ -136,7 +200,7 @@ func (c Config) forWorkflow(id, name string) route {
 	for _, rule := range c.Owners {
 		if globMatch(rule.Workflow, name) || globMatch(rule.Workflow, id) {
 			r := c.routeOf(rule.Owner, rule.Channel, rule.Runbook)
-			r.Deadline = rule.Deadline
+			r.Deadline, r.Deciders = rule.Deadline, rule.Deciders
 			return r
 		}
 	}
@@ -147,7 +211,9 @@ func (c Config) forWorkflow(id, name string) route {
 // what it leaves empty.
 func (c Config) forRoute(m map[string]Route, name string) route {
 	x := m[name]
-	return c.routeOf(x.Owner, x.Channel, x.Runbook)
+	r := c.routeOf(x.Owner, x.Channel, x.Runbook)
+	r.Deciders = x.Deciders
+	return r
 }
 
 // routeOf fills what owner, channel and runbook leave empty with the
@@ -163,4 +229,17 @@ func globMatch(pattern, s string) bool {
 	}
 	ok, _ := path.Match(pattern, s)
 	return ok
+}
+
+// routeFor is the route of a stored notification under the current
+// configuration: who may decide and where it escalates follow the config
+// file, also for messages sent before it changed.
+func (c Config) routeFor(r *record) route {
+	switch r.Kind {
+	case KindKeyUnknown:
+		return c.forRoute(c.Namespaces, r.Namespace)
+	case KindBreakerOpened, KindBreakerClosed:
+		return c.forRoute(c.Destinations, r.Destination)
+	}
+	return c.forWorkflow(r.WorkflowID, r.WorkflowName)
 }

@@ -9,7 +9,6 @@ import (
 
 	"github.com/cenkalti/backoff/v5"
 	"github.com/slack-go/slack"
-	"github.com/sony/gobreaker/v2"
 )
 
 const (
@@ -18,18 +17,21 @@ const (
 	// defaultRateWait applies when Slack says "rate limited" without a
 	// Retry-After.
 	defaultRateWait = 30 * time.Second
+	// transientPauseMax bounds the pause of delivery while Slack answers
+	// with faults (5xx): recovery is seen within about a minute.
+	transientPauseMax = time.Minute
 )
 
 // deliver is one pass over the due notifications. It stops at the first
-// sign that Slack is unreachable (the breaker then holds every call for
-// SlackPause) or rate limited, and logs at most one line about it.
+// sign that Slack is unreachable (every call then waits for the pause to
+// end) or rate limited, and logs at most one line about it.
 func (s *Service) deliver(ctx context.Context) {
 	defer s.updateWaiting(ctx)
 	if s.slack == nil || ctx.Err() != nil {
 		return
 	}
 	now := s.now()
-	if now.Before(s.notBefore) || s.breaker.State() == gobreaker.StateOpen {
+	if now.Before(s.notBefore) || !s.pause.allow(now) {
 		return
 	}
 	for done := 0; done < maxPerPass; {
@@ -57,13 +59,25 @@ func (s *Service) updateWaiting(ctx context.Context) {
 	}
 }
 
-// call runs one Slack call through the breaker and counts it.
+// errPaused: the call was not made, Slack is paused.
+var errPaused = errors.New("Slack is paused after it was unreachable")
+
+// call runs one Slack call through the pause and counts it.
 func (s *Service) call(ctx context.Context, method string, fn func() error) (class, time.Duration, error) {
-	_, err := s.breaker.Execute(func() (struct{}, error) { return struct{}{}, fn() })
-	if errors.Is(err, gobreaker.ErrOpenState) || errors.Is(err, gobreaker.ErrTooManyRequests) {
-		return classUnreachable, 0, err
+	if !s.pause.allow(s.now()) {
+		return classUnreachable, 0, errPaused
 	}
+	err := fn()
 	c, wait := classify(ctx, err)
+	switch c {
+	case classCanceled:
+	case classUnreachable:
+		s.pause.unreachable(s.now())
+	default:
+		if s.pause.answered() {
+			s.log.Info("Slack reachable again, delivering waiting notifications")
+		}
+	}
 	s.m.slackCalls.WithLabelValues(method, className[c]).Inc()
 	return c, wait, err
 }
@@ -72,6 +86,10 @@ var className = map[class]string{
 	classOK: "ok", classTransient: "transient", classRateLimited: "rate_limited",
 	classPermanent: "permanent", classUnreachable: "unreachable", classCanceled: "canceled",
 }
+
+// metadataType marks our messages; the payload carries the notification
+// ID, so a post that timed out can be found in the channel (see landed).
+const metadataType = "n8n_guard_notification"
 
 // send makes the one Slack call r is due for and records the result. It
 // reports whether the pass must stop.
@@ -86,6 +104,7 @@ func (s *Service) send(ctx context.Context, r *record) (stop bool) {
 	method := "users.lookupByEmail"
 	var ch, ts string
 	if c == classOK {
+		r.canRetry = s.n8n != nil
 		msg := render(r, mention, s.cfg.GuardURL)
 		switch {
 		case update:
@@ -96,18 +115,32 @@ func (s *Service) send(ctx context.Context, r *record) (stop bool) {
 				return err
 			})
 		default:
-			method = "chat.postMessage"
 			channel := r.Channel
 			if channel == "" {
 				channel = userID // a direct message from the app
 			}
 			if channel == "" {
-				c, err = classPermanent, errors.New("no channel: set notify.default_channel or a channel on the owner rule")
+				method, c, err = "chat.postMessage", classPermanent, errors.New("no channel: set notify.default_channel or a channel on the owner rule")
 				break
 			}
+			if r.PostUncertain {
+				method = "conversations.history"
+				var found bool
+				if found, ts, c, wait, err = s.landed(ctx, channel, r); c == classOK && found {
+					ch = channel
+					break
+				}
+				if c != classOK && c != classPermanent {
+					break
+				}
+				// Not there (or the history cannot be read): post.
+			}
+			method = "chat.postMessage"
+			opts := append(msg.options(), slack.MsgOptionMetadata(slack.SlackMetadata{
+				EventType: metadataType, EventPayload: map[string]any{"notification_id": r.ID}}))
 			c, wait, err = s.call(ctx, method, func() error {
 				var err error
-				ch, ts, err = s.slack.PostMessageContext(ctx, channel, msg.options()...)
+				ch, ts, err = s.slack.PostMessageContext(ctx, channel, opts...)
 				return err
 			})
 		}
@@ -115,8 +148,37 @@ func (s *Service) send(ctx context.Context, r *record) (stop bool) {
 	return s.settle(ctx, r, update, method, c, wait, err, ch, ts)
 }
 
+// landed looks for r's message in the channel's recent history, by the
+// notification ID in its metadata: an earlier post of it got no answer.
+func (s *Service) landed(ctx context.Context, channel string, r *record) (found bool, ts string, c class, wait time.Duration, err error) {
+	// From just before the first post that got no answer: in a busy
+	// channel, the newest 200 messages since then.
+	oldest := r.UncertainAt.Add(-time.Minute)
+	c, wait, err = s.call(ctx, "conversations.history", func() error {
+		h, err := s.slack.GetConversationHistoryContext(ctx, &slack.GetConversationHistoryParameters{
+			ChannelID: channel, Oldest: fmt.Sprintf("%d.000000", oldest.Unix()), Limit: 200, IncludeAllMetadata: true,
+		})
+		if err != nil {
+			return err
+		}
+		for _, m := range h.Messages {
+			if m.Metadata.EventType == metadataType && m.Metadata.EventPayload["notification_id"] == r.ID {
+				found, ts = true, m.Timestamp
+				return nil
+			}
+		}
+		return nil
+	})
+	if c == classPermanent {
+		s.log.Warn("cannot read the channel to check whether a timed-out post landed; posting again",
+			"id", r.ID, "channel", channel, "reason", slackReason(err), "hint", "give the app the channels:history scope")
+	}
+	return found, ts, c, wait, err
+}
+
 // settle records the result of a Slack call. Only an answer of Slack
-// changes a notification: when Slack was not reached nothing is marked.
+// changes a notification: when Slack was not reached nothing is marked
+// but that a post may have landed.
 func (s *Service) settle(ctx context.Context, r *record, update bool, method string, c class, wait time.Duration, err error, ch, ts string) (stop bool) {
 	now := s.now()
 	shown := r.Count
@@ -127,8 +189,16 @@ func (s *Service) settle(ctx context.Context, r *record, update bool, method str
 	case classUnreachable:
 		n, _ := s.outbox.Waiting(ctx)
 		s.log.Warn(fmt.Sprintf("Slack unreachable, %d notifications waiting", n),
-			"pause", s.cfg.SlackPause.String(), "err", err)
-		return true
+			"pause", s.pause.length().String(), "err", err)
+		if update || method != "chat.postMessage" || !maybeSent(err) {
+			return true
+		}
+		save = func(x *record) {
+			if !x.PostUncertain { // the first such post is the one to look for
+				x.PostUncertain, x.UncertainAt = true, now
+			}
+		}
+		stop = true
 	case classRateLimited:
 		if wait <= 0 {
 			wait = defaultRateWait
@@ -141,44 +211,54 @@ func (s *Service) settle(ctx context.Context, r *record, update bool, method str
 		}
 		stop = true
 	case classOK:
+		s.transient.Reset()
 		save = func(x *record) {
 			if !update {
 				x.Status, x.SlackChannel, x.SlackTS = StatusDelivered, ch, ts
 				t := now
 				x.DeliveredAt = &t
+				x.PostUncertain, x.UncertainAt = false, time.Time{}
 			}
 			x.LastSentAt, x.ShownCount, x.UpdateFailures, x.LastFailure = now, shown, 0, ""
 			x.DueAt = time.Time{}
 			if x.Count > x.ShownCount { // intake raised the count during the call
 				x.DueAt = now.Add(s.cfg.GroupWindow / 2)
 			}
+			if x.Decision != r.Decision { // a click during the call
+				x.DueAt = now
+			}
 		}
 	case classPermanent:
 		reason := method + ": " + slackReason(err)
 		if update {
-			s.log.Warn("Slack refused to update a notification's count; the message keeps the old count",
+			s.log.Warn("Slack refused to update a notification's message; it keeps what it showed",
 				"id", r.ID, "reason", reason)
 			save = func(x *record) { x.DueAt, x.LastFailure = time.Time{}, reason }
 			break
 		}
-		s.log.Error("Slack refused a notification for good: it is dead (see GET /v1/notifications?status=dead)",
+		s.log.Error("Slack refused a notification for good: it is dead (see GET /v1/notifications?state=dead; resend it with n8n-guard notifications resend ID)",
 			"id", r.ID, "kind", r.Kind, "channel", r.Channel, "owner", r.Owner, "reason", reason, "hint", hint(err))
 		save = func(x *record) { x.Status, x.DueAt, x.LastFailure = StatusDead, time.Time{}, reason }
 		s.m.dead.WithLabelValues(string(r.Kind)).Inc()
 	default: // transient
 		reason := method + ": " + slackReason(err)
 		attempts := r.Attempts + 1
-		if update {
-			attempts = r.UpdateFailures + 1
+		since := r.CreatedAt
+		if r.ResentAt != nil {
+			since = *r.ResentAt
 		}
-		if attempts >= s.cfg.MaxAttempts {
+		if update {
+			attempts, since = r.UpdateFailures+1, r.LastSentAt
+		}
+		if now.Sub(since) >= s.cfg.RetryFor {
 			if update {
-				s.log.Warn("gave up updating a notification's count", "id", r.ID, "attempts", attempts, "reason", reason)
+				s.log.Warn("gave up updating a notification's message", "id", r.ID, "attempts", attempts,
+					"retry_for", s.cfg.RetryFor.String(), "reason", reason)
 				save = func(x *record) { x.UpdateFailures, x.DueAt, x.LastFailure = attempts, time.Time{}, reason }
 				break
 			}
-			s.log.Error("notification is dead after too many failed attempts (see GET /v1/notifications?status=dead)",
-				"id", r.ID, "kind", r.Kind, "attempts", attempts, "reason", reason)
+			s.log.Error("notification is dead: Slack kept failing for longer than notify.retry_for (see GET /v1/notifications?state=dead; resend it with n8n-guard notifications resend ID)",
+				"id", r.ID, "kind", r.Kind, "attempts", attempts, "retry_for", s.cfg.RetryFor.String(), "reason", reason)
 			save = func(x *record) {
 				x.Attempts, x.Status, x.DueAt, x.LastFailure = attempts, StatusDead, time.Time{}, reason
 			}
@@ -186,6 +266,12 @@ func (s *Service) settle(ctx context.Context, r *record, update bool, method str
 			break
 		}
 		next := now.Add(s.backoff(attempts))
+		// Slack answered with a fault: the pass stops and the next one
+		// waits a little, growing to transientPauseMax while the faults go
+		// on. The other notifications keep their turn, so the first call
+		// that works after an outage is followed by the whole backlog.
+		s.notBefore = now.Add(s.transient.NextBackOff())
+		stop = true
 		s.log.Debug("Slack call failed, will retry", "id", r.ID, "attempt", attempts, "next", next, "reason", reason)
 		save = func(x *record) {
 			if update {
@@ -216,7 +302,7 @@ func (s *Service) backoff(attempt int) time.Duration {
 	}
 	b.Reset()
 	d := s.opts.BackoffInitial
-	for i := 0; i < attempt; i++ {
+	for i := 0; i < min(attempt, 64); i++ { // the cap is reached long before
 		d = b.NextBackOff()
 	}
 	return d

@@ -19,6 +19,7 @@ func TestDeliveryAnswers(t *testing.T) {
 		want       Status
 		attempts   int
 		dead       float64
+		retryFor   time.Duration
 	}{
 		{name: "ok at once", steps: []time.Duration{0}, postsAfter: []int{1}, want: StatusDelivered},
 		{name: "429 honours Retry-After (7 s)", script: []string{"429"},
@@ -33,16 +34,22 @@ func TestDeliveryAnswers(t *testing.T) {
 			steps: []time.Duration{0, time.Hour}, postsAfter: []int{1, 1}, want: StatusDead, dead: 1},
 		{name: "invalid_auth is dead at once", script: []string{"invalid_auth"},
 			steps: []time.Duration{0}, postsAfter: []int{1}, want: StatusDead, dead: 1},
-		{name: "ten transient failures: dead", script: strings.Split(strings.Repeat("5xx,", 10), ",")[:10],
+		{name: "ten transient failures: still retried, then delivered", script: strings.Split(strings.Repeat("5xx,", 10), ",")[:10],
 			steps:      []time.Duration{0, time.Hour, time.Hour, time.Hour, time.Hour, time.Hour, time.Hour, time.Hour, time.Hour, time.Hour, time.Hour},
-			postsAfter: []int{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 10}, want: StatusDead, attempts: 10, dead: 1},
+			postsAfter: []int{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11}, want: StatusDelivered, attempts: 10},
+		{name: "transient failures for longer than retry_for: dead", retryFor: 3 * time.Hour,
+			script:     strings.Split(strings.Repeat("5xx,", 10), ",")[:10],
+			steps:      []time.Duration{0, time.Hour, time.Hour, time.Hour, time.Hour},
+			postsAfter: []int{1, 2, 3, 4, 4}, want: StatusDead, attempts: 4, dead: 1},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			slack := newFakeSlack(t)
 			slack.retry = 7
 			slack.Script(tc.script...)
-			h := newHarness(t, slack, testConfig())
+			cfg := testConfig()
+			cfg.RetryFor = tc.retryFor
+			h := newHarness(t, slack, cfg)
 			h.intake(fixture(t, "error-trigger-http-node.json"))
 			for i, d := range tc.steps {
 				h.clock.Advance(d)
@@ -105,7 +112,7 @@ func TestOutageThenRecovery(t *testing.T) {
 		t.Fatalf("calls while the breaker is open: %d", got)
 	}
 	// The pause ends: one probe, still down, one line.
-	time.Sleep(2 * h.cfg.SlackPause)
+	h.clock.Advance(time.Minute) // past the pause
 	if lines := h.pass(); len(lines) > 2 {
 		t.Fatalf("probe pass logged: %v", lines)
 	}
@@ -123,7 +130,7 @@ func TestOutageThenRecovery(t *testing.T) {
 	}
 
 	slack.On()
-	time.Sleep(2 * h.cfg.SlackPause)
+	h.clock.Advance(time.Minute) // past the pause
 	lines = h.pass()
 	if got := counterValue(t, h.reg, "n8n_guard_notify_slack_breaker_open"); got != 0 {
 		t.Fatalf("breaker gauge %v after recovery", got)
@@ -156,7 +163,7 @@ func restartMidOutage(t *testing.T, h *harness, slack *fakeSlack, n int) {
 		t.Fatal("notifications lost over the restart")
 	}
 	slack.On()
-	time.Sleep(2 * h.cfg.SlackPause)
+	h.clock.Advance(time.Minute) // past the pause
 	h.pass()
 	assertDeliveredOnce(t, h, slack, n)
 }
@@ -198,10 +205,21 @@ func TestSlowSlackTimesOut(t *testing.T) {
 		t.Fatal("a timed-out call marked a notification")
 	}
 	slack.SetMode("ok")
-	time.Sleep(2 * h.cfg.SlackPause)
+	h.clock.Advance(time.Minute) // past the pause
 	h.pass()
 	if len(h.list(StatusDelivered)) != 2 {
 		t.Fatal("not delivered after Slack answered again")
+	}
+	// The first post landed although its answer never came: it is found
+	// in the channel by its metadata, not posted again.
+	posts := 0
+	for _, c := range slack.Calls() {
+		if c.Method == "chat.postMessage" {
+			posts++
+		}
+	}
+	if posts != 2 || len(slack.history["C0ALERTS"]) != 2 {
+		t.Fatalf("%d posts, %d messages in the channel; want 2 each (no double post)", posts, len(slack.history["C0ALERTS"]))
 	}
 }
 

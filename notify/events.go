@@ -92,6 +92,7 @@ func (s *Service) fromEvent(ev keystore.Event) (addition, bool) {
 		rec.Owner, rec.Channel, rec.Runbook = rt.Owner, rt.Channel, rt.Runbook
 		rec.Namespace, rec.Key, rec.KeyAttempt = ev.Namespace, truncate(ev.Key, 255), ev.Attempt
 		rec.Holder = clean(ev.Owner, 128)
+		rec.EscalateAt = firstEscalation(rt, at)
 		// Many keys of one namespace going unknown at once (the target went
 		// down) make one message whose count says how many.
 		rec.Group = groupOf(string(ev.Kind), ev.Namespace)

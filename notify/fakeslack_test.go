@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"net/url"
@@ -29,7 +30,11 @@ type fakeSlack struct {
 	slow   time.Duration
 	calls  []slackCall
 	ts     int
-	users  map[string]string // e-mail → user ID
+	users  map[string]string   // e-mail → user ID
+	groups map[string][]string // user group ID → member user IDs
+	// history: the messages posted, per channel, as conversations.history
+	// returns them (with their metadata).
+	history map[string][]map[string]any
 }
 
 // slackCall is one request the fake answered.
@@ -44,7 +49,8 @@ type slackCall struct {
 }
 
 func newFakeSlack(t testing.TB) *fakeSlack {
-	f := &fakeSlack{t: t, mode: "ok", retry: 1, users: map[string]string{}}
+	f := &fakeSlack{t: t, mode: "ok", retry: 1, users: map[string]string{}, groups: map[string][]string{},
+		history: map[string][]map[string]any{}}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -142,9 +148,19 @@ func (f *fakeSlack) handle(w http.ResponseWriter, r *http.Request) {
 	call := slackCall{Method: method, Channel: vals.Get("channel"), TS: vals.Get("ts"),
 		Text: vals.Get("text"), Blocks: readable(vals.Get("blocks")), Raw: string(raw), Answer: mode}
 	if method == "chat.postMessage" && (mode == "ok" || mode == "slow") {
+		// The message lands before a slow answer: a client that gives up
+		// waiting does not know it did.
 		f.ts++
 		call.TS = fmt.Sprintf("1700000000.%06d", f.ts)
+		msg := map[string]any{"type": "message", "ts": call.TS, "text": call.Text}
+		var meta map[string]any
+		if json.Unmarshal([]byte(vals.Get("metadata")), &meta) == nil {
+			msg["metadata"] = meta
+		}
+		f.history[call.Channel] = append([]map[string]any{msg}, f.history[call.Channel]...)
 	}
+	history := append([]map[string]any(nil), f.history[vals.Get("channel")]...)
+	members := f.groups[vals.Get("usergroup")]
 	f.calls = append(f.calls, call)
 	retry, slow := f.retry, f.slow
 	userID := f.users[strings.ToLower(vals.Get("email"))]
@@ -179,6 +195,23 @@ func (f *fakeSlack) handle(w http.ResponseWriter, r *http.Request) {
 		writeSlackJSON(w, http.StatusOK, map[string]any{"ok": true, "user": map[string]any{"id": userID, "name": "x"}})
 	case "chat.postMessage", "chat.update":
 		writeSlackJSON(w, http.StatusOK, map[string]any{"ok": true, "channel": call.Channel, "ts": call.TS})
+	case "chat.postEphemeral":
+		writeSlackJSON(w, http.StatusOK, map[string]any{"ok": true, "message_ts": "1700000001.000001"})
+	case "conversations.history":
+		if vals.Get("include_all_metadata") != "1" {
+			for i, m := range history { // Slack leaves metadata out unless asked
+				c := maps.Clone(m)
+				delete(c, "metadata")
+				history[i] = c
+			}
+		}
+		writeSlackJSON(w, http.StatusOK, map[string]any{"ok": true, "messages": history, "has_more": false})
+	case "usergroups.users.list":
+		if members == nil {
+			writeSlackJSON(w, http.StatusOK, map[string]any{"ok": false, "error": "no_such_subteam"})
+			return
+		}
+		writeSlackJSON(w, http.StatusOK, map[string]any{"ok": true, "users": members})
 	default:
 		writeSlackJSON(w, http.StatusOK, map[string]any{"ok": false, "error": "unknown_method"})
 	}

@@ -33,6 +33,8 @@ func render(r *record, mention, guardURL string) message {
 	switch r.Kind {
 	case KindKeyUnknown:
 		return renderKeyUnknown(r, mention, guardURL)
+	case KindEscalation:
+		return renderEscalation(r, mention, guardURL)
 	case KindBreakerOpened, KindBreakerClosed:
 		return renderBreaker(r, mention)
 	}
@@ -116,11 +118,7 @@ func renderWorkflowFailed(r *record, mention string) message {
 		slack.NewSectionBlock(mrkdwn("*Next step*\n"+nextStep(r.Runbook)), nil, nil),
 		slack.NewContextBlock("", mrkdwn(occurrences(r)+" · ref `"+r.ID+"`")),
 	}
-	if r.ExecutionURL != "" {
-		btn := slack.NewButtonBlockElement("open_execution", r.ID, plain("Open execution in n8n")).WithURL(r.ExecutionURL)
-		btn.Style = slack.StylePrimary
-		blocks = append(blocks, slack.NewActionBlock("execution", btn))
-	}
+	blocks = append(blocks, decisionBlocks(r)...)
 
 	text := fmt.Sprintf("n8n workflow %s failed at node %s: %s", escapeMrkdwn(name), escapeMrkdwn(orDash(r.Node)), escapeMrkdwn(orDash(r.Message)))
 	if r.Count > 1 {
@@ -163,6 +161,11 @@ func renderKeyUnknown(r *record, mention, guardURL string) message {
 			thousands(r.Count), ns, clock(r.FirstAt), escapeMrkdwn(listCommand(guardURL, r.Namespace))) + ctx
 	}
 	blocks = append(blocks, slack.NewContextBlock("", mrkdwn(ctx)))
+	if r.Count > 1 && r.Decision == "" {
+		blocks = append(blocks, slack.NewSectionBlock(mrkdwn(fmt.Sprintf(
+			"The first two buttons decide key `%s` only; resolve the others from the list. \"Leave it to me\" takes the whole group.", key)), nil, nil))
+	}
+	blocks = append(blocks, decisionBlocks(r)...)
 	text := fmt.Sprintf("Key %s/%s is unknown and needs a person. Owner: %s. Next step: %s", ns, key, mention, nextStep(r.Runbook))
 	if r.Count > 1 {
 		text += fmt.Sprintf(" (%s keys of %s went unknown)", thousands(r.Count), ns)
@@ -304,4 +307,104 @@ func thousands(n int) string {
 		b.WriteRune(c)
 	}
 	return b.String()
+}
+
+// decisionBlocks are the buttons of a message, or, once a person decided,
+// who did what and when (the buttons are gone then). A snooze keeps them:
+// someone may still decide.
+func decisionBlocks(r *record) []slack.Block {
+	kind := r.Kind
+	if kind == KindEscalation {
+		kind = r.EscalatedKind
+	}
+	var out []slack.Block
+	if r.Decision != "" {
+		out = append(out, slack.NewSectionBlock(mrkdwn(decisionMark(r.Decision)+" "+decisionText(r)), nil, nil))
+		if r.acknowledged() {
+			return out
+		}
+	}
+	button := func(action, label string, style slack.Style) *slack.ButtonBlockElement {
+		b := slack.NewButtonBlockElement(action, r.ID, plain(label))
+		b.Style = style
+		return b
+	}
+	var els []slack.BlockElement
+	switch kind {
+	case KindKeyUnknown:
+		els = append(els,
+			button(ActionComplete, "It happened — mark completed", slack.StylePrimary),
+			button(ActionRetry, "It did not happen — allow a retry", slack.StyleDanger),
+			button(ActionAck, "Leave it to me", slack.StyleDefault))
+	case KindWorkflowFailed:
+		els = append(els, button(ActionAck, "Acknowledge", slack.StylePrimary))
+		if r.Decision != DecisionSnoozed {
+			els = append(els, button(ActionSnooze, "Snooze 1 h", slack.StyleDefault))
+		}
+		if r.canRetry && r.ExecutionID != "" {
+			els = append(els, button(ActionRerun, "Retry execution", slack.StyleDefault))
+		}
+	}
+	if r.ExecutionURL != "" {
+		els = append(els, slack.NewButtonBlockElement("open_execution", r.ID, plain("Open execution in n8n")).WithURL(r.ExecutionURL))
+	}
+	if len(els) > 0 {
+		out = append(out, slack.NewActionBlock("decide", els...))
+	}
+	return out
+}
+
+func decisionMark(d string) string {
+	switch d {
+	case DecisionCompleted:
+		return ":white_check_mark:"
+	case DecisionRetry:
+		return ":leftwards_arrow_with_hook:"
+	case DecisionSnoozed:
+		return ":zzz:"
+	case DecisionRetried:
+		return ":repeat:"
+	}
+	return ":eyes:"
+}
+
+// renderEscalation is the message for the next step of a rule: what is
+// waiting, for whom it was first, and the same buttons (acting on the
+// original notification).
+func renderEscalation(r *record, mention, guardURL string) message {
+	var what string
+	switch r.EscalatedKind {
+	case KindKeyUnknown:
+		what = fmt.Sprintf("key `%s` in namespace `%s` is *unknown* and needs a person", escapeMrkdwn(r.Key), escapeMrkdwn(r.Namespace))
+	case KindWorkflowFailed:
+		name := cmpOr(r.WorkflowName, r.WorkflowID)
+		what = fmt.Sprintf("n8n workflow *%s* failed at node %s: %s", escapeMrkdwn(name), escapeMrkdwn(orDash(r.Node)), escapeMrkdwn(orDash(r.Message)))
+	default:
+		what = "destination `" + escapeMrkdwn(r.Destination) + "` needs a person"
+	}
+	first := "nobody"
+	switch {
+	case userIDRE.MatchString(r.Holder):
+		first = "<@" + r.Holder + ">"
+	case groupIDRE.MatchString(r.Holder):
+		first = "<!subteam^" + r.Holder + ">"
+	}
+	to := mention
+	if r.Owner == "" {
+		to = "<!here>"
+	}
+	lead := fmt.Sprintf("%s: %s. It was for %s and %s.", to, what, first, escapeMrkdwn(r.Reason))
+	blocks := []slack.Block{
+		slack.NewHeaderBlock(plain("Escalated: nobody has taken this yet")),
+		slack.NewSectionBlock(mrkdwn(lead), nil, nil),
+		slack.NewSectionBlock(mrkdwn("*Next step*\n"+nextStep(r.Runbook)), nil, nil),
+	}
+	if r.EscalatedKind == KindKeyUnknown {
+		blocks = append(blocks, slack.NewSectionBlock(mrkdwn("*Or resolve it by hand:*\n```"+
+			escapeMrkdwn(resolveCommand(guardURL, r.Namespace, r.Key))+"```"), nil, nil))
+	}
+	blocks = append(blocks, slack.NewContextBlock("", mrkdwn("ref `"+r.ID+"` · escalates `"+r.EscalationOf+"`")))
+	blocks = append(blocks, decisionBlocks(r)...)
+	text := fmt.Sprintf("Escalated to %s: %s (%s).", to, what, escapeMrkdwn(r.Reason))
+	return message{Text: fallback(text), Blocks: blocks}
 }

@@ -9,6 +9,10 @@ type metrics struct {
 	slackCalls  *prometheus.CounterVec
 	waiting     prometheus.Gauge
 	breakerOpen prometheus.Gauge
+	decisions   *prometheus.CounterVec
+	refused     prometheus.Counter
+	escalated   prometheus.Counter
+	resent      prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
@@ -37,9 +41,26 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Name: "n8n_guard_notify_slack_breaker_open",
 			Help: "1 from the moment Slack was found unreachable until a call gets through again.",
 		}),
+		decisions: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "n8n_guard_notify_decisions_total",
+			Help: "Decisions taken with a message's buttons in Slack, by decision.",
+		}, []string{"decision"}),
+		refused: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "n8n_guard_notify_interactions_refused_total",
+			Help: "Slack interactivity requests refused: unsigned, wrongly signed, replayed or stale.",
+		}),
+		escalated: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "n8n_guard_notify_escalations_total",
+			Help: "Escalation steps taken: a message nobody acknowledged was sent to the next step of its rule.",
+		}),
+		resent: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "n8n_guard_notify_resent_total",
+			Help: "Dead notifications queued again by an operator (CLI or API).",
+		}),
 	}
 	if reg != nil {
-		for _, c := range []prometheus.Collector{m.accepted, m.delivered, m.dead, m.slackCalls, m.waiting, m.breakerOpen} {
+		for _, c := range []prometheus.Collector{m.accepted, m.delivered, m.dead, m.slackCalls, m.waiting, m.breakerOpen,
+			m.decisions, m.refused, m.escalated, m.resent} {
 			if err := reg.Register(c); err != nil {
 				return nil, err
 			}

@@ -12,7 +12,7 @@ type Status string
 const (
 	StatusPending   Status = "pending"   // not yet accepted by Slack
 	StatusDelivered Status = "delivered" // Slack accepted it (count updates may follow)
-	StatusDead      Status = "dead"      // gave up: permanent error or too many attempts
+	StatusDead      Status = "dead"      // gave up: permanent error, or transient ones for longer than RetryFor
 )
 
 // Kind says what a notification is about.
@@ -23,6 +23,18 @@ const (
 	KindKeyUnknown     Kind = "key_unknown"
 	KindBreakerOpened  Kind = "breaker_opened"
 	KindBreakerClosed  Kind = "breaker_closed"
+	// KindEscalation: a message nobody acknowledged, sent to the next
+	// step of its rule.
+	KindEscalation Kind = "escalation"
+)
+
+// Decisions taken from a message's buttons.
+const (
+	DecisionCompleted    = "completed"    // it happened: the key is marked completed
+	DecisionRetry        = "retry"        // it did not happen: the key may be tried again
+	DecisionAcknowledged = "acknowledged" // a person took it on
+	DecisionSnoozed      = "snoozed"      // remind again after SnoozeFor
+	DecisionRetried      = "retried"      // the execution was retried in n8n
 )
 
 // Notification is one item of GET /v1/notifications, exactly the
@@ -118,6 +130,41 @@ type record struct {
 	Reason         string     `json:"reason,omitempty"`
 	ReopensAt      *time.Time `json:"reopens_at,omitempty"`
 	PausedReserves int        `json:"paused_reserves,omitempty"`
+
+	// PostUncertain: a post got no answer after it was sent (a timeout);
+	// it may have landed, so the channel is searched before posting again.
+	PostUncertain bool      `json:"post_uncertain,omitempty"`
+	UncertainAt   time.Time `json:"uncertain_at,omitempty"` // when that post was sent
+
+	// Decisions from the buttons (the last one is shown).
+	Decision      string     `json:"decision,omitempty"`
+	DecidedBy     string     `json:"decided_by,omitempty"`      // Slack user ID
+	DecidedByName string     `json:"decided_by_name,omitempty"` // who decided elsewhere (the key's resolved_by)
+	DecidedAt     *time.Time `json:"decided_at,omitempty"`
+	SnoozedUntil  *time.Time `json:"snoozed_until,omitempty"`
+	RetriedAs     string     `json:"retried_as,omitempty"` // the new execution's id
+
+	// canRetry, set before rendering, shows "Retry execution": the guard
+	// can reach n8n's API. Not stored.
+	canRetry bool
+
+	// Escalation: when the next step is due (nil: none), how many steps
+	// fired, and the escalation messages sent; an escalation names the
+	// notification it escalates.
+	EscalateAt     *time.Time `json:"escalate_at,omitempty"`
+	EscalationStep int        `json:"escalation_step,omitempty"`
+	Escalations    []string   `json:"escalations,omitempty"`
+	EscalationOf   string     `json:"escalation_of,omitempty"`
+	EscalatedKind  Kind       `json:"escalated_kind,omitempty"`
+
+	// ResentAt: an operator queued the dead notification again; retry_for
+	// counts from here.
+	ResentAt *time.Time `json:"resent_at,omitempty"`
+}
+
+// acknowledged reports a decision that ends escalation.
+func (r *record) acknowledged() bool {
+	return r.Decision != "" && r.Decision != DecisionSnoozed
 }
 
 func (r *record) item() Notification {

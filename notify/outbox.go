@@ -24,6 +24,16 @@ type Outbox interface {
 	// Update loads the notification, applies fn and saves it (fn sees the
 	// current count, which intake may have raised meanwhile).
 	Update(ctx context.Context, id string, fn func(r *record)) (*record, error)
+	// Get returns the notification, nil when there is none.
+	Get(ctx context.Context, id string) (*record, error)
+	// Escalate hands each notification whose escalation is due at now (up
+	// to limit) to fn under its lock and saves it together with the
+	// escalation fn returns (nil: none), in one transaction: with several
+	// guards on one database each step is taken exactly once.
+	Escalate(ctx context.Context, now time.Time, limit int, fn func(r *record) *record) (int, error)
+	// Escalating returns up to limit notifications whose escalation is due
+	// at now, without locking them (a look before Escalate).
+	Escalating(ctx context.Context, now time.Time, limit int) ([]*record, error)
 	List(ctx context.Context, q ListQuery) (Page, error)
 	// Waiting counts notifications with a Slack call due (now or later).
 	Waiting(ctx context.Context) (int, error)

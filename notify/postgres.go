@@ -94,13 +94,13 @@ func putOutboxRecord(ctx context.Context, tx pgx.Tx, r *record, release bool) er
 	if err != nil {
 		return err
 	}
-	_, err = tx.Exec(ctx, `INSERT INTO guard_notifications (id, status, due_at, delivered_at, doc)
-		VALUES ($1, $2, $3, $4, $5)
+	_, err = tx.Exec(ctx, `INSERT INTO guard_notifications (id, status, due_at, delivered_at, doc, escalate_at)
+		VALUES ($1, $2, $3, $4, $5, $7)
 		ON CONFLICT (id) DO UPDATE SET status = excluded.status, due_at = excluded.due_at,
-			delivered_at = excluded.delivered_at, doc = excluded.doc,
+			delivered_at = excluded.delivered_at, doc = excluded.doc, escalate_at = excluded.escalate_at,
 			claimed_by = CASE WHEN $6 THEN NULL ELSE guard_notifications.claimed_by END,
 			claimed_until = CASE WHEN $6 THEN NULL ELSE guard_notifications.claimed_until END`,
-		r.ID, string(r.Status), nullTime(r.DueAt), r.DeliveredAt, doc, release)
+		r.ID, string(r.Status), nullTime(r.DueAt), r.DeliveredAt, doc, release, r.EscalateAt)
 	return err
 }
 
@@ -264,6 +264,91 @@ func (o *pgOutbox) Update(ctx context.Context, id string, fn func(r *record)) (*
 	return r, unavailable("update", err)
 }
 
+func (o *pgOutbox) Get(ctx context.Context, id string) (*record, error) {
+	var doc []byte
+	err := o.pool.QueryRow(ctx, `SELECT doc FROM guard_notifications WHERE id = $1`, id).Scan(&doc)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, unavailable("get", err)
+	}
+	r := new(record)
+	if err := json.Unmarshal(doc, r); err != nil {
+		return nil, unavailable("get", err)
+	}
+	return r, nil
+}
+
+func (o *pgOutbox) Escalating(ctx context.Context, now time.Time, limit int) ([]*record, error) {
+	rows, err := o.pool.Query(ctx, `SELECT doc FROM guard_notifications WHERE escalate_at <= $1
+		ORDER BY escalate_at, id LIMIT $2`, now, limit)
+	if err != nil {
+		return nil, unavailable("escalating", err)
+	}
+	defer rows.Close()
+	var out []*record
+	for rows.Next() {
+		var doc []byte
+		if err := rows.Scan(&doc); err != nil {
+			return nil, unavailable("escalating", err)
+		}
+		r := new(record)
+		if err := json.Unmarshal(doc, r); err != nil {
+			return nil, unavailable("escalating", err)
+		}
+		out = append(out, r)
+	}
+	return out, unavailable("escalating", rows.Err())
+}
+
+// Escalate locks the due rows (FOR UPDATE SKIP LOCKED: a row another
+// guard is escalating is left to it) and saves each with its escalation
+// in the same transaction; the next guard finds escalate_at moved on.
+func (o *pgOutbox) Escalate(ctx context.Context, now time.Time, limit int, fn func(r *record) *record) (int, error) {
+	n := 0
+	err := pgx.BeginFunc(ctx, o.pool, func(tx pgx.Tx) error {
+		n = 0
+		rows, err := tx.Query(ctx, `SELECT doc FROM guard_notifications WHERE escalate_at <= $1
+			ORDER BY escalate_at, id LIMIT $2 FOR UPDATE SKIP LOCKED`, now, limit)
+		if err != nil {
+			return err
+		}
+		var due []*record
+		for rows.Next() {
+			var doc []byte
+			if err := rows.Scan(&doc); err != nil {
+				rows.Close()
+				return err
+			}
+			r := new(record)
+			if err := json.Unmarshal(doc, r); err != nil {
+				rows.Close()
+				return err
+			}
+			due = append(due, r)
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		for _, r := range due {
+			esc := fn(r)
+			if err := putOutboxRecord(ctx, tx, r, false); err != nil {
+				return err
+			}
+			if esc != nil {
+				if err := putOutboxRecord(ctx, tx, esc, false); err != nil {
+					return err
+				}
+				n++
+			}
+		}
+		return nil
+	})
+	return n, unavailable("escalate", err)
+}
+
 func (o *pgOutbox) List(ctx context.Context, q ListQuery) (Page, error) {
 	page := Page{Items: []Notification{}}
 	rows, err := o.pool.Query(ctx, `SELECT doc FROM guard_notifications
@@ -303,7 +388,8 @@ func (o *pgOutbox) Purge(ctx context.Context, cutoff, now time.Time, limit int) 
 		// IDs sort by creation time: nothing created after cutoff is old enough.
 		tag, err := tx.Exec(ctx, `DELETE FROM guard_notifications WHERE id IN (
 			SELECT id FROM guard_notifications
-			WHERE id < $1 AND status <> 'pending' AND due_at IS NULL AND (delivered_at IS NULL OR delivered_at <= $2)
+			WHERE id < $1 AND status <> 'pending' AND due_at IS NULL AND escalate_at IS NULL
+				AND (delivered_at IS NULL OR delivered_at <= $2)
 			ORDER BY id LIMIT $3 FOR UPDATE SKIP LOCKED)`, newIDPrefix(cutoff), cutoff, limit)
 		if err != nil {
 			return err

@@ -3,6 +3,7 @@ package notify
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -19,7 +20,21 @@ import (
 // binaries, except under CI=true, where it fails.
 func TestPostgresOutbox(t *testing.T) {
 	base := pgtest.URL(t, "the PostgreSQL outbox tests")
-	schema := func(t *testing.T) string { return pgtest.FreshSchema(t, base) }
+	testPostgresOutbox(t, func(t *testing.T) string { return pgtest.FreshSchema(t, base) })
+}
+
+// The same through PgBouncer 1.18 in transaction pooling mode (a
+// database per test, default_query_exec_mode=exec; see
+// keystore/postgres's TestPostgresThroughPgBouncer).
+func TestPostgresOutboxThroughPgBouncer(t *testing.T) {
+	base := pgtest.URL(t, "the PostgreSQL outbox tests through PgBouncer")
+	via := pgtest.BouncerURL(t, base, "the PostgreSQL outbox tests through PgBouncer")
+	testPostgresOutbox(t, func(t *testing.T) string { return pgtest.FreshDatabase(t, base, via) })
+}
+
+// testPostgresOutbox runs the outbox's tests; schema gives each an empty
+// database (or schema) of its own.
+func testPostgresOutbox(t *testing.T, schema func(t *testing.T) string) {
 	replica := func(t *testing.T, url, name string) Outbox {
 		pool, err := pgxpool.New(context.Background(), url)
 		if err != nil {
@@ -56,18 +71,33 @@ func TestPostgresOutbox(t *testing.T) {
 			h := []*harness{a, b}[i%2]
 			h.intake(failureBody(fmt.Sprintf("wf-%d", i), "Node", "boom", fmt.Sprint(i)))
 		}
-		var wg sync.WaitGroup
-		for _, h := range []*harness{a, b} {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				for range 5 {
-					h.svc.step(context.Background())
-				}
-			}()
-		}
-		wg.Wait()
+		stepTogether(5, a, b)
 		assertDeliveredOnce(t, a, slack, n)
+	})
+
+	t.Run("two guards escalate each step once", func(t *testing.T) {
+		url := schema(t)
+		slack := newFakeSlack(t)
+		a := newHarness(t, slack, decisionConfig(), withOutbox(replica(t, url, "a")))
+		b := newHarness(t, slack, decisionConfig(), withOutbox(replica(t, url, "b")))
+		for i := range 10 {
+			a.intake(failureBody(fmt.Sprintf("orders-%d", i), "POST to CRM", "HTTP 503", fmt.Sprint(i)))
+		}
+		a.pass()
+		for _, h := range []*harness{a, b} {
+			h.clock.Advance(31 * time.Minute)
+		}
+		stepTogether(5, a, b)
+		escalations := 0
+		for _, c := range slack.Delivered("chat.postMessage") {
+			if strings.Contains(c.Blocks, "Escalated") {
+				escalations++
+			}
+		}
+		if escalations != 10 || len(a.list("")) != 20 {
+			t.Fatalf("10 failures past their 30 min step on two guards: %d escalation messages, %d notifications; want 10 and 20",
+				escalations, len(a.list("")))
+		}
 	})
 
 	t.Run("one group across replicas", func(t *testing.T) {
@@ -132,4 +162,19 @@ func TestPostgresOutbox(t *testing.T) {
 			t.Fatalf("event cursor %d %v", c, err)
 		}
 	})
+}
+
+// stepTogether runs n worker rounds on each guard, the guards at once.
+func stepTogether(n int, guards ...*harness) {
+	var wg sync.WaitGroup
+	for _, h := range guards {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range n {
+				h.svc.step(context.Background())
+			}
+		}()
+	}
+	wg.Wait()
 }

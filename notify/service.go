@@ -10,9 +10,10 @@ import (
 	"sync"
 	"time"
 
+	"github.com/cenkalti/backoff/v5"
+
 	"github.com/n8n-guard/n8n-guard/keystore"
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/sony/gobreaker/v2"
 	bolt "go.etcd.io/bbolt"
 )
 
@@ -25,9 +26,21 @@ type EventSource interface {
 // Options are the runtime settings of the service (the Config is what the
 // operator writes in the config file).
 type Options struct {
+	// DB, when set, is asked for the shared bbolt file at each use instead
+	// of New's db: the keystore's store (bolt.Store.DB) reopens the file
+	// after a storage error, and the outbox must follow it.
+	DB func() *bolt.DB
 	// Token is the Slack bot token (SLACK_BOT_TOKEN); empty: notifications
 	// are stored and listed, delivery waits.
 	Token string
+	// AppToken is the app-level token (SLACK_APP_TOKEN, xapp-…) with
+	// connections:write; set, button clicks arrive over Socket Mode.
+	AppToken string
+	// N8nAPIURL (e.g. http://n8n:5678/api/v1) and N8nAPIKey (a key with
+	// the execution:retry scope) enable "Retry execution"; either empty:
+	// the button is not shown.
+	N8nAPIURL string
+	N8nAPIKey string
 	// APIURL overrides Slack's Web API base URL, in slack-go's form with a
 	// trailing slash (SLACK_API_URL), e.g. http://127.0.0.1:8080/api/.
 	APIURL string
@@ -42,6 +55,9 @@ type Options struct {
 	Clock      func() time.Time
 	Registerer prometheus.Registerer // nil: metrics are not registered
 	Events     EventSource           // nil: no key/breaker alerts
+	// Keys resolves keys decided from Slack (nil: the key buttons answer
+	// that they cannot).
+	Keys Keys
 
 	// PollInterval: how often the worker looks for due notifications and
 	// new keystore events (default 1s); intake also wakes it at once.
@@ -90,22 +106,31 @@ func (o Options) withDefaults() Options {
 
 // Service is the intake, the outbox and the delivery worker.
 type Service struct {
-	cfg     Config
-	opts    Options
-	log     *slog.Logger
-	now     func() time.Time
-	outbox  Outbox
-	slack   slackAPI // nil when no token is configured
-	breaker *gobreaker.CircuitBreaker[struct{}]
-	wake    chan struct{}
-	m       *metrics
+	cfg    Config
+	opts   Options
+	log    *slog.Logger
+	now    func() time.Time
+	outbox Outbox
+	slack  slackAPI // nil when no token is configured
+	n8n    *n8nAPI  // nil when n8n's API is not configured
+	pause  *slackPause
+	wake   chan struct{}
+	m      *metrics
 
 	// Worker state; only the Run goroutine touches it.
-	notBefore   time.Time // a 429 pauses every call until then
+	notBefore   time.Time // a 429 or a Slack fault pauses every call until then
+	transient   *backoff.ExponentialBackOff
 	lastPurge   time.Time
 	eventsFault bool
 	usersMu     sync.Mutex
 	users       map[string]string // e-mail → user ID ("" when Slack does not know it)
+
+	// Clicks run on their own goroutines, which Close waits for.
+	clickLocks keyLocks
+	clicks     sync.WaitGroup
+	life       context.Context
+	end        context.CancelFunc
+	replays    replayGuard
 }
 
 // New opens the outbox in db (creating the notify/ buckets) and prepares the
@@ -120,11 +145,16 @@ func New(db *bolt.DB, cfg Config, opts Options) (*Service, error) {
 		cfg: cfg, opts: opts, log: opts.Logger.With("component", "notify"), now: opts.Clock,
 		outbox: opts.Outbox, wake: make(chan struct{}, 1), users: map[string]string{},
 	}
+	s.life, s.end = context.WithCancel(context.Background())
 	if s.outbox == nil {
-		if db == nil {
+		file := opts.DB
+		if file == nil && db != nil {
+			file = func() *bolt.DB { return db }
+		}
+		if file == nil {
 			return nil, errors.New("notify: no bbolt database and no outbox")
 		}
-		if s.outbox, err = newBoltOutbox(db); err != nil {
+		if s.outbox, err = newBoltOutbox(file); err != nil {
 			return nil, fmt.Errorf("notify outbox: %w", err)
 		}
 	}
@@ -134,31 +164,31 @@ func New(db *bolt.DB, cfg Config, opts Options) (*Service, error) {
 	if opts.Token != "" {
 		s.slack = newSlackClient(opts)
 	}
-	s.breaker = gobreaker.NewCircuitBreaker[struct{}](gobreaker.Settings{
-		Name:        "slack",
-		MaxRequests: 1, // half open: one probe
-		Timeout:     cfg.SlackPause,
-		ReadyToTrip: func(c gobreaker.Counts) bool { return c.ConsecutiveFailures >= 1 },
-		// Only "no answer at all" counts: a Slack that answers with an
-		// error is reachable.
-		IsSuccessful: func(err error) bool {
-			c, _ := classify(context.Background(), err)
-			return c != classUnreachable
-		},
-		IsExcluded: func(err error) bool { return errors.Is(err, context.Canceled) },
-		OnStateChange: func(_ string, from, to gobreaker.State) {
-			// Half open is still an outage until the probe succeeds.
-			s.m.breakerOpen.Set(map[bool]float64{true: 0, false: 1}[to == gobreaker.StateClosed])
-			if from == gobreaker.StateHalfOpen && to == gobreaker.StateClosed {
-				s.log.Info("Slack reachable again, delivering waiting notifications")
-			}
-		},
+	s.n8n = newN8nAPI(opts.N8nAPIURL, opts.N8nAPIKey)
+	s.transient = &backoff.ExponentialBackOff{InitialInterval: min(opts.BackoffInitial, transientPauseMax),
+		RandomizationFactor: 0.2, Multiplier: 2, MaxInterval: transientPauseMax}
+	s.transient.Reset()
+	s.pause = newSlackPause(DefaultFirstPause, cfg.SlackPause, func(open bool) {
+		// From the first call that got no answer until one gets through.
+		s.m.breakerOpen.Set(map[bool]float64{true: 1, false: 0}[open])
 	})
 	return s, nil
 }
 
-// Close releases nothing today; the caller owns the bbolt file.
-func (s *Service) Close() error { return nil }
+// Close waits for the clicks being carried out; the caller owns the bbolt
+// file.
+func (s *Service) Close() error {
+	done := make(chan struct{})
+	go func() { s.clicks.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		s.end() // Slack calls of a click are cut short
+		<-done
+	}
+	s.end()
+	return nil
+}
 
 // Intake stores one failed execution, the item of n8n's Error Trigger as
 // is. It returns once the notification is durable; delivery is the worker's.
@@ -181,6 +211,7 @@ func (s *Service) Intake(ctx context.Context, body []byte) (Accepted, error) {
 		d := now.Add(rt.Deadline)
 		rec.Deadline = &d
 	}
+	rec.EscalateAt = firstEscalation(rt, now)
 	res, err := s.outbox.Add(ctx, []addition{{rec: rec, window: s.cfg.GroupWindow}}, nil)
 	if err != nil {
 		return Accepted{}, fmt.Errorf("store notification: %w", err)
@@ -249,6 +280,7 @@ func (s *Service) Run(ctx context.Context) error {
 // step is one round of the worker: events, then delivery, then purge.
 func (s *Service) step(ctx context.Context) {
 	s.consumeEvents(ctx)
+	s.escalate(ctx)
 	s.deliver(ctx)
 	if now := s.now(); now.Sub(s.lastPurge) >= s.opts.PurgeInterval {
 		s.lastPurge = now

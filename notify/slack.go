@@ -101,11 +101,27 @@ func unreachable(err error) bool {
 	return errors.As(err, &te) && te.Timeout()
 }
 
-// slackAPI is the part of slack-go's client the worker uses.
+// maybeSent reports an error after which a request may have reached
+// Slack and been carried out: no answer came back (a timeout, a dropped
+// connection), as opposed to a connection never made.
+func maybeSent(err error) bool {
+	var dnsErr *net.DNSError
+	var certErr *tls.CertificateVerificationError
+	switch {
+	case errors.Is(err, errPaused), errors.Is(err, syscall.ECONNREFUSED), errors.As(err, &dnsErr), errors.As(err, &certErr):
+		return false
+	}
+	return true
+}
+
+// slackAPI is the part of slack-go's client the service uses.
 type slackAPI interface {
 	PostMessageContext(ctx context.Context, channelID string, options ...slack.MsgOption) (string, string, error)
 	UpdateMessageContext(ctx context.Context, channelID, timestamp string, options ...slack.MsgOption) (string, string, string, error)
 	GetUserByEmailContext(ctx context.Context, email string) (*slack.User, error)
+	GetConversationHistoryContext(ctx context.Context, params *slack.GetConversationHistoryParameters) (*slack.GetConversationHistoryResponse, error)
+	PostEphemeralContext(ctx context.Context, channelID, userID string, options ...slack.MsgOption) (string, error)
+	GetUserGroupMembersContext(ctx context.Context, userGroup string, options ...slack.GetUserGroupMembersOption) ([]string, error)
 }
 
 // newSlackClient builds slack-go's client with our timeouts: connect
@@ -133,6 +149,9 @@ func newSlackClient(o Options) *slack.Client {
 	}
 	hc = &http.Client{Timeout: hc.Timeout, Transport: bearer{token: o.Token, next: rt}}
 	opts := []slack.Option{slack.OptionHTTPClient(hc)}
+	if o.AppToken != "" {
+		opts = append(opts, slack.OptionAppLevelToken(o.AppToken))
+	}
 	if o.APIURL != "" {
 		opts = append(opts, slack.OptionAPIURL(o.APIURL))
 	}

@@ -130,7 +130,7 @@ func TestStormDuringOutage(t *testing.T) {
 		t.Fatalf("outage pass logged %d lines", len(lines))
 	}
 	slack.On()
-	time.Sleep(2 * h.cfg.SlackPause)
+	h.clock.Advance(time.Minute) // past the pause
 	h.pass()
 	posts := slack.Delivered("chat.postMessage")
 	if len(posts) != 1 || !strings.Contains(posts[0].Blocks, "*2,000* times") {

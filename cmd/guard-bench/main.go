@@ -15,7 +15,9 @@
 // `guard-bench serve` starts the real API (package api) over a store of
 // choice, for measuring a backend the service binary cannot open yet
 // (serve.go); `guard-bench postgres` starts a throwaway PostgreSQL with
-// production durability and prints its URL (postgres.go).
+// production durability and prints its URL (postgres.go); `guard-bench
+// hostile` floods a server with slow unauthenticated connections and
+// reports its peak memory and the reserves' latency meanwhile (hostile.go).
 package main
 
 import (
@@ -43,7 +45,7 @@ import (
 
 func main() {
 	if len(os.Args) > 1 {
-		sub := map[string]func([]string) error{"serve": serve, "postgres": postgres, "report": report}[os.Args[1]]
+		sub := map[string]func([]string) error{"serve": serve, "postgres": postgres, "report": report, "hostile": hostile}[os.Args[1]]
 		if sub != nil {
 			if err := sub(os.Args[2:]); err != nil {
 				fmt.Fprintf(os.Stderr, "guard-bench %s: %v\n", os.Args[1], err)

@@ -35,12 +35,14 @@ func newRootCmd(getenv func(string) string, stdout, stderr io.Writer) *cobra.Com
 	root.AddCommand(
 		newServeCmd(getenv),
 		newKeysCmd(co),
+		newNotificationsCmd(co),
 		newVersionCmd(co),
 		// bench (bench.go) registers here as well.
 	)
 	root.PersistentPreRunE = func(cmd *cobra.Command, _ []string) error {
 		return applyEnv(cmd.Flags(), getenv)
 	}
+	root.AddCommand(newBackupCmd(co), newStoreCmd()) // backup.go, store.go
 	return root
 }
 
@@ -79,6 +81,7 @@ func applyEnv(fs *pflag.FlagSet, getenv func(string) string) error {
 type serveFlags struct {
 	addr, data, config, store string
 	bodyLimit                 int
+	maxConnections            int
 	readTimeout               time.Duration
 	writeTimeout              time.Duration
 	idleTimeout               time.Duration
@@ -96,7 +99,9 @@ func newServeCmd(getenv func(string) string) *cobra.Command {
 
 API tokens come from N8N_GUARD_TOKENS (comma-separated). Without it, a token
 is generated on first start and kept in <data>/api-token (mode 0600).
-Slack delivery uses SLACK_BOT_TOKEN and SLACK_API_URL.`,
+Slack delivery uses SLACK_BOT_TOKEN and SLACK_API_URL; button clicks arrive
+over HTTP (SLACK_SIGNING_SECRET) or Socket Mode (SLACK_APP_TOKEN).
+N8N_API_URL and N8N_API_KEY (n8n's public API) enable "Retry execution".`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			log, err := newLogger(cmd.ErrOrStderr(), f.logLevel, f.logFormat)
@@ -108,13 +113,21 @@ Slack delivery uses SLACK_BOT_TOKEN and SLACK_API_URL.`,
 				Tokens:    splitTokens(getenv("N8N_GUARD_TOKENS")),
 				BodyLimit: f.bodyLimit, ReadTimeout: f.readTimeout, WriteTimeout: f.writeTimeout,
 				IdleTimeout: f.idleTimeout, ShutdownTimeout: f.shutdownTimeout, SweepInterval: f.sweepInterval,
-				SlackBotToken: getenv("SLACK_BOT_TOKEN"),
-				SlackAPIURL:   getenv("SLACK_API_URL"),
+				SlackBotToken:      getenv("SLACK_BOT_TOKEN"),
+				SlackAPIURL:        getenv("SLACK_API_URL"),
+				SlackSigningSecret: getenv("SLACK_SIGNING_SECRET"),
+				SlackAppToken:      getenv("SLACK_APP_TOKEN"),
+				N8nAPIURL:          getenv("N8N_API_URL"),
+				N8nAPIKey:          getenv("N8N_API_KEY"),
 			}
 			if cfg.ConfigFile != "" {
 				if cfg.File, err = LoadFile(cfg.ConfigFile); err != nil {
 					return err
 				}
+			}
+			cfg.MaxConnections = f.maxConnections
+			if cfg.ScopedTokens, err = cfg.File.ScopedTokens(getenv); err != nil {
+				return fmt.Errorf("config %s: %w", cfg.ConfigFile, err)
 			}
 			return serve(cmd, cfg, log)
 		},
@@ -125,6 +138,7 @@ Slack delivery uses SLACK_BOT_TOKEN and SLACK_API_URL.`,
 	fs.StringVar(&f.config, "config", "", "YAML configuration file (namespaces, destinations, notify, owners)")
 	fs.StringVar(&f.store, "store", "", "store: empty for the bbolt file in --data, or a postgres:// URL (several n8n-guard processes on one database)")
 	fs.IntVar(&f.bodyLimit, "body-limit", api.DefaultBodyLimit, "largest request body in bytes")
+	fs.IntVar(&f.maxConnections, "max-connections", api.DefaultMaxConnections, "most client connections open at once; more are answered 503 overloaded")
 	fs.DurationVar(&f.readTimeout, "read-timeout", api.DefaultReadTimeout, "time to read a request")
 	fs.DurationVar(&f.writeTimeout, "write-timeout", api.DefaultWriteTimeout, "time to write an answer")
 	fs.DurationVar(&f.idleTimeout, "idle-timeout", api.DefaultIdleTimeout, "how long an idle keep-alive connection stays open")
@@ -134,7 +148,7 @@ Slack delivery uses SLACK_BOT_TOKEN and SLACK_API_URL.`,
 	fs.StringVar(&f.logFormat, "log-format", "text", "text or json")
 	for flag, env := range map[string]string{
 		"addr": "N8N_GUARD_ADDR", "data": "N8N_GUARD_DATA", "config": "N8N_GUARD_CONFIG", "store": "N8N_GUARD_STORE",
-		"body-limit": "N8N_GUARD_BODY_LIMIT", "read-timeout": "N8N_GUARD_READ_TIMEOUT",
+		"body-limit": "N8N_GUARD_BODY_LIMIT", "max-connections": "N8N_GUARD_MAX_CONNECTIONS", "read-timeout": "N8N_GUARD_READ_TIMEOUT",
 		"write-timeout": "N8N_GUARD_WRITE_TIMEOUT", "idle-timeout": "N8N_GUARD_IDLE_TIMEOUT",
 		"shutdown-timeout": "N8N_GUARD_SHUTDOWN_TIMEOUT", "sweep-interval": "N8N_GUARD_SWEEP_INTERVAL",
 		"log-level": "N8N_GUARD_LOG_LEVEL", "log-format": "N8N_GUARD_LOG_FORMAT",

@@ -2,16 +2,20 @@ package main
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"sort"
 	"strings"
 	"time"
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/n8n-guard/n8n-guard/api"
 	"github.com/n8n-guard/n8n-guard/keystore"
 	"github.com/n8n-guard/n8n-guard/notify"
 )
@@ -31,6 +35,11 @@ type Config struct {
 
 	// Tokens accepted on /v1; empty: the one in <data>/api-token.
 	Tokens []string
+	// ScopedTokens are the named tokens of the file's tokens: section,
+	// resolved (FileConfig.ScopedTokens).
+	ScopedTokens []api.TokenScope
+
+	MaxConnections int
 
 	BodyLimit       int
 	ReadTimeout     time.Duration
@@ -41,6 +50,14 @@ type Config struct {
 
 	SlackBotToken string
 	SlackAPIURL   string
+	// SlackSigningSecret checks button clicks over HTTP; SlackAppToken
+	// (xapp-…) receives them over Socket Mode instead.
+	SlackSigningSecret string
+	SlackAppToken      string
+	// N8nAPIURL and N8nAPIKey (n8n's public API, a key with the
+	// execution:retry scope) enable the "Retry execution" button.
+	N8nAPIURL string
+	N8nAPIKey string
 
 	File FileConfig
 }
@@ -53,16 +70,57 @@ type FileConfig struct {
 	Destinations map[string]DestinationConfig `yaml:"destinations"`
 	Notify       NotifyConfig                 `yaml:"notify"`
 	Owners       []OwnerConfig                `yaml:"owners"`
+	Tokens       map[string]TokenConfig       `yaml:"tokens"`
+	Metrics      MetricsConfig                `yaml:"metrics"`
+}
+
+// TokenConfig is one entry of tokens: a named token with a role and the
+// namespaces it may use. Its value is never in the file: either its
+// SHA-256 (hex) or the name of an environment variable that holds it.
+type TokenConfig struct {
+	SHA256     string   `yaml:"sha256"`
+	Env        string   `yaml:"env"`
+	Role       string   `yaml:"role"`
+	Namespaces []string `yaml:"namespaces"`
+}
+
+// MetricsConfig is the metrics: section.
+type MetricsConfig struct {
+	// LabelLimit: distinct namespaces (and destinations) beyond those
+	// configured that get series of their own; later ones share "other".
+	LabelLimit int `yaml:"label_limit"`
 }
 
 // NamespaceConfig is one entry of namespaces:.
 type NamespaceConfig struct {
-	Lease         Duration `yaml:"lease"`
-	Retention     Duration `yaml:"retention"`
-	OnLeaseExpiry string   `yaml:"on_lease_expiry"`
-	Owner         string   `yaml:"owner"`
-	Channel       string   `yaml:"channel"`
-	Runbook       string   `yaml:"runbook"`
+	Lease          Duration `yaml:"lease"`
+	Retention      Duration `yaml:"retention"`
+	OnLeaseExpiry  string   `yaml:"on_lease_expiry"`
+	Owner          string   `yaml:"owner"`
+	Channel        string   `yaml:"channel"`
+	Runbook        string   `yaml:"runbook"`
+	DecidersConfig `yaml:",inline"`
+}
+
+// DecidersConfig is who may press a message's buttons besides its owner,
+// and where it goes when nobody acknowledges it (docs/notify.md).
+type DecidersConfig struct {
+	Resolvers  []string               `yaml:"resolvers"`
+	Escalation []EscalationStepConfig `yaml:"escalation"`
+}
+
+// EscalationStepConfig is one step of escalation:.
+type EscalationStepConfig struct {
+	After Duration `yaml:"after"`
+	To    string   `yaml:"to"`
+}
+
+func (d DecidersConfig) deciders() notify.Deciders {
+	out := notify.Deciders{Resolvers: d.Resolvers}
+	for _, st := range d.Escalation {
+		out.Escalation = append(out.Escalation, notify.EscalationStep{After: time.Duration(st.After), To: st.To})
+	}
+	return out
 }
 
 // DestinationConfig is one entry of destinations:.
@@ -72,6 +130,7 @@ type DestinationConfig struct {
 	Owner            string   `yaml:"owner"`
 	Channel          string   `yaml:"channel"`
 	Runbook          string   `yaml:"runbook"`
+	DecidersConfig   `yaml:",inline"`
 }
 
 // NotifyConfig is the notify: section.
@@ -82,17 +141,21 @@ type NotifyConfig struct {
 	GroupWindow    Duration `yaml:"group_window"`
 	Retention      Duration `yaml:"retention"`
 	SlackPause     Duration `yaml:"slack_pause"`
-	MaxAttempts    int      `yaml:"max_attempts"`
-	GuardURL       string   `yaml:"guard_url"`
+	RetryFor       Duration `yaml:"retry_for"`
+	// MaxAttempts is refused: notifications are no longer dropped after a
+	// count (retry_for replaced it); kept so the refusal can say so.
+	MaxAttempts *int   `yaml:"max_attempts"`
+	GuardURL    string `yaml:"guard_url"`
 }
 
 // OwnerConfig is one rule of owners: (first match wins).
 type OwnerConfig struct {
-	Workflow string   `yaml:"workflow"`
-	Owner    string   `yaml:"owner"`
-	Channel  string   `yaml:"channel"`
-	Runbook  string   `yaml:"runbook"`
-	Deadline Duration `yaml:"deadline"`
+	Workflow       string   `yaml:"workflow"`
+	Owner          string   `yaml:"owner"`
+	Channel        string   `yaml:"channel"`
+	Runbook        string   `yaml:"runbook"`
+	Deadline       Duration `yaml:"deadline"`
+	DecidersConfig `yaml:",inline"`
 }
 
 // Duration is a Go duration string in YAML ("90s", "5m", "720h"). A bare
@@ -144,15 +207,64 @@ func ParseFile(r io.Reader) (FileConfig, error) {
 		return fc, err
 	}
 	n := fc.Notify
-	for name, d := range map[string]Duration{"group_window": n.GroupWindow, "retention": n.Retention, "slack_pause": n.SlackPause} {
+	for name, d := range map[string]Duration{"group_window": n.GroupWindow, "retention": n.Retention, "slack_pause": n.SlackPause, "retry_for": n.RetryFor} {
 		if d < 0 {
 			return fc, fmt.Errorf("notify.%s: must not be negative", name)
 		}
 	}
-	if n.MaxAttempts < 0 {
-		return fc, fmt.Errorf("notify.max_attempts: must not be negative")
+	if n.MaxAttempts != nil {
+		return fc, fmt.Errorf("notify.max_attempts is gone: a notification is no longer dropped after a number of attempts; " +
+			"use notify.retry_for (how long transient Slack failures are retried, default 168h)")
+	}
+	if fc.Metrics.LabelLimit < 0 {
+		return fc, fmt.Errorf("metrics.label_limit: must not be negative")
+	}
+	// The values of env: tokens are checked at start (ScopedTokens); the
+	// rest here, so `n8n-guard` refuses a wrong file before anything runs.
+	if _, err := fc.ScopedTokens(func(string) string { return "placeholder" }); err != nil {
+		return fc, err
 	}
 	return fc, nil
+}
+
+// ScopedTokens resolves tokens: into the API's scoped tokens, reading the
+// values of env: tokens with getenv.
+func (fc FileConfig) ScopedTokens(getenv func(string) string) ([]api.TokenScope, error) {
+	var out []api.TokenScope
+	for _, name := range sortedKeys(fc.Tokens) {
+		tc := fc.Tokens[name]
+		where := "tokens." + name
+		if !keystore.ValidNamespace(name) {
+			return nil, fmt.Errorf("%s: not a valid token name (1-64 of a-z, 0-9, '.', '_', '-', starting with a letter or digit)", where)
+		}
+		ts := api.TokenScope{Name: name, Role: api.Role(tc.Role), Namespaces: tc.Namespaces}
+		if !slices.Contains(api.Roles, ts.Role) {
+			return nil, fmt.Errorf("%s.role: %q must be one of %v", where, tc.Role, api.Roles)
+		}
+		for _, ns := range tc.Namespaces {
+			if !keystore.ValidNamespace(ns) {
+				return nil, fmt.Errorf("%s.namespaces: %q is not a valid namespace name", where, ns)
+			}
+		}
+		switch {
+		case (tc.SHA256 == "") == (tc.Env == ""):
+			return nil, fmt.Errorf("%s: give exactly one of sha256 (the hex SHA-256 of the token) or env (the variable that holds it)", where)
+		case tc.SHA256 != "":
+			b, err := hex.DecodeString(tc.SHA256)
+			if err != nil || len(b) != sha256.Size {
+				return nil, fmt.Errorf("%s.sha256: not a hex SHA-256 (64 hex digits; e.g. printf %%s \"$TOKEN\" | sha256sum)", where)
+			}
+			copy(ts.SHA256[:], b)
+		default:
+			v := strings.TrimSpace(getenv(tc.Env))
+			if v == "" {
+				return nil, fmt.Errorf("%s.env: the variable %s is not set", where, tc.Env)
+			}
+			ts.SHA256 = sha256.Sum256([]byte(v))
+		}
+		out = append(out, ts)
+	}
+	return out, nil
 }
 
 // Policies maps namespaces: and destinations: to the keystore's policies,
@@ -218,7 +330,7 @@ func (fc FileConfig) NotifyConfig() notify.Config {
 		GroupWindow:    time.Duration(fc.Notify.GroupWindow),
 		Retention:      time.Duration(fc.Notify.Retention),
 		SlackPause:     time.Duration(fc.Notify.SlackPause),
-		MaxAttempts:    fc.Notify.MaxAttempts,
+		RetryFor:       time.Duration(fc.Notify.RetryFor),
 		GuardURL:       fc.Notify.GuardURL,
 		Namespaces:     make(map[string]notify.Route, len(fc.Namespaces)),
 		Destinations:   make(map[string]notify.Route, len(fc.Destinations)),
@@ -226,13 +338,14 @@ func (fc FileConfig) NotifyConfig() notify.Config {
 	for _, o := range fc.Owners {
 		c.Owners = append(c.Owners, notify.OwnerRule{
 			Workflow: o.Workflow, Owner: o.Owner, Channel: o.Channel, Runbook: o.Runbook, Deadline: time.Duration(o.Deadline),
+			Deciders: o.deciders(),
 		})
 	}
 	for name, n := range fc.Namespaces {
-		c.Namespaces[name] = notify.Route{Owner: n.Owner, Channel: n.Channel, Runbook: n.Runbook}
+		c.Namespaces[name] = notify.Route{Owner: n.Owner, Channel: n.Channel, Runbook: n.Runbook, Deciders: n.deciders()}
 	}
 	for name, d := range fc.Destinations {
-		c.Destinations[name] = notify.Route{Owner: d.Owner, Channel: d.Channel, Runbook: d.Runbook}
+		c.Destinations[name] = notify.Route{Owner: d.Owner, Channel: d.Channel, Runbook: d.Runbook, Deciders: d.deciders()}
 	}
 	return c
 }

@@ -1,10 +1,12 @@
 package main
 
 import (
+	"crypto/sha256"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/n8n-guard/n8n-guard/api"
 	"github.com/n8n-guard/n8n-guard/keystore"
 )
 
@@ -78,7 +80,8 @@ func TestParseFileErrors(t *testing.T) {
 		{"owners not a list", "owners:\n  workflow: x\n", "line 2"},
 		{"not YAML", "namespaces: [\n", "yaml"},
 		{"negative group window", "notify:\n  group_window: -5m\n", "notify.group_window"},
-		{"negative max attempts", "notify:\n  max_attempts: -3\n", "notify.max_attempts"},
+		{"max attempts is gone", "notify:\n  max_attempts: 10\n", "notify.max_attempts is gone"},
+		{"negative retry_for", "notify:\n  retry_for: -3h\n", "notify.retry_for"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := ParseFile(strings.NewReader(tc.yaml))
@@ -92,4 +95,89 @@ func TestParseFileErrors(t *testing.T) {
 			t.Fatal(err)
 		}
 	})
+}
+
+func TestScopedTokensConfig(t *testing.T) {
+	const yml = `
+tokens:
+  team-crm:
+    env: TEAM_CRM_TOKEN
+    role: reserve
+    namespaces: [crm-contacts]
+  dashboard:
+    sha256: 9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08
+    role: read
+metrics:
+  label_limit: 20
+`
+	fc, err := ParseFile(strings.NewReader(yml))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts, err := fc.ScopedTokens(func(k string) string { return map[string]string{"TEAM_CRM_TOKEN": " secret "}[k] })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ts) != 2 || ts[0].Name != "dashboard" || ts[0].Role != api.RoleRead || ts[0].SHA256 != sha256.Sum256([]byte("test")) ||
+		ts[1].Name != "team-crm" || ts[1].Role != api.RoleReserve || ts[1].SHA256 != sha256.Sum256([]byte("secret")) ||
+		len(ts[1].Namespaces) != 1 || ts[1].Namespaces[0] != "crm-contacts" {
+		t.Fatalf("tokens = %+v", ts)
+	}
+	if fc.Metrics.LabelLimit != 20 {
+		t.Fatalf("label limit %d", fc.Metrics.LabelLimit)
+	}
+	if _, err := fc.ScopedTokens(func(string) string { return "" }); err == nil || !strings.Contains(err.Error(), "TEAM_CRM_TOKEN is not set") {
+		t.Fatalf("unset variable: %v", err)
+	}
+	for name, bad := range map[string]string{
+		"no role":          "tokens:\n  a:\n    env: X\n",
+		"unknown role":     "tokens:\n  a:\n    env: X\n    role: owner\n",
+		"both sources":     "tokens:\n  a:\n    env: X\n    sha256: " + strings.Repeat("ab", 32) + "\n    role: read\n",
+		"no source":        "tokens:\n  a:\n    role: read\n",
+		"short hash":       "tokens:\n  a:\n    sha256: abcd\n    role: read\n",
+		"bad namespace":    "tokens:\n  a:\n    env: X\n    role: read\n    namespaces: [Not OK]\n",
+		"bad name":         "tokens:\n  A B:\n    env: X\n    role: read\n",
+		"value in file":    "tokens:\n  a:\n    token: abc\n    role: read\n",
+		"negative limit":   "metrics:\n  label_limit: -1\n",
+		"unknown metrics:": "metrics:\n  labels: 3\n",
+	} {
+		if _, err := ParseFile(strings.NewReader(bad)); err == nil {
+			t.Errorf("%s: accepted", name)
+		}
+	}
+}
+
+// resolvers: and escalation: (docs/notify.md) reach the notify config.
+func TestParseDeciders(t *testing.T) {
+	fc, err := ParseFile(strings.NewReader(`
+namespaces:
+  bookings:
+    owner: U0OFFICE
+    resolvers: [U0HELPER, S0OPS]
+    escalation:
+      - { after: 30m, to: U0LEAD }
+      - { after: 2h, to: C0INCIDENTS }
+owners:
+  - workflow: "orders-*"
+    owner: U0ORDERS
+    escalation:
+      - { after: 1h, to: S0OPS }
+notify:
+  retry_for: 72h
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := fc.NotifyConfig()
+	ns := n.Namespaces["bookings"]
+	if len(ns.Resolvers) != 2 || ns.Resolvers[1] != "S0OPS" || len(ns.Escalation) != 2 ||
+		ns.Escalation[1].After != 2*time.Hour || ns.Escalation[1].To != "C0INCIDENTS" {
+		t.Fatalf("namespace deciders = %+v", ns.Deciders)
+	}
+	if o := n.Owners[0]; len(o.Escalation) != 1 || o.Escalation[0].To != "S0OPS" || o.Escalation[0].After != time.Hour {
+		t.Fatalf("owner rule deciders = %+v", o.Deciders)
+	}
+	if n.RetryFor != 72*time.Hour {
+		t.Fatalf("retry_for = %s", n.RetryFor)
+	}
 }

@@ -80,6 +80,7 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
 		return fmt.Errorf("data folder: %w", err)
 	}
+	checkDataDir(cfg.DataDir, m.Logger)
 	tokens, err := apiTokens(cfg.Tokens, cfg.DataDir, m.Logger)
 	if err != nil {
 		return err
@@ -88,6 +89,9 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	notifyOpts := notify.Options{
 		Token:      cfg.SlackBotToken,
+		AppToken:   cfg.SlackAppToken,
+		N8nAPIURL:  cfg.N8nAPIURL,
+		N8nAPIKey:  cfg.N8nAPIKey,
 		APIURL:     cfg.SlackAPIURL,
 		Logger:     m.Logger,
 		Registerer: reg,
@@ -110,21 +114,29 @@ func (m *Main) Run(ctx context.Context) (err error) {
 		m.Logger.Info("store open", "backend", "postgres")
 	case cfg.Store == "":
 		path := filepath.Join(cfg.DataDir, StoreFile)
+		observer, err := newBoltMetrics(reg, path) // storemetrics.go
+		if err != nil {
+			return err
+		}
 		bs, err := bolt.Open(path, bolt.Options{
 			Policies: policies,
 			Clock:    cfg.Clock,
 			Logger:   m.Logger.With("component", "keystore"),
+			Observer: observer,
 		})
 		if err != nil {
 			return err
 		}
 		m.store, db = bs, bs.DB()
+		notifyOpts.DB = bs.DB // the store reopens its file after a storage error: the outbox follows
 		m.Logger.Info("store open", "backend", "bbolt", "path", path)
 	default:
 		return fmt.Errorf("--store %q: use a postgres:// URL, or leave it empty for the bbolt file in --data", redactURL(cfg.Store))
 	}
-	notifyOpts.Events = m.store
-	if m.notes, err = notify.New(db, cfg.File.NotifyConfig(), notifyOpts); err != nil {
+	notifyOpts.Events, notifyOpts.Keys = m.store, m.store
+	notifyCfg := cfg.File.NotifyConfig()
+	notifyCfg.SigningSecret = cfg.SlackSigningSecret
+	if m.notes, err = notify.New(db, notifyCfg, notifyOpts); err != nil {
 		return err
 	}
 
@@ -139,6 +151,12 @@ func (m *Main) Run(ctx context.Context) (err error) {
 		ReadTimeout:   cfg.ReadTimeout,
 		WriteTimeout:  cfg.WriteTimeout,
 		IdleTimeout:   cfg.IdleTimeout,
+		// Scoped tokens, connection cap, metric label bounds (issue 15).
+		ScopedTokens:   cfg.ScopedTokens,
+		MaxConnections: cfg.MaxConnections,
+		Namespaces:     sortedKeys(cfg.File.Namespaces),
+		Destinations:   sortedKeys(cfg.File.Destinations),
+		LabelLimit:     cfg.File.Metrics.LabelLimit,
 	}); err != nil {
 		return err
 	}
@@ -149,6 +167,7 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	bg, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	m.cancel = cancel
 	m.start("notify", func() error { return m.notes.Run(bg) })
+	m.start("slack-socket-mode", func() error { return m.notes.RunSocketMode(bg) })
 	sw := sweeper{store: m.store, every: cfg.SweepInterval, log: m.Logger.With("component", "sweeper")}
 	m.start("sweeper", func() error { return sw.Run(bg) })
 	m.start("http", func() error { return m.server.Serve(m.ln) })

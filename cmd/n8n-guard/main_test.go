@@ -12,7 +12,6 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 )
@@ -142,9 +141,7 @@ func TestServeSIGTERMAndRestart(t *testing.T) {
 		t.Fatalf("no debug line per request:\n%s", logs)
 	}
 
-	if err := syscall.Kill(os.Getpid(), syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
+	sigterm(t) // signal_unix_test.go
 	select {
 	case err := <-done:
 		if err != nil {

@@ -9,7 +9,10 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
+
+	"github.com/n8n-guard/n8n-guard/internal/durable"
 )
 
 // TokenFile is where the generated API token is kept, inside the data folder.
@@ -39,30 +42,51 @@ func apiTokens(configured []string, dataDir string, log *slog.Logger) ([]string,
 		return nil, fmt.Errorf("generate API token: %w", err)
 	}
 	tok = hex.EncodeToString(b[:])
-	// O_EXCL: of two processes starting at once, only one writes the token.
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	err = durable.WriteNew(path, []byte(tok+"\n"))
+	if errors.Is(err, fs.ErrExist) {
+		// Another process starting at the same moment wrote its token
+		// first: use that one.
+		tok, err = readToken(path)
+		if err != nil {
+			return nil, err
+		}
+		return []string{tok}, nil
+	}
 	if err != nil {
-		return nil, fmt.Errorf("store API token: %w", err)
-	}
-	if _, err := f.WriteString(tok + "\n"); err != nil {
-		f.Close()
-		return nil, fmt.Errorf("store API token: %w", err)
-	}
-	if err := f.Close(); err != nil {
 		return nil, fmt.Errorf("store API token: %w", err)
 	}
 	log.Warn("no N8N_GUARD_TOKENS set: generated an API token; use it as the Bearer token of /v1 requests", "path", path)
 	return []string{tok}, nil
 }
 
+// readToken reads the token file. One that exists but is empty or
+// unreadable stops the start: a new token in its place would lock out
+// every workflow that uses the old one.
 func readToken(path string) (string, error) {
 	b, err := os.ReadFile(path)
-	if err != nil {
+	if errors.Is(err, fs.ErrNotExist) {
 		return "", err
+	}
+	if err != nil {
+		return "", fmt.Errorf("API token file %s cannot be read (%w): fix its permissions, or set N8N_GUARD_TOKENS", path, err)
 	}
 	tok := strings.TrimSpace(string(b))
 	if tok == "" {
-		return "", fmt.Errorf("API token file %s is empty", path)
+		return "", fmt.Errorf("API token file %s exists but is empty: write the token your workflows use into it, or delete it to have a new one generated", path)
 	}
 	return tok, nil
+}
+
+// checkDataDir warns when the data folder is open to other users: it holds
+// the API token and every key's record. The service creates it 0700; an
+// existing folder is the operator's to change.
+func checkDataDir(dir string, log *slog.Logger) {
+	fi, err := os.Stat(dir)
+	if err != nil || runtime.GOOS == "windows" {
+		return
+	}
+	if perm := fi.Mode().Perm(); perm&0o077 != 0 {
+		log.Warn("the data folder is readable by other users; it holds the API token and the records: chmod 700 it",
+			"path", dir, "mode", fmt.Sprintf("%#o", perm))
+	}
 }

@@ -4,5 +4,6 @@ package pgtest
 
 import "syscall"
 
-// detached starts a process in a group of its own.
+// detached puts a child in a process group of its own, so that a signal
+// to the test's group does not reach it.
 func detached() *syscall.SysProcAttr { return &syscall.SysProcAttr{Setpgid: true} }

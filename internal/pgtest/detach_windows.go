@@ -2,6 +2,7 @@ package pgtest
 
 import "syscall"
 
-// detached: Windows has no process groups to leave; the PostgreSQL test
-// servers (started through sh) do not run there.
+// detached: Windows has no process groups of this kind; the throwaway
+// servers need a Unix shell anyway (pg_ctl, sh), so this only has to
+// compile.
 func detached() *syscall.SysProcAttr { return nil }

@@ -151,22 +151,21 @@ func Start(opts Options) (*Cluster, error) {
 	}
 	c.URL = fmt.Sprintf("postgres://postgres@127.0.0.1:%d/postgres?sslmode=disable", c.Port)
 	ok = true
-	c.watch()
+	watch(append(append([]string(nil), c.runAs...), c.pgCtl, "stop", "-m", "immediate", "-D", filepath.Join(c.dir, "data")), c.dir)
 	return c, nil
 }
 
-// watch starts a small shell that stops the server and removes its
-// files once this process is gone, so a test binary killed by a timeout
-// leaves no server behind. Stop makes it unnecessary but does not race
-// with it: stopping a stopped server and removing a removed folder are
-// harmless.
-func (c *Cluster) watch() {
-	stop := append(append([]string(nil), c.runAs...), c.pgCtl, "stop", "-m", "immediate", "-D", filepath.Join(c.dir, "data"))
+// watch starts a small shell that runs stop and removes dir once this
+// process is gone, so a test binary killed by a timeout leaves no server
+// behind. Stop makes it unnecessary but does not race with it: stopping
+// a stopped server and removing a removed folder are harmless.
+func watch(stop []string, dir string) {
+	quoted := make([]string, len(stop))
 	for i, a := range stop {
-		stop[i] = "'" + strings.ReplaceAll(a, "'", `'\''`) + "'"
+		quoted[i] = "'" + strings.ReplaceAll(a, "'", `'\''`) + "'"
 	}
-	script := `while kill -0 "$1" 2>/dev/null; do sleep 1; done; ` + strings.Join(stop, " ") + ` >/dev/null 2>&1; rm -rf "$2"`
-	cmd := exec.Command("sh", "-c", script, "sh", strconv.Itoa(os.Getpid()), c.dir)
+	script := `while kill -0 "$1" 2>/dev/null; do sleep 1; done; ` + strings.Join(quoted, " ") + ` >/dev/null 2>&1; rm -rf "$2"`
+	cmd := exec.Command("sh", "-c", script, "sh", strconv.Itoa(os.Getpid()), dir)
 	cmd.SysProcAttr = detached() // not killed with our process group
 	if cmd.Start() == nil {
 		go cmd.Wait()
@@ -196,18 +195,26 @@ func (c *Cluster) Dir() string { return c.dir }
 // NewSchema creates an empty schema and returns a URL whose connections
 // use it (search_path), so that each test starts on empty tables.
 func NewSchema(ctx context.Context, baseURL, name string) (string, error) {
-	conn, err := pgx.Connect(ctx, baseURL)
-	if err != nil {
-		return "", err
-	}
-	defer conn.Close(ctx)
-	if _, err := conn.Exec(ctx, "DROP SCHEMA IF EXISTS "+pgx.Identifier{name}.Sanitize()+" CASCADE"); err != nil {
-		return "", err
-	}
-	if _, err := conn.Exec(ctx, "CREATE SCHEMA "+pgx.Identifier{name}.Sanitize()); err != nil {
+	id := pgx.Identifier{name}.Sanitize()
+	if err := execAll(ctx, baseURL, "DROP SCHEMA IF EXISTS "+id+" CASCADE", "CREATE SCHEMA "+id); err != nil {
 		return "", err
 	}
 	return WithParam(baseURL, "search_path", name)
+}
+
+// execAll runs statements, in order, on one connection to url.
+func execAll(ctx context.Context, url string, statements ...string) error {
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		return err
+	}
+	defer conn.Close(ctx)
+	for _, sql := range statements {
+		if _, err := conn.Exec(ctx, sql); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // WithParam returns the postgres:// URL with one query parameter set.

@@ -50,12 +50,58 @@ func FreshSchema(t testing.TB, base string) string {
 		t.Fatalf("create schema: %v", err)
 	}
 	t.Cleanup(func() {
-		conn, err := pgx.Connect(context.Background(), base)
-		if err != nil {
-			return // the cluster is gone with its schemas
+		// An error: the cluster is gone with its schemas.
+		execAll(context.Background(), base, "DROP SCHEMA "+pgx.Identifier{name}.Sanitize()+" CASCADE")
+	})
+	return u
+}
+
+// BouncerURL returns the URL of a PgBouncer in transaction pooling mode in
+// front of base: N8N_GUARD_PGBOUNCER_URL when it is set, otherwise one
+// started for t (StartBouncer) and stopped when t ends. Without the
+// pgbouncer binary it skips loudly, naming what, except under CI=true,
+// where it fails.
+func BouncerURL(t testing.TB, base, what string) string {
+	t.Helper()
+	if u := os.Getenv("N8N_GUARD_PGBOUNCER_URL"); u != "" {
+		return u
+	}
+	b, err := StartBouncer(base)
+	if errors.Is(err, ErrNoPgBouncer) && os.Getenv("CI") != "true" {
+		msg := "SKIPPING " + what + ": " + err.Error() + " (or set N8N_GUARD_PGBOUNCER_URL)"
+		fmt.Fprintln(os.Stderr, "\n!!!", msg, "!!!")
+		t.Skip(msg)
+	}
+	if err != nil {
+		t.Fatalf("start PgBouncer for %s: %v", what, err)
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("PgBouncer's log:\n%s", b.Log())
 		}
-		defer conn.Close(context.Background())
-		conn.Exec(context.Background(), "DROP SCHEMA "+pgx.Identifier{name}.Sanitize()+" CASCADE")
+		if err := b.Stop(); err != nil {
+			t.Errorf("stop PgBouncer: %v", err)
+		}
+	})
+	return b.URL
+}
+
+var databaseSeq atomic.Int64
+
+// FreshDatabase returns a URL through via (a PgBouncer in front of
+// direct) on an empty database of its own, dropped when t ends
+// (NewDatabase).
+func FreshDatabase(t testing.TB, direct, via string) string {
+	t.Helper()
+	name := fmt.Sprintf("guard_test_%d_%d", os.Getpid(), databaseSeq.Add(1))
+	u, err := NewDatabase(context.Background(), direct, via, name)
+	if err != nil {
+		t.Fatalf("create database: %v", err)
+	}
+	t.Cleanup(func() {
+		// FORCE: PgBouncer may still hold server connections to it. An
+		// error: the cluster is gone with its databases.
+		execAll(context.Background(), direct, "DROP DATABASE "+pgx.Identifier{name}.Sanitize()+" WITH (FORCE)")
 	})
 	return u
 }

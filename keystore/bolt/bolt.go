@@ -29,7 +29,8 @@ var (
 	bucketCounts   = []byte("counts")      // ns \x00 state code -> uint64
 	bucketBreakers = []byte("breakers")    // destination -> breaker
 	bucketEvents   = []byte("events")      // seq -> event
-	allBuckets     = [][]byte{bucketKeys, bucketState, bucketLeases, bucketExpires, bucketCounts, bucketBreakers, bucketEvents}
+	allBuckets     = [][]byte{bucketKeys, bucketState, bucketLeases, bucketExpires, bucketCounts, bucketBreakers, bucketEvents,
+		bucketOwners, bucketWaiting, bucketActivity} // their index is the code in bk* (bolt_console.go)
 )
 
 // Bucket codes: indexes into allBuckets. The previous version's log
@@ -76,6 +77,9 @@ type Options struct {
 	// Retry paces the reopening of the file after a storage error
 	// (default: exponential from 100 ms up to 10 s, without end).
 	Retry func() backoff.BackOff
+	// Observer is told of commits, storage errors and sweep pauses
+	// (observer.go); nil: nobody is.
+	Observer Observer
 
 	// commit commits a write transaction: (*bbolt.Tx).Commit. The fault
 	// tests put a disk that fails in its place.
@@ -107,6 +111,8 @@ type Store struct {
 
 	fault  atomic.Pointer[storeFault] // set while a storage error stops writes
 	commit func(*bbolt.Tx) error
+	obs    Observer                // nil: nobody listens (observer.go)
+	dups   keystore.DuplicateTally // duplicate answers not yet counted in the file
 }
 
 var _ keystore.Store = (*Store)(nil)
@@ -169,7 +175,7 @@ func Open(path string, opts Options) (*Store, error) {
 	s := &Store{path: path, opts: opts, policies: opts.Policies, clock: opts.Clock, log: opts.Logger,
 		maxBatch: opts.MaxBatch, sweepMax: opts.SweepBatch,
 		ops: make(chan *writeOp, opts.MaxBatch), done: make(chan struct{}),
-		commit: opts.commit}
+		commit: opts.commit, obs: opts.Observer}
 	s.db.Store(db)
 	go s.writer()
 	return s, nil
@@ -201,6 +207,15 @@ func (s *Store) DB() *bbolt.DB { return s.db.Load() }
 
 // Close finishes the queued writes and closes the file.
 func (s *Store) Close() error {
+	s.mu.RLock()
+	open := !s.closed
+	s.mu.RUnlock()
+	if open {
+		// The duplicates counted in memory go into the file before it closes.
+		if err := s.foldActivity(); err != nil && s.fault.Load() == nil {
+			s.log.Warn("store: the last duplicate counts of the activity chart were not written", "err", err)
+		}
+	}
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
@@ -341,6 +356,9 @@ func putEncoded(tx *bbolt.Tx, prev, next *keystore.Record, v []byte) error {
 			return err
 		}
 	}
+	if err := indexForConsole(tx, prev, next, rk); err != nil {
+		return err
+	}
 	if prev == nil || prev.State != next.State {
 		if prev != nil {
 			if err := addCount(tx, prev.Namespace, prev.State, -1); err != nil {
@@ -372,6 +390,9 @@ func unindex(tx *bbolt.Tx, r *keystore.Record, rk []byte) error {
 func deleteRecord(tx *bbolt.Tx, r *keystore.Record) error {
 	rk := recordKey(r.Namespace, r.Key)
 	if err := unindex(tx, r, rk); err != nil {
+		return err
+	}
+	if err := unindexForConsole(tx, r, rk); err != nil {
 		return err
 	}
 	if err := del(tx, bkKeys, rk); err != nil {
@@ -494,6 +515,9 @@ func (s *Store) Reserve(_ context.Context, req keystore.ReserveRequest) (keystor
 		return nil
 	})
 	if !writes || err != nil {
+		if err == nil && res.Outcome == keystore.OutcomeDuplicate {
+			s.dups.Add(s.now(), 1)
+		}
 		return res, s.readErr(err)
 	}
 	if pre.st.Record != nil {
@@ -502,13 +526,17 @@ func (s *Store) Reserve(_ context.Context, req keystore.ReserveRequest) (keystor
 		}
 	}
 	pre.prevBreaker = preBreaker
-	return s.write(func(tx *bbolt.Tx, now time.Time) (boltDecision, error) {
+	res, err = s.write(func(tx *bbolt.Tx, now time.Time) (boltDecision, error) {
 		if bytes.Equal(tx.Bucket(bucketKeys).Get(recordKey(req.Namespace, req.Key)), preKey) &&
 			(req.Destination == "" || bytes.Equal(tx.Bucket(bucketBreakers).Get([]byte(req.Destination)), preBreaker)) {
 			return pre, nil
 		}
 		return decide(tx, now) // a write came between: decide on what is there now
 	})
+	if err == nil && res.Outcome == keystore.OutcomeDuplicate {
+		s.dups.Add(s.now(), 1)
+	}
+	return res, err
 }
 
 // writeKey decides on one key's record, and on its destination's breaker,
@@ -616,18 +644,26 @@ func (s *Store) List(_ context.Context, q keystore.ListQuery) (keystore.Page, er
 	}
 	var page keystore.Page
 	err = s.db.Load().View(func(tx *bbolt.Tx) error {
-		// Where to walk: the state index, the lease index (reserved keys,
-		// in lease order, filtered by namespace), or all keys.
+		// Where to walk: the owner index (failed and unknown keys; reserved
+		// ones are on the lease index), the unknown keys in the order
+		// they went unknown, the state index, the lease index (reserved
+		// keys, in lease order, filtered by namespace), or all keys; a key
+		// prefix narrows the walk of each index that is ordered by key.
 		var prefix, nsPrefix []byte
 		if q.Namespace != "" {
-			nsPrefix = recordKey(q.Namespace, "")
+			nsPrefix = recordKey(q.Namespace, q.KeyPrefix)
 		}
 		bucket, skip := bucketKeys, 0
 		switch {
+		case q.Owner != "" && q.State != keystore.StateReserved:
+			bucket, skip = bucketOwners, len(q.Owner)+1
+			prefix = ownerIndexKey(q.Owner, nsPrefix)
+		case q.Oldest:
+			bucket, skip = bucketWaiting, 8
 		case stateIndexed(q.State):
 			bucket, skip = bucketState, 1
 			prefix = append([]byte{stateCodes[q.State]}, nsPrefix...)
-		case q.State == keystore.StateReserved:
+		case q.State == keystore.StateReserved && q.KeyPrefix == "":
 			bucket, skip = bucketLeases, 8
 		default:
 			prefix = nsPrefix
@@ -664,7 +700,7 @@ func (s *Store) List(_ context.Context, q keystore.ListQuery) (keystore.Page, er
 			if err != nil {
 				return err
 			}
-			if q.State != "" && r.State != q.State {
+			if q.State != "" && r.State != q.State || q.Owner != "" && r.Owner != q.Owner {
 				continue
 			}
 			if len(page.Items) == q.Limit {

@@ -37,7 +37,12 @@ type diskRecord struct {
 	Note        string
 	History     []diskTransition
 	Fingerprint []byte
-	TokenHash   []byte
+	// TokenHash is the token's hash, followed by its seal when the reserve
+	// carried a request_id (keystore.Record.TokenSeal). One field for both:
+	// fxamacker/cbor refuses to decode an array into a toarray struct with
+	// a different number of fields, so a new field would make every record
+	// written before unreadable.
+	TokenHash []byte
 }
 
 type diskTransition struct {
@@ -50,6 +55,9 @@ type diskTransition struct {
 }
 
 const ownerNone = "\x00"
+
+// tokenHashLen is the length of keystore's token hash (and of a seal).
+const tokenHashLen = 16
 
 var eventCodes = map[string]uint8{keystore.EventReserved: 1, keystore.EventCompleted: 2, keystore.EventFailed: 3, keystore.EventUnknown: 4, keystore.EventLeaseExpired: 5, keystore.EventResolved: 6}
 var eventByCode = map[uint8]string{1: keystore.EventReserved, 2: keystore.EventCompleted, 3: keystore.EventFailed, 4: keystore.EventUnknown, 5: keystore.EventLeaseExpired, 6: keystore.EventResolved}
@@ -144,7 +152,7 @@ func encodeRecord(r *keystore.Record) ([]byte, error) {
 		Retryable: r.Retryable, Via: viaCodes[r.Via], Destination: r.Destination,
 		Created: base, Updated: offset(&r.UpdatedAt, base), Expires: offset(r.ExpiresAt, base),
 		ResolvedBy: r.ResolvedBy, ResolvedAt: offset(r.ResolvedAt, base), Note: r.Note,
-		Fingerprint: r.Fingerprint, TokenHash: r.TokenHash,
+		Fingerprint: r.Fingerprint, TokenHash: append(append([]byte(nil), r.TokenHash...), r.TokenSeal...),
 	}
 	d.History = make([]diskTransition, len(r.History))
 	for i, h := range r.History {
@@ -181,6 +189,9 @@ func decodeRecord(ns, key string, b []byte) (*keystore.Record, error) {
 		Destination: d.Destination, CreatedAt: fromMs(base), UpdatedAt: updatedAt(d.Updated, base),
 		ExpiresAt: fromOffset(d.Expires, base), ResolvedBy: d.ResolvedBy, ResolvedAt: fromOffset(d.ResolvedAt, base),
 		Note: d.Note, Fingerprint: d.Fingerprint, TokenHash: d.TokenHash,
+	}
+	if len(d.TokenHash) == 2*tokenHashLen {
+		r.TokenHash, r.TokenSeal = d.TokenHash[:tokenHashLen], d.TokenHash[tokenHashLen:]
 	}
 	r.History = make([]keystore.Transition, len(d.History))
 	for i, h := range d.History {

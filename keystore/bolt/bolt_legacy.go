@@ -10,6 +10,8 @@ import (
 	"path/filepath"
 
 	bbolt "go.etcd.io/bbolt"
+
+	"github.com/n8n-guard/n8n-guard/internal/durable"
 )
 
 // The log of the previous version, <path>.wal, read once and removed.
@@ -206,7 +208,7 @@ func migrateLegacyLog(db *bbolt.DB, path string, log *slog.Logger) error {
 	if err := os.Remove(logPath); err != nil {
 		return fmt.Errorf("store %s: remove the previous version's log: %w", path, err)
 	}
-	if err := syncDir(filepath.Dir(path)); err != nil {
+	if err := durable.SyncDir(filepath.Dir(path)); err != nil {
 		return fmt.Errorf("store %s: %w", path, err)
 	}
 	log.Info("store: applied and removed the previous version's log", "path", logPath, "records", replayed)

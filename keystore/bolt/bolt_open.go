@@ -6,15 +6,14 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"hash/fnv"
-	"io"
 	"os"
 	"path/filepath"
-	"runtime"
 	"strings"
 
 	bbolt "go.etcd.io/bbolt"
 	berrors "go.etcd.io/bbolt/errors"
+
+	"github.com/n8n-guard/n8n-guard/internal/durable"
 )
 
 // Opening the file. Silence is the worst failure of a store: a file that
@@ -130,62 +129,22 @@ func openBolt(path string, o *bbolt.Options) (db *bbolt.DB, err error) {
 	return db, nil
 }
 
-// bbolt's meta page, as bbolt v1 writes it (little-endian on every
-// platform n8n-guard is built for), after the 16-byte page header.
-const (
-	pageHeaderSize = 16
-	metaMagic      = 0xED0CDAED
-	metaSumOffset  = 56 // the checksum covers the 56 bytes before it
-)
-
-type metaPage struct {
-	pageSize uint32
-	pgid     uint64 // pages in use: the file must hold them all
-	txid     uint64
-}
-
-func readMetaPage(b []byte) (metaPage, bool) {
-	if len(b) < pageHeaderSize+metaSumOffset+8 {
-		return metaPage{}, false
-	}
-	m := b[pageHeaderSize:]
-	le := binary.LittleEndian
-	if le.Uint32(m[0:]) != metaMagic || le.Uint32(m[4:]) != 2 {
-		return metaPage{}, false
-	}
-	h := fnv.New64a()
-	h.Write(m[:metaSumOffset])
-	if h.Sum64() != le.Uint64(m[metaSumOffset:]) {
-		return metaPage{}, false
-	}
-	return metaPage{pageSize: le.Uint32(m[8:]), pgid: le.Uint64(m[40:]), txid: le.Uint64(m[48:])}, true
-}
-
-// checkMeta reads both meta pages: the newest valid one must describe a
-// file no longer than the one on disk.
+// checkMeta reads both meta pages (readMeta, check.go): the newest valid
+// one must describe a file no longer than the one on disk.
 func checkMeta(path string, size int64, opts Options) error {
 	f, err := os.Open(path)
 	if err != nil {
 		return fmt.Errorf("store %s: %w", path, err)
 	}
 	defer f.Close()
-	head := make([]byte, 4096)
-	n, err := io.ReadFull(f, head)
-	if err != nil && !errors.Is(err, io.ErrUnexpectedEOF) {
-		return fmt.Errorf("store %s: %w", path, err)
-	}
-	m0, ok0 := readMetaPage(head[:n])
+	m0, err0 := readMeta(f, 0)
 	pageSize := int64(4096)
-	if ok0 {
+	if err0 == nil {
 		pageSize = int64(m0.pageSize)
 	}
-	second := make([]byte, pageHeaderSize+metaSumOffset+8)
-	n, err = f.ReadAt(second, pageSize)
-	if err != nil && !errors.Is(err, io.EOF) {
-		return fmt.Errorf("store %s: %w", path, err)
-	}
-	m1, ok1 := readMetaPage(second[:n])
-	var m metaPage
+	m1, err1 := readMeta(f, pageSize)
+	ok0, ok1 := err0 == nil, err1 == nil
+	var m bboltMeta
 	switch {
 	case !ok0 && !ok1:
 		return refuse(path, "both of its meta pages are damaged or missing (%d bytes)", size)
@@ -291,7 +250,9 @@ func checkCounts(tx *bbolt.Tx, path string) error {
 // applies a log left by the previous version.
 func prepare(db *bbolt.DB, path, marker string, opts Options) error {
 	var id string
+	consoleIndexes := true // idx/owner exists: the console's indexes are built
 	err := db.Update(func(tx *bbolt.Tx) error {
+		consoleIndexes = tx.Bucket(bucketOwners) != nil || tx.Bucket(bucketKeys) == nil
 		for _, b := range append([][]byte{bucketMeta}, allBuckets...) {
 			if _, err := tx.CreateBucketIfNotExists(b); err != nil {
 				return err
@@ -327,7 +288,17 @@ func prepare(db *bbolt.DB, path, marker string, opts Options) error {
 			return err
 		}
 	}
-	return migrateLegacyLog(db, path, opts.Logger)
+	if err := migrateLegacyLog(db, path, opts.Logger); err != nil {
+		return err
+	}
+	if !consoleIndexes {
+		n, err := backfillConsole(db)
+		if err != nil {
+			return fmt.Errorf("store %s: build the console's indexes: %w", path, err)
+		}
+		opts.Logger.Info("store: built the console's indexes (owner, waiting keys) of a file from an older version", "records", n)
+	}
+	return nil
 }
 
 func readMarker(path string) (string, error) {
@@ -344,38 +315,8 @@ func readMarker(path string) (string, error) {
 // writeMarker writes the marker through a temporary file, so that a crash
 // never leaves half a marker.
 func writeMarker(path, id string) error {
-	tmp := markerPath(path) + ".tmp"
-	if err := os.WriteFile(tmp, []byte(id+"\n"), 0o600); err != nil {
+	if err := durable.Replace(markerPath(path), []byte(id+"\n")); err != nil {
 		return fmt.Errorf("store marker: %w", err)
 	}
-	if err := syncFile(tmp); err != nil {
-		return fmt.Errorf("store marker: %w", err)
-	}
-	if err := os.Rename(tmp, markerPath(path)); err != nil {
-		return fmt.Errorf("store marker: %w", err)
-	}
-	return syncDir(filepath.Dir(path))
-}
-
-func syncFile(path string) error {
-	f, err := os.OpenFile(path, os.O_RDWR, 0)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	return f.Sync()
-}
-
-// syncDir makes a rename or removal in dir durable. Windows cannot sync a
-// folder, and needs not.
-func syncDir(dir string) error {
-	if runtime.GOOS == "windows" {
-		return nil
-	}
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
+	return nil
 }

@@ -87,6 +87,9 @@ func (s *Store) Sweep(ctx context.Context) (keystore.SweepStats, error) {
 		{bucketExpires, s.sweepExpired, &st.Expired},
 		{bucketEvents, s.sweepEvent, &st.Events},
 	}
+	if err := s.foldActivity(); err != nil {
+		return st, s.readErr(err)
+	}
 	for _, p := range passes {
 		for {
 			if err := ctx.Err(); err != nil {
@@ -97,6 +100,7 @@ func (s *Store) Sweep(ctx context.Context) (keystore.SweepStats, error) {
 				return st, s.readErr(err) // nothing of this batch was saved
 			}
 			*p.count += n
+			s.observer().SweepPaused(took)
 			st.LongestTx = max(st.LongestTx, took)
 			if !more {
 				break

@@ -169,15 +169,18 @@ func (s *Store) commitGroup(ops []*writeOp, gather bool) (_ []*writeOp, carry *w
 		// bbolt's free list by a walk of the file (NoFreelistSync), which
 		// is slow on a large file but only ever happens here.
 		_ = tx.Rollback()
+		s.observer().StorageError("apply", err)
 		s.log.Error("store write failed; nothing of it was recorded", "writes", len(ops), "err", err)
 		answer(errNotRecorded)
 		return ops, carry
 	}
+	began := time.Now()
 	if err := s.commit(tx); err != nil {
 		s.stop("commit", err)
 		answer(errOutcomeUnknown)
 		return ops, carry
 	}
+	s.observer().Committed(len(ops), time.Since(began))
 	answer(nil)
 	return ops, carry
 }
@@ -212,6 +215,7 @@ func (s *Store) apply(tx *bbolt.Tx, ops iter.Seq[*writeOp]) (err error) {
 
 // stop records a storage error: writes stop until reopen succeeds.
 func (s *Store) stop(what string, err error) {
+	s.observer().StorageError(what, err)
 	f := &storeFault{err: fmt.Errorf("%s: %w", what, err), since: time.Now()}
 	if s.fault.CompareAndSwap(nil, f) {
 		s.log.Error("store stopped writing after a storage error; answering store_unavailable and retrying", "path", s.path, "err", f.err)

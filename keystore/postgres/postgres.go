@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strconv"
 	"strings"
 	"time"
 
@@ -49,6 +50,7 @@ type Store struct {
 	clock      keystore.Clock // nil: the database's clock
 	log        *slog.Logger
 	sweepBatch int
+	dups       keystore.DuplicateTally // duplicate answers not yet counted in the database
 }
 
 var _ keystore.Store = (*Store)(nil)
@@ -83,6 +85,10 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open postgres store: %w", err)
 	}
+	if err := checkPooler(ctx, pool); err != nil { // pooler.go
+		pool.Close()
+		return nil, fmt.Errorf("open postgres store: %w", err)
+	}
 	if err := migrate.Run(ctx, pool, schema(), opts.Logger); err != nil {
 		pool.Close()
 		return nil, fmt.Errorf("open postgres store: %w", err)
@@ -97,6 +103,11 @@ func (s *Store) Pool() *pgxpool.Pool { return s.pool }
 
 // Close closes the pool; it waits for the connections in use.
 func (s *Store) Close() error {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	if err := s.foldActivity(ctx); err != nil {
+		s.log.Warn("store: the last duplicate counts of the activity chart were not written", "err", err)
+	}
+	cancel()
 	s.pool.Close()
 	return nil
 }
@@ -113,7 +124,7 @@ func (s *Store) Ping(ctx context.Context) error {
 const (
 	pgKeyCols = `state, attempt, owner, lease_expires_at, result_ref, result, reason, message, retryable,
 		via, destination, created_at, updated_at, expires_at, resolved_by, resolved_at, note, history,
-		fingerprint, token_hash`
+		fingerprint, token_hash, token_seal`
 	pgKeyRead       = pgKeyCols + `, version`
 	pgSelectKey     = `SELECT ` + pgKeyRead + ` FROM guard_keys WHERE namespace = $1 AND key = $2`
 	pgBreakerCols   = `state, opened_at, reopens_at, consecutive_failures, paused_reserves, probe_namespace, probe_key, probe_until`
@@ -133,7 +144,7 @@ func scanRecord(row pgx.Row, ns, key string) (*keystore.Record, int64, error) {
 	var version int64
 	err := row.Scan(&state, &attempt, &r.Owner, &r.LeaseExpiresAt, &r.ResultRef, &result, &reason, &r.Message,
 		&r.Retryable, &via, &r.Destination, &r.CreatedAt, &r.UpdatedAt, &r.ExpiresAt, &r.ResolvedBy,
-		&r.ResolvedAt, &r.Note, &history, &r.Fingerprint, &r.TokenHash, &version)
+		&r.ResolvedAt, &r.Note, &history, &r.Fingerprint, &r.TokenHash, &r.TokenSeal, &version)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, 0, nil
 	}
@@ -209,10 +220,11 @@ func queueRecord(b *pgx.Batch, prev *keystore.Record, version int64, next *keyst
 	args := []any{next.Namespace, next.Key, string(next.State), next.Attempt, next.Owner, next.LeaseExpiresAt,
 		next.ResultRef, nullJSON(next.Result), string(next.Reason), next.Message, next.Retryable, string(next.Via),
 		next.Destination, next.CreatedAt, next.UpdatedAt, next.ExpiresAt, next.ResolvedBy, next.ResolvedAt,
-		next.Note, string(history), nullBytes(next.Fingerprint), nullBytes(next.TokenHash)}
+		next.Note, string(history), nullBytes(next.Fingerprint), nullBytes(next.TokenHash), nullBytes(next.TokenSeal)}
 	if prev == nil {
 		b.Queue(`INSERT INTO guard_keys (namespace, key, `+pgKeyCols+`)
-			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22)`, args...)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23)`, args...)
+		queueActivity(b, prev, next)
 		return nil
 	}
 	args = append(args, version)
@@ -220,10 +232,11 @@ func queueRecord(b *pgx.Batch, prev *keystore.Record, version int64, next *keyst
 			UPDATE guard_keys SET state = $3, attempt = $4, owner = $5, lease_expires_at = $6, result_ref = $7,
 				result = $8, reason = $9, message = $10, retryable = $11, via = $12, destination = $13,
 				created_at = $14, updated_at = $15, expires_at = $16, resolved_by = $17, resolved_at = $18,
-				note = $19, history = $20, fingerprint = $21, token_hash = $22, version = version + 1
-			WHERE namespace = $1 AND key = $2 AND version = $23
+				note = $19, history = $20, fingerprint = $21, token_hash = $22, token_seal = $23, version = version + 1
+			WHERE namespace = $1 AND key = $2 AND version = $24
 			RETURNING 1)
 		SELECT guard_expect_row(count(*), 'key') FROM u`, args...)
+	queueActivity(b, prev, next)
 	return nil
 }
 
@@ -585,10 +598,16 @@ func (s *Store) Reserve(ctx context.Context, req keystore.ReserveRequest) (keyst
 		return keystore.Result{}, err
 	}
 	np := s.policies.Namespace(req.Namespace)
-	return s.run(ctx, decision{op: "reserve", ns: req.Namespace, key: req.Key, dest: req.Destination,
+	var at time.Time
+	res, err := s.run(ctx, decision{op: "reserve", ns: req.Namespace, key: req.Key, dest: req.Destination,
 		decide: func(cur *keystore.Record, br *keystore.Breaker, now time.Time) (keystore.Step, error) {
+			at = now
 			return keystore.DecideReserve(cur, br, req, fp, np, now)
 		}})
+	if err == nil && res.Outcome == keystore.OutcomeDuplicate {
+		s.dups.Add(at, 1)
+	}
+	return res, err
 }
 
 // Complete implements Store.
@@ -654,14 +673,24 @@ func (s *Store) List(ctx context.Context, q keystore.ListQuery) (keystore.Page, 
 		return keystore.Page{}, err
 	}
 	var afterNS, afterKey string
+	var afterAt time.Time // oldest first: the cursor starts with updated_at
 	hasCursor := q.Cursor != ""
 	if hasCursor {
 		raw, err := base64.RawURLEncoding.DecodeString(q.Cursor)
 		if err != nil {
 			return keystore.Page{}, keystore.InvalidField("cursor", "cursor", "cursor is not one this server returned")
 		}
+		rest := string(raw)
+		if q.Oldest {
+			at, after, ok := strings.Cut(rest, "\x00")
+			us, perr := strconv.ParseInt(at, 10, 64)
+			if !ok || perr != nil {
+				return keystore.Page{}, keystore.InvalidField("cursor", "cursor", "cursor belongs to another listing")
+			}
+			afterAt, rest = time.UnixMicro(us).UTC(), after
+		}
 		var ok bool
-		if afterNS, afterKey, ok = strings.Cut(string(raw), "\x00"); !ok {
+		if afterNS, afterKey, ok = strings.Cut(rest, "\x00"); !ok {
 			return keystore.Page{}, keystore.InvalidField("cursor", "cursor", "cursor is not one this server returned")
 		}
 		if q.Namespace != "" && afterNS != q.Namespace {
@@ -680,10 +709,25 @@ func (s *Store) List(ctx context.Context, q keystore.ListQuery) (keystore.Page, 
 	if q.Namespace != "" {
 		sql += ` AND namespace = ` + arg(q.Namespace)
 	}
-	if hasCursor {
+	if q.KeyPrefix != "" {
+		sql += ` AND key LIKE ` + arg(likePrefix(q.KeyPrefix))
+	}
+	if q.Owner != "" {
+		sql += ` AND owner = ` + arg(q.Owner)
+		if q.State != keystore.StateReserved {
+			sql += ` AND owner <> '' AND state IN ('failed', 'unknown')` // the owner index's rows
+		}
+	}
+	order := `namespace, key`
+	if q.Oldest {
+		order = `updated_at, namespace, key`
+	}
+	if hasCursor && q.Oldest {
+		sql += fmt.Sprintf(` AND (updated_at, namespace, key) > (%s, %s, %s)`, arg(afterAt), arg(afterNS), arg(afterKey))
+	} else if hasCursor {
 		sql += fmt.Sprintf(` AND (namespace, key) > (%s, %s)`, arg(afterNS), arg(afterKey))
 	}
-	sql += ` ORDER BY namespace, key LIMIT ` + arg(q.Limit+1)
+	sql += ` ORDER BY ` + order + ` LIMIT ` + arg(q.Limit+1)
 	rows, err := s.pool.Query(ctx, sql, args...)
 	if err != nil {
 		return keystore.Page{}, s.dbErr("list", err)
@@ -693,7 +737,11 @@ func (s *Store) List(ctx context.Context, q keystore.ListQuery) (keystore.Page, 
 	for rows.Next() {
 		if len(page.Items) == q.Limit {
 			last := page.Items[len(page.Items)-1]
-			page.NextCursor = base64.RawURLEncoding.EncodeToString([]byte(last.Namespace + "\x00" + last.Key))
+			cursor := last.Namespace + "\x00" + last.Key
+			if q.Oldest {
+				cursor = strconv.FormatInt(last.UpdatedAt.UnixMicro(), 10) + "\x00" + cursor
+			}
+			page.NextCursor = base64.RawURLEncoding.EncodeToString([]byte(cursor))
 			break
 		}
 		var ns, key string
@@ -719,4 +767,10 @@ type prefixRow struct {
 
 func (p prefixRow) Scan(dest ...any) error {
 	return p.row.Scan(append(p.prefix, dest...)...)
+}
+
+// likePrefix is a LIKE pattern matching strings that begin with p: its
+// wildcards and the escape character are escaped.
+func likePrefix(p string) string {
+	return strings.NewReplacer(`\`, `\\`, `%`, `\%`, `_`, `\_`).Replace(p) + "%"
 }

@@ -23,10 +23,10 @@ func (s *Store) now(ctx context.Context, q interface {
 	return now.UTC().Truncate(time.Millisecond), nil
 }
 
-// Counts implements Store. It counts rows; on a table of millions this is
-// a scan of the primary key, fine for a metrics scrape now and then.
+// Counts implements Store: the sums of guard_counts, which every write
+// keeps (a million keys are not counted row by row).
 func (s *Store) Counts(ctx context.Context) (map[string]map[keystore.State]int, error) {
-	rows, err := s.pool.Query(ctx, `SELECT namespace, state, count(*) FROM guard_keys GROUP BY namespace, state`)
+	rows, err := s.pool.Query(ctx, `SELECT namespace, state, sum(n) FROM guard_counts GROUP BY namespace, state HAVING sum(n) <> 0`)
 	if err != nil {
 		return nil, s.dbErr("counts", err)
 	}
@@ -119,6 +119,9 @@ func (s *Store) Sweep(ctx context.Context) (keystore.SweepStats, error) {
 		{s.sweepLeases, &st.LeasesExpired},
 		{s.sweepExpired, &st.Expired},
 		{s.sweepEvents, &st.Events},
+	}
+	if err := s.foldActivity(ctx); err != nil {
+		return st, s.dbErr("sweep", err)
 	}
 	for _, p := range passes {
 		for {
@@ -216,15 +219,22 @@ func (s *Store) sweepExpired(ctx context.Context) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	tag, err := s.pool.Exec(ctx, `WITH due AS (
+	// The deleted keys leave guard_counts in the same statement (on shard
+	// 0: a count is the sum of its shards).
+	var n int
+	err = s.pool.QueryRow(ctx, `WITH due AS (
 			SELECT namespace, key FROM guard_keys
 			WHERE expires_at <= $1 AND state IN ('completed', 'failed')
-			ORDER BY expires_at LIMIT $2 FOR UPDATE SKIP LOCKED)
-		DELETE FROM guard_keys k USING due WHERE k.namespace = due.namespace AND k.key = due.key`, now, s.sweepBatch)
-	if err != nil {
-		return 0, err
-	}
-	return int(tag.RowsAffected()), nil
+			ORDER BY expires_at LIMIT $2 FOR UPDATE SKIP LOCKED),
+		gone AS (
+			DELETE FROM guard_keys k USING due WHERE k.namespace = due.namespace AND k.key = due.key
+			RETURNING k.namespace, k.state),
+		counted AS (
+			INSERT INTO guard_counts (namespace, state, shard, n)
+			SELECT namespace, state, 0, -count(*) FROM gone GROUP BY namespace, state ORDER BY state
+			ON CONFLICT (namespace, state, shard) DO UPDATE SET n = guard_counts.n + EXCLUDED.n)
+		SELECT count(*) FROM gone`, now, s.sweepBatch).Scan(&n)
+	return n, err
 }
 
 // sweepEvents deletes events older than EventRetention.

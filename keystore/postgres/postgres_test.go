@@ -2,6 +2,7 @@ package postgres_test
 
 import (
 	"context"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -17,18 +18,42 @@ import (
 // cluster (pgtest.URL: a loud skip without server binaries, a failure
 // under CI=true).
 func TestPostgres(t *testing.T) {
-	pg := &pgEnv{base: pgtest.URL(t, "the PostgreSQL store tests")}
+	base := pgtest.URL(t, "the PostgreSQL store tests")
+	pg := &pgEnv{fresh: func(t *testing.T) string { return pgtest.FreshSchema(t, base) }}
+	pg.run(t)
+}
+
+// The same tests through PgBouncer 1.18 in transaction pooling mode,
+// where every transaction may run on another server connection: no
+// prepared statement, session lock or setting may be assumed to survive
+// it. Each test gets a database of its own (PgBouncer does not pass a
+// search_path on), reached with default_query_exec_mode=exec.
+func TestPostgresThroughPgBouncer(t *testing.T) {
+	base := pgtest.URL(t, "the PostgreSQL store tests through PgBouncer")
+	via := pgtest.BouncerURL(t, base, "the PostgreSQL store tests through PgBouncer")
+	pg := &pgEnv{fresh: func(t *testing.T) string { return pgtest.FreshDatabase(t, base, via) }}
+	pg.run(t)
+	t.Run("prepared statements refused at start", func(t *testing.T) {
+		u := strings.Replace(pg.fresh(t), "default_query_exec_mode=exec", "default_query_exec_mode=cache_statement", 1)
+		_, err := postgres.Open(context.Background(), u, postgres.Options{})
+		if err == nil || !strings.Contains(err.Error(), "pooler in transaction mode") || !strings.Contains(err.Error(), "default_query_exec_mode=exec") {
+			t.Fatalf("open through PgBouncer with prepared statements: %v", err)
+		}
+	})
+}
+
+func (pg *pgEnv) run(t *testing.T) {
 	t.Run("conformance", func(t *testing.T) { storetest.Run(t, pg.newStore) })
 	t.Run("two processes", pg.testTwoProcesses)
 	t.Run("database clock", pg.testDatabaseClock)
 	t.Run("migrations", pg.testMigrations)
 }
 
-// pgEnv is the database the PostgreSQL tests share; each test gets a
-// fresh schema of its own on it.
-type pgEnv struct{ base string }
+// pgEnv is the server the PostgreSQL tests share; fresh gives each test
+// an empty schema or database of its own on it.
+type pgEnv struct{ fresh func(t *testing.T) string }
 
-func (pg *pgEnv) freshSchema(t *testing.T) string { return pgtest.FreshSchema(t, pg.base) }
+func (pg *pgEnv) freshSchema(t *testing.T) string { return pg.fresh(t) }
 
 func openPostgres(t *testing.T, url string, opts postgres.Options) *postgres.Store {
 	t.Helper()
@@ -105,8 +130,9 @@ func (pg *pgEnv) testMigrations(t *testing.T) {
 	}
 	s := openPostgres(t, u, postgres.Options{})
 	var n int
-	if err := s.Pool().QueryRow(ctx, "SELECT count(*) FROM guard_schema_migrations").Scan(&n); err != nil || n != 1 {
-		t.Fatalf("migrations recorded: %d %v", n, err)
+	files, _ := filepath.Glob("migrations/*.sql")
+	if err := s.Pool().QueryRow(ctx, "SELECT count(*) FROM guard_schema_migrations").Scan(&n); err != nil || n != len(files) || n == 0 {
+		t.Fatalf("migrations recorded: %d %v, want %d", n, err, len(files))
 	}
 	if _, err := s.Pool().Exec(ctx, "INSERT INTO guard_schema_migrations (version, name) VALUES (99, 'future')"); err != nil {
 		t.Fatal(err)

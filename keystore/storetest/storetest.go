@@ -171,4 +171,6 @@ func Run(t *testing.T, newStore New) {
 	t.Run("restart", func(t *testing.T) { runRestart(t, newStore) })
 	t.Run("clock steps back", func(t *testing.T) { runClockStepsBack(t, newStore) })
 	t.Run("edge cases", func(t *testing.T) { runEdgeCases(t, newStore) })
+	t.Run("repeated requests", func(t *testing.T) { runRepeats(t, newStore) })
+	t.Run("console", func(t *testing.T) { runConsole(t, newStore) })
 }

@@ -2,6 +2,7 @@ import type {
 	IAuthenticateGeneric,
 	ICredentialTestRequest,
 	ICredentialType,
+	Icon,
 	INodeProperties,
 } from 'n8n-workflow';
 
@@ -9,6 +10,8 @@ export class N8nGuardApi implements ICredentialType {
 	name = 'n8nGuardApi';
 
 	displayName = 'N8n Guard API';
+
+	icon: Icon = { light: 'file:../icons/n8nGuard.svg', dark: 'file:../icons/n8nGuard.dark.svg' };
 
 	documentationUrl = 'https://github.com/n8n-guard/n8n-guard/tree/main/n8n-nodes#credential';
 

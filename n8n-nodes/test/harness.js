@@ -11,10 +11,25 @@
 
 const { spawn, execFileSync } = require('node:child_process');
 const fs = require('node:fs');
+const Module = require('node:module');
 const net = require('node:net');
 const os = require('node:os');
 const path = require('node:path');
 const crypto = require('node:crypto');
+
+// Which n8n-workflow the node runs with: the top-level one (what n8n 2.41.1
+// bundles) or, with N8N_WORKFLOW_PACKAGE=n8n-workflow-1, the copy of n8n
+// 1.113.3. The node's own require('n8n-workflow') is pointed at the same copy,
+// as n8n lends a community node its own.
+const workflowPackage = process.env.N8N_WORKFLOW_PACKAGE || 'n8n-workflow';
+if (workflowPackage !== 'n8n-workflow') {
+	const target = require.resolve(workflowPackage);
+	const resolveFilename = Module._resolveFilename;
+	Module._resolveFilename = function (request, ...rest) {
+		return request === 'n8n-workflow' ? target : resolveFilename.call(this, request, ...rest);
+	};
+}
+const n8nWorkflowVersion = require(path.join(path.dirname(require.resolve(`${workflowPackage}/package.json`)), 'package.json')).version;
 
 const axios = require('axios');
 const { NodeApiError, NodeHelpers, Workflow, WorkflowDataProxy } = require('n8n-workflow');
@@ -26,7 +41,18 @@ if (!fs.existsSync(path.join(dist, 'nodes', 'N8nGuard', 'N8nGuard.node.js'))) {
 const { N8nGuard } = require(path.join(dist, 'nodes', 'N8nGuard', 'N8nGuard.node.js'));
 const { N8nGuardApi } = require(path.join(dist, 'credentials', 'N8nGuardApi.credentials.js'));
 
+// The node must run with the n8n-workflow under test, not another copy.
+{
+	const expected = path.dirname(require.resolve(`${workflowPackage}/package.json`));
+	const loaded = Object.keys(require.cache).filter((f) => f.includes(`${path.sep}n8n-workflow`));
+	const stray = loaded.filter((f) => !f.startsWith(expected + path.sep));
+	if (stray.length > 0) throw new Error(`the node loaded another n8n-workflow than ${expected}: ${stray[0]}`);
+}
+
 const GUARD_TYPE = 'CUSTOM.n8nGuard';
+// n8n offers a node with usableAsTool to AI agents under its name plus "Tool".
+const GUARD_TOOL_TYPE = `${GUARD_TYPE}Tool`;
+const isGuard = (type) => type === GUARD_TYPE || type === GUARD_TOOL_TYPE;
 const guardNode = new N8nGuard();
 const guardCredential = new N8nGuardApi();
 
@@ -113,8 +139,12 @@ function freePort() {
 // ---------------------------------------------------------------------------
 // n8n's request helpers, as n8n-core implements them, over real HTTP
 
+// Every request the node sent, in order: { method, url, body }.
+const sent = [];
+
 /** n8n-core's httpRequest: IHttpRequestOptions -> axios. */
 async function httpRequest(options) {
+	sent.push({ method: options.method || 'GET', url: options.url, body: options.body });
 	const config = {
 		method: options.method || 'GET',
 		url: options.url,
@@ -179,7 +209,7 @@ const passThrough = {
 };
 
 function nodeTypes() {
-	const byType = (type) => (type === GUARD_TYPE ? guardNode : passThrough);
+	const byType = (type) => (isGuard(type) ? guardNode : passThrough);
 	return {
 		getByName: byType,
 		getByNameAndVersion: byType,
@@ -189,14 +219,15 @@ function nodeTypes() {
 
 /**
  * Builds a workflow from a compact definition:
- *   nodes: { Name: { guard: {parameters} } | { fn: async (items) => items } , onError? }
+ *   nodes: { Name: { guard: {parameters}, tool? } | { fn: async (items) => items } , onError? }
+ *   (tool: the node as n8n runs it for an AI agent, type CUSTOM.n8nGuardTool)
  *   connections: [['From', outputIndex, 'To'], ...]
  */
 function defineWorkflow({ nodes, connections = [] }) {
 	const list = Object.entries(nodes).map(([name, def], i) => ({
 		id: String(i + 1),
 		name,
-		type: def.guard ? GUARD_TYPE : 'test.fn',
+		type: def.guard ? (def.tool ? GUARD_TOOL_TYPE : GUARD_TYPE) : 'test.fn',
 		typeVersion: 1,
 		position: [i * 200, 0],
 		parameters: def.guard || {},
@@ -215,7 +246,11 @@ function defineWorkflow({ nodes, connections = [] }) {
  * Runs one execution of a defined workflow, starting at `start` with `items`
  * (plain json objects). Returns { runData, outputs(name) }.
  */
-async function runWorkflow(definition, { start, items, credentials, executionId = String(Date.now()) }) {
+// Execution ids must never repeat within a run: the node sends them to the
+// guard as part of request_id, which tells a repeat from a copy.
+let executions = 0;
+
+async function runWorkflow(definition, { start, items, credentials, executionId = `${process.pid}-${++executions}` }) {
 	const workflow = new Workflow({
 		id: 'wf-test',
 		name: 'n8n-guard node test',
@@ -239,7 +274,7 @@ async function runWorkflow(definition, { start, items, credentials, executionId 
 		const node = workflow.getNode(name);
 		const executeData = { node, data: { main: [input] }, source: source ? { main: [source] } : null };
 		let outputs;
-		if (node.type === GUARD_TYPE) {
+		if (isGuard(node.type)) {
 			const ctx = executeContext({ workflow, node, input, executeData, runExecutionData, additionalKeys, credentials });
 			outputs = await guardNode.execute.call(ctx);
 		} else {
@@ -333,4 +368,4 @@ function guardOutputs(parameters) {
 	return NodeHelpers.getNodeOutputs(workflow, workflow.getNode('Guard'), guardNode.description);
 }
 
-module.exports = { startGuard, defineWorkflow, runWorkflow, testCredential, guardOutputs, guardNode };
+module.exports = { n8nWorkflowVersion, sent, startGuard, defineWorkflow, runWorkflow, testCredential, guardOutputs, guardNode };

@@ -18,7 +18,7 @@ export class N8nGuard implements INodeType {
 	description: INodeTypeDescription = {
 		displayName: 'N8n Guard',
 		name: 'n8nGuard',
-		icon: 'file:n8nGuard.svg',
+		icon: { light: 'file:../../icons/n8nGuard.svg', dark: 'file:../../icons/n8nGuard.dark.svg' },
 		group: ['transform'],
 		version: 1,
 		subtitle: '={{$parameter["operation"]}}',
@@ -27,6 +27,9 @@ export class N8nGuard implements INodeType {
 		defaults: {
 			name: 'n8n-guard',
 		},
+		// As an AI tool only the first output reaches the agent, so there the
+		// node answers on one output (see execute).
+		usableAsTool: true,
 		inputs: [NodeConnectionTypes.Main],
 		outputs: OUTPUTS,
 		credentials: [
@@ -45,14 +48,19 @@ export class N8nGuard implements INodeType {
 		if (run === undefined) {
 			throw new NodeOperationError(this.getNode(), `Unknown operation "${String(operation)}"`);
 		}
-		const outputs: INodeExecutionData[][] = operation === 'reserve' ? [[], [], []] : [[]];
+		// n8n hands an AI agent only the first output of a tool: routed there, an
+		// Already Done or Blocked answer would vanish and the agent would hear
+		// nothing. As a tool every answer goes out on one output with its
+		// `outcome` and `proceed`.
+		const routed = operation === 'reserve' && !isTool(this.getNode().type);
+		const outputs: INodeExecutionData[][] = routed ? [[], [], []] : [[]];
 		// Items that failed under "Continue On Fail" must never look like a go-ahead.
-		const errorOutput = operation === 'reserve' ? ReserveOutput.Blocked : 0;
+		const errorOutput = routed ? ReserveOutput.Blocked : 0;
 
 		for (let i = 0; i < items.length; i++) {
 			try {
 				const answer = await run.call(this, i, items[i]);
-				const output = operation === 'reserve' ? reserveOutput(answer) : 0;
+				const output = routed ? reserveOutput(answer) : 0;
 				const item: INodeExecutionData = { json: successJson(answer), pairedItem: { item: i } };
 				if (items[i].binary !== undefined) item.binary = items[i].binary;
 				outputs[output].push(item);
@@ -69,6 +77,11 @@ export class N8nGuard implements INodeType {
 		}
 		return outputs;
 	}
+}
+
+/** n8n runs a node offered to an AI agent under the type name plus "Tool". */
+function isTool(type: string): boolean {
+	return type.endsWith('Tool');
 }
 
 /**

@@ -8,6 +8,9 @@ import { guardRequest, isObject } from './transport';
 // How often a reserve that met in_progress asks again while it may wait.
 const IN_PROGRESS_POLL_MS = 500;
 
+// The guard's limit for request_id (issue 15).
+const REQUEST_ID_MAX = 128;
+
 /** The outputs of the Reserve operation, in the order of the node's outputs. */
 export const enum ReserveOutput {
 	Proceed = 0,
@@ -36,6 +39,8 @@ export const operations: Record<Operation, Run> = {
 		};
 		const owner = text(this.getNodeParameter('owner', itemIndex, ''));
 		if (owner !== '') body.owner = owner;
+		const requestId = reserveRequestId.call(this, itemIndex);
+		if (requestId !== '') body.request_id = requestId;
 		if (options.leaseSeconds !== undefined) body.lease_seconds = Math.round(Number(options.leaseSeconds));
 		if (options.payload !== undefined) {
 			body.payload = parseJson.call(this, options.payload, 'Payload', itemIndex) as IDataObject;
@@ -110,6 +115,37 @@ export const operations: Record<Operation, Run> = {
 		return await guardRequest.call(this, itemIndex, 'POST', '/v1/resolve', { body });
 	},
 };
+
+/**
+ * The identity of this reserve attempt: n8n's execution id and the node's
+ * name, plus the node's run and the item, so that only a repeat of the same
+ * request (n8n's Retry On Fail re-running the node, a resent request after a
+ * lost answer) is answered as a repeat — never a second item with the same key
+ * in one execution, nor the same key met again in a later loop round. Without
+ * an execution id there is nothing that tells attempts apart, so none is sent.
+ */
+export function reserveRequestId(this: IExecuteFunctions, itemIndex: number): string {
+	const executionId = text(this.getExecutionId());
+	if (executionId === '') return '';
+	const runIndex = Number(this.getWorkflowDataProxy(itemIndex).$runIndex) || 0;
+	const name = this.getNode().name;
+	const fixed = `${executionId}::${runIndex}:${itemIndex}`;
+	const room = REQUEST_ID_MAX - fixed.length;
+	// A long node name is cut and marked with a hash of the whole name, so
+	// two long names that share a beginning still differ.
+	const label = name.length <= room ? name : `${name.slice(0, Math.max(0, room - 9))}~${fnv1a(name)}`;
+	return `${executionId}:${label}:${runIndex}:${itemIndex}`.slice(0, REQUEST_ID_MAX);
+}
+
+/** 32-bit FNV-1a as 8 hex digits: a short, stable tag, not a secret. */
+function fnv1a(value: string): string {
+	let hash = 0x811c9dc5;
+	for (let i = 0; i < value.length; i++) {
+		hash ^= value.charCodeAt(i);
+		hash = Math.imul(hash, 0x01000193) >>> 0;
+	}
+	return hash.toString(16).padStart(8, '0');
+}
 
 /**
  * namespace, key and token for complete/fail: what the user typed, and for

@@ -1,0 +1,151 @@
+package api
+
+import (
+	"bytes"
+	"io"
+	"log/slog"
+	"net"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/valyala/fasthttp"
+
+	"github.com/n8n-guard/n8n-guard/keystore"
+)
+
+// DefaultMaxConnections caps open client connections. Each costs about
+// 20 KiB while idle or slow (goroutine, read and write buffers); bodies
+// are bounded separately (headerReceived). 4096 keeps a flood of slow
+// clients far below 256 MiB and leaves room for the real ones.
+const DefaultMaxConnections = 4096
+
+// unauthBodyLimit is the most the server reads of a /v1 request whose
+// token is not valid: enough that a small request with a wrong token gets
+// its 401 on a connection that stays usable, too little to cost memory.
+const unauthBodyLimit = 4 << 10
+
+// lingerTimeout and lingerBytes bound what a closing connection still
+// reads (see lingerClose).
+const (
+	lingerTimeout = 2 * time.Second
+	lingerBytes   = 1 << 20
+)
+
+// headerReceived decides, once a request's header is read and before any
+// of its body is, how much body the server will read: none beyond
+// unauthBodyLimit on /v1 without a valid token, else the body limit. A
+// Content-Length over the limit is refused there and then (413, or 401
+// without a token: see the app's ErrorHandler); the body is never read.
+func (s *Server) headerReceived(h *fasthttp.RequestHeader) fasthttp.RequestConfig {
+	path, _, _ := bytes.Cut(h.RequestURI(), []byte("?"))
+	if !s.needsToken(string(path)) {
+		return fasthttp.RequestConfig{}
+	}
+	if _, ok := s.tokens.find(string(h.Peek(fasthttp.HeaderAuthorization))); !ok {
+		return fasthttp.RequestConfig{MaxRequestBodySize: unauthBodyLimit}
+	}
+	return fasthttp.RequestConfig{}
+}
+
+// needsToken tells whether a request to path must carry a bearer token:
+// every /v1 path but those registered open.
+func (s *Server) needsToken(path string) bool {
+	return strings.HasPrefix(path, "/v1/") && !s.openPaths[path]
+}
+
+// connLimit is a listener that holds at most max connections open. One
+// over the cap is answered 503 overloaded at once and closed; the refusal
+// is counted, and logged at most once a minute.
+type connLimit struct {
+	net.Listener
+	slots   chan struct{}
+	metrics *metrics
+	log     *slog.Logger
+	refusal []byte
+
+	mu         sync.Mutex
+	lastLog    time.Time
+	sinceLog   int
+	maxAllowed int
+}
+
+func newConnLimit(ln net.Listener, max int, m *metrics, log *slog.Logger) *connLimit {
+	body := []byte(`{"type":"` + ProblemTypeBase + string(keystore.EOverloaded) + `","title":"` + titleOf(keystore.EOverloaded) +
+		`","status":503,"detail":"the server has reached its connection limit; retry shortly","code":"` + string(keystore.EOverloaded) + `"}`)
+	head := "HTTP/1.1 503 Service Unavailable\r\nContent-Type: " + ContentTypeProblem +
+		"\r\nRetry-After: 1\r\nConnection: close\r\nContent-Length: " + strconv.Itoa(len(body)) + "\r\n\r\n"
+	return &connLimit{Listener: ln, slots: make(chan struct{}, max), metrics: m, log: log,
+		refusal: append([]byte(head), body...), maxAllowed: max}
+}
+
+func (l *connLimit) Accept() (net.Conn, error) {
+	for {
+		c, err := l.Listener.Accept()
+		if err != nil {
+			return nil, err
+		}
+		select {
+		case l.slots <- struct{}{}:
+			l.metrics.openConns.Inc()
+			return &limitedConn{Conn: c, release: l.release}, nil
+		default:
+			l.refuse(c)
+		}
+	}
+}
+
+func (l *connLimit) release() {
+	l.metrics.openConns.Dec()
+	<-l.slots
+}
+
+// refuse answers a connection over the cap without reading its request.
+// The write cannot block the accept loop: a fresh socket's send buffer
+// holds the few hundred bytes.
+func (l *connLimit) refuse(c net.Conn) {
+	l.metrics.connsRefused.Inc()
+	c.SetWriteDeadline(time.Now().Add(100 * time.Millisecond))
+	c.Write(l.refusal)
+	c.Close()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.sinceLog++
+	if time.Since(l.lastLog) >= time.Minute {
+		l.log.Warn("connections refused: the connection cap is reached (see max connections)",
+			"max_connections", l.maxAllowed, "refused_since_last_log", l.sinceLog)
+		l.lastLog, l.sinceLog = time.Now(), 0
+	}
+}
+
+// limitedConn gives its slot back once, when it is really closed.
+type limitedConn struct {
+	net.Conn
+	release func()
+	once    sync.Once
+}
+
+func (c *limitedConn) Close() error {
+	c.once.Do(func() { go c.lingerClose() })
+	return nil
+}
+
+// lingerClose closes like a careful web server: it first ends its own
+// side (the answer is already written), then reads and drops what the
+// client still sends, for a bounded time and amount, and only then
+// closes. Closing with unread bytes in the socket makes the kernel reset
+// the connection, and the reset can destroy an answer (a 413 refused from
+// Content-Length, a 401, a 408) before the client has read it. The slot
+// stays taken until the end, so lingering connections count against the
+// cap too.
+func (c *limitedConn) lingerClose() {
+	defer c.release()
+	if cw, ok := c.Conn.(interface{ CloseWrite() error }); ok && cw.CloseWrite() == nil {
+		if c.Conn.SetReadDeadline(time.Now().Add(lingerTimeout)) == nil {
+			// EOF (the client closed), the deadline or the limit: all end it.
+			io.CopyN(io.Discard, c.Conn, lingerBytes)
+		}
+	}
+	c.Conn.Close()
+}

@@ -1,0 +1,51 @@
+package api
+
+import (
+	"strings"
+
+	"github.com/n8n-guard/n8n-guard/api/console"
+	"github.com/n8n-guard/n8n-guard/keystore"
+)
+
+// mountConsole serves the operator console under /ui (api/console). Its
+// pages sign in with the same tokens as /v1 and share the error table.
+func (s *Server) mountConsole() error {
+	var notes console.Notifications
+	if s.notes != nil {
+		notes = s.notes
+	}
+	ui, err := console.New(console.Config{
+		Store:         s.store,
+		Notifications: notes,
+		SignIn:        s.consolePrincipal,
+		StatusOf:      statusOf,
+		Logger:        s.log.With("part", "console"),
+	})
+	if err != nil {
+		return err
+	}
+	ui.Mount(s.app)
+	return nil
+}
+
+// consolePrincipal checks a token typed into the console's sign-in form
+// against the same token set as /v1, in constant time. The console lists
+// keys, so it needs the list scope (read and admin roles; a reserve token,
+// a team's n8n, may not sign in); it may act with the admin scope, within
+// the token's namespaces.
+func (s *Server) consolePrincipal(token string) (console.Principal, error) {
+	p, ok := s.tokens.find("Bearer " + strings.TrimSpace(token))
+	if !ok {
+		return console.Principal{}, keystore.Errorf(keystore.EUnauthorized, "that token is not valid")
+	}
+	if !p.Allows(ScopeList) {
+		s.metrics.refused(p.Name, "scope")
+		return console.Principal{}, keystore.Errorf(keystore.EForbidden,
+			"token %s (role %s) may not use the console: sign in with a read or admin token", p.Name, p.Role)
+	}
+	return console.Principal{Name: p.Name, CanAct: p.Allows(ScopeAdmin), Namespaces: p.Namespaces}, nil
+}
+
+// StatusOf is the HTTP status of an error code: the one table, for pages
+// that render errors themselves (the console's tests mount it alone).
+func StatusOf(code keystore.Code) int { return statusOf(code) }

@@ -1,0 +1,299 @@
+package console
+
+import (
+	"context"
+	"crypto/subtle"
+	"embed"
+	"errors"
+	"fmt"
+	"html/template"
+	"io/fs"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"runtime/debug"
+	"strings"
+	"time"
+
+	"github.com/gofiber/fiber/v2"
+
+	"github.com/n8n-guard/n8n-guard/keystore"
+	"github.com/n8n-guard/n8n-guard/notify"
+)
+
+// Prefix is where the console is served.
+const Prefix = "/ui"
+
+//go:embed templates/*.html
+var templateFiles embed.FS
+
+//go:embed static
+var staticFiles embed.FS
+
+// Store is what the console reads and changes in the keystore.
+type Store interface {
+	Lookup(ctx context.Context, namespace, key string) (keystore.Result, error)
+	List(ctx context.Context, q keystore.ListQuery) (keystore.Page, error)
+	Counts(ctx context.Context) (map[string]map[keystore.State]int, error)
+	Destinations(ctx context.Context) ([]keystore.Breaker, error)
+	Resolve(ctx context.Context, req keystore.ResolveRequest) (keystore.Result, error)
+	ResetBreaker(ctx context.Context, destination, by string) (keystore.Breaker, error)
+	Activity(ctx context.Context, since time.Time) ([]keystore.HourActivity, error)
+}
+
+// Notifications is the part of the notification outbox the console shows.
+type Notifications interface {
+	List(ctx context.Context, q notify.ListQuery) (notify.Page, error)
+}
+
+// Resender re-sends a dead notification (notify.Service.Resend, which
+// helper "slack" is adding). Until the outbox offers it, the console shows
+// dead notifications and why they failed, but no re-send button.
+type Resender interface {
+	Resend(ctx context.Context, id string) (notify.Notification, error)
+}
+
+// Principal is who a session acts for, as the API token's scope says.
+type Principal struct {
+	Name string // the token's name, shown in the page and the history
+	// CanAct: the role may resolve keys, reset breakers and re-send
+	// notifications. A read role sees but cannot act.
+	CanAct bool
+	// Namespaces the token is limited to; empty: all.
+	Namespaces []string
+}
+
+// sees reports whether p may see keys of namespace ns.
+func (p Principal) sees(ns string) bool {
+	if len(p.Namespaces) == 0 {
+		return true
+	}
+	for _, n := range p.Namespaces {
+		if n == ns {
+			return true
+		}
+	}
+	return false
+}
+
+// Config is what the console needs; api fills it.
+type Config struct {
+	Store         Store
+	Notifications Notifications // nil: notifications are not configured
+	// SignIn checks an API token and says whose it is; an error (with the
+	// code unauthorized or forbidden) for a token that may not sign in. It
+	// must compare in constant time.
+	SignIn func(token string) (Principal, error)
+	// StatusOf maps an error code to its HTTP status: api's one table.
+	StatusOf   func(keystore.Code) int
+	Logger     *slog.Logger
+	Clock      func() time.Time
+	SessionTTL time.Duration // default 12h
+	// MaxSessions bounds the sessions kept at once (default 10,000); the
+	// oldest is ended to make room, with a log line.
+	MaxSessions int
+}
+
+// Console serves the pages.
+type Console struct {
+	store    Store
+	notes    Notifications
+	signIn   func(string) (Principal, error)
+	statusOf func(keystore.Code) int
+	log      *slog.Logger
+	now      func() time.Time
+	sessions *sessions
+	pages    map[string]*template.Template
+	static   fs.FS
+}
+
+// New checks cfg and parses the templates.
+func New(cfg Config) (*Console, error) {
+	if cfg.Store == nil || cfg.SignIn == nil || cfg.StatusOf == nil {
+		return nil, errors.New("console: store, sign-in and status table are required")
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = time.Now
+	}
+	if cfg.SessionTTL <= 0 {
+		cfg.SessionTTL = 12 * time.Hour
+	}
+	if cfg.MaxSessions <= 0 {
+		cfg.MaxSessions = 10000
+	}
+	ui := &Console{
+		store:    cfg.Store,
+		notes:    cfg.Notifications,
+		signIn:   cfg.SignIn,
+		statusOf: cfg.StatusOf,
+		log:      cfg.Logger,
+		now:      cfg.Clock,
+		sessions: newSessions(cfg.SessionTTL, cfg.MaxSessions, cfg.Logger),
+	}
+	var err error
+	if ui.pages, err = parsePages(templateFuncs(ui.now)); err != nil {
+		return nil, err
+	}
+	if ui.static, err = fs.Sub(staticFiles, "static"); err != nil {
+		return nil, err
+	}
+	return ui, nil
+}
+
+// Mount registers the console's routes on app, under Prefix.
+func (ui *Console) Mount(app *fiber.App) {
+	get, post := fiber.MethodGet, fiber.MethodPost
+	ui.route(app, get, "", anyone, ui.overview)
+	ui.route(app, get, "/signin", signedOut, ui.signInPage)
+	ui.route(app, post, "/signin", signedOut, ui.signInSubmit)
+	ui.route(app, post, "/signout", anyone, ui.signOut)
+	ui.route(app, get, "/keys", anyone, ui.search)
+	ui.route(app, get, "/key", anyone, ui.keyPage)
+	ui.route(app, post, "/key/resolve", actor, ui.resolve)
+	ui.route(app, get, "/breakers", anyone, ui.breakers)
+	ui.route(app, post, "/breakers/reset", actor, ui.resetBreaker)
+	ui.route(app, get, "/notifications", anyone, ui.notifications)
+	ui.route(app, post, "/notifications/resend", actor, ui.resend)
+	app.Get(Prefix+"/static/:file", ui.asset)
+}
+
+// access says who may use a route.
+type access int
+
+const (
+	signedOut access = iota // the sign-in page itself
+	anyone                  // any signed-in session
+	actor                   // a session whose role may act
+)
+
+// handler is a page or action; sess is nil only on signedOut routes.
+type handler func(c *fiber.Ctx, sess *session) error
+
+// route wraps every page the same way: security headers, panic recovery,
+// the session check, CSRF on every POST, the role check on actions, and
+// errors rendered as a page.
+func (ui *Console) route(app *fiber.App, method, path string, who access, h handler) {
+	app.Add(method, Prefix+path, func(c *fiber.Ctx) (err error) {
+		defer func() {
+			if p := recover(); p != nil {
+				ui.log.Error("panic in console page", "path", path, "panic", p, "stack", string(debug.Stack()))
+				err = ui.renderError(c, nil, fmt.Errorf("panic: %v", p))
+			}
+		}()
+		securityHeaders(c)
+		sess := ui.sessions.get(c.Cookies(cookieName(c)), ui.now())
+		if err := ui.admit(c, method, who, sess); err != nil {
+			if sess == nil && method == fiber.MethodGet && keystore.ErrorCode(err) == keystore.EUnauthorized {
+				return c.Redirect(Prefix+"/signin", http.StatusSeeOther)
+			}
+			return ui.renderError(c, sess, err)
+		}
+		if err := h(c, sess); err != nil {
+			return ui.renderError(c, sess, err)
+		}
+		return nil
+	})
+}
+
+// admit decides whether the request may reach its handler.
+func (ui *Console) admit(c *fiber.Ctx, method string, who access, sess *session) error {
+	if method == fiber.MethodPost && !sameOrigin(c) {
+		return keystore.Errorf(keystore.EForbidden, "the form was sent from another site; open the console and try again")
+	}
+	if who == signedOut {
+		return nil
+	}
+	if sess == nil {
+		return keystore.Errorf(keystore.EUnauthorized, "sign in first (your session may have ended)")
+	}
+	if method == fiber.MethodPost {
+		sent := c.FormValue("csrf")
+		if sent == "" || subtle.ConstantTimeCompare([]byte(sent), []byte(sess.csrf)) != 1 {
+			return keystore.Errorf(keystore.EForbidden, "the form is missing its CSRF token or it is stale; reload the page and try again")
+		}
+	}
+	if who == actor && !sess.who.CanAct {
+		return keystore.Errorf(keystore.EForbidden, "the token %q may only read; sign in with a token whose role may act", sess.who.Name)
+	}
+	return nil
+}
+
+// sameOrigin refuses a POST that another site made the browser send: by
+// Sec-Fetch-Site where the browser sends it, else by Origin. SameSite=Strict
+// keeps the cookie off cross-site requests anyway, and the CSRF token is
+// checked as well.
+func sameOrigin(c *fiber.Ctx) bool {
+	if site := c.Get("Sec-Fetch-Site"); site != "" {
+		return site == "same-origin" || site == "none"
+	}
+	origin := c.Get(fiber.HeaderOrigin)
+	if origin == "" || origin == "null" {
+		return true // an old browser: the CSRF token decides
+	}
+	u, err := url.Parse(origin)
+	return err == nil && u.Host == string(c.Request().Host())
+}
+
+// securityHeaders: nothing but this origin's own files, no framing, no
+// referrer to other sites (the query of a search names keys), no caching of
+// pages that show the store.
+func securityHeaders(c *fiber.Ctx) {
+	c.Set("Content-Security-Policy", "default-src 'self'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'")
+	c.Set("X-Content-Type-Options", "nosniff")
+	c.Set("Referrer-Policy", "same-origin")
+	c.Set("X-Frame-Options", "DENY")
+	c.Set(fiber.HeaderCacheControl, "no-store")
+}
+
+func (ui *Console) asset(c *fiber.Ctx) error {
+	name := c.Params("file")
+	b, err := fs.ReadFile(ui.static, name)
+	if err != nil || strings.Contains(name, "/") {
+		return c.SendStatus(http.StatusNotFound)
+	}
+	c.Set("X-Content-Type-Options", "nosniff")
+	c.Set(fiber.HeaderCacheControl, "public, max-age=3600")
+	c.Type(strings.TrimPrefix(name[strings.LastIndexByte(name, '.'):], "."))
+	return c.Send(b)
+}
+
+// errorPage is the data of the error template.
+type errorPage struct {
+	layout
+	Status  int
+	Title   string
+	Message string
+}
+
+// renderError shows err as a page, with the status api's table gives its
+// code. Internal errors are logged and shown with a generic message.
+func (ui *Console) renderError(c *fiber.Ctx, sess *session, err error) error {
+	code := keystore.ErrorCode(err)
+	status := ui.statusOf(code)
+	if status >= 500 {
+		ui.log.Error("console page failed", "path", c.Path(), "status", status, "err", err)
+	}
+	return ui.render(c, status, "error", errorPage{
+		layout:  ui.layout(sess, "Error"),
+		Status:  status,
+		Title:   http.StatusText(status),
+		Message: keystore.ErrorMessage(err),
+	})
+}
+
+func (ui *Console) render(c *fiber.Ctx, status int, page string, data any) error {
+	t, ok := ui.pages[page]
+	if !ok {
+		return fmt.Errorf("console: no page %q", page)
+	}
+	var b strings.Builder
+	if err := t.ExecuteTemplate(&b, "layout", data); err != nil {
+		return fmt.Errorf("console: render %s: %w", page, err)
+	}
+	c.Status(status)
+	c.Type("html", "utf-8")
+	return c.SendString(b.String())
+}

@@ -1,0 +1,148 @@
+package console_test
+
+import (
+	"context"
+	"net"
+	"net/http"
+	"net/http/cookiejar"
+	"net/url"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gofiber/fiber/v2"
+
+	"github.com/n8n-guard/n8n-guard/api"
+	"github.com/n8n-guard/n8n-guard/api/console"
+	"github.com/n8n-guard/n8n-guard/keystore"
+	"github.com/n8n-guard/n8n-guard/keystore/bolt"
+)
+
+// Two tokens: one whose role may act, one that may only read.
+const (
+	actToken  = "act-token-0123456789"
+	readToken = "read-token-0123456789"
+)
+
+// site is one test's console: a real bbolt file, the console mounted on a
+// fiber app, real HTTP on loopback.
+type site struct {
+	t     *testing.T
+	url   string
+	store keystore.Store
+	ctx   context.Context
+}
+
+func newSite(t *testing.T) *site {
+	t.Helper()
+	store, err := bolt.Open(filepath.Join(t.TempDir(), "guard.db"), bolt.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { store.Close() })
+	s, stop, err := serve(store)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(stop)
+	s.t = t
+	return s
+}
+
+// serve mounts a console on store (and notes, when given) and serves it
+// on loopback until stop.
+func serve(store keystore.Store, notes ...console.Notifications) (s *site, stop func(), err error) {
+	cfg := console.Config{
+		Store:    store,
+		SignIn:   signIn,
+		StatusOf: api.StatusOf,
+	}
+	if len(notes) > 0 {
+		cfg.Notifications = notes[0]
+	}
+	ui, err := console.New(cfg)
+	if err != nil {
+		return nil, nil, err
+	}
+	app := fiber.New(fiber.Config{DisableStartupMessage: true})
+	ui.Mount(app)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, nil, err
+	}
+	go app.Listener(ln)
+	stop = func() { app.ShutdownWithTimeout(5 * time.Second) }
+	return &site{url: "http://" + ln.Addr().String(), store: store, ctx: context.Background()}, stop, nil
+}
+
+// signIn is the roles table of the tests; api's, from the scoped tokens,
+// is the real one (api/console_test.go).
+func signIn(token string) (console.Principal, error) {
+	switch token {
+	case actToken:
+		return console.Principal{Name: "on-call", CanAct: true}, nil
+	case readToken:
+		return console.Principal{Name: "viewer"}, nil
+	}
+	return console.Principal{}, keystore.Errorf(keystore.EUnauthorized, "that token is not valid")
+}
+
+// unknownKey puts a key into unknown the way n8n does: reserve, then a
+// timeout reported as outcome_unknown.
+func (s *site) unknownKey(ns, key, owner, message string) {
+	s.t.Helper()
+	res, err := s.store.Reserve(s.ctx, keystore.ReserveRequest{Namespace: ns, Key: key, Owner: owner})
+	if err != nil || res.Outcome != keystore.OutcomeAccepted {
+		s.t.Fatalf("reserve %s: %v %v", key, res.Outcome, err)
+	}
+	if _, err := s.store.Fail(s.ctx, keystore.FailRequest{Namespace: ns, Key: key, Token: res.Token,
+		Reason: keystore.ReasonOutcomeUnknown, Message: message}); err != nil {
+		s.t.Fatal(err)
+	}
+}
+
+func (s *site) completedKey(ns, key string) {
+	s.t.Helper()
+	res, err := s.store.Reserve(s.ctx, keystore.ReserveRequest{Namespace: ns, Key: key, Owner: "n8n exec 1"})
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	if _, err := s.store.Complete(s.ctx, keystore.CompleteRequest{Namespace: ns, Key: key, Token: res.Token}); err != nil {
+		s.t.Fatal(err)
+	}
+}
+
+func (s *site) lookup(ns, key string) *keystore.Record {
+	s.t.Helper()
+	res, err := s.store.Lookup(s.ctx, ns, key)
+	if err != nil || res.Record == nil {
+		s.t.Fatalf("lookup %s/%s: %v", ns, key, err)
+	}
+	return res.Record
+}
+
+// client is a cookie-keeping HTTP client that does not follow redirects,
+// so tests see the 303s.
+func client(t testing.TB) *http.Client {
+	jar, err := cookiejar.New(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &http.Client{Jar: jar, Timeout: 10 * time.Second,
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+}
+
+func postForm(t testing.TB, c *http.Client, u string, form url.Values) *http.Response {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodPost, u, strings.NewReader(form.Encode()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	resp, err := c.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp
+}

@@ -1,0 +1,244 @@
+package console_test
+
+import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"io"
+	"math/big"
+	"net"
+	"net/http"
+	"net/url"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gofiber/fiber/v2"
+
+	"github.com/n8n-guard/n8n-guard/api"
+	"github.com/n8n-guard/n8n-guard/api/console"
+	"github.com/n8n-guard/n8n-guard/keystore"
+)
+
+// The same rules as the browser tests, over plain HTTP, so they hold where
+// chromium is not installed.
+
+var csrfRE = regexp.MustCompile(`name="csrf" value="([^"]+)"`)
+
+func fetch(t *testing.T, c *http.Client, u string) (*http.Response, string) {
+	t.Helper()
+	resp, err := c.Get(u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp, string(b)
+}
+
+func signedIn(t *testing.T, s *site, token string) (*http.Client, string) {
+	t.Helper()
+	c := client(t)
+	resp := postForm(t, c, s.url+"/ui/signin", url.Values{"token": {token}})
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusSeeOther {
+		t.Fatalf("sign in: %d", resp.StatusCode)
+	}
+	_, page := fetch(t, c, s.url+"/ui")
+	m := csrfRE.FindStringSubmatch(page)
+	if m == nil {
+		t.Fatal("no CSRF token on the overview")
+	}
+	return c, m[1]
+}
+
+func TestReadRoleSeesButCannotAct(t *testing.T) {
+	s := newSite(t)
+	s.unknownKey("bookings", "bk-1", "n8n exec 1", "timeout")
+	c, csrf := signedIn(t, s, readToken)
+	_, page := fetch(t, c, s.url+"/ui/key?namespace=bookings&key=bk-1")
+	if strings.Contains(page, "resolve-form") || !strings.Contains(page, "read-only-note") {
+		t.Fatal("a read token is offered the decision form")
+	}
+	for _, action := range []struct {
+		path string
+		form url.Values
+	}{
+		{"/ui/key/resolve", url.Values{"namespace": {"bookings"}, "key": {"bk-1"}, "action": {"complete"}, "note": {"x"}}},
+		{"/ui/breakers/reset", url.Values{"destination": {"hubspot"}}},
+		{"/ui/notifications/resend", url.Values{"id": {"n_0000000000000000aaaaaaaa"}}},
+	} {
+		action.form.Set("csrf", csrf)
+		resp := postForm(t, c, s.url+action.path, action.form)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusForbidden {
+			t.Errorf("%s with a read token: %d, want 403", action.path, resp.StatusCode)
+		}
+	}
+	if r := s.lookup("bookings", "bk-1"); r.State != keystore.StateUnknown {
+		t.Fatalf("a read token changed the key to %s", r.State)
+	}
+}
+
+func TestActionsNeedTheSessionsCSRFToken(t *testing.T) {
+	s := newSite(t)
+	s.unknownKey("bookings", "bk-1", "n8n exec 1", "timeout")
+	c, csrf := signedIn(t, s, actToken)
+	_, otherCSRF := signedIn(t, s, actToken)
+	form := url.Values{"namespace": {"bookings"}, "key": {"bk-1"}, "action": {"complete"}, "note": {"checked"}}
+	for name, token := range map[string]string{"none": "", "another session's": otherCSRF, "altered": csrf + "x"} {
+		f := url.Values{}
+		for k, v := range form {
+			f[k] = v
+		}
+		if token != "" {
+			f.Set("csrf", token)
+		}
+		resp := postForm(t, c, s.url+"/ui/key/resolve", f)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusForbidden {
+			t.Errorf("%s CSRF token: %d, want 403", name, resp.StatusCode)
+		}
+	}
+	// A request another site made the browser send.
+	req, _ := http.NewRequest(http.MethodPost, s.url+"/ui/key/resolve", strings.NewReader(form.Encode()+"&csrf="+csrf))
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	req.Header.Set("Sec-Fetch-Site", "cross-site")
+	resp, err := c.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusForbidden {
+		t.Errorf("cross-site POST: %d, want 403", resp.StatusCode)
+	}
+	if r := s.lookup("bookings", "bk-1"); r.State != keystore.StateUnknown {
+		t.Fatalf("a refused action changed the key to %s", r.State)
+	}
+	form.Set("csrf", csrf)
+	resp = postForm(t, c, s.url+"/ui/key/resolve", form)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusSeeOther || s.lookup("bookings", "bk-1").State != keystore.StateCompleted {
+		t.Fatalf("with its CSRF token: %d", resp.StatusCode)
+	}
+}
+
+func TestStoreTextIsEscapedInTheHTML(t *testing.T) {
+	s := newSite(t)
+	s.unknownKey("crm", `<script>alert(1)</script>`, `<img src=x onerror=alert(2)>`, `"><svg onload=alert(3)>`)
+	c, _ := signedIn(t, s, actToken)
+	for _, path := range []string{"/ui", "/ui/key?" + url.Values{"namespace": {"crm"}, "key": {`<script>alert(1)</script>`}}.Encode(),
+		"/ui/keys?search=1&namespace=crm&state=unknown"} {
+		_, page := fetch(t, c, s.url+path)
+		for _, raw := range []string{"<script>alert", "<img src=x", "<svg onload"} {
+			if strings.Contains(page, raw) {
+				t.Errorf("%s: the store's text %q is in the HTML unescaped", path, raw)
+			}
+		}
+		if !strings.Contains(page, "&lt;script&gt;alert(1)&lt;/script&gt;") {
+			t.Errorf("%s: the key is not shown as text", path)
+		}
+	}
+}
+
+// Over TLS the cookie is Secure and host-only (__Host- prefix).
+func TestSessionCookieIsSecureOverTLS(t *testing.T) {
+	store := newSite(t).store
+	ui, err := console.New(console.Config{Store: store, SignIn: signIn, StatusOf: api.StatusOf})
+	if err != nil {
+		t.Fatal(err)
+	}
+	app := fiber.New(fiber.Config{DisableStartupMessage: true})
+	ui.Mount(app)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go app.Listener(tls.NewListener(ln, &tls.Config{Certificates: []tls.Certificate{selfSigned(t)}}))
+	t.Cleanup(func() { app.ShutdownWithTimeout(5 * time.Second) })
+	c := client(t)
+	c.Transport = &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}
+	resp := postForm(t, c, "https://"+ln.Addr().String()+"/ui/signin", url.Values{"token": {actToken}})
+	resp.Body.Close()
+	if len(resp.Cookies()) != 1 {
+		t.Fatalf("cookies %v", resp.Cookies())
+	}
+	ck := resp.Cookies()[0]
+	if !ck.Secure || !ck.HttpOnly || ck.SameSite != http.SameSiteStrictMode || !strings.HasPrefix(ck.Name, "__Host-") || ck.Path != "/" {
+		t.Fatalf("cookie over TLS %+v", ck)
+	}
+}
+
+func selfSigned(t *testing.T) tls.Certificate {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "127.0.0.1"},
+		IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)}, NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour)}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}
+}
+
+// A decision made from Slack reaches the store as a resolve whose by names
+// the Slack user; the key page shows it in the history like any other.
+func TestKeyHistoryShowsDecisionsMadeInSlack(t *testing.T) {
+	s := newSite(t)
+	s.unknownKey("bookings", "bk-5", "n8n exec 5", "timeout")
+	if _, err := s.store.Resolve(s.ctx, keystore.ResolveRequest{Namespace: "bookings", Key: "bk-5",
+		Resolution: keystore.StateCompleted, By: "slack: U0ANNA (Anna)", Note: "confirmed in the CRM"}); err != nil {
+		t.Fatal(err)
+	}
+	c, _ := signedIn(t, s, readToken)
+	_, page := fetch(t, c, s.url+"/ui/key?namespace=bookings&key=bk-5")
+	for _, want := range []string{"slack: U0ANNA (Anna)", "completed: confirmed in the CRM", `id="key-state">completed<`} {
+		if !strings.Contains(page, want) {
+			t.Errorf("the key page lacks %q", want)
+		}
+	}
+}
+
+func TestResetAnOpenBreaker(t *testing.T) {
+	s := newSite(t)
+	r, err := s.store.Reserve(s.ctx, keystore.ReserveRequest{Namespace: "crm", Key: "evt_1", Destination: "hubspot"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.store.Fail(s.ctx, keystore.FailRequest{Namespace: "crm", Key: "evt_1", Token: r.Token,
+		Reason: keystore.ReasonDestinationUnreachable}); err != nil {
+		t.Fatal(err)
+	}
+	c, csrf := signedIn(t, s, actToken)
+	_, overview := fetch(t, c, s.url+"/ui")
+	if !strings.Contains(overview, "<strong>hubspot</strong> — open") {
+		t.Fatal("the overview does not list the open breaker")
+	}
+	_, page := fetch(t, c, s.url+"/ui/breakers")
+	if !strings.Contains(page, `aria-label="Reset the breaker of hubspot"`) {
+		t.Fatal("no reset button for the open breaker")
+	}
+	resp := postForm(t, c, s.url+"/ui/breakers/reset", url.Values{"csrf": {csrf}, "destination": {"hubspot"}})
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusSeeOther {
+		t.Fatalf("reset: %d", resp.StatusCode)
+	}
+	bs, err := s.store.Destinations(s.ctx)
+	if err != nil || len(bs) != 1 || bs[0].State != keystore.BreakerClosed {
+		t.Fatalf("after reset: %+v %v", bs, err)
+	}
+	if res, _ := s.store.Reserve(s.ctx, keystore.ReserveRequest{Namespace: "crm", Key: "evt_2", Destination: "hubspot"}); res.Outcome != keystore.OutcomeAccepted {
+		t.Fatalf("a reserve after the reset: %s", res.Outcome)
+	}
+	evs, _ := s.store.Events(s.ctx, 0, 100)
+	if last := evs[len(evs)-1]; last.Kind != keystore.EventBreakerClosed || last.Message != "reset by console: on-call" {
+		t.Fatalf("last event %+v", last)
+	}
+}

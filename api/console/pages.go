@@ -1,0 +1,316 @@
+package console
+
+import (
+	"net/http"
+	"net/url"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/gofiber/fiber/v2"
+
+	"github.com/n8n-guard/n8n-guard/keystore"
+	"github.com/n8n-guard/n8n-guard/notify"
+)
+
+// layout is what every page shows around its content.
+type layout struct {
+	Title string
+	Who   *Principal // nil: signed out
+	CSRF  string
+	Now   time.Time
+}
+
+func (ui *Console) layout(sess *session, title string) layout {
+	l := layout{Title: title, Now: ui.now()}
+	if sess != nil {
+		l.Who, l.CSRF = &sess.who, sess.csrf
+	}
+	return l
+}
+
+// ---- sign-in ----
+
+type signInPage struct {
+	layout
+	Problem string
+}
+
+func (ui *Console) signInPage(c *fiber.Ctx, _ *session) error {
+	return ui.render(c, http.StatusOK, "signin", signInPage{layout: ui.layout(nil, "Sign in")})
+}
+
+// signInSubmit exchanges the token from the form (a POST body, never a
+// URL) for a session cookie.
+func (ui *Console) signInSubmit(c *fiber.Ctx, _ *session) error {
+	token := strings.TrimSpace(c.FormValue("token"))
+	who, err := ui.signIn(token)
+	if err != nil {
+		ui.log.Info("console: sign-in refused", "ip", c.IP(), "why", keystore.ErrorMessage(err))
+		problem := "That token is not valid: check that you copied all of it."
+		if keystore.ErrorCode(err) != keystore.EUnauthorized {
+			problem = keystore.ErrorMessage(err)
+		}
+		return ui.render(c, ui.statusOf(keystore.ErrorCode(err)), "signin", signInPage{layout: ui.layout(nil, "Sign in"), Problem: problem})
+	}
+	sess := ui.sessions.start(who, ui.now())
+	setSessionCookie(c, sess)
+	ui.log.Info("console: signed in", "token", who.Name, "can_act", who.CanAct)
+	return c.Redirect(Prefix, http.StatusSeeOther)
+}
+
+func (ui *Console) signOut(c *fiber.Ctx, sess *session) error {
+	ui.sessions.end(sess.id)
+	clearSessionCookie(c)
+	return c.Redirect(Prefix+"/signin", http.StatusSeeOther)
+}
+
+// ---- search ----
+
+type searchPage struct {
+	layout
+	Namespace, Key, Match, State, Owner string
+	States                              []keystore.State
+	Items                               []*keystore.Record
+	Searched                            bool
+	NextURL                             string
+	FirstURL                            string
+}
+
+// search lists keys by namespace and key (exact or prefix), state and
+// owner, one page at a time; the store walks an index, never every key.
+func (ui *Console) search(c *fiber.Ctx, sess *session) error {
+	p := searchPage{
+		layout:    ui.layout(sess, "Search keys"),
+		Namespace: strings.TrimSpace(c.Query("namespace")),
+		Key:       c.Query("key"),
+		Match:     c.Query("match", "prefix"),
+		State:     c.Query("state"),
+		Owner:     strings.TrimSpace(c.Query("owner")),
+		States:    keystore.States,
+	}
+	if c.Query("search") == "" && c.Query("cursor") == "" {
+		return ui.render(c, http.StatusOK, "search", p)
+	}
+	p.Searched = true
+	if p.Namespace != "" && !sess.who.sees(p.Namespace) {
+		return keystore.Errorf(keystore.EForbidden, "the token %q does not cover namespace %q", sess.who.Name, p.Namespace)
+	}
+	if p.Key != "" && p.Match == "exact" {
+		if p.Namespace == "" {
+			return keystore.Errorf(keystore.EInvalidRequest, "an exact key needs its namespace")
+		}
+		res, err := ui.store.Lookup(c.UserContext(), p.Namespace, p.Key)
+		if err != nil {
+			return err
+		}
+		if res.Record != nil && (p.State == "" || string(res.Record.State) == p.State) &&
+			(p.Owner == "" || res.Record.Owner == p.Owner) {
+			p.Items = []*keystore.Record{res.Record}
+		}
+		return ui.render(c, http.StatusOK, "search", p)
+	}
+	page, err := ui.store.List(c.UserContext(), keystore.ListQuery{
+		Namespace: p.Namespace,
+		KeyPrefix: p.Key,
+		State:     keystore.State(p.State),
+		Owner:     p.Owner,
+		Limit:     50,
+		Cursor:    c.Query("cursor"),
+	})
+	if err != nil {
+		return err
+	}
+	for _, r := range page.Items {
+		if sess.who.sees(r.Namespace) {
+			p.Items = append(p.Items, r)
+		}
+	}
+	q := url.Values{"search": {"1"}, "namespace": {p.Namespace}, "key": {p.Key}, "match": {p.Match}, "state": {p.State}, "owner": {p.Owner}}
+	p.FirstURL = Prefix + "/keys?" + q.Encode()
+	if page.NextCursor != "" {
+		q.Set("cursor", page.NextCursor)
+		p.NextURL = Prefix + "/keys?" + q.Encode()
+	}
+	return ui.render(c, http.StatusOK, "search", p)
+}
+
+// ---- one key ----
+
+type keyPage struct {
+	layout
+	Record *keystore.Record
+	// History newest first.
+	History []keystore.Transition
+	// CanResolve: the state lets a person decide, and the role may act.
+	CanResolve bool
+	// Decidable: the state lets a person decide (shown to read roles as a
+	// hint that someone else must).
+	Decidable bool
+	Done      string
+	Problem   string
+	Form      resolveForm
+}
+
+type resolveForm struct {
+	Action, Note, ResultRef string
+}
+
+func (ui *Console) keyPage(c *fiber.Ctx, sess *session) error {
+	return ui.showKey(c, sess, http.StatusOK, c.Query("namespace"), c.Query("key"), "", resolveForm{})
+}
+
+func (ui *Console) showKey(c *fiber.Ctx, sess *session, status int, ns, key, problem string, form resolveForm) error {
+	if !sess.who.sees(ns) {
+		return keystore.Errorf(keystore.EForbidden, "the token %q does not cover namespace %q", sess.who.Name, ns)
+	}
+	res, err := ui.store.Lookup(c.UserContext(), ns, key)
+	if err != nil {
+		return err
+	}
+	if res.Record == nil {
+		return keystore.Errorf(keystore.ENotFound, "no key %q in namespace %q (never seen, or purged after its retention)", key, ns)
+	}
+	r := res.Record
+	p := keyPage{layout: ui.layout(sess, "Key "+r.Key), Record: r, Done: doneText(c.Query("done")), Problem: problem, Form: form}
+	p.History = slices.Clone(r.History)
+	slices.Reverse(p.History)
+	p.Decidable = decidable(r, ui.now())
+	p.CanResolve = p.Decidable && sess.who.CanAct
+	return ui.render(c, status, "key", p)
+}
+
+// decidable says whether a person may resolve the key now: keystore's
+// resolve takes unknown and failed keys, and reserved ones whose lease
+// ran out.
+func decidable(r *keystore.Record, now time.Time) bool {
+	switch r.State {
+	case keystore.StateUnknown, keystore.StateFailed:
+		return true
+	case keystore.StateReserved:
+		return r.LeaseExpiresAt != nil && !now.Before(*r.LeaseExpiresAt)
+	}
+	return false
+}
+
+// resolve records a person's decision: mark completed (with a result
+// reference), allow a retry, or mark failed for good; the reason goes into
+// the key's history through keystore's Resolve.
+func (ui *Console) resolve(c *fiber.Ctx, sess *session) error {
+	ns, key := c.FormValue("namespace"), c.FormValue("key")
+	form := resolveForm{Action: c.FormValue("action"), Note: c.FormValue("note"), ResultRef: c.FormValue("result_ref")}
+	if !sess.who.sees(ns) {
+		return keystore.Errorf(keystore.EForbidden, "the token %q does not cover namespace %q", sess.who.Name, ns)
+	}
+	req := keystore.ResolveRequest{Namespace: ns, Key: key, By: "console: " + sess.who.Name, Note: form.Note}
+	switch form.Action {
+	case "complete":
+		req.Resolution, req.ResultRef = keystore.StateCompleted, form.ResultRef
+	case "retry":
+		req.Resolution = keystore.StateFailed
+	case "final":
+		req.Resolution, req.Final = keystore.StateFailed, true
+	default:
+		return ui.showKey(c, sess, http.StatusBadRequest, ns, key, "Choose what to do with the key.", form)
+	}
+	if _, err := ui.store.Resolve(c.UserContext(), req); err != nil {
+		if status := ui.statusOf(keystore.ErrorCode(err)); status < 500 && keystore.ErrorCode(err) != keystore.ENotFound {
+			return ui.showKey(c, sess, status, ns, key, keystore.ErrorMessage(err), form)
+		}
+		return err
+	}
+	ui.log.Info("console: key resolved", "namespace", ns, "key", key, "action", form.Action, "token", sess.who.Name)
+	return c.Redirect(keyURL(ns, key)+"&done="+url.QueryEscape(form.Action), http.StatusSeeOther)
+}
+
+// doneText confirms a decision after the redirect that follows it.
+func doneText(action string) string {
+	switch action {
+	case "complete":
+		return "The key is marked completed."
+	case "retry":
+		return "A new attempt may start: the next reserve is accepted."
+	case "final":
+		return "The key is marked failed for good: the next reserve is rejected."
+	}
+	return ""
+}
+
+func keyURL(ns, key string) string {
+	return Prefix + "/key?" + url.Values{"namespace": {ns}, "key": {key}}.Encode()
+}
+
+// ---- breakers ----
+
+type breakersPage struct {
+	layout
+	Items    []keystore.Breaker
+	CanReset bool
+	Done     string
+}
+
+func (ui *Console) breakers(c *fiber.Ctx, sess *session) error {
+	items, err := ui.store.Destinations(c.UserContext())
+	if err != nil {
+		return err
+	}
+	return ui.render(c, http.StatusOK, "breakers", breakersPage{
+		layout:   ui.layout(sess, "Breakers"),
+		Items:    items,
+		CanReset: sess.who.CanAct,
+		Done:     c.Query("done"),
+	})
+}
+
+func (ui *Console) resetBreaker(c *fiber.Ctx, sess *session) error {
+	dest := c.FormValue("destination")
+	if _, err := ui.store.ResetBreaker(c.UserContext(), dest, "console: "+sess.who.Name); err != nil {
+		return err
+	}
+	ui.log.Info("console: breaker reset", "destination", dest, "token", sess.who.Name)
+	return c.Redirect(Prefix+"/breakers?done="+url.QueryEscape(dest), http.StatusSeeOther)
+}
+
+// ---- notifications ----
+
+type notificationsPage struct {
+	layout
+	Configured bool
+	Status     string
+	Items      []notify.Notification
+	NextURL    string
+	CanResend  bool
+	Done       string
+}
+
+func (ui *Console) notifications(c *fiber.Ctx, sess *session) error {
+	p := notificationsPage{layout: ui.layout(sess, "Notifications"), Status: c.Query("status"), Done: c.Query("done")}
+	if ui.notes == nil {
+		return ui.render(c, http.StatusOK, "notifications", p)
+	}
+	p.Configured = true
+	_, resends := ui.notes.(Resender)
+	p.CanResend = resends && sess.who.CanAct
+	page, err := ui.notes.List(c.UserContext(), notify.ListQuery{Status: notify.Status(p.Status), Limit: 50, Cursor: c.Query("cursor")})
+	if err != nil {
+		return err
+	}
+	p.Items = page.Items
+	if page.NextCursor != "" {
+		p.NextURL = Prefix + "/notifications?" + url.Values{"status": {p.Status}, "cursor": {page.NextCursor}}.Encode()
+	}
+	return ui.render(c, http.StatusOK, "notifications", p)
+}
+
+func (ui *Console) resend(c *fiber.Ctx, sess *session) error {
+	rs, ok := ui.notes.(Resender)
+	if ui.notes == nil || !ok {
+		return keystore.Errorf(keystore.EConflict, "this outbox cannot re-send notifications")
+	}
+	id := c.FormValue("id")
+	if _, err := rs.Resend(c.UserContext(), id); err != nil {
+		return err
+	}
+	ui.log.Info("console: notification re-sent", "id", id, "token", sess.who.Name)
+	return c.Redirect(Prefix+"/notifications?status=pending&done="+url.QueryEscape(id), http.StatusSeeOther)
+}

@@ -1,0 +1,68 @@
+package console
+
+import (
+	"fmt"
+	"html/template"
+	"time"
+)
+
+// pageNames are the templates/<name>.html files; each defines "content"
+// and is drawn inside layout.html.
+var pageNames = []string{"overview", "signin", "search", "key", "breakers", "notifications", "error"}
+
+func parsePages(funcs template.FuncMap) (map[string]*template.Template, error) {
+	pages := make(map[string]*template.Template, len(pageNames))
+	for _, name := range pageNames {
+		t, err := template.New(name).Funcs(funcs).ParseFS(templateFiles, "templates/layout.html", "templates/"+name+".html")
+		if err != nil {
+			return nil, fmt.Errorf("console: parse %s: %w", name, err)
+		}
+		pages[name] = t
+	}
+	return pages, nil
+}
+
+// templateFuncs format times (ages by the console's clock) and build
+// links; the templates never build markup from data (html/template
+// escapes every value as text).
+func templateFuncs(now func() time.Time) template.FuncMap {
+	return template.FuncMap{
+		"when":   when,
+		"age":    func(t time.Time) string { return span(now().Sub(t)) },
+		"until":  func(t time.Time) string { return until(t.Sub(now())) },
+		"keyURL": keyURL,
+	}
+}
+
+func when(t any) string {
+	switch v := t.(type) {
+	case time.Time:
+		return v.UTC().Format("2006-01-02 15:04:05 UTC")
+	case *time.Time:
+		if v != nil {
+			return v.UTC().Format("2006-01-02 15:04:05 UTC")
+		}
+	}
+	return ""
+}
+
+func until(d time.Duration) string {
+	if d <= 0 {
+		return "due now"
+	}
+	return "in " + span(d)
+}
+
+// span says a duration the way a person reads it: the two largest units.
+func span(d time.Duration) string {
+	d = max(d, 0).Round(time.Second)
+	switch {
+	case d < time.Minute:
+		return fmt.Sprintf("%ds", int(d.Seconds()))
+	case d < time.Hour:
+		return fmt.Sprintf("%dm %ds", int(d.Minutes()), int(d.Seconds())%60)
+	case d < 48*time.Hour:
+		return fmt.Sprintf("%dh %dm", int(d.Hours()), int(d.Minutes())%60)
+	}
+	return fmt.Sprintf("%dd %dh", int(d.Hours())/24, int(d.Hours())%24)
+}

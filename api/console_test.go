@@ -1,0 +1,184 @@
+package api_test
+
+import (
+	"io"
+	"net/http"
+	"net/http/cookiejar"
+	"net/url"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/n8n-guard/n8n-guard/api"
+	"github.com/n8n-guard/n8n-guard/keystore"
+)
+
+// The console mounted by api.New: the server's own tokens sign in, and
+// every answer under /ui carries the CSP.
+
+func consoleClient(t *testing.T) *http.Client {
+	jar, err := cookiejar.New(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &http.Client{Jar: jar, Timeout: 10 * time.Second,
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+}
+
+func uiDo(t *testing.T, c *http.Client, method, u string, form url.Values) (*http.Response, string) {
+	t.Helper()
+	var body io.Reader
+	if form != nil {
+		body = strings.NewReader(form.Encode())
+	}
+	req, err := http.NewRequest(method, u, body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if form != nil {
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	}
+	resp, err := c.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp, string(b)
+}
+
+var csrfRE = regexp.MustCompile(`name="csrf" value="([^"]+)"`)
+
+func TestConsoleSignInWithTheServersTokenAndResolve(t *testing.T) {
+	e := start(t)
+	r := e.call(t, "POST", "/v1/reserve", map[string]any{"namespace": "bookings", "key": "bk-1", "owner": "n8n exec 1"})
+	tok := r.JSON(t)["token"].(string)
+	e.call(t, "POST", "/v1/fail", map[string]any{"namespace": "bookings", "key": "bk-1", "token": tok, "reason": "outcome_unknown"})
+	c := consoleClient(t)
+
+	resp, _ := uiDo(t, c, "GET", e.url+"/ui", nil)
+	if resp.StatusCode != http.StatusSeeOther || resp.Header.Get("Location") != "/ui/signin" {
+		t.Fatalf("signed out: %d to %q, want 303 to the sign-in page", resp.StatusCode, resp.Header.Get("Location"))
+	}
+	if csp := resp.Header.Get("Content-Security-Policy"); !strings.Contains(csp, "default-src 'self'") {
+		t.Errorf("CSP %q", csp)
+	}
+	// A token in the URL signs nobody in.
+	resp, _ = uiDo(t, c, "GET", e.url+"/ui/signin?token="+testToken, nil)
+	if len(resp.Cookies()) != 0 {
+		t.Fatal("a token in the address set a cookie")
+	}
+	resp, _ = uiDo(t, c, "POST", e.url+"/ui/signin", url.Values{"token": {"wrong"}})
+	if resp.StatusCode != http.StatusUnauthorized || len(resp.Cookies()) != 0 {
+		t.Fatalf("wrong token: %d, cookies %v", resp.StatusCode, resp.Cookies())
+	}
+	resp, _ = uiDo(t, c, "POST", e.url+"/ui/signin", url.Values{"token": {testToken}})
+	if resp.StatusCode != http.StatusSeeOther || len(resp.Cookies()) != 1 {
+		t.Fatalf("sign in: %d, cookies %v", resp.StatusCode, resp.Cookies())
+	}
+	ck := resp.Cookies()[0]
+	if !ck.HttpOnly || ck.SameSite != http.SameSiteStrictMode || ck.Secure || strings.Contains(ck.Value, testToken) {
+		t.Errorf("cookie %+v: want HttpOnly, SameSite=Strict, not Secure over plain HTTP, not the token", ck)
+	}
+	resp, page := uiDo(t, c, "GET", e.url+"/ui/key?namespace=bookings&key=bk-1", nil)
+	m := csrfRE.FindStringSubmatch(page)
+	if resp.StatusCode != 200 || m == nil || !strings.Contains(page, `id="resolve-form"`) {
+		t.Fatalf("key page %d; a token without a scope is an admin, so the form must be there", resp.StatusCode)
+	}
+	form := url.Values{"namespace": {"bookings"}, "key": {"bk-1"}, "action": {"retry"}, "note": {"the CRM has no contact: try again"}}
+	resp, _ = uiDo(t, c, "POST", e.url+"/ui/key/resolve", form)
+	if resp.StatusCode != http.StatusForbidden {
+		t.Fatalf("without CSRF token: %d, want 403", resp.StatusCode)
+	}
+	if got := e.call(t, "GET", "/v1/lookup?namespace=bookings&key=bk-1", nil).JSON(t)["state"]; got != "unknown" {
+		t.Fatalf("a refused action changed the key to %v", got)
+	}
+	form.Set("csrf", m[1])
+	resp, _ = uiDo(t, c, "POST", e.url+"/ui/key/resolve", form)
+	if resp.StatusCode != http.StatusSeeOther {
+		t.Fatalf("resolve: %d", resp.StatusCode)
+	}
+	rec := e.call(t, "GET", "/v1/lookup?namespace=bookings&key=bk-1", nil).JSON(t)
+	if rec["state"] != "failed" || rec["retryable"] != true || rec["resolved_by"] != "console: token-1" {
+		t.Fatalf("after the decision: %v", rec)
+	}
+	// A retry is now allowed: the next reserve is accepted.
+	if out := e.call(t, "POST", "/v1/reserve", map[string]any{"namespace": "bookings", "key": "bk-1"}).JSON(t)["outcome"]; out != string(keystore.OutcomeAccepted) {
+		t.Fatalf("reserve after allow-a-retry: %v", out)
+	}
+	// Signing out ends the session on the server, not only in the browser.
+	resp, _ = uiDo(t, c, "POST", e.url+"/ui/signout", url.Values{"csrf": {m[1]}})
+	if resp.StatusCode != http.StatusSeeOther {
+		t.Fatalf("sign out: %d", resp.StatusCode)
+	}
+	stolen := consoleClient(t)
+	u, _ := url.Parse(e.url + "/ui")
+	stolen.Jar.SetCookies(u, []*http.Cookie{{Name: ck.Name, Value: ck.Value, Path: "/"}})
+	if resp, _ := uiDo(t, stolen, "GET", e.url+"/ui", nil); resp.StatusCode != http.StatusSeeOther {
+		t.Fatalf("the cookie still works after sign-out: %d", resp.StatusCode)
+	}
+}
+
+// Roles come from the scoped tokens: a reserve token (a team's n8n) may
+// not sign in, a read token sees but cannot act, an admin token acts, each
+// only within its namespaces.
+func TestConsoleRolesFromScopedTokens(t *testing.T) {
+	e := start(t, withScopes())
+	for _, n := range []string{ns, "billing"} {
+		r := e.call(t, "POST", "/v1/reserve", map[string]any{"namespace": n, "key": "evt_w", "owner": "n8n exec 1"})
+		e.call(t, "POST", "/v1/fail", map[string]any{"namespace": n, "key": "evt_w", "token": r.JSON(t)["token"], "reason": "outcome_unknown"})
+	}
+	signIn := func(token string) (*http.Client, int, string) {
+		c := consoleClient(t)
+		resp, _ := uiDo(t, c, "POST", e.url+"/ui/signin", url.Values{"token": {token}})
+		if resp.StatusCode != http.StatusSeeOther {
+			return c, resp.StatusCode, ""
+		}
+		_, page := uiDo(t, c, "GET", e.url+"/ui", nil)
+		m := csrfRE.FindStringSubmatch(page)
+		if m == nil {
+			t.Fatal("no CSRF token on the overview")
+		}
+		return c, resp.StatusCode, m[1]
+	}
+	if _, status, _ := signIn(scopedTokens[api.RoleReserve]); status != http.StatusForbidden {
+		t.Fatalf("a reserve token signed in: %d", status)
+	}
+	keyPath := "/ui/key?namespace=" + ns + "&key=evt_w"
+	resolve := url.Values{"namespace": {ns}, "key": {"evt_w"}, "action": {"complete"}, "note": {"found it in the CRM"}}
+
+	read, _, csrf := signIn(scopedTokens[api.RoleRead])
+	if _, page := uiDo(t, read, "GET", e.url+keyPath, nil); strings.Contains(page, `id="resolve-form"`) {
+		t.Error("a read token is offered the decision form")
+	}
+	if resp, _ := uiDo(t, read, "GET", e.url+"/ui/key?namespace=billing&key=evt_w", nil); resp.StatusCode != http.StatusForbidden {
+		t.Errorf("a token of %s read a key of billing: %d", ns, resp.StatusCode)
+	}
+	resolve.Set("csrf", csrf)
+	if resp, _ := uiDo(t, read, "POST", e.url+"/ui/key/resolve", resolve); resp.StatusCode != http.StatusForbidden {
+		t.Errorf("a read token resolved: %d", resp.StatusCode)
+	}
+
+	admin, _, csrf := signIn(scopedTokens[api.RoleAdmin])
+	other := url.Values{"namespace": {"billing"}, "key": {"evt_w"}, "action": {"complete"}, "note": {"x"}, "csrf": {csrf}}
+	if resp, _ := uiDo(t, admin, "POST", e.url+"/ui/key/resolve", other); resp.StatusCode != http.StatusForbidden {
+		t.Errorf("an admin of %s resolved a key of billing: %d", ns, resp.StatusCode)
+	}
+	resolve.Set("csrf", csrf)
+	if resp, _ := uiDo(t, admin, "POST", e.url+"/ui/key/resolve", resolve); resp.StatusCode != http.StatusSeeOther {
+		t.Fatalf("an admin token could not resolve: %d", resp.StatusCode)
+	}
+	for n, want := range map[string]string{ns: "completed", "billing": "unknown"} {
+		rec := e.call(t, "GET", "/v1/lookup?namespace="+n+"&key=evt_w", nil).JSON(t)
+		if rec["state"] != want {
+			t.Errorf("%s/evt_w is %v, want %s", n, rec["state"], want)
+		}
+		if n == ns && rec["resolved_by"] != "console: team-admin" {
+			t.Errorf("resolved_by %v", rec["resolved_by"])
+		}
+	}
+}

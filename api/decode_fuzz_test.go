@@ -1,0 +1,66 @@
+package api
+
+import (
+	"errors"
+	"testing"
+
+	"github.com/n8n-guard/n8n-guard/keystore"
+)
+
+// FuzzDecodeBodies runs the decoder and the validator of every request
+// body in process (many thousand inputs a second, where
+// FuzzRequestDecoding goes over HTTP): whatever the bytes, no panic, and a
+// refusal is always one domain error with a 4xx code and the fields it
+// blames; an accepted body always has a valid namespace and key.
+func FuzzDecodeBodies(f *testing.F) {
+	for _, seed := range []string{
+		`{"namespace":"crm-contacts","key":"evt_1","owner":"n8n","lease_seconds":300,"payload":{"a":[1,2]},"destination":"hubspot"}`,
+		`{"namespace":"crm-contacts","key":12345,"token":"t","result_ref":"r","result":{"id":1},"via":"fallback"}`,
+		`{"namespace":"crm-contacts","key":"evt_1","token":"t","reason":"outcome_unknown","retryable":false}`,
+		`{"namespace":"crm-contacts","key":"evt_1","resolution":"completed","by":"me","note":"n","force":true}`,
+		`{"key":" a@b.example "}`, `{"key":-0.0e-0}`, `{"lease_seconds":1e99}`, `{"namespace":"A"}`,
+		`[]`, `null`, `{`, "\xff", `{"key":"\u0000"}`,
+	} {
+		f.Add([]byte(seed))
+	}
+	s := &Server{validate: newValidator()}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		for _, req := range []any{&reserveRequest{}, &completeRequest{}, &failRequest{}, &resolveRequest{}} {
+			err := decodeJSON(body, req)
+			if err == nil {
+				err = s.check(req)
+			}
+			if err == nil {
+				ns, key := identity(req)
+				if !keystore.ValidNamespace(ns) {
+					t.Fatalf("%T accepted namespace %q", req, ns)
+				}
+				if _, kerr := keystore.NormalizeKey(key); kerr != nil {
+					t.Fatalf("%T accepted key %q: %v", req, key, kerr)
+				}
+				continue
+			}
+			var de *keystore.Error
+			if !errors.As(err, &de) {
+				t.Fatalf("%T %q: not a domain error: %v", req, body, err)
+			}
+			if st := statusOf(de.Code); st < 400 || st > 499 || len(de.Fields) == 0 || de.Message == "" {
+				t.Fatalf("%T %q: refusal %+v (status %d)", req, body, de, st)
+			}
+		}
+	})
+}
+
+func identity(req any) (ns, key string) {
+	switch r := req.(type) {
+	case *reserveRequest:
+		return r.Namespace, string(r.Key)
+	case *completeRequest:
+		return r.Namespace, string(r.Key)
+	case *failRequest:
+		return r.Namespace, string(r.Key)
+	case *resolveRequest:
+		return r.Namespace, string(r.Key)
+	}
+	panic("unknown request type")
+}

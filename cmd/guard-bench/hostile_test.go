@@ -1,0 +1,49 @@
+package main
+
+import (
+	"context"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/n8n-guard/n8n-guard/api"
+	"github.com/n8n-guard/n8n-guard/keystore/bolt"
+)
+
+// The soak tool, at a small scale, against the real API in this process:
+// the attackers are answered (401), the reserves meanwhile all succeed,
+// and the memory is read from /proc.
+func TestHostileAgainstTheRealAPI(t *testing.T) {
+	if _, err := os.Stat("/proc/self/status"); err != nil {
+		t.Skip("no /proc: the tool reads memory there (Linux)")
+	}
+	st, err := bolt.Open(filepath.Join(t.TempDir(), "bench.db"), bolt.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	srv, err := api.New(api.Config{Store: st, Tokens: []string{"t0k"}, Registry: prometheus.NewRegistry()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go srv.Serve(ln)
+	defer srv.Shutdown(context.Background())
+	url := "http://" + ln.Addr().String()
+	err = hostile([]string{"--url", url, "--token", "t0k", "--pid", strconv.Itoa(os.Getpid()),
+		"--attackers", "40", "--every", "50ms", "--duration", "700ms", "--ramp", "200ms", "--reservers", "2", "--max-rss-mib", "4096"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := hostile([]string{"--url", "http://192.0.2.1:8080", "--token", "t", "--pid", "1"}); err == nil || !strings.Contains(err.Error(), "loopback") {
+		t.Fatalf("attacked a non-loopback address: %v", err)
+	}
+}

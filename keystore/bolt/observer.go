@@ -1,0 +1,34 @@
+package bolt
+
+import "time"
+
+// Observer is told what the store's writer does, for metrics (cmd/n8n-guard
+// turns it into Prometheus series). Its methods run on the writer's
+// goroutine, between commits: they must return at once and never call
+// the store.
+type Observer interface {
+	// Committed: one bbolt commit returned, holding writes writes (the
+	// changes of that many requests or sweep batches), after took.
+	Committed(writes int, took time.Duration)
+	// StorageError: the file refused a write; op says which step
+	// (begin, apply, commit, ...). Every such error is also logged.
+	StorageError(op string, err error)
+	// SweepPaused: one sweep batch held the writer for took; requests
+	// queued behind it waited that long.
+	SweepPaused(took time.Duration)
+}
+
+// noObserver is the Observer of a store opened without one.
+type noObserver struct{}
+
+func (noObserver) Committed(int, time.Duration) {}
+func (noObserver) StorageError(string, error)   {}
+func (noObserver) SweepPaused(time.Duration)    {}
+
+// observer returns the store's Observer, never nil.
+func (s *Store) observer() Observer {
+	if s.obs == nil {
+		return noObserver{}
+	}
+	return s.obs
+}
