@@ -201,8 +201,8 @@ func UseProcs() (undo func()) {
 }
 
 // DB returns the bbolt handle, for packages that keep their own buckets in
-// the same file. After a storage error the writer reopens the file, and
-// the handle DB returned before is closed.
+// the same file. After a storage error the writer reopens the file and the
+// handle returned before is closed: ask for it at each use (notify does).
 func (s *Store) DB() *bbolt.DB { return s.db.Load() }
 
 // Close finishes the queued writes and closes the file.
