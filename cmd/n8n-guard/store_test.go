@@ -90,7 +90,10 @@ func TestStoreCheck(t *testing.T) {
 		{name: "one meta page overwritten", wantErr: "meta page 0 is not valid", damage: func(t *testing.T, path string, _ int) {
 			damage(t, path, func(f *os.File) { f.WriteAt([]byte("garbage!"), 20) })
 		}},
-		{name: "the keys bucket's root page zeroed", wantErr: "bbolt's page walk crashed", damage: func(t *testing.T, path string, root int) {
+		// bbolt's check meets the zeroed page either in the goroutine that
+		// recovers its panic (reported as a problem) or where it crashes
+		// the child process: both are a clear "damaged".
+		{name: "the keys bucket's root page zeroed", wantErr: "bbolt's page walk crashed|Page expected to be", damage: func(t *testing.T, path string, root int) {
 			damage(t, path, func(f *os.File) { f.WriteAt(make([]byte, 4096), int64(root)*4096) })
 		}},
 		{name: "not a store at all", wantErr: "neither meta page is valid", damage: func(t *testing.T, path string, _ int) {
@@ -111,7 +114,11 @@ func TestStoreCheck(t *testing.T) {
 			if err == nil {
 				t.Fatalf("check passed a damaged file: %q", out)
 			}
-			if !strings.Contains(err.Error(), tc.wantErr) || !strings.Contains(err.Error(), "restore the last good backup") {
+			said := false
+			for _, want := range strings.Split(tc.wantErr, "|") {
+				said = said || strings.Contains(err.Error(), want)
+			}
+			if !said || !strings.Contains(err.Error(), "restore the last good backup") {
 				t.Fatalf("check said %q, want %q and the way out", err, tc.wantErr)
 			}
 		})
