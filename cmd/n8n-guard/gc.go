@@ -26,16 +26,26 @@ const (
 )
 
 // serveGC applies them where the real environment (which the runtime
-// reads) did not choose.
-func serveGC() { tuneGC(os.Getenv) }
+// reads) did not choose, until the returned func sets back what was
+// (serve returns: tests run it in their own process).
+func serveGC() (undo func()) { return tuneGC(os.Getenv) }
 
 // tuneGC applies the settings above where getenv says the operator did
 // not choose.
-func tuneGC(getenv func(string) string) {
+func tuneGC(getenv func(string) string) (undo func()) {
+	pct, limit := -2, int64(-1) // -2: not changed
 	if getenv("GOGC") == "" {
-		debug.SetGCPercent(serveGCPercent)
+		pct = debug.SetGCPercent(serveGCPercent)
 	}
 	if getenv("GOMEMLIMIT") == "" {
-		debug.SetMemoryLimit(serveMemoryCap)
+		limit = debug.SetMemoryLimit(serveMemoryCap)
+	}
+	return func() {
+		if pct != -2 {
+			debug.SetGCPercent(pct)
+		}
+		if limit >= 0 {
+			debug.SetMemoryLimit(limit)
+		}
 	}
 }
