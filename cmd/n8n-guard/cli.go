@@ -166,6 +166,7 @@ func serve(cmd *cobra.Command, cfg Config, log *slog.Logger) error {
 	if cfg.Store == "" {
 		bolt.UseProcs()
 	}
+	defer serveGC()()
 	m := NewMain(cfg, log)
 	if err := m.Run(ctx); err != nil {
 		return err
