@@ -6,30 +6,18 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"path/filepath"
 	"strconv"
 	"testing"
 	"time"
 
 	"github.com/gofiber/fiber/v2"
-	"github.com/prometheus/client_golang/prometheus"
-
-	"github.com/n8n-guard/n8n-guard/keystore/bolt"
 )
 
 // A /v1 route registered without the bearer check (one its sender signs
 // instead, as Slack does) is not held to the stranger's 4 KiB, nor
 // answered 401: the body limit and the route's own check apply.
 func TestOpenV1RouteIsNotTreatedAsAStranger(t *testing.T) {
-	store, err := bolt.Open(filepath.Join(t.TempDir(), "n8n-guard.db"), bolt.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer store.Close()
-	s, err := New(Config{Store: store, Tokens: []string{"t"}, Registry: prometheus.NewRegistry()})
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := newInternalServer(t, Config{})
 	s.handle(fiber.MethodPost, "/v1/test/signed", false, func(c *fiber.Ctx) error {
 		return c.SendString(strconv.Itoa(len(c.Body())))
 	})

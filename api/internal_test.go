@@ -25,17 +25,8 @@ import (
 // Server faults: a 500 internal whose detail says nothing about the
 // server, while the error log keeps the cause.
 func TestInternalErrorsLeakNothing(t *testing.T) {
-	store, err := bolt.Open(filepath.Join(t.TempDir(), "n8n-guard.db"), bolt.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer store.Close()
 	var logs bytes.Buffer
-	s, err := New(Config{Store: store, Tokens: []string{"t"}, Registry: prometheus.NewRegistry(),
-		Logger: slog.New(slog.NewTextHandler(&logs, nil))})
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := newInternalServer(t, Config{Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 	secret := "open /var/lib/n8n-guard/n8n-guard.db: input/output error"
 	// Routes of this test only, registered like every other route.
 	s.handle(fiber.MethodGet, "/test/fault", true, func(*fiber.Ctx) error {
@@ -92,4 +83,21 @@ func TestStatusOfEveryCode(t *testing.T) {
 			t.Errorf("no title for %s", code)
 		}
 	}
+}
+
+// newInternalServer is a Server on a fresh bbolt store with the token "t",
+// for tests that reach inside the package.
+func newInternalServer(t *testing.T, cfg Config) *Server {
+	t.Helper()
+	store, err := bolt.Open(filepath.Join(t.TempDir(), "n8n-guard.db"), bolt.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { store.Close() })
+	cfg.Store, cfg.Tokens, cfg.Registry = store, []string{"t"}, prometheus.NewRegistry()
+	s, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
 }
