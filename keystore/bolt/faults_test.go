@@ -137,13 +137,7 @@ func TestStorageFaults(t *testing.T) {
 			answers = append(append(answers, failed...), later...)
 
 			disk.set("")
-			deadline := time.Now().Add(10 * time.Second)
-			for s.Ping(ctx) != nil {
-				if time.Now().After(deadline) {
-					t.Fatalf("the store did not recover once the disk worked: %v", s.Fault())
-				}
-				time.Sleep(10 * time.Millisecond)
-			}
+			waitRecovered(t, s)
 			after := reserveMany(s, "after", 8)
 			for _, a := range after {
 				if a.code != "" {
@@ -154,35 +148,7 @@ func TestStorageFaults(t *testing.T) {
 			if err := s.Close(); err != nil {
 				t.Fatal(err)
 			}
-
-			s, err = Open(path, Options{})
-			if err != nil {
-				t.Fatalf("restart: %v", err)
-			}
-			defer s.Close()
-			for _, a := range answers {
-				r, err := s.Lookup(ctx, "crm", a.key)
-				if err != nil {
-					t.Fatal(err)
-				}
-				there := r.Record != nil
-				switch a.code {
-				case "":
-					if !there {
-						t.Errorf("%s was answered accepted and is not on disk", a.key)
-					}
-				case keystore.EStoreUnavailable:
-					if there {
-						t.Errorf("%s was answered %q (nothing recorded) and is on disk", a.key, a.code)
-					}
-				case keystore.EStoreOutcomeUnknown:
-					if there != tc.onDiskAfter {
-						t.Errorf("%s (outcome unknown): on disk %v, want %v for %s", a.key, there, tc.onDiskAfter, tc.fault)
-					}
-				default:
-					t.Errorf("%s: unexpected answer %s", a.key, a.code)
-				}
-			}
+			checkOnDisk(t, path, answers, &tc.onDiskAfter)
 		})
 	}
 }
@@ -230,13 +196,7 @@ func TestNoSpaceOnARealDisk(t *testing.T) {
 	if err := os.Remove(spare); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for s.Ping(ctx) != nil {
-		if time.Now().After(deadline) {
-			t.Fatalf("the store did not recover once there was room: %v", s.Fault())
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	waitRecovered(t, s)
 	r, err := s.Reserve(ctx, keystore.ReserveRequest{Namespace: "crm", Key: "after-room", Owner: "t"})
 	if err != nil || r.Outcome != keystore.OutcomeAccepted {
 		t.Fatalf("reserve once there is room: %s %v", r.Outcome, err)
@@ -245,22 +205,52 @@ func TestNoSpaceOnARealDisk(t *testing.T) {
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
-	s, err = Open(path, Options{})
+	checkOnDisk(t, path, answers, nil)
+	t.Logf("%d reserves on a 512 KiB disk until it was full", len(answers))
+}
+
+// waitRecovered waits until the store writes again after a storage error.
+func waitRecovered(t *testing.T, s *Store) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for s.Ping(context.Background()) != nil {
+		if time.Now().After(deadline) {
+			t.Fatalf("the store did not recover once the disk worked: %v", s.Fault())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// checkOnDisk restarts the store at path and holds each answer against
+// what is on disk: accepted must be there, store_unavailable ("nothing
+// recorded") must not. With unknownOnDisk, store_outcome_unknown must be
+// on disk exactly when *unknownOnDisk, and any other answer is an error;
+// without it, those are not judged.
+func checkOnDisk(t *testing.T, path string, answers []answer, unknownOnDisk *bool) {
+	t.Helper()
+	s, err := Open(path, Options{})
 	if err != nil {
 		t.Fatalf("restart: %v", err)
 	}
 	defer s.Close()
 	for _, a := range answers {
-		r, err := s.Lookup(ctx, "crm", a.key)
+		r, err := s.Lookup(context.Background(), "crm", a.key)
 		if err != nil {
 			t.Fatal(err)
 		}
+		there := r.Record != nil
 		switch {
-		case a.code == "" && r.Record == nil:
+		case a.code == "" && !there:
 			t.Errorf("%s was answered accepted and is not on disk", a.key)
-		case a.code == keystore.EStoreUnavailable && r.Record != nil:
-			t.Errorf("%s was answered store_unavailable (nothing recorded) and is on disk", a.key)
+		case a.code == keystore.EStoreUnavailable && there:
+			t.Errorf("%s was answered %q (nothing recorded) and is on disk", a.key, a.code)
+		case unknownOnDisk == nil || a.code == "" || a.code == keystore.EStoreUnavailable:
+		case a.code == keystore.EStoreOutcomeUnknown:
+			if there != *unknownOnDisk {
+				t.Errorf("%s (outcome unknown): on disk %v, want %v", a.key, there, *unknownOnDisk)
+			}
+		default:
+			t.Errorf("%s: unexpected answer %s", a.key, a.code)
 		}
 	}
-	t.Logf("%d reserves on a 512 KiB disk until it was full", len(answers))
 }
