@@ -14,6 +14,7 @@
 # CPU figures in $OUT/cpu.txt, and the table printed at the end.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
+. cmd/guard-bench/lib.sh
 DURATION=${1:-5s}
 ROUNDS=${2:-3}
 BASE=${3:-a3e635a}
@@ -26,37 +27,7 @@ go build -o "$BIN/guard-bench" ./cmd/guard-bench
 git archive "$BASE" | tar -x -C "$OUT/base-src"
 (cd "$OUT/base-src" && go build -o "$BIN/n8n-guard-base" ./cmd/n8n-guard)
 
-pids=()
-cleanup() {
-  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-  wait 2>/dev/null || true
-}
-trap cleanup EXIT
 
-wait_line() {
-  for _ in $(seq 1 600); do
-    if line=$(grep -m1 "^$2" "$1" 2>/dev/null); then echo "${line#"$2"}"; return 0; fi
-    sleep 0.1
-  done
-  echo "timed out waiting for '$2' in $1" >&2; cat "$1" >&2; return 1
-}
-addr_of() {
-  for _ in $(seq 1 300); do
-    a=$(grep -o 'addr=[0-9.:]*' "$1" | head -1 | cut -d= -f2 || true)
-    [ -n "$a" ] && { echo "http://$a"; return 0; }
-    sleep 0.1
-  done
-  echo "no address in $1" >&2; cat "$1" >&2; return 1
-}
-cpu_ticks() {
-  local t=0 p f
-  for p in "$@"; do
-    [ -r "/proc/$p/stat" ] || continue
-    read -r -a f <"/proc/$p/stat"
-    t=$((t + f[13] + f[14]))
-  done
-  echo "$t"
-}
 
 "$BIN/guard-bench" postgres >"$OUT/pg.out" 2>"$OUT/pg.err" & pids+=($!)
 PGURL=$(wait_line "$OUT/pg.out" "url ")

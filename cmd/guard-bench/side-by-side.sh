@@ -14,6 +14,7 @@
 # Results: $OUT/results.jsonl and the table printed at the end.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
+. cmd/guard-bench/lib.sh
 DURATION=${1:-10s}
 CONC=${2:-64}
 OUT=${OUT:-$(mktemp -d /tmp/guard-bench.XXXXXX)}
@@ -23,21 +24,7 @@ mkdir -p "$BIN"
 go build -o "$BIN/n8n-guard" ./cmd/n8n-guard
 go build -o "$BIN/guard-bench" ./cmd/guard-bench
 
-pids=()
-cleanup() {
-  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-  wait 2>/dev/null || true
-}
-trap cleanup EXIT
 
-# wait_line FILE PREFIX: the first line of FILE that starts with PREFIX.
-wait_line() {
-  for _ in $(seq 1 600); do
-    if line=$(grep -m1 "^$2" "$1" 2>/dev/null); then echo "${line#"$2"}"; return 0; fi
-    sleep 0.1
-  done
-  echo "timed out waiting for '$2' in $1" >&2; cat "$1" >&2; return 1
-}
 wait_http() {
   for _ in $(seq 1 300); do curl -fs "$1/healthz" >/dev/null 2>&1 && return 0; sleep 0.1; done
   echo "server $1 did not come up" >&2; return 1
@@ -50,16 +37,6 @@ PGDIR=$(wait_line "$OUT/pg.err" "throwaway PostgreSQL in ")
 PGDIR=${PGDIR%% *}
 POSTMASTER=$(head -1 "$PGDIR/data/postmaster.pid")
 
-# cpu_ticks PID...: user+system CPU of the processes, in clock ticks.
-cpu_ticks() {
-  local t=0 p f
-  for p in "$@"; do
-    [ -r "/proc/$p/stat" ] || continue
-    read -r -a f <"/proc/$p/stat"
-    t=$((t + f[13] + f[14]))
-  done
-  echo "$t"
-}
 pg_pids() { echo "$POSTMASTER" $(ps -o pid= --ppid "$POSTMASTER"); }
 
 declare -A url spid
@@ -70,21 +47,11 @@ N8N_GUARD_TOKENS=$TOKEN "$BIN/n8n-guard" serve --addr 127.0.0.1:0 --data "$OUT/d
 url[bbolt]=http://$(wait_line "$OUT/bolt.out" "listening ")
 url[postgres]=http://$(wait_line "$OUT/pgs.out" "listening ")
 # The service logs its address; take it from the log.
-for _ in $(seq 1 100); do
-  a=$(grep -o 'addr=[0-9.:]*' "$OUT/n8n-guard.log" | head -1 | cut -d= -f2 || true)
-  [ -n "$a" ] && break; sleep 0.1
-done
-labels=(bbolt postgres)
-if [ -n "${a:-}" ]; then url[n8n-guard]=http://$a; labels=(n8n-guard "${labels[@]}"); fi
-if "$BIN/n8n-guard" serve --help 2>&1 | grep -q -- '--store'; then
-  N8N_GUARD_TOKENS=$TOKEN "$BIN/n8n-guard" serve --addr 127.0.0.1:0 --data "$OUT/data-pg" --store "$PGURL" \
-    --log-level info >"$OUT/n8n-guard-pg.log" 2>&1 & pids+=($!); spid[n8n-guard-pg]=$!
-  for _ in $(seq 1 100); do
-    b=$(grep -o 'addr=[0-9.:]*' "$OUT/n8n-guard-pg.log" | head -1 | cut -d= -f2 || true)
-    [ -n "$b" ] && break; sleep 0.1
-  done
-  [ -n "${b:-}" ] && { url[n8n-guard-pg]=http://$b; labels+=(n8n-guard-pg); }
-fi
+url[n8n-guard]=$(addr_of "$OUT/n8n-guard.log")
+N8N_GUARD_TOKENS=$TOKEN "$BIN/n8n-guard" serve --addr 127.0.0.1:0 --data "$OUT/data-pg" --store "$PGURL" \
+  --log-level info >"$OUT/n8n-guard-pg.log" 2>&1 & pids+=($!); spid[n8n-guard-pg]=$!
+url[n8n-guard-pg]=$(addr_of "$OUT/n8n-guard-pg.log")
+labels=(n8n-guard bbolt postgres n8n-guard-pg)
 for l in "${labels[@]}"; do wait_http "${url[$l]}"; done
 
 REPEAT=${REPEAT:-1}
