@@ -2,7 +2,6 @@ package api_test
 
 import (
 	"bufio"
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -10,11 +9,11 @@ import (
 	"net"
 	"net/http"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/n8n-guard/n8n-guard/api"
+	"github.com/n8n-guard/n8n-guard/internal/logbuf"
 )
 
 // rawRequest opens a connection, writes head (a request's header, with
@@ -130,7 +129,7 @@ func TestSlowSenderGets408(t *testing.T) {
 // Connections over the cap are refused at once with 503 overloaded, are
 // counted and logged once; those under it are served.
 func TestConnectionCap(t *testing.T) {
-	var logs syncBuffer
+	var logs logbuf.Buffer
 	log := slog.New(slog.NewTextHandler(&logs, nil))
 	e := start(t, withAPI(api.Config{MaxConnections: 3, Logger: log}))
 	// Three idle connections hold every slot (a header never finished).
@@ -176,21 +175,4 @@ func TestConnectionCap(t *testing.T) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }

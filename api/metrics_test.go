@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/n8n-guard/n8n-guard/api"
+	"github.com/n8n-guard/n8n-guard/internal/logbuf"
 )
 
 // fasthttp reuses its request buffers; a method string kept as a metric
@@ -41,7 +42,7 @@ func TestMetricsSurviveUnmatchedRequests(t *testing.T) {
 // with one warning and an overflow count, while the configured namespace
 // keeps its own series.
 func TestInventedNamespacesLeaveMetricsSmall(t *testing.T) {
-	var logs syncBuffer
+	var logs logbuf.Buffer
 	e := start(t, withAPI(api.Config{
 		Namespaces: []string{"crm-contacts"}, Destinations: []string{"crm-4990"},
 		Logger: slog.New(slog.NewTextHandler(&logs, nil)),

@@ -11,28 +11,11 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
+
+	"github.com/n8n-guard/n8n-guard/internal/logbuf"
 )
-
-// syncBuffer is a bytes.Buffer safe for a logger and a test to share.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 func freeAddr(t *testing.T) string {
 	t.Helper()
@@ -101,7 +84,7 @@ func TestServeSIGTERMAndRestart(t *testing.T) {
 	data := filepath.Join(t.TempDir(), "data")
 	addr := freeAddr(t)
 	base := "http://" + addr
-	logs := &syncBuffer{}
+	logs := &logbuf.Buffer{}
 	vars := map[string]string{"N8N_GUARD_ADDR": addr, "N8N_GUARD_DATA": data}
 
 	cmd := newRootCmd(env(vars), io.Discard, logs)

@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/n8n-guard/n8n-guard/internal/logbuf"
 	"github.com/n8n-guard/n8n-guard/internal/pgtest"
 	"github.com/n8n-guard/n8n-guard/keystore/storetest"
 )
@@ -88,7 +89,7 @@ notify:
   default_owner: U0ONCALL
 `),
 	}
-	logs := &syncBuffer{}
+	logs := &logbuf.Buffer{}
 	m := NewMain(cfg, slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelInfo})))
 	if err := m.Run(context.Background()); err != nil {
 		t.Fatal(err)
