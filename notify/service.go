@@ -36,11 +36,9 @@ type Options struct {
 	// AppToken is the app-level token (SLACK_APP_TOKEN, xapp-…) with
 	// connections:write; set, button clicks arrive over Socket Mode.
 	AppToken string
-	// N8nAPIURL (e.g. http://n8n:5678/api/v1) and N8nAPIKey (a key with
-	// the execution:retry scope) enable "Retry execution"; either empty:
-	// the button is not shown.
-	N8nAPIURL string
-	N8nAPIKey string
+	// N8n (n8n's public API, a key with the execution:retry scope)
+	// enables "Retry execution"; nil: the button is not shown.
+	N8n Executions
 	// APIURL overrides Slack's Web API base URL, in slack-go's form with a
 	// trailing slash (SLACK_API_URL), e.g. http://127.0.0.1:8080/api/.
 	APIURL string
@@ -111,8 +109,8 @@ type Service struct {
 	log    *slog.Logger
 	now    func() time.Time
 	outbox Outbox
-	slack  slackAPI // nil when no token is configured
-	n8n    *n8nAPI  // nil when n8n's API is not configured
+	slack  slackAPI   // nil when no token is configured
+	n8n    Executions // nil when n8n's API is not configured
 	pause  *slackPause
 	wake   chan struct{}
 	m      *metrics
@@ -164,7 +162,7 @@ func New(db *bolt.DB, cfg Config, opts Options) (*Service, error) {
 	if opts.Token != "" {
 		s.slack = newSlackClient(opts)
 	}
-	s.n8n = newN8nAPI(opts.N8nAPIURL, opts.N8nAPIKey)
+	s.n8n = opts.N8n
 	s.transient = &backoff.ExponentialBackOff{InitialInterval: min(opts.BackoffInitial, transientPauseMax),
 		RandomizationFactor: 0.2, Multiplier: 2, MaxInterval: transientPauseMax}
 	s.transient.Reset()

@@ -23,6 +23,7 @@ import (
 	"github.com/n8n-guard/n8n-guard/keystore"
 	"github.com/n8n-guard/n8n-guard/keystore/bolt"
 	"github.com/n8n-guard/n8n-guard/keystore/postgres"
+	"github.com/n8n-guard/n8n-guard/n8n"
 	"github.com/n8n-guard/n8n-guard/notify"
 )
 
@@ -90,11 +91,13 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	notifyOpts := notify.Options{
 		Token:      cfg.SlackBotToken,
 		AppToken:   cfg.SlackAppToken,
-		N8nAPIURL:  cfg.N8nAPIURL,
-		N8nAPIKey:  cfg.N8nAPIKey,
 		APIURL:     cfg.SlackAPIURL,
 		Logger:     m.Logger,
 		Registerer: reg,
+	}
+	if cfg.N8nAPIURL != "" && cfg.N8nAPIKey != "" {
+		// A retry is bounded by notify, which knows how long a person waits.
+		notifyOpts.N8n = n8n.New(cfg.N8nAPIURL, cfg.N8nAPIKey, 0)
 	}
 	var db *bbolt.DB // the shared bbolt file, when the store is bbolt
 	switch {

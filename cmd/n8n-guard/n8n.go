@@ -3,11 +3,14 @@ package main
 import (
 	"errors"
 	"fmt"
+	"io"
 	"path/filepath"
 	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
+
+	"github.com/n8n-guard/n8n-guard/n8n"
 )
 
 // n8nFlags are the flags of `n8n-guard n8n ...`, which talk to n8n's public
@@ -30,28 +33,38 @@ func (f *n8nFlags) add(cmd *cobra.Command) {
 }
 
 // connect finds out which n8n answers and refuses one it cannot serve.
-func (f *n8nFlags) connect(cmd *cobra.Command, dryRun bool) (*n8nInstance, error) {
+func (f *n8nFlags) connect(cmd *cobra.Command) (*n8n.Instance, error) {
 	if f.apiKey == "" {
 		return nil, errors.New("no n8n API key: set N8N_API_KEY or --api-key (n8n: Settings → n8n API)")
 	}
-	api := newN8NAPI(f.n8nURL, f.apiKey, f.timeout)
-	v, err := detectN8NVersion(cmd.Context(), api.http, api.base)
+	inst, err := n8n.Connect(cmd.Context(), n8n.New(f.n8nURL, f.apiKey, f.timeout))
 	if err != nil {
 		return nil, err
 	}
-	if err := v.supported(); err != nil {
-		return nil, err
-	}
-	// One cheap authenticated call, so a wrong key is the first thing said.
-	if err := api.do(cmd.Context(), "GET", "/workflows?limit=1", nil, nil); err != nil {
-		return nil, err
-	}
-	fmt.Fprintf(cmd.OutOrStdout(), "n8n %s at %s\n", v, api.base)
-	return &n8nInstance{api: api, version: v, out: cmd.OutOrStdout(), dryRun: dryRun}, nil
+	fmt.Fprintf(cmd.OutOrStdout(), "n8n %s at %s\n", inst.Version, inst.Client.Base())
+	return inst, nil
 }
 
-func (f *n8nFlags) scope() workflowFilter {
-	return workflowFilter{Tag: f.tag, ProjectID: f.project}
+func (f *n8nFlags) scope() n8n.Filter {
+	return n8n.Filter{Tag: f.tag, ProjectID: f.project}
+}
+
+// printReport prints what setup or check did, line by line.
+func printReport(w io.Writer, rep *n8n.Report) {
+	for _, s := range rep.Steps {
+		switch s.Kind {
+		case n8n.Change:
+			verb := ""
+			if rep.DryRun {
+				verb = "would "
+			}
+			fmt.Fprintf(w, "  %s%s\n", verb, s.Text)
+		case n8n.NotDone:
+			fmt.Fprintf(w, "  NOT DONE: %s\n", s.Text)
+		case n8n.Note:
+			fmt.Fprintf(w, "  note: %s\n", s.Text)
+		}
+	}
 }
 
 func newN8NCmd(getenv func(string) string) *cobra.Command {
@@ -73,7 +86,7 @@ workflows whose failures nobody would hear of.`,
 
 func newN8NSetupCmd(f *n8nFlags, getenv func(string) string) *cobra.Command {
 	var (
-		o          setupOptions
+		o          n8n.SetupOptions
 		createCred bool
 		data       string
 	)
@@ -101,12 +114,18 @@ N8N_GUARD_TOKENS, or <data>/api-token).`,
 				}
 				o.Token = tok
 			}
-			n, err := f.connect(cmd, o.DryRun)
+			inst, err := f.connect(cmd)
 			if err != nil {
 				return err
 			}
 			o.Scope = f.scope()
-			return n.setup(cmd.Context(), o)
+			rep, err := inst.Setup(cmd.Context(), o)
+			printReport(cmd.OutOrStdout(), rep)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintln(cmd.OutOrStdout(), rep.Summary())
+			return rep.Err()
 		},
 	}
 	fs := cmd.Flags()
@@ -145,15 +164,17 @@ error workflow that does not exist or (2.x) is not published, or one whose
 credential is missing. Exits non-zero when any does, for use in CI.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			n, err := f.connect(cmd, false)
+			inst, err := f.connect(cmd)
 			if err != nil {
 				return err
 			}
-			silent, err := n.check(cmd.Context(), f.scope())
-			if err != nil {
-				return err
-			}
+			rep, err := inst.Check(cmd.Context(), f.scope())
 			out := cmd.OutOrStdout()
+			printReport(out, rep)
+			if err != nil {
+				return err
+			}
+			silent := rep.Silent
 			for _, s := range silent {
 				fmt.Fprintf(out, "  SILENT %s %q: %s\n", s.ID, s.Name, s.Why)
 			}

@@ -1,4 +1,4 @@
-package main
+package n8n
 
 import (
 	"context"
@@ -8,15 +8,15 @@ import (
 	"net/http"
 )
 
-// n8nVersion is what setup knows of the instance's n8n.
-type n8nVersion struct {
+// Version is what the guard knows of an instance's n8n.
+type Version struct {
 	Major, Minor, Patch int
 	// Exact is false when n8n did not say its version (2.x tells it only to
 	// a logged-in user) and the major was inferred.
 	Exact bool
 }
 
-func (v n8nVersion) String() string {
+func (v Version) String() string {
 	if !v.Exact {
 		return fmt.Sprintf("%d.x", v.Major)
 	}
@@ -30,9 +30,9 @@ const (
 	newestMajor              = 2
 )
 
-// supported refuses versions the commands were never run against: a 1.x
+// Supported refuses versions the commands were never run against: a 1.x
 // before 1.113 and anything after 2.x, whose API may publish differently.
-func (v n8nVersion) supported() error {
+func (v Version) Supported() error {
 	old := v.Major < oldestMajor || (v.Major == oldestMajor && v.Minor < oldestMinor)
 	if old || v.Major > newestMajor {
 		return fmt.Errorf("n8n %s is not supported: n8n-guard n8n works with n8n %d.%d and later 1.x, and with 2.x (proven on 1.113.3 and 2.41.1)",
@@ -41,20 +41,20 @@ func (v n8nVersion) supported() error {
 	return nil
 }
 
-// detectN8NVersion reads the settings n8n's login page reads, the one place
+// Version reads the settings n8n's login page reads, the one place
 // without a login that tells a version: 1.x answers versionCli; 2.x answers
 // only public settings (settingsMode "public") without it.
-func detectN8NVersion(ctx context.Context, hc *http.Client, base string) (n8nVersion, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/rest/settings", nil)
+func (c *Client) Version(ctx context.Context) (Version, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.base+"/rest/settings", nil)
 	if err != nil {
-		return n8nVersion{}, err
+		return Version{}, err
 	}
-	resp, err := hc.Do(req)
+	resp, err := c.http.Do(req)
 	if err != nil {
-		return n8nVersion{}, fmt.Errorf("%w at %s: %v", errN8NUnreachable, base, err)
+		return Version{}, fmt.Errorf("%w at %s: %v", ErrUnreachable, c.base, err)
 	}
 	defer resp.Body.Close()
-	raw, _ := io.ReadAll(io.LimitReader(resp.Body, 4<<20))
+	raw, _ := io.ReadAll(io.LimitReader(resp.Body, bodyLimit))
 	var s struct {
 		Data struct {
 			VersionCli   string `json:"versionCli"`
@@ -62,18 +62,18 @@ func detectN8NVersion(ctx context.Context, hc *http.Client, base string) (n8nVer
 		} `json:"data"`
 	}
 	if resp.StatusCode != http.StatusOK || json.Unmarshal(raw, &s) != nil {
-		return n8nVersion{}, fmt.Errorf("%s/rest/settings answered HTTP %d without n8n's settings: is %s n8n?", base, resp.StatusCode, base)
+		return Version{}, fmt.Errorf("%s/rest/settings answered HTTP %d without n8n's settings: is %s n8n?", c.base, resp.StatusCode, c.base)
 	}
 	if s.Data.VersionCli != "" {
-		var v n8nVersion
+		var v Version
 		if _, err := fmt.Sscanf(s.Data.VersionCli, "%d.%d.%d", &v.Major, &v.Minor, &v.Patch); err != nil {
-			return n8nVersion{}, fmt.Errorf("n8n says it is version %q, which setup cannot read", s.Data.VersionCli)
+			return Version{}, fmt.Errorf("n8n says it is version %q, which setup cannot read", s.Data.VersionCli)
 		}
 		v.Exact = true
 		return v, nil
 	}
 	if s.Data.SettingsMode == "public" {
-		return n8nVersion{Major: 2}, nil
+		return Version{Major: 2}, nil
 	}
-	return n8nVersion{}, fmt.Errorf("n8n at %s did not say its version: is it n8n 1.113 or later?", base)
+	return Version{}, fmt.Errorf("n8n at %s did not say its version: is it n8n 1.113 or later?", c.base)
 }

@@ -1,19 +1,39 @@
-package main
+package n8n
 
 import (
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"reflect"
 	"strings"
 
 	"github.com/n8n-guard/n8n-guard/workflows"
 )
 
-// setupOptions are what `n8n-guard n8n setup` was asked to do.
-type setupOptions struct {
+// Instance is one n8n as setup and check see it.
+type Instance struct {
+	Client  *Client
+	Version Version
+}
+
+// Connect finds out which n8n answers and refuses one it cannot serve.
+func Connect(ctx context.Context, c *Client) (*Instance, error) {
+	v, err := c.Version(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if err := v.Supported(); err != nil {
+		return nil, err
+	}
+	if err := c.Ping(ctx); err != nil {
+		return nil, err
+	}
+	return &Instance{Client: c, Version: v}, nil
+}
+
+// SetupOptions are what setup was asked to do.
+type SetupOptions struct {
 	// GuardURL is where n8n reaches the guard, written into the Config node
 	// of the installed workflows; empty keeps what an installed one has.
 	GuardURL string
@@ -22,42 +42,32 @@ type setupOptions struct {
 	// Examples installs the example workflows (never published).
 	Examples bool
 	// Scope limits which workflows get the error handler.
-	Scope  workflowFilter
+	Scope  Filter
 	DryRun bool
 }
 
-// n8nInstance is one n8n as setup and check see it.
-type n8nInstance struct {
-	api     *n8nAPI
-	version n8nVersion
-	out     io.Writer
-	dryRun  bool
-	changes int
-	// problems are what setup could not do; each is printed and makes the
-	// command fail, so nothing is skipped silently.
-	problems []string
+// session is one setup or check run: what it changes goes into rep.
+type session struct {
+	*Instance
+	dryRun bool
+	rep    *Report
 }
 
-func (n *n8nInstance) change(format string, args ...any) {
-	n.changes++
-	verb := ""
-	if n.dryRun {
-		verb = "would "
-	}
-	fmt.Fprintf(n.out, "  %s%s\n", verb, fmt.Sprintf(format, args...))
-}
+func (n *session) change(format string, args ...any)  { n.rep.add(Change, format, args...) }
+func (n *session) problem(format string, args ...any) { n.rep.add(NotDone, format, args...) }
 
-func (n *n8nInstance) problem(format string, args ...any) {
-	msg := fmt.Sprintf(format, args...)
-	n.problems = append(n.problems, msg)
-	fmt.Fprintf(n.out, "  NOT DONE: %s\n", msg)
-}
-
-// setup wires the instance to the guard, idempotently: the credential, the
+// Setup wires the instance to the guard, idempotently: the credential, the
 // error handler (published on 2.x), the examples if asked, and
-// settings.errorWorkflow on every workflow in scope that has none.
-func (n *n8nInstance) setup(ctx context.Context, o setupOptions) error {
-	all, err := n.api.Workflows(ctx, workflowFilter{})
+// settings.errorWorkflow on every workflow in scope that has none. The
+// report holds what was done (or would be, in a dry run) also when an
+// error stopped it; its Err says whether anything was not done.
+func (inst *Instance) Setup(ctx context.Context, o SetupOptions) (*Report, error) {
+	n := &session{Instance: inst, dryRun: o.DryRun, rep: &Report{DryRun: o.DryRun}}
+	return n.rep, n.setup(ctx, o)
+}
+
+func (n *session) setup(ctx context.Context, o SetupOptions) error {
+	all, err := n.Client.Workflows(ctx, Filter{})
 	if err != nil {
 		return err
 	}
@@ -92,43 +102,32 @@ func (n *n8nInstance) setup(ctx context.Context, o setupOptions) error {
 			continue
 		}
 		if err := n.pointAtHandler(ctx, w, handlerID); err != nil {
-			var ne *n8nError
+			var ne *Error
 			if !errors.As(err, &ne) {
 				return err
 			}
 			n.problem("workflow %s %q: %v", w.ID, w.Name, err)
 		}
 	}
-	switch {
-	case n.changes == 0 && len(n.problems) == 0:
-		fmt.Fprintln(n.out, "nothing to change: the instance is wired to n8n-guard")
-	case n.dryRun:
-		fmt.Fprintf(n.out, "dry run: %d change(s) not made\n", n.changes)
-	default:
-		fmt.Fprintf(n.out, "%d change(s) made\n", n.changes)
-	}
-	if len(n.problems) > 0 {
-		return fmt.Errorf("%d thing(s) not done, see NOT DONE above", len(n.problems))
-	}
 	return nil
 }
 
 // noteUnlistedCredentials says what cannot be checked, once.
-func (n *n8nInstance) noteUnlistedCredentials() {
-	if n.version.Major < 2 {
-		fmt.Fprintln(n.out, "  note: n8n 1.x cannot list credentials; the handler's credential reference is trusted, not checked")
+func (n *session) noteUnlistedCredentials() {
+	if n.Version.Major < 2 {
+		n.rep.add(Note, "n8n 1.x cannot list credentials; the handler's credential reference is trusted, not checked")
 	} else {
-		fmt.Fprintln(n.out, "  note: the API key lacks the scope credential:list; the handler's credential reference is trusted, not checked")
+		n.rep.add(Note, "the API key lacks the scope credential:list; the handler's credential reference is trusted, not checked")
 	}
 }
 
 // scoped narrows all to the workflows of a tag or project. A scope that
 // matches nothing is an error: "all fine" about no workflow would be a lie.
-func (n *n8nInstance) scoped(ctx context.Context, all []remoteWorkflow, scope workflowFilter) ([]remoteWorkflow, error) {
-	if scope == (workflowFilter{}) {
+func (n *session) scoped(ctx context.Context, all []Workflow, scope Filter) ([]Workflow, error) {
+	if scope == (Filter{}) {
 		return all, nil
 	}
-	targets, err := n.api.Workflows(ctx, scope)
+	targets, err := n.Client.Workflows(ctx, scope)
 	if err != nil {
 		return nil, err
 	}
@@ -152,8 +151,8 @@ type guardCredential struct{ ID, Name string }
 // credential finds the guard's credential or creates it when a token was
 // given. 1.x cannot list credentials: there the handler's own reference is
 // trusted.
-func (n *n8nInstance) credential(ctx context.Context, handler *remoteWorkflow, token string) (guardCredential, error) {
-	creds, listed, err := n.api.Credentials(ctx, n.version.Major)
+func (n *session) credential(ctx context.Context, handler *Workflow, token string) (guardCredential, error) {
+	creds, listed, err := n.Client.Credentials(ctx, n.Version.Major)
 	if err != nil {
 		return guardCredential{}, err
 	}
@@ -182,13 +181,13 @@ func (n *n8nInstance) credential(ctx context.Context, handler *remoteWorkflow, t
 	if n.dryRun {
 		return guardCredential{"(new)", workflows.CredentialName}, nil
 	}
-	c, err := n.api.CreateGuardCredential(ctx, token)
+	c, err := n.Client.CreateGuardCredential(ctx, token)
 	return guardCredential{c.ID, c.Name}, err
 }
 
 // findShipped finds an installed copy of a shipped workflow: by its id (a
 // CLI import keeps it), else by its name (the public API assigns ids).
-func findShipped(all []remoteWorkflow, wf workflows.Workflow) *remoteWorkflow {
+func findShipped(all []Workflow, wf workflows.Workflow) *Workflow {
 	for i := range all {
 		if all[i].ID == wf.ID && !all[i].IsArchived {
 			return &all[i]
@@ -204,7 +203,7 @@ func findShipped(all []remoteWorkflow, wf workflows.Workflow) *remoteWorkflow {
 
 // desired is a shipped workflow as it should be on this instance: the
 // guard's address (given, else the installed one's) and the credential.
-func desired(wf workflows.Workflow, installed *remoteWorkflow, cred guardCredential, guardURL string) (workflows.Workflow, error) {
+func desired(wf workflows.Workflow, installed *Workflow, cred guardCredential, guardURL string) (workflows.Workflow, error) {
 	var out workflows.Workflow
 	b, _ := json.Marshal(wf)
 	_ = json.Unmarshal(b, &out) // a deep copy: the shipped value stays as shipped
@@ -223,7 +222,7 @@ func desired(wf workflows.Workflow, installed *remoteWorkflow, cred guardCredent
 
 // installHandler creates or updates the error handler and puts it live on
 // 2.x; it answers the handler's id.
-func (n *n8nInstance) installHandler(ctx context.Context, installed *remoteWorkflow, wf workflows.Workflow, cred guardCredential, guardURL string) (string, error) {
+func (n *session) installHandler(ctx context.Context, installed *Workflow, wf workflows.Workflow, cred guardCredential, guardURL string) (string, error) {
 	want, err := desired(wf, installed, cred, guardURL)
 	if err != nil {
 		return "", err
@@ -233,7 +232,7 @@ func (n *n8nInstance) installHandler(ctx context.Context, installed *remoteWorkf
 	case installed == nil:
 		n.change("create workflow %q", want.Name)
 		if !n.dryRun {
-			created, err := n.api.CreateWorkflow(ctx, want)
+			created, err := n.Client.CreateWorkflow(ctx, want)
 			if err != nil {
 				return "", err
 			}
@@ -244,15 +243,15 @@ func (n *n8nInstance) installHandler(ctx context.Context, installed *remoteWorkf
 		n.change("update workflow %s %q to the shipped version", id, want.Name)
 		if !n.dryRun {
 			// The handler is ours: on 2.x its update goes live at once.
-			body := workflowBody{want.Name, want.Nodes, want.Connections, installed.Settings}
-			if err := n.api.UpdateWorkflow(ctx, id, body, n.version.Major, true); err != nil {
+			body := WorkflowBody{want.Name, want.Nodes, want.Connections, installed.Settings}
+			if err := n.Client.UpdateWorkflow(ctx, id, body, n.Version.Major, true); err != nil {
 				return "", err
 			}
 		}
 	default:
 		id = installed.ID
 	}
-	if n.version.Major < 2 {
+	if n.Version.Major < 2 {
 		// 1.x runs an error workflow without activation and refuses to
 		// activate one that has only an Error Trigger.
 		return id, nil
@@ -260,7 +259,7 @@ func (n *n8nInstance) installHandler(ctx context.Context, installed *remoteWorkf
 	if installed == nil || !installed.Published() {
 		n.change("publish workflow %s %q (2.x runs only published error workflows)", id, want.Name)
 		if !n.dryRun {
-			if err := n.api.Publish(ctx, id, n.version.Major); err != nil {
+			if err := n.Client.Publish(ctx, id, n.Version.Major); err != nil {
 				return "", err
 			}
 		}
@@ -270,7 +269,7 @@ func (n *n8nInstance) installHandler(ctx context.Context, installed *remoteWorkf
 
 // installExample creates an example workflow that is not there yet; one
 // that is there belongs to the user and is left as it is.
-func (n *n8nInstance) installExample(ctx context.Context, installed *remoteWorkflow, wf workflows.Workflow, cred guardCredential, handlerID, guardURL string) error {
+func (n *session) installExample(ctx context.Context, installed *Workflow, wf workflows.Workflow, cred guardCredential, handlerID, guardURL string) error {
 	if installed != nil {
 		return nil
 	}
@@ -283,7 +282,7 @@ func (n *n8nInstance) installExample(ctx context.Context, installed *remoteWorkf
 	if n.dryRun {
 		return nil
 	}
-	_, err = n.api.CreateWorkflow(ctx, want)
+	_, err = n.Client.CreateWorkflow(ctx, want)
 	return err
 }
 
@@ -291,14 +290,14 @@ func (n *n8nInstance) installExample(ctx context.Context, installed *remoteWorkf
 // 2.x workflow's published version: the save goes live without publishing
 // anything (publishIfActive=false), so edits a user has not published stay
 // unpublished.
-func (n *n8nInstance) pointAtHandler(ctx context.Context, w remoteWorkflow, handlerID string) error {
+func (n *session) pointAtHandler(ctx context.Context, w Workflow, handlerID string) error {
 	settings := map[string]any{}
 	for k, v := range w.Settings {
 		settings[k] = v
 	}
 	settings["errorWorkflow"] = handlerID
 	if !n.dryRun {
-		if err := n.api.UpdateWorkflow(ctx, w.ID, workflowBody{w.Name, w.Nodes, w.Connections, settings}, n.version.Major, false); err != nil {
+		if err := n.Client.UpdateWorkflow(ctx, w.ID, WorkflowBody{w.Name, w.Nodes, w.Connections, settings}, n.Version.Major, false); err != nil {
 			return err
 		}
 	}
@@ -329,73 +328,4 @@ func normal(v any) any {
 	var out any
 	_ = json.Unmarshal(b, &out)
 	return out
-}
-
-// silentFailure is one workflow whose failure nobody would hear of.
-type silentFailure struct {
-	ID, Name, Why string
-}
-
-// check lists the workflows in scope that would fail silently: no error
-// workflow, one that does not exist or (2.x) is not published, or one whose
-// credential is missing.
-func (n *n8nInstance) check(ctx context.Context, scope workflowFilter) ([]silentFailure, error) {
-	all, err := n.api.Workflows(ctx, workflowFilter{})
-	if err != nil {
-		return nil, err
-	}
-	targets, err := n.scoped(ctx, all, scope)
-	if err != nil {
-		return nil, err
-	}
-	creds, listed, err := n.api.Credentials(ctx, n.version.Major)
-	if err != nil {
-		return nil, err
-	}
-	if !listed {
-		n.noteUnlistedCredentials()
-	}
-	credIDs := map[string]bool{}
-	for _, c := range creds {
-		credIDs[c.ID] = true
-	}
-	byID := map[string]remoteWorkflow{}
-	for _, w := range all {
-		byID[w.ID] = w
-	}
-	var out []silentFailure
-	for _, w := range targets {
-		if w.IsArchived || w.HasErrorTrigger() {
-			continue
-		}
-		why := n.whySilent(w, byID, credIDs, listed)
-		if why != "" {
-			out = append(out, silentFailure{w.ID, w.Name, why})
-		}
-	}
-	return out, nil
-}
-
-func (n *n8nInstance) whySilent(w remoteWorkflow, byID map[string]remoteWorkflow, credIDs map[string]bool, listed bool) string {
-	id := w.ErrorWorkflow()
-	if id == "" {
-		return "no error workflow"
-	}
-	h, ok := byID[id]
-	switch {
-	case !ok:
-		return fmt.Sprintf("its error workflow %s does not exist (or this API key cannot see it)", id)
-	case h.IsArchived:
-		return fmt.Sprintf("its error workflow %s %q is archived", id, h.Name)
-	case n.version.Major >= 2 && !h.Published():
-		return fmt.Sprintf("its error workflow %s %q is not published: n8n 2.x does not run it", id, h.Name)
-	}
-	if listed {
-		for _, node := range h.Nodes {
-			if cid, ok := workflows.UsesCredential(node); ok && !credIDs[cid] {
-				return fmt.Sprintf("its error workflow %s %q uses credential %s, which does not exist", id, h.Name, cid)
-			}
-		}
-	}
-	return ""
 }

@@ -1,4 +1,4 @@
-package main
+package n8n
 
 import (
 	"strings"
@@ -10,32 +10,6 @@ import (
 // The commands against a real n8n (fresh, ten workflows, a second run, a
 // wrong key) are proven in e2e/setup_test.go; these are the rules they
 // decide by.
-
-func TestN8NVersionSupport(t *testing.T) {
-	for _, c := range []struct {
-		name string
-		v    n8nVersion
-		ok   bool
-	}{
-		{"1.113.3, proven", n8nVersion{1, 113, 3, true}, true},
-		{"a later 1.x", n8nVersion{1, 123, 0, true}, true},
-		{"2.41.1, proven", n8nVersion{2, 41, 1, true}, true},
-		{"2.x without its exact version", n8nVersion{Major: 2}, true},
-		{"1.112, before the public API setup needs", n8nVersion{1, 112, 9, true}, false},
-		{"0.236", n8nVersion{0, 236, 0, true}, false},
-		{"3.0, never tried", n8nVersion{3, 0, 0, true}, false},
-	} {
-		t.Run(c.name, func(t *testing.T) {
-			err := c.v.supported()
-			if (err == nil) != c.ok {
-				t.Fatalf("supported(%s) = %v, want ok=%v", c.v, err, c.ok)
-			}
-			if err != nil && !strings.Contains(err.Error(), "not supported") {
-				t.Fatalf("error %q does not say the version is not supported", err)
-			}
-		})
-	}
-}
 
 func handler(t *testing.T) workflows.Workflow {
 	t.Helper()
@@ -81,7 +55,7 @@ func TestDesiredHandler(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		want, err := desired(handler(t), &remoteWorkflow{Nodes: installed.Nodes}, cred, "")
+		want, err := desired(handler(t), &Workflow{Nodes: installed.Nodes}, cred, "")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -119,24 +93,24 @@ func TestSameNodes(t *testing.T) {
 
 func TestWhySilent(t *testing.T) {
 	published := "v1"
-	handler := remoteWorkflow{ID: "H", Name: "handler", Active: true, ActiveVersionID: &published,
+	handler := Workflow{ID: "H", Name: "handler", Active: true, ActiveVersionID: &published,
 		Nodes: []map[string]any{{"type": "n8n-nodes-base.errorTrigger"},
 			{"credentials": map[string]any{workflows.CredentialType: map[string]any{"id": "C"}}}}}
 	draft := handler
 	draft.ID, draft.Active, draft.ActiveVersionID = "D", false, nil
-	byID := map[string]remoteWorkflow{"H": handler, "D": draft}
-	with := func(ew string) remoteWorkflow {
-		return remoteWorkflow{ID: "W", Settings: map[string]any{"errorWorkflow": ew}}
+	byID := map[string]Workflow{"H": handler, "D": draft}
+	with := func(ew string) Workflow {
+		return Workflow{ID: "W", Settings: map[string]any{"errorWorkflow": ew}}
 	}
 	for _, c := range []struct {
 		name   string
 		major  int
-		w      remoteWorkflow
+		w      Workflow
 		creds  map[string]bool
 		listed bool
 		want   string
 	}{
-		{"no error workflow", 2, remoteWorkflow{ID: "W"}, nil, true, "no error workflow"},
+		{"no error workflow", 2, Workflow{ID: "W"}, nil, true, "no error workflow"},
 		{"error workflow gone", 2, with("X"), nil, true, "does not exist"},
 		{"error workflow unpublished on 2.x", 2, with("D"), map[string]bool{"C": true}, true, "not published"},
 		{"unpublished is fine on 1.x", 1, with("D"), nil, false, ""},
@@ -145,8 +119,7 @@ func TestWhySilent(t *testing.T) {
 		{"all well", 2, with("H"), map[string]bool{"C": true}, true, ""},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			n := &n8nInstance{version: n8nVersion{Major: c.major}}
-			got := n.whySilent(c.w, byID, c.creds, c.listed)
+			got := whySilent(c.major, c.w, byID, c.creds, c.listed)
 			if (c.want == "") != (got == "") || !strings.Contains(got, c.want) {
 				t.Fatalf("whySilent = %q, want %q", got, c.want)
 			}

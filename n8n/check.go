@@ -1,0 +1,73 @@
+package n8n
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/n8n-guard/n8n-guard/workflows"
+)
+
+// Check lists the workflows in scope that would fail silently (the
+// report's Silent): no error workflow, one that does not exist or (2.x) is
+// not published, or one whose credential is missing.
+func (inst *Instance) Check(ctx context.Context, scope Filter) (*Report, error) {
+	n := &session{Instance: inst, rep: &Report{}}
+	all, err := n.Client.Workflows(ctx, Filter{})
+	if err != nil {
+		return n.rep, err
+	}
+	targets, err := n.scoped(ctx, all, scope)
+	if err != nil {
+		return n.rep, err
+	}
+	creds, listed, err := n.Client.Credentials(ctx, n.Version.Major)
+	if err != nil {
+		return n.rep, err
+	}
+	if !listed {
+		n.noteUnlistedCredentials()
+	}
+	credIDs := map[string]bool{}
+	for _, c := range creds {
+		credIDs[c.ID] = true
+	}
+	byID := map[string]Workflow{}
+	for _, w := range all {
+		byID[w.ID] = w
+	}
+	for _, w := range targets {
+		if w.IsArchived || w.HasErrorTrigger() {
+			continue
+		}
+		if why := whySilent(n.Version.Major, w, byID, credIDs, listed); why != "" {
+			n.rep.Silent = append(n.rep.Silent, Silent{w.ID, w.Name, why})
+		}
+	}
+	return n.rep, nil
+}
+
+// whySilent says why a failure of w would go unheard, or "" when it would
+// be heard.
+func whySilent(major int, w Workflow, byID map[string]Workflow, credIDs map[string]bool, listed bool) string {
+	id := w.ErrorWorkflow()
+	if id == "" {
+		return "no error workflow"
+	}
+	h, ok := byID[id]
+	switch {
+	case !ok:
+		return fmt.Sprintf("its error workflow %s does not exist (or this API key cannot see it)", id)
+	case h.IsArchived:
+		return fmt.Sprintf("its error workflow %s %q is archived", id, h.Name)
+	case major >= 2 && !h.Published():
+		return fmt.Sprintf("its error workflow %s %q is not published: n8n 2.x does not run it", id, h.Name)
+	}
+	if listed {
+		for _, node := range h.Nodes {
+			if cid, ok := workflows.UsesCredential(node); ok && !credIDs[cid] {
+				return fmt.Sprintf("its error workflow %s %q uses credential %s, which does not exist", id, h.Name, cid)
+			}
+		}
+	}
+	return ""
+}

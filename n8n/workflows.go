@@ -1,0 +1,160 @@
+package n8n
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"net/url"
+	"strconv"
+
+	"github.com/n8n-guard/n8n-guard/workflows"
+)
+
+// Workflow is a workflow as n8n's public API lists it.
+type Workflow struct {
+	ID     string `json:"id"`
+	Name   string `json:"name"`
+	Active bool   `json:"active"`
+	// ActiveVersionID is the published version (2.x only).
+	ActiveVersionID *string          `json:"activeVersionId"`
+	IsArchived      bool             `json:"isArchived"`
+	Nodes           []map[string]any `json:"nodes"`
+	Connections     map[string]any   `json:"connections"`
+	Settings        map[string]any   `json:"settings"`
+	Tags            []struct {
+		Name string `json:"name"`
+	} `json:"tags"`
+}
+
+// ErrorWorkflow is the id in settings.errorWorkflow, empty for none.
+func (w Workflow) ErrorWorkflow() string {
+	s, _ := w.Settings["errorWorkflow"].(string)
+	return s
+}
+
+// HasErrorTrigger: an error workflow itself needs no error workflow.
+func (w Workflow) HasErrorTrigger() bool {
+	for _, n := range w.Nodes {
+		if n["type"] == "n8n-nodes-base.errorTrigger" {
+			return true
+		}
+	}
+	return false
+}
+
+// Published: the workflow runs on its triggers (2.x: published, 1.x: active).
+func (w Workflow) Published() bool {
+	return w.Active || (w.ActiveVersionID != nil && *w.ActiveVersionID != "")
+}
+
+// Filter narrows a listing the way n8n's API can.
+type Filter struct {
+	Tag, ProjectID string
+}
+
+// Workflows lists every workflow the key can see, page by page.
+func (c *Client) Workflows(ctx context.Context, f Filter) ([]Workflow, error) {
+	var all []Workflow
+	q := url.Values{"limit": {"250"}, "excludePinnedData": {"true"}}
+	if f.Tag != "" {
+		q.Set("tags", f.Tag)
+	}
+	if f.ProjectID != "" {
+		q.Set("projectId", f.ProjectID)
+	}
+	for {
+		var page struct {
+			Data       []Workflow `json:"data"`
+			NextCursor *string    `json:"nextCursor"`
+		}
+		if err := c.do(ctx, http.MethodGet, "/workflows?"+q.Encode(), nil, &page); err != nil {
+			return nil, err
+		}
+		all = append(all, page.Data...)
+		if page.NextCursor == nil || *page.NextCursor == "" {
+			return all, nil
+		}
+		q.Set("cursor", *page.NextCursor)
+	}
+}
+
+// WorkflowBody is what create and update accept: n8n refuses read-only
+// members (id, active, versionId) in them.
+type WorkflowBody struct {
+	Name        string           `json:"name"`
+	Nodes       []map[string]any `json:"nodes"`
+	Connections map[string]any   `json:"connections"`
+	Settings    map[string]any   `json:"settings"`
+}
+
+// CreateWorkflow saves a new workflow (never published).
+func (c *Client) CreateWorkflow(ctx context.Context, wf workflows.Workflow) (Workflow, error) {
+	var out Workflow
+	err := c.do(ctx, http.MethodPost, "/workflows", WorkflowBody{wf.Name, wf.Nodes, wf.Connections, wf.Settings}, &out)
+	return out, err
+}
+
+// UpdateWorkflow saves a workflow. publish says whether a published 2.x
+// workflow goes live with the change (publishIfActive); 1.x re-activates an
+// active workflow either way.
+func (c *Client) UpdateWorkflow(ctx context.Context, id string, wf WorkflowBody, major int, publish bool) error {
+	path := "/workflows/" + url.PathEscape(id)
+	if major >= 2 {
+		path += "?publishIfActive=" + strconv.FormatBool(publish)
+	}
+	return c.do(ctx, http.MethodPut, path, wf, nil)
+}
+
+// Publish puts a workflow live: /publish on 2.x, /activate on 1.x.
+func (c *Client) Publish(ctx context.Context, id string, major int) error {
+	verb := "/activate"
+	if major >= 2 {
+		verb = "/publish"
+	}
+	return c.do(ctx, http.MethodPost, "/workflows/"+url.PathEscape(id)+verb, struct{}{}, nil)
+}
+
+// Credential is a credential without its secret.
+type Credential struct {
+	ID   string `json:"id"`
+	Name string `json:"name"`
+	Type string `json:"type"`
+}
+
+// Credentials lists credentials; ok is false where n8n has no such listing
+// (1.x's public API can create credentials but not list them) or the key
+// lacks the scope credential:list, which the caller says.
+func (c *Client) Credentials(ctx context.Context, major int) (creds []Credential, ok bool, err error) {
+	if major < 2 {
+		return nil, false, nil
+	}
+	q := url.Values{"limit": {"250"}}
+	for {
+		var page struct {
+			Data       []Credential `json:"data"`
+			NextCursor *string      `json:"nextCursor"`
+		}
+		if err := c.do(ctx, http.MethodGet, "/credentials?"+q.Encode(), nil, &page); err != nil {
+			var ne *Error
+			if errors.As(err, &ne) && ne.Status == http.StatusForbidden {
+				return nil, false, nil
+			}
+			return nil, false, err
+		}
+		creds = append(creds, page.Data...)
+		if page.NextCursor == nil || *page.NextCursor == "" {
+			return creds, true, nil
+		}
+		q.Set("cursor", *page.NextCursor)
+	}
+}
+
+// CreateGuardCredential stores the guard's token as n8n's Header Auth.
+func (c *Client) CreateGuardCredential(ctx context.Context, token string) (Credential, error) {
+	var out Credential
+	err := c.do(ctx, http.MethodPost, "/credentials", map[string]any{
+		"name": workflows.CredentialName, "type": workflows.CredentialType,
+		"data": map[string]any{"name": "Authorization", "value": "Bearer " + token},
+	}, &out)
+	return out, err
+}
