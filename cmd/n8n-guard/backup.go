@@ -2,19 +2,16 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
-	"net/http"
 	"os"
 	"path/filepath"
-	"strconv"
 	"time"
 
 	"github.com/spf13/cobra"
 
-	"github.com/n8n-guard/n8n-guard/api"
+	"github.com/n8n-guard/n8n-guard/client"
 	"github.com/n8n-guard/n8n-guard/internal/durable"
 	"github.com/n8n-guard/n8n-guard/keystore/bolt"
 )
@@ -105,38 +102,17 @@ func writeBackup(out string, copyTo func(io.Writer) (int64, error)) (bolt.CheckR
 	return rep, durable.SyncDir(filepath.Dir(out))
 }
 
-// backupFromServer copies GET /v1/admin/backup to w. The answer's
-// Content-Length is the snapshot's size: a body that ends early is an
-// error here (io.ErrUnexpectedEOF), not a short file.
+// backupFromServer copies the running server's snapshot to w.
 func backupFromServer(ctx context.Context, co *clientOptions, w io.Writer) (int64, error) {
 	c, err := co.authed()
 	if err != nil {
 		return 0, err
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.base+api.BackupPath, nil)
-	if err != nil {
-		return 0, err
+	n, err := c.Backup(ctx, w)
+	if errors.Is(err, client.ErrUnreachable) {
+		return n, fmt.Errorf("%w (when the server is stopped, use --offline)", err)
 	}
-	req.Header.Set("Authorization", "Bearer "+c.token)
-	// --timeout bounds the wait for the answer to begin; the copy itself
-	// may take longer.
-	hc := &http.Client{Transport: &http.Transport{ResponseHeaderTimeout: co.timeout}}
-	resp, err := hc.Do(req)
-	if err != nil {
-		return 0, fmt.Errorf("n8n-guard at %s: %w (when the server is stopped, use --offline)", c.base, err)
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return 0, c.answerError(resp, "GET "+api.BackupPath)
-	}
-	n, err := io.Copy(w, resp.Body)
-	if err == nil && resp.ContentLength >= 0 && n != resp.ContentLength {
-		err = fmt.Errorf("the server sent %d of %d bytes", n, resp.ContentLength)
-	}
-	if err != nil {
-		return n, fmt.Errorf("copy from %s: %w", c.base, err)
-	}
-	return n, nil
+	return n, err
 }
 
 // backupFromFile copies the store file in data with the store closed to
@@ -158,15 +134,4 @@ func backupFromFile(ctx context.Context, data string, w io.Writer) (int64, error
 		return err
 	})
 	return n, errors.Join(err, s.Close())
-}
-
-// answerError turns a non-200 answer into the server's problem, or a
-// plain error naming the status.
-func (c *client) answerError(resp *http.Response, what string) error {
-	raw, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
-	var p problemError
-	if json.Unmarshal(raw, &p) == nil && p.Code != "" {
-		return &p
-	}
-	return fmt.Errorf("%s: HTTP %s", what, strconv.Itoa(resp.StatusCode))
 }

@@ -2,13 +2,9 @@ package main
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"net/http"
-	"net/url"
 	"path/filepath"
 	"strings"
 	"text/tabwriter"
@@ -16,7 +12,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/n8n-guard/n8n-guard/api"
+	"github.com/n8n-guard/n8n-guard/client"
 	"github.com/n8n-guard/n8n-guard/keystore"
 )
 
@@ -38,81 +34,32 @@ func (o *clientOptions) addFlags(cmd *cobra.Command) {
 	bindEnv(fs, "data", "N8N_GUARD_DATA")
 }
 
-// client is a minimal client of the v1 API.
-type client struct {
-	base  string
-	token string
-	http  *http.Client
+func (o *clientOptions) client() *client.Client {
+	return client.New(o.url, client.Options{Timeout: o.timeout})
 }
 
-func (o *clientOptions) client() *client {
-	return &client{base: strings.TrimRight(o.url, "/"), http: &http.Client{Timeout: o.timeout}}
-}
-
-// authed adds the token: N8N_GUARD_TOKEN, else the first of
+// authed is a client with the token: N8N_GUARD_TOKEN, else the first of
 // N8N_GUARD_TOKENS, else <data>/api-token.
-func (o *clientOptions) authed() (*client, error) {
-	c := o.client()
-	if c.token = strings.TrimSpace(o.getenv("N8N_GUARD_TOKEN")); c.token != "" {
-		return c, nil
+func (o *clientOptions) authed() (*client.Client, error) {
+	tok, err := o.token()
+	if err != nil {
+		return nil, err
+	}
+	return client.New(o.url, client.Options{Token: tok, Timeout: o.timeout}), nil
+}
+
+func (o *clientOptions) token() (string, error) {
+	if tok := strings.TrimSpace(o.getenv("N8N_GUARD_TOKEN")); tok != "" {
+		return tok, nil
 	}
 	if toks := splitTokens(o.getenv("N8N_GUARD_TOKENS")); len(toks) > 0 {
-		c.token = toks[0]
-		return c, nil
+		return toks[0], nil
 	}
 	tok, err := readToken(filepath.Join(o.data, TokenFile))
 	if err != nil {
-		return nil, fmt.Errorf("no API token: set N8N_GUARD_TOKEN or point --data at the server's data folder (%w)", err)
+		return "", fmt.Errorf("no API token: set N8N_GUARD_TOKEN or point --data at the server's data folder (%w)", err)
 	}
-	c.token = tok
-	return c, nil
-}
-
-// problemError is an error answer of the server.
-type problemError api.Problem
-
-func (p *problemError) Error() string {
-	msg := fmt.Sprintf("%s (HTTP %d): %s", p.Code, p.Status, p.Detail)
-	for _, f := range p.Fields {
-		msg += fmt.Sprintf("\n  %s: %s", f.Field, f.Rule)
-	}
-	return msg
-}
-
-func (c *client) do(ctx context.Context, method, path string, body, out any) error {
-	var rd io.Reader
-	if body != nil {
-		b, err := json.Marshal(body)
-		if err != nil {
-			return err
-		}
-		rd = bytes.NewReader(b)
-	}
-	req, err := http.NewRequestWithContext(ctx, method, c.base+path, rd)
-	if err != nil {
-		return err
-	}
-	req.Header.Set("Authorization", "Bearer "+c.token)
-	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	resp, err := c.http.Do(req)
-	if err != nil {
-		return fmt.Errorf("n8n-guard at %s: %w", c.base, err)
-	}
-	defer resp.Body.Close()
-	raw, err := io.ReadAll(io.LimitReader(resp.Body, 32<<20))
-	if err != nil {
-		return err
-	}
-	if resp.StatusCode >= 300 {
-		var p problemError
-		if json.Unmarshal(raw, &p) == nil && p.Code != "" {
-			return &p
-		}
-		return fmt.Errorf("%s %s: HTTP %d", method, path, resp.StatusCode)
-	}
-	return json.Unmarshal(raw, out)
+	return tok, nil
 }
 
 func newKeysCmd(o *clientOptions) *cobra.Command {
@@ -145,28 +92,15 @@ func newKeysListCmd(o *clientOptions) *cobra.Command {
 			var items []*keystore.Record
 			cursor := ""
 			for {
-				q := url.Values{}
-				for k, v := range map[string]string{"namespace": namespace, "state": state, "cursor": cursor} {
-					if v != "" {
-						q.Set(k, v)
-					}
-				}
-				if limit > 0 {
-					q.Set("limit", fmt.Sprint(limit))
-				}
-				var page struct {
-					Items      []*keystore.Record `json:"items"`
-					NextCursor string             `json:"next_cursor"`
-				}
-				if err := c.do(cmd.Context(), http.MethodGet, "/v1/keys?"+q.Encode(), nil, &page); err != nil {
+				page, err := c.Keys(cmd.Context(), client.KeyQuery{Namespace: namespace, State: keystore.State(state), Limit: limit, Cursor: cursor})
+				if err != nil {
 					return err
 				}
 				items = append(items, page.Items...)
-				if !all || page.NextCursor == "" {
-					cursor = page.NextCursor
+				cursor = page.NextCursor
+				if !all || cursor == "" {
 					break
 				}
-				cursor = page.NextCursor
 			}
 			out := cmd.OutOrStdout()
 			if asJSON {
@@ -208,9 +142,8 @@ func newKeysShowCmd(o *clientOptions) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			var rec json.RawMessage
-			q := url.Values{"namespace": {args[0]}, "key": {args[1]}}
-			if err := c.do(cmd.Context(), http.MethodGet, "/v1/lookup?"+q.Encode(), nil, &rec); err != nil {
+			rec, err := c.Lookup(cmd.Context(), args[0], args[1])
+			if err != nil {
 				return err
 			}
 			var buf bytes.Buffer
@@ -249,28 +182,19 @@ reserves answer duplicate_event.
 			if failed {
 				resolution = keystore.StateFailed
 			}
-			body := map[string]any{
-				"namespace": args[0], "key": args[1], "resolution": resolution,
-				"by": by, "note": note, "force": force,
-			}
-			if resultRef != "" {
-				body["result_ref"] = resultRef
-			}
-			var a struct {
-				Outcome   string `json:"outcome"`
-				State     string `json:"state"`
-				Attempt   int    `json:"attempt"`
-				Retryable bool   `json:"retryable"`
-			}
-			if err := c.do(cmd.Context(), http.MethodPost, "/v1/resolve", body, &a); err != nil {
-				var p *problemError
-				if errors.As(err, &p) && p.Code == keystore.EConflict && !force && strings.Contains(p.Detail, "reserved by a live attempt") {
+			a, err := c.Resolve(cmd.Context(), client.Resolution{
+				Namespace: args[0], Key: args[1], Resolution: resolution,
+				By: by, Note: note, ResultRef: resultRef, Force: force,
+			})
+			if err != nil {
+				var e *client.Error
+				if errors.As(err, &e) && e.Code() == string(keystore.EConflict) && !force && strings.Contains(e.Problem.Detail, "reserved by a live attempt") {
 					return fmt.Errorf("%w\n(a live reservation is only overridden with --force)", err)
 				}
 				return err
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "%s/%s: %s (state %s, attempt %d", args[0], args[1], a.Outcome, a.State, a.Attempt)
-			if a.State == string(keystore.StateFailed) && a.Retryable {
+			if a.State == keystore.StateFailed && a.Retryable {
 				fmt.Fprint(cmd.OutOrStdout(), ", the next reserve may try again")
 			}
 			fmt.Fprintln(cmd.OutOrStdout(), ")")

@@ -3,14 +3,10 @@ package main
 import (
 	"encoding/json"
 	"fmt"
-	"net/http"
-	"net/url"
 	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
-
-	"github.com/n8n-guard/n8n-guard/notify"
 )
 
 func newNotificationsCmd(o *clientOptions) *cobra.Command {
@@ -39,12 +35,8 @@ func newNotificationsListCmd(o *clientOptions) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			q := url.Values{"limit": {fmt.Sprint(limit)}}
-			if state != "" {
-				q.Set("state", state)
-			}
-			var page notify.Page
-			if err := c.do(cmd.Context(), http.MethodGet, "/v1/notifications?"+q.Encode(), nil, &page); err != nil {
+			page, err := c.Notifications(cmd.Context(), state, limit)
+			if err != nil {
 				return err
 			}
 			out := cmd.OutOrStdout()
@@ -81,8 +73,8 @@ func newNotificationsResendCmd(o *clientOptions) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			var n notify.Notification
-			if err := c.do(cmd.Context(), http.MethodPost, "/v1/notifications/resend", map[string]string{"id": args[0]}, &n); err != nil {
+			n, err := c.Resend(cmd.Context(), args[0])
+			if err != nil {
 				return err
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "%s: %s again; it is sent on the next worker pass\n", n.ID, n.Status)

@@ -1,11 +1,11 @@
 package main
 
 import (
-	"encoding/json"
+	"errors"
 	"fmt"
-	"net/http"
 	"runtime/debug"
 
+	"github.com/n8n-guard/n8n-guard/client"
 	"github.com/spf13/cobra"
 )
 
@@ -37,22 +37,17 @@ func newVersionCmd(o *clientOptions) *cobra.Command {
 			out := cmd.OutOrStdout()
 			fmt.Fprintf(out, "client  %s\n", version())
 			c := o.client()
-			var h struct {
-				Version string `json:"version"`
-			}
-			req, err := http.NewRequestWithContext(cmd.Context(), http.MethodGet, c.base+"/healthz", nil)
-			if err != nil {
+			h, err := c.Health(cmd.Context())
+			var e *client.Error
+			switch {
+			case errors.Is(err, client.ErrUnreachable):
 				return err
+			case errors.As(err, &e):
+				return fmt.Errorf("%s answered without a version (HTTP %d): is it n8n-guard?", c.Base(), e.Status)
+			case err != nil || h.Version == "":
+				return fmt.Errorf("%s answered without a version: is it n8n-guard?", c.Base())
 			}
-			resp, err := c.http.Do(req)
-			if err != nil {
-				return fmt.Errorf("server unreachable at %s: %w", c.base, err)
-			}
-			defer resp.Body.Close()
-			if json.NewDecoder(resp.Body).Decode(&h) != nil || h.Version == "" {
-				return fmt.Errorf("%s answered without a version (HTTP %d): is it n8n-guard?", c.base, resp.StatusCode)
-			}
-			fmt.Fprintf(out, "server  %s (%s)\n", h.Version, c.base)
+			fmt.Fprintf(out, "server  %s (%s)\n", h.Version, c.Base())
 			return nil
 		},
 	}
