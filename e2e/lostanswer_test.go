@@ -15,6 +15,9 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/n8n-guard/n8n-guard/client"
+	"github.com/n8n-guard/n8n-guard/keystore"
 )
 
 const lostAnswerPath = "n8n-guard-e2e/lost-answer"
@@ -63,10 +66,8 @@ func TestLostReserveAnswer(t *testing.T) {
 			t.Fatalf("%s: guard record %+v, want completed, attempt 1, result_ref %v", key, rec, reply["result_ref"])
 		}
 	}
-	var unknown struct {
-		Items []record `json:"items"`
-	}
-	if err := g.call(http.MethodGet, "/v1/keys?state=unknown", nil, &unknown); err != nil {
+	unknown, err := g.api.Keys(context.Background(), client.KeyQuery{State: keystore.StateUnknown})
+	if err != nil {
 		t.Fatal(err)
 	}
 	if len(unknown.Items) != 0 {

@@ -3,6 +3,7 @@
 package e2e
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"strconv"
@@ -10,6 +11,9 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/n8n-guard/n8n-guard/client"
+	"github.com/n8n-guard/n8n-guard/keystore"
 )
 
 const (
@@ -365,9 +369,9 @@ func (s *suite) caseBookingTimeout(t *testing.T) {
 	}
 	s.waitSlack(t, 60*time.Second, key, "U0OFFICE")
 
-	rec, err := s.guard.Resolve(map[string]any{
-		"namespace": "booking-confirmations", "key": key, "resolution": "completed",
-		"by": "office manager", "note": "the provider's log shows the mail went out", "result_ref": "msg-from-log",
+	rec, err := s.guard.api.Resolve(context.Background(), client.Resolution{
+		Namespace: "booking-confirmations", Key: key, Resolution: keystore.StateCompleted,
+		By: "office manager", Note: "the provider's log shows the mail went out", ResultRef: "msg-from-log",
 	})
 	if err != nil {
 		t.Fatal(err)

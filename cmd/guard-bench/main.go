@@ -21,7 +21,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -41,6 +40,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/n8n-guard/n8n-guard/client"
 )
 
 func main() {
@@ -172,7 +173,7 @@ func counts(m map[string]int) string {
 type worker struct {
 	id        int
 	o         options
-	client    *http.Client
+	client    *client.Client
 	runID     string
 	seq       int
 	lat       []time.Duration
@@ -182,11 +183,10 @@ type worker struct {
 	measuring bool
 }
 
+// answer is what a scenario reads of a success.
 type answer struct {
 	Outcome string `json:"outcome"`
 	Token   string `json:"token"`
-	Code    string `json:"code"`
-	Status  string `json:"status"` // /healthz
 }
 
 func drive(ctx context.Context, o options) (Summary, error) {
@@ -202,18 +202,15 @@ func drive(ctx context.Context, o options) (Summary, error) {
 		IdleConnTimeout:     90 * time.Second,
 	}
 	defer transport.CloseIdleConnections()
-	client := &http.Client{Transport: transport, Timeout: 30 * time.Second}
+	c := client.New(base, client.Options{Token: o.token, Timeout: 30 * time.Second, Transport: transport})
 	// Fail fast when the server is not there.
-	if resp, err := client.Get(base + "/healthz"); err != nil {
+	if _, err := c.Health(ctx); err != nil {
 		return Summary{}, fmt.Errorf("server not reachable: %w", err)
-	} else {
-		io.Copy(io.Discard, resp.Body)
-		resp.Body.Close()
 	}
 	runID := randomID()
 	workers := make([]*worker, o.concurrency)
 	for i := range workers {
-		workers[i] = &worker{id: i, o: o, client: client, runID: runID,
+		workers[i] = &worker{id: i, o: o, client: c, runID: runID,
 			outcomes: map[string]int{}, errors: map[string]int{}, lat: make([]time.Duration, 0, 1<<14)}
 	}
 	measureFrom := time.Now().Add(o.warmup)
@@ -276,44 +273,32 @@ func (w *worker) reserveBody(key string) []byte {
 // call makes one request and tallies it when measuring. ok says the
 // answer was a 2xx with a readable body.
 func (w *worker) call(method, path string, body []byte) (answer, bool) {
-	req, err := http.NewRequest(method, w.o.url+path, bytes.NewReader(body))
-	if err != nil {
-		w.fail("request")
-		return answer{}, false
-	}
+	var a answer
+	var in any // a nil []byte would be sent as an empty body
 	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	if w.o.token != "" {
-		req.Header.Set("Authorization", "Bearer "+w.o.token)
+		in = body
 	}
 	start := time.Now()
-	resp, err := w.client.Do(req)
-	if err != nil {
-		w.fail("transport")
-		return answer{}, false
-	}
-	raw, err := io.ReadAll(resp.Body)
-	resp.Body.Close()
+	err := w.client.Do(context.Background(), method, path, in, &a)
 	took := time.Since(start)
-	if err != nil {
-		w.fail("transport")
-		return answer{}, false
-	}
-	var a answer
-	_ = json.Unmarshal(raw, &a)
-	if w.measuring {
-		w.lat = append(w.lat, took)
-	}
-	if resp.StatusCode/100 != 2 {
-		code := a.Code
+	var e *client.Error
+	switch {
+	case errors.As(err, &e):
+		if w.measuring {
+			w.lat = append(w.lat, took)
+		}
+		code := e.Code()
 		if code == "" {
 			code = "no_code"
 		}
-		w.fail(fmt.Sprintf("http_%d_%s", resp.StatusCode, code))
+		w.fail(fmt.Sprintf("http_%d_%s", e.Status, code))
 		return a, false
+	case err != nil:
+		w.fail("transport")
+		return answer{}, false
 	}
 	if w.measuring {
+		w.lat = append(w.lat, took)
 		switch {
 		case a.Outcome != "":
 			w.outcomes[a.Outcome]++
