@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/n8n-guard/n8n-guard/keystore/bolt"
+	"github.com/n8n-guard/n8n-guard/internal/tune"
 )
 
 // TestHTTPThroughput measures POST /v1/reserve (every request a new key,
@@ -33,7 +33,7 @@ func TestHTTPThroughput(t *testing.T) {
 	}
 	const clients = 64
 	// The server runs with the Ps n8n-guard serve gives a bbolt store.
-	defer bolt.UseProcs()()
+	defer tune.Procs()()
 	e := start(t)
 	e.unrecorded = true
 	tr := &http.Transport{MaxConnsPerHost: clients, MaxIdleConnsPerHost: clients, MaxIdleConns: clients, DisableCompression: true}

@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/n8n-guard/n8n-guard/api"
+	"github.com/n8n-guard/n8n-guard/internal/tune"
 	"github.com/n8n-guard/n8n-guard/keystore"
 	"github.com/n8n-guard/n8n-guard/keystore/bolt"
 	pgstore "github.com/n8n-guard/n8n-guard/keystore/postgres"
@@ -45,7 +46,7 @@ func serve(args []string) error {
 	if strings.HasPrefix(*store, "postgres://") || strings.HasPrefix(*store, "postgresql://") {
 		st, err = pgstore.Open(ctx, *store, pgstore.Options{Logger: log})
 	} else {
-		bolt.UseProcs() // as n8n-guard serve does
+		tune.Procs() // as n8n-guard serve does
 		st, err = bolt.Open(*store, bolt.Options{Logger: log})
 	}
 	if err != nil {

@@ -13,7 +13,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/n8n-guard/n8n-guard/api"
-	"github.com/n8n-guard/n8n-guard/keystore/bolt"
+	"github.com/n8n-guard/n8n-guard/internal/tune"
 )
 
 // Defaults of serve.
@@ -164,9 +164,9 @@ func serve(cmd *cobra.Command, cfg Config, log *slog.Logger) error {
 	ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
 	if cfg.Store == "" {
-		bolt.UseProcs()
+		defer tune.Procs()()
 	}
-	defer serveGC()()
+	defer tune.GC()()
 	m := NewMain(cfg, log)
 	if err := m.Run(ctx); err != nil {
 		return err

@@ -7,8 +7,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"log/slog"
-	"os"
-	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -179,25 +177,6 @@ func Open(path string, opts Options) (*Store, error) {
 	s.db.Store(db)
 	go s.writer()
 	return s, nil
-}
-
-// UseProcs gives a server built on a Store the GOMAXPROCS it should
-// run with, twice the default, unless the GOMAXPROCS environment variable
-// chose (the runtime reads it from the real environment; so does this).
-// It returns what sets the previous value back.
-//
-// The writer and the syncer spend much of their time in pwrite and
-// fdatasync while holding a P, which the Go runtime hands to other
-// goroutines only after a delay; meanwhile a core sits idle with requests
-// waiting. Spare Ps keep the cores busy. Measured on 2 cores
-// (docs/performance.md): reserve over HTTP went from about a third of the
-// no-op route's rate with 2 Ps to about 40% with 4.
-func UseProcs() (undo func()) {
-	if os.Getenv("GOMAXPROCS") != "" {
-		return func() {}
-	}
-	prev := runtime.GOMAXPROCS(2 * runtime.GOMAXPROCS(0))
-	return func() { runtime.GOMAXPROCS(prev) }
 }
 
 // DB returns the bbolt handle, for packages that keep their own buckets in

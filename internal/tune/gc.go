@@ -1,4 +1,4 @@
-package main
+package tune
 
 import (
 	"os"
@@ -25,14 +25,14 @@ const (
 	serveMemoryCap = 192 << 20
 )
 
-// serveGC applies them where the real environment (which the runtime
-// reads) did not choose, until the returned func sets back what was
-// (serve returns: tests run it in their own process).
-func serveGC() (undo func()) { return tuneGC(os.Getenv) }
+// GC applies them where the real environment (which the runtime reads)
+// did not choose, until the returned func sets back what was (serve
+// returns: tests run it in their own process).
+func GC() (undo func()) { return gc(os.Getenv) }
 
-// tuneGC applies the settings above where getenv says the operator did
-// not choose.
-func tuneGC(getenv func(string) string) (undo func()) {
+// gc applies the settings above where getenv says the operator did not
+// choose.
+func gc(getenv func(string) string) (undo func()) {
 	pct, limit := -2, int64(-1) // -2: not changed
 	if getenv("GOGC") == "" {
 		pct = debug.SetGCPercent(serveGCPercent)

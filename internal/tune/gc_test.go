@@ -1,4 +1,4 @@
-package main
+package tune
 
 import (
 	"math"
@@ -15,9 +15,9 @@ func restoreGC(t *testing.T) {
 	})
 }
 
-func TestTuneGCSetsServingDefaultsWhenTheEnvironmentIsSilent(t *testing.T) {
+func TestGCSetsServingDefaultsWhenTheEnvironmentIsSilent(t *testing.T) {
 	restoreGC(t)
-	undo := tuneGC(func(string) string { return "" })
+	undo := gc(func(string) string { return "" })
 	if got := debug.SetGCPercent(serveGCPercent); got != serveGCPercent {
 		t.Errorf("GC percent = %d, want %d", got, serveGCPercent)
 	}
@@ -33,11 +33,11 @@ func TestTuneGCSetsServingDefaultsWhenTheEnvironmentIsSilent(t *testing.T) {
 	}
 }
 
-func TestTuneGCLeavesWhatTheOperatorChose(t *testing.T) {
+func TestGCLeavesWhatTheOperatorChose(t *testing.T) {
 	restoreGC(t)
 	debug.SetGCPercent(150)
 	debug.SetMemoryLimit(1 << 30)
-	defer tuneGC(func(k string) string { return map[string]string{"GOGC": "150", "GOMEMLIMIT": "1GiB"}[k] })()
+	defer gc(func(k string) string { return map[string]string{"GOGC": "150", "GOMEMLIMIT": "1GiB"}[k] })()
 	if got := debug.SetGCPercent(100); got != 150 {
 		t.Errorf("GC percent = %d, want the operator's 150", got)
 	}
