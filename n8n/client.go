@@ -67,6 +67,12 @@ var ErrUnreachable = errors.New("n8n unreachable")
 
 // do calls the public API: path is below /api/v1.
 func (c *Client) do(ctx context.Context, method, path string, body, out any) error {
+	return c.request(ctx, method, "/api/v1", path, body, out)
+}
+
+// request calls path below root on the instance (/api/v1, or another of
+// n8n's roots such as /webhook-waiting) with the API key; errors name path.
+func (c *Client) request(ctx context.Context, method, root, path string, body, out any) error {
 	var rd io.Reader
 	if body != nil {
 		b, err := json.Marshal(body)
@@ -75,7 +81,7 @@ func (c *Client) do(ctx context.Context, method, path string, body, out any) err
 		}
 		rd = bytes.NewReader(b)
 	}
-	req, err := http.NewRequestWithContext(ctx, method, c.base+"/api/v1"+path, rd)
+	req, err := http.NewRequestWithContext(ctx, method, c.base+root+path, rd)
 	if err != nil {
 		return err
 	}

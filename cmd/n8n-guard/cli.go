@@ -38,12 +38,12 @@ func newRootCmd(getenv func(string) string, stdout, stderr io.Writer) *cobra.Com
 		newNotificationsCmd(co),
 		newVersionCmd(co),
 		newN8NCmd(getenv),
-		// bench (bench.go) registers here as well.
+		newBackupCmd(co),
+		newStoreCmd(),
 	)
 	root.PersistentPreRunE = func(cmd *cobra.Command, _ []string) error {
 		return applyEnv(cmd.Flags(), getenv)
 	}
-	root.AddCommand(newBackupCmd(co), newStoreCmd()) // backup.go, store.go
 	return root
 }
 

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"path/filepath"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -15,52 +14,6 @@ import (
 	"github.com/n8n-guard/n8n-guard/client"
 	"github.com/n8n-guard/n8n-guard/keystore"
 )
-
-// clientOptions are the flags of the operator commands, which talk to a
-// running server over HTTP.
-type clientOptions struct {
-	getenv  func(string) string
-	url     string
-	data    string
-	timeout time.Duration
-}
-
-func (o *clientOptions) addFlags(cmd *cobra.Command) {
-	fs := cmd.PersistentFlags()
-	fs.StringVar(&o.url, "url", "http://"+DefaultAddr, "base URL of the running n8n-guard")
-	fs.StringVar(&o.data, "data", DefaultDataDir, "data folder whose api-token is used when N8N_GUARD_TOKEN is not set")
-	fs.DurationVar(&o.timeout, "timeout", 10*time.Second, "timeout of each HTTP call")
-	bindEnv(fs, "url", "N8N_GUARD_URL")
-	bindEnv(fs, "data", "N8N_GUARD_DATA")
-}
-
-func (o *clientOptions) client() *client.Client {
-	return client.New(o.url, client.Options{Timeout: o.timeout})
-}
-
-// authed is a client with the token: N8N_GUARD_TOKEN, else the first of
-// N8N_GUARD_TOKENS, else <data>/api-token.
-func (o *clientOptions) authed() (*client.Client, error) {
-	tok, err := o.token()
-	if err != nil {
-		return nil, err
-	}
-	return client.New(o.url, client.Options{Token: tok, Timeout: o.timeout}), nil
-}
-
-func (o *clientOptions) token() (string, error) {
-	if tok := strings.TrimSpace(o.getenv("N8N_GUARD_TOKEN")); tok != "" {
-		return tok, nil
-	}
-	if toks := splitTokens(o.getenv("N8N_GUARD_TOKENS")); len(toks) > 0 {
-		return toks[0], nil
-	}
-	tok, err := readToken(filepath.Join(o.data, TokenFile))
-	if err != nil {
-		return "", fmt.Errorf("no API token: set N8N_GUARD_TOKEN or point --data at the server's data folder (%w)", err)
-	}
-	return tok, nil
-}
 
 func newKeysCmd(o *clientOptions) *cobra.Command {
 	cmd := &cobra.Command{

@@ -1,5 +1,7 @@
 // Command n8n-guard is the n8n-guard service (serve) and its operator
-// tools (keys, version), which talk to a running server over HTTP.
+// tools: keys, notifications, backup and version talk to a running server
+// through package client; n8n wires an n8n instance through package n8n;
+// store checks a store file. It only wires, parses flags and prints.
 package main
 
 import (
@@ -117,7 +119,7 @@ func (m *Main) Run(ctx context.Context) (err error) {
 		m.Logger.Info("store open", "backend", "postgres")
 	case cfg.Store == "":
 		path := filepath.Join(cfg.DataDir, StoreFile)
-		observer, err := newBoltMetrics(reg, path) // storemetrics.go
+		observer, err := newBoltMetrics(reg, path)
 		if err != nil {
 			return err
 		}
@@ -144,17 +146,16 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	}
 
 	if m.server, err = api.New(api.Config{
-		Store:         m.store,
-		Notifications: m.notes,
-		Tokens:        tokens,
-		Registry:      reg,
-		Logger:        m.Logger.With("component", "api"),
-		Version:       m.Version,
-		BodyLimit:     cfg.BodyLimit,
-		ReadTimeout:   cfg.ReadTimeout,
-		WriteTimeout:  cfg.WriteTimeout,
-		IdleTimeout:   cfg.IdleTimeout,
-		// Scoped tokens, connection cap, metric label bounds (issue 15).
+		Store:          m.store,
+		Notifications:  m.notes,
+		Tokens:         tokens,
+		Registry:       reg,
+		Logger:         m.Logger.With("component", "api"),
+		Version:        m.Version,
+		BodyLimit:      cfg.BodyLimit,
+		ReadTimeout:    cfg.ReadTimeout,
+		WriteTimeout:   cfg.WriteTimeout,
+		IdleTimeout:    cfg.IdleTimeout,
 		ScopedTokens:   cfg.ScopedTokens,
 		MaxConnections: cfg.MaxConnections,
 		Namespaces:     sortedKeys(cfg.File.Namespaces),

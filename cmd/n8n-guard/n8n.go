@@ -4,8 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"path/filepath"
-	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -142,13 +140,7 @@ N8N_GUARD_TOKENS, or <data>/api-token).`,
 // setupToken is the guard token the credential gets, found the way the
 // operator commands find theirs.
 func setupToken(getenv func(string) string, data string) (string, error) {
-	if tok := strings.TrimSpace(getenv("N8N_GUARD_TOKEN")); tok != "" {
-		return tok, nil
-	}
-	if toks := splitTokens(getenv("N8N_GUARD_TOKENS")); len(toks) > 0 {
-		return toks[0], nil
-	}
-	tok, err := readToken(filepath.Join(data, TokenFile))
+	tok, err := guardToken(getenv, data)
 	if err != nil {
 		return "", fmt.Errorf("--create-credential needs the guard's token: set N8N_GUARD_TOKEN or point --data at the guard's data folder (%w)", err)
 	}
