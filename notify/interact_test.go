@@ -1,4 +1,4 @@
-package notify
+package notify_test
 
 import (
 	"context"
@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	. "github.com/n8n-guard/n8n-guard/notify"
 
 	"github.com/n8n-guard/n8n-guard/internal/slacktest"
 	"github.com/n8n-guard/n8n-guard/keystore"
@@ -40,7 +42,6 @@ func blockAction(user, action, id string) map[string]any {
 
 func decisionConfig() Config {
 	cfg := testConfig()
-	cfg.SigningSecret = signingSecret
 	cfg.Namespaces = map[string]Route{"bookings": {Owner: "U0OFFICE", Channel: "C0BOOK",
 		Deciders: Deciders{Resolvers: []string{"U0HELPER", "S0OPS"},
 			Escalation: []EscalationStep{{After: 30 * time.Minute, To: "U0BOSS"}, {After: time.Hour, To: "C0INCIDENT"}}}}}
@@ -67,7 +68,7 @@ func newKeysHarness(t *testing.T) *keysHarness {
 	}
 	t.Cleanup(func() { ks.Close() })
 	h.opts.Events, h.opts.Keys = ks, ks
-	h.svc.opts.Events, h.svc.opts.Keys = ks, ks
+	h.svc.Wire(ks, ks)
 	return &keysHarness{harness: h, slack: slack, ks: ks}
 }
 
@@ -99,8 +100,8 @@ func (k *keysHarness) unknownKey(key string) Notification {
 // the decision and runs one worker pass (the in-place update).
 func (k *keysHarness) click(user, action, id string) error {
 	hdr, body := signed(signingSecret, time.Now(), blockAction(user, action, id))
-	err := k.svc.Interaction(context.Background(), hdr, body)
-	k.svc.clicks.Wait()
+	err := k.in.Interaction(context.Background(), hdr, body)
+	k.svc.WaitClicks()
 	k.pass()
 	return err
 }
@@ -308,8 +309,8 @@ func TestSignatures(t *testing.T) {
 			n := k.unknownKey("booking-9")
 			hdr, body := tc.header()
 			body = []byte(strings.Replace(string(body), "%22x%22", "%22"+n.ID+"%22", 1))
-			err := k.svc.Interaction(context.Background(), hdr, body)
-			k.svc.clicks.Wait()
+			err := k.in.Interaction(context.Background(), hdr, body)
+			k.svc.WaitClicks()
 			if keystore.ErrorCode(err) != keystore.EUnauthorized {
 				t.Fatalf("want unauthorized, got %v", err)
 			}
@@ -322,10 +323,10 @@ func TestSignatures(t *testing.T) {
 		k := newKeysHarness(t)
 		n := k.unknownKey("booking-10")
 		hdr, body := signed(signingSecret, time.Now(), blockAction("U0OFFICE", ActionAck, n.ID))
-		if err := k.svc.Interaction(context.Background(), hdr, body); err != nil {
+		if err := k.in.Interaction(context.Background(), hdr, body); err != nil {
 			t.Fatal(err)
 		}
-		if err := k.svc.Interaction(context.Background(), hdr, body); keystore.ErrorCode(err) != keystore.EUnauthorized {
+		if err := k.in.Interaction(context.Background(), hdr, body); keystore.ErrorCode(err) != keystore.EUnauthorized {
 			t.Fatalf("replay: %v", err)
 		}
 		if got := counterValue(t, k.reg, "n8n_guard_notify_interactions_refused_total"); got != 1 {
@@ -345,7 +346,7 @@ func TestEscalation(t *testing.T) {
 		t.Fatal("escalated before the deadline")
 	}
 	k.restart()
-	k.svc.opts.Events, k.svc.opts.Keys = k.ks, k.ks
+	k.svc.Wire(k.ks, k.ks)
 	k.clock.Advance(2 * time.Minute)
 	k.pass()
 	k.pass()
@@ -357,7 +358,7 @@ func TestEscalation(t *testing.T) {
 	k.clock.Advance(30 * time.Minute)
 	k.pass()
 	k.restart()
-	k.svc.opts.Events, k.svc.opts.Keys = k.ks, k.ks
+	k.svc.Wire(k.ks, k.ks)
 	k.pass()
 	posts = k.calls("chat.postMessage")
 	if len(posts) != 3 || posts[2].Channel != "C0INCIDENT" {
@@ -456,14 +457,14 @@ func TestSimultaneousClicks(t *testing.T) {
 		}
 		done := make(chan error, 2)
 		for _, r := range reqs {
-			go func() { done <- k.svc.Interaction(context.Background(), r[0].(http.Header), r[1].([]byte)) }()
+			go func() { done <- k.in.Interaction(context.Background(), r[0].(http.Header), r[1].([]byte)) }()
 		}
 		for range 2 {
 			if err := <-done; err != nil {
 				t.Fatal(err)
 			}
 		}
-		k.svc.clicks.Wait()
+		k.svc.WaitClicks()
 		k.pass()
 		rec := k.key("booking-20")
 		resolved := 0
@@ -490,12 +491,12 @@ func TestClickWithoutBotToken(t *testing.T) {
 	a := h.intake(failureBody("orders-sync", "POST to CRM", "HTTP 503", "1"))
 	for _, user := range []string{"U0OPS1", "U0ORDERS"} { // a group member, then the owner
 		hdr, body := signed(signingSecret, time.Now(), blockAction(user, ActionAck, a.NotificationID))
-		if err := h.svc.Interaction(context.Background(), hdr, body); err != nil {
+		if err := h.in.Interaction(context.Background(), hdr, body); err != nil {
 			t.Fatal(err)
 		}
-		h.svc.clicks.Wait()
+		h.svc.WaitClicks()
 	}
-	r, err := h.svc.outbox.Get(context.Background(), a.NotificationID)
+	r, err := h.svc.Outbox().Get(context.Background(), a.NotificationID)
 	if err != nil || r.Decision != DecisionAcknowledged || r.DecidedBy != "U0ORDERS" {
 		t.Fatalf("decision %+v %v", r, err)
 	}

@@ -1,4 +1,4 @@
-package notify
+package notify_test
 
 import (
 	"encoding/json"
@@ -8,6 +8,9 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	. "github.com/n8n-guard/n8n-guard/notify"
+	"github.com/n8n-guard/n8n-guard/notify/n8napi"
 )
 
 // fakeN8n answers POST /api/v1/executions/{id}/retry as n8n's public API
@@ -73,7 +76,7 @@ func TestRetryExecutionButton(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			n8n := newFakeN8n(t)
 			k := newKeysHarness(t)
-			k.svc.n8n = newN8nAPI(n8n.srv.URL+"/api/v1", "n8n-key")
+			k.svc.SetExecutions(n8napi.New(n8n.srv.URL+"/api/v1", "n8n-key"))
 			a := k.intake(failureBody("orders-sync", "POST to CRM", "HTTP 503", tc.exec))
 			k.pass()
 			if post := k.calls("chat.postMessage")[0]; !strings.Contains(post.Raw, ActionRerun) {
