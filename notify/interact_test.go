@@ -293,8 +293,13 @@ func TestSignatures(t *testing.T) {
 			return signed("not-the-secret", now, blockAction("U0OFFICE", ActionComplete, "x"))
 		}},
 		{"body changed after signing", func() (http.Header, []byte) {
-			h, b := signed(signingSecret, now, blockAction("U0OFFICE", ActionComplete, "x"))
-			return h, []byte(strings.Replace(string(b), "U0STRANGER", "U0OFFICE", 1) + "%20")
+			// A stranger's signed click, rewritten into the owner's.
+			h, b := signed(signingSecret, now, blockAction("U0STRANGER", ActionComplete, "x"))
+			forged := strings.ReplaceAll(strings.ReplaceAll(string(b), "U0STRANGER", "U0OFFICE"), "u0stranger", "u0office")
+			if forged == string(b) || strings.Contains(forged, "STRANGER") || !strings.Contains(forged, "U0OFFICE") {
+				panic("the body was not rewritten")
+			}
+			return h, []byte(forged)
 		}},
 		{"stale: six minutes old", func() (http.Header, []byte) {
 			return signed(signingSecret, now.Add(-6*time.Minute), blockAction("U0OFFICE", ActionComplete, "x"))
@@ -499,5 +504,97 @@ func TestClickWithoutBotToken(t *testing.T) {
 	r, err := h.svc.Outbox().Get(context.Background(), a.NotificationID)
 	if err != nil || r.Decision != DecisionAcknowledged || r.DecidedBy != "U0ORDERS" {
 		t.Fatalf("decision %+v %v", r, err)
+	}
+}
+
+// A click is used once: the same signed request again, with its signature
+// in upper case or after a restart (inside Slack's five minutes), is a
+// replay and changes nothing.
+func TestReplays(t *testing.T) {
+	cases := []struct {
+		name  string
+		again func(k *keysHarness, hdr http.Header) http.Header
+	}{
+		{"exact replay", func(k *keysHarness, hdr http.Header) http.Header { return hdr }},
+		{"signature in upper case", func(k *keysHarness, hdr http.Header) http.Header {
+			up := hdr.Clone()
+			up.Set("X-Slack-Signature", "v0="+strings.ToUpper(strings.TrimPrefix(hdr.Get("X-Slack-Signature"), "v0=")))
+			return up
+		}},
+		{"after a restart", func(k *keysHarness, hdr http.Header) http.Header {
+			k.restart()
+			k.svc.Wire(k.ks, k.ks)
+			return hdr
+		}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			k := newKeysHarness(t)
+			n := k.unknownKey("booking-30")
+			hdr, body := signed(signingSecret, time.Now(), blockAction("U0OFFICE", ActionAck, n.ID))
+			if err := k.in.Interaction(context.Background(), hdr, body); err != nil {
+				t.Fatal(err)
+			}
+			k.svc.WaitClicks()
+			k.pass()
+			before := k.slack.Calls()
+			err := k.in.Interaction(context.Background(), tc.again(k, hdr), body)
+			k.svc.WaitClicks()
+			k.pass()
+			if keystore.ErrorCode(err) != keystore.EUnauthorized || !strings.Contains(err.Error(), "replay") {
+				t.Fatalf("the replay was taken: %v", err)
+			}
+			if after := k.slack.Calls(); len(after) != len(before) {
+				t.Fatalf("a replay made Slack calls: %+v", after[len(before):])
+			}
+		})
+	}
+}
+
+// A late click on the message of an earlier attempt of a key changes
+// nothing: the current attempt was never shown to the person.
+func TestLateClickForAnOlderAttempt(t *testing.T) {
+	k := newKeysHarness(t)
+	first := k.unknownKey("booking-40")
+	if _, err := k.ks.Resolve(context.Background(), keystore.ResolveRequest{Namespace: "bookings", Key: "booking-40",
+		Resolution: keystore.StateFailed, By: "ops", Note: "no mail went out"}); err != nil {
+		t.Fatal(err)
+	}
+	k.pass()
+	k.unknownKey("booking-40") // attempt 2, unknown again
+	if rec := k.key("booking-40"); rec.Attempt != 2 || rec.State != keystore.StateUnknown {
+		t.Fatalf("fixture: %+v", rec)
+	}
+	history := len(k.key("booking-40").History)
+	for _, value := range []string{first.ID + "|1|1", first.ID} { // as rendered, and a button of an earlier version
+		ephemeral := len(k.calls("chat.postEphemeral"))
+		if err := k.click("U0OFFICE", ActionRetry, value); err != nil {
+			t.Fatal(err)
+		}
+		if rec := k.key("booking-40"); rec.State != keystore.StateUnknown || len(rec.History) != history {
+			t.Fatalf("a click for attempt 1 changed attempt 2: %s, history %d → %d", rec.State, history, len(rec.History))
+		}
+		eph := k.calls("chat.postEphemeral")
+		if len(eph) != ephemeral+1 || !strings.Contains(eph[len(eph)-1].Text, "out of date") ||
+			!strings.Contains(eph[len(eph)-1].Text, "/ui/key?key=booking-40") {
+			t.Fatalf("ephemeral answers: %+v", eph)
+		}
+	}
+}
+
+// A key resolved in the API, the console or the CLI updates its message
+// at once (the key_resolved event), not at the next escalation step.
+func TestResolvedElsewhereUpdatesTheMessageAtOnce(t *testing.T) {
+	k := newKeysHarness(t)
+	k.unknownKey("booking-50")
+	if _, err := k.ks.Resolve(context.Background(), keystore.ResolveRequest{Namespace: "bookings", Key: "booking-50",
+		Resolution: keystore.StateCompleted, By: "office manager", Note: "found it in the Sent folder"}); err != nil {
+		t.Fatal(err)
+	}
+	k.pass() // no time passes: no escalation step is due
+	k.pass()
+	u := k.calls("chat.update")
+	if len(u) != 1 || !strings.Contains(u[0].Blocks, "office manager marked it *completed*") || strings.Contains(u[0].Raw, "guard_") {
+		t.Fatalf("the message was not updated at once: %+v", u)
 	}
 }
