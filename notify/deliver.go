@@ -134,26 +134,51 @@ func (s *Service) landed(ctx context.Context, channel string, r *Record) (ts str
 }
 
 // settle records the result of a Slack call (AfterCall decides) and says
-// it: at most one log line, the metrics, and whether the pass stops.
+// it; it reports whether the pass stops.
 func (s *Service) settle(ctx context.Context, r *Record, method string, res CallResult, err error) (stop bool) {
 	now := s.now()
 	res.Reason = method + ": " + slackReason(err)
 	if res.Class == ClassUnreachable && method != "chat.postMessage" {
 		res.MaybeSent = false
 	}
-	var e CallEffect
-	pol := DeliveryPolicy{GroupWindow: s.cfg.GroupWindow, RetryFor: s.cfg.RetryFor, Backoff: s.backoff}
-	if res.Class != ClassCanceled && !(res.Class == ClassUnreachable && !res.MaybeSent) {
-		if _, uerr := s.outbox.Update(ctx, r.ID, func(x *Record) {
-			var next *Record
-			if next, e = AfterCall(x, r, res, now, pol); next != nil {
-				*x = *next
-			}
-		}); uerr != nil {
-			s.log.Error("recording a Slack result failed", "id", r.ID, "err", uerr)
-			return true
-		}
+	o := outcome{CallResult: res, method: method, err: err}
+	if !s.save(ctx, r, &o, now) {
+		return true
 	}
+	return s.report(ctx, r, o, now)
+}
+
+// outcome is one Slack call as the worker reports it.
+type outcome struct {
+	CallResult
+	method string
+	err    error
+	effect CallEffect // what AfterCall did
+}
+
+// save applies AfterCall to the stored record; only an answer of Slack
+// (or a post that may have landed) changes it.
+func (s *Service) save(ctx context.Context, r *Record, o *outcome, now time.Time) (ok bool) {
+	if o.Class == ClassCanceled || (o.Class == ClassUnreachable && !o.MaybeSent) {
+		return true
+	}
+	pol := DeliveryPolicy{GroupWindow: s.cfg.GroupWindow, RetryFor: s.cfg.RetryFor, Backoff: s.backoff}
+	if _, err := s.outbox.Update(ctx, r.ID, func(x *Record) {
+		var next *Record
+		if next, o.effect = AfterCall(x, r, o.CallResult, now, pol); next != nil {
+			*x = *next
+		}
+	}); err != nil {
+		s.log.Error("recording a Slack result failed", "id", r.ID, "err", err)
+		return false
+	}
+	return true
+}
+
+// report says what a Slack call came to: at most one log line, the
+// metrics, the pause of the pass; it reports whether the pass stops.
+func (s *Service) report(ctx context.Context, r *Record, o outcome, now time.Time) (stop bool) {
+	res, method, err := o.CallResult, o.method, o.err
 	switch res.Class {
 	case ClassCanceled:
 		return true
@@ -162,17 +187,14 @@ func (s *Service) settle(ctx context.Context, r *Record, method string, res Call
 		s.log.Warn(fmt.Sprintf("Slack unreachable, %d notifications waiting", n), "pause", s.pause.length().String(), "err", err)
 		return true
 	case ClassRateLimited:
-		wait := res.Wait
-		if wait <= 0 {
-			wait = defaultRateWait
-		}
+		wait := cmpDuration(res.Wait, defaultRateWait)
 		s.notBefore = now.Add(wait)
 		s.log.Info("Slack rate limit: pausing delivery", "method", method, "retry_after", wait.String())
 		return true
 	case ClassOK:
 		s.transient.Reset()
 	}
-	switch e {
+	switch o.effect {
 	case EffectDelivered:
 		s.m.delivered.WithLabelValues(string(r.Kind)).Inc()
 	case EffectUpdateRefused:
@@ -199,6 +221,14 @@ func (s *Service) settle(ctx context.Context, r *Record, method string, res Call
 		return true
 	}
 	return false
+}
+
+// cmpDuration is d, or def when d is not positive.
+func cmpDuration(d, def time.Duration) time.Duration {
+	if d <= 0 {
+		return def
+	}
+	return d
 }
 
 // backoff is the wait before attempt n+1: exponential with jitter.
