@@ -315,8 +315,8 @@ func AtEscalation(cur *Record, steps []EscalationStep, now time.Time) (next, msg
 // escalationOf is a new message about r (which it adds to r's
 // escalations) for owner in channel. Its buttons act on r.
 func escalationOf(r *Record, now time.Time, owner, channel, why string) *Record {
-	e := &Record{Header: r.Header, Decided: r.Decided, Failure: r.Failure, KeyPayload: r.KeyPayload, Breaker: r.Breaker}
-	e.Decided = r.Clone().Decided
+	c := r.Clone()
+	e := &Record{Header: c.Header, Decided: c.Decided, Failure: c.Failure, KeyPayload: c.KeyPayload, Breaker: c.Breaker}
 	e.ID, e.Kind, e.Status, e.EscalationOf, e.EscalatedKind = newID(now), KindEscalation, StatusPending, r.ID, r.Kind
 	e.Owner, e.Channel, e.Reason = owner, channel, why
 	e.Holder = r.Owner // whom it was for first
