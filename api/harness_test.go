@@ -23,6 +23,7 @@ import (
 	"github.com/n8n-guard/n8n-guard/keystore/bolt"
 	"github.com/n8n-guard/n8n-guard/keystore/storetest"
 	"github.com/n8n-guard/n8n-guard/notify"
+	notifybolt "github.com/n8n-guard/n8n-guard/notify/bolt"
 )
 
 const testToken = "test-token-0123456789"
@@ -141,8 +142,12 @@ func start(t testing.TB, opts ...envOption) *env {
 		t.Fatal(err)
 	}
 	reg := prometheus.NewRegistry()
-	notes, err := notify.New(store.DB(), notify.Config{DefaultChannel: "C0ALERTS", DefaultOwner: "U0ONCALL"},
-		notify.Options{Clock: clock.Now, Events: store})
+	outbox, err := notifybolt.New(store.DB)
+	if err != nil {
+		t.Fatal(err)
+	}
+	notes, err := notify.New(notify.Config{DefaultChannel: "C0ALERTS", DefaultOwner: "U0ONCALL"},
+		notify.Options{Outbox: outbox, Clock: clock.Now, Events: store})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,6 +11,12 @@ const (
 	EventKeyUnknown    EventKind = "key_unknown"
 	EventBreakerOpened EventKind = "breaker_opened"
 	EventBreakerClosed EventKind = "breaker_closed"
+	// EventKeyResolved: a person decided a key (API, console, CLI, Slack),
+	// written with the resolution, so notify updates the messages about it
+	// at once. Owner is who resolved it and Message the resolution
+	// ("completed" or "failed"): the stores keep the event's fields as
+	// they are.
+	EventKeyResolved EventKind = "key_resolved"
 )
 
 // Event is one entry of the store's event log.

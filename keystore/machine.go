@@ -35,7 +35,7 @@ type Step struct {
 //	          unknown           -> state_unknown
 //	complete: reserved|unknown  -> completed (current token only)
 //	fail:     reserved|unknown  -> failed (destination_failed|rejected) | unknown (state_unknown)
-//	resolve:  unknown|failed (|reserved with force or expired lease) -> completed | failed+retryable | final: failed
+//	resolve:  unknown|failed (|reserved with force or expired lease) -> completed | failed+retryable | final: failed (event key_resolved)
 //	          the same resolution by the same person again -> the same answer (a repeat; no write)
 //	sweep:    reserved, expired, policy unknown -> unknown
 
@@ -294,7 +294,9 @@ func DecideResolve(cur *Record, req ResolveRequest, np NamespacePolicy, now time
 		detail = "failed for good"
 	}
 	next.addHistory(Transition{At: now, Event: EventResolved, Attempt: cur.Attempt, By: req.By, Detail: detail + ": " + truncate(req.Note, 200)})
-	return Step{Record: next, Result: Result{Outcome: outcome, Record: next}}, nil
+	ev := Event{At: now, Kind: EventKeyResolved, Namespace: cur.Namespace, Key: cur.Key, Attempt: cur.Attempt,
+		Owner: req.By, Message: string(req.Resolution)}
+	return Step{Record: next, Events: []Event{ev}, Result: Result{Outcome: outcome, Record: next}}, nil
 }
 
 // newToken makes the fencing token of an attempt: the attempt number (so a

@@ -47,9 +47,6 @@ type Config struct {
 	// RetryFor: how long transient Slack failures (5xx, timeouts, refused
 	// connections, 429) are retried; a notification is dead only after it.
 	RetryFor time.Duration
-	// SigningSecret of the Slack app: interactivity requests over HTTP are
-	// checked against it. Empty: POST /slack/interactions answers 401.
-	SigningSecret string
 	// GuardURL is the base URL people use to reach n8n-guard, shown in the
 	// exact resolve call of a stuck key. Empty: "$N8N_GUARD_URL".
 	GuardURL string
@@ -84,12 +81,6 @@ type Deciders struct {
 	// failure (cumulative), it goes To the step's target: a U… user, an
 	// S… user group or a C… channel. Each step fires at most once.
 	Escalation []EscalationStep
-}
-
-// EscalationStep is one step of an escalation.
-type EscalationStep struct {
-	After time.Duration
-	To    string
 }
 
 var (
@@ -234,7 +225,7 @@ func globMatch(pattern, s string) bool {
 // routeFor is the route of a stored notification under the current
 // configuration: who may decide and where it escalates follow the config
 // file, also for messages sent before it changed.
-func (c Config) routeFor(r *record) route {
+func (c Config) routeFor(r *Record) route {
 	switch r.Kind {
 	case KindKeyUnknown:
 		return c.forRoute(c.Namespaces, r.Namespace)

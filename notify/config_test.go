@@ -1,9 +1,11 @@
-package notify
+package notify_test
 
 import (
 	"strings"
 	"testing"
 	"time"
+
+	. "github.com/n8n-guard/n8n-guard/notify"
 )
 
 func TestDecidersConfig(t *testing.T) {
@@ -33,7 +35,7 @@ func TestDecidersConfig(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			c := testConfig()
 			tc.cfg(&c)
-			_, err := c.withDefaults()
+			_, err := c.Check()
 			switch {
 			case tc.want == "" && err != nil:
 				t.Fatal(err)

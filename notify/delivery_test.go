@@ -1,10 +1,12 @@
-package notify
+package notify_test
 
 import (
 	"fmt"
 	"strings"
 	"testing"
 	"time"
+
+	. "github.com/n8n-guard/n8n-guard/notify"
 )
 
 func TestDeliveryAnswers(t *testing.T) {
@@ -190,7 +192,7 @@ func TestSlowSlackTimesOut(t *testing.T) {
 	slack := newFakeSlack(t)
 	slack.slow = 2 * time.Second
 	slack.SetMode("slow")
-	h := newHarness(t, slack, testConfig(), func(o *Options) { o.RequestTimeout = 200 * time.Millisecond })
+	h := newHarness(t, slack, testConfig(), func(o *harnessOptions) { o.Wire.RequestTimeout = 200 * time.Millisecond })
 	h.intake(failureBody("wf", "Node", "boom", "1"))
 	h.intake(failureBody("wf2", "Node", "boom", "2"))
 	start := time.Now()
@@ -252,13 +254,13 @@ func TestPurgeAfterRetention(t *testing.T) {
 	slack.Off()
 	h.intake(failureBody("wf2", "Node", "boom", "2")) // stays pending
 	h.clock.Advance(47 * time.Hour)
-	h.svc.lastPurge = time.Time{}
+	h.svc.PurgeNow()
 	h.pass()
 	if len(h.list("")) != 2 {
 		t.Fatal("purged before the retention")
 	}
 	h.clock.Advance(2 * time.Hour)
-	h.svc.lastPurge = time.Time{}
+	h.svc.PurgeNow()
 	h.pass()
 	items := h.list("")
 	if len(items) != 1 || items[0].Status != StatusPending {

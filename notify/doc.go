@@ -3,14 +3,17 @@
 // keystore writes when a key goes unknown or a destination's breaker opens
 // or closes.
 //
-// Every notification is first stored in a durable outbox (bbolt buckets
-// named "notify/…" in the keystore's file) and only then acknowledged; a
-// background worker delivers it to Slack with backoff, honours 429
+// Every notification is first stored in a durable Outbox (notify/bolt:
+// buckets in the keystore's bbolt file; notify/postgres: shared by
+// replicas) and only then acknowledged; a background worker delivers it
+// through the Slack interface (the slack package) with backoff, honours 429
 // Retry-After, stops at once when Slack is unreachable (circuit breaker) and
 // folds storms of the same failure into one message whose count it updates.
+// A notification's life cycle is the pure functions of transitions.go.
 //
-// What this package must never do: send or store request bodies, headers,
-// node parameters, stack traces or e-mail addresses taken from a payload;
-// mark a notification delivered that Slack did not accept; call Slack while
-// a bbolt transaction is open.
+// What this package must never do: import a database driver, net/http or
+// an SDK (those are the stores' and the adapters'); send or store request
+// bodies, headers, node parameters, stack traces or e-mail addresses taken
+// from a payload; mark a notification delivered that Slack did not accept;
+// call Slack while an outbox transaction is open.
 package notify

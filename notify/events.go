@@ -9,9 +9,11 @@ import (
 
 const eventBatch = 100
 
-// consumeEvents turns new keystore events into notifications. The cursor
-// is saved in the same transaction as the notifications, so a restart
-// neither loses nor repeats an alert.
+// consumeEvents turns new keystore events into notifications, and key
+// resolutions into updated messages. The cursor is saved in the same
+// transaction as the notifications, so a restart neither loses nor
+// repeats an alert (a resolution seen twice changes nothing the second
+// time).
 func (s *Service) consumeEvents(ctx context.Context) {
 	if s.opts.Events == nil {
 		return
@@ -44,13 +46,19 @@ func (s *Service) consumeBatch(ctx context.Context) (int, error) {
 	if err != nil || len(evs) == 0 {
 		return 0, err
 	}
-	var adds []addition
+	var adds []Addition
 	last := cur
 	for _, ev := range evs {
 		if ev.Seq <= last {
 			continue // never go back
 		}
 		last = ev.Seq
+		if ev.Kind == keystore.EventKeyResolved {
+			if err := s.keyResolved(ctx, ev); err != nil {
+				return 0, err
+			}
+			continue
+		}
 		if a, ok := s.fromEvent(ev); ok {
 			adds = append(adds, a)
 		}
@@ -60,54 +68,73 @@ func (s *Service) consumeBatch(ctx context.Context) (int, error) {
 		return 0, fmt.Errorf("store notifications of events: %w", err)
 	}
 	for _, a := range res {
-		if a.skipped {
+		if a.Skipped {
 			continue
 		}
 		status := "queued"
-		if a.joined {
+		if a.Joined {
 			status = "grouped"
 		}
-		s.m.accepted.WithLabelValues(string(a.rec.Kind), status).Inc()
+		s.m.accepted.WithLabelValues(string(a.Record.Kind), status).Inc()
 	}
 	s.poke()
 	return len(evs), nil
 }
 
+// keyResolved updates the messages about the key's resolved attempt: a
+// person decided (in the API, the console, the CLI or another message),
+// so the buttons go, the message says who, and escalation stops.
+func (s *Service) keyResolved(ctx context.Context, ev keystore.Event) error {
+	about, err := s.outbox.AboutKey(ctx, ev.Namespace, ev.Key, 10)
+	if err != nil {
+		return err
+	}
+	for _, r := range about {
+		if r.Kind != KindKeyUnknown || r.KeyAttempt != ev.Attempt {
+			continue
+		}
+		s.decidedElsewhere(ctx, r.ID, ev.Message == string(keystore.StateCompleted), ev.Owner, ev.At, s.now())
+	}
+	return nil
+}
+
 // fromEvent builds the notification of one event; the owner comes from the
 // namespace (stuck keys) or the destination (breakers) in the config.
-func (s *Service) fromEvent(ev keystore.Event) (addition, bool) {
+func (s *Service) fromEvent(ev keystore.Event) (Addition, bool) {
 	now := s.now()
 	at := ev.At
 	if at.IsZero() {
 		at = now
 	}
-	rec := &record{
-		ID: newID(now), Kind: Kind(ev.Kind), Status: StatusPending, Count: 1,
-		FirstAt: at, LastAt: at, CreatedAt: now, DueAt: now, EventSeq: ev.Seq,
-		Reason: string(ev.Reason), Message: clean(ev.Message, maxMessageRunes),
+	rec := &Record{
+		Header: Header{ID: newID(now), Kind: Kind(ev.Kind), Status: StatusPending, Count: 1,
+			FirstAt: at, LastAt: at, CreatedAt: now, EventSeq: ev.Seq,
+			Reason: string(ev.Reason), Message: clean(ev.Message, maxMessageRunes)},
+		Delivery: Delivery{DueAt: now},
 	}
 	switch ev.Kind {
 	case keystore.EventKeyUnknown:
+		rec.Kind = KindKeyUnknown
 		rt := s.cfg.forRoute(s.cfg.Namespaces, ev.Namespace)
 		rec.Owner, rec.Channel, rec.Runbook = rt.Owner, rt.Channel, rt.Runbook
-		rec.Namespace, rec.Key, rec.KeyAttempt = ev.Namespace, truncate(ev.Key, 255), ev.Attempt
-		rec.Holder = clean(ev.Owner, 128)
+		rec.KeyPayload = KeyPayload{Namespace: ev.Namespace, Key: Truncate(ev.Key, 255), KeyAttempt: ev.Attempt, Holder: clean(ev.Owner, 128)}
 		rec.EscalateAt = firstEscalation(rt, at)
 		// Many keys of one namespace going unknown at once (the target went
 		// down) make one message whose count says how many.
 		rec.Group = groupOf(string(ev.Kind), ev.Namespace)
 		once := fmt.Sprintf("%s\x00%s\x00%s\x00%d", ev.Kind, ev.Namespace, ev.Key, ev.Attempt)
-		return addition{rec: rec, window: s.cfg.GroupWindow, once: once}, true
+		return Addition{Record: rec, Window: s.cfg.GroupWindow, Once: once}, true
 	case keystore.EventBreakerOpened, keystore.EventBreakerClosed:
+		rec.Kind = map[keystore.EventKind]Kind{keystore.EventBreakerOpened: KindBreakerOpened, keystore.EventBreakerClosed: KindBreakerClosed}[ev.Kind]
 		rt := s.cfg.forRoute(s.cfg.Destinations, ev.Destination)
 		rec.Owner, rec.Channel, rec.Runbook = rt.Owner, rt.Channel, rt.Runbook
-		rec.Destination, rec.PausedReserves = ev.Destination, ev.PausedReserves
+		rec.Breaker = Breaker{Destination: ev.Destination, PausedReserves: ev.PausedReserves}
 		if ev.ReopensAt != nil {
 			t := *ev.ReopensAt
 			rec.ReopensAt = &t
 		}
 		rec.Group = groupOf(string(ev.Kind), ev.Destination, fmt.Sprint(ev.Seq))
-		return addition{rec: rec, once: fmt.Sprintf("%s\x00%s\x00%d", ev.Kind, ev.Destination, ev.Seq)}, true
+		return Addition{Record: rec, Once: fmt.Sprintf("%s\x00%s\x00%d", ev.Kind, ev.Destination, ev.Seq)}, true
 	}
-	return addition{}, false
+	return Addition{}, false
 }

@@ -1,4 +1,4 @@
-package notify
+package notify_test
 
 import (
 	"context"
@@ -8,6 +8,10 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	. "github.com/n8n-guard/n8n-guard/notify"
+	notifybolt "github.com/n8n-guard/n8n-guard/notify/bolt"
+	slackapi "github.com/n8n-guard/n8n-guard/slack"
 
 	"github.com/n8n-guard/n8n-guard/keystore"
 	"github.com/n8n-guard/n8n-guard/keystore/bolt"
@@ -38,9 +42,13 @@ func TestKeystoreEventsToSlack(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		svc, err = New(store.DB(), cfg, Options{Token: "xoxb-test", APIURL: slack.APIURL(), Clock: clock.Now,
-			Events: store, Logger: slog.New(logs), Registerer: prometheus.NewRegistry(),
-			HTTPClient: &http.Client{Timeout: 2 * time.Second}})
+		outbox, err := notifybolt.New(store.DB)
+		if err != nil {
+			t.Fatal(err)
+		}
+		svc, err = New(cfg, Options{Outbox: outbox, Clock: clock.Now,
+			Slack:  slackapi.New(slackapi.Options{Token: "xoxb-test", APIURL: slack.APIURL(), HTTPClient: &http.Client{Timeout: 2 * time.Second}}),
+			Events: store, Logger: slog.New(logs), Registerer: prometheus.NewRegistry()})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -68,7 +76,7 @@ func TestKeystoreEventsToSlack(t *testing.T) {
 	// A key goes unknown: the holder could not tell whether the write happened.
 	r := reserve("evt_1", "")
 	fail("evt_1", r.Token, keystore.ReasonOutcomeUnknown, "timeout after 30 s talking to CRM, contact jane@example.com")
-	svc.step(ctx)
+	svc.Step(ctx)
 	posts := slack.Delivered("chat.postMessage")
 	if len(posts) != 1 {
 		t.Fatalf("posts %d", len(posts))
@@ -91,7 +99,7 @@ func TestKeystoreEventsToSlack(t *testing.T) {
 	if _, err := store.Sweep(ctx); err != nil {
 		t.Fatal(err)
 	}
-	svc.step(ctx)
+	svc.Step(ctx)
 	if n := len(slack.Delivered("chat.postMessage")); n != 1 {
 		t.Fatalf("second stuck key posted again (%d posts)", n)
 	}
@@ -101,7 +109,7 @@ func TestKeystoreEventsToSlack(t *testing.T) {
 	fail("evt_3", r.Token, keystore.ReasonDestinationUnreachable, "dial tcp: connection refused")
 	reserve("evt_4", "hubspot") // paused
 	reserve("evt_5", "hubspot") // paused
-	svc.step(ctx)
+	svc.Step(ctx)
 	posts = slack.Delivered("chat.postMessage")
 	if len(posts) != 2 {
 		t.Fatalf("posts %d after the breaker opened", len(posts))
@@ -120,7 +128,7 @@ func TestKeystoreEventsToSlack(t *testing.T) {
 	if _, err := store.Complete(ctx, keystore.CompleteRequest{Namespace: "crm-contacts", Key: "evt_6", Token: r.Token}); err != nil {
 		t.Fatal(err)
 	}
-	svc.step(ctx)
+	svc.Step(ctx)
 	posts = slack.Delivered("chat.postMessage")
 	if len(posts) != 3 {
 		t.Fatalf("posts %d after the breaker closed", len(posts))
@@ -129,7 +137,7 @@ func TestKeystoreEventsToSlack(t *testing.T) {
 		t.Fatalf("breaker_closed message: %s", b)
 	}
 	// The grouped stuck key count reaches Slack half a window later.
-	svc.step(ctx)
+	svc.Step(ctx)
 	if ups := slack.Delivered("chat.update"); len(ups) != 1 || !strings.Contains(ups[0].Blocks, "*2* keys of `crm-contacts` went unknown") {
 		t.Fatalf("count update of the stuck keys: %+v", ups)
 	}
@@ -139,12 +147,12 @@ func TestKeystoreEventsToSlack(t *testing.T) {
 	store.Close()
 	open()
 	clock.Advance(time.Hour)
-	svc.step(ctx)
+	svc.Step(ctx)
 	if len(slack.Calls()) != calls {
 		t.Fatalf("alerts repeated after a restart: %d calls, was %d", len(slack.Calls()), calls)
 	}
 	// The cursor itself is durable (the once-keys are only a second guard).
-	if cur, err := svc.outbox.EventCursor(ctx); err != nil || cur == 0 {
+	if cur, err := svc.Outbox().EventCursor(ctx); err != nil || cur == 0 {
 		t.Fatalf("event cursor %d after a restart (%v)", cur, err)
 	} else if rest, _ := store.Events(ctx, cur, 10); len(rest) != 0 {
 		t.Fatalf("%d events behind the durable cursor", len(rest))
@@ -192,7 +200,7 @@ func TestStuckKeyAlertedOnce(t *testing.T) {
 		{Seq: 2, At: at, Kind: keystore.EventKeyUnknown, Namespace: "ns", Key: "k1", Attempt: 1, Reason: keystore.ReasonOutcomeUnknown},
 		{Seq: 3, At: at, Kind: "something_new"},
 	}
-	h := newHarness(t, slack, testConfig(), func(o *Options) { o.Events = src })
+	h := newHarness(t, slack, testConfig(), func(o *harnessOptions) { o.Events = src })
 	h.pass()
 	h.clock.Advance(time.Hour) // any count update would be due
 	h.pass()

@@ -1,4 +1,4 @@
-package notify
+package notify_test
 
 import (
 	"context"
@@ -11,7 +11,12 @@ import (
 	"testing"
 	"time"
 
+	. "github.com/n8n-guard/n8n-guard/notify"
+
 	"github.com/prometheus/client_golang/prometheus"
+
+	notifybolt "github.com/n8n-guard/n8n-guard/notify/bolt"
+	slackapi "github.com/n8n-guard/n8n-guard/slack"
 	bolt "go.etcd.io/bbolt"
 )
 
@@ -96,18 +101,28 @@ func openDB(t testing.TB, path string) *bolt.DB {
 }
 
 // harness is one Service on a real bbolt file, with a test clock, a log
-// sink, a private metrics registry and (optionally) the fake Slack.
+// sink, a private metrics registry and (optionally) the fake Slack,
+// reached through the slack package over loopback.
 type harness struct {
 	t     testing.TB
 	path  string
 	db    *bolt.DB
 	svc   *Service
+	in    *slackapi.Interactions
 	clock *testClock
 	logs  *logSink
 	reg   *prometheus.Registry
 	wire  *countingTransport
 	cfg   Config
-	opts  Options
+	opts  harnessOptions
+}
+
+// harnessOptions are the service's options and the Slack client's.
+type harnessOptions struct {
+	Options
+	Wire      slackapi.Options // nil Token: no Slack
+	AppToken  string           // Socket Mode
+	HasOutbox bool             // Options.Outbox was set by a tweak: keep it across restarts
 }
 
 func testConfig() Config {
@@ -122,25 +137,26 @@ func testConfig() Config {
 	}
 }
 
-func newHarness(t testing.TB, slack *fakeSlack, cfg Config, tweak ...func(*Options)) *harness {
+func newHarness(t testing.TB, slack *fakeSlack, cfg Config, tweak ...func(*harnessOptions)) *harness {
 	t.Helper()
 	h := &harness{t: t, path: filepath.Join(t.TempDir(), "guard.db"), clock: newTestClock(), cfg: cfg}
-	h.opts = Options{
-		Token:          "xoxb-test",
-		ConnectTimeout: time.Second,
-		RequestTimeout: 2 * time.Second,
-		PollInterval:   5 * time.Millisecond,
-		BackoffInitial: time.Second,
-		BackoffMax:     time.Minute,
+	h.opts = harnessOptions{
+		Options: Options{
+			PollInterval:   5 * time.Millisecond,
+			BackoffInitial: time.Second,
+			BackoffMax:     time.Minute,
+		},
+		Wire: slackapi.Options{Token: "xoxb-test", ConnectTimeout: time.Second, RequestTimeout: 2 * time.Second},
 	}
 	if slack != nil {
-		h.opts.APIURL = slack.APIURL()
+		h.opts.Wire.APIURL = slack.APIURL()
 	} else {
-		h.opts.Token = ""
+		h.opts.Wire.Token = ""
 	}
 	for _, f := range tweak {
 		f(&h.opts)
 	}
+	h.opts.HasOutbox = h.opts.Outbox != nil
 	h.start()
 	return h
 }
@@ -152,17 +168,29 @@ func (h *harness) start() {
 	h.logs = &logSink{}
 	h.reg = prometheus.NewRegistry()
 	h.wire = &countingTransport{}
-	opts := h.opts
+	opts := h.opts.Options
 	opts.Clock = h.clock.Now
 	opts.Logger = slog.New(h.logs)
 	opts.Registerer = h.reg
-	// The service's own client (its timeouts), counted on the way out.
-	opts.wrap = func(rt http.RoundTripper) http.RoundTripper { h.wire.next = rt; return h.wire }
-	svc, err := New(h.db, h.cfg, opts)
+	if !h.opts.HasOutbox {
+		db := h.db
+		o, err := notifybolt.New(func() *bolt.DB { return db })
+		if err != nil {
+			h.t.Fatal(err)
+		}
+		opts.Outbox = o
+	}
+	if w := h.opts.Wire; w.Token != "" {
+		// The service's own client (its timeouts), counted on the way out.
+		w.Wrap = func(rt http.RoundTripper) http.RoundTripper { h.wire.next = rt; return h.wire }
+		opts.Slack = slackapi.New(w)
+	}
+	svc, err := New(h.cfg, opts)
 	if err != nil {
 		h.t.Fatal(err)
 	}
 	h.svc = svc
+	h.in = slackapi.NewInteractions(signingSecret, svc, opts.Logger)
 	h.t.Cleanup(func() { h.db.Close() })
 }
 
@@ -197,7 +225,7 @@ func (h *harness) list(status Status) []Notification {
 // pass runs one worker round and returns the log lines it wrote.
 func (h *harness) pass() []string {
 	before := h.logs.Count()
-	h.svc.step(context.Background())
+	h.svc.Step(context.Background())
 	return h.logs.Lines()[before:]
 }
 

@@ -16,19 +16,9 @@ import (
 // redacted, truncated message. Request bodies, headers, node parameters,
 // stack traces and error contexts are never read into it.
 type failure struct {
-	WorkflowID   string
-	WorkflowName string
-	Node         string
-	NodeType     string
-	ExecutionID  string
-	ExecutionURL string
-	Mode         string
-	RetryOf      string
-	ErrorName    string
-	HTTPCode     string
-	Message      string
-	Description  string
-	Variant      string // "execution" or "trigger"
+	Failure
+	Message string
+	Variant string // "execution" or "trigger"
 }
 
 // parseErrorTrigger reads the item n8n's Error Trigger outputs, in either

@@ -1,4 +1,4 @@
-package notify
+package notify_test
 
 import (
 	"context"
@@ -7,6 +7,8 @@ import (
 	"sort"
 	"strings"
 	"testing"
+
+	. "github.com/n8n-guard/n8n-guard/notify"
 
 	"github.com/n8n-guard/n8n-guard/keystore"
 )
@@ -205,7 +207,7 @@ func TestConfigRejectsBadOwners(t *testing.T) {
 		{Owners: []OwnerRule{{Workflow: "x", Owner: "bob"}}},
 		{Namespaces: map[string]Route{"n": {Owner: "@bob"}}},
 	} {
-		if _, err := cfg.withDefaults(); err == nil {
+		if _, err := cfg.Check(); err == nil {
 			t.Errorf("config %+v accepted", cfg)
 		}
 	}

@@ -4,166 +4,222 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/url"
+	"runtime/debug"
 	"slices"
-	"strings"
 	"sync"
 	"time"
-
-	"github.com/slack-go/slack"
 
 	"github.com/n8n-guard/n8n-guard/keystore"
 )
 
-// The buttons of a message (their action_id); the value is the
-// notification ID.
-const (
-	ActionComplete = "guard_complete" // unknown key: it happened
-	ActionRetry    = "guard_retry"    // unknown key: it did not happen
-	ActionAck      = "guard_ack"      // leave it to me / acknowledge
-	ActionSnooze   = "guard_snooze"   // failure: remind in SnoozeFor
-	ActionRerun    = "guard_rerun"    // failure: retry the execution in n8n
-)
-
-// SnoozeFor is how long "Snooze 1 h" holds escalation back.
-const SnoozeFor = time.Hour
-
-// Keys is the part of the keystore a decision goes through
-// (keystore.Store satisfies it).
-type Keys interface {
-	Lookup(ctx context.Context, namespace, key string) (keystore.Result, error)
-	Resolve(ctx context.Context, req keystore.ResolveRequest) (keystore.Result, error)
-}
-
-// Click is one button press, from the HTTP endpoint or Socket Mode.
+// Click is one button press, from Slack's interactivity (HTTP or Socket
+// Mode; the slack package checks and decodes it).
 type Click struct {
-	Action         string
-	NotificationID string
-	UserID         string // U…
-	UserName       string
-	Channel        string // where the message is, for an ephemeral answer
+	Action string
+	// Value is the button's value (ButtonValue: the notification, the key
+	// attempt and the version it was rendered for).
+	Value    string
+	UserID   string // U…
+	UserName string
+	Channel  string // where the message is, for an ephemeral answer
 }
 
-// act carries out a click: it checks that the person may decide, records
-// the decision (on the key through Keys.Resolve, and on the notification),
-// and schedules the in-place update of every message about it. Anything
-// refused is answered to that person alone and changes nothing.
-func (s *Service) act(ctx context.Context, c Click) {
-	id := c.NotificationID
-	if r, err := s.outbox.Get(ctx, id); err == nil && r != nil && r.Kind == KindEscalation {
-		id = r.EscalationOf // its buttons act on the notification it escalates
+// ReplayWindow is Slack's: a request older than this is refused, and one
+// seen within it is a replay.
+const ReplayWindow = 5 * time.Minute
+
+// FirstUse records a signed request's identity (mark) in the outbox and
+// reports whether it is the first time: a request within Slack's window,
+// before or after it, is used once, across restarts and replicas.
+func (s *Service) FirstUse(ctx context.Context, mark string) (bool, error) {
+	now := s.now()
+	// Slack accepts a timestamp up to ReplayWindow away either way: a
+	// signature stays valid for twice the window.
+	return s.outbox.FirstUse(ctx, mark, now, now.Add(2*ReplayWindow))
+}
+
+// Refused counts an interactivity request refused as unsigned, wrongly
+// signed, replayed or stale.
+func (s *Service) Refused() { s.m.refused.Inc() }
+
+// Dispatch carries out clicks, each on a goroutine that outlives the
+// request (Close waits for it).
+func (s *Service) Dispatch(clicks ...Click) {
+	for _, c := range clicks {
+		s.clicks.Add(1)
+		go func() {
+			defer s.clicks.Done()
+			defer func() {
+				// A click must not take the guard (and its API) down.
+				if p := recover(); p != nil {
+					s.log.Error("panic while carrying out a Slack click", "panic", p, "action", c.Action, "value", c.Value,
+						"stack", string(debug.Stack()))
+				}
+			}()
+			ctx, cancel := context.WithTimeout(s.life, s.opts.ClickTimeout)
+			defer cancel()
+			s.act(ctx, c)
+		}()
 	}
+}
+
+// act carries out a click: it finds the notification the buttons act on,
+// checks that the person may decide, lets DecideClick decide, carries out
+// the side effect (the key's resolution, the execution's retry) and
+// records the decision. Anything refused is answered to that person alone
+// and changes nothing.
+func (s *Service) act(ctx context.Context, c Click) {
+	id, attempt, version := ParseButtonValue(c.Value)
+	id = s.targetOf(ctx, id)
 	// Two clicks about one notification decide one after the other (the
 	// second sees the first's decision); clicks about others go on.
 	defer s.clickLocks.lock(id)()
-	target, err := s.outbox.Get(ctx, id)
-	if err != nil || target == nil {
-		s.log.Warn("a Slack button names no notification this guard knows", "id", c.NotificationID, "err", err)
-		s.ephemeral(ctx, c, "n8n-guard does not know this message any more (it may have been purged); nothing changed.")
+	target, refusal := s.authorize(ctx, id, c)
+	if refusal != "" {
+		s.ephemeral(ctx, c, refusal)
 		return
 	}
-	ok, err := s.mayDecide(ctx, target, c.UserID)
-	if err != nil {
-		s.log.Warn("could not check who may decide", "id", target.ID, "err", err)
-		s.ephemeral(ctx, c, "n8n-guard could not check whether you may decide this (Slack did not answer); nothing changed. Try again in a minute.")
+	step := DecideClick(target, c.Action, s.opts.Executions != nil)
+	if step.Refusal != "" {
+		s.ephemeral(ctx, c, step.Refusal)
 		return
 	}
-	if !ok {
-		s.log.Info("a Slack user not allowed to decide pressed a button", "id", target.ID, "user", c.UserID, "action", c.Action)
-		s.ephemeral(ctx, c, "Not allowed — ask "+s.mentionOf(ctx, target.Owner)+
-			". Only the owner, the resolvers and the escalation steps in the n8n-guard config decide this; nothing changed.")
+	retriedAs, refusal := s.carryOut(ctx, target, c, step.Decision, attempt, version)
+	if refusal != "" {
+		s.ephemeral(ctx, c, refusal)
 		return
 	}
-	now := s.now()
-	decision, retriedAs := "", ""
-	switch c.Action {
-	case ActionRerun:
-		id, msg, ok := s.retryExecution(ctx, target)
-		if !ok {
-			s.ephemeral(ctx, c, msg)
-			return
-		}
-		decision, retriedAs = DecisionRetried, id
-	case ActionComplete, ActionRetry:
-		if target.Kind != KindKeyUnknown {
-			s.ephemeral(ctx, c, "This message is not about a key; nothing changed.")
-			return
-		}
-		if msg, done := s.resolveKey(ctx, target, c); !done {
-			s.ephemeral(ctx, c, msg)
-			return
-		}
-		decision = map[string]string{ActionComplete: DecisionCompleted, ActionRetry: DecisionRetry}[c.Action]
-	case ActionAck:
-		if target.acknowledged() {
-			s.ephemeral(ctx, c, fmt.Sprintf("Already taken: %s. Nothing changed.", decisionText(target)))
-			return
-		}
-		decision = DecisionAcknowledged
-	case ActionSnooze:
-		if target.acknowledged() {
-			s.ephemeral(ctx, c, fmt.Sprintf("Already taken: %s. Nothing changed.", decisionText(target)))
-			return
-		}
-		decision = DecisionSnoozed
-	default:
-		s.ephemeral(ctx, c, "n8n-guard does not know this button; nothing changed.")
-		return
-	}
-	decide := func(x *record) {
-		t := now
-		x.Decision, x.DecidedBy, x.DecidedByName, x.DecidedAt, x.SnoozedUntil, x.RetriedAs = decision, c.UserID, "", &t, nil, retriedAs
-		if decision == DecisionSnoozed {
-			until := now.Add(SnoozeFor)
-			x.SnoozedUntil = &until
-		}
-		if x.Status == StatusDelivered && x.SlackTS != "" {
-			x.DueAt = now // chat.update shows the decision in place
-		}
-	}
-	updated, err := s.outbox.Update(ctx, target.ID, func(x *record) {
-		decide(x)
-		x.EscalateAt = nil
-		if decision == DecisionSnoozed {
-			until := now.Add(SnoozeFor)
-			x.EscalateAt = &until
-		}
-	})
-	if err == nil && updated == nil {
-		err = errors.New("the notification is gone")
-	}
-	if err != nil {
+	if err := s.record(ctx, target.ID, step.Decision, c.UserID, retriedAs); err != nil {
 		s.log.Error("recording a decision from Slack failed", "id", target.ID, "err", err)
 		s.ephemeral(ctx, c, "n8n-guard could not record your decision on the notification (its store failed); try again.")
 		return
 	}
-	for _, id := range updated.Escalations {
-		if _, err := s.outbox.Update(ctx, id, decide); err != nil {
-			s.log.Warn("updating an escalation message failed", "id", id, "err", err)
-		}
-	}
-	s.m.decisions.WithLabelValues(decision).Inc()
-	s.log.Info("decision from Slack", "id", target.ID, "kind", target.Kind, "decision", decision, "user", c.UserID,
+	s.m.decisions.WithLabelValues(step.Decision).Inc()
+	s.log.Info("decision from Slack", "id", target.ID, "kind", target.Kind, "decision", step.Decision, "user", c.UserID,
 		"namespace", target.Namespace, "key", target.Key)
 	s.poke()
 }
 
-// resolveKey records the decision on the key. It returns the answer for
-// the person and false when nothing changed.
-func (s *Service) resolveKey(ctx context.Context, r *record, c Click) (string, bool) {
+// targetOf is the notification a button acts on: an escalation's buttons
+// act on the notification it escalates.
+func (s *Service) targetOf(ctx context.Context, id string) string {
+	if r, err := s.outbox.Get(ctx, id); err == nil && r != nil && r.Kind == KindEscalation {
+		return r.EscalationOf
+	}
+	return id
+}
+
+// authorize loads the target and checks that the person may decide it.
+func (s *Service) authorize(ctx context.Context, id string, c Click) (*Record, string) {
+	target, err := s.outbox.Get(ctx, id)
+	if err != nil || target == nil {
+		s.log.Warn("a Slack button names no notification this guard knows", "id", id, "err", err)
+		return nil, "n8n-guard does not know this message any more (it may have been purged); nothing changed."
+	}
+	ok, err := s.mayDecide(ctx, target, c.UserID)
+	if err != nil {
+		s.log.Warn("could not check who may decide", "id", target.ID, "err", err)
+		return nil, "n8n-guard could not check whether you may decide this (Slack did not answer); nothing changed. Try again in a minute."
+	}
+	if !ok {
+		s.log.Info("a Slack user not allowed to decide pressed a button", "id", target.ID, "user", c.UserID, "action", c.Action)
+		return nil, "Not allowed — ask " + s.mentionOf(ctx, target.Owner) +
+			". Only the owner, the resolvers and the escalation steps in the n8n-guard config decide this; nothing changed."
+	}
+	return target, ""
+}
+
+// carryOut does what a decision needs outside the outbox, after checking
+// that the button was rendered for the notification as it stands (key
+// attempt, version). It returns the retried execution's id, or the
+// refusal.
+func (s *Service) carryOut(ctx context.Context, target *Record, c Click, decision string, attempt, version int) (retriedAs, refusal string) {
+	switch decision {
+	case DecisionCompleted, DecisionRetry:
+		return "", s.resolveKey(ctx, target, c, attempt, version)
+	}
+	if Stale(target, attempt, version) {
+		return "", s.outOfDate(target)
+	}
+	if decision == DecisionRetried {
+		return s.retryExecution(ctx, target)
+	}
+	return "", ""
+}
+
+// outOfDate answers a click on a button rendered for an older attempt or
+// version of the notification.
+func (s *Service) outOfDate(r *Record) string {
+	s.m.refusedClicks.Inc()
+	where := baseURL(s.cfg.GuardURL) + "/ui/notifications"
+	if r.Kind == KindKeyUnknown {
+		where = baseURL(s.cfg.GuardURL) + "/ui/key?" + url.Values{"namespace": {r.Namespace}, "key": {r.Key}}.Encode()
+	}
+	return fmt.Sprintf("This message is out of date (it was shown for an earlier attempt or state); nothing changed. The current state: %s", EscapeMrkdwn(where))
+}
+
+func baseURL(u string) string {
+	if u == "" {
+		return "$N8N_GUARD_URL"
+	}
+	return u
+}
+
+// record saves the decision on the notification and on every escalation
+// message about it.
+func (s *Service) record(ctx context.Context, id, decision, user, retriedAs string) error {
+	now := s.now()
+	updated, err := s.outbox.Update(ctx, id, func(x *Record) { *x = *Decide(x, decision, user, retriedAs, now, false) })
+	if err == nil && updated == nil {
+		err = errors.New("the notification is gone")
+	}
+	if err != nil {
+		return err
+	}
+	s.updateEscalations(ctx, updated, func(x *Record) *Record { return Decide(x, decision, user, retriedAs, now, true) })
+	return nil
+}
+
+// updateEscalations applies next to every escalation message of r; they
+// carry r's version, which their buttons act on.
+func (s *Service) updateEscalations(ctx context.Context, r *Record, next func(*Record) *Record) {
+	for _, id := range r.Escalations {
+		if _, err := s.outbox.Update(ctx, id, func(x *Record) {
+			*x = *next(x)
+			x.Version = r.Version
+		}); err != nil {
+			s.log.Warn("updating an escalation message failed", "id", id, "err", err)
+		}
+	}
+}
+
+// resolveKey records the decision on the key, for the attempt the button
+// was rendered for. It returns the answer for the person when nothing
+// changed.
+func (s *Service) resolveKey(ctx context.Context, r *Record, c Click, attempt, version int) string {
 	if s.opts.Keys == nil {
-		return "This n8n-guard cannot resolve keys from Slack (no store is wired to notifications); nothing changed.", false
+		return "This n8n-guard cannot resolve keys from Slack (no store is wired to notifications); nothing changed."
 	}
 	cur, err := s.opts.Keys.Lookup(ctx, r.Namespace, r.Key)
 	if err != nil {
 		s.log.Warn("looking up a key for a Slack decision failed", "namespace", r.Namespace, "key", r.Key, "err", err)
-		return "n8n-guard could not read the key (its store failed); nothing changed. Try again.", false
+		return "n8n-guard could not read the key (its store failed); nothing changed. Try again."
 	}
 	if cur.Record == nil {
-		return fmt.Sprintf("Key `%s` is not in the store any more (purged); nothing changed.", escapeMrkdwn(r.Key)), false
+		return fmt.Sprintf("Key `%s` is not in the store any more (purged); nothing changed.", EscapeMrkdwn(r.Key))
+	}
+	if r.KeyAttempt != 0 && cur.Record.Attempt != r.KeyAttempt {
+		// The message is about an attempt that is over: whatever the key
+		// is now, nobody looked at it through this message.
+		return s.outOfDate(r)
 	}
 	if cur.Record.State != keystore.StateUnknown {
 		s.resolvedElsewhere(ctx, r, cur.Record, s.now())
-		return alreadyResolved(cur.Record), false
+		return alreadyResolved(cur.Record)
+	}
+	if Stale(r, attempt, version) {
+		return s.outOfDate(r)
 	}
 	res := keystore.StateCompleted
 	note := "Decided in Slack: it happened — marked completed."
@@ -172,35 +228,56 @@ func (s *Service) resolveKey(ctx context.Context, r *record, c Click) (string, b
 	}
 	by := fmt.Sprintf("%s (Slack %s)", cmpOr(c.UserName, "Slack user"), c.UserID)
 	_, err = s.opts.Keys.Resolve(ctx, keystore.ResolveRequest{
-		Namespace: r.Namespace, Key: r.Key, Resolution: res, By: truncate(by, keystore.MaxByLength), Note: note,
+		Namespace: r.Namespace, Key: r.Key, Resolution: res, By: Truncate(by, keystore.MaxByLength), Note: note,
 	})
 	var ke *keystore.Error
 	switch {
 	case errors.As(err, &ke) && ke.Code == keystore.EConflict:
 		if again, lerr := s.opts.Keys.Lookup(ctx, r.Namespace, r.Key); lerr == nil && again.Record != nil && again.Record.State != keystore.StateUnknown {
 			s.resolvedElsewhere(ctx, r, again.Record, s.now())
-			return alreadyResolved(again.Record), false
+			return alreadyResolved(again.Record)
 		}
-		return "The key could not be resolved: " + escapeMrkdwn(ke.Message) + ". Nothing changed.", false
+		return "The key could not be resolved: " + EscapeMrkdwn(ke.Message) + ". Nothing changed."
 	case err != nil:
 		s.log.Warn("resolving a key from Slack failed", "namespace", r.Namespace, "key", r.Key, "err", err)
-		return "n8n-guard could not resolve the key (" + escapeMrkdwn(keystore.ErrorMessage(err)) + "); nothing changed.", false
+		return "n8n-guard could not resolve the key (" + EscapeMrkdwn(keystore.ErrorMessage(err)) + "); nothing changed."
 	}
-	return "", true
+	return ""
 }
 
 func alreadyResolved(rec *keystore.Record) string {
 	if rec.ResolvedBy != "" && rec.ResolvedAt != nil {
 		return fmt.Sprintf("Already resolved: %s decided `%s` at %s. Nothing changed.",
-			escapeMrkdwn(rec.ResolvedBy), rec.State, clock(*rec.ResolvedAt))
+			EscapeMrkdwn(rec.ResolvedBy), rec.State, Clock(*rec.ResolvedAt))
 	}
 	return fmt.Sprintf("The key is `%s` now, no longer unknown. Nothing changed.", rec.State)
+}
+
+// retryExecution carries out "Retry execution" for r. It returns the new
+// execution's id, or the answer for the person when nothing changed.
+func (s *Service) retryExecution(ctx context.Context, r *Record) (newID, refusal string) {
+	id, err := s.opts.Executions.Retry(ctx, r.ExecutionID)
+	var re *RetryError
+	switch {
+	case errors.As(err, &re) && re.Refusal == RetryNotFound:
+		return "", fmt.Sprintf("n8n does not know execution %s (deleted, or the API key may not run this workflow); nothing changed.", EscapeMrkdwn(r.ExecutionID))
+	case errors.As(err, &re) && re.Refusal == RetryConflict:
+		return "", "n8n refused to retry: " + EscapeMrkdwn(re.Message) + ". Nothing changed."
+	case errors.As(err, &re) && re.Refusal == RetryUnauthorized:
+		s.log.Error("n8n refused the API key for a retry (check N8N_API_KEY and its execution:retry scope)", "message", re.Message)
+		return "", "n8n refused n8n-guard's API key; the operator must fix N8N_API_KEY. Nothing changed."
+	case err != nil:
+		s.log.Warn("retrying an execution in n8n failed", "execution", r.ExecutionID, "err", err)
+		return "", "n8n did not confirm the retry (" + EscapeMrkdwn(Truncate(err.Error(), 200)) +
+			"). Check its executions list before trying again: it may have started."
+	}
+	return id, ""
 }
 
 // mayDecide: the owner, the rule's resolvers and the people the message
 // escalates to (a user, or a member of a group). An owner given as e-mail
 // counts once Slack resolved it.
-func (s *Service) mayDecide(ctx context.Context, r *record, userID string) (bool, error) {
+func (s *Service) mayDecide(ctx context.Context, r *Record, userID string) (bool, error) {
 	if userID == "" {
 		return false, nil
 	}
@@ -229,10 +306,10 @@ func (s *Service) mayDecide(ctx context.Context, r *record, userID string) (bool
 		var members []string
 		c, _, err := s.call(ctx, "usergroups.users.list", func() error {
 			var err error
-			members, err = s.slack.GetUserGroupMembersContext(ctx, g)
+			members, err = s.slack.GroupMembers(ctx, g)
 			return err
 		})
-		if c != classOK && c != classPermanent {
+		if c != ClassOK && c != ClassPermanent {
 			return false, err
 		}
 		if slices.Contains(members, userID) {
@@ -255,7 +332,7 @@ func (s *Service) mentionOf(ctx context.Context, owner string) string {
 	if id, ok, _ := s.outbox.SlackUser(ctx, owner); ok {
 		return "<@" + id + ">"
 	}
-	return escapeMrkdwn(owner)
+	return EscapeMrkdwn(owner)
 }
 
 // ephemeral answers the person who clicked, visible to them alone.
@@ -263,49 +340,10 @@ func (s *Service) ephemeral(ctx context.Context, c Click, text string) {
 	if s.slack == nil || c.Channel == "" || c.UserID == "" {
 		return
 	}
-	cl, _, err := s.call(ctx, "chat.postEphemeral", func() error {
-		_, err := s.slack.PostEphemeralContext(ctx, c.Channel, c.UserID, slack.MsgOptionText(text, false))
-		return err
-	})
-	if cl != classOK {
+	cl, _, err := s.call(ctx, "chat.postEphemeral", func() error { return s.slack.Ephemeral(ctx, c.Channel, c.UserID, text) })
+	if cl != ClassOK {
 		s.log.Warn("could not answer a Slack user", "user", c.UserID, "reason", slackReason(err))
 	}
-}
-
-// decisionText says who did what, when, in mrkdwn.
-func decisionText(r *record) string {
-	who := "<@" + r.DecidedBy + ">"
-	if r.DecidedBy == "" {
-		who = escapeMrkdwn(r.DecidedByName)
-	}
-	at := ""
-	if r.DecidedAt != nil {
-		at = " at " + clock(*r.DecidedAt)
-	}
-	switch r.Decision {
-	case DecisionCompleted:
-		return who + " marked it *completed* (it happened)" + at
-	case DecisionRetry:
-		return who + " *allowed a retry* (it did not happen)" + at
-	case DecisionAcknowledged:
-		return who + " *acknowledged* it" + at + " and is on it"
-	case DecisionRetried:
-		return who + " *retried the execution* in n8n" + at + " (new execution " + escapeMrkdwn(r.RetriedAs) + ")"
-	case DecisionSnoozed:
-		until := ""
-		if r.SnoozedUntil != nil {
-			until = " until " + clock(*r.SnoozedUntil)
-		}
-		return who + " *snoozed* it" + until + at
-	}
-	return ""
-}
-
-func cmpOr(a, b string) string {
-	if strings.TrimSpace(a) != "" {
-		return a
-	}
-	return b
 }
 
 // keyLocks is one mutex per notification ID, kept while someone holds or

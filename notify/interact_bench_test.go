@@ -1,10 +1,12 @@
-package notify
+package notify_test
 
 import (
 	"context"
 	"fmt"
 	"testing"
 	"time"
+
+	. "github.com/n8n-guard/n8n-guard/notify"
 )
 
 // BenchmarkInteraction is the part of a click Slack waits for (it wants
@@ -13,7 +15,6 @@ import (
 // answer (it is waited for here, so its cost is counted too).
 func BenchmarkInteraction(b *testing.B) {
 	cfg := testConfig()
-	cfg.SigningSecret = signingSecret
 	h := newHarness(b, nil, cfg)
 	a := h.intake(failureBody("orders-sync", "POST to CRM", "HTTP 503", "1"))
 	ctx := context.Background()
@@ -30,9 +31,9 @@ func BenchmarkInteraction(b *testing.B) {
 	b.ReportAllocs()
 	b.ResetTimer()
 	for i := range reqs {
-		if err := h.svc.Interaction(ctx, reqs[i].hdr, reqs[i].body); err != nil {
+		if err := h.in.Interaction(ctx, reqs[i].hdr, reqs[i].body); err != nil {
 			b.Fatal(err)
 		}
-		h.svc.clicks.Wait()
+		h.svc.WaitClicks()
 	}
 }

@@ -1,4 +1,4 @@
-package notify
+package notify_test
 
 import (
 	"context"
@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	. "github.com/n8n-guard/n8n-guard/notify"
 
 	"github.com/n8n-guard/n8n-guard/internal/slacktest"
 	"github.com/n8n-guard/n8n-guard/keystore"
@@ -40,7 +42,6 @@ func blockAction(user, action, id string) map[string]any {
 
 func decisionConfig() Config {
 	cfg := testConfig()
-	cfg.SigningSecret = signingSecret
 	cfg.Namespaces = map[string]Route{"bookings": {Owner: "U0OFFICE", Channel: "C0BOOK",
 		Deciders: Deciders{Resolvers: []string{"U0HELPER", "S0OPS"},
 			Escalation: []EscalationStep{{After: 30 * time.Minute, To: "U0BOSS"}, {After: time.Hour, To: "C0INCIDENT"}}}}}
@@ -67,7 +68,7 @@ func newKeysHarness(t *testing.T) *keysHarness {
 	}
 	t.Cleanup(func() { ks.Close() })
 	h.opts.Events, h.opts.Keys = ks, ks
-	h.svc.opts.Events, h.svc.opts.Keys = ks, ks
+	h.svc.Wire(ks, ks)
 	return &keysHarness{harness: h, slack: slack, ks: ks}
 }
 
@@ -99,8 +100,8 @@ func (k *keysHarness) unknownKey(key string) Notification {
 // the decision and runs one worker pass (the in-place update).
 func (k *keysHarness) click(user, action, id string) error {
 	hdr, body := signed(signingSecret, time.Now(), blockAction(user, action, id))
-	err := k.svc.Interaction(context.Background(), hdr, body)
-	k.svc.clicks.Wait()
+	err := k.in.Interaction(context.Background(), hdr, body)
+	k.svc.WaitClicks()
 	k.pass()
 	return err
 }
@@ -292,8 +293,13 @@ func TestSignatures(t *testing.T) {
 			return signed("not-the-secret", now, blockAction("U0OFFICE", ActionComplete, "x"))
 		}},
 		{"body changed after signing", func() (http.Header, []byte) {
-			h, b := signed(signingSecret, now, blockAction("U0OFFICE", ActionComplete, "x"))
-			return h, []byte(strings.Replace(string(b), "U0STRANGER", "U0OFFICE", 1) + "%20")
+			// A stranger's signed click, rewritten into the owner's.
+			h, b := signed(signingSecret, now, blockAction("U0STRANGER", ActionComplete, "x"))
+			forged := strings.ReplaceAll(strings.ReplaceAll(string(b), "U0STRANGER", "U0OFFICE"), "u0stranger", "u0office")
+			if forged == string(b) || strings.Contains(forged, "STRANGER") || !strings.Contains(forged, "U0OFFICE") {
+				panic("the body was not rewritten")
+			}
+			return h, []byte(forged)
 		}},
 		{"stale: six minutes old", func() (http.Header, []byte) {
 			return signed(signingSecret, now.Add(-6*time.Minute), blockAction("U0OFFICE", ActionComplete, "x"))
@@ -308,8 +314,8 @@ func TestSignatures(t *testing.T) {
 			n := k.unknownKey("booking-9")
 			hdr, body := tc.header()
 			body = []byte(strings.Replace(string(body), "%22x%22", "%22"+n.ID+"%22", 1))
-			err := k.svc.Interaction(context.Background(), hdr, body)
-			k.svc.clicks.Wait()
+			err := k.in.Interaction(context.Background(), hdr, body)
+			k.svc.WaitClicks()
 			if keystore.ErrorCode(err) != keystore.EUnauthorized {
 				t.Fatalf("want unauthorized, got %v", err)
 			}
@@ -322,10 +328,10 @@ func TestSignatures(t *testing.T) {
 		k := newKeysHarness(t)
 		n := k.unknownKey("booking-10")
 		hdr, body := signed(signingSecret, time.Now(), blockAction("U0OFFICE", ActionAck, n.ID))
-		if err := k.svc.Interaction(context.Background(), hdr, body); err != nil {
+		if err := k.in.Interaction(context.Background(), hdr, body); err != nil {
 			t.Fatal(err)
 		}
-		if err := k.svc.Interaction(context.Background(), hdr, body); keystore.ErrorCode(err) != keystore.EUnauthorized {
+		if err := k.in.Interaction(context.Background(), hdr, body); keystore.ErrorCode(err) != keystore.EUnauthorized {
 			t.Fatalf("replay: %v", err)
 		}
 		if got := counterValue(t, k.reg, "n8n_guard_notify_interactions_refused_total"); got != 1 {
@@ -345,7 +351,7 @@ func TestEscalation(t *testing.T) {
 		t.Fatal("escalated before the deadline")
 	}
 	k.restart()
-	k.svc.opts.Events, k.svc.opts.Keys = k.ks, k.ks
+	k.svc.Wire(k.ks, k.ks)
 	k.clock.Advance(2 * time.Minute)
 	k.pass()
 	k.pass()
@@ -357,7 +363,7 @@ func TestEscalation(t *testing.T) {
 	k.clock.Advance(30 * time.Minute)
 	k.pass()
 	k.restart()
-	k.svc.opts.Events, k.svc.opts.Keys = k.ks, k.ks
+	k.svc.Wire(k.ks, k.ks)
 	k.pass()
 	posts = k.calls("chat.postMessage")
 	if len(posts) != 3 || posts[2].Channel != "C0INCIDENT" {
@@ -456,14 +462,14 @@ func TestSimultaneousClicks(t *testing.T) {
 		}
 		done := make(chan error, 2)
 		for _, r := range reqs {
-			go func() { done <- k.svc.Interaction(context.Background(), r[0].(http.Header), r[1].([]byte)) }()
+			go func() { done <- k.in.Interaction(context.Background(), r[0].(http.Header), r[1].([]byte)) }()
 		}
 		for range 2 {
 			if err := <-done; err != nil {
 				t.Fatal(err)
 			}
 		}
-		k.svc.clicks.Wait()
+		k.svc.WaitClicks()
 		k.pass()
 		rec := k.key("booking-20")
 		resolved := 0
@@ -490,13 +496,105 @@ func TestClickWithoutBotToken(t *testing.T) {
 	a := h.intake(failureBody("orders-sync", "POST to CRM", "HTTP 503", "1"))
 	for _, user := range []string{"U0OPS1", "U0ORDERS"} { // a group member, then the owner
 		hdr, body := signed(signingSecret, time.Now(), blockAction(user, ActionAck, a.NotificationID))
-		if err := h.svc.Interaction(context.Background(), hdr, body); err != nil {
+		if err := h.in.Interaction(context.Background(), hdr, body); err != nil {
 			t.Fatal(err)
 		}
-		h.svc.clicks.Wait()
+		h.svc.WaitClicks()
 	}
-	r, err := h.svc.outbox.Get(context.Background(), a.NotificationID)
+	r, err := h.svc.Outbox().Get(context.Background(), a.NotificationID)
 	if err != nil || r.Decision != DecisionAcknowledged || r.DecidedBy != "U0ORDERS" {
 		t.Fatalf("decision %+v %v", r, err)
+	}
+}
+
+// A click is used once: the same signed request again, with its signature
+// in upper case or after a restart (inside Slack's five minutes), is a
+// replay and changes nothing.
+func TestReplays(t *testing.T) {
+	cases := []struct {
+		name  string
+		again func(k *keysHarness, hdr http.Header) http.Header
+	}{
+		{"exact replay", func(k *keysHarness, hdr http.Header) http.Header { return hdr }},
+		{"signature in upper case", func(k *keysHarness, hdr http.Header) http.Header {
+			up := hdr.Clone()
+			up.Set("X-Slack-Signature", "v0="+strings.ToUpper(strings.TrimPrefix(hdr.Get("X-Slack-Signature"), "v0=")))
+			return up
+		}},
+		{"after a restart", func(k *keysHarness, hdr http.Header) http.Header {
+			k.restart()
+			k.svc.Wire(k.ks, k.ks)
+			return hdr
+		}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			k := newKeysHarness(t)
+			n := k.unknownKey("booking-30")
+			hdr, body := signed(signingSecret, time.Now(), blockAction("U0OFFICE", ActionAck, n.ID))
+			if err := k.in.Interaction(context.Background(), hdr, body); err != nil {
+				t.Fatal(err)
+			}
+			k.svc.WaitClicks()
+			k.pass()
+			before := k.slack.Calls()
+			err := k.in.Interaction(context.Background(), tc.again(k, hdr), body)
+			k.svc.WaitClicks()
+			k.pass()
+			if keystore.ErrorCode(err) != keystore.EUnauthorized || !strings.Contains(err.Error(), "replay") {
+				t.Fatalf("the replay was taken: %v", err)
+			}
+			if after := k.slack.Calls(); len(after) != len(before) {
+				t.Fatalf("a replay made Slack calls: %+v", after[len(before):])
+			}
+		})
+	}
+}
+
+// A late click on the message of an earlier attempt of a key changes
+// nothing: the current attempt was never shown to the person.
+func TestLateClickForAnOlderAttempt(t *testing.T) {
+	k := newKeysHarness(t)
+	first := k.unknownKey("booking-40")
+	if _, err := k.ks.Resolve(context.Background(), keystore.ResolveRequest{Namespace: "bookings", Key: "booking-40",
+		Resolution: keystore.StateFailed, By: "ops", Note: "no mail went out"}); err != nil {
+		t.Fatal(err)
+	}
+	k.pass()
+	k.unknownKey("booking-40") // attempt 2, unknown again
+	if rec := k.key("booking-40"); rec.Attempt != 2 || rec.State != keystore.StateUnknown {
+		t.Fatalf("fixture: %+v", rec)
+	}
+	history := len(k.key("booking-40").History)
+	for _, value := range []string{first.ID + "|1|1", first.ID} { // as rendered, and a button of an earlier version
+		ephemeral := len(k.calls("chat.postEphemeral"))
+		if err := k.click("U0OFFICE", ActionRetry, value); err != nil {
+			t.Fatal(err)
+		}
+		if rec := k.key("booking-40"); rec.State != keystore.StateUnknown || len(rec.History) != history {
+			t.Fatalf("a click for attempt 1 changed attempt 2: %s, history %d → %d", rec.State, history, len(rec.History))
+		}
+		eph := k.calls("chat.postEphemeral")
+		if len(eph) != ephemeral+1 || !strings.Contains(eph[len(eph)-1].Text, "out of date") ||
+			!strings.Contains(eph[len(eph)-1].Text, "/ui/key?key=booking-40") {
+			t.Fatalf("ephemeral answers: %+v", eph)
+		}
+	}
+}
+
+// A key resolved in the API, the console or the CLI updates its message
+// at once (the key_resolved event), not at the next escalation step.
+func TestResolvedElsewhereUpdatesTheMessageAtOnce(t *testing.T) {
+	k := newKeysHarness(t)
+	k.unknownKey("booking-50")
+	if _, err := k.ks.Resolve(context.Background(), keystore.ResolveRequest{Namespace: "bookings", Key: "booking-50",
+		Resolution: keystore.StateCompleted, By: "office manager", Note: "found it in the Sent folder"}); err != nil {
+		t.Fatal(err)
+	}
+	k.pass() // no time passes: no escalation step is due
+	k.pass()
+	u := k.calls("chat.update")
+	if len(u) != 1 || !strings.Contains(u[0].Blocks, "office manager marked it *completed*") || strings.Contains(u[0].Raw, "guard_") {
+		t.Fatalf("the message was not updated at once: %+v", u)
 	}
 }

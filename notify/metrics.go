@@ -3,16 +3,17 @@ package notify
 import "github.com/prometheus/client_golang/prometheus"
 
 type metrics struct {
-	accepted    *prometheus.CounterVec
-	delivered   *prometheus.CounterVec
-	dead        *prometheus.CounterVec
-	slackCalls  *prometheus.CounterVec
-	waiting     prometheus.Gauge
-	breakerOpen prometheus.Gauge
-	decisions   *prometheus.CounterVec
-	refused     prometheus.Counter
-	escalated   prometheus.Counter
-	resent      prometheus.Counter
+	accepted      *prometheus.CounterVec
+	delivered     *prometheus.CounterVec
+	dead          *prometheus.CounterVec
+	slackCalls    *prometheus.CounterVec
+	waiting       prometheus.Gauge
+	breakerOpen   prometheus.Gauge
+	decisions     *prometheus.CounterVec
+	refused       prometheus.Counter
+	refusedClicks prometheus.Counter
+	escalated     prometheus.Counter
+	resent        prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
@@ -49,6 +50,10 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Name: "n8n_guard_notify_interactions_refused_total",
 			Help: "Slack interactivity requests refused: unsigned, wrongly signed, replayed or stale.",
 		}),
+		refusedClicks: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "n8n_guard_notify_clicks_out_of_date_total",
+			Help: "Button clicks on a message shown for an earlier key attempt or state: answered \"out of date\", nothing changed.",
+		}),
 		escalated: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "n8n_guard_notify_escalations_total",
 			Help: "Escalation steps taken: a message nobody acknowledged was sent to the next step of its rule.",
@@ -60,7 +65,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	}
 	if reg != nil {
 		for _, c := range []prometheus.Collector{m.accepted, m.delivered, m.dead, m.slackCalls, m.waiting, m.breakerOpen,
-			m.decisions, m.refused, m.escalated, m.resent} {
+			m.decisions, m.refused, m.refusedClicks, m.escalated, m.resent} {
 			if err := reg.Register(c); err != nil {
 				return nil, err
 			}

@@ -1,4 +1,4 @@
-package notify
+package notify_test
 
 import (
 	"encoding/json"
@@ -9,7 +9,8 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/n8n-guard/n8n-guard/n8n"
+	n8nclient "github.com/n8n-guard/n8n-guard/n8n"
+	. "github.com/n8n-guard/n8n-guard/notify"
 )
 
 // fakeN8n answers POST /api/v1/executions/{id}/retry as n8n's public API
@@ -73,9 +74,9 @@ func TestRetryExecutionButton(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			fake := newFakeN8n(t)
+			n8n := newFakeN8n(t)
 			k := newKeysHarness(t)
-			k.svc.n8n = n8n.New(fake.srv.URL+"/api/v1", "n8n-key", 0)
+			k.svc.SetExecutions(n8nclient.Retrier{Client: n8nclient.New(n8n.srv.URL+"/api/v1", "n8n-key", 0)})
 			a := k.intake(failureBody("orders-sync", "POST to CRM", "HTTP 503", tc.exec))
 			k.pass()
 			if post := k.calls("chat.postMessage")[0]; !strings.Contains(post.Raw, ActionRerun) {
@@ -87,13 +88,13 @@ func TestRetryExecutionButton(t *testing.T) {
 				if len(updates) != 0 || len(eph) != 1 || !strings.Contains(eph[0].Text, tc.answer) {
 					t.Fatalf("updates %d, ephemeral %+v", len(updates), eph)
 				}
-				if tc.user == "U0STRANGER" && len(fake.Retries()) != 0 {
+				if tc.user == "U0STRANGER" && len(n8n.Retries()) != 0 {
 					t.Fatal("a stranger's click reached n8n")
 				}
 				return
 			}
 			// The workflow as saved now: the fix is usually in it.
-			if got := fake.Retries(); len(got) != 1 || got[0] != tc.exec+" loadWorkflow=true" {
+			if got := n8n.Retries(); len(got) != 1 || got[0] != tc.exec+" loadWorkflow=true" {
 				t.Fatalf("n8n retries: %v", got)
 			}
 			if len(updates) != 1 || !strings.Contains(updates[0].Blocks, "*retried the execution* in n8n") ||
@@ -102,7 +103,7 @@ func TestRetryExecutionButton(t *testing.T) {
 			}
 			// A second click does not retry twice.
 			k.click(tc.user, ActionRerun, a.NotificationID)
-			if len(fake.Retries()) != 1 {
+			if len(n8n.Retries()) != 1 {
 				t.Fatal("retried twice")
 			}
 		})

@@ -1,9 +1,11 @@
-package notify
+package notify_test
 
 import (
 	"fmt"
 	"testing"
 	"time"
+
+	. "github.com/n8n-guard/n8n-guard/notify"
 )
 
 // The measurement: Slack refuses connections for 20 s while 50
@@ -57,8 +59,8 @@ func TestPauseGrowsWhileSlackStaysDown(t *testing.T) {
 	var pauses []time.Duration
 	for range 8 {
 		h.pass()
-		pauses = append(pauses, h.svc.pause.length())
-		h.clock.Advance(h.svc.pause.length())
+		pauses = append(pauses, h.svc.Pause())
+		h.clock.Advance(h.svc.Pause())
 	}
 	if p := pauses[0]; p < 10*time.Second || p > 15*time.Second {
 		t.Fatalf("first pause %s, want 10–15 s", p)
@@ -75,7 +77,7 @@ func TestPauseGrowsWhileSlackStaysDown(t *testing.T) {
 	}
 	slack.On()
 	h.pass()
-	if len(h.list(StatusDelivered)) != 1 || h.svc.pause.length() != 0 {
+	if len(h.list(StatusDelivered)) != 1 || h.svc.Pause() != 0 {
 		t.Fatal("not delivered, or the pause not reset, once Slack answered")
 	}
 }
@@ -86,7 +88,7 @@ func TestPauseGrowsWhileSlackStaysDown(t *testing.T) {
 func TestTwoHourOutageDeliversEverythingOnce(t *testing.T) {
 	const n = 30
 	slack := newFakeSlack(t)
-	h := newHarness(t, slack, testConfig(), func(o *Options) {
+	h := newHarness(t, slack, testConfig(), func(o *harnessOptions) {
 		o.BackoffInitial, o.BackoffMax = 5*time.Second, 10*time.Minute // the defaults
 	})
 	slack.SetMode("5xx")
@@ -127,7 +129,7 @@ func TestRepeatedOutagesExactlyOnce(t *testing.T) {
 	const n = 400
 	slack := newFakeSlack(t)
 	slack.slow = 400 * time.Millisecond
-	h := newHarness(t, slack, testConfig(), func(o *Options) { o.RequestTimeout = 150 * time.Millisecond })
+	h := newHarness(t, slack, testConfig(), func(o *harnessOptions) { o.Wire.RequestTimeout = 150 * time.Millisecond })
 	round, sent := 0, 0
 	for len(h.list(StatusDelivered)) < n {
 		round++

@@ -5,54 +5,66 @@ import (
 	"time"
 )
 
-// Outbox is the durable store of notifications. The bbolt implementation
-// shares the keystore's file; another backend (PostgreSQL) can be added
-// behind this interface. Every method is one short transaction: callers
-// never hold one across a Slack call.
+// Outbox is the durable store of notifications (notify/bolt keeps it in
+// the keystore's bbolt file, notify/postgres in PostgreSQL, shared by
+// replicas; notify/outboxtest is the conformance suite both pass). Every
+// method is one short transaction: callers never hold one across a Slack
+// call. A Record handed to fn is the stored one, under its lock.
 type Outbox interface {
 	// Add stores the additions in one transaction, and the keystore event
 	// cursor with them when cursor is not nil, so an event is turned into
 	// a notification exactly once. An addition whose group is open joins
-	// it (see join) instead of creating a notification; one whose once-key
+	// it (see Join) instead of creating a notification; one whose once-key
 	// was seen before is skipped.
-	Add(ctx context.Context, adds []addition, cursor *uint64) ([]added, error)
+	Add(ctx context.Context, adds []Addition, cursor *uint64) ([]Added, error)
 	// EventCursor is the Seq of the last keystore event consumed.
 	EventCursor(ctx context.Context) (uint64, error)
 	// Due returns up to limit notifications whose next Slack call is due at
 	// now, earliest first.
-	Due(ctx context.Context, now time.Time, limit int) ([]*record, error)
+	Due(ctx context.Context, now time.Time, limit int) ([]*Record, error)
 	// Update loads the notification, applies fn and saves it (fn sees the
-	// current count, which intake may have raised meanwhile).
-	Update(ctx context.Context, id string, fn func(r *record)) (*record, error)
+	// current count, which intake may have raised meanwhile). It returns
+	// nil, nil when there is no such notification.
+	Update(ctx context.Context, id string, fn func(r *Record)) (*Record, error)
 	// Get returns the notification, nil when there is none.
-	Get(ctx context.Context, id string) (*record, error)
+	Get(ctx context.Context, id string) (*Record, error)
 	// Escalate hands each notification whose escalation is due at now (up
 	// to limit) to fn under its lock and saves it together with the
 	// escalation fn returns (nil: none), in one transaction: with several
 	// guards on one database each step is taken exactly once.
-	Escalate(ctx context.Context, now time.Time, limit int, fn func(r *record) *record) (int, error)
+	Escalate(ctx context.Context, now time.Time, limit int, fn func(r *Record) *Record) (int, error)
 	// Escalating returns up to limit notifications whose escalation is due
 	// at now, without locking them (a look before Escalate).
-	Escalating(ctx context.Context, now time.Time, limit int) ([]*record, error)
+	Escalating(ctx context.Context, now time.Time, limit int) ([]*Record, error)
+	// AboutKey returns the notifications (not escalations) about a key,
+	// newest first, at most limit.
+	AboutKey(ctx context.Context, namespace, key string, limit int) ([]*Record, error)
 	List(ctx context.Context, q ListQuery) (Page, error)
 	// Waiting counts notifications with a Slack call due (now or later).
 	Waiting(ctx context.Context) (int, error)
 	// Purge deletes delivered and dead notifications created before
-	// cutoff, closed groups and old once-keys; at most limit per call.
+	// cutoff, closed groups, old once-keys and expired replay marks; at
+	// most limit notifications per call.
 	Purge(ctx context.Context, cutoff, now time.Time, limit int) (int, error)
 	// SlackUser / SetSlackUser cache users.lookupByEmail answers.
 	SlackUser(ctx context.Context, email string) (string, bool, error)
 	SetSlackUser(ctx context.Context, email, userID string) error
+	// FirstUse records mark (a request's identity) until expires and
+	// reports whether it was new: false means it was used before and has
+	// not expired. Replicas sharing a database share the marks.
+	FirstUse(ctx context.Context, mark string, now, expires time.Time) (bool, error)
 }
 
-type addition struct {
-	rec    *record       // the new notification, ID and times set
-	window time.Duration // group window; 0: never joins a group
-	once   string        // when not empty: add only if never added before
+// Addition is one notification to add.
+type Addition struct {
+	Record *Record       // the new notification, ID and times set
+	Window time.Duration // group window; 0: never joins a group
+	Once   string        // when not empty: add only if never added before
 }
 
-type added struct {
-	rec     *record // the stored notification, or the group's head
-	joined  bool
-	skipped bool
+// Added is what became of an Addition.
+type Added struct {
+	Record  *Record // the stored notification, or the group's head (nil when skipped)
+	Joined  bool
+	Skipped bool
 }

@@ -1,4 +1,4 @@
-package notify
+package notify_test
 
 import (
 	"context"
@@ -7,6 +7,9 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	. "github.com/n8n-guard/n8n-guard/notify"
+	notifypg "github.com/n8n-guard/n8n-guard/notify/postgres"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
@@ -41,13 +44,13 @@ func testPostgresOutbox(t *testing.T, schema func(t *testing.T) string) {
 			t.Fatal(err)
 		}
 		t.Cleanup(pool.Close)
-		o, err := NewPostgresOutbox(context.Background(), pool, PostgresOutboxOptions{Replica: name})
+		o, err := notifypg.New(context.Background(), pool, notifypg.Options{Replica: name})
 		if err != nil {
 			t.Fatal(err)
 		}
 		return o
 	}
-	withOutbox := func(o Outbox) func(*Options) { return func(opts *Options) { opts.Outbox = o } }
+	withOutbox := func(o Outbox) func(*harnessOptions) { return func(opts *harnessOptions) { opts.Outbox = o } }
 
 	t.Run("outage then recovery, restart", func(t *testing.T) {
 		const n = 10
@@ -56,7 +59,7 @@ func testPostgresOutbox(t *testing.T, schema func(t *testing.T) string) {
 		// The replica takes back its own claims at once after the outage.
 		restartMidOutage(t, h, slack, n)
 		h.clock.Advance(31 * 24 * time.Hour)
-		if n, err := h.svc.outbox.Purge(context.Background(), h.clock.Now().Add(-30*24*time.Hour), h.clock.Now(), 100); err != nil || n != 10 {
+		if n, err := h.svc.Outbox().Purge(context.Background(), h.clock.Now().Add(-30*24*time.Hour), h.clock.Now(), 100); err != nil || n != 10 {
 			t.Fatalf("purge: %d %v", n, err)
 		}
 	})
@@ -140,13 +143,13 @@ func testPostgresOutbox(t *testing.T, schema func(t *testing.T) string) {
 				t.Fatal(err)
 			}
 		}
-		events := func(opts *Options) { opts.Events = ks }
+		events := func(opts *harnessOptions) { opts.Events = ks }
 		a := newHarness(t, nil, testConfig(), withOutbox(replica(t, url, "a")), events)
 		b := newHarness(t, nil, testConfig(), withOutbox(replica(t, url, "b")), events)
 		var wg sync.WaitGroup
 		for _, h := range []*harness{a, b} {
 			wg.Add(1)
-			go func() { defer wg.Done(); h.svc.consumeEvents(ctx) }()
+			go func() { defer wg.Done(); h.svc.ConsumeEvents(ctx) }()
 		}
 		wg.Wait()
 		total := 0
@@ -158,7 +161,7 @@ func testPostgresOutbox(t *testing.T, schema func(t *testing.T) string) {
 		if total != 7 {
 			t.Fatalf("7 keys went unknown; the outbox counts %d", total)
 		}
-		if c, err := a.svc.outbox.EventCursor(ctx); err != nil || c != 7 {
+		if c, err := a.svc.Outbox().EventCursor(ctx); err != nil || c != 7 {
 			t.Fatalf("event cursor %d %v", c, err)
 		}
 	})
@@ -172,7 +175,7 @@ func stepTogether(n int, guards ...*harness) {
 		go func() {
 			defer wg.Done()
 			for range n {
-				h.svc.step(context.Background())
+				h.svc.Step(context.Background())
 			}
 		}()
 	}

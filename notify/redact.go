@@ -29,10 +29,10 @@ func clean(s string, max int) string {
 	}, s)
 	s = strings.Join(strings.Fields(s), " ")
 	s = redact.Redact(s)
-	return truncate(s, max)
+	return Truncate(s, max)
 }
 
-func truncate(s string, max int) string {
+func Truncate(s string, max int) string {
 	if utf8.RuneCountInString(s) <= max {
 		return s
 	}
@@ -62,4 +62,5 @@ func normalizeMessage(s string) string {
 // formatting can be injected through an error message.
 var mrkdwnEscaper = strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;")
 
-func escapeMrkdwn(s string) string { return mrkdwnEscaper.Replace(s) }
+// EscapeMrkdwn makes payload text inert in Slack mrkdwn.
+func EscapeMrkdwn(s string) string { return mrkdwnEscaper.Replace(s) }

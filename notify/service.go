@@ -5,16 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net/http"
 	"regexp"
 	"sync"
 	"time"
 
 	"github.com/cenkalti/backoff/v5"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/n8n-guard/n8n-guard/keystore"
-	"github.com/prometheus/client_golang/prometheus"
-	bolt "go.etcd.io/bbolt"
 )
 
 // EventSource is where the keystore's events are read (keystore.Store
@@ -23,31 +21,47 @@ type EventSource interface {
 	Events(ctx context.Context, after uint64, limit int) ([]keystore.Event, error)
 }
 
+// Keys is the part of the keystore a decision goes through
+// (keystore.Store satisfies it).
+type Keys interface {
+	Lookup(ctx context.Context, namespace, key string) (keystore.Result, error)
+	Resolve(ctx context.Context, req keystore.ResolveRequest) (keystore.Result, error)
+}
+
+// Executions retries a failed n8n execution and returns the new
+// execution's id ("Retry execution"). Errors it understands are
+// *RetryError.
+type Executions interface {
+	Retry(ctx context.Context, executionID string) (string, error)
+}
+
+// RetryError is n8n's refusal of a retry.
+type RetryError struct {
+	Refusal RetryRefusal
+	Message string // n8n's words
+}
+
+// RetryRefusal says why n8n refused a retry.
+type RetryRefusal int
+
+const (
+	RetryNotFound     RetryRefusal = iota + 1 // no such execution (or the key may not see it)
+	RetryConflict                             // n8n will not retry it now (queued, running)
+	RetryUnauthorized                         // the API key is refused
+)
+
+func (e *RetryError) Error() string { return "n8n refused the retry: " + e.Message }
+
 // Options are the runtime settings of the service (the Config is what the
 // operator writes in the config file).
 type Options struct {
-	// DB, when set, is asked for the shared bbolt file at each use instead
-	// of New's db: the keystore's store (bolt.Store.DB) reopens the file
-	// after a storage error, and the outbox must follow it.
-	DB func() *bolt.DB
-	// Token is the Slack bot token (SLACK_BOT_TOKEN); empty: notifications
-	// are stored and listed, delivery waits.
-	Token string
-	// AppToken is the app-level token (SLACK_APP_TOKEN, xapp-…) with
-	// connections:write; set, button clicks arrive over Socket Mode.
-	AppToken string
-	// N8n (n8n's public API, a key with the execution:retry scope)
-	// enables "Retry execution"; nil: the button is not shown.
-	N8n Executions
-	// APIURL overrides Slack's Web API base URL, in slack-go's form with a
-	// trailing slash (SLACK_API_URL), e.g. http://127.0.0.1:8080/api/.
-	APIURL string
-	// HTTPClient replaces the client built from the timeouts below.
-	HTTPClient *http.Client
-	// ConnectTimeout (dial + TLS, default 10s) and RequestTimeout (whole
-	// request, default 30s) of each Slack call.
-	ConnectTimeout time.Duration
-	RequestTimeout time.Duration
+	// Outbox is where notifications are kept (notify/bolt, notify/postgres).
+	Outbox Outbox
+	// Slack delivers (the slack package); nil: notifications are stored
+	// and listed, delivery waits (SLACK_BOT_TOKEN is empty).
+	Slack Slack
+	// Executions enables "Retry execution"; nil: the button is not shown.
+	Executions Executions
 
 	Logger     *slog.Logger
 	Clock      func() time.Time
@@ -66,21 +80,12 @@ type Options struct {
 	// jitter after transient Slack errors (defaults 5s and 10m).
 	BackoffInitial time.Duration
 	BackoffMax     time.Duration
-
-	// Outbox replaces the bbolt outbox (db may then be nil).
-	Outbox Outbox
-
-	// wrap, set by tests, wraps the transport of the Slack client.
-	wrap func(http.RoundTripper) http.RoundTripper
+	// ClickTimeout bounds carrying out one click: its Slack calls and, for
+	// a retry, n8n's answer (default 3.5 min).
+	ClickTimeout time.Duration
 }
 
 func (o Options) withDefaults() Options {
-	if o.ConnectTimeout <= 0 {
-		o.ConnectTimeout = 10 * time.Second
-	}
-	if o.RequestTimeout <= 0 {
-		o.RequestTimeout = 30 * time.Second
-	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -99,18 +104,20 @@ func (o Options) withDefaults() Options {
 	if o.BackoffMax <= 0 {
 		o.BackoffMax = 10 * time.Minute
 	}
+	if o.ClickTimeout <= 0 {
+		o.ClickTimeout = 3*30*time.Second + 2*time.Minute
+	}
 	return o
 }
 
-// Service is the intake, the outbox and the delivery worker.
+// Service is the intake, the delivery worker and the decisions.
 type Service struct {
 	cfg    Config
 	opts   Options
 	log    *slog.Logger
 	now    func() time.Time
 	outbox Outbox
-	slack  slackAPI   // nil when no token is configured
-	n8n    Executions // nil when n8n's API is not configured
+	slack  Slack // nil when no token is configured
 	pause  *slackPause
 	wake   chan struct{}
 	m      *metrics
@@ -128,41 +135,26 @@ type Service struct {
 	clicks     sync.WaitGroup
 	life       context.Context
 	end        context.CancelFunc
-	replays    replayGuard
 }
 
-// New opens the outbox in db (creating the notify/ buckets) and prepares the
-// Slack client.
-func New(db *bolt.DB, cfg Config, opts Options) (*Service, error) {
+// New prepares the service on opts.Outbox.
+func New(cfg Config, opts Options) (*Service, error) {
 	cfg, err := cfg.withDefaults()
 	if err != nil {
 		return nil, fmt.Errorf("notify config: %w", err)
 	}
+	if opts.Outbox == nil {
+		return nil, errors.New("notify: no outbox")
+	}
 	opts = opts.withDefaults()
 	s := &Service{
 		cfg: cfg, opts: opts, log: opts.Logger.With("component", "notify"), now: opts.Clock,
-		outbox: opts.Outbox, wake: make(chan struct{}, 1), users: map[string]string{},
+		outbox: opts.Outbox, slack: opts.Slack, wake: make(chan struct{}, 1), users: map[string]string{},
 	}
 	s.life, s.end = context.WithCancel(context.Background())
-	if s.outbox == nil {
-		file := opts.DB
-		if file == nil && db != nil {
-			file = func() *bolt.DB { return db }
-		}
-		if file == nil {
-			return nil, errors.New("notify: no bbolt database and no outbox")
-		}
-		if s.outbox, err = newBoltOutbox(file); err != nil {
-			return nil, fmt.Errorf("notify outbox: %w", err)
-		}
-	}
 	if s.m, err = newMetrics(opts.Registerer); err != nil {
 		return nil, err
 	}
-	if opts.Token != "" {
-		s.slack = newSlackClient(opts)
-	}
-	s.n8n = opts.N8n
 	s.transient = &backoff.ExponentialBackOff{InitialInterval: min(opts.BackoffInitial, transientPauseMax),
 		RandomizationFactor: 0.2, Multiplier: 2, MaxInterval: transientPauseMax}
 	s.transient.Reset()
@@ -173,8 +165,7 @@ func New(db *bolt.DB, cfg Config, opts Options) (*Service, error) {
 	return s, nil
 }
 
-// Close waits for the clicks being carried out; the caller owns the bbolt
-// file.
+// Close waits for the clicks being carried out; the caller owns the outbox.
 func (s *Service) Close() error {
 	done := make(chan struct{})
 	go func() { s.clicks.Wait(); close(done) }()
@@ -197,35 +188,35 @@ func (s *Service) Intake(ctx context.Context, body []byte) (Accepted, error) {
 	}
 	now := s.now()
 	rt := s.cfg.forWorkflow(f.WorkflowID, f.WorkflowName)
-	rec := &record{
-		ID: newID(now), Kind: KindWorkflowFailed, Status: StatusPending, Group: f.group(),
-		Count: 1, FirstAt: now, LastAt: now, CreatedAt: now, DueAt: now,
-		Owner: rt.Owner, Channel: rt.Channel, Runbook: rt.Runbook,
-		WorkflowID: f.WorkflowID, WorkflowName: f.WorkflowName, Node: f.Node, NodeType: f.NodeType,
-		ExecutionID: f.ExecutionID, ExecutionURL: f.ExecutionURL, Mode: f.Mode, RetryOf: f.RetryOf,
-		ErrorName: f.ErrorName, HTTPCode: f.HTTPCode, Message: f.Message, Description: f.Description,
+	rec := &Record{
+		Header: Header{ID: newID(now), Kind: KindWorkflowFailed, Status: StatusPending, Group: f.group(),
+			Count: 1, FirstAt: now, LastAt: now, CreatedAt: now,
+			Owner: rt.Owner, Channel: rt.Channel, Runbook: rt.Runbook, Message: f.Message},
+		Delivery: Delivery{DueAt: now},
+		Failure:  f.Failure,
 	}
 	if rt.Deadline > 0 {
 		d := now.Add(rt.Deadline)
 		rec.Deadline = &d
 	}
 	rec.EscalateAt = firstEscalation(rt, now)
-	res, err := s.outbox.Add(ctx, []addition{{rec: rec, window: s.cfg.GroupWindow}}, nil)
+	res, err := s.outbox.Add(ctx, []Addition{{Record: rec, Window: s.cfg.GroupWindow}}, nil)
 	if err != nil {
 		return Accepted{}, fmt.Errorf("store notification: %w", err)
 	}
 	a := res[0]
 	status := "queued"
-	if a.joined {
+	if a.Joined {
 		status = "grouped"
 	} else {
 		s.poke()
 	}
 	s.m.accepted.WithLabelValues(string(KindWorkflowFailed), status).Inc()
-	return Accepted{NotificationID: a.rec.ID, Group: a.rec.Group, Owner: a.rec.Owner, Status: status}, nil
+	return Accepted{NotificationID: a.Record.ID, Group: a.Record.Group, Owner: a.Record.Owner, Status: status}, nil
 }
 
-var cursorRE = regexp.MustCompile(`^n_[0-9a-f]{24}$`)
+// IDRE is the form of a notification ID (and of a list cursor).
+var IDRE = regexp.MustCompile(`^n_[0-9a-f]{24}$`)
 
 // List pages through the outbox, newest first.
 func (s *Service) List(ctx context.Context, q ListQuery) (Page, error) {
@@ -243,11 +234,39 @@ func (s *Service) List(ctx context.Context, q ListQuery) (Page, error) {
 		return Page{}, &keystore.Error{Code: keystore.EInvalidRequest, Message: "limit must be between 1 and 500",
 			Fields: []keystore.FieldError{{Field: "limit", Rule: "min=1,max=500"}}}
 	}
-	if q.Cursor != "" && !cursorRE.MatchString(q.Cursor) {
+	if q.Cursor != "" && !IDRE.MatchString(q.Cursor) {
 		return Page{}, &keystore.Error{Code: keystore.EInvalidRequest, Message: "cursor is not one this server gave out",
 			Fields: []keystore.FieldError{{Field: "cursor", Rule: "cursor"}}}
 	}
 	return s.outbox.List(ctx, q)
+}
+
+// Resend queues a dead notification again, after the cause (a channel,
+// the token) was fixed: attempts start over and the worker posts it.
+func (s *Service) Resend(ctx context.Context, id string) (Notification, error) {
+	if !IDRE.MatchString(id) {
+		return Notification{}, &keystore.Error{Code: keystore.EInvalidRequest, Message: "id is not a notification id (n_…)",
+			Fields: []keystore.FieldError{{Field: "id", Rule: "notification_id"}}}
+	}
+	var was Status
+	r, err := s.outbox.Update(ctx, id, func(x *Record) {
+		was = x.Status
+		next, _ := Resend(x, s.now())
+		*x = *next
+	})
+	if err != nil {
+		return Notification{}, err
+	}
+	if r == nil {
+		return Notification{}, keystore.Errorf(keystore.ENotFound, "no notification %s", id)
+	}
+	if was != StatusDead {
+		return Notification{}, keystore.Errorf(keystore.EConflict, "notification %s is %s, not dead: only dead notifications are resent", id, was)
+	}
+	s.m.resent.Inc()
+	s.log.Info("dead notification queued again by an operator", "id", id)
+	s.poke()
+	return r.Item(), nil
 }
 
 func (s *Service) poke() {
@@ -275,7 +294,8 @@ func (s *Service) Run(ctx context.Context) error {
 	}
 }
 
-// step is one round of the worker: events, then delivery, then purge.
+// step is one round of the worker: events, then escalation, delivery and
+// purge.
 func (s *Service) step(ctx context.Context) {
 	s.consumeEvents(ctx)
 	s.escalate(ctx)

@@ -1,4 +1,4 @@
-package notify
+package notify_test
 
 import (
 	"context"
@@ -10,6 +10,9 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	. "github.com/n8n-guard/n8n-guard/notify"
+	slackapi "github.com/n8n-guard/n8n-guard/slack"
 
 	"github.com/gorilla/websocket"
 
@@ -112,12 +115,11 @@ func (f *fakeSocket) drop() {
 func TestSocketModeClick(t *testing.T) {
 	k := newKeysHarness(t)
 	sock := newFakeSocket(t)
-	k.svc.opts.AppToken = "xapp-test"
-	k.svc.opts.APIURL = sock.srv.URL + "/api/"
+	socket := slackapi.NewSocketMode("xapp-test", slackapi.Options{APIURL: sock.srv.URL + "/api/"}, k.svc, nil)
 	n := k.unknownKey("booking-77")
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- k.svc.RunSocketMode(ctx) }()
+	go func() { done <- socket.Run(ctx) }()
 	defer func() { cancel(); <-done }()
 
 	for i, user := range []string{"U0STRANGER", "U0OFFICE"} {
@@ -137,7 +139,7 @@ func TestSocketModeClick(t *testing.T) {
 		}
 	}
 	waitFor(t, "the decision", func() bool { return k.key("booking-77").State == keystore.StateCompleted })
-	k.svc.clicks.Wait()
+	k.svc.WaitClicks()
 	k.pass()
 	if u := k.calls("chat.update"); len(u) != 1 || !strings.Contains(u[0].Blocks, "marked it *completed*") {
 		t.Fatalf("updates: %+v", u)

@@ -1,4 +1,4 @@
-package notify
+package notify_test
 
 import (
 	"context"
@@ -7,6 +7,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	. "github.com/n8n-guard/n8n-guard/notify"
 )
 
 // stormBody is failure i of a storm: same workflow, node and error, with

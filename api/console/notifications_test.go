@@ -14,6 +14,8 @@ import (
 
 	"github.com/n8n-guard/n8n-guard/keystore/bolt"
 	"github.com/n8n-guard/n8n-guard/notify"
+	notifybolt "github.com/n8n-guard/n8n-guard/notify/bolt"
+	slackapi "github.com/n8n-guard/n8n-guard/slack"
 )
 
 // A Slack that refuses the channel, as Slack does: the notification goes
@@ -35,8 +37,13 @@ func TestDeadNotificationShowsWhyAndIsResent(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { store.Close() })
-	notes, err := notify.New(store.DB(), notify.Config{DefaultChannel: "C0GONE", DefaultOwner: "U0ONCALL"},
-		notify.Options{Token: "xoxb-test", APIURL: "http://" + sln.Addr().String() + "/api/", PollInterval: 10 * time.Millisecond})
+	outbox, err := notifybolt.New(store.DB)
+	if err != nil {
+		t.Fatal(err)
+	}
+	notes, err := notify.New(notify.Config{DefaultChannel: "C0GONE", DefaultOwner: "U0ONCALL"},
+		notify.Options{Outbox: outbox, PollInterval: 10 * time.Millisecond,
+			Slack: slackapi.New(slackapi.Options{Token: "xoxb-test", APIURL: "http://" + sln.Addr().String() + "/api/"})})
 	if err != nil {
 		t.Fatal(err)
 	}

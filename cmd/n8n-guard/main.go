@@ -1,7 +1,5 @@
 // Command n8n-guard is the n8n-guard service (serve) and its operator
-// tools: keys, notifications, backup and version talk to a running server
-// through package client; n8n wires an n8n instance through package n8n;
-// store checks a store file. It only wires, parses flags and prints.
+// tools (keys, version), which talk to a running server over HTTP.
 package main
 
 import (
@@ -19,7 +17,6 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
-	bbolt "go.etcd.io/bbolt"
 
 	"github.com/n8n-guard/n8n-guard/api"
 	"github.com/n8n-guard/n8n-guard/keystore"
@@ -27,6 +24,9 @@ import (
 	"github.com/n8n-guard/n8n-guard/keystore/postgres"
 	"github.com/n8n-guard/n8n-guard/n8n"
 	"github.com/n8n-guard/n8n-guard/notify"
+	notifybolt "github.com/n8n-guard/n8n-guard/notify/bolt"
+	notifypg "github.com/n8n-guard/n8n-guard/notify/postgres"
+	"github.com/n8n-guard/n8n-guard/slack"
 )
 
 func main() {
@@ -90,18 +90,7 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	notifyOpts := notify.Options{
-		Token:      cfg.SlackBotToken,
-		AppToken:   cfg.SlackAppToken,
-		APIURL:     cfg.SlackAPIURL,
-		Logger:     m.Logger,
-		Registerer: reg,
-	}
-	if cfg.N8nAPIURL != "" && cfg.N8nAPIKey != "" {
-		// A retry is bounded by notify, which knows how long a person waits.
-		notifyOpts.N8n = n8n.New(cfg.N8nAPIURL, cfg.N8nAPIKey, 0)
-	}
-	var db *bbolt.DB // the shared bbolt file, when the store is bbolt
+	notifyOpts := notify.Options{Logger: m.Logger, Registerer: reg}
 	switch {
 	case isPostgresURL(cfg.Store):
 		pg, err := postgres.Open(ctx, cfg.Store, postgres.Options{
@@ -113,13 +102,13 @@ func (m *Main) Run(ctx context.Context) (err error) {
 			return err
 		}
 		m.store = pg
-		if notifyOpts.Outbox, err = notify.NewPostgresOutbox(ctx, pg.Pool(), notify.PostgresOutboxOptions{}); err != nil {
+		if notifyOpts.Outbox, err = notifypg.New(ctx, pg.Pool(), notifypg.Options{}); err != nil {
 			return err
 		}
 		m.Logger.Info("store open", "backend", "postgres")
 	case cfg.Store == "":
 		path := filepath.Join(cfg.DataDir, StoreFile)
-		observer, err := newBoltMetrics(reg, path)
+		observer, err := newBoltMetrics(reg, path) // storemetrics.go
 		if err != nil {
 			return err
 		}
@@ -132,30 +121,34 @@ func (m *Main) Run(ctx context.Context) (err error) {
 		if err != nil {
 			return err
 		}
-		m.store, db = bs, bs.DB()
-		notifyOpts.DB = bs.DB // the store reopens its file after a storage error: the outbox follows
+		m.store = bs
+		// The store reopens its file after a storage error: the outbox asks
+		// for it at each use.
+		if notifyOpts.Outbox, err = notifybolt.New(bs.DB); err != nil {
+			return fmt.Errorf("notify outbox: %w", err)
+		}
 		m.Logger.Info("store open", "backend", "bbolt", "path", path)
 	default:
 		return fmt.Errorf("--store %q: use a postgres:// URL, or leave it empty for the bbolt file in --data", redactURL(cfg.Store))
 	}
 	notifyOpts.Events, notifyOpts.Keys = m.store, m.store
 	notifyCfg := cfg.File.NotifyConfig()
-	notifyCfg.SigningSecret = cfg.SlackSigningSecret
-	if m.notes, err = notify.New(db, notifyCfg, notifyOpts); err != nil {
+	if m.notes, err = m.newNotify(notifyCfg, notifyOpts); err != nil {
 		return err
 	}
 
 	if m.server, err = api.New(api.Config{
-		Store:          m.store,
-		Notifications:  m.notes,
-		Tokens:         tokens,
-		Registry:       reg,
-		Logger:         m.Logger.With("component", "api"),
-		Version:        m.Version,
-		BodyLimit:      cfg.BodyLimit,
-		ReadTimeout:    cfg.ReadTimeout,
-		WriteTimeout:   cfg.WriteTimeout,
-		IdleTimeout:    cfg.IdleTimeout,
+		Store:         m.store,
+		Notifications: notifications{m.notes, slack.NewInteractions(cfg.SlackSigningSecret, m.notes, m.Logger)},
+		Tokens:        tokens,
+		Registry:      reg,
+		Logger:        m.Logger.With("component", "api"),
+		Version:       m.Version,
+		BodyLimit:     cfg.BodyLimit,
+		ReadTimeout:   cfg.ReadTimeout,
+		WriteTimeout:  cfg.WriteTimeout,
+		IdleTimeout:   cfg.IdleTimeout,
+		// Scoped tokens, connection cap, metric label bounds (issue 15).
 		ScopedTokens:   cfg.ScopedTokens,
 		MaxConnections: cfg.MaxConnections,
 		Namespaces:     sortedKeys(cfg.File.Namespaces),
@@ -171,7 +164,8 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	bg, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	m.cancel = cancel
 	m.start("notify", func() error { return m.notes.Run(bg) })
-	m.start("slack-socket-mode", func() error { return m.notes.RunSocketMode(bg) })
+	socket := slack.NewSocketMode(cfg.SlackAppToken, slack.Options{APIURL: cfg.SlackAPIURL}, m.notes, m.Logger)
+	m.start("slack-socket-mode", func() error { return socket.Run(bg) })
 	sw := sweeper{store: m.store, every: cfg.SweepInterval, log: m.Logger.With("component", "sweeper")}
 	m.start("sweeper", func() error { return sw.Run(bg) })
 	m.start("http", func() error { return m.server.Serve(m.ln) })
@@ -256,4 +250,24 @@ func redactURL(s string) string {
 		return "(unparsable)"
 	}
 	return u.Redacted()
+}
+
+// newNotify builds the notification service on its outbox, with Slack
+// (when a bot token is set) and n8n's API (when URL and key are set).
+func (m *Main) newNotify(cfg notify.Config, opts notify.Options) (*notify.Service, error) {
+	c := m.Config
+	if c.SlackBotToken != "" {
+		opts.Slack = slack.New(slack.Options{Token: c.SlackBotToken, APIURL: c.SlackAPIURL})
+	}
+	if c.N8nAPIURL != "" && c.N8nAPIKey != "" {
+		opts.Executions = n8n.Retrier{Client: n8n.New(c.N8nAPIURL, c.N8nAPIKey, 2*time.Minute)}
+	}
+	return notify.New(cfg, opts)
+}
+
+// notifications is what the API serves of notify: the service, and
+// Slack's interactivity requests checked by the slack package.
+type notifications struct {
+	*notify.Service
+	*slack.Interactions
 }

@@ -319,6 +319,12 @@ func runResolve(t *testing.T, newStore New) {
 	if h := rec.History[len(rec.History)-1]; h.Event != keystore.EventResolved || h.By != "office manager" {
 		t.Fatalf("history: %+v", h)
 	}
+	// The key_resolved event, written with the resolution, tells notify.
+	evs := e.events()
+	if ev := evs[len(evs)-1]; ev.Kind != keystore.EventKeyResolved || ev.Key != "evt_1" || ev.Attempt != 1 ||
+		ev.Owner != "office manager" || ev.Message != string(keystore.StateCompleted) {
+		t.Fatalf("last event after a resolution: %+v", ev)
+	}
 	wantOutcome(t, e.reserve(ns, "evt_1"), keystore.OutcomeDuplicate)
 
 	r = e.reserve(ns, "evt_2")

@@ -1,4 +1,4 @@
-package notify
+package slack
 
 import (
 	"context"
@@ -11,27 +11,42 @@ import (
 	"github.com/slack-go/slack/socketmode"
 )
 
-// RunSocketMode receives button clicks over Slack's Socket Mode (a
-// WebSocket the guard opens to Slack, for guards Slack cannot reach) until
-// ctx ends. Every envelope is acknowledged at once, inside Slack's three
+// SocketMode receives button clicks over Slack's Socket Mode (a WebSocket
+// the guard opens to Slack, for guards Slack cannot reach).
+type SocketMode struct {
+	api    *slack.Client
+	clicks Clicks
+	log    *slog.Logger
+}
+
+// NewSocketMode connects with the app-level token (SLACK_APP_TOKEN,
+// xapp-… with connections:write); empty: Run returns at once.
+func NewSocketMode(appToken string, o Options, clicks Clicks, log *slog.Logger) *SocketMode {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	s := &SocketMode{clicks: clicks, log: log.With("component", "notify")}
+	if appToken != "" {
+		o.Wrap = nil
+		s.api = newAPI(o, appToken)
+	}
+	return s
+}
+
+// Run receives clicks until ctx ends. Every envelope is acknowledged at once, inside Slack's three
 // seconds; the clicks are then carried out like those that arrive over
 // HTTP. A lost connection is opened again with capped backoff; the loss
-// and the return are logged once each. Without Options.AppToken it
-// returns at once.
-func (s *Service) RunSocketMode(ctx context.Context) error {
-	if s.opts.AppToken == "" {
+// and the return are logged once each.
+func (s *SocketMode) Run(ctx context.Context) error {
+	if s.api == nil {
 		return nil
 	}
-	o := s.opts
-	o.Token = o.AppToken // apps.connections.open takes the app-level token
-	o.wrap = nil
-	api := newSlackClient(o)
 	b := &backoff.ExponentialBackOff{InitialInterval: time.Second, RandomizationFactor: 0.2, Multiplier: 2, MaxInterval: time.Minute}
 	b.Reset()
 	down := false
 	for ctx.Err() == nil {
-		smc := socketmode.New(api, socketmode.OptionLog(log.New(slogWriter{s.log}, "", 0)))
-		connected, err := s.serveSocket(ctx, smc)
+		smc := socketmode.New(s.api, socketmode.OptionLog(log.New(slogWriter{s.log}, "", 0)))
+		connected, err := s.serve(ctx, smc)
 		if ctx.Err() != nil {
 			return nil
 		}
@@ -54,7 +69,7 @@ func (s *Service) RunSocketMode(ctx context.Context) error {
 
 // serveSocket runs one connection until it fails; connected reports
 // whether it got as far as Slack's hello.
-func (s *Service) serveSocket(ctx context.Context, smc *socketmode.Client) (connected bool, err error) {
+func (s *SocketMode) serve(ctx context.Context, smc *socketmode.Client) (connected bool, err error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	errc := make(chan error, 1)
@@ -78,7 +93,7 @@ func (s *Service) serveSocket(ctx context.Context, smc *socketmode.Client) (conn
 					}
 				}
 				if ok {
-					s.dispatch(cb)
+					s.clicks.Dispatch(clicksOf(cb, s.log)...)
 				}
 			case socketmode.EventTypeEventsAPI, socketmode.EventTypeSlashCommand:
 				if evt.Request != nil {

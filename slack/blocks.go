@@ -1,13 +1,15 @@
-package notify
+package slack
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
-	"strconv"
 	"strings"
 	"time"
 
 	"github.com/slack-go/slack"
+
+	"github.com/n8n-guard/n8n-guard/notify"
 )
 
 // message is what one Slack call sends: Block Kit blocks and the plain-text
@@ -29,16 +31,17 @@ func (m message) options() []slack.MsgOption {
 // (<@U…>, <!subteam^S…>) or plain words when it could not be resolved.
 // Everything taken from a payload is already redacted; here it is also
 // escaped, so it cannot mention anyone or inject links.
-func render(r *record, mention, guardURL string) message {
+func render(m notify.Message) message {
+	r, mention, guardURL := m.Record, m.Mention, m.GuardURL
 	switch r.Kind {
-	case KindKeyUnknown:
+	case notify.KindKeyUnknown:
 		return renderKeyUnknown(r, mention, guardURL)
-	case KindEscalation:
+	case notify.KindEscalation:
 		return renderEscalation(r, mention, guardURL)
-	case KindBreakerOpened, KindBreakerClosed:
+	case notify.KindBreakerOpened, notify.KindBreakerClosed:
 		return renderBreaker(r, mention)
 	}
-	return renderWorkflowFailed(r, mention)
+	return renderWorkflowFailed(r, mention, m.CanRetry)
 }
 
 // mrkdwn is verbatim: Slack then parses only the explicit markup we write
@@ -48,11 +51,11 @@ func mrkdwn(s string) *slack.TextBlockObject {
 }
 
 func plain(s string) *slack.TextBlockObject {
-	return slack.NewTextBlockObject(slack.PlainTextType, truncate(s, 150), false, false)
+	return slack.NewTextBlockObject(slack.PlainTextType, notify.Truncate(s, 150), false, false)
 }
 
 func field(label, value string) *slack.TextBlockObject {
-	return mrkdwn("*" + label + "*\n" + truncate(value, 1900))
+	return mrkdwn("*" + label + "*\n" + notify.Truncate(value, 1900))
 }
 
 func orDash(s string) string {
@@ -62,7 +65,7 @@ func orDash(s string) string {
 	return s
 }
 
-func renderWorkflowFailed(r *record, mention string) message {
+func renderWorkflowFailed(r *notify.Record, mention string, canRetry bool) message {
 	name := r.WorkflowName
 	if name == "" {
 		name = r.WorkflowID
@@ -79,37 +82,37 @@ func renderWorkflowFailed(r *record, mention string) message {
 	if by != "" {
 		lead += " Please act *" + by + "*."
 	}
-	wf := escapeMrkdwn(name)
+	wf := notify.EscapeMrkdwn(name)
 	if r.WorkflowID != "" && r.WorkflowID != name {
-		wf += " (`" + escapeMrkdwn(r.WorkflowID) + "`)"
+		wf += " (`" + notify.EscapeMrkdwn(r.WorkflowID) + "`)"
 	}
-	exec := orDash(escapeMrkdwn(r.ExecutionID))
+	exec := orDash(notify.EscapeMrkdwn(r.ExecutionID))
 	if r.RetryOf != "" {
-		exec += " (retry of " + escapeMrkdwn(r.RetryOf) + ")"
+		exec += " (retry of " + notify.EscapeMrkdwn(r.RetryOf) + ")"
 	}
-	errKind := escapeMrkdwn(r.ErrorName)
+	errKind := notify.EscapeMrkdwn(r.ErrorName)
 	if r.HTTPCode != "" {
-		errKind = strings.TrimPrefix(errKind+" · HTTP "+escapeMrkdwn(r.HTTPCode), " · ")
+		errKind = strings.TrimPrefix(errKind+" · HTTP "+notify.EscapeMrkdwn(r.HTTPCode), " · ")
 	}
-	node := escapeMrkdwn(r.Node)
+	node := notify.EscapeMrkdwn(r.Node)
 	if r.NodeType != "" {
-		node += " (" + escapeMrkdwn(strings.TrimPrefix(r.NodeType, "n8n-nodes-base.")) + ")"
+		node += " (" + notify.EscapeMrkdwn(strings.TrimPrefix(r.NodeType, "n8n-nodes-base.")) + ")"
 	}
 	fields := []*slack.TextBlockObject{
 		field("Workflow", wf),
 		field("Failed node", orDash(node)),
-		field("Mode", orDash(escapeMrkdwn(r.Mode))),
+		field("Mode", orDash(notify.EscapeMrkdwn(r.Mode))),
 		field("Execution", exec),
 		field("Error", orDash(errKind)),
 		field("Owner", mention),
 	}
-	msg := escapeMrkdwn(r.Message)
+	msg := notify.EscapeMrkdwn(r.Message)
 	if msg == "" {
 		msg = "(no error message)"
 	}
 	errText := "*Error message*\n> " + msg
 	if r.Description != "" {
-		errText += "\n> " + escapeMrkdwn(r.Description)
+		errText += "\n> " + notify.EscapeMrkdwn(r.Description)
 	}
 	blocks := []slack.Block{
 		slack.NewHeaderBlock(plain("n8n workflow failed: " + name)),
@@ -118,11 +121,11 @@ func renderWorkflowFailed(r *record, mention string) message {
 		slack.NewSectionBlock(mrkdwn("*Next step*\n"+nextStep(r.Runbook)), nil, nil),
 		slack.NewContextBlock("", mrkdwn(occurrences(r)+" · ref `"+r.ID+"`")),
 	}
-	blocks = append(blocks, decisionBlocks(r)...)
+	blocks = append(blocks, decisionBlocks(r, canRetry)...)
 
-	text := fmt.Sprintf("n8n workflow %s failed at node %s: %s", escapeMrkdwn(name), escapeMrkdwn(orDash(r.Node)), escapeMrkdwn(orDash(r.Message)))
+	text := fmt.Sprintf("n8n workflow %s failed at node %s: %s", notify.EscapeMrkdwn(name), notify.EscapeMrkdwn(orDash(r.Node)), notify.EscapeMrkdwn(orDash(r.Message)))
 	if r.Count > 1 {
-		text += fmt.Sprintf(" (%s times)", thousands(r.Count))
+		text += fmt.Sprintf(" (%s times)", notify.Thousands(r.Count))
 	}
 	text += ". Owner: " + mention
 	if by != "" {
@@ -132,102 +135,102 @@ func renderWorkflowFailed(r *record, mention string) message {
 	return message{Text: fallback(text), Blocks: blocks}
 }
 
-func renderKeyUnknown(r *record, mention, guardURL string) message {
-	key, ns := escapeMrkdwn(r.Key), escapeMrkdwn(r.Namespace)
+func renderKeyUnknown(r *notify.Record, mention, guardURL string) message {
+	key, ns := notify.EscapeMrkdwn(r.Key), notify.EscapeMrkdwn(r.Namespace)
 	why := "its outcome is not known"
 	if r.Reason == "lease_expired" {
 		why = "its lease ran out before the holder reported an outcome"
 	} else if r.Reason != "" {
-		why = "the holder reported " + escapeMrkdwn(r.Reason)
+		why = "the holder reported " + notify.EscapeMrkdwn(r.Reason)
 	}
 	lead := fmt.Sprintf("%s: key `%s` in namespace `%s` is *unknown*: %s (attempt %d", mention, key, ns, why, r.KeyAttempt)
 	if r.Holder != "" {
-		lead += ", holder “" + escapeMrkdwn(r.Holder) + "”"
+		lead += ", holder “" + notify.EscapeMrkdwn(r.Holder) + "”"
 	}
 	lead += "). n8n-guard will not retry it: a person must check whether the side effect happened and resolve the key."
 	if r.Message != "" {
-		lead += "\n> " + escapeMrkdwn(r.Message)
+		lead += "\n> " + notify.EscapeMrkdwn(r.Message)
 	}
 	blocks := []slack.Block{
 		slack.NewHeaderBlock(plain("Stuck key needs a person: " + r.Namespace)),
 		slack.NewSectionBlock(mrkdwn(lead), nil, nil),
 		slack.NewSectionBlock(mrkdwn("*Next step*\n"+nextStep(r.Runbook)), nil, nil),
 		slack.NewSectionBlock(mrkdwn("*Then resolve it* (`completed` if it took effect, `failed` to let n8n try again):\n```"+
-			escapeMrkdwn(resolveCommand(guardURL, r.Namespace, r.Key))+"```"), nil, nil),
+			notify.EscapeMrkdwn(resolveCommand(guardURL, r.Namespace, r.Key))+"```"), nil, nil),
 	}
 	ctx := "ref `" + r.ID + "`"
 	if r.Count > 1 {
 		ctx = fmt.Sprintf("*%s* keys of `%s` went unknown since %s; list them: `%s` · ",
-			thousands(r.Count), ns, clock(r.FirstAt), escapeMrkdwn(listCommand(guardURL, r.Namespace))) + ctx
+			notify.Thousands(r.Count), ns, notify.Clock(r.FirstAt), notify.EscapeMrkdwn(listCommand(guardURL, r.Namespace))) + ctx
 	}
 	blocks = append(blocks, slack.NewContextBlock("", mrkdwn(ctx)))
 	if r.Count > 1 && r.Decision == "" {
 		blocks = append(blocks, slack.NewSectionBlock(mrkdwn(fmt.Sprintf(
 			"The first two buttons decide key `%s` only; resolve the others from the list. \"Leave it to me\" takes the whole group.", key)), nil, nil))
 	}
-	blocks = append(blocks, decisionBlocks(r)...)
+	blocks = append(blocks, decisionBlocks(r, false)...)
 	text := fmt.Sprintf("Key %s/%s is unknown and needs a person. Owner: %s. Next step: %s", ns, key, mention, nextStep(r.Runbook))
 	if r.Count > 1 {
-		text += fmt.Sprintf(" (%s keys of %s went unknown)", thousands(r.Count), ns)
+		text += fmt.Sprintf(" (%s keys of %s went unknown)", notify.Thousands(r.Count), ns)
 	}
 	return message{Text: fallback(text), Blocks: blocks}
 }
 
-func renderBreaker(r *record, mention string) message {
+func renderBreaker(r *notify.Record, mention string) message {
 	dest := r.Destination
 	var head, lead string
-	if r.Kind == KindBreakerOpened {
+	if r.Kind == notify.KindBreakerOpened {
 		pause := ""
 		if r.ReopensAt != nil {
-			pause = ", writes paused for " + humanDuration(r.ReopensAt.Sub(r.FirstAt))
+			pause = ", writes paused for " + notify.HumanDuration(r.ReopensAt.Sub(r.FirstAt))
 		}
 		head = dest + " unreachable" + pause
-		lead = fmt.Sprintf("%s: the circuit breaker of destination `%s` opened at %s", mention, escapeMrkdwn(dest), clock(r.FirstAt))
+		lead = fmt.Sprintf("%s: the circuit breaker of destination `%s` opened at %s", mention, notify.EscapeMrkdwn(dest), notify.Clock(r.FirstAt))
 		if r.Reason != "" {
-			lead += " (" + escapeMrkdwn(r.Reason)
+			lead += " (" + notify.EscapeMrkdwn(r.Reason)
 			if r.Message != "" {
-				lead += ": " + escapeMrkdwn(r.Message)
+				lead += ": " + notify.EscapeMrkdwn(r.Message)
 			}
 			lead += ")"
 		}
 		lead += ". Reserves naming it answer `destination_paused` and record nothing"
 		if r.ReopensAt != nil {
-			lead += " until " + clock(*r.ReopensAt) + "; then one reservation goes through as a probe"
+			lead += " until " + notify.Clock(*r.ReopensAt) + "; then one reservation goes through as a probe"
 		}
 		lead += "."
 	} else {
-		head = fmt.Sprintf("%s reachable again (%s paused)", dest, plural(r.PausedReserves, "reserve was", "reserves were"))
+		head = fmt.Sprintf("%s reachable again (%s paused)", dest, notify.Plural(r.PausedReserves, "reserve was", "reserves were"))
 		lead = fmt.Sprintf("%s: the circuit breaker of destination `%s` closed at %s: writes flow again. While it was open, %s answered `destination_paused` and wrote nothing: executions that do not retry on their own need a re-run.",
-			mention, escapeMrkdwn(dest), clock(r.FirstAt), plural(r.PausedReserves, "reserve", "reserves"))
+			mention, notify.EscapeMrkdwn(dest), notify.Clock(r.FirstAt), notify.Plural(r.PausedReserves, "reserve", "reserves"))
 	}
 	blocks := []slack.Block{
 		slack.NewHeaderBlock(plain(head)),
 		slack.NewSectionBlock(mrkdwn(lead), nil, nil),
 	}
-	if r.Kind == KindBreakerOpened {
+	if r.Kind == notify.KindBreakerOpened {
 		blocks = append(blocks, slack.NewSectionBlock(mrkdwn("*Next step*\n"+nextStep(r.Runbook)), nil, nil))
 	}
 	blocks = append(blocks, slack.NewContextBlock("", mrkdwn("ref `"+r.ID+"`")))
-	return message{Text: fallback(escapeMrkdwn(head) + ". Owner: " + mention + "."), Blocks: blocks}
+	return message{Text: fallback(notify.EscapeMrkdwn(head) + ". Owner: " + mention + "."), Blocks: blocks}
 }
 
 func nextStep(runbook string) string {
 	if runbook == "" {
 		return "No runbook is configured for this: open the execution, find the cause, fix it and re-run (add a runbook to the notify config so the next person knows)."
 	}
-	return escapeMrkdwn(truncate(runbook, 1500))
+	return notify.EscapeMrkdwn(notify.Truncate(runbook, 1500))
 }
 
 // fallback is the notification text; Slack limits it to 40,000 characters,
 // we keep it short.
-func fallback(s string) string { return truncate(s, 1000) }
+func fallback(s string) string { return notify.Truncate(s, 1000) }
 
-func occurrences(r *record) string {
+func occurrences(r *notify.Record) string {
 	if r.Count <= 1 {
-		return "Seen once at " + clock(r.FirstAt)
+		return "Seen once at " + notify.Clock(r.FirstAt)
 	}
 	return fmt.Sprintf("Seen *%s* times between %s and %s (same workflow, node and error)",
-		thousands(r.Count), clock(r.FirstAt), clock(r.LastAt))
+		notify.Thousands(r.Count), notify.Clock(r.FirstAt), notify.Clock(r.LastAt))
 }
 
 // resolveCommand is the exact call that resolves a stuck key (contract:
@@ -270,79 +273,40 @@ func deadlineText(deadline, from time.Time) string {
 	return "by " + d.Format("Mon 2 Jan 15:04") + " UTC"
 }
 
-func clock(t time.Time) string { return t.UTC().Format("15:04:05") + " UTC" }
-
-func humanDuration(d time.Duration) string {
-	switch {
-	case d <= 0:
-		return "a moment"
-	case d%time.Hour == 0:
-		return plural(int(d/time.Hour), "hour", "hours")
-	case d >= time.Minute && d%time.Minute == 0:
-		return strconv.Itoa(int(d/time.Minute)) + " min"
-	case d >= time.Minute:
-		return strconv.Itoa(int((d+30*time.Second)/time.Minute)) + " min"
-	}
-	return strconv.Itoa(int((d+time.Second-1)/time.Second)) + " s"
-}
-
-func plural(n int, one, many string) string {
-	if n == 1 {
-		return "1 " + one
-	}
-	return thousands(n) + " " + many
-}
-
-// thousands writes 10000 as "10,000": the exact count, readable.
-func thousands(n int) string {
-	s := strconv.Itoa(n)
-	if n < 0 {
-		return s
-	}
-	var b strings.Builder
-	for i, c := range s {
-		if i > 0 && (len(s)-i)%3 == 0 {
-			b.WriteByte(',')
-		}
-		b.WriteRune(c)
-	}
-	return b.String()
-}
-
 // decisionBlocks are the buttons of a message, or, once a person decided,
 // who did what and when (the buttons are gone then). A snooze keeps them:
 // someone may still decide.
-func decisionBlocks(r *record) []slack.Block {
+func decisionBlocks(r *notify.Record, canRetry bool) []slack.Block {
 	kind := r.Kind
-	if kind == KindEscalation {
+	if kind == notify.KindEscalation {
 		kind = r.EscalatedKind
 	}
 	var out []slack.Block
 	if r.Decision != "" {
-		out = append(out, slack.NewSectionBlock(mrkdwn(decisionMark(r.Decision)+" "+decisionText(r)), nil, nil))
-		if r.acknowledged() {
+		out = append(out, slack.NewSectionBlock(mrkdwn(decisionMark(r.Decision)+" "+notify.DecisionText(r)), nil, nil))
+		if r.Acknowledged() {
 			return out
 		}
 	}
 	button := func(action, label string, style slack.Style) *slack.ButtonBlockElement {
-		b := slack.NewButtonBlockElement(action, r.ID, plain(label))
+		b := slack.NewButtonBlockElement(action, notify.ButtonValue(r), plain(label))
 		b.Style = style
 		return b
 	}
 	var els []slack.BlockElement
 	switch kind {
-	case KindKeyUnknown:
+	case notify.KindKeyUnknown:
 		els = append(els,
-			button(ActionComplete, "It happened — mark completed", slack.StylePrimary),
-			button(ActionRetry, "It did not happen — allow a retry", slack.StyleDanger),
-			button(ActionAck, "Leave it to me", slack.StyleDefault))
-	case KindWorkflowFailed:
-		els = append(els, button(ActionAck, "Acknowledge", slack.StylePrimary))
-		if r.Decision != DecisionSnoozed {
-			els = append(els, button(ActionSnooze, "Snooze 1 h", slack.StyleDefault))
+			button(notify.ActionComplete, "It happened — mark completed", slack.StylePrimary),
+			button(notify.ActionRetry, "It did not happen — allow a retry", slack.StyleDanger),
+			button(notify.ActionAck, "Leave it to me", slack.StyleDefault))
+	case notify.KindWorkflowFailed:
+		els = append(els, button(notify.ActionAck, "Acknowledge", slack.StylePrimary))
+		if r.Decision != notify.DecisionSnoozed {
+			els = append(els, button(notify.ActionSnooze, "Snooze 1 h", slack.StyleDefault))
 		}
-		if r.canRetry && r.ExecutionID != "" {
-			els = append(els, button(ActionRerun, "Retry execution", slack.StyleDefault))
+		if canRetry && r.ExecutionID != "" {
+			els = append(els, button(notify.ActionRerun, "Retry execution", slack.StyleDefault))
 		}
 	}
 	if r.ExecutionURL != "" {
@@ -356,13 +320,13 @@ func decisionBlocks(r *record) []slack.Block {
 
 func decisionMark(d string) string {
 	switch d {
-	case DecisionCompleted:
+	case notify.DecisionCompleted:
 		return ":white_check_mark:"
-	case DecisionRetry:
+	case notify.DecisionRetry:
 		return ":leftwards_arrow_with_hook:"
-	case DecisionSnoozed:
+	case notify.DecisionSnoozed:
 		return ":zzz:"
-	case DecisionRetried:
+	case notify.DecisionRetried:
 		return ":repeat:"
 	}
 	return ":eyes:"
@@ -371,40 +335,40 @@ func decisionMark(d string) string {
 // renderEscalation is the message for the next step of a rule: what is
 // waiting, for whom it was first, and the same buttons (acting on the
 // original notification).
-func renderEscalation(r *record, mention, guardURL string) message {
+func renderEscalation(r *notify.Record, mention, guardURL string) message {
 	var what string
 	switch r.EscalatedKind {
-	case KindKeyUnknown:
-		what = fmt.Sprintf("key `%s` in namespace `%s` is *unknown* and needs a person", escapeMrkdwn(r.Key), escapeMrkdwn(r.Namespace))
-	case KindWorkflowFailed:
-		name := cmpOr(r.WorkflowName, r.WorkflowID)
-		what = fmt.Sprintf("n8n workflow *%s* failed at node %s: %s", escapeMrkdwn(name), escapeMrkdwn(orDash(r.Node)), escapeMrkdwn(orDash(r.Message)))
+	case notify.KindKeyUnknown:
+		what = fmt.Sprintf("key `%s` in namespace `%s` is *unknown* and needs a person", notify.EscapeMrkdwn(r.Key), notify.EscapeMrkdwn(r.Namespace))
+	case notify.KindWorkflowFailed:
+		name := cmp.Or(r.WorkflowName, r.WorkflowID)
+		what = fmt.Sprintf("n8n workflow *%s* failed at node %s: %s", notify.EscapeMrkdwn(name), notify.EscapeMrkdwn(orDash(r.Node)), notify.EscapeMrkdwn(orDash(r.Message)))
 	default:
-		what = "destination `" + escapeMrkdwn(r.Destination) + "` needs a person"
+		what = "destination `" + notify.EscapeMrkdwn(r.Destination) + "` needs a person"
 	}
 	first := "nobody"
 	switch {
-	case userIDRE.MatchString(r.Holder):
+	case notify.IsUserID(r.Holder):
 		first = "<@" + r.Holder + ">"
-	case groupIDRE.MatchString(r.Holder):
+	case notify.IsGroupID(r.Holder):
 		first = "<!subteam^" + r.Holder + ">"
 	}
 	to := mention
 	if r.Owner == "" {
 		to = "<!here>"
 	}
-	lead := fmt.Sprintf("%s: %s. It was for %s and %s.", to, what, first, escapeMrkdwn(r.Reason))
+	lead := fmt.Sprintf("%s: %s. It was for %s and %s.", to, what, first, notify.EscapeMrkdwn(r.Reason))
 	blocks := []slack.Block{
 		slack.NewHeaderBlock(plain("Escalated: nobody has taken this yet")),
 		slack.NewSectionBlock(mrkdwn(lead), nil, nil),
 		slack.NewSectionBlock(mrkdwn("*Next step*\n"+nextStep(r.Runbook)), nil, nil),
 	}
-	if r.EscalatedKind == KindKeyUnknown {
+	if r.EscalatedKind == notify.KindKeyUnknown {
 		blocks = append(blocks, slack.NewSectionBlock(mrkdwn("*Or resolve it by hand:*\n```"+
-			escapeMrkdwn(resolveCommand(guardURL, r.Namespace, r.Key))+"```"), nil, nil))
+			notify.EscapeMrkdwn(resolveCommand(guardURL, r.Namespace, r.Key))+"```"), nil, nil))
 	}
 	blocks = append(blocks, slack.NewContextBlock("", mrkdwn("ref `"+r.ID+"` · escalates `"+r.EscalationOf+"`")))
-	blocks = append(blocks, decisionBlocks(r)...)
-	text := fmt.Sprintf("Escalated to %s: %s (%s).", to, what, escapeMrkdwn(r.Reason))
+	blocks = append(blocks, decisionBlocks(r, false)...)
+	text := fmt.Sprintf("Escalated to %s: %s (%s).", to, what, notify.EscapeMrkdwn(r.Reason))
 	return message{Text: fallback(text), Blocks: blocks}
 }

@@ -1,4 +1,4 @@
-package notify
+package bolt
 
 import (
 	"context"
@@ -20,7 +20,7 @@ func TestOutboxFollowsAReopenedFile(t *testing.T) {
 	}
 	var cur atomic.Pointer[bolt.DB]
 	cur.Store(first)
-	o, err := newBoltOutbox(cur.Load)
+	o, err := New(cur.Load)
 	if err != nil {
 		t.Fatal(err)
 	}

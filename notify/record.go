@@ -78,19 +78,48 @@ type Page struct {
 	NextCursor string         `json:"next_cursor"`
 }
 
-// record is a notification as stored: the list item plus what is needed to
-// render and deliver it. It holds only redacted text.
-type record struct {
-	ID          string     `json:"id"`
-	Kind        Kind       `json:"kind"`
-	Status      Status     `json:"status"`
-	Group       string     `json:"group"`
-	GroupEnd    time.Time  `json:"group_end"` // end of the group window
-	Count       int        `json:"count"`
+// Record is a notification as stored: a header every kind has, its
+// delivery, decision and escalation state, and the payload of its kind. It
+// holds only redacted text. The parts are embedded, so the stored JSON is
+// one flat object (as it was before the split: stores written by earlier
+// versions read the same).
+type Record struct {
+	Header
+	Delivery
+	Decided
+	Escalation
+	Failure    // KindWorkflowFailed
+	KeyPayload // KindKeyUnknown (and escalations of it)
+	Breaker    // KindBreakerOpened, KindBreakerClosed
+}
+
+// Header is what every notification has.
+type Header struct {
+	ID       string    `json:"id"`
+	Kind     Kind      `json:"kind"`
+	Status   Status    `json:"status"`
+	Group    string    `json:"group"`
+	GroupEnd time.Time `json:"group_end"` // end of the group window
+	Count    int       `json:"count"`
+	FirstAt  time.Time `json:"first_at"`
+	LastAt   time.Time `json:"last_at"`
+	// CreatedAt orders IDs; retry_for counts from it.
+	CreatedAt time.Time  `json:"created_at"`
+	Owner     string     `json:"owner,omitempty"`
+	Channel   string     `json:"channel,omitempty"`
+	Runbook   string     `json:"runbook,omitempty"`
+	Deadline  *time.Time `json:"deadline,omitempty"`
+	// Reason and Message: why (a key's or breaker's reason, an
+	// escalation's "why"), and the redacted error text.
+	Reason  string `json:"reason,omitempty"`
+	Message string `json:"message,omitempty"`
+	// EventSeq is the keystore event it came from (0: none).
+	EventSeq uint64 `json:"event_seq,omitempty"`
+}
+
+// Delivery is where the notification stands with Slack.
+type Delivery struct {
 	ShownCount  int        `json:"shown_count,omitempty"` // count Slack shows
-	FirstAt     time.Time  `json:"first_at"`
-	LastAt      time.Time  `json:"last_at"`
-	CreatedAt   time.Time  `json:"created_at"`
 	DeliveredAt *time.Time `json:"delivered_at,omitempty"`
 	LastSentAt  time.Time  `json:"last_sent_at,omitempty"`
 	// DueAt is when the worker next calls Slack for it; zero: nothing to do.
@@ -100,13 +129,42 @@ type record struct {
 	LastFailure    string    `json:"last_failure,omitempty"`
 	SlackChannel   string    `json:"slack_channel,omitempty"`
 	SlackTS        string    `json:"slack_ts,omitempty"`
+	// PostUncertain: a post got no answer after it was sent (a timeout);
+	// it may have landed, so the channel is searched before posting again.
+	PostUncertain bool      `json:"post_uncertain,omitempty"`
+	UncertainAt   time.Time `json:"uncertain_at,omitempty"` // when that post was sent
+	// ResentAt: an operator queued the dead notification again; retry_for
+	// counts from here.
+	ResentAt *time.Time `json:"resent_at,omitempty"`
+}
 
-	Owner    string     `json:"owner,omitempty"`
-	Channel  string     `json:"channel,omitempty"`
-	Runbook  string     `json:"runbook,omitempty"`
-	Deadline *time.Time `json:"deadline,omitempty"`
+// Decided is the decision taken from the buttons or elsewhere (the last
+// one is shown).
+type Decided struct {
+	Decision      string     `json:"decision,omitempty"`
+	DecidedBy     string     `json:"decided_by,omitempty"`      // Slack user ID
+	DecidedByName string     `json:"decided_by_name,omitempty"` // who decided elsewhere (the key's resolved_by)
+	DecidedAt     *time.Time `json:"decided_at,omitempty"`
+	SnoozedUntil  *time.Time `json:"snoozed_until,omitempty"`
+	RetriedAs     string     `json:"retried_as,omitempty"` // the new execution's id
+	// Version counts the changes of what the buttons act on (decisions,
+	// snoozes ending); a button carries the version it was rendered at.
+	Version int `json:"version,omitempty"`
+}
 
-	// Failed executions.
+// Escalation: when the next step is due (nil: none), how many steps
+// fired, and the escalation messages sent; an escalation names the
+// notification it escalates.
+type Escalation struct {
+	EscalateAt     *time.Time `json:"escalate_at,omitempty"`
+	EscalationStep int        `json:"escalation_step,omitempty"`
+	Escalations    []string   `json:"escalations,omitempty"`
+	EscalationOf   string     `json:"escalation_of,omitempty"`
+	EscalatedKind  Kind       `json:"escalated_kind,omitempty"`
+}
+
+// Failure is the payload of a failed execution.
+type Failure struct {
 	WorkflowID   string `json:"workflow_id,omitempty"`
 	WorkflowName string `json:"workflow_name,omitempty"`
 	Node         string `json:"node,omitempty"`
@@ -117,57 +175,45 @@ type record struct {
 	RetryOf      string `json:"retry_of,omitempty"`
 	ErrorName    string `json:"error_name,omitempty"`
 	HTTPCode     string `json:"http_code,omitempty"`
-	Message      string `json:"message,omitempty"`
 	Description  string `json:"description,omitempty"`
-
-	// Keystore events.
-	EventSeq       uint64     `json:"event_seq,omitempty"`
-	Namespace      string     `json:"namespace,omitempty"`
-	Key            string     `json:"key,omitempty"`
-	KeyAttempt     int        `json:"key_attempt,omitempty"`
-	Holder         string     `json:"holder,omitempty"`
-	Destination    string     `json:"destination,omitempty"`
-	Reason         string     `json:"reason,omitempty"`
-	ReopensAt      *time.Time `json:"reopens_at,omitempty"`
-	PausedReserves int        `json:"paused_reserves,omitempty"`
-
-	// PostUncertain: a post got no answer after it was sent (a timeout);
-	// it may have landed, so the channel is searched before posting again.
-	PostUncertain bool      `json:"post_uncertain,omitempty"`
-	UncertainAt   time.Time `json:"uncertain_at,omitempty"` // when that post was sent
-
-	// Decisions from the buttons (the last one is shown).
-	Decision      string     `json:"decision,omitempty"`
-	DecidedBy     string     `json:"decided_by,omitempty"`      // Slack user ID
-	DecidedByName string     `json:"decided_by_name,omitempty"` // who decided elsewhere (the key's resolved_by)
-	DecidedAt     *time.Time `json:"decided_at,omitempty"`
-	SnoozedUntil  *time.Time `json:"snoozed_until,omitempty"`
-	RetriedAs     string     `json:"retried_as,omitempty"` // the new execution's id
-
-	// canRetry, set before rendering, shows "Retry execution": the guard
-	// can reach n8n's API. Not stored.
-	canRetry bool
-
-	// Escalation: when the next step is due (nil: none), how many steps
-	// fired, and the escalation messages sent; an escalation names the
-	// notification it escalates.
-	EscalateAt     *time.Time `json:"escalate_at,omitempty"`
-	EscalationStep int        `json:"escalation_step,omitempty"`
-	Escalations    []string   `json:"escalations,omitempty"`
-	EscalationOf   string     `json:"escalation_of,omitempty"`
-	EscalatedKind  Kind       `json:"escalated_kind,omitempty"`
-
-	// ResentAt: an operator queued the dead notification again; retry_for
-	// counts from here.
-	ResentAt *time.Time `json:"resent_at,omitempty"`
 }
 
-// acknowledged reports a decision that ends escalation.
-func (r *record) acknowledged() bool {
+// KeyPayload is the payload of a stuck key.
+type KeyPayload struct {
+	Namespace  string `json:"namespace,omitempty"`
+	Key        string `json:"key,omitempty"`
+	KeyAttempt int    `json:"key_attempt,omitempty"`
+	// Holder: the lease's holder; on an escalation, whom it was for first.
+	Holder string `json:"holder,omitempty"`
+}
+
+// Breaker is the payload of a breaker alert.
+type Breaker struct {
+	Destination    string     `json:"destination,omitempty"`
+	ReopensAt      *time.Time `json:"reopens_at,omitempty"`
+	PausedReserves int        `json:"paused_reserves,omitempty"`
+}
+
+// Acknowledged reports a decision that ends escalation.
+func (r *Record) Acknowledged() bool {
 	return r.Decision != "" && r.Decision != DecisionSnoozed
 }
 
-func (r *record) item() Notification {
+// Clone returns a deep copy (the pointers and the slice are copied).
+func (r *Record) Clone() *Record {
+	c := *r
+	c.Escalations = append([]string(nil), r.Escalations...)
+	for _, p := range []**time.Time{&c.Deadline, &c.DeliveredAt, &c.ResentAt, &c.DecidedAt, &c.SnoozedUntil, &c.EscalateAt, &c.ReopensAt} {
+		if *p != nil {
+			t := **p
+			*p = &t
+		}
+	}
+	return &c
+}
+
+// Item is the record as the API lists it.
+func (r *Record) Item() Notification {
 	return Notification{
 		ID: r.ID, Status: r.Status, Kind: r.Kind,
 		WorkflowID: r.WorkflowID, WorkflowName: r.WorkflowName, Node: r.Node, ExecutionID: r.ExecutionID,
@@ -181,11 +227,15 @@ func newID(now time.Time) string {
 	return fmt.Sprintf("n_%016x%08x", uint64(now.UnixNano()), rand.Uint32())
 }
 
-// join folds one more occurrence into the head of an open group. The count
+// IDPrefix is the prefix of every ID created at t: IDs sort by creation
+// time, so a purge stops at IDPrefix(cutoff).
+func IDPrefix(t time.Time) string { return fmt.Sprintf("n_%016x", uint64(t.UnixNano())) }
+
+// Join folds one more occurrence into the head of an open group. The count
 // reaches Slack by chat.update, at most every half window, so one group
 // costs at most three Slack calls: the post, one update inside the window
-// and one after it.
-func join(head *record, now time.Time, window time.Duration) {
+// and one after it. Outboxes call it under the head's lock.
+func Join(head *Record, now time.Time, window time.Duration) {
 	head.Count++
 	head.LastAt = now
 	if head.Status == StatusDelivered && head.DueAt.IsZero() {

@@ -1,4 +1,6 @@
-package notify
+// Package bolt keeps notify's outbox in bbolt: buckets named "notify/…" in
+// the keystore's file. It only loads, locks and saves; notify decides.
+package bolt
 
 import (
 	"bytes"
@@ -9,8 +11,10 @@ import (
 	"strings"
 	"time"
 
-	"github.com/n8n-guard/n8n-guard/keystore"
 	bolt "go.etcd.io/bbolt"
+
+	"github.com/n8n-guard/n8n-guard/keystore"
+	"github.com/n8n-guard/n8n-guard/notify"
 )
 
 // Buckets of the outbox in the keystore's bbolt file.
@@ -22,6 +26,8 @@ var (
 	bucketMeta          = []byte("notify/meta")          // event_cursor
 	bucketUsers         = []byte("notify/users")         // e-mail → Slack user ID
 	bucketEscalate      = []byte("notify/escalate")      // escalation time (8 bytes BE) + id → nil
+	bucketKeys          = []byte("notify/keys")          // namespace 0 key 0 id → nil (key notifications)
+	bucketMarks         = []byte("notify/marks")         // replay mark → expiry (8 bytes BE)
 	keyEventCursor      = []byte("event_cursor")
 )
 
@@ -30,18 +36,24 @@ type groupState struct {
 	End  time.Time `json:"end"`
 }
 
-// boltOutbox keeps the outbox in bbolt. Invariants: a record has an entry
+// Outbox keeps the outbox in bbolt. Invariants: a record has an entry
 // in bucketDue exactly when its DueAt is set, under the key of that DueAt;
-// and one in bucketEscalate exactly when its EscalateAt is set.
-type boltOutbox struct {
+// one in bucketEscalate exactly when its EscalateAt is set; and a key
+// notification one in bucketKeys while it exists.
+type Outbox struct {
 	// db is asked for the file at each use: the keystore's bbolt store
 	// reopens the file it shares with the outbox after a storage error.
 	db func() *bolt.DB
 }
 
-func newBoltOutbox(db func() *bolt.DB) (*boltOutbox, error) {
+var _ notify.Outbox = (*Outbox)(nil)
+
+// New creates the outbox's buckets in the file db returns. db is asked for
+// the file at each use: the keystore's bbolt store (bolt.Store.DB) reopens
+// the file after a storage error, and the outbox follows it.
+func New(db func() *bolt.DB) (*Outbox, error) {
 	err := db().Update(func(tx *bolt.Tx) error {
-		for _, b := range [][]byte{bucketNotifications, bucketDue, bucketGroups, bucketOnce, bucketMeta, bucketUsers, bucketEscalate} {
+		for _, b := range [][]byte{bucketNotifications, bucketDue, bucketGroups, bucketOnce, bucketMeta, bucketUsers, bucketEscalate, bucketKeys, bucketMarks} {
 			if _, err := tx.CreateBucketIfNotExists(b); err != nil {
 				return fmt.Errorf("create bucket %s: %w", b, err)
 			}
@@ -51,7 +63,7 @@ func newBoltOutbox(db func() *bolt.DB) (*boltOutbox, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &boltOutbox{db: db}, nil
+	return &Outbox{db: db}, nil
 }
 
 func unavailable(op string, err error) error {
@@ -75,7 +87,7 @@ func (w *wrapped) Unwrap() error {
 	return &keystore.Error{Code: keystore.EStoreUnavailable, Message: "the outbox is not available"}
 }
 
-func dueKey(r *record) []byte { return timeKey(r.DueAt, r.ID) }
+func dueKey(r *notify.Record) []byte { return timeKey(r.DueAt, r.ID) }
 
 func timeKey(t time.Time, id string) []byte {
 	k := make([]byte, 8, 8+len(id))
@@ -83,12 +95,12 @@ func timeKey(t time.Time, id string) []byte {
 	return append(k, id...)
 }
 
-func getRecord(tx *bolt.Tx, id string) (*record, error) {
+func getRecord(tx *bolt.Tx, id string) (*notify.Record, error) {
 	v := tx.Bucket(bucketNotifications).Get([]byte(id))
 	if v == nil {
 		return nil, nil
 	}
-	r := new(record)
+	r := new(notify.Record)
 	if err := json.Unmarshal(v, r); err != nil {
 		return nil, fmt.Errorf("decode notification %s: %w", id, err)
 	}
@@ -97,7 +109,7 @@ func getRecord(tx *bolt.Tx, id string) (*record, error) {
 
 // putRecord saves r and keeps the due index in step with it; old is the
 // record as it was loaded (nil for a new one).
-func putRecord(tx *bolt.Tx, old, r *record) error {
+func putRecord(tx *bolt.Tx, old, r *notify.Record) error {
 	due := tx.Bucket(bucketDue)
 	if old != nil && !old.DueAt.IsZero() {
 		if err := due.Delete(dueKey(old)); err != nil {
@@ -120,6 +132,11 @@ func putRecord(tx *bolt.Tx, old, r *record) error {
 			return err
 		}
 	}
+	if old == nil && r.Kind == notify.KindKeyUnknown {
+		if err := tx.Bucket(bucketKeys).Put(keyIndex(r.Namespace, r.Key, r.ID), nil); err != nil {
+			return err
+		}
+	}
 	v, err := json.Marshal(r)
 	if err != nil {
 		return err
@@ -127,11 +144,13 @@ func putRecord(tx *bolt.Tx, old, r *record) error {
 	return tx.Bucket(bucketNotifications).Put([]byte(r.ID), v)
 }
 
-func (o *boltOutbox) Add(ctx context.Context, adds []addition, cursor *uint64) ([]added, error) {
-	var out []added
+func keyIndex(ns, key, id string) []byte { return []byte(ns + "\x00" + key + "\x00" + id) }
+
+func (o *Outbox) Add(ctx context.Context, adds []notify.Addition, cursor *uint64) ([]notify.Added, error) {
+	var out []notify.Added
 	fn := func(tx *bolt.Tx) error {
 		// Batch may run fn again; start from scratch each time.
-		out = make([]added, 0, len(adds))
+		out = make([]notify.Added, 0, len(adds))
 		for _, a := range adds {
 			res, err := addOne(tx, a)
 			if err != nil {
@@ -157,53 +176,53 @@ func (o *boltOutbox) Add(ctx context.Context, adds []addition, cursor *uint64) (
 	return out, unavailable("add", err)
 }
 
-func addOne(tx *bolt.Tx, a addition) (added, error) {
-	rec := a.rec
+func addOne(tx *bolt.Tx, a notify.Addition) (notify.Added, error) {
+	rec := a.Record
 	once := tx.Bucket(bucketOnce)
-	if a.once != "" {
-		if once.Get([]byte(a.once)) != nil {
-			return added{skipped: true}, nil
+	if a.Once != "" {
+		if once.Get([]byte(a.Once)) != nil {
+			return notify.Added{Skipped: true}, nil
 		}
 		var b [8]byte
 		binary.BigEndian.PutUint64(b[:], uint64(rec.CreatedAt.UnixNano()))
-		if err := once.Put([]byte(a.once), b[:]); err != nil {
-			return added{}, err
+		if err := once.Put([]byte(a.Once), b[:]); err != nil {
+			return notify.Added{}, err
 		}
 	}
 	groups := tx.Bucket(bucketGroups)
-	if a.window > 0 {
+	if a.Window > 0 {
 		if v := groups.Get([]byte(rec.Group)); v != nil {
 			var g groupState
 			if err := json.Unmarshal(v, &g); err == nil && rec.CreatedAt.Before(g.End) {
 				head, err := getRecord(tx, g.Head)
 				if err != nil {
-					return added{}, err
+					return notify.Added{}, err
 				}
 				// A dead head is never sent again: joining it would swallow
 				// the failure, so a new group starts instead.
-				if head != nil && head.Status != StatusDead {
+				if head != nil && head.Status != notify.StatusDead {
 					old := *head
-					join(head, rec.CreatedAt, a.window)
+					notify.Join(head, rec.CreatedAt, a.Window)
 					if err := putRecord(tx, &old, head); err != nil {
-						return added{}, err
+						return notify.Added{}, err
 					}
-					return added{rec: head, joined: true}, nil
+					return notify.Added{Record: head, Joined: true}, nil
 				}
 			}
 		}
-		rec.GroupEnd = rec.CreatedAt.Add(a.window)
+		rec.GroupEnd = rec.CreatedAt.Add(a.Window)
 		v, _ := json.Marshal(groupState{Head: rec.ID, End: rec.GroupEnd})
 		if err := groups.Put([]byte(rec.Group), v); err != nil {
-			return added{}, err
+			return notify.Added{}, err
 		}
 	}
 	if err := putRecord(tx, nil, rec); err != nil {
-		return added{}, err
+		return notify.Added{}, err
 	}
-	return added{rec: rec}, nil
+	return notify.Added{Record: rec}, nil
 }
 
-func (o *boltOutbox) EventCursor(ctx context.Context) (uint64, error) {
+func (o *Outbox) EventCursor(ctx context.Context) (uint64, error) {
 	var c uint64
 	err := o.db().View(func(tx *bolt.Tx) error {
 		if v := tx.Bucket(bucketMeta).Get(keyEventCursor); len(v) == 8 {
@@ -214,15 +233,15 @@ func (o *boltOutbox) EventCursor(ctx context.Context) (uint64, error) {
 	return c, unavailable("event cursor", err)
 }
 
-func (o *boltOutbox) Due(ctx context.Context, now time.Time, limit int) ([]*record, error) {
+func (o *Outbox) Due(ctx context.Context, now time.Time, limit int) ([]*notify.Record, error) {
 	out, err := o.until(bucketDue, now, limit)
 	return out, unavailable("due", err)
 }
 
 // until returns up to limit records whose time in the index bucket (a
 // timeKey) is at or before now, earliest first.
-func (o *boltOutbox) until(bucket []byte, now time.Time, limit int) ([]*record, error) {
-	var out []*record
+func (o *Outbox) until(bucket []byte, now time.Time, limit int) ([]*notify.Record, error) {
+	var out []*notify.Record
 	err := o.db().View(func(tx *bolt.Tx) error {
 		c := tx.Bucket(bucket).Cursor()
 		for k, _ := c.First(); k != nil && len(out) < limit; k, _ = c.Next() {
@@ -242,8 +261,8 @@ func (o *boltOutbox) until(bucket []byte, now time.Time, limit int) ([]*record, 
 	return out, err
 }
 
-func (o *boltOutbox) Update(ctx context.Context, id string, fn func(r *record)) (*record, error) {
-	var r *record
+func (o *Outbox) Update(ctx context.Context, id string, fn func(r *notify.Record)) (*notify.Record, error) {
+	var r *notify.Record
 	err := o.db().Update(func(tx *bolt.Tx) error {
 		cur, err := getRecord(tx, id)
 		if err != nil || cur == nil {
@@ -258,8 +277,8 @@ func (o *boltOutbox) Update(ctx context.Context, id string, fn func(r *record)) 
 	return r, unavailable("update", err)
 }
 
-func (o *boltOutbox) Get(ctx context.Context, id string) (*record, error) {
-	var r *record
+func (o *Outbox) Get(ctx context.Context, id string) (*notify.Record, error) {
+	var r *notify.Record
 	err := o.db().View(func(tx *bolt.Tx) error {
 		var err error
 		r, err = getRecord(tx, id)
@@ -268,14 +287,14 @@ func (o *boltOutbox) Get(ctx context.Context, id string) (*record, error) {
 	return r, unavailable("get", err)
 }
 
-func (o *boltOutbox) Escalating(ctx context.Context, now time.Time, limit int) ([]*record, error) {
+func (o *Outbox) Escalating(ctx context.Context, now time.Time, limit int) ([]*notify.Record, error) {
 	out, err := o.until(bucketEscalate, now, limit)
 	return out, unavailable("escalating", err)
 }
 
 // Escalate: bbolt has one writer, so the transaction alone makes each
 // step happen once.
-func (o *boltOutbox) Escalate(ctx context.Context, now time.Time, limit int, fn func(r *record) *record) (int, error) {
+func (o *Outbox) Escalate(ctx context.Context, now time.Time, limit int, fn func(r *notify.Record) *notify.Record) (int, error) {
 	n := 0
 	err := o.db().Update(func(tx *bolt.Tx) error {
 		n = 0
@@ -312,8 +331,8 @@ func (o *boltOutbox) Escalate(ctx context.Context, now time.Time, limit int, fn 
 	return n, unavailable("escalate", err)
 }
 
-func (o *boltOutbox) List(ctx context.Context, q ListQuery) (Page, error) {
-	page := Page{Items: []Notification{}}
+func (o *Outbox) List(ctx context.Context, q notify.ListQuery) (notify.Page, error) {
+	page := notify.Page{Items: []notify.Notification{}}
 	err := o.db().View(func(tx *bolt.Tx) error {
 		c := tx.Bucket(bucketNotifications).Cursor()
 		var k, v []byte
@@ -330,7 +349,7 @@ func (o *boltOutbox) List(ctx context.Context, q ListQuery) (Page, error) {
 			}
 		}
 		for ; k != nil; k, v = c.Prev() {
-			var r record
+			var r notify.Record
 			if err := json.Unmarshal(v, &r); err != nil {
 				return fmt.Errorf("decode notification %s: %w", k, err)
 			}
@@ -341,14 +360,14 @@ func (o *boltOutbox) List(ctx context.Context, q ListQuery) (Page, error) {
 				page.NextCursor = page.Items[len(page.Items)-1].ID
 				break
 			}
-			page.Items = append(page.Items, r.item())
+			page.Items = append(page.Items, r.Item())
 		}
 		return nil
 	})
 	return page, unavailable("list", err)
 }
 
-func (o *boltOutbox) Waiting(ctx context.Context) (int, error) {
+func (o *Outbox) Waiting(ctx context.Context) (int, error) {
 	n := 0
 	err := o.db().View(func(tx *bolt.Tx) error {
 		n = tx.Bucket(bucketDue).Stats().KeyN
@@ -357,21 +376,21 @@ func (o *boltOutbox) Waiting(ctx context.Context) (int, error) {
 	return n, unavailable("waiting", err)
 }
 
-func (o *boltOutbox) Purge(ctx context.Context, cutoff, now time.Time, limit int) (int, error) {
+func (o *Outbox) Purge(ctx context.Context, cutoff, now time.Time, limit int) (int, error) {
 	n := 0
 	err := o.db().Update(func(tx *bolt.Tx) error {
 		// IDs sort by creation time: nothing created after cutoff can be old
 		// enough, so the scan stops there.
 		b := tx.Bucket(bucketNotifications)
-		stop := []byte(newIDPrefix(cutoff))
-		var del []*record
+		stop := []byte(notify.IDPrefix(cutoff))
+		var del []*notify.Record
 		c := b.Cursor()
 		for k, v := c.First(); k != nil && bytes.Compare(k, stop) < 0 && len(del) < limit; k, v = c.Next() {
-			var r record
+			var r notify.Record
 			if err := json.Unmarshal(v, &r); err != nil {
 				return err
 			}
-			if r.Status == StatusPending || !r.DueAt.IsZero() || r.EscalateAt != nil {
+			if r.Status == notify.StatusPending || !r.DueAt.IsZero() || r.EscalateAt != nil {
 				continue
 			}
 			if r.DeliveredAt != nil && r.DeliveredAt.After(cutoff) {
@@ -382,6 +401,11 @@ func (o *boltOutbox) Purge(ctx context.Context, cutoff, now time.Time, limit int
 		for _, r := range del {
 			if err := b.Delete([]byte(r.ID)); err != nil {
 				return err
+			}
+			if r.Kind == notify.KindKeyUnknown {
+				if err := tx.Bucket(bucketKeys).Delete(keyIndex(r.Namespace, r.Key, r.ID)); err != nil {
+					return err
+				}
 			}
 		}
 		n = len(del)
@@ -413,14 +437,12 @@ func (o *boltOutbox) Purge(ctx context.Context, cutoff, now time.Time, limit int
 				return err
 			}
 		}
-		return nil
+		return purgeMarks(tx, now)
 	})
 	return n, unavailable("purge", err)
 }
 
-func newIDPrefix(t time.Time) string { return fmt.Sprintf("n_%016x", uint64(t.UnixNano())) }
-
-func (o *boltOutbox) SlackUser(ctx context.Context, email string) (string, bool, error) {
+func (o *Outbox) SlackUser(ctx context.Context, email string) (string, bool, error) {
 	var id string
 	err := o.db().View(func(tx *bolt.Tx) error {
 		id = string(tx.Bucket(bucketUsers).Get([]byte(strings.ToLower(email))))
@@ -429,8 +451,67 @@ func (o *boltOutbox) SlackUser(ctx context.Context, email string) (string, bool,
 	return id, id != "", unavailable("slack user", err)
 }
 
-func (o *boltOutbox) SetSlackUser(ctx context.Context, email, userID string) error {
+func (o *Outbox) SetSlackUser(ctx context.Context, email, userID string) error {
 	return unavailable("set slack user", o.db().Update(func(tx *bolt.Tx) error {
 		return tx.Bucket(bucketUsers).Put([]byte(strings.ToLower(email)), []byte(userID))
 	}))
+}
+
+// AboutKey implements notify.Outbox, newest first.
+func (o *Outbox) AboutKey(ctx context.Context, namespace, key string, limit int) ([]*notify.Record, error) {
+	var out []*notify.Record
+	err := o.db().View(func(tx *bolt.Tx) error {
+		prefix := keyIndex(namespace, key, "")
+		c := tx.Bucket(bucketKeys).Cursor()
+		var ids []string
+		for k, _ := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, _ = c.Next() {
+			ids = append(ids, string(k[len(prefix):]))
+		}
+		for i := len(ids) - 1; i >= 0 && len(out) < limit; i-- {
+			r, err := getRecord(tx, ids[i])
+			if err != nil {
+				return err
+			}
+			if r != nil {
+				out = append(out, r)
+			}
+		}
+		return nil
+	})
+	return out, unavailable("about key", err)
+}
+
+// FirstUse implements notify.Outbox: the mark is kept until it expires
+// (Purge drops it after), in the same file as the notifications.
+func (o *Outbox) FirstUse(ctx context.Context, mark string, now, expires time.Time) (bool, error) {
+	first := false
+	err := o.db().Update(func(tx *bolt.Tx) error {
+		b := tx.Bucket(bucketMarks)
+		if v := b.Get([]byte(mark)); len(v) == 8 && int64(binary.BigEndian.Uint64(v)) > now.UnixNano() {
+			first = false
+			return nil
+		}
+		first = true
+		var v [8]byte
+		binary.BigEndian.PutUint64(v[:], uint64(expires.UnixNano()))
+		return b.Put([]byte(mark), v[:])
+	})
+	return first, unavailable("first use", err)
+}
+
+func purgeMarks(tx *bolt.Tx, now time.Time) error {
+	b := tx.Bucket(bucketMarks)
+	var del [][]byte
+	_ = b.ForEach(func(k, v []byte) error {
+		if len(v) != 8 || int64(binary.BigEndian.Uint64(v)) <= now.UnixNano() {
+			del = append(del, append([]byte(nil), k...))
+		}
+		return nil
+	})
+	for _, k := range del {
+		if err := b.Delete(k); err != nil {
+			return err
+		}
+	}
+	return nil
 }

@@ -1,4 +1,7 @@
-package notify
+// Package postgres keeps notify's outbox in PostgreSQL, shared by every
+// n8n-guard replica on the database. It only loads, locks and saves;
+// notify decides.
+package postgres
 
 import (
 	"context"
@@ -15,10 +18,12 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/n8n-guard/n8n-guard/internal/migrate"
+	"github.com/n8n-guard/n8n-guard/keystore"
+	"github.com/n8n-guard/n8n-guard/notify"
 )
 
-// PostgresOutboxOptions configure NewPostgresOutbox.
-type PostgresOutboxOptions struct {
+// Options configure New.
+type Options struct {
 	// Replica names this process in claims (default host:pid). A replica
 	// takes back its own claims at once (after a Slack outage, say); other
 	// replicas wait for ClaimTTL.
@@ -31,25 +36,25 @@ type PostgresOutboxOptions struct {
 	ClaimTTL time.Duration
 }
 
-// pgOutbox keeps the outbox in PostgreSQL, shared by every n8n-guard
+// Outbox keeps the outbox in PostgreSQL, shared by every n8n-guard
 // replica on the database. Due claims the notifications it returns (FOR
 // UPDATE SKIP LOCKED, then claimed_by/claimed_until), so two replicas'
 // workers never make the same Slack call; Update, which records the
 // call's result, releases the claim. Event consumption is serialized on
 // the event-cursor row, and once-keys are a primary key, so an event
 // becomes one notification however many replicas read it.
-type pgOutbox struct {
+type Outbox struct {
 	pool    *pgxpool.Pool
 	replica string
 	ttl     time.Duration
 }
 
-var _ Outbox = (*pgOutbox)(nil)
+var _ notify.Outbox = (*Outbox)(nil)
 
-// NewPostgresOutbox applies the outbox's schema migrations on pool's
-// database and returns the outbox (for Options.Outbox). The pool is the
+// New applies the outbox's schema migrations on pool's database and
+// returns the outbox (for notify.Options.Outbox). The pool is the
 // caller's; typically the keystore's (postgres.Store.Pool).
-func NewPostgresOutbox(ctx context.Context, pool *pgxpool.Pool, opts PostgresOutboxOptions) (Outbox, error) {
+func New(ctx context.Context, pool *pgxpool.Pool, opts Options) (*Outbox, error) {
 	if opts.Replica == "" {
 		host, _ := os.Hostname()
 		opts.Replica = fmt.Sprintf("%s:%d", host, os.Getpid())
@@ -60,7 +65,7 @@ func NewPostgresOutbox(ctx context.Context, pool *pgxpool.Pool, opts PostgresOut
 	if err := migrateOutbox(ctx, pool); err != nil {
 		return nil, fmt.Errorf("notify outbox on postgres: %w", err)
 	}
-	return &pgOutbox{pool: pool, replica: opts.Replica, ttl: opts.ClaimTTL}, nil
+	return &Outbox{pool: pool, replica: opts.Replica, ttl: opts.ClaimTTL}, nil
 }
 
 // The outbox's schema: numbered SQL files, applied by internal/migrate.
@@ -89,22 +94,26 @@ func nullTime(t time.Time) *time.Time {
 }
 
 // put saves r (insert or replace) and, with release, drops its claim.
-func putOutboxRecord(ctx context.Context, tx pgx.Tx, r *record, release bool) error {
+func putOutboxRecord(ctx context.Context, tx pgx.Tx, r *notify.Record, release bool) error {
 	doc, err := json.Marshal(r)
 	if err != nil {
 		return err
 	}
-	_, err = tx.Exec(ctx, `INSERT INTO guard_notifications (id, status, due_at, delivered_at, doc, escalate_at)
-		VALUES ($1, $2, $3, $4, $5, $7)
+	var ns, key *string
+	if r.Kind == notify.KindKeyUnknown {
+		ns, key = &r.Namespace, &r.Key
+	}
+	_, err = tx.Exec(ctx, `INSERT INTO guard_notifications (id, status, due_at, delivered_at, doc, escalate_at, key_namespace, key_name)
+		VALUES ($1, $2, $3, $4, $5, $7, $8, $9)
 		ON CONFLICT (id) DO UPDATE SET status = excluded.status, due_at = excluded.due_at,
 			delivered_at = excluded.delivered_at, doc = excluded.doc, escalate_at = excluded.escalate_at,
 			claimed_by = CASE WHEN $6 THEN NULL ELSE guard_notifications.claimed_by END,
 			claimed_until = CASE WHEN $6 THEN NULL ELSE guard_notifications.claimed_until END`,
-		r.ID, string(r.Status), nullTime(r.DueAt), r.DeliveredAt, doc, release, r.EscalateAt)
+		r.ID, string(r.Status), nullTime(r.DueAt), r.DeliveredAt, doc, release, r.EscalateAt, ns, key)
 	return err
 }
 
-func getOutboxRecord(ctx context.Context, tx pgx.Tx, id string) (*record, error) {
+func getOutboxRecord(ctx context.Context, tx pgx.Tx, id string) (*notify.Record, error) {
 	var doc []byte
 	err := tx.QueryRow(ctx, `SELECT doc FROM guard_notifications WHERE id = $1 FOR UPDATE`, id).Scan(&doc)
 	if errors.Is(err, pgx.ErrNoRows) {
@@ -113,17 +122,17 @@ func getOutboxRecord(ctx context.Context, tx pgx.Tx, id string) (*record, error)
 	if err != nil {
 		return nil, err
 	}
-	r := new(record)
+	r := new(notify.Record)
 	if err := json.Unmarshal(doc, r); err != nil {
 		return nil, fmt.Errorf("decode notification %s: %w", id, err)
 	}
 	return r, nil
 }
 
-func (o *pgOutbox) Add(ctx context.Context, adds []addition, cursor *uint64) ([]added, error) {
-	var out []added
+func (o *Outbox) Add(ctx context.Context, adds []notify.Addition, cursor *uint64) ([]notify.Added, error) {
+	var out []notify.Added
 	err := pgx.BeginFunc(ctx, o.pool, func(tx pgx.Tx) error {
-		out = make([]added, 0, len(adds))
+		out = make([]notify.Added, 0, len(adds))
 		if cursor != nil {
 			// Replicas consuming the event log take turns here; the one
 			// that comes second finds the once-keys taken and adds nothing.
@@ -148,62 +157,62 @@ func (o *pgOutbox) Add(ctx context.Context, adds []addition, cursor *uint64) ([]
 	return out, unavailable("add", err)
 }
 
-func (o *pgOutbox) addOne(ctx context.Context, tx pgx.Tx, a addition) (added, error) {
-	rec := a.rec
-	if a.once != "" {
+func (o *Outbox) addOne(ctx context.Context, tx pgx.Tx, a notify.Addition) (notify.Added, error) {
+	rec := a.Record
+	if a.Once != "" {
 		tag, err := tx.Exec(ctx, `INSERT INTO guard_notify_once (once, added_at) VALUES ($1, $2) ON CONFLICT DO NOTHING`,
-			[]byte(a.once), rec.CreatedAt)
+			[]byte(a.Once), rec.CreatedAt)
 		if err != nil {
-			return added{}, err
+			return notify.Added{}, err
 		}
 		if tag.RowsAffected() == 0 {
-			return added{skipped: true}, nil
+			return notify.Added{Skipped: true}, nil
 		}
 	}
-	if a.window > 0 {
-		end := rec.CreatedAt.Add(a.window)
+	if a.Window > 0 {
+		end := rec.CreatedAt.Add(a.Window)
 		// Either this notification opens the group, or the group's row
 		// (inserted by another transaction, which this one waits for) is
 		// locked and examined.
 		tag, err := tx.Exec(ctx, `INSERT INTO guard_notify_groups (grp, head, ends_at) VALUES ($1, $2, $3)
 			ON CONFLICT (grp) DO NOTHING`, rec.Group, rec.ID, end)
 		if err != nil {
-			return added{}, err
+			return notify.Added{}, err
 		}
 		if tag.RowsAffected() == 0 {
 			var head string
 			var ends time.Time
 			if err := tx.QueryRow(ctx, `SELECT head, ends_at FROM guard_notify_groups WHERE grp = $1 FOR UPDATE`, rec.Group).Scan(&head, &ends); err != nil {
-				return added{}, err
+				return notify.Added{}, err
 			}
 			if rec.CreatedAt.Before(ends) {
 				h, err := getOutboxRecord(ctx, tx, head)
 				if err != nil {
-					return added{}, err
+					return notify.Added{}, err
 				}
 				// A dead head is never sent again: joining it would swallow
 				// the failure, so a new group starts instead.
-				if h != nil && h.Status != StatusDead {
-					join(h, rec.CreatedAt, a.window)
+				if h != nil && h.Status != notify.StatusDead {
+					notify.Join(h, rec.CreatedAt, a.Window)
 					if err := putOutboxRecord(ctx, tx, h, false); err != nil {
-						return added{}, err
+						return notify.Added{}, err
 					}
-					return added{rec: h, joined: true}, nil
+					return notify.Added{Record: h, Joined: true}, nil
 				}
 			}
 			if _, err := tx.Exec(ctx, `UPDATE guard_notify_groups SET head = $2, ends_at = $3 WHERE grp = $1`, rec.Group, rec.ID, end); err != nil {
-				return added{}, err
+				return notify.Added{}, err
 			}
 		}
 		rec.GroupEnd = end
 	}
 	if err := putOutboxRecord(ctx, tx, rec, false); err != nil {
-		return added{}, err
+		return notify.Added{}, err
 	}
-	return added{rec: rec}, nil
+	return notify.Added{Record: rec}, nil
 }
 
-func (o *pgOutbox) EventCursor(ctx context.Context) (uint64, error) {
+func (o *Outbox) EventCursor(ctx context.Context) (uint64, error) {
 	var c int64
 	err := o.pool.QueryRow(ctx, `SELECT value FROM guard_notify_meta WHERE name = 'event_cursor'`).Scan(&c)
 	return uint64(c), unavailable("event cursor", err)
@@ -212,7 +221,7 @@ func (o *pgOutbox) EventCursor(ctx context.Context) (uint64, error) {
 // Due claims up to limit due notifications for this replica and returns
 // them, earliest first. Rows another replica holds (locked now, or
 // claimed and not yet past their claim) are skipped, not waited for.
-func (o *pgOutbox) Due(ctx context.Context, now time.Time, limit int) ([]*record, error) {
+func (o *Outbox) Due(ctx context.Context, now time.Time, limit int) ([]*notify.Record, error) {
 	rows, err := o.pool.Query(ctx, `WITH c AS (
 			SELECT id FROM guard_notifications
 			WHERE due_at <= $1 AND (claimed_until IS NULL OR claimed_until <= $1 OR claimed_by = $2)
@@ -223,13 +232,13 @@ func (o *pgOutbox) Due(ctx context.Context, now time.Time, limit int) ([]*record
 		return nil, unavailable("due", err)
 	}
 	defer rows.Close()
-	var out []*record
+	var out []*notify.Record
 	for rows.Next() {
 		var doc []byte
 		if err := rows.Scan(&doc); err != nil {
 			return nil, unavailable("due", err)
 		}
-		r := new(record)
+		r := new(notify.Record)
 		if err := json.Unmarshal(doc, r); err != nil {
 			return nil, unavailable("due", err)
 		}
@@ -249,8 +258,8 @@ func (o *pgOutbox) Due(ctx context.Context, now time.Time, limit int) ([]*record
 
 // Update applies fn to the stored notification under its row lock and
 // releases this replica's claim on it.
-func (o *pgOutbox) Update(ctx context.Context, id string, fn func(r *record)) (*record, error) {
-	var r *record
+func (o *Outbox) Update(ctx context.Context, id string, fn func(r *notify.Record)) (*notify.Record, error) {
+	var r *notify.Record
 	err := pgx.BeginFunc(ctx, o.pool, func(tx pgx.Tx) error {
 		cur, err := getOutboxRecord(ctx, tx, id)
 		if err != nil || cur == nil {
@@ -264,7 +273,7 @@ func (o *pgOutbox) Update(ctx context.Context, id string, fn func(r *record)) (*
 	return r, unavailable("update", err)
 }
 
-func (o *pgOutbox) Get(ctx context.Context, id string) (*record, error) {
+func (o *Outbox) Get(ctx context.Context, id string) (*notify.Record, error) {
 	var doc []byte
 	err := o.pool.QueryRow(ctx, `SELECT doc FROM guard_notifications WHERE id = $1`, id).Scan(&doc)
 	if errors.Is(err, pgx.ErrNoRows) {
@@ -273,27 +282,27 @@ func (o *pgOutbox) Get(ctx context.Context, id string) (*record, error) {
 	if err != nil {
 		return nil, unavailable("get", err)
 	}
-	r := new(record)
+	r := new(notify.Record)
 	if err := json.Unmarshal(doc, r); err != nil {
 		return nil, unavailable("get", err)
 	}
 	return r, nil
 }
 
-func (o *pgOutbox) Escalating(ctx context.Context, now time.Time, limit int) ([]*record, error) {
+func (o *Outbox) Escalating(ctx context.Context, now time.Time, limit int) ([]*notify.Record, error) {
 	rows, err := o.pool.Query(ctx, `SELECT doc FROM guard_notifications WHERE escalate_at <= $1
 		ORDER BY escalate_at, id LIMIT $2`, now, limit)
 	if err != nil {
 		return nil, unavailable("escalating", err)
 	}
 	defer rows.Close()
-	var out []*record
+	var out []*notify.Record
 	for rows.Next() {
 		var doc []byte
 		if err := rows.Scan(&doc); err != nil {
 			return nil, unavailable("escalating", err)
 		}
-		r := new(record)
+		r := new(notify.Record)
 		if err := json.Unmarshal(doc, r); err != nil {
 			return nil, unavailable("escalating", err)
 		}
@@ -305,7 +314,7 @@ func (o *pgOutbox) Escalating(ctx context.Context, now time.Time, limit int) ([]
 // Escalate locks the due rows (FOR UPDATE SKIP LOCKED: a row another
 // guard is escalating is left to it) and saves each with its escalation
 // in the same transaction; the next guard finds escalate_at moved on.
-func (o *pgOutbox) Escalate(ctx context.Context, now time.Time, limit int, fn func(r *record) *record) (int, error) {
+func (o *Outbox) Escalate(ctx context.Context, now time.Time, limit int, fn func(r *notify.Record) *notify.Record) (int, error) {
 	n := 0
 	err := pgx.BeginFunc(ctx, o.pool, func(tx pgx.Tx) error {
 		n = 0
@@ -314,14 +323,14 @@ func (o *pgOutbox) Escalate(ctx context.Context, now time.Time, limit int, fn fu
 		if err != nil {
 			return err
 		}
-		var due []*record
+		var due []*notify.Record
 		for rows.Next() {
 			var doc []byte
 			if err := rows.Scan(&doc); err != nil {
 				rows.Close()
 				return err
 			}
-			r := new(record)
+			r := new(notify.Record)
 			if err := json.Unmarshal(doc, r); err != nil {
 				rows.Close()
 				return err
@@ -349,8 +358,8 @@ func (o *pgOutbox) Escalate(ctx context.Context, now time.Time, limit int, fn fu
 	return n, unavailable("escalate", err)
 }
 
-func (o *pgOutbox) List(ctx context.Context, q ListQuery) (Page, error) {
-	page := Page{Items: []Notification{}}
+func (o *Outbox) List(ctx context.Context, q notify.ListQuery) (notify.Page, error) {
+	page := notify.Page{Items: []notify.Notification{}}
 	rows, err := o.pool.Query(ctx, `SELECT doc FROM guard_notifications
 		WHERE ($1 = '' OR status = $1) AND ($2 = '' OR id < $2)
 		ORDER BY id DESC LIMIT $3`, string(q.Status), q.Cursor, q.Limit+1)
@@ -367,22 +376,22 @@ func (o *pgOutbox) List(ctx context.Context, q ListQuery) (Page, error) {
 			page.NextCursor = page.Items[len(page.Items)-1].ID
 			break
 		}
-		var r record
+		var r notify.Record
 		if err := json.Unmarshal(doc, &r); err != nil {
 			return page, unavailable("list", err)
 		}
-		page.Items = append(page.Items, r.item())
+		page.Items = append(page.Items, r.Item())
 	}
 	return page, unavailable("list", rows.Err())
 }
 
-func (o *pgOutbox) Waiting(ctx context.Context) (int, error) {
+func (o *Outbox) Waiting(ctx context.Context) (int, error) {
 	var n int64
 	err := o.pool.QueryRow(ctx, `SELECT count(*) FROM guard_notifications WHERE due_at IS NOT NULL`).Scan(&n)
 	return int(n), unavailable("waiting", err)
 }
 
-func (o *pgOutbox) Purge(ctx context.Context, cutoff, now time.Time, limit int) (int, error) {
+func (o *Outbox) Purge(ctx context.Context, cutoff, now time.Time, limit int) (int, error) {
 	var n int
 	err := pgx.BeginFunc(ctx, o.pool, func(tx pgx.Tx) error {
 		// IDs sort by creation time: nothing created after cutoff is old enough.
@@ -390,7 +399,7 @@ func (o *pgOutbox) Purge(ctx context.Context, cutoff, now time.Time, limit int) 
 			SELECT id FROM guard_notifications
 			WHERE id < $1 AND status <> 'pending' AND due_at IS NULL AND escalate_at IS NULL
 				AND (delivered_at IS NULL OR delivered_at <= $2)
-			ORDER BY id LIMIT $3 FOR UPDATE SKIP LOCKED)`, newIDPrefix(cutoff), cutoff, limit)
+			ORDER BY id LIMIT $3 FOR UPDATE SKIP LOCKED)`, notify.IDPrefix(cutoff), cutoff, limit)
 		if err != nil {
 			return err
 		}
@@ -398,13 +407,16 @@ func (o *pgOutbox) Purge(ctx context.Context, cutoff, now time.Time, limit int) 
 		if _, err := tx.Exec(ctx, `DELETE FROM guard_notify_groups WHERE ends_at <= $1`, now); err != nil {
 			return err
 		}
-		_, err = tx.Exec(ctx, `DELETE FROM guard_notify_once WHERE added_at < $1`, cutoff)
+		if _, err := tx.Exec(ctx, `DELETE FROM guard_notify_once WHERE added_at < $1`, cutoff); err != nil {
+			return err
+		}
+		_, err = tx.Exec(ctx, `DELETE FROM guard_notify_marks WHERE expires_at <= $1`, now)
 		return err
 	})
 	return n, unavailable("purge", err)
 }
 
-func (o *pgOutbox) SlackUser(ctx context.Context, email string) (string, bool, error) {
+func (o *Outbox) SlackUser(ctx context.Context, email string) (string, bool, error) {
 	var id string
 	err := o.pool.QueryRow(ctx, `SELECT user_id FROM guard_notify_slack_users WHERE email = $1`, strings.ToLower(email)).Scan(&id)
 	if errors.Is(err, pgx.ErrNoRows) {
@@ -413,8 +425,64 @@ func (o *pgOutbox) SlackUser(ctx context.Context, email string) (string, bool, e
 	return id, id != "", unavailable("slack user", err)
 }
 
-func (o *pgOutbox) SetSlackUser(ctx context.Context, email, userID string) error {
+func (o *Outbox) SetSlackUser(ctx context.Context, email, userID string) error {
 	_, err := o.pool.Exec(ctx, `INSERT INTO guard_notify_slack_users (email, user_id) VALUES ($1, $2)
 		ON CONFLICT (email) DO UPDATE SET user_id = excluded.user_id`, strings.ToLower(email), userID)
 	return unavailable("set slack user", err)
+}
+
+// AboutKey implements notify.Outbox, newest first.
+func (o *Outbox) AboutKey(ctx context.Context, namespace, key string, limit int) ([]*notify.Record, error) {
+	rows, err := o.pool.Query(ctx, `SELECT doc FROM guard_notifications WHERE key_namespace = $1 AND key_name = $2
+		ORDER BY id DESC LIMIT $3`, namespace, key, limit)
+	if err != nil {
+		return nil, unavailable("about key", err)
+	}
+	defer rows.Close()
+	var out []*notify.Record
+	for rows.Next() {
+		var doc []byte
+		if err := rows.Scan(&doc); err != nil {
+			return nil, unavailable("about key", err)
+		}
+		r := new(notify.Record)
+		if err := json.Unmarshal(doc, r); err != nil {
+			return nil, unavailable("about key", err)
+		}
+		out = append(out, r)
+	}
+	return out, unavailable("about key", rows.Err())
+}
+
+// FirstUse implements notify.Outbox: one row per mark, shared by every
+// replica; an expired mark is taken over (and Purge deletes it).
+func (o *Outbox) FirstUse(ctx context.Context, mark string, now, expires time.Time) (bool, error) {
+	tag, err := o.pool.Exec(ctx, `INSERT INTO guard_notify_marks (mark, expires_at) VALUES ($1, $2)
+		ON CONFLICT (mark) DO UPDATE SET expires_at = excluded.expires_at WHERE guard_notify_marks.expires_at <= $3`,
+		mark, expires, now)
+	if err != nil {
+		return false, unavailable("first use", err)
+	}
+	return tag.RowsAffected() == 1, nil
+}
+
+func unavailable(op string, err error) error {
+	if err == nil {
+		return nil
+	}
+	if _, ok := err.(*keystore.Error); ok {
+		return err
+	}
+	return &wrapped{op: op, err: err}
+}
+
+// wrapped keeps the cause for logs while the API sees store_unavailable.
+type wrapped struct {
+	op  string
+	err error
+}
+
+func (w *wrapped) Error() string { return "notify outbox: " + w.op + ": " + w.err.Error() }
+func (w *wrapped) Unwrap() error {
+	return &keystore.Error{Code: keystore.EStoreUnavailable, Message: "the outbox is not available"}
 }

@@ -1,0 +1,33 @@
+package n8n
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+
+	"github.com/n8n-guard/n8n-guard/notify"
+)
+
+// Retrier is the client as notify's "Retry execution" button uses it
+// (notify.Executions): n8n's refusals become notify's RetryError, so notify
+// can tell the person in its own words without speaking HTTP.
+type Retrier struct{ *Client }
+
+// Retry starts the execution again (RetryExecution) and maps n8n's refusal.
+func (r Retrier) Retry(ctx context.Context, executionID string) (string, error) {
+	id, err := r.RetryExecution(ctx, executionID)
+	var ne *Error
+	if !errors.As(err, &ne) {
+		return id, err
+	}
+	switch ne.Status {
+	case http.StatusNotFound:
+		return "", &notify.RetryError{Refusal: notify.RetryNotFound, Message: ne.Message}
+	case http.StatusConflict:
+		return "", &notify.RetryError{Refusal: notify.RetryConflict, Message: ne.Message}
+	case http.StatusUnauthorized, http.StatusForbidden:
+		return "", &notify.RetryError{Refusal: notify.RetryUnauthorized, Message: fmt.Sprintf("%d %s", ne.Status, ne.Message)}
+	}
+	return "", err
+}

@@ -1,0 +1,112 @@
+package notify
+
+import (
+	"strconv"
+	"strings"
+	"time"
+)
+
+// The words of the domain a person reads, in Slack mrkdwn: who decided
+// what, when. The slack package renders the rest.
+
+// DecisionText says who did what, when.
+func DecisionText(r *Record) string {
+	who := "<@" + r.DecidedBy + ">"
+	if r.DecidedBy == "" {
+		who = EscapeMrkdwn(r.DecidedByName)
+	}
+	at := ""
+	if r.DecidedAt != nil {
+		at = " at " + Clock(*r.DecidedAt)
+	}
+	switch r.Decision {
+	case DecisionCompleted:
+		return who + " marked it *completed* (it happened)" + at
+	case DecisionRetry:
+		return who + " *allowed a retry* (it did not happen)" + at
+	case DecisionAcknowledged:
+		return who + " *acknowledged* it" + at + " and is on it"
+	case DecisionRetried:
+		return who + " *retried the execution* in n8n" + at + " (new execution " + EscapeMrkdwn(r.RetriedAs) + ")"
+	case DecisionSnoozed:
+		until := ""
+		if r.SnoozedUntil != nil {
+			until = " until " + Clock(*r.SnoozedUntil)
+		}
+		return who + " *snoozed* it" + until + at
+	}
+	return ""
+}
+
+// Clock is a time of day as messages show it.
+func Clock(t time.Time) string { return t.UTC().Format("15:04:05") + " UTC" }
+
+// HumanDuration is a duration as a person says it.
+func HumanDuration(d time.Duration) string {
+	switch {
+	case d <= 0:
+		return "a moment"
+	case d%time.Hour == 0:
+		return Plural(int(d/time.Hour), "hour", "hours")
+	case d >= time.Minute && d%time.Minute == 0:
+		return strconv.Itoa(int(d/time.Minute)) + " min"
+	case d >= time.Minute:
+		return strconv.Itoa(int((d+30*time.Second)/time.Minute)) + " min"
+	}
+	return strconv.Itoa(int((d+time.Second-1)/time.Second)) + " s"
+}
+
+// Plural is "1 one" or "n many".
+func Plural(n int, one, many string) string {
+	if n == 1 {
+		return "1 " + one
+	}
+	return Thousands(n) + " " + many
+}
+
+// Thousands writes 10000 as "10,000": the exact count, readable.
+func Thousands(n int) string {
+	s := strconv.Itoa(n)
+	if n < 0 {
+		return s
+	}
+	var b strings.Builder
+	for i, c := range s {
+		if i > 0 && (len(s)-i)%3 == 0 {
+			b.WriteByte(',')
+		}
+		b.WriteRune(c)
+	}
+	return b.String()
+}
+
+// IsUserID, IsGroupID: a Slack user (U…, W…) or user group (S…) ID.
+func IsUserID(s string) bool  { return userIDRE.MatchString(s) }
+func IsGroupID(s string) bool { return groupIDRE.MatchString(s) }
+
+func cmpOr(a, b string) string {
+	if strings.TrimSpace(a) != "" {
+		return a
+	}
+	return b
+}
+
+// ButtonValue is the value of r's buttons: the notification, the key
+// attempt and the version they are rendered for, so a late click on an
+// older message changes nothing.
+func ButtonValue(r *Record) string {
+	return r.ID + "|" + strconv.Itoa(r.KeyAttempt) + "|" + strconv.Itoa(r.Version+1)
+}
+
+// ParseButtonValue reads a ButtonValue; a bare ID (the buttons of earlier
+// versions) gives attempt and version 0: not checked.
+func ParseButtonValue(v string) (id string, attempt, version int) {
+	id, rest, ok := strings.Cut(v, "|")
+	if !ok {
+		return v, 0, 0
+	}
+	a, vv, _ := strings.Cut(rest, "|")
+	attempt, _ = strconv.Atoi(a)
+	version, _ = strconv.Atoi(vv)
+	return id, attempt, version
+}

@@ -1,0 +1,341 @@
+package notify
+
+import (
+	"fmt"
+	"time"
+)
+
+// The life cycle of a notification. Every function here is pure: it reads
+// the stored record (never changing it) and the event, and returns the
+// next record and what the caller does besides saving. The worker, the
+// click handler and the escalation step call them inside Outbox.Update or
+// Outbox.Escalate, on the record as stored.
+//
+//	after a Slack call (AfterCall), status pending|delivered:
+//	  ok               -> delivered (post) | same (update); due again if the count grew or a decision came meanwhile
+//	  transient        -> same, attempt+1, due after backoff | dead once RetryFor passed (an update: gives up, stays delivered)
+//	  rate limited     -> same, due after Retry-After (attempts not counted)
+//	  permanent        -> dead (post) | delivered, not due (update)
+//	  unreachable      -> a post that may have landed is marked uncertain; else nothing
+//	  canceled         -> nothing
+//	after a click (DecideClick, then Decide):
+//	  ack|snooze       -> acknowledged|snoozed unless already taken
+//	  complete|retry   -> completed|retry (key messages only; the key is resolved first)
+//	  rerun            -> retried (failures only; n8n retried it first)
+//	  stale button     -> nothing ("out of date")
+//	decided elsewhere (ResolvedElsewhere): undecided|snoozed|acknowledged -> completed|retry, escalation ends
+//	at an escalation step (AtEscalation):
+//	  acknowledged     -> escalation ends
+//	  snoozed          -> undecided, reminder to the owner, next step after its gap
+//	  undecided        -> step+1, message to the step's target | escalation ends after the last
+//	resend (Resend):   dead -> pending, attempts start over
+
+// CallResult is what one Slack call for a notification came to.
+type CallResult struct {
+	Update    bool // a chat.update of a delivered message (else a post)
+	Class     Class
+	Wait      time.Duration // rate limited: how long (0: not said)
+	Reason    string        // "method: Slack's reason"
+	MaybeSent bool          // unreachable, but a post may have landed
+	Channel   string        // where a post landed
+	TS        string
+}
+
+// DeliveryPolicy is what AfterCall needs of the configuration.
+type DeliveryPolicy struct {
+	GroupWindow time.Duration
+	RetryFor    time.Duration
+	// Backoff is the wait before attempt n+1 (exponential with jitter).
+	Backoff func(attempt int) time.Duration
+}
+
+// CallEffect says what AfterCall did, for the worker's log and metrics.
+type CallEffect int
+
+const (
+	EffectNone          CallEffect = iota // nothing to record
+	EffectUncertain                       // a post may have landed: search before posting again
+	EffectDelivered                       // Slack accepted the post
+	EffectShown                           // Slack accepted the update
+	EffectRateLimited                     // due again after the wait
+	EffectRetry                           // due again after backoff
+	EffectDead                            // given up: the notification is dead
+	EffectUpdateRefused                   // Slack refused the update for good: the message keeps what it showed
+	EffectUpdateGaveUp                    // updates failed for longer than RetryFor
+)
+
+// defaultRateWait applies when Slack says "rate limited" without a
+// Retry-After.
+const defaultRateWait = 30 * time.Second
+
+// AfterCall records the result of the Slack call made for sent on the
+// stored record cur. Only an answer of Slack changes a notification: when
+// Slack was not reached nothing is marked but that a post may have landed.
+// next is nil when nothing is to be saved.
+func AfterCall(cur, sent *Record, res CallResult, now time.Time, p DeliveryPolicy) (next *Record, e CallEffect) {
+	x := cur.Clone()
+	switch res.Class {
+	case ClassCanceled:
+		return nil, EffectNone
+	case ClassUnreachable:
+		if res.Update || !res.MaybeSent {
+			return nil, EffectNone
+		}
+		if !x.PostUncertain { // the first such post is the one to look for
+			x.PostUncertain, x.UncertainAt = true, now
+		}
+		return x, EffectUncertain
+	case ClassRateLimited:
+		wait := res.Wait
+		if wait <= 0 {
+			wait = defaultRateWait
+		}
+		x.DueAt = later(x.DueAt, now.Add(wait))
+		x.LastFailure = fmt.Sprintf("%s: rate limited by Slack, retry after %s", res.Reason, wait)
+		return x, EffectRateLimited
+	case ClassOK:
+		e = EffectShown
+		if !res.Update {
+			e = EffectDelivered
+			x.Status, x.SlackChannel, x.SlackTS = StatusDelivered, res.Channel, res.TS
+			t := now
+			x.DeliveredAt = &t
+			x.PostUncertain, x.UncertainAt = false, time.Time{}
+		}
+		x.LastSentAt, x.ShownCount, x.UpdateFailures, x.LastFailure = now, sent.Count, 0, ""
+		x.DueAt = time.Time{}
+		if x.Count > x.ShownCount { // intake raised the count during the call
+			x.DueAt = now.Add(p.GroupWindow / 2)
+		}
+		if x.Decision != sent.Decision || x.Version != sent.Version { // a decision during the call
+			x.DueAt = now
+		}
+		return x, e
+	case ClassPermanent:
+		x.DueAt, x.LastFailure = time.Time{}, res.Reason
+		if res.Update {
+			return x, EffectUpdateRefused
+		}
+		x.Status = StatusDead
+		return x, EffectDead
+	}
+	// Transient.
+	attempts, since := sent.Attempts+1, sent.CreatedAt
+	if sent.ResentAt != nil {
+		since = *sent.ResentAt
+	}
+	if res.Update {
+		attempts, since = sent.UpdateFailures+1, sent.LastSentAt
+	}
+	x.LastFailure = res.Reason
+	if now.Sub(since) >= p.RetryFor {
+		x.DueAt = time.Time{}
+		if res.Update {
+			x.UpdateFailures = attempts
+			return x, EffectUpdateGaveUp
+		}
+		x.Attempts, x.Status = attempts, StatusDead
+		return x, EffectDead
+	}
+	if res.Update {
+		x.UpdateFailures = attempts
+	} else {
+		x.Attempts = attempts
+	}
+	x.DueAt = now.Add(p.Backoff(attempts))
+	return x, EffectRetry
+}
+
+// The buttons of a message (their action_id); the value names the
+// notification, the key attempt and the version it was rendered for (see
+// ButtonValue).
+const (
+	ActionComplete = "guard_complete" // unknown key: it happened
+	ActionRetry    = "guard_retry"    // unknown key: it did not happen
+	ActionAck      = "guard_ack"      // leave it to me / acknowledge
+	ActionSnooze   = "guard_snooze"   // failure: remind in SnoozeFor
+	ActionRerun    = "guard_rerun"    // failure: retry the execution in n8n
+)
+
+// SnoozeFor is how long "Snooze 1 h" holds escalation back.
+const SnoozeFor = time.Hour
+
+// ClickStep is what a click asks for: the decision to record, or why
+// nothing changes (Refusal, answered to the person alone).
+type ClickStep struct {
+	Decision string
+	Refusal  string
+}
+
+// DecideClick decides what action does to target (the notification the
+// buttons act on); canRetry: n8n's API is configured. The side effect a
+// decision needs (resolving the key, retrying the execution) comes after
+// it and before Decide records it.
+func DecideClick(target *Record, action string, canRetry bool) ClickStep {
+	switch action {
+	case ActionRerun:
+		if !canRetry || target.Kind != KindWorkflowFailed || target.ExecutionID == "" {
+			return ClickStep{Refusal: "This n8n-guard cannot retry executions (N8N_API_URL and N8N_API_KEY are not set); nothing changed."}
+		}
+		if target.Decision == DecisionRetried {
+			return ClickStep{Refusal: fmt.Sprintf("Already retried: %s. Nothing changed.", DecisionText(target))}
+		}
+		return ClickStep{Decision: DecisionRetried}
+	case ActionComplete, ActionRetry:
+		if target.Kind != KindKeyUnknown {
+			return ClickStep{Refusal: "This message is not about a key; nothing changed."}
+		}
+		return ClickStep{Decision: map[string]string{ActionComplete: DecisionCompleted, ActionRetry: DecisionRetry}[action]}
+	case ActionAck, ActionSnooze:
+		if target.Acknowledged() {
+			return ClickStep{Refusal: fmt.Sprintf("Already taken: %s. Nothing changed.", DecisionText(target))}
+		}
+		return ClickStep{Decision: map[string]string{ActionAck: DecisionAcknowledged, ActionSnooze: DecisionSnoozed}[action]}
+	}
+	return ClickStep{Refusal: "n8n-guard does not know this button; nothing changed."}
+}
+
+// Stale reports a click on a button rendered for another key attempt or
+// an older version of the notification (0: the button did not say, as
+// buttons of earlier versions of the guard).
+func Stale(target *Record, attempt, version int) bool {
+	return (attempt != 0 && target.Kind == KindKeyUnknown && attempt != target.KeyAttempt) ||
+		(version != 0 && version != target.Version+1)
+}
+
+// Decide records a decision taken with the buttons by user on cur, the
+// notification or one of its escalations (escalation: only its message
+// changes). The message is updated in place.
+func Decide(cur *Record, decision, user, retriedAs string, now time.Time, escalation bool) *Record {
+	x := cur.Clone()
+	t := now
+	x.Decision, x.DecidedBy, x.DecidedByName, x.DecidedAt, x.SnoozedUntil, x.RetriedAs = decision, user, "", &t, nil, retriedAs
+	x.Version++
+	if decision == DecisionSnoozed {
+		until := now.Add(SnoozeFor)
+		x.SnoozedUntil = &until
+	}
+	if x.Status == StatusDelivered && x.SlackTS != "" {
+		x.DueAt = now // chat.update shows the decision in place
+	}
+	if !escalation {
+		x.EscalateAt = nil
+		if decision == DecisionSnoozed {
+			until := now.Add(SnoozeFor)
+			x.EscalateAt = &until
+		}
+	}
+	return x
+}
+
+// ResolvedElsewhere records that the key of cur was decided without its
+// buttons (API, console, CLI, another message): escalation stops and the
+// message shows who decided (the buttons go). completed: the key is
+// completed (else failed, a retry allowed).
+func ResolvedElsewhere(cur *Record, completed bool, by string, at, now time.Time) *Record {
+	x := cur.Clone()
+	x.EscalateAt = nil
+	if x.Decision == DecisionCompleted || x.Decision == DecisionRetry {
+		return x // decided already: the first decider stays
+	}
+	decision := DecisionRetry
+	if completed {
+		decision = DecisionCompleted
+	}
+	x.Decision, x.DecidedBy, x.DecidedByName, x.DecidedAt, x.SnoozedUntil = decision, "", cmpOr(by, "someone outside Slack"), &at, nil
+	x.Version++
+	if x.Status == StatusDelivered && x.SlackTS != "" {
+		x.DueAt = now
+	}
+	return x
+}
+
+// EscalationStep is one step of an escalation.
+type EscalationStep struct {
+	After time.Duration
+	To    string
+}
+
+// StepTaken says what AtEscalation did.
+type StepTaken int
+
+const (
+	StepNone      StepTaken = iota // escalation over (acknowledged, or no step left)
+	StepReminder                   // the snooze is over: the owner is reminded
+	StepEscalated                  // the next step's target hears
+)
+
+// AtEscalation moves cur, whose escalation is due, to its next step under
+// steps (the rule's, from the current configuration) and returns the
+// message for it (nil: none).
+func AtEscalation(cur *Record, steps []EscalationStep, now time.Time) (next, msg *Record, taken StepTaken) {
+	x := cur.Clone()
+	if x.Acknowledged() {
+		x.EscalateAt = nil
+		return x, nil, StepNone
+	}
+	if x.Decision == DecisionSnoozed {
+		// The snooze is over: the message gets its buttons back and the
+		// owner a reminder; the next step follows after its usual gap,
+		// counted from now.
+		x.Decision, x.DecidedBy, x.DecidedAt, x.SnoozedUntil = "", "", nil, nil
+		x.Version++
+		if x.Status == StatusDelivered && x.SlackTS != "" {
+			x.DueAt = now
+		}
+		x.EscalateAt = nil
+		if i := x.EscalationStep; i < len(steps) {
+			gap := steps[i].After
+			if i > 0 {
+				gap -= steps[i-1].After
+			}
+			t := now.Add(gap)
+			x.EscalateAt = &t
+		}
+		return x, escalationOf(x, now, x.Owner, x.Channel, "the snooze is over"), StepReminder
+	}
+	if x.EscalationStep >= len(steps) {
+		x.EscalateAt = nil
+		return x, nil, StepNone
+	}
+	st := steps[x.EscalationStep]
+	x.EscalationStep++
+	x.EscalateAt = nil
+	if x.EscalationStep < len(steps) {
+		t := later(now, x.FirstAt.Add(steps[x.EscalationStep].After))
+		x.EscalateAt = &t
+	}
+	owner, channel := st.To, x.Channel
+	if channelIDRE.MatchString(st.To) {
+		owner, channel = "", st.To
+	}
+	return x, escalationOf(x, now, owner, channel, "nobody acknowledged it for "+HumanDuration(now.Sub(x.FirstAt))), StepEscalated
+}
+
+// escalationOf is a new message about r (which it adds to r's
+// escalations) for owner in channel. Its buttons act on r.
+func escalationOf(r *Record, now time.Time, owner, channel, why string) *Record {
+	c := r.Clone()
+	e := &Record{Header: c.Header, Decided: c.Decided, Failure: c.Failure, KeyPayload: c.KeyPayload, Breaker: c.Breaker}
+	e.ID, e.Kind, e.Status, e.EscalationOf, e.EscalatedKind = newID(now), KindEscalation, StatusPending, r.ID, r.Kind
+	e.Owner, e.Channel, e.Reason = owner, channel, why
+	e.Holder = r.Owner // whom it was for first
+	e.Group, e.GroupEnd = "", time.Time{}
+	e.CreatedAt, e.DueAt = now, now
+	e.EventSeq = 0
+	r.Escalations = append(r.Escalations, e.ID)
+	return e
+}
+
+// Resend queues a dead notification again (attempts start over); ok is
+// false when cur is not dead.
+func Resend(cur *Record, now time.Time) (next *Record, ok bool) {
+	if cur.Status != StatusDead {
+		return cur, false
+	}
+	x := cur.Clone()
+	t := now
+	x.Status, x.Attempts, x.UpdateFailures, x.DueAt, x.ResentAt = StatusPending, 0, 0, now, &t
+	x.LastFailure = "resent by an operator after: " + x.LastFailure
+	return x, true
+}
