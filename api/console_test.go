@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/n8n-guard/n8n-guard/api"
+	"github.com/n8n-guard/n8n-guard/api/access"
 	"github.com/n8n-guard/n8n-guard/keystore"
 )
 
@@ -145,13 +145,13 @@ func TestConsoleRolesFromScopedTokens(t *testing.T) {
 		}
 		return c, resp.StatusCode, m[1]
 	}
-	if _, status, _ := signIn(scopedTokens[api.RoleReserve]); status != http.StatusForbidden {
+	if _, status, _ := signIn(scopedTokens[access.RoleReserve]); status != http.StatusForbidden {
 		t.Fatalf("a reserve token signed in: %d", status)
 	}
 	keyPath := "/ui/key?namespace=" + ns + "&key=evt_w"
 	resolve := url.Values{"namespace": {ns}, "key": {"evt_w"}, "action": {"complete"}, "note": {"found it in the CRM"}}
 
-	read, _, csrf := signIn(scopedTokens[api.RoleRead])
+	read, _, csrf := signIn(scopedTokens[access.RoleRead])
 	if _, page := uiDo(t, read, "GET", e.url+keyPath, nil); strings.Contains(page, `id="resolve-form"`) {
 		t.Error("a read token is offered the decision form")
 	}
@@ -163,7 +163,7 @@ func TestConsoleRolesFromScopedTokens(t *testing.T) {
 		t.Errorf("a read token resolved: %d", resp.StatusCode)
 	}
 
-	admin, _, csrf := signIn(scopedTokens[api.RoleAdmin])
+	admin, _, csrf := signIn(scopedTokens[access.RoleAdmin])
 	other := url.Values{"namespace": {"billing"}, "key": {"evt_w"}, "action": {"complete"}, "note": {"x"}, "csrf": {csrf}}
 	if resp, _ := uiDo(t, admin, "POST", e.url+"/ui/key/resolve", other); resp.StatusCode != http.StatusForbidden {
 		t.Errorf("an admin of %s resolved a key of billing: %d", ns, resp.StatusCode)

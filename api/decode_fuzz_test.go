@@ -4,6 +4,8 @@ import (
 	"errors"
 	"testing"
 
+	"github.com/n8n-guard/n8n-guard/api/problem"
+	"github.com/n8n-guard/n8n-guard/errs"
 	"github.com/n8n-guard/n8n-guard/keystore"
 )
 
@@ -40,11 +42,11 @@ func FuzzDecodeBodies(f *testing.F) {
 				}
 				continue
 			}
-			var de *keystore.Error
+			var de *errs.Error
 			if !errors.As(err, &de) {
 				t.Fatalf("%T %q: not a domain error: %v", req, body, err)
 			}
-			if st := statusOf(de.Code); st < 400 || st > 499 || len(de.Fields) == 0 || de.Message == "" {
+			if st := problem.Status(de.Code); st < 400 || st > 499 || len(de.Fields) == 0 || de.Message == "" {
 				t.Fatalf("%T %q: refusal %+v (status %d)", req, body, de, st)
 			}
 		}

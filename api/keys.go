@@ -8,6 +8,8 @@ import (
 
 	"github.com/gofiber/fiber/v2"
 
+	"github.com/n8n-guard/n8n-guard/api/access"
+	"github.com/n8n-guard/n8n-guard/errs"
 	"github.com/n8n-guard/n8n-guard/keystore"
 )
 
@@ -92,6 +94,13 @@ type absentAnswer struct {
 	RetryAfterSeconds int              `json:"retry_after_seconds,omitempty"`
 }
 
+func (r reserveRequest) namespace() string  { return r.Namespace }
+func (r completeRequest) namespace() string { return r.Namespace }
+func (r failRequest) namespace() string     { return r.Namespace }
+func (r resolveRequest) namespace() string  { return r.Namespace }
+func (q lookupQuery) namespace() string     { return q.Namespace }
+func (q listQuery) namespace() string       { return q.Namespace }
+
 type recordPage struct {
 	Items      []*keystore.Record `json:"items"`
 	NextCursor string             `json:"next_cursor,omitempty"`
@@ -101,12 +110,8 @@ type destinationPage struct {
 	Items []keystore.Breaker `json:"items"`
 }
 
-func (s *Server) reserve(c *fiber.Ctx) error {
-	var req reserveRequest
-	if err := s.decode(c, &req); err != nil {
-		return err
-	}
-	if err := s.allowNamespace(c, req.Namespace); err != nil {
+func (s *Server) reserve(c *fiber.Ctx, req reserveRequest) error {
+	if err := s.check(&req); err != nil {
 		return err
 	}
 	var lease time.Duration
@@ -122,6 +127,7 @@ func (s *Server) reserve(c *fiber.Ctx) error {
 		Fingerprint: req.Fingerprint,
 		Destination: req.Destination,
 		RequestID:   req.RequestID,
+		Principal:   principalOf(c),
 	})
 	if err != nil {
 		return err
@@ -130,12 +136,8 @@ func (s *Server) reserve(c *fiber.Ctx) error {
 	return s.writeResult(c, res, nil)
 }
 
-func (s *Server) complete(c *fiber.Ctx) error {
-	var req completeRequest
-	if err := s.decode(c, &req); err != nil {
-		return err
-	}
-	if err := s.allowNamespace(c, req.Namespace); err != nil {
+func (s *Server) complete(c *fiber.Ctx, req completeRequest) error {
+	if err := s.check(&req); err != nil {
 		return err
 	}
 	res, err := s.store.Complete(c.UserContext(), keystore.CompleteRequest{
@@ -155,12 +157,8 @@ func (s *Server) complete(c *fiber.Ctx) error {
 	return s.writeResult(c, res, nil)
 }
 
-func (s *Server) fail(c *fiber.Ctx) error {
-	var req failRequest
-	if err := s.decode(c, &req); err != nil {
-		return err
-	}
-	if err := s.allowNamespace(c, req.Namespace); err != nil {
+func (s *Server) fail(c *fiber.Ctx, req failRequest) error {
+	if err := s.check(&req); err != nil {
 		return err
 	}
 	res, err := s.store.Fail(c.UserContext(), keystore.FailRequest{
@@ -177,12 +175,8 @@ func (s *Server) fail(c *fiber.Ctx) error {
 	return s.writeResult(c, res, nil)
 }
 
-func (s *Server) resolve(c *fiber.Ctx) error {
-	var req resolveRequest
-	if err := s.decode(c, &req); err != nil {
-		return err
-	}
-	if err := s.allowNamespace(c, req.Namespace); err != nil {
+func (s *Server) resolve(c *fiber.Ctx, req resolveRequest) error {
+	if err := s.check(&req); err != nil {
 		return err
 	}
 	res, err := s.store.Resolve(c.UserContext(), keystore.ResolveRequest{
@@ -200,12 +194,8 @@ func (s *Server) resolve(c *fiber.Ctx) error {
 	return s.writeResult(c, res, nil)
 }
 
-func (s *Server) lookup(c *fiber.Ctx) error {
-	q := lookupQuery{Namespace: query(c, "namespace"), Key: query(c, "key")}
+func (s *Server) lookup(c *fiber.Ctx, q lookupQuery) error {
 	if err := s.check(&q); err != nil {
-		return err
-	}
-	if err := s.allowNamespace(c, q.Namespace); err != nil {
 		return err
 	}
 	res, err := s.store.Lookup(c.UserContext(), q.Namespace, q.Key)
@@ -216,16 +206,8 @@ func (s *Server) lookup(c *fiber.Ctx) error {
 	return s.writeResult(c, res, &found)
 }
 
-func (s *Server) listKeys(c *fiber.Ctx) error {
-	q := listQuery{Namespace: query(c, "namespace"), State: keystore.State(query(c, "state")), Cursor: query(c, "cursor")}
-	var err error
-	if q.Limit, err = queryInt(c, "limit"); err != nil {
-		return err
-	}
+func (s *Server) listKeys(c *fiber.Ctx, q listQuery) error {
 	if err := s.check(&q); err != nil {
-		return err
-	}
-	if err := s.allowNamespace(c, q.Namespace); err != nil {
 		return err
 	}
 	page, err := s.store.List(c.UserContext(), keystore.ListQuery{
@@ -241,14 +223,27 @@ func (s *Server) listKeys(c *fiber.Ctx) error {
 }
 
 func (s *Server) destinations(c *fiber.Ctx) error {
-	items, err := s.store.Destinations(c.UserContext())
+	all, err := s.store.Destinations(c.UserContext())
 	if err != nil {
 		return err
 	}
-	if items == nil {
-		items = []keystore.Breaker{}
+	p, _ := access.From(c.UserContext())
+	items := []keystore.Breaker{}
+	for _, b := range all {
+		if p.MayUseBreaker(b.Destination) {
+			items = append(items, b)
+		}
 	}
 	return writeJSON(c, destinationPage{Items: items})
+}
+
+// principalOf is what the store seals with a request_id: the token that sent
+// the reserve, so only it gets the token back on a repeat.
+func principalOf(c *fiber.Ctx) string {
+	if p, ok := access.From(c.UserContext()); ok {
+		return p.Identity()
+	}
+	return ""
 }
 
 // writeResult answers a call on a key with the flat object of the
@@ -302,8 +297,8 @@ func queryInt(c *fiber.Ctx, name string) (int, error) {
 	}
 	n, err := strconv.Atoi(v)
 	if err != nil {
-		return 0, &keystore.Error{Code: keystore.EInvalidRequest, Message: name + " must be an integer",
-			Fields: []keystore.FieldError{{Field: name, Rule: "type=integer"}}}
+		return 0, &errs.Error{Code: errs.InvalidRequest, Message: name + " must be an integer",
+			Fields: []errs.FieldError{{Field: name, Rule: "type=integer"}}}
 	}
 	return n, nil
 }

@@ -5,6 +5,8 @@ import (
 	"strings"
 	"unicode"
 	"unicode/utf8"
+
+	"github.com/n8n-guard/n8n-guard/errs"
 )
 
 // The key rules live here and only here; the API registers them with its
@@ -62,11 +64,11 @@ func CheckNamespace(field, s string) error {
 	if ValidNamespace(s) {
 		return nil
 	}
-	return &Error{Code: EInvalidRequest,
+	return &errs.Error{Code: errs.InvalidRequest,
 		Message: field + " must be 1-64 characters of a-z, 0-9, '.', '_', '-', starting with a letter or digit",
-		Fields:  []FieldError{{Field: field, Rule: "namespace"}}}
+		Fields:  []errs.FieldError{{Field: field, Rule: "namespace"}}}
 }
 
 func fieldErr(field, rule, msg string) error {
-	return &Error{Code: EInvalidKey, Message: msg, Fields: []FieldError{{Field: field, Rule: rule}}}
+	return &errs.Error{Code: errs.InvalidKey, Message: msg, Fields: []errs.FieldError{{Field: field, Rule: rule}}}
 }

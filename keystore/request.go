@@ -7,6 +7,7 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"github.com/n8n-guard/n8n-guard/errs"
 	"github.com/n8n-guard/n8n-guard/internal/redact"
 )
 
@@ -20,9 +21,15 @@ type ReserveRequest struct {
 	Fingerprint string
 	Destination string
 	// RequestID identifies the attempt's request (n8n: execution id and
-	// node name). Repeated while its lease is live, the reserve answers
-	// accepted again with the same token (DecideReserve).
+	// node name). Repeated while its lease is live by the same Principal,
+	// the reserve answers accepted again with the same token
+	// (DecideReserve).
 	RequestID string
+	// Principal is who sent the reserve (the API token's identity). It is
+	// sealed with the request_id: the same request_id from anyone else is
+	// an ordinary second copy and never gets the token back. Empty: a
+	// caller without one (the store's own tests, tools).
+	Principal string
 }
 
 // CompleteRequest reports that the attempt holding Token took effect.
@@ -95,18 +102,13 @@ func CheckIdentity(ns, key string) (string, error) {
 	return NormalizeKey(key)
 }
 
-// InvalidField is the invalid_request error about one field.
-func InvalidField(field, rule, msg string) error {
-	return &Error{Code: EInvalidRequest, Message: msg, Fields: []FieldError{{Field: field, Rule: rule}}}
-}
-
 func (r ReserveRequest) Normalize() (ReserveRequest, Fingerprint, error) {
 	var err error
 	if r.Key, err = CheckIdentity(r.Namespace, r.Key); err != nil {
 		return r, nil, err
 	}
 	if utf8.RuneCountInString(r.Owner) > MaxOwnerLength {
-		return r, nil, InvalidField("owner", "max=128", "owner is longer than 128 characters")
+		return r, nil, errs.InvalidField("owner", "max=128", "owner is longer than 128 characters")
 	}
 	if err := checkText("owner", r.Owner, true); err != nil {
 		return r, nil, err
@@ -115,7 +117,7 @@ func (r ReserveRequest) Normalize() (ReserveRequest, Fingerprint, error) {
 		return r, nil, err
 	}
 	if r.Lease < 0 || r.Lease > MaxLeaseSeconds*time.Second {
-		return r, nil, InvalidField("lease_seconds", "min=1,max=86400", "lease_seconds must be 1-86400")
+		return r, nil, errs.InvalidField("lease_seconds", "min=1,max=86400", "lease_seconds must be 1-86400")
 	}
 	if r.Destination != "" {
 		if err := CheckNamespace("destination", r.Destination); err != nil {
@@ -123,10 +125,10 @@ func (r ReserveRequest) Normalize() (ReserveRequest, Fingerprint, error) {
 		}
 	}
 	if utf8.RuneCountInString(r.Fingerprint) > MaxFingerprintLen {
-		return r, nil, InvalidField("fingerprint", "max=128", "fingerprint is longer than 128 characters")
+		return r, nil, errs.InvalidField("fingerprint", "max=128", "fingerprint is longer than 128 characters")
 	}
 	if utf8.RuneCountInString(r.RequestID) > MaxRequestIDLength {
-		return r, nil, InvalidField("request_id", "max=128", "request_id is longer than 128 characters")
+		return r, nil, errs.InvalidField("request_id", "max=128", "request_id is longer than 128 characters")
 	}
 	if err := checkText("request_id", r.RequestID, true); err != nil {
 		return r, nil, err
@@ -134,7 +136,7 @@ func (r ReserveRequest) Normalize() (ReserveRequest, Fingerprint, error) {
 	var fp Fingerprint
 	switch {
 	case len(r.Payload) > 0 && r.Fingerprint != "":
-		return r, nil, InvalidField("fingerprint", "excluded_with=payload", "send either payload or fingerprint, not both")
+		return r, nil, errs.InvalidField("fingerprint", "excluded_with=payload", "send either payload or fingerprint, not both")
 	case len(r.Payload) > 0 && strings.TrimSpace(string(r.Payload)) != "null":
 		if fp, err = PayloadFingerprint(r.Payload); err != nil {
 			return r, nil, err
@@ -149,20 +151,20 @@ func (r ReserveRequest) Normalize() (ReserveRequest, Fingerprint, error) {
 // control characters in one-line fields.
 func checkText(field, v string, oneLine bool) error {
 	if !utf8.ValidString(v) {
-		return InvalidField(field, "utf8", field+" is not valid UTF-8")
+		return errs.InvalidField(field, "utf8", field+" is not valid UTF-8")
 	}
 	if oneLine && strings.IndexFunc(v, unicode.IsControl) >= 0 {
-		return InvalidField(field, "no_control", field+" contains control characters")
+		return errs.InvalidField(field, "no_control", field+" contains control characters")
 	}
 	return nil
 }
 
 func checkToken(token string) error {
 	if token == "" {
-		return InvalidField("token", "required", "token is required: pass the token the accepted reserve returned")
+		return errs.InvalidField("token", "required", "token is required: pass the token the accepted reserve returned")
 	}
 	if len(token) > 256 {
-		return InvalidField("token", "max=256", "token is too long")
+		return errs.InvalidField("token", "max=256", "token is too long")
 	}
 	return nil
 }
@@ -176,18 +178,18 @@ func (r CompleteRequest) Normalize() (CompleteRequest, error) {
 		return r, err
 	}
 	if utf8.RuneCountInString(r.ResultRef) > MaxResultRefLength {
-		return r, InvalidField("result_ref", "max=512", "result_ref is longer than 512 characters")
+		return r, errs.InvalidField("result_ref", "max=512", "result_ref is longer than 512 characters")
 	}
 	if err := checkText("result_ref", r.ResultRef, true); err != nil {
 		return r, err
 	}
 	if len(r.Result) > 0 {
 		if len(r.Result) > MaxResultBytes {
-			return r, InvalidField("result", "max=16KiB", "result is larger than 16 KiB")
+			return r, errs.InvalidField("result", "max=16KiB", "result is larger than 16 KiB")
 		}
 		var obj map[string]json.RawMessage
 		if json.Unmarshal(r.Result, &obj) != nil {
-			return r, InvalidField("result", "object", "result must be a JSON object")
+			return r, errs.InvalidField("result", "object", "result must be a JSON object")
 		}
 		if obj == nil { // JSON null: no result
 			r.Result = nil
@@ -198,7 +200,7 @@ func (r CompleteRequest) Normalize() (CompleteRequest, error) {
 		r.Via = ViaPrimary
 	case ViaPrimary, ViaFallback:
 	default:
-		return r, InvalidField("via", "oneof=primary fallback", "via must be primary or fallback")
+		return r, errs.InvalidField("via", "oneof=primary fallback", "via must be primary or fallback")
 	}
 	return r, nil
 }
@@ -212,11 +214,11 @@ func (r FailRequest) Normalize() (FailRequest, error) {
 		return r, err
 	}
 	if !ValidReason(r.Reason) {
-		return r, InvalidField("reason", "oneof=destination_unreachable destination_failed validation_failed outcome_unknown",
+		return r, errs.InvalidField("reason", "oneof=destination_unreachable destination_failed validation_failed outcome_unknown",
 			"reason must be destination_unreachable, destination_failed, validation_failed or outcome_unknown")
 	}
 	if utf8.RuneCountInString(r.Message) > MaxMessageLength {
-		return r, InvalidField("message", "max=2000", "message is longer than 2000 characters")
+		return r, errs.InvalidField("message", "max=2000", "message is longer than 2000 characters")
 	}
 	if err := checkText("message", r.Message, false); err != nil {
 		return r, err
@@ -232,20 +234,20 @@ func (r ResolveRequest) Normalize() (ResolveRequest, error) {
 		return r, err
 	}
 	if r.Resolution != StateCompleted && r.Resolution != StateFailed {
-		return r, InvalidField("resolution", "oneof=completed failed", "resolution must be completed or failed")
+		return r, errs.InvalidField("resolution", "oneof=completed failed", "resolution must be completed or failed")
 	}
 	if r.Final && r.Resolution != StateFailed {
-		return r, InvalidField("final", "resolution=failed", "final applies to a failed resolution only")
+		return r, errs.InvalidField("final", "resolution=failed", "final applies to a failed resolution only")
 	}
 	r.By, r.Note = strings.TrimSpace(r.By), strings.TrimSpace(r.Note)
 	if r.By == "" || utf8.RuneCountInString(r.By) > MaxByLength {
-		return r, InvalidField("by", "required,max=128", "by is required: the person who decided (at most 128 characters)")
+		return r, errs.InvalidField("by", "required,max=128", "by is required: the person who decided (at most 128 characters)")
 	}
 	if r.Note == "" || utf8.RuneCountInString(r.Note) > MaxNoteLength {
-		return r, InvalidField("note", "required,max=2000", "note is required: what was checked and decided (at most 2000 characters)")
+		return r, errs.InvalidField("note", "required,max=2000", "note is required: what was checked and decided (at most 2000 characters)")
 	}
 	if utf8.RuneCountInString(r.ResultRef) > MaxResultRefLength {
-		return r, InvalidField("result_ref", "max=512", "result_ref is longer than 512 characters")
+		return r, errs.InvalidField("result_ref", "max=512", "result_ref is longer than 512 characters")
 	}
 	for _, f := range []struct {
 		name, v string
@@ -268,29 +270,29 @@ func (q ListQuery) Normalize() (ListQuery, error) {
 	switch q.State {
 	case "", StateReserved, StateCompleted, StateFailed, StateUnknown:
 	default:
-		return q, InvalidField("state", "oneof=reserved completed failed unknown", "state must be reserved, completed, failed or unknown")
+		return q, errs.InvalidField("state", "oneof=reserved completed failed unknown", "state must be reserved, completed, failed or unknown")
 	}
 	if q.KeyPrefix != "" {
 		if q.Namespace == "" {
-			return q, InvalidField("key", "required_with=namespace", "a key prefix needs its namespace")
+			return q, errs.InvalidField("key", "required_with=namespace", "a key prefix needs its namespace")
 		}
 		// The prefix is matched against stored keys, which are trimmed.
 		q.KeyPrefix = strings.TrimLeftFunc(q.KeyPrefix, unicode.IsSpace)
 		if len(q.KeyPrefix) > MaxKeyBytes || !utf8.ValidString(q.KeyPrefix) {
-			return q, InvalidField("key", "max=255", "a key prefix is at most 255 bytes of UTF-8")
+			return q, errs.InvalidField("key", "max=255", "a key prefix is at most 255 bytes of UTF-8")
 		}
 	}
 	if utf8.RuneCountInString(q.Owner) > MaxOwnerLength {
-		return q, InvalidField("owner", "max=128", "owner is longer than 128 characters")
+		return q, errs.InvalidField("owner", "max=128", "owner is longer than 128 characters")
 	}
 	if q.Owner != "" && q.State == StateCompleted {
-		return q, InvalidField("owner", "excluded_with=state=completed", "search by owner finds failed, unknown or (with state reserved) reserved keys, not completed ones")
+		return q, errs.InvalidField("owner", "excluded_with=state=completed", "search by owner finds failed, unknown or (with state reserved) reserved keys, not completed ones")
 	}
 	if q.Oldest && q.State != StateUnknown {
-		return q, InvalidField("state", "eq=unknown", "oldest first lists unknown keys only")
+		return q, errs.InvalidField("state", "eq=unknown", "oldest first lists unknown keys only")
 	}
 	if (q.KeyPrefix != "" || q.Owner != "") && q.Oldest {
-		return q, InvalidField("oldest", "excluded_with=key owner", "oldest first cannot be combined with a key prefix or owner")
+		return q, errs.InvalidField("oldest", "excluded_with=key owner", "oldest first cannot be combined with a key prefix or owner")
 	}
 	if q.Limit <= 0 {
 		q.Limit = 100

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/n8n-guard/n8n-guard/keystore"
+	"github.com/n8n-guard/n8n-guard/errs"
 	bolt "go.etcd.io/bbolt"
 )
 
@@ -58,7 +58,7 @@ func unavailable(op string, err error) error {
 	if err == nil {
 		return nil
 	}
-	if _, ok := err.(*keystore.Error); ok {
+	if _, ok := err.(*errs.Error); ok {
 		return err
 	}
 	return &wrapped{op: op, err: err}
@@ -72,7 +72,7 @@ type wrapped struct {
 
 func (w *wrapped) Error() string { return "notify outbox: " + w.op + ": " + w.err.Error() }
 func (w *wrapped) Unwrap() error {
-	return &keystore.Error{Code: keystore.EStoreUnavailable, Message: "the outbox is not available"}
+	return &errs.Error{Code: errs.StoreUnavailable, Message: "the outbox is not available"}
 }
 
 func dueKey(r *record) []byte { return timeKey(r.DueAt, r.ID) }

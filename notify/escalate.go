@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/n8n-guard/n8n-guard/errs"
 	"github.com/n8n-guard/n8n-guard/keystore"
 )
 
@@ -157,8 +158,8 @@ func (s *Service) escalation(r *record, now time.Time, owner, channel, why strin
 // the token) was fixed: attempts start over and the worker posts it.
 func (s *Service) Resend(ctx context.Context, id string) (Notification, error) {
 	if !cursorRE.MatchString(id) {
-		return Notification{}, &keystore.Error{Code: keystore.EInvalidRequest, Message: "id is not a notification id (n_…)",
-			Fields: []keystore.FieldError{{Field: "id", Rule: "notification_id"}}}
+		return Notification{}, &errs.Error{Code: errs.InvalidRequest, Message: "id is not a notification id (n_…)",
+			Fields: []errs.FieldError{{Field: "id", Rule: "notification_id"}}}
 	}
 	now := s.now()
 	var was Status
@@ -175,10 +176,10 @@ func (s *Service) Resend(ctx context.Context, id string) (Notification, error) {
 		return Notification{}, err
 	}
 	if r == nil {
-		return Notification{}, keystore.Errorf(keystore.ENotFound, "no notification %s", id)
+		return Notification{}, errs.Errorf(errs.NotFound, "no notification %s", id)
 	}
 	if was != StatusDead {
-		return Notification{}, keystore.Errorf(keystore.EConflict, "notification %s is %s, not dead: only dead notifications are resent", id, was)
+		return Notification{}, errs.Errorf(errs.Conflict, "notification %s is %s, not dead: only dead notifications are resent", id, was)
 	}
 	s.m.resent.Inc()
 	s.log.Info("dead notification queued again by an operator", "id", id)

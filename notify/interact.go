@@ -11,6 +11,7 @@ import (
 
 	"github.com/slack-go/slack"
 
+	"github.com/n8n-guard/n8n-guard/errs"
 	"github.com/n8n-guard/n8n-guard/keystore"
 )
 
@@ -174,9 +175,9 @@ func (s *Service) resolveKey(ctx context.Context, r *record, c Click) (string, b
 	_, err = s.opts.Keys.Resolve(ctx, keystore.ResolveRequest{
 		Namespace: r.Namespace, Key: r.Key, Resolution: res, By: truncate(by, keystore.MaxByLength), Note: note,
 	})
-	var ke *keystore.Error
+	var ke *errs.Error
 	switch {
-	case errors.As(err, &ke) && ke.Code == keystore.EConflict:
+	case errors.As(err, &ke) && ke.Code == errs.Conflict:
 		if again, lerr := s.opts.Keys.Lookup(ctx, r.Namespace, r.Key); lerr == nil && again.Record != nil && again.Record.State != keystore.StateUnknown {
 			s.resolvedElsewhere(ctx, r, again.Record, s.now())
 			return alreadyResolved(again.Record), false
@@ -184,7 +185,7 @@ func (s *Service) resolveKey(ctx context.Context, r *record, c Click) (string, b
 		return "The key could not be resolved: " + escapeMrkdwn(ke.Message) + ". Nothing changed.", false
 	case err != nil:
 		s.log.Warn("resolving a key from Slack failed", "namespace", r.Namespace, "key", r.Key, "err", err)
-		return "n8n-guard could not resolve the key (" + escapeMrkdwn(keystore.ErrorMessage(err)) + "); nothing changed.", false
+		return "n8n-guard could not resolve the key (" + escapeMrkdwn(errs.MessageOf(err)) + "); nothing changed.", false
 	}
 	return "", true
 }

@@ -11,9 +11,9 @@ import (
 	"sync"
 	"time"
 
+	"github.com/n8n-guard/n8n-guard/api/problem"
+	"github.com/n8n-guard/n8n-guard/errs"
 	"github.com/slack-go/slack"
-
-	"github.com/n8n-guard/n8n-guard/keystore"
 )
 
 // replayWindow is Slack's: a request older than this is refused, and a
@@ -31,32 +31,32 @@ const replayWindow = 5 * time.Minute
 // errors and change nothing.
 func (s *Service) Interaction(ctx context.Context, header http.Header, body []byte) error {
 	if s.cfg.SigningSecret == "" {
-		return keystore.Errorf(keystore.EUnauthorized, "Slack interactivity over HTTP is not configured (SLACK_SIGNING_SECRET is empty)")
+		return errs.Errorf(problem.Unauthorized, "Slack interactivity over HTTP is not configured (SLACK_SIGNING_SECRET is empty)")
 	}
 	v, err := slack.NewSecretsVerifier(header, s.cfg.SigningSecret)
 	if err != nil {
 		s.m.refused.Inc()
 		if errors.Is(err, slack.ErrExpiredTimestamp) {
-			return keystore.Errorf(keystore.EUnauthorized, "the request's X-Slack-Request-Timestamp is more than 5 minutes away")
+			return errs.Errorf(problem.Unauthorized, "the request's X-Slack-Request-Timestamp is more than 5 minutes away")
 		}
-		return keystore.Errorf(keystore.EUnauthorized, "the request is not signed by Slack (X-Slack-Signature, X-Slack-Request-Timestamp)")
+		return errs.Errorf(problem.Unauthorized, "the request is not signed by Slack (X-Slack-Signature, X-Slack-Request-Timestamp)")
 	}
 	_, _ = v.Write(body)
 	if err := v.Ensure(); err != nil {
 		s.m.refused.Inc()
-		return keystore.Errorf(keystore.EUnauthorized, "the X-Slack-Signature does not match (check SLACK_SIGNING_SECRET)")
+		return errs.Errorf(problem.Unauthorized, "the X-Slack-Signature does not match (check SLACK_SIGNING_SECRET)")
 	}
 	if !s.replays.first(header.Get("X-Slack-Signature"), s.now()) {
 		s.m.refused.Inc()
-		return keystore.Errorf(keystore.EUnauthorized, "this signed request was already received (replay)")
+		return errs.Errorf(problem.Unauthorized, "this signed request was already received (replay)")
 	}
 	form, err := url.ParseQuery(string(body))
 	if err != nil || form.Get("payload") == "" {
-		return keystore.Errorf(keystore.EInvalidRequest, "the body has no payload field")
+		return errs.Errorf(errs.InvalidRequest, "the body has no payload field")
 	}
 	var cb slack.InteractionCallback
 	if err := json.Unmarshal([]byte(form.Get("payload")), &cb); err != nil {
-		return keystore.Errorf(keystore.EInvalidRequest, "the payload is not Slack's interaction JSON")
+		return errs.Errorf(errs.InvalidRequest, "the payload is not Slack's interaction JSON")
 	}
 	s.dispatch(cb)
 	return nil

@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/n8n-guard/n8n-guard/api/problem"
+	"github.com/n8n-guard/n8n-guard/errs"
 	"github.com/n8n-guard/n8n-guard/internal/slacktest"
 	"github.com/n8n-guard/n8n-guard/keystore"
 	"github.com/n8n-guard/n8n-guard/keystore/bolt"
@@ -310,7 +312,7 @@ func TestSignatures(t *testing.T) {
 			body = []byte(strings.Replace(string(body), "%22x%22", "%22"+n.ID+"%22", 1))
 			err := k.svc.Interaction(context.Background(), hdr, body)
 			k.svc.clicks.Wait()
-			if keystore.ErrorCode(err) != keystore.EUnauthorized {
+			if errs.CodeOf(err) != problem.Unauthorized {
 				t.Fatalf("want unauthorized, got %v", err)
 			}
 			if k.key("booking-9").State != keystore.StateUnknown || len(k.calls("chat.update"))+len(k.calls("chat.postEphemeral")) != 0 {
@@ -325,7 +327,7 @@ func TestSignatures(t *testing.T) {
 		if err := k.svc.Interaction(context.Background(), hdr, body); err != nil {
 			t.Fatal(err)
 		}
-		if err := k.svc.Interaction(context.Background(), hdr, body); keystore.ErrorCode(err) != keystore.EUnauthorized {
+		if err := k.svc.Interaction(context.Background(), hdr, body); errs.CodeOf(err) != problem.Unauthorized {
 			t.Fatalf("replay: %v", err)
 		}
 		if got := counterValue(t, k.reg, "n8n_guard_notify_interactions_refused_total"); got != 1 {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/cenkalti/backoff/v5"
 
+	"github.com/n8n-guard/n8n-guard/errs"
 	"github.com/n8n-guard/n8n-guard/keystore"
 	"github.com/prometheus/client_golang/prometheus"
 	bolt "go.etcd.io/bbolt"
@@ -234,20 +235,20 @@ func (s *Service) List(ctx context.Context, q ListQuery) (Page, error) {
 	switch q.Status {
 	case "", StatusPending, StatusDelivered, StatusDead:
 	default:
-		return Page{}, &keystore.Error{Code: keystore.EInvalidRequest,
+		return Page{}, &errs.Error{Code: errs.InvalidRequest,
 			Message: "status must be pending, delivered or dead",
-			Fields:  []keystore.FieldError{{Field: "status", Rule: "oneof=pending delivered dead"}}}
+			Fields:  []errs.FieldError{{Field: "status", Rule: "oneof=pending delivered dead"}}}
 	}
 	switch {
 	case q.Limit == 0:
 		q.Limit = 50
 	case q.Limit < 0 || q.Limit > 500:
-		return Page{}, &keystore.Error{Code: keystore.EInvalidRequest, Message: "limit must be between 1 and 500",
-			Fields: []keystore.FieldError{{Field: "limit", Rule: "min=1,max=500"}}}
+		return Page{}, &errs.Error{Code: errs.InvalidRequest, Message: "limit must be between 1 and 500",
+			Fields: []errs.FieldError{{Field: "limit", Rule: "min=1,max=500"}}}
 	}
 	if q.Cursor != "" && !cursorRE.MatchString(q.Cursor) {
-		return Page{}, &keystore.Error{Code: keystore.EInvalidRequest, Message: "cursor is not one this server gave out",
-			Fields: []keystore.FieldError{{Field: "cursor", Rule: "cursor"}}}
+		return Page{}, &errs.Error{Code: errs.InvalidRequest, Message: "cursor is not one this server gave out",
+			Fields: []errs.FieldError{{Field: "cursor", Rule: "cursor"}}}
 	}
 	return s.outbox.List(ctx, q)
 }

@@ -16,7 +16,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/n8n-guard/n8n-guard/api"
+	"github.com/n8n-guard/n8n-guard/api/problem"
+	"github.com/n8n-guard/n8n-guard/errs"
 	"github.com/n8n-guard/n8n-guard/keystore"
 )
 
@@ -69,7 +70,7 @@ func (o *clientOptions) authed() (*client, error) {
 }
 
 // problemError is an error answer of the server.
-type problemError api.Problem
+type problemError problem.Problem
 
 func (p *problemError) Error() string {
 	msg := fmt.Sprintf("%s (HTTP %d): %s", p.Code, p.Status, p.Detail)
@@ -264,7 +265,7 @@ reserves answer duplicate_event.
 			}
 			if err := c.do(cmd.Context(), http.MethodPost, "/v1/resolve", body, &a); err != nil {
 				var p *problemError
-				if errors.As(err, &p) && p.Code == keystore.EConflict && !force && strings.Contains(p.Detail, "reserved by a live attempt") {
+				if errors.As(err, &p) && p.Code == errs.Conflict && !force && strings.Contains(p.Detail, "reserved by a live attempt") {
 					return fmt.Errorf("%w\n(a live reservation is only overridden with --force)", err)
 				}
 				return err

@@ -97,6 +97,10 @@ func (m *Main) Run(ctx context.Context) (err error) {
 		Registerer: reg,
 	}
 	var db *bbolt.DB // the shared bbolt file, when the store is bbolt
+	var (
+		backup api.Backuper // nil: PostgreSQL, backed up with pg_dump
+		fault  func() error
+	)
 	switch {
 	case isPostgresURL(cfg.Store):
 		pg, err := postgres.Open(ctx, cfg.Store, postgres.Options{
@@ -128,6 +132,7 @@ func (m *Main) Run(ctx context.Context) (err error) {
 			return err
 		}
 		m.store, db = bs, bs.DB()
+		backup, fault = bs, bs.Fault // what only a bbolt store offers the API
 		notifyOpts.DB = bs.DB // the store reopens its file after a storage error: the outbox follows
 		m.Logger.Info("store open", "backend", "bbolt", "path", path)
 	default:
@@ -143,6 +148,9 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	if m.server, err = api.New(api.Config{
 		Store:         m.store,
 		Notifications: m.notes,
+		Interactions:  m.notes,
+		Backup:        backup,
+		Fault:         fault,
 		Tokens:        tokens,
 		Registry:      reg,
 		Logger:        m.Logger.With("component", "api"),

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/n8n-guard/n8n-guard/errs"
 	"github.com/n8n-guard/n8n-guard/keystore"
 )
 
@@ -107,10 +108,10 @@ func runRepeats(t *testing.T, newStore New) {
 	t.Run("a request_id over 128 characters is refused", func(t *testing.T) {
 		e := setup(t, newStore, keystore.Policies{})
 		_, err := e.s.Reserve(e.ctx, keystore.ReserveRequest{Namespace: ns, Key: "evt_1", RequestID: strings.Repeat("é", 129)})
-		wantCode(t, err, keystore.EInvalidRequest)
+		wantCode(t, err, errs.InvalidRequest)
 		wantState(t, e.lookup(ns, "evt_1"), keystore.StateAbsent)
 		_, err = e.s.Reserve(e.ctx, keystore.ReserveRequest{Namespace: ns, Key: "evt_1", RequestID: "a\nb"})
-		wantCode(t, err, keystore.EInvalidRequest)
+		wantCode(t, err, errs.InvalidRequest)
 	})
 	t.Run("complete, fail and resolve repeated after success answer the same", func(t *testing.T) {
 		e := setup(t, newStore, keystore.Policies{})
