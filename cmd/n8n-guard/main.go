@@ -132,7 +132,8 @@ func (m *Main) Run(ctx context.Context) (err error) {
 			return err
 		}
 		m.store, db = bs, bs.DB()
-		backup, fault = bs, bs.Fault // what only a bbolt store offers the API
+		// What only a bbolt store offers the API.
+		backup, fault = bs, bs.Fault
 		notifyOpts.DB = bs.DB // the store reopens its file after a storage error: the outbox follows
 		m.Logger.Info("store open", "backend", "bbolt", "path", path)
 	default:
