@@ -12,16 +12,10 @@ import (
 	"github.com/go-playground/validator/v10"
 
 	"github.com/n8n-guard/n8n-guard/errs"
-	"github.com/n8n-guard/n8n-guard/keystore"
 )
 
-// Validator tags of our own. Both call keystore, so the API and the store
-// refuse exactly the same keys and names.
-const (
-	tagKey       = "idem_key"  // keystore.NormalizeKey
-	tagNamespace = "namespace" // keystore.ValidNamespace
-)
-
+// newValidator is the validator of the bodies and queries api hands to
+// notify (the key routes' rules are keystore's, applied by the store).
 func newValidator() *validator.Validate {
 	v := validator.New(validator.WithRequiredStructEnabled())
 	// Report fields by their JSON (or query) names, as the client sent them.
@@ -33,24 +27,11 @@ func newValidator() *validator.Validate {
 		}
 		return f.Name
 	})
-	must := func(err error) {
-		if err != nil {
-			panic(err) // only for a malformed tag name, a programming error
-		}
-	}
-	must(v.RegisterValidation(tagKey, func(fl validator.FieldLevel) bool {
-		_, err := keystore.NormalizeKey(fl.Field().String())
-		return err == nil
-	}))
-	must(v.RegisterValidation(tagNamespace, func(fl validator.FieldLevel) bool {
-		return keystore.ValidNamespace(fl.Field().String())
-	}))
 	return v
 }
 
-// check validates req by its tags and turns the failures into one domain
-// error: invalid_key when the key is wrong (with keystore's own message),
-// else invalid_request, listing every field that broke a rule.
+// check validates req by its tags and turns the failures into one
+// invalid_request error listing every field that broke a rule.
 func (s *Server) check(req any) error {
 	err := s.validate.Struct(req)
 	if err == nil {
@@ -63,31 +44,12 @@ func (s *Server) check(req any) error {
 	out := &errs.Error{Code: errs.InvalidRequest}
 	var msgs []string
 	for _, fe := range ves {
-		field := fe.Field()
-		switch fe.Tag() {
-		case tagKey:
-			_, kerr := keystore.NormalizeKey(fmt.Sprint(fe.Value()))
-			var de *errs.Error
-			if errors.As(kerr, &de) {
-				out.Code = de.Code
-				out.Fields = append(out.Fields, de.Fields...)
-				msgs = append([]string{de.Message}, msgs...)
-				continue
-			}
-		case tagNamespace:
-			var de *errs.Error
-			if errors.As(keystore.CheckNamespace(field, fmt.Sprint(fe.Value())), &de) {
-				out.Fields = append(out.Fields, de.Fields...)
-				msgs = append(msgs, de.Message)
-				continue
-			}
-		}
 		rule := fe.Tag()
 		if fe.Param() != "" {
 			rule += "=" + fe.Param()
 		}
-		out.Fields = append(out.Fields, errs.FieldError{Field: field, Rule: rule})
-		msgs = append(msgs, ruleMessage(field, fe.Tag(), fe.Param()))
+		out.Fields = append(out.Fields, errs.FieldError{Field: fe.Field(), Rule: rule})
+		msgs = append(msgs, ruleMessage(fe.Field(), fe.Tag(), fe.Param()))
 	}
 	out.Message = strings.Join(msgs, "; ")
 	return out

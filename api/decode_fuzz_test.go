@@ -25,15 +25,14 @@ func FuzzDecodeBodies(f *testing.F) {
 	} {
 		f.Add([]byte(seed))
 	}
-	s := &Server{validate: newValidator()}
 	f.Fuzz(func(t *testing.T, body []byte) {
 		for _, req := range []any{&reserveRequest{}, &completeRequest{}, &failRequest{}, &resolveRequest{}} {
 			err := decodeJSON(body, req)
+			var ns, key string
 			if err == nil {
-				err = s.check(req)
+				ns, key, err = normalize(req)
 			}
 			if err == nil {
-				ns, key := identity(req)
 				if !keystore.ValidNamespace(ns) {
 					t.Fatalf("%T accepted namespace %q", req, ns)
 				}
@@ -53,16 +52,26 @@ func FuzzDecodeBodies(f *testing.F) {
 	})
 }
 
-func identity(req any) (ns, key string) {
+// normalize applies the domain's rules to a decoded body, as the store
+// does, and returns the namespace and key it would store.
+func normalize(req any) (ns, key string, err error) {
 	switch r := req.(type) {
 	case *reserveRequest:
-		return r.Namespace, string(r.Key)
+		dr, err := r.domain()
+		if err != nil {
+			return "", "", err
+		}
+		n, _, err := dr.Normalize()
+		return n.Namespace, n.Key, err
 	case *completeRequest:
-		return r.Namespace, string(r.Key)
+		n, err := r.domain().Normalize()
+		return n.Namespace, n.Key, err
 	case *failRequest:
-		return r.Namespace, string(r.Key)
+		n, err := r.domain().Normalize()
+		return n.Namespace, n.Key, err
 	case *resolveRequest:
-		return r.Namespace, string(r.Key)
+		n, err := r.domain().Normalize()
+		return n.Namespace, n.Key, err
 	}
 	panic("unknown request type")
 }

@@ -2,6 +2,7 @@ package api
 
 import (
 	"encoding/json"
+	"errors"
 	"strconv"
 	"strings"
 	"time"
@@ -13,58 +14,60 @@ import (
 	"github.com/n8n-guard/n8n-guard/keystore"
 )
 
-// The request bodies of the key routes. Tags state the contract's input
-// rules; the key and namespace rules are keystore's own (see decode.go).
+// The request bodies and queries of the key routes: the wire's shapes
+// only. Their rules are the domain's (keystore's request types state them
+// once, and the store applies them once); decode.go refuses what is not
+// even the right JSON type.
 
 type reserveRequest struct {
-	Namespace    string          `json:"namespace" validate:"namespace"`
-	Key          keyString       `json:"key" validate:"idem_key"`
-	Owner        string          `json:"owner" validate:"max=128"`
-	LeaseSeconds *int            `json:"lease_seconds" validate:"omitnil,min=1,max=86400"`
+	Namespace    string          `json:"namespace"`
+	Key          keyString       `json:"key"`
+	Owner        string          `json:"owner"`
+	LeaseSeconds *int            `json:"lease_seconds"`
 	Payload      json.RawMessage `json:"payload"`
-	Fingerprint  string          `json:"fingerprint" validate:"max=128"`
-	Destination  string          `json:"destination" validate:"omitempty,namespace"`
-	RequestID    string          `json:"request_id" validate:"max=128"`
+	Fingerprint  string          `json:"fingerprint"`
+	Destination  string          `json:"destination"`
+	RequestID    string          `json:"request_id"`
 }
 
 type completeRequest struct {
-	Namespace string          `json:"namespace" validate:"namespace"`
-	Key       keyString       `json:"key" validate:"idem_key"`
-	Token     string          `json:"token" validate:"required,max=256"`
-	ResultRef string          `json:"result_ref" validate:"max=512"`
+	Namespace string          `json:"namespace"`
+	Key       keyString       `json:"key"`
+	Token     string          `json:"token"`
+	ResultRef string          `json:"result_ref"`
 	Result    json.RawMessage `json:"result"`
-	Via       keystore.Via    `json:"via" validate:"omitempty,oneof=primary fallback"`
+	Via       keystore.Via    `json:"via"`
 }
 
 type failRequest struct {
-	Namespace string          `json:"namespace" validate:"namespace"`
-	Key       keyString       `json:"key" validate:"idem_key"`
-	Token     string          `json:"token" validate:"required,max=256"`
-	Reason    keystore.Reason `json:"reason" validate:"required,oneof=destination_unreachable destination_failed validation_failed outcome_unknown"`
+	Namespace string          `json:"namespace"`
+	Key       keyString       `json:"key"`
+	Token     string          `json:"token"`
+	Reason    keystore.Reason `json:"reason"`
 	Retryable *bool           `json:"retryable"`
-	Message   string          `json:"message" validate:"max=2000"`
+	Message   string          `json:"message"`
 }
 
 type resolveRequest struct {
-	Namespace  string         `json:"namespace" validate:"namespace"`
-	Key        keyString      `json:"key" validate:"idem_key"`
-	Resolution keystore.State `json:"resolution" validate:"required,oneof=completed failed"`
-	By         string         `json:"by" validate:"required,max=128"`
-	Note       string         `json:"note" validate:"required,max=2000"`
-	ResultRef  string         `json:"result_ref" validate:"max=512"`
+	Namespace  string         `json:"namespace"`
+	Key        keyString      `json:"key"`
+	Resolution keystore.State `json:"resolution"`
+	By         string         `json:"by"`
+	Note       string         `json:"note"`
+	ResultRef  string         `json:"result_ref"`
 	Force      bool           `json:"force"`
 }
 
 type lookupQuery struct {
-	Namespace string `query:"namespace" validate:"namespace"`
-	Key       string `query:"key" validate:"idem_key"`
+	Namespace string
+	Key       string
 }
 
 type listQuery struct {
-	Namespace string         `query:"namespace" validate:"omitempty,namespace"`
-	State     keystore.State `query:"state" validate:"omitempty,oneof=reserved completed failed unknown"`
-	Limit     int            `query:"limit" validate:"min=0,max=1000"`
-	Cursor    string         `query:"cursor" validate:"max=1024"`
+	Namespace string
+	State     keystore.State
+	Limit     int
+	Cursor    string
 }
 
 // Answer is the flat object every call on a key answers: the outcome and
@@ -111,24 +114,12 @@ type destinationPage struct {
 }
 
 func (s *Server) reserve(c *fiber.Ctx, req reserveRequest) error {
-	if err := s.check(&req); err != nil {
+	dr, err := req.domain()
+	if err != nil {
 		return err
 	}
-	var lease time.Duration
-	if req.LeaseSeconds != nil {
-		lease = time.Duration(*req.LeaseSeconds) * time.Second
-	}
-	res, err := s.store.Reserve(c.UserContext(), keystore.ReserveRequest{
-		Namespace:   req.Namespace,
-		Key:         string(req.Key),
-		Owner:       req.Owner,
-		Lease:       lease,
-		Payload:     req.Payload,
-		Fingerprint: req.Fingerprint,
-		Destination: req.Destination,
-		RequestID:   req.RequestID,
-		Principal:   principalOf(c),
-	})
+	dr.Principal = principalOf(c)
+	res, err := s.store.Reserve(c.UserContext(), dr)
 	if err != nil {
 		return err
 	}
@@ -137,17 +128,7 @@ func (s *Server) reserve(c *fiber.Ctx, req reserveRequest) error {
 }
 
 func (s *Server) complete(c *fiber.Ctx, req completeRequest) error {
-	if err := s.check(&req); err != nil {
-		return err
-	}
-	res, err := s.store.Complete(c.UserContext(), keystore.CompleteRequest{
-		Namespace: req.Namespace,
-		Key:       string(req.Key),
-		Token:     req.Token,
-		ResultRef: req.ResultRef,
-		Result:    req.Result,
-		Via:       req.Via,
-	})
+	res, err := s.store.Complete(c.UserContext(), req.domain())
 	if err != nil {
 		return err
 	}
@@ -158,17 +139,7 @@ func (s *Server) complete(c *fiber.Ctx, req completeRequest) error {
 }
 
 func (s *Server) fail(c *fiber.Ctx, req failRequest) error {
-	if err := s.check(&req); err != nil {
-		return err
-	}
-	res, err := s.store.Fail(c.UserContext(), keystore.FailRequest{
-		Namespace: req.Namespace,
-		Key:       string(req.Key),
-		Token:     req.Token,
-		Reason:    req.Reason,
-		Retryable: req.Retryable,
-		Message:   req.Message,
-	})
+	res, err := s.store.Fail(c.UserContext(), req.domain())
 	if err != nil {
 		return err
 	}
@@ -176,28 +147,51 @@ func (s *Server) fail(c *fiber.Ctx, req failRequest) error {
 }
 
 func (s *Server) resolve(c *fiber.Ctx, req resolveRequest) error {
-	if err := s.check(&req); err != nil {
-		return err
-	}
-	res, err := s.store.Resolve(c.UserContext(), keystore.ResolveRequest{
-		Namespace:  req.Namespace,
-		Key:        string(req.Key),
-		Resolution: req.Resolution,
-		By:         req.By,
-		Note:       req.Note,
-		ResultRef:  req.ResultRef,
-		Force:      req.Force,
-	})
+	res, err := s.store.Resolve(c.UserContext(), req.domain())
 	if err != nil {
 		return err
 	}
 	return s.writeResult(c, res, nil)
 }
 
-func (s *Server) lookup(c *fiber.Ctx, q lookupQuery) error {
-	if err := s.check(&q); err != nil {
-		return err
+// The domain methods give each body to keystore as it is; the store
+// applies the rules, once.
+
+// domain refuses what only the wire can get wrong: lease_seconds 0 is not
+// "the namespace's lease" (leave it out for that). Refused, the answer
+// names the domain's broken fields too.
+func (r reserveRequest) domain() (keystore.ReserveRequest, error) {
+	dr := keystore.ReserveRequest{Namespace: r.Namespace, Key: string(r.Key), Owner: r.Owner, Payload: r.Payload,
+		Fingerprint: r.Fingerprint, Destination: r.Destination, RequestID: r.RequestID}
+	if r.LeaseSeconds == nil {
+		return dr, nil
 	}
+	if *r.LeaseSeconds < 1 {
+		_, _, err := dr.Normalize()
+		return dr, withField(err, "lease_seconds", "min=1", "lease_seconds must be at least 1")
+	}
+	// Clamped past the limit, so a huge number cannot overflow into a
+	// short lease: the domain's max rule refuses it.
+	dr.Lease = time.Duration(min(*r.LeaseSeconds, keystore.MaxLeaseSeconds+1)) * time.Second
+	return dr, nil
+}
+
+func (r completeRequest) domain() keystore.CompleteRequest {
+	return keystore.CompleteRequest{Namespace: r.Namespace, Key: string(r.Key), Token: r.Token,
+		ResultRef: r.ResultRef, Result: r.Result, Via: r.Via}
+}
+
+func (r failRequest) domain() keystore.FailRequest {
+	return keystore.FailRequest{Namespace: r.Namespace, Key: string(r.Key), Token: r.Token,
+		Reason: r.Reason, Retryable: r.Retryable, Message: r.Message}
+}
+
+func (r resolveRequest) domain() keystore.ResolveRequest {
+	return keystore.ResolveRequest{Namespace: r.Namespace, Key: string(r.Key), Resolution: r.Resolution,
+		By: r.By, Note: r.Note, ResultRef: r.ResultRef, Force: r.Force}
+}
+
+func (s *Server) lookup(c *fiber.Ctx, q lookupQuery) error {
 	res, err := s.store.Lookup(c.UserContext(), q.Namespace, q.Key)
 	if err != nil {
 		return err
@@ -207,9 +201,6 @@ func (s *Server) lookup(c *fiber.Ctx, q lookupQuery) error {
 }
 
 func (s *Server) listKeys(c *fiber.Ctx, q listQuery) error {
-	if err := s.check(&q); err != nil {
-		return err
-	}
 	page, err := s.store.List(c.UserContext(), keystore.ListQuery{
 		Namespace: q.Namespace, State: q.State, Limit: q.Limit, Cursor: q.Cursor,
 	})
@@ -235,6 +226,21 @@ func (s *Server) destinations(c *fiber.Ctx) error {
 		}
 	}
 	return writeJSON(c, destinationPage{Items: items})
+}
+
+// withField adds one broken field to the domain's answer about the rest of
+// the request (nil: the rest was fine), so one answer names every field.
+func withField(err error, field, rule, msg string) error {
+	out := &errs.Error{Code: errs.InvalidRequest, Message: msg, Fields: []errs.FieldError{{Field: field, Rule: rule}}}
+	var e *errs.Error
+	if errors.As(err, &e) {
+		out.Code = e.Code
+		out.Message = e.Message + "; " + msg
+		out.Fields = append(append([]errs.FieldError(nil), e.Fields...), out.Fields...)
+	} else if err != nil {
+		return err
+	}
+	return out
 }
 
 // principalOf is what the store seals with a request_id: the token that sent

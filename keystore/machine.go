@@ -101,7 +101,7 @@ func startAttempt(cur *Record, br *Breaker, req ReserveRequest, fp Fingerprint, 
 		next = &Record{Namespace: req.Namespace, Key: req.Key, CreatedAt: now}
 	}
 	if cur != nil && cur.State == StateReserved {
-		next.addHistory(Transition{At: now, Event: EventLeaseExpired, Attempt: cur.Attempt, By: cur.Owner, Detail: "reclaimed"})
+		next.addHistory(Transition{At: now, Event: HistoryLeaseExpired, Attempt: cur.Attempt, By: cur.Owner, Detail: "reclaimed"})
 	}
 	token := newToken(attempt)
 	next.State = StateReserved
@@ -117,7 +117,7 @@ func startAttempt(cur *Record, br *Breaker, req ReserveRequest, fp Fingerprint, 
 	if len(next.Fingerprint) == 0 {
 		next.Fingerprint = fp
 	}
-	next.addHistory(Transition{At: now, Event: EventReserved, Attempt: attempt, By: req.Owner})
+	next.addHistory(Transition{At: now, Event: HistoryReserved, Attempt: attempt, By: req.Owner})
 	s.Record = next
 	s.Result = Result{Outcome: OutcomeAccepted, Proceed: true, Token: token, Record: next}
 	return s, nil
@@ -129,7 +129,7 @@ func leaseExpired(cur *Record, now time.Time) (*Record, Event) {
 	next.Reason = ReasonLeaseExpired
 	next.Message = "the lease ran out before the holder reported an outcome"
 	next.UpdatedAt = now
-	next.addHistory(Transition{At: now, Event: EventLeaseExpired, Attempt: cur.Attempt, By: cur.Owner})
+	next.addHistory(Transition{At: now, Event: HistoryLeaseExpired, Attempt: cur.Attempt, By: cur.Owner})
 	return next, Event{At: now, Kind: EventKeyUnknown, Namespace: cur.Namespace, Key: cur.Key,
 		Attempt: cur.Attempt, Owner: cur.Owner, Destination: cur.Destination, Reason: ReasonLeaseExpired, Message: next.Message}
 }
@@ -178,7 +178,7 @@ func DecideComplete(cur *Record, br *Breaker, req CompleteRequest, np NamespaceP
 	next.LeaseExpiresAt = nil
 	next.ExpiresAt = timePtr(now.Add(np.Retention))
 	next.UpdatedAt = now
-	next.addHistory(Transition{At: now, Event: EventCompleted, Attempt: cur.Attempt, By: cur.Owner, Detail: detail})
+	next.addHistory(Transition{At: now, Event: HistoryCompleted, Attempt: cur.Attempt, By: cur.Owner, Detail: detail})
 	s = Step{Record: next, Result: Result{Outcome: OutcomeCompleted, Record: next}}
 	if br != nil {
 		b := br.Clone()
@@ -228,7 +228,11 @@ func DecideFail(cur *Record, br *Breaker, req FailRequest, np NamespacePolicy, d
 	if state == StateFailed {
 		next.ExpiresAt = timePtr(now.Add(np.Retention))
 	}
-	next.addHistory(Transition{At: now, Event: string(state), Attempt: cur.Attempt, By: cur.Owner, Detail: string(req.Reason)})
+	event := HistoryFailed // said, not cast from the state
+	if state == StateUnknown {
+		event = HistoryUnknown
+	}
+	next.addHistory(Transition{At: now, Event: event, Attempt: cur.Attempt, By: cur.Owner, Detail: string(req.Reason)})
 	s = Step{Record: next, Result: Result{Outcome: outcome, Record: next}}
 	if state == StateUnknown {
 		s.Events = append(s.Events, Event{At: now, Kind: EventKeyUnknown, Namespace: cur.Namespace, Key: cur.Key,
@@ -267,7 +271,7 @@ func DecideResolve(cur *Record, req ResolveRequest, np NamespacePolicy, now time
 		}
 		return Step{}, errs.Errorf(errs.Conflict, "key is completed; a completed key is not reopened")
 	case StateFailed:
-		if req.Resolution == StateFailed && cur.Retryable && cur.ResolvedBy == req.By && cur.Note == req.Note && lastEvent(cur) == EventResolved {
+		if req.Resolution == StateFailed && cur.Retryable && cur.ResolvedBy == req.By && cur.Note == req.Note && lastEvent(cur) == HistoryResolved {
 			return Step{Result: Result{Outcome: OutcomeFailed, Replayed: true, Record: cur}}, nil
 		}
 	case StateReserved:
@@ -295,7 +299,7 @@ func DecideResolve(cur *Record, req ResolveRequest, np NamespacePolicy, now time
 	if req.Final {
 		detail = "failed for good"
 	}
-	next.addHistory(Transition{At: now, Event: EventResolved, Attempt: cur.Attempt, By: req.By, Detail: detail + ": " + truncate(req.Note, 200)})
+	next.addHistory(Transition{At: now, Event: HistoryResolved, Attempt: cur.Attempt, By: req.By, Detail: detail + ": " + truncate(req.Note, 200)})
 	return Step{Record: next, Result: Result{Outcome: outcome, Record: next}}, nil
 }
 
@@ -310,7 +314,7 @@ func newToken(attempt int) string {
 	return fmt.Sprintf("%d.%s", attempt, hex.EncodeToString(b[:]))
 }
 
-func lastEvent(r *Record) string {
+func lastEvent(r *Record) HistoryEvent {
 	if len(r.History) == 0 {
 		return ""
 	}

@@ -73,6 +73,20 @@ func (s *Service) consumeBatch(ctx context.Context) (int, error) {
 	return len(evs), nil
 }
 
+// kindOf maps the key domain's event kinds to the notifications they make:
+// said, not cast, so a kind renamed on either side cannot slip through.
+func kindOf(k keystore.EventKind) (Kind, bool) {
+	switch k {
+	case keystore.EventKeyUnknown:
+		return KindKeyUnknown, true
+	case keystore.EventBreakerOpened:
+		return KindBreakerOpened, true
+	case keystore.EventBreakerClosed:
+		return KindBreakerClosed, true
+	}
+	return "", false
+}
+
 // fromEvent builds the notification of one event; the owner comes from the
 // namespace (stuck keys) or the destination (breakers) in the config.
 func (s *Service) fromEvent(ev keystore.Event) (addition, bool) {
@@ -81,8 +95,12 @@ func (s *Service) fromEvent(ev keystore.Event) (addition, bool) {
 	if at.IsZero() {
 		at = now
 	}
+	kind, ok := kindOf(ev.Kind)
+	if !ok {
+		return addition{}, false
+	}
 	rec := &record{
-		ID: newID(now), Kind: Kind(ev.Kind), Status: StatusPending, Count: 1,
+		ID: newID(now), Kind: kind, Status: StatusPending, Count: 1,
 		FirstAt: at, LastAt: at, CreatedAt: now, DueAt: now, EventSeq: ev.Seq,
 		Reason: string(ev.Reason), Message: clean(ev.Message, maxMessageRunes),
 	}

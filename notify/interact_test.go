@@ -183,7 +183,7 @@ func TestKeyButtons(t *testing.T) {
 			}
 			if tc.action != ActionAck {
 				last := rec.History[len(rec.History)-1]
-				if last.Event != keystore.EventResolved || !strings.Contains(last.By, tc.user) || !strings.Contains(rec.ResolvedBy, tc.user) {
+				if last.Event != keystore.HistoryResolved || !strings.Contains(last.By, tc.user) || !strings.Contains(rec.ResolvedBy, tc.user) {
 					t.Fatalf("the key's history does not name the Slack user: %+v", last)
 				}
 			}
@@ -234,7 +234,7 @@ func TestClickOnResolvedKey(t *testing.T) {
 	k.click("U0OFFICE", ActionComplete, n2.ID)
 	updates := len(k.calls("chat.update"))
 	k.click("U0HELPER", ActionComplete, n2.ID)
-	if h := k.key("booking-2").History; h[len(h)-2].Event == keystore.EventResolved || !strings.Contains(h[len(h)-1].By, "U0OFFICE") {
+	if h := k.key("booking-2").History; h[len(h)-2].Event == keystore.HistoryResolved || !strings.Contains(h[len(h)-1].By, "U0OFFICE") {
 		t.Fatalf("resolved twice: %+v", h)
 	}
 	eph = k.calls("chat.postEphemeral")
@@ -470,7 +470,7 @@ func TestSimultaneousClicks(t *testing.T) {
 		rec := k.key("booking-20")
 		resolved := 0
 		for _, h := range rec.History {
-			if h.Event == keystore.EventResolved {
+			if h.Event == keystore.HistoryResolved {
 				resolved++
 			}
 		}

@@ -317,7 +317,7 @@ func runResolve(t *testing.T, newStore New) {
 	if rec.ResolvedBy != "office manager" || rec.ResolvedAt == nil || rec.Note == "" || rec.ResultRef != "mail-1" {
 		t.Fatalf("resolved record: %+v", rec)
 	}
-	if h := rec.History[len(rec.History)-1]; h.Event != keystore.EventResolved || h.By != "office manager" {
+	if h := rec.History[len(rec.History)-1]; h.Event != keystore.HistoryResolved || h.By != "office manager" {
 		t.Fatalf("history: %+v", h)
 	}
 	wantOutcome(t, e.reserve(ns, "evt_1"), keystore.OutcomeDuplicate)
