@@ -52,6 +52,27 @@ func runRepeats(t *testing.T, newStore New) {
 			t.Fatalf("after complete: %+v", d)
 		}
 	})
+	t.Run("the same request_id from another principal is a second copy", func(t *testing.T) {
+		e := setup(t, newStore, keystore.Policies{})
+		as := func(who string) func(*keystore.ReserveRequest) {
+			return func(r *keystore.ReserveRequest) { r.RequestID, r.Principal = reqID, who }
+		}
+		first := e.reserve(ns, "evt_1", as("token:team-crm"))
+		wantOutcome(t, first, keystore.OutcomeAccepted)
+		e.restart() // the seal is read back from the store, not from memory
+		for _, who := range []string{"token:team-billing", ""} {
+			r := e.reserve(ns, "evt_1", as(who))
+			wantOutcome(t, r, keystore.OutcomeInProgress)
+			if r.Token != "" || r.Replayed {
+				t.Fatalf("principal %q got the holder's token: %+v", who, r)
+			}
+		}
+		again := e.reserve(ns, "evt_1", as("token:team-crm"))
+		wantOutcome(t, again, keystore.OutcomeAccepted)
+		if again.Token != first.Token || !again.Replayed {
+			t.Fatalf("the holder's repeat = %+v", again)
+		}
+	})
 	t.Run("the repeat's token survives a restart", func(t *testing.T) {
 		e := setup(t, newStore, keystore.Policies{})
 		first := e.reserve(ns, "evt_1", withRequestID(reqID))
