@@ -142,6 +142,11 @@ func TestScopeTable(t *testing.T) {
 			}
 		}
 	}
+	t.Run("a name that is no namespace is a bad request, whoever asks", func(t *testing.T) {
+		res := e.callWith(t, http.MethodPost, "/v1/reserve", obj{"namespace": "Not Valid", "key": "evt_1"},
+			map[string]string{"Authorization": "Bearer " + scopedTokens[access.RoleReserve]})
+		wantProblem(t, res, http.StatusBadRequest, "invalid_request")
+	})
 	t.Run("a scoped token may not list every namespace", func(t *testing.T) {
 		res := e.callWith(t, http.MethodGet, "/v1/keys", nil, map[string]string{"Authorization": "Bearer " + scopedTokens[access.RoleRead]})
 		wantProblem(t, res, http.StatusForbidden, "forbidden")
