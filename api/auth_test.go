@@ -12,15 +12,16 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/n8n-guard/n8n-guard/api"
+	"github.com/n8n-guard/n8n-guard/api/access"
 	"github.com/n8n-guard/n8n-guard/keystore/bolt"
 )
 
 // The scoped tokens of the scope tests: one per role, all limited to
 // crm-contacts.
-var scopedTokens = map[api.Role]string{
-	api.RoleReserve: "reserve-token-value",
-	api.RoleRead:    "read-token-value",
-	api.RoleAdmin:   "admin-token-value",
+var scopedTokens = map[access.Role]string{
+	access.RoleReserve: "reserve-token-value",
+	access.RoleRead:    "read-token-value",
+	access.RoleAdmin:   "admin-token-value",
 }
 
 func withScopes() envOption {
@@ -45,9 +46,12 @@ func TestScopeTable(t *testing.T) {
 	}
 	type route struct {
 		method, path string
-		scope        api.Scope
+		scope        access.Scope
 		namespaced   bool
-		request      func(namespace, key string) (path string, body any)
+		// whole: the route spans every namespace; a token limited to
+		// namespaces is refused whatever it names.
+		whole   bool
+		request func(namespace, key string) (path string, body any)
 	}
 	keyBody := func(extra obj) func(string, string) (string, any) {
 		return func(n, k string) (string, any) {
@@ -59,32 +63,33 @@ func TestScopeTable(t *testing.T) {
 		}
 	}
 	routes := []route{
-		{"POST", "/v1/reserve", api.ScopeWrite, true, keyBody(nil)},
-		{"POST", "/v1/complete", api.ScopeWrite, true, keyBody(obj{"token": "not-the-token"})},
-		{"POST", "/v1/fail", api.ScopeWrite, true, keyBody(obj{"token": "not-the-token", "reason": "destination_failed"})},
-		{"POST", "/v1/resolve", api.ScopeAdmin, true, keyBody(obj{"resolution": "failed", "by": "me", "note": "n"})},
-		{"GET", "/v1/lookup", api.ScopeLookup, true, func(n, k string) (string, any) { return "?namespace=" + n + "&key=" + k, nil }},
-		{"GET", "/v1/keys", api.ScopeList, true, func(n, _ string) (string, any) { return "?namespace=" + n, nil }},
-		{"GET", "/v1/destinations", api.ScopeList, false, func(string, string) (string, any) { return "", nil }},
-		{"GET", "/v1/notifications", api.ScopeList, false, func(string, string) (string, any) { return "", nil }},
-		{"POST", "/v1/n8n/error", api.ScopeWrite, false, func(string, string) (string, any) {
+		{"POST", "/v1/reserve", access.ScopeWrite, true, false, keyBody(nil)},
+		{"POST", "/v1/complete", access.ScopeWrite, true, false, keyBody(obj{"token": "not-the-token"})},
+		{"POST", "/v1/fail", access.ScopeWrite, true, false, keyBody(obj{"token": "not-the-token", "reason": "destination_failed"})},
+		{"POST", "/v1/resolve", access.ScopeAdmin, true, false, keyBody(obj{"resolution": "failed", "by": "me", "note": "n"})},
+		{"GET", "/v1/keys/:namespace/:key", access.ScopeLookup, true, false, func(string, string) (string, any) { return "", nil }},
+		{"GET", "/v1/lookup", access.ScopeLookup, true, false, func(n, k string) (string, any) { return "?namespace=" + n + "&key=" + k, nil }},
+		{"GET", "/v1/keys", access.ScopeList, true, false, func(n, _ string) (string, any) { return "?namespace=" + n, nil }},
+		{"GET", "/v1/destinations", access.ScopeList, false, false, func(string, string) (string, any) { return "", nil }},
+		{"GET", "/v1/notifications", access.ScopeList, false, true, func(string, string) (string, any) { return "", nil }},
+		{"POST", "/v1/n8n/error", access.ScopeWrite, false, false, func(string, string) (string, any) {
 			return "", obj{"execution": obj{"id": "1"}, "workflow": obj{"name": "w"}}
 		}},
-		{"POST", "/v1/notifications/resend", api.ScopeAdmin, false, func(string, string) (string, any) {
+		{"POST", "/v1/notifications/resend", access.ScopeAdmin, false, true, func(string, string) (string, any) {
 			return "", obj{"id": "n_18ecca50d8f340006510bb76"}
 		}},
-		{"GET", "/v1/admin/backup", api.ScopeAdmin, false, func(string, string) (string, any) { return "", nil }},
+		{"GET", "/v1/admin/backup", access.ScopeAdmin, false, true, func(string, string) (string, any) { return "", nil }},
 	}
 	if got, want := len(routes), countV1Routes(e.srv); got != want {
 		t.Fatalf("the table covers %d routes, the server has %d /v1 routes", got, want)
 	}
-	allows := map[api.Role][]api.Scope{
-		api.RoleReserve: {api.ScopeWrite, api.ScopeLookup},
-		api.RoleRead:    {api.ScopeLookup, api.ScopeList},
-		api.RoleAdmin:   {api.ScopeWrite, api.ScopeLookup, api.ScopeList, api.ScopeAdmin},
+	allows := map[access.Role][]access.Scope{
+		access.RoleReserve: {access.ScopeWrite, access.ScopeLookup},
+		access.RoleRead:    {access.ScopeLookup, access.ScopeList},
+		access.RoleAdmin:   {access.ScopeWrite, access.ScopeLookup, access.ScopeList, access.ScopeAdmin},
 	}
 	for _, r := range routes {
-		if got := api.RouteScope(r.method, r.path); got != r.scope {
+		if got := e.srv.RouteScope(r.method, r.path); got != r.scope {
 			t.Errorf("%s %s needs scope %s, want %s", r.method, r.path, got, r.scope)
 		}
 		for role, value := range scopedTokens {
@@ -93,7 +98,9 @@ func TestScopeTable(t *testing.T) {
 				for _, s := range allows[role] {
 					granted = granted || s == r.scope
 				}
-				inScope := namespace == ns || !r.namespaced
+				// Every scoped token of this test is limited to ns: a
+				// route spanning every namespace is out of its scope.
+				inScope := (namespace == ns || !r.namespaced) && !r.whole
 				name := fmt.Sprintf("%s %s as %s in %s", r.method, r.path, role, namespace)
 				t.Run(name, func(t *testing.T) {
 					call := func(key string) *resp {
@@ -101,7 +108,8 @@ func TestScopeTable(t *testing.T) {
 						if body == nil && r.method == http.MethodPost {
 							body = obj{}
 						}
-						return e.callWith(t, r.method, r.path+q, body, map[string]string{"Authorization": "Bearer " + value})
+						path := strings.NewReplacer(":namespace", namespace, ":key", key).Replace(r.path)
+						return e.callWith(t, r.method, path+q, body, map[string]string{"Authorization": "Bearer " + value})
 					}
 					res := call("evt_exists")
 					switch {
@@ -113,6 +121,12 @@ func TestScopeTable(t *testing.T) {
 						p := wantProblem(t, res, http.StatusForbidden, "forbidden")
 						if !strings.Contains(p.Detail, "scope "+string(r.scope)) || len(p.Fields) != 1 || p.Fields[0].Rule != string(r.scope) {
 							t.Fatalf("the refusal does not name the missing scope %s: %+v", r.scope, p)
+						}
+					case r.whole:
+						p := wantProblem(t, res, http.StatusForbidden, "forbidden")
+						if !strings.Contains(p.Detail, "limited to namespaces "+ns) || !strings.Contains(p.Detail, "spans every namespace") ||
+							len(p.Fields) != 1 || p.Fields[0].Field != "namespace" {
+							t.Fatalf("the refusal does not say why (namespace limits): %+v", p)
 						}
 					default:
 						p := wantProblem(t, res, http.StatusForbidden, "forbidden")
@@ -128,8 +142,13 @@ func TestScopeTable(t *testing.T) {
 			}
 		}
 	}
+	t.Run("a name that is no namespace is a bad request, whoever asks", func(t *testing.T) {
+		res := e.callWith(t, http.MethodPost, "/v1/reserve", obj{"namespace": "Not Valid", "key": "evt_1"},
+			map[string]string{"Authorization": "Bearer " + scopedTokens[access.RoleReserve]})
+		wantProblem(t, res, http.StatusBadRequest, "invalid_request")
+	})
 	t.Run("a scoped token may not list every namespace", func(t *testing.T) {
-		res := e.callWith(t, http.MethodGet, "/v1/keys", nil, map[string]string{"Authorization": "Bearer " + scopedTokens[api.RoleRead]})
+		res := e.callWith(t, http.MethodGet, "/v1/keys", nil, map[string]string{"Authorization": "Bearer " + scopedTokens[access.RoleRead]})
 		wantProblem(t, res, http.StatusForbidden, "forbidden")
 	})
 	t.Run("the unscoped token keeps doing everything everywhere", func(t *testing.T) {
@@ -171,12 +190,12 @@ func countV1Routes(s *api.Server) int {
 func TestScopedTokenConfiguration(t *testing.T) {
 	sum := sha256.Sum256([]byte("x"))
 	for name, ts := range map[string][]api.TokenScope{
-		"no name":        {{SHA256: sum, Role: api.RoleRead}},
+		"no name":        {{SHA256: sum, Role: access.RoleRead}},
 		"unknown role":   {{Name: "a", SHA256: sum, Role: "owner"}},
-		"bad namespace":  {{Name: "a", SHA256: sum, Role: api.RoleRead, Namespaces: []string{"Not Valid"}}},
-		"same name":      {{Name: "a", SHA256: sum, Role: api.RoleRead}, {Name: "a", SHA256: sha256.Sum256([]byte("y")), Role: api.RoleRead}},
-		"same value":     {{Name: "a", SHA256: sum, Role: api.RoleRead}, {Name: "b", SHA256: sum, Role: api.RoleAdmin}},
-		"value of token": {{Name: "a", SHA256: sha256.Sum256([]byte(testToken)), Role: api.RoleRead}},
+		"bad namespace":  {{Name: "a", SHA256: sum, Role: access.RoleRead, Namespaces: []string{"Not Valid"}}},
+		"same name":      {{Name: "a", SHA256: sum, Role: access.RoleRead}, {Name: "a", SHA256: sha256.Sum256([]byte("y")), Role: access.RoleRead}},
+		"same value":     {{Name: "a", SHA256: sum, Role: access.RoleRead}, {Name: "b", SHA256: sum, Role: access.RoleAdmin}},
+		"value of token": {{Name: "a", SHA256: sha256.Sum256([]byte(testToken)), Role: access.RoleRead}},
 	} {
 		t.Run(name, func(t *testing.T) {
 			store, err := bolt.Open(filepath.Join(t.TempDir(), "g.db"), bolt.Options{})

@@ -7,17 +7,17 @@ import (
 	"time"
 
 	"github.com/gofiber/fiber/v2"
-
-	"github.com/n8n-guard/n8n-guard/keystore"
+	"github.com/n8n-guard/n8n-guard/errs"
 )
 
-// BackupPath is the route of a backup. It is an admin route: whoever
-// holds its answer holds every key, every notification and its text.
-// (Routes not listed in auth.go's table of scopes need the admin scope.)
+// BackupPath is the route of a backup. It is an admin route for a token
+// without namespace limits: whoever holds its answer holds every key of
+// every namespace, every notification and its text.
 const BackupPath = "/v1/admin/backup"
 
-// Backuper is a store that can copy itself while it serves (bbolt).
-// PostgreSQL is backed up with pg_dump instead (docs/postgres.md).
+// Backuper is a store that can copy itself while it serves (bbolt), passed
+// as Config.Backup. PostgreSQL is backed up with pg_dump instead
+// (docs/postgres.md).
 type Backuper interface {
 	// Backup hands write a consistent snapshot and its size.
 	Backup(ctx context.Context, write func(size int64, snapshot io.WriterTo) error) error
@@ -28,9 +28,9 @@ type Backuper interface {
 // copy cut short (a failed read, the server stopping) is an incomplete
 // body to the client, never a shorter file that looks whole.
 func (s *Server) backup(c *fiber.Ctx) error {
-	b, ok := s.store.(Backuper)
-	if !ok {
-		return keystore.Errorf(keystore.EUnsupported,
+	b := s.backuper
+	if b == nil {
+		return errs.Errorf(errs.Unsupported,
 			"this server's store is PostgreSQL: back it up with pg_dump (see docs/postgres.md)")
 	}
 	pr, pw := io.Pipe()

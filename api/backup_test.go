@@ -13,7 +13,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	bbolt "go.etcd.io/bbolt"
 
 	"github.com/n8n-guard/n8n-guard/api"
@@ -59,21 +58,8 @@ func TestBackupRoute(t *testing.T) {
 	})
 
 	t.Run("a store that cannot copy itself says so", func(t *testing.T) {
-		e := start(t)
-		// What the server sees of a PostgreSQL store: no Backup method.
-		srv, err := api.New(api.Config{Store: struct{ keystore.Store }{e.store}, Tokens: []string{testToken}, Registry: prometheus.NewRegistry()})
-		if err != nil {
-			t.Fatal(err)
-		}
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		go srv.Serve(ln)
-		defer srv.Shutdown(context.Background())
-		other := *e
-		other.url = "http://" + ln.Addr().String()
-		p := wantProblem(t, other.get(t, api.BackupPath), http.StatusNotImplemented, "unsupported")
+		e := start(t, withoutBackup()) // as cmd/n8n-guard wires a PostgreSQL store
+		p := wantProblem(t, e.get(t, api.BackupPath), http.StatusNotImplemented, "unsupported")
 		if p.Detail == "" {
 			t.Fatal("no detail")
 		}

@@ -10,9 +10,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/n8n-guard/n8n-guard/api/problem"
 	"github.com/valyala/fasthttp"
-
-	"github.com/n8n-guard/n8n-guard/keystore"
 )
 
 // DefaultMaxConnections caps open client connections. Each costs about
@@ -72,9 +71,9 @@ type connLimit struct {
 }
 
 func newConnLimit(ln net.Listener, max int, m *metrics, log *slog.Logger) *connLimit {
-	body := []byte(`{"type":"` + ProblemTypeBase + string(keystore.EOverloaded) + `","title":"` + titleOf(keystore.EOverloaded) +
-		`","status":503,"detail":"the server has reached its connection limit; retry shortly","code":"` + string(keystore.EOverloaded) + `"}`)
-	head := "HTTP/1.1 503 Service Unavailable\r\nContent-Type: " + ContentTypeProblem +
+	body := []byte(`{"type":"` + problem.TypeBase + string(problem.Overloaded) + `","title":"` + problem.Title(problem.Overloaded) +
+		`","status":503,"detail":"the server has reached its connection limit; retry shortly","code":"` + string(problem.Overloaded) + `"}`)
+	head := "HTTP/1.1 503 Service Unavailable\r\nContent-Type: " + problem.ContentType +
 		"\r\nRetry-After: 1\r\nConnection: close\r\nContent-Length: " + strconv.Itoa(len(body)) + "\r\n\r\n"
 	return &connLimit{Listener: ln, slots: make(chan struct{}, max), metrics: m, log: log,
 		refusal: append([]byte(head), body...), maxAllowed: max}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/gofiber/fiber/v2"
+	"github.com/n8n-guard/n8n-guard/api/access"
 )
 
 // A /v1 route registered without the bearer check (one its sender signs
@@ -18,9 +19,9 @@ import (
 // answered 401: the body limit and the route's own check apply.
 func TestOpenV1RouteIsNotTreatedAsAStranger(t *testing.T) {
 	s := newInternalServer(t, Config{})
-	s.handle(fiber.MethodPost, "/v1/test/signed", false, func(c *fiber.Ctx) error {
+	s.handle(route{method: fiber.MethodPost, path: "/v1/test/signed", scope: access.Open, handle: func(c *fiber.Ctx) error {
 		return c.SendString(strconv.Itoa(len(c.Body())))
-	})
+	}})
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

@@ -3,8 +3,10 @@ package api
 import (
 	"strings"
 
+	"github.com/n8n-guard/n8n-guard/api/access"
 	"github.com/n8n-guard/n8n-guard/api/console"
-	"github.com/n8n-guard/n8n-guard/keystore"
+	"github.com/n8n-guard/n8n-guard/api/problem"
+	"github.com/n8n-guard/n8n-guard/errs"
 )
 
 // mountConsole serves the operator console under /ui (api/console). Its
@@ -17,8 +19,8 @@ func (s *Server) mountConsole() error {
 	ui, err := console.New(console.Config{
 		Store:         s.store,
 		Notifications: notes,
+		Resender:      s.slack,
 		SignIn:        s.consolePrincipal,
-		StatusOf:      statusOf,
 		Logger:        s.log.With("part", "console"),
 	})
 	if err != nil {
@@ -33,19 +35,15 @@ func (s *Server) mountConsole() error {
 // keys, so it needs the list scope (read and admin roles; a reserve token,
 // a team's n8n, may not sign in); it may act with the admin scope, within
 // the token's namespaces.
-func (s *Server) consolePrincipal(token string) (console.Principal, error) {
+func (s *Server) consolePrincipal(token string) (access.Principal, error) {
 	p, ok := s.tokens.find("Bearer " + strings.TrimSpace(token))
 	if !ok {
-		return console.Principal{}, keystore.Errorf(keystore.EUnauthorized, "that token is not valid")
+		return access.Principal{}, errs.Errorf(problem.Unauthorized, "that token is not valid")
 	}
-	if !p.Allows(ScopeList) {
+	if !p.Allows(access.ScopeList) {
 		s.metrics.refused(p.Name, "scope")
-		return console.Principal{}, keystore.Errorf(keystore.EForbidden,
+		return access.Principal{}, errs.Errorf(errs.Forbidden,
 			"token %s (role %s) may not use the console: sign in with a read or admin token", p.Name, p.Role)
 	}
-	return console.Principal{Name: p.Name, CanAct: p.Allows(ScopeAdmin), Namespaces: p.Namespaces}, nil
+	return p, nil
 }
-
-// StatusOf is the HTTP status of an error code: the one table, for pages
-// that render errors themselves (the console's tests mount it alone).
-func StatusOf(code keystore.Code) int { return statusOf(code) }

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/n8n-guard/n8n-guard/api"
+	"github.com/n8n-guard/n8n-guard/api/access"
 	"github.com/n8n-guard/n8n-guard/keystore"
 )
 
@@ -131,6 +131,11 @@ func TestConsoleRolesFromScopedTokens(t *testing.T) {
 	for _, n := range []string{ns, "billing"} {
 		r := e.call(t, "POST", "/v1/reserve", map[string]any{"namespace": n, "key": "evt_w", "owner": "n8n exec 1"})
 		e.call(t, "POST", "/v1/fail", map[string]any{"namespace": n, "key": "evt_w", "token": r.JSON(t)["token"], "reason": "outcome_unknown"})
+		// A breaker per team: destinations named as the namespaces.
+		r = e.call(t, "POST", "/v1/reserve", map[string]any{"namespace": n, "key": "evt_b", "destination": n + "-crm"})
+		e.call(t, "POST", "/v1/fail", map[string]any{"namespace": n, "key": "evt_b", "token": r.JSON(t)["token"], "reason": "destination_unreachable"})
+		r = e.call(t, "POST", "/v1/reserve", map[string]any{"namespace": n, "key": "evt_d", "destination": n})
+		e.call(t, "POST", "/v1/fail", map[string]any{"namespace": n, "key": "evt_d", "token": r.JSON(t)["token"], "reason": "destination_unreachable"})
 	}
 	signIn := func(token string) (*http.Client, int, string) {
 		c := consoleClient(t)
@@ -145,13 +150,13 @@ func TestConsoleRolesFromScopedTokens(t *testing.T) {
 		}
 		return c, resp.StatusCode, m[1]
 	}
-	if _, status, _ := signIn(scopedTokens[api.RoleReserve]); status != http.StatusForbidden {
+	if _, status, _ := signIn(scopedTokens[access.RoleReserve]); status != http.StatusForbidden {
 		t.Fatalf("a reserve token signed in: %d", status)
 	}
 	keyPath := "/ui/key?namespace=" + ns + "&key=evt_w"
 	resolve := url.Values{"namespace": {ns}, "key": {"evt_w"}, "action": {"complete"}, "note": {"found it in the CRM"}}
 
-	read, _, csrf := signIn(scopedTokens[api.RoleRead])
+	read, _, csrf := signIn(scopedTokens[access.RoleRead])
 	if _, page := uiDo(t, read, "GET", e.url+keyPath, nil); strings.Contains(page, `id="resolve-form"`) {
 		t.Error("a read token is offered the decision form")
 	}
@@ -162,11 +167,26 @@ func TestConsoleRolesFromScopedTokens(t *testing.T) {
 	if resp, _ := uiDo(t, read, "POST", e.url+"/ui/key/resolve", resolve); resp.StatusCode != http.StatusForbidden {
 		t.Errorf("a read token resolved: %d", resp.StatusCode)
 	}
+	// Only its namespaces' breakers; no notifications, which are not kept
+	// by namespace (#23).
+	if _, page := uiDo(t, read, "GET", e.url+"/ui/breakers", nil); !strings.Contains(page, ">"+ns+"<") || strings.Contains(page, "billing") {
+		t.Errorf("a token of %s sees these breakers:\n%s", ns, page)
+	}
+	if resp, page := uiDo(t, read, "GET", e.url+"/ui/notifications", nil); resp.StatusCode != http.StatusForbidden || !strings.Contains(page, "limited to namespaces") {
+		t.Errorf("a token of %s opened the notifications: %d", ns, resp.StatusCode)
+	}
+	if _, page := uiDo(t, read, "GET", e.url+"/ui", nil); strings.Contains(page, "billing") {
+		t.Errorf("the overview of a token of %s shows billing", ns)
+	}
 
-	admin, _, csrf := signIn(scopedTokens[api.RoleAdmin])
+	admin, _, csrf := signIn(scopedTokens[access.RoleAdmin])
 	other := url.Values{"namespace": {"billing"}, "key": {"evt_w"}, "action": {"complete"}, "note": {"x"}, "csrf": {csrf}}
 	if resp, _ := uiDo(t, admin, "POST", e.url+"/ui/key/resolve", other); resp.StatusCode != http.StatusForbidden {
 		t.Errorf("an admin of %s resolved a key of billing: %d", ns, resp.StatusCode)
+	}
+	reset := url.Values{"destination": {"billing"}, "csrf": {csrf}}
+	if resp, _ := uiDo(t, admin, "POST", e.url+"/ui/breakers/reset", reset); resp.StatusCode != http.StatusForbidden {
+		t.Errorf("an admin of %s reset billing's breaker: %d", ns, resp.StatusCode)
 	}
 	resolve.Set("csrf", csrf)
 	if resp, _ := uiDo(t, admin, "POST", e.url+"/ui/key/resolve", resolve); resp.StatusCode != http.StatusSeeOther {

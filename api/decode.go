@@ -11,16 +11,11 @@ import (
 
 	"github.com/go-playground/validator/v10"
 
-	"github.com/n8n-guard/n8n-guard/keystore"
+	"github.com/n8n-guard/n8n-guard/errs"
 )
 
-// Validator tags of our own. Both call keystore, so the API and the store
-// refuse exactly the same keys and names.
-const (
-	tagKey       = "idem_key"  // keystore.NormalizeKey
-	tagNamespace = "namespace" // keystore.ValidNamespace
-)
-
+// newValidator is the validator of the bodies and queries api hands to
+// notify (the key routes' rules are keystore's, applied by the store).
 func newValidator() *validator.Validate {
 	v := validator.New(validator.WithRequiredStructEnabled())
 	// Report fields by their JSON (or query) names, as the client sent them.
@@ -32,24 +27,11 @@ func newValidator() *validator.Validate {
 		}
 		return f.Name
 	})
-	must := func(err error) {
-		if err != nil {
-			panic(err) // only for a malformed tag name, a programming error
-		}
-	}
-	must(v.RegisterValidation(tagKey, func(fl validator.FieldLevel) bool {
-		_, err := keystore.NormalizeKey(fl.Field().String())
-		return err == nil
-	}))
-	must(v.RegisterValidation(tagNamespace, func(fl validator.FieldLevel) bool {
-		return keystore.ValidNamespace(fl.Field().String())
-	}))
 	return v
 }
 
-// check validates req by its tags and turns the failures into one domain
-// error: invalid_key when the key is wrong (with keystore's own message),
-// else invalid_request, listing every field that broke a rule.
+// check validates req by its tags and turns the failures into one
+// invalid_request error listing every field that broke a rule.
 func (s *Server) check(req any) error {
 	err := s.validate.Struct(req)
 	if err == nil {
@@ -59,34 +41,15 @@ func (s *Server) check(req any) error {
 	if !errors.As(err, &ves) {
 		return fmt.Errorf("validate %T: %w", req, err)
 	}
-	out := &keystore.Error{Code: keystore.EInvalidRequest}
+	out := &errs.Error{Code: errs.InvalidRequest}
 	var msgs []string
 	for _, fe := range ves {
-		field := fe.Field()
-		switch fe.Tag() {
-		case tagKey:
-			_, kerr := keystore.NormalizeKey(fmt.Sprint(fe.Value()))
-			var de *keystore.Error
-			if errors.As(kerr, &de) {
-				out.Code = de.Code
-				out.Fields = append(out.Fields, de.Fields...)
-				msgs = append([]string{de.Message}, msgs...)
-				continue
-			}
-		case tagNamespace:
-			var de *keystore.Error
-			if errors.As(keystore.CheckNamespace(field, fmt.Sprint(fe.Value())), &de) {
-				out.Fields = append(out.Fields, de.Fields...)
-				msgs = append(msgs, de.Message)
-				continue
-			}
-		}
 		rule := fe.Tag()
 		if fe.Param() != "" {
 			rule += "=" + fe.Param()
 		}
-		out.Fields = append(out.Fields, keystore.FieldError{Field: field, Rule: rule})
-		msgs = append(msgs, ruleMessage(field, fe.Tag(), fe.Param()))
+		out.Fields = append(out.Fields, errs.FieldError{Field: fe.Field(), Rule: rule})
+		msgs = append(msgs, ruleMessage(fe.Field(), fe.Tag(), fe.Param()))
 	}
 	out.Message = strings.Join(msgs, "; ")
 	return out
@@ -112,28 +75,28 @@ func ruleMessage(field, tag, param string) string {
 func decodeJSON(body []byte, dst any) error {
 	body = bytes.TrimSpace(body)
 	if len(body) == 0 {
-		return &keystore.Error{Code: keystore.EInvalidRequest, Message: "request body is empty: send a JSON object",
-			Fields: []keystore.FieldError{{Field: "body", Rule: "required"}}}
+		return &errs.Error{Code: errs.InvalidRequest, Message: "request body is empty: send a JSON object",
+			Fields: []errs.FieldError{{Field: "body", Rule: "required"}}}
 	}
 	if body[0] != '{' {
 		if !json.Valid(body) {
 			return notJSON()
 		}
-		return &keystore.Error{Code: keystore.EInvalidRequest, Message: "request body must be a JSON object",
-			Fields: []keystore.FieldError{{Field: "body", Rule: "type=object"}}}
+		return &errs.Error{Code: errs.InvalidRequest, Message: "request body must be a JSON object",
+			Fields: []errs.FieldError{{Field: "body", Rule: "type=object"}}}
 	}
 	// JSON is UTF-8 (RFC 8259); encoding/json would silently turn invalid
 	// bytes into U+FFFD, making two different keys the same one.
 	if !utf8.Valid(body) {
-		return &keystore.Error{Code: keystore.EInvalidRequest, Message: "request body is not valid UTF-8",
-			Fields: []keystore.FieldError{{Field: "body", Rule: "utf8"}}}
+		return &errs.Error{Code: errs.InvalidRequest, Message: "request body is not valid UTF-8",
+			Fields: []errs.FieldError{{Field: "body", Rule: "utf8"}}}
 	}
 	err := json.Unmarshal(body, dst)
 	if err == nil {
 		return nil
 	}
 	var (
-		de *keystore.Error
+		de *errs.Error
 		te *json.UnmarshalTypeError
 	)
 	switch {
@@ -141,16 +104,16 @@ func decodeJSON(body []byte, dst any) error {
 		return de
 	case errors.As(err, &te) && te.Field != "":
 		want := jsonType(te.Type)
-		return &keystore.Error{Code: keystore.EInvalidRequest,
+		return &errs.Error{Code: errs.InvalidRequest,
 			Message: fmt.Sprintf("%s must be %s, not %s", te.Field, article(want), te.Value),
-			Fields:  []keystore.FieldError{{Field: te.Field, Rule: "type=" + want}}}
+			Fields:  []errs.FieldError{{Field: te.Field, Rule: "type=" + want}}}
 	}
 	return notJSON()
 }
 
 func notJSON() error {
-	return &keystore.Error{Code: keystore.EInvalidRequest, Message: "request body is not valid JSON",
-		Fields: []keystore.FieldError{{Field: "body", Rule: "json"}}}
+	return &errs.Error{Code: errs.InvalidRequest, Message: "request body is not valid JSON",
+		Fields: []errs.FieldError{{Field: "body", Rule: "json"}}}
 }
 
 // jsonType names the JSON type a Go type is decoded from.
@@ -200,6 +163,6 @@ func (k *keyString) UnmarshalJSON(b []byte) error {
 		*k = keyString(b)
 		return nil
 	}
-	return &keystore.Error{Code: keystore.EInvalidKey, Message: "key must be a string (or a number)",
-		Fields: []keystore.FieldError{{Field: "key", Rule: "type=string"}}}
+	return &errs.Error{Code: errs.InvalidKey, Message: "key must be a string (or a number)",
+		Fields: []errs.FieldError{{Field: "key", Rule: "type=string"}}}
 }

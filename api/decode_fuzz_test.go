@@ -4,6 +4,8 @@ import (
 	"errors"
 	"testing"
 
+	"github.com/n8n-guard/n8n-guard/api/problem"
+	"github.com/n8n-guard/n8n-guard/errs"
 	"github.com/n8n-guard/n8n-guard/keystore"
 )
 
@@ -23,15 +25,14 @@ func FuzzDecodeBodies(f *testing.F) {
 	} {
 		f.Add([]byte(seed))
 	}
-	s := &Server{validate: newValidator()}
 	f.Fuzz(func(t *testing.T, body []byte) {
 		for _, req := range []any{&reserveRequest{}, &completeRequest{}, &failRequest{}, &resolveRequest{}} {
 			err := decodeJSON(body, req)
+			var ns, key string
 			if err == nil {
-				err = s.check(req)
+				ns, key, err = normalize(req)
 			}
 			if err == nil {
-				ns, key := identity(req)
 				if !keystore.ValidNamespace(ns) {
 					t.Fatalf("%T accepted namespace %q", req, ns)
 				}
@@ -40,27 +41,37 @@ func FuzzDecodeBodies(f *testing.F) {
 				}
 				continue
 			}
-			var de *keystore.Error
+			var de *errs.Error
 			if !errors.As(err, &de) {
 				t.Fatalf("%T %q: not a domain error: %v", req, body, err)
 			}
-			if st := statusOf(de.Code); st < 400 || st > 499 || len(de.Fields) == 0 || de.Message == "" {
+			if st := problem.Status(de.Code); st < 400 || st > 499 || len(de.Fields) == 0 || de.Message == "" {
 				t.Fatalf("%T %q: refusal %+v (status %d)", req, body, de, st)
 			}
 		}
 	})
 }
 
-func identity(req any) (ns, key string) {
+// normalize applies the domain's rules to a decoded body, as the store
+// does, and returns the namespace and key it would store.
+func normalize(req any) (ns, key string, err error) {
 	switch r := req.(type) {
 	case *reserveRequest:
-		return r.Namespace, string(r.Key)
+		dr, err := r.domain()
+		if err != nil {
+			return "", "", err
+		}
+		n, _, err := dr.Normalize()
+		return n.Namespace, n.Key, err
 	case *completeRequest:
-		return r.Namespace, string(r.Key)
+		n, err := r.domain().Normalize()
+		return n.Namespace, n.Key, err
 	case *failRequest:
-		return r.Namespace, string(r.Key)
+		n, err := r.domain().Normalize()
+		return n.Namespace, n.Key, err
 	case *resolveRequest:
-		return r.Namespace, string(r.Key)
+		n, err := r.domain().Normalize()
+		return n.Namespace, n.Key, err
 	}
 	panic("unknown request type")
 }

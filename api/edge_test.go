@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/n8n-guard/n8n-guard/api"
+	"github.com/n8n-guard/n8n-guard/api/problem"
 	"github.com/n8n-guard/n8n-guard/internal/logbuf"
 )
 
@@ -52,9 +53,9 @@ func readProblem(t *testing.T, conn net.Conn, limit time.Duration, status int, c
 	}
 	defer res.Body.Close()
 	body, _ := io.ReadAll(res.Body)
-	var p api.Problem
+	var p problem.Problem
 	if res.StatusCode != status || json.Unmarshal(body, &p) != nil || string(p.Code) != code ||
-		res.Header.Get("Content-Type") != api.ContentTypeProblem {
+		res.Header.Get("Content-Type") != problem.ContentType {
 		t.Fatalf("got %d %s %s, want %d %s", res.StatusCode, res.Header.Get("Content-Type"), body, status, code)
 	}
 	return time.Since(start)

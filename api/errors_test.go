@@ -14,10 +14,10 @@ import (
 	"time"
 
 	"github.com/n8n-guard/n8n-guard/api"
-	"github.com/n8n-guard/n8n-guard/keystore"
+	"github.com/n8n-guard/n8n-guard/errs"
 )
 
-func hasField(fields []keystore.FieldError, field, rule string) bool {
+func hasField(fields []errs.FieldError, field, rule string) bool {
 	for _, f := range fields {
 		if f.Field == field && (rule == "" || f.Rule == rule) {
 			return true
@@ -91,7 +91,7 @@ func TestAuthOnEveryV1Route(t *testing.T) {
 			routes = append(routes, r)
 		}
 	}
-	if len(routes) != 11 {
+	if len(routes) != 12 {
 		t.Fatalf("%d /v1 routes: %v", len(routes), routes)
 	}
 	for _, r := range routes {
@@ -148,8 +148,9 @@ func TestPayloadTooLarge(t *testing.T) {
 
 func TestUnknownRoute(t *testing.T) {
 	e := start(t)
-	wantProblem(t, e.get(t, "/v2/reserve"), http.StatusNotFound, "not_found")
-	wantProblem(t, e.get(t, "/v1/reserve"), http.StatusNotFound, "not_found")
+	// Never not_found, which says a key is absent (#23).
+	wantProblem(t, e.get(t, "/v2/reserve"), http.StatusNotFound, "route_not_found")
+	wantProblem(t, e.get(t, "/v1/reserve"), http.StatusNotFound, "route_not_found")
 }
 
 func TestStoreUnavailable(t *testing.T) {

@@ -19,11 +19,13 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/n8n-guard/n8n-guard/api"
+	"github.com/n8n-guard/n8n-guard/api/problem"
 	"github.com/n8n-guard/n8n-guard/keystore"
 	"github.com/n8n-guard/n8n-guard/keystore/bolt"
 	"github.com/n8n-guard/n8n-guard/keystore/storetest"
 	"github.com/n8n-guard/n8n-guard/notify"
 	notifybolt "github.com/n8n-guard/n8n-guard/notify/bolt"
+	"github.com/n8n-guard/n8n-guard/slack"
 )
 
 const testToken = "test-token-0123456789"
@@ -82,7 +84,7 @@ func checkAllResponses(resps []*resp) error {
 
 func checkResponse(spec *specDoc, r *resp) error {
 	ct := r.Header.Get("Content-Type")
-	if strings.HasPrefix(ct, "application/json") || strings.HasPrefix(ct, api.ContentTypeProblem) {
+	if strings.HasPrefix(ct, "application/json") || strings.HasPrefix(ct, problem.ContentType) {
 		var top map[string]json.RawMessage
 		if err := json.Unmarshal(r.Body, &top); err != nil {
 			return fmt.Errorf("body is not a JSON object: %v", err)
@@ -91,8 +93,8 @@ func checkResponse(spec *specDoc, r *resp) error {
 			return fmt.Errorf(`top-level "error" key: n8n's Retry On Fail would repeat the request`)
 		}
 	}
-	if r.Status >= 400 && ct != api.ContentTypeProblem {
-		return fmt.Errorf("error answer with content type %q, want %s", ct, api.ContentTypeProblem)
+	if r.Status >= 400 && ct != problem.ContentType {
+		return fmt.Errorf("error answer with content type %q, want %s", ct, problem.ContentType)
 	}
 	return spec.validate(r)
 }
@@ -116,6 +118,7 @@ type envConfig struct {
 	policies  keystore.Policies
 	bodyLimit int
 	api       api.Config // the scope, cap and label fields only
+	noBackup  bool       // serve as a store without Backup does (PostgreSQL)
 }
 
 func withPolicies(p keystore.Policies) envOption {
@@ -123,6 +126,9 @@ func withPolicies(p keystore.Policies) envOption {
 }
 
 func withBodyLimit(n int) envOption { return func(c *envConfig) { c.bodyLimit = n } }
+
+// withoutBackup wires the server as for a PostgreSQL store: no Backup.
+func withoutBackup() envOption { return func(c *envConfig) { c.noBackup = true } }
 
 // withAPI sets the server's scoped tokens, connection cap, read timeout
 // and metric label bounds from cfg.
@@ -151,8 +157,13 @@ func start(t testing.TB, opts ...envOption) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
+	var backup api.Backuper = store
+	if cfg.noBackup {
+		backup = nil
+	}
 	srv, err := api.New(api.Config{
-		Store: store, Notifications: notes, Tokens: []string{testToken, "second-token"},
+		Store: store, Notifications: notes, Interactions: interactions{notes, slack.NewInteractions("", notes, nil)}, Backup: backup, Fault: store.Fault,
+		Tokens:   []string{testToken, "second-token"},
 		Registry: reg, BodyLimit: cfg.bodyLimit, Version: "test",
 		ScopedTokens: cfg.api.ScopedTokens, MaxConnections: cfg.api.MaxConnections, ReadTimeout: cfg.api.ReadTimeout,
 		Namespaces: cfg.api.Namespaces, Destinations: cfg.api.Destinations, LabelLimit: cfg.api.LabelLimit,
@@ -315,15 +326,15 @@ func wantOK(t testing.TB, r *resp, outcome string) map[string]any {
 }
 
 // wantProblem checks an error answer and returns the problem.
-func wantProblem(t testing.TB, r *resp, status int, code string) api.Problem {
+func wantProblem(t testing.TB, r *resp, status int, code string) problem.Problem {
 	t.Helper()
 	if r.Status != status {
 		t.Fatalf("want %d %s, got %s", status, code, r)
 	}
-	if ct := r.Header.Get("Content-Type"); ct != api.ContentTypeProblem {
-		t.Fatalf("content type %q, want %s", ct, api.ContentTypeProblem)
+	if ct := r.Header.Get("Content-Type"); ct != problem.ContentType {
+		t.Fatalf("content type %q, want %s", ct, problem.ContentType)
 	}
-	var p api.Problem
+	var p problem.Problem
 	if err := json.Unmarshal(r.Body, &p); err != nil {
 		t.Fatal(err)
 	}
@@ -331,4 +342,11 @@ func wantProblem(t testing.TB, r *resp, status int, code string) api.Problem {
 		t.Fatalf("problem = %+v, want code %s status %d", p, code, status)
 	}
 	return p
+}
+
+// interactions is what serve wires for Slack: the service's re-send and
+// the slack adapter's signed clicks (refused here: no signing secret).
+type interactions struct {
+	*notify.Service
+	*slack.Interactions
 }

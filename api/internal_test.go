@@ -18,7 +18,9 @@ import (
 	"github.com/gofiber/fiber/v2"
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/n8n-guard/n8n-guard/keystore"
+	"github.com/n8n-guard/n8n-guard/api/access"
+	"github.com/n8n-guard/n8n-guard/api/problem"
+	"github.com/n8n-guard/n8n-guard/errs"
 	"github.com/n8n-guard/n8n-guard/keystore/bolt"
 )
 
@@ -29,10 +31,10 @@ func TestInternalErrorsLeakNothing(t *testing.T) {
 	s := newInternalServer(t, Config{Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 	secret := "open /var/lib/n8n-guard/n8n-guard.db: input/output error"
 	// Routes of this test only, registered like every other route.
-	s.handle(fiber.MethodGet, "/test/fault", true, func(*fiber.Ctx) error {
+	s.handle(route{method: fiber.MethodGet, path: "/test/fault", scope: access.ScopeAdmin, handle: func(*fiber.Ctx) error {
 		return fmt.Errorf("reserve crm/evt_1: %w", errors.New(secret))
-	})
-	s.handle(fiber.MethodGet, "/test/panic", true, func(*fiber.Ctx) error { panic(secret) })
+	}})
+	s.handle(route{method: fiber.MethodGet, path: "/test/panic", scope: access.ScopeAdmin, handle: func(*fiber.Ctx) error { panic(secret) }})
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -52,11 +54,11 @@ func TestInternalErrorsLeakNothing(t *testing.T) {
 		}
 		body, _ := io.ReadAll(res.Body)
 		res.Body.Close()
-		var p Problem
+		var p problem.Problem
 		if err := json.Unmarshal(body, &p); err != nil {
 			t.Fatal(err)
 		}
-		if res.StatusCode != 500 || p.Code != keystore.EInternal || res.Header.Get("Content-Type") != ContentTypeProblem {
+		if res.StatusCode != 500 || p.Code != errs.Internal || res.Header.Get("Content-Type") != problem.ContentType {
 			t.Fatalf("%s: %d %s", path, res.StatusCode, body)
 		}
 		if strings.Contains(string(body), "n8n-guard.db") || strings.Contains(string(body), "input/output") {
@@ -65,23 +67,6 @@ func TestInternalErrorsLeakNothing(t *testing.T) {
 	}
 	if !strings.Contains(logs.String(), "level=ERROR") || !strings.Contains(logs.String(), "input/output error") {
 		t.Fatalf("the cause is not in the error log:\n%s", logs.String())
-	}
-}
-
-// statusOf covers every code of the contract, and only those map below 500.
-func TestStatusOfEveryCode(t *testing.T) {
-	for code, want := range map[keystore.Code]int{
-		keystore.EInvalidRequest: 400, keystore.EInvalidKey: 400, keystore.EUnauthorized: 401,
-		keystore.ENotFound: 404, keystore.EStaleToken: 409, keystore.EConflict: 409,
-		keystore.EPayloadTooLarge: 413, keystore.EKeyReused: 422, keystore.EStoreUnavailable: 503,
-		keystore.EInternal: 500, keystore.Code("something_new"): 500,
-	} {
-		if got := statusOf(code); got != want {
-			t.Errorf("statusOf(%s) = %d, want %d", code, got, want)
-		}
-		if titleOf(code) == "" {
-			t.Errorf("no title for %s", code)
-		}
 	}
 }
 

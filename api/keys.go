@@ -2,67 +2,72 @@ package api
 
 import (
 	"encoding/json"
+	"errors"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/gofiber/fiber/v2"
 
+	"github.com/n8n-guard/n8n-guard/api/access"
+	"github.com/n8n-guard/n8n-guard/errs"
 	"github.com/n8n-guard/n8n-guard/keystore"
 )
 
-// The request bodies of the key routes. Tags state the contract's input
-// rules; the key and namespace rules are keystore's own (see decode.go).
+// The request bodies and queries of the key routes: the wire's shapes
+// only. Their rules are the domain's (keystore's request types state them
+// once, and the store applies them once); decode.go refuses what is not
+// even the right JSON type.
 
 type reserveRequest struct {
-	Namespace    string          `json:"namespace" validate:"namespace"`
-	Key          keyString       `json:"key" validate:"idem_key"`
-	Owner        string          `json:"owner" validate:"max=128"`
-	LeaseSeconds *int            `json:"lease_seconds" validate:"omitnil,min=1,max=86400"`
+	Namespace    string          `json:"namespace"`
+	Key          keyString       `json:"key"`
+	Owner        string          `json:"owner"`
+	LeaseSeconds *int            `json:"lease_seconds"`
 	Payload      json.RawMessage `json:"payload"`
-	Fingerprint  string          `json:"fingerprint" validate:"max=128"`
-	Destination  string          `json:"destination" validate:"omitempty,namespace"`
-	RequestID    string          `json:"request_id" validate:"max=128"`
+	Fingerprint  string          `json:"fingerprint"`
+	Destination  string          `json:"destination"`
+	RequestID    string          `json:"request_id"`
 }
 
 type completeRequest struct {
-	Namespace string          `json:"namespace" validate:"namespace"`
-	Key       keyString       `json:"key" validate:"idem_key"`
-	Token     string          `json:"token" validate:"required,max=256"`
-	ResultRef string          `json:"result_ref" validate:"max=512"`
+	Namespace string          `json:"namespace"`
+	Key       keyString       `json:"key"`
+	Token     string          `json:"token"`
+	ResultRef string          `json:"result_ref"`
 	Result    json.RawMessage `json:"result"`
-	Via       keystore.Via    `json:"via" validate:"omitempty,oneof=primary fallback"`
+	Via       keystore.Via    `json:"via"`
 }
 
 type failRequest struct {
-	Namespace string          `json:"namespace" validate:"namespace"`
-	Key       keyString       `json:"key" validate:"idem_key"`
-	Token     string          `json:"token" validate:"required,max=256"`
-	Reason    keystore.Reason `json:"reason" validate:"required,oneof=destination_unreachable destination_failed validation_failed outcome_unknown"`
+	Namespace string          `json:"namespace"`
+	Key       keyString       `json:"key"`
+	Token     string          `json:"token"`
+	Reason    keystore.Reason `json:"reason"`
 	Retryable *bool           `json:"retryable"`
-	Message   string          `json:"message" validate:"max=2000"`
+	Message   string          `json:"message"`
 }
 
 type resolveRequest struct {
-	Namespace  string         `json:"namespace" validate:"namespace"`
-	Key        keyString      `json:"key" validate:"idem_key"`
-	Resolution keystore.State `json:"resolution" validate:"required,oneof=completed failed"`
-	By         string         `json:"by" validate:"required,max=128"`
-	Note       string         `json:"note" validate:"required,max=2000"`
-	ResultRef  string         `json:"result_ref" validate:"max=512"`
+	Namespace  string         `json:"namespace"`
+	Key        keyString      `json:"key"`
+	Resolution keystore.State `json:"resolution"`
+	By         string         `json:"by"`
+	Note       string         `json:"note"`
+	ResultRef  string         `json:"result_ref"`
 	Force      bool           `json:"force"`
 }
 
 type lookupQuery struct {
-	Namespace string `query:"namespace" validate:"namespace"`
-	Key       string `query:"key" validate:"idem_key"`
+	Namespace string
+	Key       string
 }
 
 type listQuery struct {
-	Namespace string         `query:"namespace" validate:"omitempty,namespace"`
-	State     keystore.State `query:"state" validate:"omitempty,oneof=reserved completed failed unknown"`
-	Limit     int            `query:"limit" validate:"min=0,max=1000"`
-	Cursor    string         `query:"cursor" validate:"max=1024"`
+	Namespace string
+	State     keystore.State
+	Limit     int
+	Cursor    string
 }
 
 // Answer is the flat object every call on a key answers: the outcome and
@@ -92,6 +97,13 @@ type absentAnswer struct {
 	RetryAfterSeconds int              `json:"retry_after_seconds,omitempty"`
 }
 
+func (r reserveRequest) namespace() string  { return r.Namespace }
+func (r completeRequest) namespace() string { return r.Namespace }
+func (r failRequest) namespace() string     { return r.Namespace }
+func (r resolveRequest) namespace() string  { return r.Namespace }
+func (q lookupQuery) namespace() string     { return q.Namespace }
+func (q listQuery) namespace() string       { return q.Namespace }
+
 type recordPage struct {
 	Items      []*keystore.Record `json:"items"`
 	NextCursor string             `json:"next_cursor,omitempty"`
@@ -101,28 +113,13 @@ type destinationPage struct {
 	Items []keystore.Breaker `json:"items"`
 }
 
-func (s *Server) reserve(c *fiber.Ctx) error {
-	var req reserveRequest
-	if err := s.decode(c, &req); err != nil {
+func (s *Server) reserve(c *fiber.Ctx, req reserveRequest) error {
+	dr, err := req.domain()
+	if err != nil {
 		return err
 	}
-	if err := s.allowNamespace(c, req.Namespace); err != nil {
-		return err
-	}
-	var lease time.Duration
-	if req.LeaseSeconds != nil {
-		lease = time.Duration(*req.LeaseSeconds) * time.Second
-	}
-	res, err := s.store.Reserve(c.UserContext(), keystore.ReserveRequest{
-		Namespace:   req.Namespace,
-		Key:         string(req.Key),
-		Owner:       req.Owner,
-		Lease:       lease,
-		Payload:     req.Payload,
-		Fingerprint: req.Fingerprint,
-		Destination: req.Destination,
-		RequestID:   req.RequestID,
-	})
+	dr.Principal = principalOf(c)
+	res, err := s.store.Reserve(c.UserContext(), dr)
 	if err != nil {
 		return err
 	}
@@ -130,22 +127,8 @@ func (s *Server) reserve(c *fiber.Ctx) error {
 	return s.writeResult(c, res, nil)
 }
 
-func (s *Server) complete(c *fiber.Ctx) error {
-	var req completeRequest
-	if err := s.decode(c, &req); err != nil {
-		return err
-	}
-	if err := s.allowNamespace(c, req.Namespace); err != nil {
-		return err
-	}
-	res, err := s.store.Complete(c.UserContext(), keystore.CompleteRequest{
-		Namespace: req.Namespace,
-		Key:       string(req.Key),
-		Token:     req.Token,
-		ResultRef: req.ResultRef,
-		Result:    req.Result,
-		Via:       req.Via,
-	})
+func (s *Server) complete(c *fiber.Ctx, req completeRequest) error {
+	res, err := s.store.Complete(c.UserContext(), req.domain())
 	if err != nil {
 		return err
 	}
@@ -155,59 +138,60 @@ func (s *Server) complete(c *fiber.Ctx) error {
 	return s.writeResult(c, res, nil)
 }
 
-func (s *Server) fail(c *fiber.Ctx) error {
-	var req failRequest
-	if err := s.decode(c, &req); err != nil {
-		return err
-	}
-	if err := s.allowNamespace(c, req.Namespace); err != nil {
-		return err
-	}
-	res, err := s.store.Fail(c.UserContext(), keystore.FailRequest{
-		Namespace: req.Namespace,
-		Key:       string(req.Key),
-		Token:     req.Token,
-		Reason:    req.Reason,
-		Retryable: req.Retryable,
-		Message:   req.Message,
-	})
+func (s *Server) fail(c *fiber.Ctx, req failRequest) error {
+	res, err := s.store.Fail(c.UserContext(), req.domain())
 	if err != nil {
 		return err
 	}
 	return s.writeResult(c, res, nil)
 }
 
-func (s *Server) resolve(c *fiber.Ctx) error {
-	var req resolveRequest
-	if err := s.decode(c, &req); err != nil {
-		return err
-	}
-	if err := s.allowNamespace(c, req.Namespace); err != nil {
-		return err
-	}
-	res, err := s.store.Resolve(c.UserContext(), keystore.ResolveRequest{
-		Namespace:  req.Namespace,
-		Key:        string(req.Key),
-		Resolution: req.Resolution,
-		By:         req.By,
-		Note:       req.Note,
-		ResultRef:  req.ResultRef,
-		Force:      req.Force,
-	})
+func (s *Server) resolve(c *fiber.Ctx, req resolveRequest) error {
+	res, err := s.store.Resolve(c.UserContext(), req.domain())
 	if err != nil {
 		return err
 	}
 	return s.writeResult(c, res, nil)
 }
 
-func (s *Server) lookup(c *fiber.Ctx) error {
-	q := lookupQuery{Namespace: query(c, "namespace"), Key: query(c, "key")}
-	if err := s.check(&q); err != nil {
-		return err
+// The domain methods give each body to keystore as it is; the store
+// applies the rules, once.
+
+// domain refuses what only the wire can get wrong: lease_seconds 0 is not
+// "the namespace's lease" (leave it out for that). Refused, the answer
+// names the domain's broken fields too.
+func (r reserveRequest) domain() (keystore.ReserveRequest, error) {
+	dr := keystore.ReserveRequest{Namespace: r.Namespace, Key: string(r.Key), Owner: r.Owner, Payload: r.Payload,
+		Fingerprint: r.Fingerprint, Destination: r.Destination, RequestID: r.RequestID}
+	if r.LeaseSeconds == nil {
+		return dr, nil
 	}
-	if err := s.allowNamespace(c, q.Namespace); err != nil {
-		return err
+	if *r.LeaseSeconds < 1 {
+		_, _, err := dr.Normalize()
+		return dr, withField(err, "lease_seconds", "min=1", "lease_seconds must be at least 1")
 	}
+	// Clamped past the limit, so a huge number cannot overflow into a
+	// short lease: the domain's max rule refuses it.
+	dr.Lease = time.Duration(min(*r.LeaseSeconds, keystore.MaxLeaseSeconds+1)) * time.Second
+	return dr, nil
+}
+
+func (r completeRequest) domain() keystore.CompleteRequest {
+	return keystore.CompleteRequest{Namespace: r.Namespace, Key: string(r.Key), Token: r.Token,
+		ResultRef: r.ResultRef, Result: r.Result, Via: r.Via}
+}
+
+func (r failRequest) domain() keystore.FailRequest {
+	return keystore.FailRequest{Namespace: r.Namespace, Key: string(r.Key), Token: r.Token,
+		Reason: r.Reason, Retryable: r.Retryable, Message: r.Message}
+}
+
+func (r resolveRequest) domain() keystore.ResolveRequest {
+	return keystore.ResolveRequest{Namespace: r.Namespace, Key: string(r.Key), Resolution: r.Resolution,
+		By: r.By, Note: r.Note, ResultRef: r.ResultRef, Force: r.Force}
+}
+
+func (s *Server) lookup(c *fiber.Ctx, q lookupQuery) error {
 	res, err := s.store.Lookup(c.UserContext(), q.Namespace, q.Key)
 	if err != nil {
 		return err
@@ -216,18 +200,7 @@ func (s *Server) lookup(c *fiber.Ctx) error {
 	return s.writeResult(c, res, &found)
 }
 
-func (s *Server) listKeys(c *fiber.Ctx) error {
-	q := listQuery{Namespace: query(c, "namespace"), State: keystore.State(query(c, "state")), Cursor: query(c, "cursor")}
-	var err error
-	if q.Limit, err = queryInt(c, "limit"); err != nil {
-		return err
-	}
-	if err := s.check(&q); err != nil {
-		return err
-	}
-	if err := s.allowNamespace(c, q.Namespace); err != nil {
-		return err
-	}
+func (s *Server) listKeys(c *fiber.Ctx, q listQuery) error {
 	page, err := s.store.List(c.UserContext(), keystore.ListQuery{
 		Namespace: q.Namespace, State: q.State, Limit: q.Limit, Cursor: q.Cursor,
 	})
@@ -241,14 +214,42 @@ func (s *Server) listKeys(c *fiber.Ctx) error {
 }
 
 func (s *Server) destinations(c *fiber.Ctx) error {
-	items, err := s.store.Destinations(c.UserContext())
+	all, err := s.store.Destinations(c.UserContext())
 	if err != nil {
 		return err
 	}
-	if items == nil {
-		items = []keystore.Breaker{}
+	p, _ := access.From(c.UserContext())
+	items := []keystore.Breaker{}
+	for _, b := range all {
+		if p.MayUseBreaker(b.Destination) {
+			items = append(items, b)
+		}
 	}
 	return writeJSON(c, destinationPage{Items: items})
+}
+
+// withField adds one broken field to the domain's answer about the rest of
+// the request (nil: the rest was fine), so one answer names every field.
+func withField(err error, field, rule, msg string) error {
+	out := &errs.Error{Code: errs.InvalidRequest, Message: msg, Fields: []errs.FieldError{{Field: field, Rule: rule}}}
+	var e *errs.Error
+	if errors.As(err, &e) {
+		out.Code = e.Code
+		out.Message = e.Message + "; " + msg
+		out.Fields = append(append([]errs.FieldError(nil), e.Fields...), out.Fields...)
+	} else if err != nil {
+		return err
+	}
+	return out
+}
+
+// principalOf is what the store seals with a request_id: the token that sent
+// the reserve, so only it gets the token back on a repeat.
+func principalOf(c *fiber.Ctx) string {
+	if p, ok := access.From(c.UserContext()); ok {
+		return p.Identity()
+	}
+	return ""
 }
 
 // writeResult answers a call on a key with the flat object of the
@@ -302,8 +303,8 @@ func queryInt(c *fiber.Ctx, name string) (int, error) {
 	}
 	n, err := strconv.Atoi(v)
 	if err != nil {
-		return 0, &keystore.Error{Code: keystore.EInvalidRequest, Message: name + " must be an integer",
-			Fields: []keystore.FieldError{{Field: name, Rule: "type=integer"}}}
+		return 0, &errs.Error{Code: errs.InvalidRequest, Message: name + " must be an integer",
+			Fields: []errs.FieldError{{Field: name, Rule: "type=integer"}}}
 	}
 	return n, nil
 }

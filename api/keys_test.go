@@ -1,14 +1,18 @@
 package api_test
 
 import (
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/url"
+	"slices"
+	"sort"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/n8n-guard/n8n-guard/api/access"
 	"github.com/n8n-guard/n8n-guard/keystore"
 )
 
@@ -311,6 +315,33 @@ func TestLookup(t *testing.T) {
 	wantProblem(t, e.get(t, "/v1/lookup?namespace="+ns), 400, "invalid_key")
 }
 
+// GET /v1/keys/{namespace}/{key}, where docs/api.md and the runbooks send
+// a client after store_outcome_unknown, answers as /v1/lookup does (#23).
+func TestKeyByPath(t *testing.T) {
+	e := start(t)
+	const slashed = "orders/2024/evt 1"
+	path := func(key string) string { return "/v1/keys/" + ns + "/" + url.PathEscape(key) }
+	for _, key := range []string{"evt_1", slashed} {
+		if a, b := e.get(t, path(key)), e.get(t, "/v1/lookup?"+url.Values{"namespace": {ns}, "key": {key}}.Encode()); a.Status != 200 || string(a.Body) != string(b.Body) {
+			t.Fatalf("absent %q: %s, lookup %s", key, a, b)
+		}
+		tok := e.accepted(t, key)
+		a := wantOK(t, e.get(t, path(key)), "found")
+		if a["found"] != true || a["key"] != key || a["state"] != "reserved" || a["token"] != nil {
+			t.Fatalf("found %q: %v", key, a)
+		}
+		wantOK(t, e.post(t, "/v1/complete", obj{"namespace": ns, "key": key, "token": tok}), "completed")
+		if a := wantOK(t, e.get(t, path(key)), "found"); a["state"] != "completed" {
+			t.Fatalf("after complete: %v", a)
+		}
+	}
+	wantProblem(t, e.get(t, "/v1/keys/Bad%20NS/evt_1"), 400, "invalid_request")
+	wantProblem(t, e.get(t, "/v1/keys/"+ns+"/"+url.PathEscape(strings.Repeat("k", 256))), 400, "invalid_key")
+	// A path that is not a route is never mistaken for an absent key.
+	wantProblem(t, e.get(t, "/v1/keys/"+ns+"/evt_1/extra"), 404, "route_not_found")
+	wantProblem(t, e.get(t, "/v1/key/"+ns+"/evt_1"), 404, "route_not_found")
+}
+
 func TestListKeys(t *testing.T) {
 	e := start(t)
 	for i := 0; i < 5; i++ {
@@ -355,6 +386,38 @@ func TestListKeys(t *testing.T) {
 	wantProblem(t, e.get(t, "/v1/keys?state=lost"), 400, "invalid_request")
 	wantProblem(t, e.get(t, "/v1/keys?limit=many"), 400, "invalid_request")
 	wantProblem(t, e.get(t, "/v1/keys?limit=5000"), 400, "invalid_request")
+}
+
+// A token limited to namespaces sees only the breakers of destinations
+// named as one of them, no other team's (#23).
+func TestDestinationsByScope(t *testing.T) {
+	e := start(t, withScopes(), withPolicies(keystore.Policies{Destinations: map[string]keystore.DestinationPolicy{
+		ns: {FailureThreshold: 1}, "billing": {FailureThreshold: 1}}}))
+	for _, dest := range []string{ns, "billing"} {
+		a := wantOK(t, e.post(t, "/v1/reserve", obj{"namespace": ns, "key": "evt_" + dest, "destination": dest}), "accepted")
+		wantOK(t, e.post(t, "/v1/fail", obj{"namespace": ns, "key": "evt_" + dest, "token": a["token"], "reason": "destination_unreachable"}), "destination_failed")
+	}
+	names := func(token string) []string {
+		r := e.callWith(t, http.MethodGet, "/v1/destinations", nil, map[string]string{"Authorization": "Bearer " + token})
+		var page struct {
+			Items []struct{ Destination string } `json:"items"`
+		}
+		if r.Status != 200 || json.Unmarshal(r.Body, &page) != nil {
+			t.Fatalf("%s", r)
+		}
+		var out []string
+		for _, b := range page.Items {
+			out = append(out, b.Destination)
+		}
+		sort.Strings(out)
+		return out
+	}
+	if got := names(testToken); !slices.Equal(got, []string{"billing", ns}) {
+		t.Fatalf("the unscoped token sees %v", got)
+	}
+	if got := names(scopedTokens[access.RoleRead]); !slices.Equal(got, []string{ns}) {
+		t.Fatalf("a token limited to %s sees %v", ns, got)
+	}
 }
 
 func TestDestinationsEmpty(t *testing.T) {

@@ -8,7 +8,7 @@ import (
 
 	"github.com/gofiber/fiber/v2"
 
-	"github.com/n8n-guard/n8n-guard/keystore"
+	"github.com/n8n-guard/n8n-guard/errs"
 	"github.com/n8n-guard/n8n-guard/notify"
 )
 
@@ -33,7 +33,7 @@ type acceptedAnswer struct {
 
 func (s *Server) n8nError(c *fiber.Ctx) error {
 	if s.notes == nil {
-		return keystore.Errorf(keystore.EStoreUnavailable, "notifications are not configured")
+		return errs.Errorf(errs.StoreUnavailable, "notifications are not configured")
 	}
 	// The body is passed on as is; notify parses it (every field inside may
 	// be missing) and may keep it past this request, so it is copied.
@@ -47,13 +47,13 @@ func (s *Server) n8nError(c *fiber.Ctx) error {
 
 func (s *Server) notifications(c *fiber.Ctx) error {
 	if s.notes == nil {
-		return keystore.Errorf(keystore.EStoreUnavailable, "notifications are not configured")
+		return errs.Errorf(errs.StoreUnavailable, "notifications are not configured")
 	}
 	// state= is the same filter under the name /v1/keys uses.
 	status, state := query(c, "status"), query(c, "state")
 	if status != "" && state != "" && status != state {
-		return &keystore.Error{Code: keystore.EInvalidRequest, Message: "status and state name the same filter: give one",
-			Fields: []keystore.FieldError{{Field: "state", Rule: "eqfield=status"}}}
+		return &errs.Error{Code: errs.InvalidRequest, Message: "status and state name the same filter: give one",
+			Fields: []errs.FieldError{{Field: "state", Rule: "eqfield=status"}}}
 	}
 	q := notificationsQuery{Status: notify.Status(cmp.Or(status, state)), Cursor: query(c, "cursor")}
 	var err error

@@ -5,11 +5,14 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"regexp"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
 
 	"github.com/getkin/kin-openapi/openapi3"
+	"github.com/n8n-guard/n8n-guard/keystore"
 )
 
 const specPath = "../docs/openapi.yaml"
@@ -29,10 +32,36 @@ func loadSpec() (*specDoc, error) {
 	return &specDoc{doc: doc}, nil
 }
 
+// find is the path item whose template matches path ({name} stands for
+// one segment, as sent, still URL-encoded).
+func (s *specDoc) find(path string) *openapi3.PathItem {
+	if item := s.doc.Paths.Value(path); item != nil {
+		return item
+	}
+	segs := strings.Split(path, "/")
+	for tmpl, item := range s.doc.Paths.Map() {
+		t := strings.Split(tmpl, "/")
+		if len(t) != len(segs) || !strings.Contains(tmpl, "{") {
+			continue
+		}
+		match := true
+		for i := range t {
+			if !(strings.HasPrefix(t[i], "{") && segs[i] != "") && t[i] != segs[i] {
+				match = false
+				break
+			}
+		}
+		if match {
+			return item
+		}
+	}
+	return nil
+}
+
 // validate checks a response against the operation's documented response.
 func (s *specDoc) validate(r *resp) error {
 	path, _, _ := strings.Cut(r.Path, "?")
-	item := s.doc.Paths.Value(path)
+	item := s.find(path)
 	var schema *openapi3.Schema
 	ct := r.Header.Get("Content-Type")
 	if item == nil || item.GetOperation(r.Method) == nil {
@@ -75,8 +104,9 @@ func TestOpenAPIMatchesRoutes(t *testing.T) {
 	}
 	e := start(t)
 	registered := map[string]bool{}
+	param := regexp.MustCompile(`:(\w+)`) // fiber's :name is OpenAPI's {name}
 	for _, r := range e.srv.Routes() {
-		registered[r.Method+" "+r.Path] = true
+		registered[r.Method+" "+param.ReplaceAllString(r.Path, "{$1}")] = true
 	}
 	documented := map[string]bool{}
 	for path, item := range spec.doc.Paths.Map() {
@@ -160,4 +190,70 @@ func roundTrip(t *testing.T, v any) any {
 		t.Fatal(err)
 	}
 	return out
+}
+
+// docs/openapi.yaml states the same input limits as the code: each
+// maxLength, maximum and enum of a request body is its field's validate
+// tag in keystore, and each limit a tag states is documented.
+func TestOpenAPILimitsAreTheCode(t *testing.T) {
+	spec, err := loadSpec()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for schema, req := range map[string]any{
+		"ReserveRequest": keystore.ReserveRequest{}, "CompleteRequest": keystore.CompleteRequest{},
+		"FailRequest": keystore.FailRequest{}, "ResolveRequest": keystore.ResolveRequest{},
+	} {
+		props := spec.doc.Components.Schemas[schema].Value.Properties
+		for field, tag := range keystore.Rules(req) {
+			ref := props[field]
+			if ref == nil {
+				t.Errorf("%s.%s (%s) is not documented", schema, field, tag)
+				continue
+			}
+			p := ref.Value
+			var documented []string
+			if strings.HasSuffix(ref.Ref, "/Namespace") {
+				documented = append(documented, "namespace")
+			} else if p.MaxLength != nil {
+				documented = append(documented, fmt.Sprintf("max=%d", *p.MaxLength))
+			}
+			if p.Max != nil {
+				documented = append(documented, fmt.Sprintf("max=%g", *p.Max))
+			}
+			if len(p.Enum) > 0 {
+				var e []string
+				for _, v := range p.Enum {
+					e = append(e, fmt.Sprint(v))
+				}
+				documented = append(documented, "oneof="+strings.Join(e, " "))
+			}
+			if slices.Contains(spec.doc.Components.Schemas[schema].Value.Required, field) && !strings.HasSuffix(ref.Ref, "/Namespace") {
+				documented = append(documented, "required")
+			}
+			var coded []string
+			for _, rule := range strings.Split(tag, ",") {
+				name, param, _ := strings.Cut(rule, "=")
+				switch name {
+				case "max", "max_seconds":
+					coded = append(coded, "max="+param)
+				case "oneof", "required", "namespace":
+					coded = append(coded, rule)
+				case "max_bytes": // documented in prose (a JSON value's size)
+				}
+			}
+			slices.Sort(documented)
+			slices.Sort(coded)
+			if !slices.Equal(documented, coded) {
+				t.Errorf("%s.%s: docs/openapi.yaml says %v, the code (validate:%q) %v", schema, field, documented, tag, coded)
+			}
+		}
+	}
+	if ns := spec.doc.Components.Schemas["Namespace"].Value; ns.MaxLength == nil || *ns.MaxLength != keystore.MaxNamespaceLength {
+		t.Errorf("Namespace: docs say maxLength %v, the code %d", ns.MaxLength, keystore.MaxNamespaceLength)
+	}
+	limit := spec.doc.Paths.Value("/v1/keys").Get.Parameters.GetByInAndName("query", "limit").Schema.Value
+	if tag := keystore.Rules(keystore.ListQuery{})["limit"]; limit.Max == nil || !strings.Contains(tag, fmt.Sprintf("max=%g", *limit.Max)) {
+		t.Errorf("GET /v1/keys limit: docs say %v, the code %q", limit.Max, tag)
+	}
 }

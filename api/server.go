@@ -17,6 +17,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/n8n-guard/n8n-guard/api/access"
+	"github.com/n8n-guard/n8n-guard/api/problem"
+	"github.com/n8n-guard/n8n-guard/errs"
 	"github.com/n8n-guard/n8n-guard/keystore"
 )
 
@@ -34,6 +37,17 @@ type Config struct {
 	// Notifications serves /v1/n8n/error and /v1/notifications; nil
 	// answers them with store_unavailable.
 	Notifications Notifications
+	// What this server offers beyond the store's contract, said by the
+	// wiring rather than found by asking the store what it is:
+	// Backup serves GET /v1/admin/backup (a bbolt store; nil: 501
+	// unsupported, PostgreSQL is backed up with pg_dump);
+	// Interactions serves Slack's clicks and notification re-sends (nil:
+	// store_unavailable, notifications are not configured);
+	// Fault says why the store stopped writing, for /healthz (nil: it
+	// cannot say, the answer is ok).
+	Backup       Backuper
+	Interactions Interactions
+	Fault        func() error
 	// Tokens are the accepted bearer tokens of /v1 without a scope (role
 	// admin, every namespace), named token-1, token-2, ... in order.
 	Tokens []string
@@ -65,28 +79,25 @@ type Server struct {
 	app      *fiber.App
 	store    keystore.Store
 	notes    Notifications
+	backuper Backuper
+	slack    Interactions
+	fault    func() error
 	tokens   tokenSet
 	validate *validator.Validate
 	metrics  *metrics
 	log      *slog.Logger
 	version  string
-	routes   []Route
+	routes   []route
 	draining atomic.Bool
 	maxBody  int
 	maxConns int
-	// openPaths are the routes registered without the bearer check (a
-	// route of /v1 may be one, e.g. one signed by its sender instead).
+	// openPaths are the routes of the table without a scope (a route of
+	// /v1 may be one, e.g. one signed by its sender instead).
 	openPaths map[string]bool
 
 	mu        sync.Mutex
 	listeners []net.Listener
 	stopped   bool
-}
-
-// Route is one registered method and path, in fiber's syntax.
-type Route struct {
-	Method string
-	Path   string
 }
 
 // New builds the server and registers its routes and metrics.
@@ -103,6 +114,9 @@ func New(cfg Config) (*Server, error) {
 	s := &Server{
 		store:    cfg.Store,
 		notes:    cfg.Notifications,
+		backuper: cfg.Backup,
+		slack:    cfg.Interactions,
+		fault:    cfg.Fault,
 		validate: newValidator(),
 		log:      cfg.Logger,
 		version:  cfg.Version,
@@ -152,23 +166,11 @@ func New(cfg Config) (*Server, error) {
 	// temporary files) before a handler has checked anything.
 	s.app.Server().DisablePreParseMultipartForm = true
 
-	open, authed := false, true
-	s.handle(fiber.MethodGet, "/healthz", open, s.healthz)
-	s.handle(fiber.MethodGet, "/readyz", open, s.readyz)
-	s.handle(fiber.MethodGet, "/metrics", open, adaptor.HTTPHandler(
-		promhttp.HandlerFor(cfg.Registry, promhttp.HandlerOpts{ErrorLog: slog.NewLogLogger(s.log.Handler(), slog.LevelError)})))
-	s.handle(fiber.MethodPost, "/v1/reserve", authed, s.reserve)
-	s.handle(fiber.MethodPost, "/v1/complete", authed, s.complete)
-	s.handle(fiber.MethodPost, "/v1/fail", authed, s.fail)
-	s.handle(fiber.MethodPost, "/v1/resolve", authed, s.resolve)
-	s.handle(fiber.MethodGet, "/v1/lookup", authed, s.lookup)
-	s.handle(fiber.MethodGet, "/v1/keys", authed, s.listKeys)
-	s.handle(fiber.MethodGet, "/v1/destinations", authed, s.destinations)
-	s.handle(fiber.MethodPost, "/v1/n8n/error", authed, s.n8nError)
-	s.handle(fiber.MethodGet, "/v1/notifications", authed, s.notifications)
-	s.handle(fiber.MethodPost, "/v1/notifications/resend", authed, s.resendNotification)
-	s.handle(fiber.MethodPost, "/slack/interactions", open, s.slackInteraction) // Slack's signature, not a token
-	s.handle(fiber.MethodGet, BackupPath, authed, s.backup)
+	metrics := adaptor.HTTPHandler(promhttp.HandlerFor(cfg.Registry,
+		promhttp.HandlerOpts{ErrorLog: slog.NewLogLogger(s.log.Handler(), slog.LevelError)}))
+	for _, r := range s.table(metrics) {
+		s.handle(r)
+	}
 	if err := s.mountConsole(); err != nil {
 		return nil, fmt.Errorf("api: console: %w", err)
 	}
@@ -182,11 +184,12 @@ func orDefault[T int | time.Duration](v, def T) T {
 	return v
 }
 
-// handle registers one route. Every route gets the same wrapper: panic
-// recovery, the bearer check for /v1, errors written as problems, one
-// metric sample and one debug log line.
-func (s *Server) handle(method, path string, auth bool, h fiber.Handler) {
-	s.routes = append(s.routes, Route{Method: method, Path: path})
+// handle registers one route of the table. Every route gets the same
+// wrapper: panic recovery, the bearer check and scope of its line, errors
+// written as problems, one metric sample and one debug log line.
+func (s *Server) handle(r route) {
+	s.routes = append(s.routes, r)
+	method, path, auth, h := r.method, r.path, r.scope != access.Open, r.handle
 	if !auth {
 		if s.openPaths == nil {
 			s.openPaths = map[string]bool{}
@@ -215,7 +218,7 @@ func (s *Server) handle(method, path string, auth bool, h fiber.Handler) {
 			}
 		}()
 		if auth {
-			err = s.authorize(c, method, path)
+			err = s.authorize(c, r)
 		}
 		if err == nil {
 			err = h(c)
@@ -227,8 +230,20 @@ func (s *Server) handle(method, path string, auth bool, h fiber.Handler) {
 	})
 }
 
+// Route is one registered method and path, in fiber's syntax.
+type Route struct {
+	Method string
+	Path   string
+}
+
 // Routes lists the registered routes (for the OpenAPI test and docs).
-func (s *Server) Routes() []Route { return append([]Route(nil), s.routes...) }
+func (s *Server) Routes() []Route {
+	out := make([]Route, len(s.routes))
+	for i, r := range s.routes {
+		out[i] = Route{Method: r.method, Path: r.path}
+	}
+	return out
+}
 
 // Serve answers requests on ln until Shutdown.
 func (s *Server) Serve(ln net.Listener) error {
@@ -265,15 +280,11 @@ type health struct {
 	Store   string `json:"store,omitempty"` // why the store does not write, while it does not
 }
 
-// faulted is a store that can say why it stopped writing (the bbolt
-// store, after a storage error), without a round trip.
-type faulted interface{ Fault() error }
-
 func (s *Server) healthz(c *fiber.Ctx) error {
 	h := health{Status: "ok", Version: s.version}
-	if f, ok := s.store.(faulted); ok {
-		if err := f.Fault(); err != nil {
-			h.Store = keystore.ErrorMessage(err)
+	if s.fault != nil {
+		if err := s.fault(); err != nil {
+			h.Store = errs.MessageOf(err)
 		}
 	}
 	return writeJSON(c, h)
@@ -281,14 +292,14 @@ func (s *Server) healthz(c *fiber.Ctx) error {
 
 func (s *Server) readyz(c *fiber.Ctx) error {
 	if s.draining.Load() {
-		return keystore.Errorf(keystore.EStoreUnavailable, "shutting down")
+		return errs.Errorf(errs.StoreUnavailable, "shutting down")
 	}
 	if err := s.store.Ping(c.UserContext()); err != nil {
-		return keystore.Errorf(keystore.EStoreUnavailable, "store is not available")
+		return errs.Errorf(errs.StoreUnavailable, "store is not available")
 	}
 	return writeJSON(c, health{Status: "ready", Version: s.version})
 }
 
 func fiberStatus(err error) int {
-	return statusOf(keystore.ErrorCode(fiberError(err)))
+	return problem.Status(errs.CodeOf(fiberError(err)))
 }

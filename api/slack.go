@@ -7,25 +7,25 @@ import (
 
 	"github.com/gofiber/fiber/v2"
 
-	"github.com/n8n-guard/n8n-guard/keystore"
+	"github.com/n8n-guard/n8n-guard/errs"
 	"github.com/n8n-guard/n8n-guard/notify"
 )
 
-// slackInteractions is the part of notify.Service that takes Slack's
-// interactivity requests (button clicks) and re-sends dead notifications.
-type slackInteractions interface {
+// Interactions is the part of notify.Service that takes Slack's
+// interactivity requests (button clicks) and re-sends dead notifications,
+// passed as Config.Interactions.
+type Interactions interface {
 	// Interaction checks Slack's signature (not a bearer token: Slack
 	// cannot send one) and hands the clicks on; it returns at once.
 	Interaction(ctx context.Context, header http.Header, body []byte) error
 	Resend(ctx context.Context, id string) (notify.Notification, error)
 }
 
-func (s *Server) interactions() (slackInteractions, error) {
-	si, ok := s.notes.(slackInteractions)
-	if !ok {
-		return nil, keystore.Errorf(keystore.EStoreUnavailable, "notifications are not configured")
+func (s *Server) interactions() (Interactions, error) {
+	if s.slack == nil {
+		return nil, errs.Errorf(errs.StoreUnavailable, "notifications are not configured")
 	}
-	return si, nil
+	return s.slack, nil
 }
 
 // slackInteraction is POST /slack/interactions, the Request URL of the

@@ -17,6 +17,7 @@ import (
 
 	"github.com/n8n-guard/n8n-guard/api"
 	"github.com/n8n-guard/n8n-guard/client"
+	"github.com/n8n-guard/n8n-guard/errs"
 	"github.com/n8n-guard/n8n-guard/keystore"
 	"github.com/n8n-guard/n8n-guard/keystore/bolt"
 )
@@ -84,7 +85,7 @@ func TestAgainstTheRealAPI(t *testing.T) {
 	t.Run("resolve a live reservation is a conflict problem", func(t *testing.T) {
 		_, err := c.Resolve(ctx, client.Resolution{Namespace: "crm", Key: "a", Resolution: keystore.StateCompleted, By: "me", Note: "checked"})
 		var e *client.Error
-		if !errors.As(err, &e) || e.Code() != string(keystore.EConflict) || e.Status != http.StatusConflict {
+		if !errors.As(err, &e) || e.Code() != string(errs.Conflict) || e.Status != http.StatusConflict {
 			t.Fatalf("err = %v, want the server's conflict problem", err)
 		}
 		a, err := c.Resolve(ctx, client.Resolution{Namespace: "crm", Key: "a", Resolution: keystore.StateCompleted, By: "me", Note: "checked", Force: true})

@@ -11,7 +11,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/n8n-guard/n8n-guard/api"
+	"github.com/n8n-guard/n8n-guard/api/problem"
 )
 
 // Client calls one running n8n-guard.
@@ -58,7 +58,7 @@ type Error struct {
 	Status       int
 	// Problem is the server's problem; nil when the body was something
 	// else (a proxy's page), whose start is in Body.
-	Problem *api.Problem
+	Problem *problem.Problem
 	Body    string
 }
 
@@ -141,7 +141,7 @@ func (c *Client) send(ctx context.Context, hc *http.Client, method, path string,
 // answerError is the server's problem, or the start of what came instead.
 func answerError(method, path string, status int, raw []byte) error {
 	e := &Error{Method: method, Path: path, Status: status}
-	var p api.Problem
+	var p problem.Problem
 	if json.Unmarshal(raw, &p) == nil && p.Code != "" {
 		e.Problem = &p
 		return e

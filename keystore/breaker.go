@@ -5,6 +5,8 @@ import (
 	"time"
 	"unicode"
 	"unicode/utf8"
+
+	"github.com/n8n-guard/n8n-guard/errs"
 )
 
 // BreakerState is the state of a destination's circuit breaker.
@@ -149,10 +151,10 @@ func (b *Breaker) View(now time.Time) Breaker {
 func DecideResetBreaker(b *Breaker, exists bool, by string, now time.Time) (Step, error) {
 	by = strings.TrimSpace(by)
 	if by == "" || utf8.RuneCountInString(by) > MaxByLength || strings.IndexFunc(by, unicode.IsControl) >= 0 {
-		return Step{}, InvalidField("by", "required,max=128", "by is required: the person who reset the breaker (at most 128 characters, one line)")
+		return Step{}, errs.InvalidField("by", "required,max=128", "by is required: the person who reset the breaker (at most 128 characters, one line)")
 	}
 	if !exists {
-		return Step{}, Errorf(ENotFound, "destination %q has no breaker", b.Destination)
+		return Step{}, errs.Errorf(errs.NotFound, "destination %q has no breaker", b.Destination)
 	}
 	if b.State == BreakerClosed && b.ConsecutiveFailures == 0 {
 		return Step{Breaker: b.Clone()}, nil

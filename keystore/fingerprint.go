@@ -8,6 +8,8 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+
+	"github.com/n8n-guard/n8n-guard/errs"
 )
 
 // A Fingerprint identifies the payload an event carried, so that a key sent
@@ -50,12 +52,12 @@ func CanonicalJSON(doc []byte) ([]byte, error) {
 	dec.UseNumber()
 	var v any
 	if err := dec.Decode(&v); err != nil {
-		return nil, &Error{Code: EInvalidRequest, Message: "payload is not valid JSON",
-			Fields: []FieldError{{Field: "payload", Rule: "json"}}}
+		return nil, &errs.Error{Code: errs.InvalidRequest, Message: "payload is not valid JSON",
+			Fields: []errs.FieldError{{Field: "payload", Rule: "json"}}}
 	}
 	if dec.More() {
-		return nil, &Error{Code: EInvalidRequest, Message: "payload has trailing data",
-			Fields: []FieldError{{Field: "payload", Rule: "json"}}}
+		return nil, &errs.Error{Code: errs.InvalidRequest, Message: "payload has trailing data",
+			Fields: []errs.FieldError{{Field: "payload", Rule: "json"}}}
 	}
 	var b strings.Builder
 	if err := writeCanonical(&b, v); err != nil {

@@ -5,23 +5,21 @@ import (
 	"strings"
 	"unicode"
 	"unicode/utf8"
+
+	"github.com/n8n-guard/n8n-guard/errs"
 )
 
-// The key rules live here and only here; the API registers them with its
-// validator so that both refuse exactly the same inputs.
+// The key and namespace rules live here and only here; the other input
+// rules are the request types' validate tags (request.go, rules.go). The
+// limits below are the ones code outside those rules needs as numbers;
+// TestLimitsAreTheTags holds them to the tags.
 
 const (
 	MaxKeyBytes        = 255
 	MaxNamespaceLength = 64
-	MaxOwnerLength     = 128
-	MaxFingerprintLen  = 128
-	MaxRequestIDLength = 128
-	MaxResultRefLength = 512
-	MaxMessageLength   = 2000
-	MaxResultBytes     = 16 << 10
-	MaxLeaseSeconds    = 86400
-	MaxNoteLength      = 2000
-	MaxByLength        = 128
+	MaxResultBytes     = 16 << 10 // CompleteRequest.Result
+	MaxLeaseSeconds    = 86400    // ReserveRequest.Lease
+	MaxByLength        = 128      // ResolveRequest.By
 )
 
 var (
@@ -62,11 +60,11 @@ func CheckNamespace(field, s string) error {
 	if ValidNamespace(s) {
 		return nil
 	}
-	return &Error{Code: EInvalidRequest,
+	return &errs.Error{Code: errs.InvalidRequest,
 		Message: field + " must be 1-64 characters of a-z, 0-9, '.', '_', '-', starting with a letter or digit",
-		Fields:  []FieldError{{Field: field, Rule: "namespace"}}}
+		Fields:  []errs.FieldError{{Field: field, Rule: "namespace"}}}
 }
 
 func fieldErr(field, rule, msg string) error {
-	return &Error{Code: EInvalidKey, Message: msg, Fields: []FieldError{{Field: field, Rule: rule}}}
+	return &errs.Error{Code: errs.InvalidKey, Message: msg, Fields: []errs.FieldError{{Field: field, Rule: rule}}}
 }

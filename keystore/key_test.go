@@ -6,6 +6,8 @@ import (
 	"testing"
 	"unicode"
 	"unicode/utf8"
+
+	"github.com/n8n-guard/n8n-guard/errs"
 )
 
 func TestNormalizeKey(t *testing.T) {
@@ -38,16 +40,16 @@ func TestNormalizeKey(t *testing.T) {
 				}
 				return
 			}
-			var e *Error
-			if err == nil || !asError(err, &e) || e.Code != EInvalidKey || e.Fields[0].Rule != c.rule {
+			var e *errs.Error
+			if err == nil || !asError(err, &e) || e.Code != errs.InvalidKey || e.Fields[0].Rule != c.rule {
 				t.Fatalf("NormalizeKey(%q) = %q, %v; want invalid_key rule %s", c.in, got, err, c.rule)
 			}
 		})
 	}
 }
 
-func asError(err error, e **Error) bool {
-	x, ok := err.(*Error)
+func asError(err error, e **errs.Error) bool {
+	x, ok := err.(*errs.Error)
 	*e = x
 	return ok
 }
@@ -105,8 +107,8 @@ func FuzzNormalizeKey(f *testing.F) {
 	f.Fuzz(func(t *testing.T, in string) {
 		k, err := NormalizeKey(in)
 		if err != nil {
-			if ErrorCode(err) != EInvalidKey {
-				t.Fatalf("error code %s", ErrorCode(err))
+			if errs.CodeOf(err) != errs.InvalidKey {
+				t.Fatalf("error code %s", errs.CodeOf(err))
 			}
 			return
 		}

@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/n8n-guard/n8n-guard/errs"
 )
 
 // Step is what one decision asks a store to write, atomically with the
@@ -44,7 +46,7 @@ type Step struct {
 func DecideReserve(cur *Record, br *Breaker, req ReserveRequest, fp Fingerprint, np NamespacePolicy, now time.Time) (s Step, err error) {
 	defer func() { s.Result.Namespace, s.Result.Key = req.Namespace, req.Key }()
 	if cur != nil && fp.Conflicts(cur.Fingerprint) {
-		return Step{}, Errorf(EKeyReused, "key %q was used before with a different payload; nothing changed", req.Key)
+		return Step{}, errs.Errorf(errs.KeyReused, "key %q was used before with a different payload; nothing changed", req.Key)
 	}
 	if cur == nil {
 		return startAttempt(cur, br, req, fp, np, now, 1)
@@ -99,7 +101,7 @@ func startAttempt(cur *Record, br *Breaker, req ReserveRequest, fp Fingerprint, 
 		next = &Record{Namespace: req.Namespace, Key: req.Key, CreatedAt: now}
 	}
 	if cur != nil && cur.State == StateReserved {
-		next.addHistory(Transition{At: now, Event: EventLeaseExpired, Attempt: cur.Attempt, By: cur.Owner, Detail: "reclaimed"})
+		next.addHistory(Transition{At: now, Event: HistoryLeaseExpired, Attempt: cur.Attempt, By: cur.Owner, Detail: "reclaimed"})
 	}
 	token := newToken(attempt)
 	next.State = StateReserved
@@ -115,7 +117,7 @@ func startAttempt(cur *Record, br *Breaker, req ReserveRequest, fp Fingerprint, 
 	if len(next.Fingerprint) == 0 {
 		next.Fingerprint = fp
 	}
-	next.addHistory(Transition{At: now, Event: EventReserved, Attempt: attempt, By: req.Owner})
+	next.addHistory(Transition{At: now, Event: HistoryReserved, Attempt: attempt, By: req.Owner})
 	s.Record = next
 	s.Result = Result{Outcome: OutcomeAccepted, Proceed: true, Token: token, Record: next}
 	return s, nil
@@ -127,7 +129,7 @@ func leaseExpired(cur *Record, now time.Time) (*Record, Event) {
 	next.Reason = ReasonLeaseExpired
 	next.Message = "the lease ran out before the holder reported an outcome"
 	next.UpdatedAt = now
-	next.addHistory(Transition{At: now, Event: EventLeaseExpired, Attempt: cur.Attempt, By: cur.Owner})
+	next.addHistory(Transition{At: now, Event: HistoryLeaseExpired, Attempt: cur.Attempt, By: cur.Owner})
 	return next, Event{At: now, Kind: EventKeyUnknown, Namespace: cur.Namespace, Key: cur.Key,
 		Attempt: cur.Attempt, Owner: cur.Owner, Destination: cur.Destination, Reason: ReasonLeaseExpired, Message: next.Message}
 }
@@ -145,10 +147,10 @@ func DecideLeaseExpiry(cur *Record, np NamespacePolicy, now time.Time) (Step, bo
 // may report on the key.
 func checkHolder(cur *Record, ns, key, token string) error {
 	if cur == nil {
-		return Errorf(ENotFound, "no key %q in namespace %q", key, ns)
+		return errs.Errorf(errs.NotFound, "no key %q in namespace %q", key, ns)
 	}
 	if subtle.ConstantTimeCompare(hashToken(token), cur.TokenHash) != 1 {
-		return Errorf(EStaleToken, "the token is not the current attempt's (attempt %d); a newer attempt or a person has taken over this key", cur.Attempt)
+		return errs.Errorf(errs.StaleToken, "the token is not the current attempt's (attempt %d); a newer attempt or a person has taken over this key", cur.Attempt)
 	}
 	return nil
 }
@@ -163,7 +165,7 @@ func DecideComplete(cur *Record, br *Breaker, req CompleteRequest, np NamespaceP
 	case StateCompleted:
 		return Step{Result: Result{Outcome: OutcomeCompleted, Replayed: true, Record: cur}}, nil
 	case StateFailed:
-		return Step{}, Errorf(EConflict, "attempt %d already reported failure (%s); reserve again to start a new attempt", cur.Attempt, cur.Reason)
+		return Step{}, errs.Errorf(errs.Conflict, "attempt %d already reported failure (%s); reserve again to start a new attempt", cur.Attempt, cur.Reason)
 	}
 	next := cur.Clone()
 	detail := ""
@@ -176,7 +178,7 @@ func DecideComplete(cur *Record, br *Breaker, req CompleteRequest, np NamespaceP
 	next.LeaseExpiresAt = nil
 	next.ExpiresAt = timePtr(now.Add(np.Retention))
 	next.UpdatedAt = now
-	next.addHistory(Transition{At: now, Event: EventCompleted, Attempt: cur.Attempt, By: cur.Owner, Detail: detail})
+	next.addHistory(Transition{At: now, Event: HistoryCompleted, Attempt: cur.Attempt, By: cur.Owner, Detail: detail})
 	s = Step{Record: next, Result: Result{Outcome: OutcomeCompleted, Record: next}}
 	if br != nil {
 		b := br.Clone()
@@ -208,12 +210,12 @@ func DecideFail(cur *Record, br *Breaker, req FailRequest, np NamespacePolicy, d
 	outcome := failOutcome(state, retryable)
 	switch cur.State {
 	case StateCompleted:
-		return Step{}, Errorf(EConflict, "attempt %d already completed; a completed key cannot fail", cur.Attempt)
+		return Step{}, errs.Errorf(errs.Conflict, "attempt %d already completed; a completed key cannot fail", cur.Attempt)
 	case StateFailed:
 		if cur.Reason == req.Reason && cur.Retryable == retryable && state == StateFailed {
 			return Step{Result: Result{Outcome: outcome, Replayed: true, Record: cur}}, nil
 		}
-		return Step{}, Errorf(EConflict, "attempt %d already failed with %s", cur.Attempt, cur.Reason)
+		return Step{}, errs.Errorf(errs.Conflict, "attempt %d already failed with %s", cur.Attempt, cur.Reason)
 	case StateUnknown:
 		if state == StateUnknown {
 			return Step{Result: Result{Outcome: outcome, Replayed: true, Record: cur}}, nil
@@ -226,7 +228,11 @@ func DecideFail(cur *Record, br *Breaker, req FailRequest, np NamespacePolicy, d
 	if state == StateFailed {
 		next.ExpiresAt = timePtr(now.Add(np.Retention))
 	}
-	next.addHistory(Transition{At: now, Event: string(state), Attempt: cur.Attempt, By: cur.Owner, Detail: string(req.Reason)})
+	event := HistoryFailed // said, not cast from the state
+	if state == StateUnknown {
+		event = HistoryUnknown
+	}
+	next.addHistory(Transition{At: now, Event: event, Attempt: cur.Attempt, By: cur.Owner, Detail: string(req.Reason)})
 	s = Step{Record: next, Result: Result{Outcome: outcome, Record: next}}
 	if state == StateUnknown {
 		s.Events = append(s.Events, Event{At: now, Kind: EventKeyUnknown, Namespace: cur.Namespace, Key: cur.Key,
@@ -256,21 +262,21 @@ func failOutcome(state State, retryable bool) Outcome {
 func DecideResolve(cur *Record, req ResolveRequest, np NamespacePolicy, now time.Time) (s Step, err error) {
 	defer func() { s.Result.Namespace, s.Result.Key = req.Namespace, req.Key }()
 	if cur == nil {
-		return Step{}, Errorf(ENotFound, "no key %q in namespace %q", req.Key, req.Namespace)
+		return Step{}, errs.Errorf(errs.NotFound, "no key %q in namespace %q", req.Key, req.Namespace)
 	}
 	switch cur.State {
 	case StateCompleted:
 		if req.Resolution == StateCompleted {
 			return Step{Result: Result{Outcome: OutcomeCompleted, Replayed: true, Record: cur}}, nil
 		}
-		return Step{}, Errorf(EConflict, "key is completed; a completed key is not reopened")
+		return Step{}, errs.Errorf(errs.Conflict, "key is completed; a completed key is not reopened")
 	case StateFailed:
-		if req.Resolution == StateFailed && cur.Retryable && cur.ResolvedBy == req.By && cur.Note == req.Note && lastEvent(cur) == EventResolved {
+		if req.Resolution == StateFailed && cur.Retryable && cur.ResolvedBy == req.By && cur.Note == req.Note && lastEvent(cur) == HistoryResolved {
 			return Step{Result: Result{Outcome: OutcomeFailed, Replayed: true, Record: cur}}, nil
 		}
 	case StateReserved:
 		if !req.Force && now.Before(*cur.LeaseExpiresAt) {
-			return Step{}, Errorf(EConflict, "key is reserved by a live attempt (owner %q) until %s; wait, or resolve with force", cur.Owner, cur.LeaseExpiresAt.Format(time.RFC3339))
+			return Step{}, errs.Errorf(errs.Conflict, "key is reserved by a live attempt (owner %q) until %s; wait, or resolve with force", cur.Owner, cur.LeaseExpiresAt.Format(time.RFC3339))
 		}
 	}
 	next := cur.Clone()
@@ -293,7 +299,7 @@ func DecideResolve(cur *Record, req ResolveRequest, np NamespacePolicy, now time
 	if req.Final {
 		detail = "failed for good"
 	}
-	next.addHistory(Transition{At: now, Event: EventResolved, Attempt: cur.Attempt, By: req.By, Detail: detail + ": " + truncate(req.Note, 200)})
+	next.addHistory(Transition{At: now, Event: HistoryResolved, Attempt: cur.Attempt, By: req.By, Detail: detail + ": " + truncate(req.Note, 200)})
 	ev := Event{At: now, Kind: EventKeyResolved, Namespace: cur.Namespace, Key: cur.Key, Attempt: cur.Attempt,
 		Owner: req.By, Message: string(req.Resolution)}
 	return Step{Record: next, Events: []Event{ev}, Result: Result{Outcome: outcome, Record: next}}, nil
@@ -310,7 +316,7 @@ func newToken(attempt int) string {
 	return fmt.Sprintf("%d.%s", attempt, hex.EncodeToString(b[:]))
 }
 
-func lastEvent(r *Record) string {
+func lastEvent(r *Record) HistoryEvent {
 	if len(r.History) == 0 {
 		return ""
 	}
@@ -319,11 +325,12 @@ func lastEvent(r *Record) string {
 
 // sealToken keeps a token recoverable by the one request that received
 // it, and by nothing else: its random part XOR a pad derived from the
-// request_id (and the key and attempt, so one request_id unseals nothing
-// elsewhere). Without a request_id there is no seal and the token is
-// handed out once, as before. Who can send the request_id can ask for the
-// token anyway (that is the point); a reader of the database who does not
-// know it cannot unseal it, and the token hash alone still decides.
+// request_id and the principal that sent it (and the key and attempt, so
+// one request_id unseals nothing elsewhere). Without a request_id there is
+// no seal and the token is handed out once, as before. Only the same
+// principal sending the same request_id gets the token again; a reader of
+// the database who does not know both cannot unseal it, and the token hash
+// alone still decides.
 func sealToken(token string, req ReserveRequest, attempt int) []byte {
 	if req.RequestID == "" {
 		return nil
@@ -333,7 +340,7 @@ func sealToken(token string, req ReserveRequest, attempt int) []byte {
 	if err != nil {
 		panic("a token made by newToken is always hex: " + err.Error())
 	}
-	pad := sealPad(req.Namespace, req.Key, req.RequestID, attempt)
+	pad := sealPad(req.Namespace, req.Key, req.RequestID, req.Principal, attempt)
 	for i := range b {
 		b[i] ^= pad[i]
 	}
@@ -346,7 +353,7 @@ func unsealToken(cur *Record, req ReserveRequest) (string, bool) {
 	if req.RequestID == "" || len(cur.TokenSeal) != 16 {
 		return "", false
 	}
-	pad := sealPad(cur.Namespace, cur.Key, req.RequestID, cur.Attempt)
+	pad := sealPad(cur.Namespace, cur.Key, req.RequestID, req.Principal, cur.Attempt)
 	b := make([]byte, len(cur.TokenSeal))
 	for i := range b {
 		b[i] = cur.TokenSeal[i] ^ pad[i]
@@ -358,9 +365,16 @@ func unsealToken(cur *Record, req ReserveRequest) (string, bool) {
 	return token, true
 }
 
-func sealPad(ns, key, requestID string, attempt int) []byte {
+// sealPad binds the seal to who reserved as well: a request_id is
+// guessable (an execution id and a node name), so another token sending it
+// must not unseal the holder's token. Without a principal the pad is what
+// it was before principals were sealed in.
+func sealPad(ns, key, requestID, principal string, attempt int) []byte {
 	h := sha256.New()
 	fmt.Fprintf(h, "n8n-guard token seal\x00%s\x00%s\x00%d\x00%s", ns, key, attempt, requestID)
+	if principal != "" {
+		fmt.Fprintf(h, "\x00%s", principal)
+	}
 	return h.Sum(nil)[:16]
 }
 

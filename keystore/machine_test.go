@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/n8n-guard/n8n-guard/errs"
 	"github.com/n8n-guard/n8n-guard/keystore"
 )
 
@@ -126,7 +127,7 @@ type want struct {
 	outcome keystore.Outcome
 	state   keystore.State
 	attempt int // of the record written, when not 0
-	refused keystore.Code
+	refused errs.Code
 }
 
 var (
@@ -135,7 +136,7 @@ var (
 	}
 	answer  = func(o keystore.Outcome) want { return want{outcome: o} } // nothing written
 	moves   = func(o keystore.Outcome, s keystore.State) want { return want{outcome: o, state: s} }
-	refused = func(c keystore.Code) want { return want{refused: c} }
+	refused = func(c errs.Code) want { return want{refused: c} }
 	nothing = want{}
 )
 
@@ -165,12 +166,12 @@ func TestStateMachineTransitions(t *testing.T) {
 		}},
 		{"reserve with another payload", reserveWith(fpB, nil, toUnk), map[string]want{
 			"absent":                  accepted(1),
-			"reserved":                refused(keystore.EKeyReused),
-			"reserved, lease ran out": refused(keystore.EKeyReused),
-			"completed":               refused(keystore.EKeyReused),
-			"failed, retryable":       refused(keystore.EKeyReused),
-			"failed, final":           refused(keystore.EKeyReused),
-			"unknown":                 refused(keystore.EKeyReused),
+			"reserved":                refused(errs.KeyReused),
+			"reserved, lease ran out": refused(errs.KeyReused),
+			"completed":               refused(errs.KeyReused),
+			"failed, retryable":       refused(errs.KeyReused),
+			"failed, final":           refused(errs.KeyReused),
+			"unknown":                 refused(errs.KeyReused),
 		}},
 		{"reserve for a paused destination", reserveWith(fpA, pausedCRM(), toUnk), map[string]want{
 			"absent":                  answer(keystore.OutcomeDestinationPaused),
@@ -182,53 +183,53 @@ func TestStateMachineTransitions(t *testing.T) {
 			"unknown":                 answer(keystore.OutcomeStateUnknown),
 		}},
 		{"complete", complete(currentToken), map[string]want{
-			"absent":                  refused(keystore.ENotFound),
+			"absent":                  refused(errs.NotFound),
 			"reserved":                moves(keystore.OutcomeCompleted, keystore.StateCompleted),
 			"reserved, lease ran out": moves(keystore.OutcomeCompleted, keystore.StateCompleted),
 			"completed":               answer(keystore.OutcomeCompleted),
-			"failed, retryable":       refused(keystore.EConflict),
-			"failed, final":           refused(keystore.EConflict),
+			"failed, retryable":       refused(errs.Conflict),
+			"failed, final":           refused(errs.Conflict),
 			"unknown":                 moves(keystore.OutcomeCompleted, keystore.StateCompleted),
 		}},
 		{"complete with a stale token", complete(staleToken), map[string]want{
-			"absent":                  refused(keystore.ENotFound),
-			"reserved":                refused(keystore.EStaleToken),
-			"reserved, lease ran out": refused(keystore.EStaleToken),
-			"completed":               refused(keystore.EStaleToken),
-			"failed, retryable":       refused(keystore.EStaleToken),
-			"failed, final":           refused(keystore.EStaleToken),
-			"unknown":                 refused(keystore.EStaleToken),
+			"absent":                  refused(errs.NotFound),
+			"reserved":                refused(errs.StaleToken),
+			"reserved, lease ran out": refused(errs.StaleToken),
+			"completed":               refused(errs.StaleToken),
+			"failed, retryable":       refused(errs.StaleToken),
+			"failed, final":           refused(errs.StaleToken),
+			"unknown":                 refused(errs.StaleToken),
 		}},
 		{"fail: destination_failed", fail(keystore.ReasonDestinationFailed), map[string]want{
-			"absent":                  refused(keystore.ENotFound),
+			"absent":                  refused(errs.NotFound),
 			"reserved":                moves(keystore.OutcomeDestinationFailed, keystore.StateFailed),
 			"reserved, lease ran out": moves(keystore.OutcomeDestinationFailed, keystore.StateFailed),
-			"completed":               refused(keystore.EConflict),
+			"completed":               refused(errs.Conflict),
 			"failed, retryable":       answer(keystore.OutcomeDestinationFailed),
-			"failed, final":           refused(keystore.EConflict),
+			"failed, final":           refused(errs.Conflict),
 			"unknown":                 moves(keystore.OutcomeDestinationFailed, keystore.StateFailed),
 		}},
 		{"fail: validation_failed", fail(keystore.ReasonValidationFailed), map[string]want{
-			"absent":                  refused(keystore.ENotFound),
+			"absent":                  refused(errs.NotFound),
 			"reserved":                moves(keystore.OutcomeRejected, keystore.StateFailed),
 			"reserved, lease ran out": moves(keystore.OutcomeRejected, keystore.StateFailed),
-			"completed":               refused(keystore.EConflict),
-			"failed, retryable":       refused(keystore.EConflict),
+			"completed":               refused(errs.Conflict),
+			"failed, retryable":       refused(errs.Conflict),
 			"failed, final":           answer(keystore.OutcomeRejected),
 			"unknown":                 moves(keystore.OutcomeRejected, keystore.StateFailed),
 		}},
 		{"fail: outcome_unknown", fail(keystore.ReasonOutcomeUnknown), map[string]want{
-			"absent":                  refused(keystore.ENotFound),
+			"absent":                  refused(errs.NotFound),
 			"reserved":                moves(keystore.OutcomeStateUnknown, keystore.StateUnknown),
 			"reserved, lease ran out": moves(keystore.OutcomeStateUnknown, keystore.StateUnknown),
-			"completed":               refused(keystore.EConflict),
-			"failed, retryable":       refused(keystore.EConflict),
-			"failed, final":           refused(keystore.EConflict),
+			"completed":               refused(errs.Conflict),
+			"failed, retryable":       refused(errs.Conflict),
+			"failed, final":           refused(errs.Conflict),
 			"unknown":                 answer(keystore.OutcomeStateUnknown),
 		}},
 		{"resolve to completed", resolve(keystore.StateCompleted, false), map[string]want{
-			"absent":                  refused(keystore.ENotFound),
-			"reserved":                refused(keystore.EConflict),
+			"absent":                  refused(errs.NotFound),
+			"reserved":                refused(errs.Conflict),
 			"reserved, lease ran out": moves(keystore.OutcomeCompleted, keystore.StateCompleted),
 			"completed":               answer(keystore.OutcomeCompleted),
 			"failed, retryable":       moves(keystore.OutcomeCompleted, keystore.StateCompleted),
@@ -236,7 +237,7 @@ func TestStateMachineTransitions(t *testing.T) {
 			"unknown":                 moves(keystore.OutcomeCompleted, keystore.StateCompleted),
 		}},
 		{"resolve to completed with force", resolve(keystore.StateCompleted, true), map[string]want{
-			"absent":                  refused(keystore.ENotFound),
+			"absent":                  refused(errs.NotFound),
 			"reserved":                moves(keystore.OutcomeCompleted, keystore.StateCompleted),
 			"reserved, lease ran out": moves(keystore.OutcomeCompleted, keystore.StateCompleted),
 			"completed":               answer(keystore.OutcomeCompleted),
@@ -245,10 +246,10 @@ func TestStateMachineTransitions(t *testing.T) {
 			"unknown":                 moves(keystore.OutcomeCompleted, keystore.StateCompleted),
 		}},
 		{"resolve to failed", resolve(keystore.StateFailed, false), map[string]want{
-			"absent":                  refused(keystore.ENotFound),
-			"reserved":                refused(keystore.EConflict),
+			"absent":                  refused(errs.NotFound),
+			"reserved":                refused(errs.Conflict),
 			"reserved, lease ran out": moves(keystore.OutcomeFailed, keystore.StateFailed),
-			"completed":               refused(keystore.EConflict),
+			"completed":               refused(errs.Conflict),
 			"failed, retryable":       moves(keystore.OutcomeFailed, keystore.StateFailed),
 			"failed, final":           moves(keystore.OutcomeFailed, keystore.StateFailed),
 			"unknown":                 moves(keystore.OutcomeFailed, keystore.StateFailed),
@@ -289,7 +290,7 @@ func TestStateMachineTransitions(t *testing.T) {
 					t.Fatalf("the decision changed its input record:\nbefore %+v\nafter  %+v", before, f.cur)
 				}
 				if w.refused != "" {
-					if code := keystore.ErrorCode(err); code != w.refused {
+					if code := errs.CodeOf(err); code != w.refused {
 						t.Fatalf("want refusal %s, got %v (step %+v)", w.refused, err, s)
 					}
 					if s.Record != nil || s.Breaker != nil || len(s.Events) > 0 {

@@ -101,24 +101,29 @@ type Record struct {
 
 // Transition is one entry of a record's history.
 type Transition struct {
-	At      time.Time `json:"at"`
-	Event   string    `json:"event"`
-	Attempt int       `json:"attempt"`
-	By      string    `json:"by,omitempty"`
-	Detail  string    `json:"detail,omitempty"`
+	At      time.Time    `json:"at"`
+	Event   HistoryEvent `json:"event"`
+	Attempt int          `json:"attempt"`
+	By      string       `json:"by,omitempty"`
+	Detail  string       `json:"detail,omitempty"`
 }
 
 // MaxHistory bounds the history kept per record.
 const MaxHistory = 20
 
+// HistoryEvent is what one entry of a record's history says happened. It
+// is not an EventKind: those are the events of the feed (event.go) that
+// other packages act on.
+type HistoryEvent string
+
 // History events.
 const (
-	EventReserved     = "reserved"
-	EventCompleted    = "completed"
-	EventFailed       = "failed"
-	EventUnknown      = "unknown"
-	EventLeaseExpired = "lease_expired"
-	EventResolved     = "resolved"
+	HistoryReserved     HistoryEvent = "reserved"
+	HistoryCompleted    HistoryEvent = "completed"
+	HistoryFailed       HistoryEvent = "failed"
+	HistoryUnknown      HistoryEvent = "unknown"
+	HistoryLeaseExpired HistoryEvent = "lease_expired"
+	HistoryResolved     HistoryEvent = "resolved"
 )
 
 func (r *Record) addHistory(t Transition) {

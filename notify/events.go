@@ -106,15 +106,18 @@ func (s *Service) fromEvent(ev keystore.Event) (Addition, bool) {
 	if at.IsZero() {
 		at = now
 	}
+	kind, ok := kindOf(ev.Kind)
+	if !ok {
+		return Addition{}, false
+	}
 	rec := &Record{
-		Header: Header{ID: newID(now), Kind: Kind(ev.Kind), Status: StatusPending, Count: 1,
+		Header: Header{ID: newID(now), Kind: kind, Status: StatusPending, Count: 1,
 			FirstAt: at, LastAt: at, CreatedAt: now, EventSeq: ev.Seq,
 			Reason: string(ev.Reason), Message: clean(ev.Message, maxMessageRunes)},
 		Delivery: Delivery{DueAt: now},
 	}
 	switch ev.Kind {
 	case keystore.EventKeyUnknown:
-		rec.Kind = KindKeyUnknown
 		rt := s.cfg.forRoute(s.cfg.Namespaces, ev.Namespace)
 		rec.Owner, rec.Channel, rec.Runbook = rt.Owner, rt.Channel, rt.Runbook
 		rec.KeyPayload = KeyPayload{Namespace: ev.Namespace, Key: Truncate(ev.Key, 255), KeyAttempt: ev.Attempt, Holder: clean(ev.Owner, 128)}
@@ -125,7 +128,6 @@ func (s *Service) fromEvent(ev keystore.Event) (Addition, bool) {
 		once := fmt.Sprintf("%s\x00%s\x00%s\x00%d", ev.Kind, ev.Namespace, ev.Key, ev.Attempt)
 		return Addition{Record: rec, Window: s.cfg.GroupWindow, Once: once}, true
 	case keystore.EventBreakerOpened, keystore.EventBreakerClosed:
-		rec.Kind = map[keystore.EventKind]Kind{keystore.EventBreakerOpened: KindBreakerOpened, keystore.EventBreakerClosed: KindBreakerClosed}[ev.Kind]
 		rt := s.cfg.forRoute(s.cfg.Destinations, ev.Destination)
 		rec.Owner, rec.Channel, rec.Runbook = rt.Owner, rt.Channel, rt.Runbook
 		rec.Breaker = Breaker{Destination: ev.Destination, PausedReserves: ev.PausedReserves}
@@ -137,4 +139,18 @@ func (s *Service) fromEvent(ev keystore.Event) (Addition, bool) {
 		return Addition{Record: rec, Once: fmt.Sprintf("%s\x00%s\x00%d", ev.Kind, ev.Destination, ev.Seq)}, true
 	}
 	return Addition{}, false
+}
+
+// kindOf maps the key domain's event kinds to the notifications they make:
+// said, not cast, so a kind renamed on either side cannot slip through.
+func kindOf(k keystore.EventKind) (Kind, bool) {
+	switch k {
+	case keystore.EventKeyUnknown:
+		return KindKeyUnknown, true
+	case keystore.EventBreakerOpened:
+		return KindBreakerOpened, true
+	case keystore.EventBreakerClosed:
+		return KindBreakerClosed, true
+	}
+	return "", false
 }

@@ -9,7 +9,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/n8n-guard/n8n-guard/keystore"
+	"github.com/n8n-guard/n8n-guard/errs"
 )
 
 // failure is what is kept of one Error Trigger item: names, ids and a
@@ -31,7 +31,7 @@ func parseErrorTrigger(body []byte) (failure, error) {
 	dec.UseNumber()
 	var v any
 	if err := dec.Decode(&v); err != nil {
-		return f, keystore.Errorf(keystore.EInvalidRequest, "body is not JSON: send the Error Trigger item as is")
+		return f, errs.Errorf(errs.InvalidRequest, "body is not JSON: send the Error Trigger item as is")
 	}
 	// Tolerate the shapes an n8n HTTP Request node may produce: a one-item
 	// array, or the item wrapped as {"json": {...}}.
@@ -45,9 +45,9 @@ func parseErrorTrigger(body []byte) (failure, error) {
 	exec, isExec := top["execution"].(map[string]any)
 	trig, isTrig := top["trigger"].(map[string]any)
 	if !isExec && !isTrig {
-		return f, &keystore.Error{Code: keystore.EInvalidRequest,
+		return f, &errs.Error{Code: errs.InvalidRequest,
 			Message: "body is not an n8n Error Trigger item: it needs an \"execution\" or a \"trigger\" object (post the Error Trigger's output as is)",
-			Fields:  []keystore.FieldError{{Field: "execution", Rule: "required_without=trigger"}}}
+			Fields:  []errs.FieldError{{Field: "execution", Rule: "required_without=trigger"}}}
 	}
 	wf, _ := top["workflow"].(map[string]any)
 	f.WorkflowID = clean(str(wf["id"]), maxNameRunes)

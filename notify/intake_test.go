@@ -8,9 +8,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/n8n-guard/n8n-guard/errs"
 	. "github.com/n8n-guard/n8n-guard/notify"
-
-	"github.com/n8n-guard/n8n-guard/keystore"
 )
 
 func TestIntakeVariants(t *testing.T) {
@@ -46,8 +45,8 @@ func TestIntakeVariants(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			a, err := h.svc.Intake(context.Background(), []byte(tc.body))
 			if tc.wantErr {
-				var ke *keystore.Error
-				if !errors.As(err, &ke) || ke.Code != keystore.EInvalidRequest {
+				var ke *errs.Error
+				if !errors.As(err, &ke) || ke.Code != errs.InvalidRequest {
 					t.Fatalf("want invalid_request, got %v", err)
 				}
 				return

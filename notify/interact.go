@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/n8n-guard/n8n-guard/errs"
 	"github.com/n8n-guard/n8n-guard/keystore"
 )
 
@@ -230,9 +231,9 @@ func (s *Service) resolveKey(ctx context.Context, r *Record, c Click, attempt, v
 	_, err = s.opts.Keys.Resolve(ctx, keystore.ResolveRequest{
 		Namespace: r.Namespace, Key: r.Key, Resolution: res, By: Truncate(by, keystore.MaxByLength), Note: note,
 	})
-	var ke *keystore.Error
+	var ke *errs.Error
 	switch {
-	case errors.As(err, &ke) && ke.Code == keystore.EConflict:
+	case errors.As(err, &ke) && ke.Code == errs.Conflict:
 		if again, lerr := s.opts.Keys.Lookup(ctx, r.Namespace, r.Key); lerr == nil && again.Record != nil && again.Record.State != keystore.StateUnknown {
 			s.resolvedElsewhere(ctx, r, again.Record, s.now())
 			return alreadyResolved(again.Record)
@@ -240,7 +241,7 @@ func (s *Service) resolveKey(ctx context.Context, r *Record, c Click, attempt, v
 		return "The key could not be resolved: " + EscapeMrkdwn(ke.Message) + ". Nothing changed."
 	case err != nil:
 		s.log.Warn("resolving a key from Slack failed", "namespace", r.Namespace, "key", r.Key, "err", err)
-		return "n8n-guard could not resolve the key (" + EscapeMrkdwn(keystore.ErrorMessage(err)) + "); nothing changed."
+		return "n8n-guard could not resolve the key (" + EscapeMrkdwn(errs.MessageOf(err)) + "); nothing changed."
 	}
 	return ""
 }

@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/n8n-guard/n8n-guard/api/problem"
+	"github.com/n8n-guard/n8n-guard/errs"
 	. "github.com/n8n-guard/n8n-guard/notify"
 
 	"github.com/n8n-guard/n8n-guard/internal/slacktest"
@@ -182,7 +184,7 @@ func TestKeyButtons(t *testing.T) {
 			}
 			if tc.action != ActionAck {
 				last := rec.History[len(rec.History)-1]
-				if last.Event != keystore.EventResolved || !strings.Contains(last.By, tc.user) || !strings.Contains(rec.ResolvedBy, tc.user) {
+				if last.Event != keystore.HistoryResolved || !strings.Contains(last.By, tc.user) || !strings.Contains(rec.ResolvedBy, tc.user) {
 					t.Fatalf("the key's history does not name the Slack user: %+v", last)
 				}
 			}
@@ -233,7 +235,7 @@ func TestClickOnResolvedKey(t *testing.T) {
 	k.click("U0OFFICE", ActionComplete, n2.ID)
 	updates := len(k.calls("chat.update"))
 	k.click("U0HELPER", ActionComplete, n2.ID)
-	if h := k.key("booking-2").History; h[len(h)-2].Event == keystore.EventResolved || !strings.Contains(h[len(h)-1].By, "U0OFFICE") {
+	if h := k.key("booking-2").History; h[len(h)-2].Event == keystore.HistoryResolved || !strings.Contains(h[len(h)-1].By, "U0OFFICE") {
 		t.Fatalf("resolved twice: %+v", h)
 	}
 	eph = k.calls("chat.postEphemeral")
@@ -316,7 +318,7 @@ func TestSignatures(t *testing.T) {
 			body = []byte(strings.Replace(string(body), "%22x%22", "%22"+n.ID+"%22", 1))
 			err := k.in.Interaction(context.Background(), hdr, body)
 			k.svc.WaitClicks()
-			if keystore.ErrorCode(err) != keystore.EUnauthorized {
+			if errs.CodeOf(err) != problem.Unauthorized {
 				t.Fatalf("want unauthorized, got %v", err)
 			}
 			if k.key("booking-9").State != keystore.StateUnknown || len(k.calls("chat.update"))+len(k.calls("chat.postEphemeral")) != 0 {
@@ -331,7 +333,7 @@ func TestSignatures(t *testing.T) {
 		if err := k.in.Interaction(context.Background(), hdr, body); err != nil {
 			t.Fatal(err)
 		}
-		if err := k.in.Interaction(context.Background(), hdr, body); keystore.ErrorCode(err) != keystore.EUnauthorized {
+		if err := k.in.Interaction(context.Background(), hdr, body); errs.CodeOf(err) != problem.Unauthorized {
 			t.Fatalf("replay: %v", err)
 		}
 		if got := counterValue(t, k.reg, "n8n_guard_notify_interactions_refused_total"); got != 1 {
@@ -474,7 +476,7 @@ func TestSimultaneousClicks(t *testing.T) {
 		rec := k.key("booking-20")
 		resolved := 0
 		for _, h := range rec.History {
-			if h.Event == keystore.EventResolved {
+			if h.Event == keystore.HistoryResolved {
 				resolved++
 			}
 		}
@@ -541,7 +543,7 @@ func TestReplays(t *testing.T) {
 			err := k.in.Interaction(context.Background(), tc.again(k, hdr), body)
 			k.svc.WaitClicks()
 			k.pass()
-			if keystore.ErrorCode(err) != keystore.EUnauthorized || !strings.Contains(err.Error(), "replay") {
+			if errs.CodeOf(err) != problem.Unauthorized || !strings.Contains(err.Error(), "replay") {
 				t.Fatalf("the replay was taken: %v", err)
 			}
 			if after := k.slack.Calls(); len(after) != len(before) {

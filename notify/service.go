@@ -12,6 +12,7 @@ import (
 	"github.com/cenkalti/backoff/v5"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/n8n-guard/n8n-guard/errs"
 	"github.com/n8n-guard/n8n-guard/keystore"
 )
 
@@ -223,20 +224,20 @@ func (s *Service) List(ctx context.Context, q ListQuery) (Page, error) {
 	switch q.Status {
 	case "", StatusPending, StatusDelivered, StatusDead:
 	default:
-		return Page{}, &keystore.Error{Code: keystore.EInvalidRequest,
+		return Page{}, &errs.Error{Code: errs.InvalidRequest,
 			Message: "status must be pending, delivered or dead",
-			Fields:  []keystore.FieldError{{Field: "status", Rule: "oneof=pending delivered dead"}}}
+			Fields:  []errs.FieldError{{Field: "status", Rule: "oneof=pending delivered dead"}}}
 	}
 	switch {
 	case q.Limit == 0:
 		q.Limit = 50
 	case q.Limit < 0 || q.Limit > 500:
-		return Page{}, &keystore.Error{Code: keystore.EInvalidRequest, Message: "limit must be between 1 and 500",
-			Fields: []keystore.FieldError{{Field: "limit", Rule: "min=1,max=500"}}}
+		return Page{}, &errs.Error{Code: errs.InvalidRequest, Message: "limit must be between 1 and 500",
+			Fields: []errs.FieldError{{Field: "limit", Rule: "min=1,max=500"}}}
 	}
 	if q.Cursor != "" && !IDRE.MatchString(q.Cursor) {
-		return Page{}, &keystore.Error{Code: keystore.EInvalidRequest, Message: "cursor is not one this server gave out",
-			Fields: []keystore.FieldError{{Field: "cursor", Rule: "cursor"}}}
+		return Page{}, &errs.Error{Code: errs.InvalidRequest, Message: "cursor is not one this server gave out",
+			Fields: []errs.FieldError{{Field: "cursor", Rule: "cursor"}}}
 	}
 	return s.outbox.List(ctx, q)
 }
@@ -245,8 +246,8 @@ func (s *Service) List(ctx context.Context, q ListQuery) (Page, error) {
 // the token) was fixed: attempts start over and the worker posts it.
 func (s *Service) Resend(ctx context.Context, id string) (Notification, error) {
 	if !IDRE.MatchString(id) {
-		return Notification{}, &keystore.Error{Code: keystore.EInvalidRequest, Message: "id is not a notification id (n_…)",
-			Fields: []keystore.FieldError{{Field: "id", Rule: "notification_id"}}}
+		return Notification{}, &errs.Error{Code: errs.InvalidRequest, Message: "id is not a notification id (n_…)",
+			Fields: []errs.FieldError{{Field: "id", Rule: "notification_id"}}}
 	}
 	var was Status
 	r, err := s.outbox.Update(ctx, id, func(x *Record) {
@@ -258,10 +259,10 @@ func (s *Service) Resend(ctx context.Context, id string) (Notification, error) {
 		return Notification{}, err
 	}
 	if r == nil {
-		return Notification{}, keystore.Errorf(keystore.ENotFound, "no notification %s", id)
+		return Notification{}, errs.Errorf(errs.NotFound, "no notification %s", id)
 	}
 	if was != StatusDead {
-		return Notification{}, keystore.Errorf(keystore.EConflict, "notification %s is %s, not dead: only dead notifications are resent", id, was)
+		return Notification{}, errs.Errorf(errs.Conflict, "notification %s is %s, not dead: only dead notifications are resent", id, was)
 	}
 	s.m.resent.Inc()
 	s.log.Info("dead notification queued again by an operator", "id", id)

@@ -17,6 +17,9 @@ import (
 
 	"github.com/gofiber/fiber/v2"
 
+	"github.com/n8n-guard/n8n-guard/api/access"
+	"github.com/n8n-guard/n8n-guard/api/problem"
+	"github.com/n8n-guard/n8n-guard/errs"
 	"github.com/n8n-guard/n8n-guard/keystore"
 	"github.com/n8n-guard/n8n-guard/notify"
 )
@@ -46,46 +49,23 @@ type Notifications interface {
 	List(ctx context.Context, q notify.ListQuery) (notify.Page, error)
 }
 
-// Resender re-sends a dead notification (notify.Service.Resend, which
-// helper "slack" is adding). Until the outbox offers it, the console shows
-// dead notifications and why they failed, but no re-send button.
+// Resender re-sends a dead notification (notify.Service.Resend), passed
+// as Config.Resender.
 type Resender interface {
 	Resend(ctx context.Context, id string) (notify.Notification, error)
-}
-
-// Principal is who a session acts for, as the API token's scope says.
-type Principal struct {
-	Name string // the token's name, shown in the page and the history
-	// CanAct: the role may resolve keys, reset breakers and re-send
-	// notifications. A read role sees but cannot act.
-	CanAct bool
-	// Namespaces the token is limited to; empty: all.
-	Namespaces []string
-}
-
-// sees reports whether p may see keys of namespace ns.
-func (p Principal) sees(ns string) bool {
-	if len(p.Namespaces) == 0 {
-		return true
-	}
-	for _, n := range p.Namespaces {
-		if n == ns {
-			return true
-		}
-	}
-	return false
 }
 
 // Config is what the console needs; api fills it.
 type Config struct {
 	Store         Store
 	Notifications Notifications // nil: notifications are not configured
+	// Resender re-sends dead notifications (nil: the page shows them and
+	// why they failed, without a re-send button).
+	Resender Resender
 	// SignIn checks an API token and says whose it is; an error (with the
 	// code unauthorized or forbidden) for a token that may not sign in. It
 	// must compare in constant time.
-	SignIn func(token string) (Principal, error)
-	// StatusOf maps an error code to its HTTP status: api's one table.
-	StatusOf   func(keystore.Code) int
+	SignIn     func(token string) (access.Principal, error)
 	Logger     *slog.Logger
 	Clock      func() time.Time
 	SessionTTL time.Duration // default 12h
@@ -98,8 +78,8 @@ type Config struct {
 type Console struct {
 	store    Store
 	notes    Notifications
-	signIn   func(string) (Principal, error)
-	statusOf func(keystore.Code) int
+	resender Resender
+	signIn   func(string) (access.Principal, error)
 	log      *slog.Logger
 	now      func() time.Time
 	sessions *sessions
@@ -109,8 +89,8 @@ type Console struct {
 
 // New checks cfg and parses the templates.
 func New(cfg Config) (*Console, error) {
-	if cfg.Store == nil || cfg.SignIn == nil || cfg.StatusOf == nil {
-		return nil, errors.New("console: store, sign-in and status table are required")
+	if cfg.Store == nil || cfg.SignIn == nil {
+		return nil, errors.New("console: store and sign-in are required")
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
@@ -127,8 +107,8 @@ func New(cfg Config) (*Console, error) {
 	ui := &Console{
 		store:    cfg.Store,
 		notes:    cfg.Notifications,
+		resender: cfg.Resender,
 		signIn:   cfg.SignIn,
-		statusOf: cfg.StatusOf,
 		log:      cfg.Logger,
 		now:      cfg.Clock,
 		sessions: newSessions(cfg.SessionTTL, cfg.MaxSessions, cfg.Logger),
@@ -160,13 +140,13 @@ func (ui *Console) Mount(app *fiber.App) {
 	app.Get(Prefix+"/static/:file", ui.asset)
 }
 
-// access says who may use a route.
-type access int
+// gate says who may use a route.
+type gate int
 
 const (
-	signedOut access = iota // the sign-in page itself
-	anyone                  // any signed-in session
-	actor                   // a session whose role may act
+	signedOut gate = iota // the sign-in page itself
+	anyone                // any signed-in session
+	actor                 // a session whose role may act
 )
 
 // handler is a page or action; sess is nil only on signedOut routes.
@@ -175,7 +155,7 @@ type handler func(c *fiber.Ctx, sess *session) error
 // route wraps every page the same way: security headers, panic recovery,
 // the session check, CSRF on every POST, the role check on actions, and
 // errors rendered as a page.
-func (ui *Console) route(app *fiber.App, method, path string, who access, h handler) {
+func (ui *Console) route(app *fiber.App, method, path string, who gate, h handler) {
 	app.Add(method, Prefix+path, func(c *fiber.Ctx) (err error) {
 		defer func() {
 			if p := recover(); p != nil {
@@ -186,7 +166,7 @@ func (ui *Console) route(app *fiber.App, method, path string, who access, h hand
 		securityHeaders(c)
 		sess := ui.sessions.get(c.Cookies(cookieName(c)), ui.now())
 		if err := ui.admit(c, method, who, sess); err != nil {
-			if sess == nil && method == fiber.MethodGet && keystore.ErrorCode(err) == keystore.EUnauthorized {
+			if sess == nil && method == fiber.MethodGet && errs.CodeOf(err) == problem.Unauthorized {
 				return c.Redirect(Prefix+"/signin", http.StatusSeeOther)
 			}
 			return ui.renderError(c, sess, err)
@@ -199,24 +179,24 @@ func (ui *Console) route(app *fiber.App, method, path string, who access, h hand
 }
 
 // admit decides whether the request may reach its handler.
-func (ui *Console) admit(c *fiber.Ctx, method string, who access, sess *session) error {
+func (ui *Console) admit(c *fiber.Ctx, method string, who gate, sess *session) error {
 	if method == fiber.MethodPost && !sameOrigin(c) {
-		return keystore.Errorf(keystore.EForbidden, "the form was sent from another site; open the console and try again")
+		return errs.Errorf(errs.Forbidden, "the form was sent from another site; open the console and try again")
 	}
 	if who == signedOut {
 		return nil
 	}
 	if sess == nil {
-		return keystore.Errorf(keystore.EUnauthorized, "sign in first (your session may have ended)")
+		return errs.Errorf(problem.Unauthorized, "sign in first (your session may have ended)")
 	}
 	if method == fiber.MethodPost {
 		sent := c.FormValue("csrf")
 		if sent == "" || subtle.ConstantTimeCompare([]byte(sent), []byte(sess.csrf)) != 1 {
-			return keystore.Errorf(keystore.EForbidden, "the form is missing its CSRF token or it is stale; reload the page and try again")
+			return errs.Errorf(errs.Forbidden, "the form is missing its CSRF token or it is stale; reload the page and try again")
 		}
 	}
-	if who == actor && !sess.who.CanAct {
-		return keystore.Errorf(keystore.EForbidden, "the token %q may only read; sign in with a token whose role may act", sess.who.Name)
+	if who == actor && !sess.who.CanAct() {
+		return errs.Errorf(errs.Forbidden, "the token %q may only read; sign in with a token whose role may act", sess.who.Name)
 	}
 	return nil
 }
@@ -268,11 +248,11 @@ type errorPage struct {
 	Message string
 }
 
-// renderError shows err as a page, with the status api's table gives its
-// code. Internal errors are logged and shown with a generic message.
+// renderError shows err as a page, with the status the one table
+// (api/problem) gives its code. Internal errors are logged and shown with a generic message.
 func (ui *Console) renderError(c *fiber.Ctx, sess *session, err error) error {
-	code := keystore.ErrorCode(err)
-	status := ui.statusOf(code)
+	code := errs.CodeOf(err)
+	status := problem.Status(code)
 	if status >= 500 {
 		ui.log.Error("console page failed", "path", c.Path(), "status", status, "err", err)
 	}
@@ -280,7 +260,7 @@ func (ui *Console) renderError(c *fiber.Ctx, sess *session, err error) error {
 		layout:  ui.layout(sess, "Error"),
 		Status:  status,
 		Title:   http.StatusText(status),
-		Message: keystore.ErrorMessage(err),
+		Message: errs.MessageOf(err),
 	})
 }
 

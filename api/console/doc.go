@@ -8,7 +8,7 @@
 // A person signs in with an API token, exchanged for a session cookie
 // (HttpOnly, SameSite=Strict, Secure over TLS); the token never appears in
 // a URL. Every action is a POST that carries the session's CSRF token. What
-// a session may do comes from the token's role (Principal.CanAct).
+// a session may do comes from the token's role (access.Principal.CanAct).
 //
 // Like api/, this package only translates: every decision about a key is
 // keystore's (Resolve), every rule about notifications is notify's. What it

@@ -13,10 +13,13 @@ import (
 
 	"github.com/gofiber/fiber/v2"
 
-	"github.com/n8n-guard/n8n-guard/api"
+	"github.com/n8n-guard/n8n-guard/api/access"
 	"github.com/n8n-guard/n8n-guard/api/console"
+	"github.com/n8n-guard/n8n-guard/api/problem"
+	"github.com/n8n-guard/n8n-guard/errs"
 	"github.com/n8n-guard/n8n-guard/keystore"
 	"github.com/n8n-guard/n8n-guard/keystore/bolt"
+	"github.com/n8n-guard/n8n-guard/notify"
 )
 
 // Two tokens: one whose role may act, one that may only read.
@@ -52,14 +55,13 @@ func newSite(t *testing.T) *site {
 
 // serve mounts a console on store (and notes, when given) and serves it
 // on loopback until stop.
-func serve(store keystore.Store, notes ...console.Notifications) (s *site, stop func(), err error) {
+func serve(store keystore.Store, notes ...*notify.Service) (s *site, stop func(), err error) {
 	cfg := console.Config{
-		Store:    store,
-		SignIn:   signIn,
-		StatusOf: api.StatusOf,
+		Store:  store,
+		SignIn: signIn,
 	}
 	if len(notes) > 0 {
-		cfg.Notifications = notes[0]
+		cfg.Notifications, cfg.Resender = notes[0], notes[0]
 	}
 	ui, err := console.New(cfg)
 	if err != nil {
@@ -78,14 +80,14 @@ func serve(store keystore.Store, notes ...console.Notifications) (s *site, stop 
 
 // signIn is the roles table of the tests; api's, from the scoped tokens,
 // is the real one (api/console_test.go).
-func signIn(token string) (console.Principal, error) {
+func signIn(token string) (access.Principal, error) {
 	switch token {
 	case actToken:
-		return console.Principal{Name: "on-call", CanAct: true}, nil
+		return access.Principal{Name: "on-call", Role: access.RoleAdmin}, nil
 	case readToken:
-		return console.Principal{Name: "viewer"}, nil
+		return access.Principal{Name: "viewer", Role: access.RoleRead}, nil
 	}
-	return console.Principal{}, keystore.Errorf(keystore.EUnauthorized, "that token is not valid")
+	return access.Principal{}, errs.Errorf(problem.Unauthorized, "that token is not valid")
 }
 
 // unknownKey puts a key into unknown the way n8n does: reserve, then a

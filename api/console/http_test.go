@@ -19,7 +19,6 @@ import (
 
 	"github.com/gofiber/fiber/v2"
 
-	"github.com/n8n-guard/n8n-guard/api"
 	"github.com/n8n-guard/n8n-guard/api/console"
 	"github.com/n8n-guard/n8n-guard/keystore"
 )
@@ -148,7 +147,7 @@ func TestStoreTextIsEscapedInTheHTML(t *testing.T) {
 // Over TLS the cookie is Secure and host-only (__Host- prefix).
 func TestSessionCookieIsSecureOverTLS(t *testing.T) {
 	store := newSite(t).store
-	ui, err := console.New(console.Config{Store: store, SignIn: signIn, StatusOf: api.StatusOf})
+	ui, err := console.New(console.Config{Store: store, SignIn: signIn})
 	if err != nil {
 		t.Fatal(err)
 	}

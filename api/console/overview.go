@@ -9,6 +9,7 @@ import (
 
 	"github.com/gofiber/fiber/v2"
 
+	"github.com/n8n-guard/n8n-guard/api/access"
 	"github.com/n8n-guard/n8n-guard/keystore"
 	"github.com/n8n-guard/n8n-guard/notify"
 )
@@ -56,7 +57,7 @@ func (ui *Console) overview(c *fiber.Ctx, sess *session) error {
 		return err
 	}
 	for ns, byState := range counts {
-		if !sess.who.sees(ns) {
+		if !sess.who.MayUse(ns) {
 			continue
 		}
 		p.Namespaces = append(p.Namespaces, namespaceCounts{Namespace: ns,
@@ -73,11 +74,13 @@ func (ui *Console) overview(c *fiber.Ctx, sess *session) error {
 		return err
 	}
 	for _, b := range breakers {
-		if b.State != keystore.BreakerClosed {
+		if b.State != keystore.BreakerClosed && sess.who.MayUseBreaker(b.Destination) {
 			p.Open = append(p.Open, b)
 		}
 	}
-	if ui.notes != nil {
+	// Notifications are not kept by namespace: a token limited to some
+	// sees none of them (as on /v1/notifications).
+	if ui.notes != nil && sess.who.Unlimited() {
 		if p.Notes, err = ui.countNotes(ctx); err != nil {
 			return err
 		}
@@ -92,7 +95,7 @@ func (ui *Console) overview(c *fiber.Ctx, sess *session) error {
 }
 
 // waiting returns the oldest unknown keys the principal may see.
-func (ui *Console) waiting(ctx context.Context, who Principal) ([]*keystore.Record, error) {
+func (ui *Console) waiting(ctx context.Context, who access.Principal) ([]*keystore.Record, error) {
 	page, err := ui.store.List(ctx, keystore.ListQuery{State: keystore.StateUnknown, Oldest: true, Limit: waitingShown * 5})
 	// A token limited to some namespaces may see fewer: it gets what the
 	// first pages hold, and the count of all waiting keys it may see.
@@ -101,7 +104,7 @@ func (ui *Console) waiting(ctx context.Context, who Principal) ([]*keystore.Reco
 	}
 	var out []*keystore.Record
 	for _, r := range page.Items {
-		if who.sees(r.Namespace) && len(out) < waitingShown {
+		if who.MayUse(r.Namespace) && len(out) < waitingShown {
 			out = append(out, r)
 		}
 	}

@@ -9,6 +9,9 @@ import (
 
 	"github.com/gofiber/fiber/v2"
 
+	"github.com/n8n-guard/n8n-guard/api/access"
+	"github.com/n8n-guard/n8n-guard/api/problem"
+	"github.com/n8n-guard/n8n-guard/errs"
 	"github.com/n8n-guard/n8n-guard/keystore"
 	"github.com/n8n-guard/n8n-guard/notify"
 )
@@ -16,7 +19,7 @@ import (
 // layout is what every page shows around its content.
 type layout struct {
 	Title string
-	Who   *Principal // nil: signed out
+	Who   *access.Principal // nil: signed out
 	CSRF  string
 	Now   time.Time
 }
@@ -46,16 +49,16 @@ func (ui *Console) signInSubmit(c *fiber.Ctx, _ *session) error {
 	token := strings.TrimSpace(c.FormValue("token"))
 	who, err := ui.signIn(token)
 	if err != nil {
-		ui.log.Info("console: sign-in refused", "ip", c.IP(), "why", keystore.ErrorMessage(err))
-		problem := "That token is not valid: check that you copied all of it."
-		if keystore.ErrorCode(err) != keystore.EUnauthorized {
-			problem = keystore.ErrorMessage(err)
+		ui.log.Info("console: sign-in refused", "ip", c.IP(), "why", errs.MessageOf(err))
+		why := "That token is not valid: check that you copied all of it."
+		if errs.CodeOf(err) != problem.Unauthorized {
+			why = errs.MessageOf(err)
 		}
-		return ui.render(c, ui.statusOf(keystore.ErrorCode(err)), "signin", signInPage{layout: ui.layout(nil, "Sign in"), Problem: problem})
+		return ui.render(c, problem.Status(errs.CodeOf(err)), "signin", signInPage{layout: ui.layout(nil, "Sign in"), Problem: why})
 	}
 	sess := ui.sessions.start(who, ui.now())
 	setSessionCookie(c, sess)
-	ui.log.Info("console: signed in", "token", who.Name, "can_act", who.CanAct)
+	ui.log.Info("console: signed in", "token", who.Name, "can_act", who.CanAct())
 	return c.Redirect(Prefix, http.StatusSeeOther)
 }
 
@@ -93,12 +96,12 @@ func (ui *Console) search(c *fiber.Ctx, sess *session) error {
 		return ui.render(c, http.StatusOK, "search", p)
 	}
 	p.Searched = true
-	if p.Namespace != "" && !sess.who.sees(p.Namespace) {
-		return keystore.Errorf(keystore.EForbidden, "the token %q does not cover namespace %q", sess.who.Name, p.Namespace)
+	if p.Namespace != "" && !sess.who.MayUse(p.Namespace) {
+		return errs.Errorf(errs.Forbidden, "the token %q does not cover namespace %q", sess.who.Name, p.Namespace)
 	}
 	if p.Key != "" && p.Match == "exact" {
 		if p.Namespace == "" {
-			return keystore.Errorf(keystore.EInvalidRequest, "an exact key needs its namespace")
+			return errs.Errorf(errs.InvalidRequest, "an exact key needs its namespace")
 		}
 		res, err := ui.store.Lookup(c.UserContext(), p.Namespace, p.Key)
 		if err != nil {
@@ -122,7 +125,7 @@ func (ui *Console) search(c *fiber.Ctx, sess *session) error {
 		return err
 	}
 	for _, r := range page.Items {
-		if sess.who.sees(r.Namespace) {
+		if sess.who.MayUse(r.Namespace) {
 			p.Items = append(p.Items, r)
 		}
 	}
@@ -161,22 +164,22 @@ func (ui *Console) keyPage(c *fiber.Ctx, sess *session) error {
 }
 
 func (ui *Console) showKey(c *fiber.Ctx, sess *session, status int, ns, key, problem string, form resolveForm) error {
-	if !sess.who.sees(ns) {
-		return keystore.Errorf(keystore.EForbidden, "the token %q does not cover namespace %q", sess.who.Name, ns)
+	if !sess.who.MayUse(ns) {
+		return errs.Errorf(errs.Forbidden, "the token %q does not cover namespace %q", sess.who.Name, ns)
 	}
 	res, err := ui.store.Lookup(c.UserContext(), ns, key)
 	if err != nil {
 		return err
 	}
 	if res.Record == nil {
-		return keystore.Errorf(keystore.ENotFound, "no key %q in namespace %q (never seen, or purged after its retention)", key, ns)
+		return errs.Errorf(errs.NotFound, "no key %q in namespace %q (never seen, or purged after its retention)", key, ns)
 	}
 	r := res.Record
 	p := keyPage{layout: ui.layout(sess, "Key "+r.Key), Record: r, Done: doneText(c.Query("done")), Problem: problem, Form: form}
 	p.History = slices.Clone(r.History)
 	slices.Reverse(p.History)
 	p.Decidable = decidable(r, ui.now())
-	p.CanResolve = p.Decidable && sess.who.CanAct
+	p.CanResolve = p.Decidable && sess.who.CanAct()
 	return ui.render(c, status, "key", p)
 }
 
@@ -199,8 +202,8 @@ func decidable(r *keystore.Record, now time.Time) bool {
 func (ui *Console) resolve(c *fiber.Ctx, sess *session) error {
 	ns, key := c.FormValue("namespace"), c.FormValue("key")
 	form := resolveForm{Action: c.FormValue("action"), Note: c.FormValue("note"), ResultRef: c.FormValue("result_ref")}
-	if !sess.who.sees(ns) {
-		return keystore.Errorf(keystore.EForbidden, "the token %q does not cover namespace %q", sess.who.Name, ns)
+	if !sess.who.MayUse(ns) {
+		return errs.Errorf(errs.Forbidden, "the token %q does not cover namespace %q", sess.who.Name, ns)
 	}
 	req := keystore.ResolveRequest{Namespace: ns, Key: key, By: "console: " + sess.who.Name, Note: form.Note}
 	switch form.Action {
@@ -214,8 +217,8 @@ func (ui *Console) resolve(c *fiber.Ctx, sess *session) error {
 		return ui.showKey(c, sess, http.StatusBadRequest, ns, key, "Choose what to do with the key.", form)
 	}
 	if _, err := ui.store.Resolve(c.UserContext(), req); err != nil {
-		if status := ui.statusOf(keystore.ErrorCode(err)); status < 500 && keystore.ErrorCode(err) != keystore.ENotFound {
-			return ui.showKey(c, sess, status, ns, key, keystore.ErrorMessage(err), form)
+		if status := problem.Status(errs.CodeOf(err)); status < 500 && errs.CodeOf(err) != errs.NotFound {
+			return ui.showKey(c, sess, status, ns, key, errs.MessageOf(err), form)
 		}
 		return err
 	}
@@ -250,20 +253,29 @@ type breakersPage struct {
 }
 
 func (ui *Console) breakers(c *fiber.Ctx, sess *session) error {
-	items, err := ui.store.Destinations(c.UserContext())
+	all, err := ui.store.Destinations(c.UserContext())
 	if err != nil {
 		return err
+	}
+	var items []keystore.Breaker
+	for _, b := range all {
+		if sess.who.MayUseBreaker(b.Destination) {
+			items = append(items, b)
+		}
 	}
 	return ui.render(c, http.StatusOK, "breakers", breakersPage{
 		layout:   ui.layout(sess, "Breakers"),
 		Items:    items,
-		CanReset: sess.who.CanAct,
+		CanReset: sess.who.CanAct(),
 		Done:     c.Query("done"),
 	})
 }
 
 func (ui *Console) resetBreaker(c *fiber.Ctx, sess *session) error {
 	dest := c.FormValue("destination")
+	if !sess.who.MayUseBreaker(dest) {
+		return errs.Errorf(errs.Forbidden, "the token %q may not use destination %q", sess.who.Name, dest)
+	}
 	if _, err := ui.store.ResetBreaker(c.UserContext(), dest, "console: "+sess.who.Name); err != nil {
 		return err
 	}
@@ -288,9 +300,11 @@ func (ui *Console) notifications(c *fiber.Ctx, sess *session) error {
 	if ui.notes == nil {
 		return ui.render(c, http.StatusOK, "notifications", p)
 	}
+	if err := notesForEveryNamespace(sess); err != nil {
+		return err
+	}
 	p.Configured = true
-	_, resends := ui.notes.(Resender)
-	p.CanResend = resends && sess.who.CanAct
+	p.CanResend = ui.resender != nil && sess.who.CanAct()
 	page, err := ui.notes.List(c.UserContext(), notify.ListQuery{Status: notify.Status(p.Status), Limit: 50, Cursor: c.Query("cursor")})
 	if err != nil {
 		return err
@@ -303,9 +317,12 @@ func (ui *Console) notifications(c *fiber.Ctx, sess *session) error {
 }
 
 func (ui *Console) resend(c *fiber.Ctx, sess *session) error {
-	rs, ok := ui.notes.(Resender)
-	if ui.notes == nil || !ok {
-		return keystore.Errorf(keystore.EConflict, "this outbox cannot re-send notifications")
+	if err := notesForEveryNamespace(sess); err != nil {
+		return err
+	}
+	rs := ui.resender
+	if ui.notes == nil || rs == nil {
+		return errs.Errorf(errs.Conflict, "this outbox cannot re-send notifications")
 	}
 	id := c.FormValue("id")
 	if _, err := rs.Resend(c.UserContext(), id); err != nil {
@@ -313,4 +330,15 @@ func (ui *Console) resend(c *fiber.Ctx, sess *session) error {
 	}
 	ui.log.Info("console: notification re-sent", "id", id, "token", sess.who.Name)
 	return c.Redirect(Prefix+"/notifications?status=pending&done="+url.QueryEscape(id), http.StatusSeeOther)
+}
+
+// notesForEveryNamespace refuses the notification pages to a token
+// limited to namespaces: notifications are not kept by namespace (a failed
+// execution has none), so it would see every team's.
+func notesForEveryNamespace(sess *session) error {
+	if sess.who.Unlimited() {
+		return nil
+	}
+	return errs.Errorf(errs.Forbidden, "the token %q is limited to namespaces %s; notifications span every namespace: sign in with a token without namespace limits",
+		sess.who.Name, strings.Join(sess.who.Namespaces, ", "))
 }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/gofiber/fiber/v2"
+	"github.com/n8n-guard/n8n-guard/api/access"
 )
 
 // A session is what a sign-in leaves in the server: who it acts for and the
@@ -16,7 +17,7 @@ import (
 // to the keys, and costs a person one more sign-in.
 type session struct {
 	id      string
-	who     Principal
+	who     access.Principal
 	csrf    string
 	expires time.Time
 }
@@ -44,7 +45,7 @@ func randomID() string {
 
 // start opens a session for who. When the table is full, expired sessions
 // go first, then the one closest to its end.
-func (s *sessions) start(who Principal, now time.Time) *session {
+func (s *sessions) start(who access.Principal, now time.Time) *session {
 	sess := &session{id: randomID(), who: who, csrf: randomID(), expires: now.Add(s.ttl)}
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -16,6 +16,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/n8n-guard/n8n-guard/api"
+	"github.com/n8n-guard/n8n-guard/api/access"
 	"github.com/n8n-guard/n8n-guard/keystore"
 	"github.com/n8n-guard/n8n-guard/notify"
 )
@@ -237,9 +238,9 @@ func (fc FileConfig) ScopedTokens(getenv func(string) string) ([]api.TokenScope,
 		if !keystore.ValidNamespace(name) {
 			return nil, fmt.Errorf("%s: not a valid token name (1-64 of a-z, 0-9, '.', '_', '-', starting with a letter or digit)", where)
 		}
-		ts := api.TokenScope{Name: name, Role: api.Role(tc.Role), Namespaces: tc.Namespaces}
-		if !slices.Contains(api.Roles, ts.Role) {
-			return nil, fmt.Errorf("%s.role: %q must be one of %v", where, tc.Role, api.Roles)
+		ts := api.TokenScope{Name: name, Role: access.Role(tc.Role), Namespaces: tc.Namespaces}
+		if !slices.Contains(access.Roles, ts.Role) {
+			return nil, fmt.Errorf("%s.role: %q must be one of %v", where, tc.Role, access.Roles)
 		}
 		for _, ns := range tc.Namespaces {
 			if !keystore.ValidNamespace(ns) {

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/n8n-guard/n8n-guard/api"
+	"github.com/n8n-guard/n8n-guard/api/access"
 	"github.com/n8n-guard/n8n-guard/keystore"
 )
 
@@ -118,8 +118,8 @@ metrics:
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(ts) != 2 || ts[0].Name != "dashboard" || ts[0].Role != api.RoleRead || ts[0].SHA256 != sha256.Sum256([]byte("test")) ||
-		ts[1].Name != "team-crm" || ts[1].Role != api.RoleReserve || ts[1].SHA256 != sha256.Sum256([]byte("secret")) ||
+	if len(ts) != 2 || ts[0].Name != "dashboard" || ts[0].Role != access.RoleRead || ts[0].SHA256 != sha256.Sum256([]byte("test")) ||
+		ts[1].Name != "team-crm" || ts[1].Role != access.RoleReserve || ts[1].SHA256 != sha256.Sum256([]byte("secret")) ||
 		len(ts[1].Namespaces) != 1 || ts[1].Namespaces[0] != "crm-contacts" {
 		t.Fatalf("tokens = %+v", ts)
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/n8n-guard/n8n-guard/client"
+	"github.com/n8n-guard/n8n-guard/errs"
 	"github.com/n8n-guard/n8n-guard/keystore"
 )
 
@@ -141,7 +142,7 @@ reserves answer duplicate_event.
 			})
 			if err != nil {
 				var e *client.Error
-				if errors.As(err, &e) && e.Code() == string(keystore.EConflict) && !force && strings.Contains(e.Problem.Detail, "reserved by a live attempt") {
+				if errors.As(err, &e) && e.Code() == string(errs.Conflict) && !force && strings.Contains(e.Problem.Detail, "reserved by a live attempt") {
 					return fmt.Errorf("%w\n(a live reservation is only overridden with --force)", err)
 				}
 				return err

@@ -91,6 +91,10 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	notifyOpts := notify.Options{Logger: m.Logger, Registerer: reg}
+	var (
+		backup api.Backuper // nil: PostgreSQL, backed up with pg_dump
+		fault  func() error
+	)
 	switch {
 	case isPostgresURL(cfg.Store):
 		pg, err := postgres.Open(ctx, cfg.Store, postgres.Options{
@@ -127,6 +131,8 @@ func (m *Main) Run(ctx context.Context) (err error) {
 		if notifyOpts.Outbox, err = notifybolt.New(bs.DB); err != nil {
 			return fmt.Errorf("notify outbox: %w", err)
 		}
+		// What only a bbolt store offers the API.
+		backup, fault = bs, bs.Fault
 		m.Logger.Info("store open", "backend", "bbolt", "path", path)
 	default:
 		return fmt.Errorf("--store %q: use a postgres:// URL, or leave it empty for the bbolt file in --data", redactURL(cfg.Store))
@@ -139,7 +145,10 @@ func (m *Main) Run(ctx context.Context) (err error) {
 
 	if m.server, err = api.New(api.Config{
 		Store:         m.store,
-		Notifications: notifications{m.notes, slack.NewInteractions(cfg.SlackSigningSecret, m.notes, m.Logger)},
+		Notifications: m.notes,
+		Interactions:  notifications{m.notes, slack.NewInteractions(cfg.SlackSigningSecret, m.notes, m.Logger)},
+		Backup:        backup,
+		Fault:         fault,
 		Tokens:        tokens,
 		Registry:      reg,
 		Logger:        m.Logger.With("component", "api"),

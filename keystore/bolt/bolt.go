@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/cenkalti/backoff/v5"
+	"github.com/n8n-guard/n8n-guard/errs"
 	"github.com/n8n-guard/n8n-guard/keystore"
 	bbolt "go.etcd.io/bbolt"
 	berrors "go.etcd.io/bbolt/errors"
@@ -212,7 +213,7 @@ func (s *Store) Ping(context.Context) error {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	if s.closed {
-		return keystore.Errorf(keystore.EStoreUnavailable, "store is closed")
+		return errs.Errorf(errs.StoreUnavailable, "store is closed")
 	}
 	if f := s.fault.Load(); f != nil {
 		return f.unavailable()
@@ -249,7 +250,7 @@ func (s *Store) enqueue(op *writeOp) error {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	if s.closed {
-		return keystore.Errorf(keystore.EStoreUnavailable, "store is closed")
+		return errs.Errorf(errs.StoreUnavailable, "store is closed")
 	}
 	s.ops <- op
 	return nil
@@ -604,7 +605,7 @@ func (s *Store) readErr(err error) error {
 		return nil
 	}
 	if errors.Is(err, berrors.ErrDatabaseNotOpen) {
-		return keystore.Errorf(keystore.EStoreUnavailable, "store is closed")
+		return errs.Errorf(errs.StoreUnavailable, "store is closed")
 	}
 	return err
 }
@@ -618,7 +619,7 @@ func (s *Store) List(_ context.Context, q keystore.ListQuery) (keystore.Page, er
 	var after []byte
 	if q.Cursor != "" {
 		if after, err = base64.RawURLEncoding.DecodeString(q.Cursor); err != nil {
-			return keystore.Page{}, keystore.InvalidField("cursor", "cursor", "cursor is not one this server returned")
+			return keystore.Page{}, errs.InvalidField("cursor", "cursor", "cursor is not one this server returned")
 		}
 	}
 	var page keystore.Page
@@ -652,10 +653,10 @@ func (s *Store) List(_ context.Context, q keystore.ListQuery) (keystore.Page, er
 		var k, v, lastKey []byte
 		if after != nil {
 			if len(after) <= skip || bytes.IndexByte(after[skip:], 0) < 0 {
-				return keystore.InvalidField("cursor", "cursor", "cursor is not one this server returned")
+				return errs.InvalidField("cursor", "cursor", "cursor is not one this server returned")
 			}
 			if !bytes.HasPrefix(after, prefix) {
-				return keystore.InvalidField("cursor", "cursor", "cursor belongs to another listing")
+				return errs.InvalidField("cursor", "cursor", "cursor belongs to another listing")
 			}
 			k, v = c.Seek(after)
 			if bytes.Equal(k, after) {

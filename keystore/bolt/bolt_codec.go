@@ -59,8 +59,8 @@ const ownerNone = "\x00"
 // tokenHashLen is the length of keystore's token hash (and of a seal).
 const tokenHashLen = 16
 
-var eventCodes = map[string]uint8{keystore.EventReserved: 1, keystore.EventCompleted: 2, keystore.EventFailed: 3, keystore.EventUnknown: 4, keystore.EventLeaseExpired: 5, keystore.EventResolved: 6}
-var eventByCode = map[uint8]string{1: keystore.EventReserved, 2: keystore.EventCompleted, 3: keystore.EventFailed, 4: keystore.EventUnknown, 5: keystore.EventLeaseExpired, 6: keystore.EventResolved}
+var eventCodes = map[keystore.HistoryEvent]uint8{keystore.HistoryReserved: 1, keystore.HistoryCompleted: 2, keystore.HistoryFailed: 3, keystore.HistoryUnknown: 4, keystore.HistoryLeaseExpired: 5, keystore.HistoryResolved: 6}
+var eventByCode = map[uint8]keystore.HistoryEvent{1: keystore.HistoryReserved, 2: keystore.HistoryCompleted, 3: keystore.HistoryFailed, 4: keystore.HistoryUnknown, 5: keystore.HistoryLeaseExpired, 6: keystore.HistoryResolved}
 var viaCodes = map[keystore.Via]uint8{"": 0, keystore.ViaPrimary: 1, keystore.ViaFallback: 2}
 var viaByCode = map[uint8]keystore.Via{0: "", 1: keystore.ViaPrimary, 2: keystore.ViaFallback}
 

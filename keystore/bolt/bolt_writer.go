@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/cenkalti/backoff/v5"
+	"github.com/n8n-guard/n8n-guard/errs"
 	"github.com/n8n-guard/n8n-guard/keystore"
 	bbolt "go.etcd.io/bbolt"
 )
@@ -40,7 +41,7 @@ type storeFault struct {
 // unavailable is the answer while writes are stopped. It names the kind of
 // error (the errno's text: "no space left on device") but not the path.
 func (f *storeFault) unavailable() error {
-	return keystore.Errorf(keystore.EStoreUnavailable, "the store stopped writing after a storage error (%s) at %s and is retrying; nothing was recorded",
+	return errs.Errorf(errs.StoreUnavailable, "the store stopped writing after a storage error (%s) at %s and is retrying; nothing was recorded",
 		errorKind(f.err), f.since.UTC().Format(time.RFC3339))
 }
 
@@ -67,11 +68,11 @@ func (s *Store) Fault() error {
 
 // errNotRecorded answers a group whose transaction failed before its
 // commit began: bbolt wrote nothing.
-var errNotRecorded = keystore.Errorf(keystore.EStoreUnavailable, "the store could not save the change; nothing was recorded")
+var errNotRecorded = errs.Errorf(errs.StoreUnavailable, "the store could not save the change; nothing was recorded")
 
 // errOutcomeUnknown answers a group whose commit failed: its pages or its
 // meta page may have reached the disk.
-var errOutcomeUnknown = keystore.Errorf(keystore.EStoreOutcomeUnknown,
+var errOutcomeUnknown = errs.Errorf(errs.StoreOutcomeUnknown,
 	"the store failed while saving the change, which may or may not have been recorded; look the key up before retrying")
 
 func (s *Store) writer() {

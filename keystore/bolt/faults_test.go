@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/cenkalti/backoff/v5"
+	"github.com/n8n-guard/n8n-guard/errs"
 	"github.com/n8n-guard/n8n-guard/keystore"
 	bbolt "go.etcd.io/bbolt"
 )
@@ -59,7 +60,7 @@ func quickRetry() backoff.BackOff { return backoff.NewConstantBackOff(20 * time.
 
 type answer struct {
 	key  string
-	code keystore.Code // "" for accepted
+	code errs.Code // "" for accepted
 }
 
 // reserveMany reserves n new keys from n goroutines at once.
@@ -75,9 +76,9 @@ func reserveMany(s *Store, prefix string, n int) []answer {
 			out[i] = answer{key: key}
 			switch {
 			case err != nil:
-				out[i].code = keystore.ErrorCode(err)
+				out[i].code = errs.CodeOf(err)
 			case r.Outcome != keystore.OutcomeAccepted:
-				out[i].code = keystore.Code("outcome " + string(r.Outcome))
+				out[i].code = errs.Code("outcome " + string(r.Outcome))
 			}
 		}()
 	}
@@ -114,23 +115,23 @@ func TestStorageFaults(t *testing.T) {
 			failed := reserveMany(s, "failed", 16)
 			unknown := 0
 			for _, a := range failed {
-				if a.code == keystore.EStoreOutcomeUnknown {
+				if a.code == errs.StoreOutcomeUnknown {
 					unknown++
 				}
 			}
 			if unknown == 0 {
 				t.Fatalf("no answer said the outcome is unknown: %+v", failed)
 			}
-			if err := s.Ping(ctx); keystore.ErrorCode(err) != keystore.EStoreUnavailable {
+			if err := s.Ping(ctx); errs.CodeOf(err) != errs.StoreUnavailable {
 				t.Fatalf("ping while the disk fails: %v (want store_unavailable: /readyz must be 503)", err)
 			}
-			if f := s.Fault(); f == nil || !strings.Contains(keystore.ErrorMessage(f), tc.says) {
+			if f := s.Fault(); f == nil || !strings.Contains(errs.MessageOf(f), tc.says) {
 				t.Fatalf("Fault() = %v, want it to say %q (/healthz shows it)", f, tc.says)
 			}
 			// While broken: nothing recorded, said so.
 			later := reserveMany(s, "while-broken", 4)
 			for _, a := range later {
-				if a.code != keystore.EStoreUnavailable {
+				if a.code != errs.StoreUnavailable {
 					t.Fatalf("reserve while broken: %+v, want store_unavailable", a)
 				}
 			}
@@ -181,7 +182,7 @@ func TestNoSpaceOnARealDisk(t *testing.T) {
 			answers = append(answers, a)
 			if a.code != "" {
 				full = true
-				if a.code != keystore.EStoreOutcomeUnknown && a.code != keystore.EStoreUnavailable {
+				if a.code != errs.StoreOutcomeUnknown && a.code != errs.StoreUnavailable {
 					t.Fatalf("answer on a full disk: %+v", a)
 				}
 			}
@@ -190,7 +191,7 @@ func TestNoSpaceOnARealDisk(t *testing.T) {
 	if !full {
 		t.Fatal("the disk never filled: the test tested nothing")
 	}
-	if f := s.Fault(); f == nil || !strings.Contains(keystore.ErrorMessage(f), "no space left on device") {
+	if f := s.Fault(); f == nil || !strings.Contains(errs.MessageOf(f), "no space left on device") {
 		t.Fatalf("Fault() = %v, want no space left on device", f)
 	}
 	if err := os.Remove(spare); err != nil {
@@ -242,10 +243,10 @@ func checkOnDisk(t *testing.T, path string, answers []answer, unknownOnDisk *boo
 		switch {
 		case a.code == "" && !there:
 			t.Errorf("%s was answered accepted and is not on disk", a.key)
-		case a.code == keystore.EStoreUnavailable && there:
+		case a.code == errs.StoreUnavailable && there:
 			t.Errorf("%s was answered %q (nothing recorded) and is on disk", a.key, a.code)
-		case unknownOnDisk == nil || a.code == "" || a.code == keystore.EStoreUnavailable:
-		case a.code == keystore.EStoreOutcomeUnknown:
+		case unknownOnDisk == nil || a.code == "" || a.code == errs.StoreUnavailable:
+		case a.code == errs.StoreOutcomeUnknown:
 			if there != *unknownOnDisk {
 				t.Errorf("%s (outcome unknown): on disk %v, want %v", a.key, there, *unknownOnDisk)
 			}

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/n8n-guard/n8n-guard/errs"
 	"github.com/n8n-guard/n8n-guard/keystore"
 	"github.com/n8n-guard/n8n-guard/keystore/bolt"
 	"github.com/n8n-guard/n8n-guard/keystore/storetest"
@@ -93,7 +94,7 @@ func TestObserver(t *testing.T) {
 		s.DB().Close() // behind the store's back: its next transaction cannot begin
 		// (complete: a reserve would already fail on its read snapshot)
 		_, err = s.Complete(ctx, keystore.CompleteRequest{Namespace: "crm", Key: "evt-1", Token: "1.00000000000000000000000000000000"})
-		if keystore.ErrorCode(err) != keystore.EStoreUnavailable {
+		if errs.CodeOf(err) != errs.StoreUnavailable {
 			t.Fatalf("complete on a closed file: %v", err)
 		}
 		obs.mu.Lock()

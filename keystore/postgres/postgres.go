@@ -14,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/n8n-guard/n8n-guard/errs"
 	"github.com/n8n-guard/n8n-guard/internal/migrate"
 	"github.com/n8n-guard/n8n-guard/keystore"
 )
@@ -571,7 +572,7 @@ func retryablePg(err error) bool {
 // through, an unreachable database is store_unavailable, anything else is
 // internal. Details go to the log, never to the caller.
 func (s *Store) dbErr(op string, err error) error {
-	var de *keystore.Error
+	var de *errs.Error
 	if errors.As(err, &de) {
 		return err
 	}
@@ -588,7 +589,7 @@ func (s *Store) dbErr(op string, err error) error {
 		}
 	}
 	s.log.Error("postgres store unavailable", "op", op, "err", err)
-	return &keystore.Error{Code: keystore.EStoreUnavailable, Message: "the store (PostgreSQL) could not be reached or did not confirm the change"}
+	return &errs.Error{Code: errs.StoreUnavailable, Message: "the store (PostgreSQL) could not be reached or did not confirm the change"}
 }
 
 // Reserve implements Store.
@@ -678,23 +679,23 @@ func (s *Store) List(ctx context.Context, q keystore.ListQuery) (keystore.Page, 
 	if hasCursor {
 		raw, err := base64.RawURLEncoding.DecodeString(q.Cursor)
 		if err != nil {
-			return keystore.Page{}, keystore.InvalidField("cursor", "cursor", "cursor is not one this server returned")
+			return keystore.Page{}, errs.InvalidField("cursor", "cursor", "cursor is not one this server returned")
 		}
 		rest := string(raw)
 		if q.Oldest {
 			at, after, ok := strings.Cut(rest, "\x00")
 			us, perr := strconv.ParseInt(at, 10, 64)
 			if !ok || perr != nil {
-				return keystore.Page{}, keystore.InvalidField("cursor", "cursor", "cursor belongs to another listing")
+				return keystore.Page{}, errs.InvalidField("cursor", "cursor", "cursor belongs to another listing")
 			}
 			afterAt, rest = time.UnixMicro(us).UTC(), after
 		}
 		var ok bool
 		if afterNS, afterKey, ok = strings.Cut(rest, "\x00"); !ok {
-			return keystore.Page{}, keystore.InvalidField("cursor", "cursor", "cursor is not one this server returned")
+			return keystore.Page{}, errs.InvalidField("cursor", "cursor", "cursor is not one this server returned")
 		}
 		if q.Namespace != "" && afterNS != q.Namespace {
-			return keystore.Page{}, keystore.InvalidField("cursor", "cursor", "cursor belongs to another listing")
+			return keystore.Page{}, errs.InvalidField("cursor", "cursor", "cursor belongs to another listing")
 		}
 	}
 	sql := `SELECT namespace, key, ` + pgKeyRead + ` FROM guard_keys WHERE true`

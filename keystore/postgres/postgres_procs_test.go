@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/n8n-guard/n8n-guard/errs"
 	"github.com/n8n-guard/n8n-guard/keystore"
 	"github.com/n8n-guard/n8n-guard/keystore/postgres"
 )
@@ -46,7 +47,7 @@ func TestPostgresReplica(t *testing.T) {
 	answer := func(w http.ResponseWriter, res keystore.Result, err error) {
 		out := map[string]any{"outcome": res.Outcome, "token": res.Token, "pid": os.Getpid()}
 		if err != nil {
-			out["code"] = keystore.ErrorCode(err)
+			out["code"] = errs.CodeOf(err)
 		}
 		json.NewEncoder(w).Encode(out)
 	}
@@ -116,7 +117,7 @@ func startChild(t *testing.T, dbURL string) *childServer {
 type childAnswer struct {
 	Outcome keystore.Outcome `json:"outcome"`
 	Token   string           `json:"token"`
-	Code    keystore.Code    `json:"code"`
+	Code    errs.Code        `json:"code"`
 	PID     int              `json:"pid"`
 }
 

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/n8n-guard/n8n-guard/errs"
 	"github.com/n8n-guard/n8n-guard/keystore"
 )
 
@@ -65,10 +66,10 @@ func runTransitions(t *testing.T, newStore New) {
 		e := setup(t, newStore, keystore.Policies{})
 		for _, key := range []string{"", "   ", "\t\n", strings.Repeat("k", 256), "lead:anna@example.com", "bad\x01key", string([]byte{0xff, 0xfe})} {
 			_, err := e.s.Reserve(e.ctx, keystore.ReserveRequest{Namespace: ns, Key: key})
-			wantCode(t, err, keystore.EInvalidKey)
+			wantCode(t, err, errs.InvalidKey)
 		}
 		_, err := e.s.Reserve(e.ctx, keystore.ReserveRequest{Namespace: "Bad NS", Key: "evt_1"})
-		wantCode(t, err, keystore.EInvalidRequest)
+		wantCode(t, err, errs.InvalidRequest)
 		counts, err := e.s.Counts(e.ctx)
 		if err != nil || len(counts) != 0 {
 			t.Fatalf("bad input must record nothing: %v %v", counts, err)
@@ -104,7 +105,7 @@ func runTransitions(t *testing.T, newStore New) {
 			t.Fatalf("retry must be attempt 2 with a new token and no expiry: %+v", r2.Record)
 		}
 		_, err := e.s.Complete(e.ctx, keystore.CompleteRequest{Namespace: ns, Key: "evt_1", Token: r.Token})
-		wantCode(t, err, keystore.EStaleToken)
+		wantCode(t, err, errs.StaleToken)
 		wantOutcome(t, e.complete(ns, "evt_1", r2.Token, "crm-1"), keystore.OutcomeCompleted)
 	})
 	t.Run("failure not retryable", func(t *testing.T) {
@@ -149,24 +150,24 @@ func runTransitions(t *testing.T, newStore New) {
 		before := e.lookup(ns, "evt_1").Record
 		for _, tok := range []string{"1.00000000000000000000000000000000", "garbage", r.Token + "x"} {
 			_, err := e.s.Complete(e.ctx, keystore.CompleteRequest{Namespace: ns, Key: "evt_1", Token: tok})
-			wantCode(t, err, keystore.EStaleToken)
+			wantCode(t, err, errs.StaleToken)
 			_, err = e.s.Fail(e.ctx, keystore.FailRequest{Namespace: ns, Key: "evt_1", Token: tok, Reason: keystore.ReasonDestinationFailed})
-			wantCode(t, err, keystore.EStaleToken)
+			wantCode(t, err, errs.StaleToken)
 		}
 		sameRecord(t, before, e.lookup(ns, "evt_1").Record)
 		_, err := e.s.Complete(e.ctx, keystore.CompleteRequest{Namespace: ns, Key: "nope", Token: r.Token})
-		wantCode(t, err, keystore.ENotFound)
+		wantCode(t, err, errs.NotFound)
 	})
 	t.Run("contradictory reports", func(t *testing.T) {
 		e := setup(t, newStore, keystore.Policies{})
 		r := e.reserve(ns, "evt_1")
 		e.complete(ns, "evt_1", r.Token, "crm-1")
 		_, err := e.s.Fail(e.ctx, keystore.FailRequest{Namespace: ns, Key: "evt_1", Token: r.Token, Reason: keystore.ReasonDestinationFailed})
-		wantCode(t, err, keystore.EConflict)
+		wantCode(t, err, errs.Conflict)
 		r2 := e.reserve(ns, "evt_2")
 		e.fail(ns, "evt_2", r2.Token, keystore.ReasonDestinationFailed)
 		_, err = e.s.Complete(e.ctx, keystore.CompleteRequest{Namespace: ns, Key: "evt_2", Token: r2.Token})
-		wantCode(t, err, keystore.EConflict)
+		wantCode(t, err, errs.Conflict)
 	})
 	t.Run("history is bounded", func(t *testing.T) {
 		e := setup(t, newStore, keystore.Policies{})
@@ -194,7 +195,7 @@ func runTransitions(t *testing.T, newStore New) {
 			t.Fatalf("stored: via=%s result=%s", got.Via, got.Result)
 		}
 		_, err = e.s.Complete(e.ctx, keystore.CompleteRequest{Namespace: ns, Key: "evt_1", Token: r.Token, Result: json.RawMessage(`[1]`)})
-		wantCode(t, err, keystore.EInvalidRequest)
+		wantCode(t, err, errs.InvalidRequest)
 		r2 := e.reserve(ns, "evt_2")
 		if c := e.complete(ns, "evt_2", r2.Token, "crm-2"); c.Record.Result != nil {
 			t.Fatalf("no result sent, result stored: %s", c.Record.Result)
@@ -216,7 +217,7 @@ func runTransitions(t *testing.T, newStore New) {
 			t.Fatalf("2000 characters of message: %v", err)
 		}
 		_, err = e.s.Reserve(e.ctx, keystore.ReserveRequest{Namespace: ns, Key: "evt_5", Owner: strings.Repeat("エ", 129)})
-		wantCode(t, err, keystore.EInvalidRequest)
+		wantCode(t, err, errs.InvalidRequest)
 	})
 }
 
@@ -230,18 +231,18 @@ func runFingerprints(t *testing.T, newStore New) {
 	wantOutcome(t, e.reserve(ns, "evt_1", withPayload(`{"b":[1,2],"a":1.0}`)), keystore.OutcomeInProgress)
 	before := e.lookup(ns, "evt_1").Record
 	_, err := e.s.Reserve(e.ctx, keystore.ReserveRequest{Namespace: ns, Key: "evt_1", Payload: json.RawMessage(`{"a":2}`)})
-	wantCode(t, err, keystore.EKeyReused)
+	wantCode(t, err, errs.KeyReused)
 	sameRecord(t, before, e.lookup(ns, "evt_1").Record)
 	e.complete(ns, "evt_1", r.Token, "crm-1")
 	_, err = e.s.Reserve(e.ctx, keystore.ReserveRequest{Namespace: ns, Key: "evt_1", Payload: json.RawMessage(`{"a":2}`)})
-	wantCode(t, err, keystore.EKeyReused)
+	wantCode(t, err, errs.KeyReused)
 
 	e.reserve(ns, "evt_2", func(r *keystore.ReserveRequest) { r.Fingerprint = "sha1:abc" })
 	wantOutcome(t, e.reserve(ns, "evt_2", func(r *keystore.ReserveRequest) { r.Fingerprint = "sha1:abc" }), keystore.OutcomeInProgress)
 	_, err = e.s.Reserve(e.ctx, keystore.ReserveRequest{Namespace: ns, Key: "evt_2", Fingerprint: "sha1:def"})
-	wantCode(t, err, keystore.EKeyReused)
+	wantCode(t, err, errs.KeyReused)
 	_, err = e.s.Reserve(e.ctx, keystore.ReserveRequest{Namespace: ns, Key: "evt_3", Payload: json.RawMessage(`{"a":`)})
-	wantCode(t, err, keystore.EInvalidRequest)
+	wantCode(t, err, errs.InvalidRequest)
 }
 
 func runLeases(t *testing.T, newStore New) {
@@ -273,7 +274,7 @@ func runLeases(t *testing.T, newStore New) {
 			t.Fatalf("attempt = %d", r2.Record.Attempt)
 		}
 		_, err := e.s.Complete(e.ctx, keystore.CompleteRequest{Namespace: ns, Key: "evt_1", Token: r.Token})
-		wantCode(t, err, keystore.EStaleToken)
+		wantCode(t, err, errs.StaleToken)
 		if st, err := e.s.Sweep(e.ctx); err != nil || st.LeasesExpired != 0 {
 			t.Fatalf("sweep must not expire a live reclaimed lease: %+v %v", st, err)
 		}
@@ -316,7 +317,7 @@ func runResolve(t *testing.T, newStore New) {
 	if rec.ResolvedBy != "office manager" || rec.ResolvedAt == nil || rec.Note == "" || rec.ResultRef != "mail-1" {
 		t.Fatalf("resolved record: %+v", rec)
 	}
-	if h := rec.History[len(rec.History)-1]; h.Event != keystore.EventResolved || h.By != "office manager" {
+	if h := rec.History[len(rec.History)-1]; h.Event != keystore.HistoryResolved || h.By != "office manager" {
 		t.Fatalf("history: %+v", h)
 	}
 	// The key_resolved event, written with the resolution, tells notify.
@@ -339,18 +340,18 @@ func runResolve(t *testing.T, newStore New) {
 		t.Fatalf("attempt = %d", r2.Record.Attempt)
 	}
 	_, err = resolve("evt_2", keystore.StateCompleted, false)
-	wantCode(t, err, keystore.EConflict) // reserved, lease live
+	wantCode(t, err, errs.Conflict) // reserved, lease live
 	if _, err = resolve("evt_2", keystore.StateCompleted, true); err != nil {
 		t.Fatalf("force: %v", err)
 	}
 	_, err = resolve("evt_2", keystore.StateFailed, false)
-	wantCode(t, err, keystore.EConflict) // completed stays completed
+	wantCode(t, err, errs.Conflict) // completed stays completed
 	_, err = resolve("nope", keystore.StateCompleted, false)
-	wantCode(t, err, keystore.ENotFound)
+	wantCode(t, err, errs.NotFound)
 	_, err = e.s.Resolve(e.ctx, keystore.ResolveRequest{Namespace: ns, Key: "evt_1", Resolution: keystore.StateCompleted, Note: "x"})
-	wantCode(t, err, keystore.EInvalidRequest)
+	wantCode(t, err, errs.InvalidRequest)
 	_, err = e.s.Resolve(e.ctx, keystore.ResolveRequest{Namespace: ns, Key: "evt_1", Resolution: "maybe", By: "a", Note: "x"})
-	wantCode(t, err, keystore.EInvalidRequest)
+	wantCode(t, err, errs.InvalidRequest)
 }
 
 // listAll follows the cursor to the end of a listing.
@@ -711,9 +712,9 @@ func runEdgeCases(t *testing.T, newStore New) {
 		e.fail(ns, "evt_1", r1.Token, keystore.ReasonDestinationFailed)
 		wantOutcome(t, e.reserve(ns, "evt_1", withDest("hubspot")), keystore.OutcomeAccepted)
 		_, err := e.s.Complete(e.ctx, keystore.CompleteRequest{Namespace: ns, Key: "evt_1", Token: r1.Token, ResultRef: "x"})
-		wantCode(t, err, keystore.EStaleToken)
+		wantCode(t, err, errs.StaleToken)
 		_, err = e.s.Fail(e.ctx, keystore.FailRequest{Namespace: ns, Key: "evt_1", Token: r1.Token, Reason: keystore.ReasonDestinationUnreachable})
-		wantCode(t, err, keystore.EStaleToken)
+		wantCode(t, err, errs.StaleToken)
 		if b := breaker(t, e, "hubspot"); b.State != keystore.BreakerClosed || b.ConsecutiveFailures != 2 {
 			t.Fatalf("stale reports moved the breaker: %+v", b)
 		}
@@ -748,7 +749,7 @@ func runEdgeCases(t *testing.T, newStore New) {
 		e.fail(ns, "evt_1", r.Token, keystore.ReasonDestinationFailed)
 		no := false
 		_, err := e.s.Fail(e.ctx, keystore.FailRequest{Namespace: ns, Key: "evt_1", Token: r.Token, Reason: keystore.ReasonDestinationFailed, Retryable: &no})
-		wantCode(t, err, keystore.EConflict)
+		wantCode(t, err, errs.Conflict)
 		if rec := e.lookup(ns, "evt_1").Record; !rec.Retryable {
 			t.Fatalf("record changed: %+v", rec)
 		}
@@ -770,10 +771,10 @@ func runEdgeCases(t *testing.T, newStore New) {
 	t.Run("strings that cannot be stored are refused", func(t *testing.T) {
 		e := setup(t, newStore, keystore.Policies{})
 		_, err := e.s.Reserve(e.ctx, keystore.ReserveRequest{Namespace: ns, Key: "evt_1", Owner: "exec \xff", Lease: time.Second})
-		wantCode(t, err, keystore.EInvalidRequest)
+		wantCode(t, err, errs.InvalidRequest)
 		r := e.reserve(ns, "evt_2")
 		_, err = e.s.Fail(e.ctx, keystore.FailRequest{Namespace: ns, Key: "evt_2", Token: r.Token, Reason: keystore.ReasonDestinationFailed, Message: "bad \xff"})
-		wantCode(t, err, keystore.EInvalidRequest)
+		wantCode(t, err, errs.InvalidRequest)
 		e.clock.Advance(time.Hour)
 		if _, err := e.s.Sweep(e.ctx); err != nil {
 			t.Fatalf("sweep: %v", err)

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/n8n-guard/n8n-guard/errs"
 	"github.com/n8n-guard/n8n-guard/keystore"
 )
 
@@ -49,7 +50,7 @@ func runConsole(t *testing.T, newStore New) {
 			t.Fatalf("prefix with state completed: %v", got)
 		}
 		_, err := e.s.List(e.ctx, keystore.ListQuery{KeyPrefix: "bk-"})
-		wantCode(t, err, keystore.EInvalidRequest)
+		wantCode(t, err, errs.InvalidRequest)
 	})
 
 	t.Run("search by owner finds failed and unknown keys, and with state reserved the attempts in flight", func(t *testing.T) {
@@ -91,7 +92,7 @@ func runConsole(t *testing.T, newStore New) {
 			}
 		}
 		_, err := e.s.List(e.ctx, keystore.ListQuery{Owner: "n8n exec 7", State: keystore.StateCompleted})
-		wantCode(t, err, keystore.EInvalidRequest)
+		wantCode(t, err, errs.InvalidRequest)
 	})
 
 	t.Run("unknown keys oldest first, pages, and leave the queue when resolved", func(t *testing.T) {
@@ -114,7 +115,7 @@ func runConsole(t *testing.T, newStore New) {
 			t.Fatalf("after resolving evt_a: %v", got)
 		}
 		_, err := e.s.List(e.ctx, keystore.ListQuery{State: keystore.StateFailed, Oldest: true})
-		wantCode(t, err, keystore.EInvalidRequest)
+		wantCode(t, err, errs.InvalidRequest)
 	})
 
 	t.Run("activity counts each hour's outcomes, duplicates included, across a restart", func(t *testing.T) {
@@ -172,12 +173,12 @@ func runConsole(t *testing.T, newStore New) {
 		pol := keystore.Policies{Destinations: map[string]keystore.DestinationPolicy{"hubspot": {Cooldown: time.Hour, FailureThreshold: 3}}}
 		e := setup(t, newStore, pol)
 		_, err := e.s.ResetBreaker(e.ctx, "hubspot", "office manager")
-		wantCode(t, err, keystore.ENotFound) // never touched: nothing to reset
+		wantCode(t, err, errs.NotFound) // never touched: nothing to reset
 		r := e.reserve(ns, "evt_1", withDest("hubspot"))
 		e.fail(ns, "evt_1", r.Token, keystore.ReasonDestinationUnreachable)
 		wantOutcome(t, e.reserve(ns, "evt_2", withDest("hubspot")), keystore.OutcomeDestinationPaused)
 		_, err = e.s.ResetBreaker(e.ctx, "hubspot", " ")
-		wantCode(t, err, keystore.EInvalidRequest)
+		wantCode(t, err, errs.InvalidRequest)
 		if b := breaker(t, e, "hubspot"); b.State != keystore.BreakerOpen {
 			t.Fatalf("a refused reset changed the breaker: %+v", b)
 		}
@@ -218,6 +219,6 @@ func runConsole(t *testing.T, newStore New) {
 		wantOutcome(t, e.reserve(ns, "evt_1"), keystore.OutcomeRejected)
 		_, err = e.s.Resolve(e.ctx, keystore.ResolveRequest{Namespace: ns, Key: "evt_1", Resolution: keystore.StateCompleted,
 			Final: true, By: "office manager", Note: "x"})
-		wantCode(t, err, keystore.EInvalidRequest)
+		wantCode(t, err, errs.InvalidRequest)
 	})
 }

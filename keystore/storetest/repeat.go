@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/n8n-guard/n8n-guard/errs"
 	"github.com/n8n-guard/n8n-guard/keystore"
 )
 
@@ -49,6 +50,27 @@ func runRepeats(t *testing.T, newStore New) {
 		wantOutcome(t, d, keystore.OutcomeDuplicate)
 		if d.Token != "" || d.Record.ResultRef != "crm-1" {
 			t.Fatalf("after complete: %+v", d)
+		}
+	})
+	t.Run("the same request_id from another principal is a second copy", func(t *testing.T) {
+		e := setup(t, newStore, keystore.Policies{})
+		as := func(who string) func(*keystore.ReserveRequest) {
+			return func(r *keystore.ReserveRequest) { r.RequestID, r.Principal = reqID, who }
+		}
+		first := e.reserve(ns, "evt_1", as("token:team-crm"))
+		wantOutcome(t, first, keystore.OutcomeAccepted)
+		e.restart() // the seal is read back from the store, not from memory
+		for _, who := range []string{"token:team-billing", ""} {
+			r := e.reserve(ns, "evt_1", as(who))
+			wantOutcome(t, r, keystore.OutcomeInProgress)
+			if r.Token != "" || r.Replayed {
+				t.Fatalf("principal %q got the holder's token: %+v", who, r)
+			}
+		}
+		again := e.reserve(ns, "evt_1", as("token:team-crm"))
+		wantOutcome(t, again, keystore.OutcomeAccepted)
+		if again.Token != first.Token || !again.Replayed {
+			t.Fatalf("the holder's repeat = %+v", again)
 		}
 	})
 	t.Run("the repeat's token survives a restart", func(t *testing.T) {
@@ -107,10 +129,10 @@ func runRepeats(t *testing.T, newStore New) {
 	t.Run("a request_id over 128 characters is refused", func(t *testing.T) {
 		e := setup(t, newStore, keystore.Policies{})
 		_, err := e.s.Reserve(e.ctx, keystore.ReserveRequest{Namespace: ns, Key: "evt_1", RequestID: strings.Repeat("é", 129)})
-		wantCode(t, err, keystore.EInvalidRequest)
+		wantCode(t, err, errs.InvalidRequest)
 		wantState(t, e.lookup(ns, "evt_1"), keystore.StateAbsent)
 		_, err = e.s.Reserve(e.ctx, keystore.ReserveRequest{Namespace: ns, Key: "evt_1", RequestID: "a\nb"})
-		wantCode(t, err, keystore.EInvalidRequest)
+		wantCode(t, err, errs.InvalidRequest)
 	})
 	t.Run("complete, fail and resolve repeated after success answer the same", func(t *testing.T) {
 		e := setup(t, newStore, keystore.Policies{})

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/n8n-guard/n8n-guard/errs"
 	"github.com/n8n-guard/n8n-guard/keystore"
 )
 
@@ -125,9 +126,9 @@ func wantOutcome(t *testing.T, r keystore.Result, want keystore.Outcome) {
 	}
 }
 
-func wantCode(t *testing.T, err error, want keystore.Code) {
+func wantCode(t *testing.T, err error, want errs.Code) {
 	t.Helper()
-	var de *keystore.Error
+	var de *errs.Error
 	if !errors.As(err, &de) {
 		t.Fatalf("error = %v, want a domain error with code %s", err, want)
 	}

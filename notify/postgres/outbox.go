@@ -17,8 +17,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/n8n-guard/n8n-guard/errs"
 	"github.com/n8n-guard/n8n-guard/internal/migrate"
-	"github.com/n8n-guard/n8n-guard/keystore"
 	"github.com/n8n-guard/n8n-guard/notify"
 )
 
@@ -470,7 +470,7 @@ func unavailable(op string, err error) error {
 	if err == nil {
 		return nil
 	}
-	if _, ok := err.(*keystore.Error); ok {
+	if _, ok := err.(*errs.Error); ok {
 		return err
 	}
 	return &wrapped{op: op, err: err}
@@ -484,5 +484,5 @@ type wrapped struct {
 
 func (w *wrapped) Error() string { return "notify outbox: " + w.op + ": " + w.err.Error() }
 func (w *wrapped) Unwrap() error {
-	return &keystore.Error{Code: keystore.EStoreUnavailable, Message: "the outbox is not available"}
+	return &errs.Error{Code: errs.StoreUnavailable, Message: "the outbox is not available"}
 }

@@ -1,0 +1,102 @@
+// Package access says who sent a request and what they may do: the one
+// Principal of the API and the console, the roles a token may have and the
+// scopes each role grants. It decides nothing about keys; api checks a
+// route's scope and namespace with it, the console what a session shows.
+package access
+
+import (
+	"context"
+	"slices"
+)
+
+// Role is what a token may do. The roles are not nested by accident:
+// a reserve token (a team's n8n) must not list other teams' keys, and a
+// read token (a dashboard) must not write.
+type Role string
+
+const (
+	// RoleReserve: reserve, complete, fail, lookup, and sending n8n's
+	// failed executions (what a workflow does).
+	RoleReserve Role = "reserve"
+	// RoleRead: lookup, the key list, destinations, notifications.
+	RoleRead Role = "read"
+	// RoleAdmin: everything, including resolve, breaker reset, backup and
+	// notification re-send. Tokens without a scope are admins.
+	RoleAdmin Role = "admin"
+)
+
+// Roles lists the roles a configuration may name.
+var Roles = []Role{RoleReserve, RoleRead, RoleAdmin}
+
+// Scope is what one route needs; a role grants a set of scopes.
+type Scope string
+
+const (
+	// Open: no token at all (health, metrics, routes signed by their
+	// sender such as Slack's).
+	Open        Scope = ""
+	ScopeWrite  Scope = "write"  // reserve, complete, fail, n8n/error
+	ScopeLookup Scope = "lookup" // one key
+	ScopeList   Scope = "list"   // many keys, destinations, notifications
+	ScopeAdmin  Scope = "admin"  // a person's decisions and operations
+)
+
+var grants = map[Role][]Scope{
+	RoleReserve: {ScopeWrite, ScopeLookup},
+	RoleRead:    {ScopeLookup, ScopeList},
+	RoleAdmin:   {ScopeWrite, ScopeLookup, ScopeList, ScopeAdmin},
+}
+
+// ValidRole tells whether r is one of Roles.
+func ValidRole(r Role) bool { _, ok := grants[r]; return ok }
+
+// Principal is who sent a request: the token's name (never its value),
+// its role and the namespaces it may use.
+type Principal struct {
+	Name string
+	Role Role
+	// Namespaces the token may use; empty means every namespace.
+	Namespaces []string
+}
+
+// Allows tells whether the principal's role grants scope.
+func (p Principal) Allows(scope Scope) bool { return slices.Contains(grants[p.Role], scope) }
+
+// MayUse tells whether the principal may act on namespace ns.
+func (p Principal) MayUse(ns string) bool {
+	return len(p.Namespaces) == 0 || slices.Contains(p.Namespaces, ns)
+}
+
+// MayUseBreaker tells whether the principal may see (and, acting, reset)
+// the breaker of destination dest. A breaker is shared by every namespace
+// whose keys name its destination, and the guard keeps no list of which
+// do: a token limited to namespaces sees the breakers of destinations
+// named as one of its namespaces (what a reserve without a destination of
+// its own is usually given), no other team's.
+func (p Principal) MayUseBreaker(dest string) bool { return p.MayUse(dest) }
+
+// Unlimited tells whether the principal may use every namespace, as what
+// spans them all (a backup of the whole store) needs.
+func (p Principal) Unlimited() bool { return len(p.Namespaces) == 0 }
+
+// CanAct tells whether the principal may decide (resolve keys, reset
+// breakers, re-send notifications); a read role sees but cannot act.
+func (p Principal) CanAct() bool { return p.Allows(ScopeAdmin) }
+
+// Identity is what a store binds to an attempt the principal started (a
+// request_id repeat hands the token back only to the same identity).
+func (p Principal) Identity() string { return "token:" + p.Name }
+
+type principalKey struct{}
+
+// With returns ctx carrying p.
+func With(ctx context.Context, p Principal) context.Context {
+	return context.WithValue(ctx, principalKey{}, p)
+}
+
+// From returns the principal of an authenticated request's context
+// (c.UserContext() in a handler); false on open routes.
+func From(ctx context.Context) (Principal, bool) {
+	p, ok := ctx.Value(principalKey{}).(Principal)
+	return p, ok
+}

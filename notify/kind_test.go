@@ -1,0 +1,24 @@
+package notify
+
+import (
+	"testing"
+
+	"github.com/n8n-guard/n8n-guard/keystore"
+)
+
+// Each event kind of the key domain maps to its own notification kind, and
+// a kind notify does not know makes no notification.
+func TestKindOfEvents(t *testing.T) {
+	for ev, want := range map[keystore.EventKind]Kind{
+		keystore.EventKeyUnknown:    KindKeyUnknown,
+		keystore.EventBreakerOpened: KindBreakerOpened,
+		keystore.EventBreakerClosed: KindBreakerClosed,
+	} {
+		if got, ok := kindOf(ev); !ok || got != want {
+			t.Errorf("kindOf(%s) = %s, %v; want %s", ev, got, ok, want)
+		}
+	}
+	if got, ok := kindOf("key_resolved_somewhere_new"); ok {
+		t.Errorf("an unknown kind made %s", got)
+	}
+}
