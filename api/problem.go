@@ -49,6 +49,7 @@ var problems = map[keystore.Code]struct {
 	keystore.EStoreUnavailable:    {http.StatusServiceUnavailable, "Store unavailable"},
 	keystore.EUnsupported:         {http.StatusNotImplemented, "Not supported by this store"},
 	keystore.EStoreOutcomeUnknown: {http.StatusServiceUnavailable, "Store outcome unknown"},
+	keystore.ERecordDamaged:       {http.StatusInternalServerError, "Record damaged"},
 }
 
 func statusOf(code keystore.Code) int {

@@ -25,8 +25,12 @@ const (
 	// EStoreOutcomeUnknown: a commit failed in a way that may have left the
 	// change on disk; the caller must look the key up before retrying.
 	EStoreOutcomeUnknown Code = "store_outcome_unknown"
-	EInternal            Code = "internal"
-	EUnsupported         Code = "unsupported" // an operation this server's store does not offer (a backup of PostgreSQL)
+	// ERecordDamaged: the stored record of a key fails its checksum. The
+	// key is not decided on and nothing is written over it until a person
+	// restores or repairs it (docs/runbooks.md, "A record is damaged").
+	ERecordDamaged Code = "record_damaged"
+	EInternal      Code = "internal"
+	EUnsupported   Code = "unsupported" // an operation this server's store does not offer (a backup of PostgreSQL)
 )
 
 // FieldError names one input field and the rule it broke.
@@ -68,4 +72,10 @@ func ErrorMessage(err error) string {
 		return e.Message
 	}
 	return "internal error"
+}
+
+// RecordDamaged is the answer for a key whose stored record fails its
+// checksum: deciding on it could accept again a key that was finished.
+func RecordDamaged(ns, key string) *Error {
+	return Errorf(ERecordDamaged, "the stored record of %s/%s is damaged (its checksum does not match): it is not decided on and nothing is written over it; see docs/runbooks.md, \"A record is damaged\"", ns, key)
 }

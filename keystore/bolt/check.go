@@ -91,9 +91,13 @@ func CheckHeader(path string) (CheckReport, error) {
 // bboltMeta is the part of a bbolt meta page Check needs.
 type bboltMeta struct {
 	pageSize uint32
+	freelist uint64 // the free list's page; noFreelist: not saved
 	pgid     uint64 // the high-water mark: pages in use
 	txid     uint64
 }
+
+// noFreelist is bbolt's free-list page of a file that does not save it.
+const noFreelist = ^uint64(0)
 
 // readMeta reads the meta page at off. The layout is bbolt's
 // (internal/common/meta.go, page.go): a 16-byte page header, then magic,
@@ -118,7 +122,7 @@ func readMeta(r io.ReaderAt, off int64) (bboltMeta, error) {
 	if h.Sum64() != le.Uint64(buf[56:]) {
 		return bboltMeta{}, errors.New("checksum mismatch")
 	}
-	m := bboltMeta{pageSize: le.Uint32(buf[8:]), pgid: le.Uint64(buf[40:]), txid: le.Uint64(buf[48:])}
+	m := bboltMeta{pageSize: le.Uint32(buf[8:]), freelist: le.Uint64(buf[32:]), pgid: le.Uint64(buf[40:]), txid: le.Uint64(buf[48:])}
 	if m.pageSize < 512 || m.pageSize&(m.pageSize-1) != 0 {
 		return bboltMeta{}, fmt.Errorf("page size %d is not a power of two", m.pageSize)
 	}

@@ -132,7 +132,7 @@ func (s *Store) foldActivity() error {
 func (s *Store) Activity(_ context.Context, since time.Time) ([]keystore.HourActivity, error) {
 	since = since.UTC().Truncate(time.Hour)
 	var out []keystore.HourActivity
-	err := s.db.Load().View(func(tx *bbolt.Tx) error {
+	err := s.view(func(tx *bbolt.Tx) error {
 		c := tx.Bucket(bucketActivity).Cursor()
 		for k, v := c.Seek(u64(uint64(since.Unix()))); k != nil; k, v = c.Next() {
 			if len(k) != 9 || len(v) != 8 {
@@ -182,6 +182,9 @@ func backfillConsole(db *bbolt.DB) (int, error) {
 		return tx.Bucket(bucketKeys).ForEach(func(k, v []byte) error {
 			ns, key := splitRecordKey(k)
 			r, err := decodeRecord(ns, key, v)
+			if keystore.ErrorCode(err) == keystore.ERecordDamaged {
+				return nil // answers record_damaged; indexed when repaired
+			}
 			if err != nil {
 				return err
 			}
