@@ -99,10 +99,13 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	var db *bbolt.DB // the shared bbolt file, when the store is bbolt
 	switch {
 	case isPostgresURL(cfg.Store):
+		damaged := newDamagedCounter() // storemetrics.go
+		reg.MustRegister(damaged)
 		pg, err := postgres.Open(ctx, cfg.Store, postgres.Options{
 			Policies: policies,
 			Clock:    cfg.Clock,
 			Logger:   m.Logger.With("component", "keystore"),
+			Damaged:  damaged.Inc,
 		})
 		if err != nil {
 			return err
@@ -123,6 +126,8 @@ func (m *Main) Run(ctx context.Context) (err error) {
 			Clock:    cfg.Clock,
 			Logger:   m.Logger.With("component", "keystore"),
 			Observer: observer,
+			// A backup restored in place is refused unless this says so.
+			AcceptRestore: cfg.AcceptRestore,
 		})
 		if err != nil {
 			return err

@@ -96,6 +96,23 @@ func TestStoreCheck(t *testing.T) {
 		{name: "the keys bucket's root page zeroed", wantErr: "bbolt's page walk crashed|Page expected to be", damage: func(t *testing.T, path string, root int) {
 			damage(t, path, func(f *os.File) { f.WriteAt(make([]byte, 4096), int64(root)*4096) })
 		}},
+		{name: "two records' values flipped", wantErr: "2 records fail their checksum", damage: func(t *testing.T, path string, _ int) {
+			b, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			damage(t, path, func(f *os.File) {
+				for _, key := range []string{"evt-0007", "evt-0123"} {
+					// In a leaf page a record's value follows its key; a
+					// sealed value starts with 0x01.
+					i := strings.Index(string(b), "crm\x00"+key+"\x01")
+					if i < 0 {
+						t.Fatalf("record %s not found in the file", key)
+					}
+					f.WriteAt([]byte{b[i+len(key)+14] ^ 0x40}, int64(i+len(key)+14))
+				}
+			})
+		}, wantOut: "damaged record: crm/evt-0007\n"},
 		{name: "not a store at all", wantErr: "neither meta page is valid", damage: func(t *testing.T, path string, _ int) {
 			os.WriteFile(path, []byte(strings.Repeat("not bbolt ", 2000)), 0o600)
 		}},
@@ -120,6 +137,9 @@ func TestStoreCheck(t *testing.T) {
 			}
 			if !said || !strings.Contains(err.Error(), "restore the last good backup") {
 				t.Fatalf("check said %q, want %q and the way out", err, tc.wantErr)
+			}
+			if !strings.Contains(out, tc.wantOut) {
+				t.Fatalf("check printed %q, want %q", out, tc.wantOut)
 			}
 		})
 	}

@@ -176,11 +176,14 @@ func (s *Store) sweepLeases(ctx context.Context) (int, error) {
 	for rows.Next() {
 		var ns, key string
 		r, v, err := scanRecord(prefixRow{rows, []any{&ns, &key}}, "", "")
+		if keystore.ErrorCode(err) == keystore.ERecordDamaged {
+			s.noteDamage(err) // never decided on: its lease is left as it is
+			continue
+		}
 		if err != nil {
 			rows.Close()
 			return 0, err
 		}
-		r.Namespace, r.Key = ns, key
 		due = append(due, dueRow{r, v})
 	}
 	rows.Close()
