@@ -31,11 +31,11 @@ var (
 	bucketBreakers = []byte("breakers")    // destination -> breaker
 	bucketEvents   = []byte("events")      // seq -> event
 	allBuckets     = [][]byte{bucketKeys, bucketState, bucketLeases, bucketExpires, bucketCounts, bucketBreakers, bucketEvents,
-		bucketOwners, bucketWaiting, bucketActivity} // their index is the code in bk* (bolt_console.go)
+		bucketOwners, bucketWaiting, bucketActivity} // their index is the code in bk* (console.go)
 )
 
 // Bucket codes: indexes into allBuckets. The previous version's log
-// (bolt_legacy.go) names buckets by them: never renumber.
+// (legacy.go) names buckets by them: never renumber.
 const (
 	bkKeys     = 0
 	bkState    = 1
@@ -96,7 +96,7 @@ type Options struct {
 //
 // Writes go through one writer goroutine that commits everything queued
 // while the previous commit ran, in one bbolt transaction (group commit,
-// bolt_writer.go). bbolt's own Batch waits a fixed delay for a batch to
+// writer.go). bbolt's own Batch waits a fixed delay for a batch to
 // fill, which caps throughput at concurrency/delay; group commit does not
 // wait for anything. Reads run in bbolt read transactions beside it.
 type Store struct {
@@ -205,8 +205,8 @@ type boltDecision struct {
 
 // Open opens (or creates) the store file at path. It refuses, with a
 // message naming the file and the way out, a file it cannot trust
-// (bolt_open.go); it applies and removes a log left by a version that had
-// one (bolt_legacy.go).
+// (open.go); it applies and removes a log left by a version that had
+// one (legacy.go).
 func Open(path string, opts Options) (*Store, error) {
 	if opts.LockTimeout <= 0 {
 		opts.LockTimeout = 2 * time.Second

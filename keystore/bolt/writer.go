@@ -29,7 +29,7 @@ import (
 // nothing about what reached it); callers that come later are told the
 // store is unavailable and nothing was recorded. Meanwhile the writer
 // reopens the file, with backoff, and writes again once the reopened file
-// passes the checks of a start and takes a commit (bolt_open.go).
+// passes the checks of a start and takes a commit (open.go).
 
 // storeFault is why the store does not write.
 type storeFault struct {
