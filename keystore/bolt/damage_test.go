@@ -165,6 +165,10 @@ func TestStartWithEachPageDamaged(t *testing.T) {
 				if _, err := s.Reserve(context.Background(), keystore.ReserveRequest{Namespace: "crm", Key: "new"}); keystore.ErrorCode(err) != keystore.EStoreUnavailable {
 					t.Fatalf("the check found damage (%v) but the store still writes: %v", s.Checked(), err)
 				}
+				// /readyz answers from Ping: 503 store_unavailable.
+				if err := s.Ping(context.Background()); keystore.ErrorCode(err) != keystore.EStoreUnavailable || !strings.Contains(err.Error(), "found damage") {
+					t.Fatalf("ping after the check found damage: %v", err)
+				}
 				stopped++
 				s.Close()
 				continue
