@@ -2,12 +2,14 @@ package bolt
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/n8n-guard/n8n-guard/internal/logbuf"
 	"github.com/n8n-guard/n8n-guard/keystore"
@@ -140,5 +142,39 @@ func TestCommitsAreSynced(t *testing.T) {
 	s.Close()
 	if commits == 0 {
 		t.Fatal("no commit went through the seam: the test tested nothing")
+	}
+}
+
+// The marker follows the commits while the store runs, not only at Close:
+// after a crash (no Close) a restore of an older file is still noticed.
+func TestMarkerFollowsCommits(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "n8n-guard.db")
+	s, err := Open(path, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	for i := range 20 {
+		if _, err := s.Reserve(context.Background(), keystore.ReserveRequest{Namespace: "crm", Key: fmt.Sprint("evt_", i)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := generation(s.DB())
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		_, got, err := readMarker(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got >= want {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the marker says commit %d, the file is at %d", got, want)
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }
