@@ -178,3 +178,48 @@ func TestMarkerFollowsCommits(t *testing.T) {
 		time.Sleep(50 * time.Millisecond)
 	}
 }
+
+// A file the previous version wrote (its free list not saved: bbolt's
+// NoFreelistSync) is walked before bbolt opens it, opens, and from then on
+// has its free list saved, so the next start reads it instead of walking.
+func TestFileWithoutSavedFreeList(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "n8n-guard.db")
+	finishedKeys(t, path)
+	db, err := bbolt.Open(path, 0o600, &bbolt.Options{NoFreelistSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Update(func(tx *bbolt.Tx) error { return tx.Bucket(bucketMeta).Put([]byte("x"), []byte("y")) }); err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	saved := func() bool {
+		t.Helper()
+		f, err := os.Open(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		m0, _ := readMeta(f, 0)
+		m1, _ := readMeta(f, 4096)
+		m := m0
+		if m1.txid > m0.txid {
+			m = m1
+		}
+		return m.freelist != noFreelist
+	}
+	if saved() {
+		t.Fatal("the previous version's file has a saved free list: the test tests nothing")
+	}
+	s, err := Open(path, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r, err := s.Reserve(context.Background(), keystore.ReserveRequest{Namespace: "crm", Key: "done"}); err != nil || r.Outcome != keystore.OutcomeDuplicate {
+		t.Fatalf("a completed key: %s %v", r.Outcome, err)
+	}
+	s.Close()
+	if !saved() {
+		t.Fatal("the free list is still not saved")
+	}
+}
