@@ -175,7 +175,10 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	m.start("slack-socket-mode", func() error { return m.notes.RunSocketMode(bg) })
 	sw := sweeper{store: m.store, every: cfg.SweepInterval, log: m.Logger.With("component", "sweeper")}
 	m.start("sweeper", func() error { return sw.Run(bg) })
-	m.start("http", func() error { return m.server.Serve(m.ln) })
+	// Serve gets the server and listener now: a Close right after Run
+	// clears the fields before this goroutine may have run.
+	srv, ln := m.server, m.ln
+	m.start("http", func() error { return srv.Serve(ln) })
 	m.Logger.Info("n8n-guard listening", "addr", m.ln.Addr().String(), "version", m.Version)
 	return nil
 }

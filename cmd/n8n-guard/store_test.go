@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -156,4 +157,49 @@ func TestStoreCheck(t *testing.T) {
 			t.Fatalf("check of a file in use: %v", err)
 		}
 	})
+}
+
+// A backup put back in place: serve refuses, naming --accept-restore;
+// with it (Config.AcceptRestore) the server starts on the restored file.
+func TestServeRefusesARestoreUnlessAccepted(t *testing.T) {
+	const token = "t"
+	data := t.TempDir()
+	path := filepath.Join(data, StoreFile)
+	serveOnce := func(accept bool, keys ...string) error {
+		t.Helper()
+		m := NewMain(Config{Addr: "127.0.0.1:0", DataDir: data, Tokens: []string{token}, AcceptRestore: accept}, nil)
+		if err := m.Run(context.Background()); err != nil {
+			return err
+		}
+		defer m.Close()
+		for _, key := range keys {
+			if status, d := call(t, "http://"+m.Addr(), token, http.MethodPost, "/v1/reserve", map[string]any{"namespace": "crm", "key": key}); status != 200 {
+				t.Fatalf("reserve %s: %d %v", key, status, d)
+			}
+		}
+		return nil
+	}
+	if err := serveOnce(false, "evt-1"); err != nil {
+		t.Fatal(err)
+	}
+	backup, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := serveOnce(false, "evt-2", "evt-3"); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, backup, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	err = serveOnce(false)
+	if err == nil || !strings.Contains(err.Error(), "--accept-restore") {
+		t.Fatalf("serve on a restored older file: %v", err)
+	}
+	if err := serveOnce(true); err != nil {
+		t.Fatalf("serve --accept-restore: %v", err)
+	}
+	if err := serveOnce(false); err != nil {
+		t.Fatalf("the start after an accepted restore: %v", err)
+	}
 }
