@@ -32,14 +32,18 @@ const (
 	// StoreOutcomeUnknown: a commit failed in a way that may have left the
 	// change on disk; the caller must look the key up before retrying.
 	StoreOutcomeUnknown Code = "store_outcome_unknown"
-	Internal            Code = "internal"
-	Unsupported         Code = "unsupported" // an operation this server's store does not offer (a backup of PostgreSQL)
+	// RecordDamaged: the stored record of a key fails its checksum. The key
+	// is not decided on and nothing is written over it until a person
+	// restores or repairs it (docs/runbooks.md, "A record is damaged").
+	RecordDamaged Code = "record_damaged"
+	Internal      Code = "internal"
+	Unsupported   Code = "unsupported" // an operation this server's store does not offer (a backup of PostgreSQL)
 )
 
 // Codes lists every domain code, for the tests that check each has its
 // status and documentation.
 var Codes = []Code{InvalidRequest, InvalidKey, NotFound, KeyReused, StaleToken, Conflict,
-	Forbidden, StoreUnavailable, StoreOutcomeUnknown, Internal, Unsupported}
+	Forbidden, StoreUnavailable, StoreOutcomeUnknown, RecordDamaged, Internal, Unsupported}
 
 // FieldError names one input field and the rule it broke.
 type FieldError struct {

@@ -71,6 +71,7 @@ var table = map[errs.Code]struct {
 	errs.StoreUnavailable:    {http.StatusServiceUnavailable, "Store unavailable"},
 	errs.Unsupported:         {http.StatusNotImplemented, "Not supported by this store"},
 	errs.StoreOutcomeUnknown: {http.StatusServiceUnavailable, "Store outcome unknown"},
+	errs.RecordDamaged:       {http.StatusInternalServerError, "Record damaged"},
 	errs.Internal:            {http.StatusInternalServerError, "Internal server error"},
 }
 

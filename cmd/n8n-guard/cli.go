@@ -89,6 +89,7 @@ type serveFlags struct {
 	shutdownTimeout           time.Duration
 	sweepInterval             time.Duration
 	logLevel, logFormat       string
+	acceptRestore             bool
 }
 
 func newServeCmd(getenv func(string) string) *cobra.Command {
@@ -127,6 +128,7 @@ N8N_API_URL and N8N_API_KEY (n8n's public API) enable "Retry execution".`,
 				}
 			}
 			cfg.MaxConnections = f.maxConnections
+			cfg.AcceptRestore = f.acceptRestore
 			if cfg.ScopedTokens, err = cfg.File.ScopedTokens(getenv); err != nil {
 				return fmt.Errorf("config %s: %w", cfg.ConfigFile, err)
 			}
@@ -145,6 +147,7 @@ N8N_API_URL and N8N_API_KEY (n8n's public API) enable "Retry execution".`,
 	fs.DurationVar(&f.idleTimeout, "idle-timeout", api.DefaultIdleTimeout, "how long an idle keep-alive connection stays open")
 	fs.DurationVar(&f.shutdownTimeout, "shutdown-timeout", 10*time.Second, "how long shutdown waits for in-flight requests")
 	fs.DurationVar(&f.sweepInterval, "sweep-interval", DefaultSweepInterval, "how often expired leases and records are swept")
+	fs.BoolVar(&f.acceptRestore, "accept-restore", false, "start on a bbolt store file older than the one this data folder last served (a backup restored in place), logging what the restore lost; once (docs/runbooks.md, \"Restoring a backup\")")
 	fs.StringVar(&f.logLevel, "log-level", "info", "debug (one line per request), info, warn or error")
 	fs.StringVar(&f.logFormat, "log-format", "text", "text or json")
 	for flag, env := range map[string]string{

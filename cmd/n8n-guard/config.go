@@ -41,6 +41,9 @@ type Config struct {
 	ScopedTokens []api.TokenScope
 
 	MaxConnections int
+	// AcceptRestore starts on a bbolt file older than the one the data
+	// folder last served (a backup restored in place), logging it.
+	AcceptRestore bool
 
 	BodyLimit       int
 	ReadTimeout     time.Duration

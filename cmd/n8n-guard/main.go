@@ -97,10 +97,13 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	)
 	switch {
 	case isPostgresURL(cfg.Store):
+		damaged := newDamagedCounter() // storemetrics.go
+		reg.MustRegister(damaged)
 		pg, err := postgres.Open(ctx, cfg.Store, postgres.Options{
 			Policies: policies,
 			Clock:    cfg.Clock,
 			Logger:   m.Logger.With("component", "keystore"),
+			Damaged:  damaged.Inc,
 		})
 		if err != nil {
 			return err
@@ -121,6 +124,8 @@ func (m *Main) Run(ctx context.Context) (err error) {
 			Clock:    cfg.Clock,
 			Logger:   m.Logger.With("component", "keystore"),
 			Observer: observer,
+			// A backup restored in place is refused unless this says so.
+			AcceptRestore: cfg.AcceptRestore,
 		})
 		if err != nil {
 			return err
@@ -177,7 +182,10 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	m.start("slack-socket-mode", func() error { return socket.Run(bg) })
 	sw := sweeper{store: m.store, every: cfg.SweepInterval, log: m.Logger.With("component", "sweeper")}
 	m.start("sweeper", func() error { return sw.Run(bg) })
-	m.start("http", func() error { return m.server.Serve(m.ln) })
+	// Serve gets the server and listener now: a Close right after Run
+	// clears the fields before this goroutine may have run.
+	srv, ln := m.server, m.ln
+	m.start("http", func() error { return srv.Serve(ln) })
 	m.Logger.Info("n8n-guard listening", "addr", m.ln.Addr().String(), "version", m.Version)
 	return nil
 }

@@ -109,6 +109,9 @@ func checkInProcess(stdout io.Writer, path string) error {
 	for _, p := range rep.Problems {
 		fmt.Fprintf(stdout, "%s: %s\n", path, p)
 	}
+	for _, k := range rep.Damaged {
+		fmt.Fprintf(stdout, "%s: damaged record: %s\n", path, k)
+	}
 	more := ""
 	if rep.Truncated {
 		more = " (and more not shown)"

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -96,6 +97,23 @@ func TestStoreCheck(t *testing.T) {
 		{name: "the keys bucket's root page zeroed", wantErr: "bbolt's page walk crashed|Page expected to be", damage: func(t *testing.T, path string, root int) {
 			damage(t, path, func(f *os.File) { f.WriteAt(make([]byte, 4096), int64(root)*4096) })
 		}},
+		{name: "two records' values flipped", wantErr: "2 records fail their checksum", damage: func(t *testing.T, path string, _ int) {
+			b, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			damage(t, path, func(f *os.File) {
+				for _, key := range []string{"evt-0007", "evt-0123"} {
+					// In a leaf page a record's value follows its key; a
+					// sealed value starts with 0x01.
+					i := strings.Index(string(b), "crm\x00"+key+"\x01")
+					if i < 0 {
+						t.Fatalf("record %s not found in the file", key)
+					}
+					f.WriteAt([]byte{b[i+len(key)+14] ^ 0x40}, int64(i+len(key)+14))
+				}
+			})
+		}, wantOut: "damaged record: crm/evt-0007\n"},
 		{name: "not a store at all", wantErr: "neither meta page is valid", damage: func(t *testing.T, path string, _ int) {
 			os.WriteFile(path, []byte(strings.Repeat("not bbolt ", 2000)), 0o600)
 		}},
@@ -121,6 +139,9 @@ func TestStoreCheck(t *testing.T) {
 			if !said || !strings.Contains(err.Error(), "restore the last good backup") {
 				t.Fatalf("check said %q, want %q and the way out", err, tc.wantErr)
 			}
+			if !strings.Contains(out, tc.wantOut) {
+				t.Fatalf("check printed %q, want %q", out, tc.wantOut)
+			}
 		})
 	}
 
@@ -136,4 +157,49 @@ func TestStoreCheck(t *testing.T) {
 			t.Fatalf("check of a file in use: %v", err)
 		}
 	})
+}
+
+// A backup put back in place: serve refuses, naming --accept-restore;
+// with it (Config.AcceptRestore) the server starts on the restored file.
+func TestServeRefusesARestoreUnlessAccepted(t *testing.T) {
+	const token = "t"
+	data := t.TempDir()
+	path := filepath.Join(data, StoreFile)
+	serveOnce := func(accept bool, keys ...string) error {
+		t.Helper()
+		m := NewMain(Config{Addr: "127.0.0.1:0", DataDir: data, Tokens: []string{token}, AcceptRestore: accept}, nil)
+		if err := m.Run(context.Background()); err != nil {
+			return err
+		}
+		defer m.Close()
+		for _, key := range keys {
+			if status, d := call(t, "http://"+m.Addr(), token, http.MethodPost, "/v1/reserve", map[string]any{"namespace": "crm", "key": key}); status != 200 {
+				t.Fatalf("reserve %s: %d %v", key, status, d)
+			}
+		}
+		return nil
+	}
+	if err := serveOnce(false, "evt-1"); err != nil {
+		t.Fatal(err)
+	}
+	backup, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := serveOnce(false, "evt-2", "evt-3"); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, backup, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	err = serveOnce(false)
+	if err == nil || !strings.Contains(err.Error(), "--accept-restore") {
+		t.Fatalf("serve on a restored older file: %v", err)
+	}
+	if err := serveOnce(true); err != nil {
+		t.Fatalf("serve --accept-restore: %v", err)
+	}
+	if err := serveOnce(false); err != nil {
+		t.Fatalf("the start after an accepted restore: %v", err)
+	}
 }

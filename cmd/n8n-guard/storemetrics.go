@@ -16,6 +16,8 @@ type boltMetrics struct {
 	writes     prometheus.Histogram
 	errors     *prometheus.CounterVec
 	sweepPause prometheus.Histogram
+	damaged    prometheus.Counter
+	checkFail  prometheus.Counter
 }
 
 var _ bolt.Observer = (*boltMetrics)(nil)
@@ -43,6 +45,11 @@ func newBoltMetrics(reg prometheus.Registerer, path string) (*boltMetrics, error
 			Help:    "Time one retention-sweep batch held the store's writer; writes queued behind it waited that long.",
 			Buckets: latency,
 		}),
+		damaged: newDamagedCounter(),
+		checkFail: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "n8n_guard_store_background_check_failures_total",
+			Help: "Whole-file checks after start that found damage in the store file and stopped its writes; each is also a log line.",
+		}),
 	}
 	size := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "n8n_guard_store_file_bytes",
@@ -54,7 +61,7 @@ func newBoltMetrics(reg prometheus.Registerer, path string) (*boltMetrics, error
 		}
 		return float64(fi.Size())
 	})
-	for _, c := range []prometheus.Collector{m.commitTook, m.writes, m.errors, m.sweepPause, size} {
+	for _, c := range []prometheus.Collector{m.commitTook, m.writes, m.errors, m.sweepPause, m.damaged, m.checkFail, size} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
@@ -70,3 +77,16 @@ func (m *boltMetrics) Committed(writes int, took time.Duration) {
 func (m *boltMetrics) StorageError(op string, _ error) { m.errors.WithLabelValues(op).Inc() }
 
 func (m *boltMetrics) SweepPaused(took time.Duration) { m.sweepPause.Observe(took.Seconds()) }
+
+func (m *boltMetrics) RecordDamaged() { m.damaged.Inc() }
+
+func (m *boltMetrics) BackgroundCheckFailed() { m.checkFail.Inc() }
+
+// newDamagedCounter is the series of records that failed their checksum,
+// on either store.
+func newDamagedCounter() prometheus.Counter {
+	return prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "n8n_guard_records_damaged_total",
+		Help: "Stored records found failing their checksum (once per record and process); their keys answer record_damaged. Each is also a log line naming the key.",
+	})
+}

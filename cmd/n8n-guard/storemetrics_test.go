@@ -2,14 +2,18 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"fmt"
 	"io"
 	"net/http"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	bbolt "go.etcd.io/bbolt"
 )
 
 // scrape returns the samples of /metrics by series (name and labels).
@@ -96,4 +100,59 @@ func pick(samples map[string]float64) map[string]float64 {
 		}
 	}
 	return out
+}
+
+// A record damaged on disk, through the real server: the key answers 500
+// record_damaged naming it, every time, and the metric counts it once;
+// other keys are served.
+func TestDamagedRecordOverHTTP(t *testing.T) {
+	const token = "t"
+	data := t.TempDir()
+	path := filepath.Join(data, StoreFile)
+	m := NewMain(Config{Addr: "127.0.0.1:0", DataDir: data, Tokens: []string{token}}, nil)
+	if err := m.Run(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	base := "http://" + m.Addr()
+	status, d := call(t, base, token, http.MethodPost, "/v1/reserve", map[string]any{"namespace": "crm", "key": "evt-1"})
+	if status != 200 {
+		t.Fatalf("reserve: %d %v", status, d)
+	}
+	if status, d := call(t, base, token, http.MethodPost, "/v1/complete", map[string]any{"namespace": "crm", "key": "evt-1", "token": d["token"], "result_ref": "crm-1"}); status != 200 {
+		t.Fatalf("complete: %d %v", status, d)
+	}
+	m.Close()
+	db, err := bbolt.Open(path, 0o600, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = db.Update(func(tx *bbolt.Tx) error {
+		b := tx.Bucket([]byte("keys"))
+		v := bytes.Clone(b.Get([]byte("crm\x00evt-1")))
+		v[len(v)/2] ^= 0x10
+		return b.Put([]byte("crm\x00evt-1"), v)
+	})
+	db.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	m = NewMain(Config{Addr: "127.0.0.1:0", DataDir: data, Tokens: []string{token}}, nil)
+	if err := m.Run(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	base = "http://" + m.Addr()
+	for range 2 {
+		status, d := call(t, base, token, http.MethodPost, "/v1/reserve", map[string]any{"namespace": "crm", "key": "evt-1"})
+		if status != http.StatusInternalServerError || d["code"] != "record_damaged" || !strings.Contains(fmt.Sprint(d["detail"]), "crm/evt-1") {
+			t.Fatalf("reserve of the damaged key: %d %v", status, d)
+		}
+	}
+	if status, d := call(t, base, token, http.MethodPost, "/v1/reserve", map[string]any{"namespace": "crm", "key": "evt-2"}); status != 200 {
+		t.Fatalf("another key: %d %v", status, d)
+	}
+	if got := scrape(t, base)["n8n_guard_records_damaged_total"]; got != 1 {
+		t.Fatalf("n8n_guard_records_damaged_total = %v, want 1", got)
+	}
 }

@@ -20,7 +20,7 @@ import (
 // a sequential read of the file, seconds even for gigabytes on a local
 // disk.
 func (s *Store) Backup(ctx context.Context, write func(size int64, snapshot io.WriterTo) error) error {
-	err := s.db.Load().View(func(tx *bbolt.Tx) error {
+	err := s.view(func(tx *bbolt.Tx) error {
 		if err := ctx.Err(); err != nil {
 			return err
 		}

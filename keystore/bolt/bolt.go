@@ -6,6 +6,7 @@ import (
 	"encoding/base64"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"log/slog"
 	"sync"
 	"sync/atomic"
@@ -29,11 +30,11 @@ var (
 	bucketBreakers = []byte("breakers")    // destination -> breaker
 	bucketEvents   = []byte("events")      // seq -> event
 	allBuckets     = [][]byte{bucketKeys, bucketState, bucketLeases, bucketExpires, bucketCounts, bucketBreakers, bucketEvents,
-		bucketOwners, bucketWaiting, bucketActivity} // their index is the code in bk* (bolt_console.go)
+		bucketOwners, bucketWaiting, bucketActivity} // their index is the code in bk* (console.go)
 )
 
 // Bucket codes: indexes into allBuckets. The previous version's log
-// (bolt_legacy.go) names buckets by them: never renumber.
+// (legacy.go) names buckets by them: never renumber.
 const (
 	bkKeys     = 0
 	bkState    = 1
@@ -79,6 +80,10 @@ type Options struct {
 	// Observer is told of commits, storage errors and sweep pauses
 	// (observer.go); nil: nobody is.
 	Observer Observer
+	// AcceptRestore lets the store start on a file older than the last
+	// one its data folder served (a backup restored in place), logging
+	// the restore (generation.go). Without it such a start is refused.
+	AcceptRestore bool
 
 	// commit commits a write transaction: (*bbolt.Tx).Commit. The fault
 	// tests put a disk that fails in its place.
@@ -90,7 +95,7 @@ type Options struct {
 //
 // Writes go through one writer goroutine that commits everything queued
 // while the previous commit ran, in one bbolt transaction (group commit,
-// bolt_writer.go). bbolt's own Batch waits a fixed delay for a batch to
+// writer.go). bbolt's own Batch waits a fixed delay for a batch to
 // fill, which caps throughput at concurrency/delay; group commit does not
 // wait for anything. Reads run in bbolt read transactions beside it.
 type Store struct {
@@ -112,6 +117,66 @@ type Store struct {
 	commit func(*bbolt.Tx) error
 	obs    Observer                // nil: nobody listens (observer.go)
 	dups   keystore.DuplicateTally // duplicate answers not yet counted in the file
+	damage sync.Map                // messages of the damaged records already logged
+
+	id       string        // the store's identity (bucket meta, and the marker)
+	savedGen atomic.Uint64 // the generation last written into the marker
+	stopGen  chan struct{} // closed by Close: keepGeneration and the check end
+	genDone  chan struct{}
+	checked  chan struct{} // closed when the whole-file check after start ended
+	checkErr error         // what it found; read after checked is closed
+}
+
+// view runs fn in a read transaction of the current file. A page too
+// damaged for bbolt to read makes it panic; that fails this read (and
+// stops writes: the whole file is suspect), never the process.
+func (s *Store) view(fn func(tx *bbolt.Tx) error) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("store %s: the file is damaged (bbolt: %v)", s.path, p)
+			s.stopDamaged(err)
+			err = s.fault.Load().unavailable()
+		}
+	}()
+	return s.db.Load().View(fn)
+}
+
+// Checked returns the outcome of the whole-file check that runs after
+// Open, waiting for it: nil, or the damage that stopped writes.
+func (s *Store) Checked() error {
+	<-s.checked
+	return s.checkErr
+}
+
+// checkInBackground runs the whole-file check (open.go) on the file opened
+// at start; damage stops writes for good.
+func (s *Store) checkInBackground() {
+	defer close(s.checked)
+	began := time.Now()
+	err := checkWhole(s.db.Load(), s.path, s.stopGen, func(ns, key string) { s.noteDamage(keystore.RecordDamaged(ns, key)) })
+	if errors.Is(err, errCheckStopped) || errors.Is(err, berrors.ErrDatabaseNotOpen) {
+		return // closing, or reopened after a storage error (and checked then)
+	}
+	if err != nil {
+		s.checkErr = err
+		s.stopDamaged(err)
+		return
+	}
+	s.log.Info("store: the whole-file check after start found no damage", "path", s.path, "took", time.Since(began).Round(time.Millisecond))
+}
+
+// noteDamage says once per record, in the log and to the Observer, that
+// err is a damaged record (errs.RecordDamaged); other errors pass.
+func (s *Store) noteDamage(err error) {
+	if errs.CodeOf(err) != errs.RecordDamaged {
+		return
+	}
+	msg := errs.MessageOf(err)
+	if _, seen := s.damage.LoadOrStore(msg, true); seen {
+		return
+	}
+	s.observer().RecordDamaged()
+	s.log.Error("store: a record failed its checksum; its key answers record_damaged until it is restored or repaired by hand", "path", s.path, "err", msg)
 }
 
 var _ keystore.Store = (*Store)(nil)
@@ -139,8 +204,8 @@ type boltDecision struct {
 
 // Open opens (or creates) the store file at path. It refuses, with a
 // message naming the file and the way out, a file it cannot trust
-// (bolt_open.go); it applies and removes a log left by a version that had
-// one (bolt_legacy.go).
+// (open.go); it applies and removes a log left by a version that had
+// one (legacy.go).
 func Open(path string, opts Options) (*Store, error) {
 	if opts.LockTimeout <= 0 {
 		opts.LockTimeout = 2 * time.Second
@@ -176,7 +241,20 @@ func Open(path string, opts Options) (*Store, error) {
 		ops: make(chan *writeOp, opts.MaxBatch), done: make(chan struct{}),
 		commit: opts.commit, obs: opts.Observer}
 	s.db.Store(db)
+	if err := db.View(func(tx *bbolt.Tx) error {
+		s.id = string(bucketValue(tx, bucketMeta, metaID))
+		return nil
+	}); err != nil {
+		db.Close()
+		return nil, err
+	}
+	if gen, err := generation(db); err == nil {
+		s.savedGen.Store(gen) // openFile wrote it into the marker
+	}
+	s.stopGen, s.genDone, s.checked = make(chan struct{}), make(chan struct{}), make(chan struct{})
 	go s.writer()
+	go s.keepGeneration(s.id, s.stopGen, s.genDone)
+	go s.checkInBackground()
 	return s, nil
 }
 
@@ -205,6 +283,10 @@ func (s *Store) Close() error {
 	close(s.ops)
 	s.mu.Unlock()
 	<-s.done
+	close(s.stopGen)
+	<-s.genDone
+	<-s.checked // bbolt's Close would wait for its read transaction anyway
+	s.saveGeneration(s.id)
 	return s.db.Load().Close()
 }
 
@@ -232,6 +314,7 @@ func (s *Store) write(decide func(tx *bbolt.Tx, now time.Time) (boltDecision, er
 		return keystore.Result{}, err
 	}
 	<-op.done
+	s.noteDamage(op.err)
 	return op.result, op.err
 }
 
@@ -481,7 +564,7 @@ func (s *Store) Reserve(_ context.Context, req keystore.ReserveRequest) (keystor
 	var pre boltDecision
 	var preKey, preBreaker []byte
 	writes := false
-	err = s.db.Load().View(func(tx *bbolt.Tx) error {
+	err = s.view(func(tx *bbolt.Tx) error {
 		d, err := decide(tx, s.now())
 		if err != nil || d.st.Record == nil && d.st.Breaker == nil && len(d.st.Events) == 0 {
 			res = d.st.Result
@@ -586,7 +669,7 @@ func (s *Store) Lookup(_ context.Context, ns, key string) (keystore.Result, erro
 		return keystore.Result{}, err
 	}
 	var res keystore.Result
-	err = s.db.Load().View(func(tx *bbolt.Tx) error {
+	err = s.view(func(tx *bbolt.Tx) error {
 		cur, err := getRecord(tx, ns, key)
 		if err != nil {
 			return err
@@ -604,6 +687,7 @@ func (s *Store) readErr(err error) error {
 	if err == nil {
 		return nil
 	}
+	s.noteDamage(err)
 	if errors.Is(err, berrors.ErrDatabaseNotOpen) {
 		return errs.Errorf(errs.StoreUnavailable, "store is closed")
 	}
@@ -623,7 +707,7 @@ func (s *Store) List(_ context.Context, q keystore.ListQuery) (keystore.Page, er
 		}
 	}
 	var page keystore.Page
-	err = s.db.Load().View(func(tx *bbolt.Tx) error {
+	err = s.view(func(tx *bbolt.Tx) error {
 		// Where to walk: the owner index (failed and unknown keys; reserved
 		// ones are on the lease index), the unknown keys in the order
 		// they went unknown, the state index, the lease index (reserved
@@ -677,6 +761,10 @@ func (s *Store) List(_ context.Context, q keystore.ListQuery) (keystore.Page, er
 			}
 			ns, key := splitRecordKey(rk)
 			r, err := decodeRecord(ns, key, v)
+			if errs.CodeOf(err) == errs.RecordDamaged {
+				s.noteDamage(err) // left out of listings; its key answers record_damaged
+				continue
+			}
 			if err != nil {
 				return err
 			}

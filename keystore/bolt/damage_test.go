@@ -11,6 +11,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/n8n-guard/n8n-guard/errs"
 	"github.com/n8n-guard/n8n-guard/keystore"
 	"github.com/n8n-guard/n8n-guard/keystore/bolt"
 )
@@ -113,9 +114,11 @@ func TestStartRefusesDamage(t *testing.T) {
 }
 
 // Every page of a store, overwritten in turn (zeros, garbage, or a leaf
-// that lost an element): the
-// store either refuses to start, clearly, or starts with every answered
-// key in place. bbolt's panics on such pages never reach the caller.
+// that lost an element): the store either refuses to start, clearly, or
+// starts and its whole-file check after the start stops its writes, or
+// every answered key is in place. bbolt's panics on such pages never reach
+// the caller. (Between the start and the end of the check, a key lost with
+// its page can be accepted again: docs/design.md, "Start".)
 func TestStartWithEachPageDamaged(t *testing.T) {
 	dir := t.TempDir()
 	clean := filepath.Join(dir, "clean.db")
@@ -125,7 +128,7 @@ func TestStartWithEachPageDamaged(t *testing.T) {
 		t.Fatal(err)
 	}
 	pages := len(orig) / 4096
-	refused, opened := 0, 0
+	refused, stopped, opened := 0, 0, 0
 	for p := 2; p < pages; p++ { // meta pages: TestStartRefusesDamage
 		for _, fill := range []string{"zeros", "garbage", "a lost element"} {
 			page := make([]byte, 4096)
@@ -158,12 +161,28 @@ func TestStartWithEachPageDamaged(t *testing.T) {
 				refused++
 				continue
 			}
+			if err := s.Checked(); err != nil {
+				refusedClearly(t, err, path)
+				if _, err := s.Reserve(context.Background(), keystore.ReserveRequest{Namespace: "crm", Key: "new"}); errs.CodeOf(err) != errs.StoreUnavailable {
+					t.Fatalf("the check found damage (%v) but the store still writes: %v", s.Checked(), err)
+				}
+				// /readyz answers from Ping: 503 store_unavailable.
+				if err := s.Ping(context.Background()); errs.CodeOf(err) != errs.StoreUnavailable || !strings.Contains(err.Error(), "found damage") {
+					t.Fatalf("ping after the check found damage: %v", err)
+				}
+				stopped++
+				s.Close()
+				continue
+			}
 			opened++
 			noSilentLoss(t, s, answered)
 			s.Close()
 		}
 	}
-	t.Logf("%d pages: %d damaged copies refused, %d opened with every answered key in place", pages, refused, opened)
+	t.Logf("%d pages: %d damaged copies refused, %d stopped by the check after start, %d opened with every answered key in place", pages, refused, stopped, opened)
+	if stopped == 0 {
+		t.Fatal("no damaged copy was stopped by the check after start: the test tested nothing")
+	}
 	if refused == 0 {
 		t.Fatal("no damaged copy was refused: the test tested nothing")
 	}

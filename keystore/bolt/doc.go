@@ -1,5 +1,5 @@
 // Package bolt is the embedded keystore.Store: one bbolt file in the data
-// folder, written by one writer goroutine (see bolt_writer.go).
+// folder, written by one writer goroutine (see writer.go).
 //
 // It translates between the domain (package keystore) and bbolt: it loads
 // a key and its destination's breaker, lets keystore's state machine

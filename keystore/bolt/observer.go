@@ -4,7 +4,8 @@ import "time"
 
 // Observer is told what the store's writer does, for metrics (cmd/n8n-guard
 // turns it into Prometheus series). Its methods run on the writer's
-// goroutine, between commits: they must return at once and never call
+// goroutine, between commits (RecordDamaged and BackgroundCheckFailed also
+// on readers' and the checker's): they must return at once and never call
 // the store.
 type Observer interface {
 	// Committed: one bbolt commit returned, holding writes writes (the
@@ -16,6 +17,12 @@ type Observer interface {
 	// SweepPaused: one sweep batch held the writer for took; requests
 	// queued behind it waited that long.
 	SweepPaused(took time.Duration)
+	// RecordDamaged: a record failed its checksum (once per record and
+	// process); every such record is also logged with its key.
+	RecordDamaged()
+	// BackgroundCheckFailed: the whole-file check after start found
+	// damage and stopped writes (open.go); also logged.
+	BackgroundCheckFailed()
 }
 
 // noObserver is the Observer of a store opened without one.
@@ -24,6 +31,8 @@ type noObserver struct{}
 func (noObserver) Committed(int, time.Duration) {}
 func (noObserver) StorageError(string, error)   {}
 func (noObserver) SweepPaused(time.Duration)    {}
+func (noObserver) RecordDamaged()               {}
+func (noObserver) BackgroundCheckFailed()       {}
 
 // observer returns the store's Observer, never nil.
 func (s *Store) observer() Observer {

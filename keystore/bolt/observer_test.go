@@ -22,6 +22,20 @@ type observed struct {
 	took    time.Duration
 	errors  []string
 	sweeps  int
+	damaged int
+	checks  int
+}
+
+func (o *observed) RecordDamaged() {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.damaged++
+}
+
+func (o *observed) BackgroundCheckFailed() {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.checks++
 }
 
 func (o *observed) Committed(writes int, took time.Duration) {

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -32,6 +33,9 @@ type Options struct {
 	MaxConns int32
 	// SweepBatch bounds the rows of one sweep transaction (default 1000).
 	SweepBatch int
+	// Damaged is called once per row (and process) that fails its
+	// checksum, for a metric; each is also logged with its key.
+	Damaged func()
 }
 
 // Store is the keystore.Store on PostgreSQL, for deployments with several
@@ -52,6 +56,8 @@ type Store struct {
 	log        *slog.Logger
 	sweepBatch int
 	dups       keystore.DuplicateTally // duplicate answers not yet counted in the database
+	damaged    func()                  // Options.Damaged
+	damage     sync.Map                // messages of the damaged rows already logged
 }
 
 var _ keystore.Store = (*Store)(nil)
@@ -94,8 +100,13 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 		pool.Close()
 		return nil, fmt.Errorf("open postgres store: %w", err)
 	}
-	return &Store{pool: pool, policies: opts.Policies, clock: opts.Clock, log: opts.Logger,
-		sweepBatch: opts.SweepBatch}, nil
+	s := &Store{pool: pool, policies: opts.Policies, clock: opts.Clock, log: opts.Logger,
+		sweepBatch: opts.SweepBatch, damaged: opts.Damaged}
+	if err := addChecksums(ctx, s); err != nil { // checksum.go
+		pool.Close()
+		return nil, fmt.Errorf("open postgres store: add checksums to the rows of an older version: %w", err)
+	}
+	return s, nil
 }
 
 // Pool returns the connection pool, for packages that keep their own
@@ -126,7 +137,7 @@ const (
 	pgKeyCols = `state, attempt, owner, lease_expires_at, result_ref, result, reason, message, retryable,
 		via, destination, created_at, updated_at, expires_at, resolved_by, resolved_at, note, history,
 		fingerprint, token_hash, token_seal`
-	pgKeyRead       = pgKeyCols + `, version`
+	pgKeyRead       = pgKeyCols + `, version, checksum`
 	pgSelectKey     = `SELECT ` + pgKeyRead + ` FROM guard_keys WHERE namespace = $1 AND key = $2`
 	pgBreakerCols   = `state, opened_at, reopens_at, consecutive_failures, paused_reserves, probe_namespace, probe_key, probe_until`
 	pgSelectBreaker = `SELECT ` + pgBreakerCols + ` FROM guard_breakers WHERE destination = $1`
@@ -143,20 +154,29 @@ func scanRecord(row pgx.Row, ns, key string) (*keystore.Record, int64, error) {
 	var attempt int32
 	var result, history []byte
 	var version int64
+	var sum *int64
 	err := row.Scan(&state, &attempt, &r.Owner, &r.LeaseExpiresAt, &r.ResultRef, &result, &reason, &r.Message,
 		&r.Retryable, &via, &r.Destination, &r.CreatedAt, &r.UpdatedAt, &r.ExpiresAt, &r.ResolvedBy,
-		&r.ResolvedAt, &r.Note, &history, &r.Fingerprint, &r.TokenHash, &r.TokenSeal, &version)
+		&r.ResolvedAt, &r.Note, &history, &r.Fingerprint, &r.TokenHash, &r.TokenSeal, &version, &sum)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, 0, nil
 	}
 	if err != nil {
 		return nil, 0, err
 	}
+	if p, ok := row.(prefixRow); ok && len(p.prefix) == 2 {
+		// A listing: the namespace and key came in the leading columns.
+		ns, key = *p.prefix[0].(*string), *p.prefix[1].(*string)
+		r.Namespace, r.Key = ns, key
+	}
 	r.State, r.Attempt, r.Reason, r.Via = keystore.State(state), int(attempt), keystore.Reason(reason), keystore.Via(via)
 	if len(result) > 0 {
 		r.Result = json.RawMessage(result)
 	}
 	if err := json.Unmarshal(history, &r.History); err != nil {
+		if sum != nil {
+			return nil, version, keystore.RecordDamaged(ns, key)
+		}
 		return nil, 0, fmt.Errorf("decode history of %s/%s: %w", ns, key, err)
 	}
 	if r.History == nil {
@@ -164,6 +184,11 @@ func scanRecord(row pgx.Row, ns, key string) (*keystore.Record, int64, error) {
 	}
 	r.CreatedAt, r.UpdatedAt = r.CreatedAt.UTC(), r.UpdatedAt.UTC()
 	r.LeaseExpiresAt, r.ExpiresAt, r.ResolvedAt = utcPtr(r.LeaseExpiresAt), utcPtr(r.ExpiresAt), utcPtr(r.ResolvedAt)
+	// NULL: a row from before checksums (Open adds them) or written by an
+	// older n8n-guard during an upgrade (the trigger of migration 0004).
+	if sum != nil && *sum != rowChecksum(r, version) {
+		return nil, version, keystore.RecordDamaged(ns, key)
+	}
 	return r, version, nil
 }
 
@@ -218,22 +243,25 @@ func queueRecord(b *pgx.Batch, prev *keystore.Record, version int64, next *keyst
 	if err != nil {
 		return err
 	}
-	args := []any{next.Namespace, next.Key, string(next.State), next.Attempt, next.Owner, next.LeaseExpiresAt,
+	stored := atMicros(next) // what the database keeps, and what the checksum covers
+	args := []any{next.Namespace, next.Key, string(next.State), next.Attempt, next.Owner, stored.LeaseExpiresAt,
 		next.ResultRef, nullJSON(next.Result), string(next.Reason), next.Message, next.Retryable, string(next.Via),
-		next.Destination, next.CreatedAt, next.UpdatedAt, next.ExpiresAt, next.ResolvedBy, next.ResolvedAt,
+		next.Destination, stored.CreatedAt, stored.UpdatedAt, stored.ExpiresAt, next.ResolvedBy, stored.ResolvedAt,
 		next.Note, string(history), nullBytes(next.Fingerprint), nullBytes(next.TokenHash), nullBytes(next.TokenSeal)}
 	if prev == nil {
-		b.Queue(`INSERT INTO guard_keys (namespace, key, `+pgKeyCols+`)
-			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23)`, args...)
+		args = append(args, rowChecksum(stored, 1))
+		b.Queue(`INSERT INTO guard_keys (namespace, key, `+pgKeyCols+`, checksum)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23, $24)`, args...)
 		queueActivity(b, prev, next)
 		return nil
 	}
-	args = append(args, version)
+	args = append(args, version, rowChecksum(stored, version+1))
 	b.Queue(`WITH u AS (
 			UPDATE guard_keys SET state = $3, attempt = $4, owner = $5, lease_expires_at = $6, result_ref = $7,
 				result = $8, reason = $9, message = $10, retryable = $11, via = $12, destination = $13,
 				created_at = $14, updated_at = $15, expires_at = $16, resolved_by = $17, resolved_at = $18,
-				note = $19, history = $20, fingerprint = $21, token_hash = $22, token_seal = $23, version = version + 1
+				note = $19, history = $20, fingerprint = $21, token_hash = $22, token_seal = $23, version = version + 1,
+				checksum = $25
 			WHERE namespace = $1 AND key = $2 AND version = $24
 			RETURNING 1)
 		SELECT guard_expect_row(count(*), 'key') FROM u`, args...)
@@ -574,6 +602,7 @@ func retryablePg(err error) bool {
 func (s *Store) dbErr(op string, err error) error {
 	var de *errs.Error
 	if errors.As(err, &de) {
+		s.noteDamage(err)
 		return err
 	}
 	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
@@ -747,10 +776,13 @@ func (s *Store) List(ctx context.Context, q keystore.ListQuery) (keystore.Page, 
 		}
 		var ns, key string
 		r, _, err := scanRecord(prefixRow{rows, []any{&ns, &key}}, "", "")
+		if errs.CodeOf(err) == errs.RecordDamaged {
+			s.noteDamage(err) // left out of listings; its key answers record_damaged
+			continue
+		}
 		if err != nil {
 			return keystore.Page{}, s.dbErr("list", err)
 		}
-		r.Namespace, r.Key = ns, key
 		page.Items = append(page.Items, r)
 	}
 	if err := rows.Err(); err != nil {

@@ -169,6 +169,7 @@ func Run(t *testing.T, newStore New) {
 	t.Run("retention", func(t *testing.T) { runRetention(t, newStore) })
 	t.Run("breakers", func(t *testing.T) { runBreakers(t, newStore) })
 	t.Run("concurrency", func(t *testing.T) { runConcurrency(t, newStore) })
+	t.Run("races on existing keys", func(t *testing.T) { runRacesOnExistingKeys(t, newStore) })
 	t.Run("restart", func(t *testing.T) { runRestart(t, newStore) })
 	t.Run("clock steps back", func(t *testing.T) { runClockStepsBack(t, newStore) })
 	t.Run("edge cases", func(t *testing.T) { runEdgeCases(t, newStore) })

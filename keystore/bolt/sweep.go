@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"time"
 
+	"github.com/n8n-guard/n8n-guard/errs"
 	"github.com/n8n-guard/n8n-guard/keystore"
 	bbolt "go.etcd.io/bbolt"
 )
@@ -13,7 +14,7 @@ import (
 // Counts implements Store.
 func (s *Store) Counts(context.Context) (map[string]map[keystore.State]int, error) {
 	out := map[string]map[keystore.State]int{}
-	err := s.db.Load().View(func(tx *bbolt.Tx) error {
+	err := s.view(func(tx *bbolt.Tx) error {
 		return tx.Bucket(bucketCounts).ForEach(func(k, v []byte) error {
 			i := bytes.IndexByte(k, 0)
 			if i < 0 || i+2 != len(k) || len(v) != 8 {
@@ -35,7 +36,7 @@ func (s *Store) Counts(context.Context) (map[string]map[keystore.State]int, erro
 func (s *Store) Destinations(context.Context) ([]keystore.Breaker, error) {
 	now := s.now()
 	var out []keystore.Breaker
-	err := s.db.Load().View(func(tx *bbolt.Tx) error {
+	err := s.view(func(tx *bbolt.Tx) error {
 		return tx.Bucket(bucketBreakers).ForEach(func(k, v []byte) error {
 			b, err := decodeBreaker(string(k), v)
 			if err != nil {
@@ -55,7 +56,7 @@ func (s *Store) Destinations(context.Context) ([]keystore.Breaker, error) {
 func (s *Store) Events(_ context.Context, after uint64, limit int) ([]keystore.Event, error) {
 	limit = keystore.EventLimit(limit)
 	var out []keystore.Event
-	err := s.db.Load().View(func(tx *bbolt.Tx) error {
+	err := s.view(func(tx *bbolt.Tx) error {
 		c := tx.Bucket(bucketEvents).Cursor()
 		for k, v := c.Seek(u64(after + 1)); k != nil && len(out) < limit; k, v = c.Next() {
 			ev, err := decodeEvent(binary.BigEndian.Uint64(k), v)
@@ -165,6 +166,9 @@ func dueRecord(tx *bbolt.Tx, k []byte, now time.Time) (cur *keystore.Record, due
 
 func (s *Store) sweepLease(tx *bbolt.Tx, k []byte, now time.Time) (bool, error) {
 	cur, due, err := dueRecord(tx, k, now)
+	if s.damaged(err) {
+		return true, del(tx, bkLeases, k)
+	}
 	if !due {
 		return false, err
 	}
@@ -183,6 +187,9 @@ func (s *Store) sweepLease(tx *bbolt.Tx, k []byte, now time.Time) (bool, error) 
 
 func (s *Store) sweepExpired(tx *bbolt.Tx, k []byte, now time.Time) (bool, error) {
 	cur, due, err := dueRecord(tx, k, now)
+	if s.damaged(err) {
+		return true, del(tx, bkExpires, k)
+	}
 	if !due {
 		return false, err
 	}
@@ -191,6 +198,17 @@ func (s *Store) sweepExpired(tx *bbolt.Tx, k []byte, now time.Time) (bool, error
 		return true, del(tx, bkExpires, k)
 	}
 	return true, deleteRecord(tx, cur)
+}
+
+// damaged says whether err is a damaged record, noting it. The sweep
+// drops its index entry and leaves the record as it is: nothing is
+// decided on it, and the sweep goes on past it.
+func (s *Store) damaged(err error) bool {
+	if errs.CodeOf(err) != errs.RecordDamaged {
+		return false
+	}
+	s.noteDamage(err)
+	return true
 }
 
 func (s *Store) sweepEvent(tx *bbolt.Tx, k []byte, now time.Time) (bool, error) {

@@ -1,6 +1,7 @@
 package bolt
 
 import (
+	"bytes"
 	"crypto/rand"
 	"encoding/binary"
 	"encoding/hex"
@@ -8,6 +9,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 
 	bbolt "go.etcd.io/bbolt"
@@ -25,22 +27,27 @@ import (
 //     written beside it when the store was created) says there was one.
 //   - The meta pages: either damaged, or the newest one pointing past the
 //     end of the file (the file was truncated).
-//   - A walk over every page of the file, with bbolt's panics on damaged
-//     pages ("assertion failed: Page expected to be …") recovered into an
-//     error, and the number of keys checked against the per-state counts
-//     kept with them (a damaged leaf that lost keys shows here).
 //   - The schema version: newer than this binary knows.
+//   - The file is older than the last one this data folder served (a
+//     backup restored in place): its commit counter is below the one the
+//     marker holds (generation.go), unless AcceptRestore says so.
 //
-//   - bbolt's full consistency check (tx.Check: key order, pages reached
-//     twice or never, the free list), after the walk.
-//
-// At a million keys the checks take about 0.8 s and bbolt's own open,
-// which rebuilds its free list by another walk (NoFreelistSync), about
-// 0.5 s (BenchmarkOpen1M, docs/performance.md): affordable at every start.
+// What grows with the file runs after the start, in the background
+// (checkWhole): a walk over every page with bbolt's panics on damaged
+// pages recovered into an error, the number of keys checked against the
+// per-state counts kept with them, and bbolt's full consistency check
+// (tx.Check). If it finds damage the store stops writing, loudly
+// (store_unavailable, one log line, BackgroundCheckFailed), and stays
+// stopped. Meanwhile every record read is checked by its own checksum
+// (checksum.go), so nothing is decided on a damaged record; a page too
+// damaged to read fails its request, never the process (Store.view).
+// At ten million keys a start takes the same few milliseconds as at a
+// thousand (BenchmarkStart, docs/performance.md).
 
 // schemaVersion is the layout of the keystore's buckets this code reads
 // and writes; a file with a higher one was written by a newer n8n-guard.
-const schemaVersion = 1
+// Schema 2 seals every record with a checksum (checksum.go).
+const schemaVersion = 2
 
 var (
 	bucketMeta = []byte("meta")
@@ -65,9 +72,10 @@ func bboltOptions(opts Options, readOnly bool) *bbolt.Options {
 	return &bbolt.Options{
 		Timeout:  opts.LockTimeout,
 		ReadOnly: readOnly,
-		// The freelist is rebuilt on open instead of written at every
-		// commit: fewer pages per commit, the same durability (as etcd).
-		NoFreelistSync: true,
+		// The free list is written at every commit, so that an open reads
+		// it instead of rebuilding it by a walk of the whole file: a start
+		// does not grow with the store (one more page per commit).
+		NoFreelistSync: false,
 		FreelistType:   bbolt.FreelistMapType,
 	}
 }
@@ -78,7 +86,7 @@ func openFile(path string, opts Options) (*bbolt.DB, error) {
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return nil, fmt.Errorf("open store: %w", err)
 	}
-	marker, err := readMarker(path)
+	marker, markerGen, err := readMarker(path)
 	if err != nil {
 		return nil, err
 	}
@@ -91,18 +99,51 @@ func openFile(path string, opts Options) (*bbolt.DB, error) {
 	case err == nil && st.Size() == 0 && marker != "":
 		return nil, refuse(path, "the store file is empty, but %s says store %s was created here", filepath.Base(markerPath(path)), marker)
 	case err == nil && st.Size() > 0:
-		if err := checkMeta(path, st.Size(), opts); err != nil {
+		freelist, err := checkMeta(path, st.Size(), opts)
+		if err != nil {
 			return nil, err
 		}
-		if err := walkFile(path, opts); err != nil {
-			return nil, err
+		if !freelist {
+			if err := walkFile(path, opts); err != nil {
+				return nil, err
+			}
 		}
 	}
 	db, err := openBolt(path, bboltOptions(opts, false))
 	if err != nil {
 		return nil, err
 	}
-	if err := prepare(db, path, marker, opts); err != nil {
+	if err := readied(db, path, marker, markerGen, opts); err != nil {
+		return nil, err
+	}
+	return db, nil
+}
+
+// readied checks and prepares the opened db; a page too damaged for bbolt
+// to read (its panic) is a refusal, and closes db.
+func readied(db *bbolt.DB, path, marker string, markerGen uint64, opts Options) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = refuse(path, "the file is damaged (bbolt: %v)", p)
+		}
+		if err != nil {
+			db.Close()
+		}
+	}()
+	if err := checkRestore(db, path, marker, markerGen, opts); err != nil { // generation.go
+		return err
+	}
+	return prepare(db, path, marker, markerGen, opts)
+}
+
+// openChecked is openFile followed by the whole-file check, for a reopen
+// after a storage error: the file may have been changed meanwhile.
+func openChecked(path string, opts Options, damaged func(ns, key string)) (*bbolt.DB, error) {
+	db, err := openFile(path, opts)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkWhole(db, path, nil, damaged); err != nil {
 		db.Close()
 		return nil, err
 	}
@@ -131,10 +172,10 @@ func openBolt(path string, o *bbolt.Options) (db *bbolt.DB, err error) {
 
 // checkMeta reads both meta pages (readMeta, check.go): the newest valid
 // one must describe a file no longer than the one on disk.
-func checkMeta(path string, size int64, opts Options) error {
+func checkMeta(path string, size int64, opts Options) (savedFreelist bool, err error) {
 	f, err := os.Open(path)
 	if err != nil {
-		return fmt.Errorf("store %s: %w", path, err)
+		return false, fmt.Errorf("store %s: %w", path, err)
 	}
 	defer f.Close()
 	m0, err0 := readMeta(f, 0)
@@ -147,7 +188,7 @@ func checkMeta(path string, size int64, opts Options) error {
 	var m bboltMeta
 	switch {
 	case !ok0 && !ok1:
-		return refuse(path, "both of its meta pages are damaged or missing (%d bytes)", size)
+		return false, refuse(path, "both of its meta pages are damaged or missing (%d bytes)", size)
 	case ok0 && (!ok1 || m0.txid > m1.txid):
 		m = m0
 	default:
@@ -163,50 +204,98 @@ func checkMeta(path string, size int64, opts Options) error {
 		if ok0 {
 			bad = 1
 		}
-		return refuse(path, "meta page %d is damaged (the other one holds commit %d); if the machine lost power during a write, see docs/runbooks.md \"meta page … is damaged\"", bad, m.txid)
+		return false, refuse(path, "meta page %d is damaged (the other one holds commit %d); if the machine lost power during a write, see docs/runbooks.md \"meta page … is damaged\"", bad, m.txid)
 	}
 	if need := int64(m.pgid) * int64(m.pageSize); need > size {
-		return refuse(path, "the file is %d bytes but its last commit (%d) needs %d: it was truncated", size, m.txid, need)
+		return false, refuse(path, "the file is %d bytes but its last commit (%d) needs %d: it was truncated", size, m.txid, need)
 	}
-	return nil
+	return m.freelist != noFreelist, nil
 }
 
-// walkFile reads every page reachable from the newest meta page, with
-// bbolt's panics on damaged pages recovered, and checks the key count.
-func walkFile(path string, opts Options) (err error) {
-	db, err := openBolt(path, bboltOptions(opts, true))
-	if err != nil {
-		return err
-	}
-	defer db.Close()
+// errCheckStopped ends a whole-file check when the store closes.
+var errCheckStopped = errors.New("the check was stopped: the store is closing")
+
+// checkWhole reads every page reachable from the newest meta page of the
+// open db, with bbolt's panics on damaged pages recovered, and checks that
+// keys are in order, that every record passes its checksum and that the
+// key count matches the per-state counts. Its time grows with the file:
+// it runs after the start (Store.checkInBackground) and at a reopen, in
+// one read transaction beside the writes, until stop is closed.
+//
+// bbolt's tx.Check is not among it: it compares the pages reached with
+// the free list the writer keeps changing, and reports pages a later
+// commit took as lost. It runs offline (Check, store check) and on a file
+// that has no saved free list before bbolt opens it (walkFile).
+//
+// A record that fails its checksum is given to damaged, and the walk goes
+// on: the key answers record_damaged, the rest of the store is sound. With
+// damaged nil it ends the check like any other damage.
+func checkWhole(db *bbolt.DB, path string, stop <-chan struct{}, damaged func(ns, key string)) (err error) {
 	defer func() {
 		if p := recover(); p != nil {
 			err = refuse(path, "the file is damaged (bbolt: %v)", p)
 		}
 	}()
 	return db.View(func(tx *bbolt.Tx) error {
-		var walk func(b *bbolt.Bucket) error
-		walk = func(b *bbolt.Bucket) error {
-			return b.ForEachBucket(func(k []byte) error { return walk(b.Bucket(k)) })
-		}
-		if err := tx.ForEach(func(name []byte, b *bbolt.Bucket) error {
+		n := 0
+		var walk func(name []byte, b *bbolt.Bucket) error
+		walk = func(name []byte, b *bbolt.Bucket) error {
+			records := bytes.Equal(name, bucketKeys)
+			var prev []byte
 			c := b.Cursor()
-			for k, _ := c.First(); k != nil; k, _ = c.Next() {
+			for k, v := c.First(); k != nil; k, v = c.Next() {
+				if n++; n%65536 == 0 {
+					select {
+					case <-stop:
+						return errCheckStopped
+					default:
+					}
+				}
+				if prev != nil && bytes.Compare(prev, k) >= 0 {
+					return refuse(path, "the file is damaged: keys out of order in bucket %q", name)
+				}
+				prev = append(prev[:0], k...)
+				if records && v != nil {
+					if _, ok := openSeal(k, v); !ok {
+						ns, key := splitRecordKey(k)
+						if damaged != nil {
+							damaged(ns, key)
+							continue
+						}
+						return refuse(path, "the record of %s/%s fails its checksum (and maybe others: run n8n-guard store check on a copy)", ns, key)
+					}
+				}
+				if v == nil {
+					if err := walk(k, b.Bucket(k)); err != nil {
+						return err
+					}
+				}
 			}
-			return walk(b)
-		}); err != nil {
-			return refuse(path, "the file is damaged (%v)", err)
+			return nil
 		}
-		if v := bucketValue(tx, bucketMeta, metaSchema); len(v) == 8 && binary.BigEndian.Uint64(v) > schemaVersion {
-			return fmt.Errorf("store %s: its schema is version %d, newer than this n8n-guard knows (%d): run a newer n8n-guard", path, binary.BigEndian.Uint64(v), schemaVersion)
-		}
-		if err := checkCounts(tx, path); err != nil {
+		if err := tx.ForEach(walk); err != nil {
 			return err
 		}
-		// bbolt's own check (key order, pages reached twice or never) runs
-		// only now: it rebuilds the free list in a goroutine of its own,
-		// where a damaged page would crash the process instead of failing
-		// the start; the walk above has read every page safely.
+		return checkCounts(tx, path)
+	})
+}
+
+// walkFile reads every page of the closed file at path with bbolt's
+// panics recovered, then runs bbolt's tx.Check. A file without a saved
+// free list (NoFreelistSync, versions before the start stopped growing
+// with the store) gets it before bbolt opens it for writing: bbolt
+// rebuilds that free list by a walk of its own, in a goroutine whose
+// panic on a damaged page would end the process.
+func walkFile(path string, opts Options) (err error) {
+	db, err := openBolt(path, bboltOptions(opts, true))
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	if err := checkWhole(db, path, nil, nil); err != nil {
+		return err
+	}
+	return db.View(func(tx *bbolt.Tx) error {
 		for err := range tx.Check() {
 			return refuse(path, "bbolt's consistency check failed (%v)", err)
 		}
@@ -248,11 +337,13 @@ func checkCounts(tx *bbolt.Tx, path string) error {
 // prepare creates what a new store needs and checks what an old one has:
 // the buckets, the schema version, the identity and its marker, and
 // applies a log left by the previous version.
-func prepare(db *bbolt.DB, path, marker string, opts Options) error {
+func prepare(db *bbolt.DB, path, marker string, markerGen uint64, opts Options) error {
 	var id string
 	consoleIndexes := true // idx/owner exists: the console's indexes are built
+	newFile := false
 	err := db.Update(func(tx *bbolt.Tx) error {
-		consoleIndexes = tx.Bucket(bucketOwners) != nil || tx.Bucket(bucketKeys) == nil
+		newFile = tx.Bucket(bucketKeys) == nil
+		consoleIndexes = tx.Bucket(bucketOwners) != nil || newFile
 		for _, b := range append([][]byte{bucketMeta}, allBuckets...) {
 			if _, err := tx.CreateBucketIfNotExists(b); err != nil {
 				return err
@@ -262,8 +353,16 @@ func prepare(db *bbolt.DB, path, marker string, opts Options) error {
 		if v := meta.Get(metaSchema); len(v) == 8 && binary.BigEndian.Uint64(v) > schemaVersion {
 			return fmt.Errorf("its schema is version %d, newer than this n8n-guard knows (%d): run a newer n8n-guard", binary.BigEndian.Uint64(v), schemaVersion)
 		}
-		if err := meta.Put(metaSchema, u64(schemaVersion)); err != nil {
-			return err
+		if meta.Get(metaSchema) == nil {
+			// A new file starts at the current schema; a file from before
+			// the schema was written is schema 1, upgraded below.
+			schema := uint64(schemaVersion)
+			if !newFile {
+				schema = 1
+			}
+			if err := meta.Put(metaSchema, u64(schema)); err != nil {
+				return err
+			}
 		}
 		if v := meta.Get(metaID); v != nil {
 			id = string(v)
@@ -283,12 +382,19 @@ func prepare(db *bbolt.DB, path, marker string, opts Options) error {
 		// A store restored from another data folder: allowed, and said.
 		opts.Logger.Warn("store: the file is another store than the one created here; using it", "path", path, "store", id, "marker", marker)
 	}
-	if marker != id {
-		if err := writeMarker(path, id); err != nil {
+	gen, err := generation(db)
+	if err != nil {
+		return fmt.Errorf("store %s: %w", path, err)
+	}
+	if marker != id || gen != markerGen {
+		if err := writeMarker(path, id, gen); err != nil {
 			return err
 		}
 	}
 	if err := migrateLegacyLog(db, path, opts.Logger); err != nil {
+		return err
+	}
+	if err := upgradeSchema(db, path, opts.Logger); err != nil { // checksum.go
 		return err
 	}
 	if !consoleIndexes {
@@ -301,21 +407,28 @@ func prepare(db *bbolt.DB, path, marker string, opts Options) error {
 	return nil
 }
 
-func readMarker(path string) (string, error) {
+// readMarker returns the store id and the generation (the last commit
+// counter this data folder served, generation.go) its marker holds.
+func readMarker(path string) (string, uint64, error) {
 	b, err := os.ReadFile(markerPath(path))
 	if errors.Is(err, os.ErrNotExist) {
-		return "", nil
+		return "", 0, nil
 	}
 	if err != nil {
-		return "", fmt.Errorf("store %s: %w", markerPath(path), err)
+		return "", 0, fmt.Errorf("store %s: %w", markerPath(path), err)
 	}
-	return strings.TrimSpace(string(b)), nil
+	id, rest, _ := strings.Cut(strings.TrimSpace(string(b)), "\n")
+	var gen uint64
+	if g, ok := strings.CutPrefix(strings.TrimSpace(rest), "generation "); ok {
+		gen, _ = strconv.ParseUint(g, 10, 64)
+	}
+	return strings.TrimSpace(id), gen, nil
 }
 
 // writeMarker writes the marker through a temporary file, so that a crash
 // never leaves half a marker.
-func writeMarker(path, id string) error {
-	if err := durable.Replace(markerPath(path), []byte(id+"\n")); err != nil {
+func writeMarker(path, id string, gen uint64) error {
+	if err := durable.Replace(markerPath(path), []byte(fmt.Sprintf("%s\ngeneration %d\n", id, gen))); err != nil {
 		return fmt.Errorf("store marker: %w", err)
 	}
 	return nil

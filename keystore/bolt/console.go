@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"time"
 
+	"github.com/n8n-guard/n8n-guard/errs"
 	"github.com/n8n-guard/n8n-guard/keystore"
 	bbolt "go.etcd.io/bbolt"
 )
@@ -132,7 +133,7 @@ func (s *Store) foldActivity() error {
 func (s *Store) Activity(_ context.Context, since time.Time) ([]keystore.HourActivity, error) {
 	since = since.UTC().Truncate(time.Hour)
 	var out []keystore.HourActivity
-	err := s.db.Load().View(func(tx *bbolt.Tx) error {
+	err := s.view(func(tx *bbolt.Tx) error {
 		c := tx.Bucket(bucketActivity).Cursor()
 		for k, v := c.Seek(u64(uint64(since.Unix()))); k != nil; k, v = c.Next() {
 			if len(k) != 9 || len(v) != 8 {
@@ -182,6 +183,9 @@ func backfillConsole(db *bbolt.DB) (int, error) {
 		return tx.Bucket(bucketKeys).ForEach(func(k, v []byte) error {
 			ns, key := splitRecordKey(k)
 			r, err := decodeRecord(ns, key, v)
+			if errs.CodeOf(err) == errs.RecordDamaged {
+				return nil // answers record_damaged; indexed when repaired
+			}
 			if err != nil {
 				return err
 			}

@@ -145,6 +145,16 @@ func fromOffset(v, base int64) *time.Time {
 var decMode, _ = cbor.DecOptions{UTF8: cbor.UTF8DecodeInvalid}.DecMode()
 
 func encodeRecord(r *keystore.Record) ([]byte, error) {
+	body, err := encodeRecordBody(r)
+	if err != nil {
+		return nil, err
+	}
+	return sealRecord(recordKey(r.Namespace, r.Key), body), nil
+}
+
+// encodeRecordBody is the CBOR of r, without its seal: a record as
+// schema 1 stored it.
+func encodeRecordBody(r *keystore.Record) ([]byte, error) {
 	base := ms(r.CreatedAt)
 	d := diskRecord{
 		State: stateCodes[r.State], Attempt: uint32(r.Attempt), Owner: r.Owner, Lease: offset(r.LeaseExpiresAt, base),
@@ -172,7 +182,23 @@ func encodeRecord(r *keystore.Record) ([]byte, error) {
 	return cbor.Marshal(d)
 }
 
-func decodeRecord(ns, key string, b []byte) (*keystore.Record, error) {
+// decodeRecord reads a sealed record (checksum.go). A value that fails
+// its seal, or passes it and still does not read, is a damaged record:
+// keystore.RecordDamaged, never a guess.
+func decodeRecord(ns, key string, v []byte) (*keystore.Record, error) {
+	body, ok := openSeal(recordKey(ns, key), v)
+	if !ok {
+		return nil, keystore.RecordDamaged(ns, key)
+	}
+	r, err := decodeRecordBody(ns, key, body)
+	if err != nil {
+		return nil, keystore.RecordDamaged(ns, key)
+	}
+	return r, nil
+}
+
+// decodeRecordBody reads the CBOR of a record, without a seal.
+func decodeRecordBody(ns, key string, b []byte) (*keystore.Record, error) {
 	var d diskRecord
 	if err := decMode.Unmarshal(b, &d); err != nil {
 		return nil, fmt.Errorf("decode record %s/%s: %w", ns, key, err)

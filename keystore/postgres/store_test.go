@@ -47,6 +47,7 @@ func (pg *pgEnv) run(t *testing.T) {
 	t.Run("two processes", pg.testTwoProcesses)
 	t.Run("database clock", pg.testDatabaseClock)
 	t.Run("migrations", pg.testMigrations)
+	t.Run("checksums", pg.testChecksums)
 }
 
 // pgEnv is the server the PostgreSQL tests share; fresh gives each test

@@ -30,17 +30,24 @@ import (
 // nothing about what reached it); callers that come later are told the
 // store is unavailable and nothing was recorded. Meanwhile the writer
 // reopens the file, with backoff, and writes again once the reopened file
-// passes the checks of a start and takes a commit (bolt_open.go).
+// passes the checks of a start and takes a commit (open.go).
 
 // storeFault is why the store does not write.
 type storeFault struct {
 	err   error
 	since time.Time
+	// damaged: the whole-file check found damage (open.go). Writes stay
+	// stopped until a person restores the file; nothing retries.
+	damaged bool
 }
 
 // unavailable is the answer while writes are stopped. It names the kind of
 // error (the errno's text: "no space left on device") but not the path.
 func (f *storeFault) unavailable() error {
+	if f.damaged {
+		return errs.Errorf(errs.StoreUnavailable, "the store stopped writing at %s: the check of its file found damage; nothing was recorded (docs/runbooks.md, \"The store file is damaged\")",
+			f.since.UTC().Format(time.RFC3339))
+	}
 	return errs.Errorf(errs.StoreUnavailable, "the store stopped writing after a storage error (%s) at %s and is retrying; nothing was recorded",
 		errorKind(f.err), f.since.UTC().Format(time.RFC3339))
 }
@@ -104,7 +111,7 @@ func (s *Store) writer() {
 		}
 		// A sweep commits alone, so that its failure fails no one else.
 		group, carry = s.commitGroup(append(group[:0], op), op.exec == nil)
-		if s.fault.Load() != nil && pace == nil {
+		if f := s.fault.Load(); f != nil && !f.damaged && pace == nil {
 			pace = s.opts.Retry()
 			retry.Reset(nextWait(pace))
 		}
@@ -214,6 +221,19 @@ func (s *Store) apply(tx *bbolt.Tx, ops iter.Seq[*writeOp]) (err error) {
 	return nil
 }
 
+// stopDamaged stops writes for good: the whole-file check found damage.
+func (s *Store) stopDamaged(err error) {
+	s.observer().BackgroundCheckFailed()
+	f := &storeFault{err: err, since: time.Now(), damaged: true}
+	for {
+		old := s.fault.Load()
+		if s.fault.CompareAndSwap(old, f) {
+			break
+		}
+	}
+	s.log.Error("store stopped writing: the check of the whole file after start found damage; answering store_unavailable until the file is restored", "path", s.path, "err", err)
+}
+
 // stop records a storage error: writes stop until reopen succeeds.
 func (s *Store) stop(what string, err error) {
 	s.observer().StorageError(what, err)
@@ -230,7 +250,7 @@ func (s *Store) reopen() bool {
 	if err := old.Close(); err != nil {
 		s.log.Warn("store: closing the file after a storage error", "path", s.path, "err", err)
 	}
-	db, err := openFile(s.path, s.opts)
+	db, err := openChecked(s.path, s.opts, func(ns, key string) { s.noteDamage(keystore.RecordDamaged(ns, key)) })
 	if err != nil {
 		s.log.Warn("store: reopen failed; retrying", "path", s.path, "err", err)
 		// Keep a handle that fails every read with "database not open",

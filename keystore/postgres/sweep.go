@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/n8n-guard/n8n-guard/errs"
 	"github.com/n8n-guard/n8n-guard/keystore"
 )
 
@@ -176,11 +177,14 @@ func (s *Store) sweepLeases(ctx context.Context) (int, error) {
 	for rows.Next() {
 		var ns, key string
 		r, v, err := scanRecord(prefixRow{rows, []any{&ns, &key}}, "", "")
+		if errs.CodeOf(err) == errs.RecordDamaged {
+			s.noteDamage(err) // never decided on: its lease is left as it is
+			continue
+		}
 		if err != nil {
 			rows.Close()
 			return 0, err
 		}
-		r.Namespace, r.Key = ns, key
 		due = append(due, dueRow{r, v})
 	}
 	rows.Close()
