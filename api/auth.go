@@ -177,9 +177,13 @@ func (ts tokenSet) find(header string) (Principal, bool) {
 func (s *Server) authorize(c *fiber.Ctx, method, path string) error {
 	p, ok := s.tokens.find(c.Get(fiber.HeaderAuthorization))
 	if !ok {
+		if err := s.fair.unauthenticated(c); err != nil {
+			return err
+		}
 		s.metrics.refused("", "unauthorized")
 		return unauthorized(c.Get(fiber.HeaderAuthorization))
 	}
+	s.fair.authenticated(c)
 	c.SetUserContext(WithPrincipal(c.UserContext(), p))
 	if scope := RouteScope(method, path); !p.Allows(scope) {
 		s.metrics.refused(p.Name, "scope")

@@ -20,6 +20,9 @@ func (s *Server) mountConsole() error {
 		SignIn:        s.consolePrincipal,
 		StatusOf:      statusOf,
 		Logger:        s.log.With("part", "console"),
+		// Who a client is, and its sign-ins, as for /v1 (fair.go).
+		ClientAddr:      s.fair.clientAddr,
+		SignInPerMinute: s.signInPerMinute,
 	})
 	if err != nil {
 		return err

@@ -41,6 +41,7 @@ var problems = map[keystore.Code]struct {
 	keystore.EForbidden:           {http.StatusForbidden, "Forbidden"},
 	keystore.ERequestTimeout:      {http.StatusRequestTimeout, "Request timeout"},
 	keystore.EOverloaded:          {http.StatusServiceUnavailable, "Overloaded"},
+	keystore.ERateLimited:         {http.StatusTooManyRequests, "Too many requests from this client"},
 	keystore.ENotFound:            {http.StatusNotFound, "Not found"},
 	keystore.EStaleToken:          {http.StatusConflict, "Stale token"},
 	keystore.EConflict:            {http.StatusConflict, "Conflict"},

@@ -21,6 +21,7 @@ const (
 	EPayloadTooLarge  Code = "payload_too_large"
 	ERequestTimeout   Code = "request_timeout" // the request did not arrive within the read timeout
 	EOverloaded       Code = "overloaded"      // the connection cap is reached
+	ERateLimited      Code = "rate_limited"    // one client over its own share (unauthenticated requests, sign-ins, connections)
 	EStoreUnavailable Code = "store_unavailable"
 	// EStoreOutcomeUnknown: a commit failed in a way that may have left the
 	// change on disk; the caller must look the key up before retrying.

@@ -74,6 +74,7 @@ type options struct {
 	namespace   string
 	label       string
 	jsonOut     bool
+	fresh       bool // a new connection per request (no keep-alive), as a client without an agent does
 }
 
 func run(args []string, stdout io.Writer) error {
@@ -221,6 +222,7 @@ func drive(ctx context.Context, o options) (Summary, error) {
 		MaxConnsPerHost:     o.concurrency,
 		DisableCompression:  true,
 		IdleConnTimeout:     90 * time.Second,
+		DisableKeepAlives:   o.fresh,
 	}
 	defer transport.CloseIdleConnections()
 	client := &http.Client{Transport: transport, Timeout: 30 * time.Second}

@@ -40,6 +40,13 @@ type Config struct {
 	ScopedTokens []api.TokenScope
 
 	MaxConnections int
+	// The per-client limits (api.Config): trusted reverse proxies, a
+	// client's unauthenticated connections, its requests without a
+	// token and its console sign-ins a minute.
+	TrustedProxies           []string
+	ClientConnections        int
+	UnauthenticatedPerMinute int
+	SignInPerMinute          int
 
 	BodyLimit       int
 	ReadTimeout     time.Duration
