@@ -157,8 +157,9 @@ type limitedConn struct {
 	counted atomic.Bool // still counted among the peer's unauthenticated connections
 }
 
-// prove is called when a request on the connection showed a valid token.
-func (c *limitedConn) prove() {
+// uncount takes the connection out of its client's unauthenticated
+// connections: at its first valid token, or when it closes.
+func (c *limitedConn) uncount() {
 	if c.counted.CompareAndSwap(true, false) {
 		c.fair.releaseConn(c.peer)
 	}
@@ -179,7 +180,7 @@ func (c *limitedConn) Close() error {
 // cap too.
 func (c *limitedConn) lingerClose() {
 	defer c.release()
-	defer c.prove() // no longer one of its client's unauthenticated connections
+	defer c.uncount()
 	if cw, ok := c.Conn.(interface{ CloseWrite() error }); ok && cw.CloseWrite() == nil {
 		if c.Conn.SetReadDeadline(time.Now().Add(lingerTimeout)) == nil {
 			// EOF (the client closed), the deadline or the limit: all end it.

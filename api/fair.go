@@ -3,6 +3,7 @@ package api
 import (
 	"fmt"
 	"log/slog"
+	"net/http"
 	"net/netip"
 	"strconv"
 	"sync"
@@ -90,15 +91,8 @@ func rawProblem(code keystore.Code, detail, extraHeaders string) []byte {
 	body := []byte(`{"type":"` + ProblemTypeBase + string(code) + `","title":"` + titleOf(code) +
 		`","status":` + strconv.Itoa(status) + `,"detail":"` + detail + `","code":"` + string(code) + `"}`)
 	head := fmt.Sprintf("HTTP/1.1 %d %s\r\nContent-Type: %s\r\n%sConnection: close\r\nContent-Length: %d\r\n\r\n",
-		status, statusText(status), ContentTypeProblem, extraHeaders, len(body))
+		status, http.StatusText(status), ContentTypeProblem, extraHeaders, len(body))
 	return append([]byte(head), body...)
-}
-
-func statusText(status int) string {
-	if status == fiber.StatusTooManyRequests {
-		return "Too Many Requests"
-	}
-	return "Service Unavailable"
 }
 
 // clientAddr is who sent the request (edge.Proxies.Client).
@@ -137,7 +131,7 @@ func (f *fairEdge) releaseConn(peer netip.Addr) {
 // valid token: it no longer counts against its client's limit.
 func (f *fairEdge) authenticated(c *fiber.Ctx) {
 	if lc, ok := c.Context().Conn().(*limitedConn); ok {
-		lc.prove()
+		lc.uncount()
 	}
 }
 
