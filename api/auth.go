@@ -92,9 +92,13 @@ func (s *Server) authorize(c *fiber.Ctx, r route) error {
 	method, path := r.method, r.path
 	p, ok := s.tokens.find(c.Get(fiber.HeaderAuthorization))
 	if !ok {
+		if err := s.fair.unauthenticated(c); err != nil {
+			return err
+		}
 		s.metrics.refused("", "unauthorized")
 		return unauthorized(c.Get(fiber.HeaderAuthorization))
 	}
+	s.fair.authenticated(c)
 	c.SetUserContext(access.With(c.UserContext(), p))
 	if scope := r.scope; !p.Allows(scope) {
 		s.metrics.refused(p.Name, "scope")

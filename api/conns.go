@@ -5,13 +5,17 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"net/netip"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/n8n-guard/n8n-guard/api/problem"
 	"github.com/valyala/fasthttp"
+
+	"github.com/n8n-guard/n8n-guard/internal/edge"
 )
 
 // DefaultMaxConnections caps open client connections. Each costs about
@@ -56,13 +60,17 @@ func (s *Server) needsToken(path string) bool {
 
 // connLimit is a listener that holds at most max connections open. One
 // over the cap is answered 503 overloaded at once and closed; the refusal
-// is counted, and logged at most once a minute.
+// is counted, and logged at most once a minute. Before the cap, each
+// client's share is checked (fair.go): a connection from an address that
+// already holds its share of unauthenticated connections is answered 429
+// rate_limited and closed, and never takes a slot.
 type connLimit struct {
 	net.Listener
 	slots   chan struct{}
 	metrics *metrics
 	log     *slog.Logger
 	refusal []byte
+	fair    *fairEdge
 
 	mu         sync.Mutex
 	lastLog    time.Time
@@ -70,13 +78,13 @@ type connLimit struct {
 	maxAllowed int
 }
 
-func newConnLimit(ln net.Listener, max int, m *metrics, log *slog.Logger) *connLimit {
+func newConnLimit(ln net.Listener, max int, m *metrics, log *slog.Logger, fair *fairEdge) *connLimit {
 	body := []byte(`{"type":"` + problem.TypeBase + string(problem.Overloaded) + `","title":"` + problem.Title(problem.Overloaded) +
 		`","status":503,"detail":"the server has reached its connection limit; retry shortly","code":"` + string(problem.Overloaded) + `"}`)
 	head := "HTTP/1.1 503 Service Unavailable\r\nContent-Type: " + problem.ContentType +
 		"\r\nRetry-After: 1\r\nConnection: close\r\nContent-Length: " + strconv.Itoa(len(body)) + "\r\n\r\n"
 	return &connLimit{Listener: ln, slots: make(chan struct{}, max), metrics: m, log: log,
-		refusal: append([]byte(head), body...), maxAllowed: max}
+		refusal: append([]byte(head), body...), maxAllowed: max, fair: fair}
 }
 
 func (l *connLimit) Accept() (net.Conn, error) {
@@ -85,11 +93,24 @@ func (l *connLimit) Accept() (net.Conn, error) {
 		if err != nil {
 			return nil, err
 		}
+		peer := edge.AddrOf(c.RemoteAddr())
+		counted, ok := l.fair.admitConn(peer)
+		if !ok {
+			l.fair.refused("connections", "connections refused: one client holds its share of connections without a valid token (see client connections)",
+				"client", peer.String(), "client_connections", l.fair.perClient)
+			answerAndClose(c, l.fair.connRefusal)
+			continue
+		}
 		select {
 		case l.slots <- struct{}{}:
 			l.metrics.openConns.Inc()
-			return &limitedConn{Conn: c, release: l.release}, nil
+			lc := &limitedConn{Conn: c, release: l.release, fair: l.fair, peer: peer}
+			lc.counted.Store(counted)
+			return lc, nil
 		default:
+			if counted {
+				l.fair.releaseConn(peer)
+			}
 			l.refuse(c)
 		}
 	}
@@ -105,9 +126,7 @@ func (l *connLimit) release() {
 // holds the few hundred bytes.
 func (l *connLimit) refuse(c net.Conn) {
 	l.metrics.connsRefused.Inc()
-	c.SetWriteDeadline(time.Now().Add(100 * time.Millisecond))
-	c.Write(l.refusal)
-	c.Close()
+	answerAndClose(c, l.refusal)
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.sinceLog++
@@ -118,11 +137,32 @@ func (l *connLimit) refuse(c net.Conn) {
 	}
 }
 
-// limitedConn gives its slot back once, when it is really closed.
+// answerAndClose writes a prepared answer to a connection whose request
+// is not read, and closes it.
+func answerAndClose(c net.Conn, answer []byte) {
+	c.SetWriteDeadline(time.Now().Add(100 * time.Millisecond))
+	c.Write(answer)
+	c.Close()
+}
+
+// limitedConn gives its slot back once, when it is really closed, and its
+// place among its client's unauthenticated connections at its first valid
+// token or at the close, whichever comes first.
 type limitedConn struct {
 	net.Conn
 	release func()
 	once    sync.Once
+	fair    *fairEdge
+	peer    netip.Addr
+	counted atomic.Bool // still counted among the peer's unauthenticated connections
+}
+
+// uncount takes the connection out of its client's unauthenticated
+// connections: at its first valid token, or when it closes.
+func (c *limitedConn) uncount() {
+	if c.counted.CompareAndSwap(true, false) {
+		c.fair.releaseConn(c.peer)
+	}
 }
 
 func (c *limitedConn) Close() error {
@@ -140,6 +180,7 @@ func (c *limitedConn) Close() error {
 // cap too.
 func (c *limitedConn) lingerClose() {
 	defer c.release()
+	defer c.uncount()
 	if cw, ok := c.Conn.(interface{ CloseWrite() error }); ok && cw.CloseWrite() == nil {
 		if c.Conn.SetReadDeadline(time.Now().Add(lingerTimeout)) == nil {
 			// EOF (the client closed), the deadline or the limit: all end it.

@@ -22,6 +22,9 @@ func (s *Server) mountConsole() error {
 		Resender:      s.slack,
 		SignIn:        s.consolePrincipal,
 		Logger:        s.log.With("part", "console"),
+		// Who a client is, and its sign-ins, as for /v1 (fair.go).
+		ClientAddr:      s.fair.clientAddr,
+		SignInPerMinute: s.signInPerMinute,
 	})
 	if err != nil {
 		return err

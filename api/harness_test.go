@@ -167,7 +167,9 @@ func start(t testing.TB, opts ...envOption) *env {
 		Registry: reg, BodyLimit: cfg.bodyLimit, Version: "test",
 		ScopedTokens: cfg.api.ScopedTokens, MaxConnections: cfg.api.MaxConnections, ReadTimeout: cfg.api.ReadTimeout,
 		Namespaces: cfg.api.Namespaces, Destinations: cfg.api.Destinations, LabelLimit: cfg.api.LabelLimit,
-		Logger: cfg.api.Logger,
+		Logger:         cfg.api.Logger,
+		TrustedProxies: cfg.api.TrustedProxies, ClientConnections: cfg.api.ClientConnections,
+		UnauthenticatedPerMinute: cfg.api.UnauthenticatedPerMinute, SignInPerMinute: cfg.api.SignInPerMinute,
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -66,6 +66,19 @@ type Config struct {
 	IdleTimeout  time.Duration
 	// MaxConnections caps open client connections; default 4096.
 	MaxConnections int
+	// The per-client limits and who a client is (fair.go).
+	// TrustedProxies: addresses or CIDR ranges of reverse proxies whose
+	// X-Forwarded-For and X-Forwarded-Proto are believed; nobody else's.
+	TrustedProxies []string
+	// ClientConnections: connections one address may hold before any
+	// shows a valid token (default 128; negative: no limit).
+	ClientConnections int
+	// UnauthenticatedPerMinute: /v1 requests without a valid token one
+	// client may send a minute (default 600; negative: no limit).
+	UnauthenticatedPerMinute int
+	// SignInPerMinute: console sign-in attempts per client a minute
+	// (default 10; negative: no limit).
+	SignInPerMinute int
 	// Namespaces and Destinations named in the configuration keep their
 	// own metric label values; others get theirs up to LabelLimit
 	// (default 50) distinct values, then share "other" (labels.go).
@@ -91,6 +104,9 @@ type Server struct {
 	draining atomic.Bool
 	maxBody  int
 	maxConns int
+	fair     *fairEdge
+	// signInPerMinute: the console's sign-in limit per client (Config).
+	signInPerMinute int
 	// openPaths are the routes of the table without a scope (a route of
 	// /v1 may be one, e.g. one signed by its sender instead).
 	openPaths map[string]bool
@@ -136,6 +152,10 @@ func New(cfg Config) (*Server, error) {
 	// the client (conns.go).
 	s.maxBody = orDefault(cfg.BodyLimit, DefaultBodyLimit)
 	s.maxConns = orDefault(cfg.MaxConnections, DefaultMaxConnections)
+	s.signInPerMinute = cfg.SignInPerMinute
+	if s.fair, err = newFairEdge(cfg, s.log); err != nil {
+		return nil, fmt.Errorf("api: %w", err)
+	}
 	s.app = fiber.New(fiber.Config{
 		AppName:               "n8n-guard",
 		DisableStartupMessage: true,
@@ -143,6 +163,9 @@ func New(cfg Config) (*Server, error) {
 		ReadTimeout:           orDefault(cfg.ReadTimeout, DefaultReadTimeout),
 		WriteTimeout:          orDefault(cfg.WriteTimeout, DefaultWriteTimeout),
 		IdleTimeout:           orDefault(cfg.IdleTimeout, DefaultIdleTimeout),
+		// X-Forwarded-Proto (c.Secure) only from a configured proxy.
+		EnableTrustedProxyCheck: true,
+		TrustedProxies:          cfg.TrustedProxies,
 		// Errors raised before any route runs end here: no route matched
 		// (404), oversized body, unreadable request. Route errors never do.
 		ErrorHandler: func(c *fiber.Ctx, err error) error {
@@ -254,7 +277,7 @@ func (s *Server) Serve(ln net.Listener) error {
 	}
 	s.listeners = append(s.listeners, ln)
 	s.mu.Unlock()
-	return s.app.Listener(newConnLimit(ln, s.maxConns, s.metrics, s.log))
+	return s.app.Listener(newConnLimit(ln, s.maxConns, s.metrics, s.log, s.fair))
 }
 
 // Shutdown stops accepting connections and waits for in-flight requests,

@@ -1,6 +1,7 @@
 package keystore
 
 import (
+	"fmt"
 	"regexp"
 	"strings"
 	"unicode"
@@ -43,11 +44,23 @@ func NormalizeKey(key string) (string, error) {
 		return "", fieldErr("key", "utf8", "key is not valid UTF-8 (or contains U+FFFD, the mark of an invalid character)")
 	case strings.IndexFunc(k, unicode.IsControl) >= 0:
 		return "", fieldErr("key", "no_control", "key contains control characters")
+	case strings.IndexFunc(k, invisible) >= 0:
+		i := strings.IndexFunc(k, invisible)
+		r, _ := utf8.DecodeRuneInString(k[i:])
+		return "", fieldErr("key", "no_format", fmt.Sprintf("key contains the invisible character U+%04X at byte %d "+
+			"(zero-width, bidi control or another Unicode format character, category Cf): "+
+			"it would make two keys that look the same; send the key without it", r, i))
 	case emailRE.MatchString(k):
 		return "", fieldErr("key", "no_email", "key looks like it contains an e-mail address; keys must not carry personal data: use the source event ID or a hash")
 	}
 	return k, nil
 }
+
+// invisible reports a Unicode format character (category Cf): zero-width
+// space and joiners, bidi controls, the byte order mark, soft hyphen. They
+// print as nothing, so "evt\u200b1" and "evt1" would be two keys that
+// nobody can tell apart.
+func invisible(r rune) bool { return unicode.Is(unicode.Cf, r) }
 
 // ValidNamespace reports whether s is a valid namespace or destination name.
 func ValidNamespace(s string) bool {

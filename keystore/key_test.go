@@ -30,6 +30,15 @@ func TestNormalizeKey(t *testing.T) {
 		{"e-mail address", "anna@example.com", "", "no_email"},
 		{"e-mail inside a key", "lead-anna.berg+x@example.co.uk-1", "", "no_email"},
 		{"an at sign alone is fine", "team@hq", "team@hq", ""},
+		{"zero-width space", "evt\u200b1", "", "no_format"},
+		{"zero-width joiner", "evt\u200d1", "", "no_format"},
+		{"byte order mark in front", "\ufeffevt1", "", "no_format"},
+		{"right-to-left override", "invoice-\u202efdp.exe", "", "no_format"},
+		{"bidi isolate", "evt\u20661\u2069", "", "no_format"},
+		{"left-to-right mark", "evt1\u200e", "", "no_format"},
+		{"soft hyphen", "Bestel\u00adlung", "", "no_format"},
+		{"a visible emoji is fine", "order-\U0001F4E6-7", "order-\U0001F4E6-7", ""},
+		{"no-break space inside is visible and fine", "BK\u00a02026", "BK\u00a02026", ""},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -43,6 +52,9 @@ func TestNormalizeKey(t *testing.T) {
 			var e *errs.Error
 			if err == nil || !asError(err, &e) || e.Code != errs.InvalidKey || e.Fields[0].Rule != c.rule {
 				t.Fatalf("NormalizeKey(%q) = %q, %v; want invalid_key rule %s", c.in, got, err, c.rule)
+			}
+			if c.rule == "no_format" && !strings.Contains(e.Message, "U+") {
+				t.Fatalf("the detail must name the character: %q", e.Message)
 			}
 		})
 	}
@@ -112,7 +124,8 @@ func FuzzNormalizeKey(f *testing.F) {
 			}
 			return
 		}
-		if k == "" || len(k) > MaxKeyBytes || !utf8.ValidString(k) || strings.IndexFunc(k, unicode.IsControl) >= 0 {
+		if k == "" || len(k) > MaxKeyBytes || !utf8.ValidString(k) || strings.IndexFunc(k, unicode.IsControl) >= 0 ||
+			strings.IndexFunc(k, func(r rune) bool { return unicode.Is(unicode.Cf, r) }) >= 0 {
 			t.Fatalf("accepted a key that breaks the rules: %q", k)
 		}
 		if k != strings.TrimSpace(k) {

@@ -10,6 +10,7 @@ import (
 	"io/fs"
 	"log/slog"
 	"net/http"
+	"net/netip"
 	"net/url"
 	"runtime/debug"
 	"strings"
@@ -72,6 +73,12 @@ type Config struct {
 	// MaxSessions bounds the sessions kept at once (default 10,000); the
 	// oldest is ended to make room, with a log line.
 	MaxSessions int
+	// ClientAddr says who sent a request (api: the peer, or the client a
+	// trusted proxy names); nil: the peer address.
+	ClientAddr func(*fiber.Ctx) netip.Addr
+	// SignInPerMinute bounds one client's sign-in attempts a minute
+	// (default 10; negative: no limit).
+	SignInPerMinute int
 }
 
 // Console serves the pages.
@@ -83,6 +90,7 @@ type Console struct {
 	log      *slog.Logger
 	now      func() time.Time
 	sessions *sessions
+	signIns  *signInLimit
 	pages    map[string]*template.Template
 	static   fs.FS
 }
@@ -112,6 +120,7 @@ func New(cfg Config) (*Console, error) {
 		log:      cfg.Logger,
 		now:      cfg.Clock,
 		sessions: newSessions(cfg.SessionTTL, cfg.MaxSessions, cfg.Logger),
+		signIns:  newSignInLimit(cfg.SignInPerMinute, cfg.ClientAddr, cfg.Logger),
 	}
 	var err error
 	if ui.pages, err = parsePages(templateFuncs(ui.now)); err != nil {
@@ -190,7 +199,7 @@ func (ui *Console) admit(c *fiber.Ctx, method string, who gate, sess *session) e
 		return errs.Errorf(problem.Unauthorized, "sign in first (your session may have ended)")
 	}
 	if method == fiber.MethodPost {
-		sent := c.FormValue("csrf")
+		sent := formBody(c, "csrf")
 		if sent == "" || subtle.ConstantTimeCompare([]byte(sent), []byte(sess.csrf)) != 1 {
 			return errs.Errorf(errs.Forbidden, "the form is missing its CSRF token or it is stale; reload the page and try again")
 		}

@@ -1,9 +1,11 @@
 package console
 
 import (
+	"fmt"
 	"net/http"
 	"net/url"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -46,15 +48,26 @@ func (ui *Console) signInPage(c *fiber.Ctx, _ *session) error {
 // signInSubmit exchanges the token from the form (a POST body, never a
 // URL) for a session cookie.
 func (ui *Console) signInSubmit(c *fiber.Ctx, _ *session) error {
-	token := strings.TrimSpace(c.FormValue("token"))
+	if wait, refused := ui.signIns.refuse(c, ui.now()); refused {
+		c.Set(fiber.HeaderRetryAfter, strconv.Itoa(wait))
+		return ui.render(c, http.StatusTooManyRequests, "signin", signInPage{layout: ui.layout(nil, "Sign in"),
+			Problem: fmt.Sprintf("Too many sign-in attempts from your address (at most %d a minute). Wait %d seconds, then try again.", ui.signIns.perMinute(), wait)})
+	}
+	token := strings.TrimSpace(formBody(c, "token"))
 	who, err := ui.signIn(token)
 	if err != nil {
-		ui.log.Info("console: sign-in refused", "ip", c.IP(), "why", errs.MessageOf(err))
+		ui.log.Info("console: sign-in refused", "client", ui.signIns.client(c).String(), "why", errs.MessageOf(err))
 		why := "That token is not valid: check that you copied all of it."
 		if errs.CodeOf(err) != problem.Unauthorized {
 			why = errs.MessageOf(err)
 		}
 		return ui.render(c, problem.Status(errs.CodeOf(err)), "signin", signInPage{layout: ui.layout(nil, "Sign in"), Problem: why})
+	}
+	// A new id at every sign-in; the session this browser held before
+	// (valid or not, and whoever it was for) ends: an id planted before
+	// the sign-in is worth nothing after it.
+	if old := c.Cookies(cookieName(c)); old != "" {
+		ui.sessions.end(old)
 	}
 	sess := ui.sessions.start(who, ui.now())
 	setSessionCookie(c, sess)

@@ -4,11 +4,14 @@ import (
 	"crypto/rand"
 	"encoding/base64"
 	"log/slog"
+	"net/netip"
 	"sync"
 	"time"
 
 	"github.com/gofiber/fiber/v2"
 	"github.com/n8n-guard/n8n-guard/api/access"
+
+	"github.com/n8n-guard/n8n-guard/internal/edge"
 )
 
 // A session is what a sign-in leaves in the server: who it acts for and the
@@ -122,4 +125,63 @@ func clearSessionCookie(c *fiber.Ctx) {
 		Secure:   c.Secure(),
 		SameSite: fiber.CookieSameSiteStrictMode,
 	})
+}
+
+// formBody is a field of a urlencoded POST body, and only of the body: a
+// CSRF token or an API token in the query string would be in logs,
+// history and Referer headers, and a link could carry it.
+func formBody(c *fiber.Ctx, name string) string {
+	return string(c.Request().PostArgs().Peek(name))
+}
+
+// DefaultSignInPerMinute is the sign-in attempts one client may make a
+// minute (in bursts of as many) when Config leaves it 0.
+const DefaultSignInPerMinute = 10
+
+// signInLimit bounds each client's sign-in attempts, so that tokens
+// cannot be guessed at the speed of the server.
+type signInLimit struct {
+	limiter  *edge.Limiter
+	clientOf func(*fiber.Ctx) netip.Addr
+	log      *slog.Logger
+
+	mu       sync.Mutex
+	lastLog  time.Time
+	sinceLog int
+}
+
+func newSignInLimit(perMinute int, clientOf func(*fiber.Ctx) netip.Addr, log *slog.Logger) *signInLimit {
+	if perMinute == 0 {
+		perMinute = DefaultSignInPerMinute
+	}
+	if clientOf == nil {
+		clientOf = func(c *fiber.Ctx) netip.Addr {
+			a, _ := netip.AddrFromSlice(c.Context().RemoteIP())
+			return a.Unmap()
+		}
+	}
+	return &signInLimit{limiter: edge.NewLimiter(perMinute, perMinute), clientOf: clientOf, log: log}
+}
+
+func (l *signInLimit) perMinute() int                 { return l.limiter.PerMinute() }
+func (l *signInLimit) client(c *fiber.Ctx) netip.Addr { return l.clientOf(c) }
+
+// refuse charges one attempt to the request's client; when the client has
+// none left it returns the seconds to wait. Refusals are logged at most
+// once a minute.
+func (l *signInLimit) refuse(c *fiber.Ctx, now time.Time) (wait int, refused bool) {
+	client := l.clientOf(c)
+	ok, d := l.limiter.Allow(client, now)
+	if ok {
+		return 0, false
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.sinceLog++
+	if now.Sub(l.lastLog) >= time.Minute {
+		l.log.Warn("console: sign-in attempts refused: one client is over its limit",
+			"client", client.String(), "per_minute", l.perMinute(), "refused_since_last_log", l.sinceLog)
+		l.lastLog, l.sinceLog = now, 0
+	}
+	return max(int(d.Seconds()+0.999), 1), true
 }

@@ -23,10 +23,13 @@ const (
 	// which says a key does not exist: a client that follows a wrong path
 	// must not conclude the key is absent and write again.
 	RouteNotFound errs.Code = "route_not_found"
+	// RateLimited: one client address sent more than its share of
+	// connections or requests without a valid token (the fair edge).
+	RateLimited errs.Code = "rate_limited"
 )
 
 // TransportCodes lists the codes above.
-var TransportCodes = []errs.Code{Unauthorized, RequestTimeout, Overloaded, PayloadTooLarge, RouteNotFound}
+var TransportCodes = []errs.Code{Unauthorized, RequestTimeout, Overloaded, PayloadTooLarge, RouteNotFound, RateLimited}
 
 // Codes is every code an answer may carry: the domain's and the
 // transport's.
@@ -62,6 +65,7 @@ var table = map[errs.Code]struct {
 	errs.Forbidden:           {http.StatusForbidden, "Forbidden"},
 	RequestTimeout:           {http.StatusRequestTimeout, "Request timeout"},
 	Overloaded:               {http.StatusServiceUnavailable, "Overloaded"},
+	RateLimited:              {http.StatusTooManyRequests, "Too many requests from this client"},
 	errs.NotFound:            {http.StatusNotFound, "Not found"},
 	RouteNotFound:            {http.StatusNotFound, "No such route"},
 	errs.StaleToken:          {http.StatusConflict, "Stale token"},

@@ -1,7 +1,10 @@
 // Command guard-bench is a load tool for a running n8n-guard server. It
 // drives the HTTP API over keep-alive connections with a fixed number of
 // concurrent clients for a fixed time, and prints throughput, latency
-// percentiles, outcome counts and error counts.
+// percentiles, outcome counts and error counts. Only 2xx answers count as
+// throughput and latency; 4xx, 5xx and transport errors are counted and
+// printed apart, and a run that has any exits non-zero: it measured a
+// server that refused, not one that worked.
 //
 //	guard-bench --url http://127.0.0.1:8080 --token T --scenario reserve-unique --concurrency 64 --duration 10s
 //
@@ -72,6 +75,7 @@ type options struct {
 	namespace   string
 	label       string
 	jsonOut     bool
+	fresh       bool // a new connection per request (no keep-alive), as a client without an agent does
 }
 
 func run(args []string, stdout io.Writer) error {
@@ -109,10 +113,21 @@ func run(args []string, stdout io.Writer) error {
 		return err
 	}
 	if o.jsonOut {
-		enc := json.NewEncoder(stdout)
-		return enc.Encode(sum)
+		if err := json.NewEncoder(stdout).Encode(sum); err != nil {
+			return err
+		}
+		return sum.failed()
 	}
 	sum.print(stdout)
+	return sum.failed()
+}
+
+// failed is the error of a run that had any answer other than 2xx.
+func (s Summary) failed() error {
+	if n := s.Failed4xx + s.Failed5xx + s.TransportErrors; n > 0 {
+		return fmt.Errorf("%d requests failed (4xx %d, 5xx %d, transport %d: %s); throughput counts only the %d answered 2xx",
+			n, s.Failed4xx, s.Failed5xx, s.TransportErrors, counts(s.Errors), s.Requests)
+	}
 	return nil
 }
 
@@ -123,7 +138,7 @@ type Summary struct {
 	URL          string         `json:"url"`
 	Concurrency  int            `json:"concurrency"`
 	Seconds      float64        `json:"seconds"`
-	Requests     int            `json:"requests"`
+	Requests     int            `json:"requests"` // answered 2xx: the only ones in throughput and latency
 	RequestsPerS float64        `json:"requests_per_second"`
 	Cycles       int            `json:"cycles,omitempty"`
 	CyclesPerS   float64        `json:"cycles_per_second,omitempty"`
@@ -132,7 +147,12 @@ type Summary struct {
 	P99ms        float64        `json:"p99_ms"`
 	MaxMs        float64        `json:"max_ms"`
 	Outcomes     map[string]int `json:"outcomes"`
-	Errors       map[string]int `json:"errors"`
+	// Failed4xx, Failed5xx and TransportErrors are the requests that got
+	// no 2xx answer; Errors breaks them down by status and problem code.
+	Failed4xx       int            `json:"failed_4xx"`
+	Failed5xx       int            `json:"failed_5xx"`
+	TransportErrors int            `json:"transport_errors"`
+	Errors          map[string]int `json:"errors"`
 }
 
 func (s Summary) print(w io.Writer) {
@@ -141,12 +161,13 @@ func (s Summary) print(w io.Writer) {
 		name = s.Label + " / " + s.Scenario
 	}
 	fmt.Fprintf(w, "%s  concurrency %d, %.1fs against %s\n", name, s.Concurrency, s.Seconds, s.URL)
-	fmt.Fprintf(w, "  requests     %d  (%.0f/s)\n", s.Requests, s.RequestsPerS)
+	fmt.Fprintf(w, "  requests     %d answered 2xx  (%.0f/s)\n", s.Requests, s.RequestsPerS)
 	if s.Cycles > 0 {
 		fmt.Fprintf(w, "  cycles       %d  (%.0f/s, reserve + complete)\n", s.Cycles, s.CyclesPerS)
 	}
 	fmt.Fprintf(w, "  latency ms   p50 %.2f  p95 %.2f  p99 %.2f  max %.2f\n", s.P50ms, s.P95ms, s.P99ms, s.MaxMs)
 	fmt.Fprintf(w, "  outcomes     %s\n", counts(s.Outcomes))
+	fmt.Fprintf(w, "  failed       4xx %d  5xx %d  transport %d  (not in the figures above)\n", s.Failed4xx, s.Failed5xx, s.TransportErrors)
 	fmt.Fprintf(w, "  errors       %s\n", counts(s.Errors))
 }
 
@@ -176,9 +197,10 @@ type worker struct {
 	client    *client.Client
 	runID     string
 	seq       int
-	lat       []time.Duration
+	lat       []time.Duration // of 2xx answers only
 	outcomes  map[string]int
 	errors    map[string]int
+	failed    [3]int // 4xx, 5xx, transport
 	cycles    int
 	measuring bool
 }
@@ -200,6 +222,7 @@ func drive(ctx context.Context, o options) (Summary, error) {
 		MaxConnsPerHost:     o.concurrency,
 		DisableCompression:  true,
 		IdleConnTimeout:     90 * time.Second,
+		DisableKeepAlives:   o.fresh,
 	}
 	defer transport.CloseIdleConnections()
 	c := client.New(base, client.Options{Token: o.token, Timeout: 30 * time.Second, Transport: transport})
@@ -284,9 +307,7 @@ func (w *worker) call(method, path string, body []byte) (answer, bool) {
 	var e *client.Error
 	switch {
 	case errors.As(err, &e):
-		if w.measuring {
-			w.lat = append(w.lat, took)
-		}
+		// Refusals are not throughput: no latency sample.
 		code := e.Code()
 		if code == "" {
 			code = "no_code"
@@ -312,8 +333,17 @@ func (w *worker) call(method, path string, body []byte) (answer, bool) {
 }
 
 func (w *worker) fail(kind string) {
-	if w.measuring {
-		w.errors[kind]++
+	if !w.measuring {
+		return
+	}
+	w.errors[kind]++
+	switch {
+	case strings.HasPrefix(kind, "http_4"):
+		w.failed[0]++
+	case strings.HasPrefix(kind, "http_"):
+		w.failed[1]++
+	default:
+		w.failed[2]++
 	}
 }
 
@@ -330,6 +360,9 @@ func summarize(o options, workers []*worker, elapsed time.Duration) Summary {
 			s.Errors[k] += v
 		}
 		s.Cycles += w.cycles
+		s.Failed4xx += w.failed[0]
+		s.Failed5xx += w.failed[1]
+		s.TransportErrors += w.failed[2]
 	}
 	slices.Sort(all)
 	s.Requests = len(all)

@@ -2,8 +2,10 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"net"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -76,5 +78,41 @@ func TestScenariosAgainstTheRealAPI(t *testing.T) {
 		if tc.scenario == "cycle" && (sum.Cycles == 0 || sum.Outcomes["completed"] != sum.Cycles) {
 			t.Fatalf("cycle: %d cycles, outcomes %v", sum.Cycles, sum.Outcomes)
 		}
+	}
+}
+
+// A refused request is not throughput: a run whose every answer is 401
+// reports no requests, counts the 4xx apart and fails (the tool exits 1).
+func TestRefusalsAreNotThroughput(t *testing.T) {
+	st, err := bolt.Open(filepath.Join(t.TempDir(), "bench.db"), bolt.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	srv, err := api.New(api.Config{Store: st, Tokens: []string{"t0k"}, Registry: prometheus.NewRegistry()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go srv.Serve(ln)
+	defer srv.Shutdown(context.Background())
+	var out strings.Builder
+	err = run([]string{"--url", "http://" + ln.Addr().String(), "--token", "wrong", "--concurrency", "2",
+		"--duration", "200ms", "--warmup", "0s", "--scenario", "reserve-unique"}, &out)
+	if err == nil || !strings.Contains(err.Error(), "failed") {
+		t.Fatalf("a run of refusals must fail, got %v\n%s", err, &out)
+	}
+	if !strings.Contains(out.String(), "requests     0 answered 2xx") || !strings.Contains(out.String(), "http_401_unauthorized") {
+		t.Fatalf("output:\n%s", &out)
+	}
+	var sum Summary
+	out.Reset()
+	err = run([]string{"--url", "http://" + ln.Addr().String(), "--token", "wrong", "--concurrency", "2",
+		"--duration", "200ms", "--warmup", "0s", "--json"}, &out)
+	if err == nil || json.Unmarshal([]byte(out.String()), &sum) != nil || sum.Requests != 0 || sum.Failed4xx == 0 || sum.RequestsPerS != 0 {
+		t.Fatalf("json run: %v %+v\n%s", err, sum, &out)
 	}
 }

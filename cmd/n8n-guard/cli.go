@@ -83,6 +83,10 @@ type serveFlags struct {
 	addr, data, config, store string
 	bodyLimit                 int
 	maxConnections            int
+	trustedProxies            []string
+	clientConnections         int
+	unauthPerMinute           int
+	signInPerMinute           int
 	readTimeout               time.Duration
 	writeTimeout              time.Duration
 	idleTimeout               time.Duration
@@ -129,6 +133,8 @@ N8N_API_URL and N8N_API_KEY (n8n's public API) enable "Retry execution".`,
 			}
 			cfg.MaxConnections = f.maxConnections
 			cfg.AcceptRestore = f.acceptRestore
+			cfg.TrustedProxies, cfg.ClientConnections = f.trustedProxies, f.clientConnections
+			cfg.UnauthenticatedPerMinute, cfg.SignInPerMinute = f.unauthPerMinute, f.signInPerMinute
 			if cfg.ScopedTokens, err = cfg.File.ScopedTokens(getenv); err != nil {
 				return fmt.Errorf("config %s: %w", cfg.ConfigFile, err)
 			}
@@ -142,6 +148,10 @@ N8N_API_URL and N8N_API_KEY (n8n's public API) enable "Retry execution".`,
 	fs.StringVar(&f.store, "store", "", "store: empty for the bbolt file in --data, or a postgres:// URL (several n8n-guard processes on one database)")
 	fs.IntVar(&f.bodyLimit, "body-limit", api.DefaultBodyLimit, "largest request body in bytes")
 	fs.IntVar(&f.maxConnections, "max-connections", api.DefaultMaxConnections, "most client connections open at once; more are answered 503 overloaded")
+	fs.StringSliceVar(&f.trustedProxies, "trusted-proxies", nil, "reverse proxies (IPs or CIDR ranges, comma-separated) whose X-Forwarded-For and X-Forwarded-Proto are believed; nobody else's")
+	fs.IntVar(&f.clientConnections, "client-connections", api.DefaultClientConnections, "connections one client address may hold before any shows a valid token; more are answered 429 rate_limited (-1: no limit)")
+	fs.IntVar(&f.unauthPerMinute, "unauthenticated-per-minute", api.DefaultUnauthenticatedPerMinute, "/v1 requests without a valid token one client may send a minute; more are answered 429 rate_limited (-1: no limit)")
+	fs.IntVar(&f.signInPerMinute, "signin-per-minute", api.DefaultSignInPerMinute, "console sign-in attempts one client may make a minute (-1: no limit)")
 	fs.DurationVar(&f.readTimeout, "read-timeout", api.DefaultReadTimeout, "time to read a request")
 	fs.DurationVar(&f.writeTimeout, "write-timeout", api.DefaultWriteTimeout, "time to write an answer")
 	fs.DurationVar(&f.idleTimeout, "idle-timeout", api.DefaultIdleTimeout, "how long an idle keep-alive connection stays open")
@@ -153,6 +163,8 @@ N8N_API_URL and N8N_API_KEY (n8n's public API) enable "Retry execution".`,
 	for flag, env := range map[string]string{
 		"addr": "N8N_GUARD_ADDR", "data": "N8N_GUARD_DATA", "config": "N8N_GUARD_CONFIG", "store": "N8N_GUARD_STORE",
 		"body-limit": "N8N_GUARD_BODY_LIMIT", "max-connections": "N8N_GUARD_MAX_CONNECTIONS", "read-timeout": "N8N_GUARD_READ_TIMEOUT",
+		"trusted-proxies": "N8N_GUARD_TRUSTED_PROXIES", "client-connections": "N8N_GUARD_CLIENT_CONNECTIONS",
+		"unauthenticated-per-minute": "N8N_GUARD_UNAUTHENTICATED_PER_MINUTE", "signin-per-minute": "N8N_GUARD_SIGNIN_PER_MINUTE",
 		"write-timeout": "N8N_GUARD_WRITE_TIMEOUT", "idle-timeout": "N8N_GUARD_IDLE_TIMEOUT",
 		"shutdown-timeout": "N8N_GUARD_SHUTDOWN_TIMEOUT", "sweep-interval": "N8N_GUARD_SWEEP_INTERVAL",
 		"log-level": "N8N_GUARD_LOG_LEVEL", "log-format": "N8N_GUARD_LOG_FORMAT",

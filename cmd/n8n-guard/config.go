@@ -44,6 +44,13 @@ type Config struct {
 	// AcceptRestore starts on a bbolt file older than the one the data
 	// folder last served (a backup restored in place), logging it.
 	AcceptRestore bool
+	// The per-client limits (api.Config): trusted reverse proxies, a
+	// client's unauthenticated connections, its requests without a
+	// token and its console sign-ins a minute.
+	TrustedProxies           []string
+	ClientConnections        int
+	UnauthenticatedPerMinute int
+	SignInPerMinute          int
 
 	BodyLimit       int
 	ReadTimeout     time.Duration

@@ -165,9 +165,12 @@ func (m *Main) Run(ctx context.Context) (err error) {
 		// Scoped tokens, connection cap, metric label bounds (issue 15).
 		ScopedTokens:   cfg.ScopedTokens,
 		MaxConnections: cfg.MaxConnections,
-		Namespaces:     sortedKeys(cfg.File.Namespaces),
-		Destinations:   sortedKeys(cfg.File.Destinations),
-		LabelLimit:     cfg.File.Metrics.LabelLimit,
+		// Per-client limits and trusted proxies (issue 23).
+		TrustedProxies: cfg.TrustedProxies, ClientConnections: cfg.ClientConnections,
+		UnauthenticatedPerMinute: cfg.UnauthenticatedPerMinute, SignInPerMinute: cfg.SignInPerMinute,
+		Namespaces:   sortedKeys(cfg.File.Namespaces),
+		Destinations: sortedKeys(cfg.File.Destinations),
+		LabelLimit:   cfg.File.Metrics.LabelLimit,
 	}); err != nil {
 		return err
 	}
