@@ -2,6 +2,7 @@ package api
 
 import (
 	"bytes"
+	"crypto/tls"
 	"io"
 	"log/slog"
 	"net"
@@ -89,8 +90,17 @@ func (l *connLimit) Accept() (net.Conn, error) {
 		select {
 		case l.slots <- struct{}{}:
 			l.metrics.openConns.Inc()
-			return &limitedConn{Conn: c, release: l.release}, nil
+			lc := &limitedConn{Conn: c, release: l.release}
+			if tc, ok := c.(*tls.Conn); ok {
+				return &limitedTLSConn{lc, tc}, nil
+			}
+			return lc, nil
 		default:
+			if _, ok := c.(*tls.Conn); ok {
+				// The answer needs a handshake first: never in the accept loop.
+				go l.refuse(c)
+				continue
+			}
 			l.refuse(c)
 		}
 	}
@@ -106,7 +116,7 @@ func (l *connLimit) release() {
 // holds the few hundred bytes.
 func (l *connLimit) refuse(c net.Conn) {
 	l.metrics.connsRefused.Inc()
-	c.SetWriteDeadline(time.Now().Add(100 * time.Millisecond))
+	c.SetDeadline(time.Now().Add(100 * time.Millisecond)) // over TLS, the write reads the handshake first
 	c.Write(l.refusal)
 	c.Close()
 	l.mu.Lock()
@@ -125,6 +135,17 @@ type limitedConn struct {
 	release func()
 	once    sync.Once
 }
+
+// limitedTLSConn is a limitedConn over TLS (serve --tls-cert, --acme-domain).
+// fasthttp tells TLS from these two methods: requests on it are https
+// (fiber's c.Secure, the console's Secure cookie, HSTS).
+type limitedTLSConn struct {
+	*limitedConn
+	tls *tls.Conn
+}
+
+func (c *limitedTLSConn) Handshake() error                     { return c.tls.Handshake() }
+func (c *limitedTLSConn) ConnectionState() tls.ConnectionState { return c.tls.ConnectionState() }
 
 func (c *limitedConn) Close() error {
 	c.once.Do(func() { go c.lingerClose() })

@@ -28,6 +28,10 @@ const (
 	DefaultIdleTimeout  = 120 * time.Second
 )
 
+// HSTS is the Strict-Transport-Security of every answer over TLS: one
+// year, this host only (subdomains may be other services).
+const HSTS = "max-age=31536000"
+
 // Config is what the server needs; cmd/n8n-guard fills it.
 type Config struct {
 	Store keystore.Store
@@ -152,6 +156,14 @@ func New(cfg Config) (*Server, error) {
 	// temporary files) before a handler has checked anything.
 	s.app.Server().DisablePreParseMultipartForm = true
 
+	// Served over its own TLS, the guard tells browsers to come back only
+	// over https (the console's session cookie is Secure there too).
+	s.app.Use(func(c *fiber.Ctx) error {
+		if c.Context().IsTLS() {
+			c.Set(fiber.HeaderStrictTransportSecurity, HSTS)
+		}
+		return c.Next()
+	})
 	open, authed := false, true
 	s.handle(fiber.MethodGet, "/healthz", open, s.healthz)
 	s.handle(fiber.MethodGet, "/readyz", open, s.readyz)

@@ -44,6 +44,7 @@ func newRootCmd(getenv func(string) string, stdout, stderr io.Writer) *cobra.Com
 		return applyEnv(cmd.Flags(), getenv)
 	}
 	root.AddCommand(newBackupCmd(co), newStoreCmd()) // backup.go, store.go
+	root.AddCommand(newProbeCmd())                   // probe.go
 	return root
 }
 
@@ -93,6 +94,7 @@ type serveFlags struct {
 
 func newServeCmd(getenv func(string) string) *cobra.Command {
 	var f serveFlags
+	var tf tlsFlags
 	cmd := &cobra.Command{
 		Use:   "serve",
 		Short: "Run the n8n-guard HTTP service",
@@ -110,7 +112,7 @@ N8N_API_URL and N8N_API_KEY (n8n's public API) enable "Retry execution".`,
 				return err
 			}
 			cfg := Config{
-				Addr: f.addr, DataDir: f.data, ConfigFile: f.config, Store: f.store,
+				Addr: f.addr, TLS: tf.config(), DataDir: f.data, ConfigFile: f.config, Store: f.store,
 				Tokens:    splitTokens(getenv("N8N_GUARD_TOKENS")),
 				BodyLimit: f.bodyLimit, ReadTimeout: f.readTimeout, WriteTimeout: f.writeTimeout,
 				IdleTimeout: f.idleTimeout, ShutdownTimeout: f.shutdownTimeout, SweepInterval: f.sweepInterval,
@@ -147,6 +149,7 @@ N8N_API_URL and N8N_API_KEY (n8n's public API) enable "Retry execution".`,
 	fs.DurationVar(&f.sweepInterval, "sweep-interval", DefaultSweepInterval, "how often expired leases and records are swept")
 	fs.StringVar(&f.logLevel, "log-level", "info", "debug (one line per request), info, warn or error")
 	fs.StringVar(&f.logFormat, "log-format", "text", "text or json")
+	tf.add(fs) // tls.go
 	for flag, env := range map[string]string{
 		"addr": "N8N_GUARD_ADDR", "data": "N8N_GUARD_DATA", "config": "N8N_GUARD_CONFIG", "store": "N8N_GUARD_STORE",
 		"body-limit": "N8N_GUARD_BODY_LIMIT", "max-connections": "N8N_GUARD_MAX_CONNECTIONS", "read-timeout": "N8N_GUARD_READ_TIMEOUT",

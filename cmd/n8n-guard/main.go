@@ -4,6 +4,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -50,6 +51,7 @@ type Main struct {
 	notes  *notify.Service
 	server *api.Server
 	ln     net.Listener
+	tls    *tlsServer // nil on plain HTTP (tls.go)
 
 	cancel context.CancelFunc // stops the background components
 	wg     sync.WaitGroup
@@ -163,6 +165,12 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	if m.ln, err = net.Listen("tcp", cfg.Addr); err != nil {
 		return fmt.Errorf("listen on %s: %w", cfg.Addr, err)
 	}
+	if m.tls, err = newTLSServer(cfg.TLS, cfg.DataDir, m.ln.Addr().String(), m.Logger.With("component", "tls")); err != nil {
+		return err
+	}
+	if m.tls != nil {
+		m.ln = tls.NewListener(m.ln, m.tls.config)
+	}
 
 	bg, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	m.cancel = cancel
@@ -171,7 +179,10 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	sw := sweeper{store: m.store, every: cfg.SweepInterval, log: m.Logger.With("component", "sweeper")}
 	m.start("sweeper", func() error { return sw.Run(bg) })
 	m.start("http", func() error { return m.server.Serve(m.ln) })
-	m.Logger.Info("n8n-guard listening", "addr", m.ln.Addr().String(), "version", m.Version)
+	if m.tls != nil && m.tls.redirect != nil {
+		m.start("http-redirect", m.tls.serveRedirect)
+	}
+	m.Logger.Info("n8n-guard listening", "addr", m.ln.Addr().String(), "tls", m.tls != nil, "version", m.Version)
 	return nil
 }
 
@@ -213,6 +224,9 @@ func (m *Main) Close() error {
 		ctx, cancel := context.WithTimeout(context.Background(), timeout)
 		if err := m.server.Shutdown(ctx); err != nil {
 			errs = append(errs, fmt.Errorf("http shutdown: %w", err))
+		}
+		if err := m.tls.close(ctx); err != nil {
+			errs = append(errs, fmt.Errorf("http redirect shutdown: %w", err))
 		}
 		cancel()
 	}
