@@ -41,7 +41,9 @@ type TLSConfig struct {
 	RedirectAddr string
 }
 
-func (t TLSConfig) enabled() bool { return t.CertFile != "" || t.KeyFile != "" || len(t.ACMEDomains) > 0 }
+func (t TLSConfig) enabled() bool {
+	return t.CertFile != "" || t.KeyFile != "" || len(t.ACMEDomains) > 0
+}
 
 type tlsFlags struct {
 	cfg     TLSConfig
