@@ -52,6 +52,7 @@ type Main struct {
 	server *api.Server
 	ln     net.Listener
 	tls    *tlsServer // nil on plain HTTP (tls.go)
+	reg    *prometheus.Registry
 
 	cancel context.CancelFunc // stops the background components
 	wg     sync.WaitGroup
@@ -88,6 +89,7 @@ func (m *Main) Run(ctx context.Context) (err error) {
 		return err
 	}
 	reg := prometheus.NewRegistry()
+	m.reg = reg
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	notifyOpts := notify.Options{
 		Token:      cfg.SlackBotToken,
