@@ -78,6 +78,7 @@ func TestContainer(t *testing.T) {
 				StopSignal  string
 				Healthcheck struct{ Test []string }
 			}
+			Healthcheck struct{ Test []string } // podman shows it here
 		}
 		if err := json.Unmarshal([]byte(must("image", "inspect", image)), &img); err != nil || len(img) != 1 {
 			t.Fatalf("image inspect: %v", err)
@@ -94,8 +95,9 @@ func TestContainer(t *testing.T) {
 		if _, ok := c.Volumes["/data"]; !ok {
 			t.Errorf("no /data volume: %v", c.Volumes)
 		}
-		if !strings.Contains(strings.Join(c.Healthcheck.Test, " "), "n8n-guard probe") {
-			t.Errorf("healthcheck %v", c.Healthcheck.Test)
+		hc := append(c.Healthcheck.Test, img[0].Healthcheck.Test...)
+		if !strings.Contains(strings.Join(hc, " "), "n8n-guard probe") {
+			t.Errorf("healthcheck %v", hc)
 		}
 	})
 
