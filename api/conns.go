@@ -2,6 +2,7 @@ package api
 
 import (
 	"bytes"
+	"crypto/tls"
 	"io"
 	"log/slog"
 	"net"
@@ -98,7 +99,11 @@ func (l *connLimit) Accept() (net.Conn, error) {
 		if !ok {
 			l.fair.refused("connections", "connections refused: one client holds its share of connections without a valid token (see client connections)",
 				"client", peer.String(), "client_connections", l.fair.perClient)
-			answerAndClose(c, l.fair.connRefusal)
+			if _, ok := c.(*tls.Conn); ok {
+				go answerAndClose(c, l.fair.connRefusal) // a handshake first: never in the accept loop
+			} else {
+				answerAndClose(c, l.fair.connRefusal)
+			}
 			continue
 		}
 		select {
@@ -106,10 +111,18 @@ func (l *connLimit) Accept() (net.Conn, error) {
 			l.metrics.openConns.Inc()
 			lc := &limitedConn{Conn: c, release: l.release, fair: l.fair, peer: peer}
 			lc.counted.Store(counted)
+			if tc, ok := c.(*tls.Conn); ok {
+				return &limitedTLSConn{lc, tc}, nil
+			}
 			return lc, nil
 		default:
 			if counted {
 				l.fair.releaseConn(peer)
+			}
+			if _, ok := c.(*tls.Conn); ok {
+				// The answer needs a handshake first: never in the accept loop.
+				go l.refuse(c)
+				continue
 			}
 			l.refuse(c)
 		}
@@ -140,7 +153,7 @@ func (l *connLimit) refuse(c net.Conn) {
 // answerAndClose writes a prepared answer to a connection whose request
 // is not read, and closes it.
 func answerAndClose(c net.Conn, answer []byte) {
-	c.SetWriteDeadline(time.Now().Add(100 * time.Millisecond))
+	c.SetDeadline(time.Now().Add(100 * time.Millisecond)) // over TLS, the write reads the handshake first
 	c.Write(answer)
 	c.Close()
 }
@@ -164,6 +177,17 @@ func (c *limitedConn) uncount() {
 		c.fair.releaseConn(c.peer)
 	}
 }
+
+// limitedTLSConn is a limitedConn over TLS (serve --tls-cert, --acme-domain).
+// fasthttp tells TLS from these two methods: requests on it are https
+// (fiber's c.Secure, the console's Secure cookie, HSTS).
+type limitedTLSConn struct {
+	*limitedConn
+	tls *tls.Conn
+}
+
+func (c *limitedTLSConn) Handshake() error                     { return c.tls.Handshake() }
+func (c *limitedTLSConn) ConnectionState() tls.ConnectionState { return c.tls.ConnectionState() }
 
 func (c *limitedConn) Close() error {
 	c.once.Do(func() { go c.lingerClose() })

@@ -131,7 +131,10 @@ func (f *fairEdge) releaseConn(peer netip.Addr) {
 // authenticated marks the request's connection as one that showed a
 // valid token: it no longer counts against its client's limit.
 func (f *fairEdge) authenticated(c *fiber.Ctx) {
-	if lc, ok := c.Context().Conn().(*limitedConn); ok {
+	switch lc := c.Context().Conn().(type) {
+	case *limitedConn:
+		lc.uncount()
+	case *limitedTLSConn:
 		lc.uncount()
 	}
 }

@@ -31,6 +31,10 @@ const (
 	DefaultIdleTimeout  = 120 * time.Second
 )
 
+// HSTS is the Strict-Transport-Security of every answer over TLS: one
+// year, this host only (subdomains may be other services).
+const HSTS = "max-age=31536000"
+
 // Config is what the server needs; cmd/n8n-guard fills it.
 type Config struct {
 	Store keystore.Store
@@ -189,6 +193,14 @@ func New(cfg Config) (*Server, error) {
 	// temporary files) before a handler has checked anything.
 	s.app.Server().DisablePreParseMultipartForm = true
 
+	// Served over its own TLS, the guard tells browsers to come back only
+	// over https (the console's session cookie is Secure there too).
+	s.app.Use(func(c *fiber.Ctx) error {
+		if c.Context().IsTLS() {
+			c.Set(fiber.HeaderStrictTransportSecurity, HSTS)
+		}
+		return c.Next()
+	})
 	metrics := adaptor.HTTPHandler(promhttp.HandlerFor(cfg.Registry,
 		promhttp.HandlerOpts{ErrorLog: slog.NewLogLogger(s.log.Handler(), slog.LevelError)}))
 	for _, r := range s.table(metrics) {

@@ -40,6 +40,7 @@ func newRootCmd(getenv func(string) string, stdout, stderr io.Writer) *cobra.Com
 		newN8NCmd(getenv),
 		newBackupCmd(co),
 		newStoreCmd(),
+		newProbeCmd(), // probe.go
 	)
 	root.PersistentPreRunE = func(cmd *cobra.Command, _ []string) error {
 		return applyEnv(cmd.Flags(), getenv)
@@ -98,6 +99,7 @@ type serveFlags struct {
 
 func newServeCmd(getenv func(string) string) *cobra.Command {
 	var f serveFlags
+	var tf tlsFlags
 	cmd := &cobra.Command{
 		Use:   "serve",
 		Short: "Run the n8n-guard HTTP service",
@@ -115,7 +117,7 @@ N8N_API_URL and N8N_API_KEY (n8n's public API) enable "Retry execution".`,
 				return err
 			}
 			cfg := Config{
-				Addr: f.addr, DataDir: f.data, ConfigFile: f.config, Store: f.store,
+				Addr: f.addr, TLS: tf.config(), DataDir: f.data, ConfigFile: f.config, Store: f.store,
 				Tokens:    splitTokens(getenv("N8N_GUARD_TOKENS")),
 				BodyLimit: f.bodyLimit, ReadTimeout: f.readTimeout, WriteTimeout: f.writeTimeout,
 				IdleTimeout: f.idleTimeout, ShutdownTimeout: f.shutdownTimeout, SweepInterval: f.sweepInterval,
@@ -160,6 +162,7 @@ N8N_API_URL and N8N_API_KEY (n8n's public API) enable "Retry execution".`,
 	fs.BoolVar(&f.acceptRestore, "accept-restore", false, "start on a bbolt store file older than the one this data folder last served (a backup restored in place), logging what the restore lost; once (docs/runbooks.md, \"Restoring a backup\")")
 	fs.StringVar(&f.logLevel, "log-level", "info", "debug (one line per request), info, warn or error")
 	fs.StringVar(&f.logFormat, "log-format", "text", "text or json")
+	tf.add(fs) // tls.go
 	for flag, env := range map[string]string{
 		"addr": "N8N_GUARD_ADDR", "data": "N8N_GUARD_DATA", "config": "N8N_GUARD_CONFIG", "store": "N8N_GUARD_STORE",
 		"body-limit": "N8N_GUARD_BODY_LIMIT", "max-connections": "N8N_GUARD_MAX_CONNECTIONS", "read-timeout": "N8N_GUARD_READ_TIMEOUT",

@@ -25,6 +25,7 @@ import (
 // environment and the optional YAML file.
 type Config struct {
 	Addr       string
+	TLS        TLSConfig // tls.go; empty: plain HTTP
 	DataDir    string
 	ConfigFile string // optional
 	// Store is empty for the embedded bbolt file in DataDir, or a

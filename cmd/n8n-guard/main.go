@@ -4,6 +4,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -53,6 +54,8 @@ type Main struct {
 	notes  *notify.Service
 	server *api.Server
 	ln     net.Listener
+	tls    *tlsServer // nil on plain HTTP (tls.go)
+	reg    *prometheus.Registry
 
 	cancel context.CancelFunc // stops the background components
 	wg     sync.WaitGroup
@@ -89,6 +92,7 @@ func (m *Main) Run(ctx context.Context) (err error) {
 		return err
 	}
 	reg := prometheus.NewRegistry()
+	m.reg = reg
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	notifyOpts := notify.Options{Logger: m.Logger, Registerer: reg}
 	var (
@@ -177,6 +181,12 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	if m.ln, err = net.Listen("tcp", cfg.Addr); err != nil {
 		return fmt.Errorf("listen on %s: %w", cfg.Addr, err)
 	}
+	if m.tls, err = newTLSServer(cfg.TLS, cfg.DataDir, m.ln.Addr().String(), m.Logger.With("component", "tls")); err != nil {
+		return err
+	}
+	if m.tls != nil {
+		m.ln = tls.NewListener(m.ln, m.tls.config)
+	}
 
 	bg, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	m.cancel = cancel
@@ -189,7 +199,10 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	// clears the fields before this goroutine may have run.
 	srv, ln := m.server, m.ln
 	m.start("http", func() error { return srv.Serve(ln) })
-	m.Logger.Info("n8n-guard listening", "addr", m.ln.Addr().String(), "version", m.Version)
+	if m.tls != nil && m.tls.redirect != nil {
+		m.start("http-redirect", m.tls.serveRedirect)
+	}
+	m.Logger.Info("n8n-guard listening", "addr", m.ln.Addr().String(), "tls", m.tls != nil, "version", m.Version)
 	return nil
 }
 
@@ -231,6 +244,9 @@ func (m *Main) Close() error {
 		ctx, cancel := context.WithTimeout(context.Background(), timeout)
 		if err := m.server.Shutdown(ctx); err != nil {
 			errs = append(errs, fmt.Errorf("http shutdown: %w", err))
+		}
+		if err := m.tls.close(ctx); err != nil {
+			errs = append(errs, fmt.Errorf("http redirect shutdown: %w", err))
 		}
 		cancel()
 	}

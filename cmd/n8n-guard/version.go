@@ -9,23 +9,64 @@ import (
 	"github.com/spf13/cobra"
 )
 
-// version is the build's module version, with the VCS revision when the
-// binary was built from a checkout.
+// Stamped by a release build (deploy/release.sh):
+//
+//	go build -ldflags "-X main.buildVersion=v1.2.0 -X main.buildCommit=<sha> -X main.buildDate=<RFC 3339>"
+//
+// They are the one kind of package variable here: the linker can set
+// nothing else.
+var (
+	buildVersion string
+	buildCommit  string
+	buildDate    string
+)
+
+// version names this binary: the stamped version, commit and date of a
+// release build; else the module version with the VCS revision and time
+// Go records when building from a checkout (marked +dirty when it had
+// uncommitted changes).
 func version() string {
-	bi, ok := debug.ReadBuildInfo()
-	if !ok {
-		return "unknown"
+	bi, _ := debug.ReadBuildInfo()
+	return formatVersion(buildVersion, buildCommit, buildDate, bi)
+}
+
+func formatVersion(v, commit, date string, bi *debug.BuildInfo) string {
+	dirty := false
+	if bi != nil {
+		if v == "" {
+			v = bi.Main.Version
+		}
+		for _, s := range bi.Settings {
+			switch s.Key {
+			case "vcs.revision":
+				if commit == "" {
+					commit = s.Value
+				}
+			case "vcs.time":
+				if date == "" {
+					date = s.Value
+				}
+			case "vcs.modified":
+				dirty = s.Value == "true"
+			}
+		}
 	}
-	v := bi.Main.Version
 	if v == "" {
 		v = "(devel)"
 	}
-	for _, s := range bi.Settings {
-		if s.Key == "vcs.revision" && len(s.Value) >= 12 {
-			v += "+" + s.Value[:12]
-		}
+	if len(commit) > 12 {
+		commit = commit[:12]
 	}
-	return v
+	if commit == "" {
+		return v
+	}
+	if dirty {
+		commit += "+dirty"
+	}
+	if date == "" {
+		return fmt.Sprintf("%s (commit %s)", v, commit)
+	}
+	return fmt.Sprintf("%s (commit %s, %s)", v, commit, date)
 }
 
 func newVersionCmd(o *clientOptions) *cobra.Command {
