@@ -214,19 +214,16 @@ func (q *queueStack) caseKills(t *testing.T) {
 		}
 	}
 
-	// The kill: once several writes are taken and their answers held.
-	killed := make(chan string, 1)
-	go func() {
-		for q.crmFront.InFlight() < 4 && ctx.Err() == nil {
-			time.Sleep(20 * time.Millisecond)
-		}
-		inFlight, writes := q.crmFront.InFlight(), q.writes(keys)
-		q.workers[0].Kill()
-		q.guards[0].Kill()
-		killed <- fmt.Sprintf("after %s, with %d CRM writes taken (%d answers held)", time.Since(started).Round(100*time.Millisecond), writes, inFlight)
-	}()
+	// The kill: once writes are taken and their answers held (or, on a
+	// machine too loaded for that, once a few are done).
+	for q.crmFront.InFlight() < 3 && q.writes(keys) < 4 && ctx.Err() == nil {
+		time.Sleep(20 * time.Millisecond)
+	}
+	inFlight, writes := q.crmFront.InFlight(), q.writes(keys)
+	q.workers[0].Kill()
+	q.guards[0].Kill()
+	when := fmt.Sprintf("after %s, with %d CRM writes taken (%d answers held)", time.Since(started).Round(100*time.Millisecond), writes, inFlight)
 	wg.Wait()
-	when := <-killed
 	t.Logf("worker 1 and guard 1 SIGKILLed %s; all senders had a decision after %s", when, time.Since(started).Round(time.Second))
 
 	byKey := map[string][]delivery{}
@@ -253,12 +250,16 @@ func (q *queueStack) caseKills(t *testing.T) {
 		t.Logf("%s: %s", key, strings.Join(seen, " | "))
 	}
 
-	// The person: every unknown key was paged to its owner; they look the
-	// lead up in the CRM and resolve the key by what they find.
+	// The person: the namespace's owner is paged (keys going unknown
+	// together are one message with their count); they list the unknown
+	// keys, look each lead up in the CRM and resolve the key by what they
+	// find.
 	unknown := q.keys(t, "unknown")
+	if len(unknown) > 0 {
+		q.waitSlack(t, 2*time.Minute, "crm-contacts", "needs a person", "U0CRMOWNER")
+	}
 	var resolvedDone, resolvedResent []string
 	for _, rec := range unknown {
-		q.waitSlack(t, 2*time.Minute, rec.Key, "U0CRMOWNER")
 		switch q.crm.Writes(rec.Key) {
 		case 1:
 			q.resolve(t, rec.Key, "completed", "the lead is in the CRM")
