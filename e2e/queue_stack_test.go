@@ -194,24 +194,28 @@ func (q *queueStack) queueFiles() (map[string][]byte, error) {
 // its lock is not renewed: Bull's defaults (lock 60 s, stall check every
 // 30 s) are shortened so the test waits seconds, not minutes.
 func (q *queueStack) queueEnv() map[string]string {
-	return map[string]string{
+	env := map[string]string{
 		"EXECUTIONS_MODE":               "queue",
 		"QUEUE_BULL_REDIS_HOST":         "127.0.0.1",
 		"QUEUE_BULL_REDIS_PORT":         fmt.Sprint(q.redis.port),
 		"QUEUE_WORKER_LOCK_DURATION":    "20000",
 		"QUEUE_WORKER_LOCK_RENEW_TIME":  "5000",
 		"QUEUE_WORKER_STALLED_INTERVAL": "10000",
-		// n8n 1.x runs a stalled job again, once by default, under the
-		// same execution id; 2.x never does (it hard-codes 0). The same
-		// execution id gives the same request_id, which the guard must
-		// take for a repeat of the reserve: see docs/n8n.md, queue mode.
-		"QUEUE_WORKER_MAX_STALLED_COUNT": "0",
-		"DB_TYPE":                        "postgresdb",
-		"DB_POSTGRESDB_HOST":             "127.0.0.1",
-		"DB_POSTGRESDB_PORT":             fmt.Sprint(q.pg.Port),
-		"DB_POSTGRESDB_DATABASE":         "n8n",
-		"DB_POSTGRESDB_USER":             "postgres",
+		"DB_TYPE":                       "postgresdb",
+		"DB_POSTGRESDB_HOST":            "127.0.0.1",
+		"DB_POSTGRESDB_PORT":            fmt.Sprint(q.pg.Port),
+		"DB_POSTGRESDB_DATABASE":        "n8n",
+		"DB_POSTGRESDB_USER":            "postgres",
 	}
+	if q.install.Major() == 1 {
+		// n8n 1.x runs a stalled job again, once by default, under the
+		// same execution id; 2.x never does (it hard-codes 0 and knows
+		// no such setting). The same execution id gives the same
+		// request_id, which the guard must take for a repeat of the
+		// reserve: see docs/n8n.md, queue mode.
+		env["QUEUE_WORKER_MAX_STALLED_COUNT"] = "0"
+	}
+	return env
 }
 
 // newWorker prepares worker i: the shared environment plus its own health
