@@ -3,6 +3,7 @@
 package e2e
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -12,6 +13,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/n8n-guard/n8n-guard/client"
 )
 
 // TestContainer builds the image of deploy/container (the documented
@@ -116,7 +119,8 @@ func TestContainer(t *testing.T) {
 			"-p", fmt.Sprintf("127.0.0.1:%d:8080", port), "-v", volume+":/data",
 			"-e", "N8N_GUARD_TOKENS="+guardToken, image)
 	}
-	g := &guard{addr: fmt.Sprintf("127.0.0.1:%d", port), token: guardToken}
+	g := &guard{addr: fmt.Sprintf("127.0.0.1:%d", port)}
+	g.api = client.New(g.URL(), client.Options{Token: guardToken, Timeout: time.Minute})
 	logs := func() string { out, _ := pm("logs", name); return out }
 	waitReady := func() {
 		t.Helper()
@@ -154,10 +158,10 @@ func TestContainer(t *testing.T) {
 	run()
 	waitReady()
 	var a, c map[string]any
-	if err := g.call(http.MethodPost, "/v1/reserve", map[string]any{"namespace": "crm-contacts", "key": "evt-container-1"}, &a); err != nil {
+	if err := g.api.Do(context.Background(), http.MethodPost, "/v1/reserve", map[string]any{"namespace": "crm-contacts", "key": "evt-container-1"}, &a); err != nil {
 		t.Fatal(err)
 	}
-	if err := g.call(http.MethodPost, "/v1/complete", map[string]any{"namespace": "crm-contacts", "key": "evt-container-1",
+	if err := g.api.Do(context.Background(), http.MethodPost, "/v1/complete", map[string]any{"namespace": "crm-contacts", "key": "evt-container-1",
 		"token": a["token"], "result_ref": "crm-contact-1"}, &c); err != nil || c["outcome"] != "completed" {
 		t.Fatalf("complete: %v %v", err, c)
 	}

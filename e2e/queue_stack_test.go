@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/n8n-guard/n8n-guard/client"
 	"github.com/n8n-guard/n8n-guard/internal/pgtest"
 )
 
@@ -292,7 +293,8 @@ func startPostgresGuard(bin, dir, storeURL, slackURL string) (*guard, error) {
 	if err := os.WriteFile(cfg, []byte(queueGuardConfig), 0o644); err != nil {
 		return nil, err
 	}
-	g := &guard{addr: fmt.Sprintf("127.0.0.1:%d", port), token: guardToken, bin: bin, logPath: filepath.Join(dir, "guard.log")}
+	g := &guard{addr: fmt.Sprintf("127.0.0.1:%d", port), bin: bin, logPath: filepath.Join(dir, "guard.log")}
+	g.api = client.New(g.URL(), client.Options{Token: guardToken, Timeout: time.Minute})
 	g.args = []string{"serve", "--addr", g.addr, "--data", filepath.Join(dir, "data"), "--config", cfg, "--store", storeURL}
 	g.env = append(os.Environ(), "N8N_GUARD_TOKENS="+guardToken, "SLACK_BOT_TOKEN=xoxb-test", "SLACK_API_URL="+slackURL)
 	return g, g.start()

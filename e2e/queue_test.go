@@ -324,7 +324,7 @@ func (q *queueStack) keys(t *testing.T, state string) []record {
 		Items []record `json:"items"`
 	}
 	v := url.Values{"namespace": {"crm-contacts"}, "state": {state}, "limit": {"1000"}}
-	if err := q.survivor().call(http.MethodGet, "/v1/keys?"+v.Encode(), nil, &page); err != nil {
+	if err := q.survivor().api.Do(context.Background(), http.MethodGet, "/v1/keys?"+v.Encode(), nil, &page); err != nil {
 		t.Fatal(err)
 	}
 	return page.Items
@@ -336,7 +336,8 @@ func (q *queueStack) resolve(t *testing.T, key, resolution, note string) {
 	if resolution == "completed" {
 		body["result_ref"] = "found in the CRM"
 	}
-	rec, err := q.survivor().Resolve(body)
+	var rec record
+	err := q.survivor().api.Do(context.Background(), http.MethodPost, "/v1/resolve", body, &rec)
 	if err != nil || rec.State != resolution {
 		t.Fatalf("resolve %s %s: %+v %v", key, resolution, rec, err)
 	}
