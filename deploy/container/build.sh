@@ -14,7 +14,7 @@ tag=${1:-n8n-guard:${VERSION//+/-}}
 ctx=$(mktemp -d)
 trap 'rm -rf "$ctx"' EXIT
 go build $GOFLAGS_RELEASE -ldflags "$LDFLAGS" -o "$ctx/n8n-guard" ./cmd/n8n-guard
-mkdir "$ctx/data"
+mkdir -m 700 "$ctx/data"   # the guard wants its data folder private (it holds the token)
 ca=${CA_BUNDLE:-/etc/ssl/certs/ca-certificates.crt}
 if [ ! -s "$ca" ]; then echo "no CA bundle at $ca (set CA_BUNDLE)" >&2; exit 1; fi
 cp "$ca" "$ctx/ca-certificates.crt"
