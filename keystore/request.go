@@ -23,6 +23,9 @@ type ReserveRequest struct {
 	// node name). Repeated while its lease is live, the reserve answers
 	// accepted again with the same token (DecideReserve).
 	RequestID string
+	// ResumeURL, when the destination is paused, parks the key instead of
+	// answering destination_paused (park.go).
+	ResumeURL string
 }
 
 // CompleteRequest reports that the attempt holding Token took effect.
@@ -44,6 +47,9 @@ type FailRequest struct {
 	Reason    Reason
 	Retryable *bool // nil: the reason's default
 	Message   string
+	// ResumeURL parks the key when the failure leaves the destination's
+	// breaker open (park.go).
+	ResumeURL string
 }
 
 // ResolveRequest is a person's decision about a key.
@@ -129,6 +135,9 @@ func (r ReserveRequest) Normalize() (ReserveRequest, Fingerprint, error) {
 		return r, nil, InvalidField("request_id", "max=128", "request_id is longer than 128 characters")
 	}
 	if err := checkText("request_id", r.RequestID, true); err != nil {
+		return r, nil, err
+	}
+	if err := CheckResumeURL(r.ResumeURL); err != nil {
 		return r, nil, err
 	}
 	var fp Fingerprint
@@ -221,6 +230,9 @@ func (r FailRequest) Normalize() (FailRequest, error) {
 	if err := checkText("message", r.Message, false); err != nil {
 		return r, err
 	}
+	if err := CheckResumeURL(r.ResumeURL); err != nil {
+		return r, err
+	}
 	// A target's error text often echoes the record it refused.
 	r.Message = redact.Redact(r.Message)
 	return r, nil
@@ -266,9 +278,9 @@ func (q ListQuery) Normalize() (ListQuery, error) {
 		}
 	}
 	switch q.State {
-	case "", StateReserved, StateCompleted, StateFailed, StateUnknown:
+	case "", StateReserved, StateCompleted, StateFailed, StateUnknown, StateParked:
 	default:
-		return q, InvalidField("state", "oneof=reserved completed failed unknown", "state must be reserved, completed, failed or unknown")
+		return q, InvalidField("state", "oneof=reserved completed failed unknown parked", "state must be reserved, completed, failed, unknown or parked")
 	}
 	if q.KeyPrefix != "" {
 		if q.Namespace == "" {
