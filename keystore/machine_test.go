@@ -336,7 +336,7 @@ func TestStateMachineTransitions(t *testing.T) {
 			"failed, retryable":       moves(keystore.OutcomeParked, keystore.StateParked),
 			"failed, final":           answer(keystore.OutcomeRejected),
 			"unknown":                 answer(keystore.OutcomeStateUnknown),
-			"parked":                  answer(keystore.OutcomeParked), // a copy: no second write
+			"parked":                  answer(keystore.OutcomeParked),                      // a copy: no second write
 			"parked, woken":           moves(keystore.OutcomeParked, keystore.StateParked), // woken too early: parked again
 		}},
 		{"reserve with a resume_url, destination closed", reserveParkingClosed, map[string]want{
