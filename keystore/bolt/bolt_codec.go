@@ -59,8 +59,10 @@ const ownerNone = "\x00"
 // tokenHashLen is the length of keystore's token hash (and of a seal).
 const tokenHashLen = 16
 
-var eventCodes = map[string]uint8{keystore.EventReserved: 1, keystore.EventCompleted: 2, keystore.EventFailed: 3, keystore.EventUnknown: 4, keystore.EventLeaseExpired: 5, keystore.EventResolved: 6}
-var eventByCode = map[uint8]string{1: keystore.EventReserved, 2: keystore.EventCompleted, 3: keystore.EventFailed, 4: keystore.EventUnknown, 5: keystore.EventLeaseExpired, 6: keystore.EventResolved}
+var eventCodes = map[string]uint8{keystore.EventReserved: 1, keystore.EventCompleted: 2, keystore.EventFailed: 3, keystore.EventUnknown: 4, keystore.EventLeaseExpired: 5, keystore.EventResolved: 6,
+	keystore.EventParked: 7, keystore.EventResumed: 8, keystore.EventResumeLost: 9}
+var eventByCode = map[uint8]string{1: keystore.EventReserved, 2: keystore.EventCompleted, 3: keystore.EventFailed, 4: keystore.EventUnknown, 5: keystore.EventLeaseExpired, 6: keystore.EventResolved,
+	7: keystore.EventParked, 8: keystore.EventResumed, 9: keystore.EventResumeLost}
 var viaCodes = map[keystore.Via]uint8{"": 0, keystore.ViaPrimary: 1, keystore.ViaFallback: 2}
 var viaByCode = map[uint8]keystore.Via{0: "", 1: keystore.ViaPrimary, 2: keystore.ViaFallback}
 
@@ -91,8 +93,8 @@ type diskEvent struct {
 	Paused      uint32
 }
 
-var stateCodes = map[keystore.State]uint8{keystore.StateReserved: 1, keystore.StateCompleted: 2, keystore.StateFailed: 3, keystore.StateUnknown: 4}
-var stateByCode = map[uint8]keystore.State{1: keystore.StateReserved, 2: keystore.StateCompleted, 3: keystore.StateFailed, 4: keystore.StateUnknown}
+var stateCodes = map[keystore.State]uint8{keystore.StateReserved: 1, keystore.StateCompleted: 2, keystore.StateFailed: 3, keystore.StateUnknown: 4, keystore.StateParked: 5}
+var stateByCode = map[uint8]keystore.State{1: keystore.StateReserved, 2: keystore.StateCompleted, 3: keystore.StateFailed, 4: keystore.StateUnknown, 5: keystore.StateParked}
 
 func ms(t time.Time) int64 { return t.UnixMilli() }
 
@@ -148,7 +150,7 @@ func encodeRecord(r *keystore.Record) ([]byte, error) {
 	base := ms(r.CreatedAt)
 	d := diskRecord{
 		State: stateCodes[r.State], Attempt: uint32(r.Attempt), Owner: r.Owner, Lease: offset(r.LeaseExpiresAt, base),
-		ResultRef: r.ResultRef, Result: r.Result, Reason: string(r.Reason), Message: r.Message,
+		ResultRef: r.ResultRef, Result: recordResult(r), Reason: string(r.Reason), Message: r.Message,
 		Retryable: r.Retryable, Via: viaCodes[r.Via], Destination: r.Destination,
 		Created: base, Updated: offset(&r.UpdatedAt, base), Expires: offset(r.ExpiresAt, base),
 		ResolvedBy: r.ResolvedBy, ResolvedAt: offset(r.ResolvedAt, base), Note: r.Note,
@@ -189,6 +191,11 @@ func decodeRecord(ns, key string, b []byte) (*keystore.Record, error) {
 		Destination: d.Destination, CreatedAt: fromMs(base), UpdatedAt: updatedAt(d.Updated, base),
 		ExpiresAt: fromOffset(d.Expires, base), ResolvedBy: d.ResolvedBy, ResolvedAt: fromOffset(d.ResolvedAt, base),
 		Note: d.Note, Fingerprint: d.Fingerprint, TokenHash: d.TokenHash,
+	}
+	if state == keystore.StateParked {
+		if err := decodePark(r, d.Result); err != nil { // park.go
+			return nil, err
+		}
 	}
 	if len(d.TokenHash) == 2*tokenHashLen {
 		r.TokenHash, r.TokenSeal = d.TokenHash[:tokenHashLen], d.TokenHash[tokenHashLen:]
