@@ -23,6 +23,7 @@ type reserveRequest struct {
 	Fingerprint  string          `json:"fingerprint" validate:"max=128"`
 	Destination  string          `json:"destination" validate:"omitempty,namespace"`
 	RequestID    string          `json:"request_id" validate:"max=128"`
+	ResumeURL    string          `json:"resume_url" validate:"max=2048"`
 }
 
 type completeRequest struct {
@@ -41,6 +42,7 @@ type failRequest struct {
 	Reason    keystore.Reason `json:"reason" validate:"required,oneof=destination_unreachable destination_failed validation_failed outcome_unknown"`
 	Retryable *bool           `json:"retryable"`
 	Message   string          `json:"message" validate:"max=2000"`
+	ResumeURL string          `json:"resume_url" validate:"max=2048"`
 }
 
 type resolveRequest struct {
@@ -60,7 +62,7 @@ type lookupQuery struct {
 
 type listQuery struct {
 	Namespace string         `query:"namespace" validate:"omitempty,namespace"`
-	State     keystore.State `query:"state" validate:"omitempty,oneof=reserved completed failed unknown"`
+	State     keystore.State `query:"state" validate:"omitempty,oneof=reserved completed failed unknown parked"`
 	Limit     int            `query:"limit" validate:"min=0,max=1000"`
 	Cursor    string         `query:"cursor" validate:"max=1024"`
 }
@@ -76,6 +78,9 @@ type Answer struct {
 	// (same request_id, lease live): the same token, nothing new recorded.
 	Repeat            bool `json:"repeat,omitempty"`
 	RetryAfterSeconds int  `json:"retry_after_seconds,omitempty"`
+	// ExpectedResumeAt, with outcome parked: when the guard expects to
+	// resume the execution (the end of the destination's cooldown).
+	ExpectedResumeAt *time.Time `json:"expected_resume_at,omitempty"`
 	*keystore.Record
 }
 
@@ -122,6 +127,7 @@ func (s *Server) reserve(c *fiber.Ctx) error {
 		Fingerprint: req.Fingerprint,
 		Destination: req.Destination,
 		RequestID:   req.RequestID,
+		ResumeURL:   req.ResumeURL,
 	})
 	if err != nil {
 		return err
@@ -170,6 +176,7 @@ func (s *Server) fail(c *fiber.Ctx) error {
 		Reason:    req.Reason,
 		Retryable: req.Retryable,
 		Message:   req.Message,
+		ResumeURL: req.ResumeURL,
 	})
 	if err != nil {
 		return err
@@ -268,8 +275,14 @@ func (s *Server) writeResult(c *fiber.Ctx, res keystore.Result, found *bool) err
 		return writeJSON(c, absentAnswer{Found: found, State: keystore.StateAbsent, Namespace: res.Namespace, Key: res.Key,
 			Outcome: res.Outcome, Proceed: res.Proceed, RetryAfterSeconds: retry})
 	}
+	var resumeAt *time.Time
+	if res.Outcome == keystore.OutcomeParked {
+		at := time.Now().UTC().Add(time.Duration(retry) * time.Second).Truncate(time.Second)
+		resumeAt = &at
+	}
 	return writeJSON(c, Answer{Found: found, Outcome: res.Outcome, Proceed: res.Proceed, Token: res.Token,
-		Repeat: res.Outcome == keystore.OutcomeAccepted && res.Replayed, RetryAfterSeconds: retry, Record: res.Record})
+		Repeat: res.Outcome == keystore.OutcomeAccepted && res.Replayed, RetryAfterSeconds: retry,
+		ExpectedResumeAt: resumeAt, Record: res.Record})
 }
 
 // decode reads the JSON body into req and validates it.
