@@ -150,7 +150,7 @@ func TestCatchUpAfterAnOutage(t *testing.T) {
 			}
 		}
 	}
-	fake.early["3"] = 2  // woken before it reached its Wait node
+	fake.early["3"] = 2 // woken before it reached its Wait node
 	fake.deleted["7"] = true
 
 	runner, err := catchup.New(catchup.Options{Store: store, Policies: pol,
