@@ -170,6 +170,10 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	m.start("slack-socket-mode", func() error { return m.notes.RunSocketMode(bg) })
 	sw := sweeper{store: m.store, every: cfg.SweepInterval, log: m.Logger.With("component", "sweeper")}
 	m.start("sweeper", func() error { return sw.Run(bg) })
+	if err := m.startCatchUp(bg, policies, reg); err != nil { // park.go
+		cancel()
+		return err
+	}
 	m.start("http", func() error { return m.server.Serve(m.ln) })
 	m.Logger.Info("n8n-guard listening", "addr", m.ln.Addr().String(), "version", m.Version)
 	return nil
