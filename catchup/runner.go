@@ -5,6 +5,7 @@ import (
 	"errors"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/cenkalti/backoff/v5"
@@ -146,6 +147,8 @@ func (r *Runner) work(ctx context.Context, dest string, parked int) {
 		last     time.Time
 		done     = make(chan struct{}, dp.CatchUpConcurrency+1)
 		wg       sync.WaitGroup
+		pending  = map[string]bool{} // keys this worker is claiming or resuming
+		refused  atomic.Bool         // a claim of this pass was refused
 	)
 	defer wg.Wait()
 	for ctx.Err() == nil {
@@ -167,14 +170,18 @@ func (r *Runner) work(ctx context.Context, dest string, parked int) {
 			}
 			return
 		}
-		blocked := false
+		refused.Store(false)
+		launched := 0
 		for _, rec := range recs {
-			if ctx.Err() != nil {
-				return
+			if ctx.Err() != nil || refused.Load() {
+				break
 			}
 			now := r.now()
 			r.checkOverdue(rec, now)
-			if rec.ResumeClaimUntil != nil && now.Before(*rec.ResumeClaimUntil) {
+			mu.Lock()
+			mine := pending[rec.Key+"\x00"+rec.Namespace]
+			mu.Unlock()
+			if mine || rec.ResumeClaimUntil != nil && now.Before(*rec.ResumeClaimUntil) {
 				continue // being resumed (by this guard or another)
 			}
 			// Wait for a slot and for the pace.
@@ -198,42 +205,64 @@ func (r *Runner) work(ctx context.Context, dest string, parked int) {
 					return
 				}
 			}
-			claimed, ok, err := r.opts.Store.ClaimResume(ctx, rec.Namespace, rec.Key, r.opts.Claim)
-			if err != nil {
-				r.log.Warn("catch-up: cannot claim a parked key; trying again", "destination", dest, "namespace", rec.Namespace, "key", rec.Key, "err", err)
-				blocked = true
-				break
-			}
-			if !ok {
-				// The breaker holds (cooldown, a probe out) or another
-				// guard took it: look again after a while.
-				blocked = true
-				break
+			// The first claim of a pass is made here, so that after a
+			// cooldown the oldest key becomes the probe; the others are
+			// claimed by their goroutines, so the claims of several keys
+			// share a commit (the store lets exactly one key be the probe
+			// however many are claimed at once).
+			var first *keystore.Record
+			if launched == 0 {
+				claimed, ok, err := r.opts.Store.ClaimResume(ctx, rec.Namespace, rec.Key, r.opts.Claim)
+				if err != nil {
+					r.log.Warn("catch-up: cannot claim a parked key; trying again", "destination", dest, "namespace", rec.Namespace, "key", rec.Key, "err", err)
+				}
+				if err != nil || !ok {
+					refused.Store(true)
+					break
+				}
+				first = claimed
 			}
 			mu.Lock()
 			inFlight++
 			last = r.now()
+			pending[rec.Key+"\x00"+rec.Namespace] = true
 			mu.Unlock()
 			r.metrics.inFlight.WithLabelValues(dest).Inc()
+			launched++
 			wg.Add(1)
-			go func() {
+			go func(rec *keystore.Record) {
 				defer wg.Done()
-				if r.resumeOne(ctx, claimed) {
-					mu.Lock()
-					resumed++
-					mu.Unlock()
+				claimed, ok, err := first, first != nil, error(nil)
+				if first == nil {
+					claimed, ok, err = r.opts.Store.ClaimResume(ctx, rec.Namespace, rec.Key, r.opts.Claim)
+				}
+				switch {
+				case err != nil:
+					r.log.Warn("catch-up: cannot claim a parked key; trying again", "destination", dest, "namespace", rec.Namespace, "key", rec.Key, "err", err)
+					refused.Store(true)
+				case !ok:
+					// The breaker holds (cooldown, a probe out) or another
+					// guard took it: look again after a while.
+					refused.Store(true)
+				default:
+					if r.resumeOne(ctx, claimed) {
+						mu.Lock()
+						resumed++
+						mu.Unlock()
+					}
 				}
 				mu.Lock()
 				inFlight--
+				delete(pending, rec.Key+"\x00"+rec.Namespace)
 				mu.Unlock()
 				r.metrics.inFlight.WithLabelValues(dest).Dec()
 				select {
 				case done <- struct{}{}:
 				default: // the worker is not waiting; it looks again anyway
 				}
-			}()
+			}(rec)
 		}
-		if blocked || len(recs) == 0 {
+		if refused.Load() || launched == 0 {
 			select {
 			case <-done:
 			case <-ctx.Done():
