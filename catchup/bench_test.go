@@ -46,10 +46,10 @@ func (f *instantN8n) Resume(_ context.Context, r *keystore.Record) n8n.ResumeOut
 }
 
 // BenchmarkCatchUp10k: 10,000 parked keys of one destination caught up
-// at catch_up_rate 2000/s with catch_up_concurrency 16. Reports the
+// at catch_up_rate 250/s with catch_up_concurrency 32. Reports the
 // resumes per second reached and the most resumed executions in flight.
 func BenchmarkCatchUp10k(b *testing.B) {
-	const n, rate, conc = 10000, 2000.0, 16
+	const n, rate, conc = 10000, 250.0, 32
 	pol := keystore.Policies{Destinations: map[string]keystore.DestinationPolicy{
 		"crm": {Cooldown: time.Hour, CatchUpRate: rate, CatchUpConcurrency: conc}}}
 	for i := 0; i < b.N; i++ {
@@ -79,7 +79,7 @@ func BenchmarkCatchUp10k(b *testing.B) {
 			b.Fatal(err)
 		}
 		fake := &instantN8n{store: store}
-		runner, err := catchup.New(catchup.Options{Store: store, Resumer: fake, Policies: pol, Interval: 10 * time.Millisecond, Poll: 2 * time.Millisecond})
+		runner, err := catchup.New(catchup.Options{Store: store, Resumer: fake, Policies: pol, Interval: 10 * time.Millisecond, Poll: 20 * time.Millisecond})
 		if err != nil {
 			b.Fatal(err)
 		}
