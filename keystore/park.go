@@ -226,4 +226,6 @@ type ParkStore interface {
 	ClaimResume(ctx context.Context, ns, key string, claim time.Duration) (r *Record, ok bool, err error)
 	// ResumeAnswered applies DecideResumeAnswered.
 	ResumeAnswered(ctx context.Context, ns, key string, parkedAt time.Time, answer ResumeAnswer, detail string) (*Record, error)
+	// HoldDestination applies DecideHoldDestination (maintenance.go).
+	HoldDestination(ctx context.Context, destination, by, reason string, until time.Time) (Breaker, error)
 }

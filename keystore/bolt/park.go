@@ -160,3 +160,24 @@ func (s *Store) ResumeAnswered(_ context.Context, ns, key string, parkedAt time.
 }
 
 var _ keystore.ParkStore = (*Store)(nil)
+
+// HoldDestination implements keystore.ParkStore.
+func (s *Store) HoldDestination(_ context.Context, dest, by, reason string, until time.Time) (keystore.Breaker, error) {
+	if err := keystore.CheckNamespace("destination", dest); err != nil {
+		return keystore.Breaker{}, err
+	}
+	var out keystore.Breaker
+	_, err := s.write(func(tx *bbolt.Tx, now time.Time) (boltDecision, error) {
+		br, raw, err := getBreaker(tx, dest)
+		if err != nil {
+			return boltDecision{}, err
+		}
+		st, err := keystore.DecideHoldDestination(br, by, reason, until, now)
+		if err != nil {
+			return boltDecision{}, err
+		}
+		out = st.Breaker.View(now)
+		return boltDecision{st: st, prevBreaker: raw}, nil
+	})
+	return out, err
+}

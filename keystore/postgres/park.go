@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/n8n-guard/n8n-guard/keystore"
 )
 
@@ -110,3 +111,39 @@ func (s *Store) ResumeAnswered(ctx context.Context, ns, key string, parkedAt tim
 }
 
 var _ keystore.ParkStore = (*Store)(nil)
+
+// HoldDestination implements keystore.ParkStore.
+func (s *Store) HoldDestination(ctx context.Context, dest, by, reason string, until time.Time) (keystore.Breaker, error) {
+	if err := keystore.CheckNamespace("destination", dest); err != nil {
+		return keystore.Breaker{}, err
+	}
+	tx, err := s.pool.Begin(ctx)
+	if err != nil {
+		return keystore.Breaker{}, s.dbErr("hold destination", err)
+	}
+	defer tx.Rollback(context.WithoutCancel(ctx))
+	br, exists, err := scanBreaker(tx.QueryRow(ctx, pgSelectBreaker+` FOR UPDATE`, dest), dest)
+	if err != nil {
+		return keystore.Breaker{}, s.dbErr("hold destination", err)
+	}
+	now, err := s.now(ctx, tx)
+	if err != nil {
+		return keystore.Breaker{}, s.dbErr("hold destination", err)
+	}
+	st, err := keystore.DecideHoldDestination(br, by, reason, until, now)
+	if err != nil {
+		return keystore.Breaker{}, err
+	}
+	b := &pgx.Batch{}
+	queueBreaker(b, st.Breaker, exists)
+	for _, ev := range st.Events {
+		queueEvent(b, ev)
+	}
+	if err := tx.SendBatch(ctx, b).Close(); err != nil {
+		return keystore.Breaker{}, s.dbErr("hold destination", err)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return keystore.Breaker{}, s.dbErr("hold destination", err)
+	}
+	return st.Breaker.View(now), nil
+}

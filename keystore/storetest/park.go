@@ -2,6 +2,7 @@ package storetest
 
 import (
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -324,6 +325,52 @@ func runParking(t *testing.T, newStore New) {
 		wg.Wait()
 		if accepted.Load() != 1 || other.Load() != 19 {
 			t.Fatalf("accepted %d, others %d; want exactly one accepted", accepted.Load(), other.Load())
+		}
+	})
+	t.Run("a maintenance window parks events and they catch up after it", func(t *testing.T) {
+		e := setup(t, newStore, pol)
+		ps := parkStore(t, e)
+		until := e.clock.Now().Add(10 * time.Minute)
+		for _, bad := range []struct {
+			by, reason string
+			until      time.Time
+		}{
+			{"", "CRM upgrade", until}, {"ops", " ", until}, {"ops", "CRM upgrade", e.clock.Now().Add(-time.Second)},
+		} {
+			_, err := ps.HoldDestination(e.ctx, "hubspot", bad.by, bad.reason, bad.until)
+			wantCode(t, err, keystore.EInvalidRequest)
+		}
+		if b := breaker(t, e, "hubspot"); b.State != keystore.BreakerClosed {
+			t.Fatalf("a refused window changed the breaker: %+v", b)
+		}
+		b, err := ps.HoldDestination(e.ctx, "hubspot", "ops", "CRM upgrade", until)
+		if err != nil || b.State != keystore.BreakerOpen || b.ReopensAt == nil || !b.ReopensAt.Equal(until) {
+			t.Fatalf("hold: %+v %v", b, err)
+		}
+		if l := breaker(t, e, "hubspot"); l.State != keystore.BreakerOpen || !l.ReopensAt.Equal(until) {
+			t.Fatalf("breaker list: %+v", l)
+		}
+		p := e.reserve(ns, "evt_1", withDest("hubspot"), withResume("1"))
+		wantOutcome(t, p, keystore.OutcomeParked)
+		if keystore.CeilSeconds(p.RetryAfter) != 600 {
+			t.Fatalf("expected back in %v, want the window's end", p.RetryAfter)
+		}
+		e.clock.Advance(5 * time.Minute)
+		if claim(t, e, "evt_1") {
+			t.Fatal("claimed during the window")
+		}
+		e.clock.Advance(6 * time.Minute)
+		if !claim(t, e, "evt_1") {
+			t.Fatal("not resumed after the window")
+		}
+		var msgs []string
+		for _, ev := range e.events() {
+			if ev.Kind == keystore.EventBreakerOpened {
+				msgs = append(msgs, ev.Message)
+			}
+		}
+		if len(msgs) != 1 || !strings.Contains(msgs[0], "ops") || !strings.Contains(msgs[0], "CRM upgrade") {
+			t.Fatalf("breaker_opened events: %q", msgs)
 		}
 	})
 	t.Run("bad resume_url is refused and changes nothing", func(t *testing.T) {
