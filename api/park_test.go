@@ -47,3 +47,23 @@ func TestParkedOverHTTP(t *testing.T) {
 	}
 	wantOK(t, e.get(t, "/v1/lookup?namespace="+ns+"&key=evt_3"), "absent")
 }
+
+// A maintenance window over HTTP: admin only, bad input refused, then
+// events park during it.
+func TestMaintenanceWindowOverHTTP(t *testing.T) {
+	e := start(t)
+	until := e.clock.Now().Add(time.Hour).Format(time.RFC3339)
+	wantProblem(t, e.post(t, "/v1/destinations/hold", obj{"destination": "hubspot", "by": "ops", "until": until}), http.StatusBadRequest, "invalid_request")
+	wantProblem(t, e.post(t, "/v1/destinations/hold", obj{"destination": "hubspot", "by": "ops", "reason": "upgrade", "until": e.clock.Now().Add(-time.Hour).Format(time.RFC3339)}), http.StatusBadRequest, "invalid_request")
+	r := e.post(t, "/v1/destinations/hold", obj{"destination": "hubspot", "by": "ops", "reason": "CRM upgrade", "until": until})
+	if r.Status != http.StatusOK {
+		t.Fatalf("hold: %s", r)
+	}
+	if b := r.JSON(t); b["state"] != "open" || b["reopens_at"] != until {
+		t.Fatalf("breaker: %v", b)
+	}
+	a := wantOK(t, e.post(t, "/v1/reserve", obj{"namespace": ns, "key": "evt_1", "destination": "hubspot", "resume_url": "http://n8n/webhook-waiting/1"}), "parked")
+	if a["retry_after_seconds"] != float64(3600) {
+		t.Fatalf("parked until the window's end: %v", a)
+	}
+}

@@ -164,6 +164,7 @@ func New(cfg Config) (*Server, error) {
 	s.handle(fiber.MethodGet, "/v1/lookup", authed, s.lookup)
 	s.handle(fiber.MethodGet, "/v1/keys", authed, s.listKeys)
 	s.handle(fiber.MethodGet, "/v1/destinations", authed, s.destinations)
+	s.handle(fiber.MethodPost, "/v1/destinations/hold", authed, s.holdDestination) // maintenance.go
 	s.handle(fiber.MethodPost, "/v1/n8n/error", authed, s.n8nError)
 	s.handle(fiber.MethodGet, "/v1/notifications", authed, s.notifications)
 	s.handle(fiber.MethodPost, "/v1/notifications/resend", authed, s.resendNotification)
