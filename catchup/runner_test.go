@@ -113,15 +113,24 @@ func (f *fakeN8n) run(id, key string) {
 }
 
 var outagePolicies = keystore.Policies{Destinations: map[string]keystore.DestinationPolicy{
-	"crm": {Cooldown: time.Second, CatchUpRate: 50, CatchUpConcurrency: 3}}}
+	"crm": {Cooldown: time.Hour, CatchUpRate: 50, CatchUpConcurrency: 3}}}
+
+// outageClock is the real time plus an offset the test moves forward:
+// the cooldown ends when the test says, however slow the machine is,
+// while the runner's pace runs on real time.
+type outageClock struct{ offset atomic.Int64 }
+
+func (c *outageClock) Now() time.Time          { return time.Now().Add(time.Duration(c.offset.Load())) }
+func (c *outageClock) Advance(d time.Duration) { c.offset.Add(int64(d)) }
 
 func TestCatchUpAfterAnOutage(t *testing.T) {
-	store, err := bolt.Open(filepath.Join(t.TempDir(), "guard.db"), bolt.Options{Policies: outagePolicies})
+	clock := &outageClock{}
+	store, err := bolt.Open(filepath.Join(t.TempDir(), "guard.db"), bolt.Options{Policies: outagePolicies, Clock: clock.Now})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer store.Close()
-	catchUpOutage(t, store)
+	catchUpOutage(t, clock, store)
 }
 
 // Two guards on one PostgreSQL, each with its runner: every parked
@@ -129,15 +138,16 @@ func TestCatchUpAfterAnOutage(t *testing.T) {
 func TestCatchUpTwoGuardsOnePostgres(t *testing.T) {
 	url := pgtest.FreshSchema(t, pgtest.URL(t, "the catch-up on PostgreSQL"))
 	var stores []catchupStore
+	clock := &outageClock{}
 	for i := 0; i < 2; i++ {
-		s, err := postgres.Open(context.Background(), url, postgres.Options{Policies: outagePolicies})
+		s, err := postgres.Open(context.Background(), url, postgres.Options{Policies: outagePolicies, Clock: clock.Now})
 		if err != nil {
 			t.Fatal(err)
 		}
 		defer s.Close()
 		stores = append(stores, s)
 	}
-	catchUpOutage(t, stores...)
+	catchUpOutage(t, clock, stores...)
 }
 
 type catchupStore interface {
@@ -147,7 +157,7 @@ type catchupStore interface {
 
 // catchUpOutage: the CRM refuses connections; 20 events (and copies of
 // five) are parked; the runners of stores catch them up.
-func catchUpOutage(t *testing.T, stores ...catchupStore) {
+func catchUpOutage(t *testing.T, clock *outageClock, stores ...catchupStore) {
 	pol := outagePolicies
 	store := stores[0]
 	ctx := context.Background()
@@ -182,13 +192,14 @@ func catchUpOutage(t *testing.T, stores ...catchupStore) {
 			}
 		}
 	}
-	fake.early["3"] = 2 // woken before it reached its Wait node
+	fake.early["3"] = 2      // woken before it reached its Wait node
+	clock.Advance(time.Hour) // the cooldown is over: the CRM is back
 	fake.deleted["7"] = true
 
 	rctx, cancel := context.WithCancel(ctx)
 	stopped := make(chan error, len(stores))
 	for _, s := range stores {
-		runner, err := catchup.New(catchup.Options{Store: s, Policies: pol,
+		runner, err := catchup.New(catchup.Options{Store: s, Policies: pol, Clock: clock.Now,
 			Resumer:  &n8n.ResumeCaller{Secret: "s3cret"},
 			Interval: 20 * time.Millisecond, Claim: 5 * time.Second, Poll: 10 * time.Millisecond})
 		if err != nil {
