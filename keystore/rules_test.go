@@ -21,6 +21,10 @@ func TestLimitsAreTheTags(t *testing.T) {
 		{keystore.CompleteRequest{}, "result", "max_bytes=" + strconv.Itoa(keystore.MaxResultBytes)},
 		{keystore.ResolveRequest{}, "by", "max=" + strconv.Itoa(keystore.MaxByLength)},
 		{keystore.ListQuery{}, "key", "max_bytes=" + strconv.Itoa(keystore.MaxKeyBytes)},
+		{keystore.FailRequest{}, "message", "max=" + strconv.Itoa(keystore.MaxMessageLength)},
+		{keystore.ResolveRequest{}, "note", "max=" + strconv.Itoa(keystore.MaxNoteLength)},
+		{keystore.ReserveRequest{}, "resume_url", "max=" + strconv.Itoa(keystore.MaxResumeURLLength)},
+		{keystore.FailRequest{}, "resume_url", "max=" + strconv.Itoa(keystore.MaxResumeURLLength)},
 	} {
 		if tag := keystore.Rules(c.req)[c.field]; !strings.Contains(tag, c.want) {
 			t.Errorf("%T.%s: tag %q lacks %s", c.req, c.field, tag, c.want)
