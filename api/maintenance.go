@@ -9,19 +9,21 @@ import (
 	"github.com/n8n-guard/n8n-guard/keystore"
 )
 
-// holdRequest sets a maintenance window (keystore.DecideHoldDestination).
+// holdRequest sets a maintenance window: the wire's shape only; its rules
+// are the domain's (the store checks the destination,
+// keystore.DecideHoldDestination by, reason and until).
 type holdRequest struct {
-	Destination string    `json:"destination" validate:"namespace"`
-	By          string    `json:"by" validate:"required,max=128"`
-	Reason      string    `json:"reason" validate:"required,max=2000"`
-	Until       time.Time `json:"until" validate:"required"`
+	Destination string    `json:"destination"`
+	By          string    `json:"by"`
+	Reason      string    `json:"reason"`
+	Until       time.Time `json:"until"`
 }
 
 // holdDestination pauses a destination for a maintenance window: events
 // with resume_url park during it and catch up after it (admin scope).
 func (s *Server) holdDestination(c *fiber.Ctx) error {
 	var req holdRequest
-	if err := s.decode(c, &req); err != nil {
+	if err := decodeJSON(c.Body(), &req); err != nil {
 		return err
 	}
 	ps, ok := s.store.(keystore.ParkStore)

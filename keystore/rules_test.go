@@ -63,7 +63,7 @@ func TestEveryBrokenFieldIsReported(t *testing.T) {
 		{"list", func() error {
 			_, err := keystore.ListQuery{State: "lost", Limit: 5000, KeyPrefix: "bk-"}.Normalize()
 			return err
-		}, errs.InvalidRequest, []string{"state=oneof=reserved completed failed unknown", "limit=max=1000", "key=required_with=namespace"}},
+		}, errs.InvalidRequest, []string{"state=oneof=reserved completed failed unknown parked", "limit=max=1000", "key=required_with=namespace"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			err := c.err()

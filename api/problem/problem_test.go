@@ -24,6 +24,7 @@ var wantStatus = map[errs.Code]int{
 	errs.StaleToken: 409, errs.Conflict: 409, problem.PayloadTooLarge: 413, errs.KeyReused: 422,
 	errs.Internal: 500, errs.Unsupported: 501,
 	errs.StoreUnavailable: 503, errs.StoreOutcomeUnknown: 503, problem.Overloaded: 503,
+	errs.RecordDamaged: 500, problem.RateLimited: 429,
 }
 
 func TestStatusOfEveryCode(t *testing.T) {
