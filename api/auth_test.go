@@ -79,6 +79,9 @@ func TestScopeTable(t *testing.T) {
 			return "", obj{"id": "n_18ecca50d8f340006510bb76"}
 		}},
 		{"GET", "/v1/admin/backup", access.ScopeAdmin, false, true, func(string, string) (string, any) { return "", nil }},
+		{"POST", "/v1/destinations/hold", access.ScopeAdmin, false, true, func(string, string) (string, any) {
+			return "", obj{"destination": "hubspot", "by": "ops", "reason": "upgrade", "until": "2099-01-01T00:00:00Z"}
+		}},
 	}
 	if got, want := len(routes), countV1Routes(e.srv); got != want {
 		t.Fatalf("the table covers %d routes, the server has %d /v1 routes", got, want)

@@ -28,6 +28,7 @@ type reserveRequest struct {
 	Fingerprint  string          `json:"fingerprint"`
 	Destination  string          `json:"destination"`
 	RequestID    string          `json:"request_id"`
+	ResumeURL    string          `json:"resume_url"`
 }
 
 type completeRequest struct {
@@ -46,6 +47,7 @@ type failRequest struct {
 	Reason    keystore.Reason `json:"reason"`
 	Retryable *bool           `json:"retryable"`
 	Message   string          `json:"message"`
+	ResumeURL string          `json:"resume_url"`
 }
 
 type resolveRequest struct {
@@ -81,6 +83,9 @@ type Answer struct {
 	// (same request_id, lease live): the same token, nothing new recorded.
 	Repeat            bool `json:"repeat,omitempty"`
 	RetryAfterSeconds int  `json:"retry_after_seconds,omitempty"`
+	// ExpectedResumeAt, with outcome parked: when the guard expects to
+	// resume the execution (the end of the destination's cooldown).
+	ExpectedResumeAt *time.Time `json:"expected_resume_at,omitempty"`
 	*keystore.Record
 }
 
@@ -162,7 +167,7 @@ func (s *Server) resolve(c *fiber.Ctx, req resolveRequest) error {
 // names the domain's broken fields too.
 func (r reserveRequest) domain() (keystore.ReserveRequest, error) {
 	dr := keystore.ReserveRequest{Namespace: r.Namespace, Key: string(r.Key), Owner: r.Owner, Payload: r.Payload,
-		Fingerprint: r.Fingerprint, Destination: r.Destination, RequestID: r.RequestID}
+		Fingerprint: r.Fingerprint, Destination: r.Destination, RequestID: r.RequestID, ResumeURL: r.ResumeURL}
 	if r.LeaseSeconds == nil {
 		return dr, nil
 	}
@@ -183,7 +188,7 @@ func (r completeRequest) domain() keystore.CompleteRequest {
 
 func (r failRequest) domain() keystore.FailRequest {
 	return keystore.FailRequest{Namespace: r.Namespace, Key: string(r.Key), Token: r.Token,
-		Reason: r.Reason, Retryable: r.Retryable, Message: r.Message}
+		Reason: r.Reason, Retryable: r.Retryable, Message: r.Message, ResumeURL: r.ResumeURL}
 }
 
 func (r resolveRequest) domain() keystore.ResolveRequest {
@@ -269,8 +274,14 @@ func (s *Server) writeResult(c *fiber.Ctx, res keystore.Result, found *bool) err
 		return writeJSON(c, absentAnswer{Found: found, State: keystore.StateAbsent, Namespace: res.Namespace, Key: res.Key,
 			Outcome: res.Outcome, Proceed: res.Proceed, RetryAfterSeconds: retry})
 	}
+	var resumeAt *time.Time
+	if res.Outcome == keystore.OutcomeParked {
+		at := time.Now().UTC().Add(time.Duration(retry) * time.Second).Truncate(time.Second)
+		resumeAt = &at
+	}
 	return writeJSON(c, Answer{Found: found, Outcome: res.Outcome, Proceed: res.Proceed, Token: res.Token,
-		Repeat: res.Outcome == keystore.OutcomeAccepted && res.Replayed, RetryAfterSeconds: retry, Record: res.Record})
+		Repeat: res.Outcome == keystore.OutcomeAccepted && res.Replayed, RetryAfterSeconds: retry,
+		ExpectedResumeAt: resumeAt, Record: res.Record})
 }
 
 // decode reads the JSON body into req and validates it.

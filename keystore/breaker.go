@@ -61,8 +61,10 @@ func (b *Breaker) admit(ns, key string, lease time.Duration, now time.Time) (ok 
 		return true, 0
 	case BreakerHalfOpen:
 		// One probe at a time; a probe whose lease ran out is replaced, or
-		// the breaker would stay half open forever.
-		if b.ProbeUntil != nil && now.Before(*b.ProbeUntil) {
+		// the breaker would stay half open forever. The probe's own key
+		// passes: a parked key the catch-up runner made the probe
+		// (DecideClaimResume) reserves after its execution is resumed.
+		if b.ProbeUntil != nil && now.Before(*b.ProbeUntil) && !b.isProbe(ns, key) {
 			b.PausedReserves++
 			return false, b.ProbeUntil.Sub(now)
 		}

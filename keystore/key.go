@@ -21,6 +21,9 @@ const (
 	MaxResultBytes     = 16 << 10 // CompleteRequest.Result
 	MaxLeaseSeconds    = 86400    // ReserveRequest.Lease
 	MaxByLength        = 128      // ResolveRequest.By
+	MaxMessageLength   = 2000     // FailRequest.Message
+	MaxNoteLength      = 2000     // ResolveRequest.Note
+	MaxResumeURLLength = 2048     // ReserveRequest.ResumeURL, FailRequest.ResumeURL
 )
 
 var (

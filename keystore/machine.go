@@ -40,6 +40,7 @@ type Step struct {
 //	resolve:  unknown|failed (|reserved with force or expired lease) -> completed | failed+retryable | final: failed (event key_resolved)
 //	          the same resolution by the same person again -> the same answer (a repeat; no write)
 //	sweep:    reserved, expired, policy unknown -> unknown
+//	parked:   see park.go
 
 // DecideReserve decides a reserve of a key whose record is cur, under the
 // breaker br of the request's destination (nil without one).
@@ -75,6 +76,8 @@ func DecideReserve(cur *Record, br *Breaker, req ReserveRequest, fp Fingerprint,
 		return Step{Result: Result{Outcome: OutcomeRejected, Record: cur}}, nil
 	case StateUnknown:
 		return Step{Result: Result{Outcome: OutcomeStateUnknown, Record: cur}}, nil
+	case StateParked:
+		return reserveParked(cur, br, req, fp, np, now)
 	}
 	return Step{}, fmt.Errorf("reserve %s/%s: record in impossible state %q", req.Namespace, req.Key, cur.State)
 }
@@ -91,6 +94,12 @@ func startAttempt(cur *Record, br *Breaker, req ReserveRequest, fp Fingerprint, 
 		b := br.Clone()
 		ok, wait := b.admit(req.Namespace, req.Key, lease, now)
 		s.Breaker = b
+		if !ok && req.ResumeURL != "" {
+			// The execution waits in n8n; the guard resumes it (park.go).
+			s.Record = park(cur, b, req.Namespace, req.Key, req.Owner, req.Destination, req.ResumeURL, attempt-1, fp, "destination "+req.Destination+" paused", now)
+			s.Result = parkedResult(s.Record, b, now)
+			return s, nil
+		}
 		if !ok {
 			s.Result = Result{Outcome: OutcomeDestinationPaused, RetryAfter: wait, Record: cur}
 			return s, nil
@@ -114,6 +123,7 @@ func startAttempt(cur *Record, br *Breaker, req ReserveRequest, fp Fingerprint, 
 	next.UpdatedAt = now
 	next.TokenHash = hashToken(token)
 	next.TokenSeal = sealToken(token, req, attempt)
+	next.ParkedAt, next.ResumeURL, next.ResumeSentAt, next.ResumeClaimUntil = nil, "", nil, nil
 	if len(next.Fingerprint) == 0 {
 		next.Fingerprint = fp
 	}
@@ -164,7 +174,7 @@ func DecideComplete(cur *Record, br *Breaker, req CompleteRequest, np NamespaceP
 	switch cur.State {
 	case StateCompleted:
 		return Step{Result: Result{Outcome: OutcomeCompleted, Replayed: true, Record: cur}}, nil
-	case StateFailed:
+	case StateFailed, StateParked:
 		return Step{}, errs.Errorf(errs.Conflict, "attempt %d already reported failure (%s); reserve again to start a new attempt", cur.Attempt, cur.Reason)
 	}
 	next := cur.Clone()
@@ -220,6 +230,11 @@ func DecideFail(cur *Record, br *Breaker, req FailRequest, np NamespacePolicy, d
 		if state == StateUnknown {
 			return Step{Result: Result{Outcome: outcome, Replayed: true, Record: cur}}, nil
 		}
+	case StateParked:
+		if cur.Reason == req.Reason && state == StateFailed && retryable {
+			return Step{Result: Result{Outcome: OutcomeParked, RetryAfter: catchUpWait(br, now), Replayed: true, Record: cur}}, nil
+		}
+		return Step{}, errs.Errorf(errs.Conflict, "attempt %d already failed with %s and is parked", cur.Attempt, cur.Reason)
 	}
 	next := cur.Clone()
 	next.State, next.Reason, next.Message, next.Retryable = state, req.Reason, req.Message, retryable
@@ -244,6 +259,12 @@ func DecideFail(cur *Record, br *Breaker, req FailRequest, np NamespacePolicy, d
 			s.Events = append(s.Events, *ev)
 		}
 		s.Breaker = b
+		if req.ResumeURL != "" && state == StateFailed && retryable && b.State != BreakerClosed {
+			// The execution waits in n8n; the guard resumes it (park.go).
+			p := park(cur, b, cur.Namespace, cur.Key, cur.Owner, cur.Destination, req.ResumeURL, cur.Attempt, nil, string(req.Reason), now)
+			p.Reason, p.Message = req.Reason, req.Message
+			s.Record, s.Result = p, parkedResult(p, b, now)
+		}
 	}
 	return s, nil
 }
@@ -270,7 +291,7 @@ func DecideResolve(cur *Record, req ResolveRequest, np NamespacePolicy, now time
 			return Step{Result: Result{Outcome: OutcomeCompleted, Replayed: true, Record: cur}}, nil
 		}
 		return Step{}, errs.Errorf(errs.Conflict, "key is completed; a completed key is not reopened")
-	case StateFailed:
+	case StateFailed, StateParked:
 		if req.Resolution == StateFailed && cur.Retryable && cur.ResolvedBy == req.By && cur.Note == req.Note && lastEvent(cur) == HistoryResolved {
 			return Step{Result: Result{Outcome: OutcomeFailed, Replayed: true, Record: cur}}, nil
 		}
@@ -282,6 +303,7 @@ func DecideResolve(cur *Record, req ResolveRequest, np NamespacePolicy, now time
 	next := cur.Clone()
 	next.State = req.Resolution
 	next.LeaseExpiresAt = nil
+	next.ParkedAt, next.ResumeURL, next.ResumeSentAt, next.ResumeClaimUntil = nil, "", nil, nil
 	next.ResolvedBy, next.ResolvedAt, next.Note = req.By, timePtr(now), req.Note
 	next.ExpiresAt = timePtr(now.Add(np.Retention))
 	next.UpdatedAt = now

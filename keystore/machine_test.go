@@ -64,7 +64,30 @@ var fixtures = map[string]func(t *testing.T) fixture{
 	},
 }
 
-var states = []string{"absent", "reserved", "reserved, lease ran out", "completed", "failed, retryable", "failed, final", "unknown"}
+var states = []string{"absent", "reserved", "reserved, lease ran out", "completed", "failed, retryable", "failed, final", "unknown", "parked", "parked, woken"}
+
+const resumeURL = "http://n8n.local/webhook-waiting/4711"
+
+// parked is a key parked by a reserve while crm was paused.
+func parked(t *testing.T) fixture {
+	s := must(t)(keystore.DecideReserve(nil, pausedCRM(), keystore.ReserveRequest{Namespace: "crm-contacts", Key: "evt_1", Owner: "wf-1", Destination: "crm", ResumeURL: resumeURL}, fpA, toUnk, t0))
+	if s.Record == nil || s.Record.State != keystore.StateParked {
+		t.Fatalf("building the fixture: not parked: %+v", s.Result)
+	}
+	return fixture{cur: s.Record}
+}
+
+func init() {
+	fixtures["parked"] = parked
+	fixtures["parked, woken"] = func(t *testing.T) fixture {
+		f := parked(t)
+		s, ok := keystore.DecideClaimResume(f.cur, nil, time.Minute, toUnk, t0)
+		if !ok {
+			t.Fatalf("building the fixture: the claim was refused")
+		}
+		return fixture{cur: s.Record}
+	}
+}
 
 // pausedCRM is the open breaker of a destination in its cooldown.
 func pausedCRM() *keystore.Breaker {
@@ -116,6 +139,34 @@ func leaseExpiry(np keystore.NamespacePolicy) event {
 	}
 }
 
+func reserveParking(f fixture) (keystore.Step, error) {
+	return keystore.DecideReserve(f.cur, pausedCRM(), keystore.ReserveRequest{Namespace: "crm-contacts", Key: "evt_1", Owner: "wf-2", Destination: "crm", ResumeURL: resumeURL + "2"}, fpA, toUnk, now)
+}
+
+func reserveParkingClosed(f fixture) (keystore.Step, error) {
+	return keystore.DecideReserve(f.cur, keystore.NewBreaker("crm"), keystore.ReserveRequest{Namespace: "crm-contacts", Key: "evt_1", Owner: "wf-2", Destination: "crm", ResumeURL: resumeURL + "2"}, fpA, toUnk, now)
+}
+
+func failParking(f fixture) (keystore.Step, error) {
+	return keystore.DecideFail(f.cur, keystore.NewBreaker("crm"), keystore.FailRequest{Namespace: "crm-contacts", Key: "evt_1", Token: f.token, Reason: keystore.ReasonDestinationUnreachable, ResumeURL: resumeURL}, toUnk, keystore.Policies{}.Destination("crm"), now)
+}
+
+func claimResume(f fixture) (keystore.Step, error) {
+	s, _ := keystore.DecideClaimResume(f.cur, nil, time.Minute, toUnk, now)
+	return s, nil
+}
+
+func resumeAnswered(a keystore.ResumeAnswer) event {
+	return func(f fixture) (keystore.Step, error) {
+		if f.cur == nil || f.cur.ParkedAt == nil {
+			s, _ := keystore.DecideResumeAnswered(f.cur, t0, a, "404 from n8n", now)
+			return s, nil
+		}
+		s, _ := keystore.DecideResumeAnswered(f.cur, *f.cur.ParkedAt, a, "404 from n8n", now)
+		return s, nil
+	}
+}
+
 var (
 	currentToken = func(f fixture) string { return f.token }
 	staleToken   = func(fixture) string { return "1.00000000000000000000000000000000" }
@@ -154,6 +205,8 @@ func TestStateMachineTransitions(t *testing.T) {
 			"failed, retryable":       accepted(2),
 			"failed, final":           answer(keystore.OutcomeRejected),
 			"unknown":                 answer(keystore.OutcomeStateUnknown),
+			"parked":                  accepted(1),
+			"parked, woken":           accepted(1),
 		}},
 		{"reserve in a reclaim namespace", reserveWith(fpA, nil, reclai), map[string]want{
 			"absent":                  accepted(1),
@@ -163,6 +216,8 @@ func TestStateMachineTransitions(t *testing.T) {
 			"failed, retryable":       accepted(2),
 			"failed, final":           answer(keystore.OutcomeRejected),
 			"unknown":                 answer(keystore.OutcomeStateUnknown),
+			"parked":                  accepted(1),
+			"parked, woken":           accepted(1),
 		}},
 		{"reserve with another payload", reserveWith(fpB, nil, toUnk), map[string]want{
 			"absent":                  accepted(1),
@@ -172,6 +227,8 @@ func TestStateMachineTransitions(t *testing.T) {
 			"failed, retryable":       refused(errs.KeyReused),
 			"failed, final":           refused(errs.KeyReused),
 			"unknown":                 refused(errs.KeyReused),
+			"parked":                  refused(errs.KeyReused),
+			"parked, woken":           refused(errs.KeyReused),
 		}},
 		{"reserve for a paused destination", reserveWith(fpA, pausedCRM(), toUnk), map[string]want{
 			"absent":                  answer(keystore.OutcomeDestinationPaused),
@@ -181,6 +238,8 @@ func TestStateMachineTransitions(t *testing.T) {
 			"failed, retryable":       answer(keystore.OutcomeDestinationPaused),
 			"failed, final":           answer(keystore.OutcomeRejected),
 			"unknown":                 answer(keystore.OutcomeStateUnknown),
+			"parked":                  answer(keystore.OutcomeParked),
+			"parked, woken":           answer(keystore.OutcomeDestinationPaused),
 		}},
 		{"complete", complete(currentToken), map[string]want{
 			"absent":                  refused(errs.NotFound),
@@ -190,6 +249,8 @@ func TestStateMachineTransitions(t *testing.T) {
 			"failed, retryable":       refused(errs.Conflict),
 			"failed, final":           refused(errs.Conflict),
 			"unknown":                 moves(keystore.OutcomeCompleted, keystore.StateCompleted),
+			"parked":                  refused(errs.StaleToken),
+			"parked, woken":           refused(errs.StaleToken),
 		}},
 		{"complete with a stale token", complete(staleToken), map[string]want{
 			"absent":                  refused(errs.NotFound),
@@ -199,6 +260,8 @@ func TestStateMachineTransitions(t *testing.T) {
 			"failed, retryable":       refused(errs.StaleToken),
 			"failed, final":           refused(errs.StaleToken),
 			"unknown":                 refused(errs.StaleToken),
+			"parked":                  refused(errs.StaleToken),
+			"parked, woken":           refused(errs.StaleToken),
 		}},
 		{"fail: destination_failed", fail(keystore.ReasonDestinationFailed), map[string]want{
 			"absent":                  refused(errs.NotFound),
@@ -208,6 +271,8 @@ func TestStateMachineTransitions(t *testing.T) {
 			"failed, retryable":       answer(keystore.OutcomeDestinationFailed),
 			"failed, final":           refused(errs.Conflict),
 			"unknown":                 moves(keystore.OutcomeDestinationFailed, keystore.StateFailed),
+			"parked":                  refused(errs.StaleToken),
+			"parked, woken":           refused(errs.StaleToken),
 		}},
 		{"fail: validation_failed", fail(keystore.ReasonValidationFailed), map[string]want{
 			"absent":                  refused(errs.NotFound),
@@ -217,6 +282,8 @@ func TestStateMachineTransitions(t *testing.T) {
 			"failed, retryable":       refused(errs.Conflict),
 			"failed, final":           answer(keystore.OutcomeRejected),
 			"unknown":                 moves(keystore.OutcomeRejected, keystore.StateFailed),
+			"parked":                  refused(errs.StaleToken),
+			"parked, woken":           refused(errs.StaleToken),
 		}},
 		{"fail: outcome_unknown", fail(keystore.ReasonOutcomeUnknown), map[string]want{
 			"absent":                  refused(errs.NotFound),
@@ -226,6 +293,8 @@ func TestStateMachineTransitions(t *testing.T) {
 			"failed, retryable":       refused(errs.Conflict),
 			"failed, final":           refused(errs.Conflict),
 			"unknown":                 answer(keystore.OutcomeStateUnknown),
+			"parked":                  refused(errs.StaleToken),
+			"parked, woken":           refused(errs.StaleToken),
 		}},
 		{"resolve to completed", resolve(keystore.StateCompleted, false), map[string]want{
 			"absent":                  refused(errs.NotFound),
@@ -235,6 +304,8 @@ func TestStateMachineTransitions(t *testing.T) {
 			"failed, retryable":       moves(keystore.OutcomeCompleted, keystore.StateCompleted),
 			"failed, final":           moves(keystore.OutcomeCompleted, keystore.StateCompleted),
 			"unknown":                 moves(keystore.OutcomeCompleted, keystore.StateCompleted),
+			"parked":                  moves(keystore.OutcomeCompleted, keystore.StateCompleted),
+			"parked, woken":           moves(keystore.OutcomeCompleted, keystore.StateCompleted),
 		}},
 		{"resolve to completed with force", resolve(keystore.StateCompleted, true), map[string]want{
 			"absent":                  refused(errs.NotFound),
@@ -244,6 +315,8 @@ func TestStateMachineTransitions(t *testing.T) {
 			"failed, retryable":       moves(keystore.OutcomeCompleted, keystore.StateCompleted),
 			"failed, final":           moves(keystore.OutcomeCompleted, keystore.StateCompleted),
 			"unknown":                 moves(keystore.OutcomeCompleted, keystore.StateCompleted),
+			"parked":                  moves(keystore.OutcomeCompleted, keystore.StateCompleted),
+			"parked, woken":           moves(keystore.OutcomeCompleted, keystore.StateCompleted),
 		}},
 		{"resolve to failed", resolve(keystore.StateFailed, false), map[string]want{
 			"absent":                  refused(errs.NotFound),
@@ -253,6 +326,74 @@ func TestStateMachineTransitions(t *testing.T) {
 			"failed, retryable":       moves(keystore.OutcomeFailed, keystore.StateFailed),
 			"failed, final":           moves(keystore.OutcomeFailed, keystore.StateFailed),
 			"unknown":                 moves(keystore.OutcomeFailed, keystore.StateFailed),
+			"parked":                  moves(keystore.OutcomeFailed, keystore.StateFailed),
+			"parked, woken":           moves(keystore.OutcomeFailed, keystore.StateFailed),
+		}},
+		{"reserve with a resume_url for a paused destination", reserveParking, map[string]want{
+			"absent":                  moves(keystore.OutcomeParked, keystore.StateParked),
+			"reserved":                answer(keystore.OutcomeInProgress),
+			"reserved, lease ran out": moves(keystore.OutcomeStateUnknown, keystore.StateUnknown),
+			"completed":               answer(keystore.OutcomeDuplicate),
+			"failed, retryable":       moves(keystore.OutcomeParked, keystore.StateParked),
+			"failed, final":           answer(keystore.OutcomeRejected),
+			"unknown":                 answer(keystore.OutcomeStateUnknown),
+			"parked":                  answer(keystore.OutcomeParked),                      // a copy: no second write
+			"parked, woken":           moves(keystore.OutcomeParked, keystore.StateParked), // woken too early: parked again
+		}},
+		{"reserve with a resume_url, destination closed", reserveParkingClosed, map[string]want{
+			"absent":                  accepted(1),
+			"reserved":                answer(keystore.OutcomeInProgress),
+			"reserved, lease ran out": moves(keystore.OutcomeStateUnknown, keystore.StateUnknown),
+			"completed":               answer(keystore.OutcomeDuplicate),
+			"failed, retryable":       accepted(2),
+			"failed, final":           answer(keystore.OutcomeRejected),
+			"unknown":                 answer(keystore.OutcomeStateUnknown),
+			"parked":                  accepted(1),
+			"parked, woken":           accepted(1),
+		}},
+		{"fail: destination_unreachable with a resume_url", failParking, map[string]want{
+			"absent":                  refused(errs.NotFound),
+			"reserved":                moves(keystore.OutcomeParked, keystore.StateParked),
+			"reserved, lease ran out": moves(keystore.OutcomeParked, keystore.StateParked),
+			"completed":               refused(errs.Conflict),
+			"failed, retryable":       refused(errs.Conflict),
+			"failed, final":           refused(errs.Conflict),
+			"unknown":                 moves(keystore.OutcomeParked, keystore.StateParked),
+			"parked":                  refused(errs.StaleToken),
+			"parked, woken":           refused(errs.StaleToken),
+		}},
+		{"claim the resume call (catch-up)", claimResume, map[string]want{
+			"absent":                  nothing,
+			"reserved":                nothing,
+			"reserved, lease ran out": nothing,
+			"completed":               nothing,
+			"failed, retryable":       nothing,
+			"failed, final":           nothing,
+			"unknown":                 nothing,
+			"parked":                  moves(keystore.OutcomeParked, keystore.StateParked),
+			"parked, woken":           nothing, // another guard holds the call
+		}},
+		{"n8n accepted the resume call", resumeAnswered(keystore.ResumeAccepted), map[string]want{
+			"absent":                  nothing,
+			"reserved":                nothing,
+			"reserved, lease ran out": nothing,
+			"completed":               nothing,
+			"failed, retryable":       nothing,
+			"failed, final":           nothing,
+			"unknown":                 nothing,
+			"parked":                  moves(keystore.OutcomeParked, keystore.StateParked),
+			"parked, woken":           moves(keystore.OutcomeParked, keystore.StateParked),
+		}},
+		{"n8n lost the parked execution", resumeAnswered(keystore.ResumeLost), map[string]want{
+			"absent":                  nothing,
+			"reserved":                nothing,
+			"reserved, lease ran out": nothing,
+			"completed":               nothing,
+			"failed, retryable":       nothing,
+			"failed, final":           nothing,
+			"unknown":                 nothing,
+			"parked":                  moves(keystore.OutcomeParked, keystore.StateParked),
+			"parked, woken":           moves(keystore.OutcomeParked, keystore.StateParked),
 		}},
 		{"lease expiry (the sweeper)", leaseExpiry(toUnk), map[string]want{
 			"absent":                  nothing,
@@ -262,6 +403,8 @@ func TestStateMachineTransitions(t *testing.T) {
 			"failed, retryable":       nothing,
 			"failed, final":           nothing,
 			"unknown":                 nothing,
+			"parked":                  nothing,
+			"parked, woken":           nothing,
 		}},
 		{"lease expiry in a reclaim namespace", leaseExpiry(reclai), map[string]want{
 			"absent":                  nothing,
@@ -271,6 +414,8 @@ func TestStateMachineTransitions(t *testing.T) {
 			"failed, retryable":       nothing,
 			"failed, final":           nothing,
 			"unknown":                 nothing,
+			"parked":                  nothing,
+			"parked, woken":           nothing,
 		}},
 	}
 	for _, ev := range events {
@@ -374,6 +519,11 @@ func TestBreakerTransitions(t *testing.T) {
 	reserve := func(t *testing.T, br *keystore.Breaker) (keystore.Step, error) {
 		return keystore.DecideReserve(nil, br, keystore.ReserveRequest{Namespace: "crm-contacts", Key: "evt_9", Destination: "crm"}, nil, toUnk, now)
 	}
+	reserveKey := func(key string) report {
+		return func(t *testing.T, br *keystore.Breaker) (keystore.Step, error) {
+			return keystore.DecideReserve(nil, br, keystore.ReserveRequest{Namespace: "crm-contacts", Key: key, Destination: "crm"}, nil, toUnk, now)
+		}
+	}
 	completes := func(key string) report {
 		return func(t *testing.T, br *keystore.Breaker) (keystore.Step, error) {
 			f := holding(t, key)
@@ -415,6 +565,14 @@ func TestBreakerTransitions(t *testing.T) {
 			"open, cooldown over":              with(halfOpen, keystore.OutcomeAccepted), // it becomes the probe
 			"half open, probe out":             with(halfOpen, keystore.OutcomeDestinationPaused),
 			"half open, probe's lease ran out": with(halfOpen, keystore.OutcomeAccepted), // the new probe
+		}},
+		{"the probe's own key reserves (a parked key resumed as the probe)", reserveKey("probe"), map[string]bwant{
+			"closed":                           with(closed, keystore.OutcomeAccepted),
+			"closed, one failure short":        with(short, keystore.OutcomeAccepted),
+			"open":                             with(open, keystore.OutcomeDestinationPaused),
+			"open, cooldown over":              with(halfOpen, keystore.OutcomeAccepted),
+			"half open, probe out":             with(halfOpen, keystore.OutcomeAccepted),
+			"half open, probe's lease ran out": with(halfOpen, keystore.OutcomeAccepted),
 		}},
 		{"the probe completes", completes("probe"), map[string]bwant{
 			"closed":                           closed,

@@ -31,6 +31,8 @@ type NamespacePolicy struct {
 	OnLeaseExpiry LeaseExpiry
 	Owner         string
 	Runbook       string
+	// ParkedLimit: a key parked longer is reported (default 3 days).
+	ParkedLimit time.Duration
 }
 
 // DestinationPolicy configures one destination's circuit breaker.
@@ -38,6 +40,11 @@ type DestinationPolicy struct {
 	Cooldown         time.Duration
 	FailureThreshold int
 	Owner            string
+	// CatchUpRate (resumes per second) and CatchUpConcurrency (resumed
+	// executions not yet finished) bound the catch-up after an outage
+	// (catchup.go).
+	CatchUpRate        float64
+	CatchUpConcurrency int
 }
 
 // Policies holds the configured namespaces and destinations; anything not
@@ -56,6 +63,9 @@ func (p Policies) Namespace(ns string) NamespacePolicy {
 	if np.Retention <= 0 {
 		np.Retention = DefaultRetention
 	}
+	if np.ParkedLimit <= 0 {
+		np.ParkedLimit = DefaultParkedLimit
+	}
 	if np.OnLeaseExpiry == "" {
 		np.OnLeaseExpiry = ExpireToUnknown
 	}
@@ -72,6 +82,12 @@ func (p Policies) Destination(dest string) DestinationPolicy {
 	}
 	if dp.FailureThreshold <= 0 {
 		dp.FailureThreshold = DefaultFailureThreshold
+	}
+	if dp.CatchUpRate <= 0 {
+		dp.CatchUpRate = DefaultCatchUpRate
+	}
+	if dp.CatchUpConcurrency <= 0 {
+		dp.CatchUpConcurrency = DefaultCatchUpConcurrency
 	}
 	dp.Cooldown = dp.Cooldown.Truncate(time.Millisecond)
 	return dp

@@ -14,10 +14,13 @@ const (
 	StateCompleted State = "completed"
 	StateFailed    State = "failed"
 	StateUnknown   State = "unknown"
+	// StateParked: the event waits in n8n (a Wait node) for its
+	// destination to be back; the guard resumes it (park.go).
+	StateParked State = "parked"
 )
 
 // States lists the stored states, for counts and metrics.
-var States = []State{StateReserved, StateCompleted, StateFailed, StateUnknown}
+var States = []State{StateReserved, StateCompleted, StateFailed, StateUnknown, StateParked}
 
 // Outcome is the answer to one call; decisions are outcomes, not errors.
 type Outcome string
@@ -34,6 +37,7 @@ const (
 	OutcomeFailed            Outcome = "failed" // resolve to failed
 	OutcomeFound             Outcome = "found"  // lookup of an existing key
 	OutcomeAbsent            Outcome = "absent" // lookup of a key never seen
+	OutcomeParked            Outcome = "parked" // the event waits in n8n until the guard resumes it (park.go)
 )
 
 // Reason says why an attempt failed.
@@ -45,6 +49,7 @@ const (
 	ReasonValidationFailed       Reason = "validation_failed"
 	ReasonOutcomeUnknown         Reason = "outcome_unknown"
 	ReasonLeaseExpired           Reason = "lease_expired" // set by the store, never sent
+	ReasonResumeLost             Reason = "resume_lost"   // n8n no longer holds the parked execution; never sent
 )
 
 // ValidReason reports whether r is one a client may send to fail.
@@ -88,6 +93,14 @@ type Record struct {
 	Note           string          `json:"note,omitempty"`
 	History        []Transition    `json:"history"`
 
+	// A parked key (park.go): since when it waits, where the guard calls
+	// to resume it, and when that call was answered. Never the payload.
+	ParkedAt     *time.Time `json:"parked_at,omitempty"`
+	ResumeURL    string     `json:"resume_url,omitempty"`
+	ResumeSentAt *time.Time `json:"resume_sent_at,omitempty"`
+	// ResumeClaimUntil: one guard is calling the resume URL until then.
+	ResumeClaimUntil *time.Time `json:"-"`
+
 	// Fingerprint of the payload of the first attempt that sent one.
 	Fingerprint Fingerprint `json:"-"`
 	// TokenHash identifies the token of the current attempt; the token itself
@@ -124,6 +137,9 @@ const (
 	HistoryUnknown      HistoryEvent = "unknown"
 	HistoryLeaseExpired HistoryEvent = "lease_expired"
 	HistoryResolved     HistoryEvent = "resolved"
+	HistoryParked       HistoryEvent = "parked"
+	HistoryResumed      HistoryEvent = "resumed" // the guard's resume call was accepted by n8n
+	HistoryResumeLost   HistoryEvent = "resume_lost"
 )
 
 func (r *Record) addHistory(t Transition) {
@@ -152,6 +168,7 @@ func (r *Record) Clone() *Record {
 	c.LeaseExpiresAt = copyTime(r.LeaseExpiresAt)
 	c.ExpiresAt = copyTime(r.ExpiresAt)
 	c.ResolvedAt = copyTime(r.ResolvedAt)
+	c.ParkedAt, c.ResumeSentAt, c.ResumeClaimUntil = copyTime(r.ParkedAt), copyTime(r.ResumeSentAt), copyTime(r.ResumeClaimUntil)
 	return &c
 }
 

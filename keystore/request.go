@@ -28,6 +28,9 @@ type ReserveRequest struct {
 	// an ordinary second copy and never gets the token back. Empty: a
 	// caller without one (the store's own tests, tools).
 	Principal string `json:"-"`
+	// ResumeURL, when the destination is paused, parks the key instead of
+	// answering destination_paused (park.go).
+	ResumeURL string `json:"resume_url" validate:"omitempty,max=2048,utf8,no_control,http_url"`
 }
 
 // CompleteRequest reports that the attempt holding Token took effect.
@@ -49,6 +52,9 @@ type FailRequest struct {
 	Reason    Reason `json:"reason" validate:"required,oneof=destination_unreachable destination_failed validation_failed outcome_unknown"`
 	Retryable *bool  `json:"retryable"` // nil: the reason's default
 	Message   string `json:"message" validate:"max=2000,utf8"`
+	// ResumeURL parks the key when the failure leaves the destination's
+	// breaker open (park.go).
+	ResumeURL string `json:"resume_url" validate:"omitempty,max=2048,utf8,no_control,http_url"`
 }
 
 // ResolveRequest is a person's decision about a key.
@@ -67,8 +73,8 @@ type ResolveRequest struct {
 
 // ListQuery selects a page of records.
 type ListQuery struct {
-	Namespace string `json:"namespace" validate:"omitempty,namespace"`                           // empty: all namespaces
-	State     State  `json:"state" validate:"omitempty,oneof=reserved completed failed unknown"` // empty: all states
+	Namespace string `json:"namespace" validate:"omitempty,namespace"`                                  // empty: all namespaces
+	State     State  `json:"state" validate:"omitempty,oneof=reserved completed failed unknown parked"` // empty: all states
 	// KeyPrefix selects keys that begin with it; it needs Namespace.
 	KeyPrefix string `json:"key" validate:"max_bytes=255,utf8"`
 	// Owner selects keys whose last attempt's lease holder is exactly it:

@@ -140,6 +140,8 @@ func message(field, tag, param string) string {
 		return fmt.Sprintf("%s must be one of: %s", field, param)
 	case "namespace":
 		return field + " must be 1-64 characters of a-z, 0-9, '.', '_', '-', starting with a letter or digit"
+	case "http_url":
+		return field + " must be an absolute http:// or https:// URL"
 	case "utf8":
 		return field + " is not valid UTF-8"
 	case "no_control":

@@ -21,6 +21,10 @@ func TestLimitsAreTheTags(t *testing.T) {
 		{keystore.CompleteRequest{}, "result", "max_bytes=" + strconv.Itoa(keystore.MaxResultBytes)},
 		{keystore.ResolveRequest{}, "by", "max=" + strconv.Itoa(keystore.MaxByLength)},
 		{keystore.ListQuery{}, "key", "max_bytes=" + strconv.Itoa(keystore.MaxKeyBytes)},
+		{keystore.FailRequest{}, "message", "max=" + strconv.Itoa(keystore.MaxMessageLength)},
+		{keystore.ResolveRequest{}, "note", "max=" + strconv.Itoa(keystore.MaxNoteLength)},
+		{keystore.ReserveRequest{}, "resume_url", "max=" + strconv.Itoa(keystore.MaxResumeURLLength)},
+		{keystore.FailRequest{}, "resume_url", "max=" + strconv.Itoa(keystore.MaxResumeURLLength)},
 	} {
 		if tag := keystore.Rules(c.req)[c.field]; !strings.Contains(tag, c.want) {
 			t.Errorf("%T.%s: tag %q lacks %s", c.req, c.field, tag, c.want)
@@ -59,7 +63,7 @@ func TestEveryBrokenFieldIsReported(t *testing.T) {
 		{"list", func() error {
 			_, err := keystore.ListQuery{State: "lost", Limit: 5000, KeyPrefix: "bk-"}.Normalize()
 			return err
-		}, errs.InvalidRequest, []string{"state=oneof=reserved completed failed unknown", "limit=max=1000", "key=required_with=namespace"}},
+		}, errs.InvalidRequest, []string{"state=oneof=reserved completed failed unknown parked", "limit=max=1000", "key=required_with=namespace"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			err := c.err()

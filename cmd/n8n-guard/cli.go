@@ -127,6 +127,7 @@ N8N_API_URL and N8N_API_KEY (n8n's public API) enable "Retry execution".`,
 				SlackAppToken:      getenv("SLACK_APP_TOKEN"),
 				N8nAPIURL:          getenv("N8N_API_URL"),
 				N8nAPIKey:          getenv("N8N_API_KEY"),
+				ResumeSecret:       getenv("N8N_GUARD_RESUME_SECRET"),
 			}
 			if cfg.ConfigFile != "" {
 				if cfg.File, err = LoadFile(cfg.ConfigFile); err != nil {

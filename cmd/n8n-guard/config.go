@@ -70,6 +70,9 @@ type Config struct {
 	// execution:retry scope) enable the "Retry execution" button.
 	N8nAPIURL string
 	N8nAPIKey string
+	// ResumeSecret is the header credential of the resume calls to parked
+	// executions (park.go); empty: the one in <data>/resume-secret.
+	ResumeSecret string
 
 	File FileConfig
 }
@@ -105,12 +108,14 @@ type MetricsConfig struct {
 
 // NamespaceConfig is one entry of namespaces:.
 type NamespaceConfig struct {
-	Lease          Duration `yaml:"lease"`
-	Retention      Duration `yaml:"retention"`
-	OnLeaseExpiry  string   `yaml:"on_lease_expiry"`
-	Owner          string   `yaml:"owner"`
-	Channel        string   `yaml:"channel"`
-	Runbook        string   `yaml:"runbook"`
+	Lease         Duration `yaml:"lease"`
+	Retention     Duration `yaml:"retention"`
+	OnLeaseExpiry string   `yaml:"on_lease_expiry"`
+	Owner         string   `yaml:"owner"`
+	Channel       string   `yaml:"channel"`
+	Runbook       string   `yaml:"runbook"`
+	// ParkedLimit: an event parked longer is reported (default 72h).
+	ParkedLimit    Duration `yaml:"parked_limit"`
 	DecidersConfig `yaml:",inline"`
 }
 
@@ -142,7 +147,12 @@ type DestinationConfig struct {
 	Owner            string   `yaml:"owner"`
 	Channel          string   `yaml:"channel"`
 	Runbook          string   `yaml:"runbook"`
-	DecidersConfig   `yaml:",inline"`
+	// The pace of the catch-up after an outage (docs/api.md#parking):
+	// resumes per second (default 5) and resumed executions in flight
+	// (default 4).
+	CatchUpRate        *float64 `yaml:"catch_up_rate"`
+	CatchUpConcurrency *int     `yaml:"catch_up_concurrency"`
+	DecidersConfig     `yaml:",inline"`
 }
 
 // NotifyConfig is the notify: section.
@@ -307,7 +317,10 @@ func (fc FileConfig) Policies() (keystore.Policies, error) {
 		}
 		p.Namespaces[name] = keystore.NamespacePolicy{
 			Lease: lease, Retention: time.Duration(n.Retention), OnLeaseExpiry: expiry,
-			Owner: n.Owner, Runbook: n.Runbook,
+			Owner: n.Owner, Runbook: n.Runbook, ParkedLimit: time.Duration(n.ParkedLimit),
+		}
+		if n.ParkedLimit < 0 {
+			return p, fmt.Errorf("%s.parked_limit: must not be negative", where)
 		}
 	}
 	for _, name := range sortedKeys(fc.Destinations) {
@@ -325,6 +338,18 @@ func (fc FileConfig) Policies() (keystore.Policies, error) {
 				return p, fmt.Errorf("%s.failure_threshold: %d must be at least 1", where, *d.FailureThreshold)
 			}
 			dp.FailureThreshold = *d.FailureThreshold
+		}
+		if d.CatchUpRate != nil {
+			if !(*d.CatchUpRate > 0 && *d.CatchUpRate <= 10000) {
+				return p, fmt.Errorf("%s.catch_up_rate: %v must be a number of resumes per second above 0 (at most 10000)", where, *d.CatchUpRate)
+			}
+			dp.CatchUpRate = *d.CatchUpRate
+		}
+		if d.CatchUpConcurrency != nil {
+			if *d.CatchUpConcurrency < 1 || *d.CatchUpConcurrency > 1000 {
+				return p, fmt.Errorf("%s.catch_up_concurrency: %d must be 1-1000", where, *d.CatchUpConcurrency)
+			}
+			dp.CatchUpConcurrency = *d.CatchUpConcurrency
 		}
 		p.Destinations[name] = dp
 	}

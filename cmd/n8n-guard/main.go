@@ -195,6 +195,10 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	m.start("slack-socket-mode", func() error { return socket.Run(bg) })
 	sw := sweeper{store: m.store, every: cfg.SweepInterval, log: m.Logger.With("component", "sweeper")}
 	m.start("sweeper", func() error { return sw.Run(bg) })
+	if err := m.startCatchUp(bg, policies, reg); err != nil { // park.go
+		cancel()
+		return err
+	}
 	// Serve gets the server and listener now: a Close right after Run
 	// clears the fields before this goroutine may have run.
 	srv, ln := m.server, m.ln

@@ -55,6 +55,12 @@ func TestServeWithScopedTokens(t *testing.T) {
 		!strings.Contains(fmt.Sprint(a["detail"]), "spans every namespace") {
 		t.Fatalf("a scoped admin's backup: %d %v", status, a)
 	}
+	// Nor pause a destination every namespace sends to (a maintenance window).
+	hold := map[string]any{"destination": "hubspot", "by": "ops", "reason": "CRM upgrade", "until": time.Now().Add(time.Hour).UTC().Format(time.RFC3339)}
+	if status, a := call(t, base, "crm-admin-secret", http.MethodPost, "/v1/destinations/hold", hold); status != 403 || a["code"] != "forbidden" ||
+		!strings.Contains(fmt.Sprint(a["detail"]), "spans every namespace") {
+		t.Fatalf("a scoped admin's maintenance window: %d %v", status, a)
+	}
 	// A request_id repeat from another token is a second copy: no token.
 	body := map[string]any{"namespace": "crm-contacts", "key": "evt_2", "request_id": "4711/Reserve"}
 	if status, a := call(t, base, "team-crm-secret", http.MethodPost, "/v1/reserve", body); status != 200 || a["outcome"] != "accepted" {
@@ -81,5 +87,8 @@ func TestServeWithScopedTokens(t *testing.T) {
 	res.Body.Close()
 	if res.StatusCode != 200 || n == 0 {
 		t.Fatalf("the unscoped token's backup: %d, %d bytes", res.StatusCode, n)
+	}
+	if status, a := call(t, base, admin, http.MethodPost, "/v1/destinations/hold", hold); status != 200 || a["state"] != "open" {
+		t.Fatalf("the unscoped token's maintenance window: %d %v", status, a)
 	}
 }

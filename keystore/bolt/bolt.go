@@ -30,7 +30,7 @@ var (
 	bucketBreakers = []byte("breakers")    // destination -> breaker
 	bucketEvents   = []byte("events")      // seq -> event
 	allBuckets     = [][]byte{bucketKeys, bucketState, bucketLeases, bucketExpires, bucketCounts, bucketBreakers, bucketEvents,
-		bucketOwners, bucketWaiting, bucketActivity} // their index is the code in bk* (console.go)
+		bucketOwners, bucketWaiting, bucketActivity, bucketParked} // their index is the code in bk* (console.go, park.go)
 )
 
 // Bucket codes: indexes into allBuckets. The previous version's log
@@ -422,6 +422,9 @@ func putEncoded(tx *bbolt.Tx, prev, next *keystore.Record, v []byte) error {
 	if err := indexForConsole(tx, prev, next, rk); err != nil {
 		return err
 	}
+	if err := indexParked(tx, prev, next, rk); err != nil {
+		return err
+	}
 	if prev == nil || prev.State != next.State {
 		if prev != nil {
 			if err := addCount(tx, prev.Namespace, prev.State, -1); err != nil {
@@ -456,6 +459,9 @@ func deleteRecord(tx *bbolt.Tx, r *keystore.Record) error {
 		return err
 	}
 	if err := unindexForConsole(tx, r, rk); err != nil {
+		return err
+	}
+	if err := indexParked(tx, r, &keystore.Record{}, rk); err != nil {
 		return err
 	}
 	if err := del(tx, bkKeys, rk); err != nil {

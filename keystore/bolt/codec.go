@@ -59,8 +59,10 @@ const ownerNone = "\x00"
 // tokenHashLen is the length of keystore's token hash (and of a seal).
 const tokenHashLen = 16
 
-var eventCodes = map[keystore.HistoryEvent]uint8{keystore.HistoryReserved: 1, keystore.HistoryCompleted: 2, keystore.HistoryFailed: 3, keystore.HistoryUnknown: 4, keystore.HistoryLeaseExpired: 5, keystore.HistoryResolved: 6}
-var eventByCode = map[uint8]keystore.HistoryEvent{1: keystore.HistoryReserved, 2: keystore.HistoryCompleted, 3: keystore.HistoryFailed, 4: keystore.HistoryUnknown, 5: keystore.HistoryLeaseExpired, 6: keystore.HistoryResolved}
+var eventCodes = map[keystore.HistoryEvent]uint8{keystore.HistoryReserved: 1, keystore.HistoryCompleted: 2, keystore.HistoryFailed: 3, keystore.HistoryUnknown: 4, keystore.HistoryLeaseExpired: 5, keystore.HistoryResolved: 6,
+	keystore.HistoryParked: 7, keystore.HistoryResumed: 8, keystore.HistoryResumeLost: 9}
+var eventByCode = map[uint8]keystore.HistoryEvent{1: keystore.HistoryReserved, 2: keystore.HistoryCompleted, 3: keystore.HistoryFailed, 4: keystore.HistoryUnknown, 5: keystore.HistoryLeaseExpired, 6: keystore.HistoryResolved,
+	7: keystore.HistoryParked, 8: keystore.HistoryResumed, 9: keystore.HistoryResumeLost}
 var viaCodes = map[keystore.Via]uint8{"": 0, keystore.ViaPrimary: 1, keystore.ViaFallback: 2}
 var viaByCode = map[uint8]keystore.Via{0: "", 1: keystore.ViaPrimary, 2: keystore.ViaFallback}
 
@@ -91,8 +93,8 @@ type diskEvent struct {
 	Paused      uint32
 }
 
-var stateCodes = map[keystore.State]uint8{keystore.StateReserved: 1, keystore.StateCompleted: 2, keystore.StateFailed: 3, keystore.StateUnknown: 4}
-var stateByCode = map[uint8]keystore.State{1: keystore.StateReserved, 2: keystore.StateCompleted, 3: keystore.StateFailed, 4: keystore.StateUnknown}
+var stateCodes = map[keystore.State]uint8{keystore.StateReserved: 1, keystore.StateCompleted: 2, keystore.StateFailed: 3, keystore.StateUnknown: 4, keystore.StateParked: 5}
+var stateByCode = map[uint8]keystore.State{1: keystore.StateReserved, 2: keystore.StateCompleted, 3: keystore.StateFailed, 4: keystore.StateUnknown, 5: keystore.StateParked}
 
 func ms(t time.Time) int64 { return t.UnixMilli() }
 
@@ -158,7 +160,7 @@ func encodeRecordBody(r *keystore.Record) ([]byte, error) {
 	base := ms(r.CreatedAt)
 	d := diskRecord{
 		State: stateCodes[r.State], Attempt: uint32(r.Attempt), Owner: r.Owner, Lease: offset(r.LeaseExpiresAt, base),
-		ResultRef: r.ResultRef, Result: r.Result, Reason: string(r.Reason), Message: r.Message,
+		ResultRef: r.ResultRef, Result: recordResult(r), Reason: string(r.Reason), Message: r.Message,
 		Retryable: r.Retryable, Via: viaCodes[r.Via], Destination: r.Destination,
 		Created: base, Updated: offset(&r.UpdatedAt, base), Expires: offset(r.ExpiresAt, base),
 		ResolvedBy: r.ResolvedBy, ResolvedAt: offset(r.ResolvedAt, base), Note: r.Note,
@@ -215,6 +217,11 @@ func decodeRecordBody(ns, key string, b []byte) (*keystore.Record, error) {
 		Destination: d.Destination, CreatedAt: fromMs(base), UpdatedAt: updatedAt(d.Updated, base),
 		ExpiresAt: fromOffset(d.Expires, base), ResolvedBy: d.ResolvedBy, ResolvedAt: fromOffset(d.ResolvedAt, base),
 		Note: d.Note, Fingerprint: d.Fingerprint, TokenHash: d.TokenHash,
+	}
+	if state == keystore.StateParked {
+		if err := decodePark(r, d.Result); err != nil { // park.go
+			return nil, err
+		}
 	}
 	if len(d.TokenHash) == 2*tokenHashLen {
 		r.TokenHash, r.TokenSeal = d.TokenHash[:tokenHashLen], d.TokenHash[tokenHashLen:]

@@ -73,6 +73,16 @@ func rowChecksum(r *keystore.Record, version int64) int64 {
 	str(string(r.Fingerprint))
 	str(string(r.TokenHash))
 	str(string(r.TokenSeal))
+	// The park fields (migration 0005) follow only when one is set, so a
+	// row written before them (or never parked) hashes as it did then; a
+	// park field set or cleared beneath the service changes the checksum.
+	if r.ParkedAt != nil || r.ResumeURL != "" || r.ResumeSentAt != nil || r.ResumeClaimUntil != nil {
+		b = append(b, 'P')
+		tm(r.ParkedAt)
+		str(r.ResumeURL)
+		tm(r.ResumeSentAt)
+		tm(r.ResumeClaimUntil)
+	}
 	return int64(crc32.Checksum(b, castagnoli))
 }
 
@@ -92,6 +102,7 @@ func atMicros(r *keystore.Record) *keystore.Record {
 	c := *r
 	c.CreatedAt, c.UpdatedAt = micro(c.CreatedAt), micro(c.UpdatedAt)
 	c.LeaseExpiresAt, c.ExpiresAt, c.ResolvedAt = microPtr(c.LeaseExpiresAt), microPtr(c.ExpiresAt), microPtr(c.ResolvedAt)
+	c.ParkedAt, c.ResumeSentAt, c.ResumeClaimUntil = microPtr(c.ParkedAt), microPtr(c.ResumeSentAt), microPtr(c.ResumeClaimUntil)
 	return &c
 }
 

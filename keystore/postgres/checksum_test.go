@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/n8n-guard/n8n-guard/errs"
 	"github.com/n8n-guard/n8n-guard/internal/logbuf"
@@ -90,5 +91,51 @@ func (pg *pgEnv) testChecksums(t *testing.T) {
 	var missing int
 	if err := s.Pool().QueryRow(ctx, `SELECT count(*) FROM guard_keys WHERE checksum IS NULL`).Scan(&missing); err != nil || missing != 0 {
 		t.Fatalf("%d rows without a checksum %v", missing, err)
+	}
+}
+
+// The park fields (migration 0005) are in the checksum: a parked row whose
+// resume_url, parked_at or resume claim changes beneath the store, or a
+// row that was never parked and gains a resume_url, answers
+// record_damaged; a row without park fields verifies as before.
+func (pg *pgEnv) testParkChecksums(t *testing.T) {
+	ctx := context.Background()
+	u := pg.freshSchema(t)
+	s := openPostgres(t, u, postgres.Options{})
+	defer s.Close()
+	if _, err := s.HoldDestination(ctx, "hubspot", "ops", "CRM upgrade", time.Now().Add(time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	for _, key := range []string{"url", "since", "claim"} {
+		r, err := s.Reserve(ctx, keystore.ReserveRequest{Namespace: "crm", Key: key, Destination: "hubspot", ResumeURL: "http://n8n/webhook-waiting/" + key})
+		if err != nil || r.Outcome != keystore.OutcomeParked {
+			t.Fatalf("reserve %s: %s %v", key, r.Outcome, err)
+		}
+	}
+	r, err := s.Reserve(ctx, keystore.ReserveRequest{Namespace: "crm", Key: "plain"})
+	if err != nil || r.Outcome != keystore.OutcomeAccepted {
+		t.Fatalf("reserve: %s %v", r.Outcome, err)
+	}
+	for _, key := range []string{"url", "since", "claim", "plain"} {
+		if _, err := s.Lookup(ctx, "crm", key); err != nil {
+			t.Fatalf("lookup %s before any damage: %v", key, err)
+		}
+	}
+	exec := func(sql string) {
+		t.Helper()
+		if _, err := s.Pool().Exec(ctx, sql); err != nil {
+			t.Fatalf("%s: %v", sql, err)
+		}
+	}
+	exec(`ALTER TABLE guard_keys DISABLE TRIGGER guard_keys_checksum`)
+	exec(`UPDATE guard_keys SET resume_url = 'http://elsewhere/webhook-waiting/1' WHERE key = 'url'`)
+	exec(`UPDATE guard_keys SET parked_at = parked_at - interval '1 day' WHERE key = 'since'`)
+	exec(`UPDATE guard_keys SET resume_claim_until = now() + interval '1 hour' WHERE key = 'claim'`)
+	exec(`UPDATE guard_keys SET resume_url = 'http://n8n/webhook-waiting/9' WHERE key = 'plain'`)
+	exec(`ALTER TABLE guard_keys ENABLE TRIGGER guard_keys_checksum`)
+	for _, key := range []string{"url", "since", "claim", "plain"} {
+		if _, err := s.Lookup(ctx, "crm", key); errs.CodeOf(err) != errs.RecordDamaged {
+			t.Errorf("lookup %s after a park field changed beneath the store: want record_damaged, got %v", key, err)
+		}
 	}
 }

@@ -48,6 +48,7 @@ func (pg *pgEnv) run(t *testing.T) {
 	t.Run("database clock", pg.testDatabaseClock)
 	t.Run("migrations", pg.testMigrations)
 	t.Run("checksums", pg.testChecksums)
+	t.Run("park checksums", pg.testParkChecksums)
 }
 
 // pgEnv is the server the PostgreSQL tests share; fresh gives each test

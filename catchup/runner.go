@@ -1,0 +1,439 @@
+package catchup
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/cenkalti/backoff/v5"
+	"github.com/n8n-guard/n8n-guard/keystore"
+	"github.com/n8n-guard/n8n-guard/n8n"
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Store is what the runner needs of a store.
+type Store interface {
+	keystore.ParkStore
+	Lookup(ctx context.Context, namespace, key string) (keystore.Result, error)
+}
+
+// Resumer calls one parked execution's resume URL (n8n.ResumeCaller).
+type Resumer interface {
+	Resume(ctx context.Context, r *keystore.Record) n8n.ResumeOutcome
+}
+
+// Options configure a Runner.
+type Options struct {
+	Store    Store
+	Resumer  Resumer
+	Policies keystore.Policies
+	Logger   *slog.Logger
+	// Registerer takes the runner's metrics (nil: not registered).
+	Registerer prometheus.Registerer
+	// Interval is how often the parked keys are looked at (default 1 s).
+	Interval time.Duration
+	// Claim is how long one guard holds a key's resume call: the retries
+	// of one claim fit in it; a claim left by a crash lapses after it
+	// (default 2 min).
+	Claim time.Duration
+	// Poll is how often a resumed execution is looked up to see whether it
+	// finished (default 250 ms).
+	Poll  time.Duration
+	Clock keystore.Clock
+}
+
+// Runner is the catch-up: one worker per destination that has parked keys.
+type Runner struct {
+	opts    Options
+	log     *slog.Logger
+	metrics *metrics
+	now     keystore.Clock
+
+	mu      sync.Mutex
+	workers map[string]bool
+	overdue map[string]bool // keys reported as parked too long
+}
+
+// New returns a Runner; Run starts it.
+func New(opts Options) (*Runner, error) {
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	if opts.Interval <= 0 {
+		opts.Interval = time.Second
+	}
+	if opts.Claim <= 0 {
+		opts.Claim = 2 * time.Minute
+	}
+	if opts.Poll <= 0 {
+		opts.Poll = 250 * time.Millisecond
+	}
+	if opts.Clock == nil {
+		opts.Clock = time.Now
+	}
+	m, err := newMetrics(opts.Registerer)
+	if err != nil {
+		return nil, err
+	}
+	return &Runner{opts: opts, log: opts.Logger, metrics: m, now: opts.Clock,
+		workers: map[string]bool{}, overdue: map[string]bool{}}, nil
+}
+
+// Run looks at the parked keys every Interval until ctx ends, and starts
+// a worker for each destination that has some.
+func (r *Runner) Run(ctx context.Context) error {
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	t := time.NewTicker(r.opts.Interval)
+	defer t.Stop()
+	for {
+		counts, err := r.opts.Store.ParkedCounts(ctx)
+		switch {
+		case ctx.Err() != nil:
+			return ctx.Err()
+		case err != nil:
+			r.log.Warn("catch-up: cannot count the parked keys; trying again", "err", err)
+		default:
+			r.metrics.setParked(counts)
+			for dest, n := range counts {
+				if n > 0 && r.startWorker(dest) {
+					wg.Add(1)
+					go func() {
+						defer wg.Done()
+						r.work(ctx, dest, n)
+					}()
+				}
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-t.C:
+		}
+	}
+}
+
+func (r *Runner) startWorker(dest string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.workers[dest] {
+		return false
+	}
+	r.workers[dest] = true
+	return true
+}
+
+func (r *Runner) stopWorker(dest string) {
+	r.mu.Lock()
+	delete(r.workers, dest)
+	r.mu.Unlock()
+}
+
+// work catches one destination up: it lists its parked keys oldest first
+// and resumes them at the destination's pace until none is left.
+func (r *Runner) work(ctx context.Context, dest string, parked int) {
+	defer r.stopWorker(dest)
+	dp := r.opts.Policies.Destination(dest)
+	start := r.now()
+	r.log.Warn("destination paused: events are parked in n8n and will be resumed when it is back",
+		"destination", dest, "parked", parked)
+	var (
+		mu       sync.Mutex
+		inFlight int
+		resumed  int
+		last     time.Time
+		done     = make(chan struct{}, dp.CatchUpConcurrency+1)
+		wg       sync.WaitGroup
+		pending  = map[string]bool{} // keys this worker is claiming or resuming
+		refused  atomic.Bool         // a claim of this pass was refused
+	)
+	defer wg.Wait()
+	for ctx.Err() == nil {
+		recs, err := r.opts.Store.Parked(ctx, keystore.ParkedQuery{Destination: dest, Limit: 4 * dp.CatchUpConcurrency})
+		if err != nil {
+			r.log.Warn("catch-up: cannot list the parked keys; trying again", "destination", dest, "err", err)
+			sleep(ctx, r.opts.Interval)
+			continue
+		}
+		mu.Lock()
+		busy := inFlight
+		mu.Unlock()
+		if len(recs) == 0 && busy == 0 {
+			if resumed > 0 {
+				took := r.now().Sub(start)
+				r.metrics.caughtUp(dest, took)
+				r.log.Info("destination caught up: every parked event was resumed", "destination", dest,
+					"resumed", resumed, "took", took.Round(time.Millisecond).String())
+			}
+			return
+		}
+		refused.Store(false)
+		launched := 0
+		for _, rec := range recs {
+			if ctx.Err() != nil || refused.Load() {
+				break
+			}
+			now := r.now()
+			r.checkOverdue(rec, now)
+			mu.Lock()
+			mine := pending[rec.Key+"\x00"+rec.Namespace]
+			mu.Unlock()
+			if mine || rec.ResumeClaimUntil != nil && now.Before(*rec.ResumeClaimUntil) {
+				continue // being resumed (by this guard or another)
+			}
+			// Wait for a slot and for the pace.
+			for {
+				mu.Lock()
+				ok, wait := keystore.DecideCatchUpStart(r.now(), last, inFlight, dp)
+				mu.Unlock()
+				if ok {
+					break
+				}
+				if wait == 0 {
+					select {
+					case <-done:
+					case <-ctx.Done():
+						return
+					}
+					continue
+				}
+				sleep(ctx, wait)
+				if ctx.Err() != nil {
+					return
+				}
+			}
+			// The first claim of a pass is made here, so that after a
+			// cooldown the oldest key becomes the probe; the others are
+			// claimed by their goroutines, so the claims of several keys
+			// share a commit (the store lets exactly one key be the probe
+			// however many are claimed at once).
+			var first *keystore.Record
+			if launched == 0 {
+				claimed, ok, err := r.opts.Store.ClaimResume(ctx, rec.Namespace, rec.Key, r.opts.Claim)
+				if err != nil {
+					r.log.Warn("catch-up: cannot claim a parked key; trying again", "destination", dest, "namespace", rec.Namespace, "key", rec.Key, "err", err)
+				}
+				if err != nil || !ok {
+					refused.Store(true)
+					break
+				}
+				first = claimed
+			}
+			mu.Lock()
+			inFlight++
+			last = r.now()
+			pending[rec.Key+"\x00"+rec.Namespace] = true
+			mu.Unlock()
+			r.metrics.inFlight.WithLabelValues(dest).Inc()
+			launched++
+			wg.Add(1)
+			go func(rec *keystore.Record) {
+				defer wg.Done()
+				claimed, ok, err := first, first != nil, error(nil)
+				if first == nil {
+					claimed, ok, err = r.opts.Store.ClaimResume(ctx, rec.Namespace, rec.Key, r.opts.Claim)
+				}
+				switch {
+				case err != nil:
+					r.log.Warn("catch-up: cannot claim a parked key; trying again", "destination", dest, "namespace", rec.Namespace, "key", rec.Key, "err", err)
+					refused.Store(true)
+				case !ok:
+					// The breaker holds (cooldown, a probe out) or another
+					// guard took it: look again after a while.
+					refused.Store(true)
+				default:
+					if r.resumeOne(ctx, claimed) {
+						mu.Lock()
+						resumed++
+						mu.Unlock()
+					}
+				}
+				mu.Lock()
+				inFlight--
+				delete(pending, rec.Key+"\x00"+rec.Namespace)
+				mu.Unlock()
+				r.metrics.inFlight.WithLabelValues(dest).Dec()
+				select {
+				case done <- struct{}{}:
+				default: // the worker is not waiting; it looks again anyway
+				}
+			}(rec)
+		}
+		if refused.Load() || launched == 0 {
+			select {
+			case <-done:
+			case <-ctx.Done():
+			case <-time.After(r.opts.Interval):
+			}
+		}
+	}
+}
+
+// resumeOne calls the resume URL of a claimed key, with backoff while n8n
+// is down or the execution has not reached its Wait node, within the
+// claim; then it records the answer and, when n8n accepted, waits until
+// the resumed execution finished (its slot counts until then). The claim
+// is written before the call and the answer after it: a crash between
+// n8n's answer and the write leaves the claim to lapse and the call to be
+// made again, which n8n answers 409 or 404 when the execution already
+// woke; and a woken execution reserves the key again, so no second write
+// can come of it.
+func (r *Runner) resumeOne(ctx context.Context, rec *keystore.Record) bool {
+	dest, parkedAt := rec.Destination, *rec.ParkedAt
+	deadline := r.now().Add(r.opts.Claim * 3 / 4)
+	b := backoff.NewExponentialBackOff()
+	b.InitialInterval, b.MaxInterval = 200*time.Millisecond, 10*time.Second
+	var out n8n.ResumeOutcome
+	for {
+		cctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+		out = r.opts.Resumer.Resume(cctx, rec)
+		cancel()
+		r.metrics.resumes.WithLabelValues(dest, answerName(out.Answer)).Inc()
+		if out.Answer != keystore.ResumeRetry || ctx.Err() != nil {
+			break
+		}
+		wait := b.NextBackOff()
+		if r.now().Add(wait).After(deadline) {
+			r.log.Warn("catch-up: n8n did not take the resume call; the key stays parked and is tried again",
+				"destination", dest, "namespace", rec.Namespace, "key", rec.Key, "detail", out.Detail)
+			break
+		}
+		sleep(ctx, wait)
+	}
+	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	if _, err := r.opts.Store.ResumeAnswered(wctx, rec.Namespace, rec.Key, parkedAt, out.Answer, out.Detail); err != nil {
+		r.log.Warn("catch-up: n8n's answer to a resume call could not be recorded", "namespace", rec.Namespace, "key", rec.Key, "err", err)
+	}
+	switch out.Answer {
+	case keystore.ResumeLost:
+		r.metrics.lost.WithLabelValues(dest).Inc()
+		r.log.Error("parked execution lost: n8n no longer holds it; a person must decide about the event",
+			"destination", dest, "namespace", rec.Namespace, "key", rec.Key, "detail", out.Detail)
+		return false
+	case keystore.ResumeAccepted:
+		r.awaitFinish(ctx, rec)
+		return true
+	}
+	return false
+}
+
+// awaitFinish waits until the resumed execution reserved the key and
+// finished its attempt, or a lease has passed.
+func (r *Runner) awaitFinish(ctx context.Context, rec *keystore.Record) {
+	limit := r.now().Add(r.opts.Policies.Namespace(rec.Namespace).Lease + r.opts.Claim)
+	for r.now().Before(limit) {
+		sleep(ctx, r.opts.Poll)
+		if ctx.Err() != nil {
+			return
+		}
+		res, err := r.opts.Store.Lookup(ctx, rec.Namespace, rec.Key)
+		if err != nil || res.Record == nil {
+			continue
+		}
+		switch cur := res.Record; {
+		case cur.State == keystore.StateReserved, cur.State == keystore.StateParked && cur.ResumeSentAt != nil:
+			continue // woken, not finished
+		}
+		return
+	}
+}
+
+func (r *Runner) checkOverdue(rec *keystore.Record, now time.Time) {
+	limit := r.opts.Policies.Namespace(rec.Namespace).ParkedLimit
+	if rec.ParkedAt == nil || now.Sub(*rec.ParkedAt) < limit {
+		return
+	}
+	id := rec.Namespace + "\x00" + rec.Key + "\x00" + rec.ParkedAt.String()
+	r.mu.Lock()
+	seen := r.overdue[id]
+	r.overdue[id] = true
+	r.mu.Unlock()
+	if seen {
+		return
+	}
+	r.metrics.overdue.WithLabelValues(rec.Namespace).Inc()
+	r.log.Error("event parked longer than the namespace's parked_limit: a person must look at the destination",
+		"namespace", rec.Namespace, "key", rec.Key, "destination", rec.Destination,
+		"parked_at", rec.ParkedAt.Format(time.RFC3339), "limit", limit.String())
+}
+
+func answerName(a keystore.ResumeAnswer) string {
+	switch a {
+	case keystore.ResumeAccepted:
+		return "accepted"
+	case keystore.ResumeLost:
+		return "lost"
+	}
+	return "retry"
+}
+
+func sleep(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
+}
+
+type metrics struct {
+	parked   *prometheus.GaugeVec
+	inFlight *prometheus.GaugeVec
+	resumes  *prometheus.CounterVec
+	lost     *prometheus.CounterVec
+	overdue  *prometheus.CounterVec
+	catchUp  *prometheus.HistogramVec
+	mu       sync.Mutex
+	known    map[string]bool
+}
+
+func newMetrics(reg prometheus.Registerer) (*metrics, error) {
+	m := &metrics{
+		parked: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "n8n_guard_parked",
+			Help: "Events parked in n8n waiting to be resumed, by destination."}, []string{"destination"}),
+		inFlight: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "n8n_guard_resumes_in_flight",
+			Help: "Parked executions resumed and not finished yet, by destination (at most catch_up_concurrency)."}, []string{"destination"}),
+		resumes: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "n8n_guard_resume_calls_total",
+			Help: "Resume calls to n8n, by destination and answer (accepted, lost, retry)."}, []string{"destination", "answer"}),
+		lost: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "n8n_guard_parked_lost_total",
+			Help: "Parked executions n8n no longer held (404, 409 finished): a person must decide, by destination."}, []string{"destination"}),
+		overdue: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "n8n_guard_parked_overdue_total",
+			Help: "Events found parked longer than their namespace's parked_limit, by namespace."}, []string{"namespace"}),
+		catchUp: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "n8n_guard_catch_up_seconds",
+			Help:    "From the first parked event seen to the last one resumed, per outage, by destination.",
+			Buckets: prometheus.ExponentialBuckets(1, 4, 10)}, []string{"destination"}),
+		known: map[string]bool{},
+	}
+	if reg == nil {
+		return m, nil
+	}
+	for _, c := range []prometheus.Collector{m.parked, m.inFlight, m.resumes, m.lost, m.overdue, m.catchUp} {
+		if err := reg.Register(c); err != nil {
+			var are prometheus.AlreadyRegisteredError
+			if !errors.As(err, &are) {
+				return nil, err
+			}
+		}
+	}
+	return m, nil
+}
+
+// setParked sets the gauge of every destination seen, 0 when none is left.
+func (m *metrics) setParked(counts map[string]int) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for d := range counts {
+		m.known[d] = true
+	}
+	for d := range m.known {
+		m.parked.WithLabelValues(d).Set(float64(counts[d]))
+	}
+}
+
+func (m *metrics) caughtUp(dest string, took time.Duration) {
+	m.catchUp.WithLabelValues(dest).Observe(took.Seconds())
+}

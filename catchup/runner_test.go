@@ -1,0 +1,268 @@
+package catchup_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/n8n-guard/n8n-guard/catchup"
+	"github.com/n8n-guard/n8n-guard/internal/pgtest"
+	"github.com/n8n-guard/n8n-guard/keystore"
+	"github.com/n8n-guard/n8n-guard/keystore/bolt"
+	"github.com/n8n-guard/n8n-guard/keystore/postgres"
+	"github.com/n8n-guard/n8n-guard/n8n"
+)
+
+const ns = "crm-contacts"
+
+// fakeN8n holds parked executions like n8n's Wait node: a resume call
+// with the right header wakes one, which reserves its key again, writes to
+// the CRM and completes. It misbehaves as n8n does: 409 "is running
+// already" while an execution has not reached its Wait node, 404 for an
+// execution that was deleted, 403 without the credential.
+type fakeN8n struct {
+	t      *testing.T
+	store  keystore.Store
+	secret string
+
+	mu       sync.Mutex
+	keys     map[string]string // execution id -> key
+	early    map[string]int    // execution id -> 409s still to answer
+	deleted  map[string]bool
+	woken    map[string]int // execution id -> accepted resume calls
+	calls    []string       // keys in the order their resume was accepted
+	secondAt time.Time      // when the second resume was accepted
+	crm      map[string]int // key -> writes
+	inCRM    atomic.Int32   // executions between reserve and complete
+	maxInCRM atomic.Int32
+	closedAt time.Time // when the first complete closed the breaker
+	wg       sync.WaitGroup
+}
+
+func (f *fakeN8n) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.Header.Get(n8n.ResumeDefaultHeader) != f.secret {
+		http.Error(w, `{"code":403,"message":"Authorization data is wrong!"}`, http.StatusForbidden)
+		return
+	}
+	id := strings.TrimPrefix(r.URL.Path, "/webhook-waiting/")
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	switch key, ok := f.keys[id]; {
+	case !ok || f.deleted[id]:
+		w.WriteHeader(http.StatusNotFound)
+		fmt.Fprintf(w, `{"code":404,"message":"The execution \"%s\" does not exist."}`, id)
+	case f.early[id] > 0:
+		f.early[id]--
+		w.WriteHeader(http.StatusConflict)
+		fmt.Fprintf(w, `{"code":409,"message":"The execution \"%s\" is running already."}`, id)
+	case f.woken[id] > 0:
+		w.WriteHeader(http.StatusConflict)
+		fmt.Fprintf(w, `{"code":409,"message":"The execution \"%s\" has finished already."}`, id)
+	default:
+		var body n8n.ResumeBody
+		if err := json.NewDecoder(r.Body).Decode(&body); err != nil || body.Key != key {
+			f.t.Errorf("resume body %+v (%v), want key %s", body, err, key)
+		}
+		f.woken[id]++
+		f.calls = append(f.calls, key)
+		if len(f.calls) == 2 {
+			f.secondAt = time.Now()
+		}
+		f.wg.Add(1)
+		go f.run(id, key)
+		w.Write([]byte(`{"message":"Workflow was started"}`))
+	}
+}
+
+// run is the woken execution: reserve again, write, complete.
+func (f *fakeN8n) run(id, key string) {
+	defer f.wg.Done()
+	ctx := context.Background()
+	res, err := f.store.Reserve(ctx, keystore.ReserveRequest{Namespace: ns, Key: key, Destination: "crm", ResumeURL: "http://n8n/webhook-waiting/" + id})
+	if err != nil {
+		f.t.Errorf("resumed reserve %s: %v", key, err)
+		return
+	}
+	if res.Outcome != keystore.OutcomeAccepted {
+		return
+	}
+	n := f.inCRM.Add(1)
+	for m := f.maxInCRM.Load(); n > m && !f.maxInCRM.CompareAndSwap(m, n); m = f.maxInCRM.Load() {
+	}
+	time.Sleep(100 * time.Millisecond) // the CRM takes a moment
+	f.mu.Lock()
+	f.crm[key]++
+	f.mu.Unlock()
+	f.inCRM.Add(-1)
+	if _, err := f.store.Complete(ctx, keystore.CompleteRequest{Namespace: ns, Key: key, Token: res.Token, ResultRef: "crm-" + key}); err != nil {
+		f.t.Errorf("complete %s: %v", key, err)
+	}
+	f.mu.Lock()
+	if f.closedAt.IsZero() {
+		f.closedAt = time.Now()
+	}
+	f.mu.Unlock()
+}
+
+var outagePolicies = keystore.Policies{Destinations: map[string]keystore.DestinationPolicy{
+	"crm": {Cooldown: time.Hour, CatchUpRate: 50, CatchUpConcurrency: 3}}}
+
+// outageClock is the real time plus an offset the test moves forward:
+// the cooldown ends when the test says, however slow the machine is,
+// while the runner's pace runs on real time.
+type outageClock struct{ offset atomic.Int64 }
+
+func (c *outageClock) Now() time.Time          { return time.Now().Add(time.Duration(c.offset.Load())) }
+func (c *outageClock) Advance(d time.Duration) { c.offset.Add(int64(d)) }
+
+func TestCatchUpAfterAnOutage(t *testing.T) {
+	clock := &outageClock{}
+	store, err := bolt.Open(filepath.Join(t.TempDir(), "guard.db"), bolt.Options{Policies: outagePolicies, Clock: clock.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	catchUpOutage(t, clock, store)
+}
+
+// Two guards on one PostgreSQL, each with its runner: every parked
+// execution is woken by exactly one of them.
+func TestCatchUpTwoGuardsOnePostgres(t *testing.T) {
+	url := pgtest.FreshSchema(t, pgtest.URL(t, "the catch-up on PostgreSQL"))
+	var stores []catchupStore
+	clock := &outageClock{}
+	for i := 0; i < 2; i++ {
+		s, err := postgres.Open(context.Background(), url, postgres.Options{Policies: outagePolicies, Clock: clock.Now})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s.Close()
+		stores = append(stores, s)
+	}
+	catchUpOutage(t, clock, stores...)
+}
+
+type catchupStore interface {
+	keystore.Store
+	keystore.ParkStore
+}
+
+// catchUpOutage: the CRM refuses connections; 20 events (and copies of
+// five) are parked; the runners of stores catch them up.
+func catchUpOutage(t *testing.T, clock *outageClock, stores ...catchupStore) {
+	pol := outagePolicies
+	store := stores[0]
+	ctx := context.Background()
+	fake := &fakeN8n{t: t, store: store, secret: "s3cret", keys: map[string]string{}, early: map[string]int{},
+		deleted: map[string]bool{}, woken: map[string]int{}, crm: map[string]int{}}
+	srv := httptest.NewServer(fake)
+	defer srv.Close()
+
+	// The CRM refuses connections: the first event opens the breaker.
+	first, err := store.Reserve(ctx, keystore.ReserveRequest{Namespace: ns, Key: "evt_first", Destination: "crm"})
+	if err != nil || first.Outcome != keystore.OutcomeAccepted {
+		t.Fatalf("first: %+v %v", first, err)
+	}
+	f, err := store.Fail(ctx, keystore.FailRequest{Namespace: ns, Key: "evt_first", Token: first.Token,
+		Reason: keystore.ReasonDestinationUnreachable, ResumeURL: srv.URL + "/webhook-waiting/0"})
+	if err != nil || f.Outcome != keystore.OutcomeParked {
+		t.Fatalf("first fail: %+v %v", f, err)
+	}
+	fake.keys["0"] = "evt_first"
+	// 20 events during the outage, and copies of five of them.
+	for i := 1; i <= 20; i++ {
+		id, key := fmt.Sprint(i), fmt.Sprintf("evt_%02d", i)
+		fake.keys[id] = key
+		copies := 1
+		if i%4 == 0 {
+			copies = 2
+		}
+		for c := 0; c < copies; c++ {
+			res, err := store.Reserve(ctx, keystore.ReserveRequest{Namespace: ns, Key: key, Destination: "crm", ResumeURL: srv.URL + "/webhook-waiting/" + id})
+			if err != nil || res.Outcome != keystore.OutcomeParked {
+				t.Fatalf("reserve %s during the outage: %+v %v", key, res, err)
+			}
+		}
+	}
+	fake.early["3"] = 2      // woken before it reached its Wait node
+	clock.Advance(time.Hour) // the cooldown is over: the CRM is back
+	fake.deleted["7"] = true
+
+	rctx, cancel := context.WithCancel(ctx)
+	stopped := make(chan error, len(stores))
+	for _, s := range stores {
+		runner, err := catchup.New(catchup.Options{Store: s, Policies: pol, Clock: clock.Now,
+			Resumer:  &n8n.ResumeCaller{Secret: "s3cret"},
+			Interval: 20 * time.Millisecond, Claim: 5 * time.Second, Poll: 10 * time.Millisecond})
+		if err != nil {
+			t.Fatal(err)
+		}
+		go func() { stopped <- runner.Run(rctx) }()
+	}
+
+	// Until every event is in the CRM or lost. Not a speed target: the
+	// limit only turns a catch-up that never ends into a failure.
+	giveUp := time.Now().Add(30 * time.Second)
+	for {
+		if time.Now().After(giveUp) {
+			fake.mu.Lock()
+			t.Fatalf("not caught up after 30 s: resumed %v, in the CRM %v", fake.calls, fake.crm)
+		}
+		counts, err := store.ParkedCounts(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fake.mu.Lock()
+		written := len(fake.crm)
+		fake.mu.Unlock()
+		if counts["crm"] == 0 && written == 20 {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	cancel()
+	for range stores {
+		<-stopped
+	}
+	fake.wg.Wait()
+
+	fake.mu.Lock()
+	defer fake.mu.Unlock()
+	for key, n := range fake.crm {
+		if n != 1 {
+			t.Errorf("%s written %d times", key, n)
+		}
+	}
+	if _, ok := fake.crm["evt_07"]; ok {
+		t.Errorf("the deleted execution wrote")
+	}
+	// The pace is kept by each guard: with several guards the bound is
+	// theirs together (docs/api.md#parking-extension).
+	if got, limit := fake.maxInCRM.Load(), int32(3*len(stores)); got > limit {
+		t.Errorf("%d resumed executions at the CRM at once, the limit is %d", got, limit)
+	}
+	// The first resume is the probe: nothing else was woken before it closed the breaker.
+	if len(fake.calls) < 2 || fake.calls[0] != "evt_first" {
+		t.Fatalf("resume order %v, want the oldest (evt_first) first", fake.calls)
+	}
+	if !fake.secondAt.After(fake.closedAt) {
+		t.Errorf("a second execution was resumed before the probe's complete closed the breaker")
+	}
+	lost, err := store.Lookup(ctx, ns, "evt_07")
+	if err != nil || lost.Record.State != keystore.StateParked || lost.Record.Reason != keystore.ReasonResumeLost {
+		t.Fatalf("deleted execution: %+v %v", lost.Record, err)
+	}
+	for id, n := range fake.woken {
+		if n != 1 {
+			t.Errorf("execution %s woken %d times", id, n)
+		}
+	}
+}

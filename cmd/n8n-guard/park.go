@@ -1,0 +1,81 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/n8n-guard/n8n-guard/catchup"
+	"github.com/n8n-guard/n8n-guard/internal/durable"
+	"github.com/n8n-guard/n8n-guard/keystore"
+	"github.com/n8n-guard/n8n-guard/n8n"
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// ResumeSecretFile holds the header credential of the resume calls to
+// parked executions when N8N_GUARD_RESUME_SECRET is not set. The Wait
+// nodes' Header Auth credential in n8n must hold the same value
+// (header X-N8n-Guard-Resume).
+const ResumeSecretFile = "resume-secret"
+
+// startCatchUp starts the runner that resumes parked executions once
+// their destination is back (catchup).
+func (m *Main) startCatchUp(ctx context.Context, policies keystore.Policies, reg prometheus.Registerer) error {
+	ps, ok := m.store.(catchup.Store)
+	if !ok {
+		return nil
+	}
+	secret, err := resumeSecret(m.Config.ResumeSecret, m.Config.DataDir)
+	if err != nil {
+		return err
+	}
+	r, err := catchup.New(catchup.Options{
+		Store:      ps,
+		Resumer:    &n8n.ResumeCaller{Header: n8n.ResumeDefaultHeader, Secret: secret},
+		Policies:   policies,
+		Logger:     m.Logger.With("component", "catch-up"),
+		Registerer: reg,
+		Clock:      m.Config.Clock,
+	})
+	if err != nil {
+		return err
+	}
+	m.start("catch-up", func() error { return r.Run(ctx) })
+	return nil
+}
+
+// resumeSecret returns the configured resume credential, or the one in
+// <data>/resume-secret, generated on first start.
+func resumeSecret(configured, dataDir string) (string, error) {
+	if configured != "" {
+		return configured, nil
+	}
+	path := filepath.Join(dataDir, ResumeSecretFile)
+	b, err := os.ReadFile(path)
+	if err == nil && strings.TrimSpace(string(b)) != "" {
+		return strings.TrimSpace(string(b)), nil
+	}
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return "", fmt.Errorf("resume secret file %s cannot be read (%w): fix its permissions, or set N8N_GUARD_RESUME_SECRET", path, err)
+	}
+	if err == nil {
+		return "", fmt.Errorf("resume secret file %s is empty: write the secret of the n8n credential into it, or delete it to have one generated", path)
+	}
+	var r [24]byte
+	if _, err := rand.Read(r[:]); err != nil {
+		return "", err
+	}
+	secret := hex.EncodeToString(r[:])
+	if err := durable.WriteNew(path, []byte(secret+"\n")); errors.Is(err, fs.ErrExist) {
+		return resumeSecret("", dataDir)
+	} else if err != nil {
+		return "", fmt.Errorf("store resume secret: %w", err)
+	}
+	return secret, nil
+}

@@ -1,0 +1,183 @@
+package bolt
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/fxamacker/cbor/v2"
+	"github.com/n8n-guard/n8n-guard/keystore"
+	bbolt "go.etcd.io/bbolt"
+)
+
+// Parked keys (keystore/park.go). A parked record never has a result, so
+// its park fields travel in the record's result slot (diskPark), and the
+// record layout stays what older files have. idx/parked holds the parked
+// keys that wait to be resumed (not yet sent, not lost), per destination,
+// oldest parked first: the catch-up runner's queue.
+var bucketParked = []byte("idx/parked") // dest \x00 parked_at ms, ns \x00 key -> ""
+
+// bkParked is idx/parked's place in allBuckets.
+const bkParked = 10
+
+type diskPark struct {
+	_          struct{} `cbor:",toarray"`
+	ParkedAt   int64
+	ResumeURL  string
+	SentAt     int64
+	ClaimUntil int64
+}
+
+// recordResult is what goes in a record's result slot.
+func recordResult(r *keystore.Record) []byte {
+	if r.State != keystore.StateParked {
+		return r.Result
+	}
+	b, err := cbor.Marshal(diskPark{ParkedAt: msPtr(r.ParkedAt), ResumeURL: r.ResumeURL,
+		SentAt: msPtr(r.ResumeSentAt), ClaimUntil: msPtr(r.ResumeClaimUntil)})
+	if err != nil {
+		panic("cbor of a fixed struct: " + err.Error())
+	}
+	return b
+}
+
+// decodePark reads the park fields of a parked record from its result slot.
+func decodePark(r *keystore.Record, b []byte) error {
+	var d diskPark
+	if err := decMode.Unmarshal(b, &d); err != nil {
+		return fmt.Errorf("decode parked record %s/%s: %w", r.Namespace, r.Key, err)
+	}
+	r.Result = nil
+	r.ParkedAt, r.ResumeURL, r.ResumeSentAt, r.ResumeClaimUntil = fromMsPtr(d.ParkedAt), d.ResumeURL, fromMsPtr(d.SentAt), fromMsPtr(d.ClaimUntil)
+	return nil
+}
+
+// resumable: the key waits in idx/parked for the catch-up runner.
+func resumable(r *keystore.Record) bool {
+	return r != nil && r.State == keystore.StateParked && r.ParkedAt != nil && r.ResumeSentAt == nil && r.Reason != keystore.ReasonResumeLost
+}
+
+func parkedIndexKey(r *keystore.Record, rk []byte) []byte {
+	k := append([]byte(r.Destination), 0)
+	k = append(k, u64(uint64(ms(*r.ParkedAt)))...)
+	return append(k, rk...)
+}
+
+// indexParked keeps idx/parked in step with a write of next over prev.
+func indexParked(tx *bbolt.Tx, prev, next *keystore.Record, rk []byte) error {
+	if resumable(prev) {
+		if err := del(tx, bkParked, parkedIndexKey(prev, rk)); err != nil {
+			return err
+		}
+	}
+	if resumable(next) {
+		return put(tx, bkParked, parkedIndexKey(next, rk), nil)
+	}
+	return nil
+}
+
+// Parked implements keystore.ParkStore.
+func (s *Store) Parked(_ context.Context, q keystore.ParkedQuery) ([]*keystore.Record, error) {
+	q, err := q.Normalize()
+	if err != nil {
+		return nil, err
+	}
+	var out []*keystore.Record
+	err = s.db.Load().View(func(tx *bbolt.Tx) error {
+		prefix := append([]byte(q.Destination), 0)
+		start := prefix
+		if q.AfterKey != "" {
+			start = append(append(bytes.Clone(prefix), u64(uint64(ms(q.AfterAt)))...), recordKey(q.AfterNamespace, q.AfterKey)...)
+		}
+		keys := tx.Bucket(bucketKeys)
+		c := tx.Bucket(bucketParked).Cursor()
+		k, _ := c.Seek(start)
+		if q.AfterKey != "" && bytes.Equal(k, start) {
+			k, _ = c.Next()
+		}
+		for ; k != nil && bytes.HasPrefix(k, prefix) && len(out) < q.Limit; k, _ = c.Next() {
+			rk := k[len(prefix)+8:]
+			v := keys.Get(rk)
+			if v == nil {
+				continue
+			}
+			ns, key := splitRecordKey(rk)
+			r, err := decodeRecord(ns, key, v)
+			if err != nil {
+				return err
+			}
+			out = append(out, r)
+		}
+		return nil
+	})
+	return out, s.readErr(err)
+}
+
+// ParkedCounts implements keystore.ParkStore.
+func (s *Store) ParkedCounts(context.Context) (map[string]int, error) {
+	out := map[string]int{}
+	err := s.db.Load().View(func(tx *bbolt.Tx) error {
+		c := tx.Bucket(bucketParked).Cursor()
+		for k, _ := c.First(); k != nil; k, _ = c.Next() {
+			if i := bytes.IndexByte(k, 0); i > 0 {
+				out[string(k[:i])]++
+			}
+		}
+		return nil
+	})
+	return out, s.readErr(err)
+}
+
+// ClaimResume implements keystore.ParkStore.
+func (s *Store) ClaimResume(_ context.Context, ns, key string, claim time.Duration) (*keystore.Record, bool, error) {
+	key, err := keystore.CheckIdentity(ns, key)
+	if err != nil {
+		return nil, false, err
+	}
+	np := s.policies.Namespace(ns)
+	res, err := s.writeKey(ns, key, func(cur *keystore.Record, br *keystore.Breaker, now time.Time) (keystore.Step, error) {
+		st, _ := keystore.DecideClaimResume(cur, br, claim, np, now)
+		return st, nil
+	})
+	if err != nil || res.Record == nil {
+		return nil, false, err
+	}
+	return res.Record, true, nil
+}
+
+// ResumeAnswered implements keystore.ParkStore.
+func (s *Store) ResumeAnswered(_ context.Context, ns, key string, parkedAt time.Time, answer keystore.ResumeAnswer, detail string) (*keystore.Record, error) {
+	key, err := keystore.CheckIdentity(ns, key)
+	if err != nil {
+		return nil, err
+	}
+	res, err := s.writeKey(ns, key, func(cur *keystore.Record, _ *keystore.Breaker, now time.Time) (keystore.Step, error) {
+		st, _ := keystore.DecideResumeAnswered(cur, parkedAt, answer, detail, now)
+		return st, nil
+	})
+	return res.Record, err
+}
+
+var _ keystore.ParkStore = (*Store)(nil)
+
+// HoldDestination implements keystore.ParkStore.
+func (s *Store) HoldDestination(_ context.Context, dest, by, reason string, until time.Time) (keystore.Breaker, error) {
+	if err := keystore.CheckNamespace("destination", dest); err != nil {
+		return keystore.Breaker{}, err
+	}
+	var out keystore.Breaker
+	_, err := s.write(func(tx *bbolt.Tx, now time.Time) (boltDecision, error) {
+		br, raw, err := getBreaker(tx, dest)
+		if err != nil {
+			return boltDecision{}, err
+		}
+		st, err := keystore.DecideHoldDestination(br, by, reason, until, now)
+		if err != nil {
+			return boltDecision{}, err
+		}
+		out = st.Breaker.View(now)
+		return boltDecision{st: st, prevBreaker: raw}, nil
+	})
+	return out, err
+}

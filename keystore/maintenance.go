@@ -1,0 +1,40 @@
+package keystore
+
+import (
+	"strings"
+	"time"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/n8n-guard/n8n-guard/errs"
+)
+
+// MaxMaintenance bounds a maintenance window.
+const MaxMaintenance = 30 * 24 * time.Hour
+
+// DecideHoldDestination decides a maintenance window: a person (by)
+// pauses a destination until until, for reason. The breaker opens with
+// its cooldown ending at until, so reserves with resume_url park and are
+// caught up after the window exactly as after an outage (park.go). The
+// window, who set it and why go to the event log (breaker_opened).
+func DecideHoldDestination(b *Breaker, by, reason string, until, now time.Time) (Step, error) {
+	by, reason = strings.TrimSpace(by), strings.TrimSpace(reason)
+	if by == "" || utf8.RuneCountInString(by) > MaxByLength || strings.IndexFunc(by, unicode.IsControl) >= 0 {
+		return Step{}, errs.InvalidField("by", "required,max=128", "by is required: the person who sets the maintenance window (at most 128 characters, one line)")
+	}
+	if reason == "" || utf8.RuneCountInString(reason) > MaxNoteLength || !utf8.ValidString(reason) {
+		return Step{}, errs.InvalidField("reason", "required,max=2000", "reason is required: why the destination is paused (at most 2000 characters)")
+	}
+	if !until.After(now) || until.Sub(now) > MaxMaintenance {
+		return Step{}, errs.InvalidField("until", "future,max=720h", "until must be in the future and at most 30 days ahead")
+	}
+	next := b.Clone()
+	next.State = BreakerOpen
+	next.OpenedAt = timePtr(now)
+	next.ReopensAt = timePtr(until.UTC().Truncate(time.Millisecond))
+	next.ProbeNamespace, next.ProbeKey, next.ProbeUntil = "", "", nil
+	next.PausedReserves = 0
+	msg := "maintenance window by " + by + " until " + next.ReopensAt.Format(time.RFC3339) + ": " + reason
+	ev := Event{At: now, Kind: EventBreakerOpened, Destination: b.Destination, Message: truncate(msg, MaxMessageLength), ReopensAt: copyTime(next.ReopensAt)}
+	return Step{Breaker: next, Events: []Event{ev}}, nil
+}

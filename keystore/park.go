@@ -1,0 +1,210 @@
+package keystore
+
+import (
+	"context"
+	"time"
+)
+
+// Parking: an event whose destination is paused waits in n8n (a Wait node
+// set to resume "On Webhook Call") instead of being dropped, and the guard
+// resumes it when the destination is back. The key is recorded as parked
+// with the resume URL the execution gave; never with the payload.
+//
+//	reserve with resume_url, breaker paused  -> parked (outcome parked; a copy of a parked key: parked, no write)
+//	fail destination_* with resume_url, breaker not closed after it -> parked
+//	parked, not woken, breaker not closed    -> reserve answers parked (copies, early wakes by anyone else)
+//	parked, breaker closed or woken          -> reserve: reserved (accepted, attempt+1) through the breaker
+//	claim resume (the catch-up runner)       -> parked + claim; the first after a cooldown is the breaker's probe
+//	resume answered by n8n                   -> parked + resume_sent_at (the execution will reserve again)
+//	resume lost (404, finished)              -> parked, reason resume_lost: a person decides; never resumed again
+//	complete (a parked attempt's old token)  -> conflict; resolve: like failed
+//
+// A key is woken when a guard claimed its resume call: from then on its
+// reserve goes through to the breaker, which lets the probe's own key pass.
+
+// DefaultParkedLimit is how long a key may stay parked before its owner
+// hears of it (namespace policy parked_limit).
+const DefaultParkedLimit = 72 * time.Hour
+
+// woken reports whether a guard has claimed (and so may have sent) the
+// resume call of a parked key: its next reserve is the resumed execution.
+func woken(r *Record) bool { return r.ResumeClaimUntil != nil || r.ResumeSentAt != nil }
+
+// reserveParked decides a reserve of a parked key.
+func reserveParked(cur *Record, br *Breaker, req ReserveRequest, fp Fingerprint, np NamespacePolicy, now time.Time) (Step, error) {
+	if !woken(cur) && br != nil && br.View(now).State != BreakerClosed {
+		return Step{Result: parkedResult(cur, br, now)}, nil
+	}
+	return startAttempt(cur, br, req, fp, np, now, cur.Attempt+1)
+}
+
+// parkedResult answers about a parked key: when it is expected to go ahead.
+func parkedResult(cur *Record, br *Breaker, now time.Time) Result {
+	return Result{Outcome: OutcomeParked, RetryAfter: catchUpWait(br, now), Record: cur}
+}
+
+// catchUpWait is when the destination is expected back: the end of its
+// cooldown, or a second when that has passed (a probe is on its way).
+func catchUpWait(br *Breaker, now time.Time) time.Duration {
+	if br != nil && br.ReopensAt != nil && now.Before(*br.ReopensAt) {
+		return br.ReopensAt.Sub(now)
+	}
+	return time.Second
+}
+
+// park records cur (nil: a new key) as parked for the reserve or failure
+// req describes; attempt is the attempt the key last had (0: none).
+func park(cur *Record, br *Breaker, ns, key, owner, dest, resumeURL string, attempt int, fp Fingerprint, detail string, now time.Time) *Record {
+	next := cur.Clone()
+	if next == nil {
+		next = &Record{Namespace: ns, Key: key, CreatedAt: now}
+	}
+	if cur == nil || cur.State != StateParked || cur.ParkedAt == nil {
+		next.ParkedAt = timePtr(now)
+	}
+	next.State = StateParked
+	next.Attempt = attempt
+	next.Owner = owner
+	next.Destination = dest
+	next.ResumeURL = resumeURL
+	next.ResumeClaimUntil, next.ResumeSentAt = nil, nil
+	next.LeaseExpiresAt, next.ExpiresAt = nil, nil
+	next.Result, next.ResultRef, next.Via = nil, "", ""
+	next.Retryable = true
+	next.UpdatedAt = now
+	if len(next.Fingerprint) == 0 {
+		next.Fingerprint = fp
+	}
+	next.addHistory(Transition{At: now, Event: HistoryParked, Attempt: attempt, By: owner, Detail: detail})
+	return next
+}
+
+// DecideClaimResume decides whether a guard may call the resume URL of
+// the parked key cur now, holding the call for claim. The first key
+// claimed after a destination's cooldown becomes the breaker's probe; while
+// the cooldown runs, a probe is out, or a key was lost or already resumed,
+// the claim is refused (ok false, nothing written).
+func DecideClaimResume(cur *Record, br *Breaker, claim time.Duration, np NamespacePolicy, now time.Time) (s Step, ok bool) {
+	if cur == nil || cur.State != StateParked || cur.Reason == ReasonResumeLost || cur.ResumeSentAt != nil {
+		return Step{}, false
+	}
+	if cur.ResumeClaimUntil != nil && now.Before(*cur.ResumeClaimUntil) {
+		return Step{}, false
+	}
+	if br != nil {
+		b := br.Clone()
+		switch br.View(now).State {
+		case BreakerOpen:
+			return Step{}, false
+		case BreakerHalfOpen:
+			if b.ProbeUntil != nil && now.Before(*b.ProbeUntil) && !b.isProbe(cur.Namespace, cur.Key) {
+				return Step{}, false
+			}
+			// The probe: its resumed execution's reserve is let through
+			// (admit), its complete closes the breaker.
+			b.State = BreakerHalfOpen
+			b.startProbe(cur.Namespace, cur.Key, claim+np.Lease, now)
+			s.Breaker = b
+		}
+	}
+	next := cur.Clone()
+	next.ResumeClaimUntil = timePtr(now.Add(claim))
+	next.UpdatedAt = now
+	s.Record = next
+	s.Result = Result{Outcome: OutcomeParked, Record: next}
+	return s, true
+}
+
+// ResumeAnswer is what n8n said to a resume call.
+type ResumeAnswer int
+
+const (
+	// ResumeAccepted: n8n resumed the execution; it will reserve again.
+	ResumeAccepted ResumeAnswer = iota + 1
+	// ResumeLost: n8n no longer holds it (404; 409 "finished"): deleted,
+	// pruned, cancelled. A person must decide about the event.
+	ResumeLost
+	// ResumeRetry: n8n is down or the execution has not reached its Wait
+	// node yet; the claim is dropped so the call is tried again.
+	ResumeRetry
+)
+
+// DecideResumeAnswered records n8n's answer to the resume call of the key
+// parked at parkedAt. A key that moved on meanwhile (its resumed execution
+// already reserved it) is left alone.
+func DecideResumeAnswered(cur *Record, parkedAt time.Time, answer ResumeAnswer, detail string, now time.Time) (Step, bool) {
+	if cur == nil || cur.State != StateParked || cur.ParkedAt == nil || !cur.ParkedAt.Equal(parkedAt) {
+		return Step{}, false
+	}
+	next := cur.Clone()
+	next.UpdatedAt = now
+	var events []Event
+	switch answer {
+	case ResumeAccepted:
+		if cur.ResumeSentAt != nil {
+			return Step{}, false
+		}
+		next.ResumeSentAt = timePtr(now)
+		next.addHistory(Transition{At: now, Event: HistoryResumed, Attempt: cur.Attempt})
+	case ResumeLost:
+		next.ResumeClaimUntil = nil
+		next.Reason, next.Message = ReasonResumeLost, truncate(detail, MaxMessageLength)
+		next.addHistory(Transition{At: now, Event: HistoryResumeLost, Attempt: cur.Attempt, Detail: truncate(detail, 200)})
+		events = append(events, Event{At: now, Kind: EventParkedLost, Namespace: cur.Namespace, Key: cur.Key,
+			Attempt: cur.Attempt, Owner: cur.Owner, Destination: cur.Destination, Reason: ReasonResumeLost, Message: next.Message})
+	case ResumeRetry:
+		if cur.ResumeClaimUntil == nil || cur.ResumeSentAt != nil {
+			return Step{}, false
+		}
+		next.ResumeClaimUntil = nil
+	default:
+		return Step{}, false
+	}
+	return Step{Record: next, Events: events, Result: Result{Outcome: OutcomeParked, Record: next}}, true
+}
+
+// EventParkedLost: n8n no longer holds a parked execution; its owner must
+// decide about the event.
+const EventParkedLost EventKind = "parked_lost"
+
+// ParkedQuery selects parked keys of one destination, oldest first.
+type ParkedQuery struct {
+	Destination string
+	Limit       int // 1..1000, default 100
+	// After continues a listing: the parked_at, namespace and key of the
+	// last item of the previous page.
+	AfterAt        time.Time
+	AfterNamespace string
+	AfterKey       string
+}
+
+// Normalize applies the limits.
+func (q ParkedQuery) Normalize() (ParkedQuery, error) {
+	if err := CheckNamespace("destination", q.Destination); err != nil {
+		return q, err
+	}
+	if q.Limit <= 0 {
+		q.Limit = 100
+	}
+	if q.Limit > 1000 {
+		q.Limit = 1000
+	}
+	return q, nil
+}
+
+// ParkStore is what the catch-up runner needs of a store beyond Store.
+// Both stores implement it; storetest checks them.
+type ParkStore interface {
+	// Parked lists parked keys of a destination, oldest parked first.
+	Parked(ctx context.Context, q ParkedQuery) ([]*Record, error)
+	// ParkedCounts returns the number of parked keys per destination.
+	ParkedCounts(ctx context.Context) (map[string]int, error)
+	// ClaimResume applies DecideClaimResume to a key and its destination's
+	// breaker atomically; ok is false when the claim was refused. Of any
+	// number of guards claiming one key at once, exactly one gets it.
+	ClaimResume(ctx context.Context, ns, key string, claim time.Duration) (r *Record, ok bool, err error)
+	// ResumeAnswered applies DecideResumeAnswered.
+	ResumeAnswered(ctx context.Context, ns, key string, parkedAt time.Time, answer ResumeAnswer, detail string) (*Record, error)
+	// HoldDestination applies DecideHoldDestination (maintenance.go).
+	HoldDestination(ctx context.Context, destination, by, reason string, until time.Time) (Breaker, error)
+}

@@ -1,0 +1,149 @@
+package postgres
+
+import (
+	"context"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/n8n-guard/n8n-guard/keystore"
+)
+
+// Parked keys (keystore/park.go): the catch-up runner's queue is the
+// partial index guard_keys_parked (migration 0005). A claim is an ordinary
+// decision on the key and its breaker (run): of several guards claiming
+// one key at once, the version check lets exactly one write its claim, and
+// the others decide again on the claimed row and are refused.
+
+// Parked implements keystore.ParkStore.
+func (s *Store) Parked(ctx context.Context, q keystore.ParkedQuery) ([]*keystore.Record, error) {
+	q, err := q.Normalize()
+	if err != nil {
+		return nil, err
+	}
+	sql := `SELECT namespace, key, ` + pgKeyRead + ` FROM guard_keys
+		WHERE state = 'parked' AND resume_sent_at IS NULL AND reason <> 'resume_lost' AND destination = $1`
+	args := []any{q.Destination}
+	if q.AfterKey != "" {
+		sql += ` AND (parked_at, namespace, key) > ($3, $4, $5)`
+		args = append(args, q.Limit, q.AfterAt, q.AfterNamespace, q.AfterKey)
+	} else {
+		args = append(args, q.Limit)
+	}
+	sql += ` ORDER BY parked_at, namespace, key LIMIT $2`
+	rows, err := s.pool.Query(ctx, sql, args...)
+	if err != nil {
+		return nil, s.dbErr("parked", err)
+	}
+	defer rows.Close()
+	var out []*keystore.Record
+	for rows.Next() {
+		var ns, key string
+		r, _, err := scanRecord(prefixRow{rows, []any{&ns, &key}}, "", "")
+		if err != nil {
+			return nil, s.dbErr("parked", err)
+		}
+		r.Namespace, r.Key = ns, key
+		out = append(out, r)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, s.dbErr("parked", err)
+	}
+	return out, nil
+}
+
+// ParkedCounts implements keystore.ParkStore.
+func (s *Store) ParkedCounts(ctx context.Context) (map[string]int, error) {
+	rows, err := s.pool.Query(ctx, `SELECT destination, count(*) FROM guard_keys
+		WHERE state = 'parked' AND resume_sent_at IS NULL AND reason <> 'resume_lost' GROUP BY destination`)
+	if err != nil {
+		return nil, s.dbErr("parked counts", err)
+	}
+	defer rows.Close()
+	out := map[string]int{}
+	for rows.Next() {
+		var dest string
+		var n int
+		if err := rows.Scan(&dest, &n); err != nil {
+			return nil, s.dbErr("parked counts", err)
+		}
+		out[dest] = n
+	}
+	return out, s.dbErrOrNil("parked counts", rows.Err())
+}
+
+func (s *Store) dbErrOrNil(op string, err error) error {
+	if err == nil {
+		return nil
+	}
+	return s.dbErr(op, err)
+}
+
+// ClaimResume implements keystore.ParkStore.
+func (s *Store) ClaimResume(ctx context.Context, ns, key string, claim time.Duration) (*keystore.Record, bool, error) {
+	key, err := keystore.CheckIdentity(ns, key)
+	if err != nil {
+		return nil, false, err
+	}
+	np := s.policies.Namespace(ns)
+	res, err := s.run(ctx, decision{op: "claim resume", ns: ns, key: key, fromKey: true,
+		decide: func(cur *keystore.Record, br *keystore.Breaker, now time.Time) (keystore.Step, error) {
+			st, _ := keystore.DecideClaimResume(cur, br, claim, np, now)
+			return st, nil
+		}})
+	if err != nil || res.Record == nil {
+		return nil, false, err
+	}
+	return res.Record, true, nil
+}
+
+// ResumeAnswered implements keystore.ParkStore.
+func (s *Store) ResumeAnswered(ctx context.Context, ns, key string, parkedAt time.Time, answer keystore.ResumeAnswer, detail string) (*keystore.Record, error) {
+	key, err := keystore.CheckIdentity(ns, key)
+	if err != nil {
+		return nil, err
+	}
+	res, err := s.run(ctx, decision{op: "resume answered", ns: ns, key: key, fromKey: true, noBreaker: true,
+		decide: func(cur *keystore.Record, _ *keystore.Breaker, now time.Time) (keystore.Step, error) {
+			st, _ := keystore.DecideResumeAnswered(cur, parkedAt, answer, detail, now)
+			return st, nil
+		}})
+	return res.Record, err
+}
+
+var _ keystore.ParkStore = (*Store)(nil)
+
+// HoldDestination implements keystore.ParkStore.
+func (s *Store) HoldDestination(ctx context.Context, dest, by, reason string, until time.Time) (keystore.Breaker, error) {
+	if err := keystore.CheckNamespace("destination", dest); err != nil {
+		return keystore.Breaker{}, err
+	}
+	tx, err := s.pool.Begin(ctx)
+	if err != nil {
+		return keystore.Breaker{}, s.dbErr("hold destination", err)
+	}
+	defer tx.Rollback(context.WithoutCancel(ctx))
+	br, exists, err := scanBreaker(tx.QueryRow(ctx, pgSelectBreaker+` FOR UPDATE`, dest), dest)
+	if err != nil {
+		return keystore.Breaker{}, s.dbErr("hold destination", err)
+	}
+	now, err := s.now(ctx, tx)
+	if err != nil {
+		return keystore.Breaker{}, s.dbErr("hold destination", err)
+	}
+	st, err := keystore.DecideHoldDestination(br, by, reason, until, now)
+	if err != nil {
+		return keystore.Breaker{}, err
+	}
+	b := &pgx.Batch{}
+	queueBreaker(b, st.Breaker, exists)
+	for _, ev := range st.Events {
+		queueEvent(b, ev)
+	}
+	if err := tx.SendBatch(ctx, b).Close(); err != nil {
+		return keystore.Breaker{}, s.dbErr("hold destination", err)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return keystore.Breaker{}, s.dbErr("hold destination", err)
+	}
+	return st.Breaker.View(now), nil
+}

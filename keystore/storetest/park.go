@@ -1,0 +1,386 @@
+package storetest
+
+import (
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/n8n-guard/n8n-guard/errs"
+	"github.com/n8n-guard/n8n-guard/keystore"
+)
+
+// Parked keys (keystore/park.go): an event that meets a paused
+// destination waits in n8n and is resumed by the guard, one key at a time
+// as the breaker's probe, then the rest oldest first.
+
+const resumeBase = "http://n8n.local/webhook-waiting/"
+
+func withResume(execID string) func(*keystore.ReserveRequest) {
+	return func(r *keystore.ReserveRequest) { r.ResumeURL = resumeBase + execID }
+}
+
+func parkStore(t *testing.T, e *env) keystore.ParkStore {
+	t.Helper()
+	ps, ok := e.s.(keystore.ParkStore)
+	if !ok {
+		t.Fatalf("%T does not implement keystore.ParkStore", e.s)
+	}
+	return ps
+}
+
+func parkedKeys(t *testing.T, e *env, dest string) []string {
+	t.Helper()
+	rs, err := parkStore(t, e).Parked(e.ctx, keystore.ParkedQuery{Destination: dest})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var keys []string
+	for _, r := range rs {
+		keys = append(keys, r.Key)
+	}
+	return keys
+}
+
+func claim(t *testing.T, e *env, key string) bool {
+	t.Helper()
+	_, ok, err := parkStore(t, e).ClaimResume(e.ctx, ns, key, 30*time.Second)
+	if err != nil {
+		t.Fatalf("claim %s: %v", key, err)
+	}
+	return ok
+}
+
+// openHubspot opens hubspot's breaker with a key that finds it unreachable.
+func openHubspot(t *testing.T, e *env) {
+	t.Helper()
+	r := e.reserve(ns, "evt_first", withDest("hubspot"))
+	wantOutcome(t, e.fail(ns, "evt_first", r.Token, keystore.ReasonDestinationUnreachable), keystore.OutcomeDestinationFailed)
+}
+
+func runParking(t *testing.T, newStore New) {
+	pol := keystore.Policies{Destinations: map[string]keystore.DestinationPolicy{"hubspot": {Cooldown: time.Minute, FailureThreshold: 3}}}
+	t.Run("a paused reserve with resume_url parks; copies answer parked and write nothing", func(t *testing.T) {
+		e := setup(t, newStore, pol)
+		openHubspot(t, e)
+		p := e.reserve(ns, "evt_1", withDest("hubspot"), withResume("101"))
+		wantOutcome(t, p, keystore.OutcomeParked)
+		wantState(t, p, keystore.StateParked)
+		if p.Proceed || p.Token != "" || keystore.CeilSeconds(p.RetryAfter) != 60 {
+			t.Fatalf("parked answer: %+v", p)
+		}
+		if p.Record.ResumeURL != resumeBase+"101" || p.Record.ParkedAt == nil || p.Record.Destination != "hubspot" || p.Record.Attempt != 0 {
+			t.Fatalf("parked record: %+v", p.Record)
+		}
+		e.restart()
+		before := e.lookup(ns, "evt_1")
+		wantState(t, before, keystore.StateParked)
+		sameRecord(t, p.Record, before.Record)
+		for i, mod := range []func(*keystore.ReserveRequest){withResume("102"), withResume("101"), func(*keystore.ReserveRequest) {}} {
+			c := e.reserve(ns, "evt_1", withDest("hubspot"), mod)
+			wantOutcome(t, c, keystore.OutcomeParked)
+			if c.Proceed {
+				t.Fatalf("copy %d proceeds", i)
+			}
+		}
+		sameRecord(t, before.Record, e.lookup(ns, "evt_1").Record)
+		// Without resume_url nothing changes: paused, nothing recorded.
+		wantOutcome(t, e.reserve(ns, "evt_2", withDest("hubspot")), keystore.OutcomeDestinationPaused)
+		wantState(t, e.lookup(ns, "evt_2"), keystore.StateAbsent)
+		if got := parkedKeys(t, e, "hubspot"); fmt.Sprint(got) != "[evt_1]" {
+			t.Fatalf("parked = %v", got)
+		}
+	})
+	t.Run("a failure with resume_url that opens the breaker parks the key", func(t *testing.T) {
+		e := setup(t, newStore, pol)
+		r := e.reserve(ns, "evt_1", withDest("hubspot"))
+		f, err := e.s.Fail(e.ctx, keystore.FailRequest{Namespace: ns, Key: "evt_1", Token: r.Token, Reason: keystore.ReasonDestinationUnreachable, ResumeURL: resumeBase + "7"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		wantOutcome(t, f, keystore.OutcomeParked)
+		wantState(t, f, keystore.StateParked)
+		if f.Record.Attempt != 1 || f.Record.Reason != keystore.ReasonDestinationUnreachable {
+			t.Fatalf("record: %+v", f.Record)
+		}
+		if b := breaker(t, e, "hubspot"); b.State != keystore.BreakerOpen {
+			t.Fatalf("breaker %s, want open", b.State)
+		}
+		// The same report again is answered the same, without a write.
+		again, err := e.s.Fail(e.ctx, keystore.FailRequest{Namespace: ns, Key: "evt_1", Token: r.Token, Reason: keystore.ReasonDestinationUnreachable, ResumeURL: resumeBase + "7"})
+		if err != nil || again.Outcome != keystore.OutcomeParked {
+			t.Fatalf("repeat: %+v %v", again, err)
+		}
+		// A failure that leaves the breaker closed does not park.
+		r2 := e.reserve(ns, "evt_2", withDest("salesforce"))
+		f2, err := e.s.Fail(e.ctx, keystore.FailRequest{Namespace: ns, Key: "evt_2", Token: r2.Token, Reason: keystore.ReasonDestinationFailed, ResumeURL: resumeBase + "8"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		wantOutcome(t, f2, keystore.OutcomeDestinationFailed)
+	})
+	t.Run("parked keys are listed per destination, oldest first, and counted", func(t *testing.T) {
+		e := setup(t, newStore, pol)
+		openHubspot(t, e)
+		for i := 0; i < 5; i++ {
+			wantOutcome(t, e.reserve(ns, fmt.Sprintf("evt_%d", 5-i), withDest("hubspot"), withResume(fmt.Sprint(i))), keystore.OutcomeParked)
+			e.clock.Advance(time.Second)
+		}
+		r := e.reserve(ns, "evt_sf", withDest("salesforce"))
+		e.fail(ns, "evt_sf", r.Token, keystore.ReasonDestinationUnreachable)
+		wantOutcome(t, e.reserve(ns, "evt_s1", withDest("salesforce"), withResume("s1")), keystore.OutcomeParked)
+		if got := parkedKeys(t, e, "hubspot"); fmt.Sprint(got) != "[evt_5 evt_4 evt_3 evt_2 evt_1]" {
+			t.Fatalf("parked = %v, want oldest first", got)
+		}
+		ps := parkStore(t, e)
+		page, err := ps.Parked(e.ctx, keystore.ParkedQuery{Destination: "hubspot", Limit: 2})
+		if err != nil || len(page) != 2 {
+			t.Fatalf("page: %v %v", page, err)
+		}
+		last := page[1]
+		rest, err := ps.Parked(e.ctx, keystore.ParkedQuery{Destination: "hubspot", AfterAt: *last.ParkedAt, AfterNamespace: last.Namespace, AfterKey: last.Key})
+		if err != nil || len(rest) != 3 || rest[0].Key != "evt_3" {
+			t.Fatalf("next page: %v %v", rest, err)
+		}
+		counts, err := ps.ParkedCounts(e.ctx)
+		if err != nil || counts["hubspot"] != 5 || counts["salesforce"] != 1 || len(counts) != 2 {
+			t.Fatalf("counts = %v %v", counts, err)
+		}
+		if all := listAll(t, e, keystore.ListQuery{State: keystore.StateParked}); len(all) != 6 {
+			t.Fatalf("list state=parked: %d, want 6", len(all))
+		}
+		c, err := e.s.Counts(e.ctx)
+		if err != nil || c[ns][keystore.StateParked] != 6 {
+			t.Fatalf("counts by state: %v %v", c, err)
+		}
+	})
+	t.Run("catch-up: one probe after the cooldown, the rest once it completed", func(t *testing.T) {
+		e := setup(t, newStore, pol)
+		openHubspot(t, e)
+		for _, k := range []string{"evt_1", "evt_2", "evt_3"} {
+			wantOutcome(t, e.reserve(ns, k, withDest("hubspot"), withResume(k)), keystore.OutcomeParked)
+			e.clock.Advance(time.Second)
+		}
+		if claim(t, e, "evt_1") {
+			t.Fatalf("claimed during the cooldown")
+		}
+		e.clock.Advance(time.Minute)
+		if !claim(t, e, "evt_1") {
+			t.Fatalf("the oldest key could not become the probe")
+		}
+		if b := breaker(t, e, "hubspot"); b.State != keystore.BreakerHalfOpen {
+			t.Fatalf("breaker %s, want half_open with the probe out", b.State)
+		}
+		if claim(t, e, "evt_1") || claim(t, e, "evt_2") {
+			t.Fatalf("a second claim while the probe is out")
+		}
+		// A copy of a parked key that is not the probe is still parked.
+		wantOutcome(t, e.reserve(ns, "evt_2", withDest("hubspot"), withResume("x")), keystore.OutcomeParked)
+		ps := parkStore(t, e)
+		parkedAt := *e.lookup(ns, "evt_1").Record.ParkedAt
+		rec, err := ps.ResumeAnswered(e.ctx, ns, "evt_1", parkedAt, keystore.ResumeAccepted, "")
+		if err != nil || rec == nil || rec.ResumeSentAt == nil {
+			t.Fatalf("resume answered: %+v %v", rec, err)
+		}
+		if got := parkedKeys(t, e, "hubspot"); fmt.Sprint(got) != "[evt_2 evt_3]" {
+			t.Fatalf("parked after the probe was sent = %v", got)
+		}
+		e.restart()
+		// The resumed execution reserves again: accepted, next attempt.
+		a := e.reserve(ns, "evt_1", withDest("hubspot"), withResume("evt_1"))
+		wantOutcome(t, a, keystore.OutcomeAccepted)
+		if a.Record.Attempt != 1 || a.Record.ResumeURL != "" || a.Record.ParkedAt != nil {
+			t.Fatalf("resumed record: %+v", a.Record)
+		}
+		wantOutcome(t, e.complete(ns, "evt_1", a.Token, "crm-1"), keystore.OutcomeCompleted)
+		if b := breaker(t, e, "hubspot"); b.State != keystore.BreakerClosed {
+			t.Fatalf("breaker %s after the probe completed, want closed", b.State)
+		}
+		for _, k := range []string{"evt_2", "evt_3"} {
+			if !claim(t, e, k) {
+				t.Fatalf("claim %s with the breaker closed refused", k)
+			}
+			wantOutcome(t, e.reserve(ns, k, withDest("hubspot"), withResume(k)), keystore.OutcomeAccepted)
+		}
+		if got := parkedKeys(t, e, "hubspot"); len(got) != 0 {
+			t.Fatalf("still parked: %v", got)
+		}
+	})
+	t.Run("a probe that fails re-opens the breaker and is parked again, behind the others", func(t *testing.T) {
+		e := setup(t, newStore, pol)
+		openHubspot(t, e)
+		for _, k := range []string{"evt_1", "evt_2"} {
+			e.reserve(ns, k, withDest("hubspot"), withResume(k))
+			e.clock.Advance(time.Second)
+		}
+		e.clock.Advance(time.Minute)
+		if !claim(t, e, "evt_1") {
+			t.Fatal("no probe")
+		}
+		a := e.reserve(ns, "evt_1", withDest("hubspot"), withResume("evt_1"))
+		wantOutcome(t, a, keystore.OutcomeAccepted)
+		f, err := e.s.Fail(e.ctx, keystore.FailRequest{Namespace: ns, Key: "evt_1", Token: a.Token, Reason: keystore.ReasonDestinationUnreachable, ResumeURL: resumeBase + "evt_1"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		wantOutcome(t, f, keystore.OutcomeParked)
+		if b := breaker(t, e, "hubspot"); b.State != keystore.BreakerOpen {
+			t.Fatalf("breaker %s, want open again", b.State)
+		}
+		// Parked anew: the next probe is another key, so one event the
+		// destination keeps failing does not hold up the rest.
+		if got := parkedKeys(t, e, "hubspot"); fmt.Sprint(got) != "[evt_2 evt_1]" {
+			t.Fatalf("parked = %v, want both, the failed probe last", got)
+		}
+		if claim(t, e, "evt_2") {
+			t.Fatal("claimed while open again")
+		}
+	})
+	t.Run("a resume n8n no longer holds is lost: told, never resumed again", func(t *testing.T) {
+		e := setup(t, newStore, pol)
+		openHubspot(t, e)
+		p := e.reserve(ns, "evt_1", withDest("hubspot"), withResume("1"))
+		e.clock.Advance(time.Minute)
+		if !claim(t, e, "evt_1") {
+			t.Fatal("no claim")
+		}
+		rec, err := parkStore(t, e).ResumeAnswered(e.ctx, ns, "evt_1", *p.Record.ParkedAt, keystore.ResumeLost, "n8n answered 404: execution 1 not found")
+		if err != nil || rec == nil || rec.Reason != keystore.ReasonResumeLost || rec.State != keystore.StateParked {
+			t.Fatalf("lost: %+v %v", rec, err)
+		}
+		if got := parkedKeys(t, e, "hubspot"); len(got) != 0 {
+			t.Fatalf("a lost key is still queued: %v", got)
+		}
+		e.clock.Advance(time.Hour)
+		if claim(t, e, "evt_1") {
+			t.Fatal("a lost key was claimed again")
+		}
+		var lost int
+		for _, ev := range e.events() {
+			if ev.Kind == keystore.EventParkedLost && ev.Key == "evt_1" {
+				lost++
+			}
+		}
+		if lost != 1 {
+			t.Fatalf("%d parked_lost events, want 1", lost)
+		}
+		// A person decides: resolved like a failed key.
+		res, err := e.s.Resolve(e.ctx, keystore.ResolveRequest{Namespace: ns, Key: "evt_1", Resolution: keystore.StateCompleted, By: "ops", Note: "entered by hand"})
+		if err != nil || res.Record.State != keystore.StateCompleted {
+			t.Fatalf("resolve: %+v %v", res, err)
+		}
+	})
+	t.Run("guards racing for one parked key: exactly one claims it", func(t *testing.T) {
+		e := setup(t, newStore, pol)
+		openHubspot(t, e)
+		e.reserve(ns, "evt_1", withDest("hubspot"), withResume("1"))
+		e.clock.Advance(time.Minute)
+		var wins atomic.Int32
+		var wg sync.WaitGroup
+		for i := 0; i < 20; i++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				_, ok, err := parkStore(t, e).ClaimResume(e.ctx, ns, "evt_1", 30*time.Second)
+				if err != nil {
+					t.Error(err)
+				}
+				if ok {
+					wins.Add(1)
+				}
+			}()
+		}
+		wg.Wait()
+		if wins.Load() != 1 {
+			t.Fatalf("%d claims won, want exactly 1", wins.Load())
+		}
+	})
+	t.Run("copies racing on a parked key being resumed: exactly one accepted", func(t *testing.T) {
+		e := setup(t, newStore, pol)
+		openHubspot(t, e)
+		e.reserve(ns, "evt_1", withDest("hubspot"), withResume("1"))
+		e.clock.Advance(time.Minute)
+		if !claim(t, e, "evt_1") {
+			t.Fatal("no claim")
+		}
+		var accepted, other atomic.Int32
+		var wg sync.WaitGroup
+		for i := 0; i < 20; i++ {
+			wg.Add(1)
+			go func(i int) {
+				defer wg.Done()
+				res, err := e.s.Reserve(e.ctx, keystore.ReserveRequest{Namespace: ns, Key: "evt_1", Destination: "hubspot", ResumeURL: fmt.Sprintf("%s%d", resumeBase, i)})
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if res.Outcome == keystore.OutcomeAccepted {
+					accepted.Add(1)
+				} else {
+					other.Add(1)
+				}
+			}(i)
+		}
+		wg.Wait()
+		if accepted.Load() != 1 || other.Load() != 19 {
+			t.Fatalf("accepted %d, others %d; want exactly one accepted", accepted.Load(), other.Load())
+		}
+	})
+	t.Run("a maintenance window parks events and they catch up after it", func(t *testing.T) {
+		e := setup(t, newStore, pol)
+		ps := parkStore(t, e)
+		until := e.clock.Now().Add(10 * time.Minute)
+		for _, bad := range []struct {
+			by, reason string
+			until      time.Time
+		}{
+			{"", "CRM upgrade", until}, {"ops", " ", until}, {"ops", "CRM upgrade", e.clock.Now().Add(-time.Second)},
+		} {
+			_, err := ps.HoldDestination(e.ctx, "hubspot", bad.by, bad.reason, bad.until)
+			wantCode(t, err, errs.InvalidRequest)
+		}
+		if b := breaker(t, e, "hubspot"); b.State != keystore.BreakerClosed {
+			t.Fatalf("a refused window changed the breaker: %+v", b)
+		}
+		b, err := ps.HoldDestination(e.ctx, "hubspot", "ops", "CRM upgrade", until)
+		if err != nil || b.State != keystore.BreakerOpen || b.ReopensAt == nil || !b.ReopensAt.Equal(until) {
+			t.Fatalf("hold: %+v %v", b, err)
+		}
+		if l := breaker(t, e, "hubspot"); l.State != keystore.BreakerOpen || !l.ReopensAt.Equal(until) {
+			t.Fatalf("breaker list: %+v", l)
+		}
+		p := e.reserve(ns, "evt_1", withDest("hubspot"), withResume("1"))
+		wantOutcome(t, p, keystore.OutcomeParked)
+		if keystore.CeilSeconds(p.RetryAfter) != 600 {
+			t.Fatalf("expected back in %v, want the window's end", p.RetryAfter)
+		}
+		e.clock.Advance(5 * time.Minute)
+		if claim(t, e, "evt_1") {
+			t.Fatal("claimed during the window")
+		}
+		e.clock.Advance(6 * time.Minute)
+		if !claim(t, e, "evt_1") {
+			t.Fatal("not resumed after the window")
+		}
+		var msgs []string
+		for _, ev := range e.events() {
+			if ev.Kind == keystore.EventBreakerOpened {
+				msgs = append(msgs, ev.Message)
+			}
+		}
+		if len(msgs) != 1 || !strings.Contains(msgs[0], "ops") || !strings.Contains(msgs[0], "CRM upgrade") {
+			t.Fatalf("breaker_opened events: %q", msgs)
+		}
+	})
+	t.Run("bad resume_url is refused and changes nothing", func(t *testing.T) {
+		e := setup(t, newStore, pol)
+		openHubspot(t, e)
+		for _, u := range []string{"ftp://x/y", "/webhook-waiting/1", "http://", "http://a/\nb"} {
+			_, err := e.s.Reserve(e.ctx, keystore.ReserveRequest{Namespace: ns, Key: "evt_1", Destination: "hubspot", ResumeURL: u})
+			wantCode(t, err, errs.InvalidRequest)
+		}
+		wantState(t, e.lookup(ns, "evt_1"), keystore.StateAbsent)
+	})
+}

@@ -1,0 +1,146 @@
+package n8n
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/n8n-guard/n8n-guard/keystore"
+)
+
+// Resuming executions parked in a Wait node (keystore/park.go). A Wait
+// node set to resume "On Webhook Call" keeps the execution in n8n's
+// database and wakes it when its resume URL ($execution.resumeUrl,
+// /webhook-waiting/<execution id>) is called. n8n answers such a call:
+//
+//	200            the execution was woken (and runs on by itself)
+//	404            no such execution: deleted or pruned
+//	409 "... is running already"   the execution has not reached its Wait node yet (a resume that came too early)
+//	409 "... has finished already" it finished or was cancelled meanwhile
+//	5xx, no answer n8n is down or restarting
+//
+// (packages/cli/src/webhooks/waiting-webhooks.ts, the same on 1.x and 2.x.)
+// Only the first two kinds of 409 and 404 are final; the rest are tried
+// again by the caller.
+
+// ResumeDefaultHeader is the header the guard's resume calls carry, which
+// the Wait node's Header Auth credential checks (n8n setup creates it).
+const ResumeDefaultHeader = "X-N8n-Guard-Resume"
+
+// ResumeCaller calls resume URLs. The zero value is usable: POST, no
+// credential, a 10 s timeout.
+type ResumeCaller struct {
+	// Client is the HTTP client (nil: one with a 10 s timeout).
+	Client *http.Client
+	// Method is the Wait node's HTTP method (default POST).
+	Method string
+	// Header and Secret: the header auth the Wait node checks; empty
+	// Secret: none is sent.
+	Header string
+	Secret string
+}
+
+// ResumeOutcome is what one resume call found out.
+type ResumeOutcome struct {
+	Answer keystore.ResumeAnswer
+	Status int    // n8n's HTTP status, 0 without an answer
+	Detail string // for logs and the key's message; never the secret
+}
+
+// ResumeBody is what the guard sends to the waking execution: the Wait
+// node's output item ($json.body in n8n).
+type ResumeBody struct {
+	ResumedBy string `json:"resumed_by"`
+	Namespace string `json:"namespace"`
+	Key       string `json:"key"`
+	Attempt   int    `json:"attempt"`
+}
+
+// Resume calls r's resume URL once and classifies n8n's answer.
+func (c *ResumeCaller) Resume(ctx context.Context, r *keystore.Record) ResumeOutcome {
+	client := c.Client
+	if client == nil {
+		client = &http.Client{Timeout: 10 * time.Second}
+	}
+	method := c.Method
+	if method == "" {
+		method = http.MethodPost
+	}
+	body, _ := json.Marshal(ResumeBody{ResumedBy: "n8n-guard", Namespace: r.Namespace, Key: r.Key, Attempt: r.Attempt})
+	req, err := http.NewRequestWithContext(ctx, method, r.ResumeURL, bytes.NewReader(body))
+	if err != nil {
+		return ResumeOutcome{Answer: keystore.ResumeLost, Detail: "the resume URL cannot be called: " + err.Error()}
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("User-Agent", "n8n-guard")
+	if c.Secret != "" {
+		h := c.Header
+		if h == "" {
+			h = ResumeDefaultHeader
+		}
+		req.Header.Set(h, c.Secret)
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		var detail string
+		if errors.Is(err, context.DeadlineExceeded) {
+			detail = "n8n did not answer the resume call in time"
+		} else {
+			detail = "n8n could not be reached: " + resumeShortError(err)
+		}
+		return ResumeOutcome{Answer: keystore.ResumeRetry, Detail: detail}
+	}
+	defer resp.Body.Close()
+	msg, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+	text := resumeMessage(msg)
+	out := ResumeOutcome{Status: resp.StatusCode}
+	switch {
+	case resp.StatusCode >= 200 && resp.StatusCode < 300:
+		out.Answer, out.Detail = keystore.ResumeAccepted, fmt.Sprintf("n8n answered %d", resp.StatusCode)
+	case resp.StatusCode == http.StatusNotFound:
+		out.Answer, out.Detail = keystore.ResumeLost, fmt.Sprintf("n8n answered 404 to the resume call: the execution was deleted or pruned (%s)", text)
+	case resp.StatusCode == http.StatusConflict && strings.Contains(strings.ToLower(text), "running"):
+		out.Answer, out.Detail = keystore.ResumeRetry, "n8n answered 409: the execution has not reached its Wait node yet"
+	case resp.StatusCode == http.StatusConflict:
+		out.Answer, out.Detail = keystore.ResumeLost, fmt.Sprintf("n8n answered 409 to the resume call: the execution finished or was cancelled (%s)", text)
+	case resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusForbidden:
+		out.Answer, out.Detail = keystore.ResumeRetry, fmt.Sprintf("n8n refused the resume credential (%d): check the Wait node's Header Auth credential and --resume-secret", resp.StatusCode)
+	default:
+		out.Answer, out.Detail = keystore.ResumeRetry, fmt.Sprintf("n8n answered %d to the resume call (%s)", resp.StatusCode, text)
+	}
+	return out
+}
+
+// resumeMessage is n8n's error message ({"code":409,"message":"..."}) or
+// the start of the body.
+func resumeMessage(b []byte) string {
+	var m struct {
+		Message string `json:"message"`
+	}
+	if json.Unmarshal(b, &m) == nil && m.Message != "" {
+		return m.Message
+	}
+	s := strings.TrimSpace(string(b))
+	if len(s) > 200 {
+		s = s[:200]
+	}
+	return s
+}
+
+// resumeShortError drops the URL from a client error: it may hold the
+// execution's signature.
+func resumeShortError(err error) string {
+	var ue interface{ Unwrap() error }
+	if errors.As(err, &ue) {
+		if inner := ue.Unwrap(); inner != nil {
+			return inner.Error()
+		}
+	}
+	return err.Error()
+}
