@@ -17,6 +17,7 @@ import (
 
 	"github.com/n8n-guard/n8n-guard/api"
 	"github.com/n8n-guard/n8n-guard/api/access"
+	"github.com/n8n-guard/n8n-guard/internal/tlsserve"
 	"github.com/n8n-guard/n8n-guard/keystore"
 	"github.com/n8n-guard/n8n-guard/notify"
 )
@@ -25,7 +26,7 @@ import (
 // environment and the optional YAML file.
 type Config struct {
 	Addr       string
-	TLS        TLSConfig // tls.go; empty: plain HTTP
+	TLS        tlsserve.Config // empty: plain HTTP
 	DataDir    string
 	ConfigFile string // optional
 	// Store is empty for the embedded bbolt file in DataDir, or a

@@ -20,6 +20,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/n8n-guard/n8n-guard/api"
+	"github.com/n8n-guard/n8n-guard/internal/tlsserve"
 	"github.com/n8n-guard/n8n-guard/keystore"
 	"github.com/n8n-guard/n8n-guard/keystore/bolt"
 	"github.com/n8n-guard/n8n-guard/keystore/postgres"
@@ -54,7 +55,7 @@ type Main struct {
 	notes  *notify.Service
 	server *api.Server
 	ln     net.Listener
-	tls    *tlsServer // nil on plain HTTP (tls.go)
+	tls    *tlsserve.Server // nil on plain HTTP
 	reg    *prometheus.Registry
 
 	cancel context.CancelFunc // stops the background components
@@ -181,11 +182,11 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	if m.ln, err = net.Listen("tcp", cfg.Addr); err != nil {
 		return fmt.Errorf("listen on %s: %w", cfg.Addr, err)
 	}
-	if m.tls, err = newTLSServer(cfg.TLS, cfg.DataDir, m.ln.Addr().String(), m.Logger.With("component", "tls")); err != nil {
+	if m.tls, err = tlsserve.New(cfg.TLS, cfg.DataDir, m.ln.Addr().String(), m.Logger.With("component", "tls")); err != nil {
 		return err
 	}
 	if m.tls != nil {
-		m.ln = tls.NewListener(m.ln, m.tls.config)
+		m.ln = tls.NewListener(m.ln, m.tls.Config)
 	}
 
 	bg, cancel := context.WithCancel(context.WithoutCancel(ctx))
@@ -203,8 +204,8 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	// clears the fields before this goroutine may have run.
 	srv, ln := m.server, m.ln
 	m.start("http", func() error { return srv.Serve(ln) })
-	if m.tls != nil && m.tls.redirect != nil {
-		m.start("http-redirect", m.tls.serveRedirect)
+	if m.tls.Redirects() {
+		m.start("http-redirect", m.tls.ServeRedirect)
 	}
 	m.Logger.Info("n8n-guard listening", "addr", m.ln.Addr().String(), "tls", m.tls != nil, "version", m.Version)
 	return nil
@@ -249,7 +250,7 @@ func (m *Main) Close() error {
 		if err := m.server.Shutdown(ctx); err != nil {
 			errs = append(errs, fmt.Errorf("http shutdown: %w", err))
 		}
-		if err := m.tls.close(ctx); err != nil {
+		if err := m.tls.Close(ctx); err != nil {
 			errs = append(errs, fmt.Errorf("http redirect shutdown: %w", err))
 		}
 		cancel()

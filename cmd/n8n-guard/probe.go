@@ -1,13 +1,12 @@
 package main
 
 import (
-	"crypto/tls"
 	"fmt"
-	"io"
 	"net"
-	"net/http"
+	"strings"
 	"time"
 
+	"github.com/n8n-guard/n8n-guard/client"
 	"github.com/spf13/cobra"
 )
 
@@ -32,21 +31,13 @@ over TLS the certificate is not verified (it is issued for a public name,
 the probe asks loopback whether the process answers).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			url, err := probeURL(addr, path, tf.config().enabled())
+			url, err := probeURL(addr, path, tf.config().Enabled())
 			if err != nil {
 				return err
 			}
-			hc := &http.Client{Timeout: timeout, Transport: &http.Transport{
-				TLSClientConfig: &tls.Config{InsecureSkipVerify: true}, // loopback liveness, see Long
-			}}
-			resp, err := hc.Get(url)
+			body, err := client.Probe(cmd.Context(), strings.TrimSuffix(url, path), path, timeout)
 			if err != nil {
 				return fmt.Errorf("probe %s: %w", url, err)
-			}
-			defer resp.Body.Close()
-			body, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
-			if resp.StatusCode != http.StatusOK {
-				return fmt.Errorf("probe %s: HTTP %d %s", url, resp.StatusCode, body)
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "%s: %s\n", url, body)
 			return nil
