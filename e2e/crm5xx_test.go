@@ -3,6 +3,7 @@
 package e2e
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -30,13 +31,19 @@ func TestCRMGatewayWroteThen5xx(t *testing.T) {
 	}
 	s.startN8N(t, nil, lead1, []string{"n8nGuardLeadCrm1"}, []string{leadPath}, false)
 
-	for _, c := range []struct {
+	for i, c := range []struct {
 		key string
 		a   answer
 	}{
 		{"evt-gw-504", answer504Written},
 		{"evt-gw-502", answer502Written},
 	} {
+		page := []string{c.key, "U0CRMOWNER"}
+		if i > 0 {
+			// The guard groups a namespace's unknown keys into the first
+			// message, which it updates.
+			page = []string{fmt.Sprintf("%d keys of crm-contacts went unknown", i+1), "U0CRMOWNER"}
+		}
 		t.Run(c.key, func(t *testing.T) {
 			s.crm.Plan(c.key, c.a)
 			r := s.send(t, leadPath, lead(c.key, "gateway@example.org"))
@@ -56,7 +63,7 @@ func TestCRMGatewayWroteThen5xx(t *testing.T) {
 				t.Fatalf("CRM writes %d in %d requests, want 1 in 1: the resend (answered %s) wrote a second contact", w, req, again)
 			}
 			expect(t, again, 202, "state_unknown")
-			s.waitSlack(t, 60*time.Second, c.key, "U0CRMOWNER")
+			s.waitSlack(t, 60*time.Second, page...)
 		})
 	}
 }
