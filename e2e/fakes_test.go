@@ -28,6 +28,12 @@ const (
 	// answerHang writes, then never answers: the client times out although
 	// the side effect took place. This is why a timeout is "unknown".
 	answerHang
+	// answer502Written and answer504Written write, then answer 502/504
+	// with a gateway's HTML page: a proxy in front of the CRM gave up on
+	// (or lost) the CRM's answer although the contact was created. This is
+	// why a 502 or 504 is "unknown", not "nothing was written".
+	answer502Written
+	answer504Written
 )
 
 // target is a fake CRM or mail API. Like most real ones it accepts an
@@ -160,7 +166,7 @@ func (t *target) handle(w http.ResponseWriter, r *http.Request) {
 		a, t.plans[key] = plan[0], plan[1:]
 	}
 	var id string
-	if a == answerOK || a == answerHang {
+	if a == answerOK || a == answerHang || a == answer502Written || a == answer504Written {
 		t.writes[key]++
 		t.nextID++
 		id = fmt.Sprintf("%s-%d", t.idPrefix, t.nextID)
@@ -178,6 +184,10 @@ func (t *target) handle(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusTooManyRequests, map[string]any{"message": "rate limit exceeded"})
 	case answer400:
 		writeJSON(w, http.StatusBadRequest, map[string]any{"message": "email is not valid"})
+	case answer502Written:
+		gatewayPage(w, http.StatusBadGateway, "502 Bad Gateway")
+	case answer504Written:
+		gatewayPage(w, http.StatusGatewayTimeout, "504 Gateway Time-out")
 	case answerHang:
 		select {
 		case <-r.Context().Done():
@@ -185,6 +195,13 @@ func (t *target) handle(w http.ResponseWriter, r *http.Request) {
 		case <-time.After(2 * time.Minute):
 		}
 	}
+}
+
+// gatewayPage answers as nginx does when the upstream's answer is lost.
+func gatewayPage(w http.ResponseWriter, status int, title string) {
+	w.Header().Set("Content-Type", "text/html")
+	w.WriteHeader(status)
+	fmt.Fprintf(w, "<html>\r\n<head><title>%s</title></head>\r\n<body>\r\n<center><h1>%s</h1></center>\r\n<hr><center>nginx</center>\r\n</body>\r\n</html>\r\n", title, title)
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {

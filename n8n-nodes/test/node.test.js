@@ -518,6 +518,19 @@ describe('Fail with Auto: the error the write node left on the item decides the 
 			state: 'failed',
 		},
 		{
+			// A gateway in front of the target lost its answer: it may have written.
+			name: 'HTTP 504 from a gateway',
+			error: { message: '504 - "<html><head><title>504 Gateway Time-out</title></head></html>"', name: 'AxiosError', code: 'ERR_BAD_RESPONSE', status: 504 },
+			reason: 'outcome_unknown',
+			state: 'unknown',
+		},
+		{
+			name: 'HTTP 502 from a gateway',
+			error: { message: '502 - "Bad Gateway"', name: 'AxiosError', code: 'ERR_BAD_RESPONSE', status: 502 },
+			reason: 'outcome_unknown',
+			state: 'unknown',
+		},
+		{
 			name: 'HTTP 429',
 			error: { message: '429 - "slow down"', code: 'ERR_BAD_REQUEST', status: 429 },
 			reason: 'destination_failed',

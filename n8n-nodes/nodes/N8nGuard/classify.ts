@@ -42,6 +42,12 @@ export function classifyError(json: IDataObject): { reason: FailReason; message:
 	const status = Number(error.status ?? error.httpCode ?? error.statusCode ?? json.statusCode);
 	const code = String(error.code ?? '').toUpperCase();
 
+	// 502 and 504 are a gateway's answer: it passed the request on and lost
+	// (or gave up waiting for) the target's answer, so the write may have
+	// happened.
+	if (status === 502 || status === 504) {
+		return { reason: 'outcome_unknown', message };
+	}
 	if (status === 429 || status === 408 || (status >= 500 && status <= 599)) {
 		return { reason: 'destination_failed', message };
 	}

@@ -219,12 +219,12 @@ const failFields: INodeProperties[] = [
 				name: 'Auto (From the Error on the Item)',
 				value: 'auto',
 				description:
-					'Classify the error that the failed node left on the item (its error output): 5xx/429 failed, other 4xx validation, connection refused/DNS/TLS unreachable, anything else (timeouts, resets) outcome unknown',
+					'Classify the error that the failed node left on the item (its error output): 502/504 (a gateway lost the answer) outcome unknown, other 5xx/429 failed, other 4xx validation, connection refused/DNS/TLS unreachable, anything else (timeouts, resets) outcome unknown',
 			},
 			{
 				name: 'Destination Failed',
 				value: 'destination_failed',
-				description: 'The target answered with a transient failure (5xx, 429); a later attempt may try again',
+				description: 'The target answered with a transient failure (5xx other than 502/504, 429); nothing was written, a later attempt may try again',
 			},
 			{
 				name: 'Destination Unreachable',
