@@ -237,10 +237,14 @@ func checkWhole(db *bbolt.DB, path string, stop <-chan struct{}, damaged func(ns
 		}
 	}()
 	return db.View(func(tx *bbolt.Tx) error {
+		// A schema-1 file (an older release's, walked before Open seals
+		// it) has no seals yet: its records are not checked for one.
+		v := bucketValue(tx, bucketMeta, metaSchema)
+		sealed := len(v) == 8 && binary.BigEndian.Uint64(v) >= 2
 		n := 0
 		var walk func(name []byte, b *bbolt.Bucket) error
 		walk = func(name []byte, b *bbolt.Bucket) error {
-			records := bytes.Equal(name, bucketKeys)
+			records := sealed && bytes.Equal(name, bucketKeys)
 			var prev []byte
 			c := b.Cursor()
 			for k, v := c.First(); k != nil; k, v = c.Next() {
