@@ -629,31 +629,8 @@ func runConcurrency(t *testing.T, newStore New) {
 	const goroutines, rounds = 100, 50
 	for round := 0; round < rounds; round++ {
 		key := fmt.Sprintf("evt_round_%d", round)
-		var accepted atomic.Int32
-		var wg sync.WaitGroup
-		start := make(chan struct{})
-		for g := 0; g < goroutines; g++ {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				<-start
-				res, err := e.s.Reserve(e.ctx, keystore.ReserveRequest{Namespace: ns, Key: key, Owner: "copy"})
-				if err != nil {
-					t.Error(err)
-					return
-				}
-				switch res.Outcome {
-				case keystore.OutcomeAccepted:
-					accepted.Add(1)
-				case keystore.OutcomeInProgress:
-				default:
-					t.Errorf("unexpected outcome %s", res.Outcome)
-				}
-			}()
-		}
-		close(start)
-		wg.Wait()
-		if n := accepted.Load(); n != 1 {
+		accepted := e.raceCopies(t, ns, key, goroutines)
+		if n := accepted; n != 1 {
 			t.Fatalf("round %d: %d copies accepted, want exactly 1", round, n)
 		}
 	}
@@ -798,4 +775,35 @@ func runClockStepsBack(t *testing.T, newStore New) {
 	if got.ResolvedAt == nil || !got.ResolvedAt.Equal(*res.Record.ResolvedAt) || !got.UpdatedAt.Equal(res.Record.UpdatedAt) {
 		t.Fatalf("times lost after a clock step back: resolved_at %v updated_at %v (token %s)", got.ResolvedAt, got.UpdatedAt, r.Token[:2])
 	}
+}
+
+// raceCopies sends copies reserves of one key at the same instant and
+// returns how many were accepted; any outcome but accepted or in_progress
+// is an error.
+func (e *env) raceCopies(t *testing.T, ns, key string, copies int) int32 {
+	var accepted atomic.Int32
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for range copies {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			res, err := e.s.Reserve(e.ctx, keystore.ReserveRequest{Namespace: ns, Key: key, Owner: "copy"})
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			switch res.Outcome {
+			case keystore.OutcomeAccepted:
+				accepted.Add(1)
+			case keystore.OutcomeInProgress:
+			default:
+				t.Errorf("unexpected outcome %s", res.Outcome)
+			}
+		}()
+	}
+	close(start)
+	wg.Wait()
+	return accepted.Load()
 }

@@ -2,8 +2,6 @@ package storetest
 
 import (
 	"fmt"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -46,31 +44,8 @@ func runRacesOnExistingKeys(t *testing.T, newStore New) {
 				key := fmt.Sprintf("evt_race_%d", round)
 				tc.before(e, key)
 				prev := e.lookup(ns, key).Record.Attempt
-				var accepted atomic.Int32
-				var wg sync.WaitGroup
-				start := make(chan struct{})
-				for range copies {
-					wg.Add(1)
-					go func() {
-						defer wg.Done()
-						<-start
-						res, err := e.s.Reserve(e.ctx, keystore.ReserveRequest{Namespace: ns, Key: key, Owner: "copy"})
-						if err != nil {
-							t.Error(err)
-							return
-						}
-						switch res.Outcome {
-						case keystore.OutcomeAccepted:
-							accepted.Add(1)
-						case keystore.OutcomeInProgress:
-						default:
-							t.Errorf("unexpected outcome %s", res.Outcome)
-						}
-					}()
-				}
-				close(start)
-				wg.Wait()
-				if n := accepted.Load(); n != 1 {
+				n := e.raceCopies(t, ns, key, copies)
+				if n != 1 {
 					t.Fatalf("round %d: %d of %d copies accepted, want exactly 1", round, n, copies)
 				}
 				if got := e.lookup(ns, key).Record.Attempt; got != prev+1 {
