@@ -3,6 +3,8 @@ package notify
 import (
 	"context"
 	"time"
+
+	"github.com/n8n-guard/n8n-guard/errs"
 )
 
 // Outbox is the durable store of notifications (notify/bolt keeps it in
@@ -67,4 +69,27 @@ type Added struct {
 	Record  *Record // the stored notification, or the group's head (nil when skipped)
 	Joined  bool
 	Skipped bool
+}
+
+// Unavailable is how an outbox reports a storage failure: the cause stays
+// in the error text for the log, while callers (and the API) see
+// store_unavailable. A domain error passes through unchanged.
+func Unavailable(op string, err error) error {
+	if err == nil {
+		return nil
+	}
+	if _, ok := err.(*errs.Error); ok {
+		return err
+	}
+	return &outboxError{op: op, err: err}
+}
+
+type outboxError struct {
+	op  string
+	err error
+}
+
+func (w *outboxError) Error() string { return "notify outbox: " + w.op + ": " + w.err.Error() }
+func (w *outboxError) Unwrap() error {
+	return &errs.Error{Code: errs.StoreUnavailable, Message: "the outbox is not available"}
 }

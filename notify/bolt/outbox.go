@@ -13,7 +13,6 @@ import (
 
 	bolt "go.etcd.io/bbolt"
 
-	"github.com/n8n-guard/n8n-guard/errs"
 	"github.com/n8n-guard/n8n-guard/notify"
 )
 
@@ -64,27 +63,6 @@ func New(db func() *bolt.DB) (*Outbox, error) {
 		return nil, err
 	}
 	return &Outbox{db: db}, nil
-}
-
-func unavailable(op string, err error) error {
-	if err == nil {
-		return nil
-	}
-	if _, ok := err.(*errs.Error); ok {
-		return err
-	}
-	return &wrapped{op: op, err: err}
-}
-
-// wrapped keeps the cause for logs while the API sees store_unavailable.
-type wrapped struct {
-	op  string
-	err error
-}
-
-func (w *wrapped) Error() string { return "notify outbox: " + w.op + ": " + w.err.Error() }
-func (w *wrapped) Unwrap() error {
-	return &errs.Error{Code: errs.StoreUnavailable, Message: "the outbox is not available"}
 }
 
 func dueKey(r *notify.Record) []byte { return timeKey(r.DueAt, r.ID) }
@@ -173,7 +151,7 @@ func (o *Outbox) Add(ctx context.Context, adds []notify.Addition, cursor *uint64
 	} else {
 		err = o.db().Update(fn)
 	}
-	return out, unavailable("add", err)
+	return out, notify.Unavailable("add", err)
 }
 
 func addOne(tx *bolt.Tx, a notify.Addition) (notify.Added, error) {
@@ -230,12 +208,12 @@ func (o *Outbox) EventCursor(ctx context.Context) (uint64, error) {
 		}
 		return nil
 	})
-	return c, unavailable("event cursor", err)
+	return c, notify.Unavailable("event cursor", err)
 }
 
 func (o *Outbox) Due(ctx context.Context, now time.Time, limit int) ([]*notify.Record, error) {
 	out, err := o.until(bucketDue, now, limit)
-	return out, unavailable("due", err)
+	return out, notify.Unavailable("due", err)
 }
 
 // until returns up to limit records whose time in the index bucket (a
@@ -274,7 +252,7 @@ func (o *Outbox) Update(ctx context.Context, id string, fn func(r *notify.Record
 		r = cur
 		return putRecord(tx, &old, cur)
 	})
-	return r, unavailable("update", err)
+	return r, notify.Unavailable("update", err)
 }
 
 func (o *Outbox) Get(ctx context.Context, id string) (*notify.Record, error) {
@@ -284,12 +262,12 @@ func (o *Outbox) Get(ctx context.Context, id string) (*notify.Record, error) {
 		r, err = getRecord(tx, id)
 		return err
 	})
-	return r, unavailable("get", err)
+	return r, notify.Unavailable("get", err)
 }
 
 func (o *Outbox) Escalating(ctx context.Context, now time.Time, limit int) ([]*notify.Record, error) {
 	out, err := o.until(bucketEscalate, now, limit)
-	return out, unavailable("escalating", err)
+	return out, notify.Unavailable("escalating", err)
 }
 
 // Escalate: bbolt has one writer, so the transaction alone makes each
@@ -328,7 +306,7 @@ func (o *Outbox) Escalate(ctx context.Context, now time.Time, limit int, fn func
 		}
 		return nil
 	})
-	return n, unavailable("escalate", err)
+	return n, notify.Unavailable("escalate", err)
 }
 
 func (o *Outbox) List(ctx context.Context, q notify.ListQuery) (notify.Page, error) {
@@ -364,7 +342,7 @@ func (o *Outbox) List(ctx context.Context, q notify.ListQuery) (notify.Page, err
 		}
 		return nil
 	})
-	return page, unavailable("list", err)
+	return page, notify.Unavailable("list", err)
 }
 
 func (o *Outbox) Waiting(ctx context.Context) (int, error) {
@@ -373,7 +351,7 @@ func (o *Outbox) Waiting(ctx context.Context) (int, error) {
 		n = tx.Bucket(bucketDue).Stats().KeyN
 		return nil
 	})
-	return n, unavailable("waiting", err)
+	return n, notify.Unavailable("waiting", err)
 }
 
 func (o *Outbox) Purge(ctx context.Context, cutoff, now time.Time, limit int) (int, error) {
@@ -439,7 +417,7 @@ func (o *Outbox) Purge(ctx context.Context, cutoff, now time.Time, limit int) (i
 		}
 		return purgeMarks(tx, now)
 	})
-	return n, unavailable("purge", err)
+	return n, notify.Unavailable("purge", err)
 }
 
 func (o *Outbox) SlackUser(ctx context.Context, email string) (string, bool, error) {
@@ -448,11 +426,11 @@ func (o *Outbox) SlackUser(ctx context.Context, email string) (string, bool, err
 		id = string(tx.Bucket(bucketUsers).Get([]byte(strings.ToLower(email))))
 		return nil
 	})
-	return id, id != "", unavailable("slack user", err)
+	return id, id != "", notify.Unavailable("slack user", err)
 }
 
 func (o *Outbox) SetSlackUser(ctx context.Context, email, userID string) error {
-	return unavailable("set slack user", o.db().Update(func(tx *bolt.Tx) error {
+	return notify.Unavailable("set slack user", o.db().Update(func(tx *bolt.Tx) error {
 		return tx.Bucket(bucketUsers).Put([]byte(strings.ToLower(email)), []byte(userID))
 	}))
 }
@@ -478,7 +456,7 @@ func (o *Outbox) AboutKey(ctx context.Context, namespace, key string, limit int)
 		}
 		return nil
 	})
-	return out, unavailable("about key", err)
+	return out, notify.Unavailable("about key", err)
 }
 
 // FirstUse implements notify.Outbox: the mark is kept until it expires
@@ -496,7 +474,7 @@ func (o *Outbox) FirstUse(ctx context.Context, mark string, now, expires time.Ti
 		binary.BigEndian.PutUint64(v[:], uint64(expires.UnixNano()))
 		return b.Put([]byte(mark), v[:])
 	})
-	return first, unavailable("first use", err)
+	return first, notify.Unavailable("first use", err)
 }
 
 func purgeMarks(tx *bolt.Tx, now time.Time) error {

@@ -17,7 +17,6 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
-	"github.com/n8n-guard/n8n-guard/errs"
 	"github.com/n8n-guard/n8n-guard/internal/migrate"
 	"github.com/n8n-guard/n8n-guard/notify"
 )
@@ -154,7 +153,7 @@ func (o *Outbox) Add(ctx context.Context, adds []notify.Addition, cursor *uint64
 		}
 		return nil
 	})
-	return out, unavailable("add", err)
+	return out, notify.Unavailable("add", err)
 }
 
 func (o *Outbox) addOne(ctx context.Context, tx pgx.Tx, a notify.Addition) (notify.Added, error) {
@@ -215,7 +214,7 @@ func (o *Outbox) addOne(ctx context.Context, tx pgx.Tx, a notify.Addition) (noti
 func (o *Outbox) EventCursor(ctx context.Context) (uint64, error) {
 	var c int64
 	err := o.pool.QueryRow(ctx, `SELECT value FROM guard_notify_meta WHERE name = 'event_cursor'`).Scan(&c)
-	return uint64(c), unavailable("event cursor", err)
+	return uint64(c), notify.Unavailable("event cursor", err)
 }
 
 // Due claims up to limit due notifications for this replica and returns
@@ -229,23 +228,23 @@ func (o *Outbox) Due(ctx context.Context, now time.Time, limit int) ([]*notify.R
 		UPDATE guard_notifications n SET claimed_by = $2, claimed_until = $4
 		FROM c WHERE n.id = c.id RETURNING n.doc`, now, o.replica, limit, now.Add(o.ttl))
 	if err != nil {
-		return nil, unavailable("due", err)
+		return nil, notify.Unavailable("due", err)
 	}
 	defer rows.Close()
 	var out []*notify.Record
 	for rows.Next() {
 		var doc []byte
 		if err := rows.Scan(&doc); err != nil {
-			return nil, unavailable("due", err)
+			return nil, notify.Unavailable("due", err)
 		}
 		r := new(notify.Record)
 		if err := json.Unmarshal(doc, r); err != nil {
-			return nil, unavailable("due", err)
+			return nil, notify.Unavailable("due", err)
 		}
 		out = append(out, r)
 	}
 	if err := rows.Err(); err != nil {
-		return nil, unavailable("due", err)
+		return nil, notify.Unavailable("due", err)
 	}
 	sort.Slice(out, func(i, j int) bool {
 		if !out[i].DueAt.Equal(out[j].DueAt) {
@@ -270,7 +269,7 @@ func (o *Outbox) Update(ctx context.Context, id string, fn func(r *notify.Record
 		r = cur
 		return putOutboxRecord(ctx, tx, cur, true)
 	})
-	return r, unavailable("update", err)
+	return r, notify.Unavailable("update", err)
 }
 
 func (o *Outbox) Get(ctx context.Context, id string) (*notify.Record, error) {
@@ -280,11 +279,11 @@ func (o *Outbox) Get(ctx context.Context, id string) (*notify.Record, error) {
 		return nil, nil
 	}
 	if err != nil {
-		return nil, unavailable("get", err)
+		return nil, notify.Unavailable("get", err)
 	}
 	r := new(notify.Record)
 	if err := json.Unmarshal(doc, r); err != nil {
-		return nil, unavailable("get", err)
+		return nil, notify.Unavailable("get", err)
 	}
 	return r, nil
 }
@@ -293,22 +292,22 @@ func (o *Outbox) Escalating(ctx context.Context, now time.Time, limit int) ([]*n
 	rows, err := o.pool.Query(ctx, `SELECT doc FROM guard_notifications WHERE escalate_at <= $1
 		ORDER BY escalate_at, id LIMIT $2`, now, limit)
 	if err != nil {
-		return nil, unavailable("escalating", err)
+		return nil, notify.Unavailable("escalating", err)
 	}
 	defer rows.Close()
 	var out []*notify.Record
 	for rows.Next() {
 		var doc []byte
 		if err := rows.Scan(&doc); err != nil {
-			return nil, unavailable("escalating", err)
+			return nil, notify.Unavailable("escalating", err)
 		}
 		r := new(notify.Record)
 		if err := json.Unmarshal(doc, r); err != nil {
-			return nil, unavailable("escalating", err)
+			return nil, notify.Unavailable("escalating", err)
 		}
 		out = append(out, r)
 	}
-	return out, unavailable("escalating", rows.Err())
+	return out, notify.Unavailable("escalating", rows.Err())
 }
 
 // Escalate locks the due rows (FOR UPDATE SKIP LOCKED: a row another
@@ -355,7 +354,7 @@ func (o *Outbox) Escalate(ctx context.Context, now time.Time, limit int, fn func
 		}
 		return nil
 	})
-	return n, unavailable("escalate", err)
+	return n, notify.Unavailable("escalate", err)
 }
 
 func (o *Outbox) List(ctx context.Context, q notify.ListQuery) (notify.Page, error) {
@@ -364,13 +363,13 @@ func (o *Outbox) List(ctx context.Context, q notify.ListQuery) (notify.Page, err
 		WHERE ($1 = '' OR status = $1) AND ($2 = '' OR id < $2)
 		ORDER BY id DESC LIMIT $3`, string(q.Status), q.Cursor, q.Limit+1)
 	if err != nil {
-		return page, unavailable("list", err)
+		return page, notify.Unavailable("list", err)
 	}
 	defer rows.Close()
 	for rows.Next() {
 		var doc []byte
 		if err := rows.Scan(&doc); err != nil {
-			return page, unavailable("list", err)
+			return page, notify.Unavailable("list", err)
 		}
 		if len(page.Items) == q.Limit {
 			page.NextCursor = page.Items[len(page.Items)-1].ID
@@ -378,17 +377,17 @@ func (o *Outbox) List(ctx context.Context, q notify.ListQuery) (notify.Page, err
 		}
 		var r notify.Record
 		if err := json.Unmarshal(doc, &r); err != nil {
-			return page, unavailable("list", err)
+			return page, notify.Unavailable("list", err)
 		}
 		page.Items = append(page.Items, r.Item())
 	}
-	return page, unavailable("list", rows.Err())
+	return page, notify.Unavailable("list", rows.Err())
 }
 
 func (o *Outbox) Waiting(ctx context.Context) (int, error) {
 	var n int64
 	err := o.pool.QueryRow(ctx, `SELECT count(*) FROM guard_notifications WHERE due_at IS NOT NULL`).Scan(&n)
-	return int(n), unavailable("waiting", err)
+	return int(n), notify.Unavailable("waiting", err)
 }
 
 func (o *Outbox) Purge(ctx context.Context, cutoff, now time.Time, limit int) (int, error) {
@@ -413,7 +412,7 @@ func (o *Outbox) Purge(ctx context.Context, cutoff, now time.Time, limit int) (i
 		_, err = tx.Exec(ctx, `DELETE FROM guard_notify_marks WHERE expires_at <= $1`, now)
 		return err
 	})
-	return n, unavailable("purge", err)
+	return n, notify.Unavailable("purge", err)
 }
 
 func (o *Outbox) SlackUser(ctx context.Context, email string) (string, bool, error) {
@@ -422,13 +421,13 @@ func (o *Outbox) SlackUser(ctx context.Context, email string) (string, bool, err
 	if errors.Is(err, pgx.ErrNoRows) {
 		return "", false, nil
 	}
-	return id, id != "", unavailable("slack user", err)
+	return id, id != "", notify.Unavailable("slack user", err)
 }
 
 func (o *Outbox) SetSlackUser(ctx context.Context, email, userID string) error {
 	_, err := o.pool.Exec(ctx, `INSERT INTO guard_notify_slack_users (email, user_id) VALUES ($1, $2)
 		ON CONFLICT (email) DO UPDATE SET user_id = excluded.user_id`, strings.ToLower(email), userID)
-	return unavailable("set slack user", err)
+	return notify.Unavailable("set slack user", err)
 }
 
 // AboutKey implements notify.Outbox, newest first.
@@ -436,22 +435,22 @@ func (o *Outbox) AboutKey(ctx context.Context, namespace, key string, limit int)
 	rows, err := o.pool.Query(ctx, `SELECT doc FROM guard_notifications WHERE key_namespace = $1 AND key_name = $2
 		ORDER BY id DESC LIMIT $3`, namespace, key, limit)
 	if err != nil {
-		return nil, unavailable("about key", err)
+		return nil, notify.Unavailable("about key", err)
 	}
 	defer rows.Close()
 	var out []*notify.Record
 	for rows.Next() {
 		var doc []byte
 		if err := rows.Scan(&doc); err != nil {
-			return nil, unavailable("about key", err)
+			return nil, notify.Unavailable("about key", err)
 		}
 		r := new(notify.Record)
 		if err := json.Unmarshal(doc, r); err != nil {
-			return nil, unavailable("about key", err)
+			return nil, notify.Unavailable("about key", err)
 		}
 		out = append(out, r)
 	}
-	return out, unavailable("about key", rows.Err())
+	return out, notify.Unavailable("about key", rows.Err())
 }
 
 // FirstUse implements notify.Outbox: one row per mark, shared by every
@@ -461,28 +460,7 @@ func (o *Outbox) FirstUse(ctx context.Context, mark string, now, expires time.Ti
 		ON CONFLICT (mark) DO UPDATE SET expires_at = excluded.expires_at WHERE guard_notify_marks.expires_at <= $3`,
 		mark, expires, now)
 	if err != nil {
-		return false, unavailable("first use", err)
+		return false, notify.Unavailable("first use", err)
 	}
 	return tag.RowsAffected() == 1, nil
-}
-
-func unavailable(op string, err error) error {
-	if err == nil {
-		return nil
-	}
-	if _, ok := err.(*errs.Error); ok {
-		return err
-	}
-	return &wrapped{op: op, err: err}
-}
-
-// wrapped keeps the cause for logs while the API sees store_unavailable.
-type wrapped struct {
-	op  string
-	err error
-}
-
-func (w *wrapped) Error() string { return "notify outbox: " + w.op + ": " + w.err.Error() }
-func (w *wrapped) Unwrap() error {
-	return &errs.Error{Code: errs.StoreUnavailable, Message: "the outbox is not available"}
 }
