@@ -71,34 +71,7 @@ type queueStack struct {
 // PostgreSQL (startGuards).
 func newQueueSuite(t *testing.T) *suite {
 	t.Helper()
-	repo, err := filepath.Abs("..")
-	if err != nil {
-		t.Fatal(err)
-	}
-	rel := selectedRelease(t)
-	s := &suite{repo: repo, web: &http.Client{Timeout: 4 * time.Minute}}
-	s.work = filepath.Join(repo, "e2e", ".work", rel.version, strings.ReplaceAll(t.Name(), "/", "_"))
-	if err := os.RemoveAll(s.work); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.MkdirAll(s.work, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("n8n %s in queue mode; logs and data of this run: %s", rel.version, s.work)
-	s.install = ensureN8N(t, rel)
-	if s.guardBin, err = buildGuard(repo, s.work); err != nil {
-		t.Fatal(err)
-	}
-	if s.crm, err = startTarget("crm", "id", "crm-contact", http.StatusCreated); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(s.crm.Close)
-	if s.slack, err = startFakeSlack(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(s.slack.Close)
-	t.Cleanup(func() { s.slack.Dump(filepath.Join(s.work, "slack.json")) })
-	return s
+	return newBareSuite(t, 4*time.Minute, " in queue mode")
 }
 
 // startQueueStack starts everything: PostgreSQL (one database for n8n, one

@@ -79,14 +79,17 @@ type suite struct {
 // newSuite installs (once) the n8n that N8N_GUARD_N8N_VERSION names, builds
 // the guard and starts it with the fakes. n8n is not started yet: see
 // startN8N.
-func newSuite(t *testing.T, guardCfg string) *suite {
+// newBareSuite is what every suite has before its guards: the n8n install
+// (once), the guard binary, the fake CRM, mail and Slack, and a fresh work
+// folder. webTimeout bounds the test's own calls to n8n's webhooks.
+func newBareSuite(t *testing.T, webTimeout time.Duration, mode string) *suite {
 	t.Helper()
 	repo, err := filepath.Abs("..")
 	if err != nil {
 		t.Fatal(err)
 	}
 	rel := selectedRelease(t)
-	s := &suite{repo: repo, web: &http.Client{Timeout: 90 * time.Second}}
+	s := &suite{repo: repo, web: &http.Client{Timeout: webTimeout}}
 	s.work = filepath.Join(repo, "e2e", ".work", rel.version, strings.ReplaceAll(t.Name(), "/", "_"))
 	if err := os.RemoveAll(s.work); err != nil {
 		t.Fatal(err)
@@ -94,7 +97,7 @@ func newSuite(t *testing.T, guardCfg string) *suite {
 	if err := os.MkdirAll(s.work, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("n8n %s; logs and data of this run: %s", rel.version, s.work)
+	t.Logf("n8n %s%s; logs and data of this run: %s", rel.version, mode, s.work)
 
 	s.install = ensureN8N(t, rel)
 	if s.guardBin, err = buildGuard(repo, s.work); err != nil {
@@ -113,6 +116,13 @@ func newSuite(t *testing.T, guardCfg string) *suite {
 	}
 	t.Cleanup(s.slack.Close)
 	t.Cleanup(func() { s.slack.Dump(filepath.Join(s.work, "slack.json")) })
+	return s
+}
+
+func newSuite(t *testing.T, guardCfg string) *suite {
+	t.Helper()
+	s := newBareSuite(t, 90*time.Second, "")
+	var err error
 
 	if s.guard, err = startGuard(s.guardBin, s.work, guardCfg, guardToken, s.slack.APIURL()); err != nil {
 		t.Fatal(err)
