@@ -41,6 +41,7 @@ type Step struct {
 //	          the same resolution by the same person again -> the same answer (a repeat; no write)
 //	sweep:    reserved, expired, policy unknown -> unknown
 //	parked:   see park.go
+//	unknown where a check is configured: see check.go
 
 // DecideReserve decides a reserve of a key whose record is cur, under the
 // breaker br of the request's destination (nil without one).
@@ -65,8 +66,8 @@ func DecideReserve(cur *Record, br *Breaker, req ReserveRequest, fp Fingerprint,
 		if np.OnLeaseExpiry == ExpireReclaim {
 			return startAttempt(cur, br, req, fp, np, now, cur.Attempt+1)
 		}
-		next, ev := leaseExpired(cur, now)
-		return Step{Record: next, Events: []Event{ev}, Result: Result{Outcome: OutcomeStateUnknown, Record: next}}, nil
+		next, evs := leaseExpired(cur, np, now)
+		return Step{Record: next, Events: evs, Result: Result{Outcome: OutcomeStateUnknown, Record: next}}, nil
 	case StateCompleted:
 		return Step{Result: Result{Outcome: OutcomeDuplicate, Replayed: true, Record: cur}}, nil
 	case StateFailed:
@@ -133,15 +134,18 @@ func startAttempt(cur *Record, br *Breaker, req ReserveRequest, fp Fingerprint, 
 	return s, nil
 }
 
-func leaseExpired(cur *Record, now time.Time) (*Record, Event) {
+func leaseExpired(cur *Record, np NamespacePolicy, now time.Time) (*Record, []Event) {
 	next := cur.Clone()
 	next.State = StateUnknown
 	next.Reason = ReasonLeaseExpired
 	next.Message = "the lease ran out before the holder reported an outcome"
 	next.UpdatedAt = now
 	next.addHistory(Transition{At: now, Event: HistoryLeaseExpired, Attempt: cur.Attempt, By: cur.Owner})
-	return next, Event{At: now, Kind: EventKeyUnknown, Namespace: cur.Namespace, Key: cur.Key,
-		Attempt: cur.Attempt, Owner: cur.Owner, Destination: cur.Destination, Reason: ReasonLeaseExpired, Message: next.Message}
+	if holdForCheck(next, np, "", now) {
+		return next, nil // the page waits for the check (check.go)
+	}
+	return next, []Event{{At: now, Kind: EventKeyUnknown, Namespace: cur.Namespace, Key: cur.Key,
+		Attempt: cur.Attempt, Owner: cur.Owner, Destination: cur.Destination, Reason: ReasonLeaseExpired, Message: next.Message}}
 }
 
 // DecideLeaseExpiry is the sweeper's proactive form of the lease rule.
@@ -149,8 +153,8 @@ func DecideLeaseExpiry(cur *Record, np NamespacePolicy, now time.Time) (Step, bo
 	if cur == nil || cur.State != StateReserved || now.Before(*cur.LeaseExpiresAt) || np.OnLeaseExpiry == ExpireReclaim {
 		return Step{}, false
 	}
-	next, ev := leaseExpired(cur, now)
-	return Step{Record: next, Events: []Event{ev}}, true
+	next, evs := leaseExpired(cur, np, now)
+	return Step{Record: next, Events: evs}, true
 }
 
 // checkHolder applies the fencing rule: only the current attempt's token
@@ -182,7 +186,7 @@ func DecideComplete(cur *Record, br *Breaker, req CompleteRequest, np NamespaceP
 	if cur.State == StateUnknown {
 		detail = "late confirmation by the holder"
 	}
-	next.State = StateCompleted
+	next.State, next.Check = StateCompleted, nil
 	next.ResultRef, next.Result, next.Via = req.ResultRef, req.Result, req.Via
 	next.Reason, next.Message, next.Retryable = "", "", false
 	next.LeaseExpiresAt = nil
@@ -238,7 +242,7 @@ func DecideFail(cur *Record, br *Breaker, req FailRequest, np NamespacePolicy, d
 	}
 	next := cur.Clone()
 	next.State, next.Reason, next.Message, next.Retryable = state, req.Reason, req.Message, retryable
-	next.LeaseExpiresAt = nil
+	next.LeaseExpiresAt, next.Check = nil, nil
 	next.UpdatedAt = now
 	if state == StateFailed {
 		next.ExpiresAt = timePtr(now.Add(np.Retention))
@@ -249,7 +253,7 @@ func DecideFail(cur *Record, br *Breaker, req FailRequest, np NamespacePolicy, d
 	}
 	next.addHistory(Transition{At: now, Event: event, Attempt: cur.Attempt, By: cur.Owner, Detail: string(req.Reason)})
 	s = Step{Record: next, Result: Result{Outcome: outcome, Record: next}}
-	if state == StateUnknown {
+	if state == StateUnknown && !holdForCheck(next, np, req.ResumeURL, now) {
 		s.Events = append(s.Events, Event{At: now, Kind: EventKeyUnknown, Namespace: cur.Namespace, Key: cur.Key,
 			Attempt: cur.Attempt, Owner: cur.Owner, Destination: cur.Destination, Reason: req.Reason, Message: req.Message})
 	}
@@ -302,7 +306,7 @@ func DecideResolve(cur *Record, req ResolveRequest, np NamespacePolicy, now time
 	}
 	next := cur.Clone()
 	next.State = req.Resolution
-	next.LeaseExpiresAt = nil
+	next.LeaseExpiresAt, next.Check = nil, nil
 	next.ParkedAt, next.ResumeURL, next.ResumeSentAt, next.ResumeClaimUntil = nil, "", nil, nil
 	next.ResolvedBy, next.ResolvedAt, next.Note = req.By, timePtr(now), req.Note
 	next.ExpiresAt = timePtr(now.Add(np.Retention))

@@ -68,7 +68,7 @@ func park(cur *Record, br *Breaker, ns, key, owner, dest, resumeURL string, atte
 	next.Destination = dest
 	next.ResumeURL = resumeURL
 	next.ResumeClaimUntil, next.ResumeSentAt = nil, nil
-	next.LeaseExpiresAt, next.ExpiresAt = nil, nil
+	next.LeaseExpiresAt, next.ExpiresAt, next.Check = nil, nil, nil
 	next.Result, next.ResultRef, next.Via = nil, "", ""
 	next.Retryable = true
 	next.UpdatedAt = now

@@ -33,6 +33,11 @@ type NamespacePolicy struct {
 	Runbook       string
 	// ParkedLimit: a key parked longer is reported (default 3 days).
 	ParkedLimit time.Duration
+	// Check names the check asked before a person is paged about an
+	// unknown key (check.go); "": the destination's, if any.
+	Check string
+
+	destinations map[string]DestinationPolicy // for the destinations' checks (Namespace fills it in)
 }
 
 // DestinationPolicy configures one destination's circuit breaker.
@@ -45,6 +50,9 @@ type DestinationPolicy struct {
 	// (catchup.go).
 	CatchUpRate        float64
 	CatchUpConcurrency int
+	// Check names the check of the keys written to this destination whose
+	// namespace names none (check.go).
+	Check string
 }
 
 // Policies holds the configured namespaces and destinations; anything not
@@ -57,6 +65,7 @@ type Policies struct {
 // Namespace returns the policy of ns with defaults filled in.
 func (p Policies) Namespace(ns string) NamespacePolicy {
 	np := p.Namespaces[ns]
+	np.destinations = p.Destinations
 	if np.Lease <= 0 {
 		np.Lease = DefaultLease
 	}

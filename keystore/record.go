@@ -100,6 +100,8 @@ type Record struct {
 	ResumeSentAt *time.Time `json:"resume_sent_at,omitempty"`
 	// ResumeClaimUntil: one guard is calling the resume URL until then.
 	ResumeClaimUntil *time.Time `json:"-"`
+	// Check: an unknown key whose page waits for its check (check.go).
+	Check *CheckHold `json:"-"`
 
 	// Fingerprint of the payload of the first attempt that sent one.
 	Fingerprint Fingerprint `json:"-"`
@@ -140,6 +142,8 @@ const (
 	HistoryParked       HistoryEvent = "parked"
 	HistoryResumed      HistoryEvent = "resumed" // the guard's resume call was accepted by n8n
 	HistoryResumeLost   HistoryEvent = "resume_lost"
+	HistoryChecked      HistoryEvent = "checked"      // a check decided (check.go)
+	HistoryCheckFailed  HistoryEvent = "check_failed" // a check gave no usable answer: the person is paged
 )
 
 func (r *Record) addHistory(t Transition) {
@@ -169,6 +173,7 @@ func (r *Record) Clone() *Record {
 	c.ExpiresAt = copyTime(r.ExpiresAt)
 	c.ResolvedAt = copyTime(r.ResolvedAt)
 	c.ParkedAt, c.ResumeSentAt, c.ResumeClaimUntil = copyTime(r.ParkedAt), copyTime(r.ResumeSentAt), copyTime(r.ResumeClaimUntil)
+	c.Check = r.Check.Clone()
 	return &c
 }
 
