@@ -31,6 +31,9 @@ type diskPark struct {
 
 // recordResult is what goes in a record's result slot.
 func recordResult(r *keystore.Record) []byte {
+	if r.State == keystore.StateUnknown && r.Check != nil {
+		return checkSlot(r.Check) // reconcile.go
+	}
 	if r.State != keystore.StateParked {
 		return r.Result
 	}

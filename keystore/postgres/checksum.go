@@ -83,6 +83,15 @@ func rowChecksum(r *keystore.Record, version int64) int64 {
 		tm(r.ResumeSentAt)
 		tm(r.ResumeClaimUntil)
 	}
+	// The hold of a key waiting for its check (migration 0006), likewise.
+	if h := r.Check; h != nil {
+		b = append(b, 'C')
+		str(h.Check)
+		tm(&h.Since)
+		tm(h.ClaimUntil)
+		num(int64(h.Claims))
+		str(h.ResumeURL)
+	}
 	return int64(crc32.Checksum(b, castagnoli))
 }
 

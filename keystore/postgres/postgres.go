@@ -136,7 +136,7 @@ func (s *Store) Ping(ctx context.Context) error {
 const (
 	pgKeyCols = `state, attempt, owner, lease_expires_at, result_ref, result, reason, message, retryable,
 		via, destination, created_at, updated_at, expires_at, resolved_by, resolved_at, note, history,
-		fingerprint, token_hash, token_seal, parked_at, resume_url, resume_sent_at, resume_claim_until`
+		fingerprint, token_hash, token_seal, parked_at, resume_url, resume_sent_at, resume_claim_until, check_hold`
 	pgKeyRead       = pgKeyCols + `, version, checksum`
 	pgSelectKey     = `SELECT ` + pgKeyRead + ` FROM guard_keys WHERE namespace = $1 AND key = $2`
 	pgBreakerCols   = `state, opened_at, reopens_at, consecutive_failures, paused_reserves, probe_namespace, probe_key, probe_until`
@@ -152,13 +152,13 @@ func scanRecord(row pgx.Row, ns, key string) (*keystore.Record, int64, error) {
 	r := &keystore.Record{Namespace: ns, Key: key}
 	var state, reason, via string
 	var attempt int32
-	var result, history []byte
+	var result, history, hold []byte
 	var version int64
 	var sum *int64
 	err := row.Scan(&state, &attempt, &r.Owner, &r.LeaseExpiresAt, &r.ResultRef, &result, &reason, &r.Message,
 		&r.Retryable, &via, &r.Destination, &r.CreatedAt, &r.UpdatedAt, &r.ExpiresAt, &r.ResolvedBy,
 		&r.ResolvedAt, &r.Note, &history, &r.Fingerprint, &r.TokenHash, &r.TokenSeal,
-		&r.ParkedAt, &r.ResumeURL, &r.ResumeSentAt, &r.ResumeClaimUntil, &version, &sum)
+		&r.ParkedAt, &r.ResumeURL, &r.ResumeSentAt, &r.ResumeClaimUntil, &hold, &version, &sum)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, 0, nil
 	}
@@ -182,6 +182,11 @@ func scanRecord(row pgx.Row, ns, key string) (*keystore.Record, int64, error) {
 	}
 	if r.History == nil {
 		r.History = []keystore.Transition{}
+	}
+	if len(hold) > 0 {
+		if err := json.Unmarshal(hold, &r.Check); err != nil {
+			return nil, version, keystore.RecordDamaged(ns, key)
+		}
 	}
 	r.CreatedAt, r.UpdatedAt = r.CreatedAt.UTC(), r.UpdatedAt.UTC()
 	r.LeaseExpiresAt, r.ExpiresAt, r.ResolvedAt = utcPtr(r.LeaseExpiresAt), utcPtr(r.ExpiresAt), utcPtr(r.ResolvedAt)
@@ -250,12 +255,12 @@ func queueRecord(b *pgx.Batch, prev *keystore.Record, version int64, next *keyst
 		next.ResultRef, nullJSON(next.Result), string(next.Reason), next.Message, next.Retryable, string(next.Via),
 		next.Destination, stored.CreatedAt, stored.UpdatedAt, stored.ExpiresAt, next.ResolvedBy, stored.ResolvedAt,
 		next.Note, string(history), nullBytes(next.Fingerprint), nullBytes(next.TokenHash), nullBytes(next.TokenSeal),
-		stored.ParkedAt, next.ResumeURL, stored.ResumeSentAt, stored.ResumeClaimUntil}
+		stored.ParkedAt, next.ResumeURL, stored.ResumeSentAt, stored.ResumeClaimUntil, checkHold(next.Check)}
 	if prev == nil {
 		args = append(args, rowChecksum(stored, 1))
 		b.Queue(`INSERT INTO guard_keys (namespace, key, `+pgKeyCols+`, checksum)
 			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23,
-				$24, $25, $26, $27, $28)`, args...)
+				$24, $25, $26, $27, $28, $29)`, args...)
 		queueActivity(b, prev, next)
 		return nil
 	}
@@ -265,9 +270,9 @@ func queueRecord(b *pgx.Batch, prev *keystore.Record, version int64, next *keyst
 				result = $8, reason = $9, message = $10, retryable = $11, via = $12, destination = $13,
 				created_at = $14, updated_at = $15, expires_at = $16, resolved_by = $17, resolved_at = $18,
 				note = $19, history = $20, fingerprint = $21, token_hash = $22, token_seal = $23,
-				parked_at = $24, resume_url = $25, resume_sent_at = $26, resume_claim_until = $27, version = version + 1,
-				checksum = $29
-			WHERE namespace = $1 AND key = $2 AND version = $28
+				parked_at = $24, resume_url = $25, resume_sent_at = $26, resume_claim_until = $27, check_hold = $28,
+				version = version + 1, checksum = $30
+			WHERE namespace = $1 AND key = $2 AND version = $29
 			RETURNING 1)
 		SELECT guard_expect_row(count(*), 'key') FROM u`, args...)
 	queueActivity(b, prev, next)
