@@ -1,0 +1,268 @@
+package reconcile
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/cenkalti/backoff/v5"
+	"github.com/n8n-guard/n8n-guard/keystore"
+	"github.com/n8n-guard/n8n-guard/n8n"
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Caller calls one check (n8n.CheckCaller).
+type Caller interface {
+	Call(ctx context.Context, req n8n.CheckRequest) n8n.CheckOutcome
+}
+
+// Options configure a Runner.
+type Options struct {
+	Store keystore.CheckStore
+	// Checks are the configured checks by name (keystore.Policies.CheckFor).
+	Checks map[string]Caller
+	Logger *slog.Logger
+	// Registerer takes the runner's metrics (nil: not registered).
+	Registerer prometheus.Registerer
+	// Interval is how often the held keys are looked at (default 1 s).
+	Interval time.Duration
+	// Claim is how long one guard holds a key's check call: the tries of
+	// one claim fit in three quarters of it (default 2 min).
+	Claim time.Duration
+	// Tries is how many calls one claim makes while the check gives no
+	// usable answer but may (5xx, no answer); default 3.
+	Tries int
+	// Backoff is the first wait between tries (default 500 ms), doubled
+	// each time up to 10 s.
+	Backoff time.Duration
+	// MaxClaims bounds the claims of one key (crashes mid-call); default
+	// keystore.DefaultCheckClaims.
+	MaxClaims int
+	// Concurrency is how many checks run at once (default 4).
+	Concurrency int
+}
+
+// Runner asks the checks of the held keys.
+type Runner struct {
+	opts    Options
+	log     *slog.Logger
+	metrics *metrics
+
+	mu      sync.Mutex
+	pending map[string]bool // keys this guard is checking
+}
+
+// New returns a Runner; Run starts it.
+func New(opts Options) (*Runner, error) {
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	if opts.Interval <= 0 {
+		opts.Interval = time.Second
+	}
+	if opts.Claim <= 0 {
+		opts.Claim = 2 * time.Minute
+	}
+	if opts.Tries <= 0 {
+		opts.Tries = 3
+	}
+	if opts.Backoff <= 0 {
+		opts.Backoff = 500 * time.Millisecond
+	}
+	if opts.MaxClaims <= 0 {
+		opts.MaxClaims = keystore.DefaultCheckClaims
+	}
+	if opts.Concurrency <= 0 {
+		opts.Concurrency = 4
+	}
+	m, err := newMetrics(opts.Registerer)
+	if err != nil {
+		return nil, err
+	}
+	return &Runner{opts: opts, log: opts.Logger, metrics: m, pending: map[string]bool{}}, nil
+}
+
+// Run looks at the held keys every Interval until ctx ends.
+func (r *Runner) Run(ctx context.Context) error {
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	slots := make(chan struct{}, r.opts.Concurrency)
+	t := time.NewTicker(r.opts.Interval)
+	defer t.Stop()
+	for {
+		recs, err := r.opts.Store.HeldForCheck(ctx, 100)
+		switch {
+		case ctx.Err() != nil:
+			return ctx.Err()
+		case err != nil:
+			r.log.Warn("checks: cannot list the keys waiting for their check; trying again", "err", err)
+		default:
+			r.metrics.held.Set(float64(len(recs)))
+			for _, rec := range recs {
+				if rec.Check.ClaimUntil != nil && time.Now().Before(*rec.Check.ClaimUntil) || !r.start(rec) {
+					continue // being checked (by this guard or another)
+				}
+				select {
+				case slots <- struct{}{}:
+				case <-ctx.Done():
+					r.done(rec)
+					return ctx.Err()
+				}
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					defer func() { <-slots }()
+					defer r.done(rec)
+					r.checkOne(ctx, rec)
+				}()
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-t.C:
+		}
+	}
+}
+
+func id(rec *keystore.Record) string { return rec.Namespace + "\x00" + rec.Key }
+
+func (r *Runner) start(rec *keystore.Record) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.pending[id(rec)] {
+		return false
+	}
+	r.pending[id(rec)] = true
+	return true
+}
+
+func (r *Runner) done(rec *keystore.Record) {
+	r.mu.Lock()
+	delete(r.pending, id(rec))
+	r.mu.Unlock()
+}
+
+// checkOne claims, calls and records the check of one held key.
+func (r *Runner) checkOne(ctx context.Context, rec *keystore.Record) {
+	ns, key, attempt, name := rec.Namespace, rec.Key, rec.Attempt, rec.Check.Check
+	log := r.log.With("namespace", ns, "key", key, "attempt", attempt, "check", name)
+	caller := r.opts.Checks[name]
+	if caller == nil {
+		// The check was taken out of the config while the key waited.
+		r.record(ctx, log, rec, keystore.CheckAnswer{Result: keystore.CheckFailed, Detail: "the check " + name + " is no longer configured"})
+		return
+	}
+	claimed, c, err := r.opts.Store.ClaimCheck(ctx, ns, key, attempt, r.opts.Claim, r.opts.MaxClaims)
+	switch {
+	case err != nil:
+		if ctx.Err() == nil {
+			log.Warn("checks: cannot claim a key's check; trying again", "err", err)
+		}
+		return
+	case c == keystore.CheckRefused:
+		return
+	case c == keystore.CheckGaveUp:
+		r.metrics.checks.WithLabelValues("paged").Inc()
+		log.Warn("check: no answer after every claim (guards stopped mid-call); the person is paged", "claims", r.opts.MaxClaims)
+		return
+	}
+	req := n8n.NewCheckRequest(claimed)
+	deadline := time.Now().Add(r.opts.Claim * 3 / 4)
+	b := backoff.NewExponentialBackOff()
+	b.InitialInterval, b.MaxInterval = r.opts.Backoff, 10*time.Second
+	var out n8n.CheckOutcome
+	for try := 1; ; try++ {
+		out = caller.Call(ctx, req)
+		if ctx.Err() != nil {
+			return // stopped mid-call: the claim lapses and a guard calls again
+		}
+		r.metrics.calls.WithLabelValues(callResult(out)).Inc()
+		if !out.Retry || try >= r.opts.Tries {
+			break
+		}
+		wait := b.NextBackOff()
+		if time.Now().Add(wait).After(deadline) {
+			break
+		}
+		log.Info("check: no usable answer yet; trying again", "try", try, "detail", out.Answer.Detail, "wait", wait.String())
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(wait):
+		}
+	}
+	r.record(ctx, log, claimed, out.Answer)
+}
+
+// record writes the check's answer; the store drops it when the key moved
+// on meanwhile (a person decided, the holder reported late).
+func (r *Runner) record(ctx context.Context, log *slog.Logger, rec *keystore.Record, a keystore.CheckAnswer) {
+	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	_, ok, err := r.opts.Store.CheckAnswered(wctx, rec.Namespace, rec.Key, rec.Attempt, a)
+	switch {
+	case err != nil:
+		log.Warn("checks: the check's answer could not be recorded; the key is checked again once the claim lapses", "err", err)
+		return
+	case !ok:
+		r.metrics.checks.WithLabelValues("superseded").Inc()
+		log.Info("check: the key was decided meanwhile; the check's answer is dropped", "result", string(a.Result))
+		return
+	}
+	switch a.Result {
+	case keystore.CheckFound:
+		r.metrics.checks.WithLabelValues("found").Inc()
+		log.Info("check: the target has the record; the key is completed", "reference", a.Reference, "workflow", a.Workflow, "execution", a.Execution)
+	case keystore.CheckAbsent:
+		r.metrics.checks.WithLabelValues("absent").Inc()
+		log.Info("check: the target has no record; the key failed and may be written again", "workflow", a.Workflow, "execution", a.Execution)
+	default:
+		r.metrics.checks.WithLabelValues("paged").Inc()
+		log.Warn("check: no usable answer; the person is paged", "detail", a.Detail)
+	}
+}
+
+func callResult(out n8n.CheckOutcome) string {
+	switch {
+	case out.Answer.Result == keystore.CheckFound, out.Answer.Result == keystore.CheckAbsent:
+		return string(out.Answer.Result)
+	case out.Retry:
+		return "retry"
+	}
+	return "unusable"
+}
+
+type metrics struct {
+	checks *prometheus.CounterVec
+	calls  *prometheus.CounterVec
+	held   prometheus.Gauge
+}
+
+func newMetrics(reg prometheus.Registerer) (*metrics, error) {
+	m := &metrics{
+		checks: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "n8n_guard_checks_total",
+			Help: "Keys decided by their check, by result: found (completed), absent (failed, retryable), paged (no usable answer: the person was paged), superseded (decided meanwhile; the answer was dropped)."}, []string{"result"}),
+		calls: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "n8n_guard_check_calls_total",
+			Help: "Calls of checks, by answer: found, absent, retry (5xx, 429, no answer), unusable."}, []string{"answer"}),
+		held: prometheus.NewGauge(prometheus.GaugeOpts{Name: "n8n_guard_checks_waiting",
+			Help: "Unknown keys whose page waits for their check."}),
+	}
+	for _, r := range []string{"found", "absent", "paged", "superseded"} {
+		m.checks.WithLabelValues(r)
+	}
+	if reg == nil {
+		return m, nil
+	}
+	for _, c := range []prometheus.Collector{m.checks, m.calls, m.held} {
+		if err := reg.Register(c); err != nil {
+			var are prometheus.AlreadyRegisteredError
+			if !errors.As(err, &are) {
+				return nil, err
+			}
+		}
+	}
+	return m, nil
+}
