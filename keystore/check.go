@@ -70,8 +70,8 @@ func (p Policies) CheckFor(ns, dest string) string {
 // event). resumeURL is where the failing execution waits, if it does.
 func holdForCheck(next *Record, np NamespacePolicy, resumeURL string, now time.Time) bool {
 	name := np.Check
-	if name == "" && next.Destination != "" {
-		name = np.destinations[next.Destination].Check
+	if name == "" && next.Destination != "" && np.destinations != nil {
+		name = (*np.destinations)[next.Destination].Check
 	}
 	if name == "" {
 		return false

@@ -37,7 +37,9 @@ type NamespacePolicy struct {
 	// unknown key (check.go); "": the destination's, if any.
 	Check string
 
-	destinations map[string]DestinationPolicy // for the destinations' checks (Namespace fills it in)
+	// destinations are the policies' destinations, for their checks
+	// (Namespace fills it in); a pointer keeps NamespacePolicy comparable.
+	destinations *map[string]DestinationPolicy
 }
 
 // DestinationPolicy configures one destination's circuit breaker.
@@ -65,7 +67,9 @@ type Policies struct {
 // Namespace returns the policy of ns with defaults filled in.
 func (p Policies) Namespace(ns string) NamespacePolicy {
 	np := p.Namespaces[ns]
-	np.destinations = p.Destinations
+	if len(p.Destinations) > 0 {
+		np.destinations = &p.Destinations
+	}
 	if np.Lease <= 0 {
 		np.Lease = DefaultLease
 	}

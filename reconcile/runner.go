@@ -32,8 +32,10 @@ type Options struct {
 	// one claim fit in three quarters of it (default 2 min).
 	Claim time.Duration
 	// Tries is how many calls one claim makes while the check gives no
-	// usable answer but may (5xx, no answer); default 3.
-	Tries int
+	// usable answer but may (5xx, no answer); default 3. TriesOf sets it
+	// per check.
+	Tries   int
+	TriesOf map[string]int
 	// Backoff is the first wait between tries (default 500 ms), doubled
 	// each time up to 10 s.
 	Backoff time.Duration
@@ -173,6 +175,10 @@ func (r *Runner) checkOne(ctx context.Context, rec *keystore.Record) {
 	deadline := time.Now().Add(r.opts.Claim * 3 / 4)
 	b := backoff.NewExponentialBackOff()
 	b.InitialInterval, b.MaxInterval = r.opts.Backoff, 10*time.Second
+	tries := r.opts.Tries
+	if n := r.opts.TriesOf[name]; n > 0 {
+		tries = n
+	}
 	var out n8n.CheckOutcome
 	for try := 1; ; try++ {
 		out = caller.Call(ctx, req)
@@ -180,7 +186,7 @@ func (r *Runner) checkOne(ctx context.Context, rec *keystore.Record) {
 			return // stopped mid-call: the claim lapses and a guard calls again
 		}
 		r.metrics.calls.WithLabelValues(callResult(out)).Inc()
-		if !out.Retry || try >= r.opts.Tries {
+		if !out.Retry || try >= tries {
 			break
 		}
 		wait := b.NextBackOff()

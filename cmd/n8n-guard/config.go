@@ -88,6 +88,9 @@ type FileConfig struct {
 	Owners       []OwnerConfig                `yaml:"owners"`
 	Tokens       map[string]TokenConfig       `yaml:"tokens"`
 	Metrics      MetricsConfig                `yaml:"metrics"`
+	// Checks are asked before a person is paged about an unknown key
+	// (checks.go); namespaces and destinations name them.
+	Checks map[string]CheckConfig `yaml:"checks"`
 }
 
 // TokenConfig is one entry of tokens: a named token with a role and the
@@ -116,7 +119,9 @@ type NamespaceConfig struct {
 	Channel       string   `yaml:"channel"`
 	Runbook       string   `yaml:"runbook"`
 	// ParkedLimit: an event parked longer is reported (default 72h).
-	ParkedLimit    Duration `yaml:"parked_limit"`
+	ParkedLimit Duration `yaml:"parked_limit"`
+	// Check names the entry of checks: asked before a person is paged.
+	Check          string `yaml:"check"`
 	DecidersConfig `yaml:",inline"`
 }
 
@@ -153,7 +158,9 @@ type DestinationConfig struct {
 	// (default 4).
 	CatchUpRate        *float64 `yaml:"catch_up_rate"`
 	CatchUpConcurrency *int     `yaml:"catch_up_concurrency"`
-	DecidersConfig     `yaml:",inline"`
+	// Check: as a namespace's, for the keys of namespaces that name none.
+	Check          string `yaml:"check"`
+	DecidersConfig `yaml:",inline"`
 }
 
 // NotifyConfig is the notify: section.
@@ -224,6 +231,9 @@ func ParseFile(r io.Reader) (FileConfig, error) {
 	dec := yaml.NewDecoder(bytes.NewReader(raw))
 	dec.KnownFields(true)
 	if err := dec.Decode(&fc); err != nil && !errors.Is(err, io.EOF) {
+		return fc, err
+	}
+	if err := fc.checkChecks(); err != nil { // checks.go
 		return fc, err
 	}
 	if _, err := fc.Policies(); err != nil {
@@ -318,7 +328,10 @@ func (fc FileConfig) Policies() (keystore.Policies, error) {
 		}
 		p.Namespaces[name] = keystore.NamespacePolicy{
 			Lease: lease, Retention: time.Duration(n.Retention), OnLeaseExpiry: expiry,
-			Owner: n.Owner, Runbook: n.Runbook, ParkedLimit: time.Duration(n.ParkedLimit),
+			Owner: n.Owner, Runbook: n.Runbook, ParkedLimit: time.Duration(n.ParkedLimit), Check: n.Check,
+		}
+		if err := fc.checkNamed(where, n.Check); err != nil {
+			return p, err
 		}
 		if n.ParkedLimit < 0 {
 			return p, fmt.Errorf("%s.parked_limit: must not be negative", where)
@@ -333,7 +346,10 @@ func (fc FileConfig) Policies() (keystore.Policies, error) {
 		if d.Cooldown < 0 {
 			return p, fmt.Errorf("%s.cooldown: must not be negative", where)
 		}
-		dp := keystore.DestinationPolicy{Cooldown: time.Duration(d.Cooldown), Owner: d.Owner}
+		dp := keystore.DestinationPolicy{Cooldown: time.Duration(d.Cooldown), Owner: d.Owner, Check: d.Check}
+		if err := fc.checkNamed(where, d.Check); err != nil {
+			return p, err
+		}
 		if d.FailureThreshold != nil {
 			if *d.FailureThreshold < 1 {
 				return p, fmt.Errorf("%s.failure_threshold: %d must be at least 1", where, *d.FailureThreshold)

@@ -200,6 +200,10 @@ func (m *Main) Run(ctx context.Context) (err error) {
 		cancel()
 		return err
 	}
+	if err := m.startChecks(bg, reg); err != nil { // checks.go
+		cancel()
+		return err
+	}
 	// Serve gets the server and listener now: a Close right after Run
 	// clears the fields before this goroutine may have run.
 	srv, ln := m.server, m.ln
