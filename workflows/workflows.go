@@ -150,7 +150,7 @@ func UsesCredential(node map[string]any) (id string, ok bool) {
 // credential with this id and name.
 func PointCredential(nodes []map[string]any, id, name string) {
 	for _, n := range nodes {
-		if _, ok := UsesCredential(n); ok {
+		if old, ok := UsesCredential(n); ok && old != checkCredentialID { // checks.go
 			n["credentials"].(map[string]any)[CredentialType] = map[string]any{"id": id, "name": name}
 		}
 	}

@@ -7,8 +7,8 @@ func TestShippedHandlerFirst(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(shipped) != 3 || shipped[0].ID != ErrorHandlerID {
-		t.Fatalf("Shipped() = %d workflows starting with %q, want 3 with the error handler first", len(shipped), shipped[0].ID)
+	if len(shipped) != 4 || shipped[0].ID != ErrorHandlerID {
+		t.Fatalf("Shipped() = %d workflows starting with %q, want 4 with the error handler first", len(shipped), shipped[0].ID)
 	}
 	for _, wf := range shipped[1:] {
 		if wf.Settings["errorWorkflow"] != ErrorHandlerID {
