@@ -34,6 +34,9 @@ const (
 	// why a 502 or 504 is "unknown", not "nothing was written".
 	answer502Written
 	answer504Written
+	// answerLost: the request is lost on the way in: nothing written, no
+	// answer (the client times out; check_test.go).
+	answerLost
 )
 
 // target is a fake CRM or mail API. Like most real ones it accepts an
@@ -55,6 +58,11 @@ type target struct {
 	bodies   map[string][]map[string]any
 	nextID   int
 	released chan struct{} // closed on Close to free hanging handlers
+	// ids of the records written per Idempotency-Key, and the keys whose
+	// search fails (check_test.go).
+	ids          map[string][]string
+	searchFails  map[string]bool
+	searchCounts map[string]int
 }
 
 func startTarget(name, idField, idPrefix string, okStatus int) (*target, error) {
@@ -70,6 +78,7 @@ func startTarget(name, idField, idPrefix string, okStatus int) (*target, error) 
 		requests: map[string]int{},
 		bodies:   map[string][]map[string]any{},
 		released: make(chan struct{}),
+		ids:      map[string][]string{}, searchFails: map[string]bool{}, searchCounts: map[string]int{},
 	}
 	t.serve(ln)
 	return t, nil
@@ -153,6 +162,10 @@ func (t *target) Close() {
 }
 
 func (t *target) handle(w http.ResponseWriter, r *http.Request) {
+	if r.Method == http.MethodGet && r.URL.Path == "/contacts/search" {
+		t.search(w, r) // check_test.go
+		return
+	}
 	raw, _ := io.ReadAll(r.Body)
 	var body map[string]any
 	_ = json.Unmarshal(raw, &body)
@@ -170,6 +183,7 @@ func (t *target) handle(w http.ResponseWriter, r *http.Request) {
 		t.writes[key]++
 		t.nextID++
 		id = fmt.Sprintf("%s-%d", t.idPrefix, t.nextID)
+		t.ids[key] = append(t.ids[key], id)
 	}
 	released := t.released
 	t.mu.Unlock()
@@ -188,7 +202,7 @@ func (t *target) handle(w http.ResponseWriter, r *http.Request) {
 		gatewayPage(w, http.StatusBadGateway, "502 Bad Gateway")
 	case answer504Written:
 		gatewayPage(w, http.StatusGatewayTimeout, "504 Gateway Time-out")
-	case answerHang:
+	case answerHang, answerLost:
 		select {
 		case <-r.Context().Done():
 		case <-released:
