@@ -274,6 +274,18 @@ func (s *suite) importAll(files map[string][]byte, community bool) error {
 		"id": credentialID, "name": credentialName, "type": workflows.CredentialType,
 		"data": map[string]any{"name": "Authorization", "value": "Bearer " + guardToken},
 	}}
+	if s.guard != nil {
+		// The Wait nodes' credential holds the secret the guard made on its
+		// first start, as `n8n-guard n8n setup` would write it.
+		secret, err := s.guard.ResumeSecret()
+		if err != nil {
+			return err
+		}
+		creds = append(creds, map[string]any{
+			"id": workflows.ResumeCredentialID, "name": workflows.ResumeCredentialName, "type": workflows.CredentialType,
+			"data": map[string]any{"name": workflows.ResumeHeader, "value": secret},
+		})
+	}
 	b, _ := json.Marshal(creds)
 	credFile := filepath.Join(s.work, "credentials.json")
 	if err := os.WriteFile(credFile, b, 0o600); err != nil {
