@@ -19,12 +19,12 @@ type Workflow struct {
 	ActiveVersionID *string `json:"activeVersionId"`
 	// VersionID is the saved version (2.x: equal to ActiveVersionID when
 	// nothing unpublished was saved since).
-	VersionID  string           `json:"versionId"`
-	IsArchived      bool             `json:"isArchived"`
-	Nodes           []map[string]any `json:"nodes"`
-	Connections     map[string]any   `json:"connections"`
-	Settings        map[string]any   `json:"settings"`
-	Tags            []struct {
+	VersionID   string           `json:"versionId"`
+	IsArchived  bool             `json:"isArchived"`
+	Nodes       []map[string]any `json:"nodes"`
+	Connections map[string]any   `json:"connections"`
+	Settings    map[string]any   `json:"settings"`
+	Tags        []struct {
 		Name string `json:"name"`
 	} `json:"tags"`
 }
