@@ -274,13 +274,10 @@ func (s *suite) importAll(files map[string][]byte, community bool) error {
 		"id": credentialID, "name": credentialName, "type": workflows.CredentialType,
 		"data": map[string]any{"name": "Authorization", "value": "Bearer " + guardToken},
 	}}
-	if s.guard != nil {
-		// The Wait nodes' credential holds the secret the guard made on its
-		// first start, as `n8n-guard n8n setup` would write it.
-		secret, err := s.guard.ResumeSecret()
-		if err != nil {
-			return err
-		}
+	// The Wait nodes' credential holds the secret the guard made on its
+	// first start, as `n8n-guard n8n setup` would write it. (A suite whose
+	// guard has none yet parks nothing.)
+	if secret, err := s.resumeSecret(); err == nil {
 		creds = append(creds, map[string]any{
 			"id": workflows.ResumeCredentialID, "name": workflows.ResumeCredentialName, "type": workflows.CredentialType,
 			"data": map[string]any{"name": workflows.ResumeHeader, "value": secret},
@@ -305,6 +302,18 @@ func (s *suite) importAll(files map[string][]byte, community bool) error {
 		}
 	}
 	return s.n8n.CLI("import:workflow", "--separate", "--input="+dir)
+}
+
+// resumeSecret is the resume secret of the suite's guard.
+func (s *suite) resumeSecret() (string, error) {
+	if s.guard == nil {
+		return "", fmt.Errorf("no guard")
+	}
+	secret, err := s.guard.ResumeSecret()
+	if err == nil && secret == "" {
+		err = fmt.Errorf("empty resume secret")
+	}
+	return secret, err
 }
 
 // reply is what a webhook sender got back.
