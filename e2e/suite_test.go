@@ -72,6 +72,10 @@ type suite struct {
 	slack    *fakeSlack
 	web      *http.Client
 
+	// noResumeCredential: importAll leaves the resume credential to
+	// `n8n-guard n8n setup` (TestParking).
+	noResumeCredential bool
+
 	// communityReady: n8n-nodes/dist was loaded and a workflow using it imported.
 	communityReady string // empty when ready, else why not
 }
@@ -277,7 +281,7 @@ func (s *suite) importAll(files map[string][]byte, community bool) error {
 	// The Wait nodes' credential holds the secret the guard made on its
 	// first start, as `n8n-guard n8n setup` would write it. (A suite whose
 	// guard has none yet parks nothing.)
-	if secret, err := s.resumeSecret(); err == nil {
+	if secret, err := s.resumeSecret(); err == nil && !s.noResumeCredential {
 		creds = append(creds, map[string]any{
 			"id": workflows.ResumeCredentialID, "name": workflows.ResumeCredentialName, "type": workflows.CredentialType,
 			"data": map[string]any{"name": workflows.ResumeHeader, "value": secret},
