@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"time"
 
@@ -122,6 +123,22 @@ func (g *guard) Stop() {
 	g.logf.Close()
 }
 
+// ResumeSecret is the secret of the guard's resume calls, which it wrote
+// into its data folder on first start.
+func (g *guard) ResumeSecret() (string, error) {
+	b, err := os.ReadFile(filepath.Join(g.dataDir(), "resume-secret"))
+	return strings.TrimSpace(string(b)), err
+}
+
+func (g *guard) dataDir() string {
+	for i, a := range g.args {
+		if a == "--data" && i+1 < len(g.args) {
+			return g.args[i+1]
+		}
+	}
+	return ""
+}
+
 // record is the part of a key's record the tests look at.
 type record struct {
 	Namespace string `json:"namespace"`
@@ -132,6 +149,7 @@ type record struct {
 	Reason    string `json:"reason"`
 	Retryable bool   `json:"retryable"`
 	Message   string `json:"message"`
+	ResumeURL string `json:"resume_url"`
 }
 
 // Lookup asks the guard for a key's record.

@@ -370,7 +370,8 @@ func (n *n8nInstance) OwnerAPIKey(ctx context.Context) (string, error) {
 	// The scopes `n8n-guard n8n setup` needs; n8n grants the owner's own
 	// where the instance has no scoped keys.
 	scopes := []string{"workflow:create", "workflow:read", "workflow:update", "workflow:list",
-		"workflow:activate", "credential:create"}
+		"workflow:activate", "credential:create",
+		"execution:read"} // the tests read executions (e2e/park_test.go)
 	if n.Major() >= 2 {
 		scopes = append(scopes, "credential:list") // 1.x knows no such scope and refuses the key
 	}

@@ -208,7 +208,7 @@ func TestShippedWorkflowShapes(t *testing.T) {
 }
 
 func TestTemplateShapes(t *testing.T) {
-	for _, op := range []string{"config", "reserve", "complete", "fail", "lookup", "resolve"} {
+	for _, op := range []string{"config", "reserve", "reserve-park", "complete", "fail", "lookup", "resolve"} {
 		var clip struct {
 			Nodes       []n8nNode      `json:"nodes"`
 			Connections map[string]any `json:"connections"`
@@ -223,9 +223,26 @@ func TestTemplateShapes(t *testing.T) {
 			checkConfig(t, "templates/config.json", n, []string{"guard_url"})
 			continue
 		}
+		if op == "reserve-park" {
+			op = "reserve"
+			if body, _ := n.Parameters["jsonBody"].(string); !strings.Contains(body, "resume_url: $execution.resumeUrl") {
+				t.Errorf("templates/reserve-park.json does not send the execution's resume URL")
+			}
+		}
 		if !callsGuard(n) || !strings.HasSuffix(n.Parameters["url"].(string), "/v1/"+op) {
 			t.Errorf("templates/%s.json: node %q does not call /v1/%s", op, n.Name, op)
 		}
 		checkGuardNode(t, "templates/"+op+".json", n)
+	}
+	var wait struct{ Nodes []n8nNode }
+	readJSON(t, filepath.Join("..", "workflows", "templates", "wait.json"), &wait)
+	if len(wait.Nodes) != 1 || wait.Nodes[0].Type != workflows.WaitNodeType || wait.Nodes[0].Parameters["incomingAuthentication"] != "headerAuth" {
+		t.Errorf("templates/wait.json: %+v, want one Wait node with Header Auth", wait.Nodes)
+	} else {
+		var cred struct{ ID, Name string }
+		_ = json.Unmarshal(wait.Nodes[0].Credentials[workflows.CredentialType], &cred)
+		if cred.ID != workflows.ResumeCredentialID || cred.Name != workflows.ResumeCredentialName {
+			t.Errorf("templates/wait.json checks credential %+v, want %s %q", cred, workflows.ResumeCredentialID, workflows.ResumeCredentialName)
+		}
 	}
 }

@@ -72,6 +72,10 @@ type suite struct {
 	slack    *fakeSlack
 	web      *http.Client
 
+	// noResumeCredential: importAll leaves the resume credential to
+	// `n8n-guard n8n setup` (TestParking).
+	noResumeCredential bool
+
 	// communityReady: n8n-nodes/dist was loaded and a workflow using it imported.
 	communityReady string // empty when ready, else why not
 }
@@ -274,6 +278,15 @@ func (s *suite) importAll(files map[string][]byte, community bool) error {
 		"id": credentialID, "name": credentialName, "type": workflows.CredentialType,
 		"data": map[string]any{"name": "Authorization", "value": "Bearer " + guardToken},
 	}}
+	// The Wait nodes' credential holds the secret the guard made on its
+	// first start, as `n8n-guard n8n setup` would write it. (A suite whose
+	// guard has none yet parks nothing.)
+	if secret, err := s.resumeSecret(); err == nil && !s.noResumeCredential {
+		creds = append(creds, map[string]any{
+			"id": workflows.ResumeCredentialID, "name": workflows.ResumeCredentialName, "type": workflows.CredentialType,
+			"data": map[string]any{"name": workflows.ResumeHeader, "value": secret},
+		})
+	}
 	b, _ := json.Marshal(creds)
 	credFile := filepath.Join(s.work, "credentials.json")
 	if err := os.WriteFile(credFile, b, 0o600); err != nil {
@@ -293,6 +306,18 @@ func (s *suite) importAll(files map[string][]byte, community bool) error {
 		}
 	}
 	return s.n8n.CLI("import:workflow", "--separate", "--input="+dir)
+}
+
+// resumeSecret is the resume secret of the suite's guard.
+func (s *suite) resumeSecret() (string, error) {
+	if s.guard == nil {
+		return "", fmt.Errorf("no guard")
+	}
+	secret, err := s.guard.ResumeSecret()
+	if err == nil && secret == "" {
+		err = fmt.Errorf("empty resume secret")
+	}
+	return secret, err
 }
 
 // reply is what a webhook sender got back.

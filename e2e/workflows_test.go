@@ -6,7 +6,6 @@ import (
 	"context"
 	"fmt"
 	"net/http"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -387,35 +386,36 @@ func (s *suite) caseBookingTimeout(t *testing.T) {
 }
 
 // The CRM refuses connections: the attempt is destination_unreachable, the
-// breaker opens and the next lead is answered 503 + Retry-After without
-// being recorded; once the CRM is back and the cooldown is over, both go
-// through, once each.
+// breaker opens, and both leads are answered 202 queued and parked (the
+// first by its fail, the second by its reserve); once the CRM is back and
+// the cooldown is over the guard resumes both, which are written once each
+// without the sender sending again. (Many events, copies, strangers and a
+// guard restart: TestParking.)
 func (s *suite) caseCRMRefused(t *testing.T) {
 	a, b := "evt-7001", "evt-7002"
 	s.crm.Refuse()
 	r := s.send(t, leadPath, lead(a, "down@example.org"))
-	expect(t, r, 502, "destination_unreachable")
+	expect(t, r, 202, "queued")
 	rec := s.lookup(t, "crm-contacts", a)
-	if rec.State != "failed" || !rec.Retryable || rec.Reason != "destination_unreachable" {
-		t.Fatalf("record %+v, want failed, retryable, destination_unreachable", rec)
+	if rec.State != "parked" || rec.Reason != "destination_unreachable" || rec.ResumeURL == "" {
+		t.Fatalf("record %+v, want parked after destination_unreachable, with a resume URL", rec)
 	}
 	r = s.send(t, leadPath, lead(b, "down@example.org"))
-	expect(t, r, 503, "destination_paused")
-	if ra, err := strconv.Atoi(r.Header.Get("Retry-After")); err != nil || ra <= 0 {
-		t.Fatalf("destination_paused with Retry-After %q, want seconds > 0", r.Header.Get("Retry-After"))
+	expect(t, r, 202, "queued")
+	if r.Header.Get("Retry-After") != "" {
+		t.Fatalf("queued with Retry-After %q: the sender must not resend", r.Header.Get("Retry-After"))
 	}
-	if rec := s.lookup(t, "crm-contacts", b); rec.State != "absent" {
-		t.Fatalf("a paused reserve recorded %+v, want nothing (absent)", rec)
+	if rec := s.lookup(t, "crm-contacts", b); rec.State != "parked" {
+		t.Fatalf("a reserve during the outage recorded %+v, want parked", rec)
 	}
 	if err := s.crm.Accept(); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(4 * time.Second) // the configured cooldown is 3s
-	expect(t, s.send(t, leadPath, lead(a, "down@example.org")), 200, "accepted")
-	expect(t, s.send(t, leadPath, lead(b, "down@example.org")), 200, "accepted")
+	s.waitCompleted(t, []string{a, b}, 90*time.Second) // the configured cooldown is 3s
 	if s.crm.Writes(a) != 1 || s.crm.Writes(b) != 1 {
 		t.Fatalf("CRM writes %d and %d, want 1 and 1", s.crm.Writes(a), s.crm.Writes(b))
 	}
+	expect(t, s.send(t, leadPath, lead(a, "down@example.org")), 200, "duplicate_event")
 }
 
 // Case 3 through n8n's own Remove Duplicates node, for comparison. Not a

@@ -9,7 +9,10 @@ import (
 
 // Check lists the workflows in scope that would fail silently (the
 // report's Silent): no error workflow, one that does not exist or (2.x) is
-// not published, or one whose credential is missing.
+// not published, or one whose credential is missing; and workflows that
+// park events in a Wait node whose resume credential is missing or not
+// the guard's (its resume calls would be refused: parked events would
+// never be caught up).
 func (inst *Instance) Check(ctx context.Context, scope Filter) (*Report, error) {
 	n := &session{Instance: inst, rep: &Report{}}
 	all, err := n.Client.Workflows(ctx, Filter{})
@@ -28,15 +31,23 @@ func (inst *Instance) Check(ctx context.Context, scope Filter) (*Report, error) 
 		n.noteUnlistedCredentials()
 	}
 	credIDs := map[string]bool{}
+	credNames := map[string]string{}
 	for _, c := range creds {
 		credIDs[c.ID] = true
+		credNames[c.ID] = c.Name
 	}
 	byID := map[string]Workflow{}
 	for _, w := range all {
 		byID[w.ID] = w
 	}
 	for _, w := range targets {
-		if w.IsArchived || w.HasErrorTrigger() {
+		if w.IsArchived {
+			continue
+		}
+		if why := whyNotResumable(w, credNames, listed); why != "" {
+			n.rep.Silent = append(n.rep.Silent, Silent{w.ID, w.Name, why})
+		}
+		if w.HasErrorTrigger() {
 			continue
 		}
 		if why := whySilent(n.Version.Major, w, byID, credIDs, listed); why != "" {
@@ -67,6 +78,33 @@ func whySilent(major int, w Workflow, byID map[string]Workflow, credIDs map[stri
 			if cid, ok := workflows.UsesCredential(node); ok && !credIDs[cid] {
 				return fmt.Sprintf("its error workflow %s %q uses credential %s, which does not exist", id, h.Name, cid)
 			}
+		}
+	}
+	return ""
+}
+
+// whyNotResumable says why the guard's resume calls to w's Wait nodes
+// would be refused, or "" when they would be let in (or w parks nothing).
+// n8n's API never shows a credential's value: a resume credential whose
+// secret differs from the guard's is not seen here (the guard logs the
+// refusals and keeps trying).
+func whyNotResumable(w Workflow, credNames map[string]string, listed bool) string {
+	for _, node := range w.Nodes {
+		id, ok := workflows.UsesResumeCredential(node)
+		if !ok {
+			continue
+		}
+		name, exists := credNames[id]
+		switch {
+		case id == workflows.ResumeCredentialID && (!listed || !exists):
+			return fmt.Sprintf("its Wait node %q checks the shipped placeholder credential %s: the guard's resume calls would be refused and parked events never caught up (`n8n-guard n8n setup --create-credential` creates %q and wires it)",
+				node["name"], id, workflows.ResumeCredentialName)
+		case listed && !exists:
+			return fmt.Sprintf("its Wait node %q checks credential %s, which does not exist: the guard's resume calls would be refused and parked events never caught up",
+				node["name"], id)
+		case listed && name != workflows.ResumeCredentialName:
+			return fmt.Sprintf("its Wait node %q checks credential %q, not %q (header %s: the guard's resume secret): the guard's resume calls would be refused",
+				node["name"], name, workflows.ResumeCredentialName, workflows.ResumeHeader)
 		}
 	}
 	return ""

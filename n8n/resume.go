@@ -29,6 +29,10 @@ import (
 // Only the first two kinds of 409 and 404 are final; the rest are tried
 // again by the caller.
 
+// ResumeSecretFile is the file in the guard's data folder that holds the
+// resume secret when N8N_GUARD_RESUME_SECRET is not set.
+const ResumeSecretFile = "resume-secret"
+
 // ResumeDefaultHeader is the header the guard's resume calls carry, which
 // the Wait node's Header Auth credential checks (n8n setup creates it).
 const ResumeDefaultHeader = "X-N8n-Guard-Resume"

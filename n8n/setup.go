@@ -39,6 +39,10 @@ type SetupOptions struct {
 	GuardURL string
 	// Token, when set, creates the guard's credential if it is missing.
 	Token string
+	// ResumeSecret, when set, creates the resume credential (Header Auth
+	// X-N8n-Guard-Resume: the guard's resume secret) if it is missing; the
+	// Wait nodes of parking workflows are wired to it.
+	ResumeSecret string
 	// Examples installs the example workflows (never published).
 	Examples bool
 	// Scope limits which workflows get the error handler.
@@ -77,9 +81,22 @@ func (n *session) setup(ctx context.Context, o SetupOptions) error {
 	}
 	handler := findShipped(all, shipped[0])
 
-	cred, err := n.credential(ctx, handler, o.Token)
+	creds, listed, err := n.Client.Credentials(ctx, n.Version.Major)
 	if err != nil {
 		return err
+	}
+	if !listed {
+		n.noteUnlistedCredentials()
+	}
+	cred, err := n.credential(ctx, handler, creds, listed, o.Token)
+	if err != nil {
+		return err
+	}
+	resume := guardCredential{workflows.ResumeCredentialID, workflows.ResumeCredentialName}
+	if o.Examples || parks(all) {
+		if resume, err = n.resumeCredential(ctx, all, creds, listed, o.ResumeSecret); err != nil {
+			return err
+		}
 	}
 	handlerID, err := n.installHandler(ctx, handler, shipped[0], cred, o.GuardURL)
 	if err != nil {
@@ -87,7 +104,7 @@ func (n *session) setup(ctx context.Context, o SetupOptions) error {
 	}
 	if o.Examples {
 		for _, wf := range shipped[1:] {
-			if err := n.installExample(ctx, findShipped(all, wf), wf, cred, handlerID, o.GuardURL); err != nil {
+			if err := n.installExample(ctx, findShipped(all, wf), wf, cred, resume, handlerID, o.GuardURL); err != nil {
 				return err
 			}
 		}
@@ -96,6 +113,20 @@ func (n *session) setup(ctx context.Context, o SetupOptions) error {
 	targets, err := n.scoped(ctx, all, o.Scope)
 	if err != nil {
 		return err
+	}
+	if resume.ID != workflows.ResumeCredentialID {
+		for _, w := range targets {
+			if w.IsArchived || !waitsOn(w, resume) {
+				continue
+			}
+			if err := n.wireResume(ctx, w, resume); err != nil {
+				var ne *Error
+				if !errors.As(err, &ne) {
+					return err
+				}
+				n.problem("workflow %s %q: %v", w.ID, w.Name, err)
+			}
+		}
 	}
 	for _, w := range targets {
 		if w.IsArchived || w.HasErrorTrigger() || w.ErrorWorkflow() != "" {
@@ -115,9 +146,9 @@ func (n *session) setup(ctx context.Context, o SetupOptions) error {
 // noteUnlistedCredentials says what cannot be checked, once.
 func (n *session) noteUnlistedCredentials() {
 	if n.Version.Major < 2 {
-		n.rep.add(Note, "n8n 1.x cannot list credentials; the handler's credential reference is trusted, not checked")
+		n.rep.add(Note, "n8n 1.x cannot list credentials; the credential references of the handler and the Wait nodes are trusted, not checked")
 	} else {
-		n.rep.add(Note, "the API key lacks the scope credential:list; the handler's credential reference is trusted, not checked")
+		n.rep.add(Note, "the API key lacks the scope credential:list; the credential references of the handler and the Wait nodes are trusted, not checked")
 	}
 }
 
@@ -151,14 +182,7 @@ type guardCredential struct{ ID, Name string }
 // credential finds the guard's credential or creates it when a token was
 // given. 1.x cannot list credentials: there the handler's own reference is
 // trusted.
-func (n *session) credential(ctx context.Context, handler *Workflow, token string) (guardCredential, error) {
-	creds, listed, err := n.Client.Credentials(ctx, n.Version.Major)
-	if err != nil {
-		return guardCredential{}, err
-	}
-	if !listed {
-		n.noteUnlistedCredentials()
-	}
+func (n *session) credential(ctx context.Context, handler *Workflow, creds []Credential, listed bool, token string) (guardCredential, error) {
 	if listed {
 		for _, c := range creds {
 			if c.Name == workflows.CredentialName && c.Type == workflows.CredentialType {
@@ -185,6 +209,87 @@ func (n *session) credential(ctx context.Context, handler *Workflow, token strin
 	return guardCredential{c.ID, c.Name}, err
 }
 
+// resumeCredential finds the credential the Wait nodes check on the
+// guard's resume calls, or creates it when the guard's resume secret was
+// given. Where credentials cannot be listed (1.x) a Wait node's reference
+// to one that is not the shipped placeholder is trusted. n8n's API never
+// shows a credential's value, so a secret changed since is not seen here:
+// delete the credential in n8n and run setup again.
+func (n *session) resumeCredential(ctx context.Context, all []Workflow, creds []Credential, listed bool, secret string) (guardCredential, error) {
+	if listed {
+		for _, c := range creds {
+			if c.Name == workflows.ResumeCredentialName && c.Type == workflows.CredentialType {
+				return guardCredential{c.ID, c.Name}, nil
+			}
+		}
+	} else {
+		for _, w := range all {
+			for _, node := range w.Nodes {
+				if id, ok := workflows.UsesResumeCredential(node); ok && id != "" && id != workflows.ResumeCredentialID {
+					return guardCredential{id, workflows.ResumeCredentialName}, nil
+				}
+			}
+		}
+	}
+	if secret == "" {
+		n.problem("no n8n credential %q (%s): the Wait nodes of parking workflows check it on the guard's resume calls; rerun with --create-credential and the guard's resume secret (N8N_GUARD_RESUME_SECRET or <data>/%s), or create it in n8n (Header Auth: name %s, value the resume secret)",
+			workflows.ResumeCredentialName, workflows.CredentialType, ResumeSecretFile, workflows.ResumeHeader)
+		return guardCredential{workflows.ResumeCredentialID, workflows.ResumeCredentialName}, nil
+	}
+	n.change("create credential %q (Header Auth %s, the guard's resume secret)", workflows.ResumeCredentialName, workflows.ResumeHeader)
+	if n.dryRun {
+		return guardCredential{"(new)", workflows.ResumeCredentialName}, nil
+	}
+	c, err := n.Client.CreateHeaderAuth(ctx, workflows.ResumeCredentialName, workflows.ResumeHeader, secret)
+	return guardCredential{c.ID, c.Name}, err
+}
+
+// parks reports whether any workflow has a Wait node that checks the
+// guard's resume calls: only then is the resume credential needed.
+func parks(all []Workflow) bool {
+	for _, w := range all {
+		for _, node := range w.Nodes {
+			if _, ok := workflows.UsesResumeCredential(node); ok && !w.IsArchived {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// waitsOn reports whether w has a Wait node checking the resume header
+// that is not wired to the resume credential c.
+func waitsOn(w Workflow, c guardCredential) bool {
+	for _, node := range w.Nodes {
+		if id, ok := workflows.UsesResumeCredential(node); ok && id != c.ID {
+			return true
+		}
+	}
+	return false
+}
+
+// wireResume points w's Wait nodes at the resume credential. A 2.x
+// workflow whose saved version is the published one goes live with the
+// change; one with unpublished edits keeps them unpublished, and the user
+// is told that the wiring takes effect when they publish.
+func (n *session) wireResume(ctx context.Context, w Workflow, c guardCredential) error {
+	var nodes []map[string]any
+	b, _ := json.Marshal(w.Nodes)
+	_ = json.Unmarshal(b, &nodes)
+	workflows.PointResumeCredential(nodes, c.ID, c.Name)
+	publish := w.ActiveVersionID != nil && *w.ActiveVersionID != "" && *w.ActiveVersionID == w.VersionID
+	if !n.dryRun {
+		if err := n.Client.UpdateWorkflow(ctx, w.ID, WorkflowBody{w.Name, nodes, w.Connections, w.Settings}, n.Version.Major, publish); err != nil {
+			return err
+		}
+	}
+	n.change("wire the Wait nodes of %s %q to credential %q", w.ID, w.Name, c.Name)
+	if n.Version.Major >= 2 && w.Published() && !publish {
+		n.rep.add(Note, "workflow %s %q has unpublished edits: its Wait nodes check the resume credential once you publish it", w.ID, w.Name)
+	}
+	return nil
+}
+
 // findShipped finds an installed copy of a shipped workflow: by its id (a
 // CLI import keeps it), else by its name (the public API assigns ids).
 func findShipped(all []Workflow, wf workflows.Workflow) *Workflow {
@@ -203,7 +308,7 @@ func findShipped(all []Workflow, wf workflows.Workflow) *Workflow {
 
 // desired is a shipped workflow as it should be on this instance: the
 // guard's address (given, else the installed one's) and the credential.
-func desired(wf workflows.Workflow, installed *Workflow, cred guardCredential, guardURL string) (workflows.Workflow, error) {
+func desired(wf workflows.Workflow, installed *Workflow, cred, resume guardCredential, guardURL string) (workflows.Workflow, error) {
 	var out workflows.Workflow
 	b, _ := json.Marshal(wf)
 	_ = json.Unmarshal(b, &out) // a deep copy: the shipped value stays as shipped
@@ -217,13 +322,14 @@ func desired(wf workflows.Workflow, installed *Workflow, cred guardCredential, g
 	}
 	workflows.SetConfig(out.Nodes, workflows.GuardURL, guardURL)
 	workflows.PointCredential(out.Nodes, cred.ID, cred.Name)
+	workflows.PointResumeCredential(out.Nodes, resume.ID, resume.Name)
 	return out, nil
 }
 
 // installHandler creates or updates the error handler and puts it live on
 // 2.x; it answers the handler's id.
 func (n *session) installHandler(ctx context.Context, installed *Workflow, wf workflows.Workflow, cred guardCredential, guardURL string) (string, error) {
-	want, err := desired(wf, installed, cred, guardURL)
+	want, err := desired(wf, installed, cred, guardCredential{}, guardURL)
 	if err != nil {
 		return "", err
 	}
@@ -269,11 +375,11 @@ func (n *session) installHandler(ctx context.Context, installed *Workflow, wf wo
 
 // installExample creates an example workflow that is not there yet; one
 // that is there belongs to the user and is left as it is.
-func (n *session) installExample(ctx context.Context, installed *Workflow, wf workflows.Workflow, cred guardCredential, handlerID, guardURL string) error {
+func (n *session) installExample(ctx context.Context, installed *Workflow, wf workflows.Workflow, cred, resume guardCredential, handlerID, guardURL string) error {
 	if installed != nil {
 		return nil
 	}
-	want, err := desired(wf, nil, cred, guardURL)
+	want, err := desired(wf, nil, cred, resume, guardURL)
 	if err != nil {
 		return err
 	}

@@ -27,7 +27,7 @@ func TestDesiredHandler(t *testing.T) {
 	cred := guardCredential{"abc123", workflows.CredentialName}
 	t.Run("guard address and credential are set, the shipped value is untouched", func(t *testing.T) {
 		shipped := handler(t)
-		want, err := desired(shipped, nil, cred, "http://guard:8080")
+		want, err := desired(shipped, nil, cred, guardCredential{}, "http://guard:8080")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -51,11 +51,11 @@ func TestDesiredHandler(t *testing.T) {
 		}
 	})
 	t.Run("without --guard-url the installed address stays", func(t *testing.T) {
-		installed, err := desired(handler(t), nil, cred, "http://kept:9090")
+		installed, err := desired(handler(t), nil, cred, guardCredential{}, "http://kept:9090")
 		if err != nil {
 			t.Fatal(err)
 		}
-		want, err := desired(handler(t), &Workflow{Nodes: installed.Nodes}, cred, "")
+		want, err := desired(handler(t), &Workflow{Nodes: installed.Nodes}, cred, guardCredential{}, "")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -64,7 +64,7 @@ func TestDesiredHandler(t *testing.T) {
 		}
 	})
 	t.Run("no address at all is an error that names the flag", func(t *testing.T) {
-		if _, err := desired(handler(t), nil, cred, ""); err == nil || !strings.Contains(err.Error(), "--guard-url") {
+		if _, err := desired(handler(t), nil, cred, guardCredential{}, ""); err == nil || !strings.Contains(err.Error(), "--guard-url") {
 			t.Fatalf("err = %v, want one naming --guard-url", err)
 		}
 	})
@@ -72,8 +72,8 @@ func TestDesiredHandler(t *testing.T) {
 
 func TestSameNodes(t *testing.T) {
 	cred := guardCredential{"abc123", workflows.CredentialName}
-	a, _ := desired(handler(t), nil, cred, "http://guard:8080")
-	b, _ := desired(handler(t), nil, cred, "http://guard:8080")
+	a, _ := desired(handler(t), nil, cred, guardCredential{}, "http://guard:8080")
+	b, _ := desired(handler(t), nil, cred, guardCredential{}, "http://guard:8080")
 	for _, n := range b.Nodes {
 		n["position"] = []any{999, 999} // moved in the editor
 		n["id"] = "new-id"
@@ -85,7 +85,7 @@ func TestSameNodes(t *testing.T) {
 	if sameNodes(a.Nodes, b.Nodes) {
 		t.Error("another guard address does not count as a change")
 	}
-	c, _ := desired(handler(t), nil, guardCredential{"other", workflows.CredentialName}, "http://guard:8080")
+	c, _ := desired(handler(t), nil, guardCredential{"other", workflows.CredentialName}, guardCredential{}, "http://guard:8080")
 	if sameNodes(a.Nodes, c.Nodes) {
 		t.Error("another credential does not count as a change")
 	}

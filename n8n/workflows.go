@@ -16,12 +16,15 @@ type Workflow struct {
 	Name   string `json:"name"`
 	Active bool   `json:"active"`
 	// ActiveVersionID is the published version (2.x only).
-	ActiveVersionID *string          `json:"activeVersionId"`
-	IsArchived      bool             `json:"isArchived"`
-	Nodes           []map[string]any `json:"nodes"`
-	Connections     map[string]any   `json:"connections"`
-	Settings        map[string]any   `json:"settings"`
-	Tags            []struct {
+	ActiveVersionID *string `json:"activeVersionId"`
+	// VersionID is the saved version (2.x: equal to ActiveVersionID when
+	// nothing unpublished was saved since).
+	VersionID   string           `json:"versionId"`
+	IsArchived  bool             `json:"isArchived"`
+	Nodes       []map[string]any `json:"nodes"`
+	Connections map[string]any   `json:"connections"`
+	Settings    map[string]any   `json:"settings"`
+	Tags        []struct {
 		Name string `json:"name"`
 	} `json:"tags"`
 }
@@ -151,10 +154,15 @@ func (c *Client) Credentials(ctx context.Context, major int) (creds []Credential
 
 // CreateGuardCredential stores the guard's token as n8n's Header Auth.
 func (c *Client) CreateGuardCredential(ctx context.Context, token string) (Credential, error) {
+	return c.CreateHeaderAuth(ctx, workflows.CredentialName, "Authorization", "Bearer "+token)
+}
+
+// CreateHeaderAuth stores a Header Auth credential (header: value).
+func (c *Client) CreateHeaderAuth(ctx context.Context, name, header, value string) (Credential, error) {
 	var out Credential
 	err := c.do(ctx, http.MethodPost, "/credentials", map[string]any{
-		"name": workflows.CredentialName, "type": workflows.CredentialType,
-		"data": map[string]any{"name": "Authorization", "value": "Bearer " + token},
+		"name": name, "type": workflows.CredentialType,
+		"data": map[string]any{"name": header, "value": value},
 	}, &out)
 	return out, err
 }

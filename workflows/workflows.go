@@ -29,6 +29,17 @@ const (
 	// CredentialType is n8n's Header Auth: header Authorization, value
 	// "Bearer <token>". It exists in every n8n 1.x and 2.x.
 	CredentialType = "httpHeaderAuth"
+	// ResumeCredentialID and ResumeCredentialName: the Header Auth
+	// credential the Wait nodes check on a resume call (header
+	// ResumeHeader, value the guard's resume secret), so that only the
+	// guard wakes a parked execution.
+	ResumeCredentialID   = "n8nGuardResume01"
+	ResumeCredentialName = "n8n-guard resume"
+	// ResumeHeader is the header the guard's resume calls carry
+	// (n8n.ResumeDefaultHeader).
+	ResumeHeader = "X-N8n-Guard-Resume"
+	// WaitNodeType is n8n's Wait node, where a parked execution waits.
+	WaitNodeType = "n8n-nodes-base.wait"
 	// ConfigNode is the node that holds a workflow's addresses.
 	ConfigNode = "Config"
 	// GuardURL is the Config value with the guard's address.
@@ -134,9 +145,29 @@ func configAssignments(nodes []map[string]any) []map[string]any {
 	return nil
 }
 
-// UsesCredential tells whether a node authenticates with the guard's
-// credential type, and under which credential id.
+// UsesCredential tells whether a node authenticates to the guard with the
+// guard's credential type, and under which credential id. A Wait node's
+// Header Auth is the resume credential, not this one (UsesResumeCredential).
 func UsesCredential(node map[string]any) (id string, ok bool) {
+	if node["type"] == WaitNodeType {
+		return "", false
+	}
+	return headerAuth(node)
+}
+
+// UsesResumeCredential tells whether a node is a Wait node that checks a
+// resume call's Header Auth, and under which credential id.
+func UsesResumeCredential(node map[string]any) (id string, ok bool) {
+	if node["type"] != WaitNodeType {
+		return "", false
+	}
+	if p, _ := node["parameters"].(map[string]any); p["incomingAuthentication"] != "headerAuth" {
+		return "", false
+	}
+	return headerAuth(node)
+}
+
+func headerAuth(node map[string]any) (id string, ok bool) {
 	creds, _ := node["credentials"].(map[string]any)
 	c, ok := creds[CredentialType].(map[string]any)
 	if !ok {
@@ -151,6 +182,16 @@ func UsesCredential(node map[string]any) (id string, ok bool) {
 func PointCredential(nodes []map[string]any, id, name string) {
 	for _, n := range nodes {
 		if old, ok := UsesCredential(n); ok && old != checkCredentialID { // checks.go
+			n["credentials"].(map[string]any)[CredentialType] = map[string]any{"id": id, "name": name}
+		}
+	}
+}
+
+// PointResumeCredential makes every Wait node that checks the resume
+// credential use the credential with this id and name.
+func PointResumeCredential(nodes []map[string]any, id, name string) {
+	for _, n := range nodes {
+		if _, ok := UsesResumeCredential(n); ok {
 			n["credentials"].(map[string]any)[CredentialType] = map[string]any{"id": id, "name": name}
 		}
 	}

@@ -4,6 +4,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -102,7 +106,13 @@ DONE and makes the command fail.
 The error handler reads the guard's address from its Config node (--guard-url)
 and the token from the n8n credential "n8n-guard API token" (Header Auth);
 --create-credential creates it from N8N_GUARD_TOKEN (or the first of
-N8N_GUARD_TOKENS, or <data>/api-token).`,
+N8N_GUARD_TOKENS, or <data>/api-token).
+
+Workflows that park events while a destination is paused (the shipped lead
+and booking workflows) wait in a Wait node that checks the guard's resume
+calls with the credential "n8n-guard resume" (Header Auth X-N8n-Guard-Resume);
+--create-credential creates it from N8N_GUARD_RESUME_SECRET or
+<data>/resume-secret, and setup wires every such Wait node to it.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if createCred {
@@ -111,6 +121,9 @@ N8N_GUARD_TOKENS, or <data>/api-token).`,
 					return err
 				}
 				o.Token = tok
+				if o.ResumeSecret, err = setupResumeSecret(getenv, data); err != nil {
+					return err
+				}
 			}
 			inst, err := f.connect(cmd)
 			if err != nil {
@@ -128,8 +141,8 @@ N8N_GUARD_TOKENS, or <data>/api-token).`,
 	}
 	fs := cmd.Flags()
 	fs.StringVar(&o.GuardURL, "guard-url", "", "address at which n8n reaches n8n-guard, e.g. http://host.docker.internal:8080")
-	fs.BoolVar(&createCred, "create-credential", false, "create the n8n credential \"n8n-guard API token\" if it is missing")
-	fs.StringVar(&data, "data", DefaultDataDir, "data folder whose api-token is used when N8N_GUARD_TOKEN is not set")
+	fs.BoolVar(&createCred, "create-credential", false, "create the n8n credentials \"n8n-guard API token\" and (for parking workflows) \"n8n-guard resume\" if they are missing")
+	fs.StringVar(&data, "data", DefaultDataDir, "data folder whose api-token and resume-secret are used when N8N_GUARD_TOKEN / N8N_GUARD_RESUME_SECRET are not set")
 	fs.BoolVar(&o.Examples, "examples", false, "also install the example workflows (lead to CRM, booking confirmation), unpublished")
 	fs.BoolVar(&o.DryRun, "dry-run", false, "print what would change and change nothing")
 	bindEnv(fs, "guard-url", "N8N_GUARD_URL")
@@ -145,6 +158,24 @@ func setupToken(getenv func(string) string, data string) (string, error) {
 		return "", fmt.Errorf("--create-credential needs the guard's token: set N8N_GUARD_TOKEN or point --data at the guard's data folder (%w)", err)
 	}
 	return tok, nil
+}
+
+// setupResumeSecret is the guard's resume secret, found the way the guard
+// finds it: N8N_GUARD_RESUME_SECRET, else <data>/resume-secret. None yet
+// (a guard never started) is not an error here: setup says NOT DONE only
+// when a workflow needs the credential.
+func setupResumeSecret(getenv func(string) string, data string) (string, error) {
+	if s := strings.TrimSpace(getenv("N8N_GUARD_RESUME_SECRET")); s != "" {
+		return s, nil
+	}
+	b, err := os.ReadFile(filepath.Join(data, n8n.ResumeSecretFile))
+	if errors.Is(err, fs.ErrNotExist) {
+		return "", nil
+	}
+	if err != nil {
+		return "", fmt.Errorf("--create-credential: the guard's resume secret cannot be read (%w): set N8N_GUARD_RESUME_SECRET", err)
+	}
+	return strings.TrimSpace(string(b)), nil
 }
 
 func newN8NCheckCmd(f *n8nFlags) *cobra.Command {

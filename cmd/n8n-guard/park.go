@@ -22,7 +22,7 @@ import (
 // parked executions when N8N_GUARD_RESUME_SECRET is not set. The Wait
 // nodes' Header Auth credential in n8n must hold the same value
 // (header X-N8n-Guard-Resume).
-const ResumeSecretFile = "resume-secret"
+const ResumeSecretFile = n8n.ResumeSecretFile
 
 // startCatchUp starts the runner that resumes parked executions once
 // their destination is back (catchup).
