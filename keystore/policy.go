@@ -33,6 +33,8 @@ type NamespacePolicy struct {
 	Runbook       string
 	// ParkedLimit: a key parked longer is reported (default 3 days).
 	ParkedLimit time.Duration
+	// Approval: a person approves each new event first (approval.go).
+	Approval ApprovalPolicy
 }
 
 // DestinationPolicy configures one destination's circuit breaker.
