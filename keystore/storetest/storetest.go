@@ -176,4 +176,5 @@ func Run(t *testing.T, newStore New) {
 	t.Run("repeated requests", func(t *testing.T) { runRepeats(t, newStore) })
 	t.Run("console", func(t *testing.T) { runConsole(t, newStore) })
 	t.Run("parking", func(t *testing.T) { runParking(t, newStore) })
+	t.Run("approval", func(t *testing.T) { runApproval(t, newStore) })
 }
