@@ -60,11 +60,10 @@ const OutcomeApproved Outcome = "approved"
 // ApprovalPolicy is a namespace's rule for approval before writing.
 type ApprovalPolicy struct {
 	// Required: every new event of the namespace waits for a person's
-	// approval before it is written.
+	// approval before it is written. Who may approve is not the domain's
+	// rule: the API's scope, the console's roles, and in Slack the
+	// namespace's approvers (notify).
 	Required bool
-	// Approvers may approve or reject (Slack users or groups, like
-	// resolvers); the API's scope decides for API callers.
-	Approvers []string
 	// FourEyes: whoever triggered the event (requested_by on the reserve)
 	// may not approve or reject it. The config's default is true.
 	FourEyes bool

@@ -15,7 +15,7 @@ import (
 
 var gated = func() keystore.NamespacePolicy {
 	np := keystore.Policies{}.Namespace("invoices")
-	np.Approval = keystore.ApprovalPolicy{Required: true, Approvers: []string{"U0BOB"}, FourEyes: true}
+	np.Approval = keystore.ApprovalPolicy{Required: true, FourEyes: true}
 	return np
 }()
 
