@@ -2,6 +2,7 @@ package keystore
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"time"
 
@@ -82,6 +83,9 @@ type ApprovalRequest struct {
 	By        string `json:"by" validate:"required,max=128,utf8,no_control"` // trimmed first
 	// Note: why; required to reject.
 	Note string `json:"note" validate:"max=2000,utf8"`
+	// Identities are other names of the same person (a Slack user ID and
+	// name), checked against the requester too (four eyes).
+	Identities []string `json:"-"`
 }
 
 // Normalize applies the input rules; reject says whether a note is needed.
@@ -186,7 +190,7 @@ func decideApproval(cur *Record, req ApprovalRequest, reject bool, np NamespaceP
 		}
 		return Step{}, errs.Errorf(errs.Conflict, "key is %s and does not await approval; nothing changed", cur.State)
 	}
-	if rb := RequestedBy(cur); np.Approval.FourEyes && rb != "" && strings.EqualFold(rb, req.By) {
+	if rb := RequestedBy(cur); np.Approval.FourEyes && rb != "" && (strings.EqualFold(rb, req.By) || slices.ContainsFunc(req.Identities, func(id string) bool { return strings.EqualFold(rb, id) })) {
 		return Step{}, errs.Errorf(errs.Forbidden, "%s triggered this event and may not %s it (four eyes: another approver must decide); nothing changed", req.By, strings.TrimSuffix(verb, "d"))
 	}
 	next := cur.Clone()

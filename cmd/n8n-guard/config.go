@@ -422,7 +422,7 @@ func (fc FileConfig) NotifyConfig() notify.Config {
 		})
 	}
 	for name, n := range fc.Namespaces {
-		c.Namespaces[name] = notify.Route{Owner: n.Owner, Channel: n.Channel, Runbook: n.Runbook, Deciders: n.deciders()}
+		c.Namespaces[name] = notify.Route{Owner: n.Owner, Channel: n.Channel, Runbook: n.Runbook, Deciders: n.deciders(), Approvers: n.Approvers}
 	}
 	for name, d := range fc.Destinations {
 		c.Destinations[name] = notify.Route{Owner: d.Owner, Channel: d.Channel, Runbook: d.Runbook, Deciders: d.deciders()}
