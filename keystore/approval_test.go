@@ -59,11 +59,11 @@ func gatedClaimOpen(f fixture) (keystore.Step, error) {
 // approvalFixtures: a key in each state of the approval life cycle, made
 // through the machine itself, at t0.
 var approvalFixtures = map[string]func(t *testing.T) fixture{
-	"absent": func(*testing.T) fixture { return fixture{} },
+	"absent":            func(*testing.T) fixture { return fixture{} },
 	"awaiting approval": awaiting,
-	"approved":        func(t *testing.T) fixture { return approvalStep(t, "approved") },
-	"approved, woken": func(t *testing.T) fixture { return approvalStep(t, "approved, woken") },
-	"rejected":        func(t *testing.T) fixture { return approvalStep(t, "rejected") },
+	"approved":          func(t *testing.T) fixture { return approvalStep(t, "approved") },
+	"approved, woken":   func(t *testing.T) fixture { return approvalStep(t, "approved, woken") },
+	"rejected":          func(t *testing.T) fixture { return approvalStep(t, "rejected") },
 	"rejected, resumed": func(t *testing.T) fixture {
 		return approvalStep(t, "rejected, resumed")
 	},

@@ -110,7 +110,6 @@ func lastEphemeral(k *keysHarness) string {
 	return eph[len(eph)-1].Text
 }
 
-
 func TestApprovalButtons(t *testing.T) {
 	k := newApprovalHarness(t)
 	for _, key := range []string{"inv_1", "inv_2", "inv_3"} {
