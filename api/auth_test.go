@@ -67,6 +67,8 @@ func TestScopeTable(t *testing.T) {
 		{"POST", "/v1/complete", access.ScopeWrite, true, false, keyBody(obj{"token": "not-the-token"})},
 		{"POST", "/v1/fail", access.ScopeWrite, true, false, keyBody(obj{"token": "not-the-token", "reason": "destination_failed"})},
 		{"POST", "/v1/resolve", access.ScopeAdmin, true, false, keyBody(obj{"resolution": "failed", "by": "me", "note": "n"})},
+		{"POST", "/v1/approve", access.ScopeAdmin, true, false, keyBody(obj{"by": "me"})},
+		{"POST", "/v1/reject", access.ScopeAdmin, true, false, keyBody(obj{"by": "me", "note": "n"})},
 		{"GET", "/v1/keys/:namespace/:key", access.ScopeLookup, true, false, func(string, string) (string, any) { return "", nil }},
 		{"GET", "/v1/lookup", access.ScopeLookup, true, false, func(n, k string) (string, any) { return "?namespace=" + n + "&key=" + k, nil }},
 		{"GET", "/v1/keys", access.ScopeList, true, false, func(n, _ string) (string, any) { return "?namespace=" + n, nil }},

@@ -29,6 +29,7 @@ type reserveRequest struct {
 	Destination  string          `json:"destination"`
 	RequestID    string          `json:"request_id"`
 	ResumeURL    string          `json:"resume_url"`
+	RequestedBy  string          `json:"requested_by"`
 }
 
 type completeRequest struct {
@@ -86,6 +87,9 @@ type Answer struct {
 	// ExpectedResumeAt, with outcome parked: when the guard expects to
 	// resume the execution (the end of the destination's cooldown).
 	ExpectedResumeAt *time.Time `json:"expected_resume_at,omitempty"`
+	// AwaitingApproval, with outcome parked: the key waits for a person's
+	// approval (keystore/approval.go), not for its destination.
+	AwaitingApproval bool `json:"awaiting_approval,omitempty"`
 	*keystore.Record
 }
 
@@ -167,7 +171,7 @@ func (s *Server) resolve(c *fiber.Ctx, req resolveRequest) error {
 // names the domain's broken fields too.
 func (r reserveRequest) domain() (keystore.ReserveRequest, error) {
 	dr := keystore.ReserveRequest{Namespace: r.Namespace, Key: string(r.Key), Owner: r.Owner, Payload: r.Payload,
-		Fingerprint: r.Fingerprint, Destination: r.Destination, RequestID: r.RequestID, ResumeURL: r.ResumeURL}
+		Fingerprint: r.Fingerprint, Destination: r.Destination, RequestID: r.RequestID, ResumeURL: r.ResumeURL, RequestedBy: r.RequestedBy}
 	if r.LeaseSeconds == nil {
 		return dr, nil
 	}
@@ -275,13 +279,14 @@ func (s *Server) writeResult(c *fiber.Ctx, res keystore.Result, found *bool) err
 			Outcome: res.Outcome, Proceed: res.Proceed, RetryAfterSeconds: retry})
 	}
 	var resumeAt *time.Time
-	if res.Outcome == keystore.OutcomeParked {
+	awaiting := res.Outcome == keystore.OutcomeParked && res.Record.Reason == keystore.ReasonAwaitingApproval
+	if res.Outcome == keystore.OutcomeParked && !awaiting {
 		at := time.Now().UTC().Add(time.Duration(retry) * time.Second).Truncate(time.Second)
 		resumeAt = &at
 	}
 	return writeJSON(c, Answer{Found: found, Outcome: res.Outcome, Proceed: res.Proceed, Token: res.Token,
 		Repeat: res.Outcome == keystore.OutcomeAccepted && res.Replayed, RetryAfterSeconds: retry,
-		ExpectedResumeAt: resumeAt, Record: res.Record})
+		ExpectedResumeAt: resumeAt, AwaitingApproval: awaiting, Record: res.Record})
 }
 
 // decode reads the JSON body into req and validates it.

@@ -24,6 +24,7 @@ type metrics struct {
 	repeats   *prometheus.CounterVec   // namespace
 	byToken   *prometheus.CounterVec   // token, route
 	refusals  *prometheus.CounterVec   // token, reason
+	approvals *prometheus.CounterVec   // decision (approval.go)
 
 	openConns    prometheus.Gauge
 	connsRefused prometheus.Counter
@@ -84,8 +85,9 @@ func newMetrics(reg prometheus.Registerer, store keystore.Store, lc labelConfig)
 			Name: "n8n_guard_fallback_completions_total",
 			Help: "Keys completed with via=fallback, by namespace.",
 		}, []string{"namespace"}),
+		approvals: newApprovalsCounter(),
 	}
-	for _, c := range []prometheus.Collector{m.requests, m.latency, m.reserves, m.fallbacks, m.repeats, m.byToken, m.refusals,
+	for _, c := range []prometheus.Collector{m.approvals, m.requests, m.latency, m.reserves, m.fallbacks, m.repeats, m.byToken, m.refusals,
 		m.openConns, m.connsRefused, overflow, newStoreCollector(store, m.namespaces, m.destinations)} {
 		if err := reg.Register(c); err != nil {
 			return nil, err

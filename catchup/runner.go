@@ -18,6 +18,9 @@ import (
 type Store interface {
 	keystore.ParkStore
 	Lookup(ctx context.Context, namespace, key string) (keystore.Result, error)
+	// List finds the decided keys of namespaces that require approval
+	// (approval.go).
+	List(ctx context.Context, q keystore.ListQuery) (keystore.Page, error)
 }
 
 // Resumer calls one parked execution's resume URL (n8n.ResumeCaller).
@@ -87,6 +90,11 @@ func New(opts Options) (*Runner, error) {
 func (r *Runner) Run(ctx context.Context) error {
 	var wg sync.WaitGroup
 	defer wg.Wait()
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		r.runApprovals(ctx) // approval.go
+	}()
 	t := time.NewTicker(r.opts.Interval)
 	defer t.Stop()
 	for {

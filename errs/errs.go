@@ -38,12 +38,15 @@ const (
 	RecordDamaged Code = "record_damaged"
 	Internal      Code = "internal"
 	Unsupported   Code = "unsupported" // an operation this server's store does not offer (a backup of PostgreSQL)
+	// ApprovalRequired: the namespace requires a person's approval before
+	// writing, and the reserve gave no resume_url to wait for it with.
+	ApprovalRequired Code = "approval_required"
 )
 
 // Codes lists every domain code, for the tests that check each has its
 // status and documentation.
 var Codes = []Code{InvalidRequest, InvalidKey, NotFound, KeyReused, StaleToken, Conflict,
-	Forbidden, StoreUnavailable, StoreOutcomeUnknown, RecordDamaged, Internal, Unsupported}
+	Forbidden, StoreUnavailable, StoreOutcomeUnknown, RecordDamaged, Internal, Unsupported, ApprovalRequired}
 
 // FieldError names one input field and the rule it broke.
 type FieldError struct {

@@ -42,6 +42,7 @@ type Step struct {
 //	sweep:    reserved, expired, policy unknown -> unknown
 //	parked:   see park.go
 //	unknown where a check is configured: see check.go
+//	approval: see approval.go
 
 // DecideReserve decides a reserve of a key whose record is cur, under the
 // breaker br of the request's destination (nil without one).
@@ -51,6 +52,9 @@ func DecideReserve(cur *Record, br *Breaker, req ReserveRequest, fp Fingerprint,
 		return Step{}, errs.Errorf(errs.KeyReused, "key %q was used before with a different payload; nothing changed", req.Key)
 	}
 	if cur == nil {
+		if np.Approval.Required {
+			return requestApproval(req, fp, now) // approval.go
+		}
 		return startAttempt(cur, br, req, fp, np, now, 1)
 	}
 	switch cur.State {

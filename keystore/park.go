@@ -32,6 +32,9 @@ func woken(r *Record) bool { return r.ResumeClaimUntil != nil || r.ResumeSentAt 
 
 // reserveParked decides a reserve of a parked key.
 func reserveParked(cur *Record, br *Breaker, req ReserveRequest, fp Fingerprint, np NamespacePolicy, now time.Time) (Step, error) {
+	if ApprovalReason(cur.Reason) {
+		return reserveApproval(cur, br, req, fp, np, now) // approval.go
+	}
 	if !woken(cur) && br != nil && br.View(now).State != BreakerClosed {
 		return Step{Result: parkedResult(cur, br, now)}, nil
 	}
@@ -88,6 +91,9 @@ func DecideClaimResume(cur *Record, br *Breaker, claim time.Duration, np Namespa
 	if cur == nil || cur.State != StateParked || cur.Reason == ReasonResumeLost || cur.ResumeSentAt != nil {
 		return Step{}, false
 	}
+	if s, ok, done := claimApprovalResume(cur, claim, now); done {
+		return s, ok // approval.go
+	}
 	if cur.ResumeClaimUntil != nil && now.Before(*cur.ResumeClaimUntil) {
 		return Step{}, false
 	}
@@ -135,6 +141,9 @@ const (
 func DecideResumeAnswered(cur *Record, parkedAt time.Time, answer ResumeAnswer, detail string, now time.Time) (Step, bool) {
 	if cur == nil || cur.State != StateParked || cur.ParkedAt == nil || !cur.ParkedAt.Equal(parkedAt) {
 		return Step{}, false
+	}
+	if cur.Reason == ReasonApprovalRejected {
+		return rejectedResumeAnswered(cur, answer, detail, now) // approval.go
 	}
 	next := cur.Clone()
 	next.UpdatedAt = now

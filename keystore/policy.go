@@ -40,6 +40,8 @@ type NamespacePolicy struct {
 	// destinations are the policies' destinations, for their checks
 	// (Namespace fills it in); a pointer keeps NamespacePolicy comparable.
 	destinations *map[string]DestinationPolicy
+	// Approval: a person approves each new event first (approval.go).
+	Approval ApprovalPolicy
 }
 
 // DestinationPolicy configures one destination's circuit breaker.

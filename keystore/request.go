@@ -31,6 +31,10 @@ type ReserveRequest struct {
 	// ResumeURL, when the destination is paused, parks the key instead of
 	// answering destination_paused (park.go).
 	ResumeURL string `json:"resume_url" validate:"omitempty,max=2048,utf8,no_control,http_url"`
+	// RequestedBy is who triggered the event, where known (a form's
+	// submitter, a ticket's author). In a namespace that requires approval
+	// with four eyes, that person may not approve it (approval.go).
+	RequestedBy string `json:"requested_by" validate:"max=128,utf8,no_control"`
 }
 
 // CompleteRequest reports that the attempt holding Token took effect.

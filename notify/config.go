@@ -69,6 +69,10 @@ type Route struct {
 	Channel string
 	Runbook string
 	Deciders
+	// Approvers: a namespace that requires approval sends each request to
+	// them, and only they (and its escalation steps) may decide it
+	// (approval.go).
+	Approvers []string
 }
 
 // Deciders say who may act on a message from Slack and who hears next
@@ -231,6 +235,8 @@ func (c Config) routeFor(r *Record) route {
 		return c.forRoute(c.Namespaces, r.Namespace)
 	case KindBreakerOpened, KindBreakerClosed:
 		return c.forRoute(c.Destinations, r.Destination)
+	case KindApproval:
+		return c.approvalRoute(r.Namespace)
 	}
 	return c.forWorkflow(r.WorkflowID, r.WorkflowName)
 }

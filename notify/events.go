@@ -53,6 +53,12 @@ func (s *Service) consumeBatch(ctx context.Context) (int, error) {
 			continue // never go back
 		}
 		last = ev.Seq
+		if ev.Kind == keystore.EventApprovalDecided {
+			if err := s.approvalDecided(ctx, ev); err != nil { // approval.go
+				return 0, err
+			}
+			continue
+		}
 		if ev.Kind == keystore.EventKeyResolved {
 			if err := s.keyResolved(ctx, ev); err != nil {
 				return 0, err
@@ -117,6 +123,8 @@ func (s *Service) fromEvent(ev keystore.Event) (Addition, bool) {
 		Delivery: Delivery{DueAt: now},
 	}
 	switch ev.Kind {
+	case keystore.EventApprovalRequested:
+		return s.approvalRequest(ev, rec, at), true // approval.go
 	case keystore.EventKeyUnknown:
 		rt := s.cfg.forRoute(s.cfg.Namespaces, ev.Namespace)
 		rec.Owner, rec.Channel, rec.Runbook = rt.Owner, rt.Channel, rt.Runbook
@@ -151,6 +159,8 @@ func kindOf(k keystore.EventKind) (Kind, bool) {
 		return KindBreakerOpened, true
 	case keystore.EventBreakerClosed:
 		return KindBreakerClosed, true
+	case keystore.EventApprovalRequested:
+		return KindApproval, true
 	}
 	return "", false
 }

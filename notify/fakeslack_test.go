@@ -197,6 +197,12 @@ func (f *fakeSlack) handle(w http.ResponseWriter, r *http.Request) {
 		writeSlackJSON(w, http.StatusOK, map[string]any{"ok": true, "channel": call.Channel, "ts": call.TS})
 	case "chat.postEphemeral":
 		writeSlackJSON(w, http.StatusOK, map[string]any{"ok": true, "message_ts": "1700000001.000001"})
+	case "views.open":
+		if vals.Get("trigger_id") == "" && !strings.Contains(string(raw), "trigger_id") {
+			writeSlackJSON(w, http.StatusOK, map[string]any{"ok": false, "error": "invalid_trigger_id"})
+			return
+		}
+		writeSlackJSON(w, http.StatusOK, map[string]any{"ok": true, "view": map[string]any{"id": "V0REASON", "type": "modal"}})
 	case "conversations.history":
 		if vals.Get("include_all_metadata") != "1" {
 			for i, m := range history { // Slack leaves metadata out unless asked

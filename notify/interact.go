@@ -24,6 +24,10 @@ type Click struct {
 	UserID   string // U…
 	UserName string
 	Channel  string // where the message is, for an ephemeral answer
+	// TriggerID lets the guard open a modal in answer (Reject asks for
+	// the reason); Note is what such a modal's form sent.
+	TriggerID string
+	Note      string
 }
 
 // ReplayWindow is Slack's: a request older than this is refused, and one
@@ -79,6 +83,10 @@ func (s *Service) act(ctx context.Context, c Click) {
 	target, refusal := s.authorize(ctx, id, c)
 	if refusal != "" {
 		s.ephemeral(ctx, c, refusal)
+		return
+	}
+	if approvalAction(c.Action) {
+		s.actApproval(ctx, target, c) // approval.go
 		return
 	}
 	step := DecideClick(target, c.Action, s.opts.Executions != nil)

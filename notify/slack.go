@@ -26,6 +26,10 @@ type Slack interface {
 	UserByEmail(ctx context.Context, email string) (id string, found bool, err error)
 	// GroupMembers lists the user IDs of a user group.
 	GroupMembers(ctx context.Context, group string) ([]string, error)
+	// AskReason opens a form (a modal) in answer to the click of
+	// triggerID that asks for a reason; its submission comes back as a
+	// click ActionRejectReason with meta as its value (ReasonForm).
+	AskReason(ctx context.Context, triggerID, meta, title string) error
 }
 
 // Message is what a post or update shows: the notification as it stands,

@@ -28,6 +28,10 @@ func DecisionText(r *Record) string {
 		return who + " *acknowledged* it" + at + " and is on it"
 	case DecisionRetried:
 		return who + " *retried the execution* in n8n" + at + " (new execution " + EscapeMrkdwn(r.RetriedAs) + ")"
+	case DecisionApproved:
+		return who + " *approved* it" + at
+	case DecisionRejected:
+		return who + " *rejected* it" + at
 	case DecisionSnoozed:
 		until := ""
 		if r.SnoozedUntil != nil {

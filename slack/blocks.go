@@ -38,6 +38,8 @@ func render(m notify.Message) message {
 		return renderKeyUnknown(r, mention, guardURL)
 	case notify.KindEscalation:
 		return renderEscalation(r, mention, guardURL)
+	case notify.KindApproval:
+		return renderApproval(r, mention, guardURL)
 	case notify.KindBreakerOpened, notify.KindBreakerClosed:
 		return renderBreaker(r, mention)
 	}
@@ -300,6 +302,10 @@ func decisionBlocks(r *notify.Record, canRetry bool) []slack.Block {
 			button(notify.ActionComplete, "It happened — mark completed", slack.StylePrimary),
 			button(notify.ActionRetry, "It did not happen — allow a retry", slack.StyleDanger),
 			button(notify.ActionAck, "Leave it to me", slack.StyleDefault))
+	case notify.KindApproval:
+		els = append(els,
+			button(notify.ActionApprove, "Approve", slack.StylePrimary),
+			button(notify.ActionReject, "Reject…", slack.StyleDanger))
 	case notify.KindWorkflowFailed:
 		els = append(els, button(notify.ActionAck, "Acknowledge", slack.StylePrimary))
 		if r.Decision != notify.DecisionSnoozed {
@@ -328,6 +334,10 @@ func decisionMark(d string) string {
 		return ":zzz:"
 	case notify.DecisionRetried:
 		return ":repeat:"
+	case notify.DecisionApproved:
+		return ":white_check_mark:"
+	case notify.DecisionRejected:
+		return ":no_entry:"
 	}
 	return ":eyes:"
 }
@@ -338,6 +348,8 @@ func decisionMark(d string) string {
 func renderEscalation(r *notify.Record, mention, guardURL string) message {
 	var what string
 	switch r.EscalatedKind {
+	case notify.KindApproval:
+		what = fmt.Sprintf("key `%s` in namespace `%s` *waits for approval* before it is written", notify.EscapeMrkdwn(r.Key), notify.EscapeMrkdwn(r.Namespace))
 	case notify.KindKeyUnknown:
 		what = fmt.Sprintf("key `%s` in namespace `%s` is *unknown* and needs a person", notify.EscapeMrkdwn(r.Key), notify.EscapeMrkdwn(r.Namespace))
 	case notify.KindWorkflowFailed:
@@ -370,5 +382,31 @@ func renderEscalation(r *notify.Record, mention, guardURL string) message {
 	blocks = append(blocks, slack.NewContextBlock("", mrkdwn("ref `"+r.ID+"` · escalates `"+r.EscalationOf+"`")))
 	blocks = append(blocks, decisionBlocks(r, false)...)
 	text := fmt.Sprintf("Escalated to %s: %s (%s).", to, what, notify.EscapeMrkdwn(r.Reason))
+	return message{Text: fallback(text), Blocks: blocks}
+}
+
+// renderApproval asks the approvers to approve or reject one event before
+// it is written.
+func renderApproval(r *notify.Record, mention, guardURL string) message {
+	key, ns := notify.EscapeMrkdwn(r.Key), notify.EscapeMrkdwn(r.Namespace)
+	by := "who triggered it is not known"
+	if r.Message != "" {
+		by = "requested by " + notify.EscapeMrkdwn(r.Message)
+	}
+	lead := fmt.Sprintf("%s: event `%s` in namespace `%s` *waits for your approval* before it is written (%s", mention, key, ns, by)
+	if r.Holder != "" {
+		lead += "; execution “" + notify.EscapeMrkdwn(r.Holder) + "”"
+	}
+	lead += "). Approve: the execution goes on and writes. Reject: it ends without writing, with your reason."
+	blocks := []slack.Block{
+		slack.NewHeaderBlock(plain("Approval needed: " + r.Namespace)),
+		slack.NewSectionBlock(mrkdwn(lead), nil, nil),
+	}
+	if r.Runbook != "" {
+		blocks = append(blocks, slack.NewSectionBlock(mrkdwn("*What to check*\n"+nextStep(r.Runbook)), nil, nil))
+	}
+	blocks = append(blocks, slack.NewContextBlock("", mrkdwn("ref `"+r.ID+"` · the console: "+notify.EscapeMrkdwn(baseURL(guardURL)+"/ui/approvals"))))
+	blocks = append(blocks, decisionBlocks(r, false)...)
+	text := fmt.Sprintf("Approval needed: %s/%s waits for %s (%s).", ns, key, mention, by)
 	return message{Text: fallback(text), Blocks: blocks}
 }

@@ -145,6 +145,23 @@ func (c *Client) Ephemeral(ctx context.Context, channel, user, text string) erro
 	return callError(err)
 }
 
+// ReasonCallback is the callback ID of the form that asks for a
+// rejection's reason (notify.ActionRejectReason).
+const ReasonCallback = "guard_reject_reason"
+
+// AskReason implements notify.Slack: a modal with one required text field.
+func (c *Client) AskReason(ctx context.Context, triggerID, meta, title string) error {
+	input := slack.NewPlainTextInputBlockElement(plain("Why is it rejected? (kept in the key's history)"), "reason")
+	input.Multiline = true
+	view := slack.ModalViewRequest{
+		Type: slack.VTModal, CallbackID: ReasonCallback, PrivateMetadata: meta,
+		Title: plain(notify.Truncate(title, 24)), Submit: plain("Reject"), Close: plain("Cancel"),
+		Blocks: slack.Blocks{BlockSet: []slack.Block{slack.NewInputBlock("reason", plain("Reason"), nil, input)}},
+	}
+	_, err := c.api.OpenViewContext(ctx, triggerID, view)
+	return callError(err)
+}
+
 // UserByEmail implements notify.Slack.
 func (c *Client) UserByEmail(ctx context.Context, email string) (string, bool, error) {
 	u, err := c.api.GetUserByEmailContext(ctx, email)

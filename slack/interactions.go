@@ -106,6 +106,19 @@ func signatureMark(sig string) string {
 // clicksOf reads the clicks of a block_actions payload; other payload
 // types are not ours and are ignored.
 func clicksOf(cb slack.InteractionCallback, log *slog.Logger) []notify.Click {
+	name := cb.User.Name
+	if strings.TrimSpace(name) == "" {
+		name = cb.User.Username
+	}
+	if cb.Type == slack.InteractionTypeViewSubmission && cb.View.CallbackID == ReasonCallback {
+		var form notify.ReasonForm
+		_ = json.Unmarshal([]byte(cb.View.PrivateMetadata), &form)
+		note := ""
+		if cb.View.State != nil {
+			note = cb.View.State.Values["reason"]["reason"].Value
+		}
+		return []notify.Click{{Action: notify.ActionRejectReason, Value: form.Value, UserID: cb.User.ID, UserName: name, Channel: form.Channel, Note: note}}
+	}
 	if cb.Type != slack.InteractionTypeBlockActions || len(cb.ActionCallback.BlockActions) == 0 {
 		log.Warn("a Slack interaction carried no button of n8n-guard; ignored", "type", cb.Type)
 		return nil
@@ -119,11 +132,7 @@ func clicksOf(cb slack.InteractionCallback, log *slog.Logger) []notify.Click {
 		if a.ActionID == "open_execution" {
 			continue // a link button: Slack opens the URL
 		}
-		name := cb.User.Name
-		if strings.TrimSpace(name) == "" {
-			name = cb.User.Username
-		}
-		out = append(out, notify.Click{Action: a.ActionID, Value: a.Value, UserID: cb.User.ID, UserName: name, Channel: channel})
+		out = append(out, notify.Click{Action: a.ActionID, Value: a.Value, UserID: cb.User.ID, UserName: name, Channel: channel, TriggerID: cb.TriggerID})
 	}
 	return out
 }

@@ -70,6 +70,7 @@ var table = map[errs.Code]struct {
 	RouteNotFound:            {http.StatusNotFound, "No such route"},
 	errs.StaleToken:          {http.StatusConflict, "Stale token"},
 	errs.Conflict:            {http.StatusConflict, "Conflict"},
+	errs.ApprovalRequired:    {http.StatusConflict, "Approval required"},
 	PayloadTooLarge:          {http.StatusRequestEntityTooLarge, "Payload too large"},
 	errs.KeyReused:           {http.StatusUnprocessableEntity, "Key reused with a different payload"},
 	errs.StoreUnavailable:    {http.StatusServiceUnavailable, "Store unavailable"},

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"regexp"
 	"slices"
 	"sort"
 	"strings"
@@ -121,7 +122,14 @@ type NamespaceConfig struct {
 	// ParkedLimit: an event parked longer is reported (default 72h).
 	ParkedLimit Duration `yaml:"parked_limit"`
 	// Check names the entry of checks: asked before a person is paged.
-	Check          string `yaml:"check"`
+	Check string `yaml:"check"`
+	// Approval before writing (docs/api.md#approval-before-writing-extension):
+	// "required" or "" (none); approvers are Slack users or groups, like
+	// resolvers; four_eyes (default true) keeps whoever triggered an event
+	// from approving it.
+	Approval       string   `yaml:"approval"`
+	Approvers      []string `yaml:"approvers"`
+	FourEyes       *bool    `yaml:"four_eyes"`
 	DecidersConfig `yaml:",inline"`
 }
 
@@ -144,6 +152,33 @@ func (d DecidersConfig) deciders() notify.Deciders {
 		out.Escalation = append(out.Escalation, notify.EscalationStep{After: time.Duration(st.After), To: st.To})
 	}
 	return out
+}
+
+var slackPersonRE = regexp.MustCompile(`^[UWS][A-Z0-9]{2,}$`)
+
+// approval reads a namespace's approval keys.
+func (n NamespaceConfig) approval(where string) (keystore.ApprovalPolicy, error) {
+	ap := keystore.ApprovalPolicy{FourEyes: n.FourEyes == nil || *n.FourEyes}
+	switch n.Approval {
+	case "":
+		if len(n.Approvers) > 0 || n.FourEyes != nil {
+			return ap, fmt.Errorf("%s: approvers and four_eyes need approval: required", where)
+		}
+		return keystore.ApprovalPolicy{}, nil
+	case "required":
+		ap.Required = true
+	default:
+		return ap, fmt.Errorf("%s.approval: %q must be \"required\" (or left out)", where, n.Approval)
+	}
+	if len(n.Approvers) == 0 {
+		return ap, fmt.Errorf("%s.approvers: approval: required needs at least one approver (a Slack user U… or group S…)", where)
+	}
+	for i, a := range n.Approvers {
+		if !slackPersonRE.MatchString(a) {
+			return ap, fmt.Errorf("%s.approvers[%d]: %q is neither a Slack user ID (U…) nor a user group ID (S…)", where, i, a)
+		}
+	}
+	return ap, nil
 }
 
 // DestinationConfig is one entry of destinations:.
@@ -336,6 +371,13 @@ func (fc FileConfig) Policies() (keystore.Policies, error) {
 		if n.ParkedLimit < 0 {
 			return p, fmt.Errorf("%s.parked_limit: must not be negative", where)
 		}
+		ap, err := n.approval(where)
+		if err != nil {
+			return p, err
+		}
+		np := p.Namespaces[name]
+		np.Approval = ap
+		p.Namespaces[name] = np
 	}
 	for _, name := range sortedKeys(fc.Destinations) {
 		d := fc.Destinations[name]
@@ -396,7 +438,7 @@ func (fc FileConfig) NotifyConfig() notify.Config {
 		})
 	}
 	for name, n := range fc.Namespaces {
-		c.Namespaces[name] = notify.Route{Owner: n.Owner, Channel: n.Channel, Runbook: n.Runbook, Deciders: n.deciders()}
+		c.Namespaces[name] = notify.Route{Owner: n.Owner, Channel: n.Channel, Runbook: n.Runbook, Deciders: n.deciders(), Approvers: n.Approvers}
 	}
 	for name, d := range fc.Destinations {
 		c.Destinations[name] = notify.Route{Owner: d.Owner, Channel: d.Channel, Runbook: d.Runbook, Deciders: d.deciders()}

@@ -181,3 +181,40 @@ notify:
 		t.Fatalf("retry_for = %s", n.RetryFor)
 	}
 }
+
+func TestParseApproval(t *testing.T) {
+	fc, err := ParseFile(strings.NewReader("namespaces:\n  invoices:\n    approval: required\n    approvers: [U0CTRL, S0FINANCE]\n  quotes:\n    approval: required\n    approvers: [U0CTRL]\n    four_eyes: false\n  crm: {}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := fc.Policies()
+	if err != nil {
+		t.Fatal(err)
+	}
+	inv, quo, crm := p.Namespace("invoices").Approval, p.Namespace("quotes").Approval, p.Namespace("crm").Approval
+	if !inv.Required || !inv.FourEyes {
+		t.Errorf("invoices: %+v, want required, four eyes by default, two approvers", inv)
+	}
+	if !quo.Required || quo.FourEyes {
+		t.Errorf("quotes: %+v, want required without four eyes", quo)
+	}
+	if crm.Required {
+		t.Errorf("crm: %+v, want no approval", crm)
+	}
+	for _, tc := range []struct{ name, yaml, want string }{
+		{"approval unknown value", "namespaces:\n  a:\n    approval: maybe\n    approvers: [U0A]\n", "approval"},
+		{"approval without approvers", "namespaces:\n  a:\n    approval: required\n", "approvers"},
+		{"approver not a Slack ID", "namespaces:\n  a:\n    approval: required\n    approvers: [ann@example.com]\n", "approvers[0]"},
+		{"approvers without approval", "namespaces:\n  a:\n    approvers: [U0A]\n", "need approval: required"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			fc, err := ParseFile(strings.NewReader(tc.yaml))
+			if err == nil {
+				_, err = fc.Policies()
+			}
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("want an error mentioning %q, got %v", tc.want, err)
+			}
+		})
+	}
+}

@@ -9,7 +9,8 @@ import (
 )
 
 // Parked keys (keystore/park.go): the catch-up runner's queue is the
-// partial index guard_keys_parked (migration 0005). A claim is an ordinary
+// partial index guard_keys_parked (migrations 0005, 0006: keys in the
+// approval life cycle are the approval resumer's). A claim is an ordinary
 // decision on the key and its breaker (run): of several guards claiming
 // one key at once, the version check lets exactly one write its claim, and
 // the others decide again on the claimed row and are refused.
@@ -21,7 +22,8 @@ func (s *Store) Parked(ctx context.Context, q keystore.ParkedQuery) ([]*keystore
 		return nil, err
 	}
 	sql := `SELECT namespace, key, ` + pgKeyRead + ` FROM guard_keys
-		WHERE state = 'parked' AND resume_sent_at IS NULL AND reason <> 'resume_lost' AND destination = $1`
+		WHERE state = 'parked' AND resume_sent_at IS NULL
+		AND reason NOT IN ('resume_lost', 'awaiting_approval', 'approved', 'approval_rejected') AND destination = $1`
 	args := []any{q.Destination}
 	if q.AfterKey != "" {
 		sql += ` AND (parked_at, namespace, key) > ($3, $4, $5)`
@@ -54,7 +56,8 @@ func (s *Store) Parked(ctx context.Context, q keystore.ParkedQuery) ([]*keystore
 // ParkedCounts implements keystore.ParkStore.
 func (s *Store) ParkedCounts(ctx context.Context) (map[string]int, error) {
 	rows, err := s.pool.Query(ctx, `SELECT destination, count(*) FROM guard_keys
-		WHERE state = 'parked' AND resume_sent_at IS NULL AND reason <> 'resume_lost' GROUP BY destination`)
+		WHERE state = 'parked' AND resume_sent_at IS NULL
+		AND reason NOT IN ('resume_lost', 'awaiting_approval', 'approved', 'approval_rejected') GROUP BY destination`)
 	if err != nil {
 		return nil, s.dbErr("parked counts", err)
 	}

@@ -177,4 +177,5 @@ func Run(t *testing.T, newStore New) {
 	t.Run("console", func(t *testing.T) { runConsole(t, newStore) })
 	t.Run("parking", func(t *testing.T) { runParking(t, newStore) })
 	t.Run("checks", func(t *testing.T) { runChecks(t, newStore) })
+	t.Run("approval", func(t *testing.T) { runApproval(t, newStore) })
 }

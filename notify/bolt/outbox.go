@@ -110,7 +110,7 @@ func putRecord(tx *bolt.Tx, old, r *notify.Record) error {
 			return err
 		}
 	}
-	if old == nil && r.Kind == notify.KindKeyUnknown {
+	if old == nil && r.Kind.AboutAKey() {
 		if err := tx.Bucket(bucketKeys).Put(keyIndex(r.Namespace, r.Key, r.ID), nil); err != nil {
 			return err
 		}
@@ -380,7 +380,7 @@ func (o *Outbox) Purge(ctx context.Context, cutoff, now time.Time, limit int) (i
 			if err := b.Delete([]byte(r.ID)); err != nil {
 				return err
 			}
-			if r.Kind == notify.KindKeyUnknown {
+			if r.Kind.AboutAKey() {
 				if err := tx.Bucket(bucketKeys).Delete(keyIndex(r.Namespace, r.Key, r.ID)); err != nil {
 					return err
 				}

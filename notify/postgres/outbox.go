@@ -99,7 +99,7 @@ func putOutboxRecord(ctx context.Context, tx pgx.Tx, r *notify.Record, release b
 		return err
 	}
 	var ns, key *string
-	if r.Kind == notify.KindKeyUnknown {
+	if r.Kind.AboutAKey() {
 		ns, key = &r.Namespace, &r.Key
 	}
 	_, err = tx.Exec(ctx, `INSERT INTO guard_notifications (id, status, due_at, delivered_at, doc, escalate_at, key_namespace, key_name)

@@ -1,0 +1,60 @@
+package api
+
+import (
+	"github.com/gofiber/fiber/v2"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/n8n-guard/n8n-guard/errs"
+	"github.com/n8n-guard/n8n-guard/keystore"
+)
+
+// Approval before writing (keystore/approval.go): a person approves or
+// rejects a key that awaits approval. The scope is resolve's: deciding
+// about a key is an admin's.
+
+type approvalRequest struct {
+	Namespace string    `json:"namespace"`
+	Key       keyString `json:"key"`
+	By        string    `json:"by"`
+	Note      string    `json:"note"`
+}
+
+func (r approvalRequest) namespace() string { return r.Namespace }
+
+func (r approvalRequest) domain() keystore.ApprovalRequest {
+	return keystore.ApprovalRequest{Namespace: r.Namespace, Key: string(r.Key), By: r.By, Note: r.Note}
+}
+
+func (s *Server) approve(c *fiber.Ctx, req approvalRequest) error {
+	return s.decideApproval(c, req, false)
+}
+
+func (s *Server) reject(c *fiber.Ctx, req approvalRequest) error {
+	return s.decideApproval(c, req, true)
+}
+
+func (s *Server) decideApproval(c *fiber.Ctx, req approvalRequest, reject bool) error {
+	as, ok := s.store.(keystore.ApprovalStore)
+	if !ok {
+		return errs.Errorf(errs.Unsupported, "this store does not keep approvals")
+	}
+	decide := as.Approve
+	if reject {
+		decide = as.Reject
+	}
+	res, err := decide(c.UserContext(), req.domain())
+	if err != nil {
+		return err
+	}
+	if !res.Replayed {
+		s.metrics.approvals.WithLabelValues(string(res.Outcome)).Inc()
+	}
+	return s.writeResult(c, res, nil)
+}
+
+func newApprovalsCounter() *prometheus.CounterVec {
+	return prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "n8n_guard_approvals_total",
+		Help: "Approval decisions written through the API and the console, by decision (approved, rejected); a repeated decision is not counted.",
+	}, []string{"decision"})
+}

@@ -1,0 +1,61 @@
+package api_test
+
+import (
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/n8n-guard/n8n-guard/keystore"
+)
+
+// Approval over HTTP: a gated namespace refuses a reserve without
+// resume_url (problem approval_required, nothing written), parks one with
+// it (awaiting_approval), and approve/reject decide it; a repeated
+// decision is answered as replayed and not counted.
+func TestApprovalOverHTTP(t *testing.T) {
+	e := start(t, withPolicies(keystore.Policies{Namespaces: map[string]keystore.NamespacePolicy{
+		ns: {Approval: keystore.ApprovalPolicy{Required: true, FourEyes: true}}}}))
+	p := wantProblem(t, e.post(t, "/v1/reserve", obj{"namespace": ns, "key": "inv_1"}), http.StatusConflict, "approval_required")
+	if !strings.Contains(p.Detail, "resume_url") {
+		t.Fatalf("the refusal does not say what to send: %q", p.Detail)
+	}
+	wantOK(t, e.get(t, "/v1/lookup?namespace="+ns+"&key=inv_1"), "absent")
+
+	resume := "http://n8n.local:5678/webhook-waiting/4711"
+	a := wantOK(t, e.post(t, "/v1/reserve", obj{"namespace": ns, "key": "inv_1", "resume_url": resume, "requested_by": "ann@example.com"}), "parked")
+	if a["proceed"] != false || a["awaiting_approval"] != true || a["reason"] != "awaiting_approval" || a["expected_resume_at"] != nil {
+		t.Fatalf("awaiting answer: %v", a)
+	}
+	c := wantOK(t, e.post(t, "/v1/reserve", obj{"namespace": ns, "key": "inv_1", "resume_url": resume + "9"}), "parked")
+	if c["awaiting_approval"] != true || c["updated_at"] != a["updated_at"] {
+		t.Fatalf("a copy changed the key: %v", c)
+	}
+	wantProblem(t, e.post(t, "/v1/approve", obj{"namespace": ns, "key": "inv_1", "by": "ann@example.com"}), http.StatusForbidden, "forbidden")
+	wantProblem(t, e.post(t, "/v1/reject", obj{"namespace": ns, "key": "inv_1", "by": "bob"}), http.StatusBadRequest, "invalid_request")
+	wantProblem(t, e.post(t, "/v1/approve", obj{"namespace": ns, "key": "inv_1"}), http.StatusBadRequest, "invalid_request")
+	wantProblem(t, e.post(t, "/v1/approve", obj{"namespace": ns, "key": "inv_9", "by": "bob"}), http.StatusNotFound, "not_found")
+
+	ok := wantOK(t, e.post(t, "/v1/approve", obj{"namespace": ns, "key": "inv_1", "by": "bob", "note": "amount checked"}), "approved")
+	if ok["reason"] != "approved" || ok["resolved_by"] != "bob" || ok["state"] != "parked" {
+		t.Fatalf("approved answer: %v", ok)
+	}
+	again := e.post(t, "/v1/approve", obj{"namespace": ns, "key": "inv_1", "by": "carl"})
+	if b := wantOK(t, again, "approved"); again.Header.Get("Idempotent-Replayed") != "true" || b["resolved_by"] != "bob" {
+		t.Fatalf("a replayed approve: %v %v", again.Header, b)
+	}
+	wantProblem(t, e.post(t, "/v1/reject", obj{"namespace": ns, "key": "inv_1", "by": "carl", "note": "no"}), http.StatusConflict, "conflict")
+
+	wantOK(t, e.post(t, "/v1/reserve", obj{"namespace": ns, "key": "inv_2", "resume_url": resume + "2"}), "parked")
+	r := wantOK(t, e.post(t, "/v1/reject", obj{"namespace": ns, "key": "inv_2", "by": "bob", "note": "duplicate invoice"}), "rejected")
+	if r["reason"] != "approval_rejected" || r["message"] != "duplicate invoice" || r["retryable"] != false {
+		t.Fatalf("rejected answer: %v", r)
+	}
+	wantOK(t, e.post(t, "/v1/reserve", obj{"namespace": ns, "key": "inv_2", "resume_url": resume + "2"}), "rejected")
+
+	m := string(e.get(t, "/metrics").Body)
+	for _, want := range []string{`n8n_guard_approvals_total{decision="approved"} 1`, `n8n_guard_approvals_total{decision="rejected"} 1`} {
+		if !strings.Contains(m, want) {
+			t.Errorf("/metrics lacks %s", want)
+		}
+	}
+}

@@ -1,0 +1,118 @@
+package catchup_test
+
+import (
+	"context"
+	"net/http/httptest"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/n8n-guard/n8n-guard/catchup"
+	"github.com/n8n-guard/n8n-guard/keystore"
+	"github.com/n8n-guard/n8n-guard/keystore/bolt"
+	"github.com/n8n-guard/n8n-guard/n8n"
+)
+
+// Approvals: three events of a gated namespace wait in n8n; nothing is
+// resumed until a person decides; the two approved ones are resumed and
+// written once each, the rejected one is resumed, writes nothing, and its
+// key ends failed for good; a late approve resumes nothing again.
+func TestApprovalsResumeDecidedExecutions(t *testing.T) {
+	pol := keystore.Policies{Namespaces: map[string]keystore.NamespacePolicy{ns: {Approval: keystore.ApprovalPolicy{Required: true, FourEyes: true}}}}
+	store, err := bolt.Open(filepath.Join(t.TempDir(), "guard.db"), bolt.Options{Policies: pol})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	ctx := context.Background()
+	fake := &fakeN8n{t: t, store: store, secret: "s3cret", keys: map[string]string{}, early: map[string]int{},
+		deleted: map[string]bool{}, woken: map[string]int{}, crm: map[string]int{}}
+	srv := httptest.NewServer(fake)
+	defer srv.Close()
+	for i, key := range []string{"inv_1", "inv_2", "inv_3"} {
+		id := string(rune('1' + i))
+		fake.keys[id] = key
+		res, err := store.Reserve(ctx, keystore.ReserveRequest{Namespace: ns, Key: key, Destination: "crm", RequestedBy: "ann",
+			ResumeURL: srv.URL + "/webhook-waiting/" + id})
+		if err != nil || res.Outcome != keystore.OutcomeParked || res.Record.Reason != keystore.ReasonAwaitingApproval {
+			t.Fatalf("reserve %s: %+v %v", key, res, err)
+		}
+	}
+	fake.early["2"] = 1 // the approval came before the execution reached its Wait node
+
+	rctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	runner, err := catchup.New(catchup.Options{Store: store, Policies: pol, Resumer: &n8n.ResumeCaller{Secret: "s3cret"},
+		Interval: 20 * time.Millisecond, Claim: 5 * time.Second, Poll: 10 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stopped := make(chan error, 1)
+	go func() { stopped <- runner.Run(rctx) }()
+
+	// Undecided: nothing is resumed (several passes of the runner).
+	time.Sleep(200 * time.Millisecond)
+	fake.mu.Lock()
+	if len(fake.calls) != 0 {
+		t.Fatalf("resumed before any decision: %v", fake.calls)
+	}
+	fake.mu.Unlock()
+
+	as := keystore.ApprovalStore(store)
+	for _, key := range []string{"inv_1", "inv_2"} {
+		if _, err := as.Approve(ctx, keystore.ApprovalRequest{Namespace: ns, Key: key, By: "bob"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := as.Reject(ctx, keystore.ApprovalRequest{Namespace: ns, Key: "inv_3", By: "bob", Note: "duplicate invoice"}); err != nil {
+		t.Fatal(err)
+	}
+	giveUp := time.Now().Add(30 * time.Second)
+	for {
+		if time.Now().After(giveUp) {
+			fake.mu.Lock()
+			t.Fatalf("not resumed after 30 s: %v, in the CRM %v", fake.calls, fake.crm)
+		}
+		r3, _ := store.Lookup(ctx, ns, "inv_3")
+		fake.mu.Lock()
+		written := len(fake.crm)
+		fake.mu.Unlock()
+		if written == 2 && r3.Record.State == keystore.StateFailed {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	// A late approve of a finished key changes nothing and wakes nothing.
+	late, err := as.Approve(ctx, keystore.ApprovalRequest{Namespace: ns, Key: "inv_1", By: "carl"})
+	if err != nil || !late.Replayed {
+		t.Fatalf("late approve: %+v %v", late, err)
+	}
+	time.Sleep(200 * time.Millisecond)
+	cancel()
+	<-stopped
+	fake.wg.Wait()
+
+	fake.mu.Lock()
+	defer fake.mu.Unlock()
+	if fake.crm["inv_1"] != 1 || fake.crm["inv_2"] != 1 || fake.crm["inv_3"] != 0 {
+		t.Fatalf("CRM writes %v, want inv_1 and inv_2 once, inv_3 never", fake.crm)
+	}
+	for id, n := range fake.woken {
+		if n != 1 {
+			t.Errorf("execution %s woken %d times", id, n)
+		}
+	}
+	if len(fake.woken) != 3 {
+		t.Errorf("woken %v, want all three executions (the rejected one to end)", fake.woken)
+	}
+	r3, _ := store.Lookup(ctx, ns, "inv_3")
+	if r3.Record.Reason != keystore.ReasonApprovalRejected || r3.Record.Retryable || r3.Record.Message != "duplicate invoice" {
+		t.Fatalf("rejected key: %+v", r3.Record)
+	}
+	for _, key := range []string{"inv_1", "inv_2"} {
+		r, _ := store.Lookup(ctx, ns, key)
+		if r.Record.State != keystore.StateCompleted {
+			t.Errorf("%s: %s, want completed", key, r.Record.State)
+		}
+	}
+}
