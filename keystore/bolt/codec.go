@@ -60,9 +60,9 @@ const ownerNone = "\x00"
 const tokenHashLen = 16
 
 var eventCodes = map[keystore.HistoryEvent]uint8{keystore.HistoryReserved: 1, keystore.HistoryCompleted: 2, keystore.HistoryFailed: 3, keystore.HistoryUnknown: 4, keystore.HistoryLeaseExpired: 5, keystore.HistoryResolved: 6,
-	keystore.HistoryParked: 7, keystore.HistoryResumed: 8, keystore.HistoryResumeLost: 9}
+	keystore.HistoryParked: 7, keystore.HistoryResumed: 8, keystore.HistoryResumeLost: 9, keystore.HistoryParkedOverdue: 10}
 var eventByCode = map[uint8]keystore.HistoryEvent{1: keystore.HistoryReserved, 2: keystore.HistoryCompleted, 3: keystore.HistoryFailed, 4: keystore.HistoryUnknown, 5: keystore.HistoryLeaseExpired, 6: keystore.HistoryResolved,
-	7: keystore.HistoryParked, 8: keystore.HistoryResumed, 9: keystore.HistoryResumeLost}
+	7: keystore.HistoryParked, 8: keystore.HistoryResumed, 9: keystore.HistoryResumeLost, 10: keystore.HistoryParkedOverdue}
 var viaCodes = map[keystore.Via]uint8{"": 0, keystore.ViaPrimary: 1, keystore.ViaFallback: 2}
 var viaByCode = map[uint8]keystore.Via{0: "", 1: keystore.ViaPrimary, 2: keystore.ViaFallback}
 
