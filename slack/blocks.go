@@ -260,13 +260,15 @@ func renderBreaker(r *notify.Record, mention string) message {
 	return message{Text: fallback(notify.EscapeMrkdwn(head) + ". Owner: " + mention + "."), Blocks: blocks}
 }
 
-// pausedText says what happened to reserves that could not park.
+// pausedText says what happened to reserves that could not park (the
+// breaker counts every paused reserve, the parked ones too).
 func pausedText(r *notify.Record) string {
-	if r.PausedReserves == 0 {
+	n := r.PausedReserves - r.Parked
+	if n <= 0 {
 		return ""
 	}
 	return fmt.Sprintf(" While it was open, %s without a `resume_url` answered `destination_paused` and wrote nothing: executions that do not retry on their own need a re-run.",
-		notify.Plural(r.PausedReserves, "reserve", "reserves"))
+		notify.Plural(n, "reserve", "reserves"))
 }
 
 func lostText(r *notify.Record) string {
