@@ -149,6 +149,7 @@ func (r *Runner) work(ctx context.Context, dest string, parked int) {
 		wg       sync.WaitGroup
 		pending  = map[string]bool{} // keys this worker is claiming or resuming
 		refused  atomic.Bool         // a claim of this pass was refused
+		lost     atomic.Int32        // parked executions n8n no longer held
 		// lastOverdue: when the parked keys were last checked against
 		// their parked_limit (zero: at the first pass).
 		lastOverdue time.Time
@@ -165,11 +166,11 @@ func (r *Runner) work(ctx context.Context, dest string, parked int) {
 		busy := inFlight
 		mu.Unlock()
 		if len(recs) == 0 && busy == 0 {
-			if resumed > 0 {
+			if resumed > 0 || lost.Load() > 0 {
 				took := r.now().Sub(start)
 				r.metrics.caughtUp(dest, took)
 				r.log.Info("destination caught up: every parked event was resumed", "destination", dest,
-					"resumed", resumed, "took", took.Round(time.Millisecond).String())
+					"resumed", resumed, "lost", lost.Load(), "took", took.Round(time.Millisecond).String())
 			}
 			return
 		}
@@ -251,7 +252,7 @@ func (r *Runner) work(ctx context.Context, dest string, parked int) {
 					// guard took it: look again after a while.
 					refused.Store(true)
 				default:
-					if r.resumeOne(ctx, claimed) {
+					if r.resumeOne(ctx, claimed, &lost) {
 						mu.Lock()
 						resumed++
 						mu.Unlock()
@@ -287,7 +288,10 @@ func (r *Runner) work(ctx context.Context, dest string, parked int) {
 // made again, which n8n answers 409 or 404 when the execution already
 // woke; and a woken execution reserves the key again, so no second write
 // can come of it.
-func (r *Runner) resumeOne(ctx context.Context, rec *keystore.Record) bool {
+//
+// The first execution of a catch-up found lost is logged; the others are
+// counted in the caught-up line (each owner hears of each key in Slack).
+func (r *Runner) resumeOne(ctx context.Context, rec *keystore.Record, lost *atomic.Int32) bool {
 	dest, parkedAt := rec.Destination, *rec.ParkedAt
 	deadline := r.now().Add(r.opts.Claim * 3 / 4)
 	b := backoff.NewExponentialBackOff()
@@ -317,8 +321,10 @@ func (r *Runner) resumeOne(ctx context.Context, rec *keystore.Record) bool {
 	switch out.Answer {
 	case keystore.ResumeLost:
 		r.metrics.lost.WithLabelValues(dest).Inc()
-		r.log.Error("parked execution lost: n8n no longer holds it; a person must decide about the event",
-			"destination", dest, "namespace", rec.Namespace, "key", rec.Key, "detail", out.Detail)
+		if lost.Add(1) == 1 {
+			r.log.Error("parked execution lost: n8n no longer holds it; its owner is told in Slack and must decide about the event (more of this catch-up are counted in its caught-up line)",
+				"destination", dest, "namespace", rec.Namespace, "key", rec.Key, "detail", out.Detail)
+		}
 		return false
 	case keystore.ResumeAccepted:
 		r.awaitFinish(ctx, rec)
