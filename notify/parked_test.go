@@ -313,3 +313,18 @@ func TestParkedOverdueMessage(t *testing.T) {
 		}
 	}
 }
+
+// A maintenance window is the same message, said as what it is.
+func TestOutageMessageOfAMaintenanceWindow(t *testing.T) {
+	w := newParkWorld(t)
+	if _, err := w.store.HoldDestination(w.ctx, "hubspot", "bob", "CRM upgrade", w.clock.Now().Add(time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	w.park(1, 2)
+	w.step()
+	posts, _ := w.outage()
+	if len(posts) != 1 || !strings.Contains(posts[0].Shown(), "hubspot paused for maintenance — 2 events parked") ||
+		!strings.Contains(posts[0].Shown(), "maintenance window by bob") || !strings.Contains(posts[0].Shown(), "CRM upgrade") {
+		t.Fatalf("maintenance: %+v", posts)
+	}
+}

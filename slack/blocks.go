@@ -189,6 +189,9 @@ func renderBreaker(r *notify.Record, mention string) message {
 	switch {
 	case r.Kind == notify.KindBreakerOpened && r.ClosedAt == nil:
 		head = dest + " unreachable"
+		if r.Reason == "" && strings.HasPrefix(r.Message, "maintenance window") {
+			head = dest + " paused for maintenance" // keystore.DecideHoldDestination
+		}
 		if r.Parked > 0 {
 			head += " — " + notify.Plural(r.Parked, "event", "events") + " parked"
 		} else if r.ReopensAt != nil {
