@@ -104,6 +104,9 @@ func (s *Service) trackOutages(ctx context.Context) {
 			continue
 		}
 		n := counts[b.Destination]
+		if ParkedSeen(cur, n, now, s.cfg.GroupWindow) == nil {
+			continue // nothing to show: no write
+		}
 		if _, err := s.outbox.Update(ctx, cur.ID, func(x *Record) {
 			if next := ParkedSeen(x, n, now, s.cfg.GroupWindow); next != nil {
 				*x = *next
