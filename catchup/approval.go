@@ -4,6 +4,7 @@ import (
 	"context"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/n8n-guard/n8n-guard/keystore"
@@ -97,5 +98,5 @@ func (r *Runner) resumeDecided(ctx context.Context, rec *keystore.Record) {
 	}
 	r.log.Info("approvals: resuming the execution of a decided key", "namespace", rec.Namespace, "key", rec.Key,
 		"decision", string(claimed.Reason), "by", claimed.ResolvedBy)
-	r.resumeOne(ctx, claimed)
+	r.resumeOne(ctx, claimed, new(atomic.Int32)) // each lost one is logged
 }

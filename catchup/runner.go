@@ -57,7 +57,7 @@ type Runner struct {
 
 	mu      sync.Mutex
 	workers map[string]bool
-	overdue map[string]bool // keys reported as parked too long
+	overdue map[string]bool // parked attempts handed to the store as overdue (a cache: the store reports once)
 }
 
 // New returns a Runner; Run starts it.
@@ -157,6 +157,10 @@ func (r *Runner) work(ctx context.Context, dest string, parked int) {
 		wg       sync.WaitGroup
 		pending  = map[string]bool{} // keys this worker is claiming or resuming
 		refused  atomic.Bool         // a claim of this pass was refused
+		lost     atomic.Int32        // parked executions n8n no longer held
+		// lastOverdue: when the parked keys were last checked against
+		// their parked_limit (zero: at the first pass).
+		lastOverdue time.Time
 	)
 	defer wg.Wait()
 	for ctx.Err() == nil {
@@ -170,13 +174,17 @@ func (r *Runner) work(ctx context.Context, dest string, parked int) {
 		busy := inFlight
 		mu.Unlock()
 		if len(recs) == 0 && busy == 0 {
-			if resumed > 0 {
+			if resumed > 0 || lost.Load() > 0 {
 				took := r.now().Sub(start)
 				r.metrics.caughtUp(dest, took)
 				r.log.Info("destination caught up: every parked event was resumed", "destination", dest,
-					"resumed", resumed, "took", took.Round(time.Millisecond).String())
+					"resumed", resumed, "lost", lost.Load(), "took", took.Round(time.Millisecond).String())
 			}
 			return
+		}
+		if now := r.now(); now.Sub(lastOverdue) >= overdueEvery {
+			lastOverdue = now
+			r.reportOverdue(ctx, dest, now)
 		}
 		refused.Store(false)
 		launched := 0
@@ -185,7 +193,6 @@ func (r *Runner) work(ctx context.Context, dest string, parked int) {
 				break
 			}
 			now := r.now()
-			r.checkOverdue(rec, now)
 			mu.Lock()
 			mine := pending[rec.Key+"\x00"+rec.Namespace]
 			mu.Unlock()
@@ -253,7 +260,7 @@ func (r *Runner) work(ctx context.Context, dest string, parked int) {
 					// guard took it: look again after a while.
 					refused.Store(true)
 				default:
-					if r.resumeOne(ctx, claimed) {
+					if r.resumeOne(ctx, claimed, &lost) {
 						mu.Lock()
 						resumed++
 						mu.Unlock()
@@ -289,7 +296,10 @@ func (r *Runner) work(ctx context.Context, dest string, parked int) {
 // made again, which n8n answers 409 or 404 when the execution already
 // woke; and a woken execution reserves the key again, so no second write
 // can come of it.
-func (r *Runner) resumeOne(ctx context.Context, rec *keystore.Record) bool {
+//
+// The first execution of a catch-up found lost is logged; the others are
+// counted in the caught-up line (each owner hears of each key in Slack).
+func (r *Runner) resumeOne(ctx context.Context, rec *keystore.Record, lost *atomic.Int32) bool {
 	dest, parkedAt := rec.Destination, *rec.ParkedAt
 	deadline := r.now().Add(r.opts.Claim * 3 / 4)
 	b := backoff.NewExponentialBackOff()
@@ -319,8 +329,10 @@ func (r *Runner) resumeOne(ctx context.Context, rec *keystore.Record) bool {
 	switch out.Answer {
 	case keystore.ResumeLost:
 		r.metrics.lost.WithLabelValues(dest).Inc()
-		r.log.Error("parked execution lost: n8n no longer holds it; a person must decide about the event",
-			"destination", dest, "namespace", rec.Namespace, "key", rec.Key, "detail", out.Detail)
+		if lost.Add(1) == 1 {
+			r.log.Error("parked execution lost: n8n no longer holds it; its owner is told in Slack and must decide about the event (more of this catch-up are counted in its caught-up line)",
+				"destination", dest, "namespace", rec.Namespace, "key", rec.Key, "detail", out.Detail)
+		}
 		return false
 	case keystore.ResumeAccepted:
 		r.awaitFinish(ctx, rec)
@@ -350,23 +362,65 @@ func (r *Runner) awaitFinish(ctx context.Context, rec *keystore.Record) {
 	}
 }
 
-func (r *Runner) checkOverdue(rec *keystore.Record, now time.Time) {
-	limit := r.opts.Policies.Namespace(rec.Namespace).ParkedLimit
-	if rec.ParkedAt == nil || now.Sub(*rec.ParkedAt) < limit {
-		return
+// overdueEvery is how often a worker looks for keys parked longer than
+// their namespace's parked_limit.
+const overdueEvery = time.Minute
+
+// reportOverdue hands the store every parked key of dest that waited
+// longer than its namespace's parked_limit. The store records each parked
+// attempt's report once, with an event for its owner's Slack message
+// (keystore.DecideParkedOverdue), whichever guard finds it first and
+// however often it restarts; the map only spares repeated calls. One log
+// line says how many were reported.
+func (r *Runner) reportOverdue(ctx context.Context, dest string, now time.Time) {
+	floor := keystore.DefaultParkedLimit
+	for ns := range r.opts.Policies.Namespaces {
+		floor = min(floor, r.opts.Policies.Namespace(ns).ParkedLimit)
 	}
-	id := rec.Namespace + "\x00" + rec.Key + "\x00" + rec.ParkedAt.String()
-	r.mu.Lock()
-	seen := r.overdue[id]
-	r.overdue[id] = true
-	r.mu.Unlock()
-	if seen {
-		return
+	q := keystore.ParkedQuery{Destination: dest, Limit: 500}
+	reported := 0
+	defer func() {
+		if reported > 0 {
+			r.log.Error("events parked longer than their namespace's parked_limit: their owners are told in Slack; a person must look at the destination",
+				"destination", dest, "reported", reported)
+		}
+	}()
+	for ctx.Err() == nil {
+		recs, err := r.opts.Store.Parked(ctx, q)
+		if err != nil || len(recs) == 0 {
+			return
+		}
+		for _, rec := range recs {
+			if rec.ParkedAt == nil {
+				continue
+			}
+			if now.Sub(*rec.ParkedAt) < floor {
+				return // oldest first: the rest parked later
+			}
+			limit := r.opts.Policies.Namespace(rec.Namespace).ParkedLimit
+			id := rec.Namespace + "\x00" + rec.Key + "\x00" + rec.ParkedAt.String()
+			r.mu.Lock()
+			seen := r.overdue[id]
+			r.mu.Unlock()
+			if seen || now.Sub(*rec.ParkedAt) < limit {
+				continue
+			}
+			ok, err := r.opts.Store.ParkedOverdue(ctx, rec.Namespace, rec.Key, *rec.ParkedAt, limit)
+			if err != nil {
+				r.log.Warn("catch-up: cannot record an overdue parked key; trying again", "destination", dest, "namespace", rec.Namespace, "key", rec.Key, "err", err)
+				return
+			}
+			r.mu.Lock()
+			r.overdue[id] = true
+			r.mu.Unlock()
+			if ok {
+				reported++
+				r.metrics.overdue.WithLabelValues(rec.Namespace).Inc()
+			}
+		}
+		last := recs[len(recs)-1]
+		q.AfterAt, q.AfterNamespace, q.AfterKey = *last.ParkedAt, last.Namespace, last.Key
 	}
-	r.metrics.overdue.WithLabelValues(rec.Namespace).Inc()
-	r.log.Error("event parked longer than the namespace's parked_limit: a person must look at the destination",
-		"namespace", rec.Namespace, "key", rec.Key, "destination", rec.Destination,
-		"parked_at", rec.ParkedAt.Format(time.RFC3339), "limit", limit.String())
 }
 
 func answerName(a keystore.ResumeAnswer) string {

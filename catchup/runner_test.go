@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
@@ -198,8 +199,9 @@ func catchUpOutage(t *testing.T, clock *outageClock, stores ...catchupStore) {
 
 	rctx, cancel := context.WithCancel(ctx)
 	stopped := make(chan error, len(stores))
+	logs := &lines{}
 	for _, s := range stores {
-		runner, err := catchup.New(catchup.Options{Store: s, Policies: pol, Clock: clock.Now,
+		runner, err := catchup.New(catchup.Options{Store: s, Policies: pol, Clock: clock.Now, Logger: slog.New(logs),
 			Resumer:  &n8n.ResumeCaller{Secret: "s3cret"},
 			Interval: 20 * time.Millisecond, Claim: 5 * time.Second, Poll: 10 * time.Millisecond})
 		if err != nil {
@@ -223,7 +225,7 @@ func catchUpOutage(t *testing.T, clock *outageClock, stores ...catchupStore) {
 		fake.mu.Lock()
 		written := len(fake.crm)
 		fake.mu.Unlock()
-		if counts["crm"] == 0 && written == 20 {
+		if counts["crm"] == 0 && written == 20 && len(logs.matching("destination caught up")) > 0 {
 			break
 		}
 		time.Sleep(20 * time.Millisecond)
@@ -264,5 +266,18 @@ func catchUpOutage(t *testing.T, clock *outageClock, stores ...catchupStore) {
 		if n != 1 {
 			t.Errorf("execution %s woken %d times", id, n)
 		}
+	}
+	// The log has one line when the destination pauses and one when it is
+	// caught up (per guard), not one per event; the lost one is said once.
+	paused, caught, lostLines := logs.matching("destination paused"), logs.matching("destination caught up"), logs.matching("parked execution lost")
+	if len(stores) == 1 && (len(paused) != 1 || !strings.Contains(paused[0], "parked=21") ||
+		len(caught) != 1 || !strings.Contains(caught[0], "resumed=20") || !strings.Contains(caught[0], "lost=1")) {
+		t.Errorf("log lines: paused %q, caught up %q", paused, caught)
+	}
+	if len(paused) > len(stores) || len(caught) > len(stores) || len(lostLines) != 1 {
+		t.Errorf("log lines: paused %q, caught up %q, lost %q", paused, caught, lostLines)
+	}
+	if n := len(logs.matching("")); n > 4*len(stores) {
+		t.Errorf("%d log lines for one outage: %q", n, logs.matching(""))
 	}
 }

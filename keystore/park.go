@@ -214,6 +214,9 @@ type ParkStore interface {
 	ClaimResume(ctx context.Context, ns, key string, claim time.Duration) (r *Record, ok bool, err error)
 	// ResumeAnswered applies DecideResumeAnswered.
 	ResumeAnswered(ctx context.Context, ns, key string, parkedAt time.Time, answer ResumeAnswer, detail string) (*Record, error)
+	// ParkedOverdue applies DecideParkedOverdue (overdue.go): reported is
+	// true for the one call that recorded the report and its event.
+	ParkedOverdue(ctx context.Context, ns, key string, parkedAt time.Time, limit time.Duration) (reported bool, err error)
 	// HoldDestination applies DecideHoldDestination (maintenance.go).
 	HoldDestination(ctx context.Context, destination, by, reason string, until time.Time) (Breaker, error)
 }

@@ -23,10 +23,6 @@ import (
 // KindApproval: a key waits for a person's approval.
 const KindApproval Kind = "approval"
 
-// AboutAKey reports a kind whose notifications are about one key, and so
-// are found by the key (Outbox.AboutKey): stuck keys and approvals.
-func (k Kind) AboutAKey() bool { return k == KindKeyUnknown || k == KindApproval }
-
 // Decisions of an approval message.
 const (
 	DecisionApproved = "approved"

@@ -48,31 +48,73 @@ func (s *Service) consumeBatch(ctx context.Context) (int, error) {
 	}
 	var adds []Addition
 	last := cur
+	// flush stores what the batch made so far, so an event that edits a
+	// message finds the one an earlier event of the batch made.
+	flush := func() error {
+		res, err := s.outbox.Add(ctx, adds, &last)
+		if err != nil {
+			return fmt.Errorf("store notifications of events: %w", err)
+		}
+		s.countAdded(res)
+		adds = nil
+		return nil
+	}
 	for _, ev := range evs {
 		if ev.Seq <= last {
 			continue // never go back
 		}
-		last = ev.Seq
-		if ev.Kind == keystore.EventApprovalDecided {
+		switch ev.Kind {
+		case keystore.EventApprovalDecided:
 			if err := s.approvalDecided(ctx, ev); err != nil { // approval.go
 				return 0, err
 			}
+			last = ev.Seq
 			continue
-		}
-		if ev.Kind == keystore.EventKeyResolved {
+		case keystore.EventKeyResolved:
 			if err := s.keyResolved(ctx, ev); err != nil {
 				return 0, err
 			}
+			last = ev.Seq
 			continue
+		case keystore.EventBreakerClosed, keystore.EventParkedLost:
+			if opensOutage(adds, ev.Destination) {
+				if err := flush(); err != nil {
+					return 0, err
+				}
+			}
+			edited, err := s.foldIntoOutage(ctx, ev)
+			if err != nil {
+				return 0, err
+			}
+			if edited && ev.Kind == keystore.EventBreakerClosed {
+				last = ev.Seq
+				continue // the outage's message says it: no second message
+			}
 		}
-		if a, ok := s.fromEvent(ev); ok {
+		last = ev.Seq
+		if a, ok := s.fromEvent(ctx, ev); ok {
 			adds = append(adds, a)
 		}
 	}
-	res, err := s.outbox.Add(ctx, adds, &last)
-	if err != nil {
-		return 0, fmt.Errorf("store notifications of events: %w", err)
+	if err := flush(); err != nil {
+		return 0, err
 	}
+	s.poke()
+	return len(evs), nil
+}
+
+// opensOutage reports an addition of adds that is the outage message of
+// dest.
+func opensOutage(adds []Addition, dest string) bool {
+	for _, a := range adds {
+		if a.Record.Kind == KindBreakerOpened && a.Record.Destination == dest {
+			return true
+		}
+	}
+	return false
+}
+
+func (s *Service) countAdded(res []Added) {
 	for _, a := range res {
 		if a.Skipped {
 			continue
@@ -83,8 +125,6 @@ func (s *Service) consumeBatch(ctx context.Context) (int, error) {
 		}
 		s.m.accepted.WithLabelValues(string(a.Record.Kind), status).Inc()
 	}
-	s.poke()
-	return len(evs), nil
 }
 
 // keyResolved updates the messages about the key's resolved attempt: a
@@ -106,7 +146,7 @@ func (s *Service) keyResolved(ctx context.Context, ev keystore.Event) error {
 
 // fromEvent builds the notification of one event; the owner comes from the
 // namespace (stuck keys) or the destination (breakers) in the config.
-func (s *Service) fromEvent(ev keystore.Event) (Addition, bool) {
+func (s *Service) fromEvent(ctx context.Context, ev keystore.Event) (Addition, bool) {
 	now := s.now()
 	at := ev.At
 	if at.IsZero() {
@@ -144,7 +184,19 @@ func (s *Service) fromEvent(ev keystore.Event) (Addition, bool) {
 			rec.ReopensAt = &t
 		}
 		rec.Group = groupOf(string(ev.Kind), ev.Destination, fmt.Sprint(ev.Seq))
+		rec.OutageSeq = ev.Seq
 		return Addition{Record: rec, Once: fmt.Sprintf("%s\x00%s\x00%d", ev.Kind, ev.Destination, ev.Seq)}, true
+	case keystore.EventParkedLost, keystore.EventParkedOverdue:
+		rt := s.cfg.forRoute(s.cfg.Namespaces, ev.Namespace)
+		rec.Owner, rec.Channel, rec.Runbook = rt.Owner, rt.Channel, rt.Runbook
+		rec.KeyPayload = KeyPayload{Namespace: ev.Namespace, Key: Truncate(ev.Key, 255), KeyAttempt: ev.Attempt}
+		rec.Destination = ev.Destination
+		rec.ParkedKey = s.parkedKey(ctx, ev)
+		// A storm of them (n8n pruned its waiting executions, a long
+		// outage) is one message per namespace and destination with a count.
+		rec.Group = groupOf(string(ev.Kind), ev.Namespace, ev.Destination)
+		once := fmt.Sprintf("%s\x00%s\x00%s\x00%d", ev.Kind, ev.Namespace, ev.Key, ev.Attempt)
+		return Addition{Record: rec, Window: s.cfg.GroupWindow, Once: once}, true
 	}
 	return Addition{}, false
 }
@@ -161,6 +213,10 @@ func kindOf(k keystore.EventKind) (Kind, bool) {
 		return KindBreakerClosed, true
 	case keystore.EventApprovalRequested:
 		return KindApproval, true
+	case keystore.EventParkedLost:
+		return KindParkedLost, true
+	case keystore.EventParkedOverdue:
+		return KindParkedOverdue, true
 	}
 	return "", false
 }

@@ -13,6 +13,8 @@ func TestKindOfEvents(t *testing.T) {
 		keystore.EventKeyUnknown:    KindKeyUnknown,
 		keystore.EventBreakerOpened: KindBreakerOpened,
 		keystore.EventBreakerClosed: KindBreakerClosed,
+		keystore.EventParkedLost:    KindParkedLost,
+		keystore.EventParkedOverdue: KindParkedOverdue,
 	} {
 		if got, ok := kindOf(ev); !ok || got != want {
 			t.Errorf("kindOf(%s) = %s, %v; want %s", ev, got, ok, want)

@@ -41,6 +41,10 @@ type Outbox interface {
 	// AboutKey returns the notifications (not escalations) about a key,
 	// newest first, at most limit.
 	AboutKey(ctx context.Context, namespace, key string, limit int) ([]*Record, error)
+	// AboutDestination returns the outage messages (breaker_opened) of a
+	// destination, newest first, at most limit: Record.Subject indexes
+	// them beside the keys, under namespace "".
+	AboutDestination(ctx context.Context, destination string, limit int) ([]*Record, error)
 	List(ctx context.Context, q ListQuery) (Page, error)
 	// Waiting counts notifications with a Slack call due (now or later).
 	Waiting(ctx context.Context) (int, error)

@@ -26,6 +26,11 @@ const (
 	// KindEscalation: a message nobody acknowledged, sent to the next
 	// step of its rule.
 	KindEscalation Kind = "escalation"
+	// KindParkedLost: n8n no longer holds a parked execution (its resume
+	// URL answered 404/409); KindParkedOverdue: a key stayed parked longer
+	// than its namespace's parked_limit. Both go to the namespace's owner.
+	KindParkedLost    Kind = "parked_lost"
+	KindParkedOverdue Kind = "parked_overdue"
 )
 
 // Decisions taken from a message's buttons.
@@ -89,8 +94,9 @@ type Record struct {
 	Decided
 	Escalation
 	Failure    // KindWorkflowFailed
-	KeyPayload // KindKeyUnknown (and escalations of it)
-	Breaker    // KindBreakerOpened, KindBreakerClosed
+	KeyPayload // KindKeyUnknown, KindParkedLost, KindParkedOverdue (and escalations of them)
+	Breaker    // KindBreakerOpened, KindBreakerClosed; the destination of a parked key
+	ParkedKey  // KindParkedLost, KindParkedOverdue
 }
 
 // Header is what every notification has.
@@ -187,11 +193,49 @@ type KeyPayload struct {
 	Holder string `json:"holder,omitempty"`
 }
 
-// Breaker is the payload of a breaker alert.
+// Breaker is the payload of a breaker alert. One message tells a whole
+// outage: it is posted when the breaker opens and edited in place as
+// events park, when it closes and when the parked events are caught up
+// (transitions in breaker.go).
 type Breaker struct {
 	Destination    string     `json:"destination,omitempty"`
 	ReopensAt      *time.Time `json:"reopens_at,omitempty"`
 	PausedReserves int        `json:"paused_reserves,omitempty"`
+	// Parked is the most events seen parked for the destination during the
+	// outage; ParkedLost how many of them n8n no longer held.
+	Parked     int `json:"parked,omitempty"`
+	ParkedLost int `json:"parked_lost,omitempty"`
+	// ClosedAt: the breaker closed (ResetBy: by a person's reset, so
+	// nothing proved the destination is back). CaughtUpAt: no parked event
+	// of the outage waits any more.
+	ClosedAt   *time.Time `json:"closed_at,omitempty"`
+	ResetBy    string     `json:"reset_by,omitempty"`
+	CaughtUpAt *time.Time `json:"caught_up_at,omitempty"`
+	// OutageSeq is the last keystore event folded in: a batch read again
+	// after a crash changes nothing twice.
+	OutageSeq uint64 `json:"outage_seq,omitempty"`
+}
+
+// ParkedKey is the payload of a parked key a person must look at: the n8n
+// execution waiting in its Wait node (its id, and a link to n8n's
+// executions when the resume URL told where n8n is) and since when.
+type ParkedKey struct {
+	ParkedAt         *time.Time `json:"parked_at,omitempty"`
+	WaitingExecution string     `json:"waiting_execution,omitempty"`
+	ExecutionsURL    string     `json:"executions_url,omitempty"`
+}
+
+// Subject is what a notification is indexed under, so later events find
+// it: a stuck key by its namespace and key, an outage by its destination
+// under namespace "" (no namespace is empty). ok is false for the rest.
+func (r *Record) Subject() (namespace, key string, ok bool) {
+	switch r.Kind {
+	case KindKeyUnknown, KindApproval:
+		return r.Namespace, r.Key, true
+	case KindBreakerOpened:
+		return "", r.Destination, true
+	}
+	return "", "", false
 }
 
 // Acknowledged reports a decision that ends escalation.
@@ -203,7 +247,7 @@ func (r *Record) Acknowledged() bool {
 func (r *Record) Clone() *Record {
 	c := *r
 	c.Escalations = append([]string(nil), r.Escalations...)
-	for _, p := range []**time.Time{&c.Deadline, &c.DeliveredAt, &c.ResentAt, &c.DecidedAt, &c.SnoozedUntil, &c.EscalateAt, &c.ReopensAt} {
+	for _, p := range []**time.Time{&c.Deadline, &c.DeliveredAt, &c.ResentAt, &c.DecidedAt, &c.SnoozedUntil, &c.EscalateAt, &c.ReopensAt, &c.ClosedAt, &c.CaughtUpAt, &c.ParkedAt} {
 		if *p != nil {
 			t := **p
 			*p = &t

@@ -69,8 +69,11 @@ type Options struct {
 	Registerer prometheus.Registerer // nil: metrics are not registered
 	Events     EventSource           // nil: no key/breaker alerts
 	// Keys resolves keys decided from Slack (nil: the key buttons answer
-	// that they cannot).
+	// that they cannot), and tells where a parked key's execution waits.
 	Keys Keys
+	// Parking: the parked counts shown in the outage messages (nil: the
+	// messages show no count and no catch-up).
+	Parking Parking
 
 	// PollInterval: how often the worker looks for due notifications and
 	// new keystore events (default 1s); intake also wakes it at once.
@@ -124,12 +127,14 @@ type Service struct {
 	m      *metrics
 
 	// Worker state; only the Run goroutine touches it.
-	notBefore   time.Time // a 429 or a Slack fault pauses every call until then
-	transient   *backoff.ExponentialBackOff
-	lastPurge   time.Time
-	eventsFault bool
-	usersMu     sync.Mutex
-	users       map[string]string // e-mail → user ID ("" when Slack does not know it)
+	notBefore time.Time // a 429 or a Slack fault pauses every call until then
+	transient *backoff.ExponentialBackOff
+	lastPurge time.Time
+	// lastParkedLook: when the parked counts were last read (outage.go).
+	lastParkedLook time.Time
+	eventsFault    bool
+	usersMu        sync.Mutex
+	users          map[string]string // e-mail → user ID ("" when Slack does not know it)
 
 	// Clicks run on their own goroutines, which Close waits for.
 	clickLocks keyLocks
@@ -295,10 +300,11 @@ func (s *Service) Run(ctx context.Context) error {
 	}
 }
 
-// step is one round of the worker: events, then escalation, delivery and
-// purge.
+// step is one round of the worker: events and the outages' parked
+// counts, then escalation, delivery and purge.
 func (s *Service) step(ctx context.Context) {
 	s.consumeEvents(ctx)
+	s.trackOutages(ctx)
 	s.escalate(ctx)
 	s.deliver(ctx)
 	if now := s.now(); now.Sub(s.lastPurge) >= s.opts.PurgeInterval {

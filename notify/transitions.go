@@ -2,6 +2,7 @@ package notify
 
 import (
 	"fmt"
+	"strings"
 	"time"
 )
 
@@ -29,6 +30,13 @@ import (
 //	  snoozed          -> undecided, reminder to the owner, next step after its gap
 //	  undecided        -> step+1, message to the step's target | escalation ends after the last
 //	resend (Resend):   dead -> pending, attempts start over
+//	an outage (breaker_opened message, one per outage, edited in place):
+//	  parked count seen (ParkedSeen): open -> parked = most seen, update within half a window
+//	                                  closed, none left -> caught up, update now
+//	  parked key lost (ParkedLostSeen): open|closed -> lost+1, update within half a window
+//	  breaker closed (BreakerClosed): open -> closed (by the probe, or reset by a person), update now;
+//	                                  nothing parked -> caught up at once
+//	  caught up, or an event folded in before (its seq) -> nothing
 
 // CallResult is what one Slack call for a notification came to.
 type CallResult struct {
@@ -338,4 +346,96 @@ func Resend(cur *Record, now time.Time) (next *Record, ok bool) {
 	x.Status, x.Attempts, x.UpdateFailures, x.DueAt, x.ResentAt = StatusPending, 0, 0, now, &t
 	x.LastFailure = "resent by an operator after: " + x.LastFailure
 	return x, true
+}
+
+// OutageOpen reports a breaker message whose outage is not over: the
+// breaker has not closed, or the events parked during it are not all
+// resumed yet.
+func (r *Record) OutageOpen() bool { return r.Kind == KindBreakerOpened && r.CaughtUpAt == nil }
+
+// ParkedSeen records that n events of the outage's destination wait
+// parked at now. While the breaker is open the message shows the most
+// seen, updated at most every half window (as a group's count); once it
+// closed, none left means caught up, shown at once. next is nil when
+// nothing changes.
+func ParkedSeen(cur *Record, n int, now time.Time, window time.Duration) *Record {
+	if !cur.OutageOpen() {
+		return nil
+	}
+	x := cur.Clone()
+	switch {
+	case n > cur.Parked:
+		x.Parked = n
+		showSoon(x, now, window)
+	case cur.ClosedAt != nil && n == 0:
+		caughtUp(x, now)
+	default:
+		return nil
+	}
+	return x
+}
+
+// ParkedLostSeen records that n8n no longer held one parked execution of
+// the outage (the key's owner hears of it in its own message); seq is the
+// keystore event, folded in once.
+func ParkedLostSeen(cur *Record, seq uint64, now time.Time, window time.Duration) *Record {
+	if !cur.OutageOpen() || seq <= cur.OutageSeq {
+		return nil
+	}
+	x := cur.Clone()
+	x.ParkedLost++
+	x.OutageSeq = seq
+	showSoon(x, now, window)
+	return x
+}
+
+// BreakerClosed records that the outage's breaker closed at at: by the
+// probe's success (resetBy empty: the destination took a write) or by a
+// person's reset (resetBy: nothing proved it is back). parked is the
+// count of events parked at the close (0: none, so nothing to catch up).
+func BreakerClosed(cur *Record, seq uint64, resetBy string, paused, parked int, at, now time.Time) *Record {
+	if cur.Kind != KindBreakerOpened || cur.ClosedAt != nil || seq <= cur.OutageSeq {
+		return nil
+	}
+	x := cur.Clone()
+	t := at
+	x.ClosedAt, x.ResetBy, x.PausedReserves, x.OutageSeq = &t, resetBy, paused, seq
+	x.Parked = max(x.Parked, parked)
+	if parked == 0 {
+		caughtUp(x, at)
+	}
+	x.Version++
+	if x.Status == StatusDelivered && x.SlackTS != "" {
+		x.DueAt = now
+	}
+	return x
+}
+
+// ResetByOf reads who reset a breaker from its closing event's message
+// ("reset by …", keystore.DecideResetBreaker); "" for a closing by the
+// probe.
+func ResetByOf(message string) string {
+	if by, ok := strings.CutPrefix(message, "reset by "); ok {
+		return strings.TrimSpace(by)
+	}
+	return ""
+}
+
+func caughtUp(x *Record, now time.Time) {
+	t := now
+	x.CaughtUpAt = &t
+	x.Version++
+	if x.Status == StatusDelivered && x.SlackTS != "" {
+		x.DueAt = now
+	}
+}
+
+// showSoon schedules the update of a delivered message that changed, at
+// most every half window (Join's pace); a pending post shows it anyway.
+// The version moves, so a change during a Slack call is shown after it.
+func showSoon(x *Record, now time.Time, window time.Duration) {
+	x.Version++
+	if x.Status == StatusDelivered && x.SlackTS != "" && x.DueAt.IsZero() {
+		x.DueAt = later(now, x.LastSentAt.Add(window/2))
+	}
 }

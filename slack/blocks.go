@@ -42,6 +42,8 @@ func render(m notify.Message) message {
 		return renderApproval(r, mention, guardURL)
 	case notify.KindBreakerOpened, notify.KindBreakerClosed:
 		return renderBreaker(r, mention)
+	case notify.KindParkedLost, notify.KindParkedOverdue:
+		return renderParked(r, mention, guardURL)
 	}
 	return renderWorkflowFailed(r, mention, m.CanRetry)
 }
@@ -178,42 +180,178 @@ func renderKeyUnknown(r *notify.Record, mention, guardURL string) message {
 	return message{Text: fallback(text), Blocks: blocks}
 }
 
+// renderBreaker is the one message of an outage, as it stands: open
+// (with the events parked so far), closed and catching up, caught up. A
+// breaker closed by a person's reset is said as such: nothing proved the
+// destination takes writes again.
 func renderBreaker(r *notify.Record, mention string) message {
 	dest := r.Destination
+	ed := notify.EscapeMrkdwn(dest)
 	var head, lead string
-	if r.Kind == notify.KindBreakerOpened {
-		pause := ""
-		if r.ReopensAt != nil {
-			pause = ", writes paused for " + notify.HumanDuration(r.ReopensAt.Sub(r.FirstAt))
+	switch {
+	case r.Kind == notify.KindBreakerOpened && r.ClosedAt == nil:
+		head = dest + " unreachable"
+		if r.Reason == "" && strings.HasPrefix(r.Message, "maintenance window") {
+			head = dest + " paused for maintenance" // keystore.DecideHoldDestination
 		}
-		head = dest + " unreachable" + pause
-		lead = fmt.Sprintf("%s: the circuit breaker of destination `%s` opened at %s", mention, notify.EscapeMrkdwn(dest), notify.Clock(r.FirstAt))
+		if r.Parked > 0 {
+			head += " — " + notify.Plural(r.Parked, "event", "events") + " parked"
+		} else if r.ReopensAt != nil {
+			head += ", writes paused for " + notify.HumanDuration(r.ReopensAt.Sub(r.FirstAt))
+		}
+		lead = fmt.Sprintf("%s: the circuit breaker of destination `%s` opened at %s", mention, ed, notify.Clock(r.FirstAt))
 		if r.Reason != "" {
 			lead += " (" + notify.EscapeMrkdwn(r.Reason)
 			if r.Message != "" {
 				lead += ": " + notify.EscapeMrkdwn(r.Message)
 			}
 			lead += ")"
+		} else if r.Message != "" {
+			lead += " (" + notify.EscapeMrkdwn(r.Message) + ")"
 		}
-		lead += ". Reserves naming it answer `destination_paused` and record nothing"
+		lead += ". Reserves naming it park their event in n8n when they carry a `resume_url`, else answer `destination_paused` and record nothing"
 		if r.ReopensAt != nil {
-			lead += " until " + notify.Clock(*r.ReopensAt) + "; then one reservation goes through as a probe"
+			lead += " until " + notify.Clock(*r.ReopensAt) + "; then one parked event (or reservation) goes through as a probe"
 		}
 		lead += "."
-	} else {
+		if r.Parked > 0 {
+			lead += fmt.Sprintf(" %s parked so far: they are resumed by themselves, oldest first, once `%s` is back.", notify.Plural(r.Parked, "event is", "events are"), ed)
+		}
+		lead += lostText(r)
+	case r.Kind == notify.KindBreakerOpened && r.CaughtUpAt == nil:
+		if r.ResetBy != "" {
+			head = fmt.Sprintf("%s breaker reset by %s — resuming %s", dest, r.ResetBy, notify.Plural(r.Parked, "parked event", "parked events"))
+			lead = fmt.Sprintf("%s: %s reset the circuit breaker of `%s` at %s. Writes are let through again, but nothing has shown yet that `%s` takes them; the parked events are resumed oldest first at the destination's pace.",
+				mention, notify.EscapeMrkdwn(r.ResetBy), ed, notify.Clock(*r.ClosedAt), ed)
+		} else {
+			head = fmt.Sprintf("%s back — catching up %s", dest, notify.Plural(r.Parked, "parked event", "parked events"))
+			lead = fmt.Sprintf("%s: the circuit breaker of `%s` closed at %s: the probe's write went through. The parked events are resumed oldest first at the destination's pace.",
+				mention, ed, notify.Clock(*r.ClosedAt))
+		}
+		lead += pausedText(r) + lostText(r)
+	case r.Kind == notify.KindBreakerOpened && r.Parked > 0:
+		caught := max(r.Parked-r.ParkedLost, 0)
+		took := notify.HumanDuration(r.CaughtUpAt.Sub(*r.ClosedAt))
+		if r.ResetBy != "" {
+			head = fmt.Sprintf("%s: %d of %d parked events resumed in %s after a reset by %s", dest, caught, r.Parked, took, r.ResetBy)
+			lead = fmt.Sprintf("%s: %s reset the circuit breaker of `%s` at %s; since then %s resumed. Each resumed execution wrote or failed on its own: a new failure opens the breaker again and is a new message.",
+				mention, notify.EscapeMrkdwn(r.ResetBy), ed, notify.Clock(*r.ClosedAt), notify.Plural(caught, "parked event was", "parked events were"))
+		} else {
+			head = fmt.Sprintf("%s back — %d of %d caught up in %s", dest, caught, r.Parked, took)
+			lead = fmt.Sprintf("%s: the circuit breaker of `%s` closed at %s and every event parked during the outage was resumed by %s.",
+				mention, ed, notify.Clock(*r.ClosedAt), notify.Clock(*r.CaughtUpAt))
+		}
+		lead += pausedText(r) + lostText(r)
+	case r.Kind == notify.KindBreakerOpened && r.ResetBy != "":
+		head = fmt.Sprintf("%s breaker reset by %s (%s paused)", dest, r.ResetBy, notify.Plural(r.PausedReserves, "reserve was", "reserves were"))
+		lead = fmt.Sprintf("%s: %s reset the circuit breaker of `%s` at %s: writes are let through again, but nothing has shown yet that `%s` takes them.",
+			mention, notify.EscapeMrkdwn(r.ResetBy), ed, notify.Clock(*r.ClosedAt), ed) + pausedText(r)
+	default:
+		at := r.FirstAt
+		if r.ClosedAt != nil {
+			at = *r.ClosedAt
+		}
 		head = fmt.Sprintf("%s reachable again (%s paused)", dest, notify.Plural(r.PausedReserves, "reserve was", "reserves were"))
-		lead = fmt.Sprintf("%s: the circuit breaker of destination `%s` closed at %s: writes flow again. While it was open, %s answered `destination_paused` and wrote nothing: executions that do not retry on their own need a re-run.",
-			mention, notify.EscapeMrkdwn(dest), notify.Clock(r.FirstAt), notify.Plural(r.PausedReserves, "reserve", "reserves"))
+		lead = fmt.Sprintf("%s: the circuit breaker of destination `%s` closed at %s: writes flow again.", mention, ed, notify.Clock(at)) + pausedText(r)
 	}
 	blocks := []slack.Block{
 		slack.NewHeaderBlock(plain(head)),
 		slack.NewSectionBlock(mrkdwn(lead), nil, nil),
 	}
-	if r.Kind == notify.KindBreakerOpened {
+	if r.Kind == notify.KindBreakerOpened && r.ClosedAt == nil {
 		blocks = append(blocks, slack.NewSectionBlock(mrkdwn("*Next step*\n"+nextStep(r.Runbook)), nil, nil))
 	}
 	blocks = append(blocks, slack.NewContextBlock("", mrkdwn("ref `"+r.ID+"`")))
 	return message{Text: fallback(notify.EscapeMrkdwn(head) + ". Owner: " + mention + "."), Blocks: blocks}
+}
+
+// pausedText says what happened to reserves that could not park (the
+// breaker counts every paused reserve, the parked ones too).
+func pausedText(r *notify.Record) string {
+	n := r.PausedReserves - r.Parked
+	if n <= 0 {
+		return ""
+	}
+	return fmt.Sprintf(" While it was open, %s without a `resume_url` answered `destination_paused` and wrote nothing: executions that do not retry on their own need a re-run.",
+		notify.Plural(n, "reserve", "reserves"))
+}
+
+func lostText(r *notify.Record) string {
+	if r.ParkedLost == 0 {
+		return ""
+	}
+	return fmt.Sprintf(" %s no longer held by n8n (deleted, pruned or cancelled): the owners of their namespaces were told.",
+		notify.Plural(r.ParkedLost, "parked execution was", "parked executions were"))
+}
+
+// renderParked is the message about a parked key a person must look at:
+// its execution is gone from n8n (lost), or it waited longer than its
+// namespace's parked_limit (overdue).
+func renderParked(r *notify.Record, mention, guardURL string) message {
+	key, ns, dest := notify.EscapeMrkdwn(r.Key), notify.EscapeMrkdwn(r.Namespace), notify.EscapeMrkdwn(r.Destination)
+	exec := "its n8n execution"
+	if r.WaitingExecution != "" {
+		exec = "n8n execution " + notify.EscapeMrkdwn(r.WaitingExecution)
+	}
+	since := ""
+	if r.ParkedAt != nil {
+		since = " since " + parkedSince(*r.ParkedAt, r.FirstAt)
+	}
+	var head, lead, next string
+	if r.Kind == notify.KindParkedLost {
+		head = "Parked event lost in n8n: " + r.Namespace
+		lead = fmt.Sprintf("%s: key `%s` in namespace `%s` was parked%s (destination `%s`, attempt %d), but %s no longer exists: its resume URL answered that it was deleted, pruned or cancelled. n8n-guard will not resume it, so the event has *not* reached `%s`.",
+			mention, key, ns, since, dest, r.KeyAttempt, exec, dest)
+		if r.Message != "" {
+			lead += "\n> " + notify.EscapeMrkdwn(r.Message)
+		}
+		next = fmt.Sprintf("Re-send the event from its source (the form, the sender's webhook, the CRM's retry) with the same key once `%s` takes writes again: it is written exactly once. If it already reached `%s` another way or is not wanted, resolve the key (`completed` if it took effect, `failed` to let a new event through):", dest, dest)
+	} else {
+		head = "Event parked too long: " + r.Namespace
+		lead = fmt.Sprintf("%s: key `%s` in namespace `%s` has waited parked%s in %s (destination `%s`, attempt %d), longer than the namespace's `parked_limit`: `%s` has not taken writes since.",
+			mention, key, ns, since, exec, dest, r.KeyAttempt, dest)
+		next = fmt.Sprintf("Find out why `%s` stays paused: `GET %s/v1/destinations` shows its breaker (reason, maintenance window). Once it is back, the breaker closes after its next probe and the event is resumed by itself. If the event is no longer wanted, resolve the key (and cancel the waiting execution in n8n):", dest, baseURL(guardURL))
+	}
+	if r.Runbook != "" {
+		next = nextStep(r.Runbook) + "\n" + next
+	}
+	blocks := []slack.Block{
+		slack.NewHeaderBlock(plain(head)),
+		slack.NewSectionBlock(mrkdwn(lead), nil, nil),
+		slack.NewSectionBlock(mrkdwn("*Next step*\n"+next+"\n```"+notify.EscapeMrkdwn(resolveCommand(guardURL, r.Namespace, r.Key))+"```"), nil, nil),
+	}
+	ctx := "ref `" + r.ID + "`"
+	if r.Count > 1 {
+		what := "were lost in n8n"
+		if r.Kind == notify.KindParkedOverdue {
+			what = "are parked longer than the limit"
+		}
+		ctx = fmt.Sprintf("*%s* parked events of `%s` (destination `%s`) %s since %s; list them: `%s` · ",
+			notify.Thousands(r.Count), ns, dest, what, notify.Clock(r.FirstAt), notify.EscapeMrkdwn(parkedListCommand(guardURL, r.Namespace))) + ctx
+	}
+	blocks = append(blocks, slack.NewContextBlock("", mrkdwn(ctx)))
+	if r.ExecutionsURL != "" {
+		blocks = append(blocks, slack.NewActionBlock("parked",
+			slack.NewButtonBlockElement("open_execution", r.ID, plain("Open executions in n8n")).WithURL(r.ExecutionsURL)))
+	}
+	text := fmt.Sprintf("%s: key %s/%s (destination %s). Owner: %s.", notify.EscapeMrkdwn(head), ns, key, dest, mention)
+	if r.Count > 1 {
+		text += fmt.Sprintf(" (%s keys of %s)", notify.Thousands(r.Count), ns)
+	}
+	return message{Text: fallback(text), Blocks: blocks}
+}
+
+// parkedSince is when a key parked, with the date when it was not today.
+func parkedSince(parked, now time.Time) string {
+	p, n := parked.UTC(), now.UTC()
+	if p.YearDay() == n.YearDay() && p.Year() == n.Year() {
+		return notify.Clock(p)
+	}
+	return p.Format("Mon 2 Jan 15:04") + " UTC (" + notify.HumanDuration(now.Sub(parked).Truncate(time.Hour)) + ")"
+}
+
+func parkedListCommand(guardURL, ns string) string {
+	return fmt.Sprintf("GET %s/v1/keys?namespace=%s&state=parked", baseURL(guardURL), ns)
 }
 
 func nextStep(runbook string) string {

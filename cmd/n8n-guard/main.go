@@ -148,6 +148,9 @@ func (m *Main) Run(ctx context.Context) (err error) {
 		return fmt.Errorf("--store %q: use a postgres:// URL, or leave it empty for the bbolt file in --data", redactURL(cfg.Store))
 	}
 	notifyOpts.Events, notifyOpts.Keys = m.store, m.store
+	if p, ok := m.store.(notify.Parking); ok { // the outage messages show the parked counts
+		notifyOpts.Parking = p
+	}
 	notifyCfg := cfg.File.NotifyConfig()
 	if m.notes, err = m.newNotify(notifyCfg, notifyOpts); err != nil {
 		return err

@@ -164,6 +164,21 @@ func (s *Store) ResumeAnswered(_ context.Context, ns, key string, parkedAt time.
 	return res.Record, err
 }
 
+// ParkedOverdue implements keystore.ParkStore.
+func (s *Store) ParkedOverdue(_ context.Context, ns, key string, parkedAt time.Time, limit time.Duration) (bool, error) {
+	key, err := keystore.CheckIdentity(ns, key)
+	if err != nil {
+		return false, err
+	}
+	reported := false
+	_, err = s.writeKey(ns, key, func(cur *keystore.Record, _ *keystore.Breaker, now time.Time) (keystore.Step, error) {
+		st, ok := keystore.DecideParkedOverdue(cur, parkedAt, limit, now)
+		reported = ok
+		return st, nil
+	})
+	return reported && err == nil, err
+}
+
 var _ keystore.ParkStore = (*Store)(nil)
 
 // HoldDestination implements keystore.ParkStore.

@@ -113,6 +113,22 @@ func (s *Store) ResumeAnswered(ctx context.Context, ns, key string, parkedAt tim
 	return res.Record, err
 }
 
+// ParkedOverdue implements keystore.ParkStore.
+func (s *Store) ParkedOverdue(ctx context.Context, ns, key string, parkedAt time.Time, limit time.Duration) (bool, error) {
+	key, err := keystore.CheckIdentity(ns, key)
+	if err != nil {
+		return false, err
+	}
+	reported := false
+	_, err = s.run(ctx, decision{op: "parked overdue", ns: ns, key: key, fromKey: true, noBreaker: true,
+		decide: func(cur *keystore.Record, _ *keystore.Breaker, now time.Time) (keystore.Step, error) {
+			st, ok := keystore.DecideParkedOverdue(cur, parkedAt, limit, now)
+			reported = ok
+			return st, nil
+		}})
+	return reported && err == nil, err
+}
+
 var _ keystore.ParkStore = (*Store)(nil)
 
 // HoldDestination implements keystore.ParkStore.

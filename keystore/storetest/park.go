@@ -272,6 +272,57 @@ func runParking(t *testing.T, newStore New) {
 			t.Fatalf("resolve: %+v %v", res, err)
 		}
 	})
+	t.Run("a key parked too long is reported once per parked attempt, also by guards at once", func(t *testing.T) {
+		e := setup(t, newStore, pol)
+		openHubspot(t, e)
+		p := e.reserve(ns, "evt_1", withDest("hubspot"), withResume("1"))
+		at, limit := *p.Record.ParkedAt, 72*time.Hour
+		e.clock.Advance(limit - time.Second)
+		if ok, err := parkStore(t, e).ParkedOverdue(e.ctx, ns, "evt_1", at, limit); err != nil || ok {
+			t.Fatalf("under the limit: reported %v (%v)", ok, err)
+		}
+		e.clock.Advance(time.Second)
+		var wins atomic.Int32
+		var wg sync.WaitGroup
+		for i := 0; i < 8; i++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				ok, err := parkStore(t, e).ParkedOverdue(e.ctx, ns, "evt_1", at, limit)
+				if err != nil {
+					t.Error(err)
+				}
+				if ok {
+					wins.Add(1)
+				}
+			}()
+		}
+		wg.Wait()
+		if wins.Load() != 1 {
+			t.Fatalf("%d reports, want exactly 1", wins.Load())
+		}
+		var evs []keystore.Event
+		for _, ev := range e.events() {
+			if ev.Kind == keystore.EventParkedOverdue {
+				evs = append(evs, ev)
+			}
+		}
+		if len(evs) != 1 || evs[0].Key != "evt_1" || evs[0].Destination != "hubspot" || evs[0].Namespace != ns {
+			t.Fatalf("parked_overdue events %+v", evs)
+		}
+		res, err := e.s.Lookup(e.ctx, ns, "evt_1")
+		if err != nil || res.Record.State != keystore.StateParked || res.Record.History[len(res.Record.History)-1].Event != keystore.HistoryParkedOverdue {
+			t.Fatalf("after the report: %+v %v", res.Record, err)
+		}
+		if got := parkedKeys(t, e, "hubspot"); len(got) != 1 {
+			t.Fatalf("the reported key left the queue: %v", got)
+		}
+		e.restart()
+		e.clock.Advance(24 * time.Hour)
+		if ok, err := parkStore(t, e).ParkedOverdue(e.ctx, ns, "evt_1", at, limit); err != nil || ok {
+			t.Fatalf("reported again a day later, after a restart: %v (%v)", ok, err)
+		}
+	})
 	t.Run("guards racing for one parked key: exactly one claims it", func(t *testing.T) {
 		e := setup(t, newStore, pol)
 		openHubspot(t, e)

@@ -25,7 +25,7 @@ var (
 	bucketMeta          = []byte("notify/meta")          // event_cursor
 	bucketUsers         = []byte("notify/users")         // e-mail → Slack user ID
 	bucketEscalate      = []byte("notify/escalate")      // escalation time (8 bytes BE) + id → nil
-	bucketKeys          = []byte("notify/keys")          // namespace 0 key 0 id → nil (key notifications)
+	bucketKeys          = []byte("notify/keys")          // namespace 0 key 0 id → nil (Record.Subject: key notifications; outages under namespace "")
 	bucketMarks         = []byte("notify/marks")         // replay mark → expiry (8 bytes BE)
 	keyEventCursor      = []byte("event_cursor")
 )
@@ -110,8 +110,8 @@ func putRecord(tx *bolt.Tx, old, r *notify.Record) error {
 			return err
 		}
 	}
-	if old == nil && r.Kind.AboutAKey() {
-		if err := tx.Bucket(bucketKeys).Put(keyIndex(r.Namespace, r.Key, r.ID), nil); err != nil {
+	if ns, key, ok := r.Subject(); old == nil && ok {
+		if err := tx.Bucket(bucketKeys).Put(keyIndex(ns, key, r.ID), nil); err != nil {
 			return err
 		}
 	}
@@ -380,8 +380,8 @@ func (o *Outbox) Purge(ctx context.Context, cutoff, now time.Time, limit int) (i
 			if err := b.Delete([]byte(r.ID)); err != nil {
 				return err
 			}
-			if r.Kind.AboutAKey() {
-				if err := tx.Bucket(bucketKeys).Delete(keyIndex(r.Namespace, r.Key, r.ID)); err != nil {
+			if ns, key, ok := r.Subject(); ok {
+				if err := tx.Bucket(bucketKeys).Delete(keyIndex(ns, key, r.ID)); err != nil {
 					return err
 				}
 			}
@@ -433,6 +433,12 @@ func (o *Outbox) SetSlackUser(ctx context.Context, email, userID string) error {
 	return notify.Unavailable("set slack user", o.db().Update(func(tx *bolt.Tx) error {
 		return tx.Bucket(bucketUsers).Put([]byte(strings.ToLower(email)), []byte(userID))
 	}))
+}
+
+// AboutDestination implements notify.Outbox: the outages share the keys'
+// index under namespace "".
+func (o *Outbox) AboutDestination(ctx context.Context, dest string, limit int) ([]*notify.Record, error) {
+	return o.AboutKey(ctx, "", dest, limit)
 }
 
 // AboutKey implements notify.Outbox, newest first.

@@ -225,6 +225,47 @@ func Run(t *testing.T, open Open) {
 		}
 	})
 
+	t.Run("outage messages by destination, newest first, with every field of the outage and of a parked key", func(t *testing.T) {
+		o := open(t)
+		outage := func(at time.Time, n int, dest string) *notify.Record {
+			r := rec(at, n, "")
+			r.Kind, r.Breaker = notify.KindBreakerOpened, notify.Breaker{Destination: dest, OutageSeq: uint64(n)}
+			return r
+		}
+		first, second := outage(t0, 1, "hubspot"), outage(t0.Add(2*time.Second), 3, "hubspot")
+		add(t, o, notify.Addition{Record: first}, notify.Addition{Record: outage(t0.Add(time.Second), 2, "hubspot-eu")})
+		// A key whose namespace is empty cannot exist; a key named like the
+		// destination in a namespace is not an outage.
+		add(t, o, notify.Addition{Record: second}, notify.Addition{Record: keyRec(t0.Add(3*time.Second), 4, "ns", "hubspot", 1)})
+		got, err := o.AboutDestination(ctx, "hubspot", 10)
+		if err != nil || len(got) != 2 || got[0].ID != second.ID || got[1].ID != first.ID {
+			t.Fatalf("about hubspot: %v %v", ids(got), err)
+		}
+		closed, caught := t0.Add(time.Minute), t0.Add(2*time.Minute)
+		if _, err := o.Update(ctx, second.ID, func(r *notify.Record) {
+			r.Parked, r.ParkedLost, r.ClosedAt, r.ResetBy, r.CaughtUpAt, r.OutageSeq = 37, 2, &closed, "alice", &caught, 9
+		}); err != nil {
+			t.Fatal(err)
+		}
+		got, _ = o.AboutDestination(ctx, "hubspot", 1)
+		if b := got[0].Breaker; len(got) != 1 || b.Parked != 37 || b.ParkedLost != 2 || !b.ClosedAt.Equal(closed) ||
+			b.ResetBy != "alice" || !b.CaughtUpAt.Equal(caught) || b.OutageSeq != 9 {
+			t.Fatalf("outage read back: %+v", got[0].Breaker)
+		}
+		lost := keyRec(t0, 5, "ns", "k9", 2)
+		parked := t0.Add(-time.Hour)
+		lost.Kind, lost.Destination = notify.KindParkedLost, "hubspot"
+		lost.ParkedKey = notify.ParkedKey{ParkedAt: &parked, WaitingExecution: "1005", ExecutionsURL: "https://n8n.example.org/executions"}
+		add(t, o, notify.Addition{Record: lost})
+		if r := get(t, o, lost.ID); r.ParkedKey.WaitingExecution != "1005" || !r.ParkedAt.Equal(parked) ||
+			r.ExecutionsURL != lost.ExecutionsURL || r.Destination != "hubspot" || r.KeyAttempt != 2 {
+			t.Fatalf("parked key read back: %+v %+v", r.ParkedKey, r.KeyPayload)
+		}
+		if got, _ := o.AboutKey(ctx, "ns", "k9", 10); len(got) != 0 {
+			t.Fatalf("a parked key's message is not a stuck key's: %v", ids(got))
+		}
+	})
+
 	t.Run("purge drops what is finished and old, keeps what is not", func(t *testing.T) {
 		o := open(t)
 		old, recent := rec(t0, 1, "g"), rec(t0.Add(40*24*time.Hour), 2, "")

@@ -99,8 +99,8 @@ func putOutboxRecord(ctx context.Context, tx pgx.Tx, r *notify.Record, release b
 		return err
 	}
 	var ns, key *string
-	if r.Kind.AboutAKey() {
-		ns, key = &r.Namespace, &r.Key
+	if n, k, ok := r.Subject(); ok {
+		ns, key = &n, &k
 	}
 	_, err = tx.Exec(ctx, `INSERT INTO guard_notifications (id, status, due_at, delivered_at, doc, escalate_at, key_namespace, key_name)
 		VALUES ($1, $2, $3, $4, $5, $7, $8, $9)
@@ -428,6 +428,12 @@ func (o *Outbox) SetSlackUser(ctx context.Context, email, userID string) error {
 	_, err := o.pool.Exec(ctx, `INSERT INTO guard_notify_slack_users (email, user_id) VALUES ($1, $2)
 		ON CONFLICT (email) DO UPDATE SET user_id = excluded.user_id`, strings.ToLower(email), userID)
 	return notify.Unavailable("set slack user", err)
+}
+
+// AboutDestination implements notify.Outbox: the outages share the keys'
+// columns under namespace "".
+func (o *Outbox) AboutDestination(ctx context.Context, dest string, limit int) ([]*notify.Record, error) {
+	return o.AboutKey(ctx, "", dest, limit)
 }
 
 // AboutKey implements notify.Outbox, newest first.

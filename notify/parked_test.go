@@ -1,0 +1,330 @@
+package notify_test
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	. "github.com/n8n-guard/n8n-guard/notify"
+	notifybolt "github.com/n8n-guard/n8n-guard/notify/bolt"
+	slackapi "github.com/n8n-guard/n8n-guard/slack"
+
+	"github.com/n8n-guard/n8n-guard/keystore"
+	"github.com/n8n-guard/n8n-guard/keystore/bolt"
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// parkWorld is the real bbolt keystore and the notify service on its
+// file, with the fake Slack: what a guard runs during an outage.
+type parkWorld struct {
+	t     *testing.T
+	ctx   context.Context
+	clock *testClock
+	slack *fakeSlack
+	path  string
+	store *bolt.Store
+	svc   *Service
+	logs  *logSink
+}
+
+func newParkWorld(t *testing.T) *parkWorld {
+	w := &parkWorld{t: t, ctx: context.Background(), clock: newTestClock(), slack: newFakeSlack(t),
+		path: filepath.Join(t.TempDir(), "guard.db")}
+	w.open()
+	t.Cleanup(func() { w.store.Close() })
+	return w
+}
+
+func (w *parkWorld) open() {
+	pol := keystore.Policies{Destinations: map[string]keystore.DestinationPolicy{"hubspot": {Cooldown: 5 * time.Minute}}}
+	cfg := testConfig()
+	cfg.GuardURL = "https://guard.example.org"
+	cfg.Namespaces = map[string]Route{"crm-contacts": {Owner: "U0OFFICE"}}
+	cfg.Destinations = map[string]Route{"hubspot": {Owner: "U0CRM", Channel: "C0CRM"}}
+	var err error
+	if w.store, err = bolt.Open(w.path, bolt.Options{Policies: pol, Clock: w.clock.Now}); err != nil {
+		w.t.Fatal(err)
+	}
+	outbox, err := notifybolt.New(w.store.DB)
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	w.logs = &logSink{}
+	w.svc, err = New(cfg, Options{Outbox: outbox, Clock: w.clock.Now, BackoffInitial: time.Second,
+		Slack:  slackapi.New(slackapi.Options{Token: "xoxb-test", APIURL: w.slack.APIURL(), HTTPClient: &http.Client{Timeout: 2 * time.Second}}),
+		Events: w.store, Keys: w.store, Parking: w.store, Logger: slog.New(w.logs), Registerer: prometheus.NewRegistry()})
+	if err != nil {
+		w.t.Fatal(err)
+	}
+}
+
+func (w *parkWorld) restart() {
+	w.t.Helper()
+	w.svc.Close()
+	if err := w.store.Close(); err != nil {
+		w.t.Fatal(err)
+	}
+	w.open()
+}
+
+// step is one round of the worker, after the parked counts may be read again.
+func (w *parkWorld) step() {
+	w.clock.Advance(6 * time.Second)
+	w.svc.Step(w.ctx)
+}
+
+// openBreaker: the first event finds hubspot unreachable.
+func (w *parkWorld) openBreaker() {
+	w.t.Helper()
+	r, err := w.store.Reserve(w.ctx, keystore.ReserveRequest{Namespace: "crm-contacts", Key: "evt_first", Destination: "hubspot"})
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	if _, err := w.store.Fail(w.ctx, keystore.FailRequest{Namespace: "crm-contacts", Key: "evt_first", Token: r.Token,
+		Reason: keystore.ReasonDestinationUnreachable, Message: "dial tcp: connection refused"}); err != nil {
+		w.t.Fatal(err)
+	}
+}
+
+func (w *parkWorld) park(from, to int) {
+	w.t.Helper()
+	for i := from; i <= to; i++ {
+		res, err := w.store.Reserve(w.ctx, keystore.ReserveRequest{Namespace: "crm-contacts", Key: fmt.Sprintf("evt_%03d", i),
+			Destination: "hubspot", ResumeURL: fmt.Sprintf("https://n8n.example.org/webhook-waiting/%d?signature=secret", 1000+i)})
+		if err != nil || res.Outcome != keystore.OutcomeParked {
+			w.t.Fatalf("park %d: %+v %v", i, res.Outcome, err)
+		}
+	}
+}
+
+// resume does what the catch-up runner and the woken execution do for
+// one parked key: claim, n8n's answer, and (accepted) reserve and complete.
+func (w *parkWorld) resume(key string, answer keystore.ResumeAnswer) {
+	w.t.Helper()
+	rec, ok, err := w.store.ClaimResume(w.ctx, "crm-contacts", key, time.Minute)
+	if err != nil || !ok {
+		w.t.Fatalf("claim %s: %v %v", key, ok, err)
+	}
+	if _, err := w.store.ResumeAnswered(w.ctx, "crm-contacts", key, *rec.ParkedAt, answer, "n8n answered 404: the execution does not exist"); err != nil {
+		w.t.Fatal(err)
+	}
+	if answer != keystore.ResumeAccepted {
+		return
+	}
+	res, err := w.store.Reserve(w.ctx, keystore.ReserveRequest{Namespace: "crm-contacts", Key: key, Destination: "hubspot"})
+	if err != nil || res.Outcome != keystore.OutcomeAccepted {
+		w.t.Fatalf("resumed reserve %s: %+v %v", key, res.Outcome, err)
+	}
+	if _, err := w.store.Complete(w.ctx, keystore.CompleteRequest{Namespace: "crm-contacts", Key: key, Token: res.Token}); err != nil {
+		w.t.Fatal(err)
+	}
+}
+
+// outage returns the posts to the destination's channel and the updates
+// of them.
+func (w *parkWorld) outage() (posts, updates []slackCall) {
+	for _, c := range w.slack.Delivered("") {
+		if c.Channel != "C0CRM" {
+			continue
+		}
+		switch c.Method {
+		case "chat.postMessage":
+			posts = append(posts, c)
+		case "chat.update":
+			updates = append(updates, c)
+		}
+	}
+	return posts, updates
+}
+
+// One outage, one message: posted when the breaker opens, edited in place
+// as events park (Slack answering 429 on the way), when the probe closes
+// the breaker and when the last parked event is resumed; the lost ones go
+// to the namespace's owner in one grouped message.
+func TestOutageMessageEditedInPlace(t *testing.T) {
+	w := newParkWorld(t)
+	w.openBreaker()
+	w.step()
+	posts, _ := w.outage()
+	if len(posts) != 1 || !strings.Contains(posts[0].Shown(), "hubspot unreachable, writes paused for 5 min") {
+		t.Fatalf("opening: %+v", posts)
+	}
+
+	// Events park; the count reaches the message at most every half window.
+	w.park(1, 20)
+	w.step()
+	w.park(21, 37)
+	w.step()
+	if _, ups := w.outage(); len(ups) != 0 {
+		t.Fatalf("updated before half a window: %+v", ups)
+	}
+	w.slack.Script("429")
+	w.clock.Advance(3 * time.Minute)
+	w.step() // 429, Retry-After 1 s
+	w.clock.Advance(2 * time.Second)
+	w.step()
+	_, ups := w.outage()
+	if len(ups) != 1 || ups[0].TS != posts[0].TS || !strings.Contains(ups[0].Shown(), "hubspot unreachable — 37 events parked") {
+		t.Fatalf("count update: %+v", ups)
+	}
+
+	// The cooldown ends: the oldest parked key is the probe; its complete
+	// closes the breaker. The message says so, in place.
+	w.clock.Advance(5 * time.Minute)
+	w.resume("evt_001", keystore.ResumeAccepted)
+	closedAt := w.clock.Now()
+	w.svc.Step(w.ctx)
+	_, ups = w.outage()
+	if last := ups[len(ups)-1]; !strings.Contains(last.Shown(), "hubspot back — catching up 37 parked events") || last.TS != posts[0].TS {
+		t.Fatalf("closing: %s", last.Shown())
+	}
+	// The rest follow; n8n lost two of them.
+	for i := 2; i <= 37; i++ {
+		answer := keystore.ResumeAccepted
+		if i == 5 || i == 6 {
+			answer = keystore.ResumeLost
+		}
+		w.resume(fmt.Sprintf("evt_%03d", i), answer)
+	}
+	w.clock.Set(closedAt.Add(35 * time.Second))
+	w.step() // 41 s after the close
+	posts, ups = w.outage()
+	last := ups[len(ups)-1]
+	if len(posts) != 1 || last.TS != posts[0].TS || !strings.Contains(last.Shown(), "hubspot back — 35 of 37 caught up in 41 s") ||
+		!strings.Contains(last.Shown(), "2 parked executions were no longer held by n8n") {
+		t.Fatalf("caught up: %d posts, last update %s", len(posts), last.Shown())
+	}
+
+	// The owner of the namespace hears of the lost ones: one message.
+	var lost []slackCall
+	for _, c := range w.slack.Delivered("chat.postMessage") {
+		if strings.Contains(c.Shown(), "Parked event lost in n8n") {
+			lost = append(lost, c)
+		}
+	}
+	if len(lost) != 1 {
+		t.Fatalf("%d lost messages, want one for the storm", len(lost))
+	}
+	msg := lost[0].Shown()
+	for _, want := range []string{"<@U0OFFICE>", "`evt_005`", "`crm-contacts`", "`hubspot`", "n8n execution 1005",
+		"https://n8n.example.org/executions", "Re-send the event from its source", "/v1/resolve"} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("lost message lacks %q:\n%s", want, msg)
+		}
+	}
+	if strings.Contains(lost[0].Raw, "signature") || strings.Contains(msg, "webhook-waiting") {
+		t.Errorf("the resume URL (a capability) is shown: %s", msg)
+	}
+	w.clock.Advance(3 * time.Minute)
+	w.step()
+	counted := false
+	for _, c := range w.slack.Delivered("") {
+		counted = counted || (c.TS == lost[0].TS && strings.Contains(c.Shown(), "*2* parked events of `crm-contacts` (destination `hubspot`) were lost in n8n"))
+	}
+	if !counted {
+		t.Errorf("the lost storm's count was not shown")
+	}
+
+	// A restart repeats nothing.
+	calls := len(w.slack.Calls())
+	w.restart()
+	w.clock.Advance(time.Hour)
+	w.step()
+	if n := len(w.slack.Calls()); n != calls {
+		t.Fatalf("%d Slack calls after a restart, was %d", n, calls)
+	}
+}
+
+// A breaker closed by a person's reset says who, and does not claim that
+// hubspot takes writes again; the catch-up's end does not either.
+func TestOutageClosedByReset(t *testing.T) {
+	w := newParkWorld(t)
+	w.openBreaker()
+	w.park(1, 3)
+	w.step()
+	if _, err := w.store.ResetBreaker(w.ctx, "hubspot", "alice"); err != nil {
+		t.Fatal(err)
+	}
+	w.step()
+	posts, ups := w.outage()
+	if len(posts) != 1 || len(ups) == 0 {
+		t.Fatalf("posts %d, updates %d", len(posts), len(ups))
+	}
+	shown := ups[len(ups)-1].Shown()
+	if !strings.Contains(shown, "hubspot breaker reset by alice — resuming 3 parked events") ||
+		!strings.Contains(shown, "nothing has shown yet that `hubspot` takes them") || strings.Contains(shown, "back") || strings.Contains(shown, "flow again") {
+		t.Fatalf("reset: %s", shown)
+	}
+	for i := 1; i <= 3; i++ {
+		w.resume(fmt.Sprintf("evt_%03d", i), keystore.ResumeAccepted)
+	}
+	w.step()
+	_, ups = w.outage()
+	shown = ups[len(ups)-1].Shown()
+	if !strings.Contains(shown, "hubspot: 3 of 3 parked events resumed in 12 s after a reset by alice") || strings.Contains(shown, "back") ||
+		strings.Contains(shown, "destination_paused") {
+		t.Fatalf("after the reset's catch-up: %s", shown)
+	}
+}
+
+// Keys parked longer than their limit: one grouped message to the
+// namespace's owner with what to do, once, also after a restart.
+func TestParkedOverdueMessage(t *testing.T) {
+	w := newParkWorld(t)
+	w.openBreaker()
+	w.park(1, 2)
+	w.step()
+	w.clock.Advance(73 * time.Hour)
+	for _, key := range []string{"evt_001", "evt_002"} {
+		res, _ := w.store.Lookup(w.ctx, "crm-contacts", key)
+		if ok, err := w.store.ParkedOverdue(w.ctx, "crm-contacts", key, *res.Record.ParkedAt, 72*time.Hour); err != nil || !ok {
+			t.Fatalf("overdue %s: %v %v", key, ok, err)
+		}
+	}
+	w.step()
+	var over []slackCall
+	for _, c := range w.slack.Delivered("chat.postMessage") {
+		if strings.Contains(c.Shown(), "Event parked too long") {
+			over = append(over, c)
+		}
+	}
+	if len(over) != 1 {
+		t.Fatalf("%d overdue messages, want 1", len(over))
+	}
+	for _, want := range []string{"<@U0OFFICE>", "`evt_001`", "`hubspot`", "n8n execution 1001", "parked_limit",
+		"https://guard.example.org/v1/destinations", "/v1/resolve", "Open executions in n8n"} {
+		if !strings.Contains(over[0].Shown(), want) && !strings.Contains(over[0].Blocks, want) {
+			t.Errorf("overdue message lacks %q:\n%s", want, over[0].Shown())
+		}
+	}
+	calls := len(w.slack.Calls())
+	w.restart()
+	w.clock.Advance(time.Hour)
+	w.step()
+	w.step()
+	for _, c := range w.slack.Calls()[calls:] {
+		if strings.Contains(c.Shown(), "Event parked too long") && c.Method == "chat.postMessage" {
+			t.Fatalf("posted again after a restart")
+		}
+	}
+}
+
+// A maintenance window is the same message, said as what it is.
+func TestOutageMessageOfAMaintenanceWindow(t *testing.T) {
+	w := newParkWorld(t)
+	if _, err := w.store.HoldDestination(w.ctx, "hubspot", "bob", "CRM upgrade", w.clock.Now().Add(time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	w.park(1, 2)
+	w.step()
+	posts, _ := w.outage()
+	if len(posts) != 1 || !strings.Contains(posts[0].Shown(), "hubspot paused for maintenance — 2 events parked") ||
+		!strings.Contains(posts[0].Shown(), "maintenance window by bob") || !strings.Contains(posts[0].Shown(), "CRM upgrade") {
+		t.Fatalf("maintenance: %+v", posts)
+	}
+}
