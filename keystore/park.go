@@ -207,4 +207,7 @@ type ParkStore interface {
 	ResumeAnswered(ctx context.Context, ns, key string, parkedAt time.Time, answer ResumeAnswer, detail string) (*Record, error)
 	// HoldDestination applies DecideHoldDestination (maintenance.go).
 	HoldDestination(ctx context.Context, destination, by, reason string, until time.Time) (Breaker, error)
+	// EndHold applies DecideEndHold: a destination without a breaker is
+	// not found.
+	EndHold(ctx context.Context, destination, by, reason string) (Breaker, error)
 }
