@@ -24,10 +24,10 @@ type overviewPage struct {
 	WaitingTotal int
 	// Open are the destinations whose breaker is not closed, or that have
 	// parked events (a catch-up under way).
-	Open         []destinationRow
-	Parking      bool
-	Notes        *noteCounts // nil: notifications are not configured
-	Chart        *chart      // nil: the store keeps no activity
+	Open    []destinationRow
+	Parking bool
+	Notes   *noteCounts // nil: notifications are not configured
+	Chart   *chart      // nil: the store keeps no activity
 }
 
 type namespaceCounts struct {

@@ -27,9 +27,9 @@ func parsePages(funcs template.FuncMap) (map[string]*template.Template, error) {
 // escapes every value as text).
 func templateFuncs(now func() time.Time) template.FuncMap {
 	return template.FuncMap{
-		"when":   when,
-		"age":    func(t time.Time) string { return span(now().Sub(t)) },
-		"until":  func(t time.Time) string { return until(t.Sub(now())) },
+		"when":           when,
+		"age":            func(t time.Time) string { return span(now().Sub(t)) },
+		"until":          func(t time.Time) string { return until(t.Sub(now())) },
 		"keyURL":         keyURL,
 		"destinationURL": destinationURL,
 	}
