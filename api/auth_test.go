@@ -84,6 +84,9 @@ func TestScopeTable(t *testing.T) {
 		{"POST", "/v1/destinations/hold", access.ScopeAdmin, false, true, func(string, string) (string, any) {
 			return "", obj{"destination": "hubspot", "by": "ops", "reason": "upgrade", "until": "2099-01-01T00:00:00Z"}
 		}},
+		{"POST", "/v1/destinations/hold/end", access.ScopeAdmin, false, true, func(string, string) (string, any) {
+			return "", obj{"destination": "hubspot", "by": "ops", "reason": "done early"}
+		}},
 	}
 	if got, want := len(routes), countV1Routes(e.srv); got != want {
 		t.Fatalf("the table covers %d routes, the server has %d /v1 routes", got, want)

@@ -7,6 +7,7 @@ import (
 	"github.com/n8n-guard/n8n-guard/api/console"
 	"github.com/n8n-guard/n8n-guard/api/problem"
 	"github.com/n8n-guard/n8n-guard/errs"
+	"github.com/n8n-guard/n8n-guard/keystore"
 )
 
 // mountConsole serves the operator console under /ui (api/console). Its
@@ -16,7 +17,7 @@ func (s *Server) mountConsole() error {
 	if s.notes != nil {
 		notes = s.notes
 	}
-	ui, err := console.New(console.Config{
+	cfg := console.Config{
 		Store:         s.store,
 		Notifications: notes,
 		Resender:      s.slack,
@@ -25,7 +26,12 @@ func (s *Server) mountConsole() error {
 		// Who a client is, and its sign-ins, as for /v1 (fair.go).
 		ClientAddr:      s.fair.clientAddr,
 		SignInPerMinute: s.signInPerMinute,
-	})
+		Policies:        s.policies,
+	}
+	if ps, ok := s.store.(keystore.ParkStore); ok {
+		cfg.Parking = ps
+	}
+	ui, err := console.New(cfg)
 	if err != nil {
 		return err
 	}

@@ -119,7 +119,14 @@ type recordPage struct {
 }
 
 type destinationPage struct {
-	Items []keystore.Breaker `json:"items"`
+	Items []destination `json:"items"`
+}
+
+// destination is a breaker with how many of the destination's events are
+// parked, waiting to be resumed.
+type destination struct {
+	keystore.Breaker
+	Parked int `json:"parked"`
 }
 
 func (s *Server) reserve(c *fiber.Ctx, req reserveRequest) error {
@@ -227,11 +234,17 @@ func (s *Server) destinations(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
+	var parked map[string]int
+	if ps, ok := s.store.(keystore.ParkStore); ok {
+		if parked, err = ps.ParkedCounts(c.UserContext()); err != nil {
+			return err
+		}
+	}
 	p, _ := access.From(c.UserContext())
-	items := []keystore.Breaker{}
+	items := []destination{}
 	for _, b := range all {
 		if p.MayUseBreaker(b.Destination) {
-			items = append(items, b)
+			items = append(items, destination{Breaker: b, Parked: parked[b.Destination]})
 		}
 	}
 	return writeJSON(c, destinationPage{Items: items})

@@ -38,3 +38,31 @@ func (s *Server) holdDestination(c *fiber.Ctx) error {
 		"destination", req.Destination, "by", req.By, "until", req.Until.UTC().Format(time.RFC3339), "reason", req.Reason)
 	return writeJSON(c, b)
 }
+
+// endHoldRequest ends a maintenance window early: the wire's shape only
+// (keystore.DecideEndHold has the rules).
+type endHoldRequest struct {
+	Destination string `json:"destination"`
+	By          string `json:"by"`
+	Reason      string `json:"reason"`
+}
+
+// endHold ends a destination's maintenance window now: the catch-up
+// probes it with one parked execution, the rest follow (admin scope).
+func (s *Server) endHold(c *fiber.Ctx) error {
+	var req endHoldRequest
+	if err := decodeJSON(c.Body(), &req); err != nil {
+		return err
+	}
+	ps, ok := s.store.(keystore.ParkStore)
+	if !ok {
+		return errs.Errorf(errs.Unsupported, "this server's store does not keep maintenance windows")
+	}
+	b, err := ps.EndHold(c.UserContext(), req.Destination, req.By, req.Reason)
+	if err != nil {
+		return err
+	}
+	s.log.Info("maintenance window ended early: the destination is probed with one parked event, the rest follow",
+		"destination", req.Destination, "by", req.By, "reason", req.Reason)
+	return writeJSON(c, b)
+}

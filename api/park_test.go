@@ -66,4 +66,27 @@ func TestMaintenanceWindowOverHTTP(t *testing.T) {
 	if a["retry_after_seconds"] != float64(3600) {
 		t.Fatalf("parked until the window's end: %v", a)
 	}
+	// The listing shows the window (who, why, until) and the parked count.
+	list := e.get(t, "/v1/destinations")
+	items := list.JSON(t)["items"].([]any)
+	if len(items) != 1 {
+		t.Fatalf("destinations: %s", list)
+	}
+	d := items[0].(map[string]any)
+	m, _ := d["maintenance"].(map[string]any)
+	if d["parked"] != float64(1) || m == nil || m["by"] != "ops" || m["reason"] != "CRM upgrade" || m["until"] != until || m["set_at"] == nil {
+		t.Fatalf("destination: %v", d)
+	}
+	// Ending it: a reason is required; then the window is gone and the
+	// destination probes at once.
+	wantProblem(t, e.post(t, "/v1/destinations/hold/end", obj{"destination": "hubspot", "by": "ops"}), http.StatusBadRequest, "invalid_request")
+	wantProblem(t, e.post(t, "/v1/destinations/hold/end", obj{"destination": "salesforce", "by": "ops", "reason": "x"}), http.StatusNotFound, "not_found")
+	if m := e.get(t, "/v1/destinations").JSON(t)["items"].([]any)[0].(map[string]any)["maintenance"]; m == nil {
+		t.Fatal("a refused end removed the window")
+	}
+	r = e.post(t, "/v1/destinations/hold/end", obj{"destination": "hubspot", "by": "ops", "reason": "upgrade done early"})
+	if b := r.JSON(t); r.Status != http.StatusOK || b["maintenance"] != nil || b["state"] != "half_open" {
+		t.Fatalf("end hold: %s", r)
+	}
+	wantProblem(t, e.post(t, "/v1/destinations/hold/end", obj{"destination": "hubspot", "by": "ops", "reason": "again"}), http.StatusConflict, "conflict")
 }

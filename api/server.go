@@ -63,6 +63,10 @@ type Config struct {
 	Logger   *slog.Logger
 	// Version is shown on /healthz.
 	Version string
+	// Policies are the namespaces' and destinations' settings the console
+	// shows parked keys by (parked_limit, the catch-up pace); the zero
+	// value: the defaults.
+	Policies keystore.Policies
 
 	BodyLimit    int // bytes; default 64 KiB
 	ReadTimeout  time.Duration
@@ -111,6 +115,7 @@ type Server struct {
 	fair     *fairEdge
 	// signInPerMinute: the console's sign-in limit per client (Config).
 	signInPerMinute int
+	policies        keystore.Policies
 	// openPaths are the routes of the table without a scope (a route of
 	// /v1 may be one, e.g. one signed by its sender instead).
 	openPaths map[string]bool
@@ -157,6 +162,7 @@ func New(cfg Config) (*Server, error) {
 	s.maxBody = orDefault(cfg.BodyLimit, DefaultBodyLimit)
 	s.maxConns = orDefault(cfg.MaxConnections, DefaultMaxConnections)
 	s.signInPerMinute = cfg.SignInPerMinute
+	s.policies = cfg.Policies
 	if s.fair, err = newFairEdge(cfg, s.log); err != nil {
 		return nil, fmt.Errorf("api: %w", err)
 	}

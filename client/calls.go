@@ -145,3 +145,44 @@ func (c *Client) Backup(ctx context.Context, w io.Writer) (int64, error) {
 	}
 	return n, nil
 }
+
+// Destination is one item of GET /v1/destinations: a breaker, its
+// maintenance window if any, and how many of its events are parked.
+type Destination struct {
+	keystore.Breaker
+	Parked int `json:"parked"`
+}
+
+// Destinations lists every destination's breaker.
+func (c *Client) Destinations(ctx context.Context) ([]Destination, error) {
+	var page struct {
+		Items []Destination `json:"items"`
+	}
+	err := c.Do(ctx, http.MethodGet, "/v1/destinations", nil, &page)
+	return page.Items, err
+}
+
+// Hold is a maintenance window (POST /v1/destinations/hold).
+type Hold struct {
+	Destination string    `json:"destination"`
+	By          string    `json:"by"`
+	Reason      string    `json:"reason"`
+	Until       time.Time `json:"until"`
+}
+
+// HoldDestination pauses a destination until h.Until: events with a resume
+// URL park meanwhile and catch up after it.
+func (c *Client) HoldDestination(ctx context.Context, h Hold) (keystore.Breaker, error) {
+	var b keystore.Breaker
+	err := c.Do(ctx, http.MethodPost, "/v1/destinations/hold", h, &b)
+	return b, err
+}
+
+// EndHold ends a destination's maintenance window now
+// (POST /v1/destinations/hold/end).
+func (c *Client) EndHold(ctx context.Context, destination, by, reason string) (keystore.Breaker, error) {
+	var b keystore.Breaker
+	err := c.Do(ctx, http.MethodPost, "/v1/destinations/hold/end",
+		map[string]string{"destination": destination, "by": by, "reason": reason}, &b)
+	return b, err
+}

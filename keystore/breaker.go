@@ -28,6 +28,9 @@ type Breaker struct {
 	ReopensAt           *time.Time   `json:"reopens_at"`
 	ConsecutiveFailures int          `json:"consecutive_failures"`
 	PausedReserves      int          `json:"paused_reserves"`
+	// Maintenance is the window a person paused the destination for
+	// (maintenance.go); nil when the breaker opened by itself or closed.
+	Maintenance *Maintenance `json:"maintenance"`
 	// The probe let through in half_open, and until when it may hold it.
 	ProbeNamespace string     `json:"-"`
 	ProbeKey       string     `json:"-"`
@@ -43,6 +46,10 @@ func NewBreaker(dest string) *Breaker {
 func (b *Breaker) Clone() *Breaker {
 	c := *b
 	c.OpenedAt, c.ReopensAt, c.ProbeUntil = copyTime(b.OpenedAt), copyTime(b.ReopensAt), copyTime(b.ProbeUntil)
+	if b.Maintenance != nil {
+		m := *b.Maintenance
+		c.Maintenance = &m
+	}
 	return &c
 }
 
@@ -130,6 +137,9 @@ func (b *Breaker) failed(ns, key string, reason Reason, message string, pol Dest
 }
 
 func (b *Breaker) open(pol DestinationPolicy, now time.Time) {
+	// A failed probe after a maintenance window is an outage: the window
+	// is over either way.
+	b.Maintenance = nil
 	b.State = BreakerOpen
 	b.OpenedAt = timePtr(now)
 	b.ReopensAt = timePtr(now.Add(pol.Cooldown))

@@ -12,6 +12,18 @@ import (
 // MaxMaintenance bounds a maintenance window.
 const MaxMaintenance = 30 * 24 * time.Hour
 
+// Maintenance is a window a person paused a destination for: who, why,
+// since when and until when. It is kept on the breaker so that the
+// console and GET /v1/destinations show it; it ends with the window (the
+// probe after it closes the breaker, or fails and the outage is an
+// ordinary one) or when a person ends it early (DecideEndHold).
+type Maintenance struct {
+	By     string    `json:"by"`
+	Reason string    `json:"reason"`
+	SetAt  time.Time `json:"set_at"`
+	Until  time.Time `json:"until"`
+}
+
 // DecideHoldDestination decides a maintenance window: a person (by)
 // pauses a destination until until, for reason. The breaker opens with
 // its cooldown ending at until, so reserves with resume_url park and are
@@ -34,7 +46,32 @@ func DecideHoldDestination(b *Breaker, by, reason string, until, now time.Time) 
 	next.ReopensAt = timePtr(until.UTC().Truncate(time.Millisecond))
 	next.ProbeNamespace, next.ProbeKey, next.ProbeUntil = "", "", nil
 	next.PausedReserves = 0
+	next.Maintenance = &Maintenance{By: by, Reason: reason, SetAt: now.UTC().Truncate(time.Millisecond), Until: *next.ReopensAt}
 	msg := "maintenance window by " + by + " until " + next.ReopensAt.Format(time.RFC3339) + ": " + reason
 	ev := Event{At: now, Kind: EventBreakerOpened, Destination: b.Destination, Message: truncate(msg, MaxMessageLength), ReopensAt: copyTime(next.ReopensAt)}
 	return Step{Breaker: next, Events: []Event{ev}}, nil
+}
+
+// DecideEndHold ends the maintenance window of a destination early, by a
+// person (by) for reason: its cooldown ends now, so the catch-up resumes
+// one parked execution as the probe and the rest follow when it
+// completes, exactly as after an outage. A destination without a window
+// is a conflict (a breaker opened by an outage is reset instead).
+func DecideEndHold(b *Breaker, by, reason string, now time.Time) (Step, error) {
+	by, reason = strings.TrimSpace(by), strings.TrimSpace(reason)
+	if by == "" || utf8.RuneCountInString(by) > MaxByLength || strings.IndexFunc(by, unicode.IsControl) >= 0 {
+		return Step{}, errs.InvalidField("by", "required,max=128", "by is required: the person who ends the maintenance window (at most 128 characters, one line)")
+	}
+	if reason == "" || utf8.RuneCountInString(reason) > MaxNoteLength || !utf8.ValidString(reason) {
+		return Step{}, errs.InvalidField("reason", "required,max=2000", "reason is required: why the window ends early (at most 2000 characters)")
+	}
+	if b.Maintenance == nil || b.State == BreakerClosed {
+		return Step{}, errs.Errorf(errs.Conflict, "destination %q has no maintenance window to end", b.Destination)
+	}
+	next := b.Clone()
+	next.Maintenance = nil
+	if next.State == BreakerOpen && (next.ReopensAt == nil || now.Before(*next.ReopensAt)) {
+		next.ReopensAt = timePtr(now)
+	}
+	return Step{Breaker: next}, nil
 }

@@ -219,4 +219,7 @@ type ParkStore interface {
 	ParkedOverdue(ctx context.Context, ns, key string, parkedAt time.Time, limit time.Duration) (reported bool, err error)
 	// HoldDestination applies DecideHoldDestination (maintenance.go).
 	HoldDestination(ctx context.Context, destination, by, reason string, until time.Time) (Breaker, error)
+	// EndHold applies DecideEndHold: a destination without a breaker is
+	// not found.
+	EndHold(ctx context.Context, destination, by, reason string) (Breaker, error)
 }

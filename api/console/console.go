@@ -79,6 +79,13 @@ type Config struct {
 	// SignInPerMinute bounds one client's sign-in attempts a minute
 	// (default 10; negative: no limit).
 	SignInPerMinute int
+	// Parking is the store's side of parked events and maintenance
+	// windows (nil: the store parks nothing; the pages show no counts and
+	// no window forms).
+	Parking Parking
+	// Policies give each namespace's parked_limit (when a parked key is
+	// overdue) and each destination's catch-up pace.
+	Policies keystore.Policies
 }
 
 // Console serves the pages.
@@ -86,6 +93,8 @@ type Console struct {
 	store    Store
 	notes    Notifications
 	resender Resender
+	parking  Parking
+	policies keystore.Policies
 	signIn   func(string) (access.Principal, error)
 	log      *slog.Logger
 	now      func() time.Time
@@ -116,6 +125,8 @@ func New(cfg Config) (*Console, error) {
 		store:    cfg.Store,
 		notes:    cfg.Notifications,
 		resender: cfg.Resender,
+		parking:  cfg.Parking,
+		policies: cfg.Policies,
 		signIn:   cfg.SignIn,
 		log:      cfg.Logger,
 		now:      cfg.Clock,
@@ -144,6 +155,10 @@ func (ui *Console) Mount(app *fiber.App) {
 	ui.route(app, post, "/key/resolve", actor, ui.resolve)
 	ui.route(app, get, "/breakers", anyone, ui.breakers)
 	ui.route(app, post, "/breakers/reset", actor, ui.resetBreaker)
+	ui.route(app, get, "/destination", anyone, ui.destinationPage) // parking.go
+	ui.route(app, post, "/destination/hold", actor, ui.hold)
+	ui.route(app, post, "/destination/end-hold", actor, ui.endHold)
+	ui.route(app, get, "/parked", anyone, ui.parked)
 	ui.route(app, get, "/notifications", anyone, ui.notifications)
 	ui.route(app, post, "/notifications/resend", actor, ui.resend)
 	app.Get(Prefix+"/static/:file", ui.asset)

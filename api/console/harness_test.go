@@ -26,6 +26,8 @@ import (
 const (
 	actToken  = "act-token-0123456789"
 	readToken = "read-token-0123456789"
+	// limitedToken may act, within namespaces bookings and hubspot.
+	limitedToken = "limited-token-0123456789"
 )
 
 // site is one test's console: a real bbolt file, the console mounted on a
@@ -59,6 +61,11 @@ func serve(store keystore.Store, notes ...*notify.Service) (s *site, stop func()
 	cfg := console.Config{
 		Store:  store,
 		SignIn: signIn,
+		// Keys of namespace "late" are overdue as soon as they park.
+		Policies: keystore.Policies{Namespaces: map[string]keystore.NamespacePolicy{"late": {ParkedLimit: time.Nanosecond}}},
+	}
+	if ps, ok := store.(console.Parking); ok {
+		cfg.Parking = ps
 	}
 	if len(notes) > 0 {
 		cfg.Notifications, cfg.Resender = notes[0], notes[0]
@@ -86,6 +93,8 @@ func signIn(token string) (access.Principal, error) {
 		return access.Principal{Name: "on-call", Role: access.RoleAdmin}, nil
 	case readToken:
 		return access.Principal{Name: "viewer", Role: access.RoleRead}, nil
+	case limitedToken:
+		return access.Principal{Name: "bookings-admin", Role: access.RoleAdmin, Namespaces: []string{"bookings", "hubspot"}}, nil
 	}
 	return access.Principal{}, errs.Errorf(problem.Unauthorized, "that token is not valid")
 }
@@ -102,6 +111,49 @@ func (s *site) unknownKey(ns, key, owner, message string) {
 		Reason: keystore.ReasonOutcomeUnknown, Message: message}); err != nil {
 		s.t.Fatal(err)
 	}
+}
+
+// parkedKey parks a key of dest the way the shipped workflows do: dest's
+// breaker is opened by an unreachable write (once), then a reserve with
+// the execution's resume URL parks.
+func (s *site) parkedKey(ns, key, dest, resumeURL string) *keystore.Record {
+	s.t.Helper()
+	res, err := s.store.Reserve(s.ctx, keystore.ReserveRequest{Namespace: ns, Key: key, Destination: dest, ResumeURL: resumeURL, Owner: "n8n exec 1"})
+	if err == nil && res.Outcome == keystore.OutcomeAccepted {
+		if _, err := s.store.Fail(s.ctx, keystore.FailRequest{Namespace: ns, Key: key, Token: res.Token,
+			Reason: keystore.ReasonDestinationUnreachable, ResumeURL: resumeURL}); err != nil {
+			s.t.Fatal(err)
+		}
+		return s.lookup(ns, key)
+	}
+	if err != nil || res.Outcome != keystore.OutcomeParked {
+		s.t.Fatalf("park %s: %v %v", key, res.Outcome, err)
+	}
+	return res.Record
+}
+
+// lostKey parks a key and has n8n answer its resume call 404 (the
+// execution was pruned).
+func (s *site) lostKey(ns, key, dest, resumeURL string) {
+	s.t.Helper()
+	r := s.parkedKey(ns, key, dest, resumeURL)
+	if _, err := s.store.(keystore.ParkStore).ResumeAnswered(s.ctx, ns, key, *r.ParkedAt, keystore.ResumeLost, "n8n answered 404: the execution does not exist"); err != nil {
+		s.t.Fatal(err)
+	}
+}
+
+func (s *site) breaker(dest string) keystore.Breaker {
+	s.t.Helper()
+	bs, err := s.store.Destinations(s.ctx)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	for _, b := range bs {
+		if b.Destination == dest {
+			return b
+		}
+	}
+	return keystore.Breaker{Destination: dest, State: keystore.BreakerClosed}
 }
 
 func (s *site) completedKey(ns, key string) {

@@ -69,6 +69,8 @@ func TestReadRoleSeesButCannotAct(t *testing.T) {
 	}{
 		{"/ui/key/resolve", url.Values{"namespace": {"bookings"}, "key": {"bk-1"}, "action": {"complete"}, "note": {"x"}}},
 		{"/ui/breakers/reset", url.Values{"destination": {"hubspot"}}},
+		{"/ui/destination/hold", url.Values{"destination": {"hubspot"}, "until": {"2099-01-01T00:00"}, "reason": {"x"}}},
+		{"/ui/destination/end-hold", url.Values{"destination": {"hubspot"}, "reason": {"x"}}},
 		{"/ui/notifications/resend", url.Values{"id": {"n_0000000000000000aaaaaaaa"}}},
 	} {
 		action.form.Set("csrf", csrf)
@@ -217,7 +219,7 @@ func TestResetAnOpenBreaker(t *testing.T) {
 	}
 	c, csrf := signedIn(t, s, actToken)
 	_, overview := fetch(t, c, s.url+"/ui")
-	if !strings.Contains(overview, "<strong>hubspot</strong> — open") {
+	if !strings.Contains(overview, ">hubspot</a></strong> — open") {
 		t.Fatal("the overview does not list the open breaker")
 	}
 	_, page := fetch(t, c, s.url+"/ui/breakers")

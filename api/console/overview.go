@@ -22,9 +22,12 @@ type overviewPage struct {
 	Namespaces   []namespaceCounts
 	Waiting      []*keystore.Record
 	WaitingTotal int
-	Open         []keystore.Breaker
-	Notes        *noteCounts // nil: notifications are not configured
-	Chart        *chart      // nil: the store keeps no activity
+	// Open are the destinations whose breaker is not closed, or that have
+	// parked events (a catch-up under way).
+	Open    []destinationRow
+	Parking bool
+	Notes   *noteCounts // nil: notifications are not configured
+	Chart   *chart      // nil: the store keeps no activity
 }
 
 type namespaceCounts struct {
@@ -69,15 +72,16 @@ func (ui *Console) overview(c *fiber.Ctx, sess *session) error {
 	if p.Waiting, err = ui.waiting(ctx, sess.who); err != nil {
 		return err
 	}
-	breakers, err := ui.store.Destinations(ctx)
+	rows, err := ui.destinationRows(ctx, sess)
 	if err != nil {
 		return err
 	}
-	for _, b := range breakers {
-		if b.State != keystore.BreakerClosed && sess.who.MayUseBreaker(b.Destination) {
-			p.Open = append(p.Open, b)
+	for _, r := range rows {
+		if r.State != keystore.BreakerClosed || r.Parked > 0 {
+			p.Open = append(p.Open, r)
 		}
 	}
+	p.Parking = ui.parking != nil
 	// Notifications are not kept by namespace: a token limited to some
 	// sees none of them (as on /v1/notifications).
 	if ui.notes != nil && sess.who.Unlimited() {

@@ -166,6 +166,8 @@ type keyPage struct {
 	Done      string
 	Problem   string
 	Form      resolveForm
+	// Parked is where a parked key stands (nil: not parked).
+	Parked *parkedRow
 }
 
 type resolveForm struct {
@@ -193,16 +195,23 @@ func (ui *Console) showKey(c *fiber.Ctx, sess *session, status int, ns, key, pro
 	slices.Reverse(p.History)
 	p.Decidable = decidable(r, ui.now())
 	p.CanResolve = p.Decidable && sess.who.CanAct()
+	if r.State == keystore.StateParked {
+		row := ui.parkedRow(r, ui.now())
+		p.Parked = &row
+	}
 	return ui.render(c, status, "key", p)
 }
 
 // decidable says whether a person may resolve the key now: keystore's
-// resolve takes unknown and failed keys, and reserved ones whose lease
-// ran out.
+// resolve takes unknown and failed keys, reserved ones whose lease ran
+// out, and parked ones n8n lost (a parked key still waiting in n8n is
+// left to the catch-up: resolving it would strand its execution).
 func decidable(r *keystore.Record, now time.Time) bool {
 	switch r.State {
 	case keystore.StateUnknown, keystore.StateFailed:
 		return true
+	case keystore.StateParked:
+		return r.Reason == keystore.ReasonResumeLost
 	case keystore.StateReserved:
 		return r.LeaseExpiresAt != nil && !now.Before(*r.LeaseExpiresAt)
 	}
@@ -260,25 +269,21 @@ func keyURL(ns, key string) string {
 
 type breakersPage struct {
 	layout
-	Items    []keystore.Breaker
+	Items    []destinationRow
+	Parking  bool
 	CanReset bool
 	Done     string
 }
 
 func (ui *Console) breakers(c *fiber.Ctx, sess *session) error {
-	all, err := ui.store.Destinations(c.UserContext())
+	items, err := ui.destinationRows(c.UserContext(), sess)
 	if err != nil {
 		return err
-	}
-	var items []keystore.Breaker
-	for _, b := range all {
-		if sess.who.MayUseBreaker(b.Destination) {
-			items = append(items, b)
-		}
 	}
 	return ui.render(c, http.StatusOK, "breakers", breakersPage{
 		layout:   ui.layout(sess, "Breakers"),
 		Items:    items,
+		Parking:  ui.parking != nil,
 		CanReset: sess.who.CanAct(),
 		Done:     c.Query("done"),
 	})

@@ -7,13 +7,13 @@ import (
 )
 
 // pageNames are the templates/<name>.html files; each defines "content"
-// and is drawn inside layout.html.
-var pageNames = []string{"overview", "signin", "search", "key", "breakers", "notifications", "error"}
+// and is drawn inside layout.html, with the pieces of parts.html.
+var pageNames = []string{"overview", "signin", "search", "key", "breakers", "destination", "parked", "notifications", "error"}
 
 func parsePages(funcs template.FuncMap) (map[string]*template.Template, error) {
 	pages := make(map[string]*template.Template, len(pageNames))
 	for _, name := range pageNames {
-		t, err := template.New(name).Funcs(funcs).ParseFS(templateFiles, "templates/layout.html", "templates/"+name+".html")
+		t, err := template.New(name).Funcs(funcs).ParseFS(templateFiles, "templates/layout.html", "templates/parts.html", "templates/"+name+".html")
 		if err != nil {
 			return nil, fmt.Errorf("console: parse %s: %w", name, err)
 		}
@@ -27,10 +27,11 @@ func parsePages(funcs template.FuncMap) (map[string]*template.Template, error) {
 // escapes every value as text).
 func templateFuncs(now func() time.Time) template.FuncMap {
 	return template.FuncMap{
-		"when":   when,
-		"age":    func(t time.Time) string { return span(now().Sub(t)) },
-		"until":  func(t time.Time) string { return until(t.Sub(now())) },
-		"keyURL": keyURL,
+		"when":           when,
+		"age":            func(t time.Time) string { return span(now().Sub(t)) },
+		"until":          func(t time.Time) string { return until(t.Sub(now())) },
+		"keyURL":         keyURL,
+		"destinationURL": destinationURL,
 	}
 }
 

@@ -36,6 +36,7 @@ func newRootCmd(getenv func(string) string, stdout, stderr io.Writer) *cobra.Com
 		newServeCmd(getenv),
 		newKeysCmd(co),
 		newNotificationsCmd(co),
+		newDestinationsCmd(co), // destinations.go
 		newVersionCmd(co),
 		newN8NCmd(getenv),
 		newBackupCmd(co),

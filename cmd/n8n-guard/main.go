@@ -179,6 +179,7 @@ func (m *Main) Run(ctx context.Context) (err error) {
 		Namespaces:   sortedKeys(cfg.File.Namespaces),
 		Destinations: sortedKeys(cfg.File.Destinations),
 		LabelLimit:   cfg.File.Metrics.LabelLimit,
+		Policies:     policies,
 	}); err != nil {
 		return err
 	}

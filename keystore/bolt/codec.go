@@ -254,20 +254,64 @@ func updatedAt(v, base int64) time.Time {
 	return fromMs(base)
 }
 
-func encodeBreaker(b *keystore.Breaker) ([]byte, error) {
-	return cbor.Marshal(diskBreaker{State: string(b.State), OpenedAt: msPtr(b.OpenedAt), ReopensAt: msPtr(b.ReopensAt),
-		Failures: uint32(b.ConsecutiveFailures), Paused: uint32(b.PausedReserves),
-		ProbeNamespace: b.ProbeNamespace, ProbeKey: b.ProbeKey, ProbeUntil: msPtr(b.ProbeUntil)})
+// diskHeldBreaker is a breaker with a maintenance window: diskBreaker's
+// fields and the window's. A breaker without one keeps diskBreaker's
+// layout, so that a file an older release reads back holds nothing it
+// cannot decode but a window it did not know of.
+type diskHeldBreaker struct {
+	_              struct{} `cbor:",toarray"`
+	State          string
+	OpenedAt       int64
+	ReopensAt      int64
+	Failures       uint32
+	Paused         uint32
+	ProbeNamespace string
+	ProbeKey       string
+	ProbeUntil     int64
+	HoldBy         string
+	HoldReason     string
+	HoldSetAt      int64
+	HoldUntil      int64
 }
 
+func encodeBreaker(b *keystore.Breaker) ([]byte, error) {
+	d := diskBreaker{State: string(b.State), OpenedAt: msPtr(b.OpenedAt), ReopensAt: msPtr(b.ReopensAt),
+		Failures: uint32(b.ConsecutiveFailures), Paused: uint32(b.PausedReserves),
+		ProbeNamespace: b.ProbeNamespace, ProbeKey: b.ProbeKey, ProbeUntil: msPtr(b.ProbeUntil)}
+	m := b.Maintenance
+	if m == nil {
+		return cbor.Marshal(d)
+	}
+	return cbor.Marshal(diskHeldBreaker{State: d.State, OpenedAt: d.OpenedAt, ReopensAt: d.ReopensAt, Failures: d.Failures,
+		Paused: d.Paused, ProbeNamespace: d.ProbeNamespace, ProbeKey: d.ProbeKey, ProbeUntil: d.ProbeUntil,
+		HoldBy: m.By, HoldReason: m.Reason, HoldSetAt: ms(m.SetAt), HoldUntil: ms(m.Until)})
+}
+
+// heldBreakerHead is the first byte of a diskHeldBreaker: a CBOR array of
+// its 12 fields.
+const heldBreakerHead = 0x80 | 12
+
 func decodeBreaker(dest string, v []byte) (*keystore.Breaker, error) {
-	var d diskBreaker
-	if err := decMode.Unmarshal(v, &d); err != nil {
+	var d diskHeldBreaker
+	var err error
+	if len(v) > 0 && v[0] == heldBreakerHead {
+		err = decMode.Unmarshal(v, &d)
+	} else {
+		var old diskBreaker
+		err = decMode.Unmarshal(v, &old)
+		d = diskHeldBreaker{State: old.State, OpenedAt: old.OpenedAt, ReopensAt: old.ReopensAt, Failures: old.Failures,
+			Paused: old.Paused, ProbeNamespace: old.ProbeNamespace, ProbeKey: old.ProbeKey, ProbeUntil: old.ProbeUntil}
+	}
+	if err != nil {
 		return nil, fmt.Errorf("decode breaker %s: %w", dest, err)
 	}
-	return &keystore.Breaker{Destination: dest, State: keystore.BreakerState(d.State), OpenedAt: fromMsPtr(d.OpenedAt),
+	b := &keystore.Breaker{Destination: dest, State: keystore.BreakerState(d.State), OpenedAt: fromMsPtr(d.OpenedAt),
 		ReopensAt: fromMsPtr(d.ReopensAt), ConsecutiveFailures: int(d.Failures), PausedReserves: int(d.Paused),
-		ProbeNamespace: d.ProbeNamespace, ProbeKey: d.ProbeKey, ProbeUntil: fromMsPtr(d.ProbeUntil)}, nil
+		ProbeNamespace: d.ProbeNamespace, ProbeKey: d.ProbeKey, ProbeUntil: fromMsPtr(d.ProbeUntil)}
+	if d.HoldBy != "" {
+		b.Maintenance = &keystore.Maintenance{By: d.HoldBy, Reason: d.HoldReason, SetAt: fromMs(d.HoldSetAt), Until: fromMs(d.HoldUntil)}
+	}
+	return b, nil
 }
 
 func encodeEvent(e keystore.Event) ([]byte, error) {

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/fxamacker/cbor/v2"
+	"github.com/n8n-guard/n8n-guard/errs"
 	"github.com/n8n-guard/n8n-guard/keystore"
 	bbolt "go.etcd.io/bbolt"
 )
@@ -183,6 +184,21 @@ var _ keystore.ParkStore = (*Store)(nil)
 
 // HoldDestination implements keystore.ParkStore.
 func (s *Store) HoldDestination(_ context.Context, dest, by, reason string, until time.Time) (keystore.Breaker, error) {
+	return s.decideBreaker(dest, false, func(br *keystore.Breaker, now time.Time) (keystore.Step, error) {
+		return keystore.DecideHoldDestination(br, by, reason, until, now)
+	})
+}
+
+// EndHold implements keystore.ParkStore.
+func (s *Store) EndHold(_ context.Context, dest, by, reason string) (keystore.Breaker, error) {
+	return s.decideBreaker(dest, true, func(br *keystore.Breaker, now time.Time) (keystore.Step, error) {
+		return keystore.DecideEndHold(br, by, reason, now)
+	})
+}
+
+// decideBreaker writes what decide makes of a destination's breaker
+// (mustExist: a destination without one is not found).
+func (s *Store) decideBreaker(dest string, mustExist bool, decide func(*keystore.Breaker, time.Time) (keystore.Step, error)) (keystore.Breaker, error) {
 	if err := keystore.CheckNamespace("destination", dest); err != nil {
 		return keystore.Breaker{}, err
 	}
@@ -192,7 +208,10 @@ func (s *Store) HoldDestination(_ context.Context, dest, by, reason string, unti
 		if err != nil {
 			return boltDecision{}, err
 		}
-		st, err := keystore.DecideHoldDestination(br, by, reason, until, now)
+		if mustExist && raw == nil {
+			return boltDecision{}, errs.Errorf(errs.NotFound, "destination %q has no breaker", dest)
+		}
+		st, err := decide(br, now)
 		if err != nil {
 			return boltDecision{}, err
 		}

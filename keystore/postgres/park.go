@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/n8n-guard/n8n-guard/errs"
 	"github.com/n8n-guard/n8n-guard/keystore"
 )
 
@@ -133,23 +134,41 @@ var _ keystore.ParkStore = (*Store)(nil)
 
 // HoldDestination implements keystore.ParkStore.
 func (s *Store) HoldDestination(ctx context.Context, dest, by, reason string, until time.Time) (keystore.Breaker, error) {
+	return s.decideBreaker(ctx, "hold destination", dest, false, func(br *keystore.Breaker, now time.Time) (keystore.Step, error) {
+		return keystore.DecideHoldDestination(br, by, reason, until, now)
+	})
+}
+
+// EndHold implements keystore.ParkStore.
+func (s *Store) EndHold(ctx context.Context, dest, by, reason string) (keystore.Breaker, error) {
+	return s.decideBreaker(ctx, "end hold", dest, true, func(br *keystore.Breaker, now time.Time) (keystore.Step, error) {
+		return keystore.DecideEndHold(br, by, reason, now)
+	})
+}
+
+// decideBreaker writes what decide makes of a destination's breaker, the
+// row locked meanwhile (mustExist: a destination without one is not found).
+func (s *Store) decideBreaker(ctx context.Context, op, dest string, mustExist bool, decide func(*keystore.Breaker, time.Time) (keystore.Step, error)) (keystore.Breaker, error) {
 	if err := keystore.CheckNamespace("destination", dest); err != nil {
 		return keystore.Breaker{}, err
 	}
 	tx, err := s.pool.Begin(ctx)
 	if err != nil {
-		return keystore.Breaker{}, s.dbErr("hold destination", err)
+		return keystore.Breaker{}, s.dbErr(op, err)
 	}
 	defer tx.Rollback(context.WithoutCancel(ctx))
 	br, exists, err := scanBreaker(tx.QueryRow(ctx, pgSelectBreaker+` FOR UPDATE`, dest), dest)
 	if err != nil {
-		return keystore.Breaker{}, s.dbErr("hold destination", err)
+		return keystore.Breaker{}, s.dbErr(op, err)
+	}
+	if mustExist && !exists {
+		return keystore.Breaker{}, errs.Errorf(errs.NotFound, "destination %q has no breaker", dest)
 	}
 	now, err := s.now(ctx, tx)
 	if err != nil {
-		return keystore.Breaker{}, s.dbErr("hold destination", err)
+		return keystore.Breaker{}, s.dbErr(op, err)
 	}
-	st, err := keystore.DecideHoldDestination(br, by, reason, until, now)
+	st, err := decide(br, now)
 	if err != nil {
 		return keystore.Breaker{}, err
 	}
@@ -159,10 +178,10 @@ func (s *Store) HoldDestination(ctx context.Context, dest, by, reason string, un
 		queueEvent(b, ev)
 	}
 	if err := tx.SendBatch(ctx, b).Close(); err != nil {
-		return keystore.Breaker{}, s.dbErr("hold destination", err)
+		return keystore.Breaker{}, s.dbErr(op, err)
 	}
 	if err := tx.Commit(ctx); err != nil {
-		return keystore.Breaker{}, s.dbErr("hold destination", err)
+		return keystore.Breaker{}, s.dbErr(op, err)
 	}
 	return st.Breaker.View(now), nil
 }

@@ -137,9 +137,10 @@ const (
 	pgKeyCols = `state, attempt, owner, lease_expires_at, result_ref, result, reason, message, retryable,
 		via, destination, created_at, updated_at, expires_at, resolved_by, resolved_at, note, history,
 		fingerprint, token_hash, token_seal, parked_at, resume_url, resume_sent_at, resume_claim_until, check_hold`
-	pgKeyRead       = pgKeyCols + `, version, checksum`
-	pgSelectKey     = `SELECT ` + pgKeyRead + ` FROM guard_keys WHERE namespace = $1 AND key = $2`
-	pgBreakerCols   = `state, opened_at, reopens_at, consecutive_failures, paused_reserves, probe_namespace, probe_key, probe_until`
+	pgKeyRead     = pgKeyCols + `, version, checksum`
+	pgSelectKey   = `SELECT ` + pgKeyRead + ` FROM guard_keys WHERE namespace = $1 AND key = $2`
+	pgBreakerCols = `state, opened_at, reopens_at, consecutive_failures, paused_reserves, probe_namespace, probe_key, probe_until,
+		hold_by, hold_reason, hold_set_at, hold_until`
 	pgSelectBreaker = `SELECT ` + pgBreakerCols + ` FROM guard_breakers WHERE destination = $1`
 	// The breaker of the destination the key names (complete, fail).
 	pgSelectBreakerOfKey = `SELECT destination, ` + pgBreakerCols + ` FROM guard_breakers
@@ -205,7 +206,10 @@ func scanBreaker(row pgx.Row, dest string) (b *keystore.Breaker, found bool, err
 	b = keystore.NewBreaker(dest)
 	var state string
 	var failures, paused int32
-	err = row.Scan(&state, &b.OpenedAt, &b.ReopensAt, &failures, &paused, &b.ProbeNamespace, &b.ProbeKey, &b.ProbeUntil)
+	var hold keystore.Maintenance
+	var holdSetAt, holdUntil *time.Time
+	err = row.Scan(&state, &b.OpenedAt, &b.ReopensAt, &failures, &paused, &b.ProbeNamespace, &b.ProbeKey, &b.ProbeUntil,
+		&hold.By, &hold.Reason, &holdSetAt, &holdUntil)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return keystore.NewBreaker(dest), false, nil
 	}
@@ -214,6 +218,10 @@ func scanBreaker(row pgx.Row, dest string) (b *keystore.Breaker, found bool, err
 	}
 	b.State, b.ConsecutiveFailures, b.PausedReserves = keystore.BreakerState(state), int(failures), int(paused)
 	b.OpenedAt, b.ReopensAt, b.ProbeUntil = utcPtr(b.OpenedAt), utcPtr(b.ReopensAt), utcPtr(b.ProbeUntil)
+	if hold.By != "" && holdSetAt != nil && holdUntil != nil {
+		hold.SetAt, hold.Until = holdSetAt.UTC(), holdUntil.UTC()
+		b.Maintenance = &hold
+	}
 	return b, true, nil
 }
 
@@ -281,14 +289,20 @@ func queueRecord(b *pgx.Batch, prev *keystore.Record, version int64, next *keyst
 
 // queueBreaker queues the write of a breaker the decision changed.
 func queueBreaker(b *pgx.Batch, br *keystore.Breaker, exists bool) {
+	var hold keystore.Maintenance
+	var holdSetAt, holdUntil *time.Time
+	if m := br.Maintenance; m != nil {
+		hold, holdSetAt, holdUntil = *m, &m.SetAt, &m.Until
+	}
 	args := []any{br.Destination, string(br.State), br.OpenedAt, br.ReopensAt, br.ConsecutiveFailures,
-		br.PausedReserves, br.ProbeNamespace, br.ProbeKey, br.ProbeUntil}
+		br.PausedReserves, br.ProbeNamespace, br.ProbeKey, br.ProbeUntil, hold.By, hold.Reason, holdSetAt, holdUntil}
 	if !exists {
-		b.Queue(`INSERT INTO guard_breakers (destination, `+pgBreakerCols+`) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)`, args...)
+		b.Queue(`INSERT INTO guard_breakers (destination, `+pgBreakerCols+`) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)`, args...)
 		return
 	}
 	b.Queue(`UPDATE guard_breakers SET state = $2, opened_at = $3, reopens_at = $4, consecutive_failures = $5,
-		paused_reserves = $6, probe_namespace = $7, probe_key = $8, probe_until = $9 WHERE destination = $1`, args...)
+		paused_reserves = $6, probe_namespace = $7, probe_key = $8, probe_until = $9,
+		hold_by = $10, hold_reason = $11, hold_set_at = $12, hold_until = $13 WHERE destination = $1`, args...)
 }
 
 // queueEvent appends an event. The counter row stays locked until commit,
@@ -312,7 +326,8 @@ func breakerChanged(prev, next *keystore.Breaker, exists bool) bool {
 	}
 	return prev == nil || prev.State != next.State || prev.ConsecutiveFailures != next.ConsecutiveFailures ||
 		prev.PausedReserves != next.PausedReserves || prev.ProbeNamespace != next.ProbeNamespace || prev.ProbeKey != next.ProbeKey ||
-		!sameTime(prev.OpenedAt, next.OpenedAt) || !sameTime(prev.ReopensAt, next.ReopensAt) || !sameTime(prev.ProbeUntil, next.ProbeUntil)
+		!sameTime(prev.OpenedAt, next.OpenedAt) || !sameTime(prev.ReopensAt, next.ReopensAt) || !sameTime(prev.ProbeUntil, next.ProbeUntil) ||
+		(prev.Maintenance == nil) != (next.Maintenance == nil)
 }
 
 // sameTime compares two optional times as the database keeps them.

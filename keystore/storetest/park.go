@@ -425,6 +425,63 @@ func runParking(t *testing.T, newStore New) {
 			t.Fatalf("breaker_opened events: %q", msgs)
 		}
 	})
+	t.Run("a maintenance window shows who set it and why, and a person can end it early", func(t *testing.T) {
+		e := setup(t, newStore, pol)
+		ps := parkStore(t, e)
+		_, err := ps.EndHold(e.ctx, "hubspot", "ops", "done early")
+		wantCode(t, err, errs.NotFound)
+		openHubspot(t, e)
+		_, err = ps.EndHold(e.ctx, "hubspot", "ops", "done early")
+		wantCode(t, err, errs.Conflict) // an outage is reset, not ended
+		setAt := e.clock.Now().UTC().Truncate(time.Millisecond)
+		until := e.clock.Now().Add(2 * time.Hour)
+		if _, err := ps.HoldDestination(e.ctx, "hubspot", "ops: ana", "CRM upgrade to v9", until); err != nil {
+			t.Fatal(err)
+		}
+		l := breaker(t, e, "hubspot")
+		m := l.Maintenance
+		if m == nil || m.By != "ops: ana" || m.Reason != "CRM upgrade to v9" || !m.SetAt.Equal(setAt) || !m.Until.Equal(until.UTC().Truncate(time.Millisecond)) {
+			t.Fatalf("breaker list shows the window as %+v", m)
+		}
+		wantOutcome(t, e.reserve(ns, "evt_1", withDest("hubspot"), withResume("1")), keystore.OutcomeParked)
+		for _, bad := range []struct{ by, reason string }{{"", "done"}, {"ops", "  "}, {"a\nb", "done"}} {
+			_, err := ps.EndHold(e.ctx, "hubspot", bad.by, bad.reason)
+			wantCode(t, err, errs.InvalidRequest)
+		}
+		if b := breaker(t, e, "hubspot"); b.Maintenance == nil || !b.ReopensAt.Equal(*l.ReopensAt) {
+			t.Fatalf("a refused end changed the breaker: %+v", b)
+		}
+		if claim(t, e, "evt_1") {
+			t.Fatal("claimed during the window")
+		}
+		e.clock.Advance(time.Minute)
+		b, err := ps.EndHold(e.ctx, "hubspot", "ops: ana", "the upgrade finished early")
+		if err != nil || b.Maintenance != nil || b.State != keystore.BreakerHalfOpen {
+			t.Fatalf("end hold: %+v %v", b, err)
+		}
+		if l := breaker(t, e, "hubspot"); l.Maintenance != nil || l.State != keystore.BreakerHalfOpen {
+			t.Fatalf("breaker list after the end: %+v", l)
+		}
+		if !claim(t, e, "evt_1") {
+			t.Fatal("the parked key is not resumed (as the probe) after the window ended")
+		}
+		_, err = ps.EndHold(e.ctx, "hubspot", "ops", "again")
+		wantCode(t, err, errs.Conflict)
+	})
+	t.Run("a failed probe after a window is an outage: the window is gone", func(t *testing.T) {
+		e := setup(t, newStore, pol)
+		ps := parkStore(t, e)
+		if _, err := ps.HoldDestination(e.ctx, "hubspot", "ops", "CRM upgrade", e.clock.Now().Add(time.Minute)); err != nil {
+			t.Fatal(err)
+		}
+		e.clock.Advance(2 * time.Minute)
+		r := e.reserve(ns, "evt_probe", withDest("hubspot"))
+		wantOutcome(t, r, keystore.OutcomeAccepted)
+		e.fail(ns, "evt_probe", r.Token, keystore.ReasonDestinationUnreachable)
+		if b := breaker(t, e, "hubspot"); b.State != keystore.BreakerOpen || b.Maintenance != nil {
+			t.Fatalf("after the failed probe: %+v", b)
+		}
+	})
 	t.Run("bad resume_url is refused and changes nothing", func(t *testing.T) {
 		e := setup(t, newStore, pol)
 		openHubspot(t, e)

@@ -50,6 +50,8 @@ const { N8nGuardApi } = require(path.join(dist, 'credentials', 'N8nGuardApi.cred
 }
 
 const GUARD_TYPE = 'CUSTOM.n8nGuard';
+// Where n8n's Wait nodes are woken ($execution.resumeUrl's base).
+const RESUME_BASE = 'http://n8n.test:5678/webhook-waiting';
 // n8n offers a node with usableAsTool to AI agents under its name plus "Tool".
 const GUARD_TOOL_TYPE = `${GUARD_TYPE}Tool`;
 const isGuard = (type) => type === GUARD_TYPE || type === GUARD_TOOL_TYPE;
@@ -260,7 +262,8 @@ async function runWorkflow(definition, { start, items, credentials, executionId 
 		nodeTypes: nodeTypes(),
 	});
 	const runExecutionData = { resultData: { runData: {} } };
-	const additionalKeys = { $execution: { id: executionId, mode: 'test', resumeUrl: '' } };
+	// n8n's resume URL: <webhook-waiting base>/<execution id>.
+	const additionalKeys = { $execution: { id: executionId, mode: 'test', resumeUrl: `${RESUME_BASE}/${executionId}` } };
 
 	const queue = [
 		{
@@ -368,4 +371,4 @@ function guardOutputs(parameters) {
 	return NodeHelpers.getNodeOutputs(workflow, workflow.getNode('Guard'), guardNode.description);
 }
 
-module.exports = { n8nWorkflowVersion, sent, startGuard, defineWorkflow, runWorkflow, testCredential, guardOutputs, guardNode };
+module.exports = { RESUME_BASE, n8nWorkflowVersion, sent, startGuard, defineWorkflow, runWorkflow, testCredential, guardOutputs, guardNode };

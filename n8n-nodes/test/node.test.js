@@ -8,6 +8,7 @@ const assert = require('node:assert/strict');
 const crypto = require('node:crypto');
 
 const {
+	RESUME_BASE,
 	n8nWorkflowVersion,
 	sent,
 	startGuard,
@@ -32,6 +33,7 @@ after(async () => {
 const PROCEED = 0;
 const ALREADY_DONE = 1;
 const BLOCKED = 2;
+const PARKED = 3;
 
 // Every test gets a namespace of its own, so they never see each other's keys.
 const ns = (name) => `${name}-${crypto.randomBytes(4).toString('hex')}`;
@@ -108,6 +110,20 @@ describe('node description', () => {
 		for (const operation of ['complete', 'fail', 'lookup', 'resolve']) {
 			assert.equal(guardOutputs({ operation }).length, 1, operation);
 		}
+	});
+
+	test('Reserve that parks has a fourth output, Parked', () => {
+		assert.deepEqual(
+			guardOutputs({ operation: 'reserve', reserveOptions: { resumeUrl: '={{ $execution.resumeUrl }}' } }).map((o) => o.displayName),
+			['Proceed', 'Already Done', 'Blocked', 'Parked'],
+		);
+		assert.equal(guardOutputs({ operation: 'reserve', reserveOptions: { destination: 'crm' } }).length, 3);
+		assert.equal(guardOutputs({ operation: 'complete', reserveOptions: { resumeUrl: 'x' } }).length, 1);
+	});
+
+	test('Park When Paused defaults to the execution\'s resume URL', () => {
+		const options = guardNode.description.properties.find((p) => p.name === 'reserveOptions').options;
+		assert.equal(options.find((o) => o.name === 'resumeUrl').default, '={{ $execution.resumeUrl }}');
 	});
 
 	test('owner defaults to the execution id', async () => {
@@ -256,6 +272,43 @@ describe('reserve', () => {
 		assert.ok(answer.retry_after_seconds > 0);
 		const lookup = await runSingle({ operation: 'lookup', namespace, key: 'evt-b' }, [{}]);
 		assert.equal(lookup.output('Guard')[0].found, false);
+	});
+
+	test('with Park When Paused, a paused destination parks the event: it leaves by Parked, copies too, one key', async () => {
+		const namespace = ns('park');
+		const destination = ns('crm');
+		const parking = { reserveOptions: { destination, resumeUrl: '={{ $execution.resumeUrl }}' } };
+		const first = await runSingle(reserve(namespace, parking), [{ event_id: 'evt-a' }]);
+		const [accepted] = first.output('Guard', PROCEED);
+		await runSingle(
+			{ operation: 'fail', namespace, key: 'evt-a', token: accepted.token, reason: 'destination_unreachable', message: 'ECONNREFUSED' },
+			[{}],
+		);
+		const run = await runWorkflow(single(reserve(namespace, parking)), {
+			start: 'Trigger',
+			items: [{ event_id: 'evt-b' }],
+			credentials,
+			executionId: '8101',
+		});
+		assert.equal(run.output('Guard', BLOCKED).length, 0, 'a parked event is not Blocked');
+		const [parked] = run.output('Guard', PARKED);
+		assert.equal(parked.outcome, 'parked');
+		assert.equal(parked.proceed, false);
+		assert.equal(parked.state, 'parked');
+		assert.equal(parked.resume_url, `${RESUME_BASE}/8101`);
+		assert.ok(parked.retry_after_seconds > 0, 'when to expect the catch-up');
+		assertNoErrorKey([parked]);
+		const sentBody = sent.find((r) => r.url.endsWith('/v1/reserve') && r.body.namespace === namespace && r.body.key === 'evt-b');
+		assert.equal(sentBody?.body.resume_url, `${RESUME_BASE}/8101`);
+		// A copy in another execution parks too and keeps the first resume URL.
+		const copy = await runWorkflow(single(reserve(namespace, parking)), { start: 'Trigger', items: [{ event_id: 'evt-b' }], credentials, executionId: '8102' });
+		assert.equal(copy.output('Guard', PARKED)[0].resume_url, `${RESUME_BASE}/8101`);
+		// Without the option the same event leaves by Blocked, as before.
+		const plain = await runSingle(reserve(namespace, { reserveOptions: { destination } }), [{ event_id: 'evt-c' }]);
+		assert.equal(plain.output('Guard', BLOCKED)[0].outcome, 'destination_paused');
+		// An empty resume URL parks nothing.
+		const empty = await runSingle(reserve(namespace, { reserveOptions: { destination, resumeUrl: '' } }), [{ event_id: 'evt-d' }]);
+		assert.equal(empty.output('Guard', BLOCKED)[0].outcome, 'destination_paused');
 	});
 
 	test('payload and fingerprint: same event again is fine, another event under the same key is key_reused', async () => {

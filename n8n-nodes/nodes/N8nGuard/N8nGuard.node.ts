@@ -10,9 +10,10 @@ import { NodeApiError, NodeConnectionTypes, NodeOperationError } from 'n8n-workf
 import { nodeProperties, type Operation } from './description';
 import { operations, reserveOutput, ReserveOutput } from './operations';
 
-// Reserve branches into three outputs; the other operations have one.
+// Reserve branches into three outputs, and a fourth, Parked, when it parks
+// (the Resume URL option is set); the other operations have one.
 const OUTPUTS =
-	'={{["complete","fail","lookup","resolve"].includes($parameter.operation) ? [{"type":"main"}] : [{"type":"main","displayName":"Proceed"},{"type":"main","displayName":"Already Done"},{"type":"main","displayName":"Blocked"}]}}' as const;
+	'={{["complete","fail","lookup","resolve"].includes($parameter.operation) ? [{"type":"main"}] : [{"type":"main","displayName":"Proceed"},{"type":"main","displayName":"Already Done"},{"type":"main","displayName":"Blocked"}].concat($parameter.reserveOptions && $parameter.reserveOptions.resumeUrl !== undefined ? [{"type":"main","displayName":"Parked"}] : [])}}' as const;
 
 export class N8nGuard implements INodeType {
 	description: INodeTypeDescription = {
@@ -53,14 +54,17 @@ export class N8nGuard implements INodeType {
 		// nothing. As a tool every answer goes out on one output with its
 		// `outcome` and `proceed`.
 		const routed = operation === 'reserve' && !isTool(this.getNode().type);
-		const outputs: INodeExecutionData[][] = routed ? [[], [], []] : [[]];
+		// As in OUTPUTS: the raw parameter, not its value for an item.
+		const reserveOptions = this.getNode().parameters.reserveOptions as IDataObject | undefined;
+		const parking = routed && reserveOptions?.resumeUrl !== undefined;
+		const outputs: INodeExecutionData[][] = routed ? (parking ? [[], [], [], []] : [[], [], []]) : [[]];
 		// Items that failed under "Continue On Fail" must never look like a go-ahead.
 		const errorOutput = routed ? ReserveOutput.Blocked : 0;
 
 		for (let i = 0; i < items.length; i++) {
 			try {
 				const answer = await run.call(this, i, items[i]);
-				const output = routed ? reserveOutput(answer) : 0;
+				const output = routed ? reserveOutput(answer, parking) : 0;
 				const item: INodeExecutionData = { json: successJson(answer), pairedItem: { item: i } };
 				if (items[i].binary !== undefined) item.binary = items[i].binary;
 				outputs[output].push(item);

@@ -136,7 +136,7 @@ const reserveFields: INodeProperties[] = [
 				default: '',
 				placeholder: 'hubspot',
 				description:
-					'The target system, for its circuit breaker: while it is open, items leave by Blocked with outcome destination_paused',
+					'The target system, for its circuit breaker: while it is open, items leave by Blocked with outcome destination_paused, or by Parked with Park When Paused',
 			},
 			{
 				displayName: 'Fingerprint',
@@ -154,6 +154,14 @@ const reserveFields: INodeProperties[] = [
 				default: 300,
 				description:
 					'How long the reservation holds before it counts as stuck; without it the namespace default applies',
+			},
+			{
+				displayName: 'Park When Paused (Resume URL)',
+				name: 'resumeUrl',
+				type: 'string',
+				default: '={{ $execution.resumeUrl }}',
+				description:
+					'While the destination is paused (outage or maintenance window), park the event instead of leaving by Blocked: the item leaves by the Parked output, which goes to a Wait node set to resume On Webhook Call; n8n-guard calls this URL when the destination is back. Keep the default, this execution\'s resume URL.',
 			},
 			{
 				displayName: 'Payload',

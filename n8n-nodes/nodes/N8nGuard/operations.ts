@@ -11,20 +11,27 @@ const IN_PROGRESS_POLL_MS = 500;
 // The guard's limit for request_id (issue 15).
 const REQUEST_ID_MAX = 128;
 
-/** The outputs of the Reserve operation, in the order of the node's outputs. */
+/**
+ * The outputs of the Reserve operation, in the order of the node's outputs.
+ * Parked is there only when the node parks (the Resume URL option is set).
+ */
 export const enum ReserveOutput {
 	Proceed = 0,
 	AlreadyDone = 1,
 	Blocked = 2,
+	Parked = 3,
 }
 
 /**
  * Where a reserve answer leaves the node. Only an answer that says
  * `proceed: true` may lead to the side effect; everything unknown is Blocked.
+ * A parked event leaves by Parked (to the Wait node), or by Blocked when the
+ * node has no Parked output.
  */
-export function reserveOutput(answer: IDataObject): ReserveOutput {
+export function reserveOutput(answer: IDataObject, parking: boolean): ReserveOutput {
 	if (answer.proceed === true) return ReserveOutput.Proceed;
 	if (answer.outcome === 'duplicate_event') return ReserveOutput.AlreadyDone;
+	if (answer.outcome === 'parked' && parking) return ReserveOutput.Parked;
 	return ReserveOutput.Blocked;
 }
 
@@ -47,6 +54,7 @@ export const operations: Record<Operation, Run> = {
 		}
 		if (text(options.fingerprint) !== '') body.fingerprint = text(options.fingerprint);
 		if (text(options.destination) !== '') body.destination = text(options.destination);
+		if (text(options.resumeUrl).trim() !== '') body.resume_url = text(options.resumeUrl).trim();
 		const waitMs = Math.max(0, Number(this.getNodeParameter('waitInProgress', itemIndex, 0))) * 1000;
 		const deadline = Date.now() + waitMs;
 		for (;;) {

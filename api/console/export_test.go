@@ -1,0 +1,4 @@
+package console
+
+// ExecutionOf is executionOf, for the tests.
+var ExecutionOf = executionOf

@@ -1,0 +1,233 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/n8n-guard/n8n-guard/client"
+	"github.com/n8n-guard/n8n-guard/keystore"
+)
+
+func newDestinationsCmd(o *clientOptions) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "destinations",
+		Short: "Show destinations, hold one for a maintenance window, list parked events",
+	}
+	o.addFlags(cmd)
+	cmd.AddCommand(newDestinationsListCmd(o), newDestinationsHoldCmd(o), newDestinationsEndHoldCmd(o), newDestinationsParkedCmd(o))
+	return cmd
+}
+
+func newDestinationsListCmd(o *clientOptions) *cobra.Command {
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "list",
+		Short: "List every destination's breaker, parked events and maintenance window",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			c, err := o.authed()
+			if err != nil {
+				return err
+			}
+			items, err := c.Destinations(cmd.Context())
+			if err != nil {
+				return err
+			}
+			out := cmd.OutOrStdout()
+			if asJSON {
+				enc := json.NewEncoder(out)
+				enc.SetIndent("", "  ")
+				return enc.Encode(map[string]any{"items": items})
+			}
+			tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "DESTINATION\tSTATE\tPARKED\tPROBES AGAIN\tMAINTENANCE")
+			for _, d := range items {
+				fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\n", d.Destination, d.State, d.Parked, timeOrDash(d.ReopensAt), windowText(d.Maintenance))
+			}
+			return tw.Flush()
+		},
+	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON instead of a table")
+	return cmd
+}
+
+// windowText is a maintenance window in one line, or "-".
+func windowText(m *keystore.Maintenance) string {
+	if m == nil {
+		return "-"
+	}
+	return fmt.Sprintf("until %s by %s: %s", m.Until.UTC().Format(time.RFC3339), m.By, m.Reason)
+}
+
+func timeOrDash(t *time.Time) string {
+	if t == nil {
+		return "-"
+	}
+	return t.UTC().Format(time.RFC3339)
+}
+
+func newDestinationsHoldCmd(o *clientOptions) *cobra.Command {
+	var (
+		by, reason, until string
+		window            time.Duration
+	)
+	cmd := &cobra.Command{
+		Use:   "hold DESTINATION (--for DURATION | --until TIME) --by NAME --reason TEXT",
+		Short: "Pause a destination for a maintenance window: events with a resume URL park and catch up after it",
+		Example: `  n8n-guard destinations hold hubspot --for 2h --by ops --reason "HubSpot upgrade, ticket OPS-12"
+  n8n-guard destinations hold hubspot --until 2026-12-02T03:00:00Z --by ops --reason "planned maintenance"`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			h := client.Hold{Destination: args[0], By: by, Reason: reason}
+			switch {
+			case (window > 0) == (until != ""):
+				return errors.New("give the window's end with exactly one of --for (e.g. 2h) and --until (RFC 3339, e.g. 2026-12-02T03:00:00Z)")
+			case window > 0:
+				h.Until = time.Now().Add(window)
+			default:
+				t, err := time.Parse(time.RFC3339, until)
+				if err != nil {
+					return fmt.Errorf("--until %q: want RFC 3339, e.g. 2026-12-02T03:00:00Z", until)
+				}
+				h.Until = t
+			}
+			c, err := o.authed()
+			if err != nil {
+				return err
+			}
+			b, err := c.HoldDestination(cmd.Context(), h)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "%s is paused until %s: events with a resume URL park and are caught up after the window\n",
+				b.Destination, timeOrDash(b.ReopensAt))
+			return nil
+		},
+	}
+	fs := cmd.Flags()
+	fs.DurationVar(&window, "for", 0, "how long the window lasts from now (e.g. 90m, 2h)")
+	fs.StringVar(&until, "until", "", "when the window ends (RFC 3339)")
+	fs.StringVar(&by, "by", "", "who sets the window (required)")
+	fs.StringVar(&reason, "reason", "", "why the destination is paused (required)")
+	return cmd
+}
+
+func newDestinationsEndHoldCmd(o *clientOptions) *cobra.Command {
+	var by, reason string
+	cmd := &cobra.Command{
+		Use:     "end-hold DESTINATION --by NAME --reason TEXT",
+		Short:   "End a destination's maintenance window now: one parked event probes it, the rest follow",
+		Example: `  n8n-guard destinations end-hold hubspot --by ops --reason "the upgrade finished early"`,
+		Args:    cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := o.authed()
+			if err != nil {
+				return err
+			}
+			b, err := c.EndHold(cmd.Context(), args[0], by, reason)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "the maintenance window of %s has ended: %s, the catch-up probes it with one parked event\n", b.Destination, b.State)
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&by, "by", "", "who ends the window (required)")
+	cmd.Flags().StringVar(&reason, "reason", "", "why it ends early (required)")
+	return cmd
+}
+
+func newDestinationsParkedCmd(o *clientOptions) *cobra.Command {
+	var (
+		namespace string
+		overdue   time.Duration
+		asJSON    bool
+	)
+	cmd := &cobra.Command{
+		Use:   "parked [DESTINATION]",
+		Short: "List parked events (all, or one destination's), marking the lost and the overdue ones",
+		Example: `  n8n-guard destinations parked hubspot
+  n8n-guard destinations parked --namespace crm-contacts --json`,
+		Args: cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			dest := ""
+			if len(args) == 1 {
+				dest = args[0]
+			}
+			c, err := o.authed()
+			if err != nil {
+				return err
+			}
+			var items []*keystore.Record
+			for cursor := ""; ; {
+				page, err := c.Keys(cmd.Context(), client.KeyQuery{Namespace: namespace, State: keystore.StateParked, Limit: 1000, Cursor: cursor})
+				if err != nil {
+					return err
+				}
+				for _, r := range page.Items {
+					if dest == "" || r.Destination == dest {
+						items = append(items, r)
+					}
+				}
+				if cursor = page.NextCursor; cursor == "" {
+					break
+				}
+			}
+			out := cmd.OutOrStdout()
+			if asJSON {
+				enc := json.NewEncoder(out)
+				enc.SetIndent("", "  ")
+				return enc.Encode(map[string]any{"items": items})
+			}
+			now := time.Now()
+			tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "NAMESPACE\tKEY\tDESTINATION\tPARKED\tSTATUS\tRESUME URL")
+			lost, late := 0, 0
+			for _, r := range items {
+				status := parkedStatus(r, overdue, now)
+				switch status {
+				case "LOST":
+					lost++
+				case "OVERDUE":
+					late++
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", r.Namespace, r.Key, r.Destination, timeOrDash(r.ParkedAt), status, r.ResumeURL)
+			}
+			if err := tw.Flush(); err != nil {
+				return err
+			}
+			if lost > 0 {
+				fmt.Fprintf(cmd.ErrOrStderr(), "%d LOST: n8n no longer holds the execution (deleted, pruned or cancelled); check the destination and decide with `n8n-guard keys resolve`\n", lost)
+			}
+			if late > 0 {
+				fmt.Fprintf(cmd.ErrOrStderr(), "%d OVERDUE: parked longer than %s; check why the destination is not back (n8n-guard destinations list)\n", late, overdue)
+			}
+			return nil
+		},
+	}
+	fs := cmd.Flags()
+	fs.StringVar(&namespace, "namespace", "", "only this namespace")
+	fs.DurationVar(&overdue, "overdue-after", keystore.DefaultParkedLimit, "mark events parked longer than this OVERDUE (the namespaces' parked_limit)")
+	fs.BoolVar(&asJSON, "json", false, "print JSON instead of a table")
+	return cmd
+}
+
+// parkedStatus says where a parked event stands: LOST (n8n answered 404
+// or 409 finished), RESUMED (n8n took the resume call; the execution runs
+// again), OVERDUE (parked longer than limit) or WAITING.
+func parkedStatus(r *keystore.Record, limit time.Duration, now time.Time) string {
+	switch {
+	case r.Reason == keystore.ReasonResumeLost:
+		return "LOST"
+	case r.ResumeSentAt != nil:
+		return "RESUMED"
+	case r.ParkedAt != nil && now.Sub(*r.ParkedAt) >= limit:
+		return "OVERDUE"
+	}
+	return "WAITING"
+}
