@@ -92,6 +92,10 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	if err != nil {
 		return err
 	}
+	con := cfg.Console
+	if con.SessionKey, err = consoleSessionKey(cfg.DataDir, m.Logger); err != nil {
+		return err
+	}
 	reg := prometheus.NewRegistry()
 	m.reg = reg
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -176,6 +180,7 @@ func (m *Main) Run(ctx context.Context) (err error) {
 		Namespaces:   sortedKeys(cfg.File.Namespaces),
 		Destinations: sortedKeys(cfg.File.Destinations),
 		LabelLimit:   cfg.File.Metrics.LabelLimit,
+		Console:      con,
 	}); err != nil {
 		return err
 	}
