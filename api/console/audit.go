@@ -1,6 +1,7 @@
 package console
 
 import (
+	"fmt"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -36,7 +37,7 @@ type auditPage struct {
 const auditPageSize = 50
 
 func (ui *Console) audit(c *fiber.Ctx, sess *session) error {
-	p := auditPage{layout: ui.layout(sess, "Audit"), Kept: span(keystore.EventRetention)}
+	p := auditPage{layout: ui.layout(sess, "Audit"), Kept: fmt.Sprintf("%d days", int(keystore.EventRetention.Hours())/24)}
 	if b := c.Query("before"); b != "" {
 		n, err := strconv.ParseUint(b, 10, 64)
 		if err != nil || n == 0 {

@@ -38,16 +38,17 @@ var people = access.People{
 	{Group: "guard-admins", Role: access.RoleAdmin},
 }
 
-// clock is a console clock a test moves on.
+// clock is the real time, moved on by a test (the identity provider
+// keeps the real time).
 type clock struct {
-	mu sync.Mutex
-	t  time.Time
+	mu  sync.Mutex
+	off time.Duration
 }
 
-func (c *clock) now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
+func (c *clock) now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return time.Now().Add(c.off) }
 func (c *clock) add(d time.Duration) {
 	c.mu.Lock()
-	c.t = c.t.Add(d)
+	c.off += d
 	c.mu.Unlock()
 }
 
@@ -58,6 +59,7 @@ type oidcSite struct {
 	key    []byte
 	clock  *clock
 	path   string
+	addr   string // the address of the first start, kept by restarts
 	stop   func()
 }
 
@@ -69,7 +71,7 @@ func newOIDCSite(t *testing.T) *oidcSite {
 	for i := range key {
 		key[i] = byte(i * 7)
 	}
-	o := &oidcSite{issuer: is, key: key, clock: &clock{t: time.Now()}, path: filepath.Join(t.TempDir(), "guard.db")}
+	o := &oidcSite{issuer: is, key: key, clock: &clock{}, path: filepath.Join(t.TempDir(), "guard.db")}
 	o.start(t)
 	t.Cleanup(func() { o.stop() })
 	return o
@@ -83,11 +85,15 @@ func (o *oidcSite) start(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if o.addr == "" {
+		o.addr = "127.0.0.1:0"
+	}
+	ln, err := net.Listen("tcp", o.addr)
 	if err != nil {
 		t.Fatal(err)
 	}
-	base := "http://" + ln.Addr().String()
+	o.addr = ln.Addr().String()
+	base := "http://" + o.addr
 	p, err := openid.New(openid.Config{Issuer: o.issuer.URL, ClientID: clientID, ClientSecret: clientSecret,
 		RedirectURL: base + "/ui" + openid.CallbackPath})
 	if err != nil {
@@ -108,7 +114,8 @@ func (o *oidcSite) start(t *testing.T) {
 	}
 }
 
-// restart stops the guard and starts it again on the same data folder.
+// restart stops the guard and starts it again on the same data folder
+// and address.
 func (o *oidcSite) restart(t *testing.T) {
 	t.Helper()
 	o.stop()
