@@ -12,12 +12,18 @@ import (
 // In chromium: a person signs in through the identity provider, types a
 // decision, the guard restarts before they send it, and the decision is
 // recorded under their name; the audit list shows it.
-// Mutation tried: session.by() naming the OIDC person as "console: <name>":
-// the history row check fails.
+// The provider is another site (localhost) with a login page: the browser
+// comes back by a cross-site navigation, after which a redirect would not
+// carry the SameSite=Strict session cookie.
+// Mutations tried: session.by() naming the OIDC person as "console:
+// <name>": the history row check fails; the callback redirecting at once
+// instead of its signed-in page: the overview never shows (back to the
+// sign-in).
 func TestBrowserPersonSignsInAndDecidesAcrossARestart(t *testing.T) {
 	o := newOIDCSite(t)
 	o.unknownKey("bookings", "bk-0042", "n8n exec 4711", "timeout after 30s")
 	o.issuer.SignIn(openidtest.Person{Email: "ana@example.com"})
+	o.issuer.LoginPage = true
 	b := newBrowser(t, o.site, 1280, 900)
 	b.run("open sign-in", chromedp.Navigate(o.url+"/ui"), chromedp.WaitVisible(chromedp.CSS(`#signin-oidc`)))
 	b.shot("signin")
@@ -26,6 +32,8 @@ func TestBrowserPersonSignsInAndDecidesAcrossARestart(t *testing.T) {
 	}
 	b.run("sign in with the provider",
 		chromedp.Click(chromedp.CSS(`#signin-oidc`)),
+		chromedp.WaitVisible(chromedp.CSS(`#approve`)),
+		chromedp.Click(chromedp.CSS(`#approve`)),
 		chromedp.WaitVisible(chromedp.CSS(`#waiting-h`)))
 	if got := b.text(`#who`); !strings.Contains(got, "ana@example.com") || !strings.Contains(got, "signed in with OIDC") || !strings.Contains(got, "may decide") {
 		t.Errorf("header says %q, want the person, OIDC and their role", got)

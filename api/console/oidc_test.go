@@ -67,6 +67,9 @@ func newOIDCSite(t *testing.T) *oidcSite {
 	t.Helper()
 	is := openidtest.New(clientID, clientSecret)
 	t.Cleanup(is.Close)
+	// Another site than the console's 127.0.0.1, as a real provider is:
+	// the browser comes back from it by a cross-site navigation.
+	is.URL = strings.Replace(is.URL, "127.0.0.1", "localhost", 1)
 	key := make([]byte, console.SessionKeySize)
 	for i := range key {
 		key[i] = byte(i * 7)

@@ -13,6 +13,8 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/json"
+	"fmt"
+	"html"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -56,6 +58,11 @@ type Issuer struct {
 	codes  map[string]grant
 	// Exchanges counts the codes exchanged at the token endpoint.
 	Exchanges int
+	// LoginPage: the authorize endpoint shows a page whose button (a
+	// form of the provider's own site) signs in, as a real provider's
+	// login does; the browser then comes back by a navigation the
+	// provider's page started, a cross-site one.
+	LoginPage bool
 }
 
 type grant struct {
@@ -79,6 +86,7 @@ func New(clientID, clientSecret string) *Issuer {
 	mux.HandleFunc("GET /jwks", is.jwks)
 	mux.HandleFunc("GET /authorize", is.authorize)
 	mux.HandleFunc("POST /token", is.token)
+	mux.HandleFunc("POST /approve", is.approve)
 	is.Server = httptest.NewServer(mux)
 	return is
 }
@@ -133,12 +141,24 @@ func (is *Issuer) authorize(w http.ResponseWriter, r *http.Request) {
 	code := random()
 	is.codes[code] = grant{person: is.person, nonce: q.Get("nonce"), challenge: q.Get("code_challenge"),
 		redirect: q.Get("redirect_uri"), clientID: q.Get("client_id")}
+	login := is.LoginPage
 	is.mu.Unlock()
 	v := back.Query()
 	v.Set("code", code)
 	v.Set("state", q.Get("state"))
 	back.RawQuery = v.Encode()
+	if login {
+		w.Header().Set("Content-Type", "text/html; charset=utf-8")
+		fmt.Fprintf(w, `<!doctype html><title>Test IdP</title><form method="post" action="/approve">`+
+			`<input type="hidden" name="to" value="%s"><button id="approve">Sign in</button></form>`, html.EscapeString(back.String()))
+		return
+	}
 	http.Redirect(w, r, back.String(), http.StatusFound)
+}
+
+// approve is the login page's button: back to the client.
+func (is *Issuer) approve(w http.ResponseWriter, r *http.Request) {
+	http.Redirect(w, r, r.PostFormValue("to"), http.StatusFound)
 }
 
 // token exchanges a code once, checking what a real provider checks.
