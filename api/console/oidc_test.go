@@ -412,3 +412,37 @@ func readAll(resp *http.Response) string {
 		}
 	}
 }
+
+// The audit list names every decision, wherever it was made, and shows a
+// reader limited to namespaces only theirs.
+// Mutation tried: audit() without the MayUse filter: tom sees the crm
+// decision.
+func TestAuditListsDecisionsByNamespace(t *testing.T) {
+	o := newOIDCSite(t)
+	o.unknownKey("bookings", "bk-1", "n8n exec 1", "timeout")
+	o.unknownKey("crm", "c-1", "n8n exec 2", "timeout")
+	for _, r := range []keystore.ResolveRequest{
+		{Namespace: "bookings", Key: "bk-1", Resolution: keystore.StateCompleted, By: "slack: U0ANA", Note: "done"},
+		{Namespace: "crm", Key: "c-1", Resolution: keystore.StateFailed, By: "ops-cli", Note: "retry"},
+	} {
+		if _, err := o.store.Resolve(o.ctx, r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	lea, _ := o.signedInAs(t, "lea@example.com", "guard-admins")
+	_, page := fetch(t, lea, o.url+"/ui/audit")
+	if !strings.Contains(page, "<td>slack: U0ANA</td><td>resolved the key: completed</td>") || !strings.Contains(page, "<td>ops-cli</td>") {
+		t.Fatalf("the admin's audit list:\n%s", page)
+	}
+	if strings.Index(page, "ops-cli") > strings.Index(page, "slack: U0ANA") {
+		t.Fatal("the audit list is not newest first")
+	}
+	tom, _ := o.signedInAs(t, "tom@example.com")
+	_, page = fetch(t, tom, o.url+"/ui/audit")
+	if !strings.Contains(page, "slack: U0ANA") || strings.Contains(page, "ops-cli") {
+		t.Fatalf("tom (bookings only) sees:\n%s", page)
+	}
+	if resp, page := fetch(t, tom, o.url+"/ui/audit?before=x"); resp.StatusCode != http.StatusBadRequest || !strings.Contains(page, "before must be") {
+		t.Fatalf("a bad page cursor: %d", resp.StatusCode)
+	}
+}
