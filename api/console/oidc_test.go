@@ -446,3 +446,29 @@ func TestAuditListsDecisionsByNamespace(t *testing.T) {
 		t.Fatalf("a bad page cursor: %d", resp.StatusCode)
 	}
 }
+
+// A page asked for without a session leads to the sign-in and back to
+// that page (a shared token sign-in here); the return address stays in
+// the console.
+// Mutation tried: signedIn ignoring the draft (always the overview): the
+// sign-in lands on the overview.
+func TestSignInReturnsToThePageAskedFor(t *testing.T) {
+	o := newOIDCSite(t)
+	o.unknownKey("bookings", "bk-1", "n8n exec 1", "timeout")
+	c := client(t)
+	resp, _ := fetch(t, c, o.url+"/ui/key?namespace=bookings&key=bk-1")
+	at, _ := url.Parse(resp.Header.Get("Location"))
+	if resp.StatusCode != http.StatusSeeOther || at.Path != "/ui/signin" || at.Query().Get("resume") == "" {
+		t.Fatalf("no session: %d %s", resp.StatusCode, at)
+	}
+	resp = postForm(t, c, o.url+"/ui/signin", url.Values{"token": {actToken}, "resume": {at.Query().Get("resume")}})
+	resp.Body.Close()
+	if got := resp.Header.Get("Location"); resp.StatusCode != http.StatusSeeOther || got != "/ui/key?namespace=bookings&key=bk-1" {
+		t.Fatalf("after the sign-in: %d %q", resp.StatusCode, got)
+	}
+	for _, bad := range []string{"//evil.example.com/ui", "https://evil.example.com/ui", "/ui/../evil", "/elsewhere", `/\evil.example.com`} {
+		if got := console.SafeReturnForTest(bad); got != "/ui" && !strings.HasPrefix(got, "/ui/") || strings.Contains(got, "evil") || strings.Contains(got, "elsewhere") {
+			t.Errorf("return address %q kept as %q", bad, got)
+		}
+	}
+}

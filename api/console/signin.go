@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"path"
 	"strconv"
 	"strings"
 	"time"
@@ -78,8 +79,11 @@ func (ui *Console) openDraft(s string) (draft, bool) {
 // Prefix, never another host.
 func safeReturn(s string) string {
 	u, err := url.Parse(s)
-	if err != nil || u.Scheme != "" || u.Host != "" || strings.HasPrefix(s, "//") || strings.Contains(s, `\`) ||
-		(u.Path != Prefix && !strings.HasPrefix(u.Path, Prefix+"/")) || strings.HasPrefix(u.Path, Prefix+"/signin") {
+	if err != nil || u.Scheme != "" || u.Host != "" || strings.HasPrefix(s, "//") || strings.Contains(s, `\`) {
+		return Prefix
+	}
+	u.Path, u.RawPath = path.Clean("/"+u.Path), ""
+	if (u.Path != Prefix && !strings.HasPrefix(u.Path, Prefix+"/")) || strings.HasPrefix(u.Path, Prefix+"/signin") {
 		return Prefix
 	}
 	return u.RequestURI()

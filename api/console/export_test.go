@@ -1,0 +1,4 @@
+package console
+
+// SafeReturnForTest exposes safeReturn to the external tests.
+var SafeReturnForTest = safeReturn
