@@ -21,6 +21,7 @@ import (
 var scopedTokens = map[access.Role]string{
 	access.RoleReserve: "reserve-token-value",
 	access.RoleRead:    "read-token-value",
+	access.RoleDecide:  "decide-token-value",
 	access.RoleAdmin:   "admin-token-value",
 }
 
@@ -66,9 +67,9 @@ func TestScopeTable(t *testing.T) {
 		{"POST", "/v1/reserve", access.ScopeWrite, true, false, keyBody(nil)},
 		{"POST", "/v1/complete", access.ScopeWrite, true, false, keyBody(obj{"token": "not-the-token"})},
 		{"POST", "/v1/fail", access.ScopeWrite, true, false, keyBody(obj{"token": "not-the-token", "reason": "destination_failed"})},
-		{"POST", "/v1/resolve", access.ScopeAdmin, true, false, keyBody(obj{"resolution": "failed", "by": "me", "note": "n"})},
-		{"POST", "/v1/approve", access.ScopeAdmin, true, false, keyBody(obj{"by": "me"})},
-		{"POST", "/v1/reject", access.ScopeAdmin, true, false, keyBody(obj{"by": "me", "note": "n"})},
+		{"POST", "/v1/resolve", access.ScopeDecide, true, false, keyBody(obj{"resolution": "failed", "by": "me", "note": "n"})},
+		{"POST", "/v1/approve", access.ScopeDecide, true, false, keyBody(obj{"by": "me"})},
+		{"POST", "/v1/reject", access.ScopeDecide, true, false, keyBody(obj{"by": "me", "note": "n"})},
 		{"GET", "/v1/keys/:namespace/:key", access.ScopeLookup, true, false, func(string, string) (string, any) { return "", nil }},
 		{"GET", "/v1/lookup", access.ScopeLookup, true, false, func(n, k string) (string, any) { return "?namespace=" + n + "&key=" + k, nil }},
 		{"GET", "/v1/keys", access.ScopeList, true, false, func(n, _ string) (string, any) { return "?namespace=" + n, nil }},
@@ -94,7 +95,8 @@ func TestScopeTable(t *testing.T) {
 	allows := map[access.Role][]access.Scope{
 		access.RoleReserve: {access.ScopeWrite, access.ScopeLookup},
 		access.RoleRead:    {access.ScopeLookup, access.ScopeList},
-		access.RoleAdmin:   {access.ScopeWrite, access.ScopeLookup, access.ScopeList, access.ScopeAdmin},
+		access.RoleDecide:  {access.ScopeLookup, access.ScopeList, access.ScopeDecide},
+		access.RoleAdmin:   {access.ScopeWrite, access.ScopeLookup, access.ScopeList, access.ScopeDecide, access.ScopeAdmin},
 	}
 	for _, r := range routes {
 		if got := e.srv.RouteScope(r.method, r.path); got != r.scope {

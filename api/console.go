@@ -5,10 +5,25 @@ import (
 
 	"github.com/n8n-guard/n8n-guard/api/access"
 	"github.com/n8n-guard/n8n-guard/api/console"
+	"github.com/n8n-guard/n8n-guard/api/openid"
 	"github.com/n8n-guard/n8n-guard/api/problem"
 	"github.com/n8n-guard/n8n-guard/errs"
 	"github.com/n8n-guard/n8n-guard/keystore"
 )
+
+// ConsoleConfig is the console's sign-in beyond the API tokens.
+type ConsoleConfig struct {
+	// OpenID signs named people in (nil: only the shared token sign-in);
+	// People gives them their roles, ProviderName labels the button.
+	OpenID       *openid.Provider
+	People       access.People
+	ProviderName string
+	// NoTokenSignIn turns the shared token sign-in off (OpenID needed).
+	NoTokenSignIn bool
+	// SessionKey seals the session cookies (console.SessionKeySize
+	// bytes); nil: sessions end when the process does.
+	SessionKey []byte
+}
 
 // mountConsole serves the operator console under /ui (api/console). Its
 // pages sign in with the same tokens as /v1 and share the error table.
@@ -17,11 +32,15 @@ func (s *Server) mountConsole() error {
 	if s.notes != nil {
 		notes = s.notes
 	}
+	cc := s.consoleCfg
 	cfg := console.Config{
 		Store:         s.store,
 		Notifications: notes,
 		Resender:      s.slack,
 		SignIn:        s.consolePrincipal,
+		People:        cc.People,
+		ProviderName:  cc.ProviderName,
+		SessionKey:    cc.SessionKey,
 		Logger:        s.log.With("part", "console"),
 		// Who a client is, and its sign-ins, as for /v1 (fair.go).
 		ClientAddr:      s.fair.clientAddr,
@@ -30,6 +49,12 @@ func (s *Server) mountConsole() error {
 	}
 	if ps, ok := s.store.(keystore.ParkStore); ok {
 		cfg.Parking = ps
+	}
+	if cc.OpenID != nil {
+		cfg.OpenID = cc.OpenID
+	}
+	if cc.NoTokenSignIn {
+		cfg.SignIn = nil
 	}
 	ui, err := console.New(cfg)
 	if err != nil {

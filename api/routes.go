@@ -36,9 +36,9 @@ func (s *Server) table(metrics fiber.Handler) []route {
 		{method: post, path: "/v1/reserve", scope: access.ScopeWrite, handle: onKey(s, fromBody[reserveRequest], s.reserve)},
 		{method: post, path: "/v1/complete", scope: access.ScopeWrite, handle: onKey(s, fromBody[completeRequest], s.complete)},
 		{method: post, path: "/v1/fail", scope: access.ScopeWrite, handle: onKey(s, fromBody[failRequest], s.fail)},
-		{method: post, path: "/v1/resolve", scope: access.ScopeAdmin, handle: onKey(s, fromBody[resolveRequest], s.resolve)},
-		{method: post, path: "/v1/approve", scope: access.ScopeAdmin, handle: onKey(s, fromBody[approvalRequest], s.approve)}, // approval.go
-		{method: post, path: "/v1/reject", scope: access.ScopeAdmin, handle: onKey(s, fromBody[approvalRequest], s.reject)},
+		{method: post, path: "/v1/resolve", scope: access.ScopeDecide, handle: onKey(s, fromBody[resolveRequest], s.resolve)},
+		{method: post, path: "/v1/approve", scope: access.ScopeDecide, handle: onKey(s, fromBody[approvalRequest], s.approve)}, // approval.go
+		{method: post, path: "/v1/reject", scope: access.ScopeDecide, handle: onKey(s, fromBody[approvalRequest], s.reject)},
 		{method: get, path: "/v1/keys/:namespace/:key", scope: access.ScopeLookup, handle: onKey(s, lookupFromPath, s.lookup)},
 		{method: get, path: "/v1/lookup", scope: access.ScopeLookup, handle: onKey(s, lookupFromQuery, s.lookup)},
 		{method: get, path: "/v1/keys", scope: access.ScopeList, handle: onKey(s, listFromQuery, s.listKeys)},

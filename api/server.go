@@ -87,6 +87,8 @@ type Config struct {
 	// SignInPerMinute: console sign-in attempts per client a minute
 	// (default 10; negative: no limit).
 	SignInPerMinute int
+	// Console is the console's sign-in: named people, the session key.
+	Console ConsoleConfig
 	// Namespaces and Destinations named in the configuration keep their
 	// own metric label values; others get theirs up to LabelLimit
 	// (default 50) distinct values, then share "other" (labels.go).
@@ -116,6 +118,7 @@ type Server struct {
 	// signInPerMinute: the console's sign-in limit per client (Config).
 	signInPerMinute int
 	policies        keystore.Policies
+	consoleCfg      ConsoleConfig
 	// openPaths are the routes of the table without a scope (a route of
 	// /v1 may be one, e.g. one signed by its sender instead).
 	openPaths map[string]bool
@@ -163,6 +166,7 @@ func New(cfg Config) (*Server, error) {
 	s.maxConns = orDefault(cfg.MaxConnections, DefaultMaxConnections)
 	s.signInPerMinute = cfg.SignInPerMinute
 	s.policies = cfg.Policies
+	s.consoleCfg = cfg.Console
 	if s.fair, err = newFairEdge(cfg, s.log); err != nil {
 		return nil, fmt.Errorf("api: %w", err)
 	}

@@ -29,6 +29,8 @@ type Store interface {
 	// Events returns up to limit events with Seq > after, oldest first
 	// (limit outside 1..MaxEvents: MaxEvents).
 	Events(ctx context.Context, after uint64, limit int) ([]Event, error)
+	// RecentEvents returns events newest first (EventQuery).
+	RecentEvents(ctx context.Context, q EventQuery) ([]Event, error)
 	// Sweep moves expired leases to unknown and deletes records and events
 	// past their retention, in small transactions.
 	Sweep(ctx context.Context) (SweepStats, error)

@@ -20,13 +20,16 @@ const (
 	RoleReserve Role = "reserve"
 	// RoleRead: lookup, the key list, destinations, notifications.
 	RoleRead Role = "read"
+	// RoleDecide: what read may, and a person's decisions on keys
+	// (resolve); not breaker resets, re-sends or backups.
+	RoleDecide Role = "decide"
 	// RoleAdmin: everything, including resolve, breaker reset, backup and
 	// notification re-send. Tokens without a scope are admins.
 	RoleAdmin Role = "admin"
 )
 
 // Roles lists the roles a configuration may name.
-var Roles = []Role{RoleReserve, RoleRead, RoleAdmin}
+var Roles = []Role{RoleReserve, RoleRead, RoleDecide, RoleAdmin}
 
 // Scope is what one route needs; a role grants a set of scopes.
 type Scope string
@@ -38,25 +41,31 @@ const (
 	ScopeWrite  Scope = "write"  // reserve, complete, fail, n8n/error
 	ScopeLookup Scope = "lookup" // one key
 	ScopeList   Scope = "list"   // many keys, destinations, notifications
-	ScopeAdmin  Scope = "admin"  // a person's decisions and operations
+	ScopeDecide Scope = "decide" // a person's decision on a key (resolve)
+	ScopeAdmin  Scope = "admin"  // operations: breakers, re-sends, backups
 )
 
 var grants = map[Role][]Scope{
 	RoleReserve: {ScopeWrite, ScopeLookup},
 	RoleRead:    {ScopeLookup, ScopeList},
-	RoleAdmin:   {ScopeWrite, ScopeLookup, ScopeList, ScopeAdmin},
+	RoleDecide:  {ScopeLookup, ScopeList, ScopeDecide},
+	RoleAdmin:   {ScopeWrite, ScopeLookup, ScopeList, ScopeDecide, ScopeAdmin},
 }
 
 // ValidRole tells whether r is one of Roles.
 func ValidRole(r Role) bool { _, ok := grants[r]; return ok }
 
 // Principal is who sent a request: the token's name (never its value),
-// its role and the namespaces it may use.
+// or the person a sign-in named, with the role and the namespaces it may
+// use.
 type Principal struct {
 	Name string
 	Role Role
 	// Namespaces the token may use; empty means every namespace.
 	Namespaces []string
+	// Person: Name is a person an identity provider vouched for (OpenID
+	// Connect), not a token shared by whoever holds it.
+	Person bool
 }
 
 // Allows tells whether the principal's role grants scope.
@@ -79,13 +88,22 @@ func (p Principal) MayUseBreaker(dest string) bool { return p.MayUse(dest) }
 // spans them all (a backup of the whole store) needs.
 func (p Principal) Unlimited() bool { return len(p.Namespaces) == 0 }
 
-// CanAct tells whether the principal may decide (resolve keys, reset
-// breakers, re-send notifications); a read role sees but cannot act.
-func (p Principal) CanAct() bool { return p.Allows(ScopeAdmin) }
+// CanAct tells whether the principal may decide on keys (resolve); a read
+// role sees but cannot act.
+func (p Principal) CanAct() bool { return p.Allows(ScopeDecide) }
+
+// CanOperate tells whether the principal may reset breakers and re-send
+// notifications (the admin scope).
+func (p Principal) CanOperate() bool { return p.Allows(ScopeAdmin) }
 
 // Identity is what a store binds to an attempt the principal started (a
 // request_id repeat hands the token back only to the same identity).
-func (p Principal) Identity() string { return "token:" + p.Name }
+func (p Principal) Identity() string {
+	if p.Person {
+		return "person:" + p.Name
+	}
+	return "token:" + p.Name
+}
 
 type principalKey struct{}
 

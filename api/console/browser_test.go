@@ -176,8 +176,8 @@ func TestBrowserSignIn(t *testing.T) {
 		chromedp.WaitVisible(chromedp.CSS(`#signin-problem`)))
 	b.shot("signin-refused")
 	b.signIn(actToken)
-	if got := b.text(`.who`); !strings.Contains(got, "on-call") || !strings.Contains(got, "may act") {
-		t.Errorf("header says %q, want the token's name and that it may act", got)
+	if got := b.text(`.who`); !strings.Contains(got, "on-call") || !strings.Contains(got, "shared token") {
+		t.Errorf("header says %q, want the token's name and that it is a shared token", got)
 	}
 	cookies := get(b, "cookies", func(ctx context.Context, t *chromedp.Target) ([]*network.Cookie, error) {
 		res, err := chromedp.Call(ctx, network.GetCookies, network.GetCookiesParams{})

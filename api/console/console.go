@@ -2,6 +2,7 @@ package console
 
 import (
 	"context"
+	"crypto/rand"
 	"crypto/subtle"
 	"embed"
 	"errors"
@@ -43,6 +44,7 @@ type Store interface {
 	Resolve(ctx context.Context, req keystore.ResolveRequest) (keystore.Result, error)
 	ResetBreaker(ctx context.Context, destination, by string) (keystore.Breaker, error)
 	Activity(ctx context.Context, since time.Time) ([]keystore.HourActivity, error)
+	RecentEvents(ctx context.Context, q keystore.EventQuery) ([]keystore.Event, error)
 }
 
 // Notifications is the part of the notification outbox the console shows.
@@ -65,13 +67,25 @@ type Config struct {
 	Resender Resender
 	// SignIn checks an API token and says whose it is; an error (with the
 	// code unauthorized or forbidden) for a token that may not sign in. It
-	// must compare in constant time.
-	SignIn     func(token string) (access.Principal, error)
+	// must compare in constant time. nil: no shared token sign-in (then
+	// OpenID is required).
+	SignIn func(token string) (access.Principal, error)
+	// OpenID signs named people in through an identity provider (nil: no
+	// named sign-in); People gives them their roles, ProviderName labels
+	// the button ("Google", "Okta").
+	OpenID       PersonSignIn
+	People       access.People
+	ProviderName string
+	// SessionKey seals the session cookies (SessionKeySize bytes, kept in
+	// the data folder so sessions survive a restart); nil: a random key,
+	// and a restart signs everybody out.
+	SessionKey []byte
 	Logger     *slog.Logger
 	Clock      func() time.Time
 	SessionTTL time.Duration // default 12h
-	// MaxSessions bounds the sessions kept at once (default 10,000); the
-	// oldest is ended to make room, with a log line.
+	// MaxSessions bounds the sign-outs remembered at once (default
+	// 10,000); the one closest to its end is forgotten to make room, with
+	// a log line.
 	MaxSessions int
 	// ClientAddr says who sent a request (api: the peer, or the client a
 	// trusted proxy names); nil: the peer address.
@@ -96,6 +110,10 @@ type Console struct {
 	parking  Parking
 	policies keystore.Policies
 	signIn   func(string) (access.Principal, error)
+	openID   PersonSignIn
+	people   access.People
+	provider string
+	seal     *sealer
 	log      *slog.Logger
 	now      func() time.Time
 	sessions *sessions
@@ -106,8 +124,21 @@ type Console struct {
 
 // New checks cfg and parses the templates.
 func New(cfg Config) (*Console, error) {
-	if cfg.Store == nil || cfg.SignIn == nil {
-		return nil, errors.New("console: store and sign-in are required")
+	if cfg.Store == nil || (cfg.SignIn == nil && cfg.OpenID == nil) {
+		return nil, errors.New("console: a store and a sign-in (shared token or OpenID) are required")
+	}
+	if cfg.SessionKey == nil {
+		cfg.SessionKey = make([]byte, SessionKeySize)
+		if _, err := rand.Read(cfg.SessionKey); err != nil {
+			return nil, err
+		}
+	}
+	seal, err := newSealer(cfg.SessionKey)
+	if err != nil {
+		return nil, err
+	}
+	if cfg.ProviderName == "" {
+		cfg.ProviderName = "your identity provider"
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
@@ -128,12 +159,15 @@ func New(cfg Config) (*Console, error) {
 		parking:  cfg.Parking,
 		policies: cfg.Policies,
 		signIn:   cfg.SignIn,
+		openID:   cfg.OpenID,
+		people:   cfg.People,
+		provider: cfg.ProviderName,
+		seal:     seal,
 		log:      cfg.Logger,
 		now:      cfg.Clock,
-		sessions: newSessions(cfg.SessionTTL, cfg.MaxSessions, cfg.Logger),
+		sessions: newSessions(seal, cfg.SessionTTL, cfg.MaxSessions, cfg.Logger),
 		signIns:  newSignInLimit(cfg.SignInPerMinute, cfg.ClientAddr, cfg.Logger),
 	}
-	var err error
 	if ui.pages, err = parsePages(templateFuncs(ui.now)); err != nil {
 		return nil, err
 	}
@@ -149,18 +183,21 @@ func (ui *Console) Mount(app *fiber.App) {
 	ui.route(app, get, "", anyone, ui.overview)
 	ui.route(app, get, "/signin", signedOut, ui.signInPage)
 	ui.route(app, post, "/signin", signedOut, ui.signInSubmit)
+	ui.route(app, get, "/signin/oidc", signedOut, ui.oidcStart)
+	ui.route(app, get, "/signin/oidc/callback", signedOut, ui.oidcCallback)
 	ui.route(app, post, "/signout", anyone, ui.signOut)
+	ui.route(app, get, "/audit", anyone, ui.audit)
 	ui.route(app, get, "/keys", anyone, ui.search)
 	ui.route(app, get, "/key", anyone, ui.keyPage)
 	ui.route(app, post, "/key/resolve", actor, ui.resolve)
 	ui.route(app, get, "/breakers", anyone, ui.breakers)
-	ui.route(app, post, "/breakers/reset", actor, ui.resetBreaker)
+	ui.route(app, post, "/breakers/reset", operator, ui.resetBreaker)
 	ui.route(app, get, "/destination", anyone, ui.destinationPage) // parking.go
-	ui.route(app, post, "/destination/hold", actor, ui.hold)
-	ui.route(app, post, "/destination/end-hold", actor, ui.endHold)
+	ui.route(app, post, "/destination/hold", operator, ui.hold)
+	ui.route(app, post, "/destination/end-hold", operator, ui.endHold)
 	ui.route(app, get, "/parked", anyone, ui.parked)
 	ui.route(app, get, "/notifications", anyone, ui.notifications)
-	ui.route(app, post, "/notifications/resend", actor, ui.resend)
+	ui.route(app, post, "/notifications/resend", operator, ui.resend)
 	app.Get(Prefix+"/static/:file", ui.asset)
 }
 
@@ -170,7 +207,8 @@ type gate int
 const (
 	signedOut gate = iota // the sign-in page itself
 	anyone                // any signed-in session
-	actor                 // a session whose role may act
+	actor                 // a session whose role may decide on keys
+	operator              // a session whose role may operate (admin)
 )
 
 // handler is a page or action; sess is nil only on signedOut routes.
@@ -190,8 +228,8 @@ func (ui *Console) route(app *fiber.App, method, path string, who gate, h handle
 		securityHeaders(c)
 		sess := ui.sessions.get(c.Cookies(cookieName(c)), ui.now())
 		if err := ui.admit(c, method, who, sess); err != nil {
-			if sess == nil && method == fiber.MethodGet && errs.CodeOf(err) == problem.Unauthorized {
-				return c.Redirect(Prefix+"/signin", http.StatusSeeOther)
+			if sess == nil && errs.CodeOf(err) == problem.Unauthorized {
+				return ui.signInAgain(c, method)
 			}
 			return ui.renderError(c, sess, err)
 		}
@@ -215,12 +253,15 @@ func (ui *Console) admit(c *fiber.Ctx, method string, who gate, sess *session) e
 	}
 	if method == fiber.MethodPost {
 		sent := formBody(c, "csrf")
-		if sent == "" || subtle.ConstantTimeCompare([]byte(sent), []byte(sess.csrf)) != 1 {
+		if sent == "" || subtle.ConstantTimeCompare([]byte(sent), []byte(sess.CSRF)) != 1 {
 			return errs.Errorf(errs.Forbidden, "the form is missing its CSRF token or it is stale; reload the page and try again")
 		}
 	}
-	if who == actor && !sess.who.CanAct() {
-		return errs.Errorf(errs.Forbidden, "the token %q may only read; sign in with a token whose role may act", sess.who.Name)
+	if who == actor && !sess.Who.CanAct() {
+		return errs.Errorf(errs.Forbidden, "%s (role %s) may only read; deciding needs the role decide or admin", sess.Who.Name, sess.Who.Role)
+	}
+	if who == operator && !sess.Who.CanOperate() {
+		return errs.Errorf(errs.Forbidden, "%s (role %s) may not reset breakers or re-send notifications; that needs the role admin", sess.Who.Name, sess.Who.Role)
 	}
 	return nil
 }

@@ -5,10 +5,14 @@
 // searches keys, and resolves them, resets breakers and re-sends dead
 // notifications.
 //
-// A person signs in with an API token, exchanged for a session cookie
-// (HttpOnly, SameSite=Strict, Secure over TLS); the token never appears in
-// a URL. Every action is a POST that carries the session's CSRF token. What
-// a session may do comes from the token's role (access.Principal.CanAct).
+// A person signs in as themself through an identity provider (OpenID
+// Connect, api/openid; their role from access.People), or with a shared
+// API token; either way the session is sealed in a cookie (HttpOnly,
+// SameSite=Strict, Secure over TLS) with the key from the data folder, so
+// it survives a restart; a token never appears in a URL. Every action is
+// a POST that carries the session's CSRF token. What a session may do
+// comes from its role (access.Principal.CanAct, CanOperate), and every
+// decision names who made it (session.by).
 //
 // Like api/, this package only translates: every decision about a key is
 // keystore's (Resolve), every rule about notifications is notify's. What it

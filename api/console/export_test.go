@@ -2,3 +2,6 @@ package console
 
 // ExecutionOf is executionOf, for the tests.
 var ExecutionOf = executionOf
+
+// SafeReturnForTest exposes safeReturn to the external tests.
+var SafeReturnForTest = safeReturn

@@ -1,11 +1,9 @@
 package console
 
 import (
-	"fmt"
 	"net/http"
 	"net/url"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -22,6 +20,7 @@ import (
 type layout struct {
 	Title string
 	Who   *access.Principal // nil: signed out
+	Via   string            // how Who signed in: "OIDC" or "shared token"
 	CSRF  string
 	Now   time.Time
 }
@@ -29,56 +28,9 @@ type layout struct {
 func (ui *Console) layout(sess *session, title string) layout {
 	l := layout{Title: title, Now: ui.now()}
 	if sess != nil {
-		l.Who, l.CSRF = &sess.who, sess.csrf
+		l.Who, l.CSRF, l.Via = &sess.Who, sess.CSRF, sess.Via
 	}
 	return l
-}
-
-// ---- sign-in ----
-
-type signInPage struct {
-	layout
-	Problem string
-}
-
-func (ui *Console) signInPage(c *fiber.Ctx, _ *session) error {
-	return ui.render(c, http.StatusOK, "signin", signInPage{layout: ui.layout(nil, "Sign in")})
-}
-
-// signInSubmit exchanges the token from the form (a POST body, never a
-// URL) for a session cookie.
-func (ui *Console) signInSubmit(c *fiber.Ctx, _ *session) error {
-	if wait, refused := ui.signIns.refuse(c, ui.now()); refused {
-		c.Set(fiber.HeaderRetryAfter, strconv.Itoa(wait))
-		return ui.render(c, http.StatusTooManyRequests, "signin", signInPage{layout: ui.layout(nil, "Sign in"),
-			Problem: fmt.Sprintf("Too many sign-in attempts from your address (at most %d a minute). Wait %d seconds, then try again.", ui.signIns.perMinute(), wait)})
-	}
-	token := strings.TrimSpace(formBody(c, "token"))
-	who, err := ui.signIn(token)
-	if err != nil {
-		ui.log.Info("console: sign-in refused", "client", ui.signIns.client(c).String(), "why", errs.MessageOf(err))
-		why := "That token is not valid: check that you copied all of it."
-		if errs.CodeOf(err) != problem.Unauthorized {
-			why = errs.MessageOf(err)
-		}
-		return ui.render(c, problem.Status(errs.CodeOf(err)), "signin", signInPage{layout: ui.layout(nil, "Sign in"), Problem: why})
-	}
-	// A new id at every sign-in; the session this browser held before
-	// (valid or not, and whoever it was for) ends: an id planted before
-	// the sign-in is worth nothing after it.
-	if old := c.Cookies(cookieName(c)); old != "" {
-		ui.sessions.end(old)
-	}
-	sess := ui.sessions.start(who, ui.now())
-	setSessionCookie(c, sess)
-	ui.log.Info("console: signed in", "token", who.Name, "can_act", who.CanAct())
-	return c.Redirect(Prefix, http.StatusSeeOther)
-}
-
-func (ui *Console) signOut(c *fiber.Ctx, sess *session) error {
-	ui.sessions.end(sess.id)
-	clearSessionCookie(c)
-	return c.Redirect(Prefix+"/signin", http.StatusSeeOther)
 }
 
 // ---- search ----
@@ -109,8 +61,8 @@ func (ui *Console) search(c *fiber.Ctx, sess *session) error {
 		return ui.render(c, http.StatusOK, "search", p)
 	}
 	p.Searched = true
-	if p.Namespace != "" && !sess.who.MayUse(p.Namespace) {
-		return errs.Errorf(errs.Forbidden, "the token %q does not cover namespace %q", sess.who.Name, p.Namespace)
+	if p.Namespace != "" && !sess.Who.MayUse(p.Namespace) {
+		return errs.Errorf(errs.Forbidden, "%q does not cover namespace %q", sess.Who.Name, p.Namespace)
 	}
 	if p.Key != "" && p.Match == "exact" {
 		if p.Namespace == "" {
@@ -138,7 +90,7 @@ func (ui *Console) search(c *fiber.Ctx, sess *session) error {
 		return err
 	}
 	for _, r := range page.Items {
-		if sess.who.MayUse(r.Namespace) {
+		if sess.Who.MayUse(r.Namespace) {
 			p.Items = append(p.Items, r)
 		}
 	}
@@ -175,12 +127,19 @@ type resolveForm struct {
 }
 
 func (ui *Console) keyPage(c *fiber.Ctx, sess *session) error {
-	return ui.showKey(c, sess, http.StatusOK, c.Query("namespace"), c.Query("key"), "", resolveForm{})
+	ns, key := c.Query("namespace"), c.Query("key")
+	// A decision sent after the session ended comes back here after the
+	// sign-in, with what the person typed (signin.go).
+	if d, ok := ui.openDraft(c.Query("draft")); ok && d.Form["namespace"] == ns && d.Form["key"] == key {
+		form := resolveForm{Action: d.Form["action"], Note: d.Form["note"], ResultRef: d.Form["result_ref"]}
+		return ui.showKey(c, sess, http.StatusOK, ns, key, draftKept, form)
+	}
+	return ui.showKey(c, sess, http.StatusOK, ns, key, "", resolveForm{})
 }
 
 func (ui *Console) showKey(c *fiber.Ctx, sess *session, status int, ns, key, problem string, form resolveForm) error {
-	if !sess.who.MayUse(ns) {
-		return errs.Errorf(errs.Forbidden, "the token %q does not cover namespace %q", sess.who.Name, ns)
+	if !sess.Who.MayUse(ns) {
+		return errs.Errorf(errs.Forbidden, "%q does not cover namespace %q", sess.Who.Name, ns)
 	}
 	res, err := ui.store.Lookup(c.UserContext(), ns, key)
 	if err != nil {
@@ -194,7 +153,7 @@ func (ui *Console) showKey(c *fiber.Ctx, sess *session, status int, ns, key, pro
 	p.History = slices.Clone(r.History)
 	slices.Reverse(p.History)
 	p.Decidable = decidable(r, ui.now())
-	p.CanResolve = p.Decidable && sess.who.CanAct()
+	p.CanResolve = p.Decidable && sess.Who.CanAct()
 	if r.State == keystore.StateParked {
 		row := ui.parkedRow(r, ui.now())
 		p.Parked = &row
@@ -224,10 +183,10 @@ func decidable(r *keystore.Record, now time.Time) bool {
 func (ui *Console) resolve(c *fiber.Ctx, sess *session) error {
 	ns, key := c.FormValue("namespace"), c.FormValue("key")
 	form := resolveForm{Action: c.FormValue("action"), Note: c.FormValue("note"), ResultRef: c.FormValue("result_ref")}
-	if !sess.who.MayUse(ns) {
-		return errs.Errorf(errs.Forbidden, "the token %q does not cover namespace %q", sess.who.Name, ns)
+	if !sess.Who.MayUse(ns) {
+		return errs.Errorf(errs.Forbidden, "%q does not cover namespace %q", sess.Who.Name, ns)
 	}
-	req := keystore.ResolveRequest{Namespace: ns, Key: key, By: "console: " + sess.who.Name, Note: form.Note}
+	req := keystore.ResolveRequest{Namespace: ns, Key: key, By: sess.by(), Note: form.Note}
 	switch form.Action {
 	case "complete":
 		req.Resolution, req.ResultRef = keystore.StateCompleted, form.ResultRef
@@ -244,7 +203,7 @@ func (ui *Console) resolve(c *fiber.Ctx, sess *session) error {
 		}
 		return err
 	}
-	ui.log.Info("console: key resolved", "namespace", ns, "key", key, "action", form.Action, "token", sess.who.Name)
+	ui.log.Info("console: key resolved", "namespace", ns, "key", key, "action", form.Action, "by", sess.by())
 	return c.Redirect(keyURL(ns, key)+"&done="+url.QueryEscape(form.Action), http.StatusSeeOther)
 }
 
@@ -284,20 +243,20 @@ func (ui *Console) breakers(c *fiber.Ctx, sess *session) error {
 		layout:   ui.layout(sess, "Breakers"),
 		Items:    items,
 		Parking:  ui.parking != nil,
-		CanReset: sess.who.CanAct(),
+		CanReset: sess.Who.CanOperate(),
 		Done:     c.Query("done"),
 	})
 }
 
 func (ui *Console) resetBreaker(c *fiber.Ctx, sess *session) error {
 	dest := c.FormValue("destination")
-	if !sess.who.MayUseBreaker(dest) {
-		return errs.Errorf(errs.Forbidden, "the token %q may not use destination %q", sess.who.Name, dest)
+	if !sess.Who.MayUseBreaker(dest) {
+		return errs.Errorf(errs.Forbidden, "%q may not use destination %q", sess.Who.Name, dest)
 	}
-	if _, err := ui.store.ResetBreaker(c.UserContext(), dest, "console: "+sess.who.Name); err != nil {
+	if _, err := ui.store.ResetBreaker(c.UserContext(), dest, sess.by()); err != nil {
 		return err
 	}
-	ui.log.Info("console: breaker reset", "destination", dest, "token", sess.who.Name)
+	ui.log.Info("console: breaker reset", "destination", dest, "token", sess.Who.Name)
 	return c.Redirect(Prefix+"/breakers?done="+url.QueryEscape(dest), http.StatusSeeOther)
 }
 
@@ -322,7 +281,7 @@ func (ui *Console) notifications(c *fiber.Ctx, sess *session) error {
 		return err
 	}
 	p.Configured = true
-	p.CanResend = ui.resender != nil && sess.who.CanAct()
+	p.CanResend = ui.resender != nil && sess.Who.CanOperate()
 	page, err := ui.notes.List(c.UserContext(), notify.ListQuery{Status: notify.Status(p.Status), Limit: 50, Cursor: c.Query("cursor")})
 	if err != nil {
 		return err
@@ -346,7 +305,7 @@ func (ui *Console) resend(c *fiber.Ctx, sess *session) error {
 	if _, err := rs.Resend(c.UserContext(), id); err != nil {
 		return err
 	}
-	ui.log.Info("console: notification re-sent", "id", id, "token", sess.who.Name)
+	ui.log.Info("console: notification re-sent", "id", id, "token", sess.Who.Name)
 	return c.Redirect(Prefix+"/notifications?status=pending&done="+url.QueryEscape(id), http.StatusSeeOther)
 }
 
@@ -354,9 +313,9 @@ func (ui *Console) resend(c *fiber.Ctx, sess *session) error {
 // limited to namespaces: notifications are not kept by namespace (a failed
 // execution has none), so it would see every team's.
 func notesForEveryNamespace(sess *session) error {
-	if sess.who.Unlimited() {
+	if sess.Who.Unlimited() {
 		return nil
 	}
-	return errs.Errorf(errs.Forbidden, "the token %q is limited to namespaces %s; notifications span every namespace: sign in with a token without namespace limits",
-		sess.who.Name, strings.Join(sess.who.Namespaces, ", "))
+	return errs.Errorf(errs.Forbidden, "%q is limited to namespaces %s; notifications span every namespace: sign in as someone without namespace limits",
+		sess.Who.Name, strings.Join(sess.Who.Namespaces, ", "))
 }

@@ -1,8 +1,12 @@
 package console
 
 import (
+	"crypto/aes"
+	"crypto/cipher"
 	"crypto/rand"
 	"encoding/base64"
+	"encoding/json"
+	"fmt"
 	"log/slog"
 	"net/netip"
 	"sync"
@@ -14,27 +18,118 @@ import (
 	"github.com/n8n-guard/n8n-guard/internal/edge"
 )
 
-// A session is what a sign-in leaves in the server: who it acts for and the
-// CSRF token its forms carry. Sessions live in memory only: a restart
-// signs everybody out, which is safer than keeping them in the store next
-// to the keys, and costs a person one more sign-in.
+// A session is what a sign-in leaves in the browser: who it acts for and
+// the CSRF token its forms carry, sealed (AES-256-GCM) in the cookie with
+// the console's session key. Nothing of it is kept in the server, so a
+// restart of the guard (or another replica with the same key) keeps
+// everyone signed in, and a form sent across a restart is still accepted.
+// The key lives in the data folder (cmd/n8n-guard); deleting it ends every
+// session. Sealed rather than stored in the database: a session is not
+// the keys' business, and a second write path for every page view next to
+// the reserves would cost them.
 type session struct {
-	id      string
-	who     access.Principal
-	csrf    string
-	expires time.Time
+	ID      string           `json:"i"`
+	Who     access.Principal `json:"w"`
+	CSRF    string           `json:"c"`
+	Expires time.Time        `json:"e"`
+	// Via names how the session signed in: "OIDC" or "shared token".
+	Via string `json:"v"`
 }
 
+// Sign-in methods, as the console and the histories name them.
+const (
+	viaOIDC  = "OIDC"
+	viaToken = "shared token"
+)
+
+// by names who decided, for a key's history: the person and how they
+// signed in, or the shared token's name (as before named people).
+func (s *session) by() string {
+	if s.Via == viaOIDC {
+		return s.Who.Name + " (console, OIDC)"
+	}
+	return "console: " + s.Who.Name
+}
+
+// sealer seals small values for the browser to keep: it can neither
+// read nor change them. purpose is bound into each seal, so a sign-in's
+// flow can never pass for a session.
+type sealer struct{ aead cipher.AEAD }
+
+// SessionKeySize is the length of Config.SessionKey.
+const SessionKeySize = 32
+
+func newSealer(key []byte) (*sealer, error) {
+	if len(key) != SessionKeySize {
+		return nil, fmt.Errorf("console: the session key has %d bytes, want %d", len(key), SessionKeySize)
+	}
+	block, err := aes.NewCipher(key)
+	if err != nil {
+		return nil, err
+	}
+	aead, err := cipher.NewGCM(block)
+	if err != nil {
+		return nil, err
+	}
+	return &sealer{aead: aead}, nil
+}
+
+type sealed struct {
+	Expires time.Time       `json:"e"`
+	Value   json.RawMessage `json:"v"`
+}
+
+func (s *sealer) seal(purpose string, v any, expires time.Time) (string, error) {
+	inner, err := json.Marshal(v)
+	if err != nil {
+		return "", err
+	}
+	plain, err := json.Marshal(sealed{Expires: expires, Value: inner})
+	if err != nil {
+		return "", err
+	}
+	nonce := make([]byte, s.aead.NonceSize(), s.aead.NonceSize()+len(plain)+s.aead.Overhead())
+	if _, err := rand.Read(nonce); err != nil {
+		return "", err
+	}
+	return base64.RawURLEncoding.EncodeToString(s.aead.Seal(nonce, nonce, plain, []byte(purpose))), nil
+}
+
+// open fills v from text sealed for purpose; false for anything forged,
+// sealed with another key or for another purpose, or expired.
+func (s *sealer) open(purpose, text string, now time.Time, v any) bool {
+	b, err := base64.RawURLEncoding.DecodeString(text)
+	if err != nil || len(b) < s.aead.NonceSize() {
+		return false
+	}
+	plain, err := s.aead.Open(nil, b[:s.aead.NonceSize()], b[s.aead.NonceSize():], []byte(purpose))
+	if err != nil {
+		return false
+	}
+	var x sealed
+	if json.Unmarshal(plain, &x) != nil || !now.Before(x.Expires) {
+		return false
+	}
+	return json.Unmarshal(x.Value, v) == nil
+}
+
+// sessions opens and seals session cookies, and remembers sign-outs until
+// the sessions they ended would have expired. The sign-outs are in memory:
+// after a restart a copy of a signed-out cookie would work again until its
+// end, which is why the sign-out also clears the cookie and the TTL is
+// hours, not days.
 type sessions struct {
-	mu   sync.Mutex
-	byID map[string]*session
+	seal *sealer
 	ttl  time.Duration
 	max  int
 	log  *slog.Logger
+
+	mu    sync.Mutex
+	ended map[string]time.Time // session id -> its expiry
 }
 
-func newSessions(ttl time.Duration, max int, log *slog.Logger) *sessions {
-	return &sessions{byID: map[string]*session{}, ttl: ttl, max: max, log: log}
+func newSessions(seal *sealer, ttl time.Duration, max int, log *slog.Logger) *sessions {
+	return &sessions{seal: seal, ttl: ttl, max: max, log: log, ended: map[string]time.Time{}}
 }
 
 // randomID returns 256 random bits, URL-safe.
@@ -46,52 +141,49 @@ func randomID() string {
 	return base64.RawURLEncoding.EncodeToString(b[:])
 }
 
-// start opens a session for who. When the table is full, expired sessions
-// go first, then the one closest to its end.
-func (s *sessions) start(who access.Principal, now time.Time) *session {
-	sess := &session{id: randomID(), who: who, csrf: randomID(), expires: now.Add(s.ttl)}
+// start opens a session for who, signed in via.
+func (s *sessions) start(who access.Principal, via string, now time.Time) *session {
+	return &session{ID: randomID(), Who: who, CSRF: randomID(), Expires: now.Add(s.ttl), Via: via}
+}
+
+// get returns the live session sealed in cookie, or nil.
+func (s *sessions) get(cookie string, now time.Time) *session {
+	if cookie == "" {
+		return nil
+	}
+	var sess session
+	if !s.seal.open("session", cookie, now, &sess) {
+		return nil
+	}
+	s.mu.Lock()
+	_, ended := s.ended[sess.ID]
+	s.mu.Unlock()
+	if ended {
+		return nil
+	}
+	return &sess
+}
+
+// end remembers a sign-out. When too many are remembered, the expired go
+// first, then the one closest to its end (logged).
+func (s *sessions) end(sess *session, now time.Time) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if len(s.byID) >= s.max {
-		var oldest *session
-		for id, x := range s.byID {
-			if !now.Before(x.expires) {
-				delete(s.byID, id)
-			} else if oldest == nil || x.expires.Before(oldest.expires) {
-				oldest = x
+	if len(s.ended) >= s.max {
+		oldest, oldestAt := "", time.Time{}
+		for id, exp := range s.ended {
+			if !now.Before(exp) {
+				delete(s.ended, id)
+			} else if oldest == "" || exp.Before(oldestAt) {
+				oldest, oldestAt = id, exp
 			}
 		}
-		if len(s.byID) >= s.max && oldest != nil {
-			delete(s.byID, oldest.id)
-			s.log.Warn("console: too many sessions; ended the oldest", "max", s.max, "token", oldest.who.Name)
+		if len(s.ended) >= s.max {
+			delete(s.ended, oldest)
+			s.log.Warn("console: too many sign-outs remembered; forgot the one closest to its end", "max", s.max)
 		}
 	}
-	s.byID[sess.id] = sess
-	return sess
-}
-
-// get returns the live session with id, or nil.
-func (s *sessions) get(id string, now time.Time) *session {
-	if id == "" {
-		return nil
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	sess := s.byID[id]
-	if sess == nil {
-		return nil
-	}
-	if !now.Before(sess.expires) {
-		delete(s.byID, id)
-		return nil
-	}
-	return sess
-}
-
-func (s *sessions) end(id string) {
-	s.mu.Lock()
-	delete(s.byID, id)
-	s.mu.Unlock()
+	s.ended[sess.ID] = sess.Expires
 }
 
 // cookieName: over TLS the __Host- prefix makes the browser refuse the
@@ -103,16 +195,21 @@ func cookieName(c *fiber.Ctx) string {
 	return "n8n-guard-ui"
 }
 
-func setSessionCookie(c *fiber.Ctx, sess *session) {
+func (s *sessions) setCookie(c *fiber.Ctx, sess *session) error {
+	v, err := s.seal.seal("session", sess, sess.Expires)
+	if err != nil {
+		return err
+	}
 	c.Cookie(&fiber.Cookie{
 		Name:     cookieName(c),
-		Value:    sess.id,
+		Value:    v,
 		Path:     "/",
-		Expires:  sess.expires,
+		Expires:  sess.Expires,
 		HTTPOnly: true,
 		Secure:   c.Secure(),
 		SameSite: fiber.CookieSameSiteStrictMode,
 	})
+	return nil
 }
 
 func clearSessionCookie(c *fiber.Ctx) {

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
 	"os/signal"
 	"strings"
 	"syscall"
@@ -140,6 +141,9 @@ N8N_API_URL and N8N_API_KEY (n8n's public API) enable "Retry execution".`,
 			cfg.TrustedProxies, cfg.ClientConnections = f.trustedProxies, f.clientConnections
 			cfg.UnauthenticatedPerMinute, cfg.SignInPerMinute = f.unauthPerMinute, f.signInPerMinute
 			if cfg.ScopedTokens, err = cfg.File.ScopedTokens(getenv); err != nil {
+				return fmt.Errorf("config %s: %w", cfg.ConfigFile, err)
+			}
+			if cfg.Console, err = cfg.File.ConsoleSignIn(getenv, os.ReadFile); err != nil {
 				return fmt.Errorf("config %s: %w", cfg.ConfigFile, err)
 			}
 			return serve(cmd, cfg, log)

@@ -42,6 +42,9 @@ type Config struct {
 	// ScopedTokens are the named tokens of the file's tokens: section,
 	// resolved (FileConfig.ScopedTokens).
 	ScopedTokens []api.TokenScope
+	// Console is the file's console: section, resolved
+	// (FileConfig.ConsoleSignIn); its session key is read at start.
+	Console api.ConsoleConfig
 
 	MaxConnections int
 	// AcceptRestore starts on a bbolt file older than the one the data
@@ -91,7 +94,8 @@ type FileConfig struct {
 	Metrics      MetricsConfig                `yaml:"metrics"`
 	// Checks are asked before a person is paged about an unknown key
 	// (checks.go); namespaces and destinations name them.
-	Checks map[string]CheckConfig `yaml:"checks"`
+	Checks  map[string]CheckConfig `yaml:"checks"`
+	Console ConsoleFileConfig      `yaml:"console"`
 }
 
 // TokenConfig is one entry of tokens: a named token with a role and the
@@ -290,6 +294,9 @@ func ParseFile(r io.Reader) (FileConfig, error) {
 	// The values of env: tokens are checked at start (ScopedTokens); the
 	// rest here, so `n8n-guard` refuses a wrong file before anything runs.
 	if _, err := fc.ScopedTokens(func(string) string { return "placeholder" }); err != nil {
+		return fc, err
+	}
+	if _, err := fc.ConsoleSignIn(func(string) string { return "placeholder" }, func(string) ([]byte, error) { return []byte("placeholder"), nil }); err != nil {
 		return fc, err
 	}
 	return fc, nil

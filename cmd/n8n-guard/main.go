@@ -92,6 +92,10 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	if err != nil {
 		return err
 	}
+	con := cfg.Console
+	if con.SessionKey, err = consoleSessionKey(cfg.DataDir, m.Logger); err != nil {
+		return err
+	}
 	reg := prometheus.NewRegistry()
 	m.reg = reg
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -180,6 +184,7 @@ func (m *Main) Run(ctx context.Context) (err error) {
 		Destinations: sortedKeys(cfg.File.Destinations),
 		LabelLimit:   cfg.File.Metrics.LabelLimit,
 		Policies:     policies,
+		Console:      con,
 	}); err != nil {
 		return err
 	}

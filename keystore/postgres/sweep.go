@@ -81,30 +81,11 @@ func (s *Store) Destinations(ctx context.Context) ([]keystore.Breaker, error) {
 // Events implements Store.
 func (s *Store) Events(ctx context.Context, after uint64, limit int) ([]keystore.Event, error) {
 	limit = keystore.EventLimit(limit)
-	rows, err := s.pool.Query(ctx, `SELECT seq, at, kind, namespace, key, attempt, owner, destination, reason, message,
-		reopens_at, paused_reserves FROM guard_events WHERE seq > $1 ORDER BY seq LIMIT $2`, int64(after), limit)
+	rows, err := s.pool.Query(ctx, `SELECT `+eventColumns+` FROM guard_events WHERE seq > $1 ORDER BY seq LIMIT $2`, int64(after), limit)
 	if err != nil {
 		return nil, s.dbErr("events", err)
 	}
-	defer rows.Close()
-	var out []keystore.Event
-	for rows.Next() {
-		var ev keystore.Event
-		var seq int64
-		var kind, reason string
-		var attempt, paused int32
-		if err := rows.Scan(&seq, &ev.At, &kind, &ev.Namespace, &ev.Key, &attempt, &ev.Owner, &ev.Destination,
-			&reason, &ev.Message, &ev.ReopensAt, &paused); err != nil {
-			return nil, s.dbErr("events", err)
-		}
-		ev.Seq, ev.Kind, ev.Reason, ev.Attempt, ev.PausedReserves = uint64(seq), keystore.EventKind(kind), keystore.Reason(reason), int(attempt), int(paused)
-		ev.At, ev.ReopensAt = ev.At.UTC(), utcPtr(ev.ReopensAt)
-		out = append(out, ev)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, s.dbErr("events", err)
-	}
-	return out, nil
+	return s.scanEvents(rows)
 }
 
 // Sweep implements Store. Each pass takes at most sweepBatch rows per

@@ -175,6 +175,7 @@ func Run(t *testing.T, newStore New) {
 	t.Run("edge cases", func(t *testing.T) { runEdgeCases(t, newStore) })
 	t.Run("repeated requests", func(t *testing.T) { runRepeats(t, newStore) })
 	t.Run("console", func(t *testing.T) { runConsole(t, newStore) })
+	t.Run("audit", func(t *testing.T) { runAudit(t, newStore) })
 	t.Run("parking", func(t *testing.T) { runParking(t, newStore) })
 	t.Run("checks", func(t *testing.T) { runChecks(t, newStore) })
 	t.Run("approval", func(t *testing.T) { runApproval(t, newStore) })

@@ -1,0 +1,41 @@
+package bolt
+
+import (
+	"context"
+	"encoding/binary"
+	"slices"
+
+	bbolt "go.etcd.io/bbolt"
+
+	"github.com/n8n-guard/n8n-guard/keystore"
+)
+
+// RecentEvents implements Store: the events bucket walked backwards from
+// Before. Events are kept for keystore.EventRetention, so the walk is
+// bounded by a week of events.
+func (s *Store) RecentEvents(_ context.Context, q keystore.EventQuery) ([]keystore.Event, error) {
+	limit := keystore.EventLimit(q.Limit)
+	var out []keystore.Event
+	err := s.view(func(tx *bbolt.Tx) error {
+		c := tx.Bucket(bucketEvents).Cursor()
+		var k, v []byte
+		if q.Before == 0 {
+			k, v = c.Last()
+		} else if k, v = c.Seek(u64(q.Before)); k == nil {
+			k, v = c.Last()
+		} else {
+			k, v = c.Prev()
+		}
+		for ; k != nil && len(out) < limit; k, v = c.Prev() {
+			ev, err := decodeEvent(binary.BigEndian.Uint64(k), v)
+			if err != nil {
+				return err
+			}
+			if len(q.Kinds) == 0 || slices.Contains(q.Kinds, ev.Kind) {
+				out = append(out, ev)
+			}
+		}
+		return nil
+	})
+	return out, s.readErr(err)
+}
