@@ -1,9 +1,10 @@
 // Package console is the operator console served under /ui: server-rendered
 // pages (html/template, assets embedded with go:embed, no script) on which
 // the person on call sees what the guard holds — counts, keys waiting for a
-// decision, open breakers, stuck notifications, the last day's activity —
-// searches keys, and resolves them, resets breakers and re-sends dead
-// notifications.
+// decision, open breakers, parked events and maintenance windows, stuck
+// notifications, the last day's activity — searches keys, and resolves
+// them, resets breakers, sets and ends maintenance windows and re-sends
+// dead notifications.
 //
 // A person signs in as themself through an identity provider (OpenID
 // Connect, api/openid; their role from access.People), or with a shared

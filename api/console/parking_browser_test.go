@@ -241,3 +241,30 @@ func TestExecutionOfResumeURL(t *testing.T) {
 		}
 	}
 }
+
+// At 360 px the parked list and the destination page need no sideways
+// scrolling but the tables' own boxes, and every field has a label.
+func TestBrowserParkingNarrowScreen(t *testing.T) {
+	s := newSite(t)
+	s.lostKey("crm", "evt-1", "hubspot", n8nBase+"/webhook-waiting/81")
+	s.parkedKey("crm", "evt-2", "hubspot", n8nBase+"/webhook-waiting/82")
+	b := newBrowser(t, s, 800, 740)
+	b.run("360 px", chromedp.EmulateViewport(360, 740))
+	b.signIn(actToken)
+	for _, pg := range []struct{ name, path, sel string }{
+		{"parked", "/ui/parked", `#parked-list`},
+		{"destination", "/ui/destination?name=hubspot", `#hold-form`},
+		{"key", "/ui/key?namespace=crm&key=evt-1", `#parked`},
+	} {
+		b.run(pg.name, chromedp.Navigate(s.url+pg.path), chromedp.WaitVisible(chromedp.CSS(pg.sel)))
+		b.shot(pg.name + "-360")
+		if get(b, "overflow", chromedp.Evaluate[bool](`document.documentElement.scrollWidth > window.innerWidth + 1`)) {
+			t.Errorf("%s is wider than a 360 px screen", pg.name)
+		}
+		unlabelled := get(b, "labels", chromedp.Evaluate[[]string](`[...document.querySelectorAll('input:not([type=hidden]), select, textarea')]
+			.filter(e => !(e.labels && e.labels.length)).map(e => e.name)`))
+		if len(unlabelled) > 0 {
+			t.Errorf("%s: fields without a label: %v", pg.name, unlabelled)
+		}
+	}
+}
