@@ -183,8 +183,8 @@ func TestApprovalTransitions(t *testing.T) {
 		}},
 		{"resume accepted by n8n", resumeAnswered(keystore.ResumeAccepted), map[string]approvalWant{
 			"absent":            plain(nothing),
-			"awaiting approval": parkedAs(keystore.ReasonAwaitingApproval), // unreachable: never claimed
-			"approved":          parkedAs(keystore.ReasonApproved),
+			"awaiting approval": plain(nothing), // never claimed
+			"approved":          plain(nothing), // not claimed: a stale answer (parked again since)
 			"approved, woken":   parkedAs(keystore.ReasonApproved),
 			"rejected":          {want{outcome: keystore.OutcomeRejected, state: keystore.StateFailed}, keystore.ReasonApprovalRejected},
 			"rejected, resumed": plain(nothing),

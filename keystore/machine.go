@@ -236,6 +236,14 @@ func DecideFail(cur *Record, br *Breaker, req FailRequest, np NamespacePolicy, d
 		return Step{}, errs.Errorf(errs.Conflict, "attempt %d already failed with %s", cur.Attempt, cur.Reason)
 	case StateUnknown:
 		if state == StateUnknown {
+			if cur.Check != nil && cur.Check.ResumeURL == "" && req.ResumeURL != "" {
+				// The sweeper made the key unknown before the holder's own
+				// fail arrived: keep where its execution waits, so that a
+				// check's "absent" parks it instead of stranding it.
+				next := cur.Clone()
+				next.Check.ResumeURL, next.UpdatedAt = req.ResumeURL, now
+				return Step{Record: next, Result: Result{Outcome: outcome, Replayed: true, Record: next}}, nil
+			}
 			return Step{Result: Result{Outcome: outcome, Replayed: true, Record: cur}}, nil
 		}
 	case StateParked:
@@ -292,6 +300,11 @@ func DecideResolve(cur *Record, req ResolveRequest, np NamespacePolicy, now time
 	defer func() { s.Result.Namespace, s.Result.Key = req.Namespace, req.Key }()
 	if cur == nil {
 		return Step{}, errs.Errorf(errs.NotFound, "no key %q in namespace %q", req.Key, req.Namespace)
+	}
+	if ApprovalReason(cur.Reason) && cur.Reason != ReasonApproved {
+		// A resolution would let the next copy write without anybody's
+		// approval, or undo a rejection: approvals decide these keys.
+		return Step{}, errs.Errorf(errs.Conflict, "key %s: approve or reject it (POST /v1/approve, /v1/reject); a resolution does not decide an approval", cur.Reason)
 	}
 	switch cur.State {
 	case StateCompleted:

@@ -381,7 +381,7 @@ func TestStateMachineTransitions(t *testing.T) {
 			"failed, retryable":       nothing,
 			"failed, final":           nothing,
 			"unknown":                 nothing,
-			"parked":                  moves(keystore.OutcomeParked, keystore.StateParked),
+			"parked":                  nothing, // not claimed: a stale answer (the woken execution parked the key again)
 			"parked, woken":           moves(keystore.OutcomeParked, keystore.StateParked),
 		}},
 		{"n8n lost the parked execution", resumeAnswered(keystore.ResumeLost), map[string]want{

@@ -150,7 +150,10 @@ func DecideResumeAnswered(cur *Record, parkedAt time.Time, answer ResumeAnswer, 
 	var events []Event
 	switch answer {
 	case ResumeAccepted:
-		if cur.ResumeSentAt != nil {
+		if cur.ResumeSentAt != nil || cur.ResumeClaimUntil == nil {
+			// Without a claim the answer is stale: the woken execution
+			// already parked the key again (park clears the claim) and the
+			// new resume URL has not been called yet.
 			return Step{}, false
 		}
 		next.ResumeSentAt = timePtr(now)
