@@ -25,6 +25,7 @@ func (s *Server) mountConsole() error {
 		// Who a client is, and its sign-ins, as for /v1 (fair.go).
 		ClientAddr:      s.fair.clientAddr,
 		SignInPerMinute: s.signInPerMinute,
+		OnApproval:      func(d string) { s.metrics.approvals.WithLabelValues(d).Inc() },
 	})
 	if err != nil {
 		return err

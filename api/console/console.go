@@ -79,6 +79,8 @@ type Config struct {
 	// SignInPerMinute bounds one client's sign-in attempts a minute
 	// (default 10; negative: no limit).
 	SignInPerMinute int
+	// OnApproval counts an approval decided in the console (nil: none).
+	OnApproval func(decision string)
 }
 
 // Console serves the pages.
@@ -93,6 +95,8 @@ type Console struct {
 	signIns  *signInLimit
 	pages    map[string]*template.Template
 	static   fs.FS
+	// onApproval counts approvals decided here (approvals.go).
+	onApproval func(decision string)
 }
 
 // New checks cfg and parses the templates.
@@ -113,14 +117,15 @@ func New(cfg Config) (*Console, error) {
 		cfg.MaxSessions = 10000
 	}
 	ui := &Console{
-		store:    cfg.Store,
-		notes:    cfg.Notifications,
-		resender: cfg.Resender,
-		signIn:   cfg.SignIn,
-		log:      cfg.Logger,
-		now:      cfg.Clock,
-		sessions: newSessions(cfg.SessionTTL, cfg.MaxSessions, cfg.Logger),
-		signIns:  newSignInLimit(cfg.SignInPerMinute, cfg.ClientAddr, cfg.Logger),
+		store:      cfg.Store,
+		notes:      cfg.Notifications,
+		resender:   cfg.Resender,
+		signIn:     cfg.SignIn,
+		log:        cfg.Logger,
+		now:        cfg.Clock,
+		sessions:   newSessions(cfg.SessionTTL, cfg.MaxSessions, cfg.Logger),
+		signIns:    newSignInLimit(cfg.SignInPerMinute, cfg.ClientAddr, cfg.Logger),
+		onApproval: cfg.OnApproval,
 	}
 	var err error
 	if ui.pages, err = parsePages(templateFuncs(ui.now)); err != nil {
@@ -146,6 +151,8 @@ func (ui *Console) Mount(app *fiber.App) {
 	ui.route(app, post, "/breakers/reset", actor, ui.resetBreaker)
 	ui.route(app, get, "/notifications", anyone, ui.notifications)
 	ui.route(app, post, "/notifications/resend", actor, ui.resend)
+	ui.route(app, get, "/approvals", anyone, ui.approvals) // approvals.go
+	ui.route(app, post, "/approvals/decide", actor, ui.decideApproval)
 	app.Get(Prefix+"/static/:file", ui.asset)
 }
 
