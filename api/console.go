@@ -46,6 +46,7 @@ func (s *Server) mountConsole() error {
 		ClientAddr:      s.fair.clientAddr,
 		SignInPerMinute: s.signInPerMinute,
 		Policies:        s.policies,
+		OnApproval:      func(d string) { s.metrics.approvals.WithLabelValues(d).Inc() },
 	}
 	if ps, ok := s.store.(keystore.ParkStore); ok {
 		cfg.Parking = ps

@@ -100,6 +100,8 @@ type Config struct {
 	// Policies give each namespace's parked_limit (when a parked key is
 	// overdue) and each destination's catch-up pace.
 	Policies keystore.Policies
+	// OnApproval counts an approval decided in the console (nil: none).
+	OnApproval func(decision string)
 }
 
 // Console serves the pages.
@@ -120,6 +122,8 @@ type Console struct {
 	signIns  *signInLimit
 	pages    map[string]*template.Template
 	static   fs.FS
+	// onApproval counts approvals decided here (approvals.go).
+	onApproval func(decision string)
 }
 
 // New checks cfg and parses the templates.
@@ -153,20 +157,21 @@ func New(cfg Config) (*Console, error) {
 		cfg.MaxSessions = 10000
 	}
 	ui := &Console{
-		store:    cfg.Store,
-		notes:    cfg.Notifications,
-		resender: cfg.Resender,
-		parking:  cfg.Parking,
-		policies: cfg.Policies,
-		signIn:   cfg.SignIn,
-		openID:   cfg.OpenID,
-		people:   cfg.People,
-		provider: cfg.ProviderName,
-		seal:     seal,
-		log:      cfg.Logger,
-		now:      cfg.Clock,
-		sessions: newSessions(seal, cfg.SessionTTL, cfg.MaxSessions, cfg.Logger),
-		signIns:  newSignInLimit(cfg.SignInPerMinute, cfg.ClientAddr, cfg.Logger),
+		store:      cfg.Store,
+		notes:      cfg.Notifications,
+		resender:   cfg.Resender,
+		parking:    cfg.Parking,
+		policies:   cfg.Policies,
+		signIn:     cfg.SignIn,
+		openID:     cfg.OpenID,
+		people:     cfg.People,
+		provider:   cfg.ProviderName,
+		seal:       seal,
+		log:        cfg.Logger,
+		now:        cfg.Clock,
+		sessions:   newSessions(seal, cfg.SessionTTL, cfg.MaxSessions, cfg.Logger),
+		signIns:    newSignInLimit(cfg.SignInPerMinute, cfg.ClientAddr, cfg.Logger),
+		onApproval: cfg.OnApproval,
 	}
 	if ui.pages, err = parsePages(templateFuncs(ui.now)); err != nil {
 		return nil, err
@@ -198,6 +203,8 @@ func (ui *Console) Mount(app *fiber.App) {
 	ui.route(app, get, "/parked", anyone, ui.parked)
 	ui.route(app, get, "/notifications", anyone, ui.notifications)
 	ui.route(app, post, "/notifications/resend", operator, ui.resend)
+	ui.route(app, get, "/approvals", anyone, ui.approvals) // approvals.go
+	ui.route(app, post, "/approvals/decide", actor, ui.decideApproval)
 	app.Get(Prefix+"/static/:file", ui.asset)
 }
 

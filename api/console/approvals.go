@@ -1,0 +1,120 @@
+package console
+
+import (
+	"net/http"
+	"net/url"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/gofiber/fiber/v2"
+
+	"github.com/n8n-guard/n8n-guard/api/problem"
+	"github.com/n8n-guard/n8n-guard/errs"
+	"github.com/n8n-guard/n8n-guard/keystore"
+)
+
+// Approvals (keystore/approval.go): the keys that wait for a person's
+// approval, with Approve and Reject (a reason required).
+
+type approvalItem struct {
+	Namespace, Key, RequestedBy string
+	Since                       time.Time
+}
+
+type approvalsPage struct {
+	layout
+	Items     []approvalItem
+	CanDecide bool
+	Done      string
+	Problem   string
+}
+
+// pendingApprovals lists the keys awaiting approval the session may see,
+// oldest first.
+func (ui *Console) pendingApprovals(c *fiber.Ctx, sess *session) ([]approvalItem, error) {
+	var items []approvalItem
+	cursor := ""
+	for {
+		page, err := ui.store.List(c.UserContext(), keystore.ListQuery{State: keystore.StateParked, Limit: 1000, Cursor: cursor})
+		if err != nil {
+			return nil, err
+		}
+		for _, r := range page.Items {
+			if r.Reason != keystore.ReasonAwaitingApproval || !sess.Who.MayUse(r.Namespace) {
+				continue
+			}
+			since := r.CreatedAt
+			if r.ParkedAt != nil {
+				since = *r.ParkedAt
+			}
+			items = append(items, approvalItem{Namespace: r.Namespace, Key: r.Key, RequestedBy: keystore.RequestedBy(r), Since: since})
+		}
+		if cursor = page.NextCursor; cursor == "" || len(items) >= 1000 {
+			break
+		}
+	}
+	slices.SortFunc(items, func(a, b approvalItem) int { return a.Since.Compare(b.Since) })
+	return items, nil
+}
+
+func (ui *Console) approvals(c *fiber.Ctx, sess *session) error {
+	return ui.showApprovals(c, sess, http.StatusOK, "", doneApproval(c.Query("done"), c.Query("key")))
+}
+
+func (ui *Console) showApprovals(c *fiber.Ctx, sess *session, status int, problemText, done string) error {
+	items, err := ui.pendingApprovals(c, sess)
+	if err != nil {
+		return err
+	}
+	return ui.render(c, status, "approvals", approvalsPage{layout: ui.layout(sess, "Approvals"), Items: items,
+		CanDecide: sess.Who.CanAct(), Done: done, Problem: problemText})
+}
+
+func doneApproval(action, key string) string {
+	switch action {
+	case "approve":
+		return key + " is approved: the guard resumes its execution, which writes."
+	case "reject":
+		return key + " is rejected: its execution ends without writing."
+	}
+	return ""
+}
+
+// decideApproval records an approval or a rejection (with its reason)
+// through the store, which keeps who, when and why in the key's history.
+func (ui *Console) decideApproval(c *fiber.Ctx, sess *session) error {
+	ns, key, action, note := c.FormValue("namespace"), c.FormValue("key"), c.FormValue("action"), strings.TrimSpace(c.FormValue("note"))
+	if !sess.Who.MayUse(ns) {
+		return errs.Errorf(errs.Forbidden, "the token %q does not cover namespace %q", sess.Who.Name, ns)
+	}
+	as, ok := ui.store.(keystore.ApprovalStore)
+	if !ok {
+		return errs.Errorf(errs.Unsupported, "this store does not keep approvals")
+	}
+	req := keystore.ApprovalRequest{Namespace: ns, Key: key, By: sess.by(), Note: note, Identities: []string{sess.Who.Name}}
+	var err error
+	var res keystore.Result
+	switch action {
+	case "approve":
+		res, err = as.Approve(c.UserContext(), req)
+	case "reject":
+		res, err = as.Reject(c.UserContext(), req)
+	default:
+		return ui.showApprovals(c, sess, http.StatusBadRequest, "Choose Approve or Reject.", "")
+	}
+	if err != nil {
+		if status := problem.Status(errs.CodeOf(err)); status < 500 {
+			return ui.showApprovals(c, sess, status, errs.MessageOf(err), "")
+		}
+		return err
+	}
+	if res.Replayed {
+		return ui.showApprovals(c, sess, http.StatusOK, "Already decided by "+res.Record.ResolvedBy+"; nothing changed.", "")
+	}
+	if ui.onApproval != nil {
+		ui.onApproval(string(res.Outcome))
+	}
+	ui.log.Info("console: approval decided", "namespace", ns, "key", key, "action", action, "by", sess.by())
+	return c.Redirect(Prefix+"/approvals?"+url.Values{"done": {action}, "key": {key}}.Encode(), http.StatusSeeOther)
+}
