@@ -57,7 +57,7 @@ func (ui *Console) overview(c *fiber.Ctx, sess *session) error {
 		return err
 	}
 	for ns, byState := range counts {
-		if !sess.Who.MayUse(ns) {
+		if !sess.who.MayUse(ns) {
 			continue
 		}
 		p.Namespaces = append(p.Namespaces, namespaceCounts{Namespace: ns,
@@ -66,7 +66,7 @@ func (ui *Console) overview(c *fiber.Ctx, sess *session) error {
 		p.WaitingTotal += byState[keystore.StateUnknown]
 	}
 	slices.SortFunc(p.Namespaces, func(a, b namespaceCounts) int { return cmpString(a.Namespace, b.Namespace) })
-	if p.Waiting, err = ui.waiting(ctx, sess.Who); err != nil {
+	if p.Waiting, err = ui.waiting(ctx, sess.who); err != nil {
 		return err
 	}
 	breakers, err := ui.store.Destinations(ctx)
@@ -74,13 +74,13 @@ func (ui *Console) overview(c *fiber.Ctx, sess *session) error {
 		return err
 	}
 	for _, b := range breakers {
-		if b.State != keystore.BreakerClosed && sess.Who.MayUseBreaker(b.Destination) {
+		if b.State != keystore.BreakerClosed && sess.who.MayUseBreaker(b.Destination) {
 			p.Open = append(p.Open, b)
 		}
 	}
 	// Notifications are not kept by namespace: a token limited to some
 	// sees none of them (as on /v1/notifications).
-	if ui.notes != nil && sess.Who.Unlimited() {
+	if ui.notes != nil && sess.who.Unlimited() {
 		if p.Notes, err = ui.countNotes(ctx); err != nil {
 			return err
 		}
