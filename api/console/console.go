@@ -211,7 +211,7 @@ func (ui *Console) route(app *fiber.App, method, path string, who gate, h handle
 			}
 		}()
 		securityHeaders(c)
-		sess := ui.sessions.get(c.Cookies(cookieName(c)), ui.now())
+		sess := ui.session(c)
 		if err := ui.admit(c, method, who, sess); err != nil {
 			if sess == nil && errs.CodeOf(err) == problem.Unauthorized {
 				return ui.signInAgain(c, method)

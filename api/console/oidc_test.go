@@ -60,6 +60,7 @@ type oidcSite struct {
 	clock  *clock
 	path   string
 	addr   string // the address of the first start, kept by restarts
+	people access.People
 	stop   func()
 }
 
@@ -74,7 +75,7 @@ func newOIDCSite(t *testing.T) *oidcSite {
 	for i := range key {
 		key[i] = byte(i * 7)
 	}
-	o := &oidcSite{issuer: is, key: key, clock: &clock{}, path: filepath.Join(t.TempDir(), "guard.db")}
+	o := &oidcSite{issuer: is, key: key, clock: &clock{}, path: filepath.Join(t.TempDir(), "guard.db"), people: people}
 	o.start(t)
 	t.Cleanup(func() { o.stop() })
 	return o
@@ -102,7 +103,7 @@ func (o *oidcSite) start(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ui, err := console.New(console.Config{Store: store, SignIn: signIn, OpenID: p, People: people,
+	ui, err := console.New(console.Config{Store: store, SignIn: signIn, OpenID: p, People: o.people,
 		ProviderName: "Test IdP", SessionKey: o.key, Clock: o.clock.now})
 	if err != nil {
 		t.Fatal(err)
@@ -470,5 +471,26 @@ func TestSignInReturnsToThePageAskedFor(t *testing.T) {
 		if got := console.SafeReturnForTest(bad); got != "/ui" && !strings.HasPrefix(got, "/ui/") || strings.Contains(got, "evil") || strings.Contains(got, "elsewhere") {
 			t.Errorf("return address %q kept as %q", bad, got)
 		}
+	}
+}
+
+// A person's role is read from the people rules at each request: a rule
+// changed (and the guard restarted) applies to a session at once, and a
+// person no rule names any more is signed out.
+// Mutation tried: session() keeping the role sealed at the sign-in: rui
+// is still read-only after the change.
+func TestPeopleRulesApplyToLiveSessions(t *testing.T) {
+	o := newOIDCSite(t)
+	o.unknownKey("bookings", "bk-1", "n8n exec 1", "timeout")
+	rui, _ := o.signedInAs(t, "rui@example.com", "staff")
+	o.people = append(access.People{{Person: "rui@example.com", Role: access.RoleDecide}}, people...)
+	o.restart(t)
+	if _, page := fetch(t, rui, o.url+"/ui/key?namespace=bookings&key=bk-1"); !strings.Contains(page, `id="resolve-form"`) || !strings.Contains(page, "rui@example.com · signed in with OIDC · may decide") {
+		t.Fatalf("rui's new role does not apply:\n%.1500s", page)
+	}
+	o.people = access.People{{Group: "guard-admins", Role: access.RoleAdmin}}
+	o.restart(t)
+	if resp, _ := fetch(t, rui, o.url+"/ui"); resp.StatusCode != http.StatusSeeOther {
+		t.Fatalf("rui, named by no rule, is still signed in: %d", resp.StatusCode)
 	}
 }

@@ -34,6 +34,9 @@ type session struct {
 	expires time.Time
 	// via names how the session signed in: "OIDC" or "shared token".
 	via string
+	// groups: the person's groups that the people rules name (the others
+	// would only make the cookie larger).
+	groups []string
 }
 
 // sealedSession is a session as its cookie holds it.
@@ -43,6 +46,7 @@ type sealedSession struct {
 	CSRF    string           `json:"c"`
 	Expires time.Time        `json:"e"`
 	Via     string           `json:"v"`
+	Groups  []string         `json:"g,omitempty"`
 }
 
 // Sign-in methods, as the console and the histories name them.
@@ -170,7 +174,7 @@ func (s *sessions) get(cookie string, now time.Time) *session {
 	if ended {
 		return nil
 	}
-	return &session{id: x.ID, who: x.Who, csrf: x.CSRF, expires: x.Expires, via: x.Via}
+	return &session{id: x.ID, who: x.Who, csrf: x.CSRF, expires: x.Expires, via: x.Via, groups: x.Groups}
 }
 
 // end remembers a sign-out. When too many are remembered, the expired go
@@ -205,7 +209,7 @@ func cookieName(c *fiber.Ctx) string {
 }
 
 func (s *sessions) setCookie(c *fiber.Ctx, sess *session) error {
-	v, err := s.seal.seal("session", sealedSession{ID: sess.id, Who: sess.who, CSRF: sess.csrf, Expires: sess.expires, Via: sess.via}, sess.expires)
+	v, err := s.seal.seal("session", sealedSession{ID: sess.id, Who: sess.who, CSRF: sess.csrf, Expires: sess.expires, Via: sess.via, Groups: sess.groups}, sess.expires)
 	if err != nil {
 		return err
 	}
