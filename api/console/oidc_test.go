@@ -61,6 +61,8 @@ type oidcSite struct {
 	path   string
 	addr   string // the address of the first start, kept by restarts
 	people access.People
+	// tokens is the shared token sign-in (nil: turned off).
+	tokens func(string) (access.Principal, error)
 	stop   func()
 }
 
@@ -75,7 +77,7 @@ func newOIDCSite(t *testing.T) *oidcSite {
 	for i := range key {
 		key[i] = byte(i * 7)
 	}
-	o := &oidcSite{issuer: is, key: key, clock: &clock{}, path: filepath.Join(t.TempDir(), "guard.db"), people: people}
+	o := &oidcSite{issuer: is, key: key, clock: &clock{}, path: filepath.Join(t.TempDir(), "guard.db"), people: people, tokens: signIn}
 	o.start(t)
 	t.Cleanup(func() { o.stop() })
 	return o
@@ -103,7 +105,7 @@ func (o *oidcSite) start(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ui, err := console.New(console.Config{Store: store, SignIn: signIn, OpenID: p, People: o.people,
+	ui, err := console.New(console.Config{Store: store, SignIn: o.tokens, OpenID: p, People: o.people,
 		ProviderName: "Test IdP", SessionKey: o.key, Clock: o.clock.now})
 	if err != nil {
 		t.Fatal(err)
@@ -114,6 +116,7 @@ func (o *oidcSite) start(t *testing.T) {
 	o.site = &site{t: t, url: base, store: store, ctx: context.Background()}
 	o.stop = func() {
 		app.ShutdownWithTimeout(5 * time.Second)
+		ln.Close() // a shutdown before the server took the listener leaves it open
 		store.Close()
 	}
 }
@@ -492,5 +495,21 @@ func TestPeopleRulesApplyToLiveSessions(t *testing.T) {
 	o.restart(t)
 	if resp, _ := fetch(t, rui, o.url+"/ui"); resp.StatusCode != http.StatusSeeOther {
 		t.Fatalf("rui, named by no rule, is still signed in: %d", resp.StatusCode)
+	}
+}
+
+// With the shared token sign-in turned off, the sign-in page offers the
+// provider only, and a token sent anyway is refused.
+func TestSharedTokenSignInOff(t *testing.T) {
+	o := newOIDCSite(t)
+	o.tokens = nil
+	o.restart(t)
+	_, page := fetch(t, client(t), o.url+"/ui/signin")
+	if strings.Contains(page, `id="token"`) || !strings.Contains(page, `id="signin-oidc"`) {
+		t.Fatalf("sign-in page:\n%s", page)
+	}
+	resp := postForm(t, client(t), o.url+"/ui/signin", url.Values{"token": {actToken}})
+	if body := readAll(resp); resp.StatusCode != http.StatusForbidden || !strings.Contains(body, "turned off here") {
+		t.Fatalf("a shared token: %d\n%s", resp.StatusCode, body)
 	}
 }
