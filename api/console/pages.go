@@ -251,7 +251,7 @@ func (ui *Console) resetBreaker(c *fiber.Ctx, sess *session) error {
 	if _, err := ui.store.ResetBreaker(c.UserContext(), dest, sess.by()); err != nil {
 		return err
 	}
-	ui.log.Info("console: breaker reset", "destination", dest, "token", sess.who.Name)
+	ui.log.Info("console: breaker reset", "destination", dest, "by", sess.by())
 	return c.Redirect(Prefix+"/breakers?done="+url.QueryEscape(dest), http.StatusSeeOther)
 }
 
@@ -300,7 +300,7 @@ func (ui *Console) resend(c *fiber.Ctx, sess *session) error {
 	if _, err := rs.Resend(c.UserContext(), id); err != nil {
 		return err
 	}
-	ui.log.Info("console: notification re-sent", "id", id, "token", sess.who.Name)
+	ui.log.Info("console: notification re-sent", "id", id, "by", sess.by())
 	return c.Redirect(Prefix+"/notifications?status=pending&done="+url.QueryEscape(id), http.StatusSeeOther)
 }
 
