@@ -56,3 +56,14 @@ func (ps People) Principal(name string, groups []string) (Principal, bool) {
 	}
 	return Principal{}, false
 }
+
+// Named returns those of groups that a rule names.
+func (ps People) Named(groups []string) []string {
+	var out []string
+	for _, g := range groups {
+		if slices.ContainsFunc(ps, func(r PersonRule) bool { return r.Group == g }) && !slices.Contains(out, g) {
+			out = append(out, g)
+		}
+	}
+	return out
+}

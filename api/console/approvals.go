@@ -41,7 +41,7 @@ func (ui *Console) pendingApprovals(c *fiber.Ctx, sess *session) ([]approvalItem
 			return nil, err
 		}
 		for _, r := range page.Items {
-			if r.Reason != keystore.ReasonAwaitingApproval || !sess.Who.MayUse(r.Namespace) {
+			if r.Reason != keystore.ReasonAwaitingApproval || !sess.who.MayUse(r.Namespace) {
 				continue
 			}
 			since := r.CreatedAt
@@ -68,7 +68,7 @@ func (ui *Console) showApprovals(c *fiber.Ctx, sess *session, status int, proble
 		return err
 	}
 	return ui.render(c, status, "approvals", approvalsPage{layout: ui.layout(sess, "Approvals"), Items: items,
-		CanDecide: sess.Who.CanAct(), Done: done, Problem: problemText})
+		CanDecide: sess.who.CanAct(), Done: done, Problem: problemText})
 }
 
 func doneApproval(action, key string) string {
@@ -85,14 +85,14 @@ func doneApproval(action, key string) string {
 // through the store, which keeps who, when and why in the key's history.
 func (ui *Console) decideApproval(c *fiber.Ctx, sess *session) error {
 	ns, key, action, note := c.FormValue("namespace"), c.FormValue("key"), c.FormValue("action"), strings.TrimSpace(c.FormValue("note"))
-	if !sess.Who.MayUse(ns) {
-		return errs.Errorf(errs.Forbidden, "the token %q does not cover namespace %q", sess.Who.Name, ns)
+	if !sess.who.MayUse(ns) {
+		return errs.Errorf(errs.Forbidden, "the token %q does not cover namespace %q", sess.who.Name, ns)
 	}
 	as, ok := ui.store.(keystore.ApprovalStore)
 	if !ok {
 		return errs.Errorf(errs.Unsupported, "this store does not keep approvals")
 	}
-	req := keystore.ApprovalRequest{Namespace: ns, Key: key, By: sess.by(), Note: note, Identities: []string{sess.Who.Name}}
+	req := keystore.ApprovalRequest{Namespace: ns, Key: key, By: sess.by(), Note: note, Identities: []string{sess.who.Name}}
 	var err error
 	var res keystore.Result
 	switch action {

@@ -50,7 +50,7 @@ func (ui *Console) audit(c *fiber.Ctx, sess *session) error {
 		return err
 	}
 	for _, ev := range evs {
-		if it, ok := auditOf(ev); ok && (it.Key == "" || sess.Who.MayUse(it.Namespace)) && (it.Destination == "" || sess.Who.MayUseBreaker(it.Destination)) {
+		if it, ok := auditOf(ev); ok && (it.Key == "" || sess.who.MayUse(it.Namespace)) && (it.Destination == "" || sess.who.MayUseBreaker(it.Destination)) {
 			p.Items = append(p.Items, it)
 		}
 	}

@@ -233,7 +233,7 @@ func (ui *Console) route(app *fiber.App, method, path string, who gate, h handle
 			}
 		}()
 		securityHeaders(c)
-		sess := ui.sessions.get(c.Cookies(cookieName(c)), ui.now())
+		sess := ui.session(c)
 		if err := ui.admit(c, method, who, sess); err != nil {
 			if sess == nil && errs.CodeOf(err) == problem.Unauthorized {
 				return ui.signInAgain(c, method)
@@ -260,15 +260,15 @@ func (ui *Console) admit(c *fiber.Ctx, method string, who gate, sess *session) e
 	}
 	if method == fiber.MethodPost {
 		sent := formBody(c, "csrf")
-		if sent == "" || subtle.ConstantTimeCompare([]byte(sent), []byte(sess.CSRF)) != 1 {
+		if sent == "" || subtle.ConstantTimeCompare([]byte(sent), []byte(sess.csrf)) != 1 {
 			return errs.Errorf(errs.Forbidden, "the form is missing its CSRF token or it is stale; reload the page and try again")
 		}
 	}
-	if who == actor && !sess.Who.CanAct() {
-		return errs.Errorf(errs.Forbidden, "%s (role %s) may only read; deciding needs the role decide or admin", sess.Who.Name, sess.Who.Role)
+	if who == actor && !sess.who.CanAct() {
+		return errs.Errorf(errs.Forbidden, "%s (role %s) may only read; deciding needs the role decide or admin", sess.who.Name, sess.who.Role)
 	}
-	if who == operator && !sess.Who.CanOperate() {
-		return errs.Errorf(errs.Forbidden, "%s (role %s) may not reset breakers or re-send notifications; that needs the role admin", sess.Who.Name, sess.Who.Role)
+	if who == operator && !sess.who.CanOperate() {
+		return errs.Errorf(errs.Forbidden, "%s (role %s) may not reset breakers or re-send notifications; that needs the role admin", sess.who.Name, sess.who.Role)
 	}
 	return nil
 }

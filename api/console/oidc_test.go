@@ -60,6 +60,9 @@ type oidcSite struct {
 	clock  *clock
 	path   string
 	addr   string // the address of the first start, kept by restarts
+	people access.People
+	// tokens is the shared token sign-in (nil: turned off).
+	tokens func(string) (access.Principal, error)
 	stop   func()
 }
 
@@ -74,7 +77,7 @@ func newOIDCSite(t *testing.T) *oidcSite {
 	for i := range key {
 		key[i] = byte(i * 7)
 	}
-	o := &oidcSite{issuer: is, key: key, clock: &clock{}, path: filepath.Join(t.TempDir(), "guard.db")}
+	o := &oidcSite{issuer: is, key: key, clock: &clock{}, path: filepath.Join(t.TempDir(), "guard.db"), people: people, tokens: signIn}
 	o.start(t)
 	t.Cleanup(func() { o.stop() })
 	return o
@@ -102,7 +105,7 @@ func (o *oidcSite) start(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ui, err := console.New(console.Config{Store: store, SignIn: signIn, OpenID: p, People: people,
+	ui, err := console.New(console.Config{Store: store, SignIn: o.tokens, OpenID: p, People: o.people,
 		ProviderName: "Test IdP", SessionKey: o.key, Clock: o.clock.now})
 	if err != nil {
 		t.Fatal(err)
@@ -113,6 +116,7 @@ func (o *oidcSite) start(t *testing.T) {
 	o.site = &site{t: t, url: base, store: store, ctx: context.Background()}
 	o.stop = func() {
 		app.ShutdownWithTimeout(5 * time.Second)
+		ln.Close() // a shutdown before the server took the listener leaves it open
 		store.Close()
 	}
 }
@@ -470,5 +474,42 @@ func TestSignInReturnsToThePageAskedFor(t *testing.T) {
 		if got := console.SafeReturnForTest(bad); got != "/ui" && !strings.HasPrefix(got, "/ui/") || strings.Contains(got, "evil") || strings.Contains(got, "elsewhere") {
 			t.Errorf("return address %q kept as %q", bad, got)
 		}
+	}
+}
+
+// A person's role is read from the people rules at each request: a rule
+// changed (and the guard restarted) applies to a session at once, and a
+// person no rule names any more is signed out.
+// Mutation tried: session() keeping the role sealed at the sign-in: rui
+// is still read-only after the change.
+func TestPeopleRulesApplyToLiveSessions(t *testing.T) {
+	o := newOIDCSite(t)
+	o.unknownKey("bookings", "bk-1", "n8n exec 1", "timeout")
+	rui, _ := o.signedInAs(t, "rui@example.com", "staff")
+	o.people = append(access.People{{Person: "rui@example.com", Role: access.RoleDecide}}, people...)
+	o.restart(t)
+	if _, page := fetch(t, rui, o.url+"/ui/key?namespace=bookings&key=bk-1"); !strings.Contains(page, `id="resolve-form"`) || !strings.Contains(page, "rui@example.com · signed in with OIDC · may decide") {
+		t.Fatalf("rui's new role does not apply:\n%.1500s", page)
+	}
+	o.people = access.People{{Group: "guard-admins", Role: access.RoleAdmin}}
+	o.restart(t)
+	if resp, _ := fetch(t, rui, o.url+"/ui"); resp.StatusCode != http.StatusSeeOther {
+		t.Fatalf("rui, named by no rule, is still signed in: %d", resp.StatusCode)
+	}
+}
+
+// With the shared token sign-in turned off, the sign-in page offers the
+// provider only, and a token sent anyway is refused.
+func TestSharedTokenSignInOff(t *testing.T) {
+	o := newOIDCSite(t)
+	o.tokens = nil
+	o.restart(t)
+	_, page := fetch(t, client(t), o.url+"/ui/signin")
+	if strings.Contains(page, `id="token"`) || !strings.Contains(page, `id="signin-oidc"`) {
+		t.Fatalf("sign-in page:\n%s", page)
+	}
+	resp := postForm(t, client(t), o.url+"/ui/signin", url.Values{"token": {actToken}})
+	if body := readAll(resp); resp.StatusCode != http.StatusForbidden || !strings.Contains(body, "turned off here") {
+		t.Fatalf("a shared token: %d\n%s", resp.StatusCode, body)
 	}
 }

@@ -60,7 +60,7 @@ func (ui *Console) overview(c *fiber.Ctx, sess *session) error {
 		return err
 	}
 	for ns, byState := range counts {
-		if !sess.Who.MayUse(ns) {
+		if !sess.who.MayUse(ns) {
 			continue
 		}
 		p.Namespaces = append(p.Namespaces, namespaceCounts{Namespace: ns,
@@ -69,7 +69,7 @@ func (ui *Console) overview(c *fiber.Ctx, sess *session) error {
 		p.WaitingTotal += byState[keystore.StateUnknown]
 	}
 	slices.SortFunc(p.Namespaces, func(a, b namespaceCounts) int { return cmpString(a.Namespace, b.Namespace) })
-	if p.Waiting, err = ui.waiting(ctx, sess.Who); err != nil {
+	if p.Waiting, err = ui.waiting(ctx, sess.who); err != nil {
 		return err
 	}
 	rows, err := ui.destinationRows(ctx, sess)
@@ -84,7 +84,7 @@ func (ui *Console) overview(c *fiber.Ctx, sess *session) error {
 	p.Parking = ui.parking != nil
 	// Notifications are not kept by namespace: a token limited to some
 	// sees none of them (as on /v1/notifications).
-	if ui.notes != nil && sess.Who.Unlimited() {
+	if ui.notes != nil && sess.who.Unlimited() {
 		if p.Notes, err = ui.countNotes(ctx); err != nil {
 			return err
 		}

@@ -28,7 +28,7 @@ type layout struct {
 func (ui *Console) layout(sess *session, title string) layout {
 	l := layout{Title: title, Now: ui.now()}
 	if sess != nil {
-		l.Who, l.CSRF, l.Via = &sess.Who, sess.CSRF, sess.Via
+		l.Who, l.CSRF, l.Via = &sess.who, sess.csrf, sess.via
 	}
 	return l
 }
@@ -61,8 +61,8 @@ func (ui *Console) search(c *fiber.Ctx, sess *session) error {
 		return ui.render(c, http.StatusOK, "search", p)
 	}
 	p.Searched = true
-	if p.Namespace != "" && !sess.Who.MayUse(p.Namespace) {
-		return errs.Errorf(errs.Forbidden, "%q does not cover namespace %q", sess.Who.Name, p.Namespace)
+	if p.Namespace != "" && !sess.who.MayUse(p.Namespace) {
+		return errs.Errorf(errs.Forbidden, "%q does not cover namespace %q", sess.who.Name, p.Namespace)
 	}
 	if p.Key != "" && p.Match == "exact" {
 		if p.Namespace == "" {
@@ -90,7 +90,7 @@ func (ui *Console) search(c *fiber.Ctx, sess *session) error {
 		return err
 	}
 	for _, r := range page.Items {
-		if sess.Who.MayUse(r.Namespace) {
+		if sess.who.MayUse(r.Namespace) {
 			p.Items = append(p.Items, r)
 		}
 	}
@@ -138,8 +138,8 @@ func (ui *Console) keyPage(c *fiber.Ctx, sess *session) error {
 }
 
 func (ui *Console) showKey(c *fiber.Ctx, sess *session, status int, ns, key, problem string, form resolveForm) error {
-	if !sess.Who.MayUse(ns) {
-		return errs.Errorf(errs.Forbidden, "%q does not cover namespace %q", sess.Who.Name, ns)
+	if !sess.who.MayUse(ns) {
+		return errs.Errorf(errs.Forbidden, "%q does not cover namespace %q", sess.who.Name, ns)
 	}
 	res, err := ui.store.Lookup(c.UserContext(), ns, key)
 	if err != nil {
@@ -153,7 +153,7 @@ func (ui *Console) showKey(c *fiber.Ctx, sess *session, status int, ns, key, pro
 	p.History = slices.Clone(r.History)
 	slices.Reverse(p.History)
 	p.Decidable = decidable(r, ui.now())
-	p.CanResolve = p.Decidable && sess.Who.CanAct()
+	p.CanResolve = p.Decidable && sess.who.CanAct()
 	if r.State == keystore.StateParked {
 		row := ui.parkedRow(r, ui.now())
 		p.Parked = &row
@@ -183,8 +183,8 @@ func decidable(r *keystore.Record, now time.Time) bool {
 func (ui *Console) resolve(c *fiber.Ctx, sess *session) error {
 	ns, key := c.FormValue("namespace"), c.FormValue("key")
 	form := resolveForm{Action: c.FormValue("action"), Note: c.FormValue("note"), ResultRef: c.FormValue("result_ref")}
-	if !sess.Who.MayUse(ns) {
-		return errs.Errorf(errs.Forbidden, "%q does not cover namespace %q", sess.Who.Name, ns)
+	if !sess.who.MayUse(ns) {
+		return errs.Errorf(errs.Forbidden, "%q does not cover namespace %q", sess.who.Name, ns)
 	}
 	req := keystore.ResolveRequest{Namespace: ns, Key: key, By: sess.by(), Note: form.Note}
 	switch form.Action {
@@ -243,20 +243,20 @@ func (ui *Console) breakers(c *fiber.Ctx, sess *session) error {
 		layout:   ui.layout(sess, "Breakers"),
 		Items:    items,
 		Parking:  ui.parking != nil,
-		CanReset: sess.Who.CanOperate(),
+		CanReset: sess.who.CanOperate(),
 		Done:     c.Query("done"),
 	})
 }
 
 func (ui *Console) resetBreaker(c *fiber.Ctx, sess *session) error {
 	dest := c.FormValue("destination")
-	if !sess.Who.MayUseBreaker(dest) {
-		return errs.Errorf(errs.Forbidden, "%q may not use destination %q", sess.Who.Name, dest)
+	if !sess.who.MayUseBreaker(dest) {
+		return errs.Errorf(errs.Forbidden, "%q may not use destination %q", sess.who.Name, dest)
 	}
 	if _, err := ui.store.ResetBreaker(c.UserContext(), dest, sess.by()); err != nil {
 		return err
 	}
-	ui.log.Info("console: breaker reset", "destination", dest, "token", sess.Who.Name)
+	ui.log.Info("console: breaker reset", "destination", dest, "by", sess.by())
 	return c.Redirect(Prefix+"/breakers?done="+url.QueryEscape(dest), http.StatusSeeOther)
 }
 
@@ -281,7 +281,7 @@ func (ui *Console) notifications(c *fiber.Ctx, sess *session) error {
 		return err
 	}
 	p.Configured = true
-	p.CanResend = ui.resender != nil && sess.Who.CanOperate()
+	p.CanResend = ui.resender != nil && sess.who.CanOperate()
 	page, err := ui.notes.List(c.UserContext(), notify.ListQuery{Status: notify.Status(p.Status), Limit: 50, Cursor: c.Query("cursor")})
 	if err != nil {
 		return err
@@ -305,7 +305,7 @@ func (ui *Console) resend(c *fiber.Ctx, sess *session) error {
 	if _, err := rs.Resend(c.UserContext(), id); err != nil {
 		return err
 	}
-	ui.log.Info("console: notification re-sent", "id", id, "token", sess.Who.Name)
+	ui.log.Info("console: notification re-sent", "id", id, "by", sess.by())
 	return c.Redirect(Prefix+"/notifications?status=pending&done="+url.QueryEscape(id), http.StatusSeeOther)
 }
 
@@ -313,9 +313,9 @@ func (ui *Console) resend(c *fiber.Ctx, sess *session) error {
 // limited to namespaces: notifications are not kept by namespace (a failed
 // execution has none), so it would see every team's.
 func notesForEveryNamespace(sess *session) error {
-	if sess.Who.Unlimited() {
+	if sess.who.Unlimited() {
 		return nil
 	}
 	return errs.Errorf(errs.Forbidden, "%q is limited to namespaces %s; notifications span every namespace: sign in as someone without namespace limits",
-		sess.Who.Name, strings.Join(sess.Who.Namespaces, ", "))
+		sess.who.Name, strings.Join(sess.who.Namespaces, ", "))
 }

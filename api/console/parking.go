@@ -63,12 +63,12 @@ func (ui *Console) destinationRows(ctx context.Context, sess *session) ([]destin
 	seen := map[string]bool{}
 	for _, b := range all {
 		seen[b.Destination] = true
-		if sess.Who.MayUseBreaker(b.Destination) {
+		if sess.who.MayUseBreaker(b.Destination) {
 			rows = append(rows, ui.row(b, parked[b.Destination], now))
 		}
 	}
 	for dest, n := range parked {
-		if !seen[dest] && sess.Who.MayUseBreaker(dest) {
+		if !seen[dest] && sess.who.MayUseBreaker(dest) {
 			rows = append(rows, ui.row(keystore.Breaker{Destination: dest, State: keystore.BreakerClosed}, n, now))
 		}
 	}
@@ -127,8 +127,8 @@ func (ui *Console) showDestination(c *fiber.Ctx, sess *session, status int, dest
 	if err := keystore.CheckNamespace("destination", dest); err != nil {
 		return err
 	}
-	if !sess.Who.MayUseBreaker(dest) {
-		return errs.Errorf(errs.Forbidden, "the token %q may not use destination %q", sess.Who.Name, dest)
+	if !sess.who.MayUseBreaker(dest) {
+		return errs.Errorf(errs.Forbidden, "the token %q may not use destination %q", sess.who.Name, dest)
 	}
 	rows, err := ui.destinationRows(c.UserContext(), sess)
 	if err != nil {
@@ -169,9 +169,9 @@ func holdDoneText(done string) string {
 // it, so as on the API (POST /v1/destinations/hold) it takes a role that
 // may act and a token without namespace limits.
 func (ui *Console) mayHold(sess *session) error {
-	if !sess.Who.Unlimited() {
+	if !sess.who.Unlimited() {
 		return errs.Errorf(errs.Forbidden, "the token %q is limited to namespaces %s; a maintenance window pauses the destination for every namespace: sign in with a token without namespace limits",
-			sess.Who.Name, strings.Join(sess.Who.Namespaces, ", "))
+			sess.who.Name, strings.Join(sess.who.Namespaces, ", "))
 	}
 	return nil
 }
@@ -323,7 +323,7 @@ func (ui *Console) parkedPage(ctx context.Context, sess *session, f parkedFilter
 			return out, err
 		}
 		for _, r := range page.Items {
-			if (f.Destination == "" || r.Destination == f.Destination) && sess.Who.MayUse(r.Namespace) {
+			if (f.Destination == "" || r.Destination == f.Destination) && sess.who.MayUse(r.Namespace) {
 				out.rows = append(out.rows, ui.parkedRow(r, now))
 			}
 		}
@@ -353,8 +353,8 @@ func (ui *Console) parked(c *fiber.Ctx, sess *session) error {
 		if err := keystore.CheckNamespace("namespace", p.Namespace); err != nil {
 			return err
 		}
-		if !sess.Who.MayUse(p.Namespace) {
-			return errs.Errorf(errs.Forbidden, "the token %q does not cover namespace %q", sess.Who.Name, p.Namespace)
+		if !sess.who.MayUse(p.Namespace) {
+			return errs.Errorf(errs.Forbidden, "the token %q does not cover namespace %q", sess.who.Name, p.Namespace)
 		}
 	}
 	if p.Destination != "" {

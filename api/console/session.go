@@ -28,12 +28,25 @@ import (
 // the keys' business, and a second write path for every page view next to
 // the reserves would cost them.
 type session struct {
+	id      string
+	who     access.Principal
+	csrf    string
+	expires time.Time
+	// via names how the session signed in: "OIDC" or "shared token".
+	via string
+	// groups: the person's groups that the people rules name (the others
+	// would only make the cookie larger).
+	groups []string
+}
+
+// sealedSession is a session as its cookie holds it.
+type sealedSession struct {
 	ID      string           `json:"i"`
 	Who     access.Principal `json:"w"`
 	CSRF    string           `json:"c"`
 	Expires time.Time        `json:"e"`
-	// Via names how the session signed in: "OIDC" or "shared token".
-	Via string `json:"v"`
+	Via     string           `json:"v"`
+	Groups  []string         `json:"g,omitempty"`
 }
 
 // Sign-in methods, as the console and the histories name them.
@@ -45,10 +58,10 @@ const (
 // by names who decided, for a key's history: the person and how they
 // signed in, or the shared token's name (as before named people).
 func (s *session) by() string {
-	if s.Via == viaOIDC {
-		return s.Who.Name + " (console, OIDC)"
+	if s.via == viaOIDC {
+		return s.who.Name + " (console, OIDC)"
 	}
-	return "console: " + s.Who.Name
+	return "console: " + s.who.Name
 }
 
 // sealer seals small values for the browser to keep: it can neither
@@ -143,7 +156,7 @@ func randomID() string {
 
 // start opens a session for who, signed in via.
 func (s *sessions) start(who access.Principal, via string, now time.Time) *session {
-	return &session{ID: randomID(), Who: who, CSRF: randomID(), Expires: now.Add(s.ttl), Via: via}
+	return &session{id: randomID(), who: who, csrf: randomID(), expires: now.Add(s.ttl), via: via}
 }
 
 // get returns the live session sealed in cookie, or nil.
@@ -151,17 +164,17 @@ func (s *sessions) get(cookie string, now time.Time) *session {
 	if cookie == "" {
 		return nil
 	}
-	var sess session
-	if !s.seal.open("session", cookie, now, &sess) {
+	var x sealedSession
+	if !s.seal.open("session", cookie, now, &x) {
 		return nil
 	}
 	s.mu.Lock()
-	_, ended := s.ended[sess.ID]
+	_, ended := s.ended[x.ID]
 	s.mu.Unlock()
 	if ended {
 		return nil
 	}
-	return &sess
+	return &session{id: x.ID, who: x.Who, csrf: x.CSRF, expires: x.Expires, via: x.Via, groups: x.Groups}
 }
 
 // end remembers a sign-out. When too many are remembered, the expired go
@@ -183,7 +196,7 @@ func (s *sessions) end(sess *session, now time.Time) {
 			s.log.Warn("console: too many sign-outs remembered; forgot the one closest to its end", "max", s.max)
 		}
 	}
-	s.ended[sess.ID] = sess.Expires
+	s.ended[sess.id] = sess.expires
 }
 
 // cookieName: over TLS the __Host- prefix makes the browser refuse the
@@ -196,7 +209,7 @@ func cookieName(c *fiber.Ctx) string {
 }
 
 func (s *sessions) setCookie(c *fiber.Ctx, sess *session) error {
-	v, err := s.seal.seal("session", sess, sess.Expires)
+	v, err := s.seal.seal("session", sealedSession{ID: sess.id, Who: sess.who, CSRF: sess.csrf, Expires: sess.expires, Via: sess.via, Groups: sess.groups}, sess.expires)
 	if err != nil {
 		return err
 	}
@@ -204,7 +217,7 @@ func (s *sessions) setCookie(c *fiber.Ctx, sess *session) error {
 		Name:     cookieName(c),
 		Value:    v,
 		Path:     "/",
-		Expires:  sess.Expires,
+		Expires:  sess.expires,
 		HTTPOnly: true,
 		Secure:   c.Secure(),
 		SameSite: fiber.CookieSameSiteStrictMode,

@@ -178,7 +178,7 @@ func (ui *Console) signInSubmit(c *fiber.Ctx, _ *session) error {
 		}
 		return ui.render(c, problem.Status(errs.CodeOf(err)), "signin", ui.signInData(why, resume))
 	}
-	next, err := ui.signedIn(c, who, viaToken, resume)
+	next, err := ui.signedIn(c, who, viaToken, nil, resume)
 	if err != nil {
 		return err
 	}
@@ -188,11 +188,12 @@ func (ui *Console) signInSubmit(c *fiber.Ctx, _ *session) error {
 // signedIn opens a session for who and says where to go next: the page a
 // draft returns to (with its form), or the overview. A new session id at
 // every sign-in: a cookie planted before it is worth nothing after it.
-func (ui *Console) signedIn(c *fiber.Ctx, who access.Principal, via, resume string) (string, error) {
+func (ui *Console) signedIn(c *fiber.Ctx, who access.Principal, via string, groups []string, resume string) (string, error) {
 	if old := ui.sessions.get(c.Cookies(cookieName(c)), ui.now()); old != nil {
 		ui.sessions.end(old, ui.now())
 	}
 	sess := ui.sessions.start(who, via, ui.now())
+	sess.groups = ui.people.Named(groups)
 	if err := ui.sessions.setCookie(c, sess); err != nil {
 		return "", err
 	}
@@ -262,7 +263,7 @@ func (ui *Console) oidcCallback(c *fiber.Ctx, _ *session) error {
 		return ui.refuseSignIn(c, errs.Errorf(errs.Forbidden,
 			"%s signed in at %s but has no role in this console: an admin gives them (or one of their groups) a role under console.people", id.Name, ui.provider), st.Resume)
 	}
-	next, err := ui.signedIn(c, who, viaOIDC, st.Resume)
+	next, err := ui.signedIn(c, who, viaOIDC, id.Groups, st.Resume)
 	if err != nil {
 		return err
 	}
@@ -280,6 +281,24 @@ type signedInPage struct {
 func (ui *Console) refuseSignIn(c *fiber.Ctx, err error, resume string) error {
 	ui.log.Info("console: sign-in through the identity provider refused", "why", errs.MessageOf(err))
 	return ui.render(c, problem.Status(errs.CodeOf(err)), "signin", ui.signInData("Sign-in refused: "+errs.MessageOf(err), resume))
+}
+
+// session is the request's live session, or nil. A person's role is
+// read again from the people rules at every request, so a change to them
+// (after a restart) applies at once: a person no rule names any more is
+// signed out.
+func (ui *Console) session(c *fiber.Ctx) *session {
+	sess := ui.sessions.get(c.Cookies(cookieName(c)), ui.now())
+	if sess == nil || sess.via != viaOIDC {
+		return sess
+	}
+	who, ok := ui.people.Principal(sess.who.Name, sess.groups)
+	if !ok {
+		ui.log.Info("console: a session ended: no people rule names its person any more", "who", sess.who.Name)
+		return nil
+	}
+	sess.who = who
+	return sess
 }
 
 func (ui *Console) signOut(c *fiber.Ctx, sess *session) error {

@@ -17,6 +17,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -134,9 +135,26 @@ func (p *Provider) oauth(op *oidc.Provider) *oauth2.Config {
 		ClientID:     p.cfg.ClientID,
 		ClientSecret: p.cfg.ClientSecret,
 		RedirectURL:  p.cfg.RedirectURL,
-		Endpoint:     op.Endpoint(),
+		Endpoint:     endpoint(op),
 		Scopes:       append([]string{oidc.ScopeOpenID}, p.cfg.Scopes...),
 	}
+}
+
+// endpoint fixes how the client secret is sent, from discovery: left to
+// guess, oauth2 would send the code a second time after any refusal, and
+// a provider's "PKCE verification failed" would come back as "code
+// already used". client_secret_basic is the default the specification
+// gives when discovery names none.
+func endpoint(op *oidc.Provider) oauth2.Endpoint {
+	e := op.Endpoint()
+	var d struct {
+		Methods []string `json:"token_endpoint_auth_methods_supported"`
+	}
+	e.AuthStyle = oauth2.AuthStyleInHeader
+	if op.Claims(&d) == nil && len(d.Methods) > 0 && !slices.Contains(d.Methods, "client_secret_basic") && slices.Contains(d.Methods, "client_secret_post") {
+		e.AuthStyle = oauth2.AuthStyleInParams
+	}
+	return e
 }
 
 // Flow is what a sign-in keeps (sealed, in the browser) between leaving

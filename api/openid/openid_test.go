@@ -1,0 +1,119 @@
+package openid_test
+
+import (
+	"context"
+	"net/http"
+	"net/url"
+	"strings"
+	"testing"
+
+	"github.com/n8n-guard/n8n-guard/api/openid"
+	"github.com/n8n-guard/n8n-guard/api/openid/openidtest"
+	"github.com/n8n-guard/n8n-guard/api/problem"
+	"github.com/n8n-guard/n8n-guard/errs"
+)
+
+const redirect = "https://guard.example.com/ui/signin/oidc/callback"
+
+// authorize follows the provider's authorize endpoint as a browser would
+// and returns the query it sends back to the callback.
+func authorize(t *testing.T, u string) url.Values {
+	t.Helper()
+	c := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	resp, err := c.Get(u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	back, err := url.Parse(resp.Header.Get("Location"))
+	if err != nil || resp.StatusCode != http.StatusFound {
+		t.Fatalf("authorize: %d %v", resp.StatusCode, err)
+	}
+	return back.Query()
+}
+
+// The code flow against the test provider: the authorization request
+// carries PKCE (S256), state and nonce; the exchange proves the verifier;
+// what the provider or the client gets wrong is refused in words.
+// Mutation tried: Finish exchanging without oauth2.VerifierOption: the
+// provider refuses the code ("PKCE verification failed").
+func TestCodeFlow(t *testing.T) {
+	is := openidtest.New("c1", "secret-1")
+	defer is.Close()
+	is.SignIn(openidtest.Person{Email: "ana@example.com", Groups: []string{"oncall", "staff"}})
+	newProvider := func(secret string) *openid.Provider {
+		p, err := openid.New(openid.Config{Issuer: is.URL, ClientID: "c1", ClientSecret: secret, RedirectURL: redirect})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	ctx := context.Background()
+	p := newProvider("secret-1")
+
+	u, f, err := p.Start(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	q, _ := url.Parse(u)
+	if v := q.Query(); v.Get("code_challenge_method") != "S256" || v.Get("state") != f.State || v.Get("nonce") != f.Nonce || v.Get("redirect_uri") != redirect ||
+		!strings.Contains(v.Get("scope"), "openid") || strings.Contains(u, f.Verifier) {
+		t.Fatalf("authorization URL %s (flow %+v)", u, f)
+	}
+	id, err := p.Finish(ctx, f, authorize(t, u))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if id.Name != "ana@example.com" || strings.Join(id.Groups, ",") != "oncall,staff" || id.Subject == "" {
+		t.Fatalf("identity %+v", id)
+	}
+
+	for _, tc := range []struct {
+		name string
+		run  func() error
+		want string
+	}{
+		{"a code used twice", func() error {
+			u, f, _ := p.Start(ctx)
+			back := authorize(t, u)
+			if _, err := p.Finish(ctx, f, back); err != nil {
+				return err
+			}
+			_, err := p.Finish(ctx, f, back)
+			return err
+		}, "did not accept the sign-in code (invalid_grant"},
+		{"another flow's verifier", func() error {
+			u, f, _ := p.Start(ctx)
+			back := authorize(t, u)
+			f.Verifier = "x" + f.Verifier[1:]
+			_, err := p.Finish(ctx, f, back)
+			return err
+		}, "PKCE verification failed"},
+		{"a wrong client secret", func() error {
+			other := newProvider("not-the-secret")
+			u, f, _ := other.Start(ctx)
+			_, err := other.Finish(ctx, f, authorize(t, u))
+			return err
+		}, "(invalid_client client authentication failed): check client_id, the client secret and redirect_url"},
+		{"the person said no at the provider", func() error {
+			_, f, _ := p.Start(ctx)
+			_, err := p.Finish(ctx, f, url.Values{"state": {f.State}, "error": {"access_denied"}, "error_description": {"the user denied"}})
+			return err
+		}, "the identity provider refused the sign-in: access_denied the user denied"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := tc.run()
+			if errs.CodeOf(err) != problem.Unauthorized || !strings.Contains(errs.MessageOf(err), tc.want) {
+				t.Fatalf("%v, want unauthorized with %q", err, tc.want)
+			}
+		})
+	}
+
+	t.Run("an unreachable provider", func(t *testing.T) {
+		p, _ := openid.New(openid.Config{Issuer: "http://127.0.0.1:1", ClientID: "c1", ClientSecret: "s", RedirectURL: redirect})
+		_, _, err := p.Start(ctx)
+		if errs.CodeOf(err) != errs.StoreUnavailable || !strings.Contains(errs.MessageOf(err), "cannot be reached") {
+			t.Fatalf("%v", err)
+		}
+	})
+}
