@@ -257,7 +257,11 @@ func renderBreaker(r *notify.Record, mention string) message {
 		slack.NewSectionBlock(mrkdwn(lead), nil, nil),
 	}
 	if r.Kind == notify.KindBreakerOpened && r.ClosedAt == nil {
-		blocks = append(blocks, slack.NewSectionBlock(mrkdwn("*Next step*\n"+nextStep(r.Runbook)), nil, nil))
+		next := fmt.Sprintf("Check `%s` (its status page, DNS, credentials, firewall). Nothing to do in n8n-guard: parked events are resumed by themselves once it is back, and this message says when they are caught up.", ed)
+		if r.Runbook != "" {
+			next = nextStep(r.Runbook)
+		}
+		blocks = append(blocks, slack.NewSectionBlock(mrkdwn("*Next step*\n"+next), nil, nil))
 	}
 	blocks = append(blocks, slack.NewContextBlock("", mrkdwn("ref `"+r.ID+"`")))
 	return message{Text: fallback(notify.EscapeMrkdwn(head) + ". Owner: " + mention + "."), Blocks: blocks}
@@ -291,24 +295,32 @@ func renderParked(r *notify.Record, mention, guardURL string) message {
 	if r.WaitingExecution != "" {
 		exec = "n8n execution " + notify.EscapeMrkdwn(r.WaitingExecution)
 	}
-	since := ""
+	where := "destination `" + dest + "`"
+	if r.KeyAttempt > 0 {
+		where += fmt.Sprintf(", attempt %d", r.KeyAttempt)
+	}
+	since, waited := "", ""
 	if r.ParkedAt != nil {
 		since = " since " + parkedSince(*r.ParkedAt, r.FirstAt)
+		waited = " for " + notify.HumanDuration(r.FirstAt.Sub(*r.ParkedAt).Truncate(time.Hour))
 	}
 	var head, lead, next string
 	if r.Kind == notify.KindParkedLost {
 		head = "Parked event lost in n8n: " + r.Namespace
-		lead = fmt.Sprintf("%s: key `%s` in namespace `%s` was parked%s (destination `%s`, attempt %d), but %s no longer exists: its resume URL answered that it was deleted, pruned or cancelled. n8n-guard will not resume it, so the event has *not* reached `%s`.",
-			mention, key, ns, since, dest, r.KeyAttempt, exec, dest)
+		lead = fmt.Sprintf("%s: key `%s` in namespace `%s` was parked%s (%s), but %s no longer exists: its resume URL answered that it was deleted, pruned or cancelled. n8n-guard will not resume it, so the event has *not* reached `%s`.",
+			mention, key, ns, since, where, exec, dest)
 		if r.Message != "" {
 			lead += "\n> " + notify.EscapeMrkdwn(r.Message)
 		}
-		next = fmt.Sprintf("Re-send the event from its source (the form, the sender's webhook, the CRM's retry) with the same key once `%s` takes writes again: it is written exactly once. If it already reached `%s` another way or is not wanted, resolve the key (`completed` if it took effect, `failed` to let a new event through):", dest, dest)
+		next = fmt.Sprintf("Re-send the event from its source (the form, the sender's webhook, the CRM's retry) with the same key once `%s` takes writes again: it is written exactly once. If it already reached `%s` another way or is not wanted, resolve the key instead (`completed`: a later copy writes nothing; `failed`: a later copy goes through):", dest, dest)
 	} else {
 		head = "Event parked too long: " + r.Namespace
-		lead = fmt.Sprintf("%s: key `%s` in namespace `%s` has waited parked%s in %s (destination `%s`, attempt %d), longer than the namespace's `parked_limit`: `%s` has not taken writes since.",
-			mention, key, ns, since, exec, dest, r.KeyAttempt, dest)
-		next = fmt.Sprintf("Find out why `%s` stays paused: `GET %s/v1/destinations` shows its breaker (reason, maintenance window). Once it is back, the breaker closes after its next probe and the event is resumed by itself. If the event is no longer wanted, resolve the key (and cancel the waiting execution in n8n):", dest, baseURL(guardURL))
+		if since != "" {
+			where += ";" + since
+		}
+		lead = fmt.Sprintf("%s: key `%s` in namespace `%s` has waited parked in %s%s (%s), longer than the namespace's `parked_limit`: `%s` has not taken writes since.",
+			mention, key, ns, exec, waited, where, dest)
+		next = fmt.Sprintf("Find out why `%s` stays paused: `GET %s/v1/destinations` shows its breaker (reason, maintenance window). Once it is back, the breaker closes after its next probe and the event is resumed by itself. If the event is no longer wanted, resolve the key (`completed`: a later copy writes nothing) and cancel the waiting execution in n8n:", dest, baseURL(guardURL))
 	}
 	if r.Runbook != "" {
 		next = nextStep(r.Runbook) + "\n" + next
@@ -345,7 +357,7 @@ func parkedSince(parked, now time.Time) string {
 	if p.YearDay() == n.YearDay() && p.Year() == n.Year() {
 		return notify.Clock(p)
 	}
-	return p.Format("Mon 2 Jan 15:04") + " UTC (" + notify.HumanDuration(now.Sub(parked).Truncate(time.Hour)) + ")"
+	return p.Format("Mon 2 Jan 15:04") + " UTC"
 }
 
 func parkedListCommand(guardURL, ns string) string {
