@@ -36,6 +36,7 @@ func TestOutageTransitions(t *testing.T) {
 		"closed by the probe":      closed(""),
 		"closed by a reset":        closed("alice"),
 		"caught up":                func() *Record { r := closed("")(); c := created; r.CaughtUpAt = &c; return r },
+		"superseded":               func() *Record { r := closed("")(); c := created; r.SupersededAt = &c; return r },
 		"a stuck key's message":    func() *Record { r := outage(StatusDelivered, 0, 5); r.Kind = KindKeyUnknown; return r },
 		"an older guard's message": func() *Record { r := outage(StatusDelivered, 0, 0); r.Kind = KindBreakerClosed; return r },
 	}
@@ -49,12 +50,15 @@ func TestOutageTransitions(t *testing.T) {
 		"closed, nothing parked": func(r *Record) *Record { return BreakerClosed(r, 8, "", 2, 0, at, at) },
 		"reset by bob, 9 parked": func(r *Record) *Record { return BreakerClosed(r, 8, "bob", 0, 9, at, at) },
 		"a closing read again":   func(r *Record) *Record { return BreakerClosed(r, 5, "", 2, 9, at, at) },
+		"opened again":           func(r *Record) *Record { return OutageSuperseded(r, 10, at, at) },
+		"an opening read again":  func(r *Record) *Record { return OutageSuperseded(r, 5, at, at) },
 	}
 	type want struct {
 		parked, lost   int
 		closed, caught bool
 		resetBy        string
 		due            time.Duration // from created; -1: none
+		superseded     bool
 	}
 	const soon = 150 * time.Second // half the window after the last post
 	const now = time.Minute        // at
@@ -69,6 +73,8 @@ func TestOutageTransitions(t *testing.T) {
 		"closed, nothing parked": want{closed: true, caught: true},
 		"reset by bob, 9 parked": want{parked: 9, closed: true, resetBy: "bob"},
 		"a closing read again":   unchanged,
+		"opened again":           want{superseded: true},
+		"an opening read again":  unchanged,
 	}
 	posted := map[string]any{
 		"0 parked seen":          unchanged,
@@ -80,6 +86,8 @@ func TestOutageTransitions(t *testing.T) {
 		"closed, nothing parked": want{parked: 5, closed: true, caught: true, due: now},
 		"reset by bob, 9 parked": want{parked: 9, closed: true, resetBy: "bob", due: now},
 		"a closing read again":   unchanged,
+		"opened again":           want{parked: 5, superseded: true, due: now},
+		"an opening read again":  unchanged,
 	}
 	catchingUp := func(by string) map[string]any {
 		return map[string]any{
@@ -92,6 +100,8 @@ func TestOutageTransitions(t *testing.T) {
 			"closed, nothing parked": unchanged,
 			"reset by bob, 9 parked": unchanged,
 			"a closing read again":   unchanged,
+			"opened again":           want{parked: 5, closed: true, resetBy: by, due: now, superseded: true},
+			"an opening read again":  unchanged,
 		}
 	}
 	none := map[string]any{}
@@ -104,6 +114,7 @@ func TestOutageTransitions(t *testing.T) {
 		"closed by the probe":      catchingUp(""),
 		"closed by a reset":        catchingUp("alice"),
 		"caught up":                none,
+		"superseded":               none,
 		"a stuck key's message":    none,
 		"an older guard's message": none,
 	}
@@ -137,7 +148,7 @@ func TestOutageTransitions(t *testing.T) {
 				if cur.Status == StatusPending {
 					w.due = 0 // the post shows it
 				}
-				got := want{next.Parked, next.ParkedLost, next.ClosedAt != nil, next.CaughtUpAt != nil, next.ResetBy, due}
+				got := want{next.Parked, next.ParkedLost, next.ClosedAt != nil, next.CaughtUpAt != nil, next.ResetBy, due, next.SupersededAt != nil}
 				if got != w {
 					t.Fatalf("got %+v, want %+v", got, w)
 				}

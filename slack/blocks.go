@@ -187,6 +187,18 @@ func renderBreaker(r *notify.Record, mention string) message {
 	ed := notify.EscapeMrkdwn(dest)
 	var head, lead string
 	switch {
+	case r.Kind == notify.KindBreakerOpened && r.SupersededAt != nil:
+		again := notify.Clock(*r.SupersededAt)
+		if r.ClosedAt != nil {
+			head = fmt.Sprintf("%s back, then paused again at %s — see the newer message", dest, again)
+			lead = fmt.Sprintf("%s: the circuit breaker of `%s` closed at %s, and opened again (or a maintenance window began) at %s before every parked event was resumed. The events still parked are counted in the newer message.",
+				mention, ed, notify.Clock(*r.ClosedAt), again)
+		} else {
+			head = fmt.Sprintf("%s unreachable — %s (continued in a newer message)", dest, notify.Plural(r.Parked, "event", "events")+" parked")
+			lead = fmt.Sprintf("%s: the circuit breaker of `%s` opened at %s; at %s a newer pause began (a maintenance window): the newer message tells the rest.",
+				mention, ed, notify.Clock(r.FirstAt), again)
+		}
+		lead += lostText(r)
 	case r.Kind == notify.KindBreakerOpened && r.ClosedAt == nil:
 		head = dest + " unreachable"
 		if r.Reason == "" && strings.HasPrefix(r.Message, "maintenance window") {
