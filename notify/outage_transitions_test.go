@@ -26,7 +26,7 @@ func TestOutageTransitions(t *testing.T) {
 		return func() *Record {
 			r := outage(StatusDelivered, 5, 8)
 			c := created
-			r.ClosedAt, r.ResetBy = &c, by
+			r.ClosedAt, r.ResetBy, r.ParkedLeft = &c, by, 5
 			return r
 		}
 	}
@@ -59,6 +59,7 @@ func TestOutageTransitions(t *testing.T) {
 		resetBy        string
 		due            time.Duration // from created; -1: none
 		superseded     bool
+		left           int // still parked during the catch-up
 	}
 	const soon = 150 * time.Second // half the window after the last post
 	const now = time.Minute        // at
@@ -69,9 +70,9 @@ func TestOutageTransitions(t *testing.T) {
 		"9 parked seen":          want{parked: 9},
 		"a parked key lost":      want{lost: 1},
 		"a lost key read again":  unchanged,
-		"closed, 9 parked":       want{parked: 9, closed: true},
+		"closed, 9 parked":       want{parked: 9, closed: true, left: 9},
 		"closed, nothing parked": want{closed: true, caught: true},
-		"reset by bob, 9 parked": want{parked: 9, closed: true, resetBy: "bob"},
+		"reset by bob, 9 parked": want{parked: 9, closed: true, resetBy: "bob", left: 9},
 		"a closing read again":   unchanged,
 		"opened again":           want{superseded: true},
 		"an opening read again":  unchanged,
@@ -82,9 +83,9 @@ func TestOutageTransitions(t *testing.T) {
 		"9 parked seen":          want{parked: 9, due: soon},
 		"a parked key lost":      want{parked: 5, lost: 1, due: soon},
 		"a lost key read again":  unchanged,
-		"closed, 9 parked":       want{parked: 9, closed: true, due: now},
+		"closed, 9 parked":       want{parked: 9, closed: true, due: now, left: 9},
 		"closed, nothing parked": want{parked: 5, closed: true, caught: true, due: now},
-		"reset by bob, 9 parked": want{parked: 9, closed: true, resetBy: "bob", due: now},
+		"reset by bob, 9 parked": want{parked: 9, closed: true, resetBy: "bob", due: now, left: 9},
 		"a closing read again":   unchanged,
 		"opened again":           want{parked: 5, superseded: true, due: now},
 		"an opening read again":  unchanged,
@@ -92,15 +93,15 @@ func TestOutageTransitions(t *testing.T) {
 	catchingUp := func(by string) map[string]any {
 		return map[string]any{
 			"0 parked seen":          want{parked: 5, closed: true, caught: true, resetBy: by, due: now},
-			"3 parked seen":          unchanged,
-			"9 parked seen":          want{parked: 9, closed: true, resetBy: by, due: soon},
-			"a parked key lost":      want{parked: 5, lost: 1, closed: true, resetBy: by, due: soon},
+			"3 parked seen":          want{parked: 5, closed: true, resetBy: by, due: soon, left: 3},
+			"9 parked seen":          want{parked: 9, closed: true, resetBy: by, due: soon, left: 9},
+			"a parked key lost":      want{parked: 5, lost: 1, closed: true, resetBy: by, due: soon, left: 5},
 			"a lost key read again":  unchanged,
 			"closed, 9 parked":       unchanged,
 			"closed, nothing parked": unchanged,
 			"reset by bob, 9 parked": unchanged,
 			"a closing read again":   unchanged,
-			"opened again":           want{parked: 5, closed: true, resetBy: by, due: now, superseded: true},
+			"opened again":           want{parked: 5, closed: true, resetBy: by, due: now, superseded: true, left: 5},
 			"an opening read again":  unchanged,
 		}
 	}
@@ -148,7 +149,7 @@ func TestOutageTransitions(t *testing.T) {
 				if cur.Status == StatusPending {
 					w.due = 0 // the post shows it
 				}
-				got := want{next.Parked, next.ParkedLost, next.ClosedAt != nil, next.CaughtUpAt != nil, next.ResetBy, due, next.SupersededAt != nil}
+				got := want{next.Parked, next.ParkedLost, next.ClosedAt != nil, next.CaughtUpAt != nil, next.ResetBy, due, next.SupersededAt != nil, next.ParkedLeft}
 				if got != w {
 					t.Fatalf("got %+v, want %+v", got, w)
 				}

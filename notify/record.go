@@ -205,6 +205,8 @@ type Breaker struct {
 	// outage; ParkedLost how many of them n8n no longer held.
 	Parked     int `json:"parked,omitempty"`
 	ParkedLost int `json:"parked_lost,omitempty"`
+	// ParkedLeft: still parked during the catch-up, as last seen.
+	ParkedLeft int `json:"parked_left,omitempty"`
 	// ClosedAt: the breaker closed (ResetBy: by a person's reset, so
 	// nothing proved the destination is back). CaughtUpAt: no parked event
 	// of the outage waits any more.

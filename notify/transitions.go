@@ -32,7 +32,7 @@ import (
 //	resend (Resend):   dead -> pending, attempts start over
 //	an outage (breaker_opened message, one per outage, edited in place):
 //	  parked count seen (ParkedSeen): open -> parked = most seen, update within half a window
-//	                                  closed, none left -> caught up, update now
+//	                                  closed, none left -> caught up, update now; closed, fewer left -> progress, within half a window
 //	  parked key lost (ParkedLostSeen): open|closed -> lost+1, update within half a window
 //	  breaker closed (BreakerClosed): open -> closed (by the probe, or reset by a person), update now;
 //	                                  nothing parked -> caught up at once
@@ -386,9 +386,16 @@ func ParkedSeen(cur *Record, n int, now time.Time, window time.Duration) *Record
 	switch {
 	case n > cur.Parked:
 		x.Parked = n
+		if cur.ClosedAt != nil {
+			x.ParkedLeft = n
+		}
 		showSoon(x, now, window)
 	case cur.ClosedAt != nil && n == 0:
+		x.ParkedLeft = 0
 		caughtUp(x, now)
+	case cur.ClosedAt != nil && n != cur.ParkedLeft:
+		x.ParkedLeft = n // the catch-up's progress
+		showSoon(x, now, window)
 	default:
 		return nil
 	}
@@ -420,7 +427,7 @@ func BreakerClosed(cur *Record, seq uint64, resetBy string, paused, parked int, 
 	x := cur.Clone()
 	t := at
 	x.ClosedAt, x.ResetBy, x.PausedReserves, x.OutageSeq = &t, resetBy, paused, seq
-	x.Parked = max(x.Parked, parked)
+	x.Parked, x.ParkedLeft = max(x.Parked, parked), parked
 	if parked == 0 {
 		caughtUp(x, at)
 	}

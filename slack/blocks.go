@@ -238,6 +238,9 @@ func renderBreaker(r *notify.Record, mention string) message {
 			lead = fmt.Sprintf("%s: the circuit breaker of `%s` closed at %s: the probe's write went through. The parked events are resumed oldest first at the destination's pace.",
 				mention, ed, notify.Clock(*r.ClosedAt))
 		}
+		if done := r.Parked - r.ParkedLeft - r.ParkedLost; done > 0 && r.ParkedLeft > 0 {
+			head += fmt.Sprintf(" (%d resumed so far)", done)
+		}
 		lead += pausedText(r) + lostText(r)
 	case r.Kind == notify.KindBreakerOpened && r.Parked > 0:
 		caught := max(r.Parked-r.ParkedLost, 0)
