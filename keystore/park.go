@@ -17,6 +17,7 @@ import (
 //	claim resume (the catch-up runner)       -> parked + claim; the first after a cooldown is the breaker's probe
 //	resume answered by n8n                   -> parked + resume_sent_at (the execution will reserve again)
 //	resume lost (404, finished)              -> parked, reason resume_lost: a person decides; never resumed again
+//	parked and lost, reserve (a re-send)     -> through the breaker: reserved, or parked anew (queued) with its resume_url
 //	complete (a parked attempt's old token)  -> conflict; resolve: like failed
 //
 // A key is woken when a guard claimed its resume call: from then on its
@@ -35,7 +36,10 @@ func reserveParked(cur *Record, br *Breaker, req ReserveRequest, fp Fingerprint,
 	if ApprovalReason(cur.Reason) {
 		return reserveApproval(cur, br, req, fp, np, now) // approval.go
 	}
-	if !woken(cur) && br != nil && br.View(now).State != BreakerClosed {
+	// A key whose execution n8n lost waits for nothing: a copy re-sent by
+	// its source goes through the breaker like a new event (and parks
+	// again, queued, when it brings a resume_url).
+	if cur.Reason != ReasonResumeLost && !woken(cur) && br != nil && br.View(now).State != BreakerClosed {
 		return Step{Result: parkedResult(cur, br, now)}, nil
 	}
 	return startAttempt(cur, br, req, fp, np, now, cur.Attempt+1)
@@ -74,6 +78,7 @@ func park(cur *Record, br *Breaker, ns, key, owner, dest, resumeURL string, atte
 	next.LeaseExpiresAt, next.ExpiresAt, next.Check = nil, nil, nil
 	next.Result, next.ResultRef, next.Via = nil, "", ""
 	next.Retryable = true
+	next.Reason, next.Message = "", "" // a failure that parks sets its own
 	next.UpdatedAt = now
 	if len(next.Fingerprint) == 0 {
 		next.Fingerprint = fp

@@ -1,7 +1,9 @@
 // Package notify turns failures into Slack messages for a named person: the
 // items of n8n's Error Trigger (POST /v1/n8n/error) and the events the
-// keystore writes when a key goes unknown or a destination's breaker opens
-// or closes.
+// keystore writes when a key goes unknown, a parked execution is lost or
+// waits too long, or a destination's breaker opens or closes. An outage of
+// a destination is one message, edited in place as events park, the
+// breaker closes and the parked events are caught up (outage.go).
 //
 // Every notification is first stored in a durable Outbox (notify/bolt:
 // buckets in the keystore's bbolt file; notify/postgres: shared by

@@ -76,7 +76,7 @@ func (s *Service) consumeBatch(ctx context.Context) (int, error) {
 			}
 			last = ev.Seq
 			continue
-		case keystore.EventBreakerClosed, keystore.EventParkedLost:
+		case keystore.EventBreakerClosed, keystore.EventParkedLost, keystore.EventBreakerOpened:
 			if opensOutage(adds, ev.Destination) {
 				if err := flush(); err != nil {
 					return 0, err

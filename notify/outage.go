@@ -50,6 +50,9 @@ func (s *Service) foldIntoOutage(ctx context.Context, ev keystore.Event) (edited
 	if !cur.OutageOpen() || (ev.Kind == keystore.EventBreakerClosed && cur.ClosedAt != nil) {
 		return false, nil
 	}
+	if ev.Kind == keystore.EventBreakerOpened {
+		return s.supersede(ctx, cur, ev)
+	}
 	parked := 0
 	if ev.Kind == keystore.EventBreakerClosed && s.opts.Parking != nil {
 		// What waits at the close is what the catch-up resumes.
@@ -75,6 +78,27 @@ func (s *Service) foldIntoOutage(ctx context.Context, ev keystore.Event) (edited
 		}
 	})
 	return edited, err
+}
+
+// supersede marks the outage of cur as overtaken by the one ev opens (the
+// caller adds the new message after).
+func (s *Service) supersede(ctx context.Context, cur *Record, ev keystore.Event) (bool, error) {
+	now := s.now()
+	at := cmpTime(ev.At, now)
+	edited := false
+	_, err := s.outbox.Update(ctx, cur.ID, func(x *Record) {
+		if next := OutageSuperseded(x, ev.Seq, at, now); next != nil {
+			*x, edited = *next, true
+		}
+	})
+	return edited, err
+}
+
+func cmpTime(t, def time.Time) time.Time {
+	if t.IsZero() {
+		return def
+	}
+	return t
 }
 
 // trackOutages folds the parked counts into the outage messages still

@@ -26,7 +26,7 @@ func TestOutageTransitions(t *testing.T) {
 		return func() *Record {
 			r := outage(StatusDelivered, 5, 8)
 			c := created
-			r.ClosedAt, r.ResetBy = &c, by
+			r.ClosedAt, r.ResetBy, r.ParkedLeft = &c, by, 5
 			return r
 		}
 	}
@@ -36,6 +36,7 @@ func TestOutageTransitions(t *testing.T) {
 		"closed by the probe":      closed(""),
 		"closed by a reset":        closed("alice"),
 		"caught up":                func() *Record { r := closed("")(); c := created; r.CaughtUpAt = &c; return r },
+		"superseded":               func() *Record { r := closed("")(); c := created; r.SupersededAt = &c; return r },
 		"a stuck key's message":    func() *Record { r := outage(StatusDelivered, 0, 5); r.Kind = KindKeyUnknown; return r },
 		"an older guard's message": func() *Record { r := outage(StatusDelivered, 0, 0); r.Kind = KindBreakerClosed; return r },
 	}
@@ -49,12 +50,16 @@ func TestOutageTransitions(t *testing.T) {
 		"closed, nothing parked": func(r *Record) *Record { return BreakerClosed(r, 8, "", 2, 0, at, at) },
 		"reset by bob, 9 parked": func(r *Record) *Record { return BreakerClosed(r, 8, "bob", 0, 9, at, at) },
 		"a closing read again":   func(r *Record) *Record { return BreakerClosed(r, 5, "", 2, 9, at, at) },
+		"opened again":           func(r *Record) *Record { return OutageSuperseded(r, 10, at, at) },
+		"an opening read again":  func(r *Record) *Record { return OutageSuperseded(r, 5, at, at) },
 	}
 	type want struct {
 		parked, lost   int
 		closed, caught bool
 		resetBy        string
 		due            time.Duration // from created; -1: none
+		superseded     bool
+		left           int // still parked during the catch-up
 	}
 	const soon = 150 * time.Second // half the window after the last post
 	const now = time.Minute        // at
@@ -65,10 +70,12 @@ func TestOutageTransitions(t *testing.T) {
 		"9 parked seen":          want{parked: 9},
 		"a parked key lost":      want{lost: 1},
 		"a lost key read again":  unchanged,
-		"closed, 9 parked":       want{parked: 9, closed: true},
+		"closed, 9 parked":       want{parked: 9, closed: true, left: 9},
 		"closed, nothing parked": want{closed: true, caught: true},
-		"reset by bob, 9 parked": want{parked: 9, closed: true, resetBy: "bob"},
+		"reset by bob, 9 parked": want{parked: 9, closed: true, resetBy: "bob", left: 9},
 		"a closing read again":   unchanged,
+		"opened again":           want{superseded: true},
+		"an opening read again":  unchanged,
 	}
 	posted := map[string]any{
 		"0 parked seen":          unchanged,
@@ -76,22 +83,26 @@ func TestOutageTransitions(t *testing.T) {
 		"9 parked seen":          want{parked: 9, due: soon},
 		"a parked key lost":      want{parked: 5, lost: 1, due: soon},
 		"a lost key read again":  unchanged,
-		"closed, 9 parked":       want{parked: 9, closed: true, due: now},
+		"closed, 9 parked":       want{parked: 9, closed: true, due: now, left: 9},
 		"closed, nothing parked": want{parked: 5, closed: true, caught: true, due: now},
-		"reset by bob, 9 parked": want{parked: 9, closed: true, resetBy: "bob", due: now},
+		"reset by bob, 9 parked": want{parked: 9, closed: true, resetBy: "bob", due: now, left: 9},
 		"a closing read again":   unchanged,
+		"opened again":           want{parked: 5, superseded: true, due: now},
+		"an opening read again":  unchanged,
 	}
 	catchingUp := func(by string) map[string]any {
 		return map[string]any{
 			"0 parked seen":          want{parked: 5, closed: true, caught: true, resetBy: by, due: now},
-			"3 parked seen":          unchanged,
-			"9 parked seen":          want{parked: 9, closed: true, resetBy: by, due: soon},
-			"a parked key lost":      want{parked: 5, lost: 1, closed: true, resetBy: by, due: soon},
+			"3 parked seen":          want{parked: 5, closed: true, resetBy: by, due: soon, left: 3},
+			"9 parked seen":          want{parked: 9, closed: true, resetBy: by, due: soon, left: 9},
+			"a parked key lost":      want{parked: 5, lost: 1, closed: true, resetBy: by, due: soon, left: 5},
 			"a lost key read again":  unchanged,
 			"closed, 9 parked":       unchanged,
 			"closed, nothing parked": unchanged,
 			"reset by bob, 9 parked": unchanged,
 			"a closing read again":   unchanged,
+			"opened again":           want{parked: 5, closed: true, resetBy: by, due: now, superseded: true, left: 5},
+			"an opening read again":  unchanged,
 		}
 	}
 	none := map[string]any{}
@@ -104,6 +115,7 @@ func TestOutageTransitions(t *testing.T) {
 		"closed by the probe":      catchingUp(""),
 		"closed by a reset":        catchingUp("alice"),
 		"caught up":                none,
+		"superseded":               none,
 		"a stuck key's message":    none,
 		"an older guard's message": none,
 	}
@@ -137,7 +149,7 @@ func TestOutageTransitions(t *testing.T) {
 				if cur.Status == StatusPending {
 					w.due = 0 // the post shows it
 				}
-				got := want{next.Parked, next.ParkedLost, next.ClosedAt != nil, next.CaughtUpAt != nil, next.ResetBy, due}
+				got := want{next.Parked, next.ParkedLost, next.ClosedAt != nil, next.CaughtUpAt != nil, next.ResetBy, due, next.SupersededAt != nil, next.ParkedLeft}
 				if got != w {
 					t.Fatalf("got %+v, want %+v", got, w)
 				}

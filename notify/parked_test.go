@@ -328,3 +328,35 @@ func TestOutageMessageOfAMaintenanceWindow(t *testing.T) {
 		t.Fatalf("maintenance: %+v", posts)
 	}
 }
+
+// The breaker opens again before the catch-up ended: the first message
+// says so (it would otherwise say "catching up" for ever) and a new one
+// tells the new outage.
+func TestOutageOpenedAgainDuringTheCatchUp(t *testing.T) {
+	w := newParkWorld(t)
+	w.openBreaker()
+	w.park(1, 3)
+	w.step()
+	if _, err := w.store.ResetBreaker(w.ctx, "hubspot", "alice"); err != nil {
+		t.Fatal(err)
+	}
+	w.step()
+	r, err := w.store.Reserve(w.ctx, keystore.ReserveRequest{Namespace: "crm-contacts", Key: "evt_new", Destination: "hubspot"})
+	if err != nil || r.Outcome != keystore.OutcomeAccepted {
+		t.Fatalf("after the reset: %+v %v", r.Outcome, err)
+	}
+	if _, err := w.store.Fail(w.ctx, keystore.FailRequest{Namespace: "crm-contacts", Key: "evt_new", Token: r.Token,
+		Reason: keystore.ReasonDestinationUnreachable}); err != nil {
+		t.Fatal(err)
+	}
+	w.step()
+	posts, ups := w.outage()
+	// The new message counts the events still parked.
+	if len(posts) != 2 || !strings.Contains(posts[1].Shown(), "hubspot unreachable — 3 events parked") {
+		t.Fatalf("posts %+v", posts)
+	}
+	last := ups[len(ups)-1]
+	if last.TS != posts[0].TS || !strings.Contains(last.Shown(), "hubspot back, then paused again at") {
+		t.Fatalf("the first outage's message: %s", last.Shown())
+	}
+}

@@ -205,12 +205,17 @@ type Breaker struct {
 	// outage; ParkedLost how many of them n8n no longer held.
 	Parked     int `json:"parked,omitempty"`
 	ParkedLost int `json:"parked_lost,omitempty"`
+	// ParkedLeft: still parked during the catch-up, as last seen.
+	ParkedLeft int `json:"parked_left,omitempty"`
 	// ClosedAt: the breaker closed (ResetBy: by a person's reset, so
 	// nothing proved the destination is back). CaughtUpAt: no parked event
 	// of the outage waits any more.
 	ClosedAt   *time.Time `json:"closed_at,omitempty"`
 	ResetBy    string     `json:"reset_by,omitempty"`
 	CaughtUpAt *time.Time `json:"caught_up_at,omitempty"`
+	// SupersededAt: the breaker opened again (or a maintenance window
+	// began) before this outage was over; a newer message tells the rest.
+	SupersededAt *time.Time `json:"superseded_at,omitempty"`
 	// OutageSeq is the last keystore event folded in: a batch read again
 	// after a crash changes nothing twice.
 	OutageSeq uint64 `json:"outage_seq,omitempty"`
@@ -247,7 +252,7 @@ func (r *Record) Acknowledged() bool {
 func (r *Record) Clone() *Record {
 	c := *r
 	c.Escalations = append([]string(nil), r.Escalations...)
-	for _, p := range []**time.Time{&c.Deadline, &c.DeliveredAt, &c.ResentAt, &c.DecidedAt, &c.SnoozedUntil, &c.EscalateAt, &c.ReopensAt, &c.ClosedAt, &c.CaughtUpAt, &c.ParkedAt} {
+	for _, p := range []**time.Time{&c.Deadline, &c.DeliveredAt, &c.ResentAt, &c.DecidedAt, &c.SnoozedUntil, &c.EscalateAt, &c.ReopensAt, &c.ClosedAt, &c.CaughtUpAt, &c.SupersededAt, &c.ParkedAt} {
 		if *p != nil {
 			t := **p
 			*p = &t

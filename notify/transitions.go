@@ -32,11 +32,12 @@ import (
 //	resend (Resend):   dead -> pending, attempts start over
 //	an outage (breaker_opened message, one per outage, edited in place):
 //	  parked count seen (ParkedSeen): open -> parked = most seen, update within half a window
-//	                                  closed, none left -> caught up, update now
+//	                                  closed, none left -> caught up, update now; closed, fewer left -> progress, within half a window
 //	  parked key lost (ParkedLostSeen): open|closed -> lost+1, update within half a window
 //	  breaker closed (BreakerClosed): open -> closed (by the probe, or reset by a person), update now;
 //	                                  nothing parked -> caught up at once
-//	  caught up, or an event folded in before (its seq) -> nothing
+//	  breaker opened again (OutageSuperseded): open|closed -> superseded, update now (a new message follows)
+//	  caught up, superseded, or an event folded in before (its seq) -> nothing
 
 // CallResult is what one Slack call for a notification came to.
 type CallResult struct {
@@ -351,7 +352,26 @@ func Resend(cur *Record, now time.Time) (next *Record, ok bool) {
 // OutageOpen reports a breaker message whose outage is not over: the
 // breaker has not closed, or the events parked during it are not all
 // resumed yet.
-func (r *Record) OutageOpen() bool { return r.Kind == KindBreakerOpened && r.CaughtUpAt == nil }
+func (r *Record) OutageOpen() bool {
+	return r.Kind == KindBreakerOpened && r.CaughtUpAt == nil && r.SupersededAt == nil
+}
+
+// OutageSuperseded records that the breaker opened again at at (seq)
+// before the outage of cur was over: its message says so and a new one
+// tells the rest.
+func OutageSuperseded(cur *Record, seq uint64, at, now time.Time) *Record {
+	if !cur.OutageOpen() || seq <= cur.OutageSeq {
+		return nil
+	}
+	x := cur.Clone()
+	t := at
+	x.SupersededAt, x.OutageSeq = &t, seq
+	x.Version++
+	if x.Status == StatusDelivered && x.SlackTS != "" {
+		x.DueAt = now
+	}
+	return x
+}
 
 // ParkedSeen records that n events of the outage's destination wait
 // parked at now. While the breaker is open the message shows the most
@@ -366,9 +386,16 @@ func ParkedSeen(cur *Record, n int, now time.Time, window time.Duration) *Record
 	switch {
 	case n > cur.Parked:
 		x.Parked = n
+		if cur.ClosedAt != nil {
+			x.ParkedLeft = n
+		}
 		showSoon(x, now, window)
 	case cur.ClosedAt != nil && n == 0:
+		x.ParkedLeft = 0
 		caughtUp(x, now)
+	case cur.ClosedAt != nil && n != cur.ParkedLeft:
+		x.ParkedLeft = n // the catch-up's progress
+		showSoon(x, now, window)
 	default:
 		return nil
 	}
@@ -400,7 +427,7 @@ func BreakerClosed(cur *Record, seq uint64, resetBy string, paused, parked int, 
 	x := cur.Clone()
 	t := at
 	x.ClosedAt, x.ResetBy, x.PausedReserves, x.OutageSeq = &t, resetBy, paused, seq
-	x.Parked = max(x.Parked, parked)
+	x.Parked, x.ParkedLeft = max(x.Parked, parked), parked
 	if parked == 0 {
 		caughtUp(x, at)
 	}

@@ -189,6 +189,18 @@ func renderBreaker(r *notify.Record, mention string) message {
 	ed := notify.EscapeMrkdwn(dest)
 	var head, lead string
 	switch {
+	case r.Kind == notify.KindBreakerOpened && r.SupersededAt != nil:
+		again := notify.Clock(*r.SupersededAt)
+		if r.ClosedAt != nil {
+			head = fmt.Sprintf("%s back, then paused again at %s — see the newer message", dest, again)
+			lead = fmt.Sprintf("%s: the circuit breaker of `%s` closed at %s, and opened again (or a maintenance window began) at %s before every parked event was resumed. The events still parked are counted in the newer message.",
+				mention, ed, notify.Clock(*r.ClosedAt), again)
+		} else {
+			head = fmt.Sprintf("%s unreachable — %s (continued in a newer message)", dest, notify.Plural(r.Parked, "event", "events")+" parked")
+			lead = fmt.Sprintf("%s: the circuit breaker of `%s` opened at %s; at %s a newer pause began (a maintenance window): the newer message tells the rest.",
+				mention, ed, notify.Clock(r.FirstAt), again)
+		}
+		lead += lostText(r)
 	case r.Kind == notify.KindBreakerOpened && r.ClosedAt == nil:
 		head = dest + " unreachable"
 		if r.Reason == "" && strings.HasPrefix(r.Message, "maintenance window") {
@@ -228,6 +240,9 @@ func renderBreaker(r *notify.Record, mention string) message {
 			lead = fmt.Sprintf("%s: the circuit breaker of `%s` closed at %s: the probe's write went through. The parked events are resumed oldest first at the destination's pace.",
 				mention, ed, notify.Clock(*r.ClosedAt))
 		}
+		if done := r.Parked - r.ParkedLeft - r.ParkedLost; done > 0 && r.ParkedLeft > 0 {
+			head += fmt.Sprintf(" (%d resumed so far)", done)
+		}
 		lead += pausedText(r) + lostText(r)
 	case r.Kind == notify.KindBreakerOpened && r.Parked > 0:
 		caught := max(r.Parked-r.ParkedLost, 0)
@@ -259,7 +274,11 @@ func renderBreaker(r *notify.Record, mention string) message {
 		slack.NewSectionBlock(mrkdwn(lead), nil, nil),
 	}
 	if r.Kind == notify.KindBreakerOpened && r.ClosedAt == nil {
-		blocks = append(blocks, slack.NewSectionBlock(mrkdwn("*Next step*\n"+nextStep(r.Runbook)), nil, nil))
+		next := fmt.Sprintf("Check `%s` (its status page, DNS, credentials, firewall). Nothing to do in n8n-guard: parked events are resumed by themselves once it is back, and this message says when they are caught up.", ed)
+		if r.Runbook != "" {
+			next = nextStep(r.Runbook)
+		}
+		blocks = append(blocks, slack.NewSectionBlock(mrkdwn("*Next step*\n"+next), nil, nil))
 	}
 	blocks = append(blocks, slack.NewContextBlock("", mrkdwn("ref `"+r.ID+"`")))
 	return message{Text: fallback(notify.EscapeMrkdwn(head) + ". Owner: " + mention + "."), Blocks: blocks}
@@ -293,24 +312,32 @@ func renderParked(r *notify.Record, mention, guardURL string) message {
 	if r.WaitingExecution != "" {
 		exec = "n8n execution " + notify.EscapeMrkdwn(r.WaitingExecution)
 	}
-	since := ""
+	where := "destination `" + dest + "`"
+	if r.KeyAttempt > 0 {
+		where += fmt.Sprintf(", attempt %d", r.KeyAttempt)
+	}
+	since, waited := "", ""
 	if r.ParkedAt != nil {
 		since = " since " + parkedSince(*r.ParkedAt, r.FirstAt)
+		waited = " for " + notify.HumanDuration(r.FirstAt.Sub(*r.ParkedAt).Truncate(time.Hour))
 	}
 	var head, lead, next string
 	if r.Kind == notify.KindParkedLost {
 		head = "Parked event lost in n8n: " + r.Namespace
-		lead = fmt.Sprintf("%s: key `%s` in namespace `%s` was parked%s (destination `%s`, attempt %d), but %s no longer exists: its resume URL answered that it was deleted, pruned or cancelled. n8n-guard will not resume it, so the event has *not* reached `%s`.",
-			mention, key, ns, since, dest, r.KeyAttempt, exec, dest)
+		lead = fmt.Sprintf("%s: key `%s` in namespace `%s` was parked%s (%s), but %s no longer exists: its resume URL answered that it was deleted, pruned or cancelled. n8n-guard will not resume it, so the event has *not* reached `%s`.",
+			mention, key, ns, since, where, exec, dest)
 		if r.Message != "" {
 			lead += "\n> " + notify.EscapeMrkdwn(r.Message)
 		}
-		next = fmt.Sprintf("Re-send the event from its source (the form, the sender's webhook, the CRM's retry) with the same key once `%s` takes writes again: it is written exactly once. If it already reached `%s` another way or is not wanted, resolve the key (`completed` if it took effect, `failed` to let a new event through):", dest, dest)
+		next = fmt.Sprintf("Re-send the event from its source (the form, the sender's webhook, the CRM's retry) with the same key once `%s` takes writes again: it is written exactly once. If it already reached `%s` another way or is not wanted, resolve the key instead (`completed`: a later copy writes nothing; `failed`: a later copy goes through):", dest, dest)
 	} else {
 		head = "Event parked too long: " + r.Namespace
-		lead = fmt.Sprintf("%s: key `%s` in namespace `%s` has waited parked%s in %s (destination `%s`, attempt %d), longer than the namespace's `parked_limit`: `%s` has not taken writes since.",
-			mention, key, ns, since, exec, dest, r.KeyAttempt, dest)
-		next = fmt.Sprintf("Find out why `%s` stays paused: `GET %s/v1/destinations` shows its breaker (reason, maintenance window). Once it is back, the breaker closes after its next probe and the event is resumed by itself. If the event is no longer wanted, resolve the key (and cancel the waiting execution in n8n):", dest, baseURL(guardURL))
+		if since != "" {
+			where += ";" + since
+		}
+		lead = fmt.Sprintf("%s: key `%s` in namespace `%s` has waited parked in %s%s (%s), longer than the namespace's `parked_limit`: `%s` has not taken writes since.",
+			mention, key, ns, exec, waited, where, dest)
+		next = fmt.Sprintf("Find out why `%s` stays paused: `GET %s/v1/destinations` shows its breaker (reason, maintenance window). Once it is back, the breaker closes after its next probe and the event is resumed by itself. If the event is no longer wanted, resolve the key (`completed`: a later copy writes nothing) and cancel the waiting execution in n8n:", dest, baseURL(guardURL))
 	}
 	if r.Runbook != "" {
 		next = nextStep(r.Runbook) + "\n" + next
@@ -347,7 +374,7 @@ func parkedSince(parked, now time.Time) string {
 	if p.YearDay() == n.YearDay() && p.Year() == n.Year() {
 		return notify.Clock(p)
 	}
-	return p.Format("Mon 2 Jan 15:04") + " UTC (" + notify.HumanDuration(now.Sub(parked).Truncate(time.Hour)) + ")"
+	return p.Format("Mon 2 Jan 15:04") + " UTC"
 }
 
 func parkedListCommand(guardURL, ns string) string {

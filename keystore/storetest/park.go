@@ -323,6 +323,43 @@ func runParking(t *testing.T, newStore New) {
 			t.Fatalf("reported again a day later, after a restart: %v (%v)", ok, err)
 		}
 	})
+	t.Run("a lost key re-sent by its source parks anew and is queued, or goes through once the breaker closed", func(t *testing.T) {
+		e := setup(t, newStore, pol)
+		openHubspot(t, e)
+		p := e.reserve(ns, "evt_1", withDest("hubspot"), withResume("1"))
+		e.clock.Advance(time.Minute)
+		if !claim(t, e, "evt_1") {
+			t.Fatal("no claim")
+		}
+		if _, err := parkStore(t, e).ResumeAnswered(e.ctx, ns, "evt_1", *p.Record.ParkedAt, keystore.ResumeLost, "404"); err != nil {
+			t.Fatal(err)
+		}
+		// The destination is paused again (a maintenance window): the
+		// re-sent event parks with its new execution and is queued.
+		if _, err := parkStore(t, e).HoldDestination(e.ctx, "hubspot", "ops", "upgrade", e.clock.Now().Add(time.Hour)); err != nil {
+			t.Fatal(err)
+		}
+		again := e.reserve(ns, "evt_1", withDest("hubspot"), withResume("2"))
+		wantOutcome(t, again, keystore.OutcomeParked)
+		if again.Record.Reason != "" || !strings.HasSuffix(again.Record.ResumeURL, "/2") {
+			t.Fatalf("re-parked: reason %q, resume URL %q", again.Record.Reason, again.Record.ResumeURL)
+		}
+		if got := parkedKeys(t, e, "hubspot"); len(got) != 1 || got[0] != "evt_1" {
+			t.Fatalf("the re-sent key is not queued: %v", got)
+		}
+		e2 := setup(t, newStore, pol)
+		openHubspot(t, e2)
+		p = e2.reserve(ns, "evt_1", withDest("hubspot"), withResume("1"))
+		e2.clock.Advance(time.Minute)
+		claim(t, e2, "evt_1")
+		if _, err := parkStore(t, e2).ResumeAnswered(e2.ctx, ns, "evt_1", *p.Record.ParkedAt, keystore.ResumeLost, "404"); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := e2.s.ResetBreaker(e2.ctx, "hubspot", "ops"); err != nil {
+			t.Fatal(err)
+		}
+		wantOutcome(t, e2.reserve(ns, "evt_1", withDest("hubspot")), keystore.OutcomeAccepted)
+	})
 	t.Run("guards racing for one parked key: exactly one claims it", func(t *testing.T) {
 		e := setup(t, newStore, pol)
 		openHubspot(t, e)
