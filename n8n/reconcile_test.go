@@ -32,7 +32,7 @@ func TestCheckAnswers(t *testing.T) {
 		{"another result", 200, `{"result":"maybe"}`, keystore.CheckFailed, "", false},
 		{"n8n's 'Workflow was started' (webhook not answering from a node)", 200, `{"message":"Workflow was started"}`, keystore.CheckFailed, "", false},
 		{"garbage", 200, `<html>hello</html>`, keystore.CheckFailed, "", false},
-		{"an empty body", 200, ``, keystore.CheckFailed, "", false},
+		{"an empty body (n8n 1.x: the workflow failed)", 200, ``, keystore.CheckFailed, "", true},
 		{"500 Error in workflow", 500, `{"code":0,"message":"Error in workflow"}`, keystore.CheckFailed, "", true},
 		{"429", 429, `{"message":"slow down"}`, keystore.CheckFailed, "", true},
 		{"403: the credential is wrong", 403, `{"code":403,"message":"Authorization data is wrong!"}`, keystore.CheckFailed, "", false},
