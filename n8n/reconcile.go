@@ -27,7 +27,8 @@ import (
 // $execution.id), which go into the key's history. Anything else (another
 // status, another body, no answer in time) is no usable answer: a 5xx, a
 // 429 or no answer may be tried again; a 2xx with a body that says
-// neither, a 4xx, cannot.
+// neither, a 4xx, cannot. An empty 2xx is how n8n 1.x answers a check
+// workflow that failed (2.x: 500): tried again too.
 
 // CheckRequest is what the guard posts to a check.
 type CheckRequest struct {
@@ -128,6 +129,11 @@ func (c *CheckCaller) Call(ctx context.Context, req CheckRequest) CheckOutcome {
 		return failed(s, true, fmt.Sprintf("the check answered %d (%s)", s, resumeMessage(raw)))
 	case s < 200 || s >= 300:
 		return failed(s, false, fmt.Sprintf("the check answered %d (%s)", s, resumeMessage(raw)))
+	}
+	if len(bytes.TrimSpace(raw)) == 0 {
+		// n8n 1.x answers so when the check workflow failed before its
+		// Respond to Webhook node (2.x answers 500): worth another try.
+		return failed(resp.StatusCode, true, fmt.Sprintf("the check answered %d with an empty body (the workflow failed before it answered)", resp.StatusCode))
 	}
 	var rep checkReply
 	if err := json.Unmarshal(bytes.TrimSpace(raw), &rep); err != nil {

@@ -98,7 +98,14 @@ func (m *Main) startChecks(ctx context.Context, reg prometheus.Registerer) error
 			Client: &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}}
 		tries[name] = c.Tries
 	}
-	r, err := reconcile.New(reconcile.Options{Store: cs, Checks: callers, TriesOf: tries, Logger: m.Logger.With("component", "checks"), Registerer: reg})
+	every := time.Duration(0) // the runner's default, 1s
+	if len(callers) == 0 {
+		// Only keys held by a check since taken out of the file can wait:
+		// they are paged within a minute.
+		every = time.Minute
+	}
+	r, err := reconcile.New(reconcile.Options{Store: cs, Checks: callers, TriesOf: tries, Interval: every,
+		Logger: m.Logger.With("component", "checks"), Registerer: reg})
 	if err != nil {
 		return err
 	}
