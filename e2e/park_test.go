@@ -161,7 +161,7 @@ func TestParking(t *testing.T) {
 				t.Errorf("%s: its parked execution ended %q after %d reserves, want success after 2 or more", k, st, reserves)
 			}
 			if reserves > 2 {
-				t.Logf("%s: resumed while the CRM still refused, parked again, then written: %d reserves in one execution", k, reserves)
+				t.Logf("%s: resumed, parked again (a probe that found the CRM still down), then written: %d reserves in one execution", k, reserves)
 			}
 		}
 	})
