@@ -4,10 +4,11 @@ package workflows
 // webhook about an unknown key before it pages a person. The webhook
 // accepts only the guard: Header Auth with the guard's resume credential
 // (header X-N8n-Guard-Resume), the one the Wait nodes of parked executions
-// check too; it is not the API token credential the guard's own nodes use,
-// so PointCredential leaves it alone.
+// check too (ResumeCredentialID); it is not the API token credential the
+// guard's own nodes use: PointCredential leaves it alone and
+// PointResumeCredential wires it with the Wait nodes.
 const (
-	checkCredentialID = "n8nGuardResume01"
+	webhookNodeType = "n8n-nodes-base.webhook"
 	// LeadCheckID is the shipped check of the lead example (lead-check.json).
 	LeadCheckID = "n8nGuardLeadChk1"
 	// LeadCheckPath is its webhook path.

@@ -26,7 +26,7 @@ func TestChecksShape(t *testing.T) {
 			switch n["type"] {
 			case "n8n-nodes-base.webhook":
 				webhook++
-				if id, _ := UsesCredential(n); id != checkCredentialID || params["authentication"] != "headerAuth" || params["responseMode"] != "responseNode" {
+				if id, _ := UsesResumeCredential(n); id != ResumeCredentialID || params["authentication"] != "headerAuth" || params["responseMode"] != "responseNode" {
 					t.Errorf("%s: the webhook is not guarded by the resume credential or does not answer from a node: %v", name, n)
 				}
 			case "n8n-nodes-base.httpRequest":
@@ -49,8 +49,19 @@ func TestChecksShape(t *testing.T) {
 		PointCredential(wf.Nodes, "other", "other")
 		for _, n := range wf.Nodes {
 			if n["type"] == "n8n-nodes-base.webhook" {
-				if id, _ := UsesCredential(n); id != checkCredentialID {
+				if id, _ := UsesResumeCredential(n); id != ResumeCredentialID {
 					t.Errorf("%s: PointCredential repointed the check's webhook to %q", name, id)
+				}
+			}
+		}
+		// n8n setup creates the resume credential under an id of n8n's:
+		// the check's webhook must be wired to it with the Wait nodes.
+		PointResumeCredential(wf.Nodes, "made-by-n8n", "n8n-guard resume")
+		for _, n := range wf.Nodes {
+			if n["type"] == "n8n-nodes-base.webhook" {
+				creds, _ := n["credentials"].(map[string]any)
+				if c, _ := creds[CredentialType].(map[string]any); c["id"] != "made-by-n8n" {
+					t.Errorf("%s: PointResumeCredential left the check's webhook on %v", name, c["id"])
 				}
 			}
 		}

@@ -146,25 +146,36 @@ func configAssignments(nodes []map[string]any) []map[string]any {
 }
 
 // UsesCredential tells whether a node authenticates to the guard with the
-// guard's credential type, and under which credential id. A Wait node's
-// Header Auth is the resume credential, not this one (UsesResumeCredential).
+// guard's credential type, and under which credential id. The resume
+// credential's nodes (UsesResumeCredential) are not this one.
 func UsesCredential(node map[string]any) (id string, ok bool) {
 	if node["type"] == WaitNodeType {
+		return "", false
+	}
+	if _, resume := UsesResumeCredential(node); resume {
 		return "", false
 	}
 	return headerAuth(node)
 }
 
-// UsesResumeCredential tells whether a node is a Wait node that checks a
-// resume call's Header Auth, and under which credential id.
+// UsesResumeCredential tells whether a node checks the guard's resume
+// credential, and under which credential id: a Wait node that checks a
+// resume call's Header Auth, or a check's Webhook node (checks.go) as
+// shipped, guarded by the resume credential.
 func UsesResumeCredential(node map[string]any) (id string, ok bool) {
-	if node["type"] != WaitNodeType {
-		return "", false
+	p, _ := node["parameters"].(map[string]any)
+	switch node["type"] {
+	case WaitNodeType:
+		if p["incomingAuthentication"] != "headerAuth" {
+			return "", false
+		}
+		return headerAuth(node)
+	case webhookNodeType:
+		if id, ok = headerAuth(node); ok && p["authentication"] == "headerAuth" && id == ResumeCredentialID {
+			return id, true
+		}
 	}
-	if p, _ := node["parameters"].(map[string]any); p["incomingAuthentication"] != "headerAuth" {
-		return "", false
-	}
-	return headerAuth(node)
+	return "", false
 }
 
 func headerAuth(node map[string]any) (id string, ok bool) {
@@ -181,7 +192,7 @@ func headerAuth(node map[string]any) (id string, ok bool) {
 // credential with this id and name.
 func PointCredential(nodes []map[string]any, id, name string) {
 	for _, n := range nodes {
-		if old, ok := UsesCredential(n); ok && old != checkCredentialID { // checks.go
+		if _, ok := UsesCredential(n); ok {
 			n["credentials"].(map[string]any)[CredentialType] = map[string]any{"id": id, "name": name}
 		}
 	}

@@ -101,6 +101,9 @@ func TestShippedWorkflowsPark(t *testing.T) {
 	}
 	parking := 0
 	for _, wf := range shipped[1:] {
+		if wf.ID == LeadCheckID {
+			continue // a check writes nothing: it has nothing to park (TestChecksShape)
+		}
 		parking++
 		t.Run(wf.Name, func(t *testing.T) {
 			byName := map[string]map[string]any{}
