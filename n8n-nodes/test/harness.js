@@ -61,13 +61,19 @@ const guardCredential = new N8nGuardApi();
 // ---------------------------------------------------------------------------
 // The n8n-guard server
 
-async function startGuard() {
+/** Starts n8n-guard; `config` is the text of its YAML configuration file (--config). */
+async function startGuard({ config } = {}) {
 	const token = `test-${crypto.randomBytes(12).toString('hex')}`;
 	const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'n8n-guard-node-test-'));
 	const bin = process.env.N8N_GUARD_BIN || buildGuard(tmp);
 	const port = await freePort();
 	const baseUrl = `http://127.0.0.1:${port}`;
-	const child = spawn(bin, ['serve', '--addr', `127.0.0.1:${port}`, '--data', path.join(tmp, 'data')], {
+	const args = ['serve', '--addr', `127.0.0.1:${port}`, '--data', path.join(tmp, 'data')];
+	if (config !== undefined) {
+		fs.writeFileSync(path.join(tmp, 'config.yaml'), config);
+		args.push('--config', path.join(tmp, 'config.yaml'));
+	}
+	const child = spawn(bin, args, {
 		env: { ...process.env, N8N_GUARD_TOKENS: token },
 		stdio: ['ignore', 'pipe', 'pipe'],
 	});

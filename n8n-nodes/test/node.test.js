@@ -6,6 +6,9 @@
 const { test, before, after, describe } = require('node:test');
 const assert = require('node:assert/strict');
 const crypto = require('node:crypto');
+const http = require('node:http');
+
+const axios = require('axios');
 
 const {
 	RESUME_BASE,
@@ -19,10 +22,16 @@ const {
 	guardNode,
 } = require('./harness');
 
+// A namespace that requires a person's approval before writing
+// (docs/api.md, "Approval before writing"); every other namespace is free.
+const GATED = 'invoices-approval';
+
 let guard;
 let credentials;
 before(async () => {
-	guard = await startGuard();
+	guard = await startGuard({
+		config: `namespaces:\n  ${GATED}:\n    approval: required\n    approvers: [U0APPROVER]\n    four_eyes: true\n`,
+	});
 	credentials = { baseUrl: guard.baseUrl, token: guard.token };
 	console.log(`testing against ${guard.kind}, with n8n-workflow ${n8nWorkflowVersion}`);
 });
@@ -640,6 +649,140 @@ describe('Fail with Auto: the error the write node left on the item decides the 
 			assertNoErrorKey([answer]);
 		});
 	}
+});
+
+/**
+ * n8n's Wait node as the guard meets it: an HTTP server at the resume URLs
+ * (<base>/<execution id>) that answers 200 and remembers who was woken.
+ */
+async function startWaitNodes() {
+	const woken = [];
+	const server = http.createServer((req, res) => {
+		let body = '';
+		req.on('data', (c) => (body += c));
+		req.on('end', () => {
+			woken.push({ path: req.url, header: req.headers['x-n8n-guard-resume'], body: body ? JSON.parse(body) : null });
+			res.writeHead(200, { 'content-type': 'application/json' });
+			res.end('{"message":"Workflow was started"}');
+		});
+	});
+	await new Promise((r) => server.listen(0, '127.0.0.1', r));
+	const base = `http://127.0.0.1:${server.address().port}/webhook-waiting`;
+	return {
+		base,
+		woken,
+		/** Waits until the guard called the resume URL of `executionId`. */
+		async wokenUp(executionId) {
+			const deadline = Date.now() + 15000;
+			for (;;) {
+				const call = woken.find((w) => w.path === `/webhook-waiting/${executionId}`);
+				if (call) return call;
+				if (Date.now() > deadline) throw new Error(`the guard never resumed execution ${executionId}`);
+				await new Promise((r) => setTimeout(r, 100));
+			}
+		},
+		close: () => new Promise((r) => server.close(r)),
+	};
+}
+
+/** A person's decision through the guard's API (Slack and the console call the same). */
+async function decide(decision, key, by, note) {
+	return await axios.post(
+		`${guard.baseUrl}/v1/${decision}`,
+		{ namespace: GATED, key, by, note },
+		{ headers: { Authorization: `Bearer ${guard.token}` }, validateStatus: () => true },
+	);
+}
+
+describe('approval before writing', () => {
+	let wait;
+	before(async () => {
+		wait = await startWaitNodes();
+	});
+	after(async () => {
+		await wait?.close();
+	});
+
+	// The Reserve of a gated namespace, parking at the fake Wait node.
+	const gated = (executionId, requestedBy) =>
+		reserve(GATED, { reserveOptions: { resumeUrl: `${wait.base}/${executionId}`, requestedBy } });
+
+	test('Requested By is sent as requested_by, trimmed; left empty it is not sent', async () => {
+		const key = ns('inv');
+		await runWorkflow(single(gated('9001', '  jane.doe  ')), { start: 'Trigger', items: [{ event_id: key }], credentials, executionId: '9001' });
+		const body = sent.findLast((r) => r.url.endsWith('/v1/reserve') && r.body.key === key).body;
+		assert.equal(body.requested_by, 'jane.doe');
+		const free = ns('free');
+		await runSingle(reserve(free, { reserveOptions: { requestedBy: '' } }), [{ event_id: 'evt-1' }]);
+		const plain = sent.findLast((r) => r.url.endsWith('/v1/reserve') && r.body.namespace === free).body;
+		assert.equal('requested_by' in plain, false);
+	});
+
+	test('an event awaiting approval leaves by Parked, copies too; approved, the resumed execution proceeds', async () => {
+		const key = ns('inv');
+		const run = await runWorkflow(single(gated('9101', 'jane')), { start: 'Trigger', items: [{ event_id: key }], credentials, executionId: '9101' });
+		assert.equal(run.output('Guard', BLOCKED).length, 0, 'waiting for a person is not Blocked');
+		assert.equal(run.output('Guard', PROCEED).length, 0, 'never a write before the approval');
+		const [parked] = run.output('Guard', PARKED);
+		assert.equal(parked.outcome, 'parked');
+		assert.equal(parked.proceed, false);
+		assert.equal(parked.awaiting_approval, true);
+		assert.equal(parked.reason, 'awaiting_approval');
+		assertNoErrorKey([parked]);
+
+		// A copy (another execution) waits by Parked as well and writes nothing.
+		const copy = await runWorkflow(single(gated('9102', 'jane')), { start: 'Trigger', items: [{ event_id: key }], credentials, executionId: '9102' });
+		assert.equal(copy.output('Guard', PARKED)[0].resume_url, `${wait.base}/9101`);
+
+		// Four eyes: who triggered it may not approve it.
+		assert.equal((await decide('approve', key, 'jane', 'mine')).status, 403);
+		const approved = await decide('approve', key, 'controller', 'invoice checked');
+		assert.equal(approved.status, 200, JSON.stringify(approved.data));
+
+		// The guard wakes the first execution only; its reserve proceeds.
+		const call = await wait.wokenUp('9101');
+		assert.equal(call.body.key, key);
+		const resumed = await runWorkflow(single(gated('9101', 'jane')), { start: 'Trigger', items: [{ event_id: key }], credentials, executionId: '9101' });
+		const [go] = resumed.output('Guard', PROCEED);
+		assert.equal(go?.outcome, 'accepted', JSON.stringify(resumed.output('Guard', PARKED)));
+		assert.ok(go.token);
+		assert.equal(wait.woken.some((w) => w.path === '/webhook-waiting/9102'), false, 'a copy is never woken');
+	});
+
+	test('a rejected approval leaves by Blocked with the reason, in the resumed execution and in every copy', async () => {
+		const key = ns('inv');
+		await runWorkflow(single(gated('9201', 'jane')), { start: 'Trigger', items: [{ event_id: key }], credentials, executionId: '9201' });
+		const rejected = await decide('reject', key, 'controller', 'duplicate invoice from the supplier');
+		assert.equal(rejected.status, 200, JSON.stringify(rejected.data));
+		await wait.wokenUp('9201');
+		for (const executionId of ['9201', '9202']) {
+			const run = await runWorkflow(single(gated(executionId, 'jane')), { start: 'Trigger', items: [{ event_id: key }], credentials, executionId });
+			assert.equal(run.output('Guard', PROCEED).length, 0, 'a rejected event is never written');
+			assert.equal(run.output('Guard', PARKED).length, 0, 'nothing to wait for any more');
+			const [blocked] = run.output('Guard', BLOCKED);
+			assert.equal(blocked.outcome, 'rejected');
+			assert.equal(blocked.proceed, false);
+			assert.equal(blocked.message, 'duplicate invoice from the supplier');
+			assertNoErrorKey([blocked]);
+		}
+	});
+
+	test('without Park When Paused a gated namespace is an error that says what to set; nothing is recorded', async () => {
+		const key = ns('inv');
+		const error = await failure(reserve(GATED), [{ event_id: key }]);
+		assert.equal(error.constructor.name, 'NodeApiError');
+		assert.equal(error.httpCode, '409');
+		assert.equal(error.errorResponse.code, 'approval_required');
+		assert.match(error.message, /approval_required/);
+		assert.match(error.description, /Park When Paused \(Resume URL\)/);
+		assert.match(error.description, /Parked output to a Wait node/);
+		// Continue On Fail: the item leaves by Blocked, never Proceed.
+		const run = await runSingle(reserve(GATED), [{ event_id: key }], { onError: 'continueRegularOutput' });
+		assert.equal(run.output('Guard', PROCEED).length, 0);
+		assert.equal(run.output('Guard', BLOCKED)[0].code, 'approval_required');
+		const lookup = await runSingle({ operation: 'lookup', namespace: GATED, key }, [{}]);
+		assert.equal(lookup.output('Guard')[0].found, false);
+	});
 });
 
 describe('errors', () => {

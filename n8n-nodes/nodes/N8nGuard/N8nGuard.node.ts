@@ -11,7 +11,8 @@ import { nodeProperties, type Operation } from './description';
 import { operations, reserveOutput, ReserveOutput } from './operations';
 
 // Reserve branches into three outputs, and a fourth, Parked, when it parks
-// (the Resume URL option is set); the other operations have one.
+// (the Resume URL option is set: for a paused destination, and for an event
+// that waits for a person's approval); the other operations have one.
 const OUTPUTS =
 	'={{["complete","fail","lookup","resolve"].includes($parameter.operation) ? [{"type":"main"}] : [{"type":"main","displayName":"Proceed"},{"type":"main","displayName":"Already Done"},{"type":"main","displayName":"Blocked"}].concat($parameter.reserveOptions && $parameter.reserveOptions.resumeUrl !== undefined ? [{"type":"main","displayName":"Parked"}] : [])}}' as const;
 

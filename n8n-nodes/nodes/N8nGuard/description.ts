@@ -33,7 +33,7 @@ export const operationProperty: INodeProperties = {
 			name: 'Reserve',
 			value: 'reserve',
 			description:
-				'Reserve a key before a side effect; route items to Proceed, Already Done or Blocked',
+				'Reserve a key before a side effect; route items to Proceed, Already Done, Blocked or Parked',
 			action: 'Reserve a key',
 		},
 		{
@@ -161,7 +161,7 @@ const reserveFields: INodeProperties[] = [
 				type: 'string',
 				default: '={{ $execution.resumeUrl }}',
 				description:
-					'While the destination is paused (outage or maintenance window), park the event instead of leaving by Blocked: the item leaves by the Parked output, which goes to a Wait node set to resume On Webhook Call; n8n-guard calls this URL when the destination is back. Keep the default, this execution\'s resume URL.',
+					'While the destination is paused (outage or maintenance window), or while the event waits for a person\'s approval (a namespace with approval: required, which needs this option), park the event instead of leaving by Blocked: the item leaves by the Parked output, which goes to a Wait node set to resume On Webhook Call; n8n-guard calls this URL when the destination is back or the event was approved or rejected. Keep the default, this execution\'s resume URL.',
 			},
 			{
 				displayName: 'Payload',
@@ -170,6 +170,15 @@ const reserveFields: INodeProperties[] = [
 				default: '{}',
 				description:
 					'The data of the event. n8n-guard stores only its hash and answers key_reused when the same key comes with different data.',
+			},
+			{
+				displayName: 'Requested By',
+				name: 'requestedBy',
+				type: 'string',
+				default: '',
+				placeholder: 'e.g. {{ $json.body.submitted_by }}',
+				description:
+					'Who triggered the event, where known (a form\'s submitter, a ticket\'s author; at most 128 characters). In a namespace that requires approval with four eyes, that person may not approve or reject it.',
 			},
 		],
 	},

@@ -25,8 +25,11 @@ export const enum ReserveOutput {
 /**
  * Where a reserve answer leaves the node. Only an answer that says
  * `proceed: true` may lead to the side effect; everything unknown is Blocked.
- * A parked event leaves by Parked (to the Wait node), or by Blocked when the
- * node has no Parked output.
+ * A parked event — the destination is paused, or the event waits for a
+ * person's approval (`awaiting_approval`) — leaves by Parked (to the Wait
+ * node), or by Blocked when the node has no Parked output. A rejected
+ * approval answers `rejected` (its reason in `message`) and is Blocked, like
+ * any rejected key: the workflow ends there without a write.
  */
 export function reserveOutput(answer: IDataObject, parking: boolean): ReserveOutput {
 	if (answer.proceed === true) return ReserveOutput.Proceed;
@@ -55,6 +58,7 @@ export const operations: Record<Operation, Run> = {
 		if (text(options.fingerprint) !== '') body.fingerprint = text(options.fingerprint);
 		if (text(options.destination) !== '') body.destination = text(options.destination);
 		if (text(options.resumeUrl).trim() !== '') body.resume_url = text(options.resumeUrl).trim();
+		if (text(options.requestedBy).trim() !== '') body.requested_by = text(options.requestedBy).trim();
 		const waitMs = Math.max(0, Number(this.getNodeParameter('waitInProgress', itemIndex, 0))) * 1000;
 		const deadline = Date.now() + waitMs;
 		for (;;) {
