@@ -39,7 +39,7 @@ func TestHostileAgainstTheRealAPI(t *testing.T) {
 	defer srv.Shutdown(context.Background())
 	url := "http://" + ln.Addr().String()
 	err = hostile([]string{"--url", url, "--token", "t0k", "--pid", strconv.Itoa(os.Getpid()),
-		"--attackers", "40", "--every", "50ms", "--duration", "700ms", "--ramp", "200ms", "--reservers", "2", "--max-rss-mib", "4096"})
+		"--attackers", "40", "--every", "50ms", "--duration", "2s", "--ramp", "200ms", "--reservers", "2", "--max-rss-mib", "4096"})
 	if err != nil {
 		t.Fatal(err)
 	}
