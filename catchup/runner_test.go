@@ -178,6 +178,9 @@ func catchUpOutage(t *testing.T, clock *outageClock, stores ...catchupStore) {
 		t.Fatalf("first fail: %+v %v", f, err)
 	}
 	fake.keys["0"] = "evt_first"
+	// Stores keep parked_at in milliseconds and order a tie by key
+	// ("evt_01" < "evt_first"): the first must be older by the clock.
+	clock.Advance(2 * time.Millisecond)
 	// 20 events during the outage, and copies of five of them.
 	for i := 1; i <= 20; i++ {
 		id, key := fmt.Sprint(i), fmt.Sprintf("evt_%02d", i)
