@@ -99,18 +99,9 @@ func (c *CheckCaller) Call(ctx context.Context, req CheckRequest) CheckOutcome {
 		client = http.DefaultClient
 	}
 	body, _ := json.Marshal(req)
-	hr, err := http.NewRequestWithContext(ctx, http.MethodPost, c.URL, bytes.NewReader(body))
+	hr, err := newWebhookCall(ctx, http.MethodPost, c.URL, body, c.Header, c.Secret)
 	if err != nil {
 		return failed(0, false, "the check's URL cannot be called: "+err.Error())
-	}
-	hr.Header.Set("Content-Type", "application/json")
-	hr.Header.Set("User-Agent", "n8n-guard")
-	if c.Secret != "" {
-		h := c.Header
-		if h == "" {
-			h = ResumeDefaultHeader
-		}
-		hr.Header.Set(h, c.Secret)
 	}
 	resp, err := client.Do(hr)
 	if err != nil {

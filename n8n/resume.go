@@ -77,18 +77,9 @@ func (c *ResumeCaller) Resume(ctx context.Context, r *keystore.Record) ResumeOut
 		method = http.MethodPost
 	}
 	body, _ := json.Marshal(ResumeBody{ResumedBy: "n8n-guard", Namespace: r.Namespace, Key: r.Key, Attempt: r.Attempt})
-	req, err := http.NewRequestWithContext(ctx, method, r.ResumeURL, bytes.NewReader(body))
+	req, err := newWebhookCall(ctx, method, r.ResumeURL, body, c.Header, c.Secret)
 	if err != nil {
 		return ResumeOutcome{Answer: keystore.ResumeLost, Detail: "the resume URL cannot be called: " + err.Error()}
-	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("User-Agent", "n8n-guard")
-	if c.Secret != "" {
-		h := c.Header
-		if h == "" {
-			h = ResumeDefaultHeader
-		}
-		req.Header.Set(h, c.Secret)
 	}
 	resp, err := client.Do(req)
 	if err != nil {
@@ -147,4 +138,24 @@ func resumeShortError(err error) string {
 		}
 	}
 	return err.Error()
+}
+
+// newWebhookCall is a call of the guard to an n8n webhook (a Wait node's
+// resume URL, a check): a JSON body and, with a secret, the header
+// credential that the webhook's Header Auth checks (default
+// ResumeDefaultHeader).
+func newWebhookCall(ctx context.Context, method, url string, body []byte, header, secret string) (*http.Request, error) {
+	req, err := http.NewRequestWithContext(ctx, method, url, bytes.NewReader(body))
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("User-Agent", "n8n-guard")
+	if secret != "" {
+		if header == "" {
+			header = ResumeDefaultHeader
+		}
+		req.Header.Set(header, secret)
+	}
+	return req, nil
 }
