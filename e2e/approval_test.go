@@ -4,7 +4,6 @@ package e2e
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -13,16 +12,11 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/n8n-guard/n8n-guard/n8n"
-	"github.com/n8n-guard/n8n-guard/workflows"
 )
 
 const (
 	approvalPath       = "n8n-guard-e2e/approval"
 	approvalWorkflowID = "n8nGuardE2eApprove1"
-	resumeCredentialID = "n8nGuardResume1"
-	resumeSecret       = "e2e-resume-secret-5c1d"
 )
 
 const approvalConfig = `namespaces:
@@ -49,7 +43,6 @@ notify:
 // answers rejected and the execution ends reporting the rejection, without
 // a CRM write. A late Approve changes nothing.
 func TestApprovalBeforeWriting(t *testing.T) {
-	t.Setenv("N8N_GUARD_RESUME_SECRET", resumeSecret)
 	s := newSuite(t, approvalConfig)
 	outcomes, err := startTarget("outcomes", "id", "outcome", http.StatusOK)
 	if err != nil {
@@ -61,7 +54,9 @@ func TestApprovalBeforeWriting(t *testing.T) {
 		t.Fatal(err)
 	}
 	wf := strings.NewReplacer("__GUARD_URL__", s.guard.URL(), "__CRM_URL__", s.crm.URL(), "__OUTCOME_URL__", outcomes.URL()).Replace(string(b))
-	s.startN8NWithResume(t, map[string][]byte{"approval.json": []byte(wf)})
+	// The workflow's Wait node checks the resume credential that the suite
+	// imports with the guard's secret, as n8n setup would create it.
+	s.startN8N(t, nil, map[string][]byte{"approval.json": []byte(wf)}, []string{approvalWorkflowID}, []string{approvalPath}, false)
 
 	keys := []string{"inv-1", "inv-2", "inv-3"}
 	for _, key := range keys {
@@ -133,45 +128,6 @@ func TestApprovalBeforeWriting(t *testing.T) {
 	}
 	s.waitSlack(t, 30*time.Second, "controller", "*approved* it", "inv-1")
 	s.waitSlack(t, 30*time.Second, "controller", "*rejected* it", "inv-3")
-}
-
-// startN8NWithResume is startN8N with one more credential: the Header
-// Auth the Wait nodes check on the guard's resume calls.
-func (s *suite) startN8NWithResume(t *testing.T, files map[string][]byte) {
-	t.Helper()
-	var err error
-	s.n8n, err = newN8N(s.install, filepath.Join(s.work, "n8n"), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(s.n8n.Stop)
-	if err := s.importAll(files, false); err != nil {
-		t.Fatal(err)
-	}
-	creds := []map[string]any{{"id": resumeCredentialID, "name": "n8n-guard resume", "type": workflows.CredentialType,
-		"data": map[string]any{"name": n8n.ResumeDefaultHeader, "value": resumeSecret}}}
-	cb, _ := json.Marshal(creds)
-	credFile := filepath.Join(s.work, "resume-credential.json")
-	if err := os.WriteFile(credFile, cb, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if err := s.n8n.CLI("import:credentials", "--input="+credFile); err != nil {
-		t.Fatal(err)
-	}
-	if err := s.n8n.Activate(approvalWorkflowID); err != nil {
-		t.Fatal(err)
-	}
-	if err := s.n8n.Start(); err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	if err := s.n8n.WaitReady(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if err := s.n8n.WaitForWebhook(ctx, approvalPath); err != nil {
-		t.Fatal(err)
-	}
 }
 
 // decide approves or rejects a key through the guard's API.

@@ -10,8 +10,6 @@ import (
 	"net/http"
 	"net/http/httputil"
 	"net/url"
-	"os"
-	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -55,7 +53,7 @@ func TestCheckBeforePaging(t *testing.T) {
 	if len(mine) != 2 {
 		t.Fatalf("shipped lead files: %d, want the lead workflow and its check", len(mine))
 	}
-	s.startN8NWithResumeCredential(t, mine, []string{"n8nGuardLeadCrm1", workflows.LeadCheckID}, []string{leadPath, workflows.LeadCheckPath})
+	s.startN8N(t, nil, mine, []string{"n8nGuardLeadCrm1", workflows.LeadCheckID}, []string{leadPath, workflows.LeadCheckPath}, false)
 	fwd.Point(s.n8n.URL())
 
 	t.Run("the CRM wrote, its answer timed out: found, completed with the CRM's id, nobody paged", func(t *testing.T) {
@@ -125,52 +123,6 @@ func TestCheckBeforePaging(t *testing.T) {
 			t.Fatalf("history %+v, want check_failed", h)
 		}
 	})
-}
-
-// startN8NWithResumeCredential is startN8N with the guard's resume
-// credential imported too (Header Auth X-N8n-Guard-Resume, the secret the
-// guard wrote into its data folder), which the check's webhook requires.
-func (s *suite) startN8NWithResumeCredential(t *testing.T, files map[string][]byte, activate, paths []string) {
-	t.Helper()
-	secret, err := os.ReadFile(filepath.Join(s.work, "guard-data", "resume-secret"))
-	if err != nil {
-		t.Fatalf("the guard's resume secret: %v", err)
-	}
-	s.n8n, err = newN8N(s.install, filepath.Join(s.work, "n8n"), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(s.n8n.Stop)
-	if err := s.importAll(files, false); err != nil {
-		t.Fatal(err)
-	}
-	creds, _ := json.Marshal([]map[string]any{{"id": "n8nGuardResume01", "name": "n8n-guard resume", "type": workflows.CredentialType,
-		"data": map[string]any{"name": "X-N8n-Guard-Resume", "value": strings.TrimSpace(string(secret))}}})
-	credFile := filepath.Join(s.work, "resume-credential.json")
-	if err := os.WriteFile(credFile, creds, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if err := s.n8n.CLI("import:credentials", "--input="+credFile); err != nil {
-		t.Fatal(err)
-	}
-	for _, id := range activate {
-		if err := s.n8n.Activate(id); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := s.n8n.Start(); err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	if err := s.n8n.WaitReady(ctx); err != nil {
-		t.Fatal(err)
-	}
-	for _, p := range paths {
-		if err := s.n8n.WaitForWebhook(ctx, p); err != nil {
-			t.Fatal(err)
-		}
-	}
 }
 
 // waitState polls the key until it is in state.
