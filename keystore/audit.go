@@ -11,6 +11,7 @@ type EventQuery struct {
 }
 
 // DecisionKinds are the events a person's decision writes: a key resolved
-// (Owner names who) and a breaker reset (its Message, "reset by …"; a
-// breaker closed by a probe that got through names nobody).
-var DecisionKinds = []EventKind{EventKeyResolved, EventBreakerClosed}
+// (Owner names who), an approval decided (Owner, and "approved" or
+// "rejected" in Message) and a breaker reset (its Message, "reset by …";
+// a breaker closed by a probe that got through names nobody).
+var DecisionKinds = []EventKind{EventKeyResolved, EventApprovalDecided, EventBreakerClosed}

@@ -68,6 +68,9 @@ func auditOf(ev keystore.Event) (auditItem, bool) {
 	case keystore.EventKeyResolved:
 		it.Who, it.What, it.Namespace, it.Key = ev.Owner, "resolved the key: "+ev.Message, ev.Namespace, ev.Key
 		return it, true
+	case keystore.EventApprovalDecided:
+		it.Who, it.What, it.Namespace, it.Key = ev.Owner, ev.Message+" the event (approval)", ev.Namespace, ev.Key
+		return it, true
 	case keystore.EventBreakerClosed:
 		by, ok := strings.CutPrefix(ev.Message, "reset by ")
 		it.Who, it.What, it.Destination = by, "reset the breaker", ev.Destination

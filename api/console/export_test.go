@@ -5,3 +5,6 @@ var ExecutionOf = executionOf
 
 // SafeReturnForTest exposes safeReturn to the external tests.
 var SafeReturnForTest = safeReturn
+
+// AuditOf is auditOf, for the tests.
+var AuditOf = auditOf
