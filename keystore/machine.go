@@ -342,6 +342,9 @@ func DecideResolve(cur *Record, req ResolveRequest, np NamespacePolicy, now time
 	if req.Final {
 		detail = "failed for good"
 	}
+	if req.Bulk != "" {
+		detail = "bulk " + req.Bulk + ", " + detail
+	}
 	next.addHistory(Transition{At: now, Event: HistoryResolved, Attempt: cur.Attempt, By: req.By, Detail: detail + ": " + truncate(req.Note, 200)})
 	ev := Event{At: now, Kind: EventKeyResolved, Namespace: cur.Namespace, Key: cur.Key, Attempt: cur.Attempt,
 		Owner: req.By, Message: string(req.Resolution)}

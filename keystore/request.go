@@ -73,6 +73,9 @@ type ResolveRequest struct {
 	// Final, with resolution failed: no new attempt may start (the key
 	// answers rejected), instead of the default retryable.
 	Final bool `json:"final"`
+	// Bulk names the bulk action this decision is part of (filter.go);
+	// the history entry says so.
+	Bulk string `json:"-"`
 }
 
 // ListQuery selects a page of records.

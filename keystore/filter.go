@@ -1,0 +1,198 @@
+package keystore
+
+import (
+	"context"
+	"strings"
+	"time"
+
+	"github.com/n8n-guard/n8n-guard/errs"
+)
+
+// Filter selects keys the way a person looks for them during an incident:
+// every field is optional and the fields combine with AND. It serves the
+// console's search, the bulk decisions (BulkResolveRequest) and Slack's
+// "open in the console" links, so all three select the same keys.
+type Filter struct {
+	// Namespace: empty means every namespace the caller may use.
+	Namespace   string  `json:"namespace" validate:"omitempty,namespace"`
+	Destination string  `json:"destination" validate:"max=128,utf8,no_control"`
+	States      []State `json:"states" validate:"max=5,dive,oneof=reserved completed failed unknown parked"`
+	Reason      Reason  `json:"reason" validate:"max=64,utf8,no_control"`
+	// Holder: a part of the lease holder's name (the n8n workflow and
+	// execution that held the key), case-insensitive.
+	Holder string `json:"holder" validate:"max=128,utf8,no_control"`
+	// KeyPrefix: keys that begin with it, in any namespace the filter covers.
+	KeyPrefix string `json:"key_prefix" validate:"max_bytes=255,utf8"`
+	// Text: a part of the key, case-insensitive.
+	Text string `json:"text" validate:"max=255,utf8,no_control"`
+	// From and To bound the record's last change (UpdatedAt): From <= t < To;
+	// zero means unbounded.
+	From time.Time `json:"from"`
+	To   time.Time `json:"to"`
+}
+
+// Normalize checks the filter and trims its text fields; every broken field
+// is reported in one error.
+func (f Filter) Normalize() (Filter, error) {
+	f.Namespace = strings.TrimSpace(f.Namespace)
+	f.Destination = strings.TrimSpace(f.Destination)
+	f.Holder = strings.TrimSpace(f.Holder)
+	f.Text = strings.TrimSpace(f.Text)
+	var v violations
+	v.check(f)
+	if !f.From.IsZero() && !f.To.IsZero() && !f.From.Before(f.To) {
+		v.field("to", "gtfield=from", "the end of the time range must be after its start")
+	}
+	return f, v.err()
+}
+
+// Empty reports whether the filter selects every key.
+func (f Filter) Empty() bool {
+	return f.Namespace == "" && f.Destination == "" && len(f.States) == 0 && f.Reason == "" &&
+		f.Holder == "" && f.KeyPrefix == "" && f.Text == "" && f.From.IsZero() && f.To.IsZero()
+}
+
+// Match reports whether r is selected by f (f normalized).
+func (f Filter) Match(r *Record) bool {
+	switch {
+	case f.Namespace != "" && r.Namespace != f.Namespace,
+		f.Destination != "" && r.Destination != f.Destination,
+		len(f.States) > 0 && !containsState(f.States, r.State),
+		f.Reason != "" && r.Reason != f.Reason,
+		f.Holder != "" && !containsFold(r.Owner, f.Holder),
+		f.KeyPrefix != "" && !strings.HasPrefix(r.Key, f.KeyPrefix),
+		f.Text != "" && !containsFold(r.Key, f.Text),
+		!f.From.IsZero() && r.UpdatedAt.Before(f.From),
+		!f.To.IsZero() && !r.UpdatedAt.Before(f.To):
+		return false
+	}
+	return true
+}
+
+func containsState(states []State, s State) bool {
+	for _, x := range states {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+func containsFold(s, part string) bool {
+	return strings.Contains(strings.ToLower(s), strings.ToLower(part))
+}
+
+// Selector is a store that selects by a Filter through its own indexes;
+// Select falls back to walking List for a store that is not one.
+type Selector interface {
+	Select(ctx context.Context, f Filter, cursor string, limit int) (Page, error)
+}
+
+// Select returns up to limit records matched by f (normalized first), and
+// the cursor of the next page.
+func Select(ctx context.Context, s Store, f Filter, cursor string, limit int) (Page, error) {
+	f, err := f.Normalize()
+	if err != nil {
+		return Page{}, err
+	}
+	if limit <= 0 || limit > 1000 {
+		limit = 100
+	}
+	if sel, ok := s.(Selector); ok {
+		return sel.Select(ctx, f, cursor, limit)
+	}
+	q := ListQuery{Namespace: f.Namespace, Cursor: cursor, Limit: 1000}
+	if len(f.States) == 1 {
+		q.State = f.States[0]
+	}
+	var out Page
+	for {
+		page, err := s.List(ctx, q)
+		if err != nil {
+			return Page{}, err
+		}
+		for _, r := range page.Items {
+			if f.Match(r) {
+				out.Items = append(out.Items, r)
+			}
+		}
+		// A page is only cut at a List page's end, so the cursor stays the
+		// store's own and no record is skipped or listed twice.
+		if page.NextCursor == "" || len(out.Items) >= limit {
+			out.NextCursor = page.NextCursor
+			return out, nil
+		}
+		q.Cursor = page.NextCursor
+	}
+}
+
+// BulkResolveRequest is one person's decision about every key a filter
+// selects, with one reason. Each key's history names the bulk action (ID)
+// and the person.
+type BulkResolveRequest struct {
+	Filter     Filter `json:"filter"`
+	Resolution State  `json:"resolution" validate:"required,oneof=completed failed"`
+	By         string `json:"by" validate:"required,max=128,utf8,no_control"`
+	Note       string `json:"note" validate:"required,max=2000,utf8"`
+	ResultRef  string `json:"result_ref" validate:"max=512,utf8,no_control"`
+	Final      bool   `json:"final"`
+	// ID names the bulk action in every key's history; empty: one is made.
+	ID string `json:"id" validate:"max=64,utf8,no_control"`
+	// DryRun counts what would be decided and changes nothing.
+	DryRun bool `json:"dry_run"`
+}
+
+// BulkResult says what a bulk decision did (or, dry, would do).
+type BulkResult struct {
+	ID      string `json:"id"`
+	Matched int    `json:"matched"` // keys the filter selected
+	Decided int    `json:"decided"` // keys this action decided (dry run: would decide)
+	// Skipped counts matched keys a decision does not apply to, by why
+	// (a live lease, awaiting approval, already decided, completed).
+	Skipped map[string]int `json:"skipped"`
+	DryRun  bool           `json:"dry_run"`
+}
+
+// BulkResolver is a store that decides a bulk action in its own batches;
+// ResolveMany falls back to one Resolve per selected key otherwise.
+type BulkResolver interface {
+	ResolveMany(ctx context.Context, req BulkResolveRequest) (BulkResult, error)
+}
+
+// ResolveMany decides every key req.Filter selects. A key whose state a
+// resolution does not apply to is skipped and counted, never an error of
+// the whole action.
+func ResolveMany(ctx context.Context, s Store, req BulkResolveRequest) (BulkResult, error) {
+	if br, ok := s.(BulkResolver); ok {
+		return br.ResolveMany(ctx, req)
+	}
+	res := BulkResult{ID: req.ID, DryRun: req.DryRun, Skipped: map[string]int{}}
+	cursor := ""
+	for {
+		page, err := Select(ctx, s, req.Filter, cursor, 1000)
+		if err != nil {
+			return res, err
+		}
+		for _, r := range page.Items {
+			res.Matched++
+			if req.DryRun {
+				res.Decided++
+				continue
+			}
+			_, err := s.Resolve(ctx, ResolveRequest{Namespace: r.Namespace, Key: r.Key, Resolution: req.Resolution,
+				By: req.By, Note: req.Note, ResultRef: req.ResultRef, Final: req.Final, Bulk: req.ID})
+			switch {
+			case err == nil:
+				res.Decided++
+			case errs.CodeOf(err) == errs.Conflict:
+				res.Skipped["conflict"]++
+			default:
+				return res, err
+			}
+		}
+		if page.NextCursor == "" {
+			return res, nil
+		}
+		cursor = page.NextCursor
+	}
+}
