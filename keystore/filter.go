@@ -2,6 +2,7 @@ package keystore
 
 import (
 	"context"
+	"net/url"
 	"strings"
 	"time"
 
@@ -67,6 +68,76 @@ func (f Filter) Match(r *Record) bool {
 		return false
 	}
 	return true
+}
+
+// Query is the filter as URL query parameters, the same names
+// FilterFromQuery reads: console links, Slack's "open in the console"
+// buttons and the CLI all spell a selection this way.
+func (f Filter) Query() url.Values {
+	q := url.Values{}
+	set := func(k, v string) {
+		if v != "" {
+			q.Set(k, v)
+		}
+	}
+	set("namespace", f.Namespace)
+	set("destination", f.Destination)
+	for _, s := range f.States {
+		q.Add("state", string(s))
+	}
+	set("reason", string(f.Reason))
+	set("holder", f.Holder)
+	set("key_prefix", f.KeyPrefix)
+	set("text", f.Text)
+	if !f.From.IsZero() {
+		q.Set("from", f.From.UTC().Format(time.RFC3339))
+	}
+	if !f.To.IsZero() {
+		q.Set("to", f.To.UTC().Format(time.RFC3339))
+	}
+	return q
+}
+
+// FilterFromQuery reads a filter from URL query parameters (Query's names).
+// Times are RFC 3339, or a browser's datetime-local value
+// ("2006-01-02T15:04") read in loc (nil: UTC). The filter is normalized;
+// every broken field is reported in one error, and the filter read so far
+// is returned with it so a page can show the input back.
+func FilterFromQuery(q url.Values, loc *time.Location) (Filter, error) {
+	f := Filter{
+		Namespace: q.Get("namespace"), Destination: q.Get("destination"), Reason: Reason(q.Get("reason")),
+		Holder: q.Get("holder"), KeyPrefix: q.Get("key_prefix"), Text: q.Get("text"),
+	}
+	for _, s := range q["state"] {
+		if s != "" {
+			f.States = append(f.States, State(s))
+		}
+	}
+	if loc == nil {
+		loc = time.UTC
+	}
+	var v violations
+	readTime := func(name string) time.Time {
+		raw := strings.TrimSpace(q.Get(name))
+		if raw == "" {
+			return time.Time{}
+		}
+		if t, err := time.Parse(time.RFC3339, raw); err == nil {
+			return t
+		}
+		for _, layout := range []string{"2006-01-02T15:04", "2006-01-02T15:04:05", "2006-01-02"} {
+			if t, err := time.ParseInLocation(layout, raw, loc); err == nil {
+				return t
+			}
+		}
+		v.field(name, "datetime", "a time like 2026-12-01T14:30 or 2026-12-01T14:30:00Z")
+		return time.Time{}
+	}
+	f.From, f.To = readTime("from"), readTime("to")
+	if err := v.err(); err != nil {
+		return f, err
+	}
+	return f.Normalize()
 }
 
 func containsState(states []State, s State) bool {

@@ -43,3 +43,25 @@ func TestFilterMatch(t *testing.T) {
 		}
 	}
 }
+
+func TestFilterQueryRoundTrip(t *testing.T) {
+	f := keystore.Filter{Namespace: "crm", Destination: "hubspot", States: []keystore.State{keystore.StateUnknown, keystore.StateFailed},
+		Reason: keystore.ReasonOutcomeUnknown, Holder: "LeadCrm", KeyPrefix: "ord-", Text: "42",
+		From: time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC), To: time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)}
+	got, err := keystore.FilterFromQuery(f.Query(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Query().Encode() != f.Query().Encode() {
+		t.Fatalf("round trip: %v, want %v", got.Query(), f.Query())
+	}
+	berlin := time.FixedZone("CET", 3600)
+	got, err = keystore.FilterFromQuery(map[string][]string{"from": {"2026-12-01T10:00"}}, berlin)
+	if err != nil || !got.From.Equal(f.From.Add(0)) {
+		t.Fatalf("datetime-local in CET: %v %v, want %v", got.From, err, f.From)
+	}
+	bad, err := keystore.FilterFromQuery(map[string][]string{"from": {"yesterday"}, "text": {"kept"}}, nil)
+	if errs.CodeOf(err) != errs.InvalidRequest || bad.Text != "kept" {
+		t.Fatalf("bad time: %v, filter %+v", err, bad)
+	}
+}
