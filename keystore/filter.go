@@ -231,9 +231,13 @@ type BulkResolver interface {
 }
 
 // ResolveMany decides every key req.Filter selects. A key whose state a
-// resolution does not apply to is skipped and counted, never an error of
-// the whole action.
+// resolution does not apply to is skipped and counted by why
+// (DecideBulkResolve), never an error of the whole action.
 func ResolveMany(ctx context.Context, s Store, req BulkResolveRequest) (BulkResult, error) {
+	req, err := req.Normalize()
+	if err != nil {
+		return BulkResult{}, err
+	}
 	if br, ok := s.(BulkResolver); ok {
 		return br.ResolveMany(ctx, req)
 	}
@@ -246,17 +250,22 @@ func ResolveMany(ctx context.Context, s Store, req BulkResolveRequest) (BulkResu
 		}
 		for _, r := range page.Items {
 			res.Matched++
-			if req.DryRun {
-				res.Decided++
+			// The store decides again when it writes; this only tells
+			// why a key is left alone (the namespace's policy does not
+			// change that).
+			if _, skip, err := DecideBulkResolve(r, req, NamespacePolicy{}, time.Now()); err != nil || skip != "" || req.DryRun {
+				if err != nil {
+					return res, err
+				}
+				res.Count(skip)
 				continue
 			}
-			_, err := s.Resolve(ctx, ResolveRequest{Namespace: r.Namespace, Key: r.Key, Resolution: req.Resolution,
-				By: req.By, Note: req.Note, ResultRef: req.ResultRef, Final: req.Final, Bulk: req.ID})
+			_, err := s.Resolve(ctx, req.ResolveOne(r.Namespace, r.Key))
 			switch {
 			case err == nil:
 				res.Decided++
 			case errs.CodeOf(err) == errs.Conflict:
-				res.Skipped["conflict"]++
+				res.Count(SkipConflict)
 			default:
 				return res, err
 			}

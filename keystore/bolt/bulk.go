@@ -1,0 +1,239 @@
+package bolt
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"time"
+
+	"github.com/n8n-guard/n8n-guard/errs"
+	"github.com/n8n-guard/n8n-guard/keystore"
+	bbolt "go.etcd.io/bbolt"
+)
+
+// Bulk decisions: a selection by keystore.Filter through the indexes, and
+// the decision of every selected key in write transactions of
+// keystore.BulkBatch keys, each key decided by keystore.DecideBulkResolve
+// (so by DecideResolve, the one state machine) and written exactly as a
+// single Resolve writes it: record, indexes, counts, history, event.
+
+// walk is one index (or the key bucket) a selection reads: entries under
+// prefix, whose record key starts skip bytes in.
+type walk struct {
+	bucket []byte
+	prefix []byte
+	skip   int
+	nsPart []byte // the record key must begin with it (an index not ordered by namespace)
+}
+
+// walks plans a selection: the state index for failed and unknown keys,
+// the lease index for reserved ones, otherwise the keys themselves (of
+// the namespace, from the key prefix, when the filter names them). The
+// indexes are ordered by state, then namespace and key, so a filter
+// without a namespace walks every namespace through the same index. The
+// holder, text, destination, reason and time range are matched on each
+// candidate (Filter.Match).
+func walks(f keystore.Filter) []walk {
+	var nsPrefix []byte
+	if f.Namespace != "" {
+		nsPrefix = recordKey(f.Namespace, f.KeyPrefix)
+	}
+	indexed := len(f.States) > 0
+	for _, st := range f.States {
+		indexed = indexed && (stateIndexed(st) || st == keystore.StateReserved)
+	}
+	if !indexed {
+		return []walk{{bucket: bucketKeys, prefix: nsPrefix}}
+	}
+	var out []walk
+	// Failed before unknown: a key decided failed moves into the failed
+	// index, behind a walk that already passed it.
+	for _, st := range []keystore.State{keystore.StateFailed, keystore.StateUnknown, keystore.StateReserved} {
+		switch {
+		case !containsState(f.States, st):
+		case st == keystore.StateReserved:
+			out = append(out, walk{bucket: bucketLeases, skip: 8, nsPart: nsPrefix})
+		default:
+			out = append(out, walk{bucket: bucketState, skip: 1, prefix: stateIndexKey(st, nsPrefix)})
+		}
+	}
+	return out
+}
+
+func containsState(states []keystore.State, s keystore.State) bool {
+	for _, x := range states {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// Select implements keystore.Selector. The cursor is the walk's number and
+// the last bbolt key of the page.
+func (s *Store) Select(_ context.Context, f keystore.Filter, cursor string, limit int) (keystore.Page, error) {
+	f, err := f.Normalize()
+	if err != nil {
+		return keystore.Page{}, err
+	}
+	if limit <= 0 || limit > 1000 {
+		limit = 100
+	}
+	plan := walks(f)
+	phase, after := 0, []byte(nil)
+	if cursor != "" {
+		raw, err := base64.RawURLEncoding.DecodeString(cursor)
+		if err != nil || len(raw) < 2 || int(raw[0]) >= len(plan) {
+			return keystore.Page{}, errs.InvalidField("cursor", "cursor", "cursor is not one this server returned")
+		}
+		phase, after = int(raw[0]), raw[1:]
+		if !bytes.HasPrefix(after, plan[phase].prefix) {
+			return keystore.Page{}, errs.InvalidField("cursor", "cursor", "cursor belongs to another selection")
+		}
+	}
+	var page keystore.Page
+	err = s.view(func(tx *bbolt.Tx) error {
+		keys := tx.Bucket(bucketKeys)
+		var last []byte
+		lastPhase := 0
+		for ; phase < len(plan); phase, after = phase+1, nil {
+			w := plan[phase]
+			c := tx.Bucket(w.bucket).Cursor()
+			var k, v []byte
+			if after != nil {
+				if k, v = c.Seek(after); bytes.Equal(k, after) {
+					k, v = c.Next()
+				}
+			} else {
+				k, v = c.Seek(w.prefix)
+			}
+			for ; k != nil && bytes.HasPrefix(k, w.prefix); k, v = c.Next() {
+				if len(k) < w.skip {
+					continue
+				}
+				rk := k[w.skip:]
+				if !bytes.HasPrefix(rk, w.nsPart) {
+					continue
+				}
+				if w.skip > 0 {
+					if v = keys.Get(rk); v == nil {
+						continue // an index entry without its record: never shown
+					}
+				}
+				ns, key := splitRecordKey(rk)
+				r, err := decodeRecord(ns, key, v)
+				if errs.CodeOf(err) == errs.RecordDamaged {
+					s.noteDamage(err) // left out of selections; its key answers record_damaged
+					continue
+				}
+				if err != nil {
+					return err
+				}
+				if !f.Match(r) {
+					continue
+				}
+				if len(page.Items) == limit {
+					page.NextCursor = base64.RawURLEncoding.EncodeToString(append([]byte{byte(lastPhase)}, last...))
+					return nil
+				}
+				page.Items = append(page.Items, r)
+				last, lastPhase = append(last[:0], k...), phase
+			}
+		}
+		return nil
+	})
+	return page, s.readErr(err)
+}
+
+// ResolveMany implements keystore.BulkResolver. The whole selection is
+// read first, then decided batch by batch: a key a decision moves into
+// another index is not met again, and Matched is the selection a person
+// was shown. Each batch is a write transaction of its own, committed
+// alone (a sweep's path), so live writes wait for one batch at most. A
+// dry run decides the same way in read transactions and writes nothing.
+// When ctx ends between batches, the batches committed stay decided and
+// the result says how many.
+func (s *Store) ResolveMany(ctx context.Context, req keystore.BulkResolveRequest) (keystore.BulkResult, error) {
+	req, err := req.Normalize()
+	if err != nil {
+		return keystore.BulkResult{}, err
+	}
+	res := keystore.BulkResult{ID: req.ID, DryRun: req.DryRun, Skipped: map[string]int{}}
+	var refs [][]byte
+	for cursor := ""; ; {
+		page, err := s.Select(ctx, req.Filter, cursor, 1000)
+		if err != nil {
+			return res, err
+		}
+		for _, r := range page.Items {
+			refs = append(refs, recordKey(r.Namespace, r.Key))
+		}
+		if cursor = page.NextCursor; cursor == "" {
+			break
+		}
+	}
+	res.Matched = len(refs)
+	for len(refs) > 0 {
+		if err := ctx.Err(); err != nil {
+			return res, err
+		}
+		batch := refs[:min(keystore.BulkBatch, len(refs))]
+		refs = refs[len(batch):]
+		var part keystore.BulkResult
+		if req.DryRun {
+			err = s.view(func(tx *bbolt.Tx) error {
+				part = keystore.BulkResult{}
+				now := s.now()
+				for _, rk := range batch {
+					_, _, skip, err := s.decideBulk(tx, rk, req, now)
+					if err != nil {
+						return err
+					}
+					part.Count(skip)
+				}
+				return nil
+			})
+			err = s.readErr(err)
+		} else {
+			err = s.change(func(tx *bbolt.Tx, now time.Time) error {
+				part = keystore.BulkResult{}
+				for _, rk := range batch {
+					st, prev, skip, err := s.decideBulk(tx, rk, req, now)
+					if err != nil {
+						return err
+					}
+					if skip == "" {
+						if err := applyDecision(tx, boltDecision{st: st, prev: prev}); err != nil {
+							return err
+						}
+					}
+					part.Count(skip)
+				}
+				return nil
+			})
+		}
+		if err != nil {
+			return res, err
+		}
+		res.Decided += part.Decided
+		for why, n := range part.Skipped {
+			res.Skipped[why] += n
+		}
+	}
+	return res, nil
+}
+
+// decideBulk decides one key of a bulk decision in tx.
+func (s *Store) decideBulk(tx *bbolt.Tx, rk []byte, req keystore.BulkResolveRequest, now time.Time) (keystore.Step, *keystore.Record, string, error) {
+	ns, key := splitRecordKey(rk)
+	cur, err := getRecord(tx, ns, key)
+	if errs.CodeOf(err) == errs.RecordDamaged {
+		s.noteDamage(err)
+		return keystore.Step{}, nil, keystore.SkipDamaged, nil
+	}
+	if err != nil {
+		return keystore.Step{}, nil, "", err
+	}
+	st, skip, err := keystore.DecideBulkResolve(cur, req, s.policies.Namespace(ns), now)
+	return st, cur, skip, err
+}

@@ -1,0 +1,130 @@
+package keystore
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"strings"
+	"time"
+
+	"github.com/n8n-guard/n8n-guard/errs"
+	"github.com/n8n-guard/n8n-guard/internal/redact"
+)
+
+// Why a key a bulk decision selected is left as it is (BulkResult.Skipped).
+const (
+	SkipLiveLease        = "live_lease"        // an attempt holds a lease that has not run out
+	SkipAwaitingApproval = "awaiting_approval" // approvals decide it (POST /v1/approve, /v1/reject)
+	SkipCompleted        = "completed"         // a completed key is not reopened
+	SkipDecided          = "already_decided"   // this bulk action (or the same decision) decided it before
+	SkipChanged          = "no_longer_matches" // it changed between the selection and the decision
+	SkipConflict         = "conflict"          // any other state a resolution does not apply to
+	SkipDamaged          = "record_damaged"    // its record cannot be read (docs/runbooks.md)
+)
+
+// BulkBatch is how many keys a store decides in one write transaction: a
+// transaction short enough not to hold up the writes of live executions,
+// long enough that 100,000 keys do not take 100,000 commits.
+const BulkBatch = 250
+
+// Normalize checks a bulk decision, trims it and gives it an ID when it has
+// none; every broken field is reported in one error.
+func (req BulkResolveRequest) Normalize() (BulkResolveRequest, error) {
+	var v violations
+	f, err := req.Filter.Normalize()
+	v.add(err)
+	req.Filter = f
+	req.By, req.Note, req.ID = strings.TrimSpace(req.By), strings.TrimSpace(req.Note), strings.TrimSpace(req.ID)
+	req.ResultRef = strings.TrimSpace(req.ResultRef)
+	v.check(struct {
+		Resolution State  `json:"resolution" validate:"required,oneof=completed failed"`
+		By         string `json:"by" validate:"required,max=128,utf8,no_control"`
+		Note       string `json:"note" validate:"required,max=2000,utf8"`
+		ResultRef  string `json:"result_ref" validate:"max=512,utf8,no_control"`
+		ID         string `json:"id" validate:"max=64,utf8,no_control"`
+	}{req.Resolution, req.By, req.Note, req.ResultRef, req.ID})
+	if req.Final && req.Resolution != StateFailed {
+		v.field("final", "resolution=failed", "final applies to a failed resolution only")
+	}
+	if strings.ContainsAny(req.ID, ", ") {
+		v.field("id", "excludesall=, ", "a bulk id has no comma or space (the history reads \"bulk <id>, ...\")")
+	}
+	if err := v.err(); err != nil {
+		return req, err
+	}
+	req.Note = redact.Redact(req.Note)
+	if req.ID == "" {
+		req.ID = NewBulkID()
+	}
+	return req, nil
+}
+
+// NewBulkID makes a short random name for a bulk action ("b-" and 8 hex
+// digits): unique enough among the bulk actions of one installation, short
+// enough to read out in an incident call.
+func NewBulkID() string {
+	var b [4]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		panic("crypto/rand failed: " + err.Error()) // never returns an error on Linux
+	}
+	return "b-" + hex.EncodeToString(b[:])
+}
+
+// ResolveOne is the single decision a bulk decision makes about one key.
+func (req BulkResolveRequest) ResolveOne(ns, key string) ResolveRequest {
+	return ResolveRequest{Namespace: ns, Key: key, Resolution: req.Resolution, By: req.By, Note: req.Note,
+		ResultRef: req.ResultRef, Final: req.Final, Bulk: req.ID}
+}
+
+// DecideBulkResolve decides one key of a bulk decision (req normalized):
+// DecideResolve decides it, so a bulk decision follows the state machine
+// of a single one and writes the same record, history and event. skip
+// names why the key is left as it is ("" when it is decided); a skipped
+// key has an empty Step and no error. An error is a broken key or request,
+// which stops the bulk decision.
+func DecideBulkResolve(cur *Record, req BulkResolveRequest, np NamespacePolicy, now time.Time) (st Step, skip string, err error) {
+	switch {
+	case cur == nil || !req.Filter.Match(cur):
+		return Step{}, SkipChanged, nil
+	case DecidedByBulk(cur, req.ID):
+		return Step{}, SkipDecided, nil
+	case cur.State == StateCompleted:
+		return Step{}, SkipCompleted, nil
+	case ApprovalReason(cur.Reason) && cur.Reason != ReasonApproved:
+		return Step{}, SkipAwaitingApproval, nil
+	case cur.State == StateReserved && cur.LeaseExpiresAt != nil && now.Before(*cur.LeaseExpiresAt):
+		return Step{}, SkipLiveLease, nil
+	}
+	st, err = DecideResolve(cur, req.ResolveOne(cur.Namespace, cur.Key), np, now)
+	switch {
+	case errs.CodeOf(err) == errs.Conflict:
+		return Step{}, SkipConflict, nil
+	case err != nil:
+		return Step{}, "", err
+	case st.Result.Replayed:
+		return Step{}, SkipDecided, nil
+	}
+	return st, "", nil
+}
+
+// DecidedByBulk reports whether the key's last change is bulk action id's
+// resolution: a repeat of the same bulk action (a retried request, a
+// double click) leaves it alone.
+func DecidedByBulk(r *Record, id string) bool {
+	if id == "" || len(r.History) == 0 {
+		return false
+	}
+	last := r.History[len(r.History)-1]
+	return last.Event == HistoryResolved && strings.HasPrefix(last.Detail, "bulk "+id+", ")
+}
+
+// Count adds one key's outcome to the result.
+func (res *BulkResult) Count(skip string) {
+	if skip == "" {
+		res.Decided++
+		return
+	}
+	if res.Skipped == nil {
+		res.Skipped = map[string]int{}
+	}
+	res.Skipped[skip]++
+}

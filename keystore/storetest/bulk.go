@@ -1,0 +1,252 @@
+package storetest
+
+import (
+	"encoding/json"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/n8n-guard/n8n-guard/errs"
+	"github.com/n8n-guard/n8n-guard/keystore"
+)
+
+// Bulk decisions (keystore/filter.go, keystore/bulk.go): one selection by
+// Filter, every selected key decided by one person with one reason, each
+// key's history naming the bulk action.
+
+// incident is the keys of a CRM incident in every state a bulk decision
+// meets; t1 lies between the two first keys and the rest.
+func (e *env) incident() (t1 time.Time) {
+	e.t.Helper()
+	e.unknown(ns, "ord-1", "n8n LeadCrm exec 1")
+	e.unknown(ns, "ord-2", "n8n LeadCrm exec 2")
+	e.clock.Advance(time.Hour)
+	t1 = e.clock.Now()
+	e.clock.Advance(time.Minute)
+	f := e.reserve(ns, "ord-3", withDest("salesforce"), func(q *keystore.ReserveRequest) { q.Owner = "n8n Orders exec 3" })
+	e.fail(ns, "ord-3", f.Token, keystore.ReasonDestinationFailed)
+	e.reserve(ns, "inv-4", withDest("hubspot"), func(q *keystore.ReserveRequest) { q.Owner = "n8n LeadCrm exec 4" })
+	c := e.reserve(ns, "ord-5", withDest("hubspot"))
+	e.complete(ns, "ord-5", c.Token, "crm-5")
+	e.unknown("other", "ord-6", "n8n LeadCrm exec 6")
+	e.reserve(gatedNS, "inv_1", withDest("hubspot"), withResume("201"), requestedBy("ann"))
+	return t1
+}
+
+func selectAll(t *testing.T, e *env, f keystore.Filter) []string {
+	t.Helper()
+	var out []string
+	for cursor, pages := "", 0; ; pages++ {
+		// Pages of one: every cursor, also from one index to the next.
+		page, err := keystore.Select(e.ctx, e.s, f, cursor, 1)
+		if err != nil {
+			t.Fatalf("select %+v: %v", f, err)
+		}
+		if len(page.Items) > 1 || pages > 20 {
+			t.Fatalf("select %+v: %d items on a page of one, page %d", f, len(page.Items), pages)
+		}
+		out = append(out, keysOf(page.Items)...)
+		if cursor = page.NextCursor; cursor == "" {
+			break
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+func (e *env) snapshot(keys ...string) string {
+	e.t.Helper()
+	var b strings.Builder
+	for _, k := range keys {
+		n, key, _ := strings.Cut(k, "/")
+		j, _ := json.Marshal(e.lookup(n, key).Record)
+		b.Write(j)
+		b.WriteByte('\n')
+	}
+	j, _ := json.Marshal(e.events())
+	b.Write(j)
+	return b.String()
+}
+
+func (e *env) bulk(req keystore.BulkResolveRequest) keystore.BulkResult {
+	e.t.Helper()
+	res, err := keystore.ResolveMany(e.ctx, e.s, req)
+	if err != nil {
+		e.t.Fatalf("bulk %+v: %v", req, err)
+	}
+	return res
+}
+
+func wantBulk(t *testing.T, got keystore.BulkResult, matched, decided int, skipped map[string]int) {
+	t.Helper()
+	if got.Matched != matched || got.Decided != decided || len(got.Skipped) != len(skipped) {
+		t.Fatalf("bulk result %+v, want matched %d decided %d skipped %v", got, matched, decided, skipped)
+	}
+	for why, n := range skipped {
+		if got.Skipped[why] != n {
+			t.Fatalf("bulk result %+v, want matched %d decided %d skipped %v", got, matched, decided, skipped)
+		}
+	}
+}
+
+func runBulk(t *testing.T, newStore New) {
+	pol := keystore.Policies{Namespaces: map[string]keystore.NamespacePolicy{gatedNS: {Approval: keystore.ApprovalPolicy{Required: true}}}}
+	all := []string{ns + "/inv-4", ns + "/ord-1", ns + "/ord-2", ns + "/ord-3", ns + "/ord-5", gatedNS + "/inv_1", "other/ord-6"} // sorted
+
+	t.Run("select by every filter field, across namespaces and pages", func(t *testing.T) {
+		e := setup(t, newStore, pol)
+		t1 := e.incident()
+		st := func(s ...keystore.State) []keystore.State { return s }
+		for _, c := range []struct {
+			name string
+			f    keystore.Filter
+			want []string
+		}{
+			{"everything", keystore.Filter{}, all},
+			{"namespace", keystore.Filter{Namespace: ns}, []string{ns + "/inv-4", ns + "/ord-1", ns + "/ord-2", ns + "/ord-3", ns + "/ord-5"}},
+			{"destination", keystore.Filter{Destination: "salesforce"}, []string{ns + "/ord-3"}},
+			{"unknown in every namespace", keystore.Filter{States: st(keystore.StateUnknown)}, []string{ns + "/ord-1", ns + "/ord-2", "other/ord-6"}},
+			{"failed and unknown of a namespace", keystore.Filter{Namespace: ns, States: st(keystore.StateUnknown, keystore.StateFailed)}, []string{ns + "/ord-1", ns + "/ord-2", ns + "/ord-3"}},
+			{"reserved", keystore.Filter{States: st(keystore.StateReserved)}, []string{ns + "/inv-4"}},
+			{"reserved and unknown of a namespace", keystore.Filter{Namespace: "other", States: st(keystore.StateReserved, keystore.StateUnknown)}, []string{"other/ord-6"}},
+			{"parked", keystore.Filter{States: st(keystore.StateParked)}, []string{gatedNS + "/inv_1"}},
+			{"completed", keystore.Filter{States: st(keystore.StateCompleted)}, []string{ns + "/ord-5"}},
+			{"reason", keystore.Filter{Reason: keystore.ReasonDestinationFailed}, []string{ns + "/ord-3"}},
+			{"holder, a part in any case", keystore.Filter{Holder: "leadcrm"}, []string{ns + "/inv-4", ns + "/ord-1", ns + "/ord-2", "other/ord-6"}},
+			{"holder with state unknown", keystore.Filter{Holder: "LeadCrm exec", States: st(keystore.StateUnknown)}, []string{ns + "/ord-1", ns + "/ord-2", "other/ord-6"}},
+			{"key prefix in a namespace", keystore.Filter{Namespace: ns, KeyPrefix: "ord-"}, []string{ns + "/ord-1", ns + "/ord-2", ns + "/ord-3", ns + "/ord-5"}},
+			{"key prefix in a namespace, unknown", keystore.Filter{Namespace: ns, KeyPrefix: "ord-", States: st(keystore.StateUnknown)}, []string{ns + "/ord-1", ns + "/ord-2"}},
+			{"key prefix in every namespace", keystore.Filter{KeyPrefix: "ord-"}, []string{ns + "/ord-1", ns + "/ord-2", ns + "/ord-3", ns + "/ord-5", "other/ord-6"}},
+			{"text, a part in any case", keystore.Filter{Text: "RD-"}, []string{ns + "/ord-1", ns + "/ord-2", ns + "/ord-3", ns + "/ord-5", "other/ord-6"}},
+			{"changed before", keystore.Filter{To: t1}, []string{ns + "/ord-1", ns + "/ord-2"}},
+			{"changed since", keystore.Filter{From: t1, States: st(keystore.StateUnknown)}, []string{"other/ord-6"}},
+			{"nothing", keystore.Filter{Namespace: ns, Destination: "salesforce", States: st(keystore.StateUnknown)}, nil},
+		} {
+			if got := selectAll(t, e, c.f); !slices.Equal(got, c.want) {
+				t.Errorf("%s: %v, want %v", c.name, got, c.want)
+			}
+		}
+		_, err := keystore.Select(e.ctx, e.s, keystore.Filter{States: []keystore.State{"lost"}}, "", 10)
+		wantCode(t, err, errs.InvalidRequest)
+		_, err = keystore.Select(e.ctx, e.s, keystore.Filter{}, "bm90IGEgY3Vyc29y", 10)
+		wantCode(t, err, errs.InvalidRequest)
+	})
+
+	t.Run("bulk resolve of mixed states: dry run changes nothing, each decided key names the bulk and the person, a repeat decides nothing", func(t *testing.T) {
+		e := setup(t, newStore, pol)
+		e.incident()
+		req := keystore.BulkResolveRequest{Resolution: keystore.StateFailed, By: "ann@example.com", Note: "CRM incident 4711: retry after the fix"}
+		skipped := map[string]int{keystore.SkipLiveLease: 1, keystore.SkipCompleted: 1, keystore.SkipAwaitingApproval: 1}
+
+		before := e.snapshot(all...)
+		dry := req
+		dry.DryRun = true
+		res := e.bulk(dry)
+		wantBulk(t, res, 7, 4, skipped)
+		if !res.DryRun || !regexp.MustCompile(`^b-[0-9a-f]{8}$`).MatchString(res.ID) {
+			t.Fatalf("dry run answer %+v: want dry_run and a made id", res)
+		}
+		if after := e.snapshot(all...); after != before {
+			t.Fatalf("a dry run changed the store:\nbefore %s\nafter  %s", before, after)
+		}
+
+		req.ID = "b-0000cafe"
+		e.clock.Advance(time.Minute)
+		res = e.bulk(req)
+		wantBulk(t, res, 7, 4, skipped)
+		if res.ID != req.ID || res.DryRun {
+			t.Fatalf("answer %+v", res)
+		}
+		events := map[string]int{}
+		for _, ev := range e.events() {
+			if ev.Kind == keystore.EventKeyResolved {
+				if ev.Owner != req.By {
+					t.Fatalf("event %+v does not name the person", ev)
+				}
+				events[ev.Namespace+"/"+ev.Key]++
+			}
+		}
+		decided := []string{ns + "/ord-1", ns + "/ord-2", ns + "/ord-3", "other/ord-6"}
+		for _, k := range decided {
+			n, key, _ := strings.Cut(k, "/")
+			r := e.lookup(n, key).Record
+			last := r.History[len(r.History)-1]
+			if r.State != keystore.StateFailed || !r.Retryable || r.ResolvedBy != req.By || last.By != req.By ||
+				last.Detail != "bulk b-0000cafe, failed: "+req.Note || events[k] != 1 {
+				t.Fatalf("%s after the bulk: state %s retryable %v by %q, history %+v, %d events", k, r.State, r.Retryable, r.ResolvedBy, last, events[k])
+			}
+		}
+		if len(events) != len(decided) {
+			t.Fatalf("resolved events for %v, want %v", events, decided)
+		}
+
+		e.restart()
+		before = e.snapshot(all...)
+		e.clock.Advance(time.Minute)
+		res = e.bulk(req)
+		wantBulk(t, res, 7, 0, map[string]int{keystore.SkipDecided: 4, keystore.SkipLiveLease: 1, keystore.SkipCompleted: 1, keystore.SkipAwaitingApproval: 1})
+		if after := e.snapshot(all...); after != before {
+			t.Fatalf("a repeat of the bulk changed the store:\nbefore %s\nafter  %s", before, after)
+		}
+	})
+
+	t.Run("a bulk writes what single resolutions write; failed for good, repeated, decides nothing new", func(t *testing.T) {
+		e := setup(t, newStore, keystore.Policies{})
+		e.unknown(ns, "a-1", "n8n exec 1")
+		e.unknown(ns, "b-1", "n8n exec 1")
+		single, err := e.s.Resolve(e.ctx, keystore.ResolveRequest{Namespace: ns, Key: "a-1", Resolution: keystore.StateFailed, Final: true,
+			By: "bob", Note: "duplicate order", Bulk: "b-00000001"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		req := keystore.BulkResolveRequest{Filter: keystore.Filter{Namespace: ns, KeyPrefix: "b-"}, Resolution: keystore.StateFailed, Final: true,
+			By: "bob", Note: "duplicate order", ID: "b-00000001"}
+		wantBulk(t, e.bulk(req), 1, 1, nil)
+		bulk := e.lookup(ns, "b-1").Record
+		a, _ := json.Marshal(single.Record.History)
+		b, _ := json.Marshal(bulk.History)
+		if string(a) != string(b) || bulk.Retryable || bulk.State != keystore.StateFailed {
+			t.Fatalf("history of a bulk decision %s, of a single one %s", b, a)
+		}
+		var evs []keystore.Event
+		for _, ev := range e.events() {
+			if ev.Kind == keystore.EventKeyResolved {
+				ev.Key, ev.Seq = "", 0
+				evs = append(evs, ev)
+			}
+		}
+		if len(evs) != 2 || evs[0] != evs[1] {
+			t.Fatalf("resolved events of a single and a bulk decision: %+v", evs)
+		}
+		before := e.snapshot(ns+"/a-1", ns+"/b-1")
+		req.Filter = keystore.Filter{Namespace: ns}
+		wantBulk(t, e.bulk(req), 2, 0, map[string]int{keystore.SkipDecided: 2})
+		if after := e.snapshot(ns+"/a-1", ns+"/b-1"); after != before {
+			t.Fatalf("a repeat changed the store:\nbefore %s\nafter  %s", before, after)
+		}
+	})
+
+	t.Run("a bad bulk request is refused and changes nothing", func(t *testing.T) {
+		e := setup(t, newStore, keystore.Policies{})
+		e.unknown(ns, "ord-1", "n8n exec 1")
+		before := e.snapshot(ns + "/ord-1")
+		for name, req := range map[string]keystore.BulkResolveRequest{
+			"no person":          {Resolution: keystore.StateFailed, Note: "x"},
+			"no note":            {Resolution: keystore.StateFailed, By: "ann"},
+			"resolution unknown": {Resolution: keystore.StateUnknown, By: "ann", Note: "x"},
+			"final completed":    {Resolution: keystore.StateCompleted, Final: true, By: "ann", Note: "x"},
+			"bad state":          {Filter: keystore.Filter{States: []keystore.State{"lost"}}, Resolution: keystore.StateFailed, By: "ann", Note: "x"},
+			"id with a comma":    {Resolution: keystore.StateFailed, By: "ann", Note: "x", ID: "a,b"},
+		} {
+			_, err := keystore.ResolveMany(e.ctx, e.s, req)
+			if errs.CodeOf(err) != errs.InvalidRequest {
+				t.Errorf("%s: %v, want invalid_request", name, err)
+			}
+		}
+		if after := e.snapshot(ns + "/ord-1"); after != before {
+			t.Fatalf("a refused bulk changed the store")
+		}
+	})
+}
