@@ -1,0 +1,299 @@
+package postgres
+
+import (
+	"context"
+	"encoding/base64"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/n8n-guard/n8n-guard/errs"
+	"github.com/n8n-guard/n8n-guard/keystore"
+)
+
+// Bulk decisions: a selection by keystore.Filter in one query (the open
+// states through guard_keys_open, a namespace and key prefix through the
+// primary key), and the decision of every selected key in transactions of
+// keystore.BulkBatch keys that lock their rows, each key decided by
+// keystore.DecideBulkResolve (DecideResolve underneath) and written with
+// the statements of a single Resolve: row, activity, event.
+
+// selectWhere is the SQL condition of f and its arguments. It may select
+// more than f (case folding differs between Go and the database's
+// collation); Filter.Match decides on each row.
+func selectWhere(f keystore.Filter) (string, []any) {
+	var args []any
+	arg := func(v any) string { args = append(args, v); return fmt.Sprintf("$%d", len(args)) }
+	where := []string{"true"}
+	if len(f.States) > 0 {
+		states := make([]string, len(f.States))
+		open := true
+		for i, st := range f.States {
+			states[i] = string(st)
+			open = open && st != keystore.StateCompleted
+		}
+		where = append(where, "state = ANY("+arg(states)+"::text[])")
+		if open {
+			where = append(where, "state <> 'completed'") // lets the planner use the open-states index
+		}
+	}
+	if f.Namespace != "" {
+		where = append(where, "namespace = "+arg(f.Namespace))
+	}
+	if f.KeyPrefix != "" {
+		where = append(where, "key LIKE "+arg(likePrefix(f.KeyPrefix)))
+	}
+	if f.Destination != "" {
+		where = append(where, "destination = "+arg(f.Destination))
+	}
+	if f.Reason != "" {
+		where = append(where, "reason = "+arg(string(f.Reason)))
+	}
+	if f.Holder != "" {
+		where = append(where, "owner ILIKE "+arg(likePart(f.Holder)))
+	}
+	if f.Text != "" {
+		where = append(where, "key ILIKE "+arg(likePart(f.Text)))
+	}
+	if !f.From.IsZero() {
+		where = append(where, "updated_at >= "+arg(f.From))
+	}
+	if !f.To.IsZero() {
+		where = append(where, "updated_at < "+arg(f.To))
+	}
+	return strings.Join(where, " AND "), args
+}
+
+// likePart is a LIKE pattern matching strings that contain p.
+func likePart(p string) string { return "%" + likePrefix(p) }
+
+// Select implements keystore.Selector. Records come in (namespace, key)
+// order; the cursor is the last key read, as in List.
+func (s *Store) Select(ctx context.Context, f keystore.Filter, cursor string, limit int) (keystore.Page, error) {
+	f, err := f.Normalize()
+	if err != nil {
+		return keystore.Page{}, err
+	}
+	if limit <= 0 || limit > 1000 {
+		limit = 100
+	}
+	where, args := selectWhere(f)
+	if cursor != "" {
+		raw, err := base64.RawURLEncoding.DecodeString(cursor)
+		afterNS, afterKey, ok := strings.Cut(string(raw), "\x00")
+		if err != nil || !ok || f.Namespace != "" && afterNS != f.Namespace {
+			return keystore.Page{}, errs.InvalidField("cursor", "cursor", "cursor is not one this server returned")
+		}
+		args = append(args, afterNS, afterKey)
+		where += fmt.Sprintf(" AND (namespace, key) > ($%d, $%d)", len(args)-1, len(args))
+	}
+	args = append(args, limit+1)
+	rows, err := s.pool.Query(ctx, `SELECT namespace, key, `+pgKeyRead+` FROM guard_keys WHERE `+where+
+		fmt.Sprintf(` ORDER BY namespace, key LIMIT $%d`, len(args)), args...)
+	if err != nil {
+		return keystore.Page{}, s.dbErr("select", err)
+	}
+	defer rows.Close()
+	var page keystore.Page
+	var lastNS, lastKey string
+	for n := 0; rows.Next(); n++ {
+		if n == limit {
+			page.NextCursor = base64.RawURLEncoding.EncodeToString([]byte(lastNS + "\x00" + lastKey))
+			break
+		}
+		var ns, key string
+		r, _, err := scanRecord(prefixRow{rows, []any{&ns, &key}}, "", "")
+		lastNS, lastKey = ns, key
+		if errs.CodeOf(err) == errs.RecordDamaged {
+			s.noteDamage(err) // left out of selections; its key answers record_damaged
+			continue
+		}
+		if err != nil {
+			return keystore.Page{}, s.dbErr("select", err)
+		}
+		if f.Match(r) {
+			page.Items = append(page.Items, r)
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return keystore.Page{}, s.dbErr("select", err)
+	}
+	return page, nil
+}
+
+// selectRefs reads the namespace and key of every record f selects.
+func (s *Store) selectRefs(ctx context.Context, f keystore.Filter) (nss, keys []string, err error) {
+	where, args := selectWhere(f)
+	rows, err := s.pool.Query(ctx, `SELECT namespace, key, `+pgKeyRead+` FROM guard_keys WHERE `+where+` ORDER BY namespace, key`, args...)
+	if err != nil {
+		return nil, nil, s.dbErr("select", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var ns, key string
+		r, _, err := scanRecord(prefixRow{rows, []any{&ns, &key}}, "", "")
+		if errs.CodeOf(err) == errs.RecordDamaged {
+			s.noteDamage(err)
+			continue
+		}
+		if err != nil {
+			return nil, nil, s.dbErr("select", err)
+		}
+		if f.Match(r) {
+			nss, keys = append(nss, ns), append(keys, key)
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return nil, nil, s.dbErr("select", err)
+	}
+	return nss, keys, nil
+}
+
+// ResolveMany implements keystore.BulkResolver. The whole selection is
+// read first (Matched is what a person was shown), then decided batch by
+// batch, each batch one transaction that locks its rows in key order
+// (single writes lock one key, then the event counter: the same order, so
+// no deadlock between them) and is run again when it loses a race. A dry
+// run reads the rows without locking and writes nothing. When ctx ends
+// between batches, the batches committed stay decided and the result
+// says how many.
+func (s *Store) ResolveMany(ctx context.Context, req keystore.BulkResolveRequest) (keystore.BulkResult, error) {
+	req, err := req.Normalize()
+	if err != nil {
+		return keystore.BulkResult{}, err
+	}
+	res := keystore.BulkResult{ID: req.ID, DryRun: req.DryRun, Skipped: map[string]int{}}
+	nss, keys, err := s.selectRefs(ctx, req.Filter)
+	if err != nil {
+		return res, err
+	}
+	res.Matched = len(keys)
+	for len(keys) > 0 {
+		if err := ctx.Err(); err != nil {
+			return res, err
+		}
+		n := min(keystore.BulkBatch, len(keys))
+		var part keystore.BulkResult
+		for try := 1; ; try++ {
+			part, err = s.resolveBatch(ctx, req, nss[:n], keys[:n])
+			if err != nil && retryablePg(err) && try < maxDecisionTries {
+				continue
+			}
+			break
+		}
+		if err != nil {
+			return res, s.dbErr("resolve-bulk", err)
+		}
+		nss, keys = nss[n:], keys[n:]
+		res.Decided += part.Decided
+		for why, k := range part.Skipped {
+			res.Skipped[why] += k
+		}
+	}
+	return res, nil
+}
+
+const pgSelectBatch = `SELECT namespace, key, ` + pgKeyRead + ` FROM guard_keys
+	WHERE (namespace, key) IN (SELECT * FROM unnest($1::text[], $2::text[])) ORDER BY namespace, key`
+
+// resolveBatch decides one batch of a bulk decision in one transaction.
+func (s *Store) resolveBatch(ctx context.Context, req keystore.BulkResolveRequest, nss, keys []string) (part keystore.BulkResult, err error) {
+	conn, err := s.pool.Acquire(ctx)
+	if err != nil {
+		return part, err
+	}
+	defer conn.Release()
+	open := false
+	defer func() {
+		if open {
+			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+			_, _ = conn.Exec(rctx, "ROLLBACK")
+			cancel()
+		}
+	}()
+	b := &pgx.Batch{}
+	if !req.DryRun {
+		b.Queue("BEGIN")
+		b.Queue(pgSelectBatch+" FOR UPDATE", nss, keys)
+		open = true
+	} else {
+		b.Queue(pgSelectBatch, nss, keys)
+	}
+	if s.clock == nil {
+		b.Queue(pgClock) // after the locks: the time of the decision, not of the wait
+	}
+	type row struct {
+		cur     *keystore.Record
+		version int64
+		damaged bool
+	}
+	found := map[string]row{}
+	var rs readSet
+	err = func() (err error) {
+		br := conn.SendBatch(ctx, b)
+		defer func() {
+			if cerr := br.Close(); err == nil {
+				err = cerr
+			}
+		}()
+		if !req.DryRun {
+			if _, err = br.Exec(); err != nil {
+				return err
+			}
+		}
+		rows, err := br.Query()
+		if err != nil {
+			return err
+		}
+		for rows.Next() {
+			var ns, key string
+			r, version, err := scanRecord(prefixRow{rows, []any{&ns, &key}}, "", "")
+			if errs.CodeOf(err) == errs.RecordDamaged {
+				s.noteDamage(err)
+				found[ns+"\x00"+key] = row{damaged: true}
+				continue
+			}
+			if err != nil {
+				rows.Close()
+				return err
+			}
+			found[ns+"\x00"+key] = row{cur: r, version: version}
+		}
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		rs.now, err = s.scanNow(br)
+		return err
+	}()
+	if err != nil {
+		return part, err
+	}
+	w := &pgx.Batch{}
+	for i := range keys {
+		ns, key := nss[i], keys[i]
+		got := found[ns+"\x00"+key]
+		if got.damaged {
+			part.Count(keystore.SkipDamaged)
+			continue
+		}
+		st, skip, err := keystore.DecideBulkResolve(got.cur, req, s.policies.Namespace(ns), rs.now)
+		if err != nil {
+			return part, err
+		}
+		part.Count(skip)
+		if skip == "" && !req.DryRun {
+			if _, err := queueStep(w, readSet{cur: got.cur, version: got.version, now: rs.now}, st, false); err != nil {
+				return part, err
+			}
+		}
+	}
+	if req.DryRun || w.Len() == 0 {
+		return part, nil // the deferred rollback ends the transaction
+	}
+	if err := s.commitOn(ctx, decision{op: "resolve-bulk", ns: nss[0], key: keys[0]}, conn.Conn(), w); err != nil {
+		return part, err
+	}
+	open = false
+	return part, nil
+}
