@@ -1,0 +1,47 @@
+package api
+
+import (
+	"github.com/gofiber/fiber/v2"
+
+	"github.com/n8n-guard/n8n-guard/keystore"
+)
+
+// bulkRequest is POST /v1/keys/resolve-bulk: one person's decision about
+// every key a filter selects (keystore.BulkResolveRequest). A token
+// limited to namespaces must name one in the filter (onKey checks it).
+type bulkRequest struct {
+	Filter     keystore.Filter `json:"filter"`
+	Resolution keystore.State  `json:"resolution"`
+	By         string          `json:"by"`
+	Note       string          `json:"note"`
+	ResultRef  string          `json:"result_ref"`
+	Final      bool            `json:"final"`
+	DryRun     bool            `json:"dry_run"`
+	// ID names the action; a client that repeats a request (a timeout, a
+	// double click) sends the id of its first answer and decides nothing new.
+	ID string `json:"id"`
+}
+
+func (r bulkRequest) namespace() string { return r.Filter.Namespace }
+
+func (s *Server) resolveBulk(c *fiber.Ctx, req bulkRequest) error {
+	res, err := keystore.ResolveMany(c.UserContext(), s.store, keystore.BulkResolveRequest{
+		Filter: req.Filter, Resolution: req.Resolution, By: req.By, Note: req.Note, ResultRef: req.ResultRef,
+		Final: req.Final, DryRun: req.DryRun, ID: req.ID})
+	if err != nil && res.ID == "" {
+		return err // refused: nothing changed
+	}
+	if err != nil {
+		// Stopped part way (the store failed, the request ended): what was
+		// decided stays decided, and the log says how far it went.
+		s.log.Error("bulk decision stopped part way", "id", res.ID, "by", req.By, "token", tokenName(c.UserContext()),
+			"matched", res.Matched, "decided", res.Decided, "err", err)
+		return err
+	}
+	if res.Skipped == nil {
+		res.Skipped = map[string]int{}
+	}
+	s.log.Info("bulk decision", "id", res.ID, "by", req.By, "token", tokenName(c.UserContext()), "resolution", req.Resolution,
+		"dry_run", res.DryRun, "matched", res.Matched, "decided", res.Decided, "skipped", res.Skipped)
+	return c.JSON(res)
+}

@@ -1,0 +1,135 @@
+package api_test
+
+import (
+	"fmt"
+	"net/http"
+	"regexp"
+	"strings"
+	"testing"
+)
+
+// unknownKey reserves key in namespace and reports outcome_unknown.
+func (e *env) unknownKey(t *testing.T, namespace, key string) {
+	t.Helper()
+	a := e.post(t, "/v1/reserve", obj{"namespace": namespace, "key": key, "owner": "n8n LeadCrm exec 7"})
+	token := wantOK(t, a, "accepted")["token"]
+	wantOK(t, e.post(t, "/v1/fail", obj{"namespace": namespace, "key": key, "token": token, "reason": "outcome_unknown"}), "state_unknown")
+}
+
+func (e *env) keyState(t *testing.T, namespace, key string) (state string, last map[string]any) {
+	t.Helper()
+	m := wantOK(t, e.get(t, "/v1/keys/"+namespace+"/"+key), "found")
+	h := m["history"].([]any)
+	return m["state"].(string), h[len(h)-1].(map[string]any)
+}
+
+// POST /v1/keys/resolve-bulk over loopback HTTP: a dry run counts and
+// changes nothing, the decision names the action and the person in every
+// key's history, a repeat with the answer's id decides nothing, bad input
+// is a problem and changes nothing, and a token limited to a namespace
+// decides only in it.
+func TestResolveBulk(t *testing.T) {
+	e := start(t, withScopes())
+	for i := range 5 {
+		e.unknownKey(t, ns, fmt.Sprintf("ord-%d", i))
+	}
+	e.unknownKey(t, "billing", "ord-9")
+	e.reserve(t, "ord-live") // a live lease: skipped
+	body := obj{"filter": obj{"key_prefix": "ord-"}, "resolution": "failed", "by": "ann@example.com",
+		"note": "CRM incident 4711: retry after the fix"}
+
+	dry := obj{"dry_run": true}
+	for k, v := range body {
+		dry[k] = v
+	}
+	r := e.post(t, "/v1/keys/resolve-bulk", dry)
+	if r.Status != http.StatusOK {
+		t.Fatalf("dry run: %s", r)
+	}
+	got := r.JSON(t)
+	if got["matched"] != 7.0 || got["decided"] != 6.0 || got["dry_run"] != true || got["skipped"].(map[string]any)["live_lease"] != 1.0 {
+		t.Fatalf("dry run answer %s", r.Body)
+	}
+	if st, _ := e.keyState(t, ns, "ord-0"); st != "unknown" {
+		t.Fatalf("a dry run decided ord-0: %s", st)
+	}
+
+	r = e.post(t, "/v1/keys/resolve-bulk", body)
+	got = r.JSON(t)
+	id, _ := got["id"].(string)
+	if r.Status != http.StatusOK || got["decided"] != 6.0 || got["dry_run"] != false || !regexp.MustCompile(`^b-[0-9a-f]{8}$`).MatchString(id) {
+		t.Fatalf("bulk answer %s", r)
+	}
+	for _, k := range []struct{ ns, key string }{{ns, "ord-0"}, {ns, "ord-4"}, {"billing", "ord-9"}} {
+		st, last := e.keyState(t, k.ns, k.key)
+		if st != "failed" || last["by"] != "ann@example.com" || last["detail"] != "bulk "+id+", failed: CRM incident 4711: retry after the fix" {
+			t.Fatalf("%s/%s after the bulk: %s %v", k.ns, k.key, st, last)
+		}
+	}
+	if st, _ := e.keyState(t, ns, "ord-live"); st != "reserved" {
+		t.Fatalf("the live key was decided: %s", st)
+	}
+
+	repeat := obj{"id": id}
+	for k, v := range body {
+		repeat[k] = v
+	}
+	r = e.post(t, "/v1/keys/resolve-bulk", repeat)
+	if got = r.JSON(t); r.Status != http.StatusOK || got["decided"] != 0.0 || got["skipped"].(map[string]any)["already_decided"] != 6.0 {
+		t.Fatalf("repeat: %s", r)
+	}
+
+	t.Run("bad input is a problem and changes nothing", func(t *testing.T) {
+		e.unknownKey(t, ns, "bad-1")
+		for _, c := range []struct {
+			name  string
+			body  any
+			field string
+		}{
+			{"no person", obj{"filter": obj{"namespace": ns}, "resolution": "failed", "note": "n"}, "by"},
+			{"no note", obj{"filter": obj{"namespace": ns}, "resolution": "failed", "by": "ann"}, "note"},
+			{"resolution unknown", obj{"filter": obj{"namespace": ns}, "resolution": "maybe", "by": "ann", "note": "n"}, "resolution"},
+			{"state unknown", obj{"filter": obj{"states": []string{"lost"}}, "resolution": "failed", "by": "ann", "note": "n"}, ""},
+			{"time range backwards", obj{"filter": obj{"from": "2026-12-02T00:00:00Z", "to": "2026-12-01T00:00:00Z"}, "resolution": "failed", "by": "ann", "note": "n"}, "to"},
+			{"time not a time", `{"filter":{"from":"yesterday"},"resolution":"failed","by":"ann","note":"n"}`, ""},
+			{"filter not an object", `{"filter":"ord-","resolution":"failed","by":"ann","note":"n"}`, "filter"},
+			{"not JSON", `resolve everything`, ""},
+		} {
+			p := wantProblem(t, e.post(t, "/v1/keys/resolve-bulk", c.body), http.StatusBadRequest, "invalid_request")
+			if c.field != "" && !hasField(p.Fields, c.field, "") {
+				t.Errorf("%s: fields %+v, want %s", c.name, p.Fields, c.field)
+			}
+		}
+		if st, _ := e.keyState(t, ns, "bad-1"); st != "unknown" {
+			t.Fatalf("a refused bulk decided bad-1: %s", st)
+		}
+	})
+
+	t.Run("a token limited to a namespace decides only in it", func(t *testing.T) {
+		e.unknownKey(t, ns, "team-1")
+		e.unknownKey(t, "billing", "team-2")
+		as := func(token string, b obj) *resp {
+			return e.callWith(t, http.MethodPost, "/v1/keys/resolve-bulk", b, map[string]string{"Authorization": "Bearer " + token})
+		}
+		admin := scopedTokens["admin"]
+		b := obj{"filter": obj{"key_prefix": "team-"}, "resolution": "failed", "by": "ann", "note": "n"}
+		p := wantProblem(t, as(admin, b), http.StatusForbidden, "forbidden")
+		if !strings.Contains(p.Detail, "every namespace") {
+			t.Fatalf("the refusal does not say a namespace is needed: %+v", p)
+		}
+		b["filter"] = obj{"key_prefix": "team-", "namespace": "billing"}
+		wantProblem(t, as(admin, b), http.StatusForbidden, "forbidden")
+		b["filter"] = obj{"key_prefix": "team-", "namespace": ns}
+		wantProblem(t, as(scopedTokens["decide"], b), http.StatusForbidden, "forbidden")
+		if st, _ := e.keyState(t, "billing", "team-2"); st != "unknown" {
+			t.Fatalf("a refused bulk decided billing/team-2: %s", st)
+		}
+		r := as(admin, b)
+		if got := r.JSON(t); r.Status != http.StatusOK || got["matched"] != 1.0 || got["decided"] != 1.0 {
+			t.Fatalf("in its namespace: %s", r)
+		}
+		if st, _ := e.keyState(t, "billing", "team-2"); st != "unknown" {
+			t.Fatalf("a bulk limited to %s decided billing/team-2: %s", ns, st)
+		}
+	})
+}
