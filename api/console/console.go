@@ -195,6 +195,8 @@ func (ui *Console) Mount(app *fiber.App) {
 	ui.route(app, get, "/keys", anyone, ui.search)
 	ui.route(app, get, "/key", anyone, ui.keyPage)
 	ui.route(app, post, "/key/resolve", actor, ui.resolve)
+	ui.route(app, get, "/bulk", anyone, ui.bulkPage) // bulk.go
+	ui.route(app, post, "/bulk", actor, ui.bulkSubmit)
 	ui.route(app, get, "/breakers", anyone, ui.breakers)
 	ui.route(app, post, "/breakers/reset", operator, ui.resetBreaker)
 	ui.route(app, get, "/destination", anyone, ui.destinationPage) // parking.go

@@ -1,0 +1,296 @@
+package console
+
+import (
+	"context"
+	"net/http"
+	"net/url"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/gofiber/fiber/v2"
+
+	"github.com/n8n-guard/n8n-guard/api/problem"
+	"github.com/n8n-guard/n8n-guard/errs"
+	"github.com/n8n-guard/n8n-guard/keystore"
+)
+
+// The bulk decision page: GET /ui/bulk?<filter query> shows the selection,
+// how many keys a decision would take (a dry run) and the form; the first
+// POST /ui/bulk asks "Decide 2,000 keys as failed (retryable)?" with the
+// count, the second (confirm=1, with the count the person saw) decides,
+// unless the count changed meanwhile: then the new count is shown and
+// asked about again. The bulk id is made at the first POST and carried
+// by the form, so a confirmation sent twice decides nothing twice.
+
+// bulkSample is how many of the selected keys the page lists.
+const bulkSample = 20
+
+type bulkPage struct {
+	layout
+	Filter   keystore.Filter
+	Query    string // the filter as a URL query (hidden in the forms, in links)
+	States   []keystore.State
+	FromText string
+	ToText   string
+	// Count is the dry run: what a decision would do now.
+	Count       keystore.BulkResult
+	MatchedText string
+	DecidedText string
+	Skipped []skipRow
+	Sample  []*keystore.Record
+	More    bool // more keys match than the sample shows
+	Form    bulkForm
+	// Confirm: the question before the decision, with the count asked about.
+	Confirm  bool
+	Question string
+	Changed  string // the count changed since the person looked
+	Problem  string
+	Done     string
+	CanAct   bool
+}
+
+// HasState says whether the filter selects st (the state checkboxes).
+func (p bulkPage) HasState(st keystore.State) bool {
+	for _, x := range p.Filter.States {
+		if x == st {
+			return true
+		}
+	}
+	return false
+}
+
+type skipRow struct {
+	Why string
+	N   string
+}
+
+type bulkForm struct {
+	Action, Note, ResultRef, ID string
+}
+
+// resolution is what a form's action decides.
+func (f bulkForm) resolution() (res keystore.State, final bool, words string, ok bool) {
+	switch f.Action {
+	case "retry":
+		return keystore.StateFailed, false, "failed (retryable: a new attempt may start)", true
+	case "final":
+		return keystore.StateFailed, true, "failed for good (no new attempt)", true
+	case "complete":
+		return keystore.StateCompleted, false, "completed (it took effect)", true
+	}
+	return "", false, "", false
+}
+
+func (ui *Console) bulkPage(c *fiber.Ctx, sess *session) error {
+	q, err := url.ParseQuery(string(c.Request().URI().QueryString()))
+	if err != nil {
+		return errs.Errorf(errs.InvalidRequest, "the address's query is not readable: %v", err)
+	}
+	p := ui.newBulkPage(sess, q)
+	if c.Query("done") != "" {
+		p.Done = "Decided " + thousands(atoi(c.Query("decided"))) + " keys (bulk " + c.Query("done") + "); each key's history names the action and you."
+		if n := atoi(c.Query("skipped")); n > 0 {
+			p.Done += " " + thousands(n) + " were left as they were."
+		}
+	}
+	return ui.showBulk(c, sess, http.StatusOK, p)
+}
+
+// newBulkPage reads the filter (the input is kept when it is broken).
+func (ui *Console) newBulkPage(sess *session, q url.Values) bulkPage {
+	p := bulkPage{layout: ui.layout(sess, "Bulk decision"), States: keystore.States, CanAct: sess.who.CanAct(),
+		FromText: q.Get("from"), ToText: q.Get("to")}
+	f, err := keystore.FilterFromQuery(q, nil)
+	p.Filter = f
+	if err != nil {
+		p.Problem = errs.MessageOf(err)
+		return p
+	}
+	p.Query = f.Query().Encode()
+	return p
+}
+
+// showBulk counts (unless the filter is broken) and draws the page.
+func (ui *Console) showBulk(c *fiber.Ctx, sess *session, status int, p bulkPage) error {
+	if p.Query == "" {
+		// A broken filter, or none: nothing is counted (an empty filter
+		// would walk every key of the store to say "all of them").
+		if p.Problem != "" {
+			status = http.StatusBadRequest
+		}
+		return ui.render(c, status, "bulk", p)
+	}
+	if err := mayBulk(sess, p.Filter); err != nil {
+		return err
+	}
+	if !p.Confirm { // the question shows the count of the decision asked about
+		count, err := ui.count(c.UserContext(), sess, p.Filter)
+		if err != nil {
+			if st := problem.Status(errs.CodeOf(err)); st < 500 {
+				p.Problem = errs.MessageOf(err)
+				return ui.render(c, st, "bulk", p)
+			}
+			return err
+		}
+		p.Count = count
+	}
+	p.MatchedText, p.DecidedText = thousands(p.Count.Matched), thousands(p.Count.Decided)
+	for why, n := range p.Count.Skipped {
+		p.Skipped = append(p.Skipped, skipRow{Why: skipWords(why), N: thousands(n)})
+	}
+	sort.Slice(p.Skipped, func(i, j int) bool { return p.Skipped[i].Why < p.Skipped[j].Why })
+	page, err := ui.selectKeys(c.UserContext(), p.Filter, bulkSample)
+	if err != nil {
+		return err
+	}
+	p.Sample, p.More = page.Items, page.NextCursor != ""
+	return ui.render(c, status, "bulk", p)
+}
+
+// mayBulk: a decision over every namespace needs a role over every
+// namespace; otherwise the filter's namespace must be the person's.
+func mayBulk(sess *session, f keystore.Filter) error {
+	if f.Namespace == "" && !sess.who.Unlimited() {
+		return errs.Errorf(errs.Forbidden, "%q is limited to namespaces %s: choose one of them in the filter",
+			sess.who.Name, strings.Join(sess.who.Namespaces, ", "))
+	}
+	if f.Namespace != "" && !sess.who.MayUse(f.Namespace) {
+		return errs.Errorf(errs.Forbidden, "%q does not cover namespace %q", sess.who.Name, f.Namespace)
+	}
+	return nil
+}
+
+// bulkSubmit is POST /ui/bulk: the question, then (confirm=1) the decision.
+func (ui *Console) bulkSubmit(c *fiber.Ctx, sess *session) error {
+	q, _ := url.ParseQuery(c.FormValue("filter"))
+	p := ui.newBulkPage(sess, q)
+	p.Form = bulkForm{Action: c.FormValue("action"), Note: strings.TrimSpace(c.FormValue("note")),
+		ResultRef: strings.TrimSpace(c.FormValue("result_ref")), ID: c.FormValue("id")}
+	if p.Problem == "" && p.Filter.Empty() {
+		p.Problem = "Choose a selection first: a bulk decision never takes every key of the store."
+	}
+	if p.Problem != "" {
+		return ui.showBulk(c, sess, http.StatusBadRequest, p)
+	}
+	if err := mayBulk(sess, p.Filter); err != nil {
+		return err
+	}
+	res, final, words, ok := p.Form.resolution()
+	switch {
+	case !ok:
+		p.Problem = "Choose what happened to these keys."
+	case p.Form.Note == "":
+		p.Problem = "Write the reason: it goes into every key's history."
+	}
+	if p.Problem != "" {
+		return ui.showBulk(c, sess, http.StatusBadRequest, p)
+	}
+	if p.Form.ID == "" {
+		p.Form.ID = keystore.NewBulkID()
+	}
+	req := keystore.BulkResolveRequest{Filter: p.Filter, Resolution: res, Final: final, By: sess.by(), Note: p.Form.Note,
+		ResultRef: p.Form.ResultRef, ID: p.Form.ID, DryRun: true}
+	if res != keystore.StateCompleted {
+		req.ResultRef = ""
+	}
+	count, err := ui.resolveMany(c.UserContext(), req)
+	if err != nil {
+		if st := problem.Status(errs.CodeOf(err)); st < 500 {
+			p.Problem = errs.MessageOf(err)
+			return ui.showBulk(c, sess, st, p)
+		}
+		return err
+	}
+	seen, confirmed := c.FormValue("count"), c.FormValue("confirm") == "1"
+	if confirmed && seen != strconv.Itoa(count.Decided) {
+		p.Changed = "The count changed from " + thousands(atoi(seen)) + " to " + thousands(count.Decided) + " since you looked."
+		confirmed = false
+	}
+	if !confirmed {
+		p.Confirm, p.Count = true, count
+		p.Question = "Decide " + thousands(count.Decided) + " keys as " + words + "?"
+		return ui.showBulk(c, sess, http.StatusOK, p)
+	}
+	req.DryRun = false
+	done, err := ui.resolveMany(c.UserContext(), req)
+	if err != nil {
+		ui.log.Error("console: bulk decision stopped part way", "id", req.ID, "by", req.By, "decided", done.Decided, "err", err)
+		return err
+	}
+	skipped := 0
+	for _, n := range done.Skipped {
+		skipped += n
+	}
+	ui.log.Info("console: bulk decision", "id", done.ID, "by", req.By, "action", p.Form.Action, "matched", done.Matched,
+		"decided", done.Decided, "skipped", done.Skipped)
+	back := p.Filter.Query()
+	back.Set("done", done.ID)
+	back.Set("decided", strconv.Itoa(done.Decided))
+	back.Set("skipped", strconv.Itoa(skipped))
+	return c.Redirect(Prefix+"/bulk?"+back.Encode(), http.StatusSeeOther)
+}
+
+// count is a dry run in the person's name (the note only has to be there).
+func (ui *Console) count(ctx context.Context, sess *session, f keystore.Filter) (keystore.BulkResult, error) {
+	return ui.resolveMany(ctx, keystore.BulkResolveRequest{Filter: f, Resolution: keystore.StateFailed, By: sess.by(),
+		Note: "count", DryRun: true})
+}
+
+// resolveMany and selectKeys use the store's own bulk decision and
+// selection (keystore.BulkResolver, keystore.Selector), or the generic
+// ones over List and Resolve.
+func (ui *Console) resolveMany(ctx context.Context, req keystore.BulkResolveRequest) (keystore.BulkResult, error) {
+	if s, ok := ui.store.(keystore.Store); ok {
+		return keystore.ResolveMany(ctx, s, req)
+	}
+	if b, ok := ui.store.(keystore.BulkResolver); ok {
+		return b.ResolveMany(ctx, req)
+	}
+	return keystore.BulkResult{}, errs.Errorf(errs.Conflict, "this store cannot decide in bulk")
+}
+
+func (ui *Console) selectKeys(ctx context.Context, f keystore.Filter, limit int) (keystore.Page, error) {
+	if s, ok := ui.store.(keystore.Store); ok {
+		return keystore.Select(ctx, s, f, "", limit)
+	}
+	if b, ok := ui.store.(keystore.Selector); ok {
+		return b.Select(ctx, f, "", limit)
+	}
+	return keystore.Page{}, nil
+}
+
+func skipWords(why string) string {
+	switch why {
+	case keystore.SkipLiveLease:
+		return "an attempt holds a live lease"
+	case keystore.SkipAwaitingApproval:
+		return "awaiting approval (approve or reject them)"
+	case keystore.SkipCompleted:
+		return "completed (not reopened)"
+	case keystore.SkipDecided:
+		return "already decided this way"
+	case keystore.SkipChanged:
+		return "changed meanwhile"
+	case keystore.SkipDamaged:
+		return "record damaged (see the runbook)"
+	}
+	return "a resolution does not apply"
+}
+
+// thousands writes n with thousands separators: 2,000.
+func thousands(n int) string {
+	s := strconv.Itoa(n)
+	if n < 0 {
+		return "-" + thousands(-n)
+	}
+	for i := len(s) - 3; i > 0; i -= 3 {
+		s = s[:i] + "," + s[i:]
+	}
+	return s
+}
+
+func atoi(s string) int {
+	n, _ := strconv.Atoi(s)
+	return n
+}
