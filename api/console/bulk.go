@@ -37,10 +37,10 @@ type bulkPage struct {
 	Count       keystore.BulkResult
 	MatchedText string
 	DecidedText string
-	Skipped []skipRow
-	Sample  []*keystore.Record
-	More    bool // more keys match than the sample shows
-	Form    bulkForm
+	Skipped     []skipRow
+	Sample      []*keystore.Record
+	More        bool // more keys match than the sample shows
+	Form        bulkForm
 	// Confirm: the question before the decision, with the count asked about.
 	Confirm  bool
 	Question string
