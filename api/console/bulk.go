@@ -87,11 +87,16 @@ func (ui *Console) bulkPage(c *fiber.Ctx, sess *session) error {
 	if err != nil {
 		return errs.Errorf(errs.InvalidRequest, "the address's query is not readable: %v", err)
 	}
+	q.Del("done")
+	q.Del("decided")
+	q.Del("skipped")
 	p := ui.newBulkPage(sess, q)
-	if c.Query("done") != "" {
-		p.Done = "Decided " + thousands(atoi(c.Query("decided"))) + " keys (bulk " + c.Query("done") + "); each key's history names the action and you."
+	if id := c.Query("done"); id != "" {
+		// The count after it names the keys this action decided as such.
+		p.Form.ID = id
+		p.Done = "Decided " + keys(atoi(c.Query("decided"))) + " (bulk " + id + "); each key's history names the action and you."
 		if n := atoi(c.Query("skipped")); n > 0 {
-			p.Done += " " + thousands(n) + " were left as they were."
+			p.Done += " " + keys(n) + " left unchanged."
 		}
 	}
 	return ui.showBulk(c, sess, http.StatusOK, p)
@@ -125,7 +130,7 @@ func (ui *Console) showBulk(c *fiber.Ctx, sess *session, status int, p bulkPage)
 		return err
 	}
 	if !p.Confirm { // the question shows the count of the decision asked about
-		count, err := ui.count(c.UserContext(), sess, p.Filter)
+		count, err := ui.count(c.UserContext(), sess, p.Filter, p.Form.ID)
 		if err != nil {
 			if st := problem.Status(errs.CodeOf(err)); st < 500 {
 				p.Problem = errs.MessageOf(err)
@@ -231,10 +236,11 @@ func (ui *Console) bulkSubmit(c *fiber.Ctx, sess *session) error {
 	return c.Redirect(Prefix+"/bulk?"+back.Encode(), http.StatusSeeOther)
 }
 
-// count is a dry run in the person's name (the note only has to be there).
-func (ui *Console) count(ctx context.Context, sess *session, f keystore.Filter) (keystore.BulkResult, error) {
+// count is a dry run in the person's name (the note only has to be
+// there); with id, the keys that bulk action decided count as decided.
+func (ui *Console) count(ctx context.Context, sess *session, f keystore.Filter, id string) (keystore.BulkResult, error) {
 	return ui.resolveMany(ctx, keystore.BulkResolveRequest{Filter: f, Resolution: keystore.StateFailed, By: sess.by(),
-		Note: "count", DryRun: true})
+		Note: "count", DryRun: true, ID: id})
 }
 
 // resolveMany and selectKeys use the store's own bulk decision and
@@ -288,6 +294,14 @@ func thousands(n int) string {
 		s = s[:i] + "," + s[i:]
 	}
 	return s
+}
+
+// keys says "1 key", "2,000 keys".
+func keys(n int) string {
+	if n == 1 {
+		return "1 key"
+	}
+	return thousands(n) + " keys"
 }
 
 func atoi(s string) int {
