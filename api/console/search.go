@@ -178,10 +178,8 @@ var searchReasons = []keystore.Reason{keystore.ReasonOutcomeUnknown, keystore.Re
 // part of its name, a state, a time range in the reader's zone; one page at
 // a time. Bad input is shown on this page, with everything typed kept.
 func (ui *Console) search(c *fiber.Ctx, sess *session) error {
-	q, err := url.ParseQuery(string(c.Request().URI().QueryString()))
-	if err != nil {
-		q = url.Values{} // fasthttp has read the same query leniently; nothing typed is in an unreadable one
-	}
+	// A part that cannot be read (a stray %) is left out; the rest is kept.
+	q, _ := url.ParseQuery(string(c.Request().URI().QueryString()))
 	form := readSearchForm(q)
 	loc, known := readerZone(form.TZ)
 	if !known {
@@ -361,8 +359,11 @@ func invalidInputs(err error) map[string]bool {
 	}
 	for _, f := range e.Fields {
 		name := f.Field
-		if strings.HasPrefix(name, "states") {
+		switch {
+		case strings.HasPrefix(name, "states"):
 			name = "state"
+		case name == "key": // an exact key the store refuses
+			name = "key_prefix"
 		}
 		out[name] = true
 	}

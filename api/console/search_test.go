@@ -469,3 +469,20 @@ func TestSearchSurvivesTheSignIn(t *testing.T) {
 		t.Errorf("found %v", results(t, page))
 	}
 }
+
+// An exact key the store refuses (it looks like an e-mail address) is
+// said on the page, next to the key as typed.
+func TestSearchExactKeyTheStoreRefuses(t *testing.T) {
+	s := newSite(t)
+	s.unknownKey("bookings", "bk-1", "n8n exec 1", "timeout")
+	status, page := search(t, s, actToken, url.Values{"key_prefix": {"ana@example.com"}, "match": {"exact"}, "holder": {"exec"}})
+	if status != http.StatusBadRequest || !strings.Contains(page, `id="search-problem"`) || !strings.Contains(page, "e-mail") {
+		t.Fatalf("status %d, want 400 with the store's reason on the page:\n%.2000s", status, page)
+	}
+	if !hasValue(page, "key_prefix", "ana@example.com") || !hasValue(page, "holder", "exec") || selected(page, "match") != "exact" {
+		t.Error("the input is not kept")
+	}
+	if !regexp.MustCompile(`<input[^>]*name="key_prefix"[^>]*aria-invalid="true"`).MatchString(page) {
+		t.Error("the key is not marked as the field at fault")
+	}
+}
