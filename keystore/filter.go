@@ -130,7 +130,7 @@ func FilterFromQuery(q url.Values, loc *time.Location) (Filter, error) {
 				return t
 			}
 		}
-		v.field(name, "datetime", "a time like 2026-12-01T14:30 or 2026-12-01T14:30:00Z")
+		v.field(name, "datetime", name+" must be a time like 2026-12-01T14:30 or 2026-12-01T14:30:00Z")
 		return time.Time{}
 	}
 	f.From, f.To = readTime("from"), readTime("to")
@@ -159,9 +159,14 @@ type Selector interface {
 	Select(ctx context.Context, f Filter, cursor string, limit int) (Page, error)
 }
 
+// Lister is the part of a Store that Select's walk needs.
+type Lister interface {
+	List(ctx context.Context, q ListQuery) (Page, error)
+}
+
 // Select returns up to limit records matched by f (normalized first), and
 // the cursor of the next page.
-func Select(ctx context.Context, s Store, f Filter, cursor string, limit int) (Page, error) {
+func Select(ctx context.Context, s Lister, f Filter, cursor string, limit int) (Page, error) {
 	f, err := f.Normalize()
 	if err != nil {
 		return Page{}, err
@@ -172,7 +177,10 @@ func Select(ctx context.Context, s Store, f Filter, cursor string, limit int) (P
 	if sel, ok := s.(Selector); ok {
 		return sel.Select(ctx, f, cursor, limit)
 	}
-	q := ListQuery{Namespace: f.Namespace, Cursor: cursor, Limit: 1000}
+	q := ListQuery{Namespace: f.Namespace, Cursor: cursor, Limit: limit}
+	if f.Namespace != "" {
+		q.KeyPrefix = f.KeyPrefix // the store walks the prefix's range only
+	}
 	if len(f.States) == 1 {
 		q.State = f.States[0]
 	}
