@@ -50,6 +50,10 @@ type Config struct {
 	// GuardURL is the base URL people use to reach n8n-guard, shown in the
 	// exact resolve call of a stuck key. Empty: "$N8N_GUARD_URL".
 	GuardURL string
+	// PublicURL is the guard's address as people open it in a browser
+	// (public_url): every message links to its console page under it.
+	// Empty: messages have no console links.
+	PublicURL string
 }
 
 // OwnerRule routes failed executions of matching workflows.
@@ -111,6 +115,10 @@ func (c Config) withDefaults() (Config, error) {
 		c.RetryFor = DefaultRetryFor
 	}
 	c.GuardURL = strings.TrimRight(c.GuardURL, "/")
+	c.PublicURL = strings.TrimRight(c.PublicURL, "/")
+	if err := CheckPublicURL(c.PublicURL); err != nil {
+		return c, err
+	}
 	if err := checkOwner("notify.default_owner", c.DefaultOwner); err != nil {
 		return c, err
 	}

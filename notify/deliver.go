@@ -88,7 +88,8 @@ func (s *Service) send(ctx context.Context, r *Record) (stop bool) {
 	if c != ClassOK {
 		return s.settle(ctx, r, "users.lookupByEmail", CallResult{Update: update, Class: c, Wait: wait}, err)
 	}
-	msg := Message{Record: r, Mention: mention, GuardURL: s.cfg.GuardURL, CanRetry: s.opts.Executions != nil}
+	msg := Message{Record: r, Mention: mention, GuardURL: cmpOr(s.cfg.GuardURL, s.cfg.PublicURL), CanRetry: s.opts.Executions != nil,
+		Links: ConsoleLinks(r, s.cfg.PublicURL)}
 	if update {
 		c, wait, err = s.call(ctx, "chat.update", func() error { return s.slack.Update(ctx, r.SlackChannel, r.SlackTS, msg) })
 		return s.settle(ctx, r, "chat.update", CallResult{Update: true, Class: c, Wait: wait}, err)

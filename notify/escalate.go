@@ -55,7 +55,7 @@ func (s *Service) settledElsewhere(ctx context.Context, now time.Time) {
 		return // Escalate reports the outbox's failure
 	}
 	for _, r := range due {
-		if r.Kind != KindKeyUnknown || r.Acknowledged() {
+		if r.Kind != KindKeyUnknown || r.Acknowledged() || r.IsKeyGroup() {
 			continue
 		}
 		res, err := s.opts.Keys.Lookup(ctx, r.Namespace, r.Key)

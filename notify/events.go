@@ -131,12 +131,29 @@ func (s *Service) countAdded(res []Added) {
 // person decided (in the API, the console, the CLI or another message),
 // so the buttons go, the message says who, and escalation stops.
 func (s *Service) keyResolved(ctx context.Context, ev keystore.Event) error {
+	// The group the key's attempt is a member of counts it as decided,
+	// once however often the event is read (group.go).
+	completed, now := ev.Message == string(keystore.StateCompleted), s.now()
+	head, err := s.outbox.Settle(ctx, Member{Namespace: ev.Namespace, Key: ev.Key, Attempt: ev.Attempt}, func(x *Record) {
+		*x = *KeySettled(x, completed, ev.Owner, ev.At, now, s.cfg.GroupWindow)
+	})
+	if err != nil {
+		return err
+	}
+	if head != nil {
+		if !head.IsKeyGroup() {
+			s.updateEscalations(ctx, head, func(x *Record) *Record { return ResolvedElsewhere(x, completed, ev.Owner, ev.At, now) })
+		}
+		s.poke()
+	}
 	about, err := s.outbox.AboutKey(ctx, ev.Namespace, ev.Key, 10)
 	if err != nil {
 		return err
 	}
 	for _, r := range about {
-		if r.Kind != KindKeyUnknown || r.KeyAttempt != ev.Attempt {
+		// Messages written before groups kept their keys (Settled 0, no
+		// member) are decided by their own key, as they always were.
+		if r.Kind != KindKeyUnknown || r.KeyAttempt != ev.Attempt || r.Settled > 0 || (head != nil && r.ID == head.ID) {
 			continue
 		}
 		s.decidedElsewhere(ctx, r.ID, ev.Message == string(keystore.StateCompleted), ev.Owner, ev.At, s.now())
@@ -174,7 +191,8 @@ func (s *Service) fromEvent(ctx context.Context, ev keystore.Event) (Addition, b
 		// down) make one message whose count says how many.
 		rec.Group = groupOf(string(ev.Kind), ev.Namespace)
 		once := fmt.Sprintf("%s\x00%s\x00%s\x00%d", ev.Kind, ev.Namespace, ev.Key, ev.Attempt)
-		return Addition{Record: rec, Window: s.cfg.GroupWindow, Once: once}, true
+		return Addition{Record: rec, Window: s.cfg.GroupWindow, Once: once,
+			Member: &Member{Namespace: ev.Namespace, Key: ev.Key, Attempt: ev.Attempt}}, true
 	case keystore.EventBreakerOpened, keystore.EventBreakerClosed:
 		rt := s.cfg.forRoute(s.cfg.Destinations, ev.Destination)
 		rec.Owner, rec.Channel, rec.Runbook = rt.Owner, rt.Channel, rt.Runbook

@@ -89,6 +89,10 @@ func (s *Service) act(ctx context.Context, c Click) {
 		s.actApproval(ctx, target, c) // approval.go
 		return
 	}
+	if target.IsKeyGroup() && (c.Action == ActionComplete || c.Action == ActionRetry) {
+		s.actGroup(ctx, target, c, version) // groupclick.go
+		return
+	}
 	step := DecideClick(target, c.Action, s.opts.Executions != nil)
 	if step.Refusal != "" {
 		s.ephemeral(ctx, c, step.Refusal)

@@ -38,6 +38,15 @@ type Outbox interface {
 	// Escalating returns up to limit notifications whose escalation is due
 	// at now, without locking them (a look before Escalate).
 	Escalating(ctx context.Context, now time.Time, limit int) ([]*Record, error)
+	// Settle marks the member m (namespace, key, attempt) of a group
+	// decided and applies fn to the group's head under its lock, in one
+	// transaction: each key settles once. It returns nil, nil when m is
+	// no open member of any group.
+	Settle(ctx context.Context, m Member, fn func(head *Record)) (*Record, error)
+	// Members pages through the keys of the group whose head is head, in
+	// (namespace, key, attempt) order, after the member after (nil: from
+	// the first).
+	Members(ctx context.Context, head string, after *Member, limit int) ([]Member, error)
 	// AboutKey returns the notifications (not escalations) about a key,
 	// newest first, at most limit.
 	AboutKey(ctx context.Context, namespace, key string, limit int) ([]*Record, error)
@@ -66,6 +75,9 @@ type Addition struct {
 	Record *Record       // the new notification, ID and times set
 	Window time.Duration // group window; 0: never joins a group
 	Once   string        // when not empty: add only if never added before
+	// Member: the key the addition is about, kept as a member of the
+	// group it opens or joins (group.go).
+	Member *Member
 }
 
 // Added is what became of an Addition.

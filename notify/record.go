@@ -93,10 +93,11 @@ type Record struct {
 	Delivery
 	Decided
 	Escalation
-	Failure    // KindWorkflowFailed
-	KeyPayload // KindKeyUnknown, KindParkedLost, KindParkedOverdue (and escalations of them)
-	Breaker    // KindBreakerOpened, KindBreakerClosed; the destination of a parked key
-	ParkedKey  // KindParkedLost, KindParkedOverdue
+	Failure       // KindWorkflowFailed
+	KeyPayload    // KindKeyUnknown, KindParkedLost, KindParkedOverdue (and escalations of them)
+	Breaker       // KindBreakerOpened, KindBreakerClosed; the destination of a parked key
+	ParkedKey     // KindParkedLost, KindParkedOverdue
+	GroupProgress // KindKeyUnknown: how far the group's keys are decided (group.go)
 }
 
 // Header is what every notification has.

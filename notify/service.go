@@ -287,6 +287,9 @@ func (s *Service) Run(ctx context.Context) error {
 	if s.slack == nil {
 		s.log.Warn("Slack is not configured (SLACK_BOT_TOKEN is empty): notifications are stored and listed, delivery waits")
 	}
+	if s.cfg.PublicURL == "" {
+		s.log.Info("Slack messages will have no console links: public_url is not set")
+	}
 	t := time.NewTicker(s.opts.PollInterval)
 	defer t.Stop()
 	for {

@@ -41,6 +41,9 @@ type Message struct {
 	Mention  string
 	GuardURL string
 	CanRetry bool
+	// Links: the console pages of the message (ConsoleLinks; none without
+	// a public URL).
+	Links []Link
 }
 
 // Class is what a Slack call's result means for the notification.

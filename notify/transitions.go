@@ -116,6 +116,9 @@ func AfterCall(cur, sent *Record, res CallResult, now time.Time, p DeliveryPolic
 		if x.Count > x.ShownCount { // intake raised the count during the call
 			x.DueAt = now.Add(p.GroupWindow / 2)
 		}
+		if x.Settled != sent.Settled && x.DueAt.IsZero() { // a key of the group decided during the call
+			x.DueAt = now.Add(p.GroupWindow / 2)
+		}
 		if x.Decision != sent.Decision || x.Version != sent.Version { // a decision during the call
 			x.DueAt = now
 		}

@@ -32,7 +32,16 @@ func (m message) options() []slack.MsgOption {
 // Everything taken from a payload is already redacted; here it is also
 // escaped, so it cannot mention anyone or inject links.
 func render(m notify.Message) message {
+	msg := renderKind(m)
+	msg.Blocks = append(msg.Blocks, linkBlock(m.Links)...)
+	return msg
+}
+
+func renderKind(m notify.Message) message {
 	r, mention, guardURL := m.Record, m.Mention, m.GuardURL
+	if r.IsKeyGroup() {
+		return renderKeyGroup(r, mention, guardURL, m.Links)
+	}
 	switch r.Kind {
 	case notify.KindKeyUnknown:
 		return renderKeyUnknown(r, mention, guardURL)
@@ -162,21 +171,9 @@ func renderKeyUnknown(r *notify.Record, mention, guardURL string) message {
 		slack.NewSectionBlock(mrkdwn("*Then resolve it* (`completed` if it took effect, `failed` to let n8n try again):\n```"+
 			notify.EscapeMrkdwn(resolveCommand(guardURL, r.Namespace, r.Key))+"```"), nil, nil),
 	}
-	ctx := "ref `" + r.ID + "`"
-	if r.Count > 1 {
-		ctx = fmt.Sprintf("*%s* keys of `%s` went unknown since %s; list them: `%s` · ",
-			notify.Thousands(r.Count), ns, notify.Clock(r.FirstAt), notify.EscapeMrkdwn(listCommand(guardURL, r.Namespace))) + ctx
-	}
-	blocks = append(blocks, slack.NewContextBlock("", mrkdwn(ctx)))
-	if r.Count > 1 && r.Decision == "" {
-		blocks = append(blocks, slack.NewSectionBlock(mrkdwn(fmt.Sprintf(
-			"The first two buttons decide key `%s` only; resolve the others from the list. \"Leave it to me\" takes the whole group.", key)), nil, nil))
-	}
+	blocks = append(blocks, slack.NewContextBlock("", mrkdwn("ref `"+r.ID+"`")))
 	blocks = append(blocks, decisionBlocks(r, false)...)
 	text := fmt.Sprintf("Key %s/%s is unknown and needs a person. Owner: %s. Next step: %s", ns, key, mention, nextStep(r.Runbook))
-	if r.Count > 1 {
-		text += fmt.Sprintf(" (%s keys of %s went unknown)", notify.Thousands(r.Count), ns)
-	}
 	return message{Text: fallback(text), Blocks: blocks}
 }
 

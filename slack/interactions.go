@@ -129,7 +129,7 @@ func clicksOf(cb slack.InteractionCallback, log *slog.Logger) []notify.Click {
 	}
 	var out []notify.Click
 	for _, a := range cb.ActionCallback.BlockActions {
-		if a.ActionID == "open_execution" {
+		if a.ActionID == "open_execution" || strings.HasPrefix(a.ActionID, "open_console") {
 			continue // a link button: Slack opens the URL
 		}
 		out = append(out, notify.Click{Action: a.ActionID, Value: a.Value, UserID: cb.User.ID, UserName: name, Channel: channel, TriggerID: cb.TriggerID})

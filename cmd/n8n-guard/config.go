@@ -96,6 +96,9 @@ type FileConfig struct {
 	// (checks.go); namespaces and destinations name them.
 	Checks  map[string]CheckConfig `yaml:"checks"`
 	Console ConsoleFileConfig      `yaml:"console"`
+	// PublicURL is the guard's address as people open it in a browser:
+	// Slack messages link to their console pages under it.
+	PublicURL string `yaml:"public_url"`
 }
 
 // TokenConfig is one entry of tokens: a named token with a role and the
@@ -288,6 +291,9 @@ func ParseFile(r io.Reader) (FileConfig, error) {
 		return fc, fmt.Errorf("notify.max_attempts is gone: a notification is no longer dropped after a number of attempts; " +
 			"use notify.retry_for (how long transient Slack failures are retried, default 168h)")
 	}
+	if err := notify.CheckPublicURL(fc.PublicURL); err != nil {
+		return fc, err
+	}
 	if fc.Metrics.LabelLimit < 0 {
 		return fc, fmt.Errorf("metrics.label_limit: must not be negative")
 	}
@@ -435,6 +441,7 @@ func (fc FileConfig) NotifyConfig() notify.Config {
 		SlackPause:     time.Duration(fc.Notify.SlackPause),
 		RetryFor:       time.Duration(fc.Notify.RetryFor),
 		GuardURL:       fc.Notify.GuardURL,
+		PublicURL:      fc.PublicURL,
 		Namespaces:     make(map[string]notify.Route, len(fc.Namespaces)),
 		Destinations:   make(map[string]notify.Route, len(fc.Destinations)),
 	}

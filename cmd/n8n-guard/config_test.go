@@ -82,6 +82,9 @@ func TestParseFileErrors(t *testing.T) {
 		{"negative group window", "notify:\n  group_window: -5m\n", "notify.group_window"},
 		{"max attempts is gone", "notify:\n  max_attempts: 10\n", "notify.max_attempts is gone"},
 		{"negative retry_for", "notify:\n  retry_for: -3h\n", "notify.retry_for"},
+		{"public_url not absolute", "public_url: guard.example.org\n", "public_url \"guard.example.org\" must be the absolute http(s) address"},
+		{"public_url not http", "public_url: ftp://guard.example.org\n", "public_url"},
+		{"public_url with a query", "public_url: https://guard.example.org/?token=x\n", "public_url"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := ParseFile(strings.NewReader(tc.yaml))
@@ -216,5 +219,16 @@ func TestParseApproval(t *testing.T) {
 				t.Fatalf("want an error mentioning %q, got %v", tc.want, err)
 			}
 		})
+	}
+}
+
+// public_url reaches notify, which links every Slack message to the console.
+func TestPublicURLConfig(t *testing.T) {
+	fc, err := ParseFile(strings.NewReader("public_url: https://guard.example.org/\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := fc.NotifyConfig().PublicURL; got != "https://guard.example.org/" {
+		t.Fatalf("notify's public URL: %q", got)
 	}
 }

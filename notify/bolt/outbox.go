@@ -52,7 +52,7 @@ var _ notify.Outbox = (*Outbox)(nil)
 // the file after a storage error, and the outbox follows it.
 func New(db func() *bolt.DB) (*Outbox, error) {
 	err := db().Update(func(tx *bolt.Tx) error {
-		for _, b := range [][]byte{bucketNotifications, bucketDue, bucketGroups, bucketOnce, bucketMeta, bucketUsers, bucketEscalate, bucketKeys, bucketMarks} {
+		for _, b := range [][]byte{bucketNotifications, bucketDue, bucketGroups, bucketOnce, bucketMeta, bucketUsers, bucketEscalate, bucketKeys, bucketMarks, bucketMembers, bucketMemberOf} {
 			if _, err := tx.CreateBucketIfNotExists(b); err != nil {
 				return fmt.Errorf("create bucket %s: %w", b, err)
 			}
@@ -184,6 +184,9 @@ func addOne(tx *bolt.Tx, a notify.Addition) (notify.Added, error) {
 					if err := putRecord(tx, &old, head); err != nil {
 						return notify.Added{}, err
 					}
+					if err := addMember(tx, head.ID, a.Member); err != nil {
+						return notify.Added{}, err
+					}
 					return notify.Added{Record: head, Joined: true}, nil
 				}
 			}
@@ -195,6 +198,9 @@ func addOne(tx *bolt.Tx, a notify.Addition) (notify.Added, error) {
 		}
 	}
 	if err := putRecord(tx, nil, rec); err != nil {
+		return notify.Added{}, err
+	}
+	if err := addMember(tx, rec.ID, a.Member); err != nil {
 		return notify.Added{}, err
 	}
 	return notify.Added{Record: rec}, nil
@@ -382,6 +388,11 @@ func (o *Outbox) Purge(ctx context.Context, cutoff, now time.Time, limit int) (i
 			}
 			if ns, key, ok := r.Subject(); ok {
 				if err := tx.Bucket(bucketKeys).Delete(keyIndex(ns, key, r.ID)); err != nil {
+					return err
+				}
+			}
+			if r.Kind == notify.KindKeyUnknown {
+				if err := deleteMembers(tx, r.ID); err != nil {
 					return err
 				}
 			}

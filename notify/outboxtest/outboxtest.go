@@ -288,6 +288,8 @@ func Run(t *testing.T, open Open) {
 		}
 	})
 
+	t.Run("a group's keys are kept, listed, settled once and purged with it", func(t *testing.T) { groupMembers(t, open) })
+
 	t.Run("Slack users are cached by e-mail, in any case", func(t *testing.T) {
 		o := open(t)
 		if _, ok, err := o.SlackUser(ctx, "ops@example.com"); ok || err != nil {

@@ -196,6 +196,9 @@ func (o *Outbox) addOne(ctx context.Context, tx pgx.Tx, a notify.Addition) (noti
 					if err := putOutboxRecord(ctx, tx, h, false); err != nil {
 						return notify.Added{}, err
 					}
+					if err := addMember(ctx, tx, h.ID, a.Member); err != nil {
+						return notify.Added{}, err
+					}
 					return notify.Added{Record: h, Joined: true}, nil
 				}
 			}
@@ -206,6 +209,9 @@ func (o *Outbox) addOne(ctx context.Context, tx pgx.Tx, a notify.Addition) (noti
 		rec.GroupEnd = end
 	}
 	if err := putOutboxRecord(ctx, tx, rec, false); err != nil {
+		return notify.Added{}, err
+	}
+	if err := addMember(ctx, tx, rec.ID, a.Member); err != nil {
 		return notify.Added{}, err
 	}
 	return notify.Added{Record: rec}, nil

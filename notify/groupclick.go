@@ -1,0 +1,141 @@
+package notify
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+
+	"github.com/n8n-guard/n8n-guard/errs"
+	"github.com/n8n-guard/n8n-guard/keystore"
+)
+
+// memberPage is how many keys of a group are read at a time.
+const memberPage = 200
+
+// actGroup carries out a group's "it happened" / "it did not happen":
+// every key of the group still unknown at its attempt gets the decision,
+// named in its history by the person and the bulk id; a key decided
+// meanwhile is skipped, not decided again. The keys' resolutions come back
+// as key-resolved events, which count them on the message (KeySettled).
+// The caller holds the notification's click lock.
+func (s *Service) actGroup(ctx context.Context, target *Record, c Click, version int) {
+	step := GroupClick(target, c.Action, version)
+	if step.Refusal != "" {
+		s.m.refusedClicks.Inc()
+		s.ephemeral(ctx, c, step.Refusal)
+		return
+	}
+	if s.opts.Keys == nil {
+		s.ephemeral(ctx, c, "This n8n-guard cannot resolve keys from Slack (no store is wired to notifications); nothing changed.")
+		return
+	}
+	res, note := keystore.StateCompleted, "Decided in Slack for the whole group: it happened — marked completed."
+	if step.Decision == DecisionRetry {
+		res, note = keystore.StateFailed, "Decided in Slack for the whole group: it did not happen — a retry is allowed."
+	}
+	by := Truncate(fmt.Sprintf("%s (Slack %s)", cmpOr(c.UserName, "Slack user"), c.UserID), keystore.MaxByLength)
+	bulk := "slack-" + target.ID + "-" + strconv.Itoa(target.Version+1)
+	decided, skipped, failed := s.decideMembers(ctx, target, keystore.ResolveRequest{Resolution: res, By: by, Note: note, Bulk: bulk})
+	if decided == 0 && failed > 0 {
+		s.ephemeral(ctx, c, fmt.Sprintf("n8n-guard could not resolve the keys of this group (%s failed, see its log); nothing changed. Try again.",
+			Plural(failed, "key", "keys")))
+		return
+	}
+	now := s.now()
+	if _, err := s.outbox.Update(ctx, target.ID, func(x *Record) {
+		*x = *GroupDecided(x, step.Decision, c.UserID, bulk, decided, skipped, now)
+	}); err != nil {
+		s.log.Error("recording a group decision from Slack failed", "id", target.ID, "err", err)
+	}
+	s.m.decisions.WithLabelValues(step.Decision).Inc()
+	s.log.Info("group decision from Slack", "id", target.ID, "decision", step.Decision, "user", c.UserID, "bulk", bulk,
+		"namespace", target.Namespace, "decided", decided, "skipped", skipped, "failed", failed)
+	switch {
+	case failed > 0:
+		s.ephemeral(ctx, c, fmt.Sprintf("Decided %s; %s could not be resolved (the store failed) and stay open: press again to retry them.",
+			Plural(decided, "key", "keys"), Plural(failed, "key", "keys")))
+	case decided == 0:
+		s.ephemeral(ctx, c, fmt.Sprintf("Every key of this group was decided elsewhere already (%s); nothing changed.", Plural(skipped, "key", "keys")))
+	}
+	s.poke()
+}
+
+// decideMembers resolves the open keys of target's group with req (its
+// namespace and key filled in per key).
+func (s *Service) decideMembers(ctx context.Context, target *Record, req keystore.ResolveRequest) (decided, skipped, failed int) {
+	var after *Member
+	for ctx.Err() == nil {
+		page, err := s.outbox.Members(ctx, target.ID, after, memberPage)
+		if err != nil {
+			s.log.Error("reading the keys of a group failed", "id", target.ID, "err", err)
+			return decided, skipped, failed + 1
+		}
+		for _, m := range page {
+			if m.Settled {
+				skipped++
+				continue
+			}
+			switch s.decideMember(ctx, m, req) {
+			case memberDecided:
+				decided++
+			case memberSkipped:
+				skipped++
+			default:
+				failed++
+			}
+		}
+		if len(page) < memberPage {
+			break
+		}
+		after = &page[len(page)-1]
+	}
+	return decided, skipped, failed
+}
+
+type memberOutcome int
+
+const (
+	memberDecided memberOutcome = iota
+	memberSkipped
+	memberFailed
+)
+
+// decideMember resolves one key of a group if it is still unknown at the
+// member's attempt; a key decided meanwhile (or purged, or at a later
+// attempt) is skipped and counted as settled.
+func (s *Service) decideMember(ctx context.Context, m Member, req keystore.ResolveRequest) memberOutcome {
+	cur, err := s.opts.Keys.Lookup(ctx, m.Namespace, m.Key)
+	if err != nil {
+		s.log.Warn("looking up a key of a group failed", "namespace", m.Namespace, "key", m.Key, "err", err)
+		return memberFailed
+	}
+	if cur.Record == nil || cur.Record.Attempt != m.Attempt || cur.Record.State != keystore.StateUnknown {
+		if cur.Record == nil || cur.Record.Attempt != m.Attempt {
+			s.settleGone(ctx, m) // no key-resolved event will count it
+		}
+		return memberSkipped
+	}
+	req.Namespace, req.Key = m.Namespace, m.Key
+	_, err = s.opts.Keys.Resolve(ctx, req)
+	var ke *errs.Error
+	switch {
+	case errors.As(err, &ke) && ke.Code == errs.Conflict:
+		return memberSkipped // decided between the look and the resolve
+	case err != nil:
+		s.log.Warn("resolving a key of a group from Slack failed", "namespace", m.Namespace, "key", m.Key, "err", err)
+		return memberFailed
+	}
+	return memberDecided
+}
+
+// settleGone counts a member whose attempt is over (purged, or a later
+// attempt began) as decided.
+func (s *Service) settleGone(ctx context.Context, m Member) {
+	now := s.now()
+	if _, err := s.outbox.Settle(ctx, m, func(x *Record) {
+		*x = *KeySettled(x, true, "", now, now, s.cfg.GroupWindow)
+	}); err != nil {
+		s.log.Warn("counting a gone key of a group failed", "namespace", m.Namespace, "key", m.Key, "err", err)
+	}
+}
