@@ -23,6 +23,11 @@ type ConsoleConfig struct {
 	// SessionKey seals the session cookies (console.SessionKeySize
 	// bytes); nil: sessions end when the process does.
 	SessionKey []byte
+	// N8nURL and SlackWorkspace are where the console's links to n8n
+	// and Slack point; Hint explains a notification's last failure
+	// (console.Config).
+	N8nURL, SlackWorkspace string
+	Hint                   func(lastFailure string) string
 }
 
 // mountConsole serves the operator console under /ui (api/console). Its
@@ -51,6 +56,10 @@ func (s *Server) mountConsole() error {
 	if ps, ok := s.store.(keystore.ParkStore); ok {
 		cfg.Parking = ps
 	}
+	if t, ok := s.notes.(console.Thread); ok { // notify.Service
+		cfg.Thread = t
+	}
+	cfg.N8nURL, cfg.SlackWorkspace, cfg.Hint = cc.N8nURL, cc.SlackWorkspace, cc.Hint
 	if cc.OpenID != nil {
 		cfg.OpenID = cc.OpenID
 	}

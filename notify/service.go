@@ -248,16 +248,20 @@ func (s *Service) List(ctx context.Context, q ListQuery) (Page, error) {
 }
 
 // Resend queues a dead notification again, after the cause (a channel,
-// the token) was fixed: attempts start over and the worker posts it.
+// the token) was fixed: it is routed again under the current
+// configuration (the channel stored when it was created may be the one
+// that failed), attempts start over and the worker posts it. The answer
+// says where it goes.
 func (s *Service) Resend(ctx context.Context, id string) (Notification, error) {
 	if !IDRE.MatchString(id) {
 		return Notification{}, &errs.Error{Code: errs.InvalidRequest, Message: "id is not a notification id (n_…)",
 			Fields: []errs.FieldError{{Field: "id", Rule: "notification_id"}}}
 	}
 	var was Status
+	var from string
 	r, err := s.outbox.Update(ctx, id, func(x *Record) {
-		was = x.Status
-		next, _ := Resend(x, s.now())
+		was, from = x.Status, x.Channel
+		next, _ := Resend(x, s.now(), s.cfg.targetOf(x))
 		*x = *next
 	})
 	if err != nil {
@@ -270,7 +274,7 @@ func (s *Service) Resend(ctx context.Context, id string) (Notification, error) {
 		return Notification{}, errs.Errorf(errs.Conflict, "notification %s is %s, not dead: only dead notifications are resent", id, was)
 	}
 	s.m.resent.Inc()
-	s.log.Info("dead notification queued again by an operator", "id", id)
+	s.log.Info("dead notification queued again by an operator", "id", id, "channel", r.Channel, "owner", r.Owner, "was_channel", from)
 	s.poke()
 	return r.Item(), nil
 }

@@ -29,7 +29,7 @@ import (
 //	  acknowledged     -> escalation ends
 //	  snoozed          -> undecided, reminder to the owner, next step after its gap
 //	  undecided        -> step+1, message to the step's target | escalation ends after the last
-//	resend (Resend):   dead -> pending, attempts start over
+//	resend (Resend):   dead -> pending, attempts start over, routed by the current configuration
 //	an outage (breaker_opened message, one per outage, edited in place):
 //	  parked count seen (ParkedSeen): open -> parked = most seen, update within half a window
 //	                                  closed, none left -> caught up, update now; closed, fewer left -> progress, within half a window
@@ -339,15 +339,23 @@ func escalationOf(r *Record, now time.Time, owner, channel, why string) *Record 
 	return e
 }
 
-// Resend queues a dead notification again (attempts start over); ok is
-// false when cur is not dead.
-func Resend(cur *Record, now time.Time) (next *Record, ok bool) {
+// Resend queues a dead notification again (attempts start over) to
+// where it goes now: to, the route under the current configuration (the
+// cause was often a channel fixed in the config since). ok is false when
+// cur is not dead.
+func Resend(cur *Record, now time.Time, to Target) (next *Record, ok bool) {
 	if cur.Status != StatusDead {
 		return cur, false
 	}
 	x := cur.Clone()
 	t := now
 	x.Status, x.Attempts, x.UpdateFailures, x.DueAt, x.ResentAt = StatusPending, 0, 0, now, &t
+	if x.Channel != to.Channel {
+		// A post that may have landed landed in the old channel: the new
+		// one has nothing to look for.
+		x.PostUncertain, x.UncertainAt = false, time.Time{}
+	}
+	x.Owner, x.Channel, x.Runbook = to.Owner, to.Channel, to.Runbook
 	x.LastFailure = "resent by an operator after: " + x.LastFailure
 	return x, true
 }

@@ -312,15 +312,25 @@ func TestAtEscalation(t *testing.T) {
 }
 
 func TestResend(t *testing.T) {
+	now := Target{Owner: "U0NEW", Channel: "C0NEW", Runbook: "Invite the bot first."}
 	for _, s := range []Status{StatusPending, StatusDelivered, StatusDead} {
 		cur := pending()
 		cur.Status, cur.Attempts, cur.DueAt = s, 5, time.Time{}
-		next, ok := Resend(cur, at)
+		cur.Owner, cur.Channel, cur.PostUncertain = "U0OLD", "C0GONE", true
+		next, ok := Resend(cur, at, now)
 		if ok != (s == StatusDead) {
 			t.Fatalf("%s: resent %v", s, ok)
 		}
 		if ok && (next.Status != StatusPending || next.Attempts != 0 || !next.DueAt.Equal(at) || next.ResentAt == nil) {
 			t.Fatalf("resent: %+v", next)
+		}
+		// Routed again: the channel of the current configuration, not the
+		// one stored when it was made (which is what failed).
+		if ok && (next.Channel != "C0NEW" || next.Owner != "U0NEW" || next.Runbook != now.Runbook || next.PostUncertain) {
+			t.Fatalf("resent to %s/%s (uncertain %v), want C0NEW/U0NEW", next.Channel, next.Owner, next.PostUncertain)
+		}
+		if !ok && (next.Channel != "C0GONE" || cur.Channel != "C0GONE") {
+			t.Fatalf("%s: not resent, yet rerouted", s)
 		}
 	}
 }

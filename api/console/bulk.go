@@ -145,7 +145,7 @@ func (ui *Console) showBulk(c *fiber.Ctx, sess *session, status int, p bulkPage)
 		p.Skipped = append(p.Skipped, skipRow{Why: skipWords(why), N: thousands(n)})
 	}
 	sort.Slice(p.Skipped, func(i, j int) bool { return p.Skipped[i].Why < p.Skipped[j].Why })
-	page, err := ui.selectKeys(c.UserContext(), p.Filter, bulkSample)
+	page, err := ui.bulkSample(c.UserContext(), p.Filter, bulkSample)
 	if err != nil {
 		return err
 	}
@@ -243,7 +243,7 @@ func (ui *Console) count(ctx context.Context, sess *session, f keystore.Filter, 
 		Note: "count", DryRun: true, ID: id})
 }
 
-// resolveMany and selectKeys use the store's own bulk decision and
+// resolveMany and bulkSample use the store's own bulk decision and
 // selection (keystore.BulkResolver, keystore.Selector), or the generic
 // ones over List and Resolve.
 func (ui *Console) resolveMany(ctx context.Context, req keystore.BulkResolveRequest) (keystore.BulkResult, error) {
@@ -256,7 +256,7 @@ func (ui *Console) resolveMany(ctx context.Context, req keystore.BulkResolveRequ
 	return keystore.BulkResult{}, errs.Errorf(errs.Conflict, "this store cannot decide in bulk")
 }
 
-func (ui *Console) selectKeys(ctx context.Context, f keystore.Filter, limit int) (keystore.Page, error) {
+func (ui *Console) bulkSample(ctx context.Context, f keystore.Filter, limit int) (keystore.Page, error) {
 	if s, ok := ui.store.(keystore.Store); ok {
 		return keystore.Select(ctx, s, f, "", limit)
 	}

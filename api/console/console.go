@@ -102,6 +102,19 @@ type Config struct {
 	Policies keystore.Policies
 	// OnApproval counts an approval decided in the console (nil: none).
 	OnApproval func(decision string)
+	// Thread links keys to their owner, runbook and Slack message, lists
+	// failed executions and plans re-sends (thread.go; nil: not shown).
+	Thread Thread
+	// N8nURL is n8n's address people open (links to executions and
+	// workflows; "": taken from a parked key's resume URL, else none).
+	N8nURL string
+	// SlackWorkspace is the Slack workspace ("acme", acme.slack.com) the
+	// links to messages and people open ("": Slack's redirect to the
+	// channel).
+	SlackWorkspace string
+	// Hint says what an operator does about a notification's last
+	// failure (slack.HintOf; nil: no hint).
+	Hint func(lastFailure string) string
 }
 
 // Console serves the pages.
@@ -124,6 +137,11 @@ type Console struct {
 	static   fs.FS
 	// onApproval counts approvals decided here (approvals.go).
 	onApproval func(decision string)
+	// thread.go
+	thread         Thread
+	n8nURL         string
+	slackWorkspace string
+	hint           func(string) string
 }
 
 // New checks cfg and parses the templates.
@@ -157,21 +175,28 @@ func New(cfg Config) (*Console, error) {
 		cfg.MaxSessions = 10000
 	}
 	ui := &Console{
-		store:      cfg.Store,
-		notes:      cfg.Notifications,
-		resender:   cfg.Resender,
-		parking:    cfg.Parking,
-		policies:   cfg.Policies,
-		signIn:     cfg.SignIn,
-		openID:     cfg.OpenID,
-		people:     cfg.People,
-		provider:   cfg.ProviderName,
-		seal:       seal,
-		log:        cfg.Logger,
-		now:        cfg.Clock,
-		sessions:   newSessions(seal, cfg.SessionTTL, cfg.MaxSessions, cfg.Logger),
-		signIns:    newSignInLimit(cfg.SignInPerMinute, cfg.ClientAddr, cfg.Logger),
-		onApproval: cfg.OnApproval,
+		store:          cfg.Store,
+		notes:          cfg.Notifications,
+		resender:       cfg.Resender,
+		parking:        cfg.Parking,
+		policies:       cfg.Policies,
+		signIn:         cfg.SignIn,
+		openID:         cfg.OpenID,
+		people:         cfg.People,
+		provider:       cfg.ProviderName,
+		seal:           seal,
+		log:            cfg.Logger,
+		now:            cfg.Clock,
+		sessions:       newSessions(seal, cfg.SessionTTL, cfg.MaxSessions, cfg.Logger),
+		signIns:        newSignInLimit(cfg.SignInPerMinute, cfg.ClientAddr, cfg.Logger),
+		onApproval:     cfg.OnApproval,
+		thread:         cfg.Thread,
+		n8nURL:         strings.TrimRight(cfg.N8nURL, "/"),
+		slackWorkspace: SlackWorkspaceURL(cfg.SlackWorkspace),
+		hint:           cfg.Hint,
+	}
+	if ui.hint == nil {
+		ui.hint = func(string) string { return "" }
 	}
 	if ui.pages, err = parsePages(templateFuncs(ui.now)); err != nil {
 		return nil, err
@@ -207,6 +232,8 @@ func (ui *Console) Mount(app *fiber.App) {
 	ui.route(app, post, "/notifications/resend", operator, ui.resend)
 	ui.route(app, get, "/approvals", anyone, ui.approvals) // approvals.go
 	ui.route(app, post, "/approvals/decide", actor, ui.decideApproval)
+	ui.route(app, get, "/failures", anyone, ui.failures) // failures.go
+	ui.route(app, post, "/failures/ack", actor, ui.decideFailure)
 	app.Get(Prefix+"/static/:file", ui.asset)
 }
 

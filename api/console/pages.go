@@ -50,6 +50,9 @@ type keyPage struct {
 	Form      resolveForm
 	// Parked is where a parked key stands (nil: not parked).
 	Parked *parkedRow
+	// Thread: the holder's execution in n8n, the owner, the runbook, the
+	// Slack message and the breaker (thread.go).
+	Thread keyThread
 }
 
 type resolveForm struct {
@@ -88,6 +91,7 @@ func (ui *Console) showKey(c *fiber.Ctx, sess *session, status int, ns, key, pro
 		row := ui.parkedRow(r, ui.now())
 		p.Parked = &row
 	}
+	p.Thread = ui.keyThread(c.UserContext(), r)
 	return ui.render(c, status, "key", p)
 }
 
@@ -196,14 +200,33 @@ type notificationsPage struct {
 	layout
 	Configured bool
 	Status     string
-	Items      []notify.Notification
+	Items      []noteRow
 	NextURL    string
 	CanResend  bool
-	Done       string
+	// Confirm is the re-send asked for, with where it would go now (nil:
+	// none asked); Resent the notification re-sent, as it stands now.
+	Confirm *resendPlan
+	Resent  *resendPlan
+	// Confirms: a re-send is confirmed first (the page can say where it
+	// goes).
+	Confirms bool
+}
+
+// noteRow is a notification with what to do about its last failure.
+type noteRow struct {
+	notify.Notification
+	Hint string
+}
+
+// resendPlan is a re-send as the page says it: where it goes now, and
+// why it died.
+type resendPlan struct {
+	notify.ResendPlan
+	Hint string
 }
 
 func (ui *Console) notifications(c *fiber.Ctx, sess *session) error {
-	p := notificationsPage{layout: ui.layout(sess, "Notifications"), Status: c.Query("status"), Done: c.Query("done")}
+	p := notificationsPage{layout: ui.layout(sess, "Notifications"), Status: c.Query("status")}
 	if ui.notes == nil {
 		return ui.render(c, http.StatusOK, "notifications", p)
 	}
@@ -212,15 +235,44 @@ func (ui *Console) notifications(c *fiber.Ctx, sess *session) error {
 	}
 	p.Configured = true
 	p.CanResend = ui.resender != nil && sess.who.CanOperate()
+	p.Confirms = ui.thread != nil
+	var err error
+	if id := c.Query("resend"); id != "" && p.CanResend {
+		if p.Confirm, err = ui.planResend(c, id); err != nil {
+			return err
+		}
+	}
+	if id := c.Query("done"); id != "" {
+		// The notification as it stands now: the worker may have posted
+		// it already, or Slack refused it again.
+		if p.Resent, err = ui.planResend(c, id); err != nil && errs.CodeOf(err) != errs.NotFound {
+			return err
+		}
+	}
 	page, err := ui.notes.List(c.UserContext(), notify.ListQuery{Status: notify.Status(p.Status), Limit: 50, Cursor: c.Query("cursor")})
 	if err != nil {
 		return err
 	}
-	p.Items = page.Items
+	for _, n := range page.Items {
+		p.Items = append(p.Items, noteRow{Notification: n, Hint: ui.hint(n.LastFailure)})
+	}
 	if page.NextCursor != "" {
 		p.NextURL = Prefix + "/notifications?" + url.Values{"status": {p.Status}, "cursor": {page.NextCursor}}.Encode()
 	}
 	return ui.render(c, http.StatusOK, "notifications", p)
+}
+
+// planResend says where notification id would go now (nil without the
+// thread: the page then re-sends without a confirmation).
+func (ui *Console) planResend(c *fiber.Ctx, id string) (*resendPlan, error) {
+	if ui.thread == nil {
+		return nil, nil
+	}
+	plan, err := ui.thread.PlanResend(c.UserContext(), id)
+	if err != nil {
+		return nil, err
+	}
+	return &resendPlan{ResendPlan: plan, Hint: ui.hint(plan.LastFailure)}, nil
 }
 
 func (ui *Console) resend(c *fiber.Ctx, sess *session) error {
@@ -232,11 +284,12 @@ func (ui *Console) resend(c *fiber.Ctx, sess *session) error {
 		return errs.Errorf(errs.Conflict, "this outbox cannot re-send notifications")
 	}
 	id := c.FormValue("id")
-	if _, err := rs.Resend(c.UserContext(), id); err != nil {
+	n, err := rs.Resend(c.UserContext(), id)
+	if err != nil {
 		return err
 	}
-	ui.log.Info("console: notification re-sent", "id", id, "by", sess.by())
-	return c.Redirect(Prefix+"/notifications?status=pending&done="+url.QueryEscape(id), http.StatusSeeOther)
+	ui.log.Info("console: notification re-sent", "id", id, "channel", n.Channel, "owner", n.Owner, "by", sess.by())
+	return c.Redirect(Prefix+"/notifications?done="+url.QueryEscape(id), http.StatusSeeOther)
 }
 
 // notesForEveryNamespace refuses the notification pages to a token

@@ -8,7 +8,7 @@ import (
 
 // pageNames are the templates/<name>.html files; each defines "content"
 // and is drawn inside layout.html, with the pieces of parts.html.
-var pageNames = []string{"overview", "signin", "search", "key", "breakers", "destination", "parked", "notifications", "error", "signedin", "audit", "approvals", "bulk"}
+var pageNames = []string{"overview", "signin", "search", "key", "breakers", "destination", "parked", "notifications", "error", "signedin", "audit", "approvals", "bulk", "failures"}
 
 func parsePages(funcs template.FuncMap) (map[string]*template.Template, error) {
 	pages := make(map[string]*template.Template, len(pageNames))

@@ -111,7 +111,8 @@ API tokens come from N8N_GUARD_TOKENS (comma-separated). Without it, a token
 is generated on first start and kept in <data>/api-token (mode 0600).
 Slack delivery uses SLACK_BOT_TOKEN and SLACK_API_URL; button clicks arrive
 over HTTP (SLACK_SIGNING_SECRET) or Socket Mode (SLACK_APP_TOKEN).
-N8N_API_URL and N8N_API_KEY (n8n's public API) enable "Retry execution".`,
+N8N_API_URL and N8N_API_KEY (n8n's public API) enable "Retry execution";
+the console links executions and workflows to N8N_URL (default: N8N_API_URL's n8n).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			log, err := newLogger(cmd.ErrOrStderr(), f.logLevel, f.logFormat)
@@ -129,6 +130,7 @@ N8N_API_URL and N8N_API_KEY (n8n's public API) enable "Retry execution".`,
 				SlackAppToken:      getenv("SLACK_APP_TOKEN"),
 				N8nAPIURL:          getenv("N8N_API_URL"),
 				N8nAPIKey:          getenv("N8N_API_KEY"),
+				N8nURL:             getenv("N8N_URL"),
 				ResumeSecret:       getenv("N8N_GUARD_RESUME_SECRET"),
 			}
 			if cfg.ConfigFile != "" {

@@ -20,6 +20,7 @@ import (
 	"github.com/n8n-guard/n8n-guard/api/access"
 	"github.com/n8n-guard/n8n-guard/internal/tlsserve"
 	"github.com/n8n-guard/n8n-guard/keystore"
+	"github.com/n8n-guard/n8n-guard/n8n"
 	"github.com/n8n-guard/n8n-guard/notify"
 )
 
@@ -75,6 +76,10 @@ type Config struct {
 	// execution:retry scope) enable the "Retry execution" button.
 	N8nAPIURL string
 	N8nAPIKey string
+	// N8nURL is n8n's address people open (N8N_URL, as for `n8n-guard
+	// n8n setup`): the console links executions and workflows there.
+	// Empty: N8N_API_URL's instance.
+	N8nURL string
 	// ResumeSecret is the header credential of the resume calls to parked
 	// executions (park.go); empty: the one in <data>/resume-secret.
 	ResumeSecret string
@@ -218,6 +223,9 @@ type NotifyConfig struct {
 	// count (retry_for replaced it); kept so the refusal can say so.
 	MaxAttempts *int   `yaml:"max_attempts"`
 	GuardURL    string `yaml:"guard_url"`
+	// SlackWorkspace ("acme", or acme.slack.com) lets the console link
+	// to a Slack message itself, not only to its channel.
+	SlackWorkspace string `yaml:"slack_workspace"`
 }
 
 // OwnerConfig is one rule of owners: (first match wins).
@@ -478,4 +486,16 @@ func splitTokens(s string) []string {
 		}
 	}
 	return out
+}
+
+// n8nLinkBase is n8n's address for the console's links: N8N_URL, else
+// the instance of N8N_API_URL ("" : neither is set).
+func (c Config) n8nLinkBase() string {
+	if c.N8nURL != "" {
+		return n8n.New(c.N8nURL, "", 0).Base()
+	}
+	if c.N8nAPIURL != "" {
+		return n8n.New(c.N8nAPIURL, "", 0).Base()
+	}
+	return ""
 }

@@ -93,6 +93,8 @@ func (m *Main) Run(ctx context.Context) (err error) {
 		return err
 	}
 	con := cfg.Console
+	// The console's links: n8n's address people open, and Slack's.
+	con.N8nURL, con.SlackWorkspace, con.Hint = cfg.n8nLinkBase(), cfg.File.Notify.SlackWorkspace, slack.HintOf
 	if con.SessionKey, err = consoleSessionKey(cfg.DataDir, m.Logger); err != nil {
 		return err
 	}

@@ -1,0 +1,4 @@
+package console
+
+// ParseHolder is parseHolder, for the tests.
+var ParseHolder = parseHolder

@@ -1,0 +1,183 @@
+package notify
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/n8n-guard/n8n-guard/errs"
+)
+
+// What the console (and the API) ask of the service outside Slack: where
+// a notification goes under the current configuration, the messages
+// about a key, the failed executions, and a decision taken in the
+// console, which goes the buttons' way so the Slack message shows it.
+
+// Target is where a notification goes: the owner it mentions, the
+// channel it is posted to, the runbook it shows.
+type Target struct {
+	Owner   string `json:"owner"`
+	Channel string `json:"channel"`
+	Runbook string `json:"runbook"`
+}
+
+// targetOf is where r goes under the current configuration. An
+// escalation keeps the step's target it was made for.
+func (c Config) targetOf(r *Record) Target {
+	if r.Kind == KindEscalation {
+		return Target{Owner: r.Owner, Channel: r.Channel, Runbook: r.Runbook}
+	}
+	rt := c.routeFor(r)
+	return Target{Owner: rt.Owner, Channel: rt.Channel, Runbook: rt.Runbook}
+}
+
+// KeyRoute is who hears about a stuck key of namespace now: its owner,
+// channel and runbook, the defaults filling what its rule leaves empty.
+func (s *Service) KeyRoute(namespace string) Target {
+	rt := s.cfg.forRoute(s.cfg.Namespaces, namespace)
+	return Target{Owner: rt.Owner, Channel: rt.Channel, Runbook: rt.Runbook}
+}
+
+// ResendPlan says what a re-send of a notification would do: the
+// notification as it stands and where it would go now.
+type ResendPlan struct {
+	Notification
+	To Target
+}
+
+// PlanResend is the confirmation step of a re-send: where the dead
+// notification id would go under the current configuration. Nothing
+// changes.
+func (s *Service) PlanResend(ctx context.Context, id string) (ResendPlan, error) {
+	if !IDRE.MatchString(id) {
+		return ResendPlan{}, &errs.Error{Code: errs.InvalidRequest, Message: "id is not a notification id (n_…)",
+			Fields: []errs.FieldError{{Field: "id", Rule: "notification_id"}}}
+	}
+	r, err := s.outbox.Get(ctx, id)
+	if err != nil {
+		return ResendPlan{}, err
+	}
+	if r == nil {
+		return ResendPlan{}, errs.Errorf(errs.NotFound, "no notification %s", id)
+	}
+	return ResendPlan{Notification: r.Item(), To: s.cfg.targetOf(r)}, nil
+}
+
+// AboutKey is the newest message about a key (nil: none was made).
+func (s *Service) AboutKey(ctx context.Context, namespace, key string) (*Record, error) {
+	rs, err := s.outbox.AboutKey(ctx, namespace, key, 1)
+	if err != nil || len(rs) == 0 {
+		return nil, err
+	}
+	return rs[0], nil
+}
+
+// FailurePage is one page of failed executions, newest first.
+type FailurePage struct {
+	Items []*Record
+	// NextCursor continues the walk ("" at the end).
+	NextCursor string
+}
+
+// failureScan bounds the notifications one page of failures reads: they
+// are kept beside the other kinds, newest first.
+const failureScan = 2000
+
+// Failures lists the failed executions n8n's error workflow reported
+// (kind workflow_failed), newest first, up to limit, from cursor on.
+func (s *Service) Failures(ctx context.Context, cursor string, limit int) (FailurePage, error) {
+	if cursor != "" && !IDRE.MatchString(cursor) {
+		return FailurePage{}, &errs.Error{Code: errs.InvalidRequest, Message: "cursor is not one this server gave out",
+			Fields: []errs.FieldError{{Field: "cursor", Rule: "cursor"}}}
+	}
+	var out FailurePage
+	for read := 0; read < failureScan; {
+		page, err := s.outbox.List(ctx, ListQuery{Limit: 200, Cursor: cursor})
+		if err != nil {
+			return FailurePage{}, err
+		}
+		for _, n := range page.Items {
+			read++
+			cursor = n.ID
+			if n.Kind != KindWorkflowFailed {
+				continue
+			}
+			r, err := s.outbox.Get(ctx, n.ID)
+			if err != nil {
+				return FailurePage{}, err
+			}
+			if r == nil {
+				continue // purged meanwhile
+			}
+			out.Items = append(out.Items, r)
+			if len(out.Items) == limit {
+				out.NextCursor = n.ID
+				return out, nil
+			}
+		}
+		if page.NextCursor == "" {
+			return out, nil
+		}
+		cursor = page.NextCursor
+	}
+	out.NextCursor = cursor
+	return out, nil
+}
+
+// DecideFailure records a person's decision on a failed execution taken
+// outside Slack (the console): ActionAck or ActionSnooze, by the name of
+// who took it. It goes the buttons' way (DecideClick, Decide): its Slack
+// message, and those escalating it, show the decision and lose the
+// buttons it ends. A decision already taken is a conflict.
+func (s *Service) DecideFailure(ctx context.Context, id, action, by string) (*Record, error) {
+	if !IDRE.MatchString(id) {
+		return nil, &errs.Error{Code: errs.InvalidRequest, Message: "id is not a notification id (n_…)",
+			Fields: []errs.FieldError{{Field: "id", Rule: "notification_id"}}}
+	}
+	if action != ActionAck && action != ActionSnooze {
+		return nil, &errs.Error{Code: errs.InvalidRequest, Message: "action must be acknowledge or snooze",
+			Fields: []errs.FieldError{{Field: "action", Rule: "oneof=acknowledge snooze"}}}
+	}
+	id = s.targetOf(ctx, id)
+	defer s.clickLocks.lock(id)() // one decision at a time, as clicks
+	target, err := s.outbox.Get(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	if target == nil {
+		return nil, errs.Errorf(errs.NotFound, "no notification %s (it may have been purged)", id)
+	}
+	if target.Kind != KindWorkflowFailed {
+		return nil, errs.Errorf(errs.Conflict, "notification %s is about %s, not a failed execution", id, target.Kind)
+	}
+	step := DecideClick(target, action, false)
+	if step.Refusal != "" {
+		return nil, errs.Errorf(errs.Conflict, "already taken: %s; nothing changed", decidedBy(target))
+	}
+	now := s.now()
+	decide := func(x *Record, escalation bool) *Record {
+		next := Decide(x, step.Decision, "", "", now, escalation)
+		next.DecidedByName = Truncate(by, 200)
+		return next
+	}
+	updated, err := s.outbox.Update(ctx, id, func(x *Record) { *x = *decide(x, false) })
+	if err == nil && updated == nil {
+		err = errs.Errorf(errs.NotFound, "no notification %s (it may have been purged)", id)
+	}
+	if err != nil {
+		return nil, err
+	}
+	s.updateEscalations(ctx, updated, func(x *Record) *Record { return decide(x, true) })
+	s.m.decisions.WithLabelValues(step.Decision).Inc()
+	s.log.Info("decision from the console", "id", id, "kind", target.Kind, "decision", step.Decision, "by", by)
+	s.poke()
+	return updated, nil
+}
+
+// decidedBy says who took r's decision, in plain words.
+func decidedBy(r *Record) string {
+	who := r.DecidedByName
+	if r.DecidedBy != "" {
+		who = "Slack user " + r.DecidedBy
+	}
+	return fmt.Sprintf("%s by %s", r.Decision, cmpOr(who, "someone"))
+}
