@@ -75,6 +75,7 @@
       note.textContent = 'in your time zone, ' + zone + ' (hover a time for UTC)';
     }
     enhance(document);
+    document.addEventListener('submit', function (e) { fillZone(e.target); });
     var main = document.querySelector('main[data-refresh]');
     if (main) refresher(main);
   }
