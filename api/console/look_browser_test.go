@@ -194,6 +194,9 @@ func TestLookDesktopLists(t *testing.T) {
 		for _, p := range listPages {
 			b.run("open "+p.name, chromedp.Navigate(s.url+p.path), chromedp.WaitVisible(chromedp.CSS(p.ready)))
 			b.shot(p.name + "-1280-" + scheme)
+			if !b.exists(`main[data-refresh]`) {
+				t.Errorf("%s does not refresh itself (no <main data-refresh>)", p.name)
+			}
 			if bad := get(b, "measure "+p.name, chromedp.Evaluate[[]string](offScreen)); len(bad) > 0 {
 				t.Errorf("%s at 1280 px (%s): %s", p.name, scheme, strings.Join(bad, "; "))
 			}
