@@ -336,7 +336,13 @@ func (ui *Console) asset(c *fiber.Ctx) error {
 		return c.SendStatus(http.StatusNotFound)
 	}
 	c.Set("X-Content-Type-Options", "nosniff")
-	c.Set(fiber.HeaderCacheControl, "public, max-age=3600")
+	// The pages ask for ?v=<hash of the file> (assetURL): that answer never
+	// changes; any other is checked again each time.
+	if v := c.Query("v"); v != "" && v == assetVersion(name) {
+		c.Set(fiber.HeaderCacheControl, "public, max-age=31536000, immutable")
+	} else {
+		c.Set(fiber.HeaderCacheControl, "no-cache")
+	}
 	c.Type(strings.TrimPrefix(name[strings.LastIndexByte(name, '.'):], "."))
 	return c.Send(b)
 }

@@ -1,8 +1,11 @@
 package console
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"html/template"
+	"io/fs"
 	"time"
 )
 
@@ -30,21 +33,36 @@ func templateFuncs(now func() time.Time) template.FuncMap {
 		"when":           when,
 		"age":            func(t time.Time) string { return span(now().Sub(t)) },
 		"until":          func(t time.Time) string { return until(t.Sub(now())) },
+		"asset":          assetURL,
 		"keyURL":         keyURL,
 		"destinationURL": destinationURL,
 	}
 }
 
-func when(t any) string {
+// when writes a moment as <time datetime="RFC 3339">UTC text</time>;
+// console.js rewrites the text in the reader's time zone and keeps the UTC
+// text as the title. In an attribute html/template strips the tags, so
+// title="{{when .}}" reads the UTC text.
+func when(t any) template.HTML {
+	var at time.Time
 	switch v := t.(type) {
 	case time.Time:
-		return v.UTC().Format("2006-01-02 15:04:05 UTC")
+		at = v
 	case *time.Time:
-		if v != nil {
-			return v.UTC().Format("2006-01-02 15:04:05 UTC")
+		if v == nil {
+			return ""
 		}
+		at = *v
+	default:
+		return ""
 	}
-	return ""
+	if at.IsZero() {
+		return ""
+	}
+	at = at.UTC()
+	// Both strings are digits, dashes, colons and letters from the layouts:
+	// nothing to escape.
+	return template.HTML(`<time datetime="` + at.Format(time.RFC3339) + `">` + at.Format("2006-01-02 15:04:05 UTC") + `</time>`)
 }
 
 func until(d time.Duration) string {
@@ -66,4 +84,19 @@ func span(d time.Duration) string {
 		return fmt.Sprintf("%dh %dm", int(d.Hours()), int(d.Minutes())%60)
 	}
 	return fmt.Sprintf("%dd %dh", int(d.Hours())/24, int(d.Hours())%24)
+}
+
+// assetURL names a static file with its content's hash (?v=), so a browser
+// may keep it for a year and still fetches the new one after an upgrade.
+func assetURL(name string) string {
+	return Prefix + "/static/" + name + "?v=" + assetVersion(name)
+}
+
+func assetVersion(name string) string {
+	b, err := fs.ReadFile(staticFiles, "static/"+name)
+	if err != nil {
+		return ""
+	}
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:6])
 }
