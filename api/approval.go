@@ -42,7 +42,13 @@ func (s *Server) decideApproval(c *fiber.Ctx, req approvalRequest, reject bool) 
 	if reject {
 		decide = as.Reject
 	}
-	res, err := decide(c.UserContext(), req.domain())
+	d, err := s.whoDecides(c, req.By)
+	if err != nil {
+		return err
+	}
+	dr := req.domain()
+	dr.By, dr.Identities = d.By, d.Identities
+	res, err := decide(c.UserContext(), dr)
 	if err != nil {
 		return err
 	}

@@ -36,11 +36,11 @@ func TestApprovalOverHTTP(t *testing.T) {
 	wantProblem(t, e.post(t, "/v1/approve", obj{"namespace": ns, "key": "inv_9", "by": "bob"}), http.StatusNotFound, "not_found")
 
 	ok := wantOK(t, e.post(t, "/v1/approve", obj{"namespace": ns, "key": "inv_1", "by": "bob", "note": "amount checked"}), "approved")
-	if ok["reason"] != "approved" || ok["resolved_by"] != "bob" || ok["state"] != "parked" {
+	if ok["reason"] != "approved" || ok["resolved_by"] != "bob (via shared token token-1)" || ok["state"] != "parked" {
 		t.Fatalf("approved answer: %v", ok)
 	}
 	again := e.post(t, "/v1/approve", obj{"namespace": ns, "key": "inv_1", "by": "carl"})
-	if b := wantOK(t, again, "approved"); again.Header.Get("Idempotent-Replayed") != "true" || b["resolved_by"] != "bob" {
+	if b := wantOK(t, again, "approved"); again.Header.Get("Idempotent-Replayed") != "true" || b["resolved_by"] != "bob (via shared token token-1)" {
 		t.Fatalf("a replayed approve: %v %v", again.Header, b)
 	}
 	wantProblem(t, e.post(t, "/v1/reject", obj{"namespace": ns, "key": "inv_1", "by": "carl", "note": "no"}), http.StatusConflict, "conflict")

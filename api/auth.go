@@ -6,6 +6,8 @@ import (
 	"crypto/subtle"
 	"fmt"
 	"strings"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/gofiber/fiber/v2"
 
@@ -16,12 +18,14 @@ import (
 )
 
 // TokenScope is one configured token: its name, the SHA-256 of its value,
-// its role and namespaces.
+// its role and namespaces, and the person it belongs to ("" for a token
+// shared by a team or an automation).
 type TokenScope struct {
 	Name       string
 	SHA256     [sha256.Size]byte
 	Role       access.Role
 	Namespaces []string
+	Person     string
 }
 
 // tokenSet holds every accepted token by hash only.
@@ -45,6 +49,9 @@ func newTokenSet(unscoped []string, scoped []TokenScope) (tokenSet, error) {
 			if !keystore.ValidNamespace(ns) {
 				return nil, fmt.Errorf("token %s: %q is not a valid namespace", t.Name, ns)
 			}
+		}
+		if err := CheckTokenPerson(t); err != nil {
+			return nil, err
 		}
 		ts = append(ts, t)
 	}
@@ -83,7 +90,80 @@ func (ts tokenSet) find(header string) (access.Principal, bool) {
 		return access.Principal{}, false
 	}
 	t := ts[found]
-	return access.Principal{Name: t.Name, Role: t.Role, Namespaces: t.Namespaces}, true
+	return access.Principal{Name: t.Name, Role: t.Role, Namespaces: t.Namespaces, PersonName: t.Person}, true
+}
+
+// CheckTokenPerson refuses a token person that is no name on one line, or
+// too long to be recorded with the token's name (namedBy).
+func CheckTokenPerson(t TokenScope) error {
+	if t.Person == "" {
+		return nil
+	}
+	if strings.TrimSpace(t.Person) != t.Person || strings.IndexFunc(t.Person, unicode.IsControl) >= 0 || !utf8.ValidString(t.Person) {
+		return fmt.Errorf("token %s: person %q must be a name or e-mail on one line, without blanks around it", t.Name, t.Person)
+	}
+	if n := utf8.RuneCountInString(namedBy(t.Person, t.Name)); n > keystore.MaxByLength {
+		return fmt.Errorf("token %s: person %q is too long: %q has %d characters, a history's by at most %d",
+			t.Name, t.Person, namedBy(t.Person, t.Name), n, keystore.MaxByLength)
+	}
+	return nil
+}
+
+// Who decides: every decision through the API (resolve, approve, reject,
+// a breaker reset, a maintenance window, a bulk resolve) records the
+// person, as the console and Slack do. A named token's person is vouched
+// for by the configuration; a shared token's sender names themself in the
+// body's by, which the history marks as not verified.
+
+// namedBy is how a named token's decision is recorded.
+func namedBy(person, token string) string { return person + " (API token " + token + ")" }
+
+// sharedBy is how a decision through a shared token is recorded: the
+// body's by, marked as said by whoever holds the token.
+func sharedBy(by, token string) string { return by + " (via shared token " + token + ")" }
+
+// decider is who a decision records (By, for the history) and the names
+// four eyes compares with the requester (Identities).
+type decider struct {
+	By         string
+	Identities []string
+}
+
+// whoDecides says who decides a request whose body said by. With a named
+// token (or a person's sign-in) the person decides: by may be left out,
+// and one naming someone else is refused (403 forbidden, field by, rule
+// token_person; nothing changed). With a shared token by is required (the
+// domain's rule refuses it left out) and recorded as "<by> (via shared
+// token <name>)".
+func (s *Server) whoDecides(c *fiber.Ctx, by string) (decider, error) {
+	by = strings.TrimSpace(by)
+	p, ok := access.From(c.UserContext())
+	if !ok {
+		return decider{By: by, Identities: []string{by}}, nil
+	}
+	if person := p.Who(); person != "" {
+		if by != "" && !strings.EqualFold(by, person) {
+			s.metrics.refused(p.Name, "person")
+			s.log.Warn("request refused: by names another person than the token's", "token", p.Name, "person", person, "by", by)
+			return decider{}, &errs.Error{Code: errs.Forbidden,
+				Message: fmt.Sprintf("token %s belongs to %s, and by %q names someone else: leave by out or send %s; nothing changed", p.Name, person, by, person),
+				Fields:  []errs.FieldError{{Field: "by", Rule: "token_person"}}}
+		}
+		if p.Person {
+			return decider{By: person + " (API, OIDC)", Identities: []string{person}}, nil
+		}
+		return decider{By: namedBy(person, p.Name), Identities: []string{person}}, nil
+	}
+	if by == "" {
+		// The domain refuses it, naming every other broken field too.
+		return decider{}, nil
+	}
+	rec := sharedBy(by, p.Name)
+	if n := utf8.RuneCountInString(rec); n > keystore.MaxByLength {
+		return decider{}, errs.InvalidField("by", "max",
+			fmt.Sprintf("by is too long: recorded as %q it has %d characters, at most %d", rec, n, keystore.MaxByLength))
+	}
+	return decider{By: rec, Identities: []string{by}}, nil
 }
 
 // authorize checks the bearer token and the route's scope, and puts the

@@ -91,6 +91,9 @@ func TestScopeTable(t *testing.T) {
 		{"POST", "/v1/destinations/hold/end", access.ScopeAdmin, false, true, func(string, string) (string, any) {
 			return "", obj{"destination": "hubspot", "by": "ops", "reason": "done early"}
 		}},
+		{"POST", "/v1/destinations/reset", access.ScopeAdmin, false, true, func(string, string) (string, any) {
+			return "", obj{"destination": "hubspot", "by": "ops", "reason": "CRM confirmed fixed"}
+		}},
 	}
 	if got, want := len(routes), countV1Routes(e.srv); got != want {
 		t.Fatalf("the table covers %d routes, the server has %d /v1 routes", got, want)

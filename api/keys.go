@@ -163,7 +163,13 @@ func (s *Server) fail(c *fiber.Ctx, req failRequest) error {
 }
 
 func (s *Server) resolve(c *fiber.Ctx, req resolveRequest) error {
-	res, err := s.store.Resolve(c.UserContext(), req.domain())
+	d, err := s.whoDecides(c, req.By)
+	if err != nil {
+		return err
+	}
+	dr := req.domain()
+	dr.By = d.By
+	res, err := s.store.Resolve(c.UserContext(), dr)
 	if err != nil {
 		return err
 	}

@@ -263,11 +263,11 @@ func TestResolve(t *testing.T) {
 		unknown("evt_1")
 		r := wantOK(t, e.post(t, "/v1/resolve", obj{"namespace": ns, "key": "evt_1", "resolution": "completed",
 			"by": "office manager", "note": "checked the Sent folder: mail went out", "result_ref": "mail-42"}), "completed")
-		if r["state"] != "completed" || r["resolved_by"] != "office manager" || r["resolved_at"] == nil || r["result_ref"] != "mail-42" {
+		if r["state"] != "completed" || r["resolved_by"] != "office manager (via shared token token-1)" || r["resolved_at"] == nil || r["result_ref"] != "mail-42" {
 			t.Fatalf("resolve: %v", r)
 		}
 		h := r["history"].([]any)
-		if last := h[len(h)-1].(map[string]any); last["event"] != "resolved" || last["by"] != "office manager" {
+		if last := h[len(h)-1].(map[string]any); last["event"] != "resolved" || last["by"] != "office manager (via shared token token-1)" {
 			t.Fatalf("resolution not in history: %v", h)
 		}
 		wantOK(t, e.post(t, "/v1/reserve", obj{"namespace": ns, "key": "evt_1"}), "duplicate_event")

@@ -58,7 +58,7 @@ func newMetrics(reg prometheus.Registerer, store keystore.Store, lc labelConfig)
 		}, []string{"token", "route"}),
 		refusals: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "n8n_guard_auth_refusals_total",
-			Help: "Requests refused by authentication (reason unauthorized, token none) or by the token's scope (reason scope or namespace), by token name.",
+			Help: "Requests refused by authentication (reason unauthorized, token none), by the token's scope (reason scope or namespace) or because by named another person than the token's (reason person), by token name.",
 		}, []string{"token", "reason"}),
 		openConns: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "n8n_guard_open_connections",

@@ -74,7 +74,7 @@ func TestMaintenanceWindowOverHTTP(t *testing.T) {
 	}
 	d := items[0].(map[string]any)
 	m, _ := d["maintenance"].(map[string]any)
-	if d["parked"] != float64(1) || m == nil || m["by"] != "ops" || m["reason"] != "CRM upgrade" || m["until"] != until || m["set_at"] == nil {
+	if d["parked"] != float64(1) || m == nil || m["by"] != "ops (via shared token token-1)" || m["reason"] != "CRM upgrade" || m["until"] != until || m["set_at"] == nil {
 		t.Fatalf("destination: %v", d)
 	}
 	// Ending it: a reason is required; then the window is gone and the

@@ -46,6 +46,7 @@ func (s *Server) table(metrics fiber.Handler) []route {
 		{method: get, path: "/v1/destinations", scope: access.ScopeList, handle: s.destinations},
 		{method: post, path: "/v1/destinations/hold", scope: access.ScopeAdmin, whole: true, handle: s.holdDestination}, // maintenance.go
 		{method: post, path: "/v1/destinations/hold/end", scope: access.ScopeAdmin, whole: true, handle: s.endHold},
+		{method: post, path: "/v1/destinations/reset", scope: access.ScopeAdmin, whole: true, handle: s.resetBreaker},
 		{method: post, path: "/v1/n8n/error", scope: access.ScopeWrite, handle: s.n8nError},
 		{method: get, path: "/v1/notifications", scope: access.ScopeList, whole: true, handle: s.notifications},
 		{method: post, path: "/v1/notifications/resend", scope: access.ScopeAdmin, whole: true, handle: s.resendNotification},

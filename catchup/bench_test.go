@@ -75,7 +75,7 @@ func BenchmarkCatchUp10k(b *testing.B) {
 			}()
 		}
 		wg.Wait()
-		if _, err := store.ResetBreaker(ctx, "crm", "bench"); err != nil {
+		if _, err := store.ResetBreaker(ctx, "crm", "bench", "bench"); err != nil {
 			b.Fatal(err)
 		}
 		fake := &instantN8n{store: store}

@@ -31,10 +31,23 @@ type Breaker struct {
 	// Maintenance is the window a person paused the destination for
 	// (maintenance.go); nil when the breaker opened by itself or closed.
 	Maintenance *Maintenance `json:"maintenance"`
+	// Reset is the person who closed the breaker by hand, why and when
+	// (DecideResetBreaker). It stays while the breaker stays closed, so
+	// the lists can say why writes go through although no probe proved the
+	// destination back, and goes when the breaker opens again or a probe
+	// closes it.
+	Reset *BreakerReset `json:"reset"`
 	// The probe let through in half_open, and until when it may hold it.
 	ProbeNamespace string     `json:"-"`
 	ProbeKey       string     `json:"-"`
 	ProbeUntil     *time.Time `json:"-"`
+}
+
+// BreakerReset is a person's reset of a breaker: who, why and when.
+type BreakerReset struct {
+	By     string    `json:"by"`
+	Reason string    `json:"reason"`
+	At     time.Time `json:"at"`
 }
 
 // NewBreaker is the closed breaker of a destination nothing has happened to.
@@ -49,6 +62,10 @@ func (b *Breaker) Clone() *Breaker {
 	if b.Maintenance != nil {
 		m := *b.Maintenance
 		c.Maintenance = &m
+	}
+	if b.Reset != nil {
+		r := *b.Reset
+		c.Reset = &r
 	}
 	return &c
 }
@@ -140,6 +157,7 @@ func (b *Breaker) open(pol DestinationPolicy, now time.Time) {
 	// A failed probe after a maintenance window is an outage: the window
 	// is over either way.
 	b.Maintenance = nil
+	b.Reset = nil
 	b.State = BreakerOpen
 	b.OpenedAt = timePtr(now)
 	b.ReopensAt = timePtr(now.Add(pol.Cooldown))
@@ -157,13 +175,22 @@ func (b *Breaker) View(now time.Time) Breaker {
 }
 
 // DecideResetBreaker closes a destination's breaker by a person's
-// decision (by): the next reserve naming it goes through at once. exists
-// is false when the destination has no breaker state. The closing is
-// logged as an event, so whoever heard of the opening hears of it.
-func DecideResetBreaker(b *Breaker, exists bool, by string, now time.Time) (Step, error) {
-	by = strings.TrimSpace(by)
+// decision (by, for reason): the next reserve naming it goes through at
+// once. exists is false when the destination has no breaker state. Who
+// and why stay on the breaker (Reset) and go to the event log with the
+// closing (ResetEvent), so whoever heard of the opening hears who closed
+// it and why; nothing claims the destination is back, no write proved it.
+func DecideResetBreaker(b *Breaker, exists bool, by, reason string, now time.Time) (Step, error) {
+	by, reason = strings.TrimSpace(by), strings.TrimSpace(reason)
+	var v violations
 	if by == "" || utf8.RuneCountInString(by) > MaxByLength || strings.IndexFunc(by, unicode.IsControl) >= 0 {
-		return Step{}, errs.InvalidField("by", "required,max=128", "by is required: the person who reset the breaker (at most 128 characters, one line)")
+		v.field("by", "required,max=128", "by is required: the person who resets the breaker (at most 128 characters, one line)")
+	}
+	if reason == "" || utf8.RuneCountInString(reason) > MaxNoteLength || !utf8.ValidString(reason) {
+		v.field("reason", "required,max=2000", "reason is required: why the breaker may close although no probe got through (at most 2000 characters)")
+	}
+	if err := v.err(); err != nil {
+		return Step{}, err
 	}
 	if !exists {
 		return Step{}, errs.Errorf(errs.NotFound, "destination %q has no breaker", b.Destination)
@@ -171,7 +198,31 @@ func DecideResetBreaker(b *Breaker, exists bool, by string, now time.Time) (Step
 	if b.State == BreakerClosed && b.ConsecutiveFailures == 0 {
 		return Step{Breaker: b.Clone()}, nil
 	}
-	ev := Event{At: now, Kind: EventBreakerClosed, Destination: b.Destination, PausedReserves: b.PausedReserves,
-		Message: "reset by " + by}
-	return Step{Breaker: &Breaker{Destination: b.Destination, State: BreakerClosed}, Events: []Event{ev}}, nil
+	at := now.UTC().Truncate(time.Millisecond)
+	next := &Breaker{Destination: b.Destination, State: BreakerClosed, Reset: &BreakerReset{By: by, Reason: reason, At: at}}
+	return Step{Breaker: next, Events: []Event{ResetEvent(b, by, reason, now)}}, nil
+}
+
+// ResetEvent is the breaker_closed event of a person's reset: Owner names
+// who (as a resolved key's event does), Message says it in words.
+func ResetEvent(b *Breaker, by, reason string, now time.Time) Event {
+	return Event{At: now, Kind: EventBreakerClosed, Destination: b.Destination, PausedReserves: b.PausedReserves,
+		Owner: by, Message: truncate("reset by "+by+" because "+reason, MaxMessageLength)}
+}
+
+// ResetOf reads a person's reset from a breaker_closed event: who and
+// why; ok is false for a closing by a probe that got through. Events
+// written before resets had a reason name only who ("reset by …").
+func ResetOf(ev Event) (by, reason string, ok bool) {
+	if ev.Kind != EventBreakerClosed {
+		return "", "", false
+	}
+	if ev.Owner != "" {
+		reason, _ = strings.CutPrefix(ev.Message, "reset by "+ev.Owner+" because ")
+		return ev.Owner, reason, true
+	}
+	if by, ok := strings.CutPrefix(ev.Message, "reset by "); ok {
+		return strings.TrimSpace(by), "", true
+	}
+	return "", "", false
 }

@@ -46,6 +46,7 @@ func DecideHoldDestination(b *Breaker, by, reason string, until, now time.Time) 
 	next.ReopensAt = timePtr(until.UTC().Truncate(time.Millisecond))
 	next.ProbeNamespace, next.ProbeKey, next.ProbeUntil = "", "", nil
 	next.PausedReserves = 0
+	next.Reset = nil
 	next.Maintenance = &Maintenance{By: by, Reason: reason, SetAt: now.UTC().Truncate(time.Millisecond), Until: *next.ReopensAt}
 	msg := "maintenance window by " + by + " until " + next.ReopensAt.Format(time.RFC3339) + ": " + reason
 	ev := Event{At: now, Kind: EventBreakerOpened, Destination: b.Destination, Message: truncate(msg, MaxMessageLength), ReopensAt: copyTime(next.ReopensAt)}

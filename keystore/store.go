@@ -22,7 +22,7 @@ type Store interface {
 	Destinations(ctx context.Context) ([]Breaker, error)
 	// ResetBreaker closes a destination's breaker by a person's decision
 	// (see DecideResetBreaker).
-	ResetBreaker(ctx context.Context, destination, by string) (Breaker, error)
+	ResetBreaker(ctx context.Context, destination, by, reason string) (Breaker, error)
 	// Activity returns the hourly counts from since's hour on, oldest
 	// first; hours with nothing counted are left out.
 	Activity(ctx context.Context, since time.Time) ([]HourActivity, error)

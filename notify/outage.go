@@ -68,7 +68,10 @@ func (s *Service) foldIntoOutage(ctx context.Context, ev keystore.Event) (edited
 	_, err = s.outbox.Update(ctx, cur.ID, func(x *Record) {
 		var next *Record
 		if ev.Kind == keystore.EventBreakerClosed {
-			next = BreakerClosed(x, ev.Seq, ResetByOf(ev.Message), ev.PausedReserves, parked, at, now)
+			by, reason, _ := keystore.ResetOf(ev)
+			if next = BreakerClosed(x, ev.Seq, by, ev.PausedReserves, parked, at, now); next != nil && by != "" {
+				next.ResetReason = reason
+			}
 		} else {
 			next = ParkedLostSeen(x, ev.Seq, now, s.cfg.GroupWindow)
 		}

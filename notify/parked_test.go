@@ -240,14 +240,15 @@ func TestOutageMessageEditedInPlace(t *testing.T) {
 	}
 }
 
-// A breaker closed by a person's reset says who, and does not claim that
-// hubspot takes writes again; the catch-up's end does not either.
+// A breaker closed by a person's reset says who and why, and does not
+// claim that hubspot takes writes again; the catch-up's end does not
+// either.
 func TestOutageClosedByReset(t *testing.T) {
 	w := newParkWorld(t)
 	w.openBreaker()
 	w.park(1, 3)
 	w.step()
-	if _, err := w.store.ResetBreaker(w.ctx, "hubspot", "alice"); err != nil {
+	if _, err := w.store.ResetBreaker(w.ctx, "hubspot", "alice", "the CRM confirmed it is fixed"); err != nil {
 		t.Fatal(err)
 	}
 	w.step()
@@ -257,6 +258,7 @@ func TestOutageClosedByReset(t *testing.T) {
 	}
 	shown := ups[len(ups)-1].Shown()
 	if !strings.Contains(shown, "hubspot breaker reset by alice — resuming 3 parked events") ||
+		!strings.Contains(shown, "alice reset the circuit breaker of `hubspot` at ") || !strings.Contains(shown, " because the CRM confirmed it is fixed. Writes are let through again") ||
 		!strings.Contains(shown, "nothing has shown yet that `hubspot` takes them") || strings.Contains(shown, "back") || strings.Contains(shown, "flow again") {
 		t.Fatalf("reset: %s", shown)
 	}
@@ -267,6 +269,7 @@ func TestOutageClosedByReset(t *testing.T) {
 	_, ups = w.outage()
 	shown = ups[len(ups)-1].Shown()
 	if !strings.Contains(shown, "hubspot: 3 of 3 parked events resumed in 12 s after a reset by alice") || strings.Contains(shown, "back") ||
+		!strings.Contains(shown, "because the CRM confirmed it is fixed") ||
 		strings.Contains(shown, "destination_paused") {
 		t.Fatalf("after the reset's catch-up: %s", shown)
 	}
@@ -337,7 +340,7 @@ func TestOutageOpenedAgainDuringTheCatchUp(t *testing.T) {
 	w.openBreaker()
 	w.park(1, 3)
 	w.step()
-	if _, err := w.store.ResetBreaker(w.ctx, "hubspot", "alice"); err != nil {
+	if _, err := w.store.ResetBreaker(w.ctx, "hubspot", "alice", "the CRM confirmed it is fixed"); err != nil {
 		t.Fatal(err)
 	}
 	w.step()

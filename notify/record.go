@@ -211,9 +211,11 @@ type Breaker struct {
 	// ClosedAt: the breaker closed (ResetBy: by a person's reset, so
 	// nothing proved the destination is back). CaughtUpAt: no parked event
 	// of the outage waits any more.
-	ClosedAt   *time.Time `json:"closed_at,omitempty"`
-	ResetBy    string     `json:"reset_by,omitempty"`
-	CaughtUpAt *time.Time `json:"caught_up_at,omitempty"`
+	ClosedAt *time.Time `json:"closed_at,omitempty"`
+	ResetBy  string     `json:"reset_by,omitempty"`
+	// ResetReason: why the person reset it (keystore.ResetOf).
+	ResetReason string     `json:"reset_reason,omitempty"`
+	CaughtUpAt  *time.Time `json:"caught_up_at,omitempty"`
 	// SupersededAt: the breaker opened again (or a maintenance window
 	// began) before this outage was over; a newer message tells the rest.
 	SupersededAt *time.Time `json:"superseded_at,omitempty"`

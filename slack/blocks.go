@@ -230,8 +230,8 @@ func renderBreaker(r *notify.Record, mention string) message {
 	case r.Kind == notify.KindBreakerOpened && r.CaughtUpAt == nil:
 		if r.ResetBy != "" {
 			head = fmt.Sprintf("%s breaker reset by %s — resuming %s", dest, r.ResetBy, notify.Plural(r.Parked, "parked event", "parked events"))
-			lead = fmt.Sprintf("%s: %s reset the circuit breaker of `%s` at %s. Writes are let through again, but nothing has shown yet that `%s` takes them; the parked events are resumed oldest first at the destination's pace.",
-				mention, notify.EscapeMrkdwn(r.ResetBy), ed, notify.Clock(*r.ClosedAt), ed)
+			lead = fmt.Sprintf("%s: %s reset the circuit breaker of `%s` at %s%s. Writes are let through again, but nothing has shown yet that `%s` takes them; the parked events are resumed oldest first at the destination's pace.",
+				mention, notify.EscapeMrkdwn(r.ResetBy), ed, notify.Clock(*r.ClosedAt), becauseText(r), ed)
 		} else {
 			head = fmt.Sprintf("%s back — catching up %s", dest, notify.Plural(r.Parked, "parked event", "parked events"))
 			lead = fmt.Sprintf("%s: the circuit breaker of `%s` closed at %s: the probe's write went through. The parked events are resumed oldest first at the destination's pace.",
@@ -246,8 +246,8 @@ func renderBreaker(r *notify.Record, mention string) message {
 		took := notify.HumanDuration(r.CaughtUpAt.Sub(*r.ClosedAt))
 		if r.ResetBy != "" {
 			head = fmt.Sprintf("%s: %d of %d parked events resumed in %s after a reset by %s", dest, caught, r.Parked, took, r.ResetBy)
-			lead = fmt.Sprintf("%s: %s reset the circuit breaker of `%s` at %s; since then %s resumed. Each resumed execution wrote or failed on its own: a new failure opens the breaker again and is a new message.",
-				mention, notify.EscapeMrkdwn(r.ResetBy), ed, notify.Clock(*r.ClosedAt), notify.Plural(caught, "parked event was", "parked events were"))
+			lead = fmt.Sprintf("%s: %s reset the circuit breaker of `%s` at %s%s; since then %s resumed. Each resumed execution wrote or failed on its own: a new failure opens the breaker again and is a new message.",
+				mention, notify.EscapeMrkdwn(r.ResetBy), ed, notify.Clock(*r.ClosedAt), becauseText(r), notify.Plural(caught, "parked event was", "parked events were"))
 		} else {
 			head = fmt.Sprintf("%s back — %d of %d caught up in %s", dest, caught, r.Parked, took)
 			lead = fmt.Sprintf("%s: the circuit breaker of `%s` closed at %s and every event parked during the outage was resumed by %s.",
@@ -256,8 +256,8 @@ func renderBreaker(r *notify.Record, mention string) message {
 		lead += pausedText(r) + lostText(r)
 	case r.Kind == notify.KindBreakerOpened && r.ResetBy != "":
 		head = fmt.Sprintf("%s breaker reset by %s (%s paused)", dest, r.ResetBy, notify.Plural(r.PausedReserves, "reserve was", "reserves were"))
-		lead = fmt.Sprintf("%s: %s reset the circuit breaker of `%s` at %s: writes are let through again, but nothing has shown yet that `%s` takes them.",
-			mention, notify.EscapeMrkdwn(r.ResetBy), ed, notify.Clock(*r.ClosedAt), ed) + pausedText(r)
+		lead = fmt.Sprintf("%s: %s reset the circuit breaker of `%s` at %s%s: writes are let through again, but nothing has shown yet that `%s` takes them.",
+			mention, notify.EscapeMrkdwn(r.ResetBy), ed, notify.Clock(*r.ClosedAt), becauseText(r), ed) + pausedText(r)
 	default:
 		at := r.FirstAt
 		if r.ClosedAt != nil {
@@ -279,6 +279,15 @@ func renderBreaker(r *notify.Record, mention string) message {
 	}
 	blocks = append(blocks, slack.NewContextBlock("", mrkdwn("ref `"+r.ID+"`")))
 	return message{Text: fallback(notify.EscapeMrkdwn(head) + ". Owner: " + mention + "."), Blocks: blocks}
+}
+
+// becauseText is why a person reset the breaker (" because …"), or ""
+// for a reset from before resets had a reason.
+func becauseText(r *notify.Record) string {
+	if r.ResetReason == "" {
+		return ""
+	}
+	return " because " + notify.EscapeMrkdwn(r.ResetReason)
 }
 
 // pausedText says what happened to reserves that could not park (the

@@ -66,6 +66,10 @@ type Principal struct {
 	// Person: Name is a person an identity provider vouched for (OpenID
 	// Connect), not a token shared by whoever holds it.
 	Person bool
+	// PersonName is the person a named token belongs to (the config's
+	// tokens.<name>.person): Name stays the token's, and its decisions
+	// record this person. "" for a shared token.
+	PersonName string `json:",omitempty"`
 }
 
 // Allows tells whether the principal's role grants scope.
@@ -95,6 +99,15 @@ func (p Principal) CanAct() bool { return p.Allows(ScopeDecide) }
 // CanOperate tells whether the principal may reset breakers and re-send
 // notifications (the admin scope).
 func (p Principal) CanOperate() bool { return p.Allows(ScopeAdmin) }
+
+// Who is the person behind the principal: the person signed in, or a
+// named token's person; "" for a shared token, which names nobody.
+func (p Principal) Who() string {
+	if p.Person {
+		return p.Name
+	}
+	return p.PersonName
+}
 
 // Identity is what a store binds to an attempt the principal started (a
 // request_id repeat hands the token back only to the same identity).

@@ -5,7 +5,6 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/gofiber/fiber/v2"
@@ -72,8 +71,11 @@ func auditOf(ev keystore.Event) (auditItem, bool) {
 		it.Who, it.What, it.Namespace, it.Key = ev.Owner, ev.Message+" the event (approval)", ev.Namespace, ev.Key
 		return it, true
 	case keystore.EventBreakerClosed:
-		by, ok := strings.CutPrefix(ev.Message, "reset by ")
+		by, reason, ok := keystore.ResetOf(ev)
 		it.Who, it.What, it.Destination = by, "reset the breaker", ev.Destination
+		if reason != "" {
+			it.What += " because " + reason
+		}
 		return it, ok
 	}
 	return it, false

@@ -42,7 +42,7 @@ type Store interface {
 	Counts(ctx context.Context) (map[string]map[keystore.State]int, error)
 	Destinations(ctx context.Context) ([]keystore.Breaker, error)
 	Resolve(ctx context.Context, req keystore.ResolveRequest) (keystore.Result, error)
-	ResetBreaker(ctx context.Context, destination, by string) (keystore.Breaker, error)
+	ResetBreaker(ctx context.Context, destination, by, reason string) (keystore.Breaker, error)
 	Activity(ctx context.Context, since time.Time) ([]keystore.HourActivity, error)
 	RecentEvents(ctx context.Context, q keystore.EventQuery) ([]keystore.Event, error)
 }

@@ -226,7 +226,25 @@ func TestResetAnOpenBreaker(t *testing.T) {
 	if !strings.Contains(page, `aria-label="Reset the breaker of hubspot"`) {
 		t.Fatal("no reset button for the open breaker")
 	}
-	resp := postForm(t, c, s.url+"/ui/breakers/reset", url.Values{"csrf": {csrf}, "destination": {"hubspot"}})
+	// No reason: refused on the page, with nothing changed.
+	resp := postForm(t, c, s.url+"/ui/breakers/reset", url.Values{"csrf": {csrf}, "destination": {"hubspot"}, "reason": {"  "}})
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusBadRequest || !strings.Contains(string(body), "reason is required") {
+		t.Fatalf("reset without a reason: %d %s", resp.StatusCode, body)
+	}
+	if bs, _ := s.store.Destinations(s.ctx); len(bs) != 1 || bs[0].State != keystore.BreakerOpen {
+		t.Fatalf("a refused reset changed the breaker: %+v", bs)
+	}
+	// From the destination's page, refused: that page again, the reason typed kept.
+	resp = postForm(t, c, s.url+"/ui/breakers/reset", url.Values{"csrf": {csrf}, "destination": {"hubspot"}, "from": {"destination"},
+		"reason": {strings.Repeat("x", 2001)}})
+	body, _ = io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusBadRequest || !strings.Contains(string(body), `id="reset-reason"`) || !strings.Contains(string(body), strings.Repeat("x", 2001)+"</textarea>") {
+		t.Fatalf("refused reset from the destination page: %d, the reason not kept", resp.StatusCode)
+	}
+	resp = postForm(t, c, s.url+"/ui/breakers/reset", url.Values{"csrf": {csrf}, "destination": {"hubspot"}, "reason": {"CRM confirmed fixed"}})
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusSeeOther {
 		t.Fatalf("reset: %d", resp.StatusCode)
@@ -239,7 +257,19 @@ func TestResetAnOpenBreaker(t *testing.T) {
 		t.Fatalf("a reserve after the reset: %s", res.Outcome)
 	}
 	evs, _ := s.store.Events(s.ctx, 0, 100)
-	if last := evs[len(evs)-1]; last.Kind != keystore.EventBreakerClosed || last.Message != "reset by console: on-call" {
+	if last := evs[len(evs)-1]; last.Kind != keystore.EventBreakerClosed || last.Message != "reset by console: on-call because CRM confirmed fixed" {
 		t.Fatalf("last event %+v", last)
+	}
+	_, page = fetch(t, c, s.url+"/ui/breakers")
+	if !strings.Contains(page, "reset by console: on-call because <span class=\"pre\">CRM confirmed fixed</span>, ") {
+		t.Errorf("the breaker list does not say who reset it and why")
+	}
+	_, page = fetch(t, c, s.url+"/ui/destination?name=hubspot")
+	if !strings.Contains(page, "CRM confirmed fixed") {
+		t.Errorf("the destination page does not say why the breaker was reset")
+	}
+	_, page = fetch(t, c, s.url+"/ui/audit")
+	if !strings.Contains(page, "reset the breaker because CRM confirmed fixed") {
+		t.Errorf("the audit list does not say why the breaker was reset")
 	}
 }

@@ -166,31 +166,53 @@ type breakersPage struct {
 	Parking  bool
 	CanReset bool
 	Done     string
+	// Problem: why a reset was refused; ResetDest and ResetReason keep
+	// what was typed in that destination's form.
+	Problem                string
+	ResetDest, ResetReason string
 }
 
 func (ui *Console) breakers(c *fiber.Ctx, sess *session) error {
+	return ui.showBreakers(c, sess, http.StatusOK, "", "", "")
+}
+
+func (ui *Console) showBreakers(c *fiber.Ctx, sess *session, status int, problem, dest, reason string) error {
 	items, err := ui.destinationRows(c.UserContext(), sess)
 	if err != nil {
 		return err
 	}
-	return ui.render(c, http.StatusOK, "breakers", breakersPage{
-		layout:   ui.layout(sess, "Breakers"),
-		Items:    items,
-		Parking:  ui.parking != nil,
-		CanReset: sess.who.CanOperate(),
-		Done:     c.Query("done"),
+	return ui.render(c, status, "breakers", breakersPage{
+		layout:      ui.layout(sess, "Breakers"),
+		Items:       items,
+		Parking:     ui.parking != nil,
+		CanReset:    sess.who.CanOperate(),
+		Done:        c.Query("done"),
+		Problem:     problem,
+		ResetDest:   dest,
+		ResetReason: reason,
 	})
 }
 
+// resetBreaker closes a breaker by hand, from the Breakers page or a
+// destination's page (from=destination): a reset needs a reason, and a
+// refused one shows the page it came from again with what was typed.
 func (ui *Console) resetBreaker(c *fiber.Ctx, sess *session) error {
-	dest := c.FormValue("destination")
+	dest, reason, from := c.FormValue("destination"), c.FormValue("reason"), c.FormValue("from")
 	if !sess.who.MayUseBreaker(dest) {
 		return errs.Errorf(errs.Forbidden, "%q may not use destination %q", sess.who.Name, dest)
 	}
-	if _, err := ui.store.ResetBreaker(c.UserContext(), dest, sess.by()); err != nil {
-		return err
+	if _, err := ui.store.ResetBreaker(c.UserContext(), dest, sess.by(), reason); err != nil {
+		return ui.formProblem(c, sess, err, func(status int, msg string) error {
+			if from == "destination" {
+				return ui.showDestination(c, sess, status, dest, msg, holdForm{}, "", reason)
+			}
+			return ui.showBreakers(c, sess, status, msg, dest, reason)
+		})
 	}
-	ui.log.Info("console: breaker reset", "destination", dest, "by", sess.by())
+	ui.log.Info("console: breaker reset", "destination", dest, "by", sess.by(), "reason", reason)
+	if from == "destination" {
+		return c.Redirect(destinationURL(dest)+"&done=reset", http.StatusSeeOther)
+	}
 	return c.Redirect(Prefix+"/breakers?done="+url.QueryEscape(dest), http.StatusSeeOther)
 }
 

@@ -107,10 +107,14 @@ type destinationPage struct {
 	CanHold   bool
 	HoldForm  holdForm
 	EndReason string
-	Problem   string
-	Done      string
-	Parked    []parkedRow
-	ParkedURL string
+	// CanReset: the person may reset the breaker; ResetReason keeps what
+	// a refused reset's form held.
+	CanReset    bool
+	ResetReason string
+	Problem     string
+	Done        string
+	Parked      []parkedRow
+	ParkedURL   string
 }
 
 type holdForm struct{ Until, Reason string }
@@ -120,10 +124,10 @@ type holdForm struct{ Until, Reason string }
 const holdUntilLayout = "2006-01-02T15:04"
 
 func (ui *Console) destinationPage(c *fiber.Ctx, sess *session) error {
-	return ui.showDestination(c, sess, http.StatusOK, c.Query("name"), "", holdForm{}, "")
+	return ui.showDestination(c, sess, http.StatusOK, c.Query("name"), "", holdForm{}, "", "")
 }
 
-func (ui *Console) showDestination(c *fiber.Ctx, sess *session, status int, dest, problem string, form holdForm, endReason string) error {
+func (ui *Console) showDestination(c *fiber.Ctx, sess *session, status int, dest, problem string, form holdForm, endReason, resetReason string) error {
 	if err := keystore.CheckNamespace("destination", dest); err != nil {
 		return err
 	}
@@ -135,7 +139,8 @@ func (ui *Console) showDestination(c *fiber.Ctx, sess *session, status int, dest
 		return err
 	}
 	p := destinationPage{layout: ui.layout(sess, "Destination "+dest), Parking: ui.parking != nil, Problem: problem,
-		HoldForm: form, EndReason: endReason, Done: holdDoneText(c.Query("done"))}
+		HoldForm: form, EndReason: endReason, Done: holdDoneText(c.Query("done")),
+		CanReset: sess.who.CanOperate(), ResetReason: resetReason}
 	p.Row = ui.row(keystore.Breaker{Destination: dest, State: keystore.BreakerClosed}, 0, ui.now())
 	for _, r := range rows {
 		if r.Destination == dest {
@@ -161,6 +166,8 @@ func holdDoneText(done string) string {
 		return "The maintenance window is set: events with a resume URL park until it ends, then catch up."
 	case "end":
 		return "The maintenance window has ended: one parked event probes the destination, the rest follow when it completes."
+	case "reset":
+		return "The breaker is reset: writes are let through again, though no probe has shown that the destination takes them."
 	}
 	return ""
 }
@@ -188,12 +195,12 @@ func (ui *Console) hold(c *fiber.Ctx, sess *session) error {
 	}
 	until, err := time.ParseInLocation(holdUntilLayout, form.Until, time.UTC)
 	if err != nil {
-		return ui.showDestination(c, sess, http.StatusBadRequest, dest, "Give the window's end as a date and time (UTC).", form, "")
+		return ui.showDestination(c, sess, http.StatusBadRequest, dest, "Give the window's end as a date and time (UTC).", form, "", "")
 	}
 	by := sess.by()
 	if _, err := ui.parking.HoldDestination(c.UserContext(), dest, by, form.Reason, until); err != nil {
 		return ui.formProblem(c, sess, err, func(status int, msg string) error {
-			return ui.showDestination(c, sess, status, dest, msg, form, "")
+			return ui.showDestination(c, sess, status, dest, msg, form, "", "")
 		})
 	}
 	ui.log.Info("console: maintenance window set", "destination", dest, "until", until.Format(time.RFC3339), "reason", form.Reason, "by", sess.by())
@@ -211,7 +218,7 @@ func (ui *Console) endHold(c *fiber.Ctx, sess *session) error {
 	}
 	if _, err := ui.parking.EndHold(c.UserContext(), dest, sess.by(), reason); err != nil {
 		return ui.formProblem(c, sess, err, func(status int, msg string) error {
-			return ui.showDestination(c, sess, status, dest, msg, holdForm{}, reason)
+			return ui.showDestination(c, sess, status, dest, msg, holdForm{}, reason, "")
 		})
 	}
 	ui.log.Info("console: maintenance window ended", "destination", dest, "reason", reason, "by", sess.by())

@@ -109,11 +109,15 @@ type FileConfig struct {
 // TokenConfig is one entry of tokens: a named token with a role and the
 // namespaces it may use. Its value is never in the file: either its
 // SHA-256 (hex) or the name of an environment variable that holds it.
+// Person names whose token it is: its decisions record that person, and
+// a body's by naming someone else is refused; without it the token is
+// shared, and its decisions record the body's by as not verified.
 type TokenConfig struct {
 	SHA256     string   `yaml:"sha256"`
 	Env        string   `yaml:"env"`
 	Role       string   `yaml:"role"`
 	Namespaces []string `yaml:"namespaces"`
+	Person     string   `yaml:"person"`
 }
 
 // MetricsConfig is the metrics: section.
@@ -326,7 +330,7 @@ func (fc FileConfig) ScopedTokens(getenv func(string) string) ([]api.TokenScope,
 		if !keystore.ValidNamespace(name) {
 			return nil, fmt.Errorf("%s: not a valid token name (1-64 of a-z, 0-9, '.', '_', '-', starting with a letter or digit)", where)
 		}
-		ts := api.TokenScope{Name: name, Role: access.Role(tc.Role), Namespaces: tc.Namespaces}
+		ts := api.TokenScope{Name: name, Role: access.Role(tc.Role), Namespaces: tc.Namespaces, Person: strings.TrimSpace(tc.Person)}
 		if !slices.Contains(access.Roles, ts.Role) {
 			return nil, fmt.Errorf("%s.role: %q must be one of %v", where, tc.Role, access.Roles)
 		}
@@ -334,6 +338,9 @@ func (fc FileConfig) ScopedTokens(getenv func(string) string) ([]api.TokenScope,
 			if !keystore.ValidNamespace(ns) {
 				return nil, fmt.Errorf("%s.namespaces: %q is not a valid namespace name", where, ns)
 			}
+		}
+		if err := api.CheckTokenPerson(ts); err != nil {
+			return nil, fmt.Errorf("%s.person: %w", where, err)
 		}
 		switch {
 		case (tc.SHA256 == "") == (tc.Env == ""):

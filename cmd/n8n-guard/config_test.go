@@ -110,6 +110,7 @@ tokens:
   dashboard:
     sha256: 9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08
     role: read
+    person: ana@example.com
 metrics:
   label_limit: 20
 `
@@ -122,6 +123,7 @@ metrics:
 		t.Fatal(err)
 	}
 	if len(ts) != 2 || ts[0].Name != "dashboard" || ts[0].Role != access.RoleRead || ts[0].SHA256 != sha256.Sum256([]byte("test")) ||
+		ts[0].Person != "ana@example.com" || ts[1].Person != "" ||
 		ts[1].Name != "team-crm" || ts[1].Role != access.RoleReserve || ts[1].SHA256 != sha256.Sum256([]byte("secret")) ||
 		len(ts[1].Namespaces) != 1 || ts[1].Namespaces[0] != "crm-contacts" {
 		t.Fatalf("tokens = %+v", ts)
@@ -142,6 +144,8 @@ metrics:
 		"bad name":         "tokens:\n  A B:\n    env: X\n    role: read\n",
 		"value in file":    "tokens:\n  a:\n    token: abc\n    role: read\n",
 		"negative limit":   "metrics:\n  label_limit: -1\n",
+		"person too long":  "tokens:\n  a:\n    env: X\n    role: decide\n    person: " + strings.Repeat("p", 120) + "\n",
+		"person two lines": "tokens:\n  a:\n    env: X\n    role: decide\n    person: \"ana\\nbob\"\n",
 		"unknown metrics:": "metrics:\n  labels: 3\n",
 	} {
 		if _, err := ParseFile(strings.NewReader(bad)); err == nil {

@@ -274,32 +274,72 @@ type diskHeldBreaker struct {
 	HoldUntil      int64
 }
 
-func encodeBreaker(b *keystore.Breaker) ([]byte, error) {
-	d := diskBreaker{State: string(b.State), OpenedAt: msPtr(b.OpenedAt), ReopensAt: msPtr(b.ReopensAt),
-		Failures: uint32(b.ConsecutiveFailures), Paused: uint32(b.PausedReserves),
-		ProbeNamespace: b.ProbeNamespace, ProbeKey: b.ProbeKey, ProbeUntil: msPtr(b.ProbeUntil)}
-	m := b.Maintenance
-	if m == nil {
-		return cbor.Marshal(d)
-	}
-	return cbor.Marshal(diskHeldBreaker{State: d.State, OpenedAt: d.OpenedAt, ReopensAt: d.ReopensAt, Failures: d.Failures,
-		Paused: d.Paused, ProbeNamespace: d.ProbeNamespace, ProbeKey: d.ProbeKey, ProbeUntil: d.ProbeUntil,
-		HoldBy: m.By, HoldReason: m.Reason, HoldSetAt: ms(m.SetAt), HoldUntil: ms(m.Until)})
+// diskResetBreaker is a breaker a person reset: diskHeldBreaker's fields
+// and who reset it, why and when. Only a breaker closed by a reset (until
+// it opens again) is written in this layout, for the same reason.
+type diskResetBreaker struct {
+	_              struct{} `cbor:",toarray"`
+	State          string
+	OpenedAt       int64
+	ReopensAt      int64
+	Failures       uint32
+	Paused         uint32
+	ProbeNamespace string
+	ProbeKey       string
+	ProbeUntil     int64
+	HoldBy         string
+	HoldReason     string
+	HoldSetAt      int64
+	HoldUntil      int64
+	ResetBy        string
+	ResetReason    string
+	ResetAt        int64
 }
 
-// heldBreakerHead is the first byte of a diskHeldBreaker: a CBOR array of
-// its 12 fields.
-const heldBreakerHead = 0x80 | 12
+func encodeBreaker(b *keystore.Breaker) ([]byte, error) {
+	d := diskResetBreaker{State: string(b.State), OpenedAt: msPtr(b.OpenedAt), ReopensAt: msPtr(b.ReopensAt),
+		Failures: uint32(b.ConsecutiveFailures), Paused: uint32(b.PausedReserves),
+		ProbeNamespace: b.ProbeNamespace, ProbeKey: b.ProbeKey, ProbeUntil: msPtr(b.ProbeUntil)}
+	if m := b.Maintenance; m != nil {
+		d.HoldBy, d.HoldReason, d.HoldSetAt, d.HoldUntil = m.By, m.Reason, ms(m.SetAt), ms(m.Until)
+	}
+	switch {
+	case b.Reset != nil:
+		d.ResetBy, d.ResetReason, d.ResetAt = b.Reset.By, b.Reset.Reason, ms(b.Reset.At)
+		return cbor.Marshal(d)
+	case b.Maintenance != nil:
+		return cbor.Marshal(diskHeldBreaker{State: d.State, OpenedAt: d.OpenedAt, ReopensAt: d.ReopensAt, Failures: d.Failures,
+			Paused: d.Paused, ProbeNamespace: d.ProbeNamespace, ProbeKey: d.ProbeKey, ProbeUntil: d.ProbeUntil,
+			HoldBy: d.HoldBy, HoldReason: d.HoldReason, HoldSetAt: d.HoldSetAt, HoldUntil: d.HoldUntil})
+	}
+	return cbor.Marshal(diskBreaker{State: d.State, OpenedAt: d.OpenedAt, ReopensAt: d.ReopensAt, Failures: d.Failures,
+		Paused: d.Paused, ProbeNamespace: d.ProbeNamespace, ProbeKey: d.ProbeKey, ProbeUntil: d.ProbeUntil})
+}
+
+// heldBreakerHead and resetBreakerHead are the first bytes of a
+// diskHeldBreaker and a diskResetBreaker: CBOR arrays of their 12 and 15
+// fields.
+const (
+	heldBreakerHead  = 0x80 | 12
+	resetBreakerHead = 0x80 | 15
+)
 
 func decodeBreaker(dest string, v []byte) (*keystore.Breaker, error) {
-	var d diskHeldBreaker
+	var d diskResetBreaker
 	var err error
-	if len(v) > 0 && v[0] == heldBreakerHead {
+	switch {
+	case len(v) > 0 && v[0] == resetBreakerHead:
 		err = decMode.Unmarshal(v, &d)
-	} else {
+	case len(v) > 0 && v[0] == heldBreakerHead:
+		var held diskHeldBreaker
+		err = decMode.Unmarshal(v, &held)
+		d = diskResetBreaker{State: held.State, OpenedAt: held.OpenedAt, ReopensAt: held.ReopensAt, Failures: held.Failures,
+			Paused: held.Paused, ProbeNamespace: held.ProbeNamespace, ProbeKey: held.ProbeKey, ProbeUntil: held.ProbeUntil,
+			HoldBy: held.HoldBy, HoldReason: held.HoldReason, HoldSetAt: held.HoldSetAt, HoldUntil: held.HoldUntil}
+	default:
 		var old diskBreaker
 		err = decMode.Unmarshal(v, &old)
-		d = diskHeldBreaker{State: old.State, OpenedAt: old.OpenedAt, ReopensAt: old.ReopensAt, Failures: old.Failures,
+		d = diskResetBreaker{State: old.State, OpenedAt: old.OpenedAt, ReopensAt: old.ReopensAt, Failures: old.Failures,
 			Paused: old.Paused, ProbeNamespace: old.ProbeNamespace, ProbeKey: old.ProbeKey, ProbeUntil: old.ProbeUntil}
 	}
 	if err != nil {
@@ -310,6 +350,9 @@ func decodeBreaker(dest string, v []byte) (*keystore.Breaker, error) {
 		ProbeNamespace: d.ProbeNamespace, ProbeKey: d.ProbeKey, ProbeUntil: fromMsPtr(d.ProbeUntil)}
 	if d.HoldBy != "" {
 		b.Maintenance = &keystore.Maintenance{By: d.HoldBy, Reason: d.HoldReason, SetAt: fromMs(d.HoldSetAt), Until: fromMs(d.HoldUntil)}
+	}
+	if d.ResetBy != "" {
+		b.Reset = &keystore.BreakerReset{By: d.ResetBy, Reason: d.ResetReason, At: fromMs(d.ResetAt)}
 	}
 	return b, nil
 }

@@ -154,7 +154,7 @@ func (s *Store) Activity(_ context.Context, since time.Time) ([]keystore.HourAct
 }
 
 // ResetBreaker implements Store.
-func (s *Store) ResetBreaker(_ context.Context, dest, by string) (keystore.Breaker, error) {
+func (s *Store) ResetBreaker(_ context.Context, dest, by, reason string) (keystore.Breaker, error) {
 	if err := keystore.CheckNamespace("destination", dest); err != nil {
 		return keystore.Breaker{}, err
 	}
@@ -164,7 +164,7 @@ func (s *Store) ResetBreaker(_ context.Context, dest, by string) (keystore.Break
 		if err != nil {
 			return boltDecision{}, err
 		}
-		st, err := keystore.DecideResetBreaker(br, raw != nil, by, now)
+		st, err := keystore.DecideResetBreaker(br, raw != nil, by, reason, now)
 		if err != nil {
 			return boltDecision{}, err
 		}

@@ -110,7 +110,7 @@ func (s *Store) Activity(ctx context.Context, since time.Time) ([]keystore.HourA
 
 // ResetBreaker implements Store: the breaker row is locked for the
 // decision, as every breaker change is.
-func (s *Store) ResetBreaker(ctx context.Context, dest, by string) (keystore.Breaker, error) {
+func (s *Store) ResetBreaker(ctx context.Context, dest, by, reason string) (keystore.Breaker, error) {
 	if err := keystore.CheckNamespace("destination", dest); err != nil {
 		return keystore.Breaker{}, err
 	}
@@ -127,7 +127,7 @@ func (s *Store) ResetBreaker(ctx context.Context, dest, by string) (keystore.Bre
 	if err != nil {
 		return keystore.Breaker{}, s.dbErr("reset breaker", err)
 	}
-	st, err := keystore.DecideResetBreaker(br, exists, by, now)
+	st, err := keystore.DecideResetBreaker(br, exists, by, reason, now)
 	if err != nil {
 		return keystore.Breaker{}, err
 	}

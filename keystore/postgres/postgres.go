@@ -140,7 +140,7 @@ const (
 	pgKeyRead     = pgKeyCols + `, version, checksum`
 	pgSelectKey   = `SELECT ` + pgKeyRead + ` FROM guard_keys WHERE namespace = $1 AND key = $2`
 	pgBreakerCols = `state, opened_at, reopens_at, consecutive_failures, paused_reserves, probe_namespace, probe_key, probe_until,
-		hold_by, hold_reason, hold_set_at, hold_until`
+		hold_by, hold_reason, hold_set_at, hold_until, reset_by, reset_reason, reset_at`
 	pgSelectBreaker = `SELECT ` + pgBreakerCols + ` FROM guard_breakers WHERE destination = $1`
 	// The breaker of the destination the key names (complete, fail).
 	pgSelectBreakerOfKey = `SELECT destination, ` + pgBreakerCols + ` FROM guard_breakers
@@ -207,9 +207,10 @@ func scanBreaker(row pgx.Row, dest string) (b *keystore.Breaker, found bool, err
 	var state string
 	var failures, paused int32
 	var hold keystore.Maintenance
-	var holdSetAt, holdUntil *time.Time
+	var holdSetAt, holdUntil, resetAt *time.Time
+	var reset keystore.BreakerReset
 	err = row.Scan(&state, &b.OpenedAt, &b.ReopensAt, &failures, &paused, &b.ProbeNamespace, &b.ProbeKey, &b.ProbeUntil,
-		&hold.By, &hold.Reason, &holdSetAt, &holdUntil)
+		&hold.By, &hold.Reason, &holdSetAt, &holdUntil, &reset.By, &reset.Reason, &resetAt)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return keystore.NewBreaker(dest), false, nil
 	}
@@ -221,6 +222,10 @@ func scanBreaker(row pgx.Row, dest string) (b *keystore.Breaker, found bool, err
 	if hold.By != "" && holdSetAt != nil && holdUntil != nil {
 		hold.SetAt, hold.Until = holdSetAt.UTC(), holdUntil.UTC()
 		b.Maintenance = &hold
+	}
+	if reset.By != "" && resetAt != nil {
+		reset.At = resetAt.UTC()
+		b.Reset = &reset
 	}
 	return b, true, nil
 }
@@ -294,15 +299,22 @@ func queueBreaker(b *pgx.Batch, br *keystore.Breaker, exists bool) {
 	if m := br.Maintenance; m != nil {
 		hold, holdSetAt, holdUntil = *m, &m.SetAt, &m.Until
 	}
+	var reset keystore.BreakerReset
+	var resetAt *time.Time
+	if r := br.Reset; r != nil {
+		reset, resetAt = *r, &r.At
+	}
 	args := []any{br.Destination, string(br.State), br.OpenedAt, br.ReopensAt, br.ConsecutiveFailures,
-		br.PausedReserves, br.ProbeNamespace, br.ProbeKey, br.ProbeUntil, hold.By, hold.Reason, holdSetAt, holdUntil}
+		br.PausedReserves, br.ProbeNamespace, br.ProbeKey, br.ProbeUntil, hold.By, hold.Reason, holdSetAt, holdUntil,
+		reset.By, reset.Reason, resetAt}
 	if !exists {
-		b.Queue(`INSERT INTO guard_breakers (destination, `+pgBreakerCols+`) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)`, args...)
+		b.Queue(`INSERT INTO guard_breakers (destination, `+pgBreakerCols+`) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)`, args...)
 		return
 	}
 	b.Queue(`UPDATE guard_breakers SET state = $2, opened_at = $3, reopens_at = $4, consecutive_failures = $5,
 		paused_reserves = $6, probe_namespace = $7, probe_key = $8, probe_until = $9,
-		hold_by = $10, hold_reason = $11, hold_set_at = $12, hold_until = $13 WHERE destination = $1`, args...)
+		hold_by = $10, hold_reason = $11, hold_set_at = $12, hold_until = $13,
+		reset_by = $14, reset_reason = $15, reset_at = $16 WHERE destination = $1`, args...)
 }
 
 // queueEvent appends an event. The counter row stays locked until commit,
@@ -327,7 +339,7 @@ func breakerChanged(prev, next *keystore.Breaker, exists bool) bool {
 	return prev == nil || prev.State != next.State || prev.ConsecutiveFailures != next.ConsecutiveFailures ||
 		prev.PausedReserves != next.PausedReserves || prev.ProbeNamespace != next.ProbeNamespace || prev.ProbeKey != next.ProbeKey ||
 		!sameTime(prev.OpenedAt, next.OpenedAt) || !sameTime(prev.ReopensAt, next.ReopensAt) || !sameTime(prev.ProbeUntil, next.ProbeUntil) ||
-		(prev.Maintenance == nil) != (next.Maintenance == nil)
+		(prev.Maintenance == nil) != (next.Maintenance == nil) || (prev.Reset == nil) != (next.Reset == nil)
 }
 
 // sameTime compares two optional times as the database keeps them.

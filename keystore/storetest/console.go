@@ -169,39 +169,57 @@ func runConsole(t *testing.T, newStore New) {
 		check("after a restart")
 	})
 
-	t.Run("a person resets an open breaker; the closing is logged", func(t *testing.T) {
+	t.Run("a person resets an open breaker with a reason; who and why are kept and logged", func(t *testing.T) {
 		pol := keystore.Policies{Destinations: map[string]keystore.DestinationPolicy{"hubspot": {Cooldown: time.Hour, FailureThreshold: 3}}}
 		e := setup(t, newStore, pol)
-		_, err := e.s.ResetBreaker(e.ctx, "hubspot", "office manager")
+		_, err := e.s.ResetBreaker(e.ctx, "hubspot", "office manager", "CRM confirmed fixed")
 		wantCode(t, err, errs.NotFound) // never touched: nothing to reset
 		r := e.reserve(ns, "evt_1", withDest("hubspot"))
 		e.fail(ns, "evt_1", r.Token, keystore.ReasonDestinationUnreachable)
 		wantOutcome(t, e.reserve(ns, "evt_2", withDest("hubspot")), keystore.OutcomeDestinationPaused)
-		_, err = e.s.ResetBreaker(e.ctx, "hubspot", " ")
+		_, err = e.s.ResetBreaker(e.ctx, "hubspot", " ", "CRM confirmed fixed")
 		wantCode(t, err, errs.InvalidRequest)
-		if b := breaker(t, e, "hubspot"); b.State != keystore.BreakerOpen {
+		_, err = e.s.ResetBreaker(e.ctx, "hubspot", "office manager", " \n ")
+		wantCode(t, err, errs.InvalidRequest)
+		if b := breaker(t, e, "hubspot"); b.State != keystore.BreakerOpen || b.Reset != nil {
 			t.Fatalf("a refused reset changed the breaker: %+v", b)
 		}
-		b, err := e.s.ResetBreaker(e.ctx, "hubspot", "office manager")
-		if err != nil || b.State != keystore.BreakerClosed {
+		b, err := e.s.ResetBreaker(e.ctx, "hubspot", "office manager", " CRM confirmed fixed ")
+		if err != nil || b.State != keystore.BreakerClosed || b.Reset == nil || b.Reset.Reason != "CRM confirmed fixed" {
 			t.Fatalf("reset: %+v %v", b, err)
 		}
 		e.restart()
-		if b := breaker(t, e, "hubspot"); b.State != keystore.BreakerClosed || b.ConsecutiveFailures != 0 {
-			t.Fatalf("after reset and restart: %+v", b)
+		b = breaker(t, e, "hubspot")
+		if b.State != keystore.BreakerClosed || b.ConsecutiveFailures != 0 || b.Reset == nil ||
+			b.Reset.By != "office manager" || b.Reset.Reason != "CRM confirmed fixed" || b.Reset.At.IsZero() {
+			t.Fatalf("after reset and restart: %+v (reset %+v)", b, b.Reset)
 		}
-		wantOutcome(t, e.reserve(ns, "evt_2", withDest("hubspot")), keystore.OutcomeAccepted)
+		r2 := e.reserve(ns, "evt_2", withDest("hubspot"))
+		wantOutcome(t, r2, keystore.OutcomeAccepted)
+		if b := breaker(t, e, "hubspot"); b.Reset == nil {
+			t.Fatalf("a reserve through the reset breaker forgot the reset: %+v", b)
+		}
 		evs := e.events()
 		last := evs[len(evs)-1]
-		if last.Kind != keystore.EventBreakerClosed || last.Destination != "hubspot" || last.Message != "reset by office manager" || last.PausedReserves != 1 {
+		if last.Kind != keystore.EventBreakerClosed || last.Destination != "hubspot" || last.PausedReserves != 1 ||
+			last.Message != "reset by office manager because CRM confirmed fixed" {
 			t.Fatalf("last event %+v, want the reset's breaker_closed", last)
 		}
+		if by, why, ok := keystore.ResetOf(last); !ok || by != "office manager" || why != "CRM confirmed fixed" {
+			t.Fatalf("ResetOf(last) = %q, %q, %v", by, why, ok)
+		}
 		n := len(evs)
-		if _, err := e.s.ResetBreaker(e.ctx, "hubspot", "office manager"); err != nil {
+		if _, err := e.s.ResetBreaker(e.ctx, "hubspot", "office manager", "again"); err != nil {
 			t.Fatal(err)
 		}
 		if len(e.events()) != n {
 			t.Fatal("resetting a closed breaker logged an event")
+		}
+		// The next outage forgets the reset: it no longer says why writes flow.
+		e.fail(ns, "evt_2", r2.Token, keystore.ReasonDestinationUnreachable)
+		e.restart()
+		if b := breaker(t, e, "hubspot"); b.State != keystore.BreakerOpen || b.Reset != nil {
+			t.Fatalf("reopened breaker still shows the old reset: %+v", b)
 		}
 	})
 

@@ -355,7 +355,7 @@ func runParking(t *testing.T, newStore New) {
 		if _, err := parkStore(t, e2).ResumeAnswered(e2.ctx, ns, "evt_1", *p.Record.ParkedAt, keystore.ResumeLost, "404"); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := e2.s.ResetBreaker(e2.ctx, "hubspot", "ops"); err != nil {
+		if _, err := e2.s.ResetBreaker(e2.ctx, "hubspot", "ops", "hubspot confirmed fixed"); err != nil {
 			t.Fatal(err)
 		}
 		wantOutcome(t, e2.reserve(ns, "evt_1", withDest("hubspot")), keystore.OutcomeAccepted)

@@ -1,0 +1,158 @@
+package api_test
+
+import (
+	"crypto/sha256"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/n8n-guard/n8n-guard/api"
+	"github.com/n8n-guard/n8n-guard/api/access"
+	"github.com/n8n-guard/n8n-guard/keystore"
+)
+
+// The tokens of the person tests: ops-ana belongs to a person; the
+// harness's testToken (token-1) is shared.
+const anaToken = "ana-token-value-0123"
+
+func withNamedToken() envOption {
+	return withAPI(api.Config{ScopedTokens: []api.TokenScope{{Name: "ops-ana", SHA256: sha256.Sum256([]byte(anaToken)),
+		Role: access.RoleAdmin, Person: "ana@example.com"}}})
+}
+
+func (e *env) postAsAna(t testing.TB, path string, body any) *resp {
+	t.Helper()
+	return e.callWith(t, http.MethodPost, path, body, map[string]string{"Authorization": "Bearer " + anaToken})
+}
+
+// unknownKey makes key go unknown (a timeout after the write may have
+// happened), so a person must decide.
+func (e *env) goneUnknown(t testing.TB, key string) map[string]any {
+	t.Helper()
+	tok := e.accepted(t, key)
+	return wantOK(t, e.post(t, "/v1/fail", obj{"namespace": ns, "key": key, "token": tok, "reason": "outcome_unknown"}), "state_unknown")
+}
+
+func lastBy(t testing.TB, rec map[string]any) string {
+	t.Helper()
+	h := rec["history"].([]any)
+	by, _ := h[len(h)-1].(map[string]any)["by"].(string)
+	return by
+}
+
+// A decision through a named token records its person; a by naming
+// someone else is refused and changes nothing; a shared token's by is
+// recorded as not verified.
+func TestNamedTokenRecordsThePerson(t *testing.T) {
+	e := start(t, withNamedToken())
+	const ana = "ana@example.com (API token ops-ana)"
+
+	e.goneUnknown(t, "evt_1")
+	r := wantOK(t, e.postAsAna(t, "/v1/resolve", obj{"namespace": ns, "key": "evt_1", "resolution": "completed", "note": "seen in the CRM"}), "completed")
+	if r["resolved_by"] != ana || lastBy(t, r) != ana {
+		t.Fatalf("resolved by %v, history by %q; want %q", r["resolved_by"], lastBy(t, r), ana)
+	}
+
+	before := e.goneUnknown(t, "evt_2")
+	p := wantProblem(t, e.postAsAna(t, "/v1/resolve", obj{"namespace": ns, "key": "evt_2", "resolution": "completed", "by": "bob", "note": "n"}),
+		http.StatusForbidden, "forbidden")
+	if !hasField(p.Fields, "by", "token_person") || !strings.Contains(p.Detail, "ana@example.com") || !strings.Contains(p.Detail, "nothing changed") {
+		t.Fatalf("refusal %+v", p)
+	}
+	after := e.get(t, "/v1/lookup?namespace="+ns+"&key=evt_2").JSON(t)
+	if after["state"] != "unknown" || after["updated_at"] != before["updated_at"] || after["resolved_by"] != nil {
+		t.Fatalf("a refused resolve changed the key: %v", after)
+	}
+	// The person's own name, in any case, is them.
+	r = wantOK(t, e.postAsAna(t, "/v1/resolve", obj{"namespace": ns, "key": "evt_2", "resolution": "completed", "by": "Ana@Example.com", "note": "n"}), "completed")
+	if r["resolved_by"] != ana {
+		t.Fatalf("resolved by %v", r["resolved_by"])
+	}
+
+	e.goneUnknown(t, "evt_3")
+	wantProblem(t, e.post(t, "/v1/resolve", obj{"namespace": ns, "key": "evt_3", "resolution": "completed", "note": "n"}), http.StatusBadRequest, "invalid_request")
+	r = wantOK(t, e.post(t, "/v1/resolve", obj{"namespace": ns, "key": "evt_3", "resolution": "completed", "by": "carl", "note": "n"}), "completed")
+	if r["resolved_by"] != "carl (via shared token token-1)" {
+		t.Fatalf("a shared token's decision recorded as %v", r["resolved_by"])
+	}
+	if m := string(e.get(t, "/metrics").Body); !strings.Contains(m, `n8n_guard_auth_refusals_total{reason="person",token="ops-ana"} 1`) {
+		t.Errorf("the refusal is not counted")
+	}
+}
+
+// Four eyes over the API compares the named token's person with who
+// triggered the event, whatever the body says.
+func TestNamedTokenFourEyes(t *testing.T) {
+	e := start(t, withNamedToken(), withPolicies(keystore.Policies{Namespaces: map[string]keystore.NamespacePolicy{
+		ns: {Approval: keystore.ApprovalPolicy{Required: true, FourEyes: true}}}}))
+	resume := "http://n8n.local:5678/webhook-waiting/4711"
+	wantOK(t, e.post(t, "/v1/reserve", obj{"namespace": ns, "key": "inv_1", "resume_url": resume, "requested_by": "ana@example.com"}), "parked")
+
+	p := wantProblem(t, e.postAsAna(t, "/v1/approve", obj{"namespace": ns, "key": "inv_1"}), http.StatusForbidden, "forbidden")
+	if !strings.Contains(p.Detail, "four eyes") {
+		t.Fatalf("refusal %q", p.Detail)
+	}
+	wantProblem(t, e.postAsAna(t, "/v1/reject", obj{"namespace": ns, "key": "inv_1", "note": "no"}), http.StatusForbidden, "forbidden")
+	// Naming someone else does not get past it either.
+	wantProblem(t, e.postAsAna(t, "/v1/approve", obj{"namespace": ns, "key": "inv_1", "by": "bob"}), http.StatusForbidden, "forbidden")
+	if k := e.get(t, "/v1/lookup?namespace="+ns+"&key=inv_1").JSON(t); k["reason"] != "awaiting_approval" {
+		t.Fatalf("a refused approval changed the key: %v", k)
+	}
+	ok := wantOK(t, e.post(t, "/v1/approve", obj{"namespace": ns, "key": "inv_1", "by": "bob"}), "approved")
+	if ok["resolved_by"] != "bob (via shared token token-1)" {
+		t.Fatalf("approved by %v", ok["resolved_by"])
+	}
+
+	wantOK(t, e.post(t, "/v1/reserve", obj{"namespace": ns, "key": "inv_2", "resume_url": resume + "2", "requested_by": "bob"}), "parked")
+	ok = wantOK(t, e.postAsAna(t, "/v1/approve", obj{"namespace": ns, "key": "inv_2", "note": "checked"}), "approved")
+	if ok["resolved_by"] != "ana@example.com (API token ops-ana)" {
+		t.Fatalf("approved by %v", ok["resolved_by"])
+	}
+}
+
+// A breaker reset over the API needs a reason, and records the person and
+// the reason on the breaker.
+func TestResetBreakerOverHTTP(t *testing.T) {
+	e := start(t, withNamedToken())
+	tok := e.accepted(t, "evt_1", obj{"destination": "hubspot"})
+	wantOK(t, e.post(t, "/v1/fail", obj{"namespace": ns, "key": "evt_1", "token": tok, "reason": "destination_unreachable"}), "destination_failed")
+
+	p := wantProblem(t, e.postAsAna(t, "/v1/destinations/reset", obj{"destination": "hubspot", "reason": "  "}), http.StatusBadRequest, "invalid_request")
+	if !hasField(p.Fields, "reason", "required,max=2000") {
+		t.Fatalf("fields %+v", p.Fields)
+	}
+	wantProblem(t, e.postAsAna(t, "/v1/destinations/reset", obj{"destination": "hubspot", "by": "bob", "reason": "fixed"}), http.StatusForbidden, "forbidden")
+	d := e.get(t, "/v1/destinations").JSON(t)["items"].([]any)[0].(map[string]any)
+	if d["state"] != "open" || d["reset"] != nil {
+		t.Fatalf("a refused reset changed the breaker: %v", d)
+	}
+	wantProblem(t, e.postAsAna(t, "/v1/destinations/reset", obj{"destination": "salesforce", "reason": "fixed"}), http.StatusNotFound, "not_found")
+
+	r := e.postAsAna(t, "/v1/destinations/reset", obj{"destination": "hubspot", "reason": "CRM confirmed fixed"})
+	if r.Status != http.StatusOK {
+		t.Fatalf("reset: %s", r)
+	}
+	b := r.JSON(t)
+	reset, _ := b["reset"].(map[string]any)
+	if b["state"] != "closed" || reset == nil || reset["by"] != "ana@example.com (API token ops-ana)" || reset["reason"] != "CRM confirmed fixed" || reset["at"] == nil {
+		t.Fatalf("reset answer %v", b)
+	}
+	d = e.get(t, "/v1/destinations").JSON(t)["items"].([]any)[0].(map[string]any)
+	if reset, _ := d["reset"].(map[string]any); d["state"] != "closed" || reset == nil || reset["reason"] != "CRM confirmed fixed" {
+		t.Fatalf("the listing lacks the reset: %v", d)
+	}
+	e.accepted(t, "evt_2", obj{"destination": "hubspot"})
+}
+
+// A maintenance window set through a named token names its person.
+func TestNamedTokenHolds(t *testing.T) {
+	e := start(t, withNamedToken())
+	r := e.postAsAna(t, "/v1/destinations/hold", obj{"destination": "hubspot", "reason": "CRM upgrade", "until": "2026-11-30T10:00:00Z"})
+	if r.Status != http.StatusOK {
+		t.Fatalf("hold: %s", r)
+	}
+	if m, _ := r.JSON(t)["maintenance"].(map[string]any); m == nil || m["by"] != "ana@example.com (API token ops-ana)" {
+		t.Fatalf("hold answer %s", r)
+	}
+	wantProblem(t, e.postAsAna(t, "/v1/destinations/hold/end", obj{"destination": "hubspot", "by": "bob", "reason": "done"}), http.StatusForbidden, "forbidden")
+}
