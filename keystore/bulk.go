@@ -15,6 +15,7 @@ const (
 	SkipLiveLease        = "live_lease"        // an attempt holds a lease that has not run out
 	SkipAwaitingApproval = "awaiting_approval" // approvals decide it (POST /v1/approve, /v1/reject)
 	SkipCompleted        = "completed"         // a completed key is not reopened
+	SkipParkedWaiting    = "parked_waiting"    // its n8n execution waits for the catch-up; a decision would strand it
 	SkipDecided          = "already_decided"   // this bulk action (or the same decision) decided it before
 	SkipChanged          = "no_longer_matches" // it changed between the selection and the decision
 	SkipConflict         = "conflict"          // any other state a resolution does not apply to
@@ -93,6 +94,10 @@ func DecideBulkResolve(cur *Record, req BulkResolveRequest, np NamespacePolicy, 
 		return Step{}, SkipAwaitingApproval, nil
 	case cur.State == StateReserved && cur.LeaseExpiresAt != nil && now.Before(*cur.LeaseExpiresAt):
 		return Step{}, SkipLiveLease, nil
+	case cur.State == StateParked && cur.Reason != ReasonResumeLost:
+		// As the console's key page: only a parked key n8n lost is a
+		// person's to decide; the others the catch-up resumes.
+		return Step{}, SkipParkedWaiting, nil
 	}
 	st, err = DecideResolve(cur, req.ResolveOne(cur.Namespace, cur.Key), np, now)
 	switch {

@@ -274,6 +274,8 @@ func skipWords(why string) string {
 		return "awaiting approval (approve or reject them)"
 	case keystore.SkipCompleted:
 		return "completed (not reopened)"
+	case keystore.SkipParkedWaiting:
+		return "parked, waiting for the catch-up"
 	case keystore.SkipDecided:
 		return "already decided this way"
 	case keystore.SkipChanged:

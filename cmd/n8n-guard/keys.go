@@ -1,10 +1,15 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"net/url"
+	"os"
+	"sort"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -22,7 +27,7 @@ func newKeysCmd(o *clientOptions) *cobra.Command {
 		Short: "Inspect and resolve keys of a running n8n-guard",
 	}
 	o.addFlags(cmd)
-	cmd.AddCommand(newKeysListCmd(o), newKeysShowCmd(o), newKeysResolveCmd(o))
+	cmd.AddCommand(newKeysListCmd(o), newKeysShowCmd(o), newKeysResolveCmd(o), newKeysResolveBulkCmd(o))
 	return cmd
 }
 
@@ -167,4 +172,141 @@ reserves answer duplicate_event.
 	_ = cmd.MarkFlagRequired("by")
 	_ = cmd.MarkFlagRequired("note")
 	return cmd
+}
+
+// bulkTimeout bounds the decision of a bulk (a hundred thousand keys take
+// about half a minute), unless --timeout is longer.
+const bulkTimeout = 30 * time.Minute
+
+func newKeysResolveBulkCmd(o *clientOptions) *cobra.Command {
+	var (
+		namespace, destination, reason, holder, keyPrefix, text, from, to string
+		states                                                            []string
+		resolution, by, note, resultRef                                   string
+		final, dryRun, yes                                                bool
+	)
+	cmd := &cobra.Command{
+		Use:   "resolve-bulk --resolution failed|completed --by NAME --note TEXT [filter flags] [--dry-run] [--yes]",
+		Short: "Decide every key a filter selects at once, with one reason (e.g. the unknown keys of an incident)",
+		Long: `Decide every key a filter selects at once, with one reason; each key's
+history names the bulk action and the person. Needs a token with the admin
+role; a token limited to namespaces must name one with --namespace.
+
+Without --yes it first counts (a dry run), prints the count and asks for
+confirmation on the terminal; without a terminal it refuses (count with
+--dry-run, decide with --yes). Keys a resolution does not apply to (a live
+lease, awaiting approval, completed) are left as they are and counted.
+
+--resolution failed: the side effects did not take effect; the next reserve
+may try again (--final: no new attempt). --resolution completed: they did.`,
+		Example: `  n8n-guard keys resolve-bulk --namespace crm-contacts --state unknown --destination hubspot \
+    --resolution failed --by ann --note "CRM incident 4711: retry after the fix"`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			q := url.Values{"namespace": {namespace}, "destination": {destination}, "state": states, "reason": {reason},
+				"holder": {holder}, "key_prefix": {keyPrefix}, "text": {text}, "from": {from}, "to": {to}}
+			f, err := keystore.FilterFromQuery(q, time.Local)
+			if err != nil {
+				return err
+			}
+			if f.Empty() {
+				return errors.New("choose a selection (--namespace, --state, --destination, ...): a bulk decision never takes every key")
+			}
+			d := client.BulkDecision{Filter: f, Resolution: keystore.State(resolution), By: by, Note: note, ResultRef: resultRef, Final: final}
+			words := map[keystore.State]string{keystore.StateFailed: "failed (retryable: a new attempt may start)", keystore.StateCompleted: "completed"}[d.Resolution]
+			if words == "" {
+				return fmt.Errorf("--resolution is failed or completed, not %q", resolution)
+			}
+			if final {
+				words = "failed for good (no new attempt)"
+			}
+			c, err := o.authed()
+			if err != nil {
+				return err
+			}
+			out := cmd.OutOrStdout()
+			if !yes || dryRun {
+				d.DryRun = true
+				count, err := c.ResolveBulk(cmd.Context(), d)
+				if err != nil {
+					return err
+				}
+				fmt.Fprintf(out, "%d keys match; %d would be decided as %s%s\n", count.Matched, count.Decided, words, skippedText(count.Skipped))
+				if dryRun || count.Decided == 0 {
+					return nil
+				}
+				if !isTerminal(cmd.InOrStdin()) {
+					return fmt.Errorf("not deciding %d keys without a confirmation: stdin is not a terminal; run again with --yes to decide them", count.Decided)
+				}
+				fmt.Fprintf(out, "Decide %d keys as %s? Type yes to go on: ", count.Decided, words)
+				answer, _ := bufio.NewReader(cmd.InOrStdin()).ReadString('\n')
+				if a := strings.ToLower(strings.TrimSpace(answer)); a != "yes" && a != "y" {
+					return errors.New("nothing decided")
+				}
+				d.ID, d.DryRun = count.ID, false // the same id: a repeat decides nothing twice
+			}
+			tok, err := guardToken(o.getenv, o.data)
+			if err != nil {
+				return err
+			}
+			long := client.New(o.url, client.Options{Token: tok, Timeout: max(o.timeout, bulkTimeout)})
+			res, err := long.ResolveBulk(cmd.Context(), d)
+			if err != nil {
+				if d.ID != "" {
+					return fmt.Errorf("%w\n(the same command with --yes finishes what is left; bulk %s decides nothing twice)", err, d.ID)
+				}
+				return err
+			}
+			fmt.Fprintf(out, "decided %d keys as %s (bulk %s)%s\n", res.Decided, words, res.ID, skippedText(res.Skipped))
+			return nil
+		},
+	}
+	fs := cmd.Flags()
+	fs.StringVar(&namespace, "namespace", "", "only this namespace (required for a token limited to namespaces)")
+	fs.StringArrayVar(&states, "state", nil, "only keys in this state (repeat for several): reserved, completed, failed, unknown, parked")
+	fs.StringVar(&destination, "destination", "", "only keys of this destination")
+	fs.StringVar(&reason, "reason", "", "only keys with this reason, e.g. outcome_unknown")
+	fs.StringVar(&holder, "holder", "", "only keys whose lease holder (the n8n execution) contains this, any case")
+	fs.StringVar(&keyPrefix, "key-prefix", "", "only keys that begin with this")
+	fs.StringVar(&text, "text", "", "only keys that contain this, any case")
+	fs.StringVar(&from, "from", "", "only keys changed at or after this time (2026-12-01T14:30, local time, or RFC 3339)")
+	fs.StringVar(&to, "to", "", "only keys changed before this time")
+	fs.StringVar(&resolution, "resolution", "", "failed (did not take effect) or completed (took effect)")
+	fs.BoolVar(&final, "final", false, "with --resolution failed: no new attempt")
+	fs.StringVar(&by, "by", "", "who decides (required)")
+	fs.StringVar(&note, "note", "", "what was checked and decided (required)")
+	fs.StringVar(&resultRef, "result-ref", "", "reference of the result (with --resolution completed)")
+	fs.BoolVar(&dryRun, "dry-run", false, "only count: nothing is decided")
+	fs.BoolVar(&yes, "yes", false, "decide without asking")
+	_ = cmd.MarkFlagRequired("resolution")
+	_ = cmd.MarkFlagRequired("by")
+	_ = cmd.MarkFlagRequired("note")
+	return cmd
+}
+
+// skippedText lists why keys were left alone: "; left alone: 5 live_lease".
+func skippedText(skipped map[string]int) string {
+	if len(skipped) == 0 {
+		return ""
+	}
+	var parts []string
+	for why, n := range skipped {
+		parts = append(parts, fmt.Sprintf("%d %s", n, why))
+	}
+	sort.Strings(parts)
+	return "; left alone: " + strings.Join(parts, ", ")
+}
+
+// isTerminal says whether r is a terminal a person types into (a test
+// stands in for one with a reader that says so).
+func isTerminal(r io.Reader) bool {
+	if t, ok := r.(interface{ IsTerminal() bool }); ok {
+		return t.IsTerminal()
+	}
+	f, ok := r.(*os.File)
+	if !ok {
+		return false
+	}
+	st, err := f.Stat()
+	return err == nil && st.Mode()&os.ModeCharDevice != 0
 }

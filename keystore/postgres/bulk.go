@@ -270,6 +270,7 @@ func (s *Store) resolveBatch(ctx context.Context, req keystore.BulkResolveReques
 		return part, err
 	}
 	w := &pgx.Batch{}
+	var events []keystore.Event
 	for i := range keys {
 		ns, key := nss[i], keys[i]
 		got := found[ns+"\x00"+key]
@@ -283,10 +284,18 @@ func (s *Store) resolveBatch(ctx context.Context, req keystore.BulkResolveReques
 		}
 		part.Count(skip)
 		if skip == "" && !req.DryRun {
-			if _, err := queueStep(w, readSet{cur: got.cur, version: got.version, now: rs.now}, st, false); err != nil {
+			if err := queueRecord(w, got.cur, got.version, st.Record); err != nil {
 				return part, err
 			}
+			events = append(events, st.Events...)
 		}
+	}
+	// The events last: the event counter row is then locked after every
+	// key and count row of the batch, the order single writes lock them in,
+	// so a single write never waits on the batch's counter while the batch
+	// waits on its row.
+	for _, ev := range events {
+		queueEvent(w, ev)
 	}
 	if req.DryRun || w.Len() == 0 {
 		return part, nil // the deferred rollback ends the transaction

@@ -2,9 +2,11 @@ package storetest
 
 import (
 	"encoding/json"
+	"fmt"
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -225,6 +227,74 @@ func runBulk(t *testing.T, newStore New) {
 		wantBulk(t, e.bulk(req), 2, 0, map[string]int{keystore.SkipDecided: 2})
 		if after := e.snapshot(ns+"/a-1", ns+"/b-1"); after != before {
 			t.Fatalf("a repeat changed the store:\nbefore %s\nafter  %s", before, after)
+		}
+	})
+
+	t.Run("a bulk decision while single decisions and reserves go on: each key decided once", func(t *testing.T) {
+		e := setup(t, newStore, keystore.Policies{})
+		const n = 600
+		for i := range n {
+			e.unknown(ns, fmt.Sprintf("lead-%04d", i), "n8n LeadCrm exec 1")
+		}
+		var wg sync.WaitGroup
+		stop := make(chan struct{})
+		wg.Add(2)
+		go func() { // a person decides some of the keys one by one meanwhile
+			defer wg.Done()
+			for i := n - 1; i >= 0; i -= 7 {
+				_, err := e.s.Resolve(e.ctx, keystore.ResolveRequest{Namespace: ns, Key: fmt.Sprintf("lead-%04d", i), Resolution: keystore.StateFailed,
+					By: "bob", Note: "checked this one by hand"})
+				if err != nil && errs.CodeOf(err) != errs.Conflict {
+					t.Errorf("single resolve: %v", err)
+				}
+			}
+		}()
+		go func() { // live traffic of other keys
+			defer wg.Done()
+			for i := 0; ; i++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				if _, err := e.s.Reserve(e.ctx, keystore.ReserveRequest{Namespace: "orders", Key: fmt.Sprintf("o-%d", i)}); err != nil {
+					t.Errorf("reserve during the bulk: %v", err)
+					return
+				}
+			}
+		}()
+		res := e.bulk(keystore.BulkResolveRequest{Filter: keystore.Filter{Namespace: ns, States: []keystore.State{keystore.StateUnknown}},
+			Resolution: keystore.StateFailed, By: "ann", Note: "CRM incident", ID: "b-00000002"})
+		close(stop)
+		wg.Wait()
+		skipped := 0
+		for _, k := range res.Skipped {
+			skipped += k
+		}
+		if res.Decided+skipped != res.Matched || res.Matched > n {
+			t.Fatalf("bulk %+v: decided and skipped do not add up", res)
+		}
+		// The bulk decides a key once, and never one a person decided
+		// before it (that key was no longer unknown); a person may still
+		// decide a key again after the bulk, as any failed key.
+		bulk := 0
+		for i := range n {
+			r := e.lookup(ns, fmt.Sprintf("lead-%04d", i)).Record
+			var by []string
+			for _, h := range r.History {
+				if h.Event == keystore.HistoryResolved {
+					by = append(by, h.By)
+				}
+			}
+			if r.State != keystore.StateFailed || len(by) == 0 || slices.Index(by, "ann") > 0 || len(by) > 2 {
+				t.Fatalf("lead-%04d: %s, decided by %v", i, r.State, by)
+			}
+			if by[0] == "ann" {
+				bulk++
+			}
+		}
+		if bulk != res.Decided {
+			t.Fatalf("%d keys were decided by the bulk first, it says it decided %d (%+v)", bulk, res.Decided, res)
 		}
 	})
 
