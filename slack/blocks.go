@@ -189,7 +189,7 @@ func renderBreaker(r *notify.Record, mention string) message {
 	case r.Kind == notify.KindBreakerOpened && r.SupersededAt != nil:
 		again := notify.Clock(*r.SupersededAt)
 		if r.ClosedAt != nil {
-			head = fmt.Sprintf("%s back, then paused again at %s — see the newer message", dest, again)
+			head = fmt.Sprintf("%s back, then paused again at %s — see the newer message", dest, notify.ClockUTC(*r.SupersededAt))
 			lead = fmt.Sprintf("%s: the circuit breaker of `%s` closed at %s, and opened again (or a maintenance window began) at %s before every parked event was resumed. The events still parked are counted in the newer message.",
 				mention, ed, notify.Clock(*r.ClosedAt), again)
 		} else {
@@ -365,13 +365,14 @@ func renderParked(r *notify.Record, mention, guardURL string) message {
 	return message{Text: fallback(text), Blocks: blocks}
 }
 
-// parkedSince is when a key parked, with the date when it was not today.
+// parkedSince is when a key parked, with the date when it was not today
+// (in the fallback text; Slack's formatting says the date anyway).
 func parkedSince(parked, now time.Time) string {
 	p, n := parked.UTC(), now.UTC()
 	if p.YearDay() == n.YearDay() && p.Year() == n.Year() {
 		return notify.Clock(p)
 	}
-	return p.Format("Mon 2 Jan 15:04") + " UTC"
+	return notify.SlackDate(p, "{date_short_pretty} {time}", p.Format("Mon 2 Jan 15:04")+" UTC")
 }
 
 func parkedListCommand(guardURL, ns string) string {
@@ -432,9 +433,9 @@ func shellQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''
 func deadlineText(deadline, from time.Time) string {
 	d, f := deadline.UTC(), from.UTC()
 	if d.YearDay() == f.YearDay() && d.Year() == f.Year() {
-		return "by " + d.Format("15:04") + " UTC"
+		return "by " + notify.SlackDate(d, "{time}", d.Format("15:04")+" UTC")
 	}
-	return "by " + d.Format("Mon 2 Jan 15:04") + " UTC"
+	return "by " + notify.SlackDate(d, "{date_short_pretty} {time}", d.Format("Mon 2 Jan 15:04")+" UTC")
 }
 
 // decisionBlocks are the buttons of a message, or, once a person decided,
