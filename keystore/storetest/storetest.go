@@ -179,4 +179,5 @@ func Run(t *testing.T, newStore New) {
 	t.Run("parking", func(t *testing.T) { runParking(t, newStore) })
 	t.Run("checks", func(t *testing.T) { runChecks(t, newStore) })
 	t.Run("approval", func(t *testing.T) { runApproval(t, newStore) })
+	t.Run("acknowledgements", func(t *testing.T) { runAcks(t, newStore) })
 }
