@@ -195,3 +195,29 @@ func TestGroupDecision(t *testing.T) {
 		t.Fatalf("a late click changed something or was not answered: history %d → %d, %+v", before, history(), eph)
 	}
 }
+
+// The same click delivered twice at once (Socket Mode resends an envelope
+// it thinks was not acknowledged): the group is decided once, the second
+// delivery is told it is out of date.
+func TestGroupClickDeliveredTwice(t *testing.T) {
+	k := newGroupHarness(t, decisionConfig())
+	k.unknownStorm(20)
+	m := buttonValueRE.FindStringSubmatch(k.calls("chat.postMessage")[0].Blocks)
+	c := Click{Action: ActionRetry, Value: m[1], UserID: "U0OFFICE", UserName: "Ana", Channel: "C0BOOK"}
+	k.svc.Dispatch(c, c)
+	k.svc.WaitClicks()
+	k.pass()
+	for i := range 20 {
+		key := fmt.Sprintf("booking-%03d", i)
+		if res := k.resolved(key); len(res) != 1 || k.key(key).State != keystore.StateFailed {
+			t.Fatalf("%s: %s, resolved %d times", key, k.key(key).State, len(res))
+		}
+	}
+	eph := k.calls("chat.postEphemeral")
+	if len(eph) != 1 || !strings.Contains(eph[0].Text, "out of date") {
+		t.Fatalf("the second delivery was not answered as out of date: %+v", eph)
+	}
+	if shown := k.lastShown(); !strings.Contains(shown.Blocks, "All 20 keys are decided.") || !strings.Contains(shown.Blocks, "*allowed a retry* of 20 keys") {
+		t.Fatalf("final message: %s", shown.Blocks)
+	}
+}
