@@ -130,12 +130,20 @@ func TestGroupDecision(t *testing.T) {
 	if m == nil {
 		t.Fatalf("no button value in %s", shown.Blocks)
 	}
+	// Slack rate-limits the update that shows the decision: it is shown
+	// after Retry-After, nothing is decided twice meanwhile.
+	k.slack.Script("429")
 	hdr, body := signed(signingSecret, time.Now(), blockAction("U0OFFICE", ActionComplete, m[1]))
 	if err := k.in.Interaction(ctx, hdr, body); err != nil {
 		t.Fatal(err)
 	}
 	k.svc.WaitClicks()
 	k.pass()
+	k.pass()
+	if last := k.slack.Calls()[len(k.slack.Calls())-1]; last.Answer != "429" {
+		t.Fatalf("the fixture's 429 went to %+v", last)
+	}
+	k.clock.Advance(time.Minute)
 	k.pass()
 	for i := range 50 {
 		key := fmt.Sprintf("booking-%03d", i)
