@@ -229,3 +229,29 @@ func TestGroupClickDeliveredTwice(t *testing.T) {
 		t.Fatalf("final message: %s", shown.Blocks)
 	}
 }
+
+// An escalation of a group carries the group's buttons, behind the same
+// confirmation; they decide every open key of the group.
+func TestGroupEscalationDecidesTheGroup(t *testing.T) {
+	k := newGroupHarness(t, decisionConfig())
+	k.unknownStorm(5)
+	k.clock.Advance(31 * time.Minute)
+	k.pass()
+	posts := k.calls("chat.postMessage")
+	esc := posts[len(posts)-1]
+	if len(posts) != 2 || !strings.Contains(esc.Blocks, "*5* keys of `bookings` went *unknown*") ||
+		!strings.Contains(esc.Blocks, "Decide all open keys of the 5 as completed?") {
+		t.Fatalf("the escalation does not show the group's buttons: %s", esc.Blocks)
+	}
+	m := buttonValueRE.FindStringSubmatch(esc.Blocks)
+	if err := k.click("U0BOSS", ActionComplete, m[1]); err != nil {
+		t.Fatal(err)
+	}
+	k.pass()
+	for i := range 5 {
+		key := fmt.Sprintf("booking-%03d", i)
+		if res := k.resolved(key); len(res) != 1 || !strings.Contains(res[0].By, "U0BOSS") {
+			t.Fatalf("%s: %+v", key, k.key(key).History)
+		}
+	}
+}

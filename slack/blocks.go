@@ -515,6 +515,10 @@ func renderEscalation(r *notify.Record, mention, guardURL string) message {
 		what = fmt.Sprintf("key `%s` in namespace `%s` *waits for approval* before it is written", notify.EscapeMrkdwn(r.Key), notify.EscapeMrkdwn(r.Namespace))
 	case notify.KindKeyUnknown:
 		what = fmt.Sprintf("key `%s` in namespace `%s` is *unknown* and needs a person", notify.EscapeMrkdwn(r.Key), notify.EscapeMrkdwn(r.Namespace))
+		if r.Count > 1 {
+			what = fmt.Sprintf("*%s* keys of `%s` went *unknown* (the first: `%s`) and need a person", notify.Thousands(r.Count),
+				notify.EscapeMrkdwn(r.Namespace), notify.EscapeMrkdwn(r.Key))
+		}
 	case notify.KindWorkflowFailed:
 		name := cmp.Or(r.WorkflowName, r.WorkflowID)
 		what = fmt.Sprintf("n8n workflow *%s* failed at node %s: %s", notify.EscapeMrkdwn(name), notify.EscapeMrkdwn(orDash(r.Node)), notify.EscapeMrkdwn(orDash(r.Message)))
@@ -543,7 +547,12 @@ func renderEscalation(r *notify.Record, mention, guardURL string) message {
 			notify.EscapeMrkdwn(resolveCommand(guardURL, r.Namespace, r.Key))+"```"), nil, nil))
 	}
 	blocks = append(blocks, slack.NewContextBlock("", mrkdwn("ref `"+r.ID+"` · escalates `"+r.EscalationOf+"`")))
-	blocks = append(blocks, decisionBlocks(r, false)...)
+	if r.EscalatedKind == notify.KindKeyUnknown && r.Count > 1 && !r.Acknowledged() {
+		// Its buttons act on the group: the same, with their confirmation.
+		blocks = append(blocks, groupButtons(r, 0))
+	} else {
+		blocks = append(blocks, decisionBlocks(r, false)...)
+	}
 	text := fmt.Sprintf("Escalated to %s: %s (%s).", to, what, notify.EscapeMrkdwn(r.Reason))
 	return message{Text: fallback(text), Blocks: blocks}
 }
