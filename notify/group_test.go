@@ -130,12 +130,20 @@ func TestGroupDecision(t *testing.T) {
 	if m == nil {
 		t.Fatalf("no button value in %s", shown.Blocks)
 	}
+	// Slack rate-limits the update that shows the decision: it is shown
+	// after Retry-After, nothing is decided twice meanwhile.
+	k.slack.Script("429")
 	hdr, body := signed(signingSecret, time.Now(), blockAction("U0OFFICE", ActionComplete, m[1]))
 	if err := k.in.Interaction(ctx, hdr, body); err != nil {
 		t.Fatal(err)
 	}
 	k.svc.WaitClicks()
 	k.pass()
+	k.pass()
+	if last := k.slack.Calls()[len(k.slack.Calls())-1]; last.Answer != "429" {
+		t.Fatalf("the fixture's 429 went to %+v", last)
+	}
+	k.clock.Advance(time.Minute)
 	k.pass()
 	for i := range 50 {
 		key := fmt.Sprintf("booking-%03d", i)
@@ -193,5 +201,57 @@ func TestGroupDecision(t *testing.T) {
 	eph := k.calls("chat.postEphemeral")
 	if history() != before || len(eph) != 2 || !strings.Contains(eph[1].Text, "All 50 keys of this group are decided already; nothing changed.") {
 		t.Fatalf("a late click changed something or was not answered: history %d → %d, %+v", before, history(), eph)
+	}
+}
+
+// The same click delivered twice at once (Socket Mode resends an envelope
+// it thinks was not acknowledged): the group is decided once, the second
+// delivery is told it is out of date.
+func TestGroupClickDeliveredTwice(t *testing.T) {
+	k := newGroupHarness(t, decisionConfig())
+	k.unknownStorm(20)
+	m := buttonValueRE.FindStringSubmatch(k.calls("chat.postMessage")[0].Blocks)
+	c := Click{Action: ActionRetry, Value: m[1], UserID: "U0OFFICE", UserName: "Ana", Channel: "C0BOOK"}
+	k.svc.Dispatch(c, c)
+	k.svc.WaitClicks()
+	k.pass()
+	for i := range 20 {
+		key := fmt.Sprintf("booking-%03d", i)
+		if res := k.resolved(key); len(res) != 1 || k.key(key).State != keystore.StateFailed {
+			t.Fatalf("%s: %s, resolved %d times", key, k.key(key).State, len(res))
+		}
+	}
+	eph := k.calls("chat.postEphemeral")
+	if len(eph) != 1 || !strings.Contains(eph[0].Text, "out of date") {
+		t.Fatalf("the second delivery was not answered as out of date: %+v", eph)
+	}
+	if shown := k.lastShown(); !strings.Contains(shown.Blocks, "All 20 keys are decided.") || !strings.Contains(shown.Blocks, "*allowed a retry* of 20 keys") {
+		t.Fatalf("final message: %s", shown.Blocks)
+	}
+}
+
+// An escalation of a group carries the group's buttons, behind the same
+// confirmation; they decide every open key of the group.
+func TestGroupEscalationDecidesTheGroup(t *testing.T) {
+	k := newGroupHarness(t, decisionConfig())
+	k.unknownStorm(5)
+	k.clock.Advance(31 * time.Minute)
+	k.pass()
+	posts := k.calls("chat.postMessage")
+	esc := posts[len(posts)-1]
+	if len(posts) != 2 || !strings.Contains(esc.Blocks, "*5* keys of `bookings` went *unknown*") ||
+		!strings.Contains(esc.Blocks, "Decide all open keys of the 5 as completed?") {
+		t.Fatalf("the escalation does not show the group's buttons: %s", esc.Blocks)
+	}
+	m := buttonValueRE.FindStringSubmatch(esc.Blocks)
+	if err := k.click("U0BOSS", ActionComplete, m[1]); err != nil {
+		t.Fatal(err)
+	}
+	k.pass()
+	for i := range 5 {
+		key := fmt.Sprintf("booking-%03d", i)
+		if res := k.resolved(key); len(res) != 1 || !strings.Contains(res[0].By, "U0BOSS") {
+			t.Fatalf("%s: %+v", key, k.key(key).History)
+		}
 	}
 }

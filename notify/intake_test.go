@@ -172,14 +172,14 @@ func TestMessageContent(t *testing.T) {
 	for _, want := range []string{
 		"orders-main", "POST to Go", "The service was not able to process your request", "webhook",
 		"NodeApiError", "HTTP 500", "<@U0ORDERS>", "Check the CRM for the order, then re-run the execution.",
-		"by 14:00 UTC", `"url":"http://localhost:5678/workflow/MainWfOrders0001/executions/3"`, `"type":"button"`,
+		"by <!date^1796047200^{time}|14:00 UTC>", `"url":"http://localhost:5678/workflow/MainWfOrders0001/executions/3"`, `"type":"button"`,
 		`"type":"header"`,
 	} {
 		if !strings.Contains(p.Blocks, want) {
 			t.Errorf("blocks lack %q", want)
 		}
 	}
-	for _, want := range []string{"orders-main", "POST to Go", "<@U0ORDERS>", "by 14:00 UTC"} {
+	for _, want := range []string{"orders-main", "POST to Go", "<@U0ORDERS>", "by <!date^1796047200^{time}|14:00 UTC>"} {
 		if !strings.Contains(p.Text, want) {
 			t.Errorf("fallback text lacks %q: %s", want, p.Text)
 		}

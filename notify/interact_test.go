@@ -251,7 +251,7 @@ func TestFailureButtons(t *testing.T) {
 		shows              string
 	}{
 		{"owner acknowledges", "U0ORDERS", ActionAck, true, "*acknowledged* it"},
-		{"owner snoozes", "U0ORDERS", ActionSnooze, true, "*snoozed* it until 11:00:00 UTC"},
+		{"owner snoozes", "U0ORDERS", ActionSnooze, true, "*snoozed* it until <!date^1796036400^{date_short_pretty} {time_secs}|2026-11-30 11:00:00 UTC>"},
 		{"escalation group member acknowledges", "U0OPS1", ActionAck, true, "*acknowledged* it"},
 		{"stranger acknowledges", "U0STRANGER", ActionAck, false, ""},
 		{"stranger snoozes", "U0STRANGER", ActionSnooze, false, ""},

@@ -1,6 +1,7 @@
 package notify
 
 import (
+	"fmt"
 	"strconv"
 	"strings"
 	"time"
@@ -42,8 +43,24 @@ func DecisionText(r *Record) string {
 	return ""
 }
 
-// Clock is a time of day as messages show it.
-func Clock(t time.Time) string { return t.UTC().Format("15:04:05") + " UTC" }
+// Clock is a time as Slack messages show it: Slack's own date formatting,
+// so each reader sees it in their time zone ("Today 11:04:05 AM"), with
+// the UTC time as the text for clients that cannot format it. Only for
+// mrkdwn; plain text (a header) takes ClockUTC.
+func Clock(t time.Time) string {
+	u := t.UTC()
+	return SlackDate(u, "{date_short_pretty} {time_secs}", u.Format("2006-01-02 15:04:05")+" UTC")
+}
+
+// ClockUTC is a time of day in plain text, where Slack formats nothing.
+func ClockUTC(t time.Time) string { return t.UTC().Format("15:04:05") + " UTC" }
+
+// SlackDate is Slack's date formatting token for t: format is Slack's
+// ({date_short_pretty}, {time}, …), fallback the text shown where Slack
+// cannot format it.
+func SlackDate(t time.Time, format, fallback string) string {
+	return fmt.Sprintf("<!date^%d^%s|%s>", t.Unix(), format, fallback)
+}
 
 // HumanDuration is a duration as a person says it.
 func HumanDuration(d time.Duration) string {

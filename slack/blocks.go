@@ -189,7 +189,7 @@ func renderBreaker(r *notify.Record, mention string) message {
 	case r.Kind == notify.KindBreakerOpened && r.SupersededAt != nil:
 		again := notify.Clock(*r.SupersededAt)
 		if r.ClosedAt != nil {
-			head = fmt.Sprintf("%s back, then paused again at %s — see the newer message", dest, again)
+			head = fmt.Sprintf("%s back, then paused again at %s — see the newer message", dest, notify.ClockUTC(*r.SupersededAt))
 			lead = fmt.Sprintf("%s: the circuit breaker of `%s` closed at %s, and opened again (or a maintenance window began) at %s before every parked event was resumed. The events still parked are counted in the newer message.",
 				mention, ed, notify.Clock(*r.ClosedAt), again)
 		} else {
@@ -374,13 +374,14 @@ func renderParked(r *notify.Record, mention, guardURL string) message {
 	return message{Text: fallback(text), Blocks: blocks}
 }
 
-// parkedSince is when a key parked, with the date when it was not today.
+// parkedSince is when a key parked, with the date when it was not today
+// (in the fallback text; Slack's formatting says the date anyway).
 func parkedSince(parked, now time.Time) string {
 	p, n := parked.UTC(), now.UTC()
 	if p.YearDay() == n.YearDay() && p.Year() == n.Year() {
 		return notify.Clock(p)
 	}
-	return p.Format("Mon 2 Jan 15:04") + " UTC"
+	return notify.SlackDate(p, "{date_short_pretty} {time}", p.Format("Mon 2 Jan 15:04")+" UTC")
 }
 
 func parkedListCommand(guardURL, ns string) string {
@@ -441,9 +442,9 @@ func shellQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''
 func deadlineText(deadline, from time.Time) string {
 	d, f := deadline.UTC(), from.UTC()
 	if d.YearDay() == f.YearDay() && d.Year() == f.Year() {
-		return "by " + d.Format("15:04") + " UTC"
+		return "by " + notify.SlackDate(d, "{time}", d.Format("15:04")+" UTC")
 	}
-	return "by " + d.Format("Mon 2 Jan 15:04") + " UTC"
+	return "by " + notify.SlackDate(d, "{date_short_pretty} {time}", d.Format("Mon 2 Jan 15:04")+" UTC")
 }
 
 // decisionBlocks are the buttons of a message, or, once a person decided,
@@ -523,6 +524,10 @@ func renderEscalation(r *notify.Record, mention, guardURL string) message {
 		what = fmt.Sprintf("key `%s` in namespace `%s` *waits for approval* before it is written", notify.EscapeMrkdwn(r.Key), notify.EscapeMrkdwn(r.Namespace))
 	case notify.KindKeyUnknown:
 		what = fmt.Sprintf("key `%s` in namespace `%s` is *unknown* and needs a person", notify.EscapeMrkdwn(r.Key), notify.EscapeMrkdwn(r.Namespace))
+		if r.Count > 1 {
+			what = fmt.Sprintf("*%s* keys of `%s` went *unknown* (the first: `%s`) and need a person", notify.Thousands(r.Count),
+				notify.EscapeMrkdwn(r.Namespace), notify.EscapeMrkdwn(r.Key))
+		}
 	case notify.KindWorkflowFailed:
 		name := cmp.Or(r.WorkflowName, r.WorkflowID)
 		what = fmt.Sprintf("n8n workflow *%s* failed at node %s: %s", notify.EscapeMrkdwn(name), notify.EscapeMrkdwn(orDash(r.Node)), notify.EscapeMrkdwn(orDash(r.Message)))
@@ -551,7 +556,12 @@ func renderEscalation(r *notify.Record, mention, guardURL string) message {
 			notify.EscapeMrkdwn(resolveCommand(guardURL, r.Namespace, r.Key))+"```"), nil, nil))
 	}
 	blocks = append(blocks, slack.NewContextBlock("", mrkdwn("ref `"+r.ID+"` · escalates `"+r.EscalationOf+"`")))
-	blocks = append(blocks, decisionBlocks(r, false)...)
+	if r.EscalatedKind == notify.KindKeyUnknown && r.Count > 1 && !r.Acknowledged() {
+		// Its buttons act on the group: the same, with their confirmation.
+		blocks = append(blocks, groupButtons(r, 0))
+	} else {
+		blocks = append(blocks, decisionBlocks(r, false)...)
+	}
 	text := fmt.Sprintf("Escalated to %s: %s (%s).", to, what, notify.EscapeMrkdwn(r.Reason))
 	return message{Text: fallback(text), Blocks: blocks}
 }

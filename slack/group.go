@@ -48,9 +48,13 @@ func renderKeyGroup(r *notify.Record, mention, guardURL string, links []notify.L
 }
 
 // groupButtons decide every open key of the group; Slack asks the person
-// to confirm with the count first.
+// to confirm with the count first (open 0: not known here, as on an
+// escalation message: "every open key of the 700").
 func groupButtons(r *notify.Record, open int) slack.Block {
-	n := notify.Plural(open, "key", "keys")
+	n, count := notify.Plural(open, "key", "keys"), notify.Thousands(open)
+	if open == 0 {
+		n, count = "open keys of the "+notify.Thousands(r.Count), "all open"
+	}
 	button := func(action, label string, style slack.Style, confirmTitle, confirmText, yes string) *slack.ButtonBlockElement {
 		b := slack.NewButtonBlockElement(action, notify.ButtonValue(r), plain(label))
 		b.Style = style
@@ -68,12 +72,12 @@ func groupButtons(r *notify.Record, open int) slack.Block {
 			fmt.Sprintf("Decide all %s as completed?", n),
 			fmt.Sprintf("Each of the %s of `%s` still unknown is marked *completed* (it happened; a later copy writes nothing). A key decided meanwhile is left as it is.",
 				n, notify.EscapeMrkdwn(r.Namespace)),
-			"Mark "+notify.Thousands(open)+" completed"),
+			"Mark "+count+" completed"),
 		button(notify.ActionRetry, "All open: it did not happen", slack.StyleDanger,
 			fmt.Sprintf("Decide all %s as not happened?", n),
 			fmt.Sprintf("Each of the %s of `%s` still unknown is marked *failed*: n8n may try it again. A key decided meanwhile is left as it is.",
 				n, notify.EscapeMrkdwn(r.Namespace)),
-			"Allow "+notify.Thousands(open)+" retries"),
+			"Allow "+count+" retries"),
 	}
 	if !r.Acknowledged() {
 		els = append(els, button(notify.ActionAck, "Leave it to me", slack.StyleDefault, "", "", ""))

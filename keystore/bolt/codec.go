@@ -62,11 +62,13 @@ const tokenHashLen = 16
 var eventCodes = map[keystore.HistoryEvent]uint8{keystore.HistoryReserved: 1, keystore.HistoryCompleted: 2, keystore.HistoryFailed: 3, keystore.HistoryUnknown: 4, keystore.HistoryLeaseExpired: 5, keystore.HistoryResolved: 6,
 	keystore.HistoryParked: 7, keystore.HistoryResumed: 8, keystore.HistoryResumeLost: 9, keystore.HistoryParkedOverdue: 10,
 	keystore.HistoryApprovalRequested: 20, keystore.HistoryApproved: 21, keystore.HistoryApprovalRejected: 22, // approval: 20-29
-	keystore.HistoryChecked: 30, keystore.HistoryCheckFailed: 31} // checks (keystore/check.go): 30-39
+	keystore.HistoryChecked: 30, keystore.HistoryCheckFailed: 31, // checks (keystore/check.go): 30-39
+	keystore.HistoryAcknowledged: 40, keystore.HistorySnoozed: 41} // acknowledgements (keystore/ack.go): 40-49
 var eventByCode = map[uint8]keystore.HistoryEvent{1: keystore.HistoryReserved, 2: keystore.HistoryCompleted, 3: keystore.HistoryFailed, 4: keystore.HistoryUnknown, 5: keystore.HistoryLeaseExpired, 6: keystore.HistoryResolved,
 	7: keystore.HistoryParked, 8: keystore.HistoryResumed, 9: keystore.HistoryResumeLost, 10: keystore.HistoryParkedOverdue,
 	20: keystore.HistoryApprovalRequested, 21: keystore.HistoryApproved, 22: keystore.HistoryApprovalRejected,
-	30: keystore.HistoryChecked, 31: keystore.HistoryCheckFailed}
+	30: keystore.HistoryChecked, 31: keystore.HistoryCheckFailed,
+	40: keystore.HistoryAcknowledged, 41: keystore.HistorySnoozed}
 var viaCodes = map[keystore.Via]uint8{"": 0, keystore.ViaPrimary: 1, keystore.ViaFallback: 2}
 var viaByCode = map[uint8]keystore.Via{0: "", 1: keystore.ViaPrimary, 2: keystore.ViaFallback}
 

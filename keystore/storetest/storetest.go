@@ -180,4 +180,5 @@ func Run(t *testing.T, newStore New) {
 	t.Run("checks", func(t *testing.T) { runChecks(t, newStore) })
 	t.Run("approval", func(t *testing.T) { runApproval(t, newStore) })
 	t.Run("bulk", func(t *testing.T) { runBulk(t, newStore) })
+	t.Run("acknowledgements", func(t *testing.T) { runAcks(t, newStore) })
 }

@@ -1,0 +1,62 @@
+package notify
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/n8n-guard/n8n-guard/keystore"
+)
+
+// ackKeys writes an acknowledgement or a snooze taken in Slack into the
+// history of the keys the message is about: its key, or every key of its
+// group still open. The state of no key changes. A store that cannot
+// (not a keystore.AckStore) or a key that is gone is logged, not
+// answered: the decision on the message stands.
+func (s *Service) ackKeys(ctx context.Context, target *Record, decision string, c Click) {
+	if target.Kind != KindKeyUnknown || (decision != DecisionAcknowledged && decision != DecisionSnoozed) {
+		return
+	}
+	as, ok := s.opts.Keys.(keystore.AckStore)
+	if !ok {
+		if s.opts.Keys != nil {
+			s.log.Warn("the key store cannot record acknowledgements; the key's history will not show it", "id", target.ID)
+		}
+		return
+	}
+	ev, what := keystore.HistoryAcknowledged, "Leave it to me (Slack)"
+	if decision == DecisionSnoozed {
+		ev, what = keystore.HistorySnoozed, "Snoozed in Slack"
+	}
+	by := Truncate(fmt.Sprintf("%s (Slack %s)", cmpOr(c.UserName, "Slack user"), c.UserID), keystore.MaxByLength)
+	req := keystore.AckRequest{Event: ev, By: by, Detail: what + ", message " + target.ID}
+	if !target.IsKeyGroup() {
+		req.Namespace, req.Key, req.Attempt = target.Namespace, target.Key, target.KeyAttempt
+		s.ackKey(ctx, as, req)
+		return
+	}
+	req.Detail = what + " for the group of " + Plural(target.Count, "key", "keys") + ", message " + target.ID
+	var after *Member
+	for ctx.Err() == nil {
+		page, err := s.outbox.Members(ctx, target.ID, after, memberPage)
+		if err != nil {
+			s.log.Warn("reading the keys of a group for an acknowledgement failed", "id", target.ID, "err", err)
+			return
+		}
+		for _, m := range page {
+			if !m.Settled {
+				req.Namespace, req.Key, req.Attempt = m.Namespace, m.Key, m.Attempt
+				s.ackKey(ctx, as, req)
+			}
+		}
+		if len(page) < memberPage {
+			return
+		}
+		after = &page[len(page)-1]
+	}
+}
+
+func (s *Service) ackKey(ctx context.Context, as keystore.AckStore, req keystore.AckRequest) {
+	if _, err := as.Acknowledge(ctx, req); err != nil {
+		s.log.Warn("recording an acknowledgement in a key's history failed", "namespace", req.Namespace, "key", req.Key, "err", err)
+	}
+}
