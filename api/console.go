@@ -1,6 +1,7 @@
 package api
 
 import (
+	"context"
 	"strings"
 
 	"github.com/n8n-guard/n8n-guard/api/access"
@@ -28,6 +29,8 @@ type ConsoleConfig struct {
 	// (console.Config).
 	N8nURL, SlackWorkspace string
 	Hint                   func(lastFailure string) string
+	// WorkflowName asks n8n's API a workflow's name (nil: ids only).
+	WorkflowName func(ctx context.Context, id string) (string, error)
 }
 
 // mountConsole serves the operator console under /ui (api/console). Its
@@ -59,7 +62,7 @@ func (s *Server) mountConsole() error {
 	if t, ok := s.notes.(console.Thread); ok { // notify.Service
 		cfg.Thread = t
 	}
-	cfg.N8nURL, cfg.SlackWorkspace, cfg.Hint = cc.N8nURL, cc.SlackWorkspace, cc.Hint
+	cfg.N8nURL, cfg.SlackWorkspace, cfg.Hint, cfg.WorkflowName = cc.N8nURL, cc.SlackWorkspace, cc.Hint, cc.WorkflowName
 	if cc.OpenID != nil {
 		cfg.OpenID = cc.OpenID
 	}

@@ -115,6 +115,9 @@ type Config struct {
 	// Hint says what an operator does about a notification's last
 	// failure (slack.HintOf; nil: no hint).
 	Hint func(lastFailure string) string
+	// WorkflowName asks n8n a workflow's name (n8n's API; nil: the key
+	// page names the workflow by its id).
+	WorkflowName func(ctx context.Context, id string) (string, error)
 }
 
 // Console serves the pages.
@@ -142,6 +145,7 @@ type Console struct {
 	n8nURL         string
 	slackWorkspace string
 	hint           func(string) string
+	workflowNames  *workflowNames
 }
 
 // New checks cfg and parses the templates.
@@ -194,6 +198,7 @@ func New(cfg Config) (*Console, error) {
 		n8nURL:         strings.TrimRight(cfg.N8nURL, "/"),
 		slackWorkspace: SlackWorkspaceURL(cfg.SlackWorkspace),
 		hint:           cfg.Hint,
+		workflowNames:  newWorkflowNames(cfg.WorkflowName),
 	}
 	if ui.hint == nil {
 		ui.hint = func(string) string { return "" }

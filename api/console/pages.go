@@ -229,6 +229,9 @@ type notificationsPage struct {
 	// none asked); Resent the notification re-sent, as it stands now.
 	Confirm *resendPlan
 	Resent  *resendPlan
+	// Done names the notification re-sent when its state cannot be read
+	// (no thread).
+	Done string
 	// Confirms: a re-send is confirmed first (the page can say where it
 	// goes).
 	Confirms bool
@@ -269,6 +272,9 @@ func (ui *Console) notifications(c *fiber.Ctx, sess *session) error {
 		// it already, or Slack refused it again.
 		if p.Resent, err = ui.planResend(c, id); err != nil && errs.CodeOf(err) != errs.NotFound {
 			return err
+		}
+		if p.Resent == nil {
+			p.Done = id
 		}
 	}
 	page, err := ui.notes.List(c.UserContext(), notify.ListQuery{Status: notify.Status(p.Status), Limit: 50, Cursor: c.Query("cursor")})

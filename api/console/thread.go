@@ -6,6 +6,8 @@ import (
 	"net/url"
 	"regexp"
 	"strings"
+	"sync"
+	"time"
 
 	"github.com/n8n-guard/n8n-guard/keystore"
 	"github.com/n8n-guard/n8n-guard/notify"
@@ -104,6 +106,8 @@ func (ui *Console) n8nBase(r *keystore.Record) string {
 // keyThread is what the key page links to.
 type keyThread struct {
 	Holder holder
+	// WorkflowName as n8n says it ("" : not asked, or n8n did not say).
+	WorkflowName string
 	n8nLinks
 	// Owner is the person (or group) who hears about the key's namespace,
 	// OwnerURL their Slack profile or mail ("" : shown as text).
@@ -121,6 +125,7 @@ type keyThread struct {
 func (ui *Console) keyThread(ctx context.Context, r *keystore.Record) keyThread {
 	t := keyThread{Holder: parseHolder(r.Owner)}
 	t.n8nLinks = n8nLinksOf(ui.n8nBase(r), t.Holder)
+	t.WorkflowName = ui.workflowNames.name(ctx, t.Holder.WorkflowID, ui.now())
 	if r.Destination != "" {
 		t.BreakerURL = destinationURL(r.Destination)
 	}
@@ -188,4 +193,54 @@ func SlackWorkspaceURL(s string) string {
 		return "https://" + s
 	}
 	return "https://" + s + ".slack.com"
+}
+
+// workflowNames asks n8n the names of holders' workflows, each at most
+// every workflowNameTTL; a page waits at most workflowNameWait for it.
+type workflowNames struct {
+	ask  func(ctx context.Context, id string) (string, error)
+	mu   sync.Mutex
+	seen map[string]workflowName
+}
+
+type workflowName struct {
+	name string
+	at   time.Time
+}
+
+const (
+	workflowNameTTL  = 10 * time.Minute
+	workflowNameWait = 2 * time.Second
+	workflowNamesMax = 1000
+)
+
+func newWorkflowNames(ask func(context.Context, string) (string, error)) *workflowNames {
+	return &workflowNames{ask: ask, seen: map[string]workflowName{}}
+}
+
+// name is workflow id's name, "" when n8n is not asked or did not say (a
+// deleted workflow, n8n down: the page shows the id).
+func (w *workflowNames) name(ctx context.Context, id string, now time.Time) string {
+	if w.ask == nil || id == "" {
+		return ""
+	}
+	w.mu.Lock()
+	got, ok := w.seen[id]
+	w.mu.Unlock()
+	if ok && now.Sub(got.at) < workflowNameTTL {
+		return got.name
+	}
+	ctx, cancel := context.WithTimeout(ctx, workflowNameWait)
+	defer cancel()
+	name, err := w.ask(ctx, id)
+	if err != nil {
+		name = "" // remembered too: a missing workflow is not asked for on every view
+	}
+	w.mu.Lock()
+	if len(w.seen) >= workflowNamesMax {
+		clear(w.seen)
+	}
+	w.seen[id] = workflowName{name: name, at: now}
+	w.mu.Unlock()
+	return name
 }

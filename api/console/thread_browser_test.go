@@ -82,3 +82,38 @@ func TestBrowserThreadLinksAndFailures(t *testing.T) {
 	phone.openKey("crm", "lead-1", "#thread")
 	phone.shot("key-390")
 }
+
+// In a real browser: a dead notification says why with the hint; the
+// re-send asks where it goes first, then shows where it stands.
+func TestBrowserResendConfirms(t *testing.T) {
+	slack := newThreadSlack(t, "C0GONE")
+	ts := newThreadSite(t, slack, crmConfig("C0GONE"), console.Config{})
+	ctx := context.Background()
+	if _, err := ts.notes.Intake(ctx, []byte(crmFailure)); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the notification dies", func() bool { return len(slack.Calls("chat.postMessage")) == 1 })
+	ts.stop()
+	ts.start(t, slack, crmConfig("C0CRMONCALL"))
+	ts.site = ts.console(t, console.Config{})
+
+	b := newBrowser(t, ts.site, 1280, 900)
+	b.signIn(actToken)
+	b.run("dead notifications", chromedp.Navigate(ts.url+"/ui/notifications?status=dead"), chromedp.WaitVisible(chromedp.CSS(`#notifications`)))
+	if got := b.text("#notifications tbody tr"); !strings.Contains(got, "What to do: "+hintText()) {
+		t.Errorf("the dead row reads %q", got)
+	}
+	b.run("ask to re-send", chromedp.Click(chromedp.CSS(`#notifications tbody button`)), chromedp.WaitVisible(chromedp.CSS(`#resend-confirm`)))
+	b.shot("confirm")
+	if got := b.text("#confirm-h"); got != "Re-send to C0CRMONCALL (owner U0ANA)?" {
+		t.Errorf("the confirmation asks %q", got)
+	}
+	b.run("re-send", chromedp.Click(chromedp.CSS(`#resend-submit`)), chromedp.WaitVisible(chromedp.CSS(`#resent`)))
+	b.shot("resent")
+	if got := b.text("#resent"); !strings.Contains(got, "C0CRMONCALL") || strings.Contains(got, "dead") {
+		t.Errorf("after the re-send the page says %q", got)
+	}
+	if b.exists("#notifications-empty") {
+		t.Error("the page says no notification is there after the re-send")
+	}
+}

@@ -358,3 +358,44 @@ func TestParseHolder(t *testing.T) {
 		}
 	}
 }
+
+// With n8n's API, the holder's workflow is named, its id beside; a
+// workflow n8n does not know (deleted) keeps its id, and n8n is asked
+// once for it.
+func TestKeyPageNamesTheWorkflow(t *testing.T) {
+	slack := newThreadSlack(t)
+	asked := map[string]int{}
+	var mu sync.Mutex
+	ts := newThreadSite(t, slack, crmConfig("C0CRMONCALL"), console.Config{N8nURL: "https://n8n.example.org",
+		WorkflowName: func(_ context.Context, id string) (string, error) {
+			mu.Lock()
+			asked[id]++
+			mu.Unlock()
+			if id == "LeadCrm00000001" {
+				return "Lead to CRM", nil
+			}
+			return "", fmt.Errorf("n8n GET /workflows/%s: HTTP 404 Not Found", id)
+		}})
+	reserveUnknown(t, ts.store, "crm", "lead-1", "n8n LeadCrm00000001 exec 48016", "")
+	reserveUnknown(t, ts.store, "crm", "lead-2", "n8n Gone0000000001 exec 5", "")
+	c, _ := signedIn(t, ts.site, actToken)
+	_, page := fetch(t, c, ts.url+"/ui/key?namespace=crm&key=lead-1")
+	d := parsePage(t, page)
+	if got := textOf(d.byID("holder")); got != "n8n execution 48016 of workflow Lead to CRM (LeadCrm00000001)" {
+		t.Errorf("the holder reads %q", got)
+	}
+	if textOf(d.byID("holder-workflow")) != "Lead to CRM" {
+		t.Errorf("the workflow link reads %q", textOf(d.byID("holder-workflow")))
+	}
+	for range 2 {
+		_, page = fetch(t, c, ts.url+"/ui/key?namespace=crm&key=lead-2")
+	}
+	if got := textOf(parsePage(t, page).byID("holder")); got != "n8n execution 5 of workflow Gone0000000001" {
+		t.Errorf("a workflow n8n does not know reads %q", got)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if asked["Gone0000000001"] != 1 {
+		t.Errorf("n8n was asked %d times for the missing workflow", asked["Gone0000000001"])
+	}
+}

@@ -95,6 +95,9 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	con := cfg.Console
 	// The console's links: n8n's address people open, and Slack's.
 	con.N8nURL, con.SlackWorkspace, con.Hint = cfg.n8nLinkBase(), cfg.File.Notify.SlackWorkspace, slack.HintOf
+	if cfg.N8nAPIURL != "" && cfg.N8nAPIKey != "" { // the key page names the holder's workflow
+		con.WorkflowName = n8n.New(cfg.N8nAPIURL, cfg.N8nAPIKey, 5*time.Second).WorkflowName
+	}
 	if con.SessionKey, err = consoleSessionKey(cfg.DataDir, m.Logger); err != nil {
 		return err
 	}
