@@ -175,6 +175,9 @@ func TestLookPhoneListsNeedNoSidewaysScroll(t *testing.T) {
 			if bad := get(b, "measure "+p.name, chromedp.Evaluate[[]string](offScreen)); len(bad) > 0 {
 				t.Errorf("%s at 390 px (%s): %s", p.name, scheme, strings.Join(bad, "; "))
 			}
+			if n := get(b, "wide cells", chromedp.Evaluate[int](`[...document.querySelectorAll('table.list td.wide')].filter(td => td.getClientRects().length > 0).length`)); n > 0 {
+				t.Errorf("%s at 390 px: %d cells of columns marked wide are shown", p.name, n)
+			}
 		}
 	}
 }
