@@ -362,6 +362,11 @@ func TestLookTimesInTheReadersZone(t *testing.T) {
 	if !strings.Contains(got["note"], "America/New_York") {
 		t.Errorf("the footer says %q", got["note"])
 	}
+	hour := get(b, "chart hour", chromedp.Evaluate[map[string]string](`(() => { const t = document.querySelector('#activity-chart [data-hour]');
+		return {at: t.getAttribute('data-hour'), text: t.textContent} })()`))
+	if at, err := time.Parse(time.RFC3339, hour["at"]); err != nil || hour["text"] != at.In(ny).Format("15:04") {
+		t.Errorf("the chart's first hour reads %q for %s (%v), want New York's hour", hour["text"], hour["at"], err)
+	}
 	// A form with a hidden tz field sends the reader's zone (filled on
 	// load, after each refresh and on submit, so a form added later has it).
 	zone := get(b, "tz field", chromedp.Evaluate[string](`(() => { const f = document.createElement('form'); f.action = '/ui/keys';

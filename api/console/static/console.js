@@ -32,6 +32,14 @@
       t.textContent = p.year + '-' + p.month + '-' + p.day + ' ' + p.hour + ':' + p.minute + ':' + p.second + ' ' + p.timeZoneName;
       t.setAttribute('data-local', zone);
     });
+    // The chart's hours (SVG text) read as hours of the same zone.
+    root.querySelectorAll('[data-hour]').forEach(function (t) {
+      var d = new Date(t.getAttribute('data-hour'));
+      if (isNaN(d.getTime())) return;
+      var p = {};
+      local.formatToParts(d).forEach(function (x) { p[x.type] = x.value; });
+      t.textContent = p.hour + ':' + p.minute;
+    });
   }
 
   // Forms that carry a hidden "tz" read dates typed by the person in the
