@@ -108,7 +108,7 @@
     function busy() {
       if (document.hidden || edited) return true;
       var a = document.activeElement;
-      if (a && a.closest && a.closest('form') && a.matches('input, select, textarea')) return true;
+      if (a && a.closest && a.closest('form') && a.matches('input, select, textarea, button')) return true;
       var sel = window.getSelection && window.getSelection();
       return !!(sel && !sel.isCollapsed && main.contains(sel.anchorNode));
     }
