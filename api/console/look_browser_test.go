@@ -249,6 +249,7 @@ func TestLookDarkThemeContrast(t *testing.T) {
 		for _, p := range listPages {
 			b.run("open "+p.name, chromedp.Navigate(s.url+p.path), chromedp.WaitVisible(chromedp.CSS(p.ready)))
 			got := get(b, "contrast "+p.name, chromedp.Evaluate[map[string]float64](contrast))
+			t.Logf("%s (dark %v): worst contrast %v", p.name, dark, got)
 			if bgLum := got["background"]; dark != (bgLum < 0.05) {
 				t.Errorf("%s (dark %v): the page's background has luminance %v", p.name, dark, bgLum)
 			}
