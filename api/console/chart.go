@@ -59,9 +59,11 @@ type tick struct {
 	Value string
 }
 
+// hourLabel is written in UTC; console.js rewrites it in the reader's
+// time zone from At (RFC 3339).
 type hourLabel struct {
-	X    float64
-	Text string
+	X        float64
+	Text, At string
 }
 
 type series struct {
@@ -94,7 +96,7 @@ func drawChart(hours []keystore.HourActivity, now time.Time) *chart {
 		ch.Bars = append(ch.Bars, bar{Title: h.Hour.Format("15:04") + " UTC: " + itoa(h.Accepted) + " accepted, " + itoa(h.Duplicate) +
 			" duplicate, " + itoa(h.Failed) + " failed, " + itoa(h.Unknown) + " unknown"})
 		if i%6 == 0 || i == chartHours-1 {
-			ch.Labels = append(ch.Labels, hourLabel{X: round1(x + slot*0.35), Text: h.Hour.Format("15:04")})
+			ch.Labels = append(ch.Labels, hourLabel{X: round1(x + slot*0.35), Text: h.Hour.Format("15:04"), At: h.Hour.Format(time.RFC3339)})
 		}
 	}
 	upper := float64(chartTop + chartUpper)

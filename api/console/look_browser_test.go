@@ -175,6 +175,9 @@ func TestLookPhoneListsNeedNoSidewaysScroll(t *testing.T) {
 			if bad := get(b, "measure "+p.name, chromedp.Evaluate[[]string](offScreen)); len(bad) > 0 {
 				t.Errorf("%s at 390 px (%s): %s", p.name, scheme, strings.Join(bad, "; "))
 			}
+			if n := get(b, "wide cells", chromedp.Evaluate[int](`[...document.querySelectorAll('table.list td.wide')].filter(td => td.getClientRects().length > 0).length`)); n > 0 {
+				t.Errorf("%s at 390 px: %d cells of columns marked wide are shown", p.name, n)
+			}
 		}
 	}
 }
@@ -246,6 +249,7 @@ func TestLookDarkThemeContrast(t *testing.T) {
 		for _, p := range listPages {
 			b.run("open "+p.name, chromedp.Navigate(s.url+p.path), chromedp.WaitVisible(chromedp.CSS(p.ready)))
 			got := get(b, "contrast "+p.name, chromedp.Evaluate[map[string]float64](contrast))
+			t.Logf("%s (dark %v): worst contrast %v", p.name, dark, got)
 			if bgLum := got["background"]; dark != (bgLum < 0.05) {
 				t.Errorf("%s (dark %v): the page's background has luminance %v", p.name, dark, bgLum)
 			}
@@ -358,6 +362,11 @@ func TestLookTimesInTheReadersZone(t *testing.T) {
 	}
 	if !strings.Contains(got["note"], "America/New_York") {
 		t.Errorf("the footer says %q", got["note"])
+	}
+	hour := get(b, "chart hour", chromedp.Evaluate[map[string]string](`(() => { const t = document.querySelector('#activity-chart [data-hour]');
+		return {at: t.getAttribute('data-hour'), text: t.textContent} })()`))
+	if at, err := time.Parse(time.RFC3339, hour["at"]); err != nil || hour["text"] != at.In(ny).Format("15:04") {
+		t.Errorf("the chart's first hour reads %q for %s (%v), want New York's hour", hour["text"], hour["at"], err)
 	}
 	// A form with a hidden tz field sends the reader's zone (filled on
 	// load, after each refresh and on submit, so a form added later has it).

@@ -32,6 +32,14 @@
       t.textContent = p.year + '-' + p.month + '-' + p.day + ' ' + p.hour + ':' + p.minute + ':' + p.second + ' ' + p.timeZoneName;
       t.setAttribute('data-local', zone);
     });
+    // The chart's hours (SVG text) read as hours of the same zone.
+    root.querySelectorAll('[data-hour]').forEach(function (t) {
+      var d = new Date(t.getAttribute('data-hour'));
+      if (isNaN(d.getTime())) return;
+      var p = {};
+      local.formatToParts(d).forEach(function (x) { p[x.type] = x.value; });
+      t.textContent = p.hour + ':' + p.minute;
+    });
   }
 
   // Forms that carry a hidden "tz" read dates typed by the person in the
@@ -100,7 +108,7 @@
     function busy() {
       if (document.hidden || edited) return true;
       var a = document.activeElement;
-      if (a && a.closest && a.closest('form') && a.matches('input, select, textarea')) return true;
+      if (a && a.closest && a.closest('form') && a.matches('input, select, textarea, button')) return true;
       var sel = window.getSelection && window.getSelection();
       return !!(sel && !sel.isCollapsed && main.contains(sel.anchorNode));
     }
