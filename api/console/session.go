@@ -61,6 +61,9 @@ func (s *session) by() string {
 	if s.via == viaOIDC {
 		return s.who.Name + " (console, OIDC)"
 	}
+	if person := s.who.PersonName; person != "" {
+		return person + " (console, token " + s.who.Name + ")" // a token that names its person
+	}
 	return "console: " + s.who.Name
 }
 
