@@ -23,6 +23,9 @@ type ConsoleConfig struct {
 	// SessionKey seals the session cookies (console.SessionKeySize
 	// bytes); nil: sessions end when the process does.
 	SessionKey []byte
+	// SignOutFile keeps the console's sign-outs across a restart ("": in
+	// memory only).
+	SignOutFile string
 }
 
 // mountConsole serves the operator console under /ui (api/console). Its
@@ -41,6 +44,7 @@ func (s *Server) mountConsole() error {
 		People:        cc.People,
 		ProviderName:  cc.ProviderName,
 		SessionKey:    cc.SessionKey,
+		SignOutFile:   cc.SignOutFile,
 		Logger:        s.log.With("part", "console"),
 		// Who a client is, and its sign-ins, as for /v1 (fair.go).
 		ClientAddr:      s.fair.clientAddr,

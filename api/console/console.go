@@ -83,6 +83,10 @@ type Config struct {
 	Logger     *slog.Logger
 	Clock      func() time.Time
 	SessionTTL time.Duration // default 12h
+	// SignOutFile keeps the sign-outs so that they hold across a restart
+	// (the data folder's console-signouts, next to the session key); ""
+	// keeps them in memory only.
+	SignOutFile string
 	// MaxSessions bounds the sign-outs remembered at once (default
 	// 10,000); the one closest to its end is forgotten to make room, with
 	// a log line.
@@ -172,6 +176,11 @@ func New(cfg Config) (*Console, error) {
 		sessions:   newSessions(seal, cfg.SessionTTL, cfg.MaxSessions, cfg.Logger),
 		signIns:    newSignInLimit(cfg.SignInPerMinute, cfg.ClientAddr, cfg.Logger),
 		onApproval: cfg.OnApproval,
+	}
+	if cfg.SignOutFile != "" {
+		if err := ui.sessions.keepSignOuts(cfg.SignOutFile, cfg.Clock()); err != nil {
+			return nil, err
+		}
 	}
 	if ui.pages, err = parsePages(templateFuncs(ui.now)); err != nil {
 		return nil, err

@@ -93,6 +93,7 @@ func (m *Main) Run(ctx context.Context) (err error) {
 		return err
 	}
 	con := cfg.Console
+	con.SignOutFile = filepath.Join(cfg.DataDir, ConsoleSignOutFile)
 	if con.SessionKey, err = consoleSessionKey(cfg.DataDir, m.Logger); err != nil {
 		return err
 	}

@@ -33,7 +33,9 @@ func TestOperatorDecidesAsAPerson(t *testing.T) {
 		return out.String(), err
 	}
 	ana := func() map[string]string { return map[string]string{"N8N_GUARD_TOKEN": "ana-token"} }
-	shared := func() map[string]string { return map[string]string{"N8N_GUARD_TOKEN": "op-token", "N8N_GUARD_PERSON": "carl"} }
+	shared := func() map[string]string {
+		return map[string]string{"N8N_GUARD_TOKEN": "op-token", "N8N_GUARD_PERSON": "carl"}
+	}
 
 	status, a := call(t, base, "op-token", http.MethodPost, "/v1/reserve", map[string]any{"namespace": "crm", "key": "evt-1", "destination": "hubspot"})
 	if status != http.StatusOK {
