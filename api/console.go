@@ -31,6 +31,9 @@ type ConsoleConfig struct {
 	Hint                   func(lastFailure string) string
 	// WorkflowName asks n8n's API a workflow's name (nil: ids only).
 	WorkflowName func(ctx context.Context, id string) (string, error)
+	// SignOutFile keeps the console's sign-outs across a restart ("": in
+	// memory only).
+	SignOutFile string
 }
 
 // mountConsole serves the operator console under /ui (api/console). Its
@@ -49,6 +52,7 @@ func (s *Server) mountConsole() error {
 		People:        cc.People,
 		ProviderName:  cc.ProviderName,
 		SessionKey:    cc.SessionKey,
+		SignOutFile:   cc.SignOutFile,
 		Logger:        s.log.With("part", "console"),
 		// Who a client is, and its sign-ins, as for /v1 (fair.go).
 		ClientAddr:      s.fair.clientAddr,

@@ -3,6 +3,7 @@ package api_test
 import (
 	"crypto/sha256"
 	"net/http"
+	"net/url"
 	"strings"
 	"testing"
 
@@ -155,4 +156,28 @@ func TestNamedTokenHolds(t *testing.T) {
 		t.Fatalf("hold answer %s", r)
 	}
 	wantProblem(t, e.postAsAna(t, "/v1/destinations/hold/end", obj{"destination": "hubspot", "by": "bob", "reason": "done"}), http.StatusForbidden, "forbidden")
+}
+
+// A console sign-in with a token that names its person decides as that
+// person, as the API does.
+func TestConsoleNamedTokenRecordsThePerson(t *testing.T) {
+	e := start(t, withNamedToken())
+	e.goneUnknown(t, "evt_1")
+	c := consoleClient(t)
+	resp, _ := uiDo(t, c, "POST", e.url+"/ui/signin", url.Values{"token": {anaToken}})
+	if resp.StatusCode != http.StatusSeeOther {
+		t.Fatalf("sign in: %d", resp.StatusCode)
+	}
+	_, page := uiDo(t, c, "GET", e.url+"/ui/key?namespace="+ns+"&key=evt_1", nil)
+	m := csrfRE.FindStringSubmatch(page)
+	if m == nil {
+		t.Fatal("no form on the key page")
+	}
+	form := url.Values{"namespace": {ns}, "key": {"evt_1"}, "action": {"retry"}, "note": {"try again"}, "csrf": {m[1]}}
+	if resp, _ = uiDo(t, c, "POST", e.url+"/ui/key/resolve", form); resp.StatusCode != http.StatusSeeOther {
+		t.Fatalf("resolve: %d", resp.StatusCode)
+	}
+	if rec := e.get(t, "/v1/lookup?namespace="+ns+"&key=evt_1").JSON(t); rec["resolved_by"] != "ana@example.com (console, token ops-ana)" {
+		t.Fatalf("resolved by %v", rec["resolved_by"])
+	}
 }

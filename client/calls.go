@@ -72,7 +72,7 @@ type Resolution struct {
 	Namespace  string         `json:"namespace"`
 	Key        string         `json:"key"`
 	Resolution keystore.State `json:"resolution"`
-	By         string         `json:"by"`
+	By         string         `json:"by,omitempty"` // "" with a named token: its person
 	Note       string         `json:"note"`
 	ResultRef  string         `json:"result_ref,omitempty"`
 	Force      bool           `json:"force"`
@@ -165,7 +165,7 @@ func (c *Client) Destinations(ctx context.Context) ([]Destination, error) {
 // Hold is a maintenance window (POST /v1/destinations/hold).
 type Hold struct {
 	Destination string    `json:"destination"`
-	By          string    `json:"by"`
+	By          string    `json:"by,omitempty"`
 	Reason      string    `json:"reason"`
 	Until       time.Time `json:"until"`
 }
@@ -178,11 +178,51 @@ func (c *Client) HoldDestination(ctx context.Context, h Hold) (keystore.Breaker,
 	return b, err
 }
 
+// Approval is a person's approval or rejection of a key that awaits one
+// (POST /v1/approve, /v1/reject); By may be left out with a named token.
+type Approval struct {
+	Namespace string `json:"namespace"`
+	Key       string `json:"key"`
+	By        string `json:"by,omitempty"`
+	Note      string `json:"note,omitempty"`
+}
+
+// Approve approves a key, or rejects it when reject is true.
+func (c *Client) Approve(ctx context.Context, a Approval, reject bool) (api.Answer, error) {
+	path := "/v1/approve"
+	if reject {
+		path = "/v1/reject"
+	}
+	var out api.Answer
+	if err := c.Do(ctx, http.MethodPost, path, a, &out); err != nil {
+		return out, err
+	}
+	if out.Record == nil {
+		return out, fmt.Errorf("POST %s answered without the key's record: is %s n8n-guard?", path, c.base)
+	}
+	return out, nil
+}
+
+// ResetBreaker closes a destination's breaker now, for reason
+// (POST /v1/destinations/reset); by may be "" with a named token.
+func (c *Client) ResetBreaker(ctx context.Context, destination, by, reason string) (keystore.Breaker, error) {
+	var b keystore.Breaker
+	body := map[string]string{"destination": destination, "reason": reason}
+	if by != "" {
+		body["by"] = by
+	}
+	err := c.Do(ctx, http.MethodPost, "/v1/destinations/reset", body, &b)
+	return b, err
+}
+
 // EndHold ends a destination's maintenance window now
 // (POST /v1/destinations/hold/end).
 func (c *Client) EndHold(ctx context.Context, destination, by, reason string) (keystore.Breaker, error) {
 	var b keystore.Breaker
-	err := c.Do(ctx, http.MethodPost, "/v1/destinations/hold/end",
-		map[string]string{"destination": destination, "by": by, "reason": reason}, &b)
+	body := map[string]string{"destination": destination, "reason": reason}
+	if by != "" {
+		body["by"] = by
+	}
+	err := c.Do(ctx, http.MethodPost, "/v1/destinations/hold/end", body, &b)
 	return b, err
 }

@@ -197,6 +197,12 @@ func (s *Service) fromEvent(ctx context.Context, ev keystore.Event) (Addition, b
 		rt := s.cfg.forRoute(s.cfg.Destinations, ev.Destination)
 		rec.Owner, rec.Channel, rec.Runbook = rt.Owner, rt.Channel, rt.Runbook
 		rec.Breaker = Breaker{Destination: ev.Destination, PausedReserves: ev.PausedReserves}
+		if by, reason, ok := keystore.ResetOf(ev); ok {
+			// A person closed it: the message says who and why, never
+			// that the destination is back.
+			at := ev.At
+			rec.ResetBy, rec.ResetReason, rec.ClosedAt = by, reason, &at
+		}
 		if ev.ReopensAt != nil {
 			t := *ev.ReopensAt
 			rec.ReopensAt = &t

@@ -363,3 +363,35 @@ func TestOutageOpenedAgainDuringTheCatchUp(t *testing.T) {
 		t.Fatalf("the first outage's message: %s", last.Shown())
 	}
 }
+
+// A reset with no outage message to edit (the breaker had failures but
+// had not opened) is a message of its own that says who and why, never
+// "reachable again": no write proved it.
+func TestResetWithoutOutageSaysWhoAndWhy(t *testing.T) {
+	w := newParkWorld(t)
+	r, err := w.store.Reserve(w.ctx, keystore.ReserveRequest{Namespace: "crm-contacts", Key: "evt_1", Destination: "hubspot"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.store.Fail(w.ctx, keystore.FailRequest{Namespace: "crm-contacts", Key: "evt_1", Token: r.Token, Reason: keystore.ReasonDestinationFailed}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.store.ResetBreaker(w.ctx, "hubspot", "alice", "the CRM vendor fixed the 503s"); err != nil {
+		t.Fatal(err)
+	}
+	w.step()
+	w.step()
+	var shown []string
+	for _, c := range w.slack.Delivered("chat.postMessage") {
+		if strings.Contains(c.Shown(), "hubspot") {
+			shown = append(shown, c.Shown())
+		}
+	}
+	if len(shown) != 1 {
+		t.Fatalf("%d messages about hubspot, want 1: %q", len(shown), shown)
+	}
+	if s := shown[0]; !strings.Contains(s, "reset by alice") || !strings.Contains(s, "because the CRM vendor fixed the 503s") ||
+		strings.Contains(s, "reachable again") || strings.Contains(s, "flow again") {
+		t.Fatalf("reset message: %s", s)
+	}
+}

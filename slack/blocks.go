@@ -258,6 +258,14 @@ func renderBreaker(r *notify.Record, mention string) message {
 		head = fmt.Sprintf("%s breaker reset by %s (%s paused)", dest, r.ResetBy, notify.Plural(r.PausedReserves, "reserve was", "reserves were"))
 		lead = fmt.Sprintf("%s: %s reset the circuit breaker of `%s` at %s%s: writes are let through again, but nothing has shown yet that `%s` takes them.",
 			mention, notify.EscapeMrkdwn(r.ResetBy), ed, notify.Clock(*r.ClosedAt), becauseText(r), ed) + pausedText(r)
+	case r.Kind == notify.KindBreakerClosed && r.ResetBy != "":
+		at := r.FirstAt
+		if r.ClosedAt != nil {
+			at = *r.ClosedAt
+		}
+		head = fmt.Sprintf("%s breaker reset by %s (%s paused)", dest, r.ResetBy, notify.Plural(r.PausedReserves, "reserve was", "reserves were"))
+		lead = fmt.Sprintf("%s: %s reset the circuit breaker of `%s` at %s%s: writes are let through again, but nothing has shown yet that `%s` takes them.",
+			mention, notify.EscapeMrkdwn(r.ResetBy), ed, notify.Clock(at), becauseText(r), ed) + pausedText(r)
 	default:
 		at := r.FirstAt
 		if r.ClosedAt != nil {

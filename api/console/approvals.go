@@ -92,7 +92,7 @@ func (ui *Console) decideApproval(c *fiber.Ctx, sess *session) error {
 	if !ok {
 		return errs.Errorf(errs.Unsupported, "this store does not keep approvals")
 	}
-	req := keystore.ApprovalRequest{Namespace: ns, Key: key, By: sess.by(), Note: note, Identities: []string{sess.who.Name}}
+	req := keystore.ApprovalRequest{Namespace: ns, Key: key, By: sess.by(), Note: note, Identities: []string{sess.who.Name, sess.who.PersonName}}
 	var err error
 	var res keystore.Result
 	switch action {

@@ -83,6 +83,10 @@ type Config struct {
 	Logger     *slog.Logger
 	Clock      func() time.Time
 	SessionTTL time.Duration // default 12h
+	// SignOutFile keeps the sign-outs so that they hold across a restart
+	// (the data folder's console-signouts, next to the session key); ""
+	// keeps them in memory only.
+	SignOutFile string
 	// MaxSessions bounds the sign-outs remembered at once (default
 	// 10,000); the one closest to its end is forgotten to make room, with
 	// a log line.
@@ -202,6 +206,11 @@ func New(cfg Config) (*Console, error) {
 	}
 	if ui.hint == nil {
 		ui.hint = func(string) string { return "" }
+	}
+	if cfg.SignOutFile != "" {
+		if err := ui.sessions.keepSignOuts(cfg.SignOutFile, cfg.Clock()); err != nil {
+			return nil, err
+		}
 	}
 	if ui.pages, err = parsePages(templateFuncs(ui.now)); err != nil {
 		return nil, err

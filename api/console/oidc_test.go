@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -106,7 +107,7 @@ func (o *oidcSite) start(t *testing.T) {
 		t.Fatal(err)
 	}
 	ui, err := console.New(console.Config{Store: store, SignIn: o.tokens, OpenID: p, People: o.people,
-		ProviderName: "Test IdP", SessionKey: o.key, Clock: o.clock.now})
+		ProviderName: "Test IdP", SessionKey: o.key, Clock: o.clock.now, SignOutFile: filepath.Join(filepath.Dir(o.path), "console-signouts")})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -355,6 +356,41 @@ func TestSessionSurvivesRestart(t *testing.T) {
 	postForm(t, c, o.url+"/ui/signout", url.Values{"csrf": {csrf}}).Body.Close()
 	if resp, _ := fetch(t, copied, o.url+"/ui"); resp.StatusCode != http.StatusSeeOther {
 		t.Fatalf("a copy of a signed-out cookie still works: %d", resp.StatusCode)
+	}
+}
+
+// A sign-out holds across a restart: a copy of the signed-out cookie is
+// still refused by the guard started again on the same data folder, while
+// another person's session lives on; once the sign-outs' sessions have
+// expired the file forgets them.
+// Mutation tried: keepSignOuts not reading the file (sign-outs in memory
+// only): the copy works again after the restart.
+func TestSignOutSurvivesRestart(t *testing.T) {
+	o := newOIDCSite(t)
+	c, csrf := o.signedInAs(t, "ana@example.com")
+	other, _ := o.signedInAs(t, "rui@example.com")
+	u, _ := url.Parse(o.url)
+	copied := client(t)
+	copied.Jar.SetCookies(u, c.Jar.Cookies(u))
+	postForm(t, c, o.url+"/ui/signout", url.Values{"csrf": {csrf}}).Body.Close()
+	before := o.url
+	o.restart(t)
+	o.rebase(t, copied, before)
+	o.rebase(t, other, before)
+	if resp, _ := fetch(t, copied, o.url+"/ui"); resp.StatusCode != http.StatusSeeOther {
+		t.Fatalf("after a restart a copy of a signed-out cookie works again: %d", resp.StatusCode)
+	}
+	if resp, _ := fetch(t, other, o.url+"/ui"); resp.StatusCode != http.StatusOK {
+		t.Fatalf("another session ended with the restart: %d", resp.StatusCode)
+	}
+	file := filepath.Join(filepath.Dir(o.path), "console-signouts")
+	if b, err := os.ReadFile(file); err != nil || strings.Count(string(b), "\n") != 1 {
+		t.Fatalf("sign-outs file: %q %v", b, err)
+	}
+	o.clock.add(13 * time.Hour) // the signed-out session would have expired
+	o.restart(t)
+	if b, err := os.ReadFile(file); err != nil || len(b) != 0 {
+		t.Fatalf("the file keeps an expired sign-out: %q %v", b, err)
 	}
 }
 

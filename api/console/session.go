@@ -6,15 +6,21 @@ import (
 	"crypto/rand"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"net/netip"
+	"os"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/gofiber/fiber/v2"
 	"github.com/n8n-guard/n8n-guard/api/access"
 
+	"github.com/n8n-guard/n8n-guard/internal/durable"
 	"github.com/n8n-guard/n8n-guard/internal/edge"
 )
 
@@ -60,6 +66,9 @@ const (
 func (s *session) by() string {
 	if s.via == viaOIDC {
 		return s.who.Name + " (console, OIDC)"
+	}
+	if person := s.who.PersonName; person != "" {
+		return person + " (console, token " + s.who.Name + ")" // a token that names its person
 	}
 	return "console: " + s.who.Name
 }
@@ -127,15 +136,17 @@ func (s *sealer) open(purpose, text string, now time.Time, v any) bool {
 }
 
 // sessions opens and seals session cookies, and remembers sign-outs until
-// the sessions they ended would have expired. The sign-outs are in memory:
-// after a restart a copy of a signed-out cookie would work again until its
-// end, which is why the sign-out also clears the cookie and the TTL is
-// hours, not days.
+// the sessions they ended would have expired. With a file (Config.
+// SignOutFile, in the data folder next to the session key) the sign-outs
+// survive a restart: a copy of a signed-out cookie stays refused until its
+// end. Without one they are in memory only, which is why the sign-out also
+// clears the cookie and the TTL is hours, not days.
 type sessions struct {
 	seal *sealer
 	ttl  time.Duration
 	max  int
 	log  *slog.Logger
+	file string // "": in memory only
 
 	mu    sync.Mutex
 	ended map[string]time.Time // session id -> its expiry
@@ -143,6 +154,59 @@ type sessions struct {
 
 func newSessions(seal *sealer, ttl time.Duration, max int, log *slog.Logger) *sessions {
 	return &sessions{seal: seal, ttl: ttl, max: max, log: log, ended: map[string]time.Time{}}
+}
+
+// keepSignOuts reads the sign-outs of file (one "<session id> <expiry,
+// unix seconds>" a line; missing: none yet), drops the expired ones and
+// writes the rest back, so the file holds at most the sessions of one TTL.
+// Later sign-outs are appended to it.
+func (s *sessions) keepSignOuts(file string, now time.Time) error {
+	b, err := os.ReadFile(file)
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("console: read the sign-outs %s: %w", file, err)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.file = file
+	for _, line := range strings.Split(string(b), "\n") {
+		id, exp, ok := strings.Cut(strings.TrimSpace(line), " ")
+		sec, err := strconv.ParseInt(exp, 10, 64)
+		if !ok || err != nil || id == "" {
+			continue // a line cut short by a crash: its session's cookie was cleared anyway
+		}
+		if at := time.Unix(sec, 0); now.Before(at) && len(s.ended) < s.max {
+			s.ended[id] = at
+		}
+	}
+	return s.rewrite()
+}
+
+// rewrite writes every remembered sign-out to the file, whole (s.mu held).
+func (s *sessions) rewrite() error {
+	var b strings.Builder
+	for id, exp := range s.ended {
+		fmt.Fprintf(&b, "%s %d\n", id, exp.Unix())
+	}
+	if err := durable.Replace(s.file, []byte(b.String())); err != nil {
+		return fmt.Errorf("console: write the sign-outs %s: %w", s.file, err)
+	}
+	return nil
+}
+
+// appendSignOut adds one sign-out to the file, synced (s.mu held).
+func (s *sessions) appendSignOut(id string, exp time.Time) error {
+	f, err := os.OpenFile(s.file, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
+	if err != nil {
+		return err
+	}
+	_, err = fmt.Fprintf(f, "%s %d\n", id, exp.Unix())
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
 }
 
 // randomID returns 256 random bits, URL-safe.
@@ -177,11 +241,29 @@ func (s *sessions) get(cookie string, now time.Time) *session {
 	return &session{id: x.ID, who: x.Who, csrf: x.CSRF, expires: x.Expires, via: x.Via, groups: x.Groups}
 }
 
-// end remembers a sign-out. When too many are remembered, the expired go
-// first, then the one closest to its end (logged).
+// end remembers a sign-out, in the file too when there is one. When too
+// many are remembered, the expired go first, then the one closest to its
+// end (logged). A sign-out the file could not keep is logged: it holds
+// until a restart.
 func (s *sessions) end(sess *session, now time.Time) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	pruned := len(s.ended) >= s.max
+	defer func() {
+		if s.file == "" {
+			return
+		}
+		var err error
+		if pruned {
+			err = s.rewrite()
+		} else {
+			err = s.appendSignOut(sess.id, sess.expires)
+		}
+		if err != nil {
+			s.log.Warn("console: a sign-out could not be written to the data folder; after a restart a copy of its cookie would work again until it expires",
+				"file", s.file, "expires", sess.expires, "err", err)
+		}
+	}()
 	if len(s.ended) >= s.max {
 		oldest, oldestAt := "", time.Time{}
 		for id, exp := range s.ended {

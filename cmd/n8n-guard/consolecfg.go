@@ -111,6 +111,11 @@ func (fc FileConfig) ConsoleSignIn(getenv func(string) string, readFile func(str
 // same file; deleting it signs everybody out.
 const ConsoleKeyFile = "console-session-key"
 
+// ConsoleSignOutFile keeps the console's sign-outs, so that a signed-out
+// cookie stays refused after a restart until it would have expired (at
+// most one session TTL of entries, compacted at start).
+const ConsoleSignOutFile = "console-signouts"
+
 // consoleSessionKey reads <data>/console-session-key, or creates it.
 func consoleSessionKey(dataDir string, log *slog.Logger) ([]byte, error) {
 	path := filepath.Join(dataDir, ConsoleKeyFile)

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -16,10 +17,10 @@ import (
 func newDestinationsCmd(o *clientOptions) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "destinations",
-		Short: "Show destinations, hold one for a maintenance window, list parked events",
+		Short: "Show destinations, reset a breaker, hold one for a maintenance window, list parked events",
 	}
 	o.addFlags(cmd)
-	cmd.AddCommand(newDestinationsListCmd(o), newDestinationsHoldCmd(o), newDestinationsEndHoldCmd(o), newDestinationsParkedCmd(o))
+	cmd.AddCommand(newDestinationsListCmd(o), newDestinationsResetCmd(o), newDestinationsHoldCmd(o), newDestinationsEndHoldCmd(o), newDestinationsParkedCmd(o))
 	return cmd
 }
 
@@ -45,9 +46,9 @@ func newDestinationsListCmd(o *clientOptions) *cobra.Command {
 				return enc.Encode(map[string]any{"items": items})
 			}
 			tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "DESTINATION\tSTATE\tPARKED\tPROBES AGAIN\tMAINTENANCE")
+			fmt.Fprintln(tw, "DESTINATION\tSTATE\tPARKED\tPROBES AGAIN\tMAINTENANCE\tRESET")
 			for _, d := range items {
-				fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\n", d.Destination, d.State, d.Parked, timeOrDash(d.ReopensAt), windowText(d.Maintenance))
+				fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\n", d.Destination, d.State, d.Parked, timeOrDash(d.ReopensAt), windowText(d.Maintenance), resetText(d.Reset))
 			}
 			return tw.Flush()
 		},
@@ -64,6 +65,54 @@ func windowText(m *keystore.Maintenance) string {
 	return fmt.Sprintf("until %s by %s: %s", m.Until.UTC().Format(time.RFC3339), m.By, m.Reason)
 }
 
+// resetText is a person's reset of a breaker in one line, or "-".
+func resetText(r *keystore.BreakerReset) string {
+	if r == nil {
+		return "-"
+	}
+	return fmt.Sprintf("by %s because %s, %s", r.By, oneLine(r.Reason), r.At.UTC().Format(time.RFC3339))
+}
+
+func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }
+
+func newDestinationsResetCmd(o *clientOptions) *cobra.Command {
+	var by, reason string
+	cmd := &cobra.Command{
+		Use:   "reset DESTINATION --reason TEXT [--by NAME]",
+		Short: "Close a destination's breaker now, for a reason: writes are let through although no probe showed it back",
+		Long: `Close a destination's breaker now: the next reserve naming it goes
+through and parked events are caught up, although no probe has shown the
+destination takes writes. The reason is kept on the breaker and shown in
+the console, the audit list and the outage's Slack message.
+
+Who resets: --by, else $N8N_GUARD_PERSON, else your OS user name (a
+token that names its person resets as that person).`,
+		Example: `  n8n-guard destinations reset hubspot --reason "CRM confirmed fixed, ticket OPS-12"`,
+		Args:    cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := o.authed()
+			if err != nil {
+				return err
+			}
+			b, err := decide(o.decider(by), func(by string) (keystore.Breaker, error) {
+				return c.ResetBreaker(cmd.Context(), args[0], by, reason)
+			})
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "the breaker of %s is %s: writes are let through again, though no probe has shown it takes them\n", b.Destination, b.State)
+			if b.Reset != nil {
+				fmt.Fprintf(cmd.OutOrStdout(), "recorded as reset by %s because %s\n", b.Reset.By, oneLine(b.Reset.Reason))
+			}
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&by, "by", "", "who resets (default $N8N_GUARD_PERSON, else your OS user; a named token resets as its person)")
+	cmd.Flags().StringVar(&reason, "reason", "", "why the breaker may close (required)")
+	_ = cmd.MarkFlagRequired("reason")
+	return cmd
+}
+
 func timeOrDash(t *time.Time) string {
 	if t == nil {
 		return "-"
@@ -77,13 +126,13 @@ func newDestinationsHoldCmd(o *clientOptions) *cobra.Command {
 		window            time.Duration
 	)
 	cmd := &cobra.Command{
-		Use:   "hold DESTINATION (--for DURATION | --until TIME) --by NAME --reason TEXT",
+		Use:   "hold DESTINATION (--for DURATION | --until TIME) --reason TEXT [--by NAME]",
 		Short: "Pause a destination for a maintenance window: events with a resume URL park and catch up after it",
 		Example: `  n8n-guard destinations hold hubspot --for 2h --by ops --reason "HubSpot upgrade, ticket OPS-12"
   n8n-guard destinations hold hubspot --until 2026-12-02T03:00:00Z --by ops --reason "planned maintenance"`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			h := client.Hold{Destination: args[0], By: by, Reason: reason}
+			h := client.Hold{Destination: args[0], Reason: reason}
 			switch {
 			case (window > 0) == (until != ""):
 				return errors.New("give the window's end with exactly one of --for (e.g. 2h) and --until (RFC 3339, e.g. 2026-12-02T03:00:00Z)")
@@ -100,19 +149,25 @@ func newDestinationsHoldCmd(o *clientOptions) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			b, err := c.HoldDestination(cmd.Context(), h)
+			b, err := decide(o.decider(by), func(by string) (keystore.Breaker, error) {
+				h.By = by
+				return c.HoldDestination(cmd.Context(), h)
+			})
 			if err != nil {
 				return err
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "%s is paused until %s: events with a resume URL park and are caught up after the window\n",
 				b.Destination, timeOrDash(b.ReopensAt))
+			if b.Maintenance != nil {
+				fmt.Fprintf(cmd.OutOrStdout(), "recorded as set by %s\n", b.Maintenance.By)
+			}
 			return nil
 		},
 	}
 	fs := cmd.Flags()
 	fs.DurationVar(&window, "for", 0, "how long the window lasts from now (e.g. 90m, 2h)")
 	fs.StringVar(&until, "until", "", "when the window ends (RFC 3339)")
-	fs.StringVar(&by, "by", "", "who sets the window (required)")
+	fs.StringVar(&by, "by", "", "who sets the window (default $N8N_GUARD_PERSON, else your OS user; a named token sets it as its person)")
 	fs.StringVar(&reason, "reason", "", "why the destination is paused (required)")
 	return cmd
 }
@@ -120,7 +175,7 @@ func newDestinationsHoldCmd(o *clientOptions) *cobra.Command {
 func newDestinationsEndHoldCmd(o *clientOptions) *cobra.Command {
 	var by, reason string
 	cmd := &cobra.Command{
-		Use:     "end-hold DESTINATION --by NAME --reason TEXT",
+		Use:     "end-hold DESTINATION --reason TEXT [--by NAME]",
 		Short:   "End a destination's maintenance window now: one parked event probes it, the rest follow",
 		Example: `  n8n-guard destinations end-hold hubspot --by ops --reason "the upgrade finished early"`,
 		Args:    cobra.ExactArgs(1),
@@ -129,7 +184,9 @@ func newDestinationsEndHoldCmd(o *clientOptions) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			b, err := c.EndHold(cmd.Context(), args[0], by, reason)
+			b, err := decide(o.decider(by), func(by string) (keystore.Breaker, error) {
+				return c.EndHold(cmd.Context(), args[0], by, reason)
+			})
 			if err != nil {
 				return err
 			}
@@ -137,7 +194,7 @@ func newDestinationsEndHoldCmd(o *clientOptions) *cobra.Command {
 			return nil
 		},
 	}
-	cmd.Flags().StringVar(&by, "by", "", "who ends the window (required)")
+	cmd.Flags().StringVar(&by, "by", "", "who ends the window (default $N8N_GUARD_PERSON, else your OS user)")
 	cmd.Flags().StringVar(&reason, "reason", "", "why it ends early (required)")
 	return cmd
 }

@@ -65,7 +65,7 @@ func TestDestinationCommands(t *testing.T) {
 		t.Fatalf("reserve in the window: %d %v", status, a)
 	}
 	out, _, err = run("destinations", "list")
-	if err != nil || !strings.Contains(out, "hubspot") || !strings.Contains(out, "by ops: ana: HubSpot upgrade OPS-12") {
+	if err != nil || !strings.Contains(out, "hubspot") || !strings.Contains(out, "by ops: ana (via shared token token-1): HubSpot upgrade OPS-12") {
 		t.Fatalf("destinations list: %v\n%s", err, out)
 	}
 	if row := line(out, "hubspot"); !strings.Contains(row, " open ") || !strings.Contains(row, " 1 ") {

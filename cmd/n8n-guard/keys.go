@@ -16,6 +16,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/n8n-guard/n8n-guard/api"
 	"github.com/n8n-guard/n8n-guard/client"
 	"github.com/n8n-guard/n8n-guard/errs"
 	"github.com/n8n-guard/n8n-guard/keystore"
@@ -27,7 +28,7 @@ func newKeysCmd(o *clientOptions) *cobra.Command {
 		Short: "Inspect and resolve keys of a running n8n-guard",
 	}
 	o.addFlags(cmd)
-	cmd.AddCommand(newKeysListCmd(o), newKeysShowCmd(o), newKeysResolveCmd(o), newKeysResolveBulkCmd(o))
+	cmd.AddCommand(newKeysListCmd(o), newKeysShowCmd(o), newKeysResolveCmd(o), newKeysResolveBulkCmd(o), newKeysApproveCmd(o, false), newKeysApproveCmd(o, true))
 	return cmd
 }
 
@@ -122,13 +123,18 @@ func newKeysResolveCmd(o *clientOptions) *cobra.Command {
 		by, note, resultRef      string
 	)
 	cmd := &cobra.Command{
-		Use:   "resolve NAMESPACE KEY (--completed | --failed) --by NAME --note TEXT",
+		Use:   "resolve NAMESPACE KEY (--completed | --failed) --note TEXT [--by NAME]",
 		Short: "Record a person's decision about a key (usually one in state unknown)",
 		Long: `Record a person's decision about a key.
 
 --completed: the side effect did take effect; the key is done and later
 reserves answer duplicate_event.
---failed: it did not take effect; the next reserve may try again.`,
+--failed: it did not take effect; the next reserve may try again.
+
+Who decides: --by, else $N8N_GUARD_PERSON, else your OS user name. A
+token that names its person (tokens.<name>.person) decides as that
+person; a shared token's decision is recorded as "<by> (via shared
+token <name>)". The answer says who was recorded.`,
 		Example: `  n8n-guard keys resolve booking-confirmations B-1042 --completed \
     --by "office manager" --note "checked the Sent folder: mail went out"`,
 		Args: cobra.ExactArgs(2),
@@ -141,9 +147,11 @@ reserves answer duplicate_event.
 			if failed {
 				resolution = keystore.StateFailed
 			}
-			a, err := c.Resolve(cmd.Context(), client.Resolution{
-				Namespace: args[0], Key: args[1], Resolution: resolution,
-				By: by, Note: note, ResultRef: resultRef, Force: force,
+			a, err := decide(o.decider(by), func(by string) (api.Answer, error) {
+				return c.Resolve(cmd.Context(), client.Resolution{
+					Namespace: args[0], Key: args[1], Resolution: resolution,
+					By: by, Note: note, ResultRef: resultRef, Force: force,
+				})
 			})
 			if err != nil {
 				var e *client.Error
@@ -157,19 +165,19 @@ reserves answer duplicate_event.
 				fmt.Fprint(cmd.OutOrStdout(), ", the next reserve may try again")
 			}
 			fmt.Fprintln(cmd.OutOrStdout(), ")")
+			fmt.Fprintf(cmd.OutOrStdout(), "recorded as decided by %s\n", a.ResolvedBy)
 			return nil
 		},
 	}
 	fs := cmd.Flags()
 	fs.BoolVar(&completed, "completed", false, "the side effect took effect")
 	fs.BoolVar(&failed, "failed", false, "the side effect did not take effect; allow a new attempt")
-	fs.StringVar(&by, "by", "", "who decided (required)")
+	fs.StringVar(&by, "by", "", "who decided (default $N8N_GUARD_PERSON, else your OS user; a named token decides as its person)")
 	fs.StringVar(&note, "note", "", "what was checked and decided (required)")
 	fs.StringVar(&resultRef, "result-ref", "", "reference of the result, e.g. the ID the target system gave (with --completed)")
 	fs.BoolVar(&force, "force", false, "also resolve a key whose reservation is still live")
 	cmd.MarkFlagsMutuallyExclusive("completed", "failed")
 	cmd.MarkFlagsOneRequired("completed", "failed")
-	_ = cmd.MarkFlagRequired("by")
 	_ = cmd.MarkFlagRequired("note")
 	return cmd
 }
@@ -309,4 +317,40 @@ func isTerminal(r io.Reader) bool {
 	}
 	st, err := f.Stat()
 	return err == nil && st.Mode()&os.ModeCharDevice != 0
+}
+
+// newKeysApproveCmd is keys approve, or keys reject: a person's decision
+// on a key that awaits approval.
+func newKeysApproveCmd(o *clientOptions, reject bool) *cobra.Command {
+	var by, note string
+	verb, noteHelp := "approve", "why (optional)"
+	if reject {
+		verb, noteHelp = "reject", "why it is rejected (required: it becomes the key's message)"
+	}
+	cmd := &cobra.Command{
+		Use:     verb + " NAMESPACE KEY [--note TEXT] [--by NAME]",
+		Short:   "A person's decision to " + verb + " a key that awaits approval (who decides: as keys resolve)",
+		Example: "  n8n-guard keys " + verb + " invoices INV-1042 --note \"amount checked\"",
+		Args:    cobra.ExactArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := o.authed()
+			if err != nil {
+				return err
+			}
+			a, err := decide(o.decider(by), func(by string) (api.Answer, error) {
+				return c.Approve(cmd.Context(), client.Approval{Namespace: args[0], Key: args[1], By: by, Note: note}, reject)
+			})
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "%s/%s: %s (reason %s); recorded as decided by %s\n", args[0], args[1], a.Outcome, a.Reason, a.ResolvedBy)
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&by, "by", "", "who decides (default $N8N_GUARD_PERSON, else your OS user; a named token decides as its person)")
+	cmd.Flags().StringVar(&note, "note", "", noteHelp)
+	if reject {
+		_ = cmd.MarkFlagRequired("note")
+	}
+	return cmd
 }

@@ -98,6 +98,7 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	if cfg.N8nAPIURL != "" && cfg.N8nAPIKey != "" { // the key page names the holder's workflow
 		con.WorkflowName = n8n.New(cfg.N8nAPIURL, cfg.N8nAPIKey, 5*time.Second).WorkflowName
 	}
+	con.SignOutFile = filepath.Join(cfg.DataDir, ConsoleSignOutFile)
 	if con.SessionKey, err = consoleSessionKey(cfg.DataDir, m.Logger); err != nil {
 		return err
 	}

@@ -1,14 +1,18 @@
 package main
 
 import (
+	"errors"
 	"fmt"
+	"os/user"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/n8n-guard/n8n-guard/client"
+	"github.com/n8n-guard/n8n-guard/errs"
 )
 
 // clientOptions are the flags of the operator commands, which talk to a
@@ -53,4 +57,41 @@ func guardToken(getenv func(string) string, data string) (string, error) {
 		return toks[0], nil
 	}
 	return readToken(filepath.Join(data, TokenFile))
+}
+
+// decider is who the operator commands that decide say decides: --by,
+// else $N8N_GUARD_PERSON, else the OS user's name. The last is a guess:
+// a token that names its person decides as that person, and the server
+// refuses a by naming someone else, so a guessed name is sent again left
+// out (decide). A shared token records what is sent as
+// "<by> (via shared token <name>)".
+type decider struct {
+	by      string
+	guessed bool
+}
+
+func (o *clientOptions) decider(flag string) decider {
+	if by := strings.TrimSpace(flag); by != "" {
+		return decider{by: by}
+	}
+	if by := strings.TrimSpace(o.getenv("N8N_GUARD_PERSON")); by != "" {
+		return decider{by: by}
+	}
+	if u, err := user.Current(); err == nil && u.Username != "" {
+		return decider{by: u.Username, guessed: true}
+	}
+	return decider{}
+}
+
+// decide runs call with the decider's by; when that was only guessed and
+// the token names its own person (403, field by, rule token_person:
+// nothing changed), once more without by.
+func decide[T any](d decider, call func(by string) (T, error)) (T, error) {
+	out, err := call(d.by)
+	var e *client.Error
+	if d.guessed && errors.As(err, &e) && e.Problem != nil &&
+		slices.ContainsFunc(e.Problem.Fields, func(f errs.FieldError) bool { return f.Field == "by" && f.Rule == "token_person" }) {
+		return call("")
+	}
+	return out, err
 }

@@ -522,7 +522,7 @@ describe('complete, fail, resolve, lookup', () => {
 		const [r] = resolved.output('Guard');
 		assert.equal(r.state, 'failed');
 		assert.equal(r.retryable, true);
-		assert.equal(r.resolved_by, 'office manager');
+		assert.equal(r.resolved_by, 'office manager (via shared token token-1)'); // a shared token: the name is recorded as not verified
 		const retried = await runSingle(reserve(namespace), [{ event_id: 'evt-v' }]);
 		assert.equal(retried.output('Guard', PROCEED).length, 1);
 	});
