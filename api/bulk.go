@@ -25,6 +25,11 @@ type bulkRequest struct {
 func (r bulkRequest) namespace() string { return r.Filter.Namespace }
 
 func (s *Server) resolveBulk(c *fiber.Ctx, req bulkRequest) error {
+	d, err := s.whoDecides(c, req.By) // auth.go: the token's person, or the body's by marked as not verified
+	if err != nil {
+		return err
+	}
+	req.By = d.By
 	res, err := keystore.ResolveMany(c.UserContext(), s.store, keystore.BulkResolveRequest{
 		Filter: req.Filter, Resolution: req.Resolution, By: req.By, Note: req.Note, ResultRef: req.ResultRef,
 		Final: req.Final, DryRun: req.DryRun, ID: req.ID})

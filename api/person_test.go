@@ -181,3 +181,27 @@ func TestConsoleNamedTokenRecordsThePerson(t *testing.T) {
 		t.Fatalf("resolved by %v", rec["resolved_by"])
 	}
 }
+
+// A bulk decision through a named token records its person on every key;
+// a by naming someone else is refused before any key is touched.
+func TestNamedTokenBulkRecordsThePerson(t *testing.T) {
+	e := start(t, withNamedToken())
+	e.goneUnknown(t, "evt_1")
+	e.goneUnknown(t, "evt_2")
+	wantProblem(t, e.postAsAna(t, "/v1/keys/resolve-bulk", obj{"filter": obj{"namespace": ns, "key_prefix": "evt_"},
+		"resolution": "failed", "by": "bob", "note": "incident 4711"}), http.StatusForbidden, "forbidden")
+	if st := e.get(t, "/v1/lookup?namespace="+ns+"&key=evt_1").JSON(t)["state"]; st != "unknown" {
+		t.Fatalf("a refused bulk decided evt_1: %v", st)
+	}
+	r := e.postAsAna(t, "/v1/keys/resolve-bulk", obj{"filter": obj{"namespace": ns, "key_prefix": "evt_"},
+		"resolution": "failed", "note": "incident 4711"})
+	if r.Status != http.StatusOK || r.JSON(t)["decided"] != 2.0 {
+		t.Fatalf("bulk as ana: %s", r)
+	}
+	for _, k := range []string{"evt_1", "evt_2"} {
+		rec := e.get(t, "/v1/lookup?namespace="+ns+"&key="+k).JSON(t)
+		if by := lastBy(t, rec); by != "ana@example.com (API token ops-ana)" {
+			t.Fatalf("%s decided by %q", k, by)
+		}
+	}
+}
