@@ -91,7 +91,7 @@ func TestAuthOnEveryV1Route(t *testing.T) {
 			routes = append(routes, r)
 		}
 	}
-	if len(routes) != 17 {
+	if len(routes) != 18 {
 		t.Fatalf("%d /v1 routes: %v", len(routes), routes)
 	}
 	for _, r := range routes {
