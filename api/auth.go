@@ -160,7 +160,7 @@ func (s *Server) whoDecides(c *fiber.Ctx, by string) (decider, error) {
 	}
 	rec := sharedBy(by, p.Name)
 	if n := utf8.RuneCountInString(rec); n > keystore.MaxByLength {
-		return decider{}, errs.InvalidField("by", "max",
+		return decider{}, errs.InvalidField("by", "max=128",
 			fmt.Sprintf("by is too long: recorded as %q it has %d characters, at most %d", rec, n, keystore.MaxByLength))
 	}
 	return decider{By: rec, Identities: []string{by}}, nil

@@ -72,6 +72,12 @@ func TestNamedTokenRecordsThePerson(t *testing.T) {
 
 	e.goneUnknown(t, "evt_3")
 	wantProblem(t, e.post(t, "/v1/resolve", obj{"namespace": ns, "key": "evt_3", "resolution": "completed", "note": "n"}), http.StatusBadRequest, "invalid_request")
+	// Too long once marked as the shared token's: refused, not cut.
+	p = wantProblem(t, e.post(t, "/v1/resolve", obj{"namespace": ns, "key": "evt_3", "resolution": "completed", "by": strings.Repeat("c", 110), "note": "n"}),
+		http.StatusBadRequest, "invalid_request")
+	if !hasField(p.Fields, "by", "max=128") {
+		t.Fatalf("fields %+v", p.Fields)
+	}
 	r = wantOK(t, e.post(t, "/v1/resolve", obj{"namespace": ns, "key": "evt_3", "resolution": "completed", "by": "carl", "note": "n"}), "completed")
 	if r["resolved_by"] != "carl (via shared token token-1)" {
 		t.Fatalf("a shared token's decision recorded as %v", r["resolved_by"])
