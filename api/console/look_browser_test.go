@@ -182,9 +182,10 @@ func TestLookPhoneListsNeedNoSidewaysScroll(t *testing.T) {
 	}
 }
 
-// The same pages on a desktop, light and dark, for the eye (the
-// screenshots) and the same checks at 1280 px.
-func TestLookDesktopLists(t *testing.T) {
+// The same pages on a desktop, light and dark (the system's setting,
+// emulated), for the eye (the screenshots), the same checks at 1280 px and
+// the contrast of their text.
+func TestLookDesktopListsLightAndDark(t *testing.T) {
 	s := newBusySite(t)
 	b := newBrowser(t, s, 1280, 900)
 	b.signIn(actToken)
@@ -200,6 +201,7 @@ func TestLookDesktopLists(t *testing.T) {
 			if !b.exists(`main[data-refresh]`) {
 				t.Errorf("%s does not refresh itself (no <main data-refresh>)", p.name)
 			}
+			checkContrast(t, b, p.name, dark)
 			if bad := get(b, "measure "+p.name, chromedp.Evaluate[[]string](offScreen)); len(bad) > 0 {
 				t.Errorf("%s at 1280 px (%s): %s", p.name, scheme, strings.Join(bad, "; "))
 			}
@@ -238,26 +240,18 @@ const contrast = `(() => {
 	return worst;
 })()`
 
-// The console follows the system's dark setting, and every kind of text
-// keeps a contrast of at least 4.5:1 in both schemes.
-func TestLookDarkThemeContrast(t *testing.T) {
-	s := newBusySite(t)
-	b := newBrowser(t, s, 1280, 900)
-	b.signIn(actToken)
-	for _, dark := range []bool{false, true} {
-		b.run("scheme", darkScheme(dark))
-		for _, p := range listPages {
-			b.run("open "+p.name, chromedp.Navigate(s.url+p.path), chromedp.WaitVisible(chromedp.CSS(p.ready)))
-			got := get(b, "contrast "+p.name, chromedp.Evaluate[map[string]float64](contrast))
-			t.Logf("%s (dark %v): worst contrast %v", p.name, dark, got)
-			if bgLum := got["background"]; dark != (bgLum < 0.05) {
-				t.Errorf("%s (dark %v): the page's background has luminance %v", p.name, dark, bgLum)
-			}
-			for kind, r := range got {
-				if kind != "background" && r < 4.5 {
-					t.Errorf("%s (dark %v): %s text has a contrast of %v:1, want at least 4.5:1", p.name, dark, kind, r)
-				}
-			}
+// checkContrast: the page follows the system's dark setting, and every
+// kind of text keeps a contrast of at least 4.5:1 in both schemes.
+func checkContrast(t *testing.T, b *browser, name string, dark bool) {
+	t.Helper()
+	got := get(b, "contrast "+name, chromedp.Evaluate[map[string]float64](contrast))
+	t.Logf("%s (dark %v): worst contrast %v", name, dark, got)
+	if bgLum := got["background"]; dark != (bgLum < 0.05) {
+		t.Errorf("%s (dark %v): the page's background has luminance %v", name, dark, bgLum)
+	}
+	for kind, r := range got {
+		if kind != "background" && r < 4.5 {
+			t.Errorf("%s (dark %v): %s text has a contrast of %v:1, want at least 4.5:1", name, dark, kind, r)
 		}
 	}
 }
@@ -267,6 +261,7 @@ func TestLookDarkThemeContrast(t *testing.T) {
 // (a marker set on window survives, one navigation entry), without a
 // CSP violation and with the CSP header as before.
 func TestLookSelfRefresh(t *testing.T) {
+	t.Parallel() // mostly waiting for the interval
 	s := newSite(t)
 	s.unknownKey("bookings", "bk-old", "n8n exec 1", "timeout")
 	c, _ := signedIn(t, s, actToken)
@@ -315,6 +310,7 @@ func TestLookSelfRefresh(t *testing.T) {
 // A page with a form the person is filling is never replaced: the
 // destination page refreshes, but not while its hold reason is typed.
 func TestLookRefreshWaitsForTheFormBeingFilled(t *testing.T) {
+	t.Parallel() // mostly waiting for the interval
 	s := newSite(t)
 	s.parkedKey("crm", "p-1", "hubspot", "http://n8n.local/webhook-waiting/1")
 	b := newBrowser(t, s, 1280, 900)
