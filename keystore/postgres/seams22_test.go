@@ -1,0 +1,124 @@
+package postgres_test
+
+import (
+	"context"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/n8n-guard/n8n-guard/internal/pgtest"
+	"github.com/n8n-guard/n8n-guard/keystore"
+	"github.com/n8n-guard/n8n-guard/keystore/bolt"
+	"github.com/n8n-guard/n8n-guard/keystore/postgres"
+	"github.com/n8n-guard/n8n-guard/keystore/storetest"
+)
+
+// Seams of issue #22 (review): each test shows one bug between the merged
+// branches, on both stores (a real bbolt file and a real PostgreSQL).
+
+type seamStore interface {
+	keystore.Store
+	keystore.AckStore
+}
+
+func seamStores(t *testing.T, clock *storetest.Clock) map[string]seamStore {
+	t.Helper()
+	b, err := bolt.Open(filepath.Join(t.TempDir(), "guard.db"), bolt.Options{Clock: clock.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { b.Close() })
+	base := pgtest.URL(t, "the #22 seam tests")
+	p, err := postgres.Open(context.Background(), pgtest.FreshSchema(t, base), postgres.Options{Clock: clock.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.Close() })
+	return map[string]seamStore{"bbolt": b, "postgres": p}
+}
+
+// goneUnknown reserves key with a short lease and lets it run out: the
+// next reserve finds it unknown.
+func goneUnknown(t *testing.T, s keystore.Store, clock *storetest.Clock, ns, key, holder string) {
+	t.Helper()
+	ctx := context.Background()
+	if _, err := s.Reserve(ctx, keystore.ReserveRequest{Namespace: ns, Key: key, Owner: holder, Lease: time.Second}); err != nil {
+		t.Fatal(err)
+	}
+	clock.Advance(2 * time.Second)
+	r, err := s.Reserve(ctx, keystore.ReserveRequest{Namespace: ns, Key: key, Owner: "n8n other exec"})
+	if err != nil || r.Outcome != keystore.OutcomeStateUnknown {
+		t.Fatalf("reserve after the lease: %+v %v", r.Outcome, err)
+	}
+}
+
+// BUG: PostgreSQL selects Holder and Text with ILIKE in the database's
+// collation (pgtest and many installs: C), which folds ASCII only; bbolt
+// folds with Go's strings.ToLower. "text=café" finds CAFÉ-1 on bbolt, and
+// nothing on PostgreSQL; the same for a holder "müller" — so a console
+// search and a bulk decision select different keys by store
+// (keystore/postgres/bulk.go:54,57; the comment above selectWhere says it
+// may select more, never less — it selects less).
+func TestSeams22SelectFoldsNonASCIIOnBothStores(t *testing.T) {
+	clock := storetest.NewClock()
+	ctx := context.Background()
+	for name, s := range seamStores(t, clock) {
+		goneUnknown(t, s, clock, "crm", "CAFÉ-1", "n8n MÜLLER-Sync exec 7")
+		for _, f := range []keystore.Filter{{Text: "café"}, {Holder: "müller"}, {Namespace: "crm", Text: "É-1"}} {
+			page, err := keystore.Select(ctx, s, f, "", 100)
+			if err != nil {
+				t.Fatalf("%s: select %+v: %v", name, f, err)
+			}
+			if len(page.Items) != 1 {
+				t.Errorf("%s: select %+v found %d keys, want CAFÉ-1 (strings.ToLower folds it)", name, f, len(page.Items))
+			}
+		}
+		res, err := keystore.ResolveMany(ctx, s, keystore.BulkResolveRequest{Filter: keystore.Filter{Text: "café"},
+			Resolution: keystore.StateFailed, By: "ann", Note: "crm outage", DryRun: true})
+		if err != nil || res.Matched != 1 {
+			t.Errorf("%s: a dry bulk of text=café matched %d (%v), want 1", name, res.Matched, err)
+		}
+	}
+}
+
+// BUG: a bulk decision repeated with the same id (the CLI's retry, a
+// double click of the console's confirm) decides a failed key a second
+// time when an acknowledgement ("Leave it to me" in Slack) came between:
+// DecidedByBulk and DecideResolve's replay look at the LAST history entry
+// only (keystore/bulk.go DecidedByBulk, keystore/machine.go:316), and the
+// acknowledgement is now the last one. The key gets a second "resolved"
+// entry and a second key_resolved event (a second Slack update).
+func TestSeams22BulkRepeatAfterAckDecidesOnce(t *testing.T) {
+	clock := storetest.NewClock()
+	ctx := context.Background()
+	for name, s := range seamStores(t, clock) {
+		goneUnknown(t, s, clock, "crm", "ord-1", "n8n Orders exec 1")
+		req := keystore.BulkResolveRequest{Filter: keystore.Filter{Namespace: "crm"}, Resolution: keystore.StateFailed,
+			By: "ann", Note: "crm was down, retry", ID: "b-0000abcd"}
+		res, err := keystore.ResolveMany(ctx, s, req)
+		if err != nil || res.Decided != 1 {
+			t.Fatalf("%s: first bulk: %+v %v", name, res, err)
+		}
+		if _, err := s.Acknowledge(ctx, keystore.AckRequest{Namespace: "crm", Key: "ord-1", Event: keystore.HistoryAcknowledged,
+			By: "bob (Slack U1)", Detail: "Leave it to me (Slack)"}); err != nil {
+			t.Fatalf("%s: ack: %v", name, err)
+		}
+		res, err = keystore.ResolveMany(ctx, s, req)
+		if err != nil {
+			t.Fatalf("%s: repeat: %v", name, err)
+		}
+		if res.Decided != 0 || res.Skipped[keystore.SkipDecided] != 1 {
+			t.Errorf("%s: the same bulk id again after an ack: %+v, want decided 0, already_decided 1", name, res)
+		}
+		l, _ := s.Lookup(ctx, "crm", "ord-1")
+		n := 0
+		for _, h := range l.Record.History {
+			if h.Event == keystore.HistoryResolved {
+				n++
+			}
+		}
+		if n != 1 {
+			t.Errorf("%s: %d resolved entries in the history, want 1", name, n)
+		}
+	}
+}
