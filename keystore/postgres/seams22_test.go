@@ -122,3 +122,68 @@ func TestSeams22BulkRepeatAfterAckDecidesOnce(t *testing.T) {
 		}
 	}
 }
+
+// Checked sound (kept as a guard): an acknowledgement changes neither the
+// record's UpdatedAt nor which time range selects it, on either store,
+// and the record reads back (checksum) after it.
+func TestSeams22AckKeepsUpdatedAtAndTimeRange(t *testing.T) {
+	clock := storetest.NewClock()
+	ctx := context.Background()
+	for name, s := range seamStores(t, clock) {
+		goneUnknown(t, s, clock, "crm", "ack-1", "n8n Orders exec 1")
+		before, err := s.Lookup(ctx, "crm", "ack-1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		upTo := clock.Now().Add(time.Minute)
+		clock.Advance(time.Hour)
+		if _, err := s.Acknowledge(ctx, keystore.AckRequest{Namespace: "crm", Key: "ack-1", Event: keystore.HistorySnoozed, By: "bob"}); err != nil {
+			t.Fatal(err)
+		}
+		after, err := s.Lookup(ctx, "crm", "ack-1")
+		if err != nil || !after.Record.UpdatedAt.Equal(before.Record.UpdatedAt) {
+			t.Errorf("%s: updated_at %v -> %v (%v)", name, before.Record.UpdatedAt, after.Record.UpdatedAt, err)
+		}
+		page, err := keystore.Select(ctx, s, keystore.Filter{To: upTo}, "", 10)
+		if err != nil || len(page.Items) != 1 {
+			t.Errorf("%s: a range ending before the ack found %d keys (%v), want 1", name, len(page.Items), err)
+		}
+	}
+}
+
+// BUG (minor): acknowledgements share the key's history of
+// keystore.MaxHistory (20) entries with its transitions, and Snooze may
+// be pressed again and again (notify/record.go Acknowledged() is false
+// for a snoozed message, so DecideClick never refuses a second snooze;
+// ackKeys writes each press into every open key of a group). A
+// key stuck for a day loses its reserve, its failure and any person's
+// decision from the history the console shows — the audit of who decided
+// is pushed out by reminders (keystore/ack.go DecideAcknowledge ->
+// record.go addHistory).
+func TestSeams22AcksDoNotPushOutTheKeysTransitions(t *testing.T) {
+	clock := storetest.NewClock()
+	ctx := context.Background()
+	for name, s := range seamStores(t, clock) {
+		goneUnknown(t, s, clock, "crm", "stuck-1", "n8n Orders exec 1")
+		for i := 0; i < keystore.MaxHistory; i++ {
+			clock.Advance(time.Hour)
+			if _, err := s.Acknowledge(ctx, keystore.AckRequest{Namespace: "crm", Key: "stuck-1", Event: keystore.HistorySnoozed,
+				By: "bob (Slack U1)", Detail: "Snoozed in Slack"}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		l, err := s.Lookup(ctx, "crm", "stuck-1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		acks := 0
+		for _, h := range l.Record.History {
+			if h.Event == keystore.HistorySnoozed || h.Event == keystore.HistoryAcknowledged {
+				acks++
+			}
+		}
+		if acks == len(l.Record.History) {
+			t.Errorf("%s: %d snoozes left only snoozes in the history (%d entries): how the key got stuck is gone", name, keystore.MaxHistory, len(l.Record.History))
+		}
+	}
+}
