@@ -1,0 +1,79 @@
+package notify_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/n8n-guard/n8n-guard/keystore"
+	"github.com/n8n-guard/n8n-guard/keystore/bolt"
+	. "github.com/n8n-guard/n8n-guard/notify"
+)
+
+// lookupThen is the real bbolt store; the first Lookup of key runs meanwhile
+// after reading, as if those writes landed between a group click's look
+// and its resolve.
+type lookupThen struct {
+	*bolt.Store
+	key       string
+	meanwhile func()
+}
+
+func (l *lookupThen) Lookup(ctx context.Context, ns, key string) (keystore.Result, error) {
+	r, err := l.Store.Lookup(ctx, ns, key)
+	if key == l.key && l.meanwhile != nil {
+		f := l.meanwhile
+		l.meanwhile = nil
+		f()
+	}
+	return r, err
+}
+
+// BUG: a Slack group click decides a NEW attempt of a member key. decideMember
+// (notify/groupclick.go:111-126) looks the key up (unknown at the member's
+// attempt), then resolves it with a ResolveRequest that names no attempt;
+// if meanwhile a person decided the key failed (retryable), n8n retried it
+// and the new attempt went unknown too, the old group's click decides the
+// new attempt — one nobody in this message saw (it has its own message).
+// keystore.ResolveRequest has no attempt to compare (no compare-and-set),
+// so every Lookup-then-Resolve in notify has this window; the group click
+// makes it as wide as a group of 700 keys takes to decide.
+func TestSeams22GroupClickLeavesANewAttemptAlone(t *testing.T) {
+	k := newGroupHarness(t, decisionConfig())
+	ctx := context.Background()
+	k.unknownStorm(10)
+	shown := k.lastShown()
+	m := buttonValueRE.FindStringSubmatch(shown.Blocks)
+	if m == nil {
+		t.Fatalf("no button value in %s", shown.Blocks)
+	}
+	const key = "booking-007"
+	race := &lookupThen{Store: k.ks, key: key, meanwhile: func() {
+		if _, err := k.ks.Resolve(ctx, keystore.ResolveRequest{Namespace: "bookings", Key: key, Resolution: keystore.StateFailed,
+			By: "ops", Note: "did not happen, retry"}); err != nil {
+			t.Error(err)
+		}
+		r, err := k.ks.Reserve(ctx, keystore.ReserveRequest{Namespace: "bookings", Key: key, Owner: "wf-bookings exec 2"})
+		if err != nil || r.Outcome != keystore.OutcomeAccepted {
+			t.Errorf("retry: %+v %v", r.Outcome, err)
+			return
+		}
+		if _, err := k.ks.Fail(ctx, keystore.FailRequest{Namespace: "bookings", Key: key, Token: r.Token,
+			Reason: keystore.ReasonOutcomeUnknown, Message: "timeout again"}); err != nil {
+			t.Error(err)
+		}
+	}}
+	k.svc.Wire(race, k.ks)
+	hdr, body := signed(signingSecret, time.Now(), blockAction("U0OFFICE", ActionComplete, m[1]))
+	if err := k.in.Interaction(ctx, hdr, body); err != nil {
+		t.Fatal(err)
+	}
+	k.svc.WaitClicks()
+	rec := k.key(key)
+	if rec.Attempt != 2 {
+		t.Fatalf("the retry did not run: attempt %d", rec.Attempt)
+	}
+	if rec.State != keystore.StateUnknown {
+		t.Errorf("the group click (attempt 1's message) decided attempt 2 of %s: %s, history %+v", key, rec.State, rec.History[len(rec.History)-1])
+	}
+}
