@@ -187,3 +187,48 @@ func TestSeams22AcksDoNotPushOutTheKeysTransitions(t *testing.T) {
 		}
 	}
 }
+
+type checkSeamStore interface {
+	seamStore
+	keystore.CheckStore
+}
+
+// Checked sound (kept as a guard): a bulk decision of an unknown key whose
+// check is claimed and being called decides it, and the check's answer
+// that arrives afterwards is ignored (superseded), on both stores.
+func TestSeams22BulkSupersedesAClaimedCheck(t *testing.T) {
+	clock := storetest.NewClock()
+	ctx := context.Background()
+	pol := keystore.Policies{Namespaces: map[string]keystore.NamespacePolicy{"crm": {Check: "crm-lookup"}}}
+	b, err := bolt.Open(filepath.Join(t.TempDir(), "guard.db"), bolt.Options{Clock: clock.Now, Policies: pol})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	p, err := postgres.Open(ctx, pgtest.FreshSchema(t, pgtest.URL(t, "the #22 seam tests")), postgres.Options{Clock: clock.Now, Policies: pol})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	for name, s := range map[string]checkSeamStore{"bbolt": b, "postgres": p} {
+		goneUnknown(t, s, clock, "crm", "chk-1", "n8n Orders exec 1")
+		l, _ := s.Lookup(ctx, "crm", "chk-1")
+		if l.Record.Check == nil {
+			t.Fatalf("%s: no check hold on %+v", name, l.Record)
+		}
+		if _, c, err := s.ClaimCheck(ctx, "crm", "chk-1", l.Record.Attempt, time.Minute, 3); err != nil || c != keystore.CheckClaimed {
+			t.Fatalf("%s: claim: %v %v", name, c, err)
+		}
+		res, err := keystore.ResolveMany(ctx, s, keystore.BulkResolveRequest{Filter: keystore.Filter{Namespace: "crm"},
+			Resolution: keystore.StateFailed, By: "ann", Note: "retry all"})
+		if err != nil || res.Decided != 1 {
+			t.Fatalf("%s: bulk over a claimed check: %+v %v", name, res, err)
+		}
+		if _, ok, err := s.CheckAnswered(ctx, "crm", "chk-1", l.Record.Attempt, keystore.CheckAnswer{Result: keystore.CheckFound, Reference: "crm-9"}); err != nil || ok {
+			t.Errorf("%s: the check's late answer was taken (ok %v, %v)", name, ok, err)
+		}
+		if l, _ = s.Lookup(ctx, "crm", "chk-1"); l.Record.State != keystore.StateFailed || l.Record.Check != nil {
+			t.Errorf("%s: after the bulk and the late answer: %s %+v", name, l.Record.State, l.Record.Check)
+		}
+	}
+}
