@@ -3,6 +3,8 @@ package postgres_test
 import (
 	"context"
 	"path/filepath"
+	"sort"
+	"strings"
 	"testing"
 	"time"
 
@@ -229,6 +231,89 @@ func TestSeams22BulkSupersedesAClaimedCheck(t *testing.T) {
 		}
 		if l, _ = s.Lookup(ctx, "crm", "chk-1"); l.Record.State != keystore.StateFailed || l.Record.Check != nil {
 			t.Errorf("%s: after the bulk and the late answer: %s %+v", name, l.Record.State, l.Record.Check)
+		}
+	}
+}
+
+// The same keys on both stores, the same filters: the same keys selected
+// (a differential check of Select and of a dry bulk's Matched), every
+// filter also walked in pages of one.
+func TestSeams22SelectSameOnBothStores(t *testing.T) {
+	clock := storetest.NewClock()
+	ctx := context.Background()
+	stores := seamStores(t, clock)
+	order := []string{"bbolt", "postgres"}
+	var t0, t1 time.Time
+	each := func(f func(s seamStore)) {
+		for _, n := range order {
+			f(stores[n])
+		}
+	}
+	t0 = clock.Now()
+	for _, k := range [][3]string{{"crm", "ord-1", "n8n LeadCrm exec 1"}, {"crm", "ord_2", "n8n LeadCrm exec 2"}, {"billing", "ord-3", "n8n Billing exec 3"}} {
+		each(func(s seamStore) {
+			if _, err := s.Reserve(ctx, keystore.ReserveRequest{Namespace: k[0], Key: k[1], Owner: k[2], Lease: time.Second}); err != nil {
+				t.Fatal(err)
+			}
+		})
+		clock.Advance(2 * time.Second)
+		each(func(s seamStore) {
+			if r, err := s.Reserve(ctx, keystore.ReserveRequest{Namespace: k[0], Key: k[1], Owner: "n8n other"}); err != nil || r.Outcome != keystore.OutcomeStateUnknown {
+				t.Fatalf("%v %v", r.Outcome, err)
+			}
+		})
+		if k[1] == "ord_2" {
+			t1 = clock.Now() // ord_2's last change: From includes it, To excludes it
+		}
+	}
+	clock.Advance(time.Second)
+	each(func(s seamStore) {
+		for _, k := range []struct{ ns, key, holder, dest string }{{"crm", "ord-4", "n8n Orders 100% exec 4", "hubspot"}, {"crm", "inv-5", "n8n LeadCrm exec 5", ""}, {"billing", "ord%6", "n8n Billing exec 6", "hubspot"}} {
+			r, err := s.Reserve(ctx, keystore.ReserveRequest{Namespace: k.ns, Key: k.key, Owner: k.holder, Destination: k.dest, Lease: time.Hour})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if k.key == "ord-4" {
+				if _, err := s.Fail(ctx, keystore.FailRequest{Namespace: k.ns, Key: k.key, Token: r.Token, Reason: keystore.ReasonDestinationFailed}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if k.key == "ord%6" {
+				if _, err := s.Complete(ctx, keystore.CompleteRequest{Namespace: k.ns, Key: k.key, Token: r.Token}); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+	})
+	filters := []keystore.Filter{
+		{}, {Namespace: "crm"}, {KeyPrefix: "ord"}, {KeyPrefix: "ord_"}, {KeyPrefix: "ord%"}, {Namespace: "crm", KeyPrefix: "ord-"},
+		{Text: "D-"}, {Text: "%"}, {Text: "_"}, {Holder: "leadcrm"}, {Holder: "100%"}, {Holder: "exec _"},
+		{States: []keystore.State{keystore.StateUnknown, keystore.StateFailed}}, {States: []keystore.State{keystore.StateReserved}},
+		{States: []keystore.State{keystore.StateCompleted, keystore.StateReserved}}, {Destination: "hubspot"},
+		{Reason: keystore.ReasonDestinationFailed}, {From: t1}, {To: t1}, {From: t0, To: t1},
+		{Namespace: "crm", States: []keystore.State{keystore.StateUnknown}, Holder: "EXEC"},
+	}
+	for _, f := range filters {
+		var got [2][]string
+		for i, n := range order {
+			var keys []string
+			for cursor, pages := "", 0; pages < 50; pages++ {
+				page, err := keystore.Select(ctx, stores[n], f, cursor, 1)
+				if err != nil {
+					t.Fatalf("%s: %+v: %v", n, f, err)
+				}
+				for _, r := range page.Items {
+					keys = append(keys, r.Namespace+"/"+r.Key)
+				}
+				if cursor = page.NextCursor; cursor == "" {
+					break
+				}
+			}
+			sort.Strings(keys)
+			got[i] = keys
+		}
+		if strings.Join(got[0], " ") != strings.Join(got[1], " ") {
+			t.Errorf("filter %+v: bbolt %v, postgres %v", f, got[0], got[1])
 		}
 	}
 }
