@@ -2,6 +2,7 @@ package notify_test
 
 import (
 	"context"
+	"net/url"
 	"testing"
 	"time"
 
@@ -75,5 +76,52 @@ func TestSeams22GroupClickLeavesANewAttemptAlone(t *testing.T) {
 	}
 	if rec.State != keystore.StateUnknown {
 		t.Errorf("the group click (attempt 1's message) decided attempt 2 of %s: %s, history %+v", key, rec.State, rec.History[len(rec.History)-1])
+	}
+}
+
+// BUG: the "Decide in console" link of a message about several parked keys
+// n8n lost (KindParkedLost) selects namespace + destination only, in every
+// state (notify/links.go:47-51: States only for overdue, no reason): the
+// bulk page it opens counts and decides the destination's unknown and
+// failed keys and its expired leases too — keys no one in this message
+// was asked about. It should select the parked keys n8n lost
+// (state parked, reason resume_lost).
+func TestSeams22ParkedLostLinkSelectsOnlyTheLostKeys(t *testing.T) {
+	ctx := context.Background()
+	ks, err := bolt.Open(t.TempDir()+"/keys.db", bolt.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ks.Close()
+	r, err := ks.Reserve(ctx, keystore.ReserveRequest{Namespace: "crm", Key: "other-1", Destination: "hubspot", Owner: "n8n Orders exec 1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ks.Fail(ctx, keystore.FailRequest{Namespace: "crm", Key: "other-1", Token: r.Token, Reason: keystore.ReasonOutcomeUnknown}); err != nil {
+		t.Fatal(err)
+	}
+	lost := &Record{Header: Header{Kind: KindParkedLost, Count: 3}, KeyPayload: KeyPayload{Namespace: "crm"}, Breaker: Breaker{Destination: "hubspot"}}
+	var bulk string
+	for _, l := range ConsoleLinks(lost, "https://guard.example.org") {
+		if l.Label == "Decide in console" {
+			bulk = l.URL
+		}
+	}
+	u, err := url.Parse(bulk)
+	if err != nil || bulk == "" {
+		t.Fatalf("no bulk link: %q %v", bulk, err)
+	}
+	f, err := keystore.FilterFromQuery(u.Query(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	page, err := keystore.Select(ctx, ks, f, "", 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range page.Items {
+		if r.State != keystore.StateParked || r.Reason != keystore.ReasonResumeLost {
+			t.Errorf("the parked-lost group's bulk link %s selects %s/%s (%s, %s), which is not a parked key n8n lost", bulk, r.Namespace, r.Key, r.State, r.Reason)
+		}
 	}
 }
