@@ -125,3 +125,48 @@ func TestSeams22ParkedLostLinkSelectsOnlyTheLostKeys(t *testing.T) {
 		}
 	}
 }
+
+// BUG (design, medium): a group of stuck keys links "Decide in console" to
+// every unknown key of its namespace (notify/links.go:43), not to the
+// group: the bulk page it opens also decides keys that are held for their
+// check — whose page is deliberately held back, so nobody was asked about
+// them — and keys of other groups. A held key decided by the bulk loses its
+// check's answer (the answer is ignored afterwards).
+func TestSeams22GroupLinkLeavesKeysHeldForTheirCheck(t *testing.T) {
+	ctx := context.Background()
+	pol := keystore.Policies{Namespaces: map[string]keystore.NamespacePolicy{"bookings": {Check: "booking-lookup"}}}
+	now := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
+	ks, err := bolt.Open(t.TempDir()+"/keys.db", bolt.Options{Policies: pol, Clock: func() time.Time { return now }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ks.Close()
+	r, err := ks.Reserve(ctx, keystore.ReserveRequest{Namespace: "bookings", Key: "held-1", Owner: "n8n Bookings exec 1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ks.Fail(ctx, keystore.FailRequest{Namespace: "bookings", Key: "held-1", Token: r.Token, Reason: keystore.ReasonOutcomeUnknown}); err != nil {
+		t.Fatal(err)
+	}
+	if l, _ := ks.Lookup(ctx, "bookings", "held-1"); l.Record.Check == nil {
+		t.Fatalf("held-1 is not held for its check: %+v", l.Record)
+	}
+	group := &Record{Header: Header{Kind: KindKeyUnknown, Count: 700}, KeyPayload: KeyPayload{Namespace: "bookings", Key: "b1"}}
+	for _, l := range ConsoleLinks(group, "https://guard.example.org") {
+		if l.Label != "Decide in console" {
+			continue
+		}
+		u, _ := url.Parse(l.URL)
+		f, err := keystore.FilterFromQuery(u.Query(), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, err := keystore.ResolveMany(ctx, ks, keystore.BulkResolveRequest{Filter: f, Resolution: keystore.StateFailed, By: "ann", Note: "n", DryRun: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Decided != 0 {
+			t.Errorf("the group's bulk link %s would decide %d key(s) held for their check (not in the group, never paged): %+v", l.URL, res.Decided, res)
+		}
+	}
+}
