@@ -1,6 +1,8 @@
 package api
 
 import (
+	"strings"
+
 	"github.com/gofiber/fiber/v2"
 
 	"github.com/n8n-guard/n8n-guard/keystore"
@@ -22,7 +24,7 @@ type bulkRequest struct {
 	ID string `json:"id"`
 }
 
-func (r bulkRequest) namespace() string { return r.Filter.Namespace }
+func (r bulkRequest) namespace() string { return strings.TrimSpace(r.Filter.Namespace) } // as Filter.Normalize reads it
 
 func (s *Server) resolveBulk(c *fiber.Ctx, req bulkRequest) error {
 	d, err := s.whoDecides(c, req.By) // auth.go: the token's person, or the body's by marked as not verified
