@@ -1,8 +1,10 @@
 package notify
 
 import (
+	"cmp"
 	"context"
 	"fmt"
+	"sync"
 
 	"github.com/n8n-guard/n8n-guard/keystore"
 )
@@ -59,19 +61,25 @@ func (s *Service) consumeBatch(ctx context.Context) (int, error) {
 		adds = nil
 		return nil
 	}
+	// Key resolutions in a row (a group decided at once) are taken
+	// together, each on its own message (settleResolved).
+	var resolved []keystore.Event
 	for _, ev := range evs {
 		if ev.Seq <= last {
 			continue // never go back
 		}
+		if ev.Kind == keystore.EventKeyResolved {
+			resolved = append(resolved, ev)
+			last = ev.Seq
+			continue
+		}
+		if err := s.settleResolved(ctx, resolved); err != nil {
+			return 0, err
+		}
+		resolved = nil
 		switch ev.Kind {
 		case keystore.EventApprovalDecided:
 			if err := s.approvalDecided(ctx, ev); err != nil { // approval.go
-				return 0, err
-			}
-			last = ev.Seq
-			continue
-		case keystore.EventKeyResolved:
-			if err := s.keyResolved(ctx, ev); err != nil {
 				return 0, err
 			}
 			last = ev.Seq
@@ -96,11 +104,39 @@ func (s *Service) consumeBatch(ctx context.Context) (int, error) {
 			adds = append(adds, a)
 		}
 	}
+	if err := s.settleResolved(ctx, resolved); err != nil {
+		return 0, err
+	}
 	if err := flush(); err != nil {
 		return 0, err
 	}
 	s.poke()
 	return len(evs), nil
+}
+
+// settleResolved takes key resolutions a few at a time (keyResolved is
+// idempotent and each touches its own key's messages; the outbox commits
+// concurrent settles together). The first error is returned: the batch is
+// read again, and what was settled is not counted twice.
+func (s *Service) settleResolved(ctx context.Context, evs []keystore.Event) error {
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var first error
+	sem := make(chan struct{}, memberWorkers)
+	for _, ev := range evs {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			if err := s.keyResolved(ctx, ev); err != nil {
+				mu.Lock()
+				first = cmp.Or(first, err)
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	return first
 }
 
 // opensOutage reports an addition of adds that is the outage message of

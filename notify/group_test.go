@@ -16,7 +16,7 @@ import (
 )
 
 // newGroupHarness is newKeysHarness with the config given.
-func newGroupHarness(t *testing.T, cfg Config) *keysHarness {
+func newGroupHarness(t testing.TB, cfg Config) *keysHarness {
 	slack := newFakeSlack(t)
 	h := newHarness(t, slack, cfg)
 	ks, err := bolt.Open(filepath.Join(t.TempDir(), "keys.db"), bolt.Options{Clock: h.clock.Now})

@@ -5,13 +5,18 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"sync"
 
 	"github.com/n8n-guard/n8n-guard/errs"
 	"github.com/n8n-guard/n8n-guard/keystore"
 )
 
-// memberPage is how many keys of a group are read at a time.
-const memberPage = 200
+// memberPage is how many keys of a group are read at a time, and
+// memberWorkers how many of them are resolved at once.
+const (
+	memberPage    = 200
+	memberWorkers = 8
+)
 
 // actGroup carries out a group's "it happened" / "it did not happen":
 // every key of the group still unknown at its attempt gets the decision,
@@ -71,12 +76,27 @@ func (s *Service) decideMembers(ctx context.Context, target *Record, req keystor
 			s.log.Error("reading the keys of a group failed", "id", target.ID, "err", err)
 			return decided, skipped, failed + 1
 		}
-		for _, m := range page {
+		// Keys are resolved a few at a time: the stores commit concurrent
+		// writes together (bbolt's group commit), so a large group does
+		// not wait for one fsync per key.
+		outcomes := make([]memberOutcome, len(page))
+		var wg sync.WaitGroup
+		sem := make(chan struct{}, memberWorkers)
+		for i, m := range page {
 			if m.Settled {
-				skipped++
+				outcomes[i] = memberSkipped
 				continue
 			}
-			switch s.decideMember(ctx, m, req) {
+			wg.Add(1)
+			sem <- struct{}{}
+			go func() {
+				defer func() { <-sem; wg.Done() }()
+				outcomes[i] = s.decideMember(ctx, m, req)
+			}()
+		}
+		wg.Wait()
+		for _, o := range outcomes {
+			switch o {
 			case memberDecided:
 				decided++
 			case memberSkipped:

@@ -166,9 +166,10 @@ func (s *Service) carryOut(ctx context.Context, target *Record, c Click, decisio
 // version of the notification.
 func (s *Service) outOfDate(r *Record) string {
 	s.m.refusedClicks.Inc()
-	where := baseURL(s.cfg.GuardURL) + "/ui/notifications"
+	base := baseURL(cmpOr(s.cfg.PublicURL, s.cfg.GuardURL))
+	where := base + "/ui/notifications"
 	if r.Kind == KindKeyUnknown {
-		where = baseURL(s.cfg.GuardURL) + "/ui/key?" + url.Values{"namespace": {r.Namespace}, "key": {r.Key}}.Encode()
+		where = base + "/ui/key?" + url.Values{"namespace": {r.Namespace}, "key": {r.Key}}.Encode()
 	}
 	return fmt.Sprintf("This message is out of date (it was shown for an earlier attempt or state); nothing changed. The current state: %s", EscapeMrkdwn(where))
 }

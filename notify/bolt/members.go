@@ -76,7 +76,9 @@ func deleteMembers(tx *bolt.Tx, head string) error {
 // Settle implements notify.Outbox.
 func (o *Outbox) Settle(ctx context.Context, m notify.Member, fn func(head *notify.Record)) (*notify.Record, error) {
 	var out *notify.Record
-	err := o.db().Update(func(tx *bolt.Tx) error {
+	// Batch: settles of many keys at once (a group decided) share a
+	// commit; fn may run again, on the record as then stored.
+	err := o.db().Batch(func(tx *bolt.Tx) error {
 		out = nil
 		head := tx.Bucket(bucketMemberOf).Get(memberRef(m))
 		if head == nil {
