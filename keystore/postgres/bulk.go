@@ -50,10 +50,13 @@ func selectWhere(f keystore.Filter) (string, []any) {
 	if f.Reason != "" {
 		where = append(where, "reason = "+arg(string(f.Reason)))
 	}
-	if f.Holder != "" {
+	// ILIKE folds only ASCII letters under the C collation (and others
+	// differ from Go's folding), so a part with any other letter is left
+	// to Filter.Match alone: SQL never selects less than Match does.
+	if f.Holder != "" && isASCII(f.Holder) {
 		where = append(where, "owner ILIKE "+arg(likePart(f.Holder)))
 	}
-	if f.Text != "" {
+	if f.Text != "" && isASCII(f.Text) {
 		where = append(where, "key ILIKE "+arg(likePart(f.Text)))
 	}
 	if !f.From.IsZero() {
@@ -63,6 +66,15 @@ func selectWhere(f keystore.Filter) (string, []any) {
 		where = append(where, "updated_at < "+arg(f.To))
 	}
 	return strings.Join(where, " AND "), args
+}
+
+func isASCII(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] >= 0x80 {
+			return false
+		}
+	}
+	return true
 }
 
 // likePart is a LIKE pattern matching strings that contain p.
