@@ -54,10 +54,36 @@ func DecideAcknowledge(cur *Record, req AckRequest, now time.Time) (Step, error)
 		return Step{}, errs.Errorf(errs.Conflict, "key %s is at attempt %d now, not %d: the acknowledgement was for an attempt that is over",
 			req.Key, cur.Attempt, req.Attempt)
 	}
+	// The same person saying the same again about this attempt (a second
+	// snooze) adds nothing: the history keeps how the key got here.
+	acks := 0
+	for _, t := range cur.History {
+		if acknowledgement(t.Event) {
+			acks++
+			if t.Event == req.Event && t.By == req.By && t.Attempt == cur.Attempt {
+				return Step{Result: Result{Outcome: OutcomeFound, Replayed: true, Record: cur}}, nil
+			}
+		}
+	}
 	next := cur.Clone()
+	if acks >= MaxAcks {
+		// Acknowledgements never push the key's transitions out: the
+		// oldest acknowledgement makes room.
+		for i, t := range next.History {
+			if acknowledgement(t.Event) {
+				next.History = append(next.History[:i:i], next.History[i+1:]...)
+				break
+			}
+		}
+	}
 	next.addHistory(Transition{At: now, Event: req.Event, Attempt: cur.Attempt, By: req.By, Detail: truncate(req.Detail, 200)})
 	return Step{Record: next, Result: Result{Outcome: OutcomeFound, Record: next}}, nil
 }
+
+// MaxAcks bounds the acknowledgements kept in a key's history.
+const MaxAcks = 4
+
+func acknowledgement(e HistoryEvent) bool { return e == HistoryAcknowledged || e == HistorySnoozed }
 
 // AckStore is what acknowledging needs of a store beyond Store. Both
 // stores implement it; storetest checks them.

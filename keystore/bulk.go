@@ -115,10 +115,10 @@ func DecideBulkResolve(cur *Record, req BulkResolveRequest, np NamespacePolicy, 
 // resolution: a repeat of the same bulk action (a retried request, a
 // double click) leaves it alone.
 func DecidedByBulk(r *Record, id string) bool {
-	if id == "" || len(r.History) == 0 {
+	last := lastTransition(r)
+	if id == "" || last == nil {
 		return false
 	}
-	last := r.History[len(r.History)-1]
 	return last.Event == HistoryResolved && strings.HasPrefix(last.Detail, "bulk "+id+", ")
 }
 

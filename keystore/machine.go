@@ -301,6 +301,9 @@ func DecideResolve(cur *Record, req ResolveRequest, np NamespacePolicy, now time
 	if cur == nil {
 		return Step{}, errs.Errorf(errs.NotFound, "no key %q in namespace %q", req.Key, req.Namespace)
 	}
+	if req.Attempt != 0 && req.Attempt != cur.Attempt {
+		return Step{}, errs.Errorf(errs.Conflict, "key is at attempt %d now, not %d: the decision was about an attempt that is over; nothing changed", cur.Attempt, req.Attempt)
+	}
 	if ApprovalReason(cur.Reason) && cur.Reason != ReasonApproved {
 		// A resolution would let the next copy write without anybody's
 		// approval, or undo a rejection: approvals decide these keys.
@@ -362,11 +365,23 @@ func newToken(attempt int) string {
 	return fmt.Sprintf("%d.%s", attempt, hex.EncodeToString(b[:]))
 }
 
+// lastEvent is the event of the newest history entry that is not an
+// acknowledgement (ack.go): an acknowledgement changes nothing about the
+// key, so a replayed decision after one is still a replay.
 func lastEvent(r *Record) HistoryEvent {
-	if len(r.History) == 0 {
-		return ""
+	if t := lastTransition(r); t != nil {
+		return t.Event
 	}
-	return r.History[len(r.History)-1].Event
+	return ""
+}
+
+func lastTransition(r *Record) *Transition {
+	for i := len(r.History) - 1; i >= 0; i-- {
+		if !acknowledgement(r.History[i].Event) {
+			return &r.History[i]
+		}
+	}
+	return nil
 }
 
 // sealToken keeps a token recoverable by the one request that received

@@ -76,6 +76,10 @@ type ResolveRequest struct {
 	// Bulk names the bulk action this decision is part of (filter.go);
 	// the history entry says so.
 	Bulk string `json:"-"`
+	// Attempt, when not 0, is the attempt the person looked at: a key at
+	// another attempt by now is not decided (conflict). Slack's buttons
+	// set it, so an old message never decides a new attempt.
+	Attempt int `json:"-"`
 }
 
 // ListQuery selects a page of records.

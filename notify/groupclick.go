@@ -136,7 +136,7 @@ func (s *Service) decideMember(ctx context.Context, m Member, req keystore.Resol
 		}
 		return memberSkipped
 	}
-	req.Namespace, req.Key = m.Namespace, m.Key
+	req.Namespace, req.Key, req.Attempt = m.Namespace, m.Key, m.Attempt // a later attempt is not this group's
 	_, err = s.opts.Keys.Resolve(ctx, req)
 	var ke *errs.Error
 	switch {

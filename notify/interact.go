@@ -244,6 +244,7 @@ func (s *Service) resolveKey(ctx context.Context, r *Record, c Click, attempt, v
 	by := fmt.Sprintf("%s (Slack %s)", cmpOr(c.UserName, "Slack user"), c.UserID)
 	_, err = s.opts.Keys.Resolve(ctx, keystore.ResolveRequest{
 		Namespace: r.Namespace, Key: r.Key, Resolution: res, By: Truncate(by, keystore.MaxByLength), Note: note,
+		Attempt: r.KeyAttempt, // 0: the message predates attempts in messages
 	})
 	var ke *errs.Error
 	switch {

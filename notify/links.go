@@ -45,9 +45,9 @@ func ConsoleLinks(r *Record, base string) []Link {
 		return key()
 	case KindParkedLost, KindParkedOverdue:
 		if r.Count > 1 {
-			f := keystore.Filter{Namespace: r.Namespace, Destination: r.Destination}
-			if kind == KindParkedOverdue {
-				f.States = []keystore.State{keystore.StateParked}
+			f := keystore.Filter{Namespace: r.Namespace, Destination: r.Destination, States: []keystore.State{keystore.StateParked}}
+			if kind == KindParkedLost {
+				f.Reason = keystore.ReasonResumeLost // only the keys n8n lost, never the ones still waiting
 			}
 			return group(f)
 		}
