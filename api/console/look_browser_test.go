@@ -308,7 +308,8 @@ func TestLookSelfRefresh(t *testing.T) {
 }
 
 // A page with a form the person is filling is never replaced: the
-// destination page refreshes, but not while its hold reason is typed.
+// destination page refreshes, but not while its hold reason holds text,
+// even text put there without an input event (autofill).
 func TestLookRefreshWaitsForTheFormBeingFilled(t *testing.T) {
 	t.Parallel() // mostly waiting for the interval
 	s := newSite(t)
@@ -316,7 +317,8 @@ func TestLookRefreshWaitsForTheFormBeingFilled(t *testing.T) {
 	b := newBrowser(t, s, 1280, 900)
 	b.signIn(actToken)
 	b.run("open hubspot", chromedp.Navigate(s.url+"/ui/destination?name=hubspot"), chromedp.WaitVisible(chromedp.CSS(`#hold-reason`)),
-		chromedp.SendKeys(chromedp.CSS(`#hold-reason`), "CRM upgrade, ticket OPS-"),
+		// Set as autofill or a script would: no input event at all.
+		js(`document.getElementById('hold-reason').value = 'CRM upgrade, ticket OPS-'`),
 		js(`window.__refreshed = 0; document.addEventListener('console:refreshed', () => window.__refreshed++); document.activeElement.blur()`))
 	s.parkedKey("crm", "p-2", "hubspot", "http://n8n.local/webhook-waiting/2")
 	time.Sleep(32 * time.Second) // two intervals of 15 s and a little

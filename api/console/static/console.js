@@ -105,8 +105,28 @@
     document.addEventListener('input', markEdited, true);
     document.addEventListener('change', markEdited, true);
 
+    // dirty: a field holds something else than the page drew, even
+    // without an input event (autofill, a script, a password manager).
+    function dirty() {
+      var fields = main.querySelectorAll('form input, form textarea, form select');
+      for (var i = 0; i < fields.length; i++) {
+        var el = fields[i];
+        if (el.type === 'hidden' || el.type === 'submit' || el.type === 'button') continue;
+        if (el.type === 'checkbox' || el.type === 'radio') {
+          if (el.checked !== el.defaultChecked) return true;
+        } else if (el.tagName === 'SELECT') {
+          for (var j = 0; j < el.options.length; j++) {
+            if (el.options[j].selected !== el.options[j].defaultSelected) return true;
+          }
+        } else if (el.value !== el.defaultValue) {
+          return true;
+        }
+      }
+      return false;
+    }
+
     function busy() {
-      if (document.hidden || edited) return true;
+      if (document.hidden || edited || dirty()) return true;
       var a = document.activeElement;
       if (a && a.closest && a.closest('form') && a.matches('input, select, textarea, button')) return true;
       var sel = window.getSelection && window.getSelection();
