@@ -8,6 +8,7 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/n8n-guard/n8n-guard/api/console"
+	"github.com/n8n-guard/n8n-guard/notify"
 )
 
 // In a real browser: the key page's links lead where they say, the
@@ -25,7 +26,17 @@ func TestBrowserThreadLinksAndFailures(t *testing.T) {
 		}
 	}
 	waitFor(t, "both messages are in Slack", func() bool { return len(slack.Calls("chat.postMessage")) == 2 })
-	msg, _ := ts.notes.AboutKey(ctx, "crm", "lead-1")
+	var msg = new(notify.Record)
+	// The record learns its Slack ts once chat.postMessage has answered
+	// and the delivery is written: wait for that, not only for the call.
+	waitFor(t, "the message's Slack ts is recorded", func() bool {
+		m, _ := ts.notes.AboutKey(ctx, "crm", "lead-1")
+		if m != nil && m.SlackTS != "" {
+			msg = m
+			return true
+		}
+		return false
+	})
 
 	b := newBrowser(t, ts.site, 1280, 900)
 	b.signIn(actToken)

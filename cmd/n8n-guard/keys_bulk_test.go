@@ -93,7 +93,7 @@ func TestKeysResolveBulk(t *testing.T) {
 	}
 	for i := range 3 {
 		st, last := state("crm", fmt.Sprintf("lead-%d", i))
-		if st != "failed" || last["by"] != "ann" || !strings.HasPrefix(last["detail"].(string), "bulk b-") || !strings.HasSuffix(last["detail"].(string), "failed: CRM incident 4711") {
+		if st != "failed" || last["by"] != "ann (via shared token token-1)" || !strings.HasPrefix(last["detail"].(string), "bulk b-") || !strings.HasSuffix(last["detail"].(string), "failed: CRM incident 4711") {
 			t.Fatalf("lead-%d: %s %v", i, st, last)
 		}
 	}
