@@ -4,7 +4,6 @@ import (
 	"github.com/gofiber/fiber/v2"
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/n8n-guard/n8n-guard/errs"
 	"github.com/n8n-guard/n8n-guard/keystore"
 )
 
@@ -34,13 +33,9 @@ func (s *Server) reject(c *fiber.Ctx, req approvalRequest) error {
 }
 
 func (s *Server) decideApproval(c *fiber.Ctx, req approvalRequest, reject bool) error {
-	as, ok := s.store.(keystore.ApprovalStore)
-	if !ok {
-		return errs.Errorf(errs.Unsupported, "this store does not keep approvals")
-	}
-	decide := as.Approve
+	decide := s.store.Approve
 	if reject {
-		decide = as.Reject
+		decide = s.store.Reject
 	}
 	d, err := s.whoDecides(c, req.By)
 	if err != nil {

@@ -9,7 +9,6 @@ import (
 	"github.com/n8n-guard/n8n-guard/api/openid"
 	"github.com/n8n-guard/n8n-guard/api/problem"
 	"github.com/n8n-guard/n8n-guard/errs"
-	"github.com/n8n-guard/n8n-guard/keystore"
 )
 
 // ConsoleConfig is the console's sign-in beyond the API tokens.
@@ -60,9 +59,7 @@ func (s *Server) mountConsole() error {
 		Policies:        s.policies,
 		OnApproval:      func(d string) { s.metrics.approvals.WithLabelValues(d).Inc() },
 	}
-	if ps, ok := s.store.(keystore.ParkStore); ok {
-		cfg.Parking = ps
-	}
+	cfg.Parking = s.store
 	if t, ok := s.notes.(console.Thread); ok { // notify.Service
 		cfg.Thread = t
 	}

@@ -168,7 +168,7 @@ func TestConsoleRolesFromScopedTokens(t *testing.T) {
 		t.Errorf("a read token resolved: %d", resp.StatusCode)
 	}
 	// Only its namespaces' breakers; no notifications, which are not kept
-	// by namespace (#23).
+	// by namespace.
 	if _, page := uiDo(t, read, "GET", e.url+"/ui/breakers", nil); !strings.Contains(page, ">"+ns+"<") || strings.Contains(page, "billing") {
 		t.Errorf("a token of %s sees these breakers:\n%s", ns, page)
 	}

@@ -148,7 +148,7 @@ func TestPayloadTooLarge(t *testing.T) {
 
 func TestUnknownRoute(t *testing.T) {
 	e := start(t)
-	// Never not_found, which says a key is absent (#23).
+	// Never not_found, which says a key is absent.
 	wantProblem(t, e.get(t, "/v2/reserve"), http.StatusNotFound, "route_not_found")
 	wantProblem(t, e.get(t, "/v1/reserve"), http.StatusNotFound, "route_not_found")
 }

@@ -241,10 +241,8 @@ func (s *Server) destinations(c *fiber.Ctx) error {
 		return err
 	}
 	var parked map[string]int
-	if ps, ok := s.store.(keystore.ParkStore); ok {
-		if parked, err = ps.ParkedCounts(c.UserContext()); err != nil {
-			return err
-		}
+	if parked, err = s.store.ParkedCounts(c.UserContext()); err != nil {
+		return err
 	}
 	p, _ := access.From(c.UserContext())
 	items := []destination{}

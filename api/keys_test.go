@@ -316,7 +316,7 @@ func TestLookup(t *testing.T) {
 }
 
 // GET /v1/keys/{namespace}/{key}, where docs/api.md and the runbooks send
-// a client after store_outcome_unknown, answers as /v1/lookup does (#23).
+// a client after store_outcome_unknown, answers as /v1/lookup does.
 func TestKeyByPath(t *testing.T) {
 	e := start(t)
 	const slashed = "orders/2024/evt 1"
@@ -389,7 +389,7 @@ func TestListKeys(t *testing.T) {
 }
 
 // A token limited to namespaces sees only the breakers of destinations
-// named as one of them, no other team's (#23).
+// named as one of them, no other team's.
 func TestDestinationsByScope(t *testing.T) {
 	e := start(t, withScopes(), withPolicies(keystore.Policies{Destinations: map[string]keystore.DestinationPolicy{
 		ns: {FailureThreshold: 1}, "billing": {FailureThreshold: 1}}}))

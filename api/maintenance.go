@@ -5,8 +5,6 @@ import (
 
 	"github.com/gofiber/fiber/v2"
 
-	"github.com/n8n-guard/n8n-guard/errs"
-	"github.com/n8n-guard/n8n-guard/keystore"
 )
 
 // holdRequest sets a maintenance window: the wire's shape only; its rules
@@ -26,10 +24,7 @@ func (s *Server) holdDestination(c *fiber.Ctx) error {
 	if err := decodeJSON(c.Body(), &req); err != nil {
 		return err
 	}
-	ps, ok := s.store.(keystore.ParkStore)
-	if !ok {
-		return errs.Errorf(errs.Unsupported, "this server's store does not keep maintenance windows")
-	}
+	ps := s.store
 	d, err := s.whoDecides(c, req.By)
 	if err != nil {
 		return err
@@ -58,10 +53,7 @@ func (s *Server) endHold(c *fiber.Ctx) error {
 	if err := decodeJSON(c.Body(), &req); err != nil {
 		return err
 	}
-	ps, ok := s.store.(keystore.ParkStore)
-	if !ok {
-		return errs.Errorf(errs.Unsupported, "this server's store does not keep maintenance windows")
-	}
+	ps := s.store
 	d, err := s.whoDecides(c, req.By)
 	if err != nil {
 		return err

@@ -42,7 +42,7 @@ func TestRepeatedReserve(t *testing.T) {
 
 // A request_id is guessable (an execution id and a node name): another
 // token sending the holder's gets an ordinary second copy's answer, never
-// the holder's token (#23). The holder itself still gets its repeat.
+// the holder's token. The holder itself still gets its repeat.
 func TestRequestIDRepeatNeedsTheSamePrincipal(t *testing.T) {
 	e := start(t, withScopes())
 	body := obj{"namespace": ns, "key": "evt_1", "owner": "n8n exec 4711", "request_id": "4711/Reserve contact"}

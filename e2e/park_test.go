@@ -13,7 +13,7 @@ import (
 	"time"
 )
 
-// TestParking proves issue 20's promise with the shipped lead workflow in a
+// TestParking proves that an outage loses nothing, with the shipped lead workflow in a
 // real n8n: while the CRM refuses connections every lead is answered 202
 // queued at once and waits in n8n (Wait node, On Webhook Call, Header
 // Auth); when the CRM is back the guard resumes them and each lead is in

@@ -85,8 +85,8 @@ const MaxAcks = 4
 
 func acknowledgement(e HistoryEvent) bool { return e == HistoryAcknowledged || e == HistorySnoozed }
 
-// AckStore is what acknowledging needs of a store beyond Store. Both
-// stores implement it; storetest checks them.
+// AckStore is the part of Store that acknowledging uses; storetest
+// checks it on every store.
 type AckStore interface {
 	// Acknowledge applies DecideAcknowledge.
 	Acknowledge(ctx context.Context, req AckRequest) (Result, error)

@@ -261,8 +261,8 @@ func cmpOr(a, b string) string {
 	return b
 }
 
-// ApprovalStore is what approving needs of a store beyond Store. Both
-// stores implement it; storetest checks them.
+// ApprovalStore is the part of Store that approving uses; storetest
+// checks it on every store.
 type ApprovalStore interface {
 	// Approve applies DecideApprove; Reject applies DecideReject.
 	Approve(ctx context.Context, req ApprovalRequest) (Result, error)

@@ -222,8 +222,8 @@ func releasePage(cur *Record, detail string, now time.Time) Step {
 	return Step{Record: next, Events: []Event{ev}, Result: Result{Outcome: OutcomeStateUnknown, Record: next}}
 }
 
-// CheckStore is what the check runner needs of a store beyond Store.
-// Both stores implement it; storetest checks them.
+// CheckStore is the part of Store that the check runner uses;
+// storetest checks it on every store.
 type CheckStore interface {
 	// HeldForCheck lists unknown keys whose page waits for their check,
 	// the longest waiting first.

@@ -6,7 +6,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/n8n-guard/n8n-guard/errs"
 )
 
 // Filter selects keys the way a person looks for them during an incident:
@@ -153,20 +152,15 @@ func containsFold(s, part string) bool {
 	return strings.Contains(strings.ToLower(s), strings.ToLower(part))
 }
 
-// Selector is a store that selects by a Filter through its own indexes;
-// Select falls back to walking List for a store that is not one.
+// Selector is the part of Store that selects by a Filter through the
+// store's own indexes.
 type Selector interface {
 	Select(ctx context.Context, f Filter, cursor string, limit int) (Page, error)
 }
 
-// Lister is the part of a Store that Select's walk needs.
-type Lister interface {
-	List(ctx context.Context, q ListQuery) (Page, error)
-}
-
 // Select returns up to limit records matched by f (normalized first), and
 // the cursor of the next page.
-func Select(ctx context.Context, s Lister, f Filter, cursor string, limit int) (Page, error) {
+func Select(ctx context.Context, s Selector, f Filter, cursor string, limit int) (Page, error) {
 	f, err := f.Normalize()
 	if err != nil {
 		return Page{}, err
@@ -174,35 +168,7 @@ func Select(ctx context.Context, s Lister, f Filter, cursor string, limit int) (
 	if limit <= 0 || limit > 1000 {
 		limit = 100
 	}
-	if sel, ok := s.(Selector); ok {
-		return sel.Select(ctx, f, cursor, limit)
-	}
-	q := ListQuery{Namespace: f.Namespace, Cursor: cursor, Limit: limit}
-	if f.Namespace != "" {
-		q.KeyPrefix = f.KeyPrefix // the store walks the prefix's range only
-	}
-	if len(f.States) == 1 {
-		q.State = f.States[0]
-	}
-	var out Page
-	for {
-		page, err := s.List(ctx, q)
-		if err != nil {
-			return Page{}, err
-		}
-		for _, r := range page.Items {
-			if f.Match(r) {
-				out.Items = append(out.Items, r)
-			}
-		}
-		// A page is only cut at a List page's end, so the cursor stays the
-		// store's own and no record is skipped or listed twice.
-		if page.NextCursor == "" || len(out.Items) >= limit {
-			out.NextCursor = page.NextCursor
-			return out, nil
-		}
-		q.Cursor = page.NextCursor
-	}
+	return s.Select(ctx, f, cursor, limit)
 }
 
 // BulkResolveRequest is one person's decision about every key a filter
@@ -232,55 +198,19 @@ type BulkResult struct {
 	DryRun  bool           `json:"dry_run"`
 }
 
-// BulkResolver is a store that decides a bulk action in its own batches;
-// ResolveMany falls back to one Resolve per selected key otherwise.
+// BulkResolver is the part of Store that decides a bulk action in the
+// store's own batches.
 type BulkResolver interface {
 	ResolveMany(ctx context.Context, req BulkResolveRequest) (BulkResult, error)
 }
 
-// ResolveMany decides every key req.Filter selects. A key whose state a
-// resolution does not apply to is skipped and counted by why
-// (DecideBulkResolve), never an error of the whole action.
-func ResolveMany(ctx context.Context, s Store, req BulkResolveRequest) (BulkResult, error) {
+// ResolveMany decides every key req.Filter selects (req normalized
+// first). A key whose state a resolution does not apply to is skipped and
+// counted by why (DecideBulkResolve), never an error of the whole action.
+func ResolveMany(ctx context.Context, s BulkResolver, req BulkResolveRequest) (BulkResult, error) {
 	req, err := req.Normalize()
 	if err != nil {
 		return BulkResult{}, err
 	}
-	if br, ok := s.(BulkResolver); ok {
-		return br.ResolveMany(ctx, req)
-	}
-	res := BulkResult{ID: req.ID, DryRun: req.DryRun, Skipped: map[string]int{}}
-	cursor := ""
-	for {
-		page, err := Select(ctx, s, req.Filter, cursor, 1000)
-		if err != nil {
-			return res, err
-		}
-		for _, r := range page.Items {
-			res.Matched++
-			// The store decides again when it writes; this only tells
-			// why a key is left alone (the namespace's policy does not
-			// change that).
-			if _, skip, err := DecideBulkResolve(r, req, NamespacePolicy{}, time.Now()); err != nil || skip != "" || req.DryRun {
-				if err != nil {
-					return res, err
-				}
-				res.Count(skip)
-				continue
-			}
-			_, err := s.Resolve(ctx, req.ResolveOne(r.Namespace, r.Key))
-			switch {
-			case err == nil:
-				res.Decided++
-			case errs.CodeOf(err) == errs.Conflict:
-				res.Count(SkipConflict)
-			default:
-				return res, err
-			}
-		}
-		if page.NextCursor == "" {
-			return res, nil
-		}
-		cursor = page.NextCursor
-	}
+	return s.ResolveMany(ctx, req)
 }

@@ -209,8 +209,8 @@ func (q ParkedQuery) Normalize() (ParkedQuery, error) {
 	return q, nil
 }
 
-// ParkStore is what the catch-up runner needs of a store beyond Store.
-// Both stores implement it; storetest checks them.
+// ParkStore is the part of Store that parking, the catch-up runner and
+// maintenance windows use; storetest checks it on every store.
 type ParkStore interface {
 	// Parked lists parked keys of a destination, oldest parked first.
 	Parked(ctx context.Context, q ParkedQuery) ([]*Record, error)

@@ -6,9 +6,18 @@ import (
 )
 
 // Store keeps idempotency keys. Every implementation must pass the
-// conformance suite in keystore/storetest. Decisions come from the state
+// conformance suite in keystore/storetest and implements all of it: the
+// parts below are grouped by concern, not optional (nothing asks a store
+// at run time which of them it has). Decisions come from the state
 // machine in this package; a Store loads, locks and saves around it.
 type Store interface {
+	ParkStore     // parking, catch-up and maintenance windows (park.go)
+	ApprovalStore // approvals (approval.go)
+	CheckStore    // checks before paging (check.go)
+	AckStore      // acknowledgements in a key's history (ack.go)
+	Selector      // selection by Filter (filter.go)
+	BulkResolver  // bulk decisions (filter.go)
+
 	Reserve(ctx context.Context, req ReserveRequest) (Result, error)
 	Complete(ctx context.Context, req CompleteRequest) (Result, error)
 	Fail(ctx context.Context, req FailRequest) (Result, error)

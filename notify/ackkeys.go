@@ -16,13 +16,10 @@ func (s *Service) ackKeys(ctx context.Context, target *Record, decision string, 
 	if target.Kind != KindKeyUnknown || (decision != DecisionAcknowledged && decision != DecisionSnoozed) {
 		return
 	}
-	as, ok := s.opts.Keys.(keystore.AckStore)
-	if !ok {
-		if s.opts.Keys != nil {
-			s.log.Warn("the key store cannot record acknowledgements; the key's history will not show it", "id", target.ID)
-		}
+	if s.opts.Keys == nil {
 		return
 	}
+	as := s.opts.Keys
 	ev, what := keystore.HistoryAcknowledged, "Leave it to me (Slack)"
 	if decision == DecisionSnoozed {
 		ev, what = keystore.HistorySnoozed, "Snoozed in Slack"

@@ -44,13 +44,6 @@ type ReasonForm struct {
 	Channel string `json:"c,omitempty"`
 }
 
-// ApprovalKeys is what deciding approvals from Slack needs of the keystore
-// (keystore.ApprovalStore).
-type ApprovalKeys interface {
-	Approve(ctx context.Context, req keystore.ApprovalRequest) (keystore.Result, error)
-	Reject(ctx context.Context, req keystore.ApprovalRequest) (keystore.Result, error)
-}
-
 func approvalAction(a string) bool {
 	return a == ActionApprove || a == ActionReject || a == ActionRejectReason
 }
@@ -132,8 +125,8 @@ func (s *Service) actApproval(ctx context.Context, target *Record, c Click) {
 		s.ephemeral(ctx, c, "This message is not an approval request; nothing changed.")
 		return
 	}
-	keys, ok := s.opts.Keys.(ApprovalKeys)
-	if !ok {
+	keys := s.opts.Keys
+	if keys == nil {
 		s.ephemeral(ctx, c, "This n8n-guard cannot decide approvals from Slack (no store is wired to notifications); nothing changed.")
 		return
 	}

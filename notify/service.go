@@ -27,6 +27,8 @@ type EventSource interface {
 type Keys interface {
 	Lookup(ctx context.Context, namespace, key string) (keystore.Result, error)
 	Resolve(ctx context.Context, req keystore.ResolveRequest) (keystore.Result, error)
+	keystore.ApprovalStore // Approve / Reject buttons
+	keystore.AckStore      // "Leave it to me" and Snooze, in the key's history
 }
 
 // Executions retries a failed n8n execution and returns the new

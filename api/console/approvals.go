@@ -88,10 +88,7 @@ func (ui *Console) decideApproval(c *fiber.Ctx, sess *session) error {
 	if !sess.who.MayUse(ns) {
 		return errs.Errorf(errs.Forbidden, "the token %q does not cover namespace %q", sess.who.Name, ns)
 	}
-	as, ok := ui.store.(keystore.ApprovalStore)
-	if !ok {
-		return errs.Errorf(errs.Unsupported, "this store does not keep approvals")
-	}
+	as := ui.store
 	req := keystore.ApprovalRequest{Namespace: ns, Key: key, By: sess.by(), Note: note, Identities: []string{sess.who.Name, sess.who.PersonName}}
 	var err error
 	var res keystore.Result

@@ -243,27 +243,12 @@ func (ui *Console) count(ctx context.Context, sess *session, f keystore.Filter, 
 		Note: "count", DryRun: true, ID: id})
 }
 
-// resolveMany and bulkSample use the store's own bulk decision and
-// selection (keystore.BulkResolver, keystore.Selector), or the generic
-// ones over List and Resolve.
 func (ui *Console) resolveMany(ctx context.Context, req keystore.BulkResolveRequest) (keystore.BulkResult, error) {
-	if s, ok := ui.store.(keystore.Store); ok {
-		return keystore.ResolveMany(ctx, s, req)
-	}
-	if b, ok := ui.store.(keystore.BulkResolver); ok {
-		return b.ResolveMany(ctx, req)
-	}
-	return keystore.BulkResult{}, errs.Errorf(errs.Conflict, "this store cannot decide in bulk")
+	return keystore.ResolveMany(ctx, ui.store, req)
 }
 
 func (ui *Console) bulkSample(ctx context.Context, f keystore.Filter, limit int) (keystore.Page, error) {
-	if s, ok := ui.store.(keystore.Store); ok {
-		return keystore.Select(ctx, s, f, "", limit)
-	}
-	if b, ok := ui.store.(keystore.Selector); ok {
-		return b.Select(ctx, f, "", limit)
-	}
-	return keystore.Page{}, nil
+	return keystore.Select(ctx, ui.store, f, "", limit)
 }
 
 func skipWords(why string) string {

@@ -35,17 +35,8 @@ var templateFiles embed.FS
 //go:embed static
 var staticFiles embed.FS
 
-// Store is what the console reads and changes in the keystore.
-type Store interface {
-	Lookup(ctx context.Context, namespace, key string) (keystore.Result, error)
-	List(ctx context.Context, q keystore.ListQuery) (keystore.Page, error)
-	Counts(ctx context.Context) (map[string]map[keystore.State]int, error)
-	Destinations(ctx context.Context) ([]keystore.Breaker, error)
-	Resolve(ctx context.Context, req keystore.ResolveRequest) (keystore.Result, error)
-	ResetBreaker(ctx context.Context, destination, by, reason string) (keystore.Breaker, error)
-	Activity(ctx context.Context, since time.Time) ([]keystore.HourActivity, error)
-	RecentEvents(ctx context.Context, q keystore.EventQuery) ([]keystore.Event, error)
-}
+// Store is the keystore the console reads and changes.
+type Store = keystore.Store
 
 // Notifications is the part of the notification outbox the console shows.
 type Notifications interface {

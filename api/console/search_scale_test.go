@@ -17,11 +17,40 @@ import (
 )
 
 // countingStore counts what the console reads: the records List returns
-// (a walk of every key returns every key) and the lookups. It hides a
-// store's own Select, so the generic walk over List is what is measured.
+// (a walk of every key returns every key) and the lookups. Its Select
+// walks the counted List with the filter's namespace and prefix, as a
+// store's index would, so what is measured is the console's plan: which
+// ranges it asks for, not how a store reads one.
 type countingStore struct {
 	keystore.Store
 	lists, listed, lookups atomic.Int64
+}
+
+func (s *countingStore) Select(ctx context.Context, f keystore.Filter, cursor string, limit int) (keystore.Page, error) {
+	q := keystore.ListQuery{Namespace: f.Namespace, Cursor: cursor, Limit: limit}
+	if f.Namespace != "" {
+		q.KeyPrefix = f.KeyPrefix
+	}
+	if len(f.States) == 1 {
+		q.State = f.States[0]
+	}
+	var out keystore.Page
+	for {
+		page, err := s.List(ctx, q)
+		if err != nil {
+			return keystore.Page{}, err
+		}
+		for _, r := range page.Items {
+			if f.Match(r) {
+				out.Items = append(out.Items, r)
+			}
+		}
+		if page.NextCursor == "" || len(out.Items) >= limit {
+			out.NextCursor = page.NextCursor
+			return out, nil
+		}
+		q.Cursor = page.NextCursor
+	}
 }
 
 func (s *countingStore) List(ctx context.Context, q keystore.ListQuery) (keystore.Page, error) {

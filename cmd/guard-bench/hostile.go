@@ -18,7 +18,7 @@ import (
 	"time"
 )
 
-// hostile is the soak of issue 15: many unauthenticated connections, each
+// hostile is a soak of hostile clients: many unauthenticated connections, each
 // announcing a large body and sending it slowly, against a running
 // server, while authenticated reserves go on. It samples the server's
 // resident memory from /proc/<pid>/status and reports its peak, and the
@@ -27,7 +27,7 @@ import (
 //	guard-bench hostile --url http://127.0.0.1:8080 --token T --pid $(pidof n8n-guard) \
 //	    --attackers 3000 --announce 1048576 --duration 30s
 //
-// --mode reconnect is the flood of issue 23: idle sockets without a token
+// --mode reconnect is a reconnect flood: idle sockets without a token
 // that reconnect as soon as the server closes or refuses them, from their
 // own loopback address (--from), while the reserves come from another.
 // The run fails unless --min-answered of the reserves were answered 2xx.

@@ -78,10 +78,7 @@ func validHeader(h string) bool {
 // startChecks starts the runner that asks the checks (reconcile), when
 // the file names any.
 func (m *Main) startChecks(ctx context.Context, reg prometheus.Registerer) error {
-	cs, ok := m.store.(keystore.CheckStore)
-	if !ok {
-		return nil
-	}
+	cs := m.store
 	resume, err := resumeSecret(m.Config.ResumeSecret, m.Config.DataDir)
 	if err != nil {
 		return err

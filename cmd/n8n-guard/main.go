@@ -180,10 +180,10 @@ func (m *Main) Run(ctx context.Context) (err error) {
 		ReadTimeout:   cfg.ReadTimeout,
 		WriteTimeout:  cfg.WriteTimeout,
 		IdleTimeout:   cfg.IdleTimeout,
-		// Scoped tokens, connection cap, metric label bounds (issue 15).
+		// Scoped tokens, connection cap, metric label bounds.
 		ScopedTokens:   cfg.ScopedTokens,
 		MaxConnections: cfg.MaxConnections,
-		// Per-client limits and trusted proxies (issue 23).
+		// Per-client limits and trusted proxies.
 		TrustedProxies: cfg.TrustedProxies, ClientConnections: cfg.ClientConnections,
 		UnauthenticatedPerMinute: cfg.UnauthenticatedPerMinute, SignInPerMinute: cfg.SignInPerMinute,
 		Namespaces:   sortedKeys(cfg.File.Namespaces),

@@ -50,7 +50,7 @@ func TestServeWithScopedTokens(t *testing.T) {
 	if status, a := call(t, base, "team-crm-secret", http.MethodPost, "/v1/resolve", map[string]any{"namespace": "crm-contacts", "key": "evt_1", "resolution": "failed", "by": "me", "note": "n", "force": true}); status != 403 {
 		t.Fatalf("admin route: %d %v", status, a)
 	}
-	// An admin of one namespace may not take the whole store (#23).
+	// An admin of one namespace may not take the whole store.
 	if status, a := call(t, base, "crm-admin-secret", http.MethodGet, "/v1/admin/backup", nil); status != 403 || a["code"] != "forbidden" ||
 		!strings.Contains(fmt.Sprint(a["detail"]), "spans every namespace") {
 		t.Fatalf("a scoped admin's backup: %d %v", status, a)

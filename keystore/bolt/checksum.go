@@ -28,6 +28,8 @@ import (
 
 const sealFormat = 0x01
 
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
 // sealLen is what a seal adds to a record's body.
 const sealLen = 5
 

@@ -199,3 +199,30 @@ func overwritePage(t *testing.T, path string, page int, b []byte) {
 		t.Fatal(err)
 	}
 }
+
+// A file beside the store named like a development build's write-ahead
+// log stops the start with what to do: this version cannot apply it, and
+// starting without it could accept again keys only the log held.
+func TestStartRefusesADevelopmentBuildsWriteAheadLog(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "guard.db")
+	answeredStore(t, path, 3)
+	if err := os.WriteFile(path+".wal", make([]byte, 4096), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	s, err := bolt.Open(path, bolt.Options{})
+	if err == nil {
+		s.Close()
+		t.Fatal("the store opened beside a write-ahead log it cannot apply")
+	}
+	if !strings.Contains(err.Error(), "write-ahead log") || !strings.Contains(err.Error(), "guard.db.wal") {
+		t.Fatalf("the refusal does not say what it found: %v", err)
+	}
+	if err := os.Remove(path + ".wal"); err != nil {
+		t.Fatal(err)
+	}
+	s, err = bolt.Open(path, bolt.Options{})
+	if err != nil {
+		t.Fatalf("without the log the store does not open: %v", err)
+	}
+	s.Close()
+}

@@ -395,7 +395,7 @@ func prepare(db *bbolt.DB, path, marker string, markerGen uint64, opts Options) 
 			return err
 		}
 	}
-	if err := migrateLegacyLog(db, path, opts.Logger); err != nil {
+	if err := refuseWriteAheadLog(db, path); err != nil {
 		return err
 	}
 	if err := upgradeSchema(db, path, opts.Logger); err != nil { // checksum.go
@@ -436,4 +436,22 @@ func writeMarker(path, id string, gen uint64) error {
 		return fmt.Errorf("store marker: %w", err)
 	}
 	return nil
+}
+
+// refuseWriteAheadLog stops a start on a file from a development build (up
+// to a3e635a, never released) that kept answered writes in <path>.wal
+// beside it: this version cannot apply that log, and starting without it
+// could accept again keys only the log held.
+func refuseWriteAheadLog(db *bbolt.DB, path string) error {
+	_, err := os.Stat(path + ".wal")
+	hasLog := err == nil
+	_ = db.View(func(tx *bbolt.Tx) error {
+		hasLog = hasLog || tx.Bucket([]byte("wal")) != nil
+		return nil
+	})
+	if !hasLog {
+		return nil
+	}
+	return fmt.Errorf("store %s was written by a development build that kept a write-ahead log (%s.wal); "+
+		"no release did, and this version cannot apply it: start that build once to apply it, or restore a backup", path, filepath.Base(path))
 }

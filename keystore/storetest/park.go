@@ -24,11 +24,7 @@ func withResume(execID string) func(*keystore.ReserveRequest) {
 
 func parkStore(t *testing.T, e *env) keystore.ParkStore {
 	t.Helper()
-	ps, ok := e.s.(keystore.ParkStore)
-	if !ok {
-		t.Fatalf("%T does not implement keystore.ParkStore", e.s)
-	}
-	return ps
+	return e.s
 }
 
 func parkedKeys(t *testing.T, e *env, dest string) []string {

@@ -30,16 +30,12 @@ func (l *lookupThen) Lookup(ctx context.Context, ns, key string) (keystore.Resul
 	return r, err
 }
 
-// BUG: a Slack group click decides a NEW attempt of a member key. decideMember
-// (notify/groupclick.go:111-126) looks the key up (unknown at the member's
-// attempt), then resolves it with a ResolveRequest that names no attempt;
-// if meanwhile a person decided the key failed (retryable), n8n retried it
-// and the new attempt went unknown too, the old group's click decides the
-// new attempt — one nobody in this message saw (it has its own message).
-// keystore.ResolveRequest has no attempt to compare (no compare-and-set),
-// so every Lookup-then-Resolve in notify has this window; the group click
-// makes it as wide as a group of 700 keys takes to decide.
-func TestSeams22GroupClickLeavesANewAttemptAlone(t *testing.T) {
+// A Slack group click decides only the attempt of each member key that the
+// message showed: when a person decided a key failed (retryable) meanwhile,
+// n8n retried it and the new attempt went unknown too, the old group's
+// click leaves the new attempt alone (it has its own message). The window
+// is between decideMember's Lookup and its Resolve, which names the attempt.
+func TestGroupClickLeavesANewAttemptAlone(t *testing.T) {
 	k := newGroupHarness(t, decisionConfig())
 	ctx := context.Background()
 	k.unknownStorm(10)
@@ -79,14 +75,11 @@ func TestSeams22GroupClickLeavesANewAttemptAlone(t *testing.T) {
 	}
 }
 
-// BUG: the "Decide in console" link of a message about several parked keys
-// n8n lost (KindParkedLost) selects namespace + destination only, in every
-// state (notify/links.go:47-51: States only for overdue, no reason): the
-// bulk page it opens counts and decides the destination's unknown and
-// failed keys and its expired leases too — keys no one in this message
-// was asked about. It should select the parked keys n8n lost
-// (state parked, reason resume_lost).
-func TestSeams22ParkedLostLinkSelectsOnlyTheLostKeys(t *testing.T) {
+// The "Decide in console" link of a message about several parked keys n8n
+// lost (KindParkedLost) selects those keys only (state parked, reason
+// resume_lost), not the destination's unknown or failed keys nobody in the
+// message was asked about.
+func TestParkedLostLinkSelectsOnlyTheLostKeys(t *testing.T) {
 	ctx := context.Background()
 	ks, err := bolt.Open(t.TempDir()+"/keys.db", bolt.Options{})
 	if err != nil {

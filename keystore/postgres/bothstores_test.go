@@ -15,28 +15,24 @@ import (
 	"github.com/n8n-guard/n8n-guard/keystore/storetest"
 )
 
-// Seams of issue #22 (review): each test shows one bug between the merged
-// branches, on both stores (a real bbolt file and a real PostgreSQL).
+// Behaviour where selection, bulk decisions, acknowledgements and checks
+// meet, pinned on both stores at once (a real bbolt file and a real
+// PostgreSQL): what one store does, the other must do too.
 
-type seamStore interface {
-	keystore.Store
-	keystore.AckStore
-}
-
-func seamStores(t *testing.T, clock *storetest.Clock) map[string]seamStore {
+func bothStores(t *testing.T, clock *storetest.Clock) map[string]keystore.Store {
 	t.Helper()
 	b, err := bolt.Open(filepath.Join(t.TempDir(), "guard.db"), bolt.Options{Clock: clock.Now})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { b.Close() })
-	base := pgtest.URL(t, "the #22 seam tests")
+	base := pgtest.URL(t, "the tests that compare both stores")
 	p, err := postgres.Open(context.Background(), pgtest.FreshSchema(t, base), postgres.Options{Clock: clock.Now})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { p.Close() })
-	return map[string]seamStore{"bbolt": b, "postgres": p}
+	return map[string]keystore.Store{"bbolt": b, "postgres": p}
 }
 
 // goneUnknown reserves key with a short lease and lets it run out: the
@@ -54,17 +50,15 @@ func goneUnknown(t *testing.T, s keystore.Store, clock *storetest.Clock, ns, key
 	}
 }
 
-// BUG: PostgreSQL selects Holder and Text with ILIKE in the database's
-// collation (pgtest and many installs: C), which folds ASCII only; bbolt
-// folds with Go's strings.ToLower. "text=café" finds CAFÉ-1 on bbolt, and
-// nothing on PostgreSQL; the same for a holder "müller" — so a console
-// search and a bulk decision select different keys by store
-// (keystore/postgres/bulk.go:54,57; the comment above selectWhere says it
-// may select more, never less — it selects less).
-func TestSeams22SelectFoldsNonASCIIOnBothStores(t *testing.T) {
+// Holder and text filters fold non-ASCII letters the same on both stores
+// ("text=café" finds CAFÉ-1, a holder "müller" finds MÜLLER): ILIKE under
+// PostgreSQL's C collation folds ASCII only, so such parts are matched by
+// Filter.Match, and a console search and a bulk decision select the same
+// keys whichever store holds them.
+func TestSelectFoldsNonASCIIOnBothStores(t *testing.T) {
 	clock := storetest.NewClock()
 	ctx := context.Background()
-	for name, s := range seamStores(t, clock) {
+	for name, s := range bothStores(t, clock) {
 		goneUnknown(t, s, clock, "crm", "CAFÉ-1", "n8n MÜLLER-Sync exec 7")
 		for _, f := range []keystore.Filter{{Text: "café"}, {Holder: "müller"}, {Namespace: "crm", Text: "É-1"}} {
 			page, err := keystore.Select(ctx, s, f, "", 100)
@@ -83,17 +77,14 @@ func TestSeams22SelectFoldsNonASCIIOnBothStores(t *testing.T) {
 	}
 }
 
-// BUG: a bulk decision repeated with the same id (the CLI's retry, a
-// double click of the console's confirm) decides a failed key a second
-// time when an acknowledgement ("Leave it to me" in Slack) came between:
-// DecidedByBulk and DecideResolve's replay look at the LAST history entry
-// only (keystore/bulk.go DecidedByBulk, keystore/machine.go:316), and the
-// acknowledgement is now the last one. The key gets a second "resolved"
-// entry and a second key_resolved event (a second Slack update).
-func TestSeams22BulkRepeatAfterAckDecidesOnce(t *testing.T) {
+// A bulk decision repeated with the same id (the CLI's retry, a double
+// click of the console's confirm) decides a key once even when an
+// acknowledgement ("Leave it to me" in Slack) came between: the replay
+// check looks past acknowledgements to the key's last transition.
+func TestBulkRepeatAfterAckDecidesOnce(t *testing.T) {
 	clock := storetest.NewClock()
 	ctx := context.Background()
-	for name, s := range seamStores(t, clock) {
+	for name, s := range bothStores(t, clock) {
 		goneUnknown(t, s, clock, "crm", "ord-1", "n8n Orders exec 1")
 		req := keystore.BulkResolveRequest{Filter: keystore.Filter{Namespace: "crm"}, Resolution: keystore.StateFailed,
 			By: "ann", Note: "crm was down, retry", ID: "b-0000abcd"}
@@ -128,10 +119,10 @@ func TestSeams22BulkRepeatAfterAckDecidesOnce(t *testing.T) {
 // Checked sound (kept as a guard): an acknowledgement changes neither the
 // record's UpdatedAt nor which time range selects it, on either store,
 // and the record reads back (checksum) after it.
-func TestSeams22AckKeepsUpdatedAtAndTimeRange(t *testing.T) {
+func TestAckKeepsUpdatedAtAndTimeRange(t *testing.T) {
 	clock := storetest.NewClock()
 	ctx := context.Background()
-	for name, s := range seamStores(t, clock) {
+	for name, s := range bothStores(t, clock) {
 		goneUnknown(t, s, clock, "crm", "ack-1", "n8n Orders exec 1")
 		before, err := s.Lookup(ctx, "crm", "ack-1")
 		if err != nil {
@@ -153,19 +144,14 @@ func TestSeams22AckKeepsUpdatedAtAndTimeRange(t *testing.T) {
 	}
 }
 
-// BUG (minor): acknowledgements share the key's history of
-// keystore.MaxHistory (20) entries with its transitions, and Snooze may
-// be pressed again and again (notify/record.go Acknowledged() is false
-// for a snoozed message, so DecideClick never refuses a second snooze;
-// ackKeys writes each press into every open key of a group). A
-// key stuck for a day loses its reserve, its failure and any person's
-// decision from the history the console shows — the audit of who decided
-// is pushed out by reminders (keystore/ack.go DecideAcknowledge ->
-// record.go addHistory).
-func TestSeams22AcksDoNotPushOutTheKeysTransitions(t *testing.T) {
+// Acknowledgements never push a key's transitions out of its history of
+// keystore.MaxHistory entries, however often Snooze is pressed: a repeated
+// acknowledgement adds nothing and at most a few are kept, so how the key
+// got stuck and who decided stay in the history the console shows.
+func TestAcksDoNotPushOutTheKeysTransitions(t *testing.T) {
 	clock := storetest.NewClock()
 	ctx := context.Background()
-	for name, s := range seamStores(t, clock) {
+	for name, s := range bothStores(t, clock) {
 		goneUnknown(t, s, clock, "crm", "stuck-1", "n8n Orders exec 1")
 		for i := 0; i < keystore.MaxHistory; i++ {
 			clock.Advance(time.Hour)
@@ -190,15 +176,10 @@ func TestSeams22AcksDoNotPushOutTheKeysTransitions(t *testing.T) {
 	}
 }
 
-type checkSeamStore interface {
-	seamStore
-	keystore.CheckStore
-}
-
 // Checked sound (kept as a guard): a bulk decision of an unknown key whose
 // check is claimed and being called decides it, and the check's answer
 // that arrives afterwards is ignored (superseded), on both stores.
-func TestSeams22BulkSupersedesAClaimedCheck(t *testing.T) {
+func TestBulkSupersedesAClaimedCheck(t *testing.T) {
 	clock := storetest.NewClock()
 	ctx := context.Background()
 	pol := keystore.Policies{Namespaces: map[string]keystore.NamespacePolicy{"crm": {Check: "crm-lookup"}}}
@@ -207,12 +188,12 @@ func TestSeams22BulkSupersedesAClaimedCheck(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer b.Close()
-	p, err := postgres.Open(ctx, pgtest.FreshSchema(t, pgtest.URL(t, "the #22 seam tests")), postgres.Options{Clock: clock.Now, Policies: pol})
+	p, err := postgres.Open(ctx, pgtest.FreshSchema(t, pgtest.URL(t, "the tests that compare both stores")), postgres.Options{Clock: clock.Now, Policies: pol})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer p.Close()
-	for name, s := range map[string]checkSeamStore{"bbolt": b, "postgres": p} {
+	for name, s := range map[string]keystore.Store{"bbolt": b, "postgres": p} {
 		goneUnknown(t, s, clock, "crm", "chk-1", "n8n Orders exec 1")
 		l, _ := s.Lookup(ctx, "crm", "chk-1")
 		if l.Record.Check == nil {
@@ -238,26 +219,26 @@ func TestSeams22BulkSupersedesAClaimedCheck(t *testing.T) {
 // The same keys on both stores, the same filters: the same keys selected
 // (a differential check of Select and of a dry bulk's Matched), every
 // filter also walked in pages of one.
-func TestSeams22SelectSameOnBothStores(t *testing.T) {
+func TestSelectSameOnBothStores(t *testing.T) {
 	clock := storetest.NewClock()
 	ctx := context.Background()
-	stores := seamStores(t, clock)
+	stores := bothStores(t, clock)
 	order := []string{"bbolt", "postgres"}
 	var t0, t1 time.Time
-	each := func(f func(s seamStore)) {
+	each := func(f func(s keystore.Store)) {
 		for _, n := range order {
 			f(stores[n])
 		}
 	}
 	t0 = clock.Now()
 	for _, k := range [][3]string{{"crm", "ord-1", "n8n LeadCrm exec 1"}, {"crm", "ord_2", "n8n LeadCrm exec 2"}, {"billing", "ord-3", "n8n Billing exec 3"}} {
-		each(func(s seamStore) {
+		each(func(s keystore.Store) {
 			if _, err := s.Reserve(ctx, keystore.ReserveRequest{Namespace: k[0], Key: k[1], Owner: k[2], Lease: time.Second}); err != nil {
 				t.Fatal(err)
 			}
 		})
 		clock.Advance(2 * time.Second)
-		each(func(s seamStore) {
+		each(func(s keystore.Store) {
 			if r, err := s.Reserve(ctx, keystore.ReserveRequest{Namespace: k[0], Key: k[1], Owner: "n8n other"}); err != nil || r.Outcome != keystore.OutcomeStateUnknown {
 				t.Fatalf("%v %v", r.Outcome, err)
 			}
@@ -267,7 +248,7 @@ func TestSeams22SelectSameOnBothStores(t *testing.T) {
 		}
 	}
 	clock.Advance(time.Second)
-	each(func(s seamStore) {
+	each(func(s keystore.Store) {
 		for _, k := range []struct{ ns, key, holder, dest string }{{"crm", "ord-4", "n8n Orders 100% exec 4", "hubspot"}, {"crm", "inv-5", "n8n LeadCrm exec 5", ""}, {"billing", "ord%6", "n8n Billing exec 6", "hubspot"}} {
 			r, err := s.Reserve(ctx, keystore.ReserveRequest{Namespace: k.ns, Key: k.key, Owner: k.holder, Destination: k.dest, Lease: time.Hour})
 			if err != nil {
