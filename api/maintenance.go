@@ -4,7 +4,6 @@ import (
 	"time"
 
 	"github.com/gofiber/fiber/v2"
-
 )
 
 // holdRequest sets a maintenance window: the wire's shape only; its rules

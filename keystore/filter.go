@@ -5,7 +5,6 @@ import (
 	"net/url"
 	"strings"
 	"time"
-
 )
 
 // Filter selects keys the way a person looks for them during an incident:
