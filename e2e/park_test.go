@@ -156,7 +156,7 @@ func TestParking(t *testing.T) {
 		// and waited again in the same execution: more than two reserves,
 		// still one write.
 		for _, k := range keys {
-			st, reserves := s.execution(t, apiKey, executionID(t, urls[k]))
+			st, reserves := s.executionEnded(t, apiKey, executionID(t, urls[k]), 30*time.Second)
 			if st != "success" || reserves < 2 {
 				t.Errorf("%s: its parked execution ended %q after %d reserves, want success after 2 or more", k, st, reserves)
 			}
@@ -306,6 +306,22 @@ func executionID(t *testing.T, resumeURL string) string {
 
 // execution reads an execution through n8n's public API: its status and
 // how often its Reserve key node ran.
+// executionEnded is execution once the execution has stopped running: the
+// guard records a key completed when the CRM write answers, and n8n ends
+// the execution a moment later (a resumed one has its remaining nodes to
+// run), so a status read right after the completion can still say running.
+func (s *suite) executionEnded(t *testing.T, apiKey, id string, within time.Duration) (status string, reserves int) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for {
+		status, reserves = s.execution(t, apiKey, id)
+		if (status != "running" && status != "new") || time.Now().After(deadline) {
+			return status, reserves
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+}
+
 func (s *suite) execution(t *testing.T, apiKey, id string) (status string, reserves int) {
 	t.Helper()
 	var e struct {
