@@ -119,7 +119,11 @@ type envConfig struct {
 	bodyLimit int
 	api       api.Config // the scope, cap and label fields only
 	noBackup  bool       // serve as a store without Backup does (PostgreSQL)
+	noN8n     bool       // no n8n configured for resume calls
 }
+
+// withoutN8n serves without an n8n instance for resume calls: parking off.
+func withoutN8n() envOption { return func(c *envConfig) { c.noN8n = true } }
 
 func withPolicies(p keystore.Policies) envOption {
 	return func(c *envConfig) { c.policies = p }
@@ -141,6 +145,9 @@ func start(t testing.TB, opts ...envOption) *env {
 		o(&cfg)
 	}
 	clock := storetest.NewClock()
+	if !cfg.policies.Resume.Configured() && !cfg.noN8n { // the n8n instances the tests' resume URLs name
+		cfg.policies.Resume = testResumeTargets(t)
+	}
 	store, err := bolt.Open(filepath.Join(t.TempDir(), "n8n-guard.db"), bolt.Options{
 		Policies: cfg.policies, Clock: clock.Now,
 	})
@@ -164,7 +171,7 @@ func start(t testing.TB, opts ...envOption) *env {
 	srv, err := api.New(api.Config{
 		Store: store, Notifications: notes, Interactions: interactions{notes, slack.NewInteractions("", notes, nil)}, Backup: backup, Fault: store.Fault,
 		Tokens:   []string{testToken, "second-token"},
-		Registry: reg, BodyLimit: cfg.bodyLimit, Version: "test",
+		Registry: reg, BodyLimit: cfg.bodyLimit, Version: "test", Policies: cfg.policies,
 		ScopedTokens: cfg.api.ScopedTokens, MaxConnections: cfg.api.MaxConnections, ReadTimeout: cfg.api.ReadTimeout,
 		Namespaces: cfg.api.Namespaces, Destinations: cfg.api.Destinations, LabelLimit: cfg.api.LabelLimit,
 		Logger:         cfg.api.Logger,
@@ -351,4 +358,14 @@ func wantProblem(t testing.TB, r *resp, status int, code string) problem.Problem
 type interactions struct {
 	*notify.Service
 	*slack.Interactions
+}
+
+// testResumeTargets are the n8n instances the tests' resume URLs point at.
+func testResumeTargets(t testing.TB) keystore.ResumeTargets {
+	t.Helper()
+	tg, err := keystore.NewResumeTargets([]string{"http://n8n.local:5678", "http://n8n.local", "http://n8n"}, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tg
 }

@@ -134,6 +134,9 @@ func (s *Server) reserve(c *fiber.Ctx, req reserveRequest) error {
 	if err != nil {
 		return err
 	}
+	if err := s.policies.Resume.Check(dr.ResumeURL); err != nil {
+		return err
+	}
 	dr.Principal = principalOf(c)
 	res, err := s.store.Reserve(c.UserContext(), dr)
 	if err != nil {
@@ -155,6 +158,9 @@ func (s *Server) complete(c *fiber.Ctx, req completeRequest) error {
 }
 
 func (s *Server) fail(c *fiber.Ctx, req failRequest) error {
+	if err := s.policies.Resume.Check(req.ResumeURL); err != nil {
+		return err
+	}
 	res, err := s.store.Fail(c.UserContext(), req.domain())
 	if err != nil {
 		return err

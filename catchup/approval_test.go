@@ -42,7 +42,7 @@ func TestApprovalsResumeDecidedExecutions(t *testing.T) {
 
 	rctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	runner, err := catchup.New(catchup.Options{Store: store, Policies: pol, Resumer: &n8n.ResumeCaller{Secret: "s3cret"},
+	runner, err := catchup.New(catchup.Options{Store: store, Policies: pol, Resumer: &n8n.ResumeCaller{Secret: "s3cret", Targets: targetsOf(t, srv.URL)},
 		Interval: 20 * time.Millisecond, Claim: 5 * time.Second, Poll: 10 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)

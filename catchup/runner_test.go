@@ -205,7 +205,7 @@ func catchUpOutage(t *testing.T, clock *outageClock, stores ...catchupStore) {
 	logs := &lines{}
 	for _, s := range stores {
 		runner, err := catchup.New(catchup.Options{Store: s, Policies: pol, Clock: clock.Now, Logger: slog.New(logs),
-			Resumer:  &n8n.ResumeCaller{Secret: "s3cret"},
+			Resumer:  &n8n.ResumeCaller{Secret: "s3cret", Targets: targetsOf(t, srv.URL)},
 			Interval: 20 * time.Millisecond, Claim: 5 * time.Second, Poll: 10 * time.Millisecond})
 		if err != nil {
 			t.Fatal(err)
@@ -283,4 +283,14 @@ func catchUpOutage(t *testing.T, clock *outageClock, stores ...catchupStore) {
 	if n := len(logs.matching("")); len(stores) == 1 && n > 4 {
 		t.Errorf("%d log lines for one outage: %q", n, logs.matching(""))
 	}
+}
+
+// targetsOf are resume targets allowing the fake n8n at base.
+func targetsOf(t *testing.T, base string) keystore.ResumeTargets {
+	t.Helper()
+	tg, err := keystore.NewResumeTargets([]string{base}, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tg
 }

@@ -45,7 +45,7 @@ func buildGuard(repo, dir string) (string, error) {
 	return bin, nil
 }
 
-func startGuard(bin, dir, config, token, slackURL string) (*guard, error) {
+func startGuard(bin, dir, config, token, slackURL string, env ...string) (*guard, error) {
 	port, err := freePort()
 	if err != nil {
 		return nil, err
@@ -63,6 +63,7 @@ func startGuard(bin, dir, config, token, slackURL string) (*guard, error) {
 		"SLACK_BOT_TOKEN=xoxb-test",
 		"SLACK_API_URL="+slackURL,
 	)
+	g.env = append(g.env, env...)
 	return g, g.start()
 }
 

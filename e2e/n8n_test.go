@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -212,6 +213,11 @@ func newN8N(in install, folder string, extraEnv map[string]string) (*n8nInstance
 	port, err := freePort()
 	if err != nil {
 		return nil, err
+	}
+	if p, ok := extraEnv["N8N_PORT"]; ok { // chosen by the caller (resumeEnv)
+		if port, err = strconv.Atoi(p); err != nil {
+			return nil, err
+		}
 	}
 	brokerPort, err := freePort()
 	if err != nil {

@@ -99,7 +99,7 @@ func startQueueStack(t *testing.T) *queueStack {
 		t.Fatal(err)
 	}
 	for i := 1; i <= 2; i++ {
-		g, err := startPostgresGuard(q.guardBin, filepath.Join(q.work, fmt.Sprintf("guard-%d", i)), storeURL, q.slack.APIURL())
+		g, err := startPostgresGuard(q.guardBin, filepath.Join(q.work, fmt.Sprintf("guard-%d", i)), storeURL, q.slack.APIURL(), q.resumeEnv())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -254,7 +254,7 @@ func (n *n8nInstance) Kill() {
 
 // startPostgresGuard runs the real binary on the shared PostgreSQL store;
 // dir holds its config, its data folder (unused by the store) and its log.
-func startPostgresGuard(bin, dir, storeURL, slackURL string) (*guard, error) {
+func startPostgresGuard(bin, dir, storeURL, slackURL string, env ...string) (*guard, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
 	}
@@ -270,6 +270,7 @@ func startPostgresGuard(bin, dir, storeURL, slackURL string) (*guard, error) {
 	g.api = client.New(g.URL(), client.Options{Token: guardToken, Timeout: time.Minute})
 	g.args = []string{"serve", "--addr", g.addr, "--data", filepath.Join(dir, "data"), "--config", cfg, "--store", storeURL}
 	g.env = append(os.Environ(), "N8N_GUARD_TOKENS="+guardToken, "SLACK_BOT_TOKEN=xoxb-test", "SLACK_API_URL="+slackURL)
+	g.env = append(g.env, env...)
 	return g, g.start()
 }
 

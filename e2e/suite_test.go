@@ -78,6 +78,17 @@ type suite struct {
 
 	// communityReady: n8n-nodes/dist was loaded and a workflow using it imported.
 	communityReady string // empty when ready, else why not
+
+	// n8nPort is n8n main's port, chosen before the guards start: their
+	// resume origins name it (resumeEnv).
+	n8nPort int
+}
+
+// resumeEnv tells a guard where n8n is, so it accepts the resume URLs
+// n8n makes (http://localhost:<port>/webhook-waiting/…, n8n's default
+// webhook base) and calls only those.
+func (s *suite) resumeEnv() string {
+	return fmt.Sprintf("N8N_GUARD_RESUME_ORIGINS=http://localhost:%d,http://127.0.0.1:%d", s.n8nPort, s.n8nPort)
 }
 
 // newSuite installs (once) the n8n that N8N_GUARD_N8N_VERSION names, builds
@@ -94,6 +105,9 @@ func newBareSuite(t *testing.T, webTimeout time.Duration, mode string) *suite {
 	}
 	rel := selectedRelease(t)
 	s := &suite{repo: repo, web: &http.Client{Timeout: webTimeout}}
+	if s.n8nPort, err = freePort(); err != nil {
+		t.Fatal(err)
+	}
 	s.work = filepath.Join(repo, "e2e", ".work", rel.version, strings.ReplaceAll(t.Name(), "/", "_"))
 	if err := os.RemoveAll(s.work); err != nil {
 		t.Fatal(err)
@@ -128,7 +142,7 @@ func newSuite(t *testing.T, guardCfg string) *suite {
 	s := newBareSuite(t, 90*time.Second, "")
 	var err error
 
-	if s.guard, err = startGuard(s.guardBin, s.work, guardCfg, guardToken, s.slack.APIURL()); err != nil {
+	if s.guard, err = startGuard(s.guardBin, s.work, guardCfg, guardToken, s.slack.APIURL(), s.resumeEnv()); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(s.guard.Stop)
@@ -143,7 +157,11 @@ func newSuite(t *testing.T, guardCfg string) *suite {
 func (s *suite) startN8N(t *testing.T, env map[string]string, files map[string][]byte, activate, paths []string, community bool) {
 	t.Helper()
 	var err error
-	s.n8n, err = newN8N(s.install, filepath.Join(s.work, "n8n"), env)
+	withPort := map[string]string{"N8N_PORT": fmt.Sprint(s.n8nPort)}
+	for k, v := range env {
+		withPort[k] = v
+	}
+	s.n8n, err = newN8N(s.install, filepath.Join(s.work, "n8n"), withPort)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -64,6 +64,9 @@ type DestinationPolicy struct {
 type Policies struct {
 	Namespaces   map[string]NamespacePolicy
 	Destinations map[string]DestinationPolicy
+	// Resume are the n8n instances resume URLs may point at (resume.go);
+	// the zero value: none, parking is refused.
+	Resume ResumeTargets
 }
 
 // Namespace returns the policy of ns with defaults filled in.

@@ -59,8 +59,8 @@ func NewCheckRequest(r *keystore.Record) CheckRequest {
 // CheckCaller calls one check's webhook.
 type CheckCaller struct {
 	URL string
-	// Client is the HTTP client (nil: http.DefaultClient; every call has
-	// Timeout).
+	// Client is the HTTP client (nil: a default one; every call has
+	// Timeout; redirects are never followed).
 	Client  *http.Client
 	Timeout time.Duration // one call (default 10 s)
 	// Header and Secret: the Header Auth credential the Webhook node
@@ -94,10 +94,7 @@ func (c *CheckCaller) Call(ctx context.Context, req CheckRequest) CheckOutcome {
 	}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	client := c.Client
-	if client == nil {
-		client = http.DefaultClient
-	}
+	client := noRedirects(c.Client, 0) // the context bounds the call
 	body, _ := json.Marshal(req)
 	hr, err := newWebhookCall(ctx, http.MethodPost, c.URL, body, c.Header, c.Secret)
 	if err != nil {

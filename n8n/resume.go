@@ -48,6 +48,9 @@ type ResumeCaller struct {
 	// Secret: none is sent.
 	Header string
 	Secret string
+	// Targets are the n8n instances a resume URL may point at: a stored
+	// URL anywhere else is never called (the zero value: none is).
+	Targets keystore.ResumeTargets
 }
 
 // ResumeOutcome is what one resume call found out.
@@ -68,10 +71,10 @@ type ResumeBody struct {
 
 // Resume calls r's resume URL once and classifies n8n's answer.
 func (c *ResumeCaller) Resume(ctx context.Context, r *keystore.Record) ResumeOutcome {
-	client := c.Client
-	if client == nil {
-		client = &http.Client{Timeout: 10 * time.Second}
+	if why := c.Targets.Refuses(r.ResumeURL); why != "" {
+		return ResumeOutcome{Answer: keystore.ResumeLost, Detail: "the guard does not call this resume URL: it " + why}
 	}
+	client := noRedirects(c.Client, 10*time.Second)
 	method := c.Method
 	if method == "" {
 		method = http.MethodPost
@@ -112,20 +115,38 @@ func (c *ResumeCaller) Resume(ctx context.Context, r *keystore.Record) ResumeOut
 	return out
 }
 
-// resumeMessage is n8n's error message ({"code":409,"message":"..."}) or
-// the start of the body.
+// maxResumeMessage bounds what of an answer is kept: n8n's own error
+// messages ("Execution with id 12 does not exist") are shorter.
+const maxResumeMessage = 120
+
+// resumeMessage is n8n's error message ({"code":409,"message":"..."}),
+// at most maxResumeMessage bytes, or a note that the answer had none:
+// nothing else of the target's body is kept (it would be stored in the
+// key's message, for anyone who may look the key up).
 func resumeMessage(b []byte) string {
 	var m struct {
 		Message string `json:"message"`
 	}
-	if json.Unmarshal(b, &m) == nil && m.Message != "" {
-		return m.Message
+	if json.Unmarshal(b, &m) != nil || strings.TrimSpace(m.Message) == "" {
+		return "no n8n error message in the answer"
 	}
-	s := strings.TrimSpace(string(b))
-	if len(s) > 200 {
-		s = s[:200]
+	msg := strings.TrimSpace(m.Message)
+	if len(msg) > maxResumeMessage {
+		msg = strings.ToValidUTF8(msg[:maxResumeMessage], "") + "…"
 	}
-	return s
+	return msg
+}
+
+// noRedirects is client (nil: a new one with timeout) that follows no
+// redirect: the calls carry a secret, and a 3xx answer is the answer.
+func noRedirects(client *http.Client, timeout time.Duration) *http.Client {
+	c := &http.Client{Timeout: timeout}
+	if client != nil {
+		cp := *client
+		c = &cp
+	}
+	c.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	return c
 }
 
 // resumeShortError drops the URL from a client error: it may hold the

@@ -6,6 +6,8 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"strings"
+	"sync"
 	"testing"
 
 	"github.com/n8n-guard/n8n-guard/keystore"
@@ -39,7 +41,7 @@ func TestResumeAnswers(t *testing.T) {
 				w.Write([]byte(c.body))
 			}))
 			defer srv.Close()
-			rc := &n8n.ResumeCaller{Secret: "s3cret"}
+			rc := &n8n.ResumeCaller{Secret: "s3cret", Targets: targets(t, srv.URL)}
 			out := rc.Resume(context.Background(), &keystore.Record{Namespace: "crm-contacts", Key: "evt_1", Attempt: 2, ResumeURL: srv.URL + "/webhook-waiting/12"})
 			if out.Answer != c.want || out.Status != c.status || out.Detail == "" {
 				t.Fatalf("got %+v, want answer %d", out, c.want)
@@ -56,9 +58,111 @@ func TestResumeAnswers(t *testing.T) {
 		}
 		addr := ln.Addr().String()
 		ln.Close()
-		out := (&n8n.ResumeCaller{}).Resume(context.Background(), &keystore.Record{ResumeURL: "http://" + addr + "/webhook-waiting/1"})
+		out := (&n8n.ResumeCaller{Targets: targets(t, "http://"+addr)}).Resume(context.Background(), &keystore.Record{ResumeURL: "http://" + addr + "/webhook-waiting/1"})
 		if out.Answer != keystore.ResumeRetry || out.Status != 0 {
 			t.Fatalf("got %+v, want retry", out)
 		}
 	})
+}
+
+// targets are resume targets allowing the n8n at base.
+func targets(t *testing.T, base string) keystore.ResumeTargets {
+	t.Helper()
+	tg, err := keystore.NewResumeTargets([]string{base}, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tg
+}
+
+// listener is a server that records whether it was called and with which
+// resume header.
+func listener(t *testing.T, h http.HandlerFunc) (*httptest.Server, *[]string) {
+	var seen []string
+	var mu sync.Mutex
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		seen = append(seen, r.Header.Get(n8n.ResumeDefaultHeader))
+		mu.Unlock()
+		if h != nil {
+			h(w, r)
+		}
+	}))
+	t.Cleanup(srv.Close)
+	return srv, &seen
+}
+
+// A stored resume URL that points anywhere but a configured n8n's
+// waiting-webhook path is never called with the secret: a record stored
+// before the rule, or written by a tool, cannot send it elsewhere.
+func TestResumeCallsOnlyTheConfiguredN8n(t *testing.T) {
+	n8nSrv, _ := listener(t, nil)
+	foreign, seen := listener(t, nil)
+	rc := &n8n.ResumeCaller{Secret: "s3cret", Targets: targets(t, n8nSrv.URL)}
+	for what, u := range map[string]string{
+		"another origin":          foreign.URL + "/webhook-waiting/12",
+		"another path of n8n":     n8nSrv.URL + "/webhook/steal",
+		"an encoded climb":        n8nSrv.URL + "/webhook-waiting/%2e%2e/rest/login",
+		"no targets configured":   "",
+		"user info in the origin": strings.Replace(n8nSrv.URL, "http://", "http://evil@", 1) + "/webhook-waiting/1",
+	} {
+		c := rc
+		if u == "" {
+			c, u = &n8n.ResumeCaller{Secret: "s3cret"}, n8nSrv.URL+"/webhook-waiting/12"
+		}
+		out := c.Resume(context.Background(), &keystore.Record{ResumeURL: u})
+		if out.Answer != keystore.ResumeLost || out.Status != 0 || !strings.Contains(out.Detail, "does not call") {
+			t.Errorf("%s: %+v, want lost without a call", what, out)
+		}
+	}
+	if len(*seen) != 0 {
+		t.Fatalf("the foreign listener was called: %q", *seen)
+	}
+}
+
+// n8n answering a redirect is not followed: the secret stays with n8n.
+func TestResumeFollowsNoRedirect(t *testing.T) {
+	elsewhere, seen := listener(t, nil)
+	n8nSrv, _ := listener(t, func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, elsewhere.URL+"/webhook-waiting/12", http.StatusTemporaryRedirect)
+	})
+	for _, client := range []*http.Client{nil, {}} {
+		rc := &n8n.ResumeCaller{Secret: "s3cret", Client: client, Targets: targets(t, n8nSrv.URL)}
+		out := rc.Resume(context.Background(), &keystore.Record{ResumeURL: n8nSrv.URL + "/webhook-waiting/12"})
+		if out.Answer == keystore.ResumeAccepted || out.Status != http.StatusTemporaryRedirect {
+			t.Fatalf("client %v: %+v, want the 307 as the answer", client, out)
+		}
+	}
+	cc := &n8n.CheckCaller{URL: n8nSrv.URL + "/webhook/check", Secret: "check-secret"}
+	if out := cc.Call(context.Background(), n8n.CheckRequest{Namespace: "crm-contacts", Key: "evt_1"}); out.Status != http.StatusTemporaryRedirect {
+		t.Fatalf("check: %+v, want the 307 as the answer", out)
+	}
+	if len(*seen) != 0 {
+		t.Fatalf("the redirect's target was called: %q", *seen)
+	}
+}
+
+// What a resume call keeps of the answer is n8n's short error message,
+// never the body: a target that is not n8n cannot be read back through
+// the key's message.
+func TestResumeKeepsOnlyN8nsShortMessage(t *testing.T) {
+	secretPage := "<html>internal admin page: db password hunter2</html>"
+	long := strings.Repeat("x", 400)
+	for _, c := range []struct {
+		status     int
+		body, want string
+	}{
+		{404, secretPage, "no n8n error message"},
+		{409, `{"message":"` + long + `"}`, strings.Repeat("x", 120) + "…"},
+		{502, secretPage, "no n8n error message"},
+	} {
+		srv, _ := listener(t, func(w http.ResponseWriter, r *http.Request) {
+			w.WriteHeader(c.status)
+			w.Write([]byte(c.body))
+		})
+		out := (&n8n.ResumeCaller{Targets: targets(t, srv.URL)}).Resume(context.Background(), &keystore.Record{ResumeURL: srv.URL + "/webhook-waiting/1"})
+		if strings.Contains(out.Detail, "hunter2") || strings.Contains(out.Detail, long[:121]) || !strings.Contains(out.Detail, c.want) {
+			t.Errorf("%d: detail %q, want only %q of the answer", c.status, out.Detail, c.want)
+		}
+	}
 }

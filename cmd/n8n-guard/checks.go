@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"net/http"
 	"net/url"
 	"os"
 	"strings"
@@ -91,8 +90,7 @@ func (m *Main) startChecks(ctx context.Context, reg prometheus.Registerer) error
 				return fmt.Errorf("checks.%s.secret_env: the variable %s is not set", name, c.SecretEnv)
 			}
 		}
-		callers[name] = &n8n.CheckCaller{URL: c.URL, Header: c.Header, Secret: secret, Timeout: time.Duration(c.Timeout),
-			Client: &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}}
+		callers[name] = &n8n.CheckCaller{URL: c.URL, Header: c.Header, Secret: secret, Timeout: time.Duration(c.Timeout)}
 		tries[name] = c.Tries
 	}
 	every := time.Duration(0) // the runner's default, 1s

@@ -83,6 +83,11 @@ type Config struct {
 	// ResumeSecret is the header credential of the resume calls to parked
 	// executions (park.go); empty: the one in <data>/resume-secret.
 	ResumeSecret string
+	// ResumeOrigins and ResumePath (N8N_GUARD_RESUME_ORIGINS,
+	// N8N_GUARD_RESUME_PATH) say where resume calls may go (resume.go);
+	// empty: the file's n8n: section.
+	ResumeOrigins []string
+	ResumePath    string
 
 	File FileConfig
 }
@@ -104,6 +109,8 @@ type FileConfig struct {
 	// PublicURL is the guard's address as people open it in a browser:
 	// Slack messages link to their console pages under it.
 	PublicURL string `yaml:"public_url"`
+	// N8n says where resume calls may go (resume.go).
+	N8n N8nFileConfig `yaml:"n8n"`
 }
 
 // TokenConfig is one entry of tokens: a named token with a role and the

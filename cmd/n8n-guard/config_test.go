@@ -236,3 +236,42 @@ func TestPublicURLConfig(t *testing.T) {
 		t.Fatalf("notify's public URL: %q", got)
 	}
 }
+
+// Where resume calls may go: N8N_GUARD_RESUME_ORIGINS replaces the file's
+// n8n.resume_origins, which replace the default of N8N_URL's and
+// N8N_API_URL's origins; nothing configured leaves parking off.
+func TestResumeOriginsConfig(t *testing.T) {
+	fc, err := ParseFile(strings.NewReader("n8n:\n  resume_origins: [https://n8n.example.org]\n  resume_path: webhook-wait\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, c := range map[string]struct {
+		cfg            Config
+		allow, refused string
+	}{
+		"the file":                {Config{File: fc, N8nURL: "http://other:5678"}, "https://n8n.example.org/webhook-wait/1", "http://other:5678/webhook-wait/1"},
+		"the variable":            {Config{File: fc, ResumeOrigins: []string{"http://n8n:5678"}}, "http://n8n:5678/webhook-wait/1", "https://n8n.example.org/webhook-wait/1"},
+		"N8N_URL and the API's":   {Config{N8nURL: "https://n8n.example.org", N8nAPIURL: "http://n8n:5678/api/v1"}, "http://n8n:5678/webhook-waiting/1", "http://evil:5678/webhook-waiting/1"},
+		"N8N_URL's own":           {Config{N8nURL: "https://n8n.example.org/"}, "https://n8n.example.org/webhook-waiting/1", "https://n8n.example.org/webhook/1"},
+		"the variable's path":     {Config{N8nURL: "http://n8n:5678", ResumePath: "/wait/"}, "http://n8n:5678/wait/1", "http://n8n:5678/webhook-waiting/1"},
+		"nothing: parking is off": {Config{}, "", "http://localhost:5678/webhook-waiting/1"},
+	} {
+		tg, err := c.cfg.resumeTargets()
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if c.allow != "" && tg.Check(c.allow) != nil {
+			t.Errorf("%s: %s refused: %v", name, c.allow, tg.Check(c.allow))
+		}
+		if tg.Check(c.refused) == nil {
+			t.Errorf("%s: %s allowed", name, c.refused)
+		}
+	}
+	bad, err := ParseFile(strings.NewReader("n8n:\n  resume_origins: [n8n.example.org]\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := (Config{File: bad}).resumeTargets(); err == nil || !strings.Contains(err.Error(), "n8n.resume_origins") {
+		t.Fatalf("an origin without a scheme: %v", err)
+	}
+}

@@ -24,7 +24,7 @@ func TestDestinationCommands(t *testing.T) {
 		w.Write([]byte(`{"code":404,"message":"The execution \"81\" does not exist."}`))
 	}))
 	defer pruned.Close()
-	m := NewMain(Config{Addr: "127.0.0.1:0", DataDir: t.TempDir(), Tokens: []string{"op-token"}, ResumeSecret: "s3cret"}, nil)
+	m := NewMain(Config{Addr: "127.0.0.1:0", DataDir: t.TempDir(), Tokens: []string{"op-token"}, ResumeSecret: "s3cret", N8nURL: pruned.URL}, nil)
 	if err := m.Run(context.Background()); err != nil {
 		t.Fatal(err)
 	}

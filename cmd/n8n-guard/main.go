@@ -84,6 +84,10 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	if err != nil {
 		return fmt.Errorf("config: %w", err)
 	}
+	if policies.Resume, err = cfg.resumeTargets(); err != nil { // resume.go
+		return fmt.Errorf("config: %w", err)
+	}
+	logResumeTargets(m.Logger, policies.Resume)
 	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
 		return fmt.Errorf("data folder: %w", err)
 	}

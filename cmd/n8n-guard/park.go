@@ -37,7 +37,7 @@ func (m *Main) startCatchUp(ctx context.Context, policies keystore.Policies, reg
 	}
 	r, err := catchup.New(catchup.Options{
 		Store:      ps,
-		Resumer:    &n8n.ResumeCaller{Header: n8n.ResumeDefaultHeader, Secret: secret},
+		Resumer:    &n8n.ResumeCaller{Header: n8n.ResumeDefaultHeader, Secret: secret, Targets: policies.Resume},
 		Policies:   policies,
 		Logger:     m.Logger.With("component", "catch-up"),
 		Registerer: reg,

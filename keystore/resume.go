@@ -1,0 +1,158 @@
+package keystore
+
+import (
+	"fmt"
+	"net"
+	"net/url"
+	"strings"
+
+	"github.com/n8n-guard/n8n-guard/errs"
+)
+
+// Where resume calls may go. A resume call carries the resume secret (the
+// credential of every Wait node), so a resume URL is accepted only when it
+// points at an n8n instance the operator configured, at n8n's
+// waiting-webhook path: a caller's request alone never names where the
+// guard sends the secret.
+//
+//	no origin configured                 -> refused: resume_unconfigured (parking is off)
+//	scheme, host or port not configured  -> refused: resume_origin
+//	path outside the waiting-webhook one -> refused: resume_path
+//
+// The rule names are the problem's field rules (field resume_url).
+
+// DefaultResumePath is n8n's waiting-webhook path ($execution.resumeUrl is
+// <webhook base>/webhook-waiting/<execution id>); n8n's
+// N8N_ENDPOINT_WEBHOOK_WAIT changes it.
+const DefaultResumePath = "/webhook-waiting/"
+
+// ResumeTargets are the n8n instances resume calls may go to. The zero
+// value allows none: every resume URL is refused (resume_unconfigured).
+type ResumeTargets struct {
+	origins []string // scheme://host:port, lower case, default ports explicit
+	bases   []string // each origin's path prefix (n8n's N8N_PATH), "" or "/n8n"
+	path    string   // "/webhook-waiting/": the path after the base
+}
+
+// NewResumeTargets makes the targets of the given origins (n8n's base
+// URLs, e.g. https://n8n.example.org or http://n8n:5678; a path in them,
+// as n8n's N8N_PATH puts one, is where its webhooks start) and
+// waiting-webhook path (empty: DefaultResumePath; a bare
+// segment such as "webhook-wait" as n8n's N8N_ENDPOINT_WEBHOOK_WAIT
+// takes it).
+func NewResumeTargets(origins []string, path string) (ResumeTargets, error) {
+	var t ResumeTargets
+	for _, o := range origins {
+		if o = strings.TrimSpace(o); o == "" {
+			continue
+		}
+		u, err := url.Parse(o)
+		if err != nil || u.Host == "" || (u.Scheme != "http" && u.Scheme != "https") {
+			return ResumeTargets{}, fmt.Errorf("resume origin %q: want an absolute http:// or https:// address of an n8n instance", o)
+		}
+		t.origins = append(t.origins, originOf(u))
+		t.bases = append(t.bases, strings.TrimSuffix(strings.TrimSuffix(u.EscapedPath(), "/"), "/api/v1"))
+	}
+	path = strings.Trim(strings.TrimSpace(path), "/")
+	if path == "" {
+		t.path = DefaultResumePath
+	} else {
+		if strings.ContainsAny(path, "?#") || strings.Contains(path, "..") {
+			return ResumeTargets{}, fmt.Errorf("resume path %q: want n8n's waiting-webhook path, e.g. webhook-waiting", path)
+		}
+		t.path = "/" + path + "/"
+	}
+	return t, nil
+}
+
+// Configured says whether any n8n instance is configured.
+func (t ResumeTargets) Configured() bool { return len(t.origins) > 0 }
+
+// Origins are the configured origins, for the start's log line.
+func (t ResumeTargets) Origins() []string {
+	out := make([]string, len(t.origins))
+	for i, o := range t.origins {
+		out[i] = o + t.bases[i]
+	}
+	return out
+}
+
+// Path is the waiting-webhook path resume URLs must start with.
+func (t ResumeTargets) Path() string {
+	if t.path == "" {
+		return DefaultResumePath
+	}
+	return t.path
+}
+
+// Check refuses a resume URL that does not point at a configured n8n's
+// waiting-webhook path, as an invalid_request on field resume_url (nil for
+// an empty URL: nothing to call).
+func (t ResumeTargets) Check(raw string) error {
+	if raw == "" {
+		return nil
+	}
+	if rule, why := t.why(raw); rule != "" {
+		return &errs.Error{Code: errs.InvalidRequest, Message: "resume_url " + why + "; nothing was recorded",
+			Fields: []errs.FieldError{{Field: "resume_url", Rule: rule}}}
+	}
+	return nil
+}
+
+// Refuses says why the guard must not call raw with the resume secret
+// ("": it may).
+func (t ResumeTargets) Refuses(raw string) string {
+	_, why := t.why(raw)
+	return why
+}
+
+func (t ResumeTargets) why(raw string) (rule, why string) {
+	if !t.Configured() {
+		return "resume_unconfigured", "cannot be used: no n8n instance is configured for resume calls (set N8N_URL, or n8n.resume_origins / N8N_GUARD_RESUME_ORIGINS in the guard's configuration), so parking is off"
+	}
+	u, err := url.Parse(raw)
+	if err != nil || u.Host == "" || (u.Scheme != "http" && u.Scheme != "https") {
+		return "http_url", "must be an absolute http:// or https:// URL"
+	}
+	if u.User != nil {
+		return "resume_origin", "must not carry user information"
+	}
+	origin := originOf(u)
+	var wants []string
+	for i, o := range t.origins {
+		if o != origin {
+			continue
+		}
+		want := t.bases[i] + t.Path()
+		if waitingPath(u, want) {
+			return "", ""
+		}
+		wants = append(wants, want)
+	}
+	if len(wants) == 0 {
+		return "resume_origin", fmt.Sprintf("points at %s, which is not a configured n8n instance (%s)", origin, strings.Join(t.origins, ", "))
+	}
+	return "resume_path", fmt.Sprintf("must be n8n's waiting-webhook address %s<execution id> ($execution.resumeUrl)", strings.Join(wants, "… or "))
+}
+
+// waitingPath says whether u's path is below prefix, as sent and as
+// decoded: an encoded "../" cannot climb out of it.
+func waitingPath(u *url.URL, prefix string) bool {
+	p := u.EscapedPath()
+	dec, err := url.PathUnescape(p)
+	return err == nil && strings.HasPrefix(p, prefix) && strings.HasPrefix(dec, prefix) && len(dec) > len(prefix) &&
+		!strings.Contains(dec, "..")
+}
+
+// originOf is u's scheme://host:port in lower case with the default port
+// written out, so http://N8N and http://n8n:80 are one origin.
+func originOf(u *url.URL) string {
+	host, port := strings.ToLower(u.Hostname()), u.Port()
+	if port == "" {
+		port = "80"
+		if u.Scheme == "https" {
+			port = "443"
+		}
+	}
+	return strings.ToLower(u.Scheme) + "://" + net.JoinHostPort(host, port)
+}

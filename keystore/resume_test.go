@@ -1,0 +1,64 @@
+package keystore_test
+
+import (
+	"errors"
+	"testing"
+
+	"github.com/n8n-guard/n8n-guard/errs"
+	"github.com/n8n-guard/n8n-guard/keystore"
+)
+
+// A resume URL is allowed only at a configured n8n's waiting-webhook path;
+// each refusal names the rule that says why.
+func TestResumeTargetsAllowOnlyConfiguredN8n(t *testing.T) {
+	tg, err := keystore.NewResumeTargets([]string{"https://N8N.example.org", "http://n8n:5678/", "https://example.com/n8n"}, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for u, rule := range map[string]string{
+		"https://n8n.example.org/webhook-waiting/12?signature=abc": "",
+		"https://n8n.example.org:443/webhook-waiting/12":           "",
+		"http://n8n:5678/webhook-waiting/7":                        "",
+		"https://example.com/n8n/webhook-waiting/7":                "",
+		"http://n8n.example.org/webhook-waiting/12":                "resume_origin", // http, not https
+		"https://n8n.example.org:8443/webhook-waiting/12":          "resume_origin",
+		"https://evil.example/webhook-waiting/12":                  "resume_origin",
+		"https://n8n.example.org.evil.example/webhook-waiting/1":   "resume_origin",
+		"https://user@n8n.example.org/webhook-waiting/12":          "resume_origin",
+		"http://n8n:5678/webhook/steal":                            "resume_path",
+		"http://n8n:5678/webhook-waiting/":                         "resume_path",
+		"http://n8n:5678/webhook-waiting/%2e%2e/rest/login":        "resume_path",
+		"http://n8n:5678/webhook-waiting/../rest/login":            "resume_path",
+		"https://example.com/webhook-waiting/7":                    "resume_path", // the base /n8n is missing
+		"ftp://n8n:5678/webhook-waiting/1":                         "http_url",
+	} {
+		err := tg.Check(u)
+		var e *errs.Error
+		switch {
+		case rule == "" && err != nil:
+			t.Errorf("%s: refused (%v), want allowed", u, err)
+		case rule != "" && (!errors.As(err, &e) || e.Code != errs.InvalidRequest || len(e.Fields) != 1 || e.Fields[0] != (errs.FieldError{Field: "resume_url", Rule: rule})):
+			t.Errorf("%s: %v, want invalid_request on resume_url, rule %s", u, err, rule)
+		}
+	}
+	var none keystore.ResumeTargets
+	var e *errs.Error
+	if err := none.Check("http://n8n:5678/webhook-waiting/7"); !errors.As(err, &e) || e.Fields[0].Rule != "resume_unconfigured" {
+		t.Fatalf("without targets: %v, want resume_unconfigured", err)
+	}
+	if none.Check("") != nil || tg.Check("") != nil {
+		t.Fatal("an empty resume URL (nothing to call) is refused")
+	}
+	custom, err := keystore.NewResumeTargets([]string{"http://n8n:5678"}, "webhook-wait")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if custom.Check("http://n8n:5678/webhook-wait/1") != nil || custom.Check("http://n8n:5678/webhook-waiting/1") == nil {
+		t.Fatal("the configured waiting-webhook path is not the one checked")
+	}
+	for _, bad := range []string{"n8n:5678", "ftp://n8n", "http://"} {
+		if _, err := keystore.NewResumeTargets([]string{bad}, ""); err == nil {
+			t.Errorf("origin %q accepted", bad)
+		}
+	}
+}
