@@ -33,7 +33,7 @@ func (e *env) incident() (t1 time.Time) {
 	c := e.reserve(ns, "ord-5", withDest("hubspot"))
 	e.complete(ns, "ord-5", c.Token, "crm-5")
 	e.unknown("other", "ord-6", "n8n LeadCrm exec 6")
-	e.reserve(gatedNS, "inv_1", withDest("hubspot"), withResume("201"), requestedBy("ann"))
+	e.reserve(gatedNS, "inv_1", withDest("hubspot"), withResume("201"), requestedBy("ann"), invoice)
 	return t1
 }
 
