@@ -704,9 +704,9 @@ describe('approval before writing', () => {
 	});
 
 	// The Reserve of a gated namespace, parking at the fake Wait node, with
-	// the event as its payload (what the approval binds).
+	// the event as its payload (what the approval binds; null: none).
 	const gated = (executionId, requestedBy, payload = '={{ $json }}') =>
-		reserve(GATED, { reserveOptions: { resumeUrl: `${wait.base}/${executionId}`, requestedBy, ...(payload === undefined ? {} : { payload }) } });
+		reserve(GATED, { reserveOptions: { resumeUrl: `${wait.base}/${executionId}`, requestedBy, ...(payload === null ? {} : { payload }) } });
 
 	test('Requested By is sent as requested_by, trimmed; left empty it is not sent', async () => {
 		const key = ns('inv');
@@ -770,7 +770,7 @@ describe('approval before writing', () => {
 
 	test('without Payload or Fingerprint a gated namespace is an error naming the field; nothing is recorded', async () => {
 		const key = ns('inv');
-		const error = await failure(gated('9301', 'jane', undefined), [{ event_id: key }]);
+		const error = await failure(gated('9301', 'jane', null), [{ event_id: key }]);
 		assert.equal(error.httpCode, '400');
 		assert.equal(error.errorResponse.code, 'invalid_request');
 		assert.match(error.description, /Fields: payload: required_without=fingerprint/);
