@@ -73,7 +73,7 @@ func TestScopeTable(t *testing.T) {
 		{"GET", "/v1/keys/:namespace/:key", access.ScopeLookup, true, false, func(string, string) (string, any) { return "", nil }},
 		{"GET", "/v1/lookup", access.ScopeLookup, true, false, func(n, k string) (string, any) { return "?namespace=" + n + "&key=" + k, nil }},
 		{"GET", "/v1/keys", access.ScopeList, true, false, func(n, _ string) (string, any) { return "?namespace=" + n, nil }},
-		{"POST", "/v1/keys/resolve-bulk", access.ScopeAdmin, true, false, func(n, k string) (string, any) {
+		{"POST", "/v1/keys/resolve-bulk", access.ScopeDecide, true, false, func(n, k string) (string, any) {
 			return "", obj{"filter": obj{"namespace": n, "key_prefix": k}, "resolution": "failed", "by": "me", "note": "n", "dry_run": true}
 		}},
 		{"GET", "/v1/destinations", access.ScopeList, false, false, func(string, string) (string, any) { return "", nil }},

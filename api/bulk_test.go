@@ -93,6 +93,9 @@ func TestResolveBulk(t *testing.T) {
 			{"time range backwards", obj{"filter": obj{"from": "2026-12-02T00:00:00Z", "to": "2026-12-01T00:00:00Z"}, "resolution": "failed", "by": "ann", "note": "n"}, "to"},
 			{"time not a time", `{"filter":{"from":"yesterday"},"resolution":"failed","by":"ann","note":"n"}`, ""},
 			{"filter not an object", `{"filter":"ord-","resolution":"failed","by":"ann","note":"n"}`, "filter"},
+			{"no filter", obj{"resolution": "failed", "by": "ann", "note": "n"}, "filter"},
+			{"empty filter", obj{"filter": obj{}, "resolution": "failed", "by": "ann", "note": "n"}, "filter"},
+			{"blank filter", obj{"filter": obj{"namespace": " ", "text": " "}, "resolution": "failed", "by": "ann", "note": "n", "dry_run": true}, "filter"},
 			{"not JSON", `resolve everything`, ""},
 		} {
 			p := wantProblem(t, e.post(t, "/v1/keys/resolve-bulk", c.body), http.StatusBadRequest, "invalid_request")
@@ -120,7 +123,14 @@ func TestResolveBulk(t *testing.T) {
 		b["filter"] = obj{"key_prefix": "team-", "namespace": "billing"}
 		wantProblem(t, as(admin, b), http.StatusForbidden, "forbidden")
 		b["filter"] = obj{"key_prefix": "team-", "namespace": ns}
-		wantProblem(t, as(scopedTokens["decide"], b), http.StatusForbidden, "forbidden")
+		wantProblem(t, as(scopedTokens["read"], b), http.StatusForbidden, "forbidden")
+		dry := obj{"dry_run": true}
+		for k, v := range b {
+			dry[k] = v
+		}
+		if r := as(scopedTokens["decide"], dry); r.Status != http.StatusOK || r.JSON(t)["decided"] != 1.0 {
+			t.Fatalf("the decide role counting in its namespace: %s", r)
+		}
 		if st, _ := e.keyState(t, "billing", "team-2"); st != "unknown" {
 			t.Fatalf("a refused bulk decided billing/team-2: %s", st)
 		}
@@ -132,4 +142,63 @@ func TestResolveBulk(t *testing.T) {
 			t.Fatalf("a bulk limited to %s decided billing/team-2: %s", ns, st)
 		}
 	})
+}
+
+// Over HTTP the domain's two bulk rules: a request without a selection is
+// refused (400, field filter, rule required; the store was not asked to
+// walk every key), and a bulk id sent again with other content is 409
+// conflict naming the field id, changing nothing, while the same content
+// again is a repeat that decides nothing twice.
+func TestResolveBulkRefusesNoSelectionAndAReusedIDWithOtherContent(t *testing.T) {
+	e := start(t)
+	e.unknownKey(t, ns, "ord-1")
+	e.unknownKey(t, ns, "ord-2")
+	e.unknownKey(t, "billing", "ord-3")
+	for _, f := range []any{nil, obj{}, obj{"namespace": "", "states": []string{}}} {
+		body := obj{"resolution": "failed", "by": "ann", "note": "everything"}
+		if f != nil {
+			body["filter"] = f
+		}
+		p := wantProblem(t, e.post(t, "/v1/keys/resolve-bulk", body), http.StatusBadRequest, "invalid_request")
+		if !hasField(p.Fields, "filter", "required") || !strings.Contains(p.Detail, "never takes every key") {
+			t.Fatalf("filter %v: %+v", f, p)
+		}
+	}
+	for _, k := range []struct{ ns, key string }{{ns, "ord-1"}, {"billing", "ord-3"}} {
+		if st, _ := e.keyState(t, k.ns, k.key); st != "unknown" {
+			t.Fatalf("a bulk without a selection decided %s/%s: %s", k.ns, k.key, st)
+		}
+	}
+
+	body := obj{"filter": obj{"namespace": ns, "key_prefix": "ord-"}, "resolution": "failed", "by": "ann", "note": "CRM incident 4711", "id": "b-0000beef"}
+	r := e.post(t, "/v1/keys/resolve-bulk", body)
+	if got := r.JSON(t); r.Status != http.StatusOK || got["decided"] != 2.0 || got["id"] != "b-0000beef" {
+		t.Fatalf("first run: %s", r)
+	}
+	before := string(e.get(t, "/v1/keys?namespace="+ns).Body) + string(e.get(t, "/v1/keys?namespace=billing").Body)
+	for name, change := range map[string]obj{
+		"another note":      {"note": "CRM incident 4712"},
+		"another selection": {"filter": obj{"namespace": "billing"}},
+		"another decision":  {"resolution": "completed"},
+		"another person":    {"by": "bob"},
+	} {
+		other := obj{}
+		for k, v := range body {
+			other[k] = v
+		}
+		for k, v := range change {
+			other[k] = v
+		}
+		p := wantProblem(t, e.post(t, "/v1/keys/resolve-bulk", other), http.StatusConflict, "conflict")
+		if !hasField(p.Fields, "id", "unique") || !strings.Contains(p.Detail, "b-0000beef") {
+			t.Fatalf("%s: %+v", name, p)
+		}
+	}
+	if after := string(e.get(t, "/v1/keys?namespace="+ns).Body) + string(e.get(t, "/v1/keys?namespace=billing").Body); after != before {
+		t.Fatalf("a reused id changed keys:\nbefore %s\nafter  %s", before, after)
+	}
+	r = e.post(t, "/v1/keys/resolve-bulk", body)
+	if got := r.JSON(t); r.Status != http.StatusOK || got["decided"] != 0.0 || got["skipped"].(map[string]any)["already_decided"] != 2.0 {
+		t.Fatalf("the same content again: %s", r)
+	}
 }

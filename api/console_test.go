@@ -1,6 +1,7 @@
 package api_test
 
 import (
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/cookiejar"
@@ -200,5 +201,61 @@ func TestConsoleRolesFromScopedTokens(t *testing.T) {
 		if n == ns && rec["resolved_by"] != "console: team-admin" {
 			t.Errorf("resolved_by %v", rec["resolved_by"])
 		}
+	}
+}
+
+// One rule for deciding many keys at once (access.BulkScope): a role may
+// on the API (POST /v1/keys/resolve-bulk) exactly when it may on the
+// console's bulk page, where it is also offered the form; the console
+// refuses a selection of every key with the domain's words.
+func TestBulkDecisionsNeedTheSameRoleOnTheAPIAndTheConsole(t *testing.T) {
+	e := start(t, withScopes())
+	for i := range 3 {
+		r := e.call(t, "POST", "/v1/reserve", map[string]any{"namespace": ns, "key": fmt.Sprintf("ord-%d", i), "owner": "n8n exec 1"})
+		e.call(t, "POST", "/v1/fail", map[string]any{"namespace": ns, "key": fmt.Sprintf("ord-%d", i), "token": r.JSON(t)["token"], "reason": "outcome_unknown"})
+	}
+	filter := url.Values{"namespace": {ns}, "key_prefix": {"ord-"}}.Encode()
+	for _, role := range []access.Role{access.RoleRead, access.RoleDecide, access.RoleAdmin} {
+		t.Run(string(role), func(t *testing.T) {
+			want := access.Principal{Role: role}.Allows(access.BulkScope)
+			api := e.callWith(t, http.MethodPost, "/v1/keys/resolve-bulk", map[string]any{"filter": map[string]any{"namespace": ns, "key_prefix": "ord-"},
+				"resolution": "failed", "by": "ann", "note": "CRM incident", "dry_run": true}, map[string]string{"Authorization": "Bearer " + scopedTokens[role]})
+			if got := api.Status == http.StatusOK; got != want || !got && api.Status != http.StatusForbidden {
+				t.Fatalf("API as %s: %s, want allowed %v", role, api, want)
+			}
+
+			c := consoleClient(t)
+			if resp, _ := uiDo(t, c, "POST", e.url+"/ui/signin", url.Values{"token": {scopedTokens[role]}}); resp.StatusCode != http.StatusSeeOther {
+				t.Fatalf("sign in as %s: %d", role, resp.StatusCode)
+			}
+			_, page := uiDo(t, c, "GET", e.url+"/ui/bulk?"+filter, nil)
+			m := csrfRE.FindStringSubmatch(page)
+			if m == nil {
+				t.Fatalf("no CSRF token on the bulk page")
+			}
+			if offered := strings.Contains(page, `id="bulk-form"`); offered != want {
+				t.Errorf("console as %s offers the form: %v, want %v", role, offered, want)
+			}
+			resp, page := uiDo(t, c, "POST", e.url+"/ui/bulk", url.Values{"csrf": {m[1]}, "filter": {filter}, "action": {"retry"}, "note": {"CRM incident"}})
+			if got := resp.StatusCode == http.StatusOK && strings.Contains(page, "Decide 3 keys as failed"); got != want || !got && resp.StatusCode != http.StatusForbidden {
+				t.Fatalf("console as %s: %d, want allowed %v:\n%s", role, resp.StatusCode, want, page)
+			}
+		})
+	}
+	// No selection, by a person whose role spans every namespace: the
+	// domain's refusal, shown on the page; nothing is decided.
+	c := consoleClient(t)
+	uiDo(t, c, "POST", e.url+"/ui/signin", url.Values{"token": {testToken}})
+	_, page := uiDo(t, c, "GET", e.url+"/ui/bulk", nil)
+	m := csrfRE.FindStringSubmatch(page)
+	if m == nil {
+		t.Fatal("no CSRF token on the bulk page")
+	}
+	resp, page := uiDo(t, c, "POST", e.url+"/ui/bulk", url.Values{"csrf": {m[1]}, "filter": {""}, "action": {"retry"}, "note": {"everything"}})
+	if resp.StatusCode != http.StatusBadRequest || !strings.Contains(page, "never takes every key") {
+		t.Fatalf("no selection: %d\n%s", resp.StatusCode, page)
+	}
+	if st := e.call(t, "GET", "/v1/lookup?namespace="+ns+"&key=ord-0", nil).JSON(t)["state"]; st != "unknown" {
+		t.Fatalf("a question decided ord-0: %v", st)
 	}
 }

@@ -93,7 +93,7 @@ func TestNamedTokenFourEyes(t *testing.T) {
 	e := start(t, withNamedToken(), withPolicies(keystore.Policies{Namespaces: map[string]keystore.NamespacePolicy{
 		ns: {Approval: keystore.ApprovalPolicy{Required: true, FourEyes: true}}}}))
 	resume := "http://n8n.local:5678/webhook-waiting/4711"
-	wantOK(t, e.post(t, "/v1/reserve", obj{"namespace": ns, "key": "inv_1", "resume_url": resume, "requested_by": "ana@example.com"}), "parked")
+	wantOK(t, e.post(t, "/v1/reserve", obj{"namespace": ns, "key": "inv_1", "resume_url": resume, "requested_by": "ana@example.com", "fingerprint": "inv_1"}), "parked")
 
 	p := wantProblem(t, e.postAsAna(t, "/v1/approve", obj{"namespace": ns, "key": "inv_1"}), http.StatusForbidden, "forbidden")
 	if !strings.Contains(p.Detail, "four eyes") {
@@ -110,7 +110,7 @@ func TestNamedTokenFourEyes(t *testing.T) {
 		t.Fatalf("approved by %v", ok["resolved_by"])
 	}
 
-	wantOK(t, e.post(t, "/v1/reserve", obj{"namespace": ns, "key": "inv_2", "resume_url": resume + "2", "requested_by": "bob"}), "parked")
+	wantOK(t, e.post(t, "/v1/reserve", obj{"namespace": ns, "key": "inv_2", "resume_url": resume + "2", "requested_by": "bob", "fingerprint": "inv_2"}), "parked")
 	ok = wantOK(t, e.postAsAna(t, "/v1/approve", obj{"namespace": ns, "key": "inv_2", "note": "checked"}), "approved")
 	if ok["resolved_by"] != "ana@example.com (API token ops-ana)" {
 		t.Fatalf("approved by %v", ok["resolved_by"])

@@ -42,7 +42,7 @@ func (s *Server) table(metrics fiber.Handler) []route {
 		{method: get, path: "/v1/keys/:namespace/:key", scope: access.ScopeLookup, handle: onKey(s, lookupFromPath, s.lookup)},
 		{method: get, path: "/v1/lookup", scope: access.ScopeLookup, handle: onKey(s, lookupFromQuery, s.lookup)},
 		{method: get, path: "/v1/keys", scope: access.ScopeList, handle: onKey(s, listFromQuery, s.listKeys)},
-		{method: post, path: "/v1/keys/resolve-bulk", scope: access.ScopeAdmin, handle: onKey(s, fromBody[bulkRequest], s.resolveBulk)}, // bulk.go
+		{method: post, path: "/v1/keys/resolve-bulk", scope: access.BulkScope, handle: onKey(s, fromBody[bulkRequest], s.resolveBulk)}, // bulk.go
 		{method: get, path: "/v1/destinations", scope: access.ScopeList, handle: s.destinations},
 		{method: post, path: "/v1/destinations/hold", scope: access.ScopeAdmin, whole: true, handle: s.holdDestination}, // maintenance.go
 		{method: post, path: "/v1/destinations/hold/end", scope: access.ScopeAdmin, whole: true, handle: s.endHold},

@@ -33,7 +33,7 @@ func TestApprovalsResumeDecidedExecutions(t *testing.T) {
 		id := string(rune('1' + i))
 		fake.keys[id] = key
 		res, err := store.Reserve(ctx, keystore.ReserveRequest{Namespace: ns, Key: key, Destination: "crm", RequestedBy: "ann",
-			ResumeURL: srv.URL + "/webhook-waiting/" + id})
+			ResumeURL: srv.URL + "/webhook-waiting/" + id, Fingerprint: "event " + key})
 		if err != nil || res.Outcome != keystore.OutcomeParked || res.Record.Reason != keystore.ReasonAwaitingApproval {
 			t.Fatalf("reserve %s: %+v %v", key, res, err)
 		}

@@ -83,11 +83,12 @@ func (f *fakeN8n) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// run is the woken execution: reserve again, write, complete.
+// run is the woken execution: reserve again (with the event's
+// fingerprint, as an approved event must), write, complete.
 func (f *fakeN8n) run(id, key string) {
 	defer f.wg.Done()
 	ctx := context.Background()
-	res, err := f.store.Reserve(ctx, keystore.ReserveRequest{Namespace: ns, Key: key, Destination: "crm", ResumeURL: "http://n8n/webhook-waiting/" + id})
+	res, err := f.store.Reserve(ctx, keystore.ReserveRequest{Namespace: ns, Key: key, Destination: "crm", ResumeURL: "http://n8n/webhook-waiting/" + id, Fingerprint: "event " + key})
 	if err != nil {
 		f.t.Errorf("resumed reserve %s: %v", key, err)
 		return

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -244,5 +245,45 @@ func TestTemplateShapes(t *testing.T) {
 		if cred.ID != workflows.ResumeCredentialID || cred.Name != workflows.ResumeCredentialName {
 			t.Errorf("templates/wait.json checks credential %+v, want %s %q", cred, workflows.ResumeCredentialID, workflows.ResumeCredentialName)
 		}
+	}
+}
+
+// In a namespace that requires approval a reserve without payload or
+// fingerprint is refused (an approval would bind nothing), and the
+// resumed execution's reserve must carry the same content: every reserve
+// the shipped workflows, templates and e2e workflows send carries one.
+func TestReservesCarryTheirContent(t *testing.T) {
+	sendsContent := regexp.MustCompile(`\b(payload|fingerprint): *[^ ,}]`)
+	files, err := filepath.Glob(filepath.Join("..", "workflows", "*.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	more, _ := filepath.Glob(filepath.Join("..", "workflows", "templates", "*.json"))
+	tests, _ := filepath.Glob(filepath.Join("testdata", "*", "workflow.json"))
+	reserves := 0
+	for _, f := range append(append(files, more...), tests...) {
+		var wf struct{ Nodes []n8nNode }
+		readJSON(t, f, &wf)
+		for _, n := range wf.Nodes {
+			url, _ := n.Parameters["url"].(string)
+			body, _ := n.Parameters["jsonBody"].(string)
+			switch {
+			case n.Type == "n8n-nodes-base.httpRequest" && strings.HasSuffix(url, "/v1/reserve"):
+			case strings.HasSuffix(n.Type, ".n8nGuard") && (n.Parameters["operation"] == nil || n.Parameters["operation"] == "reserve"):
+				opts, _ := n.Parameters["reserveOptions"].(map[string]any)
+				if opts["payload"] != nil || opts["fingerprint"] != nil {
+					body = "payload: (the node option)"
+				}
+			default:
+				continue
+			}
+			reserves++
+			if !sendsContent.MatchString(body) {
+				t.Errorf("%s: %q reserves without payload or fingerprint", f, n.Name)
+			}
+		}
+	}
+	if reserves < 6 {
+		t.Fatalf("found %d reserves, want the shipped, template and e2e ones", reserves)
 	}
 }

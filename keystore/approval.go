@@ -1,7 +1,9 @@
 package keystore
 
 import (
+	"bytes"
 	"context"
+	"fmt"
 	"slices"
 	"strings"
 	"time"
@@ -21,9 +23,11 @@ import (
 //
 //	reserve, key absent, with resume_url     -> parked, reason awaiting_approval (outcome parked; event approval_requested)
 //	reserve, key absent, without resume_url  -> refused: approval_required (nothing written)
+//	reserve, key absent, without payload or fingerprint -> refused: invalid_request (nothing written)
 //	reserve of a key awaiting approval       -> parked (no write): copies make no second request
 //	approve (not the requester, four eyes)   -> parked, reason approved: the key is resumable
 //	reserve of an approved key, not woken    -> parked (no write); woken (its resume claimed) -> reserved (accepted) through the breaker
+//	an attempt of a key requested with content, without it | with other -> refused: invalid_request | key_reused
 //	reject (with a reason)                   -> parked, reason approval_rejected, final: the execution is resumed so it ends
 //	reserve of a rejected key                -> rejected (no write)
 //	resume of a rejected key answered|lost   -> failed, reason approval_rejected, not retryable
@@ -32,6 +36,11 @@ import (
 // An approval is of the event: once approved, a failed retryable attempt
 // is retried without asking again; a person resolving a rejected key as
 // failed and retryable lets it be written without asking again too.
+//
+// An approval is of the content: the request must carry the event's
+// payload or fingerprint (what the approvers approve is its hash), and
+// every attempt that writes the key must carry the same, so the write
+// cannot be another event's than the one approved.
 
 // Reasons of a key in the approval life cycle; never sent by a client.
 const (
@@ -129,6 +138,10 @@ func requestApproval(req ReserveRequest, fp Fingerprint, now time.Time) (Step, e
 		return Step{}, errs.Errorf(errs.ApprovalRequired,
 			"namespace %q requires a person's approval before writing: reserve with resume_url (a Wait node \"On Webhook Call\") so the execution can wait for it; nothing was recorded", req.Namespace)
 	}
+	if len(fp) == 0 {
+		return Step{}, errs.InvalidField("payload", "required_without=fingerprint", fmt.Sprintf(
+			"namespace %q requires a person's approval before writing: send the event's payload (or your fingerprint of it), so that what is written is what was approved; nothing was recorded", req.Namespace))
+	}
 	next := &Record{Namespace: req.Namespace, Key: req.Key, CreatedAt: now, State: StateParked,
 		Owner: req.Owner, Destination: req.Destination, ResumeURL: req.ResumeURL, ParkedAt: timePtr(now),
 		Reason: ReasonAwaitingApproval, Message: "waits for a person's approval before it is written",
@@ -138,6 +151,24 @@ func requestApproval(req ReserveRequest, fp Fingerprint, now time.Time) (Step, e
 	ev := Event{At: now, Kind: EventApprovalRequested, Namespace: req.Namespace, Key: req.Key,
 		Owner: req.Owner, Destination: req.Destination, Reason: ReasonAwaitingApproval, Message: req.RequestedBy}
 	return Step{Record: next, Events: []Event{ev}, Result: Result{Outcome: OutcomeParked, Record: next}}, nil
+}
+
+// approvedContent is the rule that binds an approval to its content: in a
+// namespace that requires approval, an attempt of a key recorded with a
+// fingerprint must carry the same one (of the same kind: a payload where
+// the request sent a payload). A key with none was recorded before the
+// namespace required approval and is left as it was.
+func approvedContent(cur *Record, fp Fingerprint, np NamespacePolicy) error {
+	switch {
+	case !np.Approval.Required || cur == nil || len(cur.Fingerprint) == 0:
+		return nil
+	case len(fp) == 0:
+		return errs.InvalidField("payload", "required_without=fingerprint", fmt.Sprintf(
+			"the approval of key %q (namespace %q) is of the content it was requested with: send the same payload (or fingerprint) with every reserve that writes it; nothing changed", cur.Key, cur.Namespace))
+	case !bytes.Equal(fp, cur.Fingerprint):
+		return errs.Errorf(errs.KeyReused, "key %q was requested for approval with other content than this reserve carries (its payload or fingerprint differs, or one was sent where the request sent the other); nothing changed", cur.Key)
+	}
+	return nil
 }
 
 // reserveApproval decides a reserve of a parked key in the approval life

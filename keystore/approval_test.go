@@ -20,11 +20,25 @@ var gated = func() keystore.NamespacePolicy {
 }()
 
 func gatedReserve(resumeURL, requestedBy string) event {
+	return gatedReserveOf(fpA, resumeURL, requestedBy)
+}
+
+// gatedReserveOf reserves with the fingerprint fp (nil: no payload or fingerprint).
+func gatedReserveOf(fp keystore.Fingerprint, resumeURL, requestedBy string) event {
 	return func(f fixture) (keystore.Step, error) {
 		return keystore.DecideReserve(f.cur, keystore.NewBreaker("crm"), keystore.ReserveRequest{Namespace: "invoices", Key: "inv_1", Owner: "n8n exec 7",
-			Destination: "crm", ResumeURL: resumeURL, RequestedBy: requestedBy}, fpA, gated, now)
+			Destination: "crm", ResumeURL: resumeURL, RequestedBy: requestedBy}, fp, gated, now)
 	}
 }
+
+// payloadA is the payload fingerprint of an invoice: another kind than fpA.
+var payloadA = func() keystore.Fingerprint {
+	fp, err := keystore.PayloadFingerprint([]byte(`{"invoice":"inv_1","amount":1200}`))
+	if err != nil {
+		panic(err)
+	}
+	return fp
+}()
 
 func approveBy(by string) event {
 	return func(f fixture) (keystore.Step, error) {
@@ -133,6 +147,30 @@ func TestApprovalTransitions(t *testing.T) {
 			"awaiting approval": plain(answer(keystore.OutcomeParked)),
 			"approved":          plain(answer(keystore.OutcomeParked)),
 			"approved, woken":   plain(accepted(1)),
+			"rejected":          plain(answer(keystore.OutcomeRejected)),
+			"rejected, resumed": plain(answer(keystore.OutcomeRejected)),
+		}},
+		{"reserve without payload or fingerprint", gatedReserveOf(nil, resumeURL, "carl"), map[string]approvalWant{
+			"absent":            plain(refused(errs.InvalidRequest)), // an approval would bind nothing
+			"awaiting approval": plain(answer(keystore.OutcomeParked)),
+			"approved":          plain(answer(keystore.OutcomeParked)),
+			"approved, woken":   plain(refused(errs.InvalidRequest)), // the write must carry what was approved
+			"rejected":          plain(answer(keystore.OutcomeRejected)),
+			"rejected, resumed": plain(answer(keystore.OutcomeRejected)),
+		}},
+		{"reserve with another payload", gatedReserveOf(fpB, resumeURL, "carl"), map[string]approvalWant{
+			"absent":            parkedAs(keystore.ReasonAwaitingApproval),
+			"awaiting approval": plain(refused(errs.KeyReused)),
+			"approved":          plain(refused(errs.KeyReused)),
+			"approved, woken":   plain(refused(errs.KeyReused)),
+			"rejected":          plain(refused(errs.KeyReused)),
+			"rejected, resumed": plain(refused(errs.KeyReused)),
+		}},
+		{"reserve with a payload where the request sent a fingerprint", gatedReserveOf(payloadA, resumeURL, "carl"), map[string]approvalWant{
+			"absent":            parkedAs(keystore.ReasonAwaitingApproval),
+			"awaiting approval": plain(answer(keystore.OutcomeParked)),
+			"approved":          plain(answer(keystore.OutcomeParked)),
+			"approved, woken":   plain(refused(errs.KeyReused)), // cannot be shown to be the approved content
 			"rejected":          plain(answer(keystore.OutcomeRejected)),
 			"rejected, resumed": plain(answer(keystore.OutcomeRejected)),
 		}},
@@ -282,7 +320,7 @@ func TestApprovalHistory(t *testing.T) {
 		t.Errorf("four eyes off: %v", err)
 	}
 	// A request whose trigger is not known: anyone may decide.
-	g := fixture{cur: must(t)(keystore.DecideReserve(nil, nil, keystore.ReserveRequest{Namespace: "invoices", Key: "inv_1", ResumeURL: resumeURL}, nil, gated, t0)).Record}
+	g := fixture{cur: must(t)(keystore.DecideReserve(nil, nil, keystore.ReserveRequest{Namespace: "invoices", Key: "inv_1", ResumeURL: resumeURL}, fpA, gated, t0)).Record}
 	if _, err := keystore.DecideApprove(g.cur, req, gated, now); err != nil {
 		t.Errorf("no requester: %v", err)
 	}

@@ -1,8 +1,12 @@
 package keystore
 
 import (
+	"bytes"
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
+	"slices"
 	"strings"
 	"time"
 
@@ -33,6 +37,11 @@ func (req BulkResolveRequest) Normalize() (BulkResolveRequest, error) {
 	var v violations
 	f, err := req.Filter.Normalize()
 	v.add(err)
+	if err == nil && f.Empty() {
+		// The one rule for every caller (API, console, CLI, tools): there
+		// is no form of "every key"; a selection is always written out.
+		v.field("filter", "required", "a bulk decision needs a selection (namespace, destination, states, reason, holder, key_prefix, text, from or to): it never takes every key of the store")
+	}
 	req.Filter = f
 	req.By, req.Note, req.ID = strings.TrimSpace(req.By), strings.TrimSpace(req.Note), strings.TrimSpace(req.ID)
 	req.ResultRef = strings.TrimSpace(req.ResultRef)
@@ -68,6 +77,54 @@ func NewBulkID() string {
 		panic("crypto/rand failed: " + err.Error()) // never returns an error on Linux
 	}
 	return "b-" + hex.EncodeToString(b[:])
+}
+
+// BulkAction is what a bulk id names, kept by the store from the first run
+// of the decision that writes (a dry run claims nothing): the hash of its
+// content (BulkResolveRequest.Content) and when it began.
+type BulkAction struct {
+	ID      string
+	Content []byte
+	At      time.Time
+}
+
+// Content is the hash of what req (normalized) decides: its selection,
+// resolution, person, reason and result reference. The order of the
+// states and the time zone of the range do not change it.
+func (req BulkResolveRequest) Content() []byte {
+	f := req.Filter
+	f.States = slices.Compact(slices.Sorted(slices.Values(f.States)))
+	f.From, f.To = f.From.UTC(), f.To.UTC()
+	b, err := json.Marshal(struct {
+		Filter     Filter
+		Resolution State
+		Final      bool
+		By, Note   string
+		ResultRef  string
+	}{f, req.Resolution, req.Final, req.By, req.Note, req.ResultRef})
+	if err != nil {
+		panic("a bulk request always encodes: " + err.Error())
+	}
+	sum := sha256.Sum256(b)
+	return sum[:16]
+}
+
+// DecideBulkAction decides whether req (normalized, not a dry run) may run
+// under its id; prev is the action the store keeps under it (nil: none).
+// A new id is kept (next); the same content again is a repeat that
+// finishes what is left (next nil, no error); other content under the same
+// id is refused, since every key's history would name one action for two
+// decisions.
+func DecideBulkAction(prev *BulkAction, req BulkResolveRequest, now time.Time) (next *BulkAction, err error) {
+	content := req.Content()
+	switch {
+	case prev == nil:
+		return &BulkAction{ID: req.ID, Content: content, At: now}, nil
+	case bytes.Equal(prev.Content, content):
+		return nil, nil
+	}
+	return nil, &errs.Error{Code: errs.Conflict, Fields: []errs.FieldError{{Field: "id", Rule: "unique"}},
+		Message: "bulk id " + req.ID + " names another decision (another selection, resolution, person, note or result reference): send this one without an id, and one is made, or with a new one; nothing changed"}
 }
 
 // ResolveOne is the single decision a bulk decision makes about one key.

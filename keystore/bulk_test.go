@@ -1,6 +1,8 @@
 package keystore_test
 
 import (
+	"errors"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -75,18 +77,63 @@ func TestDecideBulkResolve(t *testing.T) {
 }
 
 func TestBulkResolveRequestNormalize(t *testing.T) {
-	req, err := keystore.BulkResolveRequest{Resolution: keystore.StateFailed, By: " ann ", Note: " x "}.Normalize()
+	req, err := keystore.BulkResolveRequest{Filter: keystore.Filter{Namespace: "crm"}, Resolution: keystore.StateFailed, By: " ann ", Note: " x "}.Normalize()
 	if err != nil || req.By != "ann" || req.Note != "x" || len(req.ID) != 10 || !strings.HasPrefix(req.ID, "b-") {
 		t.Fatalf("%+v %v", req, err)
 	}
+	some := keystore.Filter{Namespace: "crm"}
 	for name, bad := range map[string]keystore.BulkResolveRequest{
-		"no person":       {Resolution: keystore.StateFailed, Note: "x"},
-		"final completed": {Resolution: keystore.StateCompleted, Final: true, By: "a", Note: "x"},
-		"id with a space": {Resolution: keystore.StateFailed, By: "a", Note: "x", ID: "b 1"},
+		"no person":       {Filter: some, Resolution: keystore.StateFailed, Note: "x"},
+		"final completed": {Filter: some, Resolution: keystore.StateCompleted, Final: true, By: "a", Note: "x"},
+		"id with a space": {Filter: some, Resolution: keystore.StateFailed, By: "a", Note: "x", ID: "b 1"},
+		"no selection":    {Resolution: keystore.StateFailed, By: "a", Note: "x"},
+		"blank selection": {Filter: keystore.Filter{Namespace: " ", Text: " "}, Resolution: keystore.StateFailed, By: "a", Note: "x"},
 		"bad filter":      {Filter: keystore.Filter{Namespace: "Bad NS"}, Resolution: keystore.StateFailed, By: "a", Note: "x"},
 	} {
 		if _, err := bad.Normalize(); errs.CodeOf(err) != errs.InvalidRequest {
 			t.Errorf("%s: %v", name, err)
+		}
+	}
+}
+
+// A bulk id names one decision: kept at its first run, the same content
+// again is a repeat, other content a conflict naming the id.
+func TestDecideBulkAction(t *testing.T) {
+	now := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
+	norm := func(r keystore.BulkResolveRequest) keystore.BulkResolveRequest {
+		r, err := r.Normalize()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	req := norm(keystore.BulkResolveRequest{Filter: keystore.Filter{Namespace: "crm", States: []keystore.State{keystore.StateUnknown, keystore.StateFailed}},
+		Resolution: keystore.StateFailed, By: "ann", Note: "CRM incident", ID: "b-00000001"})
+	kept, err := keystore.DecideBulkAction(nil, req, now)
+	if err != nil || kept == nil || kept.ID != req.ID || len(kept.Content) != 16 || !kept.At.Equal(now) {
+		t.Fatalf("a new id: %+v %v", kept, err)
+	}
+	same := req
+	same.Filter.States = []keystore.State{keystore.StateFailed, keystore.StateUnknown}
+	if next, err := keystore.DecideBulkAction(kept, same, now.Add(time.Minute)); next != nil || err != nil {
+		t.Fatalf("the same content (states in another order): %+v %v, want a repeat", next, err)
+	}
+	for name, mod := range map[string]func(*keystore.BulkResolveRequest){
+		"note":       func(r *keystore.BulkResolveRequest) { r.Note = "another incident" },
+		"selection":  func(r *keystore.BulkResolveRequest) { r.Filter.Namespace = "mail" },
+		"resolution": func(r *keystore.BulkResolveRequest) { r.Resolution = keystore.StateCompleted },
+		"final":      func(r *keystore.BulkResolveRequest) { r.Final = true },
+		"person":     func(r *keystore.BulkResolveRequest) { r.By = "bob" },
+		"result":     func(r *keystore.BulkResolveRequest) { r.ResultRef = "crm-1" },
+		"time range": func(r *keystore.BulkResolveRequest) { r.Filter.To = now },
+	} {
+		other := req
+		other.Filter.States = slices.Clone(req.Filter.States)
+		mod(&other)
+		next, err := keystore.DecideBulkAction(kept, other, now)
+		var e *errs.Error
+		if next != nil || !errors.As(err, &e) || e.Code != errs.Conflict || len(e.Fields) != 1 || e.Fields[0].Field != "id" || !strings.Contains(e.Message, req.ID) {
+			t.Errorf("another %s under the same id: %+v %v, want conflict naming the id", name, next, err)
 		}
 	}
 }

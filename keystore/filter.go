@@ -45,7 +45,8 @@ func (f Filter) Normalize() (Filter, error) {
 	return f, v.err()
 }
 
-// Empty reports whether the filter selects every key.
+// Empty reports whether the filter selects every key: a search may, a bulk
+// decision may not (BulkResolveRequest.Normalize).
 func (f Filter) Empty() bool {
 	return f.Namespace == "" && f.Destination == "" && len(f.States) == 0 && f.Reason == "" &&
 		f.Holder == "" && f.KeyPrefix == "" && f.Text == "" && f.From.IsZero() && f.To.IsZero()
@@ -204,8 +205,10 @@ type BulkResolver interface {
 }
 
 // ResolveMany decides every key req.Filter selects (req normalized
-// first). A key whose state a resolution does not apply to is skipped and
-// counted by why (DecideBulkResolve), never an error of the whole action.
+// first: an empty filter is refused). A run that writes first claims its
+// id (DecideBulkAction: the same id with other content is a conflict). A
+// key whose state a resolution does not apply to is skipped and counted by
+// why (DecideBulkResolve), never an error of the whole action.
 func ResolveMany(ctx context.Context, s BulkResolver, req BulkResolveRequest) (BulkResult, error) {
 	req, err := req.Normalize()
 	if err != nil {

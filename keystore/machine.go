@@ -90,6 +90,9 @@ func DecideReserve(cur *Record, br *Breaker, req ReserveRequest, fp Fingerprint,
 // startAttempt hands out a new attempt unless the destination's breaker
 // pauses it; a paused reserve records nothing about the key.
 func startAttempt(cur *Record, br *Breaker, req ReserveRequest, fp Fingerprint, np NamespacePolicy, now time.Time, attempt int) (Step, error) {
+	if err := approvedContent(cur, fp, np); err != nil {
+		return Step{}, err // approval.go
+	}
 	lease := req.Lease.Truncate(time.Millisecond)
 	if lease <= 0 {
 		lease = np.Lease

@@ -43,7 +43,7 @@ func newApprovalHarness(t *testing.T) *keysHarness {
 func (k *keysHarness) request(key, by string) {
 	k.t.Helper()
 	r, err := k.ks.Reserve(context.Background(), keystore.ReserveRequest{Namespace: gatedNS, Key: key, Owner: "n8n exec 7",
-		RequestedBy: by, ResumeURL: "http://n8n.local/webhook-waiting/" + key})
+		RequestedBy: by, ResumeURL: "http://n8n.local/webhook-waiting/" + key, Fingerprint: "invoice " + key})
 	if err != nil || r.Outcome != keystore.OutcomeParked {
 		k.t.Fatalf("reserve %s: %+v %v", key, r, err)
 	}

@@ -21,7 +21,8 @@ const (
 	// RoleRead: lookup, the key list, destinations, notifications.
 	RoleRead Role = "read"
 	// RoleDecide: what read may, and a person's decisions on keys
-	// (resolve); not breaker resets, re-sends or backups.
+	// (resolve, approve, reject, bulk decisions); not breaker resets,
+	// re-sends or backups.
 	RoleDecide Role = "decide"
 	// RoleAdmin: everything, including resolve, breaker reset, backup and
 	// notification re-send. Tokens without a scope are admins.
@@ -41,9 +42,19 @@ const (
 	ScopeWrite  Scope = "write"  // reserve, complete, fail, n8n/error
 	ScopeLookup Scope = "lookup" // one key
 	ScopeList   Scope = "list"   // many keys, destinations, notifications
-	ScopeDecide Scope = "decide" // a person's decision on a key (resolve)
+	ScopeDecide Scope = "decide" // a person's decision on a key (resolve), or on many (BulkScope)
 	ScopeAdmin  Scope = "admin"  // operations: breakers, re-sends, backups
 )
+
+// BulkScope is what a bulk decision needs — POST /v1/keys/resolve-bulk and
+// the console's bulk page alike: decide, the scope of the one decision it
+// makes about each key. A bulk decision is that resolve, key by key,
+// through the same state machine; what keeps it from taking too much is
+// not a higher role but the domain's rules (a written-out selection, an id
+// that names one decision: keystore.BulkResolveRequest), the namespace
+// limits, and the count a person confirms. admin stays for operating the
+// guard itself (breakers, windows, re-sends, backups).
+const BulkScope = ScopeDecide
 
 var grants = map[Role][]Scope{
 	RoleReserve: {ScopeWrite, ScopeLookup},

@@ -30,7 +30,7 @@ func newGatedSite(t *testing.T) *site {
 	s.t = t
 	for key, by := range map[string]string{"inv-1": "ann", "inv-2": "ann", "inv-3": "on-call"} {
 		res, err := store.Reserve(s.ctx, keystore.ReserveRequest{Namespace: "invoices", Key: key, Owner: "n8n exec 7",
-			RequestedBy: by, ResumeURL: "http://n8n.local/webhook-waiting/" + key})
+			RequestedBy: by, ResumeURL: "http://n8n.local/webhook-waiting/" + key, Fingerprint: "invoice " + key})
 		if err != nil || res.Outcome != keystore.OutcomeParked {
 			t.Fatalf("reserve %s: %+v %v", key, res, err)
 		}

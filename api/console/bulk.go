@@ -10,6 +10,7 @@ import (
 
 	"github.com/gofiber/fiber/v2"
 
+	"github.com/n8n-guard/n8n-guard/api/access"
 	"github.com/n8n-guard/n8n-guard/api/problem"
 	"github.com/n8n-guard/n8n-guard/errs"
 	"github.com/n8n-guard/n8n-guard/keystore"
@@ -104,7 +105,7 @@ func (ui *Console) bulkPage(c *fiber.Ctx, sess *session) error {
 
 // newBulkPage reads the filter (the input is kept when it is broken).
 func (ui *Console) newBulkPage(sess *session, q url.Values) bulkPage {
-	p := bulkPage{layout: ui.layout(sess, "Bulk decision"), States: keystore.States, CanAct: sess.who.CanAct(),
+	p := bulkPage{layout: ui.layout(sess, "Bulk decision"), States: keystore.States, CanAct: sess.who.Allows(access.BulkScope),
 		FromText: q.Get("from"), ToText: q.Get("to")}
 	f, err := keystore.FilterFromQuery(q, nil)
 	p.Filter = f
@@ -172,9 +173,6 @@ func (ui *Console) bulkSubmit(c *fiber.Ctx, sess *session) error {
 	p := ui.newBulkPage(sess, q)
 	p.Form = bulkForm{Action: c.FormValue("action"), Note: strings.TrimSpace(c.FormValue("note")),
 		ResultRef: strings.TrimSpace(c.FormValue("result_ref")), ID: c.FormValue("id")}
-	if p.Problem == "" && p.Filter.Empty() {
-		p.Problem = "Choose a selection first: a bulk decision never takes every key of the store."
-	}
 	if p.Problem != "" {
 		return ui.showBulk(c, sess, http.StatusBadRequest, p)
 	}

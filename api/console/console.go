@@ -226,7 +226,7 @@ func (ui *Console) Mount(app *fiber.App) {
 	ui.route(app, get, "/key", anyone, ui.keyPage)
 	ui.route(app, post, "/key/resolve", actor, ui.resolve)
 	ui.route(app, get, "/bulk", anyone, ui.bulkPage) // bulk.go
-	ui.route(app, post, "/bulk", actor, ui.bulkSubmit)
+	ui.route(app, post, "/bulk", gateOf(access.BulkScope), ui.bulkSubmit)
 	ui.route(app, get, "/breakers", anyone, ui.breakers)
 	ui.route(app, post, "/breakers/reset", operator, ui.resetBreaker)
 	ui.route(app, get, "/destination", anyone, ui.destinationPage) // parking.go
@@ -251,6 +251,18 @@ const (
 	actor                 // a session whose role may decide on keys
 	operator              // a session whose role may operate (admin)
 )
+
+// gateOf is the gate of an action that needs scope, for a rule the API's
+// route table states as well (access.BulkScope).
+func gateOf(scope access.Scope) gate {
+	switch scope {
+	case access.ScopeDecide:
+		return actor
+	case access.ScopeAdmin:
+		return operator
+	}
+	panic("console: no gate for scope " + string(scope))
+}
 
 // handler is a page or action; sess is nil only on signedOut routes.
 type handler func(c *fiber.Ctx, sess *session) error

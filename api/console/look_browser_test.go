@@ -64,7 +64,7 @@ func newBusySite(t *testing.T) *site {
 	s.lostKey("crm-contacts", longKey("lost", 0), longDest, "http://n8n.local/webhook-waiting/lost")
 	for i := range 2 {
 		res, err := store.Reserve(s.ctx, keystore.ReserveRequest{Namespace: "invoices", Key: longKey("inv", i), Owner: longHolder,
-			RequestedBy: "finance-approvals-team-member-with-a-long-name@example.com", ResumeURL: "http://n8n.local/webhook-waiting/inv" + fmt.Sprint(i)})
+			RequestedBy: "finance-approvals-team-member-with-a-long-name@example.com", ResumeURL: "http://n8n.local/webhook-waiting/inv" + fmt.Sprint(i), Fingerprint: "invoice " + fmt.Sprint(i)})
 		if err != nil || res.Outcome != keystore.OutcomeParked {
 			t.Fatalf("reserve an invoice: %+v %v", res, err)
 		}

@@ -197,8 +197,10 @@ func newKeysResolveBulkCmd(o *clientOptions) *cobra.Command {
 		Use:   "resolve-bulk --resolution failed|completed --by NAME --note TEXT [filter flags] [--dry-run] [--yes]",
 		Short: "Decide every key a filter selects at once, with one reason (e.g. the unknown keys of an incident)",
 		Long: `Decide every key a filter selects at once, with one reason; each key's
-history names the bulk action and the person. Needs a token with the admin
-role; a token limited to namespaces must name one with --namespace.
+history names the bulk action and the person. Needs a token with the decide
+(or admin) role; a token limited to namespaces must name one with
+--namespace. A selection is required (--namespace, --state, --destination,
+...): a bulk decision never takes every key.
 
 Without --yes it first counts (a dry run), prints the count and asks for
 confirmation on the terminal; without a terminal it refuses (count with
@@ -216,9 +218,6 @@ may try again (--final: no new attempt). --resolution completed: they did.`,
 			f, err := keystore.FilterFromQuery(q, time.Local)
 			if err != nil {
 				return err
-			}
-			if f.Empty() {
-				return errors.New("choose a selection (--namespace, --state, --destination, ...): a bulk decision never takes every key")
 			}
 			d := client.BulkDecision{Filter: f, Resolution: keystore.State(resolution), By: by, Note: note, ResultRef: resultRef, Final: final}
 			words := map[keystore.State]string{keystore.StateFailed: "failed (retryable: a new attempt may start)", keystore.StateCompleted: "completed"}[d.Resolution]

@@ -72,6 +72,10 @@ func TestKeysResolveBulk(t *testing.T) {
 			t.Errorf("%s: %v", name, err)
 		}
 	}
+	// The server's rule, not the command's: no selection decides nothing.
+	if _, err := run(strings.NewReader(""), "--resolution", "failed", "--by", "ann", "--note", "x", "--yes"); err == nil || !strings.Contains(err.Error(), "never takes every key") {
+		t.Errorf("no selection: %v", err)
+	}
 	out, err := run(strings.NewReader(""), sel("--dry-run")...)
 	if err != nil || !strings.Contains(out, "3 keys match; 3 would be decided as failed") {
 		t.Fatalf("dry run: %v\n%s", err, out)

@@ -4,12 +4,57 @@ import (
 	"bytes"
 	"context"
 	"encoding/base64"
+	"fmt"
 	"time"
 
+	"github.com/fxamacker/cbor/v2"
 	"github.com/n8n-guard/n8n-guard/errs"
 	"github.com/n8n-guard/n8n-guard/keystore"
 	bbolt "go.etcd.io/bbolt"
 )
+
+// bucketBulk keeps what each bulk id names (keystore.BulkAction), from the
+// first run of the decision that writes.
+var bucketBulk = []byte("bulk") // id -> diskBulk
+
+// bkBulk is bulk's place in allBuckets.
+const bkBulk = 11
+
+type diskBulk struct {
+	_       struct{} `cbor:",toarray"`
+	Content []byte
+	At      int64
+}
+
+// claimBulk keeps req's id for its content, or refuses other content
+// under a kept id (keystore.DecideBulkAction), in a write of its own.
+func (s *Store) claimBulk(req keystore.BulkResolveRequest) error {
+	var refused error
+	err := s.change(func(tx *bbolt.Tx, now time.Time) error {
+		var prev *keystore.BulkAction
+		if v := tx.Bucket(bucketBulk).Get([]byte(req.ID)); v != nil {
+			var d diskBulk
+			if err := cbor.Unmarshal(v, &d); err != nil {
+				return fmt.Errorf("bulk %s: %w", req.ID, err)
+			}
+			prev = &keystore.BulkAction{ID: req.ID, Content: d.Content, At: fromMs(d.At)}
+		}
+		next, err := keystore.DecideBulkAction(prev, req, now)
+		if err != nil || next == nil {
+			refused = err // the decision's answer, not a failed write
+			return nil
+		}
+		v, err := cbor.Marshal(diskBulk{Content: next.Content, At: ms(next.At)})
+		if err != nil {
+			return err
+		}
+		return put(tx, bkBulk, []byte(next.ID), v)
+	})
+	if err != nil {
+		return err
+	}
+	return refused
+}
 
 // Bulk decisions: a selection by keystore.Filter through the indexes, and
 // the decision of every selected key in write transactions of
@@ -145,8 +190,8 @@ func (s *Store) Select(_ context.Context, f keystore.Filter, cursor string, limi
 	return page, s.readErr(err)
 }
 
-// ResolveMany implements keystore.BulkResolver. The whole selection is
-// read first, then decided batch by batch: a key a decision moves into
+// ResolveMany implements keystore.BulkResolver. A run that writes first
+// claims its id (claimBulk). The whole selection is read first, then decided batch by batch: a key a decision moves into
 // another index is not met again, and Matched is the selection a person
 // was shown. Each batch is a write transaction of its own, committed
 // alone (a sweep's path), so live writes wait for one batch at most. A
@@ -157,6 +202,11 @@ func (s *Store) ResolveMany(ctx context.Context, req keystore.BulkResolveRequest
 	req, err := req.Normalize()
 	if err != nil {
 		return keystore.BulkResult{}, err
+	}
+	if !req.DryRun {
+		if err := s.claimBulk(req); err != nil {
+			return keystore.BulkResult{}, err
+		}
 	}
 	res := keystore.BulkResult{ID: req.ID, DryRun: req.DryRun, Skipped: map[string]int{}}
 	var refs [][]byte

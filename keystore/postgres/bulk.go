@@ -3,6 +3,7 @@ package postgres
 import (
 	"context"
 	"encoding/base64"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -162,8 +163,8 @@ func (s *Store) selectRefs(ctx context.Context, f keystore.Filter) (nss, keys []
 	return nss, keys, nil
 }
 
-// ResolveMany implements keystore.BulkResolver. The whole selection is
-// read first (Matched is what a person was shown), then decided batch by
+// ResolveMany implements keystore.BulkResolver. A run that writes first
+// claims its id (claimBulk). The whole selection is read first (Matched is what a person was shown), then decided batch by
 // batch, each batch one transaction that locks its rows in key order
 // (single writes lock one key, then the event counter: the same order, so
 // no deadlock between them) and is run again when it loses a race. A dry
@@ -174,6 +175,11 @@ func (s *Store) ResolveMany(ctx context.Context, req keystore.BulkResolveRequest
 	req, err := req.Normalize()
 	if err != nil {
 		return keystore.BulkResult{}, err
+	}
+	if !req.DryRun {
+		if err := s.claimBulk(ctx, req); err != nil {
+			return keystore.BulkResult{}, err
+		}
 	}
 	res := keystore.BulkResult{ID: req.ID, DryRun: req.DryRun, Skipped: map[string]int{}}
 	nss, keys, err := s.selectRefs(ctx, req.Filter)
@@ -204,6 +210,41 @@ func (s *Store) ResolveMany(ctx context.Context, req keystore.BulkResolveRequest
 		}
 	}
 	return res, nil
+}
+
+// claimBulk keeps req's id for its content in guard_bulk, or refuses other
+// content under a kept id (keystore.DecideBulkAction). A kept id never
+// changes, so an insert that finds the id taken by a guard that claimed it
+// meanwhile decides again on what that guard wrote.
+func (s *Store) claimBulk(ctx context.Context, req keystore.BulkResolveRequest) error {
+	for range 2 {
+		var prev *keystore.BulkAction
+		var a keystore.BulkAction
+		err := s.pool.QueryRow(ctx, `SELECT content, created_at FROM guard_bulk WHERE id = $1`, req.ID).Scan(&a.Content, &a.At)
+		switch {
+		case err == nil:
+			a.ID, prev = req.ID, &a
+		case !errors.Is(err, pgx.ErrNoRows):
+			return s.dbErr("resolve-bulk", err)
+		}
+		now, err := s.now(ctx, s.pool)
+		if err != nil {
+			return s.dbErr("resolve-bulk", err)
+		}
+		next, err := keystore.DecideBulkAction(prev, req, now)
+		if err != nil || next == nil {
+			return err
+		}
+		tag, err := s.pool.Exec(ctx, `INSERT INTO guard_bulk (id, content, created_at) VALUES ($1, $2, $3) ON CONFLICT (id) DO NOTHING`,
+			next.ID, next.Content, next.At)
+		if err != nil {
+			return s.dbErr("resolve-bulk", err)
+		}
+		if tag.RowsAffected() == 1 {
+			return nil
+		}
+	}
+	return errs.Errorf(errs.Conflict, "bulk id %s was claimed by another request at the same time; nothing changed", req.ID)
 }
 
 const pgSelectBatch = `SELECT namespace, key, ` + pgKeyRead + ` FROM guard_keys

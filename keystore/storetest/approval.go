@@ -27,6 +27,9 @@ func (e *env) decide(reject bool, key, by, note string) (keystore.Result, error)
 	return approvalStore(e.t, e).Approve(e.ctx, req)
 }
 
+// invoice is the content of the event a gated reserve asks approval for.
+var invoice = withPayload(`{"invoice":"inv_1","amount":1200}`)
+
 func requestedBy(who string) func(*keystore.ReserveRequest) {
 	return func(r *keystore.ReserveRequest) { r.RequestedBy = who }
 }
@@ -47,7 +50,7 @@ func runApproval(t *testing.T, newStore New) {
 	}
 	t.Run("a gated reserve parks awaiting approval; copies write nothing; no resume_url is refused", func(t *testing.T) {
 		e := setup(t, newStore, pol)
-		p := e.reserve(gatedNS, "inv_1", withDest("hubspot"), withResume("201"), requestedBy("ann"))
+		p := e.reserve(gatedNS, "inv_1", withDest("hubspot"), withResume("201"), requestedBy("ann"), invoice)
 		wantOutcome(t, p, keystore.OutcomeParked)
 		if p.Proceed || p.Token != "" || p.Record.State != keystore.StateParked || p.Record.Reason != keystore.ReasonAwaitingApproval || p.Record.ResumeURL != resumeBase+"201" {
 			t.Fatalf("awaiting answer: %+v %+v", p, p.Record)
@@ -57,11 +60,11 @@ func runApproval(t *testing.T, newStore New) {
 		if keystore.RequestedBy(before.Record) != "ann" {
 			t.Fatalf("requested_by lost: %+v", before.Record.History)
 		}
-		copy := e.reserve(gatedNS, "inv_1", withDest("hubspot"), withResume("202"), requestedBy("ann"))
+		copy := e.reserve(gatedNS, "inv_1", withDest("hubspot"), withResume("202"), requestedBy("ann"), invoice)
 		wantOutcome(t, copy, keystore.OutcomeParked)
 		sameRecord(t, before.Record, e.lookup(gatedNS, "inv_1").Record)
 
-		_, err := e.s.Reserve(e.ctx, keystore.ReserveRequest{Namespace: gatedNS, Key: "inv_2", Destination: "hubspot"})
+		_, err := e.s.Reserve(e.ctx, keystore.ReserveRequest{Namespace: gatedNS, Key: "inv_2", Destination: "hubspot", Fingerprint: "inv_2 v1"})
 		wantCode(t, err, errs.ApprovalRequired)
 		if r := e.lookup(gatedNS, "inv_2"); r.Record != nil {
 			t.Fatalf("a refused reserve wrote %+v", r.Record)
@@ -93,7 +96,7 @@ func runApproval(t *testing.T, newStore New) {
 
 	t.Run("approve: four eyes, resumable, re-reserve accepted, a late approve changes nothing", func(t *testing.T) {
 		e := setup(t, newStore, pol)
-		e.reserve(gatedNS, "inv_1", withDest("hubspot"), withResume("301"), requestedBy("ann"))
+		e.reserve(gatedNS, "inv_1", withDest("hubspot"), withResume("301"), requestedBy("ann"), invoice)
 		before := e.lookup(gatedNS, "inv_1")
 		_, err := e.decide(false, "inv_1", "ann", "")
 		wantCode(t, err, errs.Forbidden)
@@ -121,7 +124,7 @@ func runApproval(t *testing.T, newStore New) {
 		if _, err := parkStore(t, e).ResumeAnswered(e.ctx, gatedNS, "inv_1", *approved.Record.ParkedAt, keystore.ResumeAccepted, ""); err != nil {
 			t.Fatal(err)
 		}
-		r := e.reserve(gatedNS, "inv_1", withDest("hubspot"), withResume("301"))
+		r := e.reserve(gatedNS, "inv_1", withDest("hubspot"), withResume("301"), invoice)
 		wantOutcome(t, r, keystore.OutcomeAccepted)
 		if r.Record.Attempt != 1 {
 			t.Fatalf("attempt %d", r.Record.Attempt)
@@ -147,7 +150,7 @@ func runApproval(t *testing.T, newStore New) {
 	t.Run("reject: copies answer rejected, the resume ends the key failed for good", func(t *testing.T) {
 		e := setup(t, newStore, pol)
 		openHubspot(t, e)
-		e.reserve(gatedNS, "inv_1", withDest("hubspot"), withResume("401"), requestedBy("ann"))
+		e.reserve(gatedNS, "inv_1", withDest("hubspot"), withResume("401"), requestedBy("ann"), invoice)
 		_, err := e.decide(true, "inv_1", "bob", "")
 		wantCode(t, err, errs.InvalidRequest)
 		rj, err := e.decide(true, "inv_1", "bob", "wrong amount")
@@ -178,9 +181,70 @@ func runApproval(t *testing.T, newStore New) {
 		sameRecord(t, f.Record, e.lookup(gatedNS, "inv_1").Record)
 	})
 
+	t.Run("an approval binds the content it was requested with", func(t *testing.T) {
+		e := setup(t, newStore, pol)
+		// A request without content would approve nothing in particular.
+		_, err := e.s.Reserve(e.ctx, keystore.ReserveRequest{Namespace: gatedNS, Key: "inv_0", Destination: "hubspot", ResumeURL: resumeBase + "600", RequestedBy: "ann"})
+		wantField(t, err, errs.InvalidRequest, "payload", "required_without=fingerprint")
+		if r := e.lookup(gatedNS, "inv_0"); r.Record != nil {
+			t.Fatalf("a request without content wrote %+v", r.Record)
+		}
+		if evs := e.events(); len(evs) != 0 {
+			t.Fatalf("a request without content made events %+v", evs)
+		}
+
+		e.reserve(gatedNS, "inv_1", withDest("hubspot"), withResume("601"), requestedBy("ann"), invoice)
+		e.reserve(gatedNS, "inv_2", withDest("hubspot"), withResume("602"), requestedBy("ann"), func(r *keystore.ReserveRequest) { r.Fingerprint = "inv_2 v1" })
+		for _, key := range []string{"inv_1", "inv_2"} {
+			if _, err := e.decide(false, key, "bob", "amount checked"); err != nil {
+				t.Fatal(err)
+			}
+			if !e.claimGated(key) {
+				t.Fatalf("%s: not claimed", key)
+			}
+		}
+		e.restart()
+		woken := e.lookup(gatedNS, "inv_1").Record
+		for name, c := range map[string]struct {
+			mod  func(*keystore.ReserveRequest)
+			code errs.Code
+		}{
+			"another payload":                        {withPayload(`{"invoice":"inv_1","amount":99999}`), errs.KeyReused},
+			"no payload":                             {func(*keystore.ReserveRequest) {}, errs.InvalidRequest},
+			"a fingerprint where a payload was sent": {func(r *keystore.ReserveRequest) { r.Fingerprint = "inv_1" }, errs.KeyReused},
+		} {
+			req := keystore.ReserveRequest{Namespace: gatedNS, Key: "inv_1", Destination: "hubspot", ResumeURL: resumeBase + "601"}
+			c.mod(&req)
+			_, err := e.s.Reserve(e.ctx, req)
+			if errs.CodeOf(err) != c.code {
+				t.Fatalf("the woken reserve with %s: %v, want %s", name, err, c.code)
+			}
+			sameRecord(t, woken, e.lookup(gatedNS, "inv_1").Record)
+		}
+		_, err = e.s.Reserve(e.ctx, keystore.ReserveRequest{Namespace: gatedNS, Key: "inv_2", Destination: "hubspot", ResumeURL: resumeBase + "602", Fingerprint: "inv_2 v2"})
+		wantCode(t, err, errs.KeyReused)
+
+		// The approved content, spelled another way, writes.
+		r := e.reserve(gatedNS, "inv_1", withDest("hubspot"), withResume("601"), withPayload(`{"amount":1200.0, "invoice":"inv_1"}`))
+		wantOutcome(t, r, keystore.OutcomeAccepted)
+		wantOutcome(t, e.reserve(gatedNS, "inv_2", withDest("hubspot"), withResume("602"), func(r *keystore.ReserveRequest) { r.Fingerprint = "inv_2 v1" }), keystore.OutcomeAccepted)
+		// A retry after a failure is not asked again, and so must carry it too.
+		wantOutcome(t, e.fail(gatedNS, "inv_1", r.Token, keystore.ReasonDestinationFailed), keystore.OutcomeDestinationFailed)
+		failed := e.lookup(gatedNS, "inv_1").Record
+		_, err = e.s.Reserve(e.ctx, keystore.ReserveRequest{Namespace: gatedNS, Key: "inv_1", Destination: "hubspot"})
+		wantField(t, err, errs.InvalidRequest, "payload", "required_without=fingerprint")
+		_, err = e.s.Reserve(e.ctx, keystore.ReserveRequest{Namespace: gatedNS, Key: "inv_1", Destination: "hubspot", Payload: []byte(`{"invoice":"inv_1","amount":99999}`)})
+		wantCode(t, err, errs.KeyReused)
+		sameRecord(t, failed, e.lookup(gatedNS, "inv_1").Record)
+		retry := e.reserve(gatedNS, "inv_1", withDest("hubspot"), invoice)
+		if retry.Outcome != keystore.OutcomeAccepted || retry.Record.Attempt != 2 {
+			t.Fatalf("retry with the approved content: %+v", retry)
+		}
+	})
+
 	t.Run("approve and reject at once: exactly one decides", func(t *testing.T) {
 		e := setup(t, newStore, pol)
-		e.reserve(gatedNS, "inv_1", withResume("501"))
+		e.reserve(gatedNS, "inv_1", withResume("501"), invoice)
 		var wg sync.WaitGroup
 		var mu sync.Mutex
 		won := map[keystore.Outcome]int{}

@@ -33,7 +33,7 @@ func (e *env) incident() (t1 time.Time) {
 	c := e.reserve(ns, "ord-5", withDest("hubspot"))
 	e.complete(ns, "ord-5", c.Token, "crm-5")
 	e.unknown("other", "ord-6", "n8n LeadCrm exec 6")
-	e.reserve(gatedNS, "inv_1", withDest("hubspot"), withResume("201"), requestedBy("ann"))
+	e.reserve(gatedNS, "inv_1", withDest("hubspot"), withResume("201"), requestedBy("ann"), invoice)
 	return t1
 }
 
@@ -139,7 +139,9 @@ func runBulk(t *testing.T, newStore New) {
 	t.Run("bulk resolve of mixed states: dry run changes nothing, each decided key names the bulk and the person, a repeat decides nothing", func(t *testing.T) {
 		e := setup(t, newStore, pol)
 		e.incident()
-		req := keystore.BulkResolveRequest{Resolution: keystore.StateFailed, By: "ann@example.com", Note: "CRM incident 4711: retry after the fix"}
+		// Every state, written out: a bulk decision has no form of "every key".
+		every := keystore.Filter{States: []keystore.State{keystore.StateReserved, keystore.StateCompleted, keystore.StateFailed, keystore.StateUnknown, keystore.StateParked}}
+		req := keystore.BulkResolveRequest{Filter: every, Resolution: keystore.StateFailed, By: "ann@example.com", Note: "CRM incident 4711: retry after the fix"}
 		skipped := map[string]int{keystore.SkipLiveLease: 1, keystore.SkipCompleted: 1, keystore.SkipAwaitingApproval: 1}
 
 		before := e.snapshot(all...)
@@ -223,10 +225,80 @@ func runBulk(t *testing.T, newStore New) {
 			t.Fatalf("resolved events of a single and a bulk decision: %+v", evs)
 		}
 		before := e.snapshot(ns+"/a-1", ns+"/b-1")
-		req.Filter = keystore.Filter{Namespace: ns}
-		wantBulk(t, e.bulk(req), 2, 0, map[string]int{keystore.SkipDecided: 2})
+		wantBulk(t, e.bulk(req), 1, 0, map[string]int{keystore.SkipDecided: 1})
 		if after := e.snapshot(ns+"/a-1", ns+"/b-1"); after != before {
 			t.Fatalf("a repeat changed the store:\nbefore %s\nafter  %s", before, after)
+		}
+	})
+
+	t.Run("a bulk id reused with other content is a conflict and changes nothing; a dry run claims no id", func(t *testing.T) {
+		e := setup(t, newStore, keystore.Policies{})
+		for _, k := range []string{"ord-1", "ord-2"} {
+			e.unknown(ns, k, "n8n exec 1")
+		}
+		e.unknown("other", "ord-3", "n8n exec 1")
+		keys := []string{ns + "/ord-1", ns + "/ord-2", "other/ord-3"}
+		req := keystore.BulkResolveRequest{Filter: keystore.Filter{Namespace: ns, KeyPrefix: "ord-"}, Resolution: keystore.StateFailed,
+			By: "ann", Note: "CRM incident 4711", ID: "b-0000beef"}
+		// A dry run under the id with other content: a question, it keeps nothing.
+		dry := req
+		dry.Note, dry.DryRun = "counting first", true
+		wantBulk(t, e.bulk(dry), 2, 2, nil)
+		wantBulk(t, e.bulk(req), 2, 2, nil)
+		e.restart()
+		before := e.snapshot(keys...)
+		for name, mod := range map[string]func(*keystore.BulkResolveRequest){
+			"another note":         func(r *keystore.BulkResolveRequest) { r.Note = "CRM incident 4712" },
+			"another selection":    func(r *keystore.BulkResolveRequest) { r.Filter = keystore.Filter{Namespace: "other"} },
+			"another resolution":   func(r *keystore.BulkResolveRequest) { r.Final = true },
+			"another person":       func(r *keystore.BulkResolveRequest) { r.By = "bob" },
+			"the id spelled again": func(r *keystore.BulkResolveRequest) { r.ID, r.Note = " b-0000beef ", "x" },
+		} {
+			other := req
+			mod(&other)
+			for via, resolve := range map[string]func(keystore.BulkResolveRequest) (keystore.BulkResult, error){
+				"keystore.ResolveMany": func(r keystore.BulkResolveRequest) (keystore.BulkResult, error) {
+					return keystore.ResolveMany(e.ctx, e.s, r)
+				},
+				"the store": func(r keystore.BulkResolveRequest) (keystore.BulkResult, error) { return e.s.ResolveMany(e.ctx, r) },
+			} {
+				res, err := resolve(other)
+				if errs.CodeOf(err) != errs.Conflict || res.Decided != 0 {
+					t.Fatalf("%s through %s: %+v %v, want conflict", name, via, res, err)
+				}
+				wantField(t, err, errs.Conflict, "id", "unique")
+			}
+		}
+		if after := e.snapshot(keys...); after != before {
+			t.Fatalf("a reused id changed the store:\nbefore %s\nafter  %s", before, after)
+		}
+		// The same content again is a repeat: it decides nothing twice.
+		wantBulk(t, e.bulk(req), 2, 0, map[string]int{keystore.SkipDecided: 2})
+		states := []keystore.State{keystore.StateUnknown, keystore.StateFailed}
+		spelled := req
+		spelled.Filter.States, spelled.Filter.Namespace = states, " "+ns
+		first := spelled
+		first.ID = "b-0000d00d"
+		wantBulk(t, e.bulk(first), 2, 0, map[string]int{keystore.SkipDecided: 2})
+		slices.Reverse(states)
+		wantBulk(t, e.bulk(first), 2, 0, map[string]int{keystore.SkipDecided: 2}) // the order of the states is not content
+	})
+
+	t.Run("an empty filter is refused by the store: no bulk decision takes every key", func(t *testing.T) {
+		e := setup(t, newStore, keystore.Policies{})
+		e.unknown(ns, "ord-1", "n8n exec 1")
+		before := e.snapshot(ns + "/ord-1")
+		for _, f := range []keystore.Filter{{}, {Namespace: "  ", Holder: " ", Text: "\t"}} {
+			for _, dry := range []bool{true, false} {
+				req := keystore.BulkResolveRequest{Filter: f, Resolution: keystore.StateFailed, By: "ann", Note: "everything", DryRun: dry}
+				_, err := e.s.ResolveMany(e.ctx, req)
+				wantField(t, err, errs.InvalidRequest, "filter", "required")
+				_, err = keystore.ResolveMany(e.ctx, e.s, req)
+				wantField(t, err, errs.InvalidRequest, "filter", "required")
+			}
+		}
+		if after := e.snapshot(ns + "/ord-1"); after != before {
+			t.Fatalf("a refused bulk changed the store")
 		}
 	})
 
@@ -302,13 +374,15 @@ func runBulk(t *testing.T, newStore New) {
 		e := setup(t, newStore, keystore.Policies{})
 		e.unknown(ns, "ord-1", "n8n exec 1")
 		before := e.snapshot(ns + "/ord-1")
+		some := keystore.Filter{Namespace: ns}
 		for name, req := range map[string]keystore.BulkResolveRequest{
-			"no person":          {Resolution: keystore.StateFailed, Note: "x"},
-			"no note":            {Resolution: keystore.StateFailed, By: "ann"},
-			"resolution unknown": {Resolution: keystore.StateUnknown, By: "ann", Note: "x"},
-			"final completed":    {Resolution: keystore.StateCompleted, Final: true, By: "ann", Note: "x"},
+			"no person":          {Filter: some, Resolution: keystore.StateFailed, Note: "x"},
+			"no note":            {Filter: some, Resolution: keystore.StateFailed, By: "ann"},
+			"resolution unknown": {Filter: some, Resolution: keystore.StateUnknown, By: "ann", Note: "x"},
+			"final completed":    {Filter: some, Resolution: keystore.StateCompleted, Final: true, By: "ann", Note: "x"},
 			"bad state":          {Filter: keystore.Filter{States: []keystore.State{"lost"}}, Resolution: keystore.StateFailed, By: "ann", Note: "x"},
-			"id with a comma":    {Resolution: keystore.StateFailed, By: "ann", Note: "x", ID: "a,b"},
+			"id with a comma":    {Filter: some, Resolution: keystore.StateFailed, By: "ann", Note: "x", ID: "a,b"},
+			"no selection":       {Resolution: keystore.StateFailed, By: "ann", Note: "x"},
 		} {
 			_, err := keystore.ResolveMany(e.ctx, e.s, req)
 			if errs.CodeOf(err) != errs.InvalidRequest {

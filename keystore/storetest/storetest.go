@@ -137,6 +137,20 @@ func wantCode(t *testing.T, err error, want errs.Code) {
 	}
 }
 
+// wantField checks the code and that the error names field and rule.
+func wantField(t *testing.T, err error, want errs.Code, field, rule string) {
+	t.Helper()
+	wantCode(t, err, want)
+	var de *errs.Error
+	errors.As(err, &de)
+	for _, f := range de.Fields {
+		if f.Field == field && f.Rule == rule {
+			return
+		}
+	}
+	t.Fatalf("fields %+v (%s), want %s %s", de.Fields, de.Message, field, rule)
+}
+
 func wantState(t *testing.T, r keystore.Result, want keystore.State) {
 	t.Helper()
 	if r.Record == nil {

@@ -703,9 +703,10 @@ describe('approval before writing', () => {
 		await wait?.close();
 	});
 
-	// The Reserve of a gated namespace, parking at the fake Wait node.
-	const gated = (executionId, requestedBy) =>
-		reserve(GATED, { reserveOptions: { resumeUrl: `${wait.base}/${executionId}`, requestedBy } });
+	// The Reserve of a gated namespace, parking at the fake Wait node, with
+	// the event as its payload (what the approval binds; null: none).
+	const gated = (executionId, requestedBy, payload = '={{ $json }}') =>
+		reserve(GATED, { reserveOptions: { resumeUrl: `${wait.base}/${executionId}`, requestedBy, ...(payload === null ? {} : { payload }) } });
 
 	test('Requested By is sent as requested_by, trimmed; left empty it is not sent', async () => {
 		const key = ns('inv');
@@ -765,6 +766,28 @@ describe('approval before writing', () => {
 			assert.equal(blocked.message, 'duplicate invoice from the supplier');
 			assertNoErrorKey([blocked]);
 		}
+	});
+
+	test('without Payload or Fingerprint a gated namespace is an error naming the field; nothing is recorded', async () => {
+		const key = ns('inv');
+		const error = await failure(gated('9301', 'jane', null), [{ event_id: key }]);
+		assert.equal(error.httpCode, '400');
+		assert.equal(error.errorResponse.code, 'invalid_request');
+		assert.match(error.description, /Fields: payload: required_without=fingerprint/);
+		const lookup = await runSingle({ operation: 'lookup', namespace: GATED, key }, [{}]);
+		assert.equal(lookup.output('Guard')[0].found, false);
+	});
+
+	test('the resumed execution with another payload than the approved one is key_reused and writes nothing', async () => {
+		const key = ns('inv');
+		await runWorkflow(single(gated('9401', 'jane')), { start: 'Trigger', items: [{ event_id: key, amount: 1200 }], credentials, executionId: '9401' });
+		assert.equal((await decide('approve', key, 'controller', 'amount checked')).status, 200);
+		await wait.wokenUp('9401');
+		const error = await failure(gated('9401', 'jane'), [{ event_id: key, amount: 99999 }]);
+		assert.equal(error.httpCode, '422');
+		assert.equal(error.errorResponse.code, 'key_reused');
+		const resumed = await runWorkflow(single(gated('9401', 'jane')), { start: 'Trigger', items: [{ event_id: key, amount: 1200 }], credentials, executionId: '9401' });
+		assert.equal(resumed.output('Guard', PROCEED)[0]?.outcome, 'accepted');
 	});
 
 	test('without Park When Paused a gated namespace is an error that says what to set; nothing is recorded', async () => {

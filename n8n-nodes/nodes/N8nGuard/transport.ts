@@ -23,7 +23,7 @@ const HINTS: Record<string, string> = {
 	payload_too_large: 'Send a smaller payload or result, or send a fingerprint instead of the payload.',
 	store_unavailable: 'n8n-guard cannot reach its store right now: try again later.',
 	approval_required:
-		'This namespace requires a person\'s approval before writing, and the execution must wait for it: in the Reserve node add Options → Park When Paused (Resume URL), keep its default {{ $execution.resumeUrl }}, and connect the Parked output to a Wait node (Resume: On Webhook Call, Header Auth with n8n-guard\'s resume secret) whose output goes back to the Reserve node.',
+		'This namespace requires a person\'s approval before writing, and the execution must wait for it: in the Reserve node add Options → Park When Paused (Resume URL), keep its default {{ $execution.resumeUrl }}, and connect the Parked output to a Wait node (Resume: On Webhook Call, Header Auth with n8n-guard\'s resume secret) whose output goes back to the Reserve node. Add Options → Payload as well (the event, named by the trigger): the approval is of that content.',
 };
 
 /**
