@@ -74,7 +74,8 @@ async function startGuard({ config } = {}) {
 		args.push('--config', path.join(tmp, 'config.yaml'));
 	}
 	const child = spawn(bin, args, {
-		env: { ...process.env, N8N_GUARD_TOKENS: token },
+		// Resume URLs point at RESUME_BASE's n8n: the guard accepts them only for a configured n8n.
+		env: { ...process.env, N8N_GUARD_TOKENS: token, N8N_GUARD_RESUME_ORIGINS: new URL(RESUME_BASE).origin },
 		stdio: ['ignore', 'pipe', 'pipe'],
 	});
 	let log = '';
