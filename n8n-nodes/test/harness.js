@@ -61,8 +61,11 @@ const guardCredential = new N8nGuardApi();
 // ---------------------------------------------------------------------------
 // The n8n-guard server
 
-/** Starts n8n-guard; `config` is the text of its YAML configuration file (--config). */
-async function startGuard({ config } = {}) {
+/**
+ * Starts n8n-guard; `config` is the text of its YAML configuration file (--config),
+ * `resumeOrigins` more n8n origins (besides RESUME_BASE's) whose resume URLs it accepts.
+ */
+async function startGuard({ config, resumeOrigins = [] } = {}) {
 	const token = `test-${crypto.randomBytes(12).toString('hex')}`;
 	const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'n8n-guard-node-test-'));
 	const bin = process.env.N8N_GUARD_BIN || buildGuard(tmp);
@@ -75,7 +78,7 @@ async function startGuard({ config } = {}) {
 	}
 	const child = spawn(bin, args, {
 		// Resume URLs point at RESUME_BASE's n8n: the guard accepts them only for a configured n8n.
-		env: { ...process.env, N8N_GUARD_TOKENS: token, N8N_GUARD_RESUME_ORIGINS: new URL(RESUME_BASE).origin },
+		env: { ...process.env, N8N_GUARD_TOKENS: token, N8N_GUARD_RESUME_ORIGINS: [new URL(RESUME_BASE).origin, ...resumeOrigins].join(',') },
 		stdio: ['ignore', 'pipe', 'pipe'],
 	});
 	let log = '';

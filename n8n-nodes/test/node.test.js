@@ -28,15 +28,20 @@ const GATED = 'invoices-approval';
 
 let guard;
 let credentials;
+// n8n's Wait nodes of the approval tests: started first, the guard resumes only a configured n8n.
+let wait;
 before(async () => {
+	wait = await startWaitNodes();
 	guard = await startGuard({
 		config: `namespaces:\n  ${GATED}:\n    approval: required\n    approvers: [U0APPROVER]\n    four_eyes: true\n`,
+		resumeOrigins: [new URL(wait.base).origin],
 	});
 	credentials = { baseUrl: guard.baseUrl, token: guard.token };
 	console.log(`testing against ${guard.kind}, with n8n-workflow ${n8nWorkflowVersion}`);
 });
 after(async () => {
 	await guard?.stop();
+	await wait?.close();
 });
 
 const PROCEED = 0;
@@ -695,13 +700,6 @@ async function decide(decision, key, by, note) {
 }
 
 describe('approval before writing', () => {
-	let wait;
-	before(async () => {
-		wait = await startWaitNodes();
-	});
-	after(async () => {
-		await wait?.close();
-	});
 
 	// The Reserve of a gated namespace, parking at the fake Wait node, with
 	// the event as its payload (what the approval binds; null: none).
