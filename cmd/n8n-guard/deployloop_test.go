@@ -1,0 +1,332 @@
+package main
+
+import (
+	"bytes"
+	"cmp"
+	"errors"
+	"io"
+	"net/url"
+	"os"
+	"path"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// y walks decoded YAML: y(doc, "spec", "template") or "" when absent.
+func y(v any, keys ...string) any {
+	for _, k := range keys {
+		m, ok := v.(map[string]any)
+		if !ok {
+			return nil
+		}
+		v = m[k]
+	}
+	return v
+}
+
+func ys(v any, keys ...string) string { s, _ := y(v, keys...).(string); return s }
+
+func yl(v any, keys ...string) []any { l, _ := y(v, keys...).([]any); return l }
+
+// composeDefault resolves ${VAR:-default} and ${VAR:?msg} as compose does
+// with VAR unset: the default, or "" (the user must set it).
+var composeVar = regexp.MustCompile(`\$\{([A-Z0-9_]+)(?::?[-?]([^}]*))?\}`)
+
+func composeDefault(s string) string {
+	return composeVar.ReplaceAllStringFunc(s, func(m string) string {
+		sub := composeVar.FindStringSubmatch(m)
+		if strings.Contains(m, ":-") {
+			return sub[2]
+		}
+		return ""
+	})
+}
+
+func originOf(t *testing.T, where, raw string) string {
+	t.Helper()
+	u, err := url.Parse(raw)
+	if err != nil || u.Host == "" {
+		t.Errorf("%s: %q is not an absolute URL", where, raw)
+		return ""
+	}
+	return u.Scheme + "://" + u.Host
+}
+
+// The compose file and the Kubernetes manifests run the whole loop as
+// shipped: n8n's webhook URL is set and the guard's resume origin is its
+// origin (resume URLs reach n8n, and the guard accepts them); the guard's
+// configuration is mounted where N8N_GUARD_CONFIG says and loads; Slack's
+// signing secret / app token and n8n's API come from .env / the Secret;
+// the shared secrets (tokens, resume secret) come from there too; and the
+// `n8n setup` step exists, aims at the guard and can read the resume
+// secret. Kubernetes' ConfigMap holds the compose example's text.
+func TestDeployFilesRunTheWholeLoop(t *testing.T) {
+	dir := filepath.Join("..", "..", "deploy")
+	example, err := os.ReadFile(filepath.Join(dir, "compose", "n8n-guard.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := LoadFile(filepath.Join(dir, "compose", "n8n-guard.yaml")); err != nil {
+		t.Fatalf("the example configuration does not load: %v", err)
+	}
+	fc := map[string]any{}
+	if err := yaml.Unmarshal(example, &fc); err != nil {
+		t.Fatal(err)
+	}
+	if ys(fc, "notify", "default_channel") == "" || len(yl(fc, "owners")) == 0 || len(y(fc, "destinations").(map[string]any)) == 0 {
+		t.Errorf("the example configuration lacks a default channel, an owner rule or a destination")
+	}
+	approval := false
+	for _, ns := range y(fc, "namespaces").(map[string]any) {
+		approval = approval || ys(ns, "approval") == "required"
+	}
+	if !approval {
+		t.Errorf("the example configuration has no approval namespace")
+	}
+	shared := []string{"SLACK_BOT_TOKEN", "SLACK_SIGNING_SECRET", "SLACK_APP_TOKEN", "N8N_API_URL", "N8N_API_KEY"}
+
+	t.Run("compose", func(t *testing.T) {
+		raw, err := os.ReadFile(filepath.Join(dir, "compose", "compose.yaml"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		envExample, err := os.ReadFile(filepath.Join(dir, "compose", ".env.example"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var c map[string]any
+		if err := yaml.Unmarshal(raw, &c); err != nil {
+			t.Fatal(err)
+		}
+		env := func(svc string) map[string]string {
+			out := map[string]string{}
+			for k, v := range y(c, "services", svc, "environment").(map[string]any) {
+				s, _ := v.(string)
+				out[k] = s
+			}
+			return out
+		}
+		n8nEnv, guardEnv := env("n8n"), env("n8n-guard")
+		webhook := composeDefault(n8nEnv["WEBHOOK_URL"])
+		if webhook == "" {
+			t.Fatalf("n8n has no WEBHOOK_URL: its resume URLs would point at localhost, the guard's own container")
+		}
+		resume := composeDefault(cmp.Or(guardEnv["N8N_GUARD_RESUME_ORIGINS"], guardEnv["N8N_URL"]))
+		if originOf(t, "n8n's WEBHOOK_URL", webhook) != originOf(t, "the guard's resume origin", resume) {
+			t.Errorf("n8n's resume URLs start %s, the guard accepts %s: every park is refused resume_origin", webhook, resume)
+		}
+		for _, e := range shared {
+			v, ok := guardEnv[e]
+			if !ok {
+				t.Errorf("the guard is not given %s", e)
+			}
+			if m := composeVar.FindStringSubmatch(v); m != nil && !strings.Contains(string(envExample), m[1]+"=") {
+				t.Errorf("%s comes from .env's %s, which .env.example does not name", e, m[1])
+			}
+		}
+		if !strings.HasPrefix(guardEnv["N8N_GUARD_TOKENS"], "${") {
+			t.Errorf("the guard's tokens are not from .env")
+		}
+		cfgPath := guardEnv["N8N_GUARD_CONFIG"]
+		mounted := false
+		for _, v := range yl(c, "services", "n8n-guard", "volumes") {
+			src, dst, _ := strings.Cut(strings.TrimSuffix(v.(string), ":ro"), ":")
+			if dst == cfgPath && strings.HasPrefix(src, "./") {
+				b, err := os.ReadFile(filepath.Join(dir, "compose", src))
+				mounted = err == nil && bytes.Equal(b, example)
+			}
+		}
+		if cfgPath == "" || !mounted {
+			t.Errorf("the guard's configuration (N8N_GUARD_CONFIG %q) is not mounted from deploy/compose/n8n-guard.yaml", cfgPath)
+		}
+		if y(c, "services", "n8n-guard", "ulimits", "nofile") == nil {
+			t.Errorf("the guard has no ulimits: runc (podman) refuses the engine's default rlimits on some hosts")
+		}
+
+		setup := y(c, "services", "n8n-guard-setup")
+		var args []string
+		for _, a := range yl(setup, "command") {
+			args = append(args, a.(string))
+		}
+		checkSetup(t, "compose n8n-guard-setup", args, "n8n-guard")
+		senv := env("n8n-guard-setup")
+		if senv["N8N_API_KEY"] == "" || senv["N8N_GUARD_TOKEN"] == "" {
+			t.Errorf("the setup service lacks N8N_API_KEY or the guard's token")
+		}
+		readsData := slices.ContainsFunc(yl(setup, "volumes"), func(v any) bool { return strings.HasPrefix(v.(string), "guard-data:/data") })
+		if !readsData || senv["N8N_GUARD_STORE"] == "" {
+			t.Errorf("the setup service cannot find the resume secret: mount guard-data at /data (bbolt) and pass N8N_GUARD_STORE (PostgreSQL)")
+		}
+
+		// Queue mode: main + worker + Redis, as a profile.
+		worker := y(c, "services", "n8n-worker")
+		if !slices.Contains(yl(worker, "profiles"), any("queue")) || !slices.Contains(yl(worker, "command"), any("worker")) ||
+			!slices.Contains(yl(c, "services", "redis", "profiles"), any("queue")) {
+			t.Errorf("no queue profile with an n8n worker and Redis")
+		}
+		if composeDefault(env("n8n-worker")["WEBHOOK_URL"]) != webhook || env("n8n-worker")["EXECUTIONS_MODE"] == "" {
+			t.Errorf("the worker does not share n8n's environment (WEBHOOK_URL, EXECUTIONS_MODE)")
+		}
+	})
+
+	t.Run("kubernetes", func(t *testing.T) {
+		files, _ := filepath.Glob(filepath.Join(dir, "kubernetes", "*.yaml"))
+		var docs []any
+		for _, f := range files {
+			raw, err := os.ReadFile(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			dec := yaml.NewDecoder(bytes.NewReader(raw))
+			for {
+				var d any
+				if err := dec.Decode(&d); errors.Is(err, io.EOF) {
+					break
+				} else if err != nil {
+					t.Fatalf("%s: %v", f, err)
+				}
+				docs = append(docs, d)
+			}
+		}
+		byKind := map[string][]any{}
+		for _, d := range docs {
+			byKind[ys(d, "kind")] = append(byKind[ys(d, "kind")], d)
+		}
+		services := map[string]any{}
+		for _, s := range byKind["Service"] {
+			services[ys(s, "metadata", "name")] = s
+		}
+		configMaps := map[string]any{}
+		for _, cm := range byKind["ConfigMap"] {
+			configMaps[ys(cm, "metadata", "name")] = cm
+		}
+		type envVar struct{ value, secretKey string }
+		envOf := func(c any) map[string]envVar {
+			out := map[string]envVar{}
+			for _, e := range yl(c, "env") {
+				out[ys(e, "name")] = envVar{ys(e, "value"), ys(e, "valueFrom", "secretKeyRef", "key")}
+			}
+			return out
+		}
+		workloads := append(byKind["StatefulSet"], byKind["Deployment"]...)
+		if len(workloads) != 2 {
+			t.Fatalf("want the StatefulSet and the Deployment, got %d", len(workloads))
+		}
+		for _, w := range workloads {
+			where := ys(w, "kind") + " " + ys(w, "metadata", "name")
+			pod := y(w, "spec", "template", "spec")
+			c := yl(pod, "containers")[0]
+			env := envOf(c)
+			origin := cmp.Or(env["N8N_GUARD_RESUME_ORIGINS"].value, env["N8N_URL"].value)
+			if origin == "" {
+				t.Errorf("%s: no resume origin (N8N_GUARD_RESUME_ORIGINS): n8n's WEBHOOK_URL must be named", where)
+			} else {
+				originOf(t, where, origin)
+			}
+			for _, e := range append([]string{"N8N_GUARD_TOKENS", "N8N_GUARD_RESUME_SECRET"}, shared...) {
+				if env[e] == (envVar{}) {
+					t.Errorf("%s: %s is not given", where, e)
+				}
+			}
+			for _, e := range []string{"N8N_GUARD_TOKENS", "N8N_GUARD_RESUME_SECRET", "SLACK_SIGNING_SECRET", "SLACK_APP_TOKEN", "N8N_API_KEY"} {
+				if env[e].secretKey != e {
+					t.Errorf("%s: %s does not come from the Secret", where, e)
+				}
+			}
+			// The config file: N8N_GUARD_CONFIG names a file in a mounted ConfigMap
+			// holding the example's text.
+			cfg := env["N8N_GUARD_CONFIG"].value
+			found := false
+			for _, m := range yl(c, "volumeMounts") {
+				if ys(m, "mountPath") != path.Dir(cfg) {
+					continue
+				}
+				for _, v := range yl(pod, "volumes") {
+					if ys(v, "name") == ys(m, "name") {
+						cm := configMaps[ys(v, "configMap", "name")]
+						found = cm != nil && ys(cm, "data", path.Base(cfg)) == string(example)
+					}
+				}
+			}
+			if cfg == "" || !found {
+				t.Errorf("%s: the configuration (N8N_GUARD_CONFIG %q) is not mounted from a ConfigMap holding deploy/compose/n8n-guard.yaml", where, cfg)
+			}
+			if ys(w, "kind") == "StatefulSet" {
+				svc := services[ys(w, "spec", "serviceName")]
+				if svc == nil || ys(svc, "spec", "clusterIP") != "None" {
+					t.Errorf("%s: serviceName %q is not a headless Service", where, ys(w, "spec", "serviceName"))
+				}
+			}
+		}
+		if len(byKind["Job"]) != 1 {
+			t.Fatalf("no n8n setup Job")
+		}
+		job := byKind["Job"][0]
+		c := yl(job, "spec", "template", "spec", "containers")[0]
+		var args []string
+		for _, a := range yl(c, "args") {
+			args = append(args, a.(string))
+		}
+		checkSetup(t, "the setup Job", args, "n8n-guard")
+		env := envOf(c)
+		known := knownEnv()
+		for name := range env {
+			if !known[name] {
+				t.Errorf("the setup Job: n8n-guard reads no variable %s", name)
+			}
+		}
+		for _, e := range []string{"N8N_API_KEY", "N8N_GUARD_TOKENS", "N8N_GUARD_RESUME_SECRET", "N8N_GUARD_STORE"} {
+			if env[e].secretKey != e {
+				t.Errorf("the setup Job: %s does not come from the Secret", e)
+			}
+		}
+		if _, ok := services["n8n-guard"]; !ok {
+			t.Errorf("no Service n8n-guard for the setup Job's --guard-url")
+		}
+
+		// The PodMonitor scrapes the workloads' pods on their http port.
+		raw, err := os.ReadFile(filepath.Join(dir, "monitoring", "podmonitor.yaml"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var pm any
+		if err := yaml.Unmarshal(raw, &pm); err != nil {
+			t.Fatal(err)
+		}
+		for _, w := range workloads {
+			for k, v := range y(pm, "spec", "selector", "matchLabels").(map[string]any) {
+				if ys(w, "spec", "template", "metadata", "labels", k) != v {
+					t.Errorf("the PodMonitor's selector %s=%v misses %s's pods", k, v, ys(w, "metadata", "name"))
+				}
+			}
+		}
+		if ys(yl(pm, "spec", "podMetricsEndpoints")[0], "port") != "http" {
+			t.Errorf("the PodMonitor does not scrape the port http")
+		}
+	})
+}
+
+// checkSetup fails unless args are `n8n setup --create-credential` with a
+// --guard-url on the guard's service name.
+func checkSetup(t *testing.T, where string, args []string, guardHost string) {
+	t.Helper()
+	checkArgs(t, where, args)
+	if len(args) < 2 || args[0] != "n8n" || args[1] != "setup" || !slices.Contains(args, "--create-credential") {
+		t.Errorf("%s: %v is not `n8n setup --create-credential`", where, args)
+		return
+	}
+	i := slices.Index(args, "--guard-url")
+	if i < 0 || i+1 >= len(args) {
+		t.Errorf("%s: no --guard-url", where)
+		return
+	}
+	u, err := url.Parse(args[i+1])
+	if err != nil || !strings.HasPrefix(u.Hostname(), guardHost) {
+		t.Errorf("%s: --guard-url %s is not the guard's service", where, args[i+1])
+	}
+}
