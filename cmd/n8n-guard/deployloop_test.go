@@ -7,10 +7,12 @@ import (
 	"io"
 	"net/url"
 	"os"
+	"os/exec"
 	"path"
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -328,5 +330,143 @@ func checkSetup(t *testing.T, where string, args []string, guardHost string) {
 	u, err := url.Parse(args[i+1])
 	if err != nil || !strings.HasPrefix(u.Hostname(), guardHost) {
 		t.Errorf("%s: --guard-url %s is not the guard's service", where, args[i+1])
+	}
+}
+
+// dockerIgnored tells whether .dockerignore's patterns leave rel (a
+// slash-separated path in the build context) out: a pattern matches the
+// path or one of its parent folders, from the root, or anywhere after **/.
+func dockerIgnored(patterns []string, rel string) bool {
+	parts := strings.Split(rel, "/")
+	for _, p := range patterns {
+		p = strings.TrimPrefix(p, "/")
+		anywhere := strings.HasPrefix(p, "**/")
+		p = strings.TrimPrefix(p, "**/")
+		for i := range parts {
+			if i > 0 && !anywhere {
+				break
+			}
+			for j := i + 1; j <= len(parts); j++ {
+				if ok, _ := path.Match(p, strings.Join(parts[i:j], "/")); ok {
+					return true
+				}
+			}
+		}
+	}
+	return false
+}
+
+// The repository as a build context (Dockerfile.multistage, compose's
+// build:) leaves out local state and secrets, and keeps the sources.
+func TestDockerIgnoreKeepsSecretsOutOfTheBuildContext(t *testing.T) {
+	raw, err := os.ReadFile(filepath.Join("..", "..", ".dockerignore"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var patterns []string
+	for _, l := range strings.Split(string(raw), "\n") {
+		if l = strings.TrimSpace(l); l != "" && !strings.HasPrefix(l, "#") {
+			patterns = append(patterns, l)
+		}
+	}
+	for _, p := range []string{"n8n-guard-data/api-token", "n8n-guard-data/n8n-guard.db", "somewhere/n8n-guard-data/resume-secret",
+		"deploy/compose/.env", "data/console-session-key", ".git/config", "dist/n8n-guard_1.0.0_linux_amd64.tar.gz", "n8n-nodes/node_modules/x/index.js"} {
+		if !dockerIgnored(patterns, p) {
+			t.Errorf("%s goes into the build context", p)
+		}
+	}
+	for _, p := range []string{"go.mod", "go.sum", "cmd/n8n-guard/main.go", "keystore/postgres/migrations/0001_keystore.sql", "api/console/static/console.css", "deploy/compose/.env.example"} {
+		if dockerIgnored(patterns, p) {
+			t.Errorf("%s, which the build needs, is left out of the build context", p)
+		}
+	}
+}
+
+// A release archive holds what the archived README links (docs, the
+// importable workflows) and the monitoring pack, at the repository's paths.
+func TestReleaseArchivesCarryWhatTheReadmeLinks(t *testing.T) {
+	repo := filepath.Join("..", "..")
+	out, err := exec.Command("bash", filepath.Join(repo, "deploy", "release.sh"), "--list").Output()
+	if err != nil {
+		t.Fatalf("release.sh --list: %v", err)
+	}
+	listed := map[string]bool{}
+	for _, f := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		listed[f] = true
+		if _, err := os.Stat(filepath.Join(repo, f)); err != nil && !strings.HasSuffix(f, "(linux)") {
+			t.Errorf("release.sh lists %s, which does not exist", f)
+		}
+	}
+	readme, err := os.ReadFile(filepath.Join(repo, "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	links := regexp.MustCompile(`\]\(([^)#:]+)[)#]`).FindAllStringSubmatch(string(readme), -1)
+	for _, l := range links {
+		target := l[1]
+		if target == "n8n-nodes/" { // the community node: published to npm, not in the archive
+			continue
+		}
+		if strings.HasSuffix(target, "/") {
+			inside := false
+			for f := range listed {
+				inside = inside || strings.HasPrefix(f, target)
+			}
+			if !inside {
+				t.Errorf("README links %s, and the archive holds nothing of it", target)
+			}
+			continue
+		}
+		if !listed[target] {
+			t.Errorf("README links %s, which the archive lacks", target)
+		}
+	}
+	for _, f := range []string{"deploy/monitoring/alerts.yml", "deploy/monitoring/grafana-dashboard.json", "deploy/monitoring/podmonitor.yaml"} {
+		if !listed[f] {
+			t.Errorf("the archive lacks the monitoring pack's %s", f)
+		}
+	}
+}
+
+// The systemd unit can serve the HTTPS recipe (bind 443 and 80 under
+// DynamicUser) and read its configuration: the folder the header installs
+// and ConfigurationDirectory= are open to the dynamic user, and ExecStart
+// is a command of the binary.
+func TestSystemdUnitServesHTTPSAndReadsItsConfig(t *testing.T) {
+	raw, err := os.ReadFile(filepath.Join("..", "..", "deploy", "systemd", "n8n-guard.service"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	set := map[string][]string{}
+	for _, l := range strings.Split(string(raw), "\n") {
+		if k, v, ok := strings.Cut(l, "="); ok && !strings.HasPrefix(l, "#") {
+			set[k] = append(set[k], v)
+		}
+	}
+	has := func(k, want string) bool {
+		return slices.ContainsFunc(set[k], func(v string) bool { return slices.Contains(strings.Fields(v), want) })
+	}
+	if !has("AmbientCapabilities", "CAP_NET_BIND_SERVICE") || !has("CapabilityBoundingSet", "CAP_NET_BIND_SERVICE") {
+		t.Errorf("the unit cannot bind 443/80: AmbientCapabilities and CapabilityBoundingSet need CAP_NET_BIND_SERVICE")
+	}
+	if slices.Contains(set["PrivateUsers"], "yes") {
+		t.Errorf("PrivateUsers=yes: the capability would not count for the host's ports")
+	}
+	if !slices.Contains(set["DynamicUser"], "yes") || !slices.Contains(set["ConfigurationDirectory"], "n8n-guard") {
+		t.Errorf("want DynamicUser=yes and ConfigurationDirectory=n8n-guard")
+	}
+	for _, mode := range set["ConfigurationDirectoryMode"] {
+		if m, _ := strconv.ParseUint(mode, 8, 32); m&0o005 != 0o005 {
+			t.Errorf("ConfigurationDirectoryMode=%s: the dynamic user cannot read the configuration", mode)
+		}
+	}
+	if m := regexp.MustCompile(`install -d -m (\d+) /etc/n8n-guard`).FindStringSubmatch(string(raw)); m == nil {
+		t.Errorf("the header does not install /etc/n8n-guard")
+	} else if mode, _ := strconv.ParseUint(m[1], 8, 32); mode&0o005 != 0o005 {
+		t.Errorf("the header installs /etc/n8n-guard %s: the dynamic user cannot read n8n-guard.yaml in it", m[1])
+	}
+	for _, cmd := range set["ExecStart"] {
+		args := strings.Fields(strings.ReplaceAll(cmd, "${STATE_DIRECTORY}", "/var/lib/n8n-guard"))
+		checkArgs(t, "ExecStart", args[1:])
 	}
 }
