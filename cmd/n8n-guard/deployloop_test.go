@@ -146,8 +146,17 @@ func TestDeployFilesRunTheWholeLoop(t *testing.T) {
 		if cfgPath == "" || !mounted {
 			t.Errorf("the guard's configuration (N8N_GUARD_CONFIG %q) is not mounted from deploy/compose/n8n-guard.yaml", cfgPath)
 		}
-		if y(c, "services", "n8n-guard", "ulimits", "nofile") == nil {
-			t.Errorf("the guard has no ulimits: runc (podman) refuses the engine's default rlimits on some hosts")
+		for _, svc := range []string{"n8n-guard", "n8n-guard-setup"} {
+			if y(c, "services", svc, "ulimits", "nofile") == nil || y(c, "services", svc, "ulimits", "nproc") == nil {
+				t.Errorf("%s has no ulimits nofile and nproc: runc (podman) refuses the engine's default rlimits on some hosts", svc)
+			}
+		}
+		// Compose interpolates the whole file, profiles or not: a required
+		// variable stops every command. Only the token exists before n8n does.
+		for _, m := range regexp.MustCompile(`\$\{([A-Z0-9_]+):\?`).FindAllStringSubmatch(string(raw), -1) {
+			if m[1] != "N8N_GUARD_TOKEN" {
+				t.Errorf("${%s:?...}: the first `docker compose up -d n8n n8n-guard` fails until %s is set, which needs n8n running", m[1], m[1])
+			}
 		}
 
 		setup := y(c, "services", "n8n-guard-setup")

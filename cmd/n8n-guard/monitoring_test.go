@@ -261,4 +261,3 @@ func alertRules(t *testing.T, path string) map[string]string {
 	}
 	return out
 }
-
