@@ -479,3 +479,30 @@ func TestSystemdUnitServesHTTPSAndReadsItsConfig(t *testing.T) {
 		checkArgs(t, "ExecStart", args[1:])
 	}
 }
+
+// Every documented `docker run` / `podman run` of the image sets nofile
+// and nproc: runc (podman here, some Docker hosts) refuses to start a
+// container with the engine's default rlimits.
+func TestDocumentedContainerCommandsSetRlimits(t *testing.T) {
+	repo := filepath.Join("..", "..")
+	runs := 0
+	for _, f := range []string{"README.md", "docs/deploy.md", "deploy/container/Dockerfile", "deploy/container/build.sh"} {
+		raw, err := os.ReadFile(filepath.Join(repo, f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		text := strings.ReplaceAll(string(raw), "\\\n", " ") // continuation lines
+		for _, line := range strings.Split(text, "\n") {
+			if !regexp.MustCompile(`\b(docker|podman) run\b`).MatchString(line) || !strings.Contains(line, "n8n-guard") {
+				continue
+			}
+			runs++
+			if !strings.Contains(line, "--ulimit nofile=") || !strings.Contains(line, "--ulimit nproc=") {
+				t.Errorf("%s: %q sets no --ulimit nofile= and nproc=", f, strings.TrimSpace(line))
+			}
+		}
+	}
+	if runs == 0 {
+		t.Fatal("no documented container command found")
+	}
+}
