@@ -33,6 +33,9 @@ type ConsoleConfig struct {
 	// SignOutFile keeps the console's sign-outs across a restart ("": in
 	// memory only).
 	SignOutFile string
+	// SignOuts keeps the sign-outs where every replica sees them (the
+	// PostgreSQL store); nil: SignOutFile, this process only.
+	SignOuts console.SignOuts
 }
 
 // mountConsole serves the operator console under /ui (api/console). Its
@@ -52,6 +55,7 @@ func (s *Server) mountConsole() error {
 		ProviderName:  cc.ProviderName,
 		SessionKey:    cc.SessionKey,
 		SignOutFile:   cc.SignOutFile,
+		SignOuts:      cc.SignOuts,
 		Logger:        s.log.With("part", "console"),
 		// Who a client is, and its sign-ins, as for /v1 (fair.go).
 		ClientAddr:      s.fair.clientAddr,

@@ -81,6 +81,7 @@ func New(opts Options) (*Runner, error) {
 	if err != nil {
 		return nil, err
 	}
+	m.known(opts.Policies)
 	return &Runner{opts: opts, log: opts.Logger, metrics: m, now: opts.Clock,
 		workers: map[string]bool{}, overdue: map[string]bool{}}, nil
 }
@@ -450,7 +451,7 @@ type metrics struct {
 	overdue  *prometheus.CounterVec
 	catchUp  *prometheus.HistogramVec
 	mu       sync.Mutex
-	known    map[string]bool
+	seen     map[string]bool // destinations with a parked gauge
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
@@ -468,7 +469,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		catchUp: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "n8n_guard_catch_up_seconds",
 			Help:    "From the first parked event seen to the last one resumed, per outage, by destination.",
 			Buckets: prometheus.ExponentialBuckets(1, 4, 10)}, []string{"destination"}),
-		known: map[string]bool{},
+		seen: map[string]bool{},
 	}
 	if reg == nil {
 		return m, nil
@@ -484,14 +485,30 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	return m, nil
 }
 
+// known makes the series of the configured destinations and namespaces at
+// 0 from start, so that an alert's increase() sees their first lost or
+// overdue event (a series born at 1 shows no increase).
+func (m *metrics) known(p keystore.Policies) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for d := range p.Destinations {
+		m.seen[d] = true
+		m.parked.WithLabelValues(d)
+		m.lost.WithLabelValues(d)
+	}
+	for ns := range p.Namespaces {
+		m.overdue.WithLabelValues(ns)
+	}
+}
+
 // setParked sets the gauge of every destination seen, 0 when none is left.
 func (m *metrics) setParked(counts map[string]int) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	for d := range counts {
-		m.known[d] = true
+		m.seen[d] = true
 	}
-	for d := range m.known {
+	for d := range m.seen {
 		m.parked.WithLabelValues(d).Set(float64(counts[d]))
 	}
 }

@@ -2,18 +2,28 @@
 # Builds the release archives of n8n-guard: linux, darwin, windows x amd64,
 # arm64; one archive each (tar.gz, zip for windows) with the binary (the
 # version, commit and date stamped in: deploy/buildinfo.sh), README,
-# CHANGELOG and the deploy notes (and the systemd unit on linux); a
+# CHANGELOG, every doc the README links, the importable workflows, the
+# monitoring pack (and the systemd unit on linux); a
 # CycloneDX SBOM per binary (deploy/sbom); checksums.txt (sha256) over all.
 #
 #   deploy/release.sh --snapshot     # any checkout: v0.0.0-snapshot.<commit>; what CI runs
 #   deploy/release.sh                # a clean checkout of a tag v*: the real release
 #   OUT=/tmp/dist deploy/release.sh --snapshot
 #   TARGETS="linux/amd64" deploy/release.sh --snapshot
+#   deploy/release.sh --list         # the files each archive holds beside the binary
 #
 # Archives are reproducible: same commit, same Go, same bytes (commit date
 # as mtime, sorted entries, numeric owner 0, -trimpath).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# Beside the binary, at the same paths as in the repository (the README's
+# links work in the unpacked archive).
+files() {
+  printf '%s\n' README.md CHANGELOG.md docs/*.md docs/openapi.yaml workflows/*.json workflows/templates/*.json \
+    deploy/monitoring/alerts.yml deploy/monitoring/alerts_test.yml \
+    deploy/monitoring/grafana-dashboard.json deploy/monitoring/podmonitor.yaml
+}
+if [ "${1:-}" = "--list" ]; then files; echo "n8n-guard.service (linux)"; exit 0; fi
 snapshot=false
 if [ "${1:-}" = "--snapshot" ]; then snapshot=true; fi
 if ! $snapshot; then
@@ -39,8 +49,9 @@ for t in $targets; do
   exe=n8n-guard
   if [ "$goos" = windows ]; then exe=n8n-guard.exe; fi
   GOOS=$goos GOARCH=$goarch go build $GOFLAGS_RELEASE -ldflags "$LDFLAGS" -o "$stage/$exe" ./cmd/n8n-guard
-  cp README.md CHANGELOG.md "$stage/"
-  mkdir -p "$stage/docs" && cp docs/deploy.md docs/runbooks.md "$stage/docs/"
+  for f in $(files); do
+    mkdir -p "$stage/$(dirname "$f")" && cp "$f" "$stage/$f"
+  done
   if [ "$goos" = linux ]; then cp deploy/systemd/n8n-guard.service "$stage/"; fi
   "$sbomtool" -date "$DATE" -version "$VERSION" "$stage/$exe" > "$out/$name.cdx.json"
   find "$stage" -exec touch -h -d "$DATE" {} +

@@ -63,6 +63,12 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Help: "Dead notifications queued again by an operator (CLI or API).",
 		}),
 	}
+	// Every kind's series at 0 from start: an alert's increase() counts
+	// the first delivery or death, which it cannot on a series born at 1.
+	for _, k := range Kinds() {
+		m.delivered.WithLabelValues(string(k))
+		m.dead.WithLabelValues(string(k))
+	}
 	if reg != nil {
 		for _, c := range []prometheus.Collector{m.accepted, m.delivered, m.dead, m.slackCalls, m.waiting, m.breakerOpen,
 			m.decisions, m.refused, m.refusedClicks, m.escalated, m.resent} {

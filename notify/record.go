@@ -33,6 +33,12 @@ const (
 	KindParkedOverdue Kind = "parked_overdue"
 )
 
+// Kinds lists every Kind, for the metrics' series that exist from start.
+func Kinds() []Kind {
+	return []Kind{KindWorkflowFailed, KindKeyUnknown, KindBreakerOpened, KindBreakerClosed, KindEscalation,
+		KindParkedLost, KindParkedOverdue, KindApproval}
+}
+
 // Decisions taken from a message's buttons.
 const (
 	DecisionCompleted    = "completed"    // it happened: the key is marked completed

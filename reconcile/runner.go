@@ -259,6 +259,9 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	for _, r := range []string{"found", "absent", "paged", "superseded"} {
 		m.checks.WithLabelValues(r)
 	}
+	for _, a := range []string{"found", "absent", "retry", "unusable"} {
+		m.calls.WithLabelValues(a)
+	}
 	if reg == nil {
 		return m, nil
 	}

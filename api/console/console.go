@@ -78,6 +78,9 @@ type Config struct {
 	// (the data folder's console-signouts, next to the session key); ""
 	// keeps them in memory only.
 	SignOutFile string
+	// SignOuts keeps the sign-outs where every replica sees them (the
+	// PostgreSQL store); nil: this process only (and SignOutFile).
+	SignOuts SignOuts
 	// MaxSessions bounds the sign-outs remembered at once (default
 	// 10,000); the one closest to its end is forgotten to make room, with
 	// a log line.
@@ -198,6 +201,7 @@ func New(cfg Config) (*Console, error) {
 	if ui.hint == nil {
 		ui.hint = func(string) string { return "" }
 	}
+	ui.sessions.shared = cfg.SignOuts
 	if cfg.SignOutFile != "" {
 		if err := ui.sessions.keepSignOuts(cfg.SignOutFile, cfg.Clock()); err != nil {
 			return nil, err

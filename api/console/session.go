@@ -1,6 +1,7 @@
 package console
 
 import (
+	"context"
 	"crypto/aes"
 	"crypto/cipher"
 	"crypto/rand"
@@ -147,6 +148,9 @@ type sessions struct {
 	max  int
 	log  *slog.Logger
 	file string // "": in memory only
+	// shared keeps the sign-outs where every replica sees them (Config.
+	// SignOuts, the database); nil: this process's map (and file) only.
+	shared SignOuts
 
 	mu    sync.Mutex
 	ended map[string]time.Time // session id -> its expiry
@@ -223,8 +227,11 @@ func (s *sessions) start(who access.Principal, via string, now time.Time) *sessi
 	return &session{id: randomID(), who: who, csrf: randomID(), expires: now.Add(s.ttl), via: via}
 }
 
-// get returns the live session sealed in cookie, or nil.
-func (s *sessions) get(cookie string, now time.Time) *session {
+// get returns the live session sealed in cookie, or nil. With shared
+// sign-outs a session another replica signed out is refused too; when they
+// cannot be read the session is refused (fail closed: the console needs
+// the database anyway).
+func (s *sessions) get(ctx context.Context, cookie string, now time.Time) *session {
 	if cookie == "" {
 		return nil
 	}
@@ -238,6 +245,16 @@ func (s *sessions) get(cookie string, now time.Time) *session {
 	if ended {
 		return nil
 	}
+	if s.shared != nil {
+		gone, err := s.shared.SignedOut(ctx, x.ID)
+		if err != nil {
+			s.log.Warn("console: the shared sign-outs cannot be read; the session is refused until they can", "err", err)
+			return nil
+		}
+		if gone {
+			return nil
+		}
+	}
 	return &session{id: x.ID, who: x.Who, csrf: x.CSRF, expires: x.Expires, via: x.Via, groups: x.Groups}
 }
 
@@ -245,7 +262,13 @@ func (s *sessions) get(cookie string, now time.Time) *session {
 // many are remembered, the expired go first, then the one closest to its
 // end (logged). A sign-out the file could not keep is logged: it holds
 // until a restart.
-func (s *sessions) end(sess *session, now time.Time) {
+func (s *sessions) end(ctx context.Context, sess *session, now time.Time) {
+	if s.shared != nil {
+		if err := s.shared.SignOut(ctx, sess.id, sess.expires); err != nil {
+			s.log.Warn("console: a sign-out could not be kept for the other replicas; there a copy of its cookie works until it expires",
+				"expires", sess.expires, "err", err)
+		}
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	pruned := len(s.ended) >= s.max
@@ -376,4 +399,16 @@ func (l *signInLimit) refuse(c *fiber.Ctx, now time.Time) (wait int, refused boo
 		l.lastLog, l.sinceLog = now, 0
 	}
 	return max(int(d.Seconds()+0.999), 1), true
+}
+
+// SignOuts keeps sign-outs where every replica of the guard sees them, so
+// that a session signed out through one is refused by all (replicas sit
+// behind one address without sticky sessions). keystore/postgres.Store
+// implements it.
+type SignOuts interface {
+	// SignOut records that the session id ended; it may be forgotten
+	// after expires (the cookie's seal refuses it from then on anyway).
+	SignOut(ctx context.Context, id string, expires time.Time) error
+	// SignedOut reports whether the session id was signed out.
+	SignedOut(ctx context.Context, id string) (bool, error)
 }

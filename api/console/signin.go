@@ -189,8 +189,8 @@ func (ui *Console) signInSubmit(c *fiber.Ctx, _ *session) error {
 // draft returns to (with its form), or the overview. A new session id at
 // every sign-in: a cookie planted before it is worth nothing after it.
 func (ui *Console) signedIn(c *fiber.Ctx, who access.Principal, via string, groups []string, resume string) (string, error) {
-	if old := ui.sessions.get(c.Cookies(cookieName(c)), ui.now()); old != nil {
-		ui.sessions.end(old, ui.now())
+	if old := ui.sessions.get(c.UserContext(), c.Cookies(cookieName(c)), ui.now()); old != nil {
+		ui.sessions.end(c.UserContext(), old, ui.now())
 	}
 	sess := ui.sessions.start(who, via, ui.now())
 	sess.groups = ui.people.Named(groups)
@@ -288,7 +288,7 @@ func (ui *Console) refuseSignIn(c *fiber.Ctx, err error, resume string) error {
 // (after a restart) applies at once: a person no rule names any more is
 // signed out.
 func (ui *Console) session(c *fiber.Ctx) *session {
-	sess := ui.sessions.get(c.Cookies(cookieName(c)), ui.now())
+	sess := ui.sessions.get(c.UserContext(), c.Cookies(cookieName(c)), ui.now())
 	if sess == nil || sess.via != viaOIDC {
 		return sess
 	}
@@ -302,7 +302,7 @@ func (ui *Console) session(c *fiber.Ctx) *session {
 }
 
 func (ui *Console) signOut(c *fiber.Ctx, sess *session) error {
-	ui.sessions.end(sess, ui.now())
+	ui.sessions.end(c.UserContext(), sess, ui.now())
 	clearSessionCookie(c)
 	return c.Redirect(Prefix+"/signin", http.StatusSeeOther)
 }

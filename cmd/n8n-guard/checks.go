@@ -78,10 +78,7 @@ func validHeader(h string) bool {
 // the file names any.
 func (m *Main) startChecks(ctx context.Context, reg prometheus.Registerer) error {
 	cs := m.store
-	resume, err := resumeSecret(m.Config.ResumeSecret, m.Config.DataDir)
-	if err != nil {
-		return err
-	}
+	resume := m.resumeSecret
 	callers, tries := map[string]reconcile.Caller{}, map[string]int{}
 	for name, c := range m.Config.File.Checks {
 		secret := resume

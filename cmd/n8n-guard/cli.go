@@ -108,7 +108,11 @@ func newServeCmd(getenv func(string) string) *cobra.Command {
 		Long: `Run the n8n-guard HTTP service.
 
 API tokens come from N8N_GUARD_TOKENS (comma-separated). Without it, a token
-is generated on first start and kept in <data>/api-token (mode 0600).
+is generated on first start and kept in <data>/api-token (mode 0600); on
+PostgreSQL (several replicas) N8N_GUARD_TOKENS is required.
+The console's session key (N8N_GUARD_CONSOLE_SESSION_KEY) and the resume
+secret (N8N_GUARD_RESUME_SECRET) are made on first start when not set: in
+the data folder, or on PostgreSQL in the database, shared by every replica.
 Slack delivery uses SLACK_BOT_TOKEN and SLACK_API_URL; button clicks arrive
 over HTTP (SLACK_SIGNING_SECRET) or Socket Mode (SLACK_APP_TOKEN).
 N8N_API_URL and N8N_API_KEY (n8n's public API) enable "Retry execution";
@@ -132,6 +136,7 @@ the console links executions and workflows to N8N_URL (default: N8N_API_URL's n8
 				N8nAPIKey:          getenv("N8N_API_KEY"),
 				N8nURL:             getenv("N8N_URL"),
 				ResumeSecret:       getenv("N8N_GUARD_RESUME_SECRET"),
+				ConsoleSessionKey:  getenv("N8N_GUARD_CONSOLE_SESSION_KEY"),
 				ResumeOrigins:      splitTokens(getenv("N8N_GUARD_RESUME_ORIGINS")),
 				ResumePath:         getenv("N8N_GUARD_RESUME_PATH"),
 			}

@@ -81,8 +81,13 @@ type Config struct {
 	// Empty: N8N_API_URL's instance.
 	N8nURL string
 	// ResumeSecret is the header credential of the resume calls to parked
-	// executions (park.go); empty: the one in <data>/resume-secret.
+	// executions (park.go); empty: the database's on PostgreSQL, else the
+	// one in <data>/resume-secret (shared.go).
 	ResumeSecret string
+	// ConsoleSessionKey (N8N_GUARD_CONSOLE_SESSION_KEY, 32 bytes in hex)
+	// seals the console's cookies; empty: the database's on PostgreSQL,
+	// else <data>/console-session-key (shared.go).
+	ConsoleSessionKey string
 	// ResumeOrigins and ResumePath (N8N_GUARD_RESUME_ORIGINS,
 	// N8N_GUARD_RESUME_PATH) say where resume calls may go (resume.go);
 	// empty: the file's n8n: section.

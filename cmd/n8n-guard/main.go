@@ -57,6 +57,9 @@ type Main struct {
 	ln     net.Listener
 	tls    *tlsserve.Server // nil on plain HTTP
 	reg    *prometheus.Registry
+	// resumeSecret is the credential of resume and check calls, the same
+	// on every replica (shared.go).
+	resumeSecret string
 
 	cancel context.CancelFunc // stops the background components
 	wg     sync.WaitGroup
@@ -102,10 +105,6 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	if cfg.N8nAPIURL != "" && cfg.N8nAPIKey != "" { // the key page names the holder's workflow
 		con.WorkflowName = n8n.New(cfg.N8nAPIURL, cfg.N8nAPIKey, 5*time.Second).WorkflowName
 	}
-	con.SignOutFile = filepath.Join(cfg.DataDir, ConsoleSignOutFile)
-	if con.SessionKey, err = consoleSessionKey(cfg.DataDir, m.Logger); err != nil {
-		return err
-	}
 	reg := prometheus.NewRegistry()
 	m.reg = reg
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -116,6 +115,11 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	)
 	switch {
 	case isPostgresURL(cfg.Store):
+		if len(cfg.Tokens) == 0 {
+			// A generated token lives in one replica's data folder: n8n's
+			// credential would work on that replica only.
+			return errors.New("--store postgres://...: set N8N_GUARD_TOKENS (the same on every replica); a token generated into each data folder would differ from replica to replica")
+		}
 		damaged := newDamagedCounter() // storemetrics.go
 		reg.MustRegister(damaged)
 		pg, err := postgres.Open(ctx, cfg.Store, postgres.Options{
@@ -161,6 +165,21 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	default:
 		return fmt.Errorf("--store %q: use a postgres:// URL, or leave it empty for the bbolt file in --data", redactURL(cfg.Store))
 	}
+	// What replicas must agree on: on PostgreSQL in the database, on
+	// bbolt in the data folder (shared.go).
+	if con.SessionKey, err = m.secret(ctx, consoleKeySecret, cfg.ConsoleSessionKey); err != nil {
+		return fmt.Errorf("console session key: %w", err)
+	}
+	if pg, ok := m.store.(*postgres.Store); ok {
+		con.SignOuts = pg
+	} else {
+		con.SignOutFile = filepath.Join(cfg.DataDir, ConsoleSignOutFile)
+	}
+	resume, err := m.secret(ctx, resumeSecretSpec, cfg.ResumeSecret)
+	if err != nil {
+		return fmt.Errorf("resume secret: %w", err)
+	}
+	m.resumeSecret = string(resume)
 	notifyOpts.Events, notifyOpts.Keys = m.store, m.store
 	if p, ok := m.store.(notify.Parking); ok { // the outage messages show the parked counts
 		notifyOpts.Parking = p

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/n8n-guard/n8n-guard/keystore/postgres"
 	"github.com/n8n-guard/n8n-guard/n8n"
 )
 
@@ -91,6 +93,7 @@ func newN8NSetupCmd(f *n8nFlags, getenv func(string) string) *cobra.Command {
 		o          n8n.SetupOptions
 		createCred bool
 		data       string
+		store      string
 	)
 	cmd := &cobra.Command{
 		Use:   "setup",
@@ -111,7 +114,8 @@ N8N_GUARD_TOKENS, or <data>/api-token).
 Workflows that park events while a destination is paused (the shipped lead
 and booking workflows) wait in a Wait node that checks the guard's resume
 calls with the credential "n8n-guard resume" (Header Auth X-N8n-Guard-Resume);
---create-credential creates it from N8N_GUARD_RESUME_SECRET or
+--create-credential creates it from N8N_GUARD_RESUME_SECRET, else the
+database of guards on PostgreSQL (--store / N8N_GUARD_STORE), else
 <data>/resume-secret, and setup wires every such Wait node to it.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -121,7 +125,7 @@ calls with the credential "n8n-guard resume" (Header Auth X-N8n-Guard-Resume);
 					return err
 				}
 				o.Token = tok
-				if o.ResumeSecret, err = setupResumeSecret(getenv, data); err != nil {
+				if o.ResumeSecret, err = setupResumeSecret(cmd.Context(), getenv, data, store); err != nil {
 					return err
 				}
 			}
@@ -143,10 +147,12 @@ calls with the credential "n8n-guard resume" (Header Auth X-N8n-Guard-Resume);
 	fs.StringVar(&o.GuardURL, "guard-url", "", "address at which n8n reaches n8n-guard, e.g. http://host.docker.internal:8080")
 	fs.BoolVar(&createCred, "create-credential", false, "create the n8n credentials \"n8n-guard API token\" and (for parking workflows) \"n8n-guard resume\" if they are missing")
 	fs.StringVar(&data, "data", DefaultDataDir, "data folder whose api-token and resume-secret are used when N8N_GUARD_TOKEN / N8N_GUARD_RESUME_SECRET are not set")
+	fs.StringVar(&store, "store", "", "the guards' PostgreSQL URL: the resume secret they share is read there when N8N_GUARD_RESUME_SECRET is not set")
 	fs.BoolVar(&o.Examples, "examples", false, "also install the example workflows (lead to CRM, booking confirmation), unpublished")
 	fs.BoolVar(&o.DryRun, "dry-run", false, "print what would change and change nothing")
 	bindEnv(fs, "guard-url", "N8N_GUARD_URL")
 	bindEnv(fs, "data", "N8N_GUARD_DATA")
+	bindEnv(fs, "store", "N8N_GUARD_STORE")
 	return cmd
 }
 
@@ -161,12 +167,20 @@ func setupToken(getenv func(string) string, data string) (string, error) {
 }
 
 // setupResumeSecret is the guard's resume secret, found the way the guard
-// finds it: N8N_GUARD_RESUME_SECRET, else <data>/resume-secret. None yet
-// (a guard never started) is not an error here: setup says NOT DONE only
-// when a workflow needs the credential.
-func setupResumeSecret(getenv func(string) string, data string) (string, error) {
+// finds it: N8N_GUARD_RESUME_SECRET, else the guards' database when store
+// is a PostgreSQL URL, else <data>/resume-secret. None yet (a guard never
+// started) is not an error here: setup says NOT DONE only when a workflow
+// needs the credential.
+func setupResumeSecret(ctx context.Context, getenv func(string) string, data, store string) (string, error) {
 	if s := strings.TrimSpace(getenv("N8N_GUARD_RESUME_SECRET")); s != "" {
 		return s, nil
+	}
+	if isPostgresURL(store) {
+		v, _, err := postgres.ReadSharedSecret(ctx, store, resumeSecretSpec.Name)
+		if err != nil {
+			return "", fmt.Errorf("--create-credential: the guards' resume secret cannot be read from their database (%w): set N8N_GUARD_RESUME_SECRET", err)
+		}
+		return string(v), nil
 	}
 	b, err := os.ReadFile(filepath.Join(data, n8n.ResumeSecretFile))
 	if errors.Is(err, fs.ErrNotExist) {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"testing"
@@ -12,13 +13,13 @@ import (
 func TestSetupResumeSecret(t *testing.T) {
 	dir := t.TempDir()
 	noEnv := func(string) string { return "" }
-	if s, err := setupResumeSecret(noEnv, dir); err != nil || s != "" {
+	if s, err := setupResumeSecret(context.Background(), noEnv, dir, ""); err != nil || s != "" {
 		t.Fatalf("no secret yet: %q, %v; want none and no error", s, err)
 	}
 	if err := os.WriteFile(filepath.Join(dir, ResumeSecretFile), []byte("from-file\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if s, err := setupResumeSecret(noEnv, dir); err != nil || s != "from-file" {
+	if s, err := setupResumeSecret(context.Background(), noEnv, dir, ""); err != nil || s != "from-file" {
 		t.Fatalf("from the data folder: %q, %v", s, err)
 	}
 	env := func(k string) string {
@@ -27,7 +28,7 @@ func TestSetupResumeSecret(t *testing.T) {
 		}
 		return ""
 	}
-	if s, err := setupResumeSecret(env, dir); err != nil || s != "from-env" {
+	if s, err := setupResumeSecret(context.Background(), env, dir, ""); err != nil || s != "from-env" {
 		t.Fatalf("N8N_GUARD_RESUME_SECRET: %q, %v, want it to win", s, err)
 	}
 	// The guard itself reads the same file.

@@ -31,10 +31,7 @@ func (m *Main) startCatchUp(ctx context.Context, policies keystore.Policies, reg
 	if !ok {
 		return nil
 	}
-	secret, err := resumeSecret(m.Config.ResumeSecret, m.Config.DataDir)
-	if err != nil {
-		return err
-	}
+	secret := m.resumeSecret
 	r, err := catchup.New(catchup.Options{
 		Store:      ps,
 		Resumer:    &n8n.ResumeCaller{Header: n8n.ResumeDefaultHeader, Secret: secret, Targets: policies.Resume},

@@ -51,6 +51,9 @@ func newBoltMetrics(reg prometheus.Registerer, path string) (*boltMetrics, error
 			Help: "Whole-file checks after start that found damage in the store file and stopped its writes; each is also a log line.",
 		}),
 	}
+	for _, op := range bolt.StorageOps() { // at 0 from start: increase() sees the first error
+		m.errors.WithLabelValues(op)
+	}
 	size := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "n8n_guard_store_file_bytes",
 		Help: "Size of the bbolt store file on disk.",

@@ -77,16 +77,30 @@ func readToken(path string) (string, error) {
 	return tok, nil
 }
 
-// checkDataDir warns when the data folder is open to other users: it holds
-// the API token and every key's record. The service creates it 0700; an
-// existing folder is the operator's to change.
+// checkDataDir warns where the data folder's modes let other users in:
+// a folder they may write to (they could replace the store or a secret),
+// or a secret or the store readable by them. A folder others may only
+// list is not warned about: its files are created 0600, and an image's
+// volume (scratch, one user) or a StateDirectory is often 0755. Existing
+// modes are the operator's to change.
 func checkDataDir(dir string, log *slog.Logger) {
 	fi, err := os.Stat(dir)
 	if err != nil || runtime.GOOS == "windows" {
 		return
 	}
-	if perm := fi.Mode().Perm(); perm&0o077 != 0 {
-		log.Warn("the data folder is readable by other users; it holds the API token and the records: chmod 700 it",
+	if perm := fi.Mode().Perm(); perm&0o022 != 0 {
+		log.Warn("other users may write to the data folder; it holds the API token and the records: chmod 700 it",
 			"path", dir, "mode", fmt.Sprintf("%#o", perm))
+	}
+	for _, name := range []string{TokenFile, ResumeSecretFile, ConsoleKeyFile, ConsoleSignOutFile, StoreFile} {
+		path := filepath.Join(dir, name)
+		fi, err := os.Stat(path)
+		if err != nil {
+			continue
+		}
+		if perm := fi.Mode().Perm(); perm&0o077 != 0 {
+			log.Warn("a file of the data folder is open to other users: chmod 600 it",
+				"path", path, "mode", fmt.Sprintf("%#o", perm))
+		}
 	}
 }

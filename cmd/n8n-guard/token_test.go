@@ -100,22 +100,36 @@ func TestTokenFile(t *testing.T) {
 			t.Fatalf("unclear: %v", err)
 		}
 	})
-	t.Run("a data folder open to others is warned about", func(t *testing.T) {
+	t.Run("a data folder open to others is warned about where it matters", func(t *testing.T) {
 		if runtime.GOOS == "windows" {
 			t.Skip("no Unix modes")
 		}
-		dir := t.TempDir()
-		os.Chmod(dir, 0o755)
-		var logs bytes.Buffer
-		checkDataDir(dir, slog.New(slog.NewTextHandler(&logs, nil)))
-		if !strings.Contains(logs.String(), "chmod 700") {
-			t.Fatalf("no warning: %q", logs.String())
-		}
-		logs.Reset()
-		os.Chmod(dir, 0o700)
-		checkDataDir(dir, slog.New(slog.NewTextHandler(&logs, nil)))
-		if logs.Len() != 0 {
-			t.Fatalf("warned about a 0700 folder: %q", logs.String())
+		for _, tc := range []struct {
+			name       string
+			dir, token os.FileMode
+			want       string // "": no warning
+		}{
+			{"private folder and token", 0o700, 0o600, ""},
+			{"folder others may list, private token (an image's volume)", 0o755, 0o600, ""},
+			{"folder others may write to", 0o777, 0o600, "chmod 700"},
+			{"token others may read", 0o755, 0o644, "chmod 600"},
+		} {
+			t.Run(tc.name, func(t *testing.T) {
+				dir := t.TempDir()
+				if err := os.WriteFile(filepath.Join(dir, TokenFile), []byte("t\n"), 0o600); err != nil {
+					t.Fatal(err)
+				}
+				os.Chmod(filepath.Join(dir, TokenFile), tc.token)
+				os.Chmod(dir, tc.dir)
+				var logs bytes.Buffer
+				checkDataDir(dir, slog.New(slog.NewTextHandler(&logs, nil)))
+				switch {
+				case tc.want == "" && logs.Len() != 0:
+					t.Fatalf("warned: %q", logs.String())
+				case tc.want != "" && !strings.Contains(logs.String(), tc.want):
+					t.Fatalf("no %q warning: %q", tc.want, logs.String())
+				}
+			})
 		}
 	})
 }

@@ -25,6 +25,17 @@ type Observer interface {
 	BackgroundCheckFailed()
 }
 
+// The steps StorageError names: n8n_guard_store_errors_total has one
+// series per step from start (at 0), so an alert sees the first error.
+const (
+	OpBegin  = "begin a write transaction"
+	OpApply  = "apply"
+	OpCommit = "commit"
+)
+
+// StorageOps lists every op StorageError is called with.
+func StorageOps() []string { return []string{OpBegin, OpApply, OpCommit} }
+
 // noObserver is the Observer of a store opened without one.
 type noObserver struct{}
 

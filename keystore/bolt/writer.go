@@ -147,7 +147,7 @@ func (s *Store) commitGroup(ops []*writeOp, gather bool) (_ []*writeOp, carry *w
 	}
 	tx, err := s.db.Load().Begin(true)
 	if err != nil {
-		s.stop("begin a write transaction", err)
+		s.stop(OpBegin, err)
 		answer(errNotRecorded)
 		return ops, nil
 	}
@@ -177,14 +177,14 @@ func (s *Store) commitGroup(ops []*writeOp, gather bool) (_ []*writeOp, carry *w
 		// bbolt's free list by a walk of the file (NoFreelistSync), which
 		// is slow on a large file but only ever happens here.
 		_ = tx.Rollback()
-		s.observer().StorageError("apply", err)
+		s.observer().StorageError(OpApply, err)
 		s.log.Error("store write failed; nothing of it was recorded", "writes", len(ops), "err", err)
 		answer(errNotRecorded)
 		return ops, carry
 	}
 	began := time.Now()
 	if err := s.commit(tx); err != nil {
-		s.stop("commit", err)
+		s.stop(OpCommit, err)
 		answer(errOutcomeUnknown)
 		return ops, carry
 	}

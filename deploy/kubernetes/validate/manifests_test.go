@@ -16,6 +16,7 @@ import (
 	"testing"
 
 	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	"sigs.k8s.io/yaml"
@@ -53,6 +54,10 @@ func TestManifestsDecodeStrictly(t *testing.T) {
 				obj = &corev1.Service{}
 			case "v1/Secret":
 				obj = &corev1.Secret{}
+			case "v1/ConfigMap":
+				obj = &corev1.ConfigMap{}
+			case "batch/v1/Job":
+				obj = &batchv1.Job{}
 			case "policy/v1/PodDisruptionBudget":
 				obj = &policyv1.PodDisruptionBudget{}
 			default:
@@ -65,7 +70,7 @@ func TestManifestsDecodeStrictly(t *testing.T) {
 			kinds[meta.Kind]++
 		}
 	}
-	for _, k := range []string{"StatefulSet", "Deployment", "Service", "Secret"} {
+	for _, k := range []string{"StatefulSet", "Deployment", "Service", "Secret", "ConfigMap", "Job"} {
 		if kinds[k] == 0 {
 			t.Errorf("no %s among %v", k, kinds)
 		}
