@@ -53,6 +53,8 @@ func renderKind(m notify.Message) message {
 		return renderBreaker(r, mention)
 	case notify.KindParkedLost, notify.KindParkedOverdue:
 		return renderParked(r, mention, guardURL)
+	case notify.KindRecordDamaged:
+		return renderDamaged(r, mention)
 	}
 	return renderWorkflowFailed(r, mention, m.CanRetry)
 }
@@ -379,6 +381,27 @@ func renderParked(r *notify.Record, mention, guardURL string) message {
 	if r.Count > 1 {
 		text += fmt.Sprintf(" (%s keys of %s)", notify.Thousands(r.Count), ns)
 	}
+	return message{Text: fallback(text), Blocks: blocks}
+}
+
+// renderDamaged is the message about a key whose stored record failed its
+// checksum: nothing of the record is trusted, so it names the key, what
+// the guard does with it, and the runbook.
+func renderDamaged(r *notify.Record, mention string) message {
+	key, ns := notify.EscapeMrkdwn(r.Key), notify.EscapeMrkdwn(r.Namespace)
+	head := "Damaged record: " + r.Namespace
+	lead := fmt.Sprintf("%s: the stored record of key `%s` in namespace `%s` failed its checksum. n8n-guard never decides on it: the key answers `record_damaged`, and every listing and the catch-up skip it (the other keys go on).", mention, key, ns)
+	next := "Look in the destination whether the event's write happened, then restore or repair the record: docs/runbooks.md, \"A key answers record_damaged\"."
+	if r.Runbook != "" {
+		next = nextStep(r.Runbook) + "\n" + next
+	}
+	blocks := []slack.Block{
+		slack.NewHeaderBlock(plain(head)),
+		slack.NewSectionBlock(mrkdwn(lead), nil, nil),
+		slack.NewSectionBlock(mrkdwn("*Next step*\n"+next), nil, nil),
+		slack.NewContextBlock("", mrkdwn("ref `"+r.ID+"`")),
+	}
+	text := fmt.Sprintf("Damaged record: key %s/%s answers record_damaged. Owner: %s. Runbook: docs/runbooks.md, \"A key answers record_damaged\".", ns, key, mention)
 	return message{Text: fallback(text), Blocks: blocks}
 }
 

@@ -110,6 +110,10 @@ func (s *Store) Parked(_ context.Context, q keystore.ParkedQuery) ([]*keystore.R
 			}
 			ns, key := splitRecordKey(rk)
 			r, err := decodeRecord(ns, key, v)
+			if errs.CodeOf(err) == errs.RecordDamaged {
+				s.noteDamage(err) // skipped: the keys behind it are resumed
+				continue
+			}
 			if err != nil {
 				return err
 			}

@@ -49,6 +49,40 @@ func (pg *pgEnv) run(t *testing.T) {
 	t.Run("migrations", pg.testMigrations)
 	t.Run("checksums", pg.testChecksums)
 	t.Run("park checksums", pg.testParkChecksums)
+	t.Run("damaged records", func(t *testing.T) { storetest.RunDamage(t, pg.newStore, tamperResultRef) })
+}
+
+// tamperResultRef damages the row of ns/key beneath the store: its
+// result_ref changed with the checksum trigger off, as storage damage or
+// a file-level copy gone wrong would (neither goes through triggers).
+func tamperResultRef(t *testing.T, s keystore.Store, ns, key string) {
+	t.Helper()
+	ctx := context.Background()
+	tx, err := s.(*postgres.Store).Pool().Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx)
+	for _, sql := range []string{
+		`ALTER TABLE guard_keys DISABLE TRIGGER guard_keys_checksum`,
+		`UPDATE guard_keys SET result_ref = result_ref || 'crm-contact-forged' WHERE namespace = $1 AND key = $2`,
+		`ALTER TABLE guard_keys ENABLE TRIGGER guard_keys_checksum`,
+	} {
+		var args []any
+		if strings.Contains(sql, "$1") {
+			args = []any{ns, key}
+		}
+		tag, err := tx.Exec(ctx, sql, args...)
+		if err != nil {
+			t.Fatalf("%s: %v", sql, err)
+		}
+		if args != nil && tag.RowsAffected() != 1 {
+			t.Fatalf("no row %s/%s", ns, key)
+		}
+	}
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // pgEnv is the server the PostgreSQL tests share; fresh gives each test
