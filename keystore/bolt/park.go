@@ -162,8 +162,8 @@ func (s *Store) ResumeAnswered(_ context.Context, ns, key string, parkedAt time.
 	if err != nil {
 		return nil, err
 	}
-	res, err := s.writeKey(ns, key, func(cur *keystore.Record, _ *keystore.Breaker, now time.Time) (keystore.Step, error) {
-		st, _ := keystore.DecideResumeAnswered(cur, parkedAt, answer, detail, now)
+	res, err := s.writeKey(ns, key, func(cur *keystore.Record, br *keystore.Breaker, now time.Time) (keystore.Step, error) {
+		st, _ := keystore.DecideResumeAnswered(cur, br, parkedAt, answer, detail, now)
 		return st, nil
 	})
 	return res.Record, err

@@ -134,9 +134,9 @@ func (s *Store) ResumeAnswered(ctx context.Context, ns, key string, parkedAt tim
 	if err != nil {
 		return nil, err
 	}
-	res, err := s.run(ctx, decision{op: "resume answered", ns: ns, key: key, fromKey: true, noBreaker: true,
-		decide: func(cur *keystore.Record, _ *keystore.Breaker, now time.Time) (keystore.Step, error) {
-			st, _ := keystore.DecideResumeAnswered(cur, parkedAt, answer, detail, now)
+	res, err := s.run(ctx, decision{op: "resume answered", ns: ns, key: key, fromKey: true,
+		decide: func(cur *keystore.Record, br *keystore.Breaker, now time.Time) (keystore.Step, error) {
+			st, _ := keystore.DecideResumeAnswered(cur, br, parkedAt, answer, detail, now)
 			return st, nil
 		}})
 	return res.Record, err
