@@ -251,9 +251,13 @@ func renderBreaker(r *notify.Record, mention string) message {
 			lead = fmt.Sprintf("%s: %s reset the circuit breaker of `%s` at %s%s; since then %s resumed. Each resumed execution wrote or failed on its own: a new failure opens the breaker again and is a new message.",
 				mention, notify.EscapeMrkdwn(r.ResetBy), ed, notify.Clock(*r.ClosedAt), becauseText(r), notify.Plural(caught, "parked event was", "parked events were"))
 		} else {
-			head = fmt.Sprintf("%s back — %d of %d caught up in %s", dest, caught, r.Parked, took)
-			lead = fmt.Sprintf("%s: the circuit breaker of `%s` closed at %s and every event parked during the outage was resumed by %s.",
-				mention, ed, notify.Clock(*r.ClosedAt), notify.Clock(*r.CaughtUpAt))
+			head = dest + " back — " + notify.CaughtUp(caught, r.ParkedLost, r.CaughtUpAt.Sub(*r.ClosedAt))
+			every := "every event parked during the outage was resumed"
+			if r.ParkedLost > 0 {
+				every = fmt.Sprintf("%d of the %d events parked during the outage were resumed", caught, r.Parked)
+			}
+			lead = fmt.Sprintf("%s: the circuit breaker of `%s` closed at %s and %s by %s.",
+				mention, ed, notify.Clock(*r.ClosedAt), every, notify.Clock(*r.CaughtUpAt))
 		}
 		lead += pausedText(r) + lostText(r)
 	case r.Kind == notify.KindBreakerOpened && r.ResetBy != "":
