@@ -1,6 +1,7 @@
 package catchup_test
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"log/slog"
@@ -13,6 +14,7 @@ import (
 	"github.com/n8n-guard/n8n-guard/keystore"
 	"github.com/n8n-guard/n8n-guard/keystore/bolt"
 	"github.com/n8n-guard/n8n-guard/n8n"
+	bbolt "go.etcd.io/bbolt"
 )
 
 // The oldest parked execution was deleted in n8n before the CRM came
@@ -90,5 +92,87 @@ func TestALostProbeFreesTheDestinationAtOnce(t *testing.T) {
 	}
 	if n := len(logs.matching("parked execution lost")); n != 1 {
 		t.Errorf("%d lines about the lost execution, want 1", n)
+	}
+}
+
+// The oldest parked record is damaged (a flipped byte): the catch-up
+// skips it and resumes every intact key behind it; the damaged one is
+// reported (the store's log line and event), never resumed.
+func TestADamagedParkedRecordDoesNotStopTheCatchUp(t *testing.T) {
+	pol := keystore.Policies{Destinations: map[string]keystore.DestinationPolicy{
+		"crm": {Cooldown: time.Hour, CatchUpRate: 50, CatchUpConcurrency: 3}}}
+	clock := &outageClock{}
+	storeLogs := &lines{}
+	store, err := bolt.Open(filepath.Join(t.TempDir(), "guard.db"), bolt.Options{Policies: pol, Clock: clock.Now, Logger: slog.New(storeLogs)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	ctx := context.Background()
+	fake := &fakeN8n{t: t, store: store, secret: "s3cret", keys: map[string]string{}, early: map[string]int{},
+		deleted: map[string]bool{}, woken: map[string]int{}, crm: map[string]int{}}
+	srv := httptest.NewServer(fake)
+	defer srv.Close()
+	first, err := store.Reserve(ctx, keystore.ReserveRequest{Namespace: ns, Key: "evt_00", Destination: "crm"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := store.Fail(ctx, keystore.FailRequest{Namespace: ns, Key: "evt_00", Token: first.Token,
+		Reason: keystore.ReasonDestinationUnreachable, ResumeURL: srv.URL + "/webhook-waiting/0"}); err != nil {
+		t.Fatal(err)
+	}
+	fake.keys["0"] = "evt_00"
+	for i := 1; i <= 5; i++ {
+		clock.Advance(time.Millisecond)
+		id, key := fmt.Sprint(i), fmt.Sprintf("evt_%02d", i)
+		fake.keys[id] = key
+		if res, err := store.Reserve(ctx, keystore.ReserveRequest{Namespace: ns, Key: key, Destination: "crm", ResumeURL: srv.URL + "/webhook-waiting/" + id}); err != nil || res.Outcome != keystore.OutcomeParked {
+			t.Fatalf("reserve %s: %+v %v", key, res, err)
+		}
+	}
+	err = store.DB().Update(func(tx *bbolt.Tx) error {
+		b, rk := tx.Bucket([]byte("keys")), []byte(ns+"\x00evt_00")
+		v := bytes.Clone(b.Get(rk))
+		v[len(v)-1] ^= 0x20
+		return b.Put(rk, v)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	clock.Advance(time.Hour)
+
+	rctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	logs := &lines{}
+	runner, err := catchup.New(catchup.Options{Store: store, Policies: pol, Clock: clock.Now, Logger: slog.New(logs),
+		Resumer:  &n8n.ResumeCaller{Secret: "s3cret", Targets: targetsOf(t, srv.URL)},
+		Interval: 20 * time.Millisecond, Claim: 5 * time.Second, Poll: 10 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stopped := make(chan error, 1)
+	go func() { stopped <- runner.Run(rctx) }()
+	for giveUp := time.Now().Add(20 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		fake.mu.Lock()
+		written := len(fake.crm)
+		fake.mu.Unlock()
+		if written == 5 {
+			break
+		}
+		if time.Now().After(giveUp) {
+			t.Fatalf("%d of the 5 intact keys caught up behind a damaged one; runner log %q", written, logs.matching(""))
+		}
+	}
+	cancel()
+	<-stopped
+	fake.wg.Wait()
+	if fake.woken["0"] != 0 {
+		t.Error("the damaged key's execution was resumed")
+	}
+	if n := len(storeLogs.matching("failed its checksum")); n != 1 {
+		t.Errorf("%d log lines about the damaged record, want 1", n)
+	}
+	if n := len(logs.matching("cannot list")); n != 0 {
+		t.Errorf("the runner could not list: %q", logs.matching("cannot list"))
 	}
 }
