@@ -82,7 +82,7 @@ func (r *Runner) runApprovals(ctx context.Context) {
 				}
 			}
 		}
-		sleep(ctx, r.opts.Interval)
+		r.opts.Sleep(ctx, r.opts.Interval)
 	}
 }
 

@@ -46,6 +46,10 @@ type Options struct {
 	// finished (default 250 ms).
 	Poll  time.Duration
 	Clock keystore.Clock
+	// Sleep waits d or until ctx ends (default: a timer). Every wait of
+	// the runner goes through it, so a test on a controlled clock moves
+	// the clock instead of waiting.
+	Sleep func(ctx context.Context, d time.Duration)
 }
 
 // Runner is the catch-up: one worker per destination that has parked keys.
@@ -76,6 +80,9 @@ func New(opts Options) (*Runner, error) {
 	}
 	if opts.Clock == nil {
 		opts.Clock = time.Now
+	}
+	if opts.Sleep == nil {
+		opts.Sleep = sleep
 	}
 	m, err := newMetrics(opts.Registerer)
 	if err != nil {
@@ -153,7 +160,7 @@ func (r *Runner) work(ctx context.Context, dest string, parked int) {
 		mu       sync.Mutex
 		inFlight int
 		resumed  int
-		last     time.Time
+		last     time.Time // when the last resume call went (awaitPace)
 		done     = make(chan struct{}, dp.CatchUpConcurrency+1)
 		wg       sync.WaitGroup
 		pending  = map[string]bool{} // keys this worker is claiming or resuming
@@ -164,11 +171,30 @@ func (r *Runner) work(ctx context.Context, dest string, parked int) {
 		lastOverdue time.Time
 	)
 	defer wg.Wait()
+	// awaitPace waits until this destination's next resume call may go
+	// and takes its turn: the calls themselves are spaced (a claim that
+	// took longer than another cannot bunch two calls together). false:
+	// ctx ended.
+	awaitPace := func() bool {
+		for ctx.Err() == nil {
+			mu.Lock()
+			ok, wait := keystore.DecideCatchUpStart(r.now(), last, 0, dp)
+			if ok {
+				last = r.now()
+			}
+			mu.Unlock()
+			if ok {
+				return true
+			}
+			r.opts.Sleep(ctx, wait)
+		}
+		return false
+	}
 	for ctx.Err() == nil {
 		recs, err := r.opts.Store.Parked(ctx, keystore.ParkedQuery{Destination: dest, Limit: 4 * dp.CatchUpConcurrency})
 		if err != nil {
 			r.log.Warn("catch-up: cannot list the parked keys; trying again", "destination", dest, "err", err)
-			sleep(ctx, r.opts.Interval)
+			r.opts.Sleep(ctx, r.opts.Interval)
 			continue
 		}
 		mu.Lock()
@@ -178,7 +204,7 @@ func (r *Runner) work(ctx context.Context, dest string, parked int) {
 			if resumed > 0 || lost.Load() > 0 {
 				took := r.now().Sub(start)
 				r.metrics.caughtUp(dest, took)
-				r.log.Info("destination caught up: every parked event was resumed", "destination", dest,
+				r.log.Info(keystore.CaughtUp(resumed, int(lost.Load()), took), "destination", dest,
 					"resumed", resumed, "lost", lost.Load(), "took", took.Round(time.Millisecond).String())
 			}
 			return
@@ -200,7 +226,8 @@ func (r *Runner) work(ctx context.Context, dest string, parked int) {
 			if mine || rec.ResumeClaimUntil != nil && now.Before(*rec.ResumeClaimUntil) {
 				continue // being resumed (by this guard or another)
 			}
-			// Wait for a slot and for the pace.
+			// Wait for a slot and for the pace (the call itself waits for
+			// its turn again: awaitPace).
 			for {
 				mu.Lock()
 				ok, wait := keystore.DecideCatchUpStart(r.now(), last, inFlight, dp)
@@ -216,7 +243,7 @@ func (r *Runner) work(ctx context.Context, dest string, parked int) {
 					}
 					continue
 				}
-				sleep(ctx, wait)
+				r.opts.Sleep(ctx, wait)
 				if ctx.Err() != nil {
 					return
 				}
@@ -240,7 +267,6 @@ func (r *Runner) work(ctx context.Context, dest string, parked int) {
 			}
 			mu.Lock()
 			inFlight++
-			last = r.now()
 			pending[rec.Key+"\x00"+rec.Namespace] = true
 			mu.Unlock()
 			r.metrics.inFlight.WithLabelValues(dest).Inc()
@@ -260,6 +286,7 @@ func (r *Runner) work(ctx context.Context, dest string, parked int) {
 					// The breaker holds (cooldown, a probe out) or another
 					// guard took it: look again after a while.
 					refused.Store(true)
+				case !awaitPace():
 				default:
 					if r.resumeOne(ctx, claimed, &lost) {
 						mu.Lock()
@@ -320,7 +347,7 @@ func (r *Runner) resumeOne(ctx context.Context, rec *keystore.Record, lost *atom
 				"destination", dest, "namespace", rec.Namespace, "key", rec.Key, "detail", out.Detail)
 			break
 		}
-		sleep(ctx, wait)
+		r.opts.Sleep(ctx, wait)
 	}
 	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
@@ -347,7 +374,7 @@ func (r *Runner) resumeOne(ctx context.Context, rec *keystore.Record, lost *atom
 func (r *Runner) awaitFinish(ctx context.Context, rec *keystore.Record) {
 	limit := r.now().Add(r.opts.Policies.Namespace(rec.Namespace).Lease + r.opts.Claim)
 	for r.now().Before(limit) {
-		sleep(ctx, r.opts.Poll)
+		r.opts.Sleep(ctx, r.opts.Poll)
 		if ctx.Err() != nil {
 			return
 		}

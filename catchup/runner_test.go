@@ -229,7 +229,7 @@ func catchUpOutage(t *testing.T, clock *outageClock, stores ...catchupStore) {
 		fake.mu.Lock()
 		written := len(fake.crm)
 		fake.mu.Unlock()
-		if counts["crm"] == 0 && written == 20 && len(logs.matching("destination caught up")) > 0 {
+		if counts["crm"] == 0 && written == 20 && len(logs.matching("caught up: ")) > 0 {
 			break
 		}
 		time.Sleep(20 * time.Millisecond)
@@ -273,9 +273,9 @@ func catchUpOutage(t *testing.T, clock *outageClock, stores ...catchupStore) {
 	}
 	// The log has one line when the destination pauses and one when it is
 	// caught up (per guard), not one per event; the lost one is said once.
-	paused, caught, lostLines := logs.matching("destination paused"), logs.matching("destination caught up"), logs.matching("parked execution lost")
+	paused, caught, lostLines := logs.matching("destination paused"), logs.matching("caught up: "), logs.matching("parked execution lost")
 	if len(stores) == 1 && (len(paused) != 1 || !strings.Contains(paused[0], "parked=21") ||
-		len(caught) != 1 || !strings.Contains(caught[0], "resumed=20") || !strings.Contains(caught[0], "lost=1")) {
+		len(caught) != 1 || !strings.Contains(caught[0], "caught up: 20 resumed, 1 lost (owner told), took ") || !strings.Contains(caught[0], "lost=1")) {
 		t.Errorf("log lines: paused %q, caught up %q", paused, caught)
 	}
 	if len(paused) > len(stores) || len(caught) > len(stores) || len(lostLines) != 1 {

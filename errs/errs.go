@@ -34,7 +34,7 @@ const (
 	StoreOutcomeUnknown Code = "store_outcome_unknown"
 	// RecordDamaged: the stored record of a key fails its checksum. The key
 	// is not decided on and nothing is written over it until a person
-	// restores or repairs it (docs/runbooks.md, "A record is damaged").
+	// restores or repairs it (docs/runbooks.md, "A key answers record_damaged").
 	RecordDamaged Code = "record_damaged"
 	Internal      Code = "internal"
 	Unsupported   Code = "unsupported" // an operation this server's store does not offer (a backup of PostgreSQL)

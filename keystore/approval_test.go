@@ -107,7 +107,7 @@ func approvalStep(t *testing.T, to string) fixture {
 		cur = c.Record
 	}
 	if to == "rejected, resumed" {
-		a, ok := keystore.DecideResumeAnswered(cur, *cur.ParkedAt, keystore.ResumeAccepted, "", t0)
+		a, ok := keystore.DecideResumeAnswered(cur, nil, *cur.ParkedAt, keystore.ResumeAccepted, "", t0)
 		if !ok {
 			t.Fatalf("building the fixture %q: answer not recorded", to)
 		}

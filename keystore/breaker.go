@@ -102,6 +102,12 @@ func (b *Breaker) startProbe(ns, key string, lease time.Duration, now time.Time)
 	b.ProbeNamespace, b.ProbeKey, b.ProbeUntil = ns, key, timePtr(now.Add(lease))
 }
 
+// releaseProbe frees the probe's slot (the breaker stays half open): the
+// next claim or reserve becomes the probe.
+func (b *Breaker) releaseProbe() {
+	b.ProbeNamespace, b.ProbeKey, b.ProbeUntil = "", "", nil
+}
+
 func (b *Breaker) isProbe(ns, key string) bool {
 	return b.ProbeKey != "" && b.ProbeNamespace == ns && b.ProbeKey == key
 }

@@ -1,6 +1,9 @@
 package keystore
 
-import "time"
+import (
+	"fmt"
+	"time"
+)
 
 // The pace of a catch-up: after an outage the parked executions of a
 // destination are resumed oldest first, at most CatchUpRate a second and
@@ -30,4 +33,20 @@ func DecideCatchUpStart(now, last time.Time, inFlight int, dp DestinationPolicy)
 		return false, next.Sub(now)
 	}
 	return true, 0
+}
+
+// CaughtUp is the closing line of a destination's catch-up, the same in
+// the log and in the outage's Slack message: how many parked events were
+// resumed, how many n8n no longer held (each owner is told), how long it
+// took. It never says "every event" when some were lost.
+func CaughtUp(resumed, lost int, took time.Duration) string {
+	s := fmt.Sprintf("caught up: %d resumed, %d lost", resumed, lost)
+	if lost > 0 {
+		s += " (owner told)"
+	}
+	secs := int((took + time.Second - 1) / time.Second)
+	if secs < 120 {
+		return fmt.Sprintf("%s, took %d s", s, secs)
+	}
+	return fmt.Sprintf("%s, took %d min %d s", s, secs/60, secs%60)
 }

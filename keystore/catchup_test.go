@@ -34,3 +34,22 @@ func TestCatchUpPace(t *testing.T) {
 		t.Fatalf("defaults not filled in: %+v", d)
 	}
 }
+
+// The closing line of a catch-up counts what happened; it never says
+// every event was resumed when some were lost.
+func TestCaughtUpLineSaysWhatHappened(t *testing.T) {
+	for _, c := range []struct {
+		resumed, lost int
+		took          time.Duration
+		want          string
+	}{
+		{37, 2, 40*time.Second + 200*time.Millisecond, "caught up: 37 resumed, 2 lost (owner told), took 41 s"},
+		{20, 0, 900 * time.Millisecond, "caught up: 20 resumed, 0 lost, took 1 s"},
+		{0, 3, 10 * time.Second, "caught up: 0 resumed, 3 lost (owner told), took 10 s"},
+		{10000, 0, 261 * time.Second, "caught up: 10000 resumed, 0 lost, took 4 min 21 s"},
+	} {
+		if got := keystore.CaughtUp(c.resumed, c.lost, c.took); got != c.want {
+			t.Errorf("CaughtUp(%d, %d, %s) = %q, want %q", c.resumed, c.lost, c.took, got, c.want)
+		}
+	}
+}

@@ -53,7 +53,7 @@ func TestStaleResumeAnswerDoesNotStrandAReparkedKey(t *testing.T) {
 		t.Fatalf("woken execution during a pause: %s parked at %v, want parked at %v", again.Record.State, again.Record.ParkedAt, parkedAt)
 	}
 	// Now the first call's answer is recorded.
-	if s, ok := keystore.DecideResumeAnswered(again.Record, parkedAt, keystore.ResumeAccepted, "", now.Add(2*time.Second)); ok {
+	if s, ok := keystore.DecideResumeAnswered(again.Record, nil, parkedAt, keystore.ResumeAccepted, "", now.Add(2*time.Second)); ok {
 		t.Fatalf("a stale accepted answer was recorded: resume_sent_at %v", s.Record.ResumeSentAt)
 	}
 	// And the new resume URL is claimed once the destination is back.

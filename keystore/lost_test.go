@@ -24,7 +24,7 @@ func TestReserveOfALostParkedKey(t *testing.T) {
 		if err != nil || st.Record == nil {
 			t.Fatalf("fixture: %+v %v", st.Result, err)
 		}
-		st, ok := DecideResumeAnswered(st.Record, *st.Record.ParkedAt, ResumeLost, "404", t0)
+		st, ok := DecideResumeAnswered(st.Record, nil, *st.Record.ParkedAt, ResumeLost, "404", t0)
 		if !ok {
 			t.Fatal("fixture: not lost")
 		}

@@ -159,10 +159,10 @@ func claimResume(f fixture) (keystore.Step, error) {
 func resumeAnswered(a keystore.ResumeAnswer) event {
 	return func(f fixture) (keystore.Step, error) {
 		if f.cur == nil || f.cur.ParkedAt == nil {
-			s, _ := keystore.DecideResumeAnswered(f.cur, t0, a, "404 from n8n", now)
+			s, _ := keystore.DecideResumeAnswered(f.cur, nil, t0, a, "404 from n8n", now)
 			return s, nil
 		}
-		s, _ := keystore.DecideResumeAnswered(f.cur, *f.cur.ParkedAt, a, "404 from n8n", now)
+		s, _ := keystore.DecideResumeAnswered(f.cur, nil, *f.cur.ParkedAt, a, "404 from n8n", now)
 		return s, nil
 	}
 }

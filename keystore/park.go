@@ -141,9 +141,13 @@ const (
 )
 
 // DecideResumeAnswered records n8n's answer to the resume call of the key
-// parked at parkedAt. A key that moved on meanwhile (its resumed execution
-// already reserved it) is left alone.
-func DecideResumeAnswered(cur *Record, parkedAt time.Time, answer ResumeAnswer, detail string, now time.Time) (Step, bool) {
+// parked at parkedAt, br being its destination's breaker (nil: none). A
+// key that moved on meanwhile (its resumed execution already reserved it,
+// or it parked again) is left alone. A lost key that was the breaker's
+// probe gives the probe up in the same step: its execution will never
+// reserve, so the next parked key probes at once instead of after claim +
+// lease.
+func DecideResumeAnswered(cur *Record, br *Breaker, parkedAt time.Time, answer ResumeAnswer, detail string, now time.Time) (Step, bool) {
 	if cur == nil || cur.State != StateParked || cur.ParkedAt == nil || !cur.ParkedAt.Equal(parkedAt) {
 		return Step{}, false
 	}
@@ -169,6 +173,11 @@ func DecideResumeAnswered(cur *Record, parkedAt time.Time, answer ResumeAnswer, 
 		next.addHistory(Transition{At: now, Event: HistoryResumeLost, Attempt: cur.Attempt, Detail: truncate(detail, 200)})
 		events = append(events, Event{At: now, Kind: EventParkedLost, Namespace: cur.Namespace, Key: cur.Key,
 			Attempt: cur.Attempt, Owner: cur.Owner, Destination: cur.Destination, Reason: ReasonResumeLost, Message: next.Message})
+		if br != nil && br.isProbe(cur.Namespace, cur.Key) {
+			b := br.Clone()
+			b.releaseProbe()
+			return Step{Record: next, Breaker: b, Events: events, Result: Result{Outcome: OutcomeParked, Record: next}}, true
+		}
 	case ResumeRetry:
 		if cur.ResumeClaimUntil == nil || cur.ResumeSentAt != nil {
 			return Step{}, false

@@ -257,6 +257,14 @@ func (s *Service) fromEvent(ctx context.Context, ev keystore.Event) (Addition, b
 		rec.Group = groupOf(string(ev.Kind), ev.Namespace, ev.Destination)
 		once := fmt.Sprintf("%s\x00%s\x00%s\x00%d", ev.Kind, ev.Namespace, ev.Key, ev.Attempt)
 		return Addition{Record: rec, Window: s.cfg.GroupWindow, Once: once}, true
+	case keystore.EventRecordDamaged:
+		rt := s.cfg.forRoute(s.cfg.Namespaces, ev.Namespace)
+		rec.Owner, rec.Channel, rec.Runbook = rt.Owner, rt.Channel, rt.Runbook
+		rec.KeyPayload = KeyPayload{Namespace: ev.Namespace, Key: Truncate(ev.Key, 255)}
+		rec.Group = groupOf(string(ev.Kind), ev.Namespace, ev.Key)
+		// Each guard process reports a damaged record it meets: its owner
+		// hears of the key once.
+		return Addition{Record: rec, Once: fmt.Sprintf("%s\x00%s\x00%s", ev.Kind, ev.Namespace, ev.Key)}, true
 	}
 	return Addition{}, false
 }
@@ -277,6 +285,8 @@ func kindOf(k keystore.EventKind) (Kind, bool) {
 		return KindParkedLost, true
 	case keystore.EventParkedOverdue:
 		return KindParkedOverdue, true
+	case keystore.EventRecordDamaged:
+		return KindRecordDamaged, true
 	}
 	return "", false
 }

@@ -15,6 +15,7 @@ func TestKindOfEvents(t *testing.T) {
 		keystore.EventBreakerClosed: KindBreakerClosed,
 		keystore.EventParkedLost:    KindParkedLost,
 		keystore.EventParkedOverdue: KindParkedOverdue,
+		keystore.EventRecordDamaged: KindRecordDamaged,
 	} {
 		if got, ok := kindOf(ev); !ok || got != want {
 			t.Errorf("kindOf(%s) = %s, %v; want %s", ev, got, ok, want)

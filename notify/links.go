@@ -52,7 +52,7 @@ func ConsoleLinks(r *Record, base string) []Link {
 			return group(f)
 		}
 		return key()
-	case KindApproval:
+	case KindApproval, KindRecordDamaged:
 		return key()
 	case KindBreakerOpened, KindBreakerClosed:
 		return []Link{{"Open in console", base + "/ui/destination?" + url.Values{"name": {r.Destination}}.Encode()}}

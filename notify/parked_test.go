@@ -1,6 +1,7 @@
 package notify_test
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"log/slog"
@@ -17,6 +18,7 @@ import (
 	"github.com/n8n-guard/n8n-guard/keystore"
 	"github.com/n8n-guard/n8n-guard/keystore/bolt"
 	"github.com/prometheus/client_golang/prometheus"
+	bbolt "go.etcd.io/bbolt"
 )
 
 // parkWorld is the real bbolt keystore and the notify service on its
@@ -195,7 +197,7 @@ func TestOutageMessageEditedInPlace(t *testing.T) {
 	w.step() // 41 s after the close
 	posts, ups = w.outage()
 	last := ups[len(ups)-1]
-	if len(posts) != 1 || last.TS != posts[0].TS || !strings.Contains(last.Shown(), "hubspot back — 35 of 37 caught up in 41 s") ||
+	if len(posts) != 1 || last.TS != posts[0].TS || !strings.Contains(last.Shown(), "hubspot back — caught up: 35 resumed, 2 lost (owner told), took 41 s") ||
 		!strings.Contains(last.Shown(), "2 parked executions were no longer held by n8n") {
 		t.Fatalf("caught up: %d posts, last update %s", len(posts), last.Shown())
 	}
@@ -393,5 +395,73 @@ func TestResetWithoutOutageSaysWhoAndWhy(t *testing.T) {
 	if s := shown[0]; !strings.Contains(s, "reset by alice") || !strings.Contains(s, "because the CRM vendor fixed the 503s") ||
 		strings.Contains(s, "reachable again") || strings.Contains(s, "flow again") {
 		t.Fatalf("reset message: %s", s)
+	}
+}
+
+// A record that fails its checksum reaches its namespace's owner once,
+// naming the key and the runbook, however often a guard starts and meets
+// it again.
+func TestDamagedRecordToldToItsOwnerOnce(t *testing.T) {
+	w := newParkWorld(t)
+	r, err := w.store.Reserve(w.ctx, keystore.ReserveRequest{Namespace: "crm-contacts", Key: "evt_damaged", Owner: "n8n exec 4711"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.store.Complete(w.ctx, keystore.CompleteRequest{Namespace: "crm-contacts", Key: "evt_damaged", Token: r.Token, ResultRef: "crm-1"}); err != nil {
+		t.Fatal(err)
+	}
+	restart := func(damage bool) {
+		t.Helper()
+		w.svc.Close()
+		if err := w.store.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if damage {
+			db, err := bbolt.Open(w.path, 0o600, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			err = db.Update(func(tx *bbolt.Tx) error {
+				b, rk := tx.Bucket([]byte("keys")), []byte("crm-contacts\x00evt_damaged")
+				v := bytes.Clone(b.Get(rk))
+				v[len(v)-1] ^= 0x01
+				return b.Put(rk, v)
+			})
+			db.Close()
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+		w.open() // the whole-file check after the start meets the damaged record
+		for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+			evs, _ := w.store.RecentEvents(w.ctx, keystore.EventQuery{Limit: 10})
+			if len(evs) > 0 && evs[0].Kind == keystore.EventRecordDamaged {
+				break
+			}
+		}
+		w.step()
+		w.step()
+	}
+	restart(true)
+	var told []slackCall
+	for _, c := range w.slack.Delivered("chat.postMessage") {
+		if strings.Contains(c.Shown(), "Damaged record") {
+			told = append(told, c)
+		}
+	}
+	if len(told) != 1 {
+		t.Fatalf("%d messages about the damaged record, want 1", len(told))
+	}
+	for _, want := range []string{"<@U0OFFICE>", "`evt_damaged`", "`crm-contacts`", "record_damaged", `docs/runbooks.md, "A key answers record_damaged"`} {
+		if !strings.Contains(told[0].Shown(), want) {
+			t.Errorf("the message lacks %q:\n%s", want, told[0].Shown())
+		}
+	}
+	calls := len(w.slack.Calls())
+	restart(false)
+	for _, c := range w.slack.Calls()[calls:] {
+		if strings.Contains(c.Shown(), "Damaged record") && c.Method == "chat.postMessage" {
+			t.Fatal("told again after a restart")
+		}
 	}
 }

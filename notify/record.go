@@ -31,6 +31,10 @@ const (
 	// than its namespace's parked_limit. Both go to the namespace's owner.
 	KindParkedLost    Kind = "parked_lost"
 	KindParkedOverdue Kind = "parked_overdue"
+	// KindRecordDamaged: the stored record of a key failed its checksum;
+	// it is skipped everywhere until a person restores or repairs it. It
+	// goes to the namespace's owner, once per key.
+	KindRecordDamaged Kind = "record_damaged"
 )
 
 // Kinds lists every Kind, for the metrics' series that exist from start.
@@ -100,7 +104,7 @@ type Record struct {
 	Decided
 	Escalation
 	Failure       // KindWorkflowFailed
-	KeyPayload    // KindKeyUnknown, KindParkedLost, KindParkedOverdue (and escalations of them)
+	KeyPayload    // KindKeyUnknown, KindParkedLost, KindParkedOverdue, KindRecordDamaged (and escalations of them)
 	Breaker       // KindBreakerOpened, KindBreakerClosed; the destination of a parked key
 	ParkedKey     // KindParkedLost, KindParkedOverdue
 	GroupProgress // KindKeyUnknown: how far the group's keys are decided (group.go)

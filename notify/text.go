@@ -5,6 +5,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/n8n-guard/n8n-guard/keystore"
 )
 
 // The words of the domain a person reads, in Slack mrkdwn: who decided
@@ -130,4 +132,10 @@ func ParseButtonValue(v string) (id string, attempt, version int) {
 	attempt, _ = strconv.Atoi(a)
 	version, _ = strconv.Atoi(vv)
 	return id, attempt, version
+}
+
+// CaughtUp is the closing line of a catch-up (keystore.CaughtUp): the
+// outage's message says what the catch-up's log line says.
+func CaughtUp(resumed, lost int, took time.Duration) string {
+	return keystore.CaughtUp(resumed, lost, took)
 }

@@ -53,6 +53,8 @@ func renderKind(m notify.Message) message {
 		return renderBreaker(r, mention)
 	case notify.KindParkedLost, notify.KindParkedOverdue:
 		return renderParked(r, mention, guardURL)
+	case notify.KindRecordDamaged:
+		return renderDamaged(r, mention)
 	}
 	return renderWorkflowFailed(r, mention, m.CanRetry)
 }
@@ -249,9 +251,13 @@ func renderBreaker(r *notify.Record, mention string) message {
 			lead = fmt.Sprintf("%s: %s reset the circuit breaker of `%s` at %s%s; since then %s resumed. Each resumed execution wrote or failed on its own: a new failure opens the breaker again and is a new message.",
 				mention, notify.EscapeMrkdwn(r.ResetBy), ed, notify.Clock(*r.ClosedAt), becauseText(r), notify.Plural(caught, "parked event was", "parked events were"))
 		} else {
-			head = fmt.Sprintf("%s back — %d of %d caught up in %s", dest, caught, r.Parked, took)
-			lead = fmt.Sprintf("%s: the circuit breaker of `%s` closed at %s and every event parked during the outage was resumed by %s.",
-				mention, ed, notify.Clock(*r.ClosedAt), notify.Clock(*r.CaughtUpAt))
+			head = dest + " back — " + notify.CaughtUp(caught, r.ParkedLost, r.CaughtUpAt.Sub(*r.ClosedAt))
+			every := "every event parked during the outage was resumed"
+			if r.ParkedLost > 0 {
+				every = fmt.Sprintf("%d of the %d events parked during the outage were resumed", caught, r.Parked)
+			}
+			lead = fmt.Sprintf("%s: the circuit breaker of `%s` closed at %s and %s by %s.",
+				mention, ed, notify.Clock(*r.ClosedAt), every, notify.Clock(*r.CaughtUpAt))
 		}
 		lead += pausedText(r) + lostText(r)
 	case r.Kind == notify.KindBreakerOpened && r.ResetBy != "":
@@ -379,6 +385,27 @@ func renderParked(r *notify.Record, mention, guardURL string) message {
 	if r.Count > 1 {
 		text += fmt.Sprintf(" (%s keys of %s)", notify.Thousands(r.Count), ns)
 	}
+	return message{Text: fallback(text), Blocks: blocks}
+}
+
+// renderDamaged is the message about a key whose stored record failed its
+// checksum: nothing of the record is trusted, so it names the key, what
+// the guard does with it, and the runbook.
+func renderDamaged(r *notify.Record, mention string) message {
+	key, ns := notify.EscapeMrkdwn(r.Key), notify.EscapeMrkdwn(r.Namespace)
+	head := "Damaged record: " + r.Namespace
+	lead := fmt.Sprintf("%s: the stored record of key `%s` in namespace `%s` failed its checksum. n8n-guard never decides on it: the key answers `record_damaged`, and every listing and the catch-up skip it (the other keys go on).", mention, key, ns)
+	next := "Look in the destination whether the event's write happened, then restore or repair the record: docs/runbooks.md, \"A key answers record_damaged\"."
+	if r.Runbook != "" {
+		next = nextStep(r.Runbook) + "\n" + next
+	}
+	blocks := []slack.Block{
+		slack.NewHeaderBlock(plain(head)),
+		slack.NewSectionBlock(mrkdwn(lead), nil, nil),
+		slack.NewSectionBlock(mrkdwn("*Next step*\n"+next), nil, nil),
+		slack.NewContextBlock("", mrkdwn("ref `"+r.ID+"`")),
+	}
+	text := fmt.Sprintf("Damaged record: key %s/%s answers record_damaged. Owner: %s. Runbook: docs/runbooks.md, \"A key answers record_damaged\".", ns, key, mention)
 	return message{Text: fallback(text), Blocks: blocks}
 }
 

@@ -118,6 +118,7 @@ type Store struct {
 	obs    Observer                // nil: nobody listens (observer.go)
 	dups   keystore.DuplicateTally // duplicate answers not yet counted in the file
 	damage sync.Map                // messages of the damaged records already logged
+	told   sync.WaitGroup          // events about damaged records being written (Close waits)
 
 	id       string        // the store's identity (bucket meta, and the marker)
 	savedGen atomic.Uint64 // the generation last written into the marker
@@ -176,7 +177,19 @@ func (s *Store) noteDamage(err error) {
 		return
 	}
 	s.observer().RecordDamaged()
-	s.log.Error("store: a record failed its checksum; its key answers record_damaged until it is restored or repaired by hand", "path", s.path, "err", msg)
+	s.log.Error("store: a record failed its checksum; its key answers record_damaged until it is restored or repaired by hand; every listing and the catch-up skip it", "path", s.path, "err", msg)
+	if ns, key, ok := keystore.DamagedKey(err); ok {
+		// Its own commit, and not waited for: a damaged record is met
+		// inside read transactions and on the writer's goroutine itself.
+		s.told.Add(1)
+		go func() {
+			defer s.told.Done()
+			err := s.change(func(tx *bbolt.Tx, now time.Time) error { return appendEvent(tx, keystore.DamagedEvent(ns, key, now)) })
+			if err != nil {
+				s.log.Error("store: the event about a damaged record could not be written; its owner hears of it at the next start", "path", s.path, "namespace", ns, "key", key, "err", err)
+			}
+		}()
+	}
 }
 
 var _ keystore.Store = (*Store)(nil)
@@ -269,6 +282,7 @@ func (s *Store) Close() error {
 	open := !s.closed
 	s.mu.RUnlock()
 	if open {
+		s.told.Wait()
 		// The duplicates counted in memory go into the file before it closes.
 		if err := s.foldActivity(); err != nil && s.fault.Load() == nil {
 			s.log.Warn("store: the last duplicate counts of the activity chart were not written", "err", err)

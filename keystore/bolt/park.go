@@ -110,6 +110,10 @@ func (s *Store) Parked(_ context.Context, q keystore.ParkedQuery) ([]*keystore.R
 			}
 			ns, key := splitRecordKey(rk)
 			r, err := decodeRecord(ns, key, v)
+			if errs.CodeOf(err) == errs.RecordDamaged {
+				s.noteDamage(err) // skipped: the keys behind it are resumed
+				continue
+			}
 			if err != nil {
 				return err
 			}
@@ -158,8 +162,8 @@ func (s *Store) ResumeAnswered(_ context.Context, ns, key string, parkedAt time.
 	if err != nil {
 		return nil, err
 	}
-	res, err := s.writeKey(ns, key, func(cur *keystore.Record, _ *keystore.Breaker, now time.Time) (keystore.Step, error) {
-		st, _ := keystore.DecideResumeAnswered(cur, parkedAt, answer, detail, now)
+	res, err := s.writeKey(ns, key, func(cur *keystore.Record, br *keystore.Breaker, now time.Time) (keystore.Step, error) {
+		st, _ := keystore.DecideResumeAnswered(cur, br, parkedAt, answer, detail, now)
 		return st, nil
 	})
 	return res.Record, err

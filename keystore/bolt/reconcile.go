@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/fxamacker/cbor/v2"
+	"github.com/n8n-guard/n8n-guard/errs"
 	"github.com/n8n-guard/n8n-guard/keystore"
 	bbolt "go.etcd.io/bbolt"
 )
@@ -70,8 +71,12 @@ func (s *Store) HeldForCheck(_ context.Context, limit int) ([]*keystore.Record, 
 			}
 			ns, key := splitRecordKey(rk)
 			r, err := decodeRecord(ns, key, v)
+			if errs.CodeOf(err) == errs.RecordDamaged {
+				s.noteDamage(err) // skipped: the keys behind it are checked
+				continue
+			}
 			if err != nil {
-				continue // a damaged record is reported where it is read for a decision
+				return err
 			}
 			if r.Check != nil {
 				out = append(out, r)

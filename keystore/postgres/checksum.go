@@ -128,7 +128,32 @@ func (s *Store) noteDamage(err error) {
 	if s.damaged != nil {
 		s.damaged()
 	}
-	s.log.Error("postgres store: a row failed its checksum; its key answers record_damaged until it is restored or repaired by hand", "err", msg)
+	s.log.Error("postgres store: a row failed its checksum; its key answers record_damaged until it is restored or repaired by hand; every listing and the catch-up skip it", "err", msg)
+	if ns, key, ok := keystore.DamagedKey(err); ok {
+		// Not waited for: a damaged row is met while rows are read.
+		s.told.Add(1)
+		go func() {
+			defer s.told.Done()
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			err := s.tellDamaged(ctx, ns, key)
+			if err != nil {
+				s.log.Error("postgres store: the event about a damaged row could not be written; its owner hears of it at the next start", "namespace", ns, "key", key, "err", err)
+			}
+		}()
+	}
+}
+
+// tellDamaged writes the event about a damaged row for its namespace's
+// owner (keystore.DamagedEvent).
+func (s *Store) tellDamaged(ctx context.Context, ns, key string) error {
+	now, err := s.now(ctx, s.pool)
+	if err != nil {
+		return err
+	}
+	b := &pgx.Batch{}
+	queueEvent(b, keystore.DamagedEvent(ns, key, now))
+	return s.pool.SendBatch(ctx, b).Close()
 }
 
 // addChecksums gives every row written before migration 0004 its

@@ -16,42 +16,70 @@ import (
 // one key at once, the version check lets exactly one write its claim, and
 // the others decide again on the claimed row and are refused.
 
-// Parked implements keystore.ParkStore.
+// Parked implements keystore.ParkStore. A damaged row is skipped and the
+// listing goes on past it, so a page is full whenever enough intact keys
+// follow, however many damaged ones come first.
 func (s *Store) Parked(ctx context.Context, q keystore.ParkedQuery) ([]*keystore.Record, error) {
 	q, err := q.Normalize()
 	if err != nil {
 		return nil, err
 	}
-	sql := `SELECT namespace, key, ` + pgKeyRead + ` FROM guard_keys
+	var out []*keystore.Record
+	for {
+		page, read, last, err := s.parkedPage(ctx, q, q.Limit-len(out))
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, page...)
+		if len(out) == q.Limit || read < q.Limit-len(out)+len(page) {
+			return out, nil
+		}
+		q.AfterAt, q.AfterNamespace, q.AfterKey = last.at, last.ns, last.key
+	}
+}
+
+type parkedRef struct {
+	at      time.Time
+	ns, key string
+}
+
+// parkedPage reads up to limit rows of q; read is how many rows it read,
+// damaged ones included, and last the place of the last.
+func (s *Store) parkedPage(ctx context.Context, q keystore.ParkedQuery, limit int) (out []*keystore.Record, read int, last parkedRef, err error) {
+	sql := `SELECT namespace, key, parked_at, ` + pgKeyRead + ` FROM guard_keys
 		WHERE state = 'parked' AND resume_sent_at IS NULL
 		AND reason NOT IN ('resume_lost', 'awaiting_approval', 'approved', 'approval_rejected') AND destination = $1`
-	args := []any{q.Destination}
+	args := []any{q.Destination, limit}
 	if q.AfterKey != "" {
 		sql += ` AND (parked_at, namespace, key) > ($3, $4, $5)`
-		args = append(args, q.Limit, q.AfterAt, q.AfterNamespace, q.AfterKey)
-	} else {
-		args = append(args, q.Limit)
+		args = append(args, q.AfterAt, q.AfterNamespace, q.AfterKey)
 	}
 	sql += ` ORDER BY parked_at, namespace, key LIMIT $2`
 	rows, err := s.pool.Query(ctx, sql, args...)
 	if err != nil {
-		return nil, s.dbErr("parked", err)
+		return nil, 0, last, s.dbErr("parked", err)
 	}
 	defer rows.Close()
-	var out []*keystore.Record
 	for rows.Next() {
 		var ns, key string
-		r, _, err := scanRecord(prefixRow{rows, []any{&ns, &key}}, "", "")
+		var at time.Time
+		r, _, err := scanRecord(prefixRow{rows, []any{&ns, &key, &at}}, "", "")
+		read++
+		last = parkedRef{at, ns, key}
+		if errs.CodeOf(err) == errs.RecordDamaged {
+			s.noteDamage(err) // skipped: the keys behind it are resumed
+			continue
+		}
 		if err != nil {
-			return nil, s.dbErr("parked", err)
+			return nil, 0, last, s.dbErr("parked", err)
 		}
 		r.Namespace, r.Key = ns, key
 		out = append(out, r)
 	}
 	if err := rows.Err(); err != nil {
-		return nil, s.dbErr("parked", err)
+		return nil, 0, last, s.dbErr("parked", err)
 	}
-	return out, nil
+	return out, read, last, nil
 }
 
 // ParkedCounts implements keystore.ParkStore.
@@ -106,9 +134,9 @@ func (s *Store) ResumeAnswered(ctx context.Context, ns, key string, parkedAt tim
 	if err != nil {
 		return nil, err
 	}
-	res, err := s.run(ctx, decision{op: "resume answered", ns: ns, key: key, fromKey: true, noBreaker: true,
-		decide: func(cur *keystore.Record, _ *keystore.Breaker, now time.Time) (keystore.Step, error) {
-			st, _ := keystore.DecideResumeAnswered(cur, parkedAt, answer, detail, now)
+	res, err := s.run(ctx, decision{op: "resume answered", ns: ns, key: key, fromKey: true,
+		decide: func(cur *keystore.Record, br *keystore.Breaker, now time.Time) (keystore.Step, error) {
+			st, _ := keystore.DecideResumeAnswered(cur, br, parkedAt, answer, detail, now)
 			return st, nil
 		}})
 	return res.Record, err

@@ -58,6 +58,7 @@ type Store struct {
 	dups       keystore.DuplicateTally // duplicate answers not yet counted in the database
 	damaged    func()                  // Options.Damaged
 	damage     sync.Map                // messages of the damaged rows already logged
+	told       sync.WaitGroup          // events about damaged rows being written (Close waits)
 }
 
 var _ keystore.Store = (*Store)(nil)
@@ -115,6 +116,7 @@ func (s *Store) Pool() *pgxpool.Pool { return s.pool }
 
 // Close closes the pool; it waits for the connections in use.
 func (s *Store) Close() error {
+	s.told.Wait()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	if err := s.foldActivity(ctx); err != nil {
 		s.log.Warn("store: the last duplicate counts of the activity chart were not written", "err", err)
@@ -166,8 +168,8 @@ func scanRecord(row pgx.Row, ns, key string) (*keystore.Record, int64, error) {
 	if err != nil {
 		return nil, 0, err
 	}
-	if p, ok := row.(prefixRow); ok && len(p.prefix) == 2 {
-		// A listing: the namespace and key came in the leading columns.
+	if p, ok := row.(prefixRow); ok && len(p.prefix) >= 2 {
+		// A listing: the namespace and key came in the first columns.
 		ns, key = *p.prefix[0].(*string), *p.prefix[1].(*string)
 		r.Namespace, r.Key = ns, key
 	}

@@ -46,7 +46,8 @@ func (s *Store) HeldForCheck(ctx context.Context, limit int) ([]*keystore.Record
 		r, _, err := scanRecord(prefixRow{rows, []any{&ns, &key}}, "", "")
 		if err != nil {
 			if errs.CodeOf(err) == errs.RecordDamaged {
-				continue // reported where it is read for a decision
+				s.noteDamage(err) // skipped: the keys behind it are checked
+				continue
 			}
 			return nil, s.dbErr("held for check", err)
 		}

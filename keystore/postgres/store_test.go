@@ -49,6 +49,77 @@ func (pg *pgEnv) run(t *testing.T) {
 	t.Run("migrations", pg.testMigrations)
 	t.Run("checksums", pg.testChecksums)
 	t.Run("park checksums", pg.testParkChecksums)
+	t.Run("damaged records", func(t *testing.T) { storetest.RunDamage(t, pg.newStore, tamperResultRef) })
+	t.Run("the sweep goes on past a batch of damaged rows", pg.testSweepPastDamagedRows)
+}
+
+// Damaged rows at the head of the expired leases fill whole sweep
+// batches (here of one row): the sweep goes on past them and expires the
+// intact leases behind, leaving the damaged ones as they are.
+func (pg *pgEnv) testSweepPastDamagedRows(t *testing.T) {
+	ctx := context.Background()
+	now := time.Date(2026, 11, 30, 9, 0, 0, 0, time.UTC)
+	var mu sync.Mutex
+	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	s := openPostgres(t, pg.freshSchema(t), postgres.Options{Clock: clock, SweepBatch: 1})
+	defer s.Close()
+	for i, key := range []string{"damaged_1", "damaged_2", "intact_1", "intact_2"} {
+		mu.Lock()
+		now = now.Add(time.Duration(i) * time.Second) // leases run out in this order
+		mu.Unlock()
+		if r, err := s.Reserve(ctx, keystore.ReserveRequest{Namespace: "crm", Key: key}); err != nil || r.Outcome != keystore.OutcomeAccepted {
+			t.Fatalf("reserve %s: %+v %v", key, r, err)
+		}
+	}
+	tamperResultRef(t, s, "crm", "damaged_1")
+	tamperResultRef(t, s, "crm", "damaged_2")
+	mu.Lock()
+	now = now.Add(time.Hour)
+	mu.Unlock()
+	sctx, cancel := context.WithTimeout(ctx, 30*time.Second) // a sweep that reads the same rows for ever fails here
+	defer cancel()
+	st, err := s.Sweep(sctx)
+	if err != nil || st.LeasesExpired != 2 {
+		t.Fatalf("sweep: %+v %v, want the 2 intact leases expired", st, err)
+	}
+	for _, key := range []string{"intact_1", "intact_2"} {
+		if r, err := s.Lookup(ctx, "crm", key); err != nil || r.Record.State != keystore.StateUnknown {
+			t.Fatalf("%s after the sweep: %+v %v", key, r.Record, err)
+		}
+	}
+}
+
+// tamperResultRef damages the row of ns/key beneath the store: its
+// result_ref changed with the checksum trigger off, as storage damage or
+// a file-level copy gone wrong would (neither goes through triggers).
+func tamperResultRef(t *testing.T, s keystore.Store, ns, key string) {
+	t.Helper()
+	ctx := context.Background()
+	tx, err := s.(*postgres.Store).Pool().Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx)
+	for _, sql := range []string{
+		`ALTER TABLE guard_keys DISABLE TRIGGER guard_keys_checksum`,
+		`UPDATE guard_keys SET result_ref = result_ref || 'crm-contact-forged' WHERE namespace = $1 AND key = $2`,
+		`ALTER TABLE guard_keys ENABLE TRIGGER guard_keys_checksum`,
+	} {
+		var args []any
+		if strings.Contains(sql, "$1") {
+			args = []any{ns, key}
+		}
+		tag, err := tx.Exec(ctx, sql, args...)
+		if err != nil {
+			t.Fatalf("%s: %v", sql, err)
+		}
+		if args != nil && tag.RowsAffected() != 1 {
+			t.Fatalf("no row %s/%s", ns, key)
+		}
+	}
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // pgEnv is the server the PostgreSQL tests share; fresh gives each test

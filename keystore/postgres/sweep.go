@@ -94,13 +94,22 @@ func (s *Store) Events(ctx context.Context, after uint64, limit int) ([]keystore
 // and two replicas sweeping at once share the work instead of colliding.
 func (s *Store) Sweep(ctx context.Context) (keystore.SweepStats, error) {
 	var st keystore.SweepStats
+	// A damaged row is never decided on; the pass over leases goes on past
+	// it (after), so damaged rows cannot fill its batches for ever.
+	var after leaseRef
+	full := func(do func(context.Context) (int, error)) func(context.Context) (int, bool, error) {
+		return func(ctx context.Context) (int, bool, error) {
+			n, err := do(ctx)
+			return n, n >= s.sweepBatch, err
+		}
+	}
 	passes := []struct {
-		do    func(ctx context.Context) (int, error)
+		do    func(ctx context.Context) (n int, more bool, err error)
 		count *int
 	}{
-		{s.sweepLeases, &st.LeasesExpired},
-		{s.sweepExpired, &st.Expired},
-		{s.sweepEvents, &st.Events},
+		{func(ctx context.Context) (int, bool, error) { return s.sweepLeases(ctx, &after) }, &st.LeasesExpired},
+		{full(s.sweepExpired), &st.Expired},
+		{full(s.sweepEvents), &st.Events},
 	}
 	if err := s.foldActivity(ctx); err != nil {
 		return st, s.dbErr("sweep", err)
@@ -111,13 +120,13 @@ func (s *Store) Sweep(ctx context.Context) (keystore.SweepStats, error) {
 				return st, err
 			}
 			start := time.Now()
-			n, err := p.do(ctx)
+			n, more, err := p.do(ctx)
 			st.LongestTx = max(st.LongestTx, time.Since(start))
 			*p.count += n
 			if err != nil {
 				return st, s.dbErr("sweep", err)
 			}
-			if n < s.sweepBatch {
+			if !more {
 				break
 			}
 		}
@@ -128,7 +137,9 @@ func (s *Store) Sweep(ctx context.Context) (keystore.SweepStats, error) {
 // sweepLeases moves reservations whose lease ran out to unknown, through
 // the same decision a reserve makes. Namespaces that reclaim are left
 // alone: there the next reserve takes the key over.
-func (s *Store) sweepLeases(ctx context.Context) (int, error) {
+// more says whether a full batch was read (damaged rows included: the
+// next batch starts after them).
+func (s *Store) sweepLeases(ctx context.Context, after *leaseRef) (n int, more bool, err error) {
 	reclaim := []string{} // not nil: NULL would exclude every row
 	for ns, p := range s.policies.Namespaces {
 		if p.OnLeaseExpiry == keystore.ExpireReclaim {
@@ -137,50 +148,58 @@ func (s *Store) sweepLeases(ctx context.Context) (int, error) {
 	}
 	tx, err := s.pool.Begin(ctx)
 	if err != nil {
-		return 0, err
+		return 0, false, err
 	}
 	defer tx.Rollback(context.WithoutCancel(ctx))
 	now, err := s.now(ctx, tx)
 	if err != nil {
-		return 0, err
+		return 0, false, err
 	}
-	rows, err := tx.Query(ctx, `SELECT namespace, key, `+pgKeyRead+` FROM guard_keys
-		WHERE state = 'reserved' AND lease_expires_at <= $1 AND NOT (namespace = ANY($2))
-		ORDER BY lease_expires_at LIMIT $3 FOR UPDATE SKIP LOCKED`, now, reclaim, s.sweepBatch)
+	sql := `SELECT namespace, key, lease_expires_at, ` + pgKeyRead + ` FROM guard_keys
+		WHERE state = 'reserved' AND lease_expires_at <= $1 AND NOT (namespace = ANY($2))`
+	args := []any{now, reclaim, s.sweepBatch}
+	if after.ns != "" {
+		sql += ` AND (lease_expires_at, namespace, key) > ($4, $5, $6)`
+		args = append(args, after.at, after.ns, after.key)
+	}
+	rows, err := tx.Query(ctx, sql+` ORDER BY lease_expires_at, namespace, key LIMIT $3 FOR UPDATE SKIP LOCKED`, args...)
 	if err != nil {
-		return 0, err
+		return 0, false, err
 	}
 	type dueRow struct {
 		cur     *keystore.Record
 		version int64
 	}
 	var due []dueRow
+	read := 0
 	for rows.Next() {
 		var ns, key string
-		r, v, err := scanRecord(prefixRow{rows, []any{&ns, &key}}, "", "")
+		var at time.Time
+		r, v, err := scanRecord(prefixRow{rows, []any{&ns, &key, &at}}, "", "")
+		read++
+		*after = leaseRef{at, ns, key}
 		if errs.CodeOf(err) == errs.RecordDamaged {
 			s.noteDamage(err) // never decided on: its lease is left as it is
 			continue
 		}
 		if err != nil {
 			rows.Close()
-			return 0, err
+			return 0, false, err
 		}
 		due = append(due, dueRow{r, v})
 	}
 	rows.Close()
 	if err := rows.Err(); err != nil {
-		return 0, err
+		return 0, false, err
 	}
 	b := &pgx.Batch{}
-	n := 0
 	for _, d := range due {
 		step, expired := keystore.DecideLeaseExpiry(d.cur, s.policies.Namespace(d.cur.Namespace), now)
 		if !expired {
 			continue
 		}
 		if err := queueRecord(b, d.cur, d.version, step.Record); err != nil {
-			return 0, err
+			return 0, false, err
 		}
 		for _, ev := range step.Events {
 			queueEvent(b, ev)
@@ -189,13 +208,19 @@ func (s *Store) sweepLeases(ctx context.Context) (int, error) {
 	}
 	if b.Len() > 0 {
 		if err := tx.SendBatch(ctx, b).Close(); err != nil {
-			return 0, err
+			return 0, false, err
 		}
 	}
 	if err := tx.Commit(ctx); err != nil {
-		return 0, err
+		return 0, false, err
 	}
-	return n, nil
+	return n, read == s.sweepBatch, nil
+}
+
+// leaseRef is where the pass over expired leases goes on from.
+type leaseRef struct {
+	at      time.Time
+	ns, key string
 }
 
 // sweepExpired deletes finished records past their retention.

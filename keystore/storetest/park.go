@@ -268,6 +268,43 @@ func runParking(t *testing.T, newStore New) {
 			t.Fatalf("resolve: %+v %v", res, err)
 		}
 	})
+	t.Run("a lost probe frees the destination at once: the next parked keys are claimed without waiting for claim + lease", func(t *testing.T) {
+		e := setup(t, newStore, pol)
+		openHubspot(t, e)
+		var parkedAt []time.Time
+		for i := range 4 {
+			p := e.reserve(ns, fmt.Sprintf("evt_%d", i), withDest("hubspot"), withResume(fmt.Sprint(i)))
+			parkedAt = append(parkedAt, *p.Record.ParkedAt)
+			e.clock.Advance(time.Millisecond)
+		}
+		e.clock.Advance(time.Minute) // the cooldown is over
+		if !claim(t, e, "evt_0") {
+			t.Fatal("the oldest key was not claimed as the probe")
+		}
+		if claim(t, e, "evt_1") {
+			t.Fatal("a second key was claimed while the probe is out")
+		}
+		// The probe's execution is gone, and so is the next one's.
+		for i := range 2 {
+			key := fmt.Sprintf("evt_%d", i)
+			if i > 0 && !claim(t, e, key) {
+				t.Fatalf("%s was not claimed at once after the lost probe", key)
+			}
+			if _, err := parkStore(t, e).ResumeAnswered(e.ctx, ns, key, parkedAt[i], keystore.ResumeLost, "n8n answered 404"); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if !claim(t, e, "evt_2") {
+			t.Fatal("the next parked key waits for the lost probes' claim + lease")
+		}
+		if claim(t, e, "evt_3") {
+			t.Fatal("the new probe does not hold the destination")
+		}
+		e.restart()
+		if claim(t, e, "evt_3") {
+			t.Fatal("after a restart the new probe does not hold the destination")
+		}
+	})
 	t.Run("a key parked too long is reported once per parked attempt, also by guards at once", func(t *testing.T) {
 		e := setup(t, newStore, pol)
 		openHubspot(t, e)

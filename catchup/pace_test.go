@@ -1,0 +1,130 @@
+package catchup_test
+
+import (
+	"context"
+	"fmt"
+	"net/http/httptest"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/n8n-guard/n8n-guard/catchup"
+	"github.com/n8n-guard/n8n-guard/keystore"
+	"github.com/n8n-guard/n8n-guard/keystore/bolt"
+	"github.com/n8n-guard/n8n-guard/n8n"
+)
+
+// stepClock is a controlled clock: it moves only when the runner waits
+// (Options.Sleep), by exactly what it waits, so the pace is read off the
+// clock and not off a loaded machine's timing.
+type stepClock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func (c *stepClock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.now }
+func (c *stepClock) Advance(d time.Duration) {
+	c.mu.Lock()
+	c.now = c.now.Add(d)
+	c.mu.Unlock()
+}
+
+// Sleep moves the clock by d, then lets the other goroutines (the fake
+// n8n's executions, real HTTP) run a moment.
+func (c *stepClock) Sleep(ctx context.Context, d time.Duration) {
+	c.Advance(d)
+	select {
+	case <-ctx.Done():
+	case <-time.After(time.Millisecond):
+	}
+}
+
+// pacedResumer notes the controlled clock at each resume call.
+type pacedResumer struct {
+	inner catchup.Resumer
+	clock *stepClock
+	mu    sync.Mutex
+	at    []time.Time
+}
+
+func (p *pacedResumer) Resume(ctx context.Context, r *keystore.Record) n8n.ResumeOutcome {
+	p.mu.Lock()
+	p.at = append(p.at, p.clock.Now())
+	p.mu.Unlock()
+	return p.inner.Resume(ctx, r)
+}
+
+// The catch-up keeps catch_up_rate: consecutive resume calls are at
+// least 1 / rate apart on the clock (here 10/s: 100 ms), however fast the
+// calls are answered and although catch_up_concurrency would let three go.
+func TestCatchUpKeepsTheRate(t *testing.T) {
+	pol := keystore.Policies{Destinations: map[string]keystore.DestinationPolicy{
+		"crm": {Cooldown: time.Hour, CatchUpRate: 10, CatchUpConcurrency: 3}}}
+	clock := &stepClock{now: time.Date(2026, 11, 30, 9, 0, 0, 0, time.UTC)}
+	store, err := bolt.Open(filepath.Join(t.TempDir(), "guard.db"), bolt.Options{Policies: pol, Clock: clock.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	ctx := context.Background()
+	fake := &fakeN8n{t: t, store: store, secret: "s3cret", keys: map[string]string{}, early: map[string]int{},
+		deleted: map[string]bool{}, woken: map[string]int{}, crm: map[string]int{}}
+	srv := httptest.NewServer(fake)
+	defer srv.Close()
+	first, err := store.Reserve(ctx, keystore.ReserveRequest{Namespace: ns, Key: "evt_00", Destination: "crm"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f, err := store.Fail(ctx, keystore.FailRequest{Namespace: ns, Key: "evt_00", Token: first.Token,
+		Reason: keystore.ReasonDestinationUnreachable, ResumeURL: srv.URL + "/webhook-waiting/0"}); err != nil || f.Outcome != keystore.OutcomeParked {
+		t.Fatalf("first fail: %+v %v", f, err)
+	}
+	fake.keys["0"] = "evt_00"
+	const parked = 12
+	for i := 1; i < parked; i++ {
+		clock.Advance(time.Millisecond)
+		id, key := fmt.Sprint(i), fmt.Sprintf("evt_%02d", i)
+		fake.keys[id] = key
+		if res, err := store.Reserve(ctx, keystore.ReserveRequest{Namespace: ns, Key: key, Destination: "crm", ResumeURL: srv.URL + "/webhook-waiting/" + id}); err != nil || res.Outcome != keystore.OutcomeParked {
+			t.Fatalf("reserve %s: %+v %v", key, res, err)
+		}
+	}
+	clock.Advance(time.Hour)
+
+	resumer := &pacedResumer{inner: &n8n.ResumeCaller{Secret: "s3cret", Targets: targetsOf(t, srv.URL)}, clock: clock}
+	runner, err := catchup.New(catchup.Options{Store: store, Policies: pol, Clock: clock.Now, Sleep: clock.Sleep,
+		Resumer: resumer, Interval: 20 * time.Millisecond, Claim: 2 * time.Minute, Poll: time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rctx, cancel := context.WithCancel(ctx)
+	stopped := make(chan error, 1)
+	go func() { stopped <- runner.Run(rctx) }()
+	for giveUp := time.Now().Add(30 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		fake.mu.Lock()
+		written := len(fake.crm)
+		fake.mu.Unlock()
+		if written == parked {
+			break
+		}
+		if time.Now().After(giveUp) {
+			t.Fatalf("not caught up: %d of %d written", written, parked)
+		}
+	}
+	cancel()
+	<-stopped
+	fake.wg.Wait()
+
+	resumer.mu.Lock()
+	defer resumer.mu.Unlock()
+	if len(resumer.at) != parked {
+		t.Fatalf("%d resume calls, want %d", len(resumer.at), parked)
+	}
+	gap := 100 * time.Millisecond
+	for i := 1; i < len(resumer.at); i++ {
+		if d := resumer.at[i].Sub(resumer.at[i-1]); d < gap {
+			t.Errorf("resume call %d came %s after the one before: the rate (10/s) wants at least %s", i+1, d, gap)
+		}
+	}
+}

@@ -1,0 +1,166 @@
+package storetest
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/n8n-guard/n8n-guard/errs"
+	"github.com/n8n-guard/n8n-guard/keystore"
+)
+
+// Damaged records (keystore/damage.go): a record that fails its checksum
+// is skipped by every listing and runner and never holds back another
+// key; the store reports it once, with an event for the namespace's owner
+// that names the key and the runbook.
+
+// Damage changes the stored record of ns/key beneath s, as damaged
+// storage would, so that it fails its checksum. Each backend brings its
+// own (a flipped byte in bbolt, a column changed in PostgreSQL).
+type Damage func(t *testing.T, s keystore.Store, ns, key string)
+
+// RunDamage runs the damaged-record cases.
+func RunDamage(t *testing.T, newStore New, damage Damage) {
+	pol := keystore.Policies{
+		Namespaces: map[string]keystore.NamespacePolicy{
+			ns:      {Check: "crm-lookup"},
+			gatedNS: {Approval: keystore.ApprovalPolicy{Required: true, FourEyes: true}},
+		},
+		Destinations: map[string]keystore.DestinationPolicy{"hubspot": {Cooldown: time.Minute, FailureThreshold: 3}},
+	}
+	t.Run("a damaged parked record among intact ones: the intact ones are listed and resumed, the damaged one reported once", func(t *testing.T) {
+		e := setup(t, newStore, pol)
+		openHubspot(t, e)
+		for i := range 6 {
+			wantOutcome(t, e.reserve(ns, fmt.Sprintf("evt_%d", i), withDest("hubspot"), withResume(fmt.Sprint(300+i))), keystore.OutcomeParked)
+			e.clock.Advance(time.Second)
+		}
+		// The oldest (the next probe) and one in the middle.
+		damage(t, e.s, ns, "evt_0")
+		damage(t, e.s, ns, "evt_3")
+		for range 3 {
+			if got := parkedKeys(t, e, "hubspot"); fmt.Sprint(got) != "[evt_1 evt_2 evt_4 evt_5]" {
+				t.Fatalf("parked = %v, want the intact keys oldest first", got)
+			}
+		}
+		// Pages stay full past damaged records.
+		var paged []string
+		q := keystore.ParkedQuery{Destination: "hubspot", Limit: 1}
+		for range 10 {
+			rs, err := e.s.Parked(e.ctx, q)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(rs) == 0 {
+				break
+			}
+			paged = append(paged, rs[0].Key)
+			q.AfterAt, q.AfterNamespace, q.AfterKey = *rs[0].ParkedAt, rs[0].Namespace, rs[0].Key
+		}
+		if fmt.Sprint(paged) != "[evt_1 evt_2 evt_4 evt_5]" {
+			t.Fatalf("parked one at a time = %v", paged)
+		}
+		e.clock.Advance(time.Minute) // the cooldown is over
+		_, _, err := e.s.ClaimResume(e.ctx, ns, "evt_0", 30*time.Second)
+		wantCode(t, err, errs.RecordDamaged)
+		if !claim(t, e, "evt_1") {
+			t.Fatal("the oldest intact key could not be claimed as the probe")
+		}
+		if _, err := e.s.Lookup(e.ctx, ns, "evt_3"); errs.CodeOf(err) != errs.RecordDamaged || !strings.Contains(err.Error(), ns+"/evt_3") {
+			t.Fatalf("lookup of the damaged key: %v", err)
+		}
+		reportedOnce(t, e, "evt_0", "evt_3")
+	})
+	t.Run("a damaged key held for a check is skipped; the others are checked", func(t *testing.T) {
+		e := setup(t, newStore, pol)
+		for _, k := range []string{"held_1", "held_2", "held_3"} {
+			unknownHeld(t, e, k, "")
+			e.clock.Advance(time.Second)
+		}
+		damage(t, e.s, ns, "held_1")
+		for range 2 {
+			if got := heldKeys(t, e); fmt.Sprint(got) != "[held_2 held_3]" {
+				t.Fatalf("held for a check = %v", got)
+			}
+		}
+		if c := claimCheck(t, e, "held_2", 1); c != keystore.CheckClaimed {
+			t.Fatalf("claim the check of an intact key: %v", c)
+		}
+		reportedOnce(t, e, "held_1")
+	})
+	t.Run("a damaged key awaiting approval is left out of the listing; the decided ones are resumed", func(t *testing.T) {
+		e := setup(t, newStore, pol)
+		for _, k := range []string{"inv_1", "inv_2"} {
+			wantOutcome(t, e.reserve(gatedNS, k, withDest("hubspot"), withResume(k), requestedBy("ann"), invoice), keystore.OutcomeParked)
+			if _, err := e.decide(false, k, "bob", "amount checked"); err != nil {
+				t.Fatal(err)
+			}
+		}
+		damage(t, e.s, gatedNS, "inv_1")
+		page, err := e.s.List(e.ctx, keystore.ListQuery{Namespace: gatedNS, State: keystore.StateParked})
+		if err != nil || len(page.Items) != 1 || page.Items[0].Key != "inv_2" {
+			t.Fatalf("decided keys listed: %v %v", page.Items, err)
+		}
+		if !e.claimGated("inv_2") {
+			t.Fatal("the intact approved key could not be claimed")
+		}
+		reportedOnce(t, e, "inv_1")
+	})
+	t.Run("a damaged reservation whose lease ran out is left as it is; the sweep goes on past it", func(t *testing.T) {
+		e := setup(t, newStore, keystore.Policies{})
+		for _, k := range []string{"lease_1", "lease_2", "lease_3"} {
+			wantOutcome(t, e.reserve(ns, k), keystore.OutcomeAccepted)
+		}
+		damage(t, e.s, ns, "lease_1")
+		e.clock.Advance(time.Hour)
+		st, err := e.s.Sweep(e.ctx)
+		if err != nil || st.LeasesExpired < 2 {
+			t.Fatalf("sweep: %+v %v, want the 2 intact leases expired", st, err)
+		}
+		wantState(t, e.lookup(ns, "lease_2"), keystore.StateUnknown)
+		wantState(t, e.lookup(ns, "lease_3"), keystore.StateUnknown)
+		_, err = e.s.Lookup(e.ctx, ns, "lease_1")
+		wantCode(t, err, errs.RecordDamaged)
+		if _, err := e.s.Sweep(e.ctx); err != nil {
+			t.Fatalf("the next sweep: %v", err)
+		}
+		reportedOnce(t, e, "lease_1")
+	})
+}
+
+// reportedOnce waits for the events about the damaged keys (written
+// after the read that found them) and checks each came once, naming its
+// key and the runbook, and no other key was reported.
+func reportedOnce(t *testing.T, e *env, keys ...string) {
+	t.Helper()
+	want := map[string]bool{}
+	for _, k := range keys {
+		want[k] = true
+	}
+	var got map[string]int
+	for deadline := time.Now().Add(5 * time.Second); ; {
+		got = map[string]int{}
+		for _, ev := range e.events() {
+			if ev.Kind != keystore.EventRecordDamaged {
+				continue
+			}
+			if !want[ev.Key] {
+				t.Fatalf("an intact key was reported damaged: %+v", ev)
+			}
+			if !strings.Contains(ev.Message, `docs/runbooks.md, "A key answers record_damaged"`) || ev.Namespace == "" {
+				t.Fatalf("the event does not name the runbook and namespace: %+v", ev)
+			}
+			got[ev.Key]++
+		}
+		if len(got) == len(want) || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	for _, k := range keys {
+		if got[k] != 1 {
+			t.Fatalf("events about damaged %s: %d, want 1 (all: %v)", k, got[k], got)
+		}
+	}
+}
