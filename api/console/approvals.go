@@ -1,6 +1,7 @@
 package console
 
 import (
+	"context"
 	"net/http"
 	"net/url"
 	"slices"
@@ -32,11 +33,11 @@ type approvalsPage struct {
 
 // pendingApprovals lists the keys awaiting approval the session may see,
 // oldest first.
-func (ui *Console) pendingApprovals(c *fiber.Ctx, sess *session) ([]approvalItem, error) {
+func (ui *Console) pendingApprovals(ctx context.Context, sess *session) ([]approvalItem, error) {
 	var items []approvalItem
 	cursor := ""
 	for {
-		page, err := ui.store.List(c.UserContext(), keystore.ListQuery{State: keystore.StateParked, Limit: 1000, Cursor: cursor})
+		page, err := ui.store.List(ctx, keystore.ListQuery{State: keystore.StateParked, Limit: 1000, Cursor: cursor})
 		if err != nil {
 			return nil, err
 		}
@@ -63,7 +64,7 @@ func (ui *Console) approvals(c *fiber.Ctx, sess *session) error {
 }
 
 func (ui *Console) showApprovals(c *fiber.Ctx, sess *session, status int, problemText, done string) error {
-	items, err := ui.pendingApprovals(c, sess)
+	items, err := ui.pendingApprovals(c.UserContext(), sess)
 	if err != nil {
 		return err
 	}
