@@ -259,10 +259,33 @@ func TestBrowserOverviewSaysWhatNeedsAPerson(t *testing.T) {
 					t.Errorf("the outage's action opens %q, want its bulk decision", href)
 				}
 			}
-			// The outage's action opens the bulk decision of its 30 keys.
+			// The outage's action opens the bulk decision of its 30 keys;
+			// after Review the question and its button are on the first
+			// screen, in words that say what happens.
 			b.run("open the outage", chromedp.Click(chromedp.CSS(`#needs li.need-unknown .need-act a`)), chromedp.WaitVisible(chromedp.CSS(`#bulk-count`)))
-			if got := b.text(`#bulk-count`); !strings.Contains(got, "30") {
-				t.Errorf("the outage's bulk page counts %q", got)
+			if got := b.text(`#bulk-decidable`); got != "30" {
+				t.Errorf("the outage's bulk page can decide %q keys, want 30", got)
+			}
+			order := get(b, "options", chromedp.Evaluate[string](`[...document.querySelectorAll('#bulk-form input[name=action]')].map(i => i.value).join(' ')`))
+			if order != "complete retry final" {
+				t.Errorf("the bulk options read %q, want the key page's order complete retry final", order)
+			}
+			b.run("review",
+				chromedp.Click(chromedp.CSS(`input[name=action][value=retry]`)),
+				chromedp.SendKeys(chromedp.CSS(`#bulk-note`), "HubSpot was down 02:10-02:40; nothing reached it"),
+				chromedp.Click(chromedp.CSS(`#bulk-submit`)),
+				chromedp.WaitVisible(chromedp.CSS(`#bulk-confirm`)))
+			b.firstScreen("bulk-confirm-" + size.name)
+			if got := b.text(`#bulk-question`); got != "Allow 30 events to be sent again?" {
+				t.Errorf("question %q", got)
+			}
+			seen := get(b, "confirm on screen", chromedp.Evaluate[map[string]any](`(() => { const r = document.querySelector('#bulk-confirm-submit').getBoundingClientRect();
+				return {top: r.top, bottom: r.bottom, height: window.innerHeight, scrolled: window.scrollY, label: document.querySelector('#bulk-confirm-submit').textContent.trim()} })()`))
+			if seen["top"].(float64) < 0 || seen["bottom"].(float64) > seen["height"].(float64) || seen["scrolled"].(float64) != 0 {
+				t.Errorf("the confirm button is not on the first screen after Review: %v", seen)
+			}
+			if seen["label"] != "Allow 30 events to be sent again" {
+				t.Errorf("the confirm button reads %q", seen["label"])
 			}
 		})
 	}
@@ -299,5 +322,45 @@ func TestBrowserApprovalsNeverReadNothingToDo(t *testing.T) {
 	b.openKey("crm", "lead-park-0", `#parked`)
 	if got := b.text(`#parked-status`); got != "waiting for the destination" {
 		t.Errorf("a parked key of the outage reads %q", got)
+	}
+}
+
+// The audit lists maintenance windows (set, ended early) and breaker
+// resets with who and why, next to the keys' decisions.
+func TestBrowserAuditShowsMaintenanceWindowsAndResets(t *testing.T) {
+	s := newOnCallSite(t)
+	store := s.store.(*bolt.Store)
+	if _, err := store.EndHold(s.ctx, "mailchimp", "ben@example.com (console, OIDC)", "upgrade finished early"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := store.ResetBreaker(s.ctx, "hubspot", "ana@example.com (console, OIDC)", "HubSpot status page: resolved"); err != nil {
+		t.Fatal(err)
+	}
+	b := newBrowser(t, s, 1280, 900)
+	b.signIn(actToken)
+	b.run("audit", chromedp.Navigate(s.url+"/ui/audit"), chromedp.WaitVisible(chromedp.CSS(`#audit`)))
+	b.shot("audit")
+	rows := get(b, "rows", chromedp.Evaluate[[]string](`[...document.querySelectorAll('#audit tbody tr')].map(tr => [...tr.cells].map(td => td.textContent.trim()).join(' | '))`))
+	want := []string{
+		"ana@example.com (console, OIDC) | reset the breaker because HubSpot status page: resolved | hubspot",
+		"ben@example.com (console, OIDC) | ended the maintenance window early because upgrade finished early | mailchimp",
+		"ana@example.com (console, OIDC) | set a maintenance window until",
+	}
+	for _, w := range want {
+		found := false
+		for _, r := range rows {
+			found = found || strings.Contains(r, w)
+		}
+		if !found {
+			t.Errorf("the audit has no row %q: %q", w, rows)
+		}
+	}
+	for _, r := range rows {
+		if strings.Contains(r, "Mailchimp upgrade, OPS-12") && !strings.Contains(r, "set a maintenance window") {
+			t.Errorf("the window's row reads %q", r)
+		}
+	}
+	if n := len(rows); n != 3 {
+		t.Errorf("%d audit rows, want 3 (the hubspot outage's own opening names nobody): %q", n, rows)
 	}
 }
