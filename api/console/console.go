@@ -208,7 +208,9 @@ func New(cfg Config) (*Console, error) {
 			return nil, err
 		}
 	}
-	if ui.pages, err = parsePages(templateFuncs(ui.now, refreshAttr(cfg.Refresh))); err != nil {
+	funcs := templateFuncs(ui.now, refreshAttr(cfg.Refresh))
+	funcs["keyOwner"], funcs["destinationOwner"], funcs["approvers"] = ui.keyOwner, ui.destinationOwner, ui.approvers
+	if ui.pages, err = parsePages(funcs); err != nil {
 		return nil, err
 	}
 	if ui.static, err = fs.Sub(staticFiles, "static"); err != nil {

@@ -162,6 +162,36 @@ func (ui *Console) needs(ctx context.Context, sess *session, breakers []destinat
 	return append(rows, parked...), nil
 }
 
+// ownerRef is who hears about something: people and a channel, as the
+// notifications' config routes it.
+type ownerRef struct {
+	People  []person
+	Channel string
+}
+
+// keyOwner: who hears about the stuck keys of namespace ns.
+func (ui *Console) keyOwner(ns string) ownerRef {
+	people, channel := ui.keyOwners(ns)
+	return ownerRef{People: people, Channel: channel}
+}
+
+// destinationOwner: who hears about destination's breaker.
+func (ui *Console) destinationOwner(dest string) ownerRef {
+	if ui.thread == nil || dest == "" {
+		return ownerRef{}
+	}
+	rt := ui.thread.DestinationRoute(dest)
+	return ownerRef{People: ui.persons(rt.Owner), Channel: rt.Channel}
+}
+
+// approvers: who may decide namespace ns's approvals.
+func (ui *Console) approvers(ns string) []person {
+	if ui.thread == nil {
+		return nil
+	}
+	return ui.persons(ui.thread.Approvers(ns)...)
+}
+
 func (ui *Console) keyOwners(ns string) ([]person, string) {
 	if ui.thread == nil {
 		return nil, ""

@@ -364,3 +364,49 @@ func TestBrowserAuditShowsMaintenanceWindowsAndResets(t *testing.T) {
 		t.Errorf("%d audit rows, want 3 (the hubspot outage's own opening names nobody): %q", n, rows)
 	}
 }
+
+// Every list names who owns what it shows (person and channel, from the
+// notifications' config): the breakers and a destination's page its
+// owner, the parked keys their namespace's owner (an approval its
+// approvers), the approvals their approvers, the failed executions
+// their owner with "owner not told" where the Slack message died, the
+// search and the overview's unknown keys their namespace's owner. On a
+// phone too.
+func TestBrowserOwnersOnEveryList(t *testing.T) {
+	s := newOnCallSite(t)
+	for _, size := range []struct {
+		name          string
+		width, height int
+	}{{"1280", 1280, 900}, {"390", 390, 844}} {
+		t.Run(size.name, func(t *testing.T) {
+			s := *s
+			s.t = t
+			b := newBrowser(t, &s, 800, 900)
+			b.run("size", chromedp.EmulateViewport(int64(size.width), int64(size.height)))
+			b.signIn(actToken)
+			for _, c := range []struct{ page, path, ready, cell, want string }{
+				{"breakers", "/ui/breakers", "#breakers", `tr[data-destination=hubspot] td.owner`, "U0HUBOPS #C0CRMOPS"},
+				{"destination", "/ui/destination?name=hubspot", "#dest-owner", `#dest-owner`, "U0HUBOPS #C0CRMOPS"},
+				{"parked", "/ui/parked?namespace=crm", "#parked-list", `tr[data-key=lead-lost-0] td.owner`, "U0ANA #C0CRM"},
+				{"parked approval", "/ui/parked?namespace=invoices", "#parked-list", `tr[data-key=inv-4700] td.owner`, "U0FIN1, U0FIN2"},
+				{"approvals", "/ui/approvals", "#approvals", `#approval-inv-4700 td.owner`, "U0FIN1, U0FIN2"},
+				{"failures", "/ui/failures", "#failures", `#failures tbody tr:has(.mark) td.owner`, "U0BILLING #C0GONE owner not told"},
+				{"search", "/ui/keys?search=1&state=unknown&namespace=crm", "#results", `#results tbody tr td.owner`, "U0ANA #C0CRM"},
+				{"overview", "/ui", "#waiting", `#waiting tbody tr td.owner`, "U0ANA #C0CRM"},
+			} {
+				b.run("open "+c.page, chromedp.Navigate(s.url+c.path), chromedp.WaitVisible(chromedp.CSS(c.ready)))
+				got := get(b, "owner on "+c.page, chromedp.Evaluate[map[string]any](fmt.Sprintf(`(() => { const td = document.querySelector(%q);
+					return td ? {text: td.textContent.replace(/\s+/g, ' ').trim(), shown: td.getClientRects().length > 0} : {text: '', shown: false} })()`, c.cell)))
+				if got["text"] != c.want || got["shown"] != true {
+					b.shot("owner-" + c.page)
+					t.Errorf("%s at %s px: owner %v, want %q shown", c.page, size.name, got, c.want)
+				}
+			}
+			b.run("failures", chromedp.Navigate(s.url+"/ui/failures"), chromedp.WaitVisible(chromedp.CSS(`#failures`)))
+			b.shot("failures-" + size.name)
+			if n := get(b, "not told", chromedp.Evaluate[int](`document.querySelectorAll('#failures .mark').length`)); n != 2 {
+				t.Errorf("%d failures marked owner not told, want the 2 whose Slack message died", n)
+			}
+		})
+	}
+}

@@ -30,13 +30,17 @@ func parsePages(funcs template.FuncMap) (map[string]*template.Template, error) {
 // escapes every value as text).
 func templateFuncs(now func() time.Time, refresh template.HTMLAttr) template.FuncMap {
 	return template.FuncMap{
-		"refresh":        func() template.HTMLAttr { return refresh },
-		"when":           when,
-		"age":            func(t time.Time) string { return span(now().Sub(t)) },
-		"until":          func(t time.Time) string { return until(t.Sub(now())) },
-		"asset":          assetURL,
-		"keyURL":         keyURL,
-		"destinationURL": destinationURL,
+		"refresh": func() template.HTMLAttr { return refresh },
+		// Set by New, which knows the notifications' routes.
+		"keyOwner":         func(string) ownerRef { return ownerRef{} },
+		"destinationOwner": func(string) ownerRef { return ownerRef{} },
+		"approvers":        func(string) []person { return nil },
+		"when":             when,
+		"age":              func(t time.Time) string { return span(now().Sub(t)) },
+		"until":            func(t time.Time) string { return until(t.Sub(now())) },
+		"asset":            assetURL,
+		"keyURL":           keyURL,
+		"destinationURL":   destinationURL,
 	}
 }
 
