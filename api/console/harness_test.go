@@ -28,6 +28,8 @@ const (
 	readToken = "read-token-0123456789"
 	// limitedToken may act, within namespaces bookings and hubspot.
 	limitedToken = "limited-token-0123456789"
+	// namedToken is a token of one person (tokens.<name>.person).
+	namedToken = "named-token-0123456789"
 )
 
 // site is one test's console: a real bbolt file, the console mounted on a
@@ -111,6 +113,8 @@ func signIn(token string) (access.Principal, error) {
 		return access.Principal{Name: "on-call", Role: access.RoleAdmin}, nil
 	case readToken:
 		return access.Principal{Name: "viewer", Role: access.RoleRead}, nil
+	case namedToken:
+		return access.Principal{Name: "ana-laptop", Role: access.RoleAdmin, PersonName: "ana@example.com"}, nil
 	case limitedToken:
 		return access.Principal{Name: "bookings-admin", Role: access.RoleAdmin, Namespaces: []string{"bookings", "hubspot"}}, nil
 	}

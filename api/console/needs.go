@@ -129,6 +129,49 @@ func breakerWords(b keystore.Breaker) string {
 	return "taking writes"
 }
 
+// breakerWords says every destination's state in words.
+func (ui *Console) breakerWords(ctx context.Context) (map[string]string, error) {
+	all, err := ui.store.Destinations(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[string]string, len(all))
+	for _, b := range all {
+		out[b.Destination] = breakerWords(b.View(ui.now()))
+	}
+	return out, nil
+}
+
+// approvedWrites says when the write of a key just approved happens: now,
+// or when its destination takes writes again (after the maintenance
+// window, after the breaker's probe).
+func (ui *Console) approvedWrites(ctx context.Context, key, dest string) string {
+	now := "the guard resumes its execution now, which writes."
+	if dest != "" {
+		all, err := ui.store.Destinations(ctx)
+		if err != nil {
+			ui.log.Warn("console: the breakers could not be read", "err", err)
+		}
+		for _, b := range all {
+			if b.Destination != dest {
+				continue
+			}
+			b = b.View(ui.now())
+			switch {
+			case b.State == keystore.BreakerOpen && b.Maintenance != nil:
+				now = fmt.Sprintf("%s is held for maintenance until %s (%s): the execution is resumed and writes after the window.",
+					dest, b.Maintenance.Until.UTC().Format("2006-01-02 15:04 UTC"), until(b.Maintenance.Until.Sub(ui.now())))
+			case b.State == keystore.BreakerOpen && b.ReopensAt != nil:
+				now = fmt.Sprintf("%s is paused (breaker open): the execution is resumed and writes once the destination takes writes again (the next probe %s).",
+					dest, until(b.ReopensAt.Sub(ui.now())))
+			case b.State != keystore.BreakerClosed:
+				now = dest + " is being probed: the execution is resumed and writes once the probe shows the destination back."
+			}
+		}
+	}
+	return key + " is approved: " + now
+}
+
 // needs reads the groups for the overview. breakers are the
 // destinations the session may see; dead the dead notifications counted
 // (nil: notifications are not shown to the session).

@@ -410,3 +410,48 @@ func TestBrowserOwnersOnEveryList(t *testing.T) {
 		})
 	}
 }
+
+// An approval gives the approver something to judge and says what
+// follows: the list shows each event's destination and its state,
+// Reject is drawn as the destructive choice and asks its reason, and an
+// approval while the destination is held says the write happens after
+// the window, not now.
+func TestBrowserApprovalDuringAHoldSaysWhenItWrites(t *testing.T) {
+	s := newOnCallSite(t)
+	until := time.Now().Add(2 * time.Hour)
+	if _, err := s.store.(*bolt.Store).HoldDestination(s.ctx, "billing-api", "ana@example.com (console, OIDC)", "billing upgrade", until); err != nil {
+		t.Fatal(err)
+	}
+	b := newBrowser(t, s, 1280, 900)
+	b.signIn(actToken)
+	b.run("approvals", chromedp.Navigate(s.url+"/ui/approvals"), chromedp.WaitVisible(chromedp.CSS(`#approvals`)))
+	b.shot("approvals-held")
+	if got := b.text(`#approval-inv-4700 td.dest`); got != "billing-api (paused: maintenance window)" {
+		t.Errorf("the approval's destination reads %q", got)
+	}
+	colors := get(b, "buttons", chromedp.Evaluate[map[string]string](`({approve: getComputedStyle(document.querySelector('#approval-inv-4700 button.approve')).backgroundColor,
+		reject: getComputedStyle(document.querySelector('#approval-inv-4700 button.reject')).backgroundColor,
+		required: String(document.querySelector('#note-inv-4700').required)})`))
+	if colors["approve"] == colors["reject"] || colors["reject"] != "rgb(207, 34, 46)" || colors["required"] != "true" {
+		t.Errorf("Reject is not drawn as the destructive choice with a required reason: %v", colors)
+	}
+	b.run("approve", chromedp.Click(chromedp.CSS(`#approval-inv-4700 button.approve`)), chromedp.WaitVisible(chromedp.CSS(`#approval-done`)))
+	b.shot("approved-during-hold")
+	got := b.text(`#approval-done`)
+	if !strings.Contains(got, "billing-api is held for maintenance until "+until.UTC().Format("2006-01-02 15:04 UTC")) || !strings.Contains(got, "writes after the window") {
+		t.Errorf("the approval says %q, want when the write happens", got)
+	}
+}
+
+// A named token's person is in the header, not "shared token".
+func TestHeaderNamesANamedTokensPerson(t *testing.T) {
+	s := newSite(t)
+	for token, want := range map[string]string{namedToken: "ana-laptop · ana@example.com's token", actToken: "on-call · shared token"} {
+		c, _ := signedIn(t, s, token)
+		_, page := fetch(t, c, s.url+"/ui")
+		if !strings.Contains(page, want) {
+			i := strings.Index(page, `id="who"`)
+			t.Errorf("header %.120s, want %q", page[i:], want)
+		}
+	}
+}
