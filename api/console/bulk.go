@@ -18,7 +18,7 @@ import (
 
 // The bulk decision page: GET /ui/bulk?<filter query> shows the selection,
 // how many keys a decision would take (a dry run) and the form; the first
-// POST /ui/bulk asks "Decide 2,000 keys as failed (retryable)?" with the
+// POST /ui/bulk asks "Allow 2,000 events to be sent again?" with the
 // count, the second (confirm=1, with the count the person saw) decides,
 // unless the count changed meanwhile: then the new count is shown and
 // asked about again. The bulk id is made at the first POST and carried
