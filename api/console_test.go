@@ -237,7 +237,7 @@ func TestBulkDecisionsNeedTheSameRoleOnTheAPIAndTheConsole(t *testing.T) {
 				t.Errorf("console as %s offers the form: %v, want %v", role, offered, want)
 			}
 			resp, page := uiDo(t, c, "POST", e.url+"/ui/bulk", url.Values{"csrf": {m[1]}, "filter": {filter}, "action": {"retry"}, "note": {"CRM incident"}})
-			if got := resp.StatusCode == http.StatusOK && strings.Contains(page, "Decide 3 keys as failed"); got != want || !got && resp.StatusCode != http.StatusForbidden {
+			if got := resp.StatusCode == http.StatusOK && strings.Contains(page, "Allow 3 events to be sent again?"); got != want || !got && resp.StatusCode != http.StatusForbidden {
 				t.Fatalf("console as %s: %d, want allowed %v:\n%s", role, resp.StatusCode, want, page)
 			}
 		})

@@ -13,5 +13,7 @@ type EventQuery struct {
 // DecisionKinds are the events a person's decision writes: a key resolved
 // (Owner names who), an approval decided (Owner, and "approved" or
 // "rejected" in Message) and a breaker reset (its Message, "reset by …";
-// a breaker closed by a probe that got through names nobody).
-var DecisionKinds = []EventKind{EventKeyResolved, EventApprovalDecided, EventBreakerClosed}
+// a breaker closed by a probe that got through names nobody), and a
+// maintenance window set (a breaker_opened naming who; an outage's names
+// nobody) or ended early (MaintenanceOf).
+var DecisionKinds = []EventKind{EventKeyResolved, EventApprovalDecided, EventBreakerClosed, EventBreakerOpened, EventMaintenanceEnded}

@@ -24,6 +24,31 @@ type Maintenance struct {
 	Until  time.Time `json:"until"`
 }
 
+// EventMaintenanceEnded: a person ended a maintenance window early (Owner
+// who, Message "ended by … because …"), for the audit list. notify sends
+// nothing for it: the catch-up's probe and the outage's message follow.
+const EventMaintenanceEnded EventKind = "maintenance_ended"
+
+// MaintenanceOf reads a person's maintenance window from the event log:
+// set (a breaker_opened naming who, "maintenance window by … until …:
+// reason") or ended early (maintenance_ended). ok is false for any
+// other event, an outage's opening among them.
+func MaintenanceOf(ev Event) (by, reason string, ended, ok bool) {
+	switch {
+	case ev.Kind == EventBreakerOpened && ev.Owner != "":
+		rest, found := strings.CutPrefix(ev.Message, "maintenance window by "+ev.Owner+" until ")
+		if !found {
+			return "", "", false, false
+		}
+		_, reason, _ = strings.Cut(rest, ": ")
+		return ev.Owner, reason, false, true
+	case ev.Kind == EventMaintenanceEnded:
+		reason, _ = strings.CutPrefix(ev.Message, "ended by "+ev.Owner+" because ")
+		return ev.Owner, reason, true, true
+	}
+	return "", "", false, false
+}
+
 // DecideHoldDestination decides a maintenance window: a person (by)
 // pauses a destination until until, for reason. The breaker opens with
 // its cooldown ending at until, so reserves with resume_url park and are
@@ -49,7 +74,7 @@ func DecideHoldDestination(b *Breaker, by, reason string, until, now time.Time) 
 	next.Reset = nil
 	next.Maintenance = &Maintenance{By: by, Reason: reason, SetAt: now.UTC().Truncate(time.Millisecond), Until: *next.ReopensAt}
 	msg := "maintenance window by " + by + " until " + next.ReopensAt.Format(time.RFC3339) + ": " + reason
-	ev := Event{At: now, Kind: EventBreakerOpened, Destination: b.Destination, Message: truncate(msg, MaxMessageLength), ReopensAt: copyTime(next.ReopensAt)}
+	ev := Event{At: now, Kind: EventBreakerOpened, Destination: b.Destination, Owner: by, Message: truncate(msg, MaxMessageLength), ReopensAt: copyTime(next.ReopensAt)}
 	return Step{Breaker: next, Events: []Event{ev}}, nil
 }
 
@@ -57,7 +82,8 @@ func DecideHoldDestination(b *Breaker, by, reason string, until, now time.Time) 
 // person (by) for reason: its cooldown ends now, so the catch-up resumes
 // one parked execution as the probe and the rest follow when it
 // completes, exactly as after an outage. A destination without a window
-// is a conflict (a breaker opened by an outage is reset instead).
+// is a conflict (a breaker opened by an outage is reset instead). Who and
+// why go to the event log (maintenance_ended).
 func DecideEndHold(b *Breaker, by, reason string, now time.Time) (Step, error) {
 	by, reason = strings.TrimSpace(by), strings.TrimSpace(reason)
 	if by == "" || utf8.RuneCountInString(by) > MaxByLength || strings.IndexFunc(by, unicode.IsControl) >= 0 {
@@ -74,5 +100,6 @@ func DecideEndHold(b *Breaker, by, reason string, now time.Time) (Step, error) {
 	if next.State == BreakerOpen && (next.ReopensAt == nil || now.Before(*next.ReopensAt)) {
 		next.ReopensAt = timePtr(now)
 	}
-	return Step{Breaker: next}, nil
+	ev := Event{At: now, Kind: EventMaintenanceEnded, Destination: b.Destination, Owner: by, Message: truncate("ended by "+by+" because "+reason, MaxMessageLength)}
+	return Step{Breaker: next, Events: []Event{ev}}, nil
 }

@@ -3,6 +3,7 @@ package notify
 import (
 	"context"
 	"fmt"
+	"slices"
 
 	"github.com/n8n-guard/n8n-guard/errs"
 )
@@ -35,6 +36,33 @@ func (c Config) targetOf(r *Record) Target {
 func (s *Service) KeyRoute(namespace string) Target {
 	rt := s.cfg.forRoute(s.cfg.Namespaces, namespace)
 	return Target{Owner: rt.Owner, Channel: rt.Channel, Runbook: rt.Runbook}
+}
+
+// DestinationRoute is who hears about a destination's breaker now: its
+// owner, channel and runbook, the defaults filling what its rule leaves
+// empty.
+func (s *Service) DestinationRoute(destination string) Target {
+	rt := s.cfg.forRoute(s.cfg.Destinations, destination)
+	return Target{Owner: rt.Owner, Channel: rt.Channel, Runbook: rt.Runbook}
+}
+
+// Approvers are who may decide a namespace's approvals from Slack: its
+// approvers, else its owner and resolvers.
+func (s *Service) Approvers(namespace string) []string {
+	rt := s.cfg.approvalRoute(namespace)
+	if len(s.cfg.Namespaces[namespace].Approvers) > 0 {
+		return slices.Clone(rt.Resolvers)
+	}
+	out := []string{}
+	if rt.Owner != "" {
+		out = append(out, rt.Owner)
+	}
+	for _, r := range rt.Resolvers {
+		if !slices.Contains(out, r) {
+			out = append(out, r)
+		}
+	}
+	return out
 }
 
 // ResendPlan says what a re-send of a notification would do: the

@@ -1,6 +1,7 @@
 package console
 
 import (
+	"context"
 	"net/http"
 	"net/url"
 	"slices"
@@ -18,8 +19,8 @@ import (
 // approval, with Approve and Reject (a reason required).
 
 type approvalItem struct {
-	Namespace, Key, RequestedBy string
-	Since                       time.Time
+	Namespace, Key, RequestedBy, Destination string
+	Since                                    time.Time
 }
 
 type approvalsPage struct {
@@ -28,15 +29,18 @@ type approvalsPage struct {
 	CanDecide bool
 	Done      string
 	Problem   string
+	// Breakers: each destination's state in words (a write approved now
+	// waits for it).
+	Breakers map[string]string
 }
 
 // pendingApprovals lists the keys awaiting approval the session may see,
 // oldest first.
-func (ui *Console) pendingApprovals(c *fiber.Ctx, sess *session) ([]approvalItem, error) {
+func (ui *Console) pendingApprovals(ctx context.Context, sess *session) ([]approvalItem, error) {
 	var items []approvalItem
 	cursor := ""
 	for {
-		page, err := ui.store.List(c.UserContext(), keystore.ListQuery{State: keystore.StateParked, Limit: 1000, Cursor: cursor})
+		page, err := ui.store.List(ctx, keystore.ListQuery{State: keystore.StateParked, Limit: 1000, Cursor: cursor})
 		if err != nil {
 			return nil, err
 		}
@@ -48,7 +52,7 @@ func (ui *Console) pendingApprovals(c *fiber.Ctx, sess *session) ([]approvalItem
 			if r.ParkedAt != nil {
 				since = *r.ParkedAt
 			}
-			items = append(items, approvalItem{Namespace: r.Namespace, Key: r.Key, RequestedBy: keystore.RequestedBy(r), Since: since})
+			items = append(items, approvalItem{Namespace: r.Namespace, Key: r.Key, RequestedBy: keystore.RequestedBy(r), Destination: r.Destination, Since: since})
 		}
 		if cursor = page.NextCursor; cursor == "" || len(items) >= 1000 {
 			break
@@ -59,16 +63,24 @@ func (ui *Console) pendingApprovals(c *fiber.Ctx, sess *session) ([]approvalItem
 }
 
 func (ui *Console) approvals(c *fiber.Ctx, sess *session) error {
-	return ui.showApprovals(c, sess, http.StatusOK, "", doneApproval(c.Query("done"), c.Query("key")))
+	done := doneApproval(c.Query("done"), c.Query("key"))
+	if c.Query("done") == "approve" {
+		done = ui.approvedWrites(c.UserContext(), c.Query("key"), c.Query("destination"))
+	}
+	return ui.showApprovals(c, sess, http.StatusOK, "", done)
 }
 
 func (ui *Console) showApprovals(c *fiber.Ctx, sess *session, status int, problemText, done string) error {
-	items, err := ui.pendingApprovals(c, sess)
+	items, err := ui.pendingApprovals(c.UserContext(), sess)
+	if err != nil {
+		return err
+	}
+	breakers, err := ui.breakerWords(c.UserContext())
 	if err != nil {
 		return err
 	}
 	return ui.render(c, status, "approvals", approvalsPage{layout: ui.layout(sess, "Approvals"), Items: items,
-		CanDecide: sess.who.CanAct(), Done: done, Problem: problemText})
+		CanDecide: sess.who.CanAct(), Done: done, Problem: problemText, Breakers: breakers})
 }
 
 func doneApproval(action, key string) string {
@@ -113,5 +125,5 @@ func (ui *Console) decideApproval(c *fiber.Ctx, sess *session) error {
 		ui.onApproval(string(res.Outcome))
 	}
 	ui.log.Info("console: approval decided", "namespace", ns, "key", key, "action", action, "by", sess.by())
-	return c.Redirect(Prefix+"/approvals?"+url.Values{"done": {action}, "key": {key}}.Encode(), http.StatusSeeOther)
+	return c.Redirect(Prefix+"/approvals?"+url.Values{"done": {action}, "key": {key}, "destination": {res.Record.Destination}}.Encode(), http.StatusSeeOther)
 }

@@ -60,7 +60,8 @@ func (ui *Console) audit(c *fiber.Ctx, sess *session) error {
 }
 
 // auditOf reads a decision from an event; false for an event no person
-// caused (a breaker closed by a probe that got through).
+// caused (a breaker opened by an outage, closed by a probe that got
+// through).
 func auditOf(ev keystore.Event) (auditItem, bool) {
 	it := auditItem{At: ev.At}
 	switch ev.Kind {
@@ -70,6 +71,18 @@ func auditOf(ev keystore.Event) (auditItem, bool) {
 	case keystore.EventApprovalDecided:
 		it.Who, it.What, it.Namespace, it.Key = ev.Owner, ev.Message+" the event (approval)", ev.Namespace, ev.Key
 		return it, true
+	case keystore.EventBreakerOpened, keystore.EventMaintenanceEnded:
+		by, reason, ended, ok := keystore.MaintenanceOf(ev)
+		it.Who, it.Destination = by, ev.Destination
+		switch {
+		case ended:
+			it.What = "ended the maintenance window early because " + reason
+		case ev.ReopensAt != nil:
+			it.What = "set a maintenance window until " + ev.ReopensAt.UTC().Format("2006-01-02 15:04 UTC") + " because " + reason
+		default:
+			it.What = "set a maintenance window because " + reason
+		}
+		return it, ok
 	case keystore.EventBreakerClosed:
 		by, reason, ok := keystore.ResetOf(ev)
 		it.Who, it.What, it.Destination = by, "reset the breaker", ev.Destination

@@ -18,7 +18,7 @@ import (
 
 // The bulk decision page: GET /ui/bulk?<filter query> shows the selection,
 // how many keys a decision would take (a dry run) and the form; the first
-// POST /ui/bulk asks "Decide 2,000 keys as failed (retryable)?" with the
+// POST /ui/bulk asks "Allow 2,000 events to be sent again?" with the
 // count, the second (confirm=1, with the count the person saw) decides,
 // unless the count changed meanwhile: then the new count is shown and
 // asked about again. The bulk id is made at the first POST and carried
@@ -42,13 +42,14 @@ type bulkPage struct {
 	Sample      []*keystore.Record
 	More        bool // more keys match than the sample shows
 	Form        bulkForm
-	// Confirm: the question before the decision, with the count asked about.
-	Confirm  bool
-	Question string
-	Changed  string // the count changed since the person looked
-	Problem  string
-	Done     string
-	CanAct   bool
+	// Confirm: the question before the decision, with the count asked
+	// about, and what follows from it (Then).
+	Confirm             bool
+	Question, Then, Act string
+	Changed             string // the count changed since the person looked
+	Problem             string
+	Done                string
+	CanAct              bool
 }
 
 // HasState says whether the filter selects st (the state checkboxes).
@@ -67,20 +68,41 @@ type skipRow struct {
 }
 
 type bulkForm struct {
-	Action, Note, ResultRef, ID string
+	Action, Note, ID string
 }
 
 // resolution is what a form's action decides.
-func (f bulkForm) resolution() (res keystore.State, final bool, words string, ok bool) {
+func (f bulkForm) resolution() (res keystore.State, final bool, ok bool) {
 	switch f.Action {
 	case "retry":
-		return keystore.StateFailed, false, "failed (retryable: a new attempt may start)", true
+		return keystore.StateFailed, false, true
 	case "final":
-		return keystore.StateFailed, true, "failed for good (no new attempt)", true
+		return keystore.StateFailed, true, true
 	case "complete":
-		return keystore.StateCompleted, false, "completed (it took effect)", true
+		return keystore.StateCompleted, false, true
 	}
-	return "", false, "", false
+	return "", false, false
+}
+
+// question asks about a decision of n keys in words that say what
+// happens to their events, and what follows.
+func (f bulkForm) question(n int) (question, then string) {
+	events := thousands(n) + " events"
+	if n == 1 {
+		events = "1 event"
+	}
+	switch f.Action {
+	case "retry":
+		return "Allow " + events + " to be sent again?",
+			"Their keys are marked failed and retryable: the next reserve of each is accepted. This re-runs nothing: each event is written when its sender (or a re-run in n8n) sends it again."
+	case "final":
+		return "Mark " + events + " failed for good?",
+			"The next reserve of each is rejected: these events are never written."
+	case "complete":
+		return "Mark " + events + " completed?",
+			"They took effect in the destination: a copy of each is answered as a duplicate and not written again."
+	}
+	return "", ""
 }
 
 func (ui *Console) bulkPage(c *fiber.Ctx, sess *session) error {
@@ -171,15 +193,14 @@ func mayBulk(sess *session, f keystore.Filter) error {
 func (ui *Console) bulkSubmit(c *fiber.Ctx, sess *session) error {
 	q, _ := url.ParseQuery(c.FormValue("filter"))
 	p := ui.newBulkPage(sess, q)
-	p.Form = bulkForm{Action: c.FormValue("action"), Note: strings.TrimSpace(c.FormValue("note")),
-		ResultRef: strings.TrimSpace(c.FormValue("result_ref")), ID: c.FormValue("id")}
+	p.Form = bulkForm{Action: c.FormValue("action"), Note: strings.TrimSpace(c.FormValue("note")), ID: c.FormValue("id")}
 	if p.Problem != "" {
 		return ui.showBulk(c, sess, http.StatusBadRequest, p)
 	}
 	if err := mayBulk(sess, p.Filter); err != nil {
 		return err
 	}
-	res, final, words, ok := p.Form.resolution()
+	res, final, ok := p.Form.resolution()
 	switch {
 	case !ok:
 		p.Problem = "Choose what happened to these keys."
@@ -192,11 +213,9 @@ func (ui *Console) bulkSubmit(c *fiber.Ctx, sess *session) error {
 	if p.Form.ID == "" {
 		p.Form.ID = keystore.NewBulkID()
 	}
+	// No result reference: it names one write, never the same for many keys.
 	req := keystore.BulkResolveRequest{Filter: p.Filter, Resolution: res, Final: final, By: sess.by(), Note: p.Form.Note,
-		ResultRef: p.Form.ResultRef, ID: p.Form.ID, DryRun: true}
-	if res != keystore.StateCompleted {
-		req.ResultRef = ""
-	}
+		ID: p.Form.ID, DryRun: true}
 	count, err := ui.resolveMany(c.UserContext(), req)
 	if err != nil {
 		if st := problem.Status(errs.CodeOf(err)); st < 500 {
@@ -212,7 +231,8 @@ func (ui *Console) bulkSubmit(c *fiber.Ctx, sess *session) error {
 	}
 	if !confirmed {
 		p.Confirm, p.Count = true, count
-		p.Question = "Decide " + thousands(count.Decided) + " keys as " + words + "?"
+		p.Question, p.Then = p.Form.question(count.Decided)
+		p.Act = strings.TrimSuffix(p.Question, "?")
 		return ui.showBulk(c, sess, http.StatusOK, p)
 	}
 	req.DryRun = false

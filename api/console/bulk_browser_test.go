@@ -47,8 +47,11 @@ func TestBrowserBulkDecision(t *testing.T) {
 		chromedp.Click(chromedp.CSS(`#bulk-submit`)),
 		chromedp.WaitVisible(chromedp.CSS(`#bulk-confirm`)))
 	b.shot("confirm")
-	if got := b.text(`#bulk-question`); got != "Decide 2,000 keys as failed (retryable: a new attempt may start)?" {
+	if got := b.text(`#bulk-question`); got != "Allow 2,000 events to be sent again?" {
 		t.Fatalf("question %q", got)
+	}
+	if got := b.text(`#bulk-then`); !strings.Contains(got, "This re-runs nothing") {
+		t.Errorf("the question does not say that nothing is re-run: %q", got)
 	}
 	if n := len(s.selectAll(keystore.Filter{Namespace: "crm", States: []keystore.State{keystore.StateUnknown}})); n != 2001 {
 		t.Fatalf("the question decided: %d unknown keys left", n)

@@ -88,7 +88,7 @@ func TestBulkPageConfirmsTheCount(t *testing.T) {
 		t.Fatalf("the page does not count 30 keys or offers no form:\n%s", page)
 	}
 	status, page, _ := post(t, c, s.url+"/ui/bulk", url.Values{"csrf": {csrf}, "filter": {filter}, "action": {"retry"}, "note": {"CRM incident"}})
-	if status != http.StatusOK || !strings.Contains(page, "Decide 30 keys as failed (retryable") {
+	if status != http.StatusOK || !strings.Contains(page, "Allow 30 events to be sent again?") {
 		t.Fatalf("first POST: %d, want the question with the count:\n%s", status, page)
 	}
 	if n := len(s.selectAll(keystore.Filter{Namespace: "bookings", States: []keystore.State{keystore.StateUnknown}})); n != 30 {
@@ -100,7 +100,7 @@ func TestBulkPageConfirmsTheCount(t *testing.T) {
 	s.unknownKey("bookings", "bk-late-1", "n8n Bookings exec 91", "")
 	s.unknownKey("bookings", "bk-late-2", "n8n Bookings exec 92", "")
 	status, page, _ = post(t, c, s.url+"/ui/bulk", confirm)
-	if status != http.StatusOK || !strings.Contains(page, "The count changed from 30 to 32") || !strings.Contains(page, "Decide 32 keys") {
+	if status != http.StatusOK || !strings.Contains(page, "The count changed from 30 to 32") || !strings.Contains(page, "Allow 32 events to be sent again?") {
 		t.Fatalf("a changed count was not asked about again: %d\n%s", status, page)
 	}
 	if n := len(s.selectAll(keystore.Filter{Namespace: "bookings", States: []keystore.State{keystore.StateUnknown}})); n != 32 {

@@ -116,6 +116,11 @@ type Config struct {
 	// WorkflowName asks n8n a workflow's name (n8n's API; nil: the key
 	// page names the workflow by its id).
 	WorkflowName func(ctx context.Context, id string) (string, error)
+	// Refresh is how often the overview and the lists fetch themselves
+	// again in the browser (default 15 s, at least 1 s); negative: never
+	// (a browser test holds on to the elements it reads, which a refresh
+	// replaces).
+	Refresh time.Duration
 }
 
 // Console serves the pages.
@@ -207,7 +212,9 @@ func New(cfg Config) (*Console, error) {
 			return nil, err
 		}
 	}
-	if ui.pages, err = parsePages(templateFuncs(ui.now)); err != nil {
+	funcs := templateFuncs(ui.now, refreshAttr(cfg.Refresh))
+	funcs["keyOwner"], funcs["destinationOwner"], funcs["approvers"] = ui.keyOwner, ui.destinationOwner, ui.approvers
+	if ui.pages, err = parsePages(funcs); err != nil {
 		return nil, err
 	}
 	if ui.static, err = fs.Sub(staticFiles, "static"); err != nil {

@@ -37,6 +37,10 @@ type failureRow struct {
 	State, By string
 	At, Until *time.Time
 	Open      bool // nobody took it on: the buttons are offered
+	// Owner who hears about it; NotTold: its Slack message died, so
+	// nobody did.
+	Owner   ownerRef
+	NotTold bool
 }
 
 func (ui *Console) failures(c *fiber.Ctx, sess *session) error {
@@ -64,6 +68,8 @@ func (ui *Console) failures(c *fiber.Ctx, sess *session) error {
 func (ui *Console) failureRow(r *notify.Record) failureRow {
 	row := failureRow{ID: r.ID, Workflow: cmpStr(r.WorkflowName, r.WorkflowID), Node: r.Node, Error: r.Message,
 		Execution: r.ExecutionID, Count: r.Count, First: r.FirstAt, Last: r.LastAt, State: "open", Open: true}
+	row.Owner = ownerRef{People: ui.persons(r.Owner), Channel: r.Channel}
+	row.NotTold = r.Status == notify.StatusDead
 	if r.ErrorName != "" && r.Message == "" {
 		row.Error = r.ErrorName
 	}

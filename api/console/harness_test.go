@@ -28,6 +28,8 @@ const (
 	readToken = "read-token-0123456789"
 	// limitedToken may act, within namespaces bookings and hubspot.
 	limitedToken = "limited-token-0123456789"
+	// namedToken is a token of one person (tokens.<name>.person).
+	namedToken = "named-token-0123456789"
 )
 
 // site is one test's console: a real bbolt file, the console mounted on a
@@ -40,13 +42,21 @@ type site struct {
 }
 
 func newSite(t *testing.T) *site {
+	return newRefreshingSite(t, -1)
+}
+
+// newRefreshingSite is a site whose lists refresh themselves every
+// (console.Config.Refresh). Every other site's pages never do: a refresh
+// replaces the elements a browser test has found ("No node with given id
+// found"), so those tests wait for what the page shows, not for a clock.
+func newRefreshingSite(t *testing.T, every time.Duration) *site {
 	t.Helper()
 	store, err := bolt.Open(filepath.Join(t.TempDir(), "guard.db"), bolt.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { store.Close() })
-	s, stop, err := serve(store)
+	s, stop, err := serveEvery(store, every)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -56,11 +66,16 @@ func newSite(t *testing.T) *site {
 }
 
 // serve mounts a console on store (and notes, when given) and serves it
-// on loopback until stop.
+// on loopback until stop; its pages do not refresh themselves.
 func serve(store keystore.Store, notes ...*notify.Service) (s *site, stop func(), err error) {
+	return serveEvery(store, -1, notes...)
+}
+
+func serveEvery(store keystore.Store, refresh time.Duration, notes ...*notify.Service) (s *site, stop func(), err error) {
 	cfg := console.Config{
-		Store:  store,
-		SignIn: signIn,
+		Store:   store,
+		SignIn:  signIn,
+		Refresh: refresh,
 		// Keys of namespace "late" are overdue as soon as they park.
 		Policies: keystore.Policies{Namespaces: map[string]keystore.NamespacePolicy{"late": {ParkedLimit: time.Nanosecond}}},
 	}
@@ -70,6 +85,11 @@ func serve(store keystore.Store, notes ...*notify.Service) (s *site, stop func()
 	if len(notes) > 0 {
 		cfg.Notifications, cfg.Resender = notes[0], notes[0]
 	}
+	return serveConfig(cfg)
+}
+
+// serveConfig serves a console of cfg on loopback until stop.
+func serveConfig(cfg console.Config) (s *site, stop func(), err error) {
 	ui, err := console.New(cfg)
 	if err != nil {
 		return nil, nil, err
@@ -82,7 +102,7 @@ func serve(store keystore.Store, notes ...*notify.Service) (s *site, stop func()
 	}
 	go app.Listener(ln)
 	stop = func() { app.ShutdownWithTimeout(5 * time.Second) }
-	return &site{url: "http://" + ln.Addr().String(), store: store, ctx: context.Background()}, stop, nil
+	return &site{url: "http://" + ln.Addr().String(), store: cfg.Store, ctx: context.Background()}, stop, nil
 }
 
 // signIn is the roles table of the tests; api's, from the scoped tokens,
@@ -93,6 +113,8 @@ func signIn(token string) (access.Principal, error) {
 		return access.Principal{Name: "on-call", Role: access.RoleAdmin}, nil
 	case readToken:
 		return access.Principal{Name: "viewer", Role: access.RoleRead}, nil
+	case namedToken:
+		return access.Principal{Name: "ana-laptop", Role: access.RoleAdmin, PersonName: "ana@example.com"}, nil
 	case limitedToken:
 		return access.Principal{Name: "bookings-admin", Role: access.RoleAdmin, Namespaces: []string{"bookings", "hubspot"}}, nil
 	}

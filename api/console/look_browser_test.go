@@ -198,14 +198,40 @@ func TestLookDesktopListsLightAndDark(t *testing.T) {
 		for _, p := range listPages {
 			b.run("open "+p.name, chromedp.Navigate(s.url+p.path), chromedp.WaitVisible(chromedp.CSS(p.ready)))
 			b.shot(p.name + "-1280-" + scheme)
-			if !b.exists(`main[data-refresh]`) {
-				t.Errorf("%s does not refresh itself (no <main data-refresh>)", p.name)
-			}
 			checkContrast(t, b, p.name, dark)
 			if bad := get(b, "measure "+p.name, chromedp.Evaluate[[]string](offScreen)); len(bad) > 0 {
 				t.Errorf("%s at 1280 px (%s): %s", p.name, scheme, strings.Join(bad, "; "))
 			}
 		}
+	}
+}
+
+// The overview and the lists ask console.js to fetch them again
+// (data-refresh, Config.Refresh, 15 s by default); a console told never to
+// refresh draws none.
+func TestListPagesAskToBeRefreshed(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		every time.Duration
+		want  string
+	}{
+		{"by default every 15 s", 0, `data-refresh="15"`},
+		{"every second", time.Second, `data-refresh="1"`},
+		{"never", -1, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := newRefreshingSite(t, tc.every)
+			s.parkedKey("crm", "p-1", longDest, "http://n8n.local/webhook-waiting/1")
+			c, _ := signedIn(t, s, actToken)
+			for _, p := range listPages {
+				_, page := fetch(t, c, s.url+p.path)
+				main := page[strings.Index(page, "<main"):]
+				main = main[:strings.Index(main, ">")]
+				if tc.want == "" && strings.Contains(main, "data-refresh") || tc.want != "" && !strings.Contains(main, tc.want) {
+					t.Errorf("%s: %s, want %q", p.name, main, tc.want)
+				}
+			}
+		})
 	}
 }
 
@@ -261,8 +287,7 @@ func checkContrast(t *testing.T, b *browser, name string, dark bool) {
 // (a marker set on window survives, one navigation entry), without a
 // CSP violation and with the CSP header as before.
 func TestLookSelfRefresh(t *testing.T) {
-	t.Parallel() // mostly waiting for the interval
-	s := newSite(t)
+	s := newRefreshingSite(t, time.Second)
 	s.unknownKey("bookings", "bk-old", "n8n exec 1", "timeout")
 	c, _ := signedIn(t, s, actToken)
 	resp, _ := fetch(t, c, s.url+"/ui")
@@ -311,17 +336,19 @@ func TestLookSelfRefresh(t *testing.T) {
 // destination page refreshes, but not while its hold reason holds text,
 // even text put there without an input event (autofill).
 func TestLookRefreshWaitsForTheFormBeingFilled(t *testing.T) {
-	t.Parallel() // mostly waiting for the interval
-	s := newSite(t)
+	s := newRefreshingSite(t, time.Second)
 	s.parkedKey("crm", "p-1", "hubspot", "http://n8n.local/webhook-waiting/1")
 	b := newBrowser(t, s, 1280, 900)
 	b.signIn(actToken)
 	b.run("open hubspot", chromedp.Navigate(s.url+"/ui/destination?name=hubspot"), chromedp.WaitVisible(chromedp.CSS(`#hold-reason`)),
 		// Set as autofill or a script would: no input event at all.
 		js(`document.getElementById('hold-reason').value = 'CRM upgrade, ticket OPS-'`),
-		js(`window.__refreshed = 0; document.addEventListener('console:refreshed', () => window.__refreshed++); document.activeElement.blur()`))
+		js(`window.__refreshed = 0; window.__waited = 0; document.activeElement.blur();
+			document.addEventListener('console:refreshed', () => window.__refreshed++);
+			document.addEventListener('console:refresh-waited', () => window.__waited++)`))
 	s.parkedKey("crm", "p-2", "hubspot", "http://n8n.local/webhook-waiting/2")
-	time.Sleep(32 * time.Second) // two intervals of 15 s and a little
+	// The page says when it put a refresh off: two of them, two intervals.
+	get(b, "two refreshes put off", chromedp.Poll[bool](`window.__waited >= 2 || window.__refreshed > 0`, chromedp.WithPollingInterval(100*time.Millisecond)))
 	b.shot("still-typing")
 	got := get(b, "after", chromedp.Evaluate[map[string]any](`({reason: document.querySelector('#hold-reason').value,
 		parked: document.querySelector('#dest-parked').textContent, refreshed: window.__refreshed})`))

@@ -19,6 +19,8 @@ const waitingShown = 20
 
 type overviewPage struct {
 	layout
+	// Needs: what needs a person, one row per group (needs.go).
+	Needs        []needRow
 	Namespaces   []namespaceCounts
 	Waiting      []*keystore.Record
 	WaitingTotal int
@@ -88,6 +90,13 @@ func (ui *Console) overview(c *fiber.Ctx, sess *session) error {
 		if p.Notes, err = ui.countNotes(ctx); err != nil {
 			return err
 		}
+	}
+	var dead *countCap
+	if p.Notes != nil {
+		dead = &p.Notes.Dead
+	}
+	if p.Needs, err = ui.needs(ctx, sess, rows, dead); err != nil {
+		return err
 	}
 	now := ui.now().UTC()
 	hours, err := ui.store.Activity(ctx, now.Truncate(time.Hour).Add(-(chartHours-1)*time.Hour))

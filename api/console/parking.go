@@ -255,22 +255,48 @@ type parkedRow struct {
 
 type parkedStatus string
 
+// What a parked key waits for: the destination, a person's approval, the
+// approved or rejected execution's resume, or the execution after a
+// resume; lost and overdue ones wait for a person.
 const (
-	parkedWaiting parkedStatus = "waiting"
-	parkedResumed parkedStatus = "resumed"
-	parkedOverdue parkedStatus = "overdue"
-	parkedLost    parkedStatus = "lost"
+	parkedWaiting  parkedStatus = "waiting"
+	parkedApproval parkedStatus = "approval"
+	parkedApproved parkedStatus = "approved"
+	parkedRejected parkedStatus = "rejected"
+	parkedResumed  parkedStatus = "resumed"
+	parkedOverdue  parkedStatus = "overdue"
+	parkedLost     parkedStatus = "lost"
 )
 
-// Next is the next step for a person.
+// Label is the status as the lists read it.
+func (s parkedStatus) Label() string {
+	switch s {
+	case parkedWaiting:
+		return "waiting for the destination"
+	case parkedApproval:
+		return "awaiting approval"
+	case parkedResumed:
+		return "resumed"
+	}
+	return string(s)
+}
+
+// Next is the next step for a person. Only a key waiting for its
+// destination has nothing to do: an approval always needs a person.
 func (s parkedStatus) Next() string {
 	switch s {
 	case parkedLost:
 		return "n8n no longer holds the execution (deleted, pruned or cancelled), so it will not be resumed. Check in the destination whether the event arrived; then open the key and decide: mark completed, allow a retry (the sender or a re-run sends it again) or mark failed for good."
 	case parkedOverdue:
 		return "Parked longer than its namespace's parked_limit: check why the destination is not back (its breaker and maintenance window), and that n8n still holds the execution."
+	case parkedApproval:
+		return "Waiting for a person's approval: open Approvals, then approve it (its execution writes) or reject it (it ends without writing)."
+	case parkedApproved:
+		return "Approved: the guard resumes its execution, which writes once the destination takes writes (after a maintenance window or an open breaker)."
+	case parkedRejected:
+		return "Rejected: the guard resumes its execution so that it ends without writing."
 	case parkedResumed:
-		return "n8n took the resume call: the execution runs again and reserves the key."
+		return "Waiting for the execution after its resume: n8n took the call; the execution runs again and reserves the key."
 	}
 	return "Nothing to do: it is resumed when the destination is back."
 }
@@ -281,6 +307,12 @@ func (ui *Console) parkedStatusOf(r *keystore.Record, now time.Time) parkedStatu
 		return parkedLost
 	case r.ResumeSentAt != nil:
 		return parkedResumed
+	case r.Reason == keystore.ReasonAwaitingApproval:
+		return parkedApproval
+	case r.Reason == keystore.ReasonApproved:
+		return parkedApproved
+	case r.Reason == keystore.ReasonApprovalRejected:
+		return parkedRejected
 	case r.ParkedAt != nil && now.Sub(*r.ParkedAt) >= ui.policies.Namespace(r.Namespace).ParkedLimit:
 		return parkedOverdue
 	}

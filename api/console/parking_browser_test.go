@@ -86,7 +86,7 @@ func TestBrowserParkedKeys(t *testing.T) {
 		t.Error("a lost parked key offers no decision")
 	}
 	b.openKey("crm", "evt-1", `#parked`)
-	if got := b.text(`#parked-status`); got != "waiting" || b.exists(`#resolve-form`) {
+	if got := b.text(`#parked-status`); got != "waiting for the destination" || b.exists(`#resolve-form`) {
 		t.Errorf("a waiting parked key: status %q, decision form shown %v", got, b.exists(`#resolve-form`))
 	}
 }

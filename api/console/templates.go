@@ -28,15 +28,33 @@ func parsePages(funcs template.FuncMap) (map[string]*template.Template, error) {
 // templateFuncs format times (ages by the console's clock) and build
 // links; the templates never build markup from data (html/template
 // escapes every value as text).
-func templateFuncs(now func() time.Time) template.FuncMap {
+func templateFuncs(now func() time.Time, refresh template.HTMLAttr) template.FuncMap {
 	return template.FuncMap{
-		"when":           when,
-		"age":            func(t time.Time) string { return span(now().Sub(t)) },
-		"until":          func(t time.Time) string { return until(t.Sub(now())) },
-		"asset":          assetURL,
-		"keyURL":         keyURL,
-		"destinationURL": destinationURL,
+		"refresh": func() template.HTMLAttr { return refresh },
+		// Set by New, which knows the notifications' routes.
+		"keyOwner":         func(string) ownerRef { return ownerRef{} },
+		"destinationOwner": func(string) ownerRef { return ownerRef{} },
+		"approvers":        func(string) []person { return nil },
+		"when":             when,
+		"age":              func(t time.Time) string { return span(now().Sub(t)) },
+		"until":            func(t time.Time) string { return until(t.Sub(now())) },
+		"asset":            assetURL,
+		"keyURL":           keyURL,
+		"destinationURL":   destinationURL,
 	}
+}
+
+// refreshAttr is the attribute of <main> that asks console.js to fetch
+// the page again every so often: data-refresh="seconds", or nothing when
+// every is negative.
+func refreshAttr(every time.Duration) template.HTMLAttr {
+	if every < 0 {
+		return ""
+	}
+	if every == 0 {
+		every = 15 * time.Second
+	}
+	return template.HTMLAttr(fmt.Sprintf(`data-refresh="%d"`, max(1, int(every.Seconds()))))
 }
 
 // when writes a moment as <time datetime="RFC 3339">UTC text</time>;

@@ -23,6 +23,10 @@ import (
 type Thread interface {
 	// KeyRoute: who hears about a namespace's stuck keys now.
 	KeyRoute(namespace string) notify.Target
+	// DestinationRoute: who hears about a destination's breaker now.
+	DestinationRoute(destination string) notify.Target
+	// Approvers: who may decide a namespace's approvals.
+	Approvers(namespace string) []string
 	// AboutKey: the newest message about a key (nil: none).
 	AboutKey(ctx context.Context, namespace, key string) (*notify.Record, error)
 	// PlanResend: where a re-send would go now; nothing changes.

@@ -94,7 +94,7 @@
   // form field has the focus, after a form was edited (a decision being
   // typed is never replaced), and while text is selected.
   function refresher(main) {
-    var every = Math.max(5, parseInt(main.getAttribute('data-refresh'), 10) || 15) * 1000;
+    var every = Math.max(1, parseInt(main.getAttribute('data-refresh'), 10) || 15) * 1000;
     var edited = false;
     var timer = 0;
     var inflight = false;
@@ -138,8 +138,16 @@
       timer = setTimeout(tick, every);
     }
 
+    // A refresh put off says so (console:refresh-waited), so that whoever
+    // watches the page sees the interval pass without a clock of its own.
+    function wait() {
+      main.dispatchEvent(new CustomEvent('console:refresh-waited', { bubbles: true }));
+      schedule();
+    }
+
     function tick() {
-      if (busy() || inflight) { schedule(); return; }
+      if (inflight) { schedule(); return; }
+      if (busy()) { wait(); return; }
       inflight = true;
       fetch(location.href, { credentials: 'same-origin', cache: 'no-store', headers: { 'Accept': 'text/html' } })
         .then(function (r) {
@@ -148,7 +156,8 @@
           return r.text();
         })
         .then(function (html) {
-          if (html === null || busy()) return;
+          if (html === null) return;
+          if (busy()) { main.dispatchEvent(new CustomEvent('console:refresh-waited', { bubbles: true })); return; }
           var doc = new DOMParser().parseFromString(html, 'text/html');
           var fresh = doc.querySelector('main[data-refresh]');
           if (!fresh) return;

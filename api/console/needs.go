@@ -1,0 +1,488 @@
+package console
+
+import (
+	"context"
+	"fmt"
+	"net/url"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/n8n-guard/n8n-guard/keystore"
+	"github.com/n8n-guard/n8n-guard/notify"
+)
+
+// "Needs a person": the top of the overview, what the person on call
+// reads first. Each group of things a person must do is one row, with
+// how many, since when, who owns it and the one action that opens the
+// page to do it on: unknown keys by incident (namespace, destination and
+// reason, with the destination's breaker), approvals waiting, failed
+// executions nobody took on (those whose Slack message died first: their
+// owner was never told), lost and overdue parked executions. Nothing here
+// changes anything; it only reads the lists the other pages show.
+
+// needsScan bounds how many keys of one kind the overview reads to group
+// them (the counts say "+" beyond).
+const needsScan = 1000
+
+type needKind string
+
+const (
+	needUnknown   needKind = "unknown"
+	needApproval  needKind = "approval"
+	needNotTold   needKind = "not-told" // failed executions whose Slack message died
+	needFailure   needKind = "failure"
+	needLost      needKind = "lost"
+	needOverdue   needKind = "overdue"
+	needDeadNotes needKind = "dead-notes" // other Slack messages that died
+)
+
+// needRow is one group.
+type needRow struct {
+	Kind  needKind
+	Count int
+	More  bool // the scan stopped: Count is a lower bound
+	// What says the group in words, Short in a few (a phone's); Where
+	// the namespace and destination.
+	What, Short, Where string
+	// Breaker is the destination's breaker state in words ("" : none).
+	Breaker, BreakerClass string
+	Oldest                time.Time
+	// Owner (a person, group or e-mail) and Channel who hear about it;
+	// Approvers for approvals.
+	Owners    []person
+	Channel   string
+	Approvers []person
+	// Mark: a warning the row carries ("owner not told").
+	Mark string
+	// Action opens the page that acts on the whole group (ActionShort: a
+	// phone's label).
+	Action, ActionShort, ActionURL string
+}
+
+// CountText is the count as read: "30", or "1000+".
+func (r needRow) CountText() string {
+	if r.More {
+		return fmt.Sprintf("%d+", r.Count)
+	}
+	return fmt.Sprint(r.Count)
+}
+
+// person is an owner or approver as a list shows one: a Slack user's
+// profile or an e-mail's mailto when the console can link it.
+type person struct{ Name, URL string }
+
+func (ui *Console) persons(ids ...string) []person {
+	var out []person
+	for _, id := range ids {
+		if id = strings.TrimSpace(id); id != "" && !slices.ContainsFunc(out, func(p person) bool { return p.Name == id }) {
+			out = append(out, person{Name: id, URL: ui.personURL(id)})
+		}
+	}
+	return out
+}
+
+// reasonWords says what a reason means for the person on call.
+func reasonWords(r keystore.Reason) string {
+	switch r {
+	case keystore.ReasonOutcomeUnknown:
+		return "outcome unknown (the write timed out or its answer was lost)"
+	case keystore.ReasonLeaseExpired:
+		return "the execution stopped without reporting (its lease ran out)"
+	case keystore.ReasonDestinationUnreachable:
+		return "destination unreachable"
+	case keystore.ReasonDestinationFailed:
+		return "the destination refused the write"
+	case keystore.ReasonValidationFailed:
+		return "the event was invalid"
+	case keystore.ReasonResumeLost:
+		return "n8n no longer holds the parked execution"
+	case "":
+		return "no reason given"
+	}
+	return strings.ReplaceAll(string(r), "_", " ")
+}
+
+// reasonShort is a reason in a few words.
+func reasonShort(r keystore.Reason) string {
+	switch r {
+	case keystore.ReasonLeaseExpired:
+		return "lease ran out"
+	case keystore.ReasonDestinationFailed:
+		return "destination refused"
+	case "":
+		return "no reason"
+	}
+	return strings.ReplaceAll(string(r), "_", " ")
+}
+
+// breakerWords says a breaker's state as the lists read it.
+func breakerWords(b keystore.Breaker) string {
+	switch {
+	case b.State == keystore.BreakerOpen && b.Maintenance != nil:
+		return "paused: maintenance window"
+	case b.State == keystore.BreakerOpen:
+		return "paused: breaker open"
+	case b.State == keystore.BreakerHalfOpen:
+		return "probing: one write tests it"
+	}
+	return "taking writes"
+}
+
+// breakerWords says every destination's state in words.
+func (ui *Console) breakerWords(ctx context.Context) (map[string]string, error) {
+	all, err := ui.store.Destinations(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[string]string, len(all))
+	for _, b := range all {
+		out[b.Destination] = breakerWords(b.View(ui.now()))
+	}
+	return out, nil
+}
+
+// approvedWrites says when the write of a key just approved happens: now,
+// or when its destination takes writes again (after the maintenance
+// window, after the breaker's probe).
+func (ui *Console) approvedWrites(ctx context.Context, key, dest string) string {
+	now := "the guard resumes its execution now, which writes."
+	if dest != "" {
+		all, err := ui.store.Destinations(ctx)
+		if err != nil {
+			ui.log.Warn("console: the breakers could not be read", "err", err)
+		}
+		for _, b := range all {
+			if b.Destination != dest {
+				continue
+			}
+			b = b.View(ui.now())
+			switch {
+			case b.State == keystore.BreakerOpen && b.Maintenance != nil:
+				now = fmt.Sprintf("%s is held for maintenance until %s (%s): the execution is resumed and writes after the window.",
+					dest, b.Maintenance.Until.UTC().Format("2006-01-02 15:04 UTC"), until(b.Maintenance.Until.Sub(ui.now())))
+			case b.State == keystore.BreakerOpen && b.ReopensAt != nil:
+				now = fmt.Sprintf("%s is paused (breaker open): the execution is resumed and writes once the destination takes writes again (the next probe %s).",
+					dest, until(b.ReopensAt.Sub(ui.now())))
+			case b.State != keystore.BreakerClosed:
+				now = dest + " is being probed: the execution is resumed and writes once the probe shows the destination back."
+			}
+		}
+	}
+	return key + " is approved: " + now
+}
+
+// needs reads the groups for the overview. breakers are the
+// destinations the session may see; dead the dead notifications counted
+// (nil: notifications are not shown to the session).
+func (ui *Console) needs(ctx context.Context, sess *session, breakers []destinationRow, dead *countCap) ([]needRow, error) {
+	byDest := map[string]destinationRow{}
+	for _, b := range breakers {
+		byDest[b.Destination] = b
+	}
+	var rows []needRow
+	unknown, err := ui.unknownNeeds(ctx, sess, byDest)
+	if err != nil {
+		return nil, err
+	}
+	rows = append(rows, unknown...)
+	approvals, err := ui.approvalNeeds(ctx, sess, byDest)
+	if err != nil {
+		return nil, err
+	}
+	rows = append(rows, approvals...)
+	if ui.thread != nil && dead != nil {
+		failures, err := ui.failureNeeds(ctx, *dead)
+		if err != nil {
+			return nil, err
+		}
+		rows = append(rows, failures...)
+	}
+	parked, err := ui.parkedNeeds(ctx, sess, byDest)
+	if err != nil {
+		return nil, err
+	}
+	return append(rows, parked...), nil
+}
+
+// ownerRef is who hears about something: people and a channel, as the
+// notifications' config routes it.
+type ownerRef struct {
+	People  []person
+	Channel string
+}
+
+// keyOwner: who hears about the stuck keys of namespace ns.
+func (ui *Console) keyOwner(ns string) ownerRef {
+	people, channel := ui.keyOwners(ns)
+	return ownerRef{People: people, Channel: channel}
+}
+
+// destinationOwner: who hears about destination's breaker.
+func (ui *Console) destinationOwner(dest string) ownerRef {
+	if ui.thread == nil || dest == "" {
+		return ownerRef{}
+	}
+	rt := ui.thread.DestinationRoute(dest)
+	return ownerRef{People: ui.persons(rt.Owner), Channel: rt.Channel}
+}
+
+// approvers: who may decide namespace ns's approvals.
+func (ui *Console) approvers(ns string) []person {
+	if ui.thread == nil {
+		return nil
+	}
+	return ui.persons(ui.thread.Approvers(ns)...)
+}
+
+func (ui *Console) keyOwners(ns string) ([]person, string) {
+	if ui.thread == nil {
+		return nil, ""
+	}
+	rt := ui.thread.KeyRoute(ns)
+	return ui.persons(rt.Owner), rt.Channel
+}
+
+func (ui *Console) withBreaker(row *needRow, dest string, byDest map[string]destinationRow) {
+	if dest == "" {
+		return
+	}
+	b, ok := byDest[dest]
+	if !ok {
+		b = destinationRow{Breaker: keystore.Breaker{Destination: dest, State: keystore.BreakerClosed}}
+	}
+	row.Breaker, row.BreakerClass = breakerWords(b.Breaker), "breaker-"+string(b.State)
+}
+
+// unknownNeeds groups the unknown keys by incident: namespace,
+// destination and reason, oldest incident first.
+func (ui *Console) unknownNeeds(ctx context.Context, sess *session, byDest map[string]destinationRow) ([]needRow, error) {
+	type incident struct {
+		ns, dest string
+		reason   keystore.Reason
+	}
+	groups := map[incident]*needRow{}
+	firstKey := map[incident]*keystore.Record{}
+	var order []incident
+	cursor, read, more := "", 0, false
+	for {
+		page, err := ui.store.List(ctx, keystore.ListQuery{State: keystore.StateUnknown, Oldest: true, Limit: 200, Cursor: cursor})
+		if err != nil {
+			return nil, err
+		}
+		for _, r := range page.Items {
+			read++
+			if !sess.who.MayUse(r.Namespace) {
+				continue
+			}
+			in := incident{r.Namespace, r.Destination, r.Reason}
+			g := groups[in]
+			if g == nil {
+				g = &needRow{Kind: needUnknown, Oldest: r.UpdatedAt, What: reasonWords(r.Reason), Short: reasonShort(r.Reason), Where: where(r.Namespace, r.Destination)}
+				g.Owners, g.Channel = ui.keyOwners(r.Namespace)
+				ui.withBreaker(g, r.Destination, byDest)
+				groups[in], firstKey[in] = g, r
+				order = append(order, in)
+			}
+			g.Count++
+			if r.UpdatedAt.Before(g.Oldest) {
+				g.Oldest = r.UpdatedAt
+			}
+		}
+		cursor = page.NextCursor
+		if cursor == "" {
+			break
+		}
+		if read >= needsScan {
+			more = true
+			break
+		}
+	}
+	rows := make([]needRow, 0, len(order))
+	for _, in := range order {
+		g := groups[in]
+		g.More = more
+		if g.Count == 1 && !more {
+			r := firstKey[in]
+			g.Action, g.ActionShort, g.ActionURL = "Decide "+r.Key, "Decide", keyURL(r.Namespace, r.Key)
+		} else {
+			q := url.Values{"namespace": {in.ns}, "state": {string(keystore.StateUnknown)}}
+			if in.dest != "" {
+				q.Set("destination", in.dest)
+			}
+			if in.reason != "" {
+				q.Set("reason", string(in.reason))
+			}
+			g.Action, g.ActionShort, g.ActionURL = fmt.Sprintf("Decide these %s keys", g.CountText()), "Decide "+g.CountText(), Prefix+"/bulk?"+q.Encode()
+		}
+		rows = append(rows, *g)
+	}
+	return rows, nil
+}
+
+func where(ns, dest string) string {
+	if dest == "" {
+		return ns
+	}
+	return ns + " → " + dest
+}
+
+// approvalNeeds is one row per namespace with keys awaiting approval.
+func (ui *Console) approvalNeeds(ctx context.Context, sess *session, byDest map[string]destinationRow) ([]needRow, error) {
+	items, err := ui.pendingApprovals(ctx, sess)
+	if err != nil {
+		return nil, err
+	}
+	byNS := map[string]*needRow{}
+	var order []string
+	for _, it := range items {
+		g := byNS[it.Namespace]
+		if g == nil {
+			g = &needRow{Kind: needApproval, Oldest: it.Since, Where: it.Namespace, Action: "Review approvals", ActionShort: "Review", ActionURL: Prefix + "/approvals"}
+			g.Owners, g.Channel = ui.keyOwners(it.Namespace)
+			if ui.thread != nil {
+				g.Approvers = ui.persons(ui.thread.Approvers(it.Namespace)...)
+			}
+			byNS[it.Namespace] = g
+			order = append(order, it.Namespace)
+		}
+		g.Count++
+		if it.Since.Before(g.Oldest) {
+			g.Oldest = it.Since
+		}
+	}
+	var rows []needRow
+	for _, ns := range order {
+		g := byNS[ns]
+		g.What, g.Short = "waiting for a person's approval before they write", "awaiting approval"
+		if g.Count == 1 {
+			g.What = "waits for a person's approval before it writes"
+		}
+		rows = append(rows, *g)
+	}
+	return rows, nil
+}
+
+// failureNeeds: failed executions nobody acknowledged or snoozed, those
+// whose Slack message died first (their owner was never told), and the
+// other dead Slack messages.
+func (ui *Console) failureNeeds(ctx context.Context, dead countCap) ([]needRow, error) {
+	page, err := ui.thread.Failures(ctx, "", needsScan)
+	if err != nil {
+		return nil, err
+	}
+	notTold := needRow{Kind: needNotTold, What: "failed executions whose Slack message could not be delivered", Short: "failed executions", Mark: "owner not told",
+		Action: "See why it was not delivered", ActionShort: "See why", ActionURL: Prefix + "/notifications?status=dead"}
+	open := needRow{Kind: needFailure, What: "failed executions nobody acknowledged", Short: "failed, not acknowledged", Action: "Acknowledge", ActionShort: "Acknowledge", ActionURL: Prefix + "/failures"}
+	for _, r := range page.Items {
+		if r.Decision != "" {
+			continue
+		}
+		g := &open
+		if r.Status == notify.StatusDead {
+			g = &notTold
+		}
+		g.Count++
+		if g.Oldest.IsZero() || r.FirstAt.Before(g.Oldest) {
+			g.Oldest = r.FirstAt
+		}
+		g.Owners = append(g.Owners, ui.persons(r.Owner)...)
+		g.Owners = ui.persons(names(g.Owners)...)
+		if g.Channel == "" {
+			g.Channel = r.Channel
+		}
+	}
+	var rows []needRow
+	for _, g := range []needRow{notTold, open} {
+		if g.Count > 0 {
+			g.More = page.NextCursor != ""
+			if g.Count == 1 {
+				g.What, g.Short = strings.Replace(g.What, "executions", "execution", 1), strings.Replace(g.Short, "executions", "execution", 1)
+			}
+			rows = append(rows, g)
+		}
+	}
+	if rest := dead.N - notTold.Count; rest > 0 {
+		rows = append(rows, needRow{Kind: needDeadNotes, Count: rest, More: dead.Over, What: "other Slack messages could not be delivered", Short: "Slack messages dead",
+			Mark: "owner not told", Action: "See why", ActionShort: "See why", ActionURL: Prefix + "/notifications?status=dead"})
+	}
+	return rows, nil
+}
+
+func names(ps []person) []string {
+	out := make([]string, len(ps))
+	for i, p := range ps {
+		out[i] = p.Name
+	}
+	return out
+}
+
+// parkedNeeds: lost and overdue parked executions, one row per
+// namespace and destination each.
+func (ui *Console) parkedNeeds(ctx context.Context, sess *session, byDest map[string]destinationRow) ([]needRow, error) {
+	list, err := ui.parkedPage(ctx, sess, parkedFilter{}, "", needsScan)
+	if err != nil {
+		return nil, err
+	}
+	type group struct {
+		status   parkedStatus
+		ns, dest string
+	}
+	groups := map[group]*needRow{}
+	var order []group
+	for _, r := range list.rows {
+		if r.Status != parkedLost && r.Status != parkedOverdue {
+			continue
+		}
+		k := group{r.Status, r.Namespace, r.Destination}
+		g := groups[k]
+		if g == nil {
+			g = &needRow{Kind: needOverdue, Where: where(r.Namespace, r.Destination), Oldest: cmpTime(r.ParkedAt, r.UpdatedAt),
+				What: "parked executions overdue: parked longer than the namespace's parked_limit", Short: "parked, overdue"}
+			if r.Status == parkedLost {
+				g.Kind, g.What, g.Short = needLost, "parked executions lost: n8n no longer holds them", "parked, lost"
+			}
+			g.Owners, g.Channel = ui.keyOwners(r.Namespace)
+			ui.withBreaker(g, r.Destination, byDest)
+			q := url.Values{"namespace": {r.Namespace}}
+			if r.Destination != "" {
+				q.Set("destination", r.Destination)
+			}
+			g.Action, g.ActionShort, g.ActionURL = "Open the parked keys", "Open", Prefix+"/parked?"+q.Encode()
+			groups[k] = g
+			order = append(order, k)
+		}
+		g.Count++
+		if at := cmpTime(r.ParkedAt, r.UpdatedAt); at.Before(g.Oldest) {
+			g.Oldest = at
+		}
+	}
+	// Lost first: nothing will resume them.
+	slices.SortStableFunc(order, func(a, b group) int {
+		if a.status == b.status {
+			return 0
+		}
+		if a.status == parkedLost {
+			return -1
+		}
+		return 1
+	})
+	var rows []needRow
+	for _, k := range order {
+		g := groups[k]
+		g.More = list.next != ""
+		if g.Count == 1 {
+			g.What = strings.Replace(g.What, "executions", "execution", 1)
+			g.What = strings.Replace(g.What, "holds them", "holds it", 1)
+		}
+		rows = append(rows, *g)
+	}
+	return rows, nil
+}
+
+func cmpTime(t *time.Time, otherwise time.Time) time.Time {
+	if t != nil {
+		return *t
+	}
+	return otherwise
+}
