@@ -132,6 +132,7 @@ the console links executions and workflows to N8N_URL (default: N8N_API_URL's n8
 				N8nAPIKey:          getenv("N8N_API_KEY"),
 				N8nURL:             getenv("N8N_URL"),
 				ResumeSecret:       getenv("N8N_GUARD_RESUME_SECRET"),
+				CheckSecret:        getenv("N8N_GUARD_CHECK_SECRET"),
 				ResumeOrigins:      splitTokens(getenv("N8N_GUARD_RESUME_ORIGINS")),
 				ResumePath:         getenv("N8N_GUARD_RESUME_PATH"),
 			}

@@ -84,6 +84,9 @@ type Config struct {
 	// ResumeSecret is the header credential of the resume calls to parked
 	// executions (park.go); empty: the one in <data>/resume-secret.
 	ResumeSecret string
+	// CheckSecret is the header credential of the calls to checks
+	// (checks.go); empty: the one in <data>/check-secret.
+	CheckSecret string
 	// ResumeOrigins and ResumePath (N8N_GUARD_RESUME_ORIGINS,
 	// N8N_GUARD_RESUME_PATH) say where resume calls may go (resume.go);
 	// empty: the file's n8n: section.
