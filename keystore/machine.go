@@ -43,6 +43,8 @@ type Step struct {
 //	parked:   see park.go
 //	unknown where a check is configured: see check.go
 //	approval: see approval.go
+//	a reserve naming, or a fail about a key of, a destination limited to
+//	other namespaces: forbidden, nothing written (breaker.go)
 
 // DecideReserve decides a reserve of a key whose record is cur, under the
 // breaker br of the request's destination (nil without one).

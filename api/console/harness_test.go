@@ -39,9 +39,24 @@ type site struct {
 	ctx   context.Context
 }
 
+// parkingDestinations configures the destinations the tests park keys of
+// as the shipped workflows' operator does: their own namespaces report
+// them, so one refused connection opens the breaker (parkedKey).
+func parkingDestinations(p keystore.Policies, dests ...string) keystore.Policies {
+	if p.Destinations == nil {
+		p.Destinations = map[string]keystore.DestinationPolicy{}
+	}
+	for _, d := range dests {
+		dp := p.Destinations[d]
+		dp.UnreachableThreshold = 1
+		p.Destinations[d] = dp
+	}
+	return p
+}
+
 func newSite(t *testing.T) *site {
 	t.Helper()
-	store, err := bolt.Open(filepath.Join(t.TempDir(), "guard.db"), bolt.Options{})
+	store, err := bolt.Open(filepath.Join(t.TempDir(), "guard.db"), bolt.Options{Policies: parkingDestinations(keystore.Policies{}, "hubspot", "salesforce")})
 	if err != nil {
 		t.Fatal(err)
 	}
