@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"crypto/subtle"
+	"errors"
 	"fmt"
 	"strings"
 	"unicode"
@@ -226,6 +227,20 @@ func (s *Server) allowNamespace(c *fiber.Ctx, ns string) error {
 	return &errs.Error{Code: errs.Forbidden,
 		Message: fmt.Sprintf("token %s lacks scope for %s", p.Name, what),
 		Fields:  []errs.FieldError{{Field: "namespace", Rule: "scope"}}}
+}
+
+// destinationRefused counts and logs the store's refusal of a namespace
+// that may not use a destination (keystore: destinations.<name>.namespaces)
+// as the other refusals are; any other error passes as it is.
+func (s *Server) destinationRefused(c *fiber.Ctx, ns string, err error) error {
+	var e *errs.Error
+	if !errors.As(err, &e) || e.Code != errs.Forbidden || len(e.Fields) == 0 || e.Fields[0].Field != "destination" {
+		return err
+	}
+	name := tokenName(c.UserContext())
+	s.metrics.refused(name, "destination")
+	s.log.Warn("request refused: the destination is limited to other namespaces", "token", name, "namespace", ns, "detail", e.Message)
+	return err
 }
 
 // tokenName names the sender in metrics and logs: the principal's name,

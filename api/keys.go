@@ -140,7 +140,7 @@ func (s *Server) reserve(c *fiber.Ctx, req reserveRequest) error {
 	dr.Principal = principalOf(c)
 	res, err := s.store.Reserve(c.UserContext(), dr)
 	if err != nil {
-		return err
+		return s.destinationRefused(c, req.Namespace, err)
 	}
 	s.metrics.reserved(req.Namespace, res.Outcome, res.Replayed)
 	return s.writeResult(c, res, nil)
@@ -163,7 +163,7 @@ func (s *Server) fail(c *fiber.Ctx, req failRequest) error {
 	}
 	res, err := s.store.Fail(c.UserContext(), req.domain())
 	if err != nil {
-		return err
+		return s.destinationRefused(c, req.Namespace, err)
 	}
 	return s.writeResult(c, res, nil)
 }

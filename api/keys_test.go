@@ -129,10 +129,12 @@ func TestReserveOutcomes(t *testing.T) {
 		wantOK(t, e.post(t, "/v1/fail", obj{"namespace": ns, "key": "evt_1", "token": tok, "reason": "outcome_unknown", "message": "timeout after 30s"}), "state_unknown")
 		wantOK(t, e.post(t, "/v1/reserve", obj{"namespace": ns, "key": "evt_1"}), "state_unknown")
 	})
-	t.Run("destination unreachable: breaker opens, destination_paused", func(t *testing.T) {
+	t.Run("destination unreachable for two keys: breaker opens, destination_paused", func(t *testing.T) {
 		e := start(t)
-		tok := e.accepted(t, "evt_1", obj{"destination": "hubspot"})
-		wantOK(t, e.post(t, "/v1/fail", obj{"namespace": ns, "key": "evt_1", "token": tok, "reason": "destination_unreachable", "message": "connection refused"}), "destination_failed")
+		for _, key := range []string{"evt_0", "evt_1"} {
+			tok := e.accepted(t, key, obj{"destination": "hubspot"})
+			wantOK(t, e.post(t, "/v1/fail", obj{"namespace": ns, "key": key, "token": tok, "reason": "destination_unreachable", "message": "connection refused"}), "destination_failed")
+		}
 		r := e.post(t, "/v1/reserve", obj{"namespace": ns, "key": "evt_2", "destination": "hubspot"})
 		p := wantOK(t, r, "destination_paused")
 		if p["proceed"] != false || p["retry_after_seconds"] != 300.0 || r.Header.Get("Retry-After") != "300" {

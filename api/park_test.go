@@ -12,7 +12,7 @@ import (
 // paused answers parked (200, no error key, when to expect the resume),
 // copies answer the same, and the parked key is listed by state.
 func TestParkedOverHTTP(t *testing.T) {
-	e := start(t, withPolicies(keystore.Policies{Destinations: map[string]keystore.DestinationPolicy{"hubspot": {Cooldown: time.Minute}}}))
+	e := start(t, withPolicies(keystore.Policies{Destinations: map[string]keystore.DestinationPolicy{"hubspot": {Cooldown: time.Minute, UnreachableThreshold: 1}}}))
 	tok := e.accepted(t, "evt_first", obj{"destination": "hubspot"})
 	wantOK(t, e.post(t, "/v1/fail", obj{"namespace": ns, "key": "evt_first", "token": tok, "reason": "destination_unreachable"}), "destination_failed")
 

@@ -121,8 +121,10 @@ func TestNamedTokenFourEyes(t *testing.T) {
 // the reason on the breaker.
 func TestResetBreakerOverHTTP(t *testing.T) {
 	e := start(t, withNamedToken())
-	tok := e.accepted(t, "evt_1", obj{"destination": "hubspot"})
-	wantOK(t, e.post(t, "/v1/fail", obj{"namespace": ns, "key": "evt_1", "token": tok, "reason": "destination_unreachable"}), "destination_failed")
+	for _, key := range []string{"evt_0", "evt_1"} {
+		tok := e.accepted(t, key, obj{"destination": "hubspot"})
+		wantOK(t, e.post(t, "/v1/fail", obj{"namespace": ns, "key": key, "token": tok, "reason": "destination_unreachable"}), "destination_failed")
+	}
 
 	p := wantProblem(t, e.postAsAna(t, "/v1/destinations/reset", obj{"destination": "hubspot", "reason": "  "}), http.StatusBadRequest, "invalid_request")
 	if !hasField(p.Fields, "reason", "required,max=2000") {

@@ -22,8 +22,10 @@ func TestAResumeURLOutsideTheConfiguredN8nIsRefused(t *testing.T) {
 	as := func(method, path string, body any) *resp {
 		return e.callWith(t, method, path, body, map[string]string{"Authorization": "Bearer " + scopedTokens[access.RoleReserve]})
 	}
-	r := wantOK(t, as(http.MethodPost, "/v1/reserve", obj{"namespace": ns, "key": "evt_open", "destination": "never-configured"}), "accepted")
-	wantOK(t, as(http.MethodPost, "/v1/fail", obj{"namespace": ns, "key": "evt_open", "token": r["token"], "reason": "destination_unreachable"}), "destination_failed")
+	for _, key := range []string{"evt_open", "evt_open_2"} { // a destination nobody configured opens after 2 keys
+		r := wantOK(t, as(http.MethodPost, "/v1/reserve", obj{"namespace": ns, "key": key, "destination": "never-configured"}), "accepted")
+		wantOK(t, as(http.MethodPost, "/v1/fail", obj{"namespace": ns, "key": key, "token": r["token"], "reason": "destination_unreachable"}), "destination_failed")
+	}
 
 	for url, rule := range map[string]string{
 		own.URL + "/webhook-waiting/1":       "resume_origin",

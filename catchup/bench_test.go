@@ -51,7 +51,7 @@ func (f *instantN8n) Resume(_ context.Context, r *keystore.Record) n8n.ResumeOut
 func BenchmarkCatchUp10k(b *testing.B) {
 	const n, rate, conc = 10000, 250.0, 32
 	pol := keystore.Policies{Destinations: map[string]keystore.DestinationPolicy{
-		"crm": {Cooldown: time.Hour, CatchUpRate: rate, CatchUpConcurrency: conc}}}
+		"crm": {Cooldown: time.Hour, CatchUpRate: rate, CatchUpConcurrency: conc, UnreachableThreshold: 1}}}
 	for i := 0; i < b.N; i++ {
 		b.StopTimer()
 		store, err := bolt.Open(filepath.Join(b.TempDir(), "guard.db"), bolt.Options{Policies: pol})

@@ -54,7 +54,7 @@ func (l *lines) matching(s string) []string {
 func TestParkedOverdueReportedOnce(t *testing.T) {
 	clock := &outageClock{}
 	pol := keystore.Policies{
-		Destinations: map[string]keystore.DestinationPolicy{"crm": {Cooldown: 30 * 24 * time.Hour}},
+		Destinations: map[string]keystore.DestinationPolicy{"crm": {Cooldown: 30 * 24 * time.Hour, UnreachableThreshold: 1}},
 		Namespaces:   map[string]keystore.NamespacePolicy{"short": {ParkedLimit: time.Hour}},
 	}
 	store, err := bolt.Open(filepath.Join(t.TempDir(), "guard.db"), bolt.Options{Policies: pol, Clock: clock.Now})

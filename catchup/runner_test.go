@@ -115,7 +115,7 @@ func (f *fakeN8n) run(id, key string) {
 }
 
 var outagePolicies = keystore.Policies{Destinations: map[string]keystore.DestinationPolicy{
-	"crm": {Cooldown: time.Hour, CatchUpRate: 50, CatchUpConcurrency: 3}}}
+	"crm": {Cooldown: time.Hour, CatchUpRate: 50, CatchUpConcurrency: 3, UnreachableThreshold: 1}}}
 
 // outageClock is the real time plus an offset the test moves forward:
 // the cooldown ends when the test says, however slow the machine is,

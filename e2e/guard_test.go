@@ -131,6 +131,13 @@ func (g *guard) ResumeSecret() (string, error) {
 	return strings.TrimSpace(string(b)), err
 }
 
+// CheckSecret is the secret of the guard's check calls, which it wrote
+// into its data folder on first start.
+func (g *guard) CheckSecret() (string, error) {
+	b, err := os.ReadFile(filepath.Join(g.dataDir(), "check-secret"))
+	return strings.TrimSpace(string(b)), err
+}
+
 func (g *guard) dataDir() string {
 	for i, a := range g.args {
 		if a == "--data" && i+1 < len(g.args) {

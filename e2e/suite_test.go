@@ -41,10 +41,12 @@ destinations:
   crm:
     cooldown: 3s
     failure_threshold: 5
+    unreachable_threshold: 1   # its own workflows report it: one refused connection opens it
     owner: U0CRMOWNER
   mail:
     cooldown: 3s
     failure_threshold: 5
+    unreachable_threshold: 1   # its own workflows report it: one refused connection opens it
     owner: U0OFFICE
 notify:
   default_channel: C0ALERTS
@@ -304,6 +306,16 @@ func (s *suite) importAll(files map[string][]byte, community bool) error {
 			"id": workflows.ResumeCredentialID, "name": workflows.ResumeCredentialName, "type": workflows.CredentialType,
 			"data": map[string]any{"name": workflows.ResumeHeader, "value": secret},
 		})
+	}
+	// The checks' webhooks check a secret of their own, the check secret
+	// the guard made on its first start (never the resume secret).
+	if s.guard != nil {
+		if secret, err := s.guard.CheckSecret(); err == nil && secret != "" {
+			creds = append(creds, map[string]any{
+				"id": workflows.CheckCredentialID, "name": workflows.CheckCredentialName, "type": workflows.CredentialType,
+				"data": map[string]any{"name": workflows.CheckHeader, "value": secret},
+			})
+		}
 	}
 	b, _ := json.Marshal(creds)
 	credFile := filepath.Join(s.work, "credentials.json")

@@ -1,6 +1,10 @@
 package keystore
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"slices"
 	"strings"
 	"time"
 	"unicode"
@@ -22,12 +26,20 @@ const (
 // by every execution that names the destination, which is the memory n8n
 // lacks between executions.
 type Breaker struct {
-	Destination         string       `json:"destination"`
-	State               BreakerState `json:"state"`
-	OpenedAt            *time.Time   `json:"opened_at"`
-	ReopensAt           *time.Time   `json:"reopens_at"`
-	ConsecutiveFailures int          `json:"consecutive_failures"`
-	PausedReserves      int          `json:"paused_reserves"`
+	Destination string       `json:"destination"`
+	State       BreakerState `json:"state"`
+	OpenedAt    *time.Time   `json:"opened_at"`
+	ReopensAt   *time.Time   `json:"reopens_at"`
+	// ConsecutiveFailures counts the distinct keys whose writes failed
+	// since the destination last answered: evidence from many events, not
+	// one caller repeating itself (failed).
+	ConsecutiveFailures int `json:"consecutive_failures"`
+	// FailedKeys are the digests (FailedKeyDigest) of those keys, at most
+	// the failure threshold of them, so that a key failing again is not
+	// counted again. Digests, not keys: bounded in size, and a breaker
+	// shared by every namespace holds no namespace's keys.
+	FailedKeys     []string `json:"-"`
+	PausedReserves int      `json:"paused_reserves"`
 	// Maintenance is the window a person paused the destination for
 	// (maintenance.go); nil when the breaker opened by itself or closed.
 	Maintenance *Maintenance `json:"maintenance"`
@@ -59,6 +71,7 @@ func NewBreaker(dest string) *Breaker {
 func (b *Breaker) Clone() *Breaker {
 	c := *b
 	c.OpenedAt, c.ReopensAt, c.ProbeUntil = copyTime(b.OpenedAt), copyTime(b.ReopensAt), copyTime(b.ProbeUntil)
+	c.FailedKeys = slices.Clone(b.FailedKeys)
 	if b.Maintenance != nil {
 		m := *b.Maintenance
 		c.Maintenance = &m
@@ -118,7 +131,7 @@ func (b *Breaker) isProbe(ns, key string) bool {
 // answers are stragglers from before the outage. It returns the event to
 // log, if any.
 func (b *Breaker) succeeded(ns, key string, now time.Time) *Event {
-	b.ConsecutiveFailures = 0
+	b.ConsecutiveFailures, b.FailedKeys = 0, nil
 	if b.State == BreakerClosed || (b.State == BreakerOpen && !b.isProbe(ns, key)) {
 		return nil
 	}
@@ -129,9 +142,13 @@ func (b *Breaker) succeeded(ns, key string, now time.Time) *Event {
 
 // failed records a failed or ambiguous write of key. In half_open only the
 // probe's failure re-opens the breaker: a failure of a request sent before
-// the outage says nothing about now. It returns the event to log when the
-// breaker opens from closed; a re-open after a failed probe is the same
-// outage and is not announced again.
+// the outage says nothing about now. While closed the breaker opens on
+// evidence: pol.FailureThreshold distinct keys failed since the
+// destination last answered (pol.UnreachableThreshold when this failure
+// says nothing got through); a key failing again adds nothing, so one
+// caller repeating one event cannot pause every namespace's writes. It
+// returns the event to log when the breaker opens from closed; a re-open
+// after a failed probe is the same outage and is not announced again.
 func (b *Breaker) failed(ns, key string, reason Reason, message string, pol DestinationPolicy, now time.Time) *Event {
 	switch reason {
 	case ReasonValidationFailed:
@@ -149,14 +166,45 @@ func (b *Breaker) failed(ns, key string, reason Reason, message string, pol Dest
 		}
 		return nil
 	}
-	b.ConsecutiveFailures++
-	if reason != ReasonDestinationUnreachable && b.ConsecutiveFailures < pol.FailureThreshold {
+	if !b.countFailure(ns, key, pol) {
+		return nil
+	}
+	threshold := pol.FailureThreshold
+	if reason == ReasonDestinationUnreachable {
+		threshold = pol.UnreachableThreshold
+	}
+	if b.ConsecutiveFailures < threshold {
 		return nil
 	}
 	b.open(pol, now)
 	b.PausedReserves = 0
 	return &Event{At: now, Kind: EventBreakerOpened, Destination: b.Destination, Reason: reason,
 		Message: message, ReopensAt: copyTime(b.ReopensAt)}
+}
+
+// countFailure counts key's failure unless it was counted already; false
+// when it was. Only the newest pol.FailureThreshold digests are kept: the
+// breaker opens at that many. A breaker written before digests were kept
+// has a count without them; its next failures count on from it.
+func (b *Breaker) countFailure(ns, key string, pol DestinationPolicy) bool {
+	d := FailedKeyDigest(ns, key)
+	if slices.Contains(b.FailedKeys, d) {
+		return false
+	}
+	b.ConsecutiveFailures++
+	b.FailedKeys = append(b.FailedKeys, d)
+	if n := max(pol.FailureThreshold, 1); len(b.FailedKeys) > n {
+		b.FailedKeys = slices.Clone(b.FailedKeys[len(b.FailedKeys)-n:])
+	}
+	return true
+}
+
+// FailedKeyDigest names one key among a breaker's failures: the first 8
+// bytes of the SHA-256 of namespace and key, in hex. A collision makes
+// two keys count once, which errs on the side of not opening.
+func FailedKeyDigest(ns, key string) string {
+	sum := sha256.Sum256([]byte(ns + "\x00" + key))
+	return hex.EncodeToString(sum[:8])
 }
 
 func (b *Breaker) open(pol DestinationPolicy, now time.Time) {
@@ -168,6 +216,7 @@ func (b *Breaker) open(pol DestinationPolicy, now time.Time) {
 	b.OpenedAt = timePtr(now)
 	b.ReopensAt = timePtr(now.Add(pol.Cooldown))
 	b.ProbeUntil = nil
+	b.FailedKeys = nil
 }
 
 // View returns the breaker as a reader sees it at now: an open breaker
@@ -231,4 +280,22 @@ func ResetOf(ev Event) (by, reason string, ok bool) {
 		return strings.TrimSpace(by), "", true
 	}
 	return "", "", false
+}
+
+// Admits tells whether namespace ns may use the destination: name it on
+// a reserve, report its failures, move its breaker. A destination limited
+// to namespaces (destinations.<name>.namespaces) admits only those; one
+// without a limit admits every namespace.
+func (dp DestinationPolicy) Admits(ns string) bool {
+	return len(dp.Namespaces) == 0 || slices.Contains(dp.Namespaces, ns)
+}
+
+// refuseDestination is the answer to a namespace that may not use dest:
+// forbidden, naming the namespaces that may. Nothing is recorded, so a
+// caller limited to one namespace cannot pause another's destination.
+func refuseDestination(ns, dest string, dp DestinationPolicy) error {
+	return &errs.Error{Code: errs.Forbidden,
+		Message: fmt.Sprintf("destination %s is limited to namespaces %s; namespace %s may not use it or report its failures; nothing changed",
+			dest, strings.Join(dp.Namespaces, ", "), ns),
+		Fields: []errs.FieldError{{Field: "destination", Rule: "namespaces"}}}
 }

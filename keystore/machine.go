@@ -43,11 +43,16 @@ type Step struct {
 //	parked:   see park.go
 //	unknown where a check is configured: see check.go
 //	approval: see approval.go
+//	a reserve naming, or a fail about a key of, a destination limited to
+//	other namespaces: forbidden, nothing written (breaker.go)
 
 // DecideReserve decides a reserve of a key whose record is cur, under the
 // breaker br of the request's destination (nil without one).
 func DecideReserve(cur *Record, br *Breaker, req ReserveRequest, fp Fingerprint, np NamespacePolicy, now time.Time) (s Step, err error) {
 	defer func() { s.Result.Namespace, s.Result.Key = req.Namespace, req.Key }()
+	if dp := np.destination(req.Destination); !dp.Admits(req.Namespace) {
+		return Step{}, refuseDestination(req.Namespace, req.Destination, dp)
+	}
 	if cur != nil && fp.Conflicts(cur.Fingerprint) {
 		return Step{}, errs.Errorf(errs.KeyReused, "key %q was used before with a different payload; nothing changed", req.Key)
 	}
@@ -201,7 +206,7 @@ func DecideComplete(cur *Record, br *Breaker, req CompleteRequest, np NamespaceP
 	next.UpdatedAt = now
 	next.addHistory(Transition{At: now, Event: HistoryCompleted, Attempt: cur.Attempt, By: cur.Owner, Detail: detail})
 	s = Step{Record: next, Result: Result{Outcome: OutcomeCompleted, Record: next}}
-	if br != nil {
+	if br != nil && np.destination(cur.Destination).Admits(cur.Namespace) {
 		b := br.Clone()
 		if ev := b.succeeded(cur.Namespace, cur.Key, now); ev != nil {
 			s.Events = append(s.Events, *ev)
@@ -217,6 +222,10 @@ func DecideFail(cur *Record, br *Breaker, req FailRequest, np NamespacePolicy, d
 	defer func() { s.Result.Namespace, s.Result.Key = req.Namespace, req.Key }()
 	if err := checkHolder(cur, req.Namespace, req.Key, req.Token); err != nil {
 		return Step{}, err
+	}
+	if br != nil && !dp.Admits(cur.Namespace) {
+		// A key recorded before its destination was limited.
+		return Step{}, refuseDestination(cur.Namespace, cur.Destination, dp)
 	}
 	state, retryable := StateFailed, true
 	switch req.Reason {

@@ -1,6 +1,7 @@
 package keystore_test
 
 import (
+	"fmt"
 	"reflect"
 	"testing"
 	"time"
@@ -147,8 +148,12 @@ func reserveParkingClosed(f fixture) (keystore.Step, error) {
 	return keystore.DecideReserve(f.cur, keystore.NewBreaker("crm"), keystore.ReserveRequest{Namespace: "crm-contacts", Key: "evt_1", Owner: "wf-2", Destination: "crm", ResumeURL: resumeURL + "2"}, fpA, toUnk, now)
 }
 
+// failParking's failure is the evidence that opens the breaker: another
+// key found the destination unreachable before.
 func failParking(f fixture) (keystore.Step, error) {
-	return keystore.DecideFail(f.cur, keystore.NewBreaker("crm"), keystore.FailRequest{Namespace: "crm-contacts", Key: "evt_1", Token: f.token, Reason: keystore.ReasonDestinationUnreachable, ResumeURL: resumeURL}, toUnk, keystore.Policies{}.Destination("crm"), now)
+	br := keystore.NewBreaker("crm")
+	br.ConsecutiveFailures, br.FailedKeys = 1, []string{keystore.FailedKeyDigest("crm-contacts", "evt_0")}
+	return keystore.DecideFail(f.cur, br, keystore.FailRequest{Namespace: "crm-contacts", Key: "evt_1", Token: f.token, Reason: keystore.ReasonDestinationUnreachable, ResumeURL: resumeURL}, toUnk, keystore.Policies{}.Destination("crm"), now)
 }
 
 func claimResume(f fixture) (keystore.Step, error) {
@@ -477,11 +482,28 @@ func TestStateMachineTransitions(t *testing.T) {
 // against a reserve and the reports of the probe and of other keys.
 func TestBreakerTransitions(t *testing.T) {
 	threshold := keystore.Policies{}.Destination("crm").FailureThreshold
+	unreachable := keystore.Policies{}.Destination("crm").UnreachableThreshold
 	breakers := map[string]func() *keystore.Breaker{
 		"closed": func() *keystore.Breaker { return keystore.NewBreaker("crm") },
+		// counted by a release that kept no digests: other keys count on
 		"closed, one failure short": func() *keystore.Breaker {
 			b := keystore.NewBreaker("crm")
 			b.ConsecutiveFailures = threshold - 1
+			return b
+		},
+		"closed, one failure short, evt_2 among them": func() *keystore.Breaker {
+			b := keystore.NewBreaker("crm")
+			b.ConsecutiveFailures = threshold - 1
+			b.FailedKeys = []string{keystore.FailedKeyDigest("crm-contacts", "evt_2")}
+			for i := 3; len(b.FailedKeys) < threshold-1; i++ {
+				b.FailedKeys = append(b.FailedKeys, keystore.FailedKeyDigest("crm-contacts", fmt.Sprintf("evt_%d", i)))
+			}
+			return b
+		},
+		"closed, one unreachable short": func() *keystore.Breaker {
+			b := keystore.NewBreaker("crm")
+			b.ConsecutiveFailures = unreachable - 1
+			b.FailedKeys = []string{keystore.FailedKeyDigest("crm-contacts", "evt_0")}
 			return b
 		},
 		// open after the probe "probe" failed
@@ -507,7 +529,7 @@ func TestBreakerTransitions(t *testing.T) {
 			return b
 		},
 	}
-	order := []string{"closed", "closed, one failure short", "open", "open, cooldown over", "half open, probe out", "half open, probe's lease ran out"}
+	order := []string{"closed", "closed, one failure short", "closed, one failure short, evt_2 among them", "closed, one unreachable short", "open", "open, cooldown over", "half open, probe out", "half open, probe's lease ran out"}
 
 	// holding reserves key for crm without a breaker, so the key has a
 	// current attempt whose holder can report.
@@ -550,7 +572,9 @@ func TestBreakerTransitions(t *testing.T) {
 		opensAt  = func(failures int) bwant {
 			return bwant{state: keystore.BreakerOpen, failures: failures, event: keystore.EventBreakerOpened}
 		}
-		short = bwant{state: keystore.BreakerClosed, failures: threshold - 1}
+		short            = bwant{state: keystore.BreakerClosed, failures: threshold - 1}
+		unreachableShort = bwant{state: keystore.BreakerClosed, failures: unreachable - 1}
+		closedAt         = func(failures int) bwant { return bwant{state: keystore.BreakerClosed, failures: failures} }
 	)
 	with := func(w bwant, o keystore.Outcome) bwant { w.outcome = o; return w }
 	events := []struct {
@@ -559,68 +583,84 @@ func TestBreakerTransitions(t *testing.T) {
 		want map[string]bwant
 	}{
 		{"a reserve", reserve, map[string]bwant{
-			"closed":                           with(closed, keystore.OutcomeAccepted),
-			"closed, one failure short":        with(short, keystore.OutcomeAccepted),
-			"open":                             with(open, keystore.OutcomeDestinationPaused),
-			"open, cooldown over":              with(halfOpen, keystore.OutcomeAccepted), // it becomes the probe
-			"half open, probe out":             with(halfOpen, keystore.OutcomeDestinationPaused),
-			"half open, probe's lease ran out": with(halfOpen, keystore.OutcomeAccepted), // the new probe
+			"closed":                    with(closed, keystore.OutcomeAccepted),
+			"closed, one failure short": with(short, keystore.OutcomeAccepted),
+			"closed, one failure short, evt_2 among them": with(short, keystore.OutcomeAccepted),
+			"closed, one unreachable short":               with(unreachableShort, keystore.OutcomeAccepted),
+			"open":                                        with(open, keystore.OutcomeDestinationPaused),
+			"open, cooldown over":                         with(halfOpen, keystore.OutcomeAccepted), // it becomes the probe
+			"half open, probe out":                        with(halfOpen, keystore.OutcomeDestinationPaused),
+			"half open, probe's lease ran out":            with(halfOpen, keystore.OutcomeAccepted), // the new probe
 		}},
 		{"the probe's own key reserves (a parked key resumed as the probe)", reserveKey("probe"), map[string]bwant{
-			"closed":                           with(closed, keystore.OutcomeAccepted),
-			"closed, one failure short":        with(short, keystore.OutcomeAccepted),
-			"open":                             with(open, keystore.OutcomeDestinationPaused),
-			"open, cooldown over":              with(halfOpen, keystore.OutcomeAccepted),
-			"half open, probe out":             with(halfOpen, keystore.OutcomeAccepted),
-			"half open, probe's lease ran out": with(halfOpen, keystore.OutcomeAccepted),
+			"closed":                    with(closed, keystore.OutcomeAccepted),
+			"closed, one failure short": with(short, keystore.OutcomeAccepted),
+			"closed, one failure short, evt_2 among them": with(short, keystore.OutcomeAccepted),
+			"closed, one unreachable short":               with(unreachableShort, keystore.OutcomeAccepted),
+			"open":                                        with(open, keystore.OutcomeDestinationPaused),
+			"open, cooldown over":                         with(halfOpen, keystore.OutcomeAccepted),
+			"half open, probe out":                        with(halfOpen, keystore.OutcomeAccepted),
+			"half open, probe's lease ran out":            with(halfOpen, keystore.OutcomeAccepted),
 		}},
 		{"the probe completes", completes("probe"), map[string]bwant{
-			"closed":                           closed,
-			"closed, one failure short":        closed,
-			"open":                             closes, // its late success proves the destination is back
-			"open, cooldown over":              closes,
-			"half open, probe out":             closes,
-			"half open, probe's lease ran out": closes,
+			"closed":                    closed,
+			"closed, one failure short": closed,
+			"closed, one failure short, evt_2 among them": closed,
+			"closed, one unreachable short":               closed,
+			"open":                                        closes, // its late success proves the destination is back
+			"open, cooldown over":                         closes,
+			"half open, probe out":                        closes,
+			"half open, probe's lease ran out":            closes,
 		}},
 		{"another key completes", completes("evt_2"), map[string]bwant{
-			"closed":                           closed,
-			"closed, one failure short":        closed,
-			"open":                             open, // a straggler from before the outage
-			"open, cooldown over":              open,
-			"half open, probe out":             closes,
-			"half open, probe's lease ran out": closes,
+			"closed":                    closed,
+			"closed, one failure short": closed,
+			"closed, one failure short, evt_2 among them": closed,
+			"closed, one unreachable short":               closed,
+			"open":                                        open, // a straggler from before the outage
+			"open, cooldown over":                         open,
+			"half open, probe out":                        closes,
+			"half open, probe's lease ran out":            closes,
 		}},
 		{"the probe fails", fails("probe", keystore.ReasonDestinationFailed), map[string]bwant{
-			"closed":                           bwant{state: keystore.BreakerClosed, failures: 1},
-			"closed, one failure short":        opensAt(threshold),
-			"open":                             open,
-			"open, cooldown over":              open,
-			"half open, probe out":             open, // re-opened, not announced again
-			"half open, probe's lease ran out": open,
+			"closed":                    bwant{state: keystore.BreakerClosed, failures: 1},
+			"closed, one failure short": opensAt(threshold),
+			"closed, one failure short, evt_2 among them": opensAt(threshold),
+			"closed, one unreachable short":               closedAt(unreachable),
+			"open":                                        open,
+			"open, cooldown over":                         open,
+			"half open, probe out":                        open, // re-opened, not announced again
+			"half open, probe's lease ran out":            open,
 		}},
 		{"another key fails", fails("evt_2", keystore.ReasonDestinationFailed), map[string]bwant{
-			"closed":                           bwant{state: keystore.BreakerClosed, failures: 1},
-			"closed, one failure short":        opensAt(threshold),
-			"open":                             open,
-			"open, cooldown over":              open,
-			"half open, probe out":             halfOpen, // says nothing about now
-			"half open, probe's lease ran out": halfOpen,
+			"closed":                    bwant{state: keystore.BreakerClosed, failures: 1},
+			"closed, one failure short": opensAt(threshold),
+			"closed, one failure short, evt_2 among them": short, // evt_2 failed before: no new evidence
+			"closed, one unreachable short":               closedAt(unreachable),
+			"open":                                        open,
+			"open, cooldown over":                         open,
+			"half open, probe out":                        halfOpen, // says nothing about now
+			"half open, probe's lease ran out":            halfOpen,
 		}},
 		{"a key finds the destination unreachable", fails("evt_2", keystore.ReasonDestinationUnreachable), map[string]bwant{
-			"closed":                           opensAt(1), // no threshold: nothing got through
-			"closed, one failure short":        opensAt(threshold),
-			"open":                             open,
-			"open, cooldown over":              open,
-			"half open, probe out":             halfOpen,
-			"half open, probe's lease ran out": halfOpen,
+			"closed":                    closedAt(1), // one key is one caller's word
+			"closed, one failure short": opensAt(threshold),
+			"closed, one failure short, evt_2 among them": short, // evt_2 counted already
+			"closed, one unreachable short":               opensAt(unreachable),
+			"open":                                        open,
+			"open, cooldown over":                         open,
+			"half open, probe out":                        halfOpen,
+			"half open, probe's lease ran out":            halfOpen,
 		}},
 		{"the destination refuses the data (validation_failed)", fails("probe", keystore.ReasonValidationFailed), map[string]bwant{
-			"closed":                           closed, // it answered: it is up
-			"closed, one failure short":        closed,
-			"open":                             closes,
-			"open, cooldown over":              closes,
-			"half open, probe out":             closes,
-			"half open, probe's lease ran out": closes,
+			"closed":                    closed, // it answered: it is up
+			"closed, one failure short": closed,
+			"closed, one failure short, evt_2 among them": closed,
+			"closed, one unreachable short":               closed,
+			"open":                                        closes,
+			"open, cooldown over":                         closes,
+			"half open, probe out":                        closes,
+			"half open, probe's lease ran out":            closes,
 		}},
 	}
 	for _, ev := range events {

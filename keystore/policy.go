@@ -22,6 +22,10 @@ const (
 	DefaultRetention        = 30 * 24 * time.Hour
 	DefaultCooldown         = 300 * time.Second
 	DefaultFailureThreshold = 5
+	// DefaultUnreachableThreshold is lower: a failure that never reached
+	// the destination is stronger evidence, but one key is still no more
+	// than one caller's word (breaker.go).
+	DefaultUnreachableThreshold = 2
 )
 
 // NamespacePolicy is the per-namespace configuration.
@@ -46,9 +50,16 @@ type NamespacePolicy struct {
 
 // DestinationPolicy configures one destination's circuit breaker.
 type DestinationPolicy struct {
-	Cooldown         time.Duration
-	FailureThreshold int
-	Owner            string
+	Cooldown time.Duration
+	// FailureThreshold is how many distinct keys must fail to open the
+	// breaker; UnreachableThreshold (at most FailureThreshold) when the
+	// failure that reaches it is destination_unreachable.
+	FailureThreshold     int
+	UnreachableThreshold int
+	// Namespaces, when set, are the only namespaces that may use the
+	// destination (Admits); empty: every namespace.
+	Namespaces []string
+	Owner      string
 	// CatchUpRate (resumes per second) and CatchUpConcurrency (resumed
 	// executions not yet finished) bound the catch-up after an outage
 	// (catchup.go).
@@ -92,6 +103,15 @@ func (p Policies) Namespace(ns string) NamespacePolicy {
 	return np
 }
 
+// destination is the configured policy of dest as it is (no defaults):
+// what the key's decisions need to know of its destination.
+func (np NamespacePolicy) destination(dest string) DestinationPolicy {
+	if np.destinations == nil || dest == "" {
+		return DestinationPolicy{}
+	}
+	return (*np.destinations)[dest]
+}
+
 // Destination returns the policy of dest with defaults filled in.
 func (p Policies) Destination(dest string) DestinationPolicy {
 	dp := p.Destinations[dest]
@@ -101,6 +121,10 @@ func (p Policies) Destination(dest string) DestinationPolicy {
 	if dp.FailureThreshold <= 0 {
 		dp.FailureThreshold = DefaultFailureThreshold
 	}
+	if dp.UnreachableThreshold <= 0 {
+		dp.UnreachableThreshold = DefaultUnreachableThreshold
+	}
+	dp.UnreachableThreshold = min(dp.UnreachableThreshold, dp.FailureThreshold)
 	if dp.CatchUpRate <= 0 {
 		dp.CatchUpRate = DefaultCatchUpRate
 	}

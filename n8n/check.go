@@ -3,6 +3,7 @@ package n8n
 import (
 	"context"
 	"fmt"
+	"slices"
 
 	"github.com/n8n-guard/n8n-guard/workflows"
 )
@@ -40,12 +41,16 @@ func (inst *Instance) Check(ctx context.Context, scope Filter) (*Report, error) 
 	for _, w := range all {
 		byID[w.ID] = w
 	}
+	resumeIDs := resumeCredentialIDs(creds, guardCredential{})
 	for _, w := range targets {
 		if w.IsArchived {
 			continue
 		}
 		if why := whyNotResumable(w, credNames, listed); why != "" {
 			n.rep.Silent = append(n.rep.Silent, Silent{w.ID, w.Name, why})
+		}
+		if why := whyCheckOnResume(w, resumeIDs); why != "" {
+			n.rep.add(Note, "workflow %s %q: %s", w.ID, w.Name, why)
 		}
 		if w.HasErrorTrigger() {
 			continue
@@ -106,6 +111,23 @@ func whyNotResumable(w Workflow, credNames map[string]string, listed bool) strin
 			return fmt.Sprintf("its Wait node %q checks credential %q, not %q (header %s: the guard's resume secret): the guard's resume calls would be refused",
 				node["name"], name, workflows.ResumeCredentialName, workflows.ResumeHeader)
 		}
+	}
+	return ""
+}
+
+// whyCheckOnResume says why w's check webhook refuses the guard's check
+// calls: it checks the resume credential, as checks did before they had a
+// secret of their own. The guard pages the person instead (nothing goes
+// unheard), and the webhook holds the secret that wakes every parked
+// execution; "" when w has no such check.
+func whyCheckOnResume(w Workflow, resumeIDs []string) string {
+	for _, node := range w.Nodes {
+		id, ok := workflows.CheckCredentialOf(node, resumeIDs...)
+		if !ok || id == workflows.CheckCredentialID || !(id == workflows.ResumeCredentialID || slices.Contains(resumeIDs, id)) {
+			continue
+		}
+		return fmt.Sprintf("its check webhook %q checks the resume credential: the guard's check calls carry the check secret (header %s) and are refused, so the person is paged without the check; `n8n-guard n8n setup --create-credential` creates %q and wires it",
+			node["name"], workflows.CheckHeader, workflows.CheckCredentialName)
 	}
 	return ""
 }

@@ -2,6 +2,7 @@ package n8n
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -64,7 +65,7 @@ type CheckCaller struct {
 	Client  *http.Client
 	Timeout time.Duration // one call (default 10 s)
 	// Header and Secret: the Header Auth credential the Webhook node
-	// checks (default header X-N8n-Guard-Resume); empty Secret: none.
+	// checks (default header CheckDefaultHeader); empty Secret: none.
 	Header string
 	Secret string
 }
@@ -96,7 +97,7 @@ func (c *CheckCaller) Call(ctx context.Context, req CheckRequest) CheckOutcome {
 	defer cancel()
 	client := noRedirects(c.Client, 0) // the context bounds the call
 	body, _ := json.Marshal(req)
-	hr, err := newWebhookCall(ctx, http.MethodPost, c.URL, body, c.Header, c.Secret)
+	hr, err := newWebhookCall(ctx, http.MethodPost, c.URL, body, cmp.Or(c.Header, CheckDefaultHeader), c.Secret)
 	if err != nil {
 		return failed(0, false, "the check's URL cannot be called: "+err.Error())
 	}

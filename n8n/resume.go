@@ -2,6 +2,7 @@ package n8n
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -36,6 +37,17 @@ const ResumeSecretFile = "resume-secret"
 // ResumeDefaultHeader is the header the guard's resume calls carry, which
 // the Wait node's Header Auth credential checks (n8n setup creates it).
 const ResumeDefaultHeader = "X-N8n-Guard-Resume"
+
+// CheckSecretFile is the file in the guard's data folder that holds the
+// check secret when N8N_GUARD_CHECK_SECRET is not set: the credential of
+// the checks' webhooks, a secret of its own so that a leaked check
+// credential wakes no parked execution and a leaked resume credential
+// answers no check.
+const CheckSecretFile = "check-secret"
+
+// CheckDefaultHeader is the header the guard's check calls carry, which
+// the check webhook's Header Auth credential checks (n8n setup creates it).
+const CheckDefaultHeader = "X-N8n-Guard-Check"
 
 // ResumeCaller calls resume URLs. The zero value is usable: POST, no
 // credential, a 10 s timeout.
@@ -80,7 +92,7 @@ func (c *ResumeCaller) Resume(ctx context.Context, r *keystore.Record) ResumeOut
 		method = http.MethodPost
 	}
 	body, _ := json.Marshal(ResumeBody{ResumedBy: "n8n-guard", Namespace: r.Namespace, Key: r.Key, Attempt: r.Attempt})
-	req, err := newWebhookCall(ctx, method, r.ResumeURL, body, c.Header, c.Secret)
+	req, err := newWebhookCall(ctx, method, r.ResumeURL, body, cmp.Or(c.Header, ResumeDefaultHeader), c.Secret)
 	if err != nil {
 		return ResumeOutcome{Answer: keystore.ResumeLost, Detail: "the resume URL cannot be called: " + err.Error()}
 	}
@@ -163,8 +175,7 @@ func resumeShortError(err error) string {
 
 // newWebhookCall is a call of the guard to an n8n webhook (a Wait node's
 // resume URL, a check): a JSON body and, with a secret, the header
-// credential that the webhook's Header Auth checks (default
-// ResumeDefaultHeader).
+// credential that the webhook's Header Auth checks.
 func newWebhookCall(ctx context.Context, method, url string, body []byte, header, secret string) (*http.Request, error) {
 	req, err := http.NewRequestWithContext(ctx, method, url, bytes.NewReader(body))
 	if err != nil {
@@ -173,9 +184,6 @@ func newWebhookCall(ctx context.Context, method, url string, body []byte, header
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("User-Agent", "n8n-guard")
 	if secret != "" {
-		if header == "" {
-			header = ResumeDefaultHeader
-		}
 		req.Header.Set(header, secret)
 	}
 	return req, nil

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"slices"
 	"strings"
 
 	"github.com/n8n-guard/n8n-guard/workflows"
@@ -43,6 +44,11 @@ type SetupOptions struct {
 	// X-N8n-Guard-Resume: the guard's resume secret) if it is missing; the
 	// Wait nodes of parking workflows are wired to it.
 	ResumeSecret string
+	// CheckSecret, when set, creates the check credential (Header Auth
+	// X-N8n-Guard-Check: the guard's check secret) if it is missing; the
+	// Webhook nodes of checks are wired to it, those made before checks
+	// had a secret of their own (on the resume credential) too.
+	CheckSecret string
 	// Examples installs the example workflows (never published).
 	Examples bool
 	// Scope limits which workflows get the error handler.
@@ -98,13 +104,20 @@ func (n *session) setup(ctx context.Context, o SetupOptions) error {
 			return err
 		}
 	}
+	resumeIDs := resumeCredentialIDs(creds, resume)
+	check := guardCredential{workflows.CheckCredentialID, workflows.CheckCredentialName}
+	if o.Examples || hasChecks(all, resumeIDs) {
+		if check, err = n.checkCredential(ctx, all, creds, listed, o.CheckSecret, resumeIDs); err != nil {
+			return err
+		}
+	}
 	handlerID, err := n.installHandler(ctx, handler, shipped[0], cred, o.GuardURL)
 	if err != nil {
 		return err
 	}
 	if o.Examples {
 		for _, wf := range shipped[1:] {
-			if err := n.installExample(ctx, findShipped(all, wf), wf, cred, resume, handlerID, o.GuardURL); err != nil {
+			if err := n.installExample(ctx, findShipped(all, wf), wf, cred, resume, check, handlerID, o.GuardURL); err != nil {
 				return err
 			}
 		}
@@ -120,6 +133,20 @@ func (n *session) setup(ctx context.Context, o SetupOptions) error {
 				continue
 			}
 			if err := n.wireResume(ctx, w, resume); err != nil {
+				var ne *Error
+				if !errors.As(err, &ne) {
+					return err
+				}
+				n.problem("workflow %s %q: %v", w.ID, w.Name, err)
+			}
+		}
+	}
+	if check.ID != workflows.CheckCredentialID {
+		for _, w := range targets {
+			if w.IsArchived || !checksOn(w, check, resumeIDs) {
+				continue
+			}
+			if err := n.wireCheck(ctx, w, check, resumeIDs); err != nil {
 				var ne *Error
 				if !errors.As(err, &ne) {
 					return err
@@ -290,6 +317,97 @@ func (n *session) wireResume(ctx context.Context, w Workflow, c guardCredential)
 	return nil
 }
 
+// resumeCredentialIDs are n8n's ids of the instance's resume credentials:
+// a check's webhook guarded by one of them was made before checks had a
+// secret of their own (workflows.IsCheckWebhook).
+func resumeCredentialIDs(creds []Credential, resume guardCredential) []string {
+	var ids []string
+	for _, c := range creds {
+		if c.Name == workflows.ResumeCredentialName && c.Type == workflows.CredentialType {
+			ids = append(ids, c.ID)
+		}
+	}
+	if resume.ID != workflows.ResumeCredentialID && resume.ID != "(new)" && !slices.Contains(ids, resume.ID) {
+		ids = append(ids, resume.ID)
+	}
+	return ids
+}
+
+// checkCredential finds the credential the checks' webhooks check on the
+// guard's check calls, or creates it when the guard's check secret was
+// given; as resumeCredential does for the Wait nodes.
+func (n *session) checkCredential(ctx context.Context, all []Workflow, creds []Credential, listed bool, secret string, resumeIDs []string) (guardCredential, error) {
+	if listed {
+		for _, c := range creds {
+			if c.Name == workflows.CheckCredentialName && c.Type == workflows.CredentialType {
+				return guardCredential{c.ID, c.Name}, nil
+			}
+		}
+	} else {
+		for _, w := range all {
+			for _, node := range w.Nodes {
+				if id, ok := workflows.CheckCredentialOf(node); ok && id != "" && id != workflows.CheckCredentialID && id != workflows.ResumeCredentialID {
+					return guardCredential{id, workflows.CheckCredentialName}, nil
+				}
+			}
+		}
+	}
+	if secret == "" {
+		n.problem("no n8n credential %q (%s): the Webhook nodes of checks check it on the guard's check calls; rerun with --create-credential and the guard's check secret (N8N_GUARD_CHECK_SECRET or <data>/%s), or create it in n8n (Header Auth: name %s, value the check secret)",
+			workflows.CheckCredentialName, workflows.CredentialType, CheckSecretFile, workflows.CheckHeader)
+		return guardCredential{workflows.CheckCredentialID, workflows.CheckCredentialName}, nil
+	}
+	n.change("create credential %q (Header Auth %s, the guard's check secret)", workflows.CheckCredentialName, workflows.CheckHeader)
+	if n.dryRun {
+		return guardCredential{"(new)", workflows.CheckCredentialName}, nil
+	}
+	c, err := n.Client.CreateHeaderAuth(ctx, workflows.CheckCredentialName, workflows.CheckHeader, secret)
+	return guardCredential{c.ID, c.Name}, err
+}
+
+// hasChecks reports whether any workflow has a check's webhook: only then
+// is the check credential needed.
+func hasChecks(all []Workflow, resumeIDs []string) bool {
+	for _, w := range all {
+		if !w.IsArchived && checksOn(w, guardCredential{}, resumeIDs) {
+			return true
+		}
+	}
+	return false
+}
+
+// checksOn reports whether w has a check's webhook not wired to the check
+// credential c.
+func checksOn(w Workflow, c guardCredential, resumeIDs []string) bool {
+	for _, node := range w.Nodes {
+		if id, ok := workflows.CheckCredentialOf(node, resumeIDs...); ok && id != c.ID {
+			return true
+		}
+	}
+	return false
+}
+
+// wireCheck points w's check webhooks at the check credential, as
+// wireResume does for Wait nodes: a check made before checks had a secret
+// of their own leaves the resume credential.
+func (n *session) wireCheck(ctx context.Context, w Workflow, c guardCredential, resumeIDs []string) error {
+	var nodes []map[string]any
+	b, _ := json.Marshal(w.Nodes)
+	_ = json.Unmarshal(b, &nodes)
+	workflows.PointCheckCredential(nodes, c.ID, c.Name, resumeIDs...)
+	publish := w.ActiveVersionID != nil && *w.ActiveVersionID != "" && *w.ActiveVersionID == w.VersionID
+	if !n.dryRun {
+		if err := n.Client.UpdateWorkflow(ctx, w.ID, WorkflowBody{w.Name, nodes, w.Connections, w.Settings}, n.Version.Major, publish); err != nil {
+			return err
+		}
+	}
+	n.change("wire the check webhook of %s %q to credential %q", w.ID, w.Name, c.Name)
+	if n.Version.Major >= 2 && w.Published() && !publish {
+		n.rep.add(Note, "workflow %s %q has unpublished edits: its check webhook checks the check credential once you publish it", w.ID, w.Name)
+	}
+	return nil
+}
+
 // findShipped finds an installed copy of a shipped workflow: by its id (a
 // CLI import keeps it), else by its name (the public API assigns ids).
 func findShipped(all []Workflow, wf workflows.Workflow) *Workflow {
@@ -375,7 +493,7 @@ func (n *session) installHandler(ctx context.Context, installed *Workflow, wf wo
 
 // installExample creates an example workflow that is not there yet; one
 // that is there belongs to the user and is left as it is.
-func (n *session) installExample(ctx context.Context, installed *Workflow, wf workflows.Workflow, cred, resume guardCredential, handlerID, guardURL string) error {
+func (n *session) installExample(ctx context.Context, installed *Workflow, wf workflows.Workflow, cred, resume, check guardCredential, handlerID, guardURL string) error {
 	if installed != nil {
 		return nil
 	}
@@ -383,6 +501,7 @@ func (n *session) installExample(ctx context.Context, installed *Workflow, wf wo
 	if err != nil {
 		return err
 	}
+	workflows.PointCheckCredential(want.Nodes, check.ID, check.Name)
 	want.Settings["errorWorkflow"] = handlerID
 	n.change("create workflow %q (an example: not published)", want.Name)
 	if n.dryRun {

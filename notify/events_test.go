@@ -26,7 +26,7 @@ func TestKeystoreEventsToSlack(t *testing.T) {
 	slack := newFakeSlack(t)
 	path := filepath.Join(t.TempDir(), "guard.db")
 	pol := keystore.Policies{Destinations: map[string]keystore.DestinationPolicy{
-		"hubspot": {Cooldown: 5 * time.Minute, FailureThreshold: 5, Owner: "U0CRM"}}}
+		"hubspot": {Cooldown: 5 * time.Minute, FailureThreshold: 5, UnreachableThreshold: 1, Owner: "U0CRM"}}}
 	cfg := testConfig()
 	cfg.GuardURL = "https://guard.example.org/"
 	cfg.Namespaces = map[string]Route{"crm-contacts": {Owner: "U0OFFICE",

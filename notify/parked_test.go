@@ -43,7 +43,7 @@ func newParkWorld(t *testing.T) *parkWorld {
 }
 
 func (w *parkWorld) open() {
-	pol := keystore.Policies{Destinations: map[string]keystore.DestinationPolicy{"hubspot": {Cooldown: 5 * time.Minute}}}
+	pol := keystore.Policies{Destinations: map[string]keystore.DestinationPolicy{"hubspot": {Cooldown: 5 * time.Minute, UnreachableThreshold: 1}}}
 	cfg := testConfig()
 	cfg.GuardURL = "https://guard.example.org"
 	cfg.Namespaces = map[string]Route{"crm-contacts": {Owner: "U0OFFICE"}}

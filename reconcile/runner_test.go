@@ -55,7 +55,7 @@ func newFakeCheck(t *testing.T, answers map[string]string) (*fakeCheck, *httptes
 }
 
 func (f *fakeCheck) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if r.Header.Get(n8n.ResumeDefaultHeader) != f.secret {
+	if r.Header.Get(n8n.CheckDefaultHeader) != f.secret || r.Header.Get(n8n.ResumeDefaultHeader) != "" {
 		w.WriteHeader(http.StatusForbidden)
 		fmt.Fprint(w, `{"code":403,"message":"Authorization data is wrong!"}`)
 		return

@@ -38,6 +38,15 @@ const (
 	// ResumeHeader is the header the guard's resume calls carry
 	// (n8n.ResumeDefaultHeader).
 	ResumeHeader = "X-N8n-Guard-Resume"
+	// CheckCredentialID and CheckCredentialName: the Header Auth
+	// credential a check's Webhook node checks (header CheckHeader, value
+	// the guard's check secret). A secret of its own, not the resume
+	// secret: one leaked credential does not open the other.
+	CheckCredentialID   = "n8nGuardCheck001"
+	CheckCredentialName = "n8n-guard check"
+	// CheckHeader is the header the guard's check calls carry
+	// (n8n.CheckDefaultHeader).
+	CheckHeader = "X-N8n-Guard-Check"
 	// WaitNodeType is n8n's Wait node, where a parked execution waits.
 	WaitNodeType = "n8n-nodes-base.wait"
 	// ConfigNode is the node that holds a workflow's addresses.
@@ -146,13 +155,11 @@ func configAssignments(nodes []map[string]any) []map[string]any {
 }
 
 // UsesCredential tells whether a node authenticates to the guard with the
-// guard's credential type, and under which credential id. The resume
-// credential's nodes (UsesResumeCredential) are not this one.
+// guard's credential type, and under which credential id. The nodes that
+// check the guard's calls (UsesResumeCredential, IsCheckWebhook) are not
+// this one.
 func UsesCredential(node map[string]any) (id string, ok bool) {
-	if node["type"] == WaitNodeType {
-		return "", false
-	}
-	if _, resume := UsesResumeCredential(node); resume {
+	if node["type"] == WaitNodeType || node["type"] == webhookNodeType {
 		return "", false
 	}
 	return headerAuth(node)
@@ -160,22 +167,13 @@ func UsesCredential(node map[string]any) (id string, ok bool) {
 
 // UsesResumeCredential tells whether a node checks the guard's resume
 // credential, and under which credential id: a Wait node that checks a
-// resume call's Header Auth, or a check's Webhook node (checks.go) as
-// shipped, guarded by the resume credential.
+// resume call's Header Auth.
 func UsesResumeCredential(node map[string]any) (id string, ok bool) {
 	p, _ := node["parameters"].(map[string]any)
-	switch node["type"] {
-	case WaitNodeType:
-		if p["incomingAuthentication"] != "headerAuth" {
-			return "", false
-		}
-		return headerAuth(node)
-	case webhookNodeType:
-		if id, ok = headerAuth(node); ok && p["authentication"] == "headerAuth" && id == ResumeCredentialID {
-			return id, true
-		}
+	if node["type"] != WaitNodeType || p["incomingAuthentication"] != "headerAuth" {
+		return "", false
 	}
-	return "", false
+	return headerAuth(node)
 }
 
 func headerAuth(node map[string]any) (id string, ok bool) {
@@ -193,6 +191,18 @@ func headerAuth(node map[string]any) (id string, ok bool) {
 func PointCredential(nodes []map[string]any, id, name string) {
 	for _, n := range nodes {
 		if _, ok := UsesCredential(n); ok {
+			n["credentials"].(map[string]any)[CredentialType] = map[string]any{"id": id, "name": name}
+		}
+	}
+}
+
+// PointCheckCredential makes every check webhook (IsCheckWebhook, with the
+// resume credentials in resumeIDs) check the credential with this id and
+// name: the check credential, also for a check made before checks had a
+// secret of their own.
+func PointCheckCredential(nodes []map[string]any, id, name string, resumeIDs ...string) {
+	for _, n := range nodes {
+		if IsCheckWebhook(n, resumeIDs...) {
 			n["credentials"].(map[string]any)[CredentialType] = map[string]any{"id": id, "name": name}
 		}
 	}

@@ -41,6 +41,21 @@ type site struct {
 	ctx   context.Context
 }
 
+// parkingDestinations configures the destinations the tests park keys of
+// as the shipped workflows' operator does: their own namespaces report
+// them, so one refused connection opens the breaker (parkedKey).
+func parkingDestinations(p keystore.Policies, dests ...string) keystore.Policies {
+	if p.Destinations == nil {
+		p.Destinations = map[string]keystore.DestinationPolicy{}
+	}
+	for _, d := range dests {
+		dp := p.Destinations[d]
+		dp.UnreachableThreshold = 1
+		p.Destinations[d] = dp
+	}
+	return p
+}
+
 func newSite(t *testing.T) *site {
 	return newRefreshingSite(t, -1)
 }
@@ -51,7 +66,7 @@ func newSite(t *testing.T) *site {
 // found"), so those tests wait for what the page shows, not for a clock.
 func newRefreshingSite(t *testing.T, every time.Duration) *site {
 	t.Helper()
-	store, err := bolt.Open(filepath.Join(t.TempDir(), "guard.db"), bolt.Options{})
+	store, err := bolt.Open(filepath.Join(t.TempDir(), "guard.db"), bolt.Options{Policies: parkingDestinations(keystore.Policies{}, "hubspot", "salesforce")})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -43,7 +43,7 @@ const longDest = "hubspot-eu-west-production-contacts-endpoint-v3"
 func newBusySite(t *testing.T) *site {
 	t.Helper()
 	pol := keystore.Policies{Namespaces: map[string]keystore.NamespacePolicy{"invoices": {Approval: keystore.ApprovalPolicy{Required: true}}}}
-	store, err := bolt.Open(filepath.Join(t.TempDir(), "guard.db"), bolt.Options{Policies: pol})
+	store, err := bolt.Open(filepath.Join(t.TempDir(), "guard.db"), bolt.Options{Policies: parkingDestinations(pol, longDest)})
 	if err != nil {
 		t.Fatal(err)
 	}

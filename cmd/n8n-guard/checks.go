@@ -16,15 +16,15 @@ import (
 
 // CheckConfig is one entry of checks: an n8n workflow's webhook the guard
 // calls about an unknown key before a person is paged (docs/n8n.md,
-// "Checks"). Its credential is the guard's resume credential unless
+// "Checks"). Its credential is the guard's check secret unless
 // secret_env names another.
 type CheckConfig struct {
 	URL string `yaml:"url"`
 	// Header is the Header Auth credential's header the Webhook node
-	// checks (default X-N8n-Guard-Resume, like the Wait nodes').
+	// checks (default X-N8n-Guard-Check).
 	Header string `yaml:"header"`
 	// SecretEnv names the variable that holds the credential's value
-	// (default: the guard's resume secret).
+	// (default: the guard's check secret, never the resume secret).
 	SecretEnv string `yaml:"secret_env"`
 	// Timeout of one call (default 10s); Tries: calls while the check
 	// answers 5xx or nothing (default 3), with backoff.
@@ -78,10 +78,10 @@ func validHeader(h string) bool {
 // the file names any.
 func (m *Main) startChecks(ctx context.Context, reg prometheus.Registerer) error {
 	cs := m.store
-	resume := m.resumeSecret
+	own := m.checkSecret
 	callers, tries := map[string]reconcile.Caller{}, map[string]int{}
 	for name, c := range m.Config.File.Checks {
-		secret := resume
+		secret := own
 		if c.SecretEnv != "" {
 			if secret = strings.TrimSpace(os.Getenv(c.SecretEnv)); secret == "" {
 				return fmt.Errorf("checks.%s.secret_env: the variable %s is not set", name, c.SecretEnv)

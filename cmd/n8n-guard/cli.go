@@ -137,6 +137,7 @@ the console links executions and workflows to N8N_URL (default: N8N_API_URL's n8
 				N8nURL:             getenv("N8N_URL"),
 				ResumeSecret:       getenv("N8N_GUARD_RESUME_SECRET"),
 				ConsoleSessionKey:  getenv("N8N_GUARD_CONSOLE_SESSION_KEY"),
+				CheckSecret:        getenv("N8N_GUARD_CHECK_SECRET"),
 				ResumeOrigins:      splitTokens(getenv("N8N_GUARD_RESUME_ORIGINS")),
 				ResumePath:         getenv("N8N_GUARD_RESUME_PATH"),
 			}

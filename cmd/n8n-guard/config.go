@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
@@ -88,6 +89,10 @@ type Config struct {
 	// seals the console's cookies; empty: the database's on PostgreSQL,
 	// else <data>/console-session-key (shared.go).
 	ConsoleSessionKey string
+	// CheckSecret is the header credential of the calls to checks
+	// (checks.go); empty: the database's on PostgreSQL, else
+	// <data>/check-secret (shared.go).
+	CheckSecret string
 	// ResumeOrigins and ResumePath (N8N_GUARD_RESUME_ORIGINS,
 	// N8N_GUARD_RESUME_PATH) say where resume calls may go (resume.go);
 	// empty: the file's n8n: section.
@@ -211,11 +216,17 @@ func (n NamespaceConfig) approval(where string) (keystore.ApprovalPolicy, error)
 
 // DestinationConfig is one entry of destinations:.
 type DestinationConfig struct {
-	Cooldown         Duration `yaml:"cooldown"`
-	FailureThreshold *int     `yaml:"failure_threshold"`
-	Owner            string   `yaml:"owner"`
-	Channel          string   `yaml:"channel"`
-	Runbook          string   `yaml:"runbook"`
+	Cooldown Duration `yaml:"cooldown"`
+	// FailureThreshold and UnreachableThreshold: how many distinct keys
+	// must fail to open the breaker (docs/api.md#get-v1destinations).
+	FailureThreshold     *int `yaml:"failure_threshold"`
+	UnreachableThreshold *int `yaml:"unreachable_threshold"`
+	// Namespaces, when set, are the only namespaces that may use the
+	// destination and report its failures.
+	Namespaces []string `yaml:"namespaces"`
+	Owner      string   `yaml:"owner"`
+	Channel    string   `yaml:"channel"`
+	Runbook    string   `yaml:"runbook"`
 	// The pace of the catch-up after an outage (docs/api.md#parking):
 	// resumes per second (default 5) and resumed executions in flight
 	// (default 4).
@@ -438,6 +449,25 @@ func (fc FileConfig) Policies() (keystore.Policies, error) {
 			}
 			dp.FailureThreshold = *d.FailureThreshold
 		}
+		if d.UnreachableThreshold != nil {
+			failures := cmp.Or(dp.FailureThreshold, keystore.DefaultFailureThreshold)
+			if *d.UnreachableThreshold < 1 || *d.UnreachableThreshold > failures {
+				return p, fmt.Errorf("%s.unreachable_threshold: %d must be 1-%d (at most failure_threshold)", where, *d.UnreachableThreshold, failures)
+			}
+			dp.UnreachableThreshold = *d.UnreachableThreshold
+		}
+		if d.Namespaces != nil && len(d.Namespaces) == 0 {
+			return p, fmt.Errorf("%s.namespaces: an empty list would admit no namespace; leave it out to admit every namespace", where)
+		}
+		for i, ns := range d.Namespaces {
+			if !keystore.ValidNamespace(ns) {
+				return p, fmt.Errorf("%s.namespaces[%d]: %q is not a valid namespace name", where, i, ns)
+			}
+			if slices.Contains(d.Namespaces[:i], ns) {
+				return p, fmt.Errorf("%s.namespaces[%d]: %q is listed twice", where, i, ns)
+			}
+		}
+		dp.Namespaces = slices.Clone(d.Namespaces)
 		if d.CatchUpRate != nil {
 			if !(*d.CatchUpRate > 0 && *d.CatchUpRate <= 10000) {
 				return p, fmt.Errorf("%s.catch_up_rate: %v must be a number of resumes per second above 0 (at most 10000)", where, *d.CatchUpRate)

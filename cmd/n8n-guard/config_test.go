@@ -2,6 +2,7 @@ package main
 
 import (
 	"crypto/sha256"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -50,7 +51,7 @@ func TestParseContractExample(t *testing.T) {
 	if got := p.Namespaces["booking-confirmations"]; got != want {
 		t.Fatalf("namespace policy = %+v, want %+v", got, want)
 	}
-	if got := p.Destinations["hubspot"]; got != (keystore.DestinationPolicy{Cooldown: 5 * time.Minute, FailureThreshold: 5, Owner: "U0CRM"}) {
+	if got := p.Destinations["hubspot"]; !reflect.DeepEqual(got, keystore.DestinationPolicy{Cooldown: 5 * time.Minute, FailureThreshold: 5, Owner: "U0CRM"}) {
 		t.Fatalf("destination policy = %+v", got)
 	}
 	n := fc.NotifyConfig()
@@ -62,6 +63,22 @@ func TestParseContractExample(t *testing.T) {
 	}
 	if n.Namespaces["booking-confirmations"].Owner != "U0OFFICE" || n.Destinations["hubspot"].Owner != "U0CRM" {
 		t.Fatalf("routes = %+v %+v", n.Namespaces, n.Destinations)
+	}
+}
+
+// A destination's thresholds and the namespaces that may use it.
+func TestDestinationThresholdsAndNamespacesConfig(t *testing.T) {
+	fc, err := ParseFile(strings.NewReader("destinations:\n  shared-pay:\n    failure_threshold: 4\n    unreachable_threshold: 1\n    namespaces: [payments, refunds]\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := fc.Policies()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := keystore.DestinationPolicy{FailureThreshold: 4, UnreachableThreshold: 1, Namespaces: []string{"payments", "refunds"}}
+	if got := p.Destinations["shared-pay"]; !reflect.DeepEqual(got, want) {
+		t.Fatalf("destination policy = %+v, want %+v", got, want)
 	}
 }
 
@@ -77,6 +94,11 @@ func TestParseFileErrors(t *testing.T) {
 		{"namespace name invalid", "namespaces:\n  Bookings:\n    lease: 10s\n", "namespaces.Bookings"},
 		{"failure_threshold 0", "destinations:\n  hubspot:\n    failure_threshold: 0\n", "at least 1"},
 		{"failure_threshold a string", "destinations:\n  hubspot:\n    failure_threshold: five\n", "line 3"},
+		{"unreachable_threshold 0", "destinations:\n  hubspot:\n    unreachable_threshold: 0\n", "destinations.hubspot.unreachable_threshold: 0 must be 1-5"},
+		{"unreachable_threshold above failure_threshold", "destinations:\n  hubspot:\n    failure_threshold: 3\n    unreachable_threshold: 4\n", "at most failure_threshold"},
+		{"destination namespaces empty", "destinations:\n  hubspot:\n    namespaces: []\n", "leave it out to admit every namespace"},
+		{"destination namespace invalid", "destinations:\n  hubspot:\n    namespaces: [Payments]\n", "destinations.hubspot.namespaces[0]"},
+		{"destination namespace twice", "destinations:\n  hubspot:\n    namespaces: [payments, payments]\n", "listed twice"},
 		{"owners not a list", "owners:\n  workflow: x\n", "line 2"},
 		{"not YAML", "namespaces: [\n", "yaml"},
 		{"negative group window", "notify:\n  group_window: -5m\n", "notify.group_window"},

@@ -57,9 +57,9 @@ type Main struct {
 	ln     net.Listener
 	tls    *tlsserve.Server // nil on plain HTTP
 	reg    *prometheus.Registry
-	// resumeSecret is the credential of resume and check calls, the same
-	// on every replica (shared.go).
-	resumeSecret string
+	// resumeSecret and checkSecret are the credentials of resume and of
+	// check calls, one per purpose, the same on every replica (shared.go).
+	resumeSecret, checkSecret string
 
 	cancel context.CancelFunc // stops the background components
 	wg     sync.WaitGroup
@@ -180,6 +180,11 @@ func (m *Main) Run(ctx context.Context) (err error) {
 		return fmt.Errorf("resume secret: %w", err)
 	}
 	m.resumeSecret = string(resume)
+	check, err := m.secret(ctx, checkSecretSpec, cfg.CheckSecret)
+	if err != nil {
+		return fmt.Errorf("check secret: %w", err)
+	}
+	m.checkSecret = string(check)
 	notifyOpts.Events, notifyOpts.Keys = m.store, m.store
 	if p, ok := m.store.(notify.Parking); ok { // the outage messages show the parked counts
 		notifyOpts.Parking = p

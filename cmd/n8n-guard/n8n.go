@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/n8n-guard/n8n-guard/keystore/postgres"
+	"github.com/n8n-guard/n8n-guard/keystore"
 	"github.com/n8n-guard/n8n-guard/n8n"
 )
 
@@ -23,6 +24,10 @@ type n8nFlags struct {
 	n8nURL, apiKey string
 	tag, project   string
 	timeout        time.Duration
+	// webhookURL is n8n's WEBHOOK_URL, where its resume URLs start
+	// (default: n8nURL); config the guard's configuration file, for its
+	// n8n.resume_origins.
+	webhookURL, config string
 }
 
 func (f *n8nFlags) add(cmd *cobra.Command) {
@@ -32,8 +37,64 @@ func (f *n8nFlags) add(cmd *cobra.Command) {
 	fs.StringVar(&f.tag, "tag", "", "only workflows with this tag")
 	fs.StringVar(&f.project, "project", "", "only workflows of this project (its id)")
 	fs.DurationVar(&f.timeout, "timeout", 30*time.Second, "timeout of each call to n8n")
+	fs.StringVar(&f.webhookURL, "webhook-url", "", "n8n's WEBHOOK_URL, where its resume URLs start (default: --n8n-url)")
+	fs.StringVar(&f.config, "config", "", "the guard's configuration file, for its n8n.resume_origins")
 	bindEnv(fs, "n8n-url", "N8N_URL")
 	bindEnv(fs, "api-key", "N8N_API_KEY")
+	bindEnv(fs, "config", "N8N_GUARD_CONFIG")
+}
+
+// resumeTargets are the n8n instances the guard accepts resume URLs of,
+// found as serve finds them: N8N_GUARD_RESUME_ORIGINS, else the
+// configuration file's n8n.resume_origins, else N8N_URL's and
+// N8N_API_URL's origins.
+func (f *n8nFlags) resumeTargets(getenv func(string) string) (keystore.ResumeTargets, error) {
+	c := Config{ResumeOrigins: splitTokens(getenv("N8N_GUARD_RESUME_ORIGINS")), ResumePath: getenv("N8N_GUARD_RESUME_PATH"),
+		N8nURL: f.n8nURL, N8nAPIURL: getenv("N8N_API_URL")}
+	if f.config != "" {
+		fc, err := LoadFile(f.config)
+		if err != nil {
+			return keystore.ResumeTargets{}, err
+		}
+		c.File = fc
+	}
+	return c.resumeTargets()
+}
+
+// resumeOrigin says where the guard accepts resume URLs and whether the
+// ones n8n builds (from its WEBHOOK_URL, webhookBase) are among them;
+// warn is true when they are not: the shipped parking workflows' reserves
+// would be refused (400, rule resume_unconfigured or resume_origin).
+func resumeOrigin(t keystore.ResumeTargets, webhookBase string) (text string, warn bool) {
+	base := strings.TrimRight(webhookBase, "/")
+	fix := fmt.Sprintf("start the guard with N8N_GUARD_RESUME_ORIGINS=%s (or n8n.resume_origins: [%s] in its configuration file)", base, base)
+	if !t.Configured() {
+		return "the guard has no n8n address for resume calls: parking is off and reserves with resume_url are refused (rule resume_unconfigured); " + fix, true
+	}
+	if why := t.Refuses(base + t.Path() + "1"); why != "" {
+		return fmt.Sprintf("n8n's resume URLs start with %s (n8n's WEBHOOK_URL), which the guard does not accept (it accepts %s at %s): its resume_url %s; %s",
+			base, strings.Join(t.Origins(), ", "), t.Path(), why, fix), true
+	}
+	return fmt.Sprintf("the guard accepts n8n's resume URLs: %s at %s", strings.Join(t.Origins(), ", "), t.Path()), false
+}
+
+// printResumeOrigin prints resumeOrigin's line for the n8n at inst.
+func (f *n8nFlags) printResumeOrigin(w io.Writer, getenv func(string) string, inst *n8n.Instance) error {
+	t, err := f.resumeTargets(getenv)
+	if err != nil {
+		return err
+	}
+	webhook := f.webhookURL
+	if webhook == "" {
+		webhook = inst.Client.Base()
+	}
+	text, warn := resumeOrigin(t, webhook)
+	if warn {
+		fmt.Fprintf(w, "  WARNING: %s\n", text)
+	} else {
+		fmt.Fprintf(w, "  %s\n", text)
+	}
+	return nil
 }
 
 // connect finds out which n8n answers and refuses one it cannot serve.
@@ -84,7 +145,7 @@ handler and names it in every workflow that has none; check lists the
 workflows whose failures nobody would hear of.`,
 	}
 	f.add(cmd)
-	cmd.AddCommand(newN8NSetupCmd(&f, getenv), newN8NCheckCmd(&f))
+	cmd.AddCommand(newN8NSetupCmd(&f, getenv), newN8NCheckCmd(&f, getenv))
 	return cmd
 }
 
@@ -116,7 +177,19 @@ and booking workflows) wait in a Wait node that checks the guard's resume
 calls with the credential "n8n-guard resume" (Header Auth X-N8n-Guard-Resume);
 --create-credential creates it from N8N_GUARD_RESUME_SECRET, else the
 database of guards on PostgreSQL (--store / N8N_GUARD_STORE), else
-<data>/resume-secret, and setup wires every such Wait node to it.`,
+<data>/resume-secret, and setup wires every such Wait node to it.
+
+Checks (workflows the guard asks before it pages a person) answer only the
+guard's check calls, with the credential "n8n-guard check" (Header Auth
+X-N8n-Guard-Check), a secret of its own: --create-credential creates it from
+N8N_GUARD_CHECK_SECRET, else the guards' database, else <data>/check-secret,
+and setup wires every check's webhook to it, also a check that still checks
+the resume credential.
+
+setup prints where the guard accepts resume URLs (N8N_GUARD_RESUME_ORIGINS,
+else the --config file's n8n.resume_origins, else N8N_URL's origin) and warns
+when n8n's (its WEBHOOK_URL, --webhook-url, default --n8n-url) are not among
+them.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if createCred {
@@ -125,12 +198,18 @@ database of guards on PostgreSQL (--store / N8N_GUARD_STORE), else
 					return err
 				}
 				o.Token = tok
-				if o.ResumeSecret, err = setupResumeSecret(cmd.Context(), getenv, data, store); err != nil {
+				if o.ResumeSecret, err = setupSecret(cmd.Context(), getenv, data, store, resumeSecretSpec); err != nil {
+					return err
+				}
+				if o.CheckSecret, err = setupSecret(cmd.Context(), getenv, data, store, checkSecretSpec); err != nil {
 					return err
 				}
 			}
 			inst, err := f.connect(cmd)
 			if err != nil {
+				return err
+			}
+			if err := f.printResumeOrigin(cmd.OutOrStdout(), getenv, inst); err != nil {
 				return err
 			}
 			o.Scope = f.scope()
@@ -145,9 +224,9 @@ database of guards on PostgreSQL (--store / N8N_GUARD_STORE), else
 	}
 	fs := cmd.Flags()
 	fs.StringVar(&o.GuardURL, "guard-url", "", "address at which n8n reaches n8n-guard, e.g. http://host.docker.internal:8080")
-	fs.BoolVar(&createCred, "create-credential", false, "create the n8n credentials \"n8n-guard API token\" and (for parking workflows) \"n8n-guard resume\" if they are missing")
-	fs.StringVar(&data, "data", DefaultDataDir, "data folder whose api-token and resume-secret are used when N8N_GUARD_TOKEN / N8N_GUARD_RESUME_SECRET are not set")
-	fs.StringVar(&store, "store", "", "the guards' PostgreSQL URL: the resume secret they share is read there when N8N_GUARD_RESUME_SECRET is not set")
+	fs.BoolVar(&createCred, "create-credential", false, "create the n8n credentials \"n8n-guard API token\", (for parking workflows) \"n8n-guard resume\" and (for checks) \"n8n-guard check\" if they are missing")
+	fs.StringVar(&data, "data", DefaultDataDir, "data folder whose api-token, resume-secret and check-secret are used when N8N_GUARD_TOKEN / N8N_GUARD_RESUME_SECRET / N8N_GUARD_CHECK_SECRET are not set")
+	fs.StringVar(&store, "store", "", "the guards' PostgreSQL URL: the resume and check secrets they share are read there when N8N_GUARD_RESUME_SECRET / N8N_GUARD_CHECK_SECRET are not set")
 	fs.BoolVar(&o.Examples, "examples", false, "also install the example workflows (lead to CRM, booking confirmation), unpublished")
 	fs.BoolVar(&o.DryRun, "dry-run", false, "print what would change and change nothing")
 	bindEnv(fs, "guard-url", "N8N_GUARD_URL")
@@ -166,47 +245,54 @@ func setupToken(getenv func(string) string, data string) (string, error) {
 	return tok, nil
 }
 
-// setupResumeSecret is the guard's resume secret, found the way the guard
-// finds it: N8N_GUARD_RESUME_SECRET, else the guards' database when store
-// is a PostgreSQL URL, else <data>/resume-secret. None yet (a guard never
-// started) is not an error here: setup says NOT DONE only when a workflow
-// needs the credential.
-func setupResumeSecret(ctx context.Context, getenv func(string) string, data, store string) (string, error) {
-	if s := strings.TrimSpace(getenv("N8N_GUARD_RESUME_SECRET")); s != "" {
-		return s, nil
+// setupSecret is one of the guard's shared secrets (resume, check),
+// found the way the guard finds it: its variable, else the guards'
+// database when store is a PostgreSQL URL, else its file in the data
+// folder. None yet (a guard never started) is not an error here: setup
+// says NOT DONE only when a workflow needs the credential.
+func setupSecret(ctx context.Context, getenv func(string) string, data, store string, s sharedSecret) (string, error) {
+	if v := strings.TrimSpace(getenv(s.Env)); v != "" {
+		return v, nil
 	}
 	if isPostgresURL(store) {
-		v, _, err := postgres.ReadSharedSecret(ctx, store, resumeSecretSpec.Name)
+		v, _, err := postgres.ReadSharedSecret(ctx, store, s.Name)
 		if err != nil {
-			return "", fmt.Errorf("--create-credential: the guards' resume secret cannot be read from their database (%w): set N8N_GUARD_RESUME_SECRET", err)
+			return "", fmt.Errorf("--create-credential: the guards' %s cannot be read from their database (%w): set %s", s.Name, err, s.Env)
 		}
 		return string(v), nil
 	}
-	b, err := os.ReadFile(filepath.Join(data, n8n.ResumeSecretFile))
+	b, err := os.ReadFile(filepath.Join(data, s.Name))
 	if errors.Is(err, fs.ErrNotExist) {
 		return "", nil
 	}
 	if err != nil {
-		return "", fmt.Errorf("--create-credential: the guard's resume secret cannot be read (%w): set N8N_GUARD_RESUME_SECRET", err)
+		return "", fmt.Errorf("--create-credential: the guard's %s cannot be read (%w): set %s", s.Name, err, s.Env)
 	}
 	return strings.TrimSpace(string(b)), nil
 }
 
-func newN8NCheckCmd(f *n8nFlags) *cobra.Command {
+func newN8NCheckCmd(f *n8nFlags, getenv func(string) string) *cobra.Command {
 	return &cobra.Command{
 		Use:   "check",
 		Short: "List the workflows whose failures nobody would hear of; exit 1 if any",
 		Long: `List the workflows that would fail silently today: no error workflow, an
 error workflow that does not exist or (2.x) is not published, or one whose
-credential is missing. Exits non-zero when any does, for use in CI.`,
+credential is missing; parking workflows whose Wait nodes, and checks whose
+webhooks, would refuse the guard's calls. Exits non-zero when any does, for
+use in CI. It also warns when the guard would refuse n8n's resume URLs (their
+origin, n8n's WEBHOOK_URL: --webhook-url, default --n8n-url, is not one of
+N8N_GUARD_RESUME_ORIGINS / the --config file's n8n.resume_origins / N8N_URL's).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			inst, err := f.connect(cmd)
 			if err != nil {
 				return err
 			}
-			rep, err := inst.Check(cmd.Context(), f.scope())
 			out := cmd.OutOrStdout()
+			if err := f.printResumeOrigin(out, getenv, inst); err != nil {
+				return err
+			}
+			rep, err := inst.Check(cmd.Context(), f.scope())
 			printReport(out, rep)
 			if err != nil {
 				return err

@@ -83,6 +83,8 @@ destinations:
   hubspot:
     cooldown: 5m
     failure_threshold: 5
+    unreachable_threshold: 1     # the CRM's own namespace reports it: one refused connection is enough
+    namespaces: [crm-contacts]
     owner: U0CRM
 notify:
   default_channel: C0ALERTS

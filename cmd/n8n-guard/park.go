@@ -50,19 +50,34 @@ func (m *Main) startCatchUp(ctx context.Context, policies keystore.Policies, reg
 // resumeSecret returns the configured resume credential, or the one in
 // <data>/resume-secret, generated on first start.
 func resumeSecret(configured, dataDir string) (string, error) {
+	return guardSecret(configured, dataDir, ResumeSecretFile, "N8N_GUARD_RESUME_SECRET", "resume")
+}
+
+// checkSecret returns the configured check credential, or the one in
+// <data>/check-secret, generated on first start: one secret per purpose,
+// so the checks' webhooks never hold the secret that wakes parked
+// executions.
+func checkSecret(configured, dataDir string) (string, error) {
+	return guardSecret(configured, dataDir, n8n.CheckSecretFile, "N8N_GUARD_CHECK_SECRET", "check")
+}
+
+// guardSecret returns configured, or the secret in <data>/<file>,
+// generated on first start (mode 0600); env is the variable that sets it
+// instead, purpose what it is for (both for the messages).
+func guardSecret(configured, dataDir, file, env, purpose string) (string, error) {
 	if configured != "" {
 		return configured, nil
 	}
-	path := filepath.Join(dataDir, ResumeSecretFile)
+	path := filepath.Join(dataDir, file)
 	b, err := os.ReadFile(path)
 	if err == nil && strings.TrimSpace(string(b)) != "" {
 		return strings.TrimSpace(string(b)), nil
 	}
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return "", fmt.Errorf("resume secret file %s cannot be read (%w): fix its permissions, or set N8N_GUARD_RESUME_SECRET", path, err)
+		return "", fmt.Errorf("%s secret file %s cannot be read (%w): fix its permissions, or set %s", purpose, path, err, env)
 	}
 	if err == nil {
-		return "", fmt.Errorf("resume secret file %s is empty: write the secret of the n8n credential into it, or delete it to have one generated", path)
+		return "", fmt.Errorf("%s secret file %s is empty: write the secret of the n8n credential into it, or delete it to have one generated", purpose, path)
 	}
 	var r [24]byte
 	if _, err := rand.Read(r[:]); err != nil {
@@ -70,9 +85,9 @@ func resumeSecret(configured, dataDir string) (string, error) {
 	}
 	secret := hex.EncodeToString(r[:])
 	if err := durable.WriteNew(path, []byte(secret+"\n")); errors.Is(err, fs.ErrExist) {
-		return resumeSecret("", dataDir)
+		return guardSecret("", dataDir, file, env, purpose)
 	} else if err != nil {
-		return "", fmt.Errorf("store resume secret: %w", err)
+		return "", fmt.Errorf("store %s secret: %w", purpose, err)
 	}
 	return secret, nil
 }

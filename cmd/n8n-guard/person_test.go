@@ -37,13 +37,15 @@ func TestOperatorDecidesAsAPerson(t *testing.T) {
 		return map[string]string{"N8N_GUARD_TOKEN": "op-token", "N8N_GUARD_PERSON": "carl"}
 	}
 
-	status, a := call(t, base, "op-token", http.MethodPost, "/v1/reserve", map[string]any{"namespace": "crm", "key": "evt-1", "destination": "hubspot"})
-	if status != http.StatusOK {
-		t.Fatalf("reserve: %d %v", status, a)
-	}
-	if status, _ := call(t, base, "op-token", http.MethodPost, "/v1/fail", map[string]any{"namespace": "crm", "key": "evt-1",
-		"token": a["token"], "reason": "destination_unreachable"}); status != http.StatusOK {
-		t.Fatalf("fail: %d", status)
+	for _, key := range []string{"evt-0", "evt-1"} { // two keys open a destination nobody configured
+		status, a := call(t, base, "op-token", http.MethodPost, "/v1/reserve", map[string]any{"namespace": "crm", "key": key, "destination": "hubspot"})
+		if status != http.StatusOK {
+			t.Fatalf("reserve: %d %v", status, a)
+		}
+		if status, _ := call(t, base, "op-token", http.MethodPost, "/v1/fail", map[string]any{"namespace": "crm", "key": key,
+			"token": a["token"], "reason": "destination_unreachable"}); status != http.StatusOK {
+			t.Fatalf("fail: %d", status)
+		}
 	}
 
 	if _, err := run(ana(), "destinations", "reset", "hubspot"); err == nil || !strings.Contains(err.Error(), "reason") {
@@ -64,7 +66,7 @@ func TestOperatorDecidesAsAPerson(t *testing.T) {
 		t.Fatalf("the list lacks the reset:\n%s", out)
 	}
 
-	status, a = call(t, base, "op-token", http.MethodPost, "/v1/reserve", map[string]any{"namespace": "crm", "key": "evt-2"})
+	status, a := call(t, base, "op-token", http.MethodPost, "/v1/reserve", map[string]any{"namespace": "crm", "key": "evt-2"})
 	if status != http.StatusOK {
 		t.Fatal(status)
 	}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/n8n-guard/n8n-guard/api/console"
 	"github.com/n8n-guard/n8n-guard/keystore/postgres"
+	"github.com/n8n-guard/n8n-guard/n8n"
 )
 
 // A sharedSecret is a secret every replica of the guard must hold the
@@ -33,6 +34,8 @@ type sharedSecret struct {
 	make func() ([]byte, error)
 	// folder reads (or makes) the data folder's copy, for bbolt.
 	folder func(dataDir string, log *slog.Logger) ([]byte, error)
+	// text: the file holds a line of text (trimmed), not raw bytes.
+	text bool
 }
 
 // consoleKeySecret seals the console's session cookies: replicas that
@@ -70,7 +73,22 @@ var resumeSecretSpec = sharedSecret{
 	folder: func(dataDir string, _ *slog.Logger) ([]byte, error) {
 		s, err := resumeSecret("", dataDir)
 		return []byte(s), err
+	},	text: true,
+}
+
+// checkSecretSpec is the header credential of the calls to checks, a
+// secret of its own (one per purpose): n8n's check credential holds one
+// value, so replicas that disagree have their checks refused.
+var checkSecretSpec = sharedSecret{
+	Name:  n8n.CheckSecretFile,
+	Env:   "N8N_GUARD_CHECK_SECRET",
+	parse: resumeSecretSpec.parse,
+	make:  resumeSecretSpec.make,
+	folder: func(dataDir string, _ *slog.Logger) ([]byte, error) {
+		s, err := checkSecret("", dataDir)
+		return []byte(s), err
 	},
+	text: true,
 }
 
 // secret resolves s for this guard: configured (its variable's value)
@@ -90,7 +108,7 @@ func (m *Main) secret(ctx context.Context, s sharedSecret, configured string) ([
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
-	if s.Name == ResumeSecretFile {
+	if s.text {
 		local = bytes.TrimSpace(local)
 	}
 	candidate := local

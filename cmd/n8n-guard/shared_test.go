@@ -57,7 +57,12 @@ func TestReplicasShareTheirSecretsThroughPostgres(t *testing.T) {
 	if !strings.Contains(logs.String(), "differs from the database's") {
 		t.Errorf("the replica with a stray copy was not told:\n%s", logs.String())
 	}
-	s, err := setupResumeSecret(context.Background(), func(string) string { return "" }, t.TempDir(), u)
+	for i, m := range mains {
+		if m.checkSecret == "" || m.checkSecret != mains[0].checkSecret || m.checkSecret == m.resumeSecret {
+			t.Errorf("replica %d checks with %q, want one check secret for every replica, not the resume secret", i, m.checkSecret)
+		}
+	}
+	s, err := setupSecret(context.Background(), func(string) string { return "" }, t.TempDir(), u, resumeSecretSpec)
 	if err != nil || s != "secret-n8n-already-holds" {
 		t.Errorf("n8n setup reads %q, %v from the database", s, err)
 	}

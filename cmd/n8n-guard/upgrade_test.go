@@ -126,4 +126,26 @@ func TestUpgradeFromPreviousRelease(t *testing.T) {
 	if items, _ := n["items"].([]any); len(items) == 0 {
 		t.Errorf("the outbox entry written before the upgrade is gone: %v", n)
 	}
+	// The breaker the old release counted one failure on (evt-unknown's)
+	// reads back with it, and counts on from it: a second key that finds
+	// crm unreachable opens it (two distinct keys).
+	crm := func() map[string]any {
+		_, d := call(t, base, token, http.MethodGet, "/v1/destinations", nil)
+		items, _ := d["items"].([]any)
+		for _, it := range items {
+			if b, _ := it.(map[string]any); b["destination"] == "crm" {
+				return b
+			}
+		}
+		t.Fatalf("no breaker of crm after the upgrade: %v", d)
+		return nil
+	}
+	if b := crm(); b["state"] != "closed" || b["consecutive_failures"] != 1.0 {
+		t.Errorf("crm's breaker after the upgrade: %v, want closed with the one failure counted before", b)
+	}
+	_, e := call(t, base, token, http.MethodPost, "/v1/reserve", map[string]any{"namespace": "crm-contacts", "key": "evt-new", "destination": "crm"})
+	call(t, base, token, http.MethodPost, "/v1/fail", map[string]any{"namespace": "crm-contacts", "key": "evt-new", "token": e["token"], "reason": "destination_unreachable"})
+	if b := crm(); b["state"] != "open" || b["consecutive_failures"] != 2.0 {
+		t.Errorf("crm's breaker after a second key found it unreachable: %v, want open with 2", b)
+	}
 }

@@ -298,6 +298,32 @@ type diskResetBreaker struct {
 	ResetAt        int64
 }
 
+// diskCountedBreaker is a breaker that counts failing keys: a
+// diskResetBreaker's fields and the digests of the keys counted
+// (keystore.Breaker.FailedKeys). Only a breaker closed with failures
+// counted since distinct keys were counted is written in this layout, for
+// the same reason; the ones written before keep their count without
+// digests, and count on from it.
+type diskCountedBreaker struct {
+	_              struct{} `cbor:",toarray"`
+	State          string
+	OpenedAt       int64
+	ReopensAt      int64
+	Failures       uint32
+	Paused         uint32
+	ProbeNamespace string
+	ProbeKey       string
+	ProbeUntil     int64
+	HoldBy         string
+	HoldReason     string
+	HoldSetAt      int64
+	HoldUntil      int64
+	ResetBy        string
+	ResetReason    string
+	ResetAt        int64
+	FailedKeys     []string
+}
+
 func encodeBreaker(b *keystore.Breaker) ([]byte, error) {
 	d := diskResetBreaker{State: string(b.State), OpenedAt: msPtr(b.OpenedAt), ReopensAt: msPtr(b.ReopensAt),
 		Failures: uint32(b.ConsecutiveFailures), Paused: uint32(b.PausedReserves),
@@ -305,9 +331,16 @@ func encodeBreaker(b *keystore.Breaker) ([]byte, error) {
 	if m := b.Maintenance; m != nil {
 		d.HoldBy, d.HoldReason, d.HoldSetAt, d.HoldUntil = m.By, m.Reason, ms(m.SetAt), ms(m.Until)
 	}
-	switch {
-	case b.Reset != nil:
+	if b.Reset != nil {
 		d.ResetBy, d.ResetReason, d.ResetAt = b.Reset.By, b.Reset.Reason, ms(b.Reset.At)
+	}
+	switch {
+	case len(b.FailedKeys) > 0:
+		return cbor.Marshal(diskCountedBreaker{State: d.State, OpenedAt: d.OpenedAt, ReopensAt: d.ReopensAt, Failures: d.Failures,
+			Paused: d.Paused, ProbeNamespace: d.ProbeNamespace, ProbeKey: d.ProbeKey, ProbeUntil: d.ProbeUntil,
+			HoldBy: d.HoldBy, HoldReason: d.HoldReason, HoldSetAt: d.HoldSetAt, HoldUntil: d.HoldUntil,
+			ResetBy: d.ResetBy, ResetReason: d.ResetReason, ResetAt: d.ResetAt, FailedKeys: b.FailedKeys})
+	case b.Reset != nil:
 		return cbor.Marshal(d)
 	case b.Maintenance != nil:
 		return cbor.Marshal(diskHeldBreaker{State: d.State, OpenedAt: d.OpenedAt, ReopensAt: d.ReopensAt, Failures: d.Failures,
@@ -318,18 +351,28 @@ func encodeBreaker(b *keystore.Breaker) ([]byte, error) {
 		Paused: d.Paused, ProbeNamespace: d.ProbeNamespace, ProbeKey: d.ProbeKey, ProbeUntil: d.ProbeUntil})
 }
 
-// heldBreakerHead and resetBreakerHead are the first bytes of a
-// diskHeldBreaker and a diskResetBreaker: CBOR arrays of their 12 and 15
-// fields.
+// heldBreakerHead, resetBreakerHead and countedBreakerHead are the first
+// bytes of a diskHeldBreaker, a diskResetBreaker and a
+// diskCountedBreaker: CBOR arrays of their 12, 15 and 16 fields.
 const (
-	heldBreakerHead  = 0x80 | 12
-	resetBreakerHead = 0x80 | 15
+	heldBreakerHead    = 0x80 | 12
+	resetBreakerHead   = 0x80 | 15
+	countedBreakerHead = 0x80 | 16
 )
 
 func decodeBreaker(dest string, v []byte) (*keystore.Breaker, error) {
 	var d diskResetBreaker
+	var failed []string
 	var err error
 	switch {
+	case len(v) > 0 && v[0] == countedBreakerHead:
+		var c diskCountedBreaker
+		err = decMode.Unmarshal(v, &c)
+		d = diskResetBreaker{State: c.State, OpenedAt: c.OpenedAt, ReopensAt: c.ReopensAt, Failures: c.Failures,
+			Paused: c.Paused, ProbeNamespace: c.ProbeNamespace, ProbeKey: c.ProbeKey, ProbeUntil: c.ProbeUntil,
+			HoldBy: c.HoldBy, HoldReason: c.HoldReason, HoldSetAt: c.HoldSetAt, HoldUntil: c.HoldUntil,
+			ResetBy: c.ResetBy, ResetReason: c.ResetReason, ResetAt: c.ResetAt}
+		failed = c.FailedKeys
 	case len(v) > 0 && v[0] == resetBreakerHead:
 		err = decMode.Unmarshal(v, &d)
 	case len(v) > 0 && v[0] == heldBreakerHead:
@@ -349,7 +392,7 @@ func decodeBreaker(dest string, v []byte) (*keystore.Breaker, error) {
 	}
 	b := &keystore.Breaker{Destination: dest, State: keystore.BreakerState(d.State), OpenedAt: fromMsPtr(d.OpenedAt),
 		ReopensAt: fromMsPtr(d.ReopensAt), ConsecutiveFailures: int(d.Failures), PausedReserves: int(d.Paused),
-		ProbeNamespace: d.ProbeNamespace, ProbeKey: d.ProbeKey, ProbeUntil: fromMsPtr(d.ProbeUntil)}
+		ProbeNamespace: d.ProbeNamespace, ProbeKey: d.ProbeKey, ProbeUntil: fromMsPtr(d.ProbeUntil), FailedKeys: failed}
 	if d.HoldBy != "" {
 		b.Maintenance = &keystore.Maintenance{By: d.HoldBy, Reason: d.HoldReason, SetAt: fromMs(d.HoldSetAt), Until: fromMs(d.HoldUntil)}
 	}

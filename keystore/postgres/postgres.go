@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -142,7 +143,7 @@ const (
 	pgKeyRead     = pgKeyCols + `, version, checksum`
 	pgSelectKey   = `SELECT ` + pgKeyRead + ` FROM guard_keys WHERE namespace = $1 AND key = $2`
 	pgBreakerCols = `state, opened_at, reopens_at, consecutive_failures, paused_reserves, probe_namespace, probe_key, probe_until,
-		hold_by, hold_reason, hold_set_at, hold_until, reset_by, reset_reason, reset_at`
+		hold_by, hold_reason, hold_set_at, hold_until, reset_by, reset_reason, reset_at, failed_keys`
 	pgSelectBreaker = `SELECT ` + pgBreakerCols + ` FROM guard_breakers WHERE destination = $1`
 	// The breaker of the destination the key names (complete, fail).
 	pgSelectBreakerOfKey = `SELECT destination, ` + pgBreakerCols + ` FROM guard_breakers
@@ -212,7 +213,7 @@ func scanBreaker(row pgx.Row, dest string) (b *keystore.Breaker, found bool, err
 	var holdSetAt, holdUntil, resetAt *time.Time
 	var reset keystore.BreakerReset
 	err = row.Scan(&state, &b.OpenedAt, &b.ReopensAt, &failures, &paused, &b.ProbeNamespace, &b.ProbeKey, &b.ProbeUntil,
-		&hold.By, &hold.Reason, &holdSetAt, &holdUntil, &reset.By, &reset.Reason, &resetAt)
+		&hold.By, &hold.Reason, &holdSetAt, &holdUntil, &reset.By, &reset.Reason, &resetAt, &b.FailedKeys)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return keystore.NewBreaker(dest), false, nil
 	}
@@ -220,6 +221,9 @@ func scanBreaker(row pgx.Row, dest string) (b *keystore.Breaker, found bool, err
 		return nil, false, err
 	}
 	b.State, b.ConsecutiveFailures, b.PausedReserves = keystore.BreakerState(state), int(failures), int(paused)
+	if len(b.FailedKeys) == 0 {
+		b.FailedKeys = nil
+	}
 	b.OpenedAt, b.ReopensAt, b.ProbeUntil = utcPtr(b.OpenedAt), utcPtr(b.ReopensAt), utcPtr(b.ProbeUntil)
 	if hold.By != "" && holdSetAt != nil && holdUntil != nil {
 		hold.SetAt, hold.Until = holdSetAt.UTC(), holdUntil.UTC()
@@ -308,15 +312,24 @@ func queueBreaker(b *pgx.Batch, br *keystore.Breaker, exists bool) {
 	}
 	args := []any{br.Destination, string(br.State), br.OpenedAt, br.ReopensAt, br.ConsecutiveFailures,
 		br.PausedReserves, br.ProbeNamespace, br.ProbeKey, br.ProbeUntil, hold.By, hold.Reason, holdSetAt, holdUntil,
-		reset.By, reset.Reason, resetAt}
+		reset.By, reset.Reason, resetAt, failedKeys(br)}
 	if !exists {
-		b.Queue(`INSERT INTO guard_breakers (destination, `+pgBreakerCols+`) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)`, args...)
+		b.Queue(`INSERT INTO guard_breakers (destination, `+pgBreakerCols+`) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17)`, args...)
 		return
 	}
 	b.Queue(`UPDATE guard_breakers SET state = $2, opened_at = $3, reopens_at = $4, consecutive_failures = $5,
 		paused_reserves = $6, probe_namespace = $7, probe_key = $8, probe_until = $9,
 		hold_by = $10, hold_reason = $11, hold_set_at = $12, hold_until = $13,
-		reset_by = $14, reset_reason = $15, reset_at = $16 WHERE destination = $1`, args...)
+		reset_by = $14, reset_reason = $15, reset_at = $16, failed_keys = $17 WHERE destination = $1`, args...)
+}
+
+// failedKeys is the breaker's counted keys as the column keeps them: an
+// array, empty rather than NULL.
+func failedKeys(br *keystore.Breaker) []string {
+	if br.FailedKeys == nil {
+		return []string{}
+	}
+	return br.FailedKeys
 }
 
 // queueEvent appends an event. The counter row stays locked until commit,
@@ -341,7 +354,8 @@ func breakerChanged(prev, next *keystore.Breaker, exists bool) bool {
 	return prev == nil || prev.State != next.State || prev.ConsecutiveFailures != next.ConsecutiveFailures ||
 		prev.PausedReserves != next.PausedReserves || prev.ProbeNamespace != next.ProbeNamespace || prev.ProbeKey != next.ProbeKey ||
 		!sameTime(prev.OpenedAt, next.OpenedAt) || !sameTime(prev.ReopensAt, next.ReopensAt) || !sameTime(prev.ProbeUntil, next.ProbeUntil) ||
-		(prev.Maintenance == nil) != (next.Maintenance == nil) || (prev.Reset == nil) != (next.Reset == nil)
+		(prev.Maintenance == nil) != (next.Maintenance == nil) || (prev.Reset == nil) != (next.Reset == nil) ||
+		!slices.Equal(prev.FailedKeys, next.FailedKeys)
 }
 
 // sameTime compares two optional times as the database keeps them.

@@ -189,17 +189,21 @@ func (pg *pgEnv) testTwoProcesses(t *testing.T) {
 		t.Fatalf("both processes must have served: %d / %d", served[0].Load(), served[1].Load())
 	}
 
-	// A destination found unreachable through one process pauses its
-	// reserves on the other: the breaker is shared.
-	a, err := callChild(client, servers[0], "/reserve", url.Values{"key": {"evt_crm_1"}, "destination": {"hubspot"}})
-	if err != nil || a.Outcome != keystore.OutcomeAccepted {
-		t.Fatalf("reserve: %+v %v", a, err)
+	// A destination found unreachable by one key through each process
+	// pauses reserves on both: the breaker, and the keys it counted, are
+	// shared.
+	for i, srv := range servers {
+		key := fmt.Sprintf("evt_crm_%d", i)
+		a, err := callChild(client, srv, "/reserve", url.Values{"key": {key}, "destination": {"hubspot"}})
+		if err != nil || a.Outcome != keystore.OutcomeAccepted {
+			t.Fatalf("reserve: %+v %v", a, err)
+		}
+		a, err = callChild(client, srv, "/fail", url.Values{"key": {key}, "token": {a.Token}, "reason": {string(keystore.ReasonDestinationUnreachable)}})
+		if err != nil || a.Outcome != keystore.OutcomeDestinationFailed {
+			t.Fatalf("fail: %+v %v", a, err)
+		}
 	}
-	a, err = callChild(client, servers[0], "/fail", url.Values{"key": {"evt_crm_1"}, "token": {a.Token}, "reason": {string(keystore.ReasonDestinationUnreachable)}})
-	if err != nil || a.Outcome != keystore.OutcomeDestinationFailed {
-		t.Fatalf("fail: %+v %v", a, err)
-	}
-	a, err = callChild(client, servers[1], "/reserve", url.Values{"key": {"evt_crm_2"}, "destination": {"hubspot"}})
+	a, err := callChild(client, servers[1], "/reserve", url.Values{"key": {"evt_crm_2"}, "destination": {"hubspot"}})
 	if err != nil || a.Outcome != keystore.OutcomeDestinationPaused {
 		t.Fatalf("reserve on the other process after the breaker opened: %+v %v", a, err)
 	}

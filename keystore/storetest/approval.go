@@ -46,7 +46,7 @@ func (e *env) claimGated(key string) bool {
 func runApproval(t *testing.T, newStore New) {
 	pol := keystore.Policies{
 		Namespaces:   map[string]keystore.NamespacePolicy{gatedNS: {Approval: keystore.ApprovalPolicy{Required: true, FourEyes: true}}},
-		Destinations: map[string]keystore.DestinationPolicy{"hubspot": {Cooldown: time.Minute, FailureThreshold: 3}},
+		Destinations: map[string]keystore.DestinationPolicy{"hubspot": {Cooldown: time.Minute, FailureThreshold: 3, UnreachableThreshold: 1}},
 	}
 	t.Run("a gated reserve parks awaiting approval; copies write nothing; no resume_url is refused", func(t *testing.T) {
 		e := setup(t, newStore, pol)

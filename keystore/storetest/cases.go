@@ -483,8 +483,8 @@ func breaker(t *testing.T, e *env, dest string) keystore.Breaker {
 }
 
 func runBreakers(t *testing.T, newStore New) {
-	pol := keystore.Policies{Destinations: map[string]keystore.DestinationPolicy{"hubspot": {Cooldown: time.Minute, FailureThreshold: 3}}}
-	t.Run("unreachable opens at once, paused reserves record nothing", func(t *testing.T) {
+	pol := keystore.Policies{Destinations: map[string]keystore.DestinationPolicy{"hubspot": {Cooldown: time.Minute, FailureThreshold: 3, UnreachableThreshold: 1}}}
+	t.Run("unreachable opens at once with unreachable_threshold 1, paused reserves record nothing", func(t *testing.T) {
 		e := setup(t, newStore, pol)
 		if b := breaker(t, e, "hubspot"); b.State != keystore.BreakerClosed {
 			t.Fatalf("configured destination must be listed closed: %+v", b)
@@ -615,6 +615,73 @@ func runBreakers(t *testing.T, newStore New) {
 			t.Fatalf("accepted %d paused %d, want exactly one probe", accepted.Load(), paused.Load())
 		}
 	})
+	t.Run("distinct keys open it; one key failing again and again does not, across a restart", func(t *testing.T) {
+		e := setup(t, newStore, keystore.Policies{}) // nobody configured shared-pay: the default thresholds
+		failAgain := func(key string, reason keystore.Reason) {
+			t.Helper()
+			r := e.reserve(ns, key, withDest("shared-pay"))
+			wantOutcome(t, r, keystore.OutcomeAccepted)
+			e.fail(ns, key, r.Token, reason)
+		}
+		for i := 0; i < keystore.DefaultFailureThreshold+1; i++ {
+			failAgain("evt_same", keystore.ReasonDestinationUnreachable)
+			failAgain("evt_same", keystore.ReasonDestinationFailed)
+			if i == 1 {
+				e.restart() // the counted keys are the store's, not the process's
+			}
+		}
+		if b := breaker(t, e, "shared-pay"); b.State != keystore.BreakerClosed || b.ConsecutiveFailures != 1 {
+			t.Fatalf("one key failing %d times: breaker %+v, want closed with 1 failure", 2*keystore.DefaultFailureThreshold+2, b)
+		}
+		failAgain("evt_other", keystore.ReasonDestinationUnreachable)
+		if b := breaker(t, e, "shared-pay"); b.State != keystore.BreakerOpen || b.ConsecutiveFailures != keystore.DefaultUnreachableThreshold {
+			t.Fatalf("a second key unreachable: breaker %+v, want open after %d keys", b, keystore.DefaultUnreachableThreshold)
+		}
+		wantOutcome(t, e.reserve(ns, "evt_next", withDest("shared-pay")), keystore.OutcomeDestinationPaused)
+	})
+	t.Run("distinct keys across namespaces count toward the failure threshold", func(t *testing.T) {
+		e := setup(t, newStore, pol)
+		for i, n := range []string{ns, "billing", ns} {
+			key := "evt_shared"
+			if i == 2 {
+				key = "evt_2"
+			}
+			r := e.reserve(n, key, withDest("hubspot"))
+			e.fail(n, key, r.Token, keystore.ReasonDestinationFailed)
+		}
+		if b := breaker(t, e, "hubspot"); b.State != keystore.BreakerOpen || b.ConsecutiveFailures != 3 {
+			t.Fatalf("three keys (one name in two namespaces): breaker %+v, want open after 3", b)
+		}
+	})
+	t.Run("a destination limited to namespaces refuses the others, recording nothing", func(t *testing.T) {
+		limited := keystore.Policies{Destinations: map[string]keystore.DestinationPolicy{"shared-pay": {}}}
+		e := setup(t, newStore, limited)
+		// billing's key, reserved before the operator limited shared-pay.
+		legacy := e.reserve("billing", "evt_legacy", withDest("shared-pay"))
+		limited.Destinations["shared-pay"] = keystore.DestinationPolicy{UnreachableThreshold: 1, Namespaces: []string{ns}}
+		e.restart()
+		before := e.lookup("billing", "evt_legacy").Record
+
+		_, err := e.s.Reserve(e.ctx, keystore.ReserveRequest{Namespace: "billing", Key: "evt_new", Destination: "shared-pay"})
+		wantCode(t, err, errs.Forbidden)
+		wantOutcome(t, e.lookup("billing", "evt_new"), keystore.OutcomeAbsent)
+		_, err = e.s.Fail(e.ctx, keystore.FailRequest{Namespace: "billing", Key: "evt_legacy", Token: legacy.Token, Reason: keystore.ReasonDestinationUnreachable})
+		wantCode(t, err, errs.Forbidden)
+		sameRecord(t, before, e.lookup("billing", "evt_legacy").Record)
+		if b := breaker(t, e, "shared-pay"); b.State != keystore.BreakerClosed || b.ConsecutiveFailures != 0 {
+			t.Fatalf("after the refused failure: breaker %+v, want closed and untouched", b)
+		}
+		if evs := e.events(); len(evs) != 0 {
+			t.Fatalf("refusals wrote events: %+v", evs)
+		}
+
+		// The namespace that may use it opens it with its evidence.
+		r := e.reserve(ns, "evt_1", withDest("shared-pay"))
+		e.fail(ns, "evt_1", r.Token, keystore.ReasonDestinationUnreachable)
+		if b := breaker(t, e, "shared-pay"); b.State != keystore.BreakerOpen {
+			t.Fatalf("%s's unreachable with unreachable_threshold 1: breaker %+v, want open", ns, b)
+		}
+	})
 	t.Run("restart while open", func(t *testing.T) {
 		e := setup(t, newStore, pol)
 		r := e.reserve(ns, "evt_0", withDest("hubspot"))
@@ -652,7 +719,7 @@ func runRestart(t *testing.T, newStore New) {
 }
 
 func runEdgeCases(t *testing.T, newStore New) {
-	pol := keystore.Policies{Destinations: map[string]keystore.DestinationPolicy{"hubspot": {Cooldown: time.Minute, FailureThreshold: 3}}}
+	pol := keystore.Policies{Destinations: map[string]keystore.DestinationPolicy{"hubspot": {Cooldown: time.Minute, FailureThreshold: 3, UnreachableThreshold: 1}}}
 	t.Run("records read back exactly as answered", func(t *testing.T) {
 		e := setup(t, newStore, keystore.Policies{})
 		check := func(r keystore.Result) {

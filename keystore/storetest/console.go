@@ -170,7 +170,7 @@ func runConsole(t *testing.T, newStore New) {
 	})
 
 	t.Run("a person resets an open breaker with a reason; who and why are kept and logged", func(t *testing.T) {
-		pol := keystore.Policies{Destinations: map[string]keystore.DestinationPolicy{"hubspot": {Cooldown: time.Hour, FailureThreshold: 3}}}
+		pol := keystore.Policies{Destinations: map[string]keystore.DestinationPolicy{"hubspot": {Cooldown: time.Hour, FailureThreshold: 3, UnreachableThreshold: 1}}}
 		e := setup(t, newStore, pol)
 		_, err := e.s.ResetBreaker(e.ctx, "hubspot", "office manager", "CRM confirmed fixed")
 		wantCode(t, err, errs.NotFound) // never touched: nothing to reset

@@ -57,7 +57,8 @@ func openHubspot(t *testing.T, e *env) {
 }
 
 func runParking(t *testing.T, newStore New) {
-	pol := keystore.Policies{Destinations: map[string]keystore.DestinationPolicy{"hubspot": {Cooldown: time.Minute, FailureThreshold: 3}}}
+	pol := keystore.Policies{Destinations: map[string]keystore.DestinationPolicy{"hubspot": {Cooldown: time.Minute, FailureThreshold: 3, UnreachableThreshold: 1},
+		"salesforce": {UnreachableThreshold: 1}}}
 	t.Run("a paused reserve with resume_url parks; copies answer parked and write nothing", func(t *testing.T) {
 		e := setup(t, newStore, pol)
 		openHubspot(t, e)

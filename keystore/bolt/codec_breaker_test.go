@@ -1,0 +1,78 @@
+package bolt
+
+import (
+	"reflect"
+	"testing"
+	"time"
+
+	"github.com/fxamacker/cbor/v2"
+	"github.com/n8n-guard/n8n-guard/keystore"
+)
+
+// Breakers written by earlier releases (the plain, held and reset
+// layouts) read back as they were, with their failure count and no
+// digests; a breaker that counts failing keys keeps their digests, and
+// one that counts none is written in the layout an earlier release reads.
+func TestCodecKeepsTheBreakersOfEveryLayout(t *testing.T) {
+	at := time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC)
+	old := []struct {
+		name string
+		v    any
+		want keystore.Breaker
+	}{
+		{"plain, two failures", diskBreaker{State: "closed", Failures: 2},
+			keystore.Breaker{Destination: "crm", State: keystore.BreakerClosed, ConsecutiveFailures: 2}},
+		{"held", diskHeldBreaker{State: "open", OpenedAt: ms(at), ReopensAt: ms(at.Add(time.Hour)), HoldBy: "ops", HoldReason: "upgrade", HoldSetAt: ms(at), HoldUntil: ms(at.Add(time.Hour))},
+			keystore.Breaker{Destination: "crm", State: keystore.BreakerOpen, OpenedAt: &at, ReopensAt: ptrTime(at.Add(time.Hour)),
+				Maintenance: &keystore.Maintenance{By: "ops", Reason: "upgrade", SetAt: at, Until: at.Add(time.Hour)}}},
+		{"reset", diskResetBreaker{State: "closed", ResetBy: "ana", ResetReason: "fixed", ResetAt: ms(at)},
+			keystore.Breaker{Destination: "crm", State: keystore.BreakerClosed, Reset: &keystore.BreakerReset{By: "ana", Reason: "fixed", At: at}}},
+	}
+	for _, tc := range old {
+		t.Run("written by an earlier release: "+tc.name, func(t *testing.T) {
+			v, err := cbor.Marshal(tc.v)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := decodeBreaker("crm", v)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(*got, tc.want) {
+				t.Fatalf("read back %+v, want %+v", *got, tc.want)
+			}
+		})
+	}
+
+	counted := keystore.NewBreaker("crm")
+	counted.ConsecutiveFailures = 2
+	counted.FailedKeys = []string{keystore.FailedKeyDigest("crm-contacts", "evt_1"), keystore.FailedKeyDigest("billing", "evt_1")}
+	counted.Reset = &keystore.BreakerReset{By: "ana", Reason: "fixed", At: at}
+	v, err := encodeBreaker(counted)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v[0] != countedBreakerHead {
+		t.Fatalf("a breaker with counted keys starts %#x, want the counted layout %#x", v[0], countedBreakerHead)
+	}
+	got, err := decodeBreaker("crm", v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(got, counted) {
+		t.Fatalf("read back %+v, want %+v", got, counted)
+	}
+
+	none := keystore.NewBreaker("crm")
+	none.State = keystore.BreakerOpen
+	none.OpenedAt, none.ReopensAt = &at, ptrTime(at.Add(time.Minute))
+	none.ConsecutiveFailures = 5
+	if v, err = encodeBreaker(none); err != nil {
+		t.Fatal(err)
+	}
+	if v[0] != 0x80|8 {
+		t.Fatalf("a breaker without counted keys starts %#x, want the plain layout an earlier release reads", v[0])
+	}
+}
+
+func ptrTime(t time.Time) *time.Time { return &t }
