@@ -88,12 +88,15 @@ func ApprovalReason(r Reason) bool {
 // ApprovalRequest is a person's approval or rejection of a key.
 type ApprovalRequest struct {
 	Namespace string `json:"namespace" validate:"namespace"`
-	Key       string `json:"key"`                                            // NormalizeKey
-	By        string `json:"by" validate:"required,max=128,utf8,no_control"` // trimmed first
+	Key       string `json:"key"`                                                                 // NormalizeKey
+	By        string `json:"by" validate:"required,max=128,utf8,no_control,no_format,one_script"` // trimmed first
 	// Note: why; required to reject.
 	Note string `json:"note" validate:"max=2000,utf8"`
-	// Identities are other names of the same person (a Slack user ID and
-	// name), checked against the requester too (four eyes).
+	// Identities are the names of the deciding person that a sign-in or a
+	// token vouches for (a Slack user ID and name, the e-mail and subject
+	// an identity provider gave, a token's person), compared with the
+	// requester by four eyes (person.go). Normalize spells them as
+	// CanonicalPerson does and refuses one that breaks the person rule.
 	Identities []string `json:"-"`
 }
 
@@ -103,6 +106,18 @@ func (r ApprovalRequest) Normalize(reject bool) (ApprovalRequest, error) {
 	r.Key = v.key(r.Key)
 	r.By, r.Note = strings.TrimSpace(r.By), strings.TrimSpace(r.Note)
 	v.check(r)
+	ids := make([]string, 0, len(r.Identities))
+	for _, id := range r.Identities {
+		if id = CanonicalPerson(id); id == "" || slices.Contains(ids, id) {
+			continue
+		}
+		if err := CheckPerson("by", id); err != nil {
+			v.add(err)
+			continue
+		}
+		ids = append(ids, id)
+	}
+	r.Identities = ids
 	if reject && r.Note == "" {
 		v.field("note", "required", "a rejection needs its reason in note")
 	}
@@ -198,9 +213,9 @@ func decideApproval(cur *Record, req ApprovalRequest, reject bool, np NamespaceP
 	if cur == nil {
 		return Step{}, errs.Errorf(errs.NotFound, "no key %q in namespace %q", req.Key, req.Namespace)
 	}
-	want, outcome, verb := HistoryApproved, OutcomeApproved, "approved"
+	want, outcome, verb, act := HistoryApproved, OutcomeApproved, "approved", "approve"
 	if reject {
-		want, outcome, verb = HistoryApprovalRejected, OutcomeRejected, "rejected"
+		want, outcome, verb, act = HistoryApprovalRejected, OutcomeRejected, "rejected", "reject"
 	}
 	if !(cur.State == StateParked && cur.Reason == ReasonAwaitingApproval) {
 		// Decided before: the same decision again (a replayed or late
@@ -221,8 +236,10 @@ func decideApproval(cur *Record, req ApprovalRequest, reject bool, np NamespaceP
 		}
 		return Step{}, errs.Errorf(errs.Conflict, "key is %s and does not await approval; nothing changed", cur.State)
 	}
-	if rb := RequestedBy(cur); np.Approval.FourEyes && rb != "" && (strings.EqualFold(rb, req.By) || slices.ContainsFunc(req.Identities, func(id string) bool { return strings.EqualFold(rb, id) })) {
-		return Step{}, errs.Errorf(errs.Forbidden, "%s triggered this event and may not %s it (four eyes: another approver must decide); nothing changed", req.By, strings.TrimSuffix(verb, "d"))
+	if np.Approval.FourEyes {
+		if err := fourEyes(RequestedBy(cur), req, np.people, act); err != nil {
+			return Step{}, err
+		}
 	}
 	next := cur.Clone()
 	next.ResolvedBy, next.ResolvedAt, next.Note = req.By, timePtr(now), req.Note
