@@ -88,8 +88,8 @@ func ApprovalReason(r Reason) bool {
 // ApprovalRequest is a person's approval or rejection of a key.
 type ApprovalRequest struct {
 	Namespace string `json:"namespace" validate:"namespace"`
-	Key       string `json:"key"`                                                                 // NormalizeKey
-	By        string `json:"by" validate:"required,max=128,utf8,no_control,no_format,one_script"` // trimmed first
+	Key       string `json:"key"`                                                      // NormalizeKey
+	By        string `json:"by" validate:"required,max=128,utf8,no_control,no_format"` // trimmed first
 	// Note: why; required to reject.
 	Note string `json:"note" validate:"max=2000,utf8"`
 	// Identities are the names of the deciding person that a sign-in or a
@@ -106,13 +106,21 @@ func (r ApprovalRequest) Normalize(reject bool) (ApprovalRequest, error) {
 	r.Key = v.key(r.Key)
 	r.By, r.Note = strings.TrimSpace(r.By), strings.TrimSpace(r.Note)
 	v.check(r)
-	ids := make([]string, 0, len(r.Identities))
-	for _, id := range r.Identities {
+	// by is how the history names the decider ("Ana (Slack U0ANA)"); the
+	// identities are who they are, by itself when nothing vouched for more.
+	given := r.Identities
+	if len(given) == 0 {
+		given = []string{r.By}
+	}
+	ids := make([]string, 0, len(given))
+	for _, id := range given {
 		if id = CanonicalPerson(id); id == "" || slices.Contains(ids, id) {
 			continue
 		}
 		if err := CheckPerson("by", id); err != nil {
-			v.add(err)
+			if !slices.ContainsFunc(v.fields, func(f errs.FieldError) bool { return f.Field == "by" }) {
+				v.add(err)
+			}
 			continue
 		}
 		ids = append(ids, id)

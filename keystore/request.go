@@ -67,8 +67,8 @@ type ResolveRequest struct {
 	Namespace  string `json:"namespace" validate:"namespace"`
 	Key        string `json:"key"` // NormalizeKey
 	Resolution State  `json:"resolution" validate:"required,oneof=completed failed"`
-	By         string `json:"by" validate:"required,max=128,utf8,no_control,no_format,one_script"` // trimmed first
-	Note       string `json:"note" validate:"required,max=2000,utf8"`                              // trimmed first
+	By         string `json:"by" validate:"required,max=128,utf8,no_control,no_format"` // trimmed first
+	Note       string `json:"note" validate:"required,max=2000,utf8"`                   // trimmed first
 	ResultRef  string `json:"result_ref" validate:"max=512,utf8,no_control"`
 	Force      bool   `json:"force"`
 	// Final, with resolution failed: no new attempt may start (the key
