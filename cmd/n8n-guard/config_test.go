@@ -226,6 +226,46 @@ func TestParseApproval(t *testing.T) {
 	}
 }
 
+// people: names each person's identities once; four eyes (the store's
+// policies) knows them as one person, whatever the spelling.
+func TestPeopleConfig(t *testing.T) {
+	fc, err := ParseFile(strings.NewReader(`
+people:
+  ana:
+    emails: [ana@example.com]
+    slack: [U0ANA]
+    oidc_subjects: ["248289761001"]
+    names: [Ana Lopez]
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := fc.Policies()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []string{"ana", "ANA@example.com", "U0ANA", "248289761001", "ana lopez"} {
+		if who, ok := p.People.Person(id); !ok || who != "ana" {
+			t.Errorf("%q names %q, %v; want ana", id, who, ok)
+		}
+	}
+	for _, tc := range []struct{ name, yaml, want string }{
+		{"a Slack ID that is none", "people:\n  ana:\n    slack: [ana]\n", "people.ana.slack[0]"},
+		{"an e-mail that is none", "people:\n  ana:\n    emails: [ana]\n", "people.ana.emails[0]"},
+		{"one identity for two", "people:\n  ana:\n    slack: [U0ANA]\n  bob:\n    slack: [U0ANA]\n", "also an identity of ana"},
+		{"an invisible character", "people:\n  ana:\n    emails: [\"ana\\u200b@example.com\"]\n", "invisible character"},
+		{"mixed scripts", "people:\n  ana:\n    names: [\"\\u0430na\"]\n", "scripts"},
+		{"an unknown key", "people:\n  ana:\n    email: [ana@example.com]\n", "email"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := ParseFile(strings.NewReader(tc.yaml))
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("want an error mentioning %q, got %v", tc.want, err)
+			}
+		})
+	}
+}
+
 // public_url reaches notify, which links every Slack message to the console.
 func TestPublicURLConfig(t *testing.T) {
 	fc, err := ParseFile(strings.NewReader("public_url: https://guard.example.org/\n"))
