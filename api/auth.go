@@ -153,7 +153,7 @@ func (s *Server) whoDecides(c *fiber.Ctx, by string) (decider, error) {
 				Fields:  []errs.FieldError{{Field: "by", Rule: "token_person"}}}
 		}
 		if p.Person {
-			return decider{By: person + " (API, OIDC)", Identities: []string{person}}, nil
+			return decider{By: person + " (API, OIDC)", Identities: p.Identities()}, nil
 		}
 		return decider{By: namedBy(person, p.Name), Identities: []string{person}}, nil
 	}

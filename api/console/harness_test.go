@@ -28,6 +28,8 @@ const (
 	readToken = "read-token-0123456789"
 	// limitedToken may act, within namespaces bookings and hubspot.
 	limitedToken = "limited-token-0123456789"
+	// personToken is ops-ana, a token that names its person.
+	personToken = "person-token-0123456789"
 )
 
 // site is one test's console: a real bbolt file, the console mounted on a
@@ -93,6 +95,8 @@ func signIn(token string) (access.Principal, error) {
 		return access.Principal{Name: "on-call", Role: access.RoleAdmin}, nil
 	case readToken:
 		return access.Principal{Name: "viewer", Role: access.RoleRead}, nil
+	case personToken:
+		return access.Principal{Name: "ops-ana", Role: access.RoleAdmin, PersonName: "ana@example.com"}, nil
 	case limitedToken:
 		return access.Principal{Name: "bookings-admin", Role: access.RoleAdmin, Namespaces: []string{"bookings", "hubspot"}}, nil
 	}
