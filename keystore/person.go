@@ -22,9 +22,10 @@ import (
 //     format characters such as the zero-width space (no_format, as in
 //     keys), and letters of scripts that do not go together (one_script,
 //     below);
-//   - the one spelling compared (CanonicalPerson): Unicode NFKC (fullwidth
-//     letters, the no-break space), every dash as '-', case folded, blank
-//     runs as one space, trimmed.
+//   - the one spelling recorded and shown (NormalizePerson): Unicode NFKC
+//     (fullwidth letters, the no-break space), every dash as '-', blank
+//     runs as one space, trimmed; and the one compared (CanonicalPerson):
+//     that, case folded.
 //
 // Confusables across scripts (a Cyrillic "а" in a Latin name) are refused
 // rather than mapped: Unicode TR39's "highly restrictive" level, the one
@@ -33,21 +34,29 @@ import (
 // a name in one script only is a person's real name, and one that mixes
 // scripts is almost always a trick.
 
-// CanonicalPerson returns the spelling of a person identifier that four
-// eyes compares. Invalid UTF-8 is returned as it is (the rules refuse it).
-func CanonicalPerson(s string) string {
+// NormalizePerson returns the spelling of a person identifier that is
+// recorded and shown (its case kept). Invalid UTF-8 is returned as it is
+// (the rules refuse it).
+func NormalizePerson(s string) string {
 	if !utf8.ValidString(s) {
 		return s
 	}
-	s = norm.NFKC.String(s)
 	s = strings.Map(func(r rune) rune {
 		if unicode.Is(unicode.Pd, r) { // hyphen, en dash, minus-like dashes
 			return '-'
 		}
 		return r
-	}, s)
-	s = norm.NFKC.String(cases.Fold().String(s))
+	}, norm.NFKC.String(s))
 	return strings.Join(strings.Fields(s), " ")
+}
+
+// CanonicalPerson returns the spelling of a person identifier that four
+// eyes compares: NormalizePerson's, case folded.
+func CanonicalPerson(s string) string {
+	if !utf8.ValidString(s) {
+		return s
+	}
+	return NormalizePerson(cases.Fold().String(NormalizePerson(s)))
 }
 
 // onePersonScript reports whether the letters of s come from one script,

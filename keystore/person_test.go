@@ -38,6 +38,17 @@ func TestPersonIdentifiersHaveOneSpelling(t *testing.T) {
 			t.Errorf("CanonicalPerson(%q) = %q, want %q", tc.in, got, tc.want)
 		}
 	}
+	// Recorded and shown, a name keeps its case.
+	for _, tc := range []struct{ in, want string }{
+		{" Ana@Example.com\u00a0", "Ana@Example.com"},
+		{"\uff21\uff4e\uff41", "Ana"},
+		{"Ana\u2010Lopez", "Ana-Lopez"},
+		{"U0ANN", "U0ANN"},
+	} {
+		if got := keystore.NormalizePerson(tc.in); got != tc.want {
+			t.Errorf("NormalizePerson(%q) = %q, want %q", tc.in, got, tc.want)
+		}
+	}
 }
 
 // The person rule refuses what would make two names that look alike:

@@ -34,7 +34,7 @@ type ReserveRequest struct {
 	// RequestedBy is who triggered the event, where known (a form's
 	// submitter, a ticket's author). In a namespace that requires approval
 	// with four eyes, that person may not approve it (approval.go). It is
-	// recorded as CanonicalPerson spells it (person.go).
+	// recorded as NormalizePerson spells it (person.go).
 	RequestedBy string `json:"requested_by" validate:"max=128,utf8,no_control,no_format,one_script"`
 }
 
@@ -124,7 +124,7 @@ func CheckIdentity(ns, key string) (string, error) {
 func (r ReserveRequest) Normalize() (ReserveRequest, Fingerprint, error) {
 	var v violations
 	r.Key = v.key(r.Key)
-	r.RequestedBy = CanonicalPerson(r.RequestedBy)
+	r.RequestedBy = NormalizePerson(r.RequestedBy)
 	v.check(r)
 	hasPayload := len(r.Payload) > 0 && strings.TrimSpace(string(r.Payload)) != "null"
 	if len(r.Payload) > 0 && r.Fingerprint != "" {

@@ -276,8 +276,8 @@ func runApproval(t *testing.T, newStore New) {
 		e := setup(t, newStore, withPeople)
 		e.reserve(gatedNS, "inv_1", withDest("hubspot"), withResume("701"), requestedBy(" Ann@Example.com\u00a0"), invoice)
 		before := e.lookup(gatedNS, "inv_1")
-		if rb := keystore.RequestedBy(before.Record); rb != "ann@example.com" {
-			t.Fatalf("requested_by recorded as %q, want its one spelling", rb)
+		if rb := keystore.RequestedBy(before.Record); rb != "Ann@Example.com" {
+			t.Fatalf("requested_by recorded as %q, want its one spelling (trimmed, NFKC, its case kept)", rb)
 		}
 		_, err = e.s.Reserve(e.ctx, keystore.ReserveRequest{Namespace: gatedNS, Key: "inv_2", Destination: "hubspot", ResumeURL: resumeBase + "702",
 			Fingerprint: "inv_2 v1", RequestedBy: "ann@example.com\u200b"})
