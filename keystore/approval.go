@@ -244,9 +244,14 @@ func decideApproval(cur *Record, req ApprovalRequest, reject bool, np NamespaceP
 		}
 		return Step{}, errs.Errorf(errs.Conflict, "key is %s and does not await approval; nothing changed", cur.State)
 	}
+	detail := truncate(req.Note, 200)
 	if np.Approval.FourEyes {
-		if err := fourEyes(RequestedBy(cur), req, np.people, act); err != nil {
+		warning, err := fourEyes(RequestedBy(cur), req, np.people, act)
+		if err != nil {
 			return Step{}, err
+		}
+		if warning != "" {
+			detail = truncate(strings.TrimPrefix(detail+" — "+warning, " — "), 200)
 		}
 	}
 	next := cur.Clone()
@@ -259,7 +264,7 @@ func decideApproval(cur *Record, req ApprovalRequest, reject bool, np NamespaceP
 	} else {
 		next.Reason, next.Message = ReasonApproved, "approved by "+req.By
 	}
-	next.addHistory(Transition{At: now, Event: want, Attempt: cur.Attempt, By: req.By, Detail: truncate(req.Note, 200)})
+	next.addHistory(Transition{At: now, Event: want, Attempt: cur.Attempt, By: req.By, Detail: detail})
 	ev := Event{At: now, Kind: EventApprovalDecided, Namespace: cur.Namespace, Key: cur.Key, Attempt: cur.Attempt,
 		Owner: req.By, Destination: cur.Destination, Reason: next.Reason, Message: verb}
 	return Step{Record: next, Events: []Event{ev}, Result: Result{Outcome: outcome, Record: next}}, nil

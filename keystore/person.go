@@ -174,10 +174,11 @@ func (p People) Person(id string) (string, bool) {
 // is refused: four eyes cannot tell that a Slack user or an e-mail it has
 // never heard of is not the requester's other identity, and approvers are
 // few and known to the operator. A requester it does not know (someone
-// outside, a customer's form) is compared by spelling only.
-func fourEyes(requester string, req ApprovalRequest, people *People, verb string) error {
+// outside, a customer's form) is compared by spelling only, and the
+// warning it returns goes to the decision's history.
+func fourEyes(requester string, req ApprovalRequest, people *People, verb string) (warning string, err error) {
 	if requester == "" {
-		return nil
+		return "", nil
 	}
 	var dir People
 	if people != nil {
@@ -190,16 +191,19 @@ func fourEyes(requester string, req ApprovalRequest, people *People, verb string
 		p, known := dir.Person(id)
 		deciderKnown = deciderKnown || known
 		if id == CanonicalPerson(requester) || known && reqKnown && p == reqPerson {
-			return &errs.Error{Code: errs.Forbidden,
+			return "", &errs.Error{Code: errs.Forbidden,
 				Message: fmt.Sprintf("%s triggered this event and may not %s it (four eyes: another approver must decide); nothing changed", req.By, verb),
 				Fields:  []errs.FieldError{{Field: "by", Rule: "four_eyes"}}}
 		}
 	}
-	if dir.Known() && !deciderKnown {
-		return &errs.Error{Code: errs.Forbidden,
+	switch {
+	case dir.Known() && !deciderKnown:
+		return "", &errs.Error{Code: errs.Forbidden,
 			Message: fmt.Sprintf("four eyes cannot tell whether %s is %s: none of their identities (%s) is named under people: in the configuration; nothing changed",
 				req.By, requester, strings.Join(ids, ", ")),
 			Fields: []errs.FieldError{{Field: "by", Rule: "known_person"}}}
+	case dir.Known() && !reqKnown:
+		return "four eyes compared the spelling only: the requester " + requester + " is not named under people:", nil
 	}
-	return nil
+	return "", nil
 }

@@ -180,6 +180,13 @@ func TestFourEyesComparesPersons(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			if tc.name == "a requester people: does not know" {
+				req, _ := keystore.ApprovalRequest{Namespace: "invoices", Key: "inv_1", By: tc.by, Identities: tc.ids, Note: "ok"}.Normalize(false)
+				s, err := keystore.DecideApprove(cur, req, np, now)
+				if h := s.Record.History[len(s.Record.History)-1]; err != nil || h.Detail != "ok — four eyes compared the spelling only: the requester customer@example.org is not named under people:" {
+					t.Fatalf("%v: the history does not warn: %+v", err, h)
+				}
+			}
 			err = decide(t, cur, np, tc.by, tc.ids...)
 			switch e, _ := err.(*errs.Error); {
 			case tc.rule == "" && err != nil:
