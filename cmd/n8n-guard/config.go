@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"regexp"
 	"slices"
@@ -129,6 +130,26 @@ type PersonIdentities struct {
 }
 
 var slackUserRE = regexp.MustCompile(`^[UW][A-Z0-9]{2,}$`)
+
+// logFourEyes says once at start when four eyes can compare spellings
+// only: namespaces with four eyes, and no people: to tell that an e-mail
+// address and a Slack user are one person.
+func logFourEyes(log *slog.Logger, p keystore.Policies) {
+	if p.People.Known() {
+		return
+	}
+	var ns []string
+	for name, np := range p.Namespaces {
+		if np.Approval.Required && np.Approval.FourEyes {
+			ns = append(ns, name)
+		}
+	}
+	if len(ns) > 0 {
+		slices.Sort(ns)
+		log.Warn("four eyes compares spellings only: no people: section says which e-mail addresses, Slack users and OIDC subjects are one person, "+
+			"so a requester's other identity may approve; name the approvers and requesters under people:", "namespaces", ns)
+	}
+}
 
 // people reads people: into the keystore's directory.
 func (fc FileConfig) people() (keystore.People, error) {

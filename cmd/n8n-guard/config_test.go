@@ -1,7 +1,9 @@
 package main
 
 import (
+	"bytes"
 	"crypto/sha256"
+	"log/slog"
 	"strings"
 	"testing"
 	"time"
@@ -243,6 +245,25 @@ people:
 	p, err := fc.Policies()
 	if err != nil {
 		t.Fatal(err)
+	}
+	// Four eyes without people: compares spellings only, and the start says so.
+	for _, tc := range []struct {
+		people string
+		warned bool
+	}{{"", true}, {"people:\n  ana:\n    slack: [U0ANA]\n", false}} {
+		fc, err := ParseFile(strings.NewReader("namespaces:\n  invoices:\n    approval: required\n    approvers: [U0CTRL]\n" + tc.people))
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, err := fc.Policies()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var logged bytes.Buffer
+		logFourEyes(slog.New(slog.NewTextHandler(&logged, nil)), p)
+		if got := strings.Contains(logged.String(), "four eyes compares spellings only") && strings.Contains(logged.String(), "invoices"); got != tc.warned {
+			t.Errorf("people %q: warned %v, want %v: %s", tc.people, got, tc.warned, logged.String())
+		}
 	}
 	for _, id := range []string{"ana", "ANA@example.com", "U0ANA", "248289761001", "ana lopez"} {
 		if who, ok := p.People.Person(id); !ok || who != "ana" {
