@@ -103,6 +103,9 @@ func CheckTokenPerson(t TokenScope) error {
 	if strings.TrimSpace(t.Person) != t.Person || strings.IndexFunc(t.Person, unicode.IsControl) >= 0 || !utf8.ValidString(t.Person) {
 		return fmt.Errorf("token %s: person %q must be a name or e-mail on one line, without blanks around it", t.Name, t.Person)
 	}
+	if err := keystore.CheckPerson("person", t.Person); err != nil {
+		return fmt.Errorf("token %s: %q: %s", t.Name, t.Person, errs.MessageOf(err))
+	}
 	if n := utf8.RuneCountInString(namedBy(t.Person, t.Name)); n > keystore.MaxByLength {
 		return fmt.Errorf("token %s: person %q is too long: %q has %d characters, a history's by at most %d",
 			t.Name, t.Person, namedBy(t.Person, t.Name), n, keystore.MaxByLength)
@@ -143,7 +146,7 @@ func (s *Server) whoDecides(c *fiber.Ctx, by string) (decider, error) {
 		return decider{By: by, Identities: []string{by}}, nil
 	}
 	if person := p.Who(); person != "" {
-		if by != "" && !strings.EqualFold(by, person) {
+		if by != "" && keystore.CanonicalPerson(by) != keystore.CanonicalPerson(person) {
 			s.metrics.refused(p.Name, "person")
 			s.log.Warn("request refused: by names another person than the token's", "token", p.Name, "person", person, "by", by)
 			return decider{}, &errs.Error{Code: errs.Forbidden,
@@ -151,7 +154,7 @@ func (s *Server) whoDecides(c *fiber.Ctx, by string) (decider, error) {
 				Fields:  []errs.FieldError{{Field: "by", Rule: "token_person"}}}
 		}
 		if p.Person {
-			return decider{By: person + " (API, OIDC)", Identities: []string{person}}, nil
+			return decider{By: person + " (API, OIDC)", Identities: p.Identities()}, nil
 		}
 		return decider{By: namedBy(person, p.Name), Identities: []string{person}}, nil
 	}

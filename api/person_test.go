@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -212,4 +213,91 @@ func TestNamedTokenBulkRecordsThePerson(t *testing.T) {
 			t.Fatalf("%s decided by %q", k, by)
 		}
 	}
+}
+
+// Four eyes over HTTP, replaying the spellings a requester could use to
+// approve her own request: each is refused where it is given (400,
+// nothing recorded) or spelled as hers (403 when she approves). With
+// people:, her Slack user's request is hers too, and someone people:
+// does not know may not decide.
+// Mutations tried: the reserve's requested_by not made canonical (raw
+// EqualFold as before): the space, no-break space, hyphen and fullwidth
+// cases are approved; no_format dropped from requested_by: the
+// zero-width case is recorded; the person comparison left out: the Slack
+// user case is approved.
+func TestFourEyesRefusesTheRequesterSpelledOtherwise(t *testing.T) {
+	people, err := keystore.NewPeople(map[string][]string{"ana": {"ana@example.com", "ana-lopez@example.com", "U0ANA"}, "bob": {"bob"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	gated := map[string]keystore.NamespacePolicy{ns: {Approval: keystore.ApprovalPolicy{Required: true, FourEyes: true}}}
+	resume := "http://n8n.local:5678/webhook-waiting/"
+
+	t.Run("six spellings", func(t *testing.T) {
+		e := start(t, withNamedToken(), withPolicies(keystore.Policies{Namespaces: gated}))
+		for i, tc := range []struct{ name, spelling, rule string }{
+			{"a leading space", " ana@example.com", ""},
+			{"a trailing zero-width space", "ana@example.com\u200b", "no_format"},
+			{"a trailing no-break space", "ana@example.com\u00a0", ""},
+			{"a Cyrillic a", "\u0430na@example.com", "one_script"},
+			{"a Unicode hyphen", "ana\u2010lopez@example.com", ""},
+			{"fullwidth letters", "\uff41\uff4e\uff41@example.com", ""},
+		} {
+			t.Run(tc.name, func(t *testing.T) {
+				key := "inv_" + strconv.Itoa(i)
+				r := e.post(t, "/v1/reserve", obj{"namespace": ns, "key": key, "resume_url": resume + key, "requested_by": tc.spelling, "fingerprint": key})
+				if tc.rule != "" {
+					p := wantProblem(t, r, http.StatusBadRequest, "invalid_request")
+					if !hasField(p.Fields, "requested_by", tc.rule) {
+						t.Fatalf("fields %+v, want requested_by %s", p.Fields, tc.rule)
+					}
+					if k := e.get(t, "/v1/lookup?namespace="+ns+"&key="+key).JSON(t); k["found"] != false {
+						t.Fatalf("a refused reserve recorded the key: %v", k)
+					}
+					// Nor may a decider be spelled so.
+					p = wantProblem(t, e.post(t, "/v1/approve", obj{"namespace": ns, "key": key, "by": tc.spelling}), http.StatusBadRequest, "invalid_request")
+					if !hasField(p.Fields, "by", tc.rule) {
+						t.Fatalf("fields %+v, want by %s", p.Fields, tc.rule)
+					}
+					return
+				}
+				wantOK(t, r, "parked")
+				as := anaToken
+				if strings.Contains(tc.spelling, "lopez") { // her other address, through people: below
+					as = ""
+				}
+				if as != "" {
+					p := wantProblem(t, e.postAsAna(t, "/v1/approve", obj{"namespace": ns, "key": key}), http.StatusForbidden, "forbidden")
+					if !hasField(p.Fields, "by", "four_eyes") {
+						t.Fatalf("fields %+v", p.Fields)
+					}
+				} else {
+					wantProblem(t, e.post(t, "/v1/approve", obj{"namespace": ns, "key": key, "by": "ANA-lopez@example.com"}), http.StatusForbidden, "forbidden")
+				}
+				if k := e.get(t, "/v1/lookup?namespace="+ns+"&key="+key).JSON(t); k["reason"] != "awaiting_approval" {
+					t.Fatalf("a refused approval changed the key: %v", k)
+				}
+			})
+		}
+	})
+
+	t.Run("her Slack user, her other address, and someone unknown", func(t *testing.T) {
+		e := start(t, withNamedToken(), withPolicies(keystore.Policies{Namespaces: gated, People: people}))
+		for i, requester := range []string{"U0ANA", "ana-lopez@example.com"} {
+			key := "inv_" + strconv.Itoa(i)
+			wantOK(t, e.post(t, "/v1/reserve", obj{"namespace": ns, "key": key, "resume_url": resume + "1", "requested_by": requester, "fingerprint": key}), "parked")
+			p := wantProblem(t, e.postAsAna(t, "/v1/approve", obj{"namespace": ns, "key": key}), http.StatusForbidden, "forbidden")
+			if !hasField(p.Fields, "by", "four_eyes") || !strings.Contains(p.Detail, "four eyes") {
+				t.Fatalf("%s: refusal %+v", requester, p)
+			}
+		}
+		p := wantProblem(t, e.post(t, "/v1/approve", obj{"namespace": ns, "key": "inv_0", "by": "mallory"}), http.StatusForbidden, "forbidden")
+		if !hasField(p.Fields, "by", "known_person") || !strings.Contains(p.Detail, "people:") {
+			t.Fatalf("an unknown decider: %+v", p)
+		}
+		if k := e.get(t, "/v1/lookup?namespace="+ns+"&key=inv_0").JSON(t); k["reason"] != "awaiting_approval" {
+			t.Fatalf("a refused approval changed the key: %v", k)
+		}
+		wantOK(t, e.post(t, "/v1/approve", obj{"namespace": ns, "key": "inv_0", "by": "Bob"}), "approved")
+	})
 }

@@ -31,7 +31,7 @@ type AckRequest struct {
 	// Attempt is the attempt the person saw (0: whatever is current).
 	Attempt int          `json:"attempt" validate:"min=0"`
 	Event   HistoryEvent `json:"event" validate:"oneof=acknowledged snoozed"`
-	By      string       `json:"by" validate:"required,max=128,utf8,no_control"` // trimmed first
+	By      string       `json:"by" validate:"required,max=128,utf8,no_control,no_format"` // trimmed first
 	Detail  string       `json:"detail" validate:"max=2000,utf8"`
 }
 

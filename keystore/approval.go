@@ -88,12 +88,15 @@ func ApprovalReason(r Reason) bool {
 // ApprovalRequest is a person's approval or rejection of a key.
 type ApprovalRequest struct {
 	Namespace string `json:"namespace" validate:"namespace"`
-	Key       string `json:"key"`                                            // NormalizeKey
-	By        string `json:"by" validate:"required,max=128,utf8,no_control"` // trimmed first
+	Key       string `json:"key"`                                                      // NormalizeKey
+	By        string `json:"by" validate:"required,max=128,utf8,no_control,no_format"` // trimmed first
 	// Note: why; required to reject.
 	Note string `json:"note" validate:"max=2000,utf8"`
-	// Identities are other names of the same person (a Slack user ID and
-	// name), checked against the requester too (four eyes).
+	// Identities are the names of the deciding person that a sign-in or a
+	// token vouches for (a Slack user ID and name, the e-mail and subject
+	// an identity provider gave, a token's person), compared with the
+	// requester by four eyes (person.go). Normalize spells them as
+	// CanonicalPerson does and refuses one that breaks the person rule.
 	Identities []string `json:"-"`
 }
 
@@ -103,6 +106,26 @@ func (r ApprovalRequest) Normalize(reject bool) (ApprovalRequest, error) {
 	r.Key = v.key(r.Key)
 	r.By, r.Note = strings.TrimSpace(r.By), strings.TrimSpace(r.Note)
 	v.check(r)
+	// by is how the history names the decider ("Ana (Slack U0ANA)"); the
+	// identities are who they are, by itself when nothing vouched for more.
+	given := r.Identities
+	if len(given) == 0 {
+		given = []string{r.By}
+	}
+	ids := make([]string, 0, len(given))
+	for _, id := range given {
+		if id = CanonicalPerson(id); id == "" || slices.Contains(ids, id) {
+			continue
+		}
+		if err := CheckPerson("by", id); err != nil {
+			if !slices.ContainsFunc(v.fields, func(f errs.FieldError) bool { return f.Field == "by" }) {
+				v.add(err)
+			}
+			continue
+		}
+		ids = append(ids, id)
+	}
+	r.Identities = ids
 	if reject && r.Note == "" {
 		v.field("note", "required", "a rejection needs its reason in note")
 	}
@@ -198,9 +221,9 @@ func decideApproval(cur *Record, req ApprovalRequest, reject bool, np NamespaceP
 	if cur == nil {
 		return Step{}, errs.Errorf(errs.NotFound, "no key %q in namespace %q", req.Key, req.Namespace)
 	}
-	want, outcome, verb := HistoryApproved, OutcomeApproved, "approved"
+	want, outcome, verb, act := HistoryApproved, OutcomeApproved, "approved", "approve"
 	if reject {
-		want, outcome, verb = HistoryApprovalRejected, OutcomeRejected, "rejected"
+		want, outcome, verb, act = HistoryApprovalRejected, OutcomeRejected, "rejected", "reject"
 	}
 	if !(cur.State == StateParked && cur.Reason == ReasonAwaitingApproval) {
 		// Decided before: the same decision again (a replayed or late
@@ -221,8 +244,15 @@ func decideApproval(cur *Record, req ApprovalRequest, reject bool, np NamespaceP
 		}
 		return Step{}, errs.Errorf(errs.Conflict, "key is %s and does not await approval; nothing changed", cur.State)
 	}
-	if rb := RequestedBy(cur); np.Approval.FourEyes && rb != "" && (strings.EqualFold(rb, req.By) || slices.ContainsFunc(req.Identities, func(id string) bool { return strings.EqualFold(rb, id) })) {
-		return Step{}, errs.Errorf(errs.Forbidden, "%s triggered this event and may not %s it (four eyes: another approver must decide); nothing changed", req.By, strings.TrimSuffix(verb, "d"))
+	detail := truncate(req.Note, 200)
+	if np.Approval.FourEyes {
+		warning, err := fourEyes(RequestedBy(cur), req, np.people, act)
+		if err != nil {
+			return Step{}, err
+		}
+		if warning != "" {
+			detail = truncate(strings.TrimPrefix(detail+" — "+warning, " — "), 200)
+		}
 	}
 	next := cur.Clone()
 	next.ResolvedBy, next.ResolvedAt, next.Note = req.By, timePtr(now), req.Note
@@ -234,7 +264,7 @@ func decideApproval(cur *Record, req ApprovalRequest, reject bool, np NamespaceP
 	} else {
 		next.Reason, next.Message = ReasonApproved, "approved by "+req.By
 	}
-	next.addHistory(Transition{At: now, Event: want, Attempt: cur.Attempt, By: req.By, Detail: truncate(req.Note, 200)})
+	next.addHistory(Transition{At: now, Event: want, Attempt: cur.Attempt, By: req.By, Detail: detail})
 	ev := Event{At: now, Kind: EventApprovalDecided, Namespace: cur.Namespace, Key: cur.Key, Attempt: cur.Attempt,
 		Owner: req.By, Destination: cur.Destination, Reason: next.Reason, Message: verb}
 	return Step{Record: next, Events: []Event{ev}, Result: Result{Outcome: outcome, Record: next}}, nil

@@ -47,7 +47,7 @@ func (req BulkResolveRequest) Normalize() (BulkResolveRequest, error) {
 	req.ResultRef = strings.TrimSpace(req.ResultRef)
 	v.check(struct {
 		Resolution State  `json:"resolution" validate:"required,oneof=completed failed"`
-		By         string `json:"by" validate:"required,max=128,utf8,no_control"`
+		By         string `json:"by" validate:"required,max=128,utf8,no_control,no_format"`
 		Note       string `json:"note" validate:"required,max=2000,utf8"`
 		ResultRef  string `json:"result_ref" validate:"max=512,utf8,no_control"`
 		ID         string `json:"id" validate:"max=64,utf8,no_control"`

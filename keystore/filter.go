@@ -177,7 +177,7 @@ func Select(ctx context.Context, s Selector, f Filter, cursor string, limit int)
 type BulkResolveRequest struct {
 	Filter     Filter `json:"filter"`
 	Resolution State  `json:"resolution" validate:"required,oneof=completed failed"`
-	By         string `json:"by" validate:"required,max=128,utf8,no_control"`
+	By         string `json:"by" validate:"required,max=128,utf8,no_control,no_format"`
 	Note       string `json:"note" validate:"required,max=2000,utf8"`
 	ResultRef  string `json:"result_ref" validate:"max=512,utf8,no_control"`
 	Final      bool   `json:"final"`

@@ -46,6 +46,9 @@ type NamespacePolicy struct {
 	destinations *map[string]DestinationPolicy
 	// Approval: a person approves each new event first (approval.go).
 	Approval ApprovalPolicy
+	// people is the policies' People, for four eyes (Namespace fills it
+	// in); a pointer, as destinations.
+	people *People
 }
 
 // DestinationPolicy configures one destination's circuit breaker.
@@ -78,6 +81,9 @@ type Policies struct {
 	// Resume are the n8n instances resume URLs may point at (resume.go);
 	// the zero value: none, parking is refused.
 	Resume ResumeTargets
+	// People says which identifiers name one person, for four eyes
+	// (person.go); the zero value knows nobody.
+	People People
 }
 
 // Namespace returns the policy of ns with defaults filled in.
@@ -85,6 +91,9 @@ func (p Policies) Namespace(ns string) NamespacePolicy {
 	np := p.Namespaces[ns]
 	if len(p.Destinations) > 0 {
 		np.destinations = &p.Destinations
+	}
+	if p.People.Known() {
+		np.people = &p.People
 	}
 	if np.Lease <= 0 {
 		np.Lease = DefaultLease

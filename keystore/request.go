@@ -33,8 +33,9 @@ type ReserveRequest struct {
 	ResumeURL string `json:"resume_url" validate:"omitempty,max=2048,utf8,no_control,http_url"`
 	// RequestedBy is who triggered the event, where known (a form's
 	// submitter, a ticket's author). In a namespace that requires approval
-	// with four eyes, that person may not approve it (approval.go).
-	RequestedBy string `json:"requested_by" validate:"max=128,utf8,no_control"`
+	// with four eyes, that person may not approve it (approval.go). It is
+	// recorded as NormalizePerson spells it (person.go).
+	RequestedBy string `json:"requested_by" validate:"max=128,utf8,no_control,no_format,one_script"`
 }
 
 // CompleteRequest reports that the attempt holding Token took effect.
@@ -66,8 +67,8 @@ type ResolveRequest struct {
 	Namespace  string `json:"namespace" validate:"namespace"`
 	Key        string `json:"key"` // NormalizeKey
 	Resolution State  `json:"resolution" validate:"required,oneof=completed failed"`
-	By         string `json:"by" validate:"required,max=128,utf8,no_control"` // trimmed first
-	Note       string `json:"note" validate:"required,max=2000,utf8"`         // trimmed first
+	By         string `json:"by" validate:"required,max=128,utf8,no_control,no_format"` // trimmed first
+	Note       string `json:"note" validate:"required,max=2000,utf8"`                   // trimmed first
 	ResultRef  string `json:"result_ref" validate:"max=512,utf8,no_control"`
 	Force      bool   `json:"force"`
 	// Final, with resolution failed: no new attempt may start (the key
@@ -123,6 +124,7 @@ func CheckIdentity(ns, key string) (string, error) {
 func (r ReserveRequest) Normalize() (ReserveRequest, Fingerprint, error) {
 	var v violations
 	r.Key = v.key(r.Key)
+	r.RequestedBy = NormalizePerson(r.RequestedBy)
 	v.check(r)
 	hasPayload := len(r.Payload) > 0 && strings.TrimSpace(string(r.Payload)) != "null"
 	if len(r.Payload) > 0 && r.Fingerprint != "" {

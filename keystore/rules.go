@@ -24,6 +24,8 @@ import (
 //	namespace      ValidNamespace
 //	utf8           valid UTF-8
 //	no_control     no control characters (one-line fields)
+//	no_format      no invisible format characters (category Cf), as keys
+//	one_script     letters of one script (person.go: people's identifiers)
 //	max_bytes=N    at most N bytes (a JSON value, a key prefix)
 //	max_seconds=N  a duration of at most N seconds, reported as max=N
 var rules = sync.OnceValue(func() *validator.Validate {
@@ -40,6 +42,8 @@ var rules = sync.OnceValue(func() *validator.Validate {
 		"no_control": func(fl validator.FieldLevel) bool {
 			return strings.IndexFunc(fl.Field().String(), unicode.IsControl) < 0
 		},
+		"no_format":  func(fl validator.FieldLevel) bool { return strings.IndexFunc(fl.Field().String(), invisible) < 0 },
+		"one_script": func(fl validator.FieldLevel) bool { return onePersonScript(fl.Field().String()) },
 		"max_bytes": func(fl validator.FieldLevel) bool {
 			n, err := strconv.Atoi(fl.Param())
 			return err == nil && fl.Field().Len() <= n
@@ -146,6 +150,12 @@ func message(field, tag, param string) string {
 		return field + " is not valid UTF-8"
 	case "no_control":
 		return field + " contains control characters"
+	case "no_format":
+		return field + " contains an invisible character (zero-width, bidi control or another Unicode format character, category Cf): " +
+			"it would make two names that look the same; send it without"
+	case "one_script":
+		return field + " mixes letters of scripts that do not go together (e.g. a Cyrillic letter in a Latin name): " +
+			"it would look like another person's name; write it in one script"
 	}
 	return fmt.Sprintf("%s breaks the rule %s", field, tag)
 }

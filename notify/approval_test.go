@@ -243,3 +243,26 @@ func TestApprovalButtons(t *testing.T) {
 		t.Fatalf("the request and its escalation do not both show the approval made elsewhere (%d updates show it)", shown)
 	}
 }
+
+// Four eyes in Slack knows the clicking user by name too: a request
+// recorded under the Slack user's name, however spelled, is theirs.
+// Mutation tried: the Slack user's name left out of the identities
+// (approval.go): U0ANN approves her own request in one click.
+func TestApprovalFourEyesKnowsTheSlackUsersName(t *testing.T) {
+	k := newApprovalHarness(t)
+	k.request("inv_1", " NAME-OF-U0ANN\u00a0")
+	k.pass()
+	n1 := k.approvalOf("inv_1")
+	if err := k.click("U0ANN", ActionApprove, n1.ID); err != nil {
+		t.Fatal(err)
+	}
+	if k.gatedKey("inv_1").Reason != keystore.ReasonAwaitingApproval || !strings.Contains(lastEphemeral(k), "four eyes") {
+		t.Fatalf("the requester approved by her Slack name: %s / %q", k.gatedKey("inv_1").Reason, lastEphemeral(k))
+	}
+	if err := k.click("U0CTRL", ActionApprove, n1.ID); err != nil {
+		t.Fatal(err)
+	}
+	if k.gatedKey("inv_1").Reason != keystore.ReasonApproved {
+		t.Fatalf("another approver: %s / %q", k.gatedKey("inv_1").Reason, lastEphemeral(k))
+	}
+}

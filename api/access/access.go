@@ -81,6 +81,22 @@ type Principal struct {
 	// tokens.<name>.person): Name stays the token's, and its decisions
 	// record this person. "" for a shared token.
 	PersonName string `json:",omitempty"`
+	// Subject is the identity provider's id of a signed-in person (the
+	// ID token's sub): one of the identities four eyes compares.
+	Subject string `json:",omitempty"`
+}
+
+// Identities are the names four eyes compares with whoever requested an
+// approval (keystore.ApprovalRequest.Identities): the token's or the
+// person's name, a named token's person, a signed-in person's subject.
+func (p Principal) Identities() []string {
+	var out []string
+	for _, id := range []string{p.Name, p.PersonName, p.Subject} {
+		if id != "" {
+			out = append(out, id)
+		}
+	}
+	return out
 }
 
 // Allows tells whether the principal's role grants scope.

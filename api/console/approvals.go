@@ -101,7 +101,7 @@ func (ui *Console) decideApproval(c *fiber.Ctx, sess *session) error {
 		return errs.Errorf(errs.Forbidden, "the token %q does not cover namespace %q", sess.who.Name, ns)
 	}
 	as := ui.store
-	req := keystore.ApprovalRequest{Namespace: ns, Key: key, By: sess.by(), Note: note, Identities: []string{sess.who.Name, sess.who.PersonName}}
+	req := keystore.ApprovalRequest{Namespace: ns, Key: key, By: sess.by(), Note: note, Identities: sess.who.Identities()}
 	var err error
 	var res keystore.Result
 	switch action {

@@ -30,6 +30,8 @@ const (
 	limitedToken = "limited-token-0123456789"
 	// namedToken is a token of one person (tokens.<name>.person).
 	namedToken = "named-token-0123456789"
+	// personToken is ops-ana, a token that names its person.
+	personToken = "person-token-0123456789"
 )
 
 // site is one test's console: a real bbolt file, the console mounted on a
@@ -130,6 +132,8 @@ func signIn(token string) (access.Principal, error) {
 		return access.Principal{Name: "viewer", Role: access.RoleRead}, nil
 	case namedToken:
 		return access.Principal{Name: "ana-laptop", Role: access.RoleAdmin, PersonName: "ana@example.com"}, nil
+	case personToken:
+		return access.Principal{Name: "ops-ana", Role: access.RoleAdmin, PersonName: "ana@example.com"}, nil
 	case limitedToken:
 		return access.Principal{Name: "bookings-admin", Role: access.RoleAdmin, Namespaces: []string{"bookings", "hubspot"}}, nil
 	}

@@ -64,10 +64,18 @@ type oidcSite struct {
 	people access.People
 	// tokens is the shared token sign-in (nil: turned off).
 	tokens func(string) (access.Principal, error)
-	stop   func()
+	// policies are the store's (four eyes, people).
+	policies keystore.Policies
+	stop     func()
 }
 
 func newOIDCSite(t *testing.T) *oidcSite {
+	t.Helper()
+	return newOIDCSiteWith(t, keystore.Policies{})
+}
+
+// newOIDCSiteWith is a site whose store keeps the policies pol.
+func newOIDCSiteWith(t *testing.T, pol keystore.Policies) *oidcSite {
 	t.Helper()
 	is := openidtest.New(clientID, clientSecret)
 	t.Cleanup(is.Close)
@@ -78,7 +86,7 @@ func newOIDCSite(t *testing.T) *oidcSite {
 	for i := range key {
 		key[i] = byte(i * 7)
 	}
-	o := &oidcSite{issuer: is, key: key, clock: &clock{}, path: filepath.Join(t.TempDir(), "guard.db"), people: people, tokens: signIn}
+	o := &oidcSite{issuer: is, key: key, clock: &clock{}, path: filepath.Join(t.TempDir(), "guard.db"), people: people, tokens: signIn, policies: pol}
 	o.start(t)
 	t.Cleanup(func() { o.stop() })
 	return o
@@ -88,7 +96,7 @@ func newOIDCSite(t *testing.T) *oidcSite {
 // (re)started with the same data folder (the same session key).
 func (o *oidcSite) start(t *testing.T) {
 	t.Helper()
-	store, err := bolt.Open(o.path, bolt.Options{})
+	store, err := bolt.Open(o.path, bolt.Options{Policies: o.policies})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -238,6 +246,8 @@ func TestProviderMistakesRefuseTheSignIn(t *testing.T) {
 		{"wrong issuer in the token", openidtest.WrongIssuer, ana, 401, "was issued by another issuer than"},
 		{"a key not in the JWKS", openidtest.ForeignKey, ana, 401, "signature"},
 		{"unverified email", openidtest.Honest, openidtest.Person{Email: "ana@example.com", EmailVerified: &no}, 401, "has not verified the email ana@example.com"},
+		{"no email_verified claim", openidtest.Honest, openidtest.Person{Email: "ana@example.com", NoEmailVerified: true}, 401, "does not say that the identity provider verified the email ana@example.com"},
+		{"an invisible character in the email", openidtest.Honest, openidtest.Person{Email: "ana\u200b@example.com"}, 401, "invisible character"},
 		{"a person without a role", openidtest.Honest, openidtest.Person{Email: "eve@example.com"}, 403, "eve@example.com signed in at Test IdP but has no role in this console"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

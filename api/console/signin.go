@@ -16,6 +16,7 @@ import (
 	"github.com/n8n-guard/n8n-guard/api/openid"
 	"github.com/n8n-guard/n8n-guard/api/problem"
 	"github.com/n8n-guard/n8n-guard/errs"
+	"github.com/n8n-guard/n8n-guard/keystore"
 )
 
 // Two ways in: a named person through an identity provider (OpenID
@@ -258,7 +259,13 @@ func (ui *Console) oidcCallback(c *fiber.Ctx, _ *session) error {
 	if err != nil {
 		return ui.refuseSignIn(c, err, st.Resume)
 	}
+	// The name is a person identifier like any other: one that holds an
+	// invisible character or mixes scripts is not let in to decide.
+	if err := keystore.CheckPerson("name", id.Name); err != nil {
+		return ui.refuseSignIn(c, errs.Errorf(problem.Unauthorized, "the identity provider named the person %q: %s", id.Name, errs.MessageOf(err)), st.Resume)
+	}
 	who, ok := ui.people.Principal(id.Name, id.Groups)
+	who.Subject = id.Subject
 	if !ok {
 		return ui.refuseSignIn(c, errs.Errorf(errs.Forbidden,
 			"%s signed in at %s but has no role in this console: an admin gives them (or one of their groups) a role under console.people", id.Name, ui.provider), st.Resume)
@@ -297,6 +304,7 @@ func (ui *Console) session(c *fiber.Ctx) *session {
 		ui.log.Info("console: a session ended: no people rule names its person any more", "who", sess.who.Name)
 		return nil
 	}
+	who.Subject = sess.who.Subject
 	sess.who = who
 	return sess
 }

@@ -7,7 +7,9 @@
 //
 // What it must never do: accept an ID token that is not signed by the
 // provider's keys, not for this client, expired, or without the nonce the
-// sign-in started with; log the client secret or a token.
+// sign-in started with; name a person by an e-mail address the provider
+// did not say it verified (unless the operator said the provider never
+// does); log the client secret or a token.
 package openid
 
 import (
@@ -46,6 +48,12 @@ type Config struct {
 	// GroupsClaim lists the person's groups (default groups); a token
 	// without it has no groups.
 	GroupsClaim string
+	// EmailVerifiedOptional: the provider never sends email_verified
+	// (some Microsoft Entra ID setups), so an ID token without it is
+	// accepted when NameClaim is email. Off, such a token is refused: an
+	// address nobody verified would sign in as whoever owns it. A token
+	// that says false is refused either way.
+	EmailVerifiedOptional bool
 	// HTTPClient talks to the provider (default: 10 s timeout).
 	HTTPClient *http.Client
 	// Clock is the verifier's clock (tests); nil: time.Now.
@@ -233,11 +241,27 @@ func (p *Provider) Finish(ctx context.Context, f Flow, q url.Values) (Identity, 
 		return Identity{}, refused("the ID token has no %q claim to name the person by: set console.oidc.name_claim, or ask for its scope", p.cfg.NameClaim)
 	}
 	if p.cfg.NameClaim == "email" {
-		if v, ok := claims["email_verified"].(bool); ok && !v {
+		switch verified, said := emailVerified(claims); {
+		case said && !verified:
 			return Identity{}, refused("the identity provider has not verified the email %s", name)
+		case !said && !p.cfg.EmailVerifiedOptional:
+			return Identity{}, refused("the ID token does not say that the identity provider verified the email %s (no email_verified claim): "+
+				"an unverified address would sign in as whoever owns it; if this provider never sends the claim, set console.oidc.email_verified_optional: true", name)
 		}
 	}
 	return Identity{Name: strings.TrimSpace(name), Groups: stringsOf(claims[p.cfg.GroupsClaim]), Subject: idt.Subject}, nil
+}
+
+// emailVerified reads the email_verified claim: a boolean, or the string
+// "true" or "false" some providers send; said is false when it is absent.
+func emailVerified(claims map[string]any) (verified, said bool) {
+	switch v := claims["email_verified"].(type) {
+	case bool:
+		return v, true
+	case string:
+		return strings.EqualFold(v, "true"), true
+	}
+	return false, false
 }
 
 // verifyProblem says in words why go-oidc refused an ID token.

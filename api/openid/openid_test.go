@@ -117,3 +117,108 @@ func TestCodeFlow(t *testing.T) {
 		}
 	})
 }
+
+// signIn runs one code flow of p against is, signing in person, and
+// returns what Finish says.
+func signIn(t *testing.T, is *openidtest.Issuer, p *openid.Provider, person openidtest.Person) (openid.Identity, error) {
+	t.Helper()
+	is.SignIn(person)
+	u, f, err := p.Start(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p.Finish(context.Background(), f, authorize(t, u))
+}
+
+func wantRefused(t *testing.T, err error, want string) {
+	t.Helper()
+	if errs.CodeOf(err) != problem.Unauthorized || !strings.Contains(errs.MessageOf(err), want) {
+		t.Fatalf("%v, want unauthorized with %q", err, want)
+	}
+}
+
+// Each check of the ID token refuses the token that fails it, in words
+// that say which; an honest token of the same provider passes.
+// Mutations tried: the nonce comparison in Finish left out: "a token
+// with another sign-in's nonce" is accepted; oidc.Config with
+// SkipClientIDCheck: "a token for another client" is accepted; with
+// SkipExpiryCheck: "an expired token" is accepted; with
+// SkipIssuerCheck: "a token of another issuer" is accepted.
+func TestIDTokenChecks(t *testing.T) {
+	is := openidtest.New("c1", "secret-1")
+	defer is.Close()
+	p, err := openid.New(openid.Config{Issuer: is.URL, ClientID: "c1", ClientSecret: "secret-1", RedirectURL: redirect})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ana := openidtest.Person{Email: "ana@example.com"}
+	for _, tc := range []struct {
+		name  string
+		fault openidtest.Fault
+		want  string
+	}{
+		{"a token with another sign-in's nonce", openidtest.BadNonce, "does not carry this sign-in's nonce"},
+		{"a token for another client", openidtest.WrongAudience, `the ID token is for another application, not client_id "c1"`},
+		{"an expired token", openidtest.Expired, "the ID token expired at"},
+		{"a token of another issuer", openidtest.WrongIssuer, "was issued by another issuer than"},
+		{"a token signed with a key not in the JWKS", openidtest.ForeignKey, "signature"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			is.Misbehave(tc.fault)
+			defer is.Misbehave(openidtest.Honest)
+			_, err := signIn(t, is, p, ana)
+			wantRefused(t, err, tc.want)
+		})
+	}
+	if id, err := signIn(t, is, p, ana); err != nil || id.Name != "ana@example.com" {
+		t.Fatalf("an honest token: %+v %v", id, err)
+	}
+}
+
+// When the person is named by e-mail, the provider must say it verified
+// the address (email_verified true, or "true"); a provider that never
+// sends the claim is let through only when the operator says so, and an
+// address the provider says it did not verify never is. Named by another
+// claim, the claim does not matter.
+// Mutations tried: a missing claim accepted (the check before): "no
+// claim" signs in; EmailVerifiedOptional ignored: "no claim, the
+// operator opted out" is refused; the false case let through with the
+// opt-out: "false, the operator opted out" signs in.
+func TestEmailMustBeVerified(t *testing.T) {
+	is := openidtest.New("c1", "secret-1")
+	defer is.Close()
+	provider := func(cfg openid.Config) *openid.Provider {
+		cfg.Issuer, cfg.ClientID, cfg.ClientSecret, cfg.RedirectURL = is.URL, "c1", "secret-1", redirect
+		p, err := openid.New(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	no, yes := false, true
+	strict, optional, byName := provider(openid.Config{}), provider(openid.Config{EmailVerifiedOptional: true}), provider(openid.Config{NameClaim: "name"})
+	for _, tc := range []struct {
+		name   string
+		p      *openid.Provider
+		person openidtest.Person
+		want   string // "": signed in
+	}{
+		{"verified", strict, openidtest.Person{Email: "ana@example.com", EmailVerified: &yes}, ""},
+		{"no claim", strict, openidtest.Person{Email: "ana@example.com", NoEmailVerified: true}, "does not say that the identity provider verified the email ana@example.com"},
+		{"false", strict, openidtest.Person{Email: "ana@example.com", EmailVerified: &no}, "has not verified the email ana@example.com"},
+		{"no claim, the operator opted out", optional, openidtest.Person{Email: "ana@example.com", NoEmailVerified: true}, ""},
+		{"false, the operator opted out", optional, openidtest.Person{Email: "ana@example.com", EmailVerified: &no}, "has not verified the email"},
+		{"named by another claim", byName, openidtest.Person{Email: "ana@example.com", NoEmailVerified: true}, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			id, err := signIn(t, is, tc.p, tc.person)
+			if tc.want == "" {
+				if err != nil || id.Name != "ana@example.com" {
+					t.Fatalf("%+v %v, want signed in", id, err)
+				}
+				return
+			}
+			wantRefused(t, err, tc.want)
+		})
+	}
+}

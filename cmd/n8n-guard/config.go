@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"regexp"
 	"slices"
@@ -121,6 +122,67 @@ type FileConfig struct {
 	PublicURL string `yaml:"public_url"`
 	// N8n says where resume calls may go (resume.go).
 	N8n N8nFileConfig `yaml:"n8n"`
+	// People names each person's identities, so that four eyes compares
+	// persons, not spellings (keystore/person.go).
+	People map[string]PersonIdentities `yaml:"people"`
+}
+
+// PersonIdentities is one entry of people: the identifiers by which the
+// guard may meet one person. The entry's name is one of them too.
+type PersonIdentities struct {
+	Emails []string `yaml:"emails"`
+	// Slack user IDs (U…, W…), as Slack's clicks name the person.
+	Slack []string `yaml:"slack"`
+	// OIDCSubjects: the sub claim the console's identity provider gives.
+	OIDCSubjects []string `yaml:"oidc_subjects"`
+	// Names: any other spelling (a Slack user name, a token's person).
+	Names []string `yaml:"names"`
+}
+
+var slackUserRE = regexp.MustCompile(`^[UW][A-Z0-9]{2,}$`)
+
+// logFourEyes says once at start when four eyes can compare spellings
+// only: namespaces with four eyes, and no people: to tell that an e-mail
+// address and a Slack user are one person.
+func logFourEyes(log *slog.Logger, p keystore.Policies) {
+	if p.People.Known() {
+		return
+	}
+	var ns []string
+	for name, np := range p.Namespaces {
+		if np.Approval.Required && np.Approval.FourEyes {
+			ns = append(ns, name)
+		}
+	}
+	if len(ns) > 0 {
+		slices.Sort(ns)
+		log.Warn("four eyes compares spellings only: no people: section says which e-mail addresses, Slack users and OIDC subjects are one person, "+
+			"so a requester's other identity may approve; name the approvers and requesters under people:", "namespaces", ns)
+	}
+}
+
+// people reads people: into the keystore's directory.
+func (fc FileConfig) people() (keystore.People, error) {
+	ids := make(map[string][]string, len(fc.People))
+	for _, name := range sortedKeys(fc.People) {
+		pc := fc.People[name]
+		for i, u := range pc.Slack {
+			if !slackUserRE.MatchString(u) {
+				return keystore.People{}, fmt.Errorf("people.%s.slack[%d]: %q is not a Slack user ID (U… or W…)", name, i, u)
+			}
+		}
+		for i, e := range pc.Emails {
+			if !strings.Contains(e, "@") {
+				return keystore.People{}, fmt.Errorf("people.%s.emails[%d]: %q is not an e-mail address", name, i, e)
+			}
+		}
+		ids[name] = slices.Concat(pc.Emails, pc.Slack, pc.OIDCSubjects, pc.Names)
+	}
+	p, err := keystore.NewPeople(ids)
+	if err != nil {
+		return p, fmt.Errorf("people.%w", err)
+	}
+	return p, nil
 }
 
 // TokenConfig is one entry of tokens: a named token with a role and the
@@ -430,6 +492,11 @@ func (fc FileConfig) Policies() (keystore.Policies, error) {
 		np.Approval = ap
 		p.Namespaces[name] = np
 	}
+	people, err := fc.people()
+	if err != nil {
+		return p, err
+	}
+	p.People = people
 	for _, name := range sortedKeys(fc.Destinations) {
 		d := fc.Destinations[name]
 		where := "destinations." + name

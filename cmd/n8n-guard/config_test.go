@@ -1,7 +1,9 @@
 package main
 
 import (
+	"bytes"
 	"crypto/sha256"
+	"log/slog"
 	"reflect"
 	"strings"
 	"testing"
@@ -241,6 +243,65 @@ func TestParseApproval(t *testing.T) {
 			if err == nil {
 				_, err = fc.Policies()
 			}
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("want an error mentioning %q, got %v", tc.want, err)
+			}
+		})
+	}
+}
+
+// people: names each person's identities once; four eyes (the store's
+// policies) knows them as one person, whatever the spelling.
+func TestPeopleConfig(t *testing.T) {
+	fc, err := ParseFile(strings.NewReader(`
+people:
+  ana:
+    emails: [ana@example.com]
+    slack: [U0ANA]
+    oidc_subjects: ["248289761001"]
+    names: [Ana Lopez]
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := fc.Policies()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Four eyes without people: compares spellings only, and the start says so.
+	for _, tc := range []struct {
+		people string
+		warned bool
+	}{{"", true}, {"people:\n  ana:\n    slack: [U0ANA]\n", false}} {
+		fc, err := ParseFile(strings.NewReader("namespaces:\n  invoices:\n    approval: required\n    approvers: [U0CTRL]\n" + tc.people))
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, err := fc.Policies()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var logged bytes.Buffer
+		logFourEyes(slog.New(slog.NewTextHandler(&logged, nil)), p)
+		if got := strings.Contains(logged.String(), "four eyes compares spellings only") && strings.Contains(logged.String(), "invoices"); got != tc.warned {
+			t.Errorf("people %q: warned %v, want %v: %s", tc.people, got, tc.warned, logged.String())
+		}
+	}
+	for _, id := range []string{"ana", "ANA@example.com", "U0ANA", "248289761001", "ana lopez"} {
+		if who, ok := p.People.Person(id); !ok || who != "ana" {
+			t.Errorf("%q names %q, %v; want ana", id, who, ok)
+		}
+	}
+	for _, tc := range []struct{ name, yaml, want string }{
+		{"a Slack ID that is none", "people:\n  ana:\n    slack: [ana]\n", "people.ana.slack[0]"},
+		{"an e-mail that is none", "people:\n  ana:\n    emails: [ana]\n", "people.ana.emails[0]"},
+		{"one identity for two", "people:\n  ana:\n    slack: [U0ANA]\n  bob:\n    slack: [U0ANA]\n", "also an identity of ana"},
+		{"an invisible character", "people:\n  ana:\n    emails: [\"ana\\u200b@example.com\"]\n", "invisible character"},
+		{"mixed scripts", "people:\n  ana:\n    names: [\"\\u0430na\"]\n", "scripts"},
+		{"an unknown key", "people:\n  ana:\n    email: [ana@example.com]\n", "email"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := ParseFile(strings.NewReader(tc.yaml))
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("want an error mentioning %q, got %v", tc.want, err)
 			}

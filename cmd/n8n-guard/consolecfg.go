@@ -44,6 +44,9 @@ type OIDCConfig struct {
 	GroupsClaim      string   `yaml:"groups_claim"`
 	// ProviderName labels the sign-in button ("Sign in with Google").
 	ProviderName string `yaml:"provider_name"`
+	// EmailVerifiedOptional: this provider never sends email_verified, so
+	// an ID token without it signs in by e-mail (openid.Config).
+	EmailVerifiedOptional bool `yaml:"email_verified_optional"`
 }
 
 // PersonConfig is one rule of console.people.
@@ -98,7 +101,7 @@ func (fc FileConfig) ConsoleSignIn(getenv func(string) string, readFile func(str
 		}
 	}
 	p, err := openid.New(openid.Config{Issuer: o.Issuer, ClientID: o.ClientID, ClientSecret: secret, RedirectURL: o.RedirectURL,
-		Scopes: o.Scopes, NameClaim: o.NameClaim, GroupsClaim: o.GroupsClaim})
+		Scopes: o.Scopes, NameClaim: o.NameClaim, GroupsClaim: o.GroupsClaim, EmailVerifiedOptional: o.EmailVerifiedOptional})
 	if err != nil {
 		return out, fmt.Errorf("console.oidc.%w", err)
 	}

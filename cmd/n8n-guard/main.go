@@ -91,6 +91,7 @@ func (m *Main) Run(ctx context.Context) (err error) {
 		return fmt.Errorf("config: %w", err)
 	}
 	logResumeTargets(m.Logger, policies.Resume)
+	logFourEyes(m.Logger, policies)
 	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
 		return fmt.Errorf("data folder: %w", err)
 	}

@@ -73,7 +73,7 @@ var resumeSecretSpec = sharedSecret{
 	folder: func(dataDir string, _ *slog.Logger) ([]byte, error) {
 		s, err := resumeSecret("", dataDir)
 		return []byte(s), err
-	},	text: true,
+	}, text: true,
 }
 
 // checkSecretSpec is the header credential of the calls to checks, a

@@ -265,4 +265,34 @@ func runApproval(t *testing.T, newStore New) {
 			t.Fatalf("decisions written: %v, want exactly one", won)
 		}
 	})
+
+	t.Run("four eyes compares the persons people: names, each spelled once", func(t *testing.T) {
+		people, err := keystore.NewPeople(map[string][]string{"ann": {"ann@example.com", "U0ANN"}, "bob": {"U0BOB"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		withPeople := pol
+		withPeople.People = people
+		e := setup(t, newStore, withPeople)
+		e.reserve(gatedNS, "inv_1", withDest("hubspot"), withResume("701"), requestedBy(" Ann@Example.com\u00a0"), invoice)
+		before := e.lookup(gatedNS, "inv_1")
+		if rb := keystore.RequestedBy(before.Record); rb != "Ann@Example.com" {
+			t.Fatalf("requested_by recorded as %q, want its one spelling (trimmed, NFKC, its case kept)", rb)
+		}
+		_, err = e.s.Reserve(e.ctx, keystore.ReserveRequest{Namespace: gatedNS, Key: "inv_2", Destination: "hubspot", ResumeURL: resumeBase + "702",
+			Fingerprint: "inv_2 v1", RequestedBy: "ann@example.com\u200b"})
+		wantCode(t, err, errs.InvalidRequest)
+		if r := e.lookup(gatedNS, "inv_2"); r.Record != nil {
+			t.Fatalf("a refused reserve wrote %+v", r.Record)
+		}
+		for _, who := range [][]string{{"Ann (Slack U0ANN)", "U0ANN"}, {"Eve (Slack U0EVE)", "U0EVE"}} {
+			_, err := approvalStore(t, e).Approve(e.ctx, keystore.ApprovalRequest{Namespace: gatedNS, Key: "inv_1", By: who[0], Identities: who[1:]})
+			wantCode(t, err, errs.Forbidden)
+			sameRecord(t, before.Record, e.lookup(gatedNS, "inv_1").Record)
+		}
+		a, err := approvalStore(t, e).Approve(e.ctx, keystore.ApprovalRequest{Namespace: gatedNS, Key: "inv_1", By: "Bob (Slack U0BOB)", Identities: []string{"U0BOB"}})
+		if err != nil || a.Outcome != keystore.OutcomeApproved {
+			t.Fatalf("another person's approval: %+v %v", a, err)
+		}
+	})
 }

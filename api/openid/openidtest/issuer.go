@@ -42,7 +42,10 @@ const (
 type Person struct {
 	Email         string
 	Groups        []string
-	EmailVerified *bool // nil: no email_verified claim
+	EmailVerified *bool // nil: true, as a provider that verified the address says
+	// NoEmailVerified leaves the email_verified claim out, as providers
+	// that never send it do.
+	NoEmailVerified bool
 }
 
 // Issuer is a running test provider.
@@ -202,8 +205,12 @@ func (is *Issuer) token(w http.ResponseWriter, r *http.Request) {
 	if g.person.Groups != nil {
 		claims["groups"] = g.person.Groups
 	}
-	if g.person.EmailVerified != nil {
+	switch {
+	case g.person.NoEmailVerified:
+	case g.person.EmailVerified != nil:
 		claims["email_verified"] = *g.person.EmailVerified
+	default:
+		claims["email_verified"] = true
 	}
 	key := is.key
 	switch fault {
