@@ -72,7 +72,7 @@ func (n *session) guard(ctx context.Context, o GuardOptions) error {
 		return err
 	}
 	for _, c := range rw.Changes {
-		n.change("workflow %s %q: %s", w.ID, w.Name, c)
+		n.change("%s (workflow %s %q)", c, w.ID, w.Name)
 	}
 	if len(rw.Changes) == 0 {
 		return nil
