@@ -3,6 +3,8 @@ package n8n
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
+	"os/exec"
 	"strings"
 	"testing"
 )
@@ -228,5 +230,50 @@ func TestGuardLeavesTheInputUntouched(t *testing.T) {
 	jb, _ := json.Marshal(b)
 	if string(ja) != string(jb) {
 		t.Fatal("two plans of the same guard differ (a dry run would not show what a run does)")
+	}
+}
+
+// The failure classification the rewrite adds runs in n8n's Code node; it
+// is run here in Node on error items shaped as n8n's HTTP Request node
+// puts them on its error output (NodeApiError: httpCode, message,
+// description, messages; a refused connection; a timeout).
+func TestFailureClassificationFollowsTheTemplatesRules(t *testing.T) {
+	nodeBin, err := exec.LookPath("node")
+	if err != nil {
+		t.Skip("SKIP: Node is not installed; the classification is run in real n8n by the e2e suite")
+	}
+	js := fmt.Sprintf(classifyJS, "Write", `"Write"`)
+	for _, c := range []struct {
+		name  string
+		error string
+		want  string
+	}{
+		{"500 from the target", `{"httpCode":"500","message":"The service was not able to process your request","messages":["500 - \"boom\""]}`, "destination_failed"},
+		{"503 from the target", `{"httpCode":"503","message":"Service unavailable"}`, "destination_failed"},
+		{"429 from the target", `{"httpCode":"429","message":"The service is receiving too many requests from you"}`, "destination_failed"},
+		{"408 from the target", `{"httpCode":"408","message":"Request timeout"}`, "destination_failed"},
+		{"502 from a gateway", `{"httpCode":"502","message":"Bad gateway - the service failed to handle your request"}`, "outcome_unknown"},
+		{"504 from a gateway", `{"httpCode":"504","message":"Gateway timed out"}`, "outcome_unknown"},
+		{"400 refused data", `{"httpCode":"400","message":"Bad request - please check your parameters"}`, "validation_failed"},
+		{"a status only in messages", `{"message":"x","messages":["422 - \"invalid\""]}`, "validation_failed"},
+		{"connection refused", `{"message":"The service refused the connection - perhaps it is offline","code":"ECONNREFUSED"}`, "destination_unreachable"},
+		{"a name that does not resolve", `{"message":"getaddrinfo ENOTFOUND crm.invalid","code":"ENOTFOUND"}`, "destination_unreachable"},
+		{"a timeout may have written", `{"message":"timeout of 10000ms exceeded","code":"ECONNABORTED"}`, "outcome_unknown"},
+		{"a reset may have written", `{"message":"socket hang up","code":"ECONNRESET"}`, "outcome_unknown"},
+		{"anything else may have written", `{"message":"something odd"}`, "outcome_unknown"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			prog := "const $json = { error: " + c.error + " };\nconst run = () => {\n" + js + "\n};\nconsole.log(JSON.stringify(run()));\n"
+			out, err := exec.Command(nodeBin, "-e", prog).CombinedOutput()
+			if err != nil {
+				t.Fatalf("node: %v\n%s", err, out)
+			}
+			var got struct {
+				JSON struct{ Reason, Message string } `json:"json"`
+			}
+			if err := json.Unmarshal(out, &got); err != nil || got.JSON.Reason != c.want {
+				t.Fatalf("reason %q (%s), want %s", got.JSON.Reason, out, c.want)
+			}
+		})
 	}
 }
