@@ -232,6 +232,10 @@ func TestGuardedMeansEveryRuleHolds(t *testing.T) {
 		{"the error output does not fail the key", edit(community, func(s *Snapshot, node func(string) map[string]any) {
 			connect(s, "Create contact", []string{"Complete"}, []string{"Answer failed"})
 		}), "Create contact", "does not fail the key"},
+		{"a fail without a reason", edit(lead, func(s *Snapshot, node func(string) map[string]any) {
+			p := node("Fail key")["parameters"].(map[string]any)
+			p["jsonBody"] = "={{ JSON.stringify({ namespace: 'crm-contacts', key: $('Normalise lead').first().json.key, token: $('Reserve key').first().json.body.token }) }}"
+		}), "Write to CRM", "does not fail the key with a reason"},
 		{"another error workflow", edit(lead, func(s *Snapshot, node func(string) map[string]any) {
 			s.Settings["errorWorkflow"] = "someOtherHandler"
 		}), "Write to CRM", problemErrorWorkflow},
