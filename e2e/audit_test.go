@@ -199,6 +199,46 @@ func TestAuditFindsUnguardedWritesAndGuardMakesThemExactlyOnce(t *testing.T) {
 			t.Fatalf("the second guard changed workflows:\nbefore %v\nafter  %v", stamps(before), stamps(after))
 		}
 	})
+
+	t.Run("2.x: an unpublished edit is audited as the draft and guarded as a draft", func(t *testing.T) {
+		if s.install.Major() < 2 {
+			t.Skip("SKIP: n8n 1.x has no drafts")
+		}
+		id := ids["webhook-post.json"]
+		var wf map[string]any
+		if err := api.call(ctx, http.MethodGet, "/workflows/"+id, nil, &wf); err != nil {
+			t.Fatal(err)
+		}
+		published := wf["activeVersionId"]
+		nodes := wf["nodes"].([]any)
+		nodes = append(nodes, map[string]any{
+			"name": "Notify sales", "type": "n8n-nodes-base.httpRequest", "typeVersion": 4.2, "position": []int{1200, 300},
+			"parameters": map[string]any{"method": "POST", "url": s.crm.URL() + "/notify", "options": map[string]any{}},
+		})
+		conns := wf["connections"].(map[string]any)
+		conns["Answer"] = map[string]any{"main": []any{[]any{map[string]any{"node": "Notify sales", "type": "main", "index": 0}}}}
+		body := map[string]any{"name": wf["name"], "nodes": nodes, "connections": conns, "settings": wf["settings"]}
+		if err := api.call(ctx, http.MethodPut, "/workflows/"+id+"?publishIfActive=false", body, nil); err != nil {
+			t.Fatal(err)
+		}
+		out, err := cli("audit")
+		if err == nil || !strings.Contains(out, "Notify sales") || !strings.Contains(out, "draft") {
+			t.Fatalf("audit of a draft with an unguarded write: %v\n%s", err, out)
+		}
+		out, err = cli("guard", "--workflow", id, "--node", "Notify sales", "--key", "'notify-' + $('Lead webhook').item.json.body.event_id")
+		if err != nil || !strings.Contains(out, "has unpublished edits") {
+			t.Fatalf("guard of a draft: %v\n%s", err, out)
+		}
+		if out, err := cli("audit"); err != nil {
+			t.Fatalf("audit after guarding the draft: %v\n%s", err, out)
+		}
+		if err := api.call(ctx, http.MethodGet, "/workflows/"+id, nil, &wf); err != nil {
+			t.Fatal(err)
+		}
+		if wf["activeVersionId"] != published || wf["versionId"] == published {
+			t.Fatalf("published %v → %v, saved %v: the draft was published or not saved", published, wf["activeVersionId"], wf["versionId"])
+		}
+	})
 }
 
 // guardCLIStdout runs the binary and returns its standard output only.

@@ -46,6 +46,13 @@ func (inst *Instance) Audit(ctx context.Context, scope Filter) (*Audit, error) {
 			continue
 		}
 		a.Workflows++
+		if w.Draft() && w.ActiveVersion == nil {
+			// The listing may leave the published version out; one
+			// workflow's own answer carries it.
+			if one, err := inst.Client.Workflow(ctx, w.ID); err == nil {
+				w = one
+			}
+		}
 		snaps, note := snapshots(w)
 		if note != "" {
 			a.Notes = append(a.Notes, note)
