@@ -65,8 +65,9 @@ func AuditSnapshot(w Snapshot, errorHandlers map[string]bool) []Finding {
 
 // Problems the fix tells apart.
 const (
-	problemNoReserve     = "no reserve of n8n-guard on the path from %s to it"
-	problemErrorWorkflow = "the workflow's error workflow is not n8n-guard's"
+	problemNoReserve      = "no reserve of n8n-guard on the path from %s to it"
+	problemNoReserveAtAll = "no reserve of n8n-guard in front of it"
+	problemErrorWorkflow  = "the workflow's error workflow is not n8n-guard's"
 )
 
 // unguardedBecause lists what keeps target from being guarded, none when
@@ -97,6 +98,8 @@ func (g *graph) unguardedBecause(target string, settings map[string]any, errorHa
 	}
 	if len(reserves) > 0 {
 		why = append(why, g.outcomeProblems(target)...)
+	} else if len(why) == 0 {
+		why = append(why, problemNoReserveAtAll)
 	}
 	if id, _ := settings["errorWorkflow"].(string); !errorHandlers[id] {
 		why = append(why, problemErrorWorkflow)
@@ -262,7 +265,7 @@ func fix(w Snapshot, node string, problems []string) string {
 	}
 	switch {
 	case noReserve:
-		return fmt.Sprintf("n8n-guard n8n guard --workflow %s --node %s --key '<the event's own id, e.g. $json.body.id>'", w.ID, shellQuote(node))
+		return fmt.Sprintf("n8n-guard n8n guard --workflow %s --node %s --key '<expression of the event id, e.g. $json.body.id>'", w.ID, shellQuote(node))
 	case len(problems) == 1 && problems[0] == problemErrorWorkflow:
 		return "n8n-guard n8n setup (makes n8n-guard's error handler this workflow's error workflow)"
 	}

@@ -236,6 +236,9 @@ func TestGuardedMeansEveryRuleHolds(t *testing.T) {
 			p := node("Fail key")["parameters"].(map[string]any)
 			p["jsonBody"] = "={{ JSON.stringify({ namespace: 'crm-contacts', key: $('Normalise lead').first().json.key, token: $('Reserve key').first().json.body.token }) }}"
 		}), "Write to CRM", "does not fail the key with a reason"},
+		{"a write that nothing leads to", edit(lead, func(s *Snapshot, node func(string) map[string]any) {
+			s.Nodes = append(s.Nodes, map[string]any{"name": "Loose POST", "type": "n8n-nodes-base.httpRequest", "typeVersion": 4.2, "parameters": map[string]any{"method": "POST", "url": "https://crm.example.com/x"}})
+		}), "Loose POST", "no reserve of n8n-guard in front of it"},
 		{"another error workflow", edit(lead, func(s *Snapshot, node func(string) map[string]any) {
 			s.Settings["errorWorkflow"] = "someOtherHandler"
 		}), "Write to CRM", problemErrorWorkflow},
