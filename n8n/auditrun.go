@@ -15,11 +15,13 @@ type Audit struct {
 	Notes []string `json:"notes,omitempty"`
 }
 
-// Unguarded counts the findings the guard does not cover.
-func (a *Audit) Unguarded() int {
+// Unguarded counts the findings the guard does not cover; with
+// acceptUnclassified the nodes the audit does not know are not counted
+// (they are still listed).
+func (a *Audit) Unguarded(acceptUnclassified bool) int {
 	n := 0
 	for _, f := range a.Findings {
-		if f.Unguarded() {
+		if f.Unguarded() && !(acceptUnclassified && f.Effect == Unclassified) {
 			n++
 		}
 	}

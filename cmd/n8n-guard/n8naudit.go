@@ -13,7 +13,7 @@ import (
 )
 
 func newN8NAuditCmd(f *n8nFlags) *cobra.Command {
-	var asJSON bool
+	var asJSON, acceptUnclassified bool
 	cmd := &cobra.Command{
 		Use:   "audit",
 		Short: "List every node that writes to another system and whether n8n-guard guards it; exit 1 if one is unguarded",
@@ -29,7 +29,8 @@ published version and the draft.
 
 Each unguarded node comes with its fix: an "n8n-guard n8n guard" command
 line, or the change to make by hand. Exits 1 while any node is unguarded,
-for use in a workflow-review pipeline; --json prints the findings for
+for use in a workflow-review pipeline (--accept-unclassified: not for the
+nodes it does not know, once a person checked them); --json prints the findings for
 scripts (the connection line goes to stderr).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -55,13 +56,14 @@ scripts (the connection line goes to stderr).`,
 			} else {
 				printAudit(out, a)
 			}
-			if n := a.Unguarded(); n > 0 {
+			if n := a.Unguarded(acceptUnclassified); n > 0 {
 				return fmt.Errorf("%d node(s) write without n8n-guard (or are unclassified)", n)
 			}
 			return nil
 		},
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the findings as JSON")
+	cmd.Flags().BoolVar(&acceptUnclassified, "accept-unclassified", false, "list the nodes the audit does not know but do not fail on them (once a person checked that they do not write)")
 	return cmd
 }
 
@@ -99,7 +101,7 @@ func printAudit(w io.Writer, a *n8n.Audit) {
 		}
 		fmt.Fprintf(w, "  fix: %s\n", f.Fix)
 	}
-	fmt.Fprintf(w, "\n%d workflow(s) read, %d node(s) listed, %d unguarded\n", a.Workflows, len(a.Findings), a.Unguarded())
+	fmt.Fprintf(w, "\n%d workflow(s) read, %d node(s) listed, %d unguarded\n", a.Workflows, len(a.Findings), a.Unguarded(false))
 }
 
 func dash(s string) string {
