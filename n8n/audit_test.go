@@ -267,3 +267,17 @@ func TestGuardedMeansEveryRuleHolds(t *testing.T) {
 		})
 	}
 }
+
+func TestUnclassifiedNodesFailTheAuditUnlessAccepted(t *testing.T) {
+	a := &Audit{Findings: []Finding{
+		{Node: "Ticket", Classification: Classification{Effect: Unclassified}},
+		{Node: "Post", Classification: Classification{Effect: Write}},
+		{Node: "Guarded post", Classification: Classification{Effect: Write}, Guarded: true},
+	}}
+	if n := a.Unguarded(false); n != 2 {
+		t.Fatalf("Unguarded(false) = %d, want the write and the unclassified node", n)
+	}
+	if n := a.Unguarded(true); n != 1 {
+		t.Fatalf("Unguarded(true) = %d, want the write only", n)
+	}
+}
