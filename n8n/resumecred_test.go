@@ -57,6 +57,8 @@ func (in *instance) handle(w http.ResponseWriter, r *http.Request) {
 		wf := &Workflow{ID: fmt.Sprintf("W%d", in.next), Name: b.Name, Nodes: b.Nodes, Connections: b.Connections, Settings: b.Settings, VersionID: fmt.Sprintf("v%d", in.next)}
 		in.wfs = append(in.wfs, wf)
 		reply(200, wf)
+	case r.Method == http.MethodGet && len(parts) == 2 && parts[0] == "workflows":
+		reply(200, in.workflow(parts[1]))
 	case r.Method == http.MethodPut && len(parts) == 2 && parts[0] == "workflows":
 		wf := in.workflow(parts[1])
 		var b WorkflowBody

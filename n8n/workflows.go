@@ -19,7 +19,13 @@ type Workflow struct {
 	ActiveVersionID *string `json:"activeVersionId"`
 	// VersionID is the saved version (2.x: equal to ActiveVersionID when
 	// nothing unpublished was saved since).
-	VersionID   string           `json:"versionId"`
+	VersionID string `json:"versionId"`
+	// ActiveVersion is the published version's content (2.x), which
+	// differs from Nodes and Connections while edits are unpublished.
+	ActiveVersion *struct {
+		Nodes       []map[string]any `json:"nodes"`
+		Connections map[string]any   `json:"connections"`
+	} `json:"activeVersion"`
 	IsArchived  bool             `json:"isArchived"`
 	Nodes       []map[string]any `json:"nodes"`
 	Connections map[string]any   `json:"connections"`
@@ -48,6 +54,18 @@ func (w Workflow) HasErrorTrigger() bool {
 // Published: the workflow runs on its triggers (2.x: published, 1.x: active).
 func (w Workflow) Published() bool {
 	return w.Active || (w.ActiveVersionID != nil && *w.ActiveVersionID != "")
+}
+
+// Draft: a 2.x workflow has saved edits that are not published.
+func (w Workflow) Draft() bool {
+	return w.ActiveVersionID != nil && *w.ActiveVersionID != "" && *w.ActiveVersionID != w.VersionID
+}
+
+// Workflow reads one workflow.
+func (c *Client) Workflow(ctx context.Context, id string) (Workflow, error) {
+	var w Workflow
+	err := c.do(ctx, http.MethodGet, "/workflows/"+url.PathEscape(id)+"?excludePinnedData=true", nil, &w)
+	return w, err
 }
 
 // Filter narrows a listing the way n8n's API can.

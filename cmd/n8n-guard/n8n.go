@@ -99,6 +99,12 @@ func (f *n8nFlags) printResumeOrigin(w io.Writer, getenv func(string) string, in
 
 // connect finds out which n8n answers and refuses one it cannot serve.
 func (f *n8nFlags) connect(cmd *cobra.Command) (*n8n.Instance, error) {
+	return f.connectSaying(cmd, cmd.OutOrStdout())
+}
+
+// connectSaying connects and says which n8n answered on w (stderr where
+// stdout is for scripts).
+func (f *n8nFlags) connectSaying(cmd *cobra.Command, w io.Writer) (*n8n.Instance, error) {
 	if f.apiKey == "" {
 		return nil, errors.New("no n8n API key: set N8N_API_KEY or --api-key (n8n: Settings → n8n API)")
 	}
@@ -106,7 +112,7 @@ func (f *n8nFlags) connect(cmd *cobra.Command) (*n8n.Instance, error) {
 	if err != nil {
 		return nil, err
 	}
-	fmt.Fprintf(cmd.OutOrStdout(), "n8n %s at %s\n", inst.Version, inst.Client.Base())
+	fmt.Fprintf(w, "n8n %s at %s\n", inst.Version, inst.Client.Base())
 	return inst, nil
 }
 
@@ -142,10 +148,12 @@ func newN8NCmd(getenv func(string) string) *cobra.Command {
 n8n has no instance-wide error workflow: every workflow must name one in its
 settings, and a new workflow names none. setup installs n8n-guard's error
 handler and names it in every workflow that has none; check lists the
-workflows whose failures nobody would hear of.`,
+workflows whose failures nobody would hear of; audit lists every node that
+writes to another system without the guard in front of it, and guard puts
+the guard in front of one.`,
 	}
 	f.add(cmd)
-	cmd.AddCommand(newN8NSetupCmd(&f, getenv), newN8NCheckCmd(&f, getenv))
+	cmd.AddCommand(newN8NSetupCmd(&f, getenv), newN8NCheckCmd(&f, getenv), newN8NAuditCmd(&f), newN8NGuardCmd(&f))
 	return cmd
 }
 

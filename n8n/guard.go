@@ -1,0 +1,473 @@
+package n8n
+
+import (
+	"crypto/sha1"
+	"encoding/json"
+	"fmt"
+	"net/url"
+	"regexp"
+	"strings"
+
+	"github.com/n8n-guard/n8n-guard/workflows"
+)
+
+// GuardSpec is what `n8n guard` puts in front of one node.
+type GuardSpec struct {
+	// Node is the name of the node that writes.
+	Node string
+	// Key is the JavaScript expression of the event's own id, evaluated on
+	// the item the node gets (e.g. $json.body.event_id; {{ … }} is taken off).
+	Key string
+	// Namespace and Destination: empty takes DefaultNamespace and
+	// DefaultDestination.
+	Namespace, Destination string
+	// Park: while the destination is paused the execution waits in a Wait
+	// node until the guard resumes it, instead of ending.
+	Park bool
+	// GuardURL is where n8n reaches the guard.
+	GuardURL string
+	// Credential is the guard's API token credential; Resume the Wait
+	// node's (parking only).
+	Credential, Resume guardCredential
+	// ErrorHandler is the guard's error workflow, made the workflow's
+	// error workflow when it names another or none ("" leaves it).
+	ErrorHandler string
+}
+
+// Rewrite is a workflow with the guard in front of one node.
+type Rewrite struct {
+	Nodes       []map[string]any
+	Connections map[string]any
+	Settings    map[string]any
+	// Changes say what was added or changed, none when it was guarded.
+	Changes []string
+}
+
+// Refusal is a shape the rewrite cannot guard safely, with the reason and
+// the recipe to do it by hand.
+type Refusal struct{ Node, Reason string }
+
+func (r *Refusal) Error() string {
+	return fmt.Sprintf("node %q cannot be guarded automatically: %s. By hand: %s", r.Node, r.Reason, ManualRecipe)
+}
+
+// ManualRecipe is how a node is guarded by hand.
+const ManualRecipe = "paste workflows/templates/reserve.json in front of the node (namespace, key: the event's own id, destination), " +
+	"an If on {{ $json.body.proceed }} whose true branch alone leads to the node, complete.json after it, and on its error output " +
+	"(On Error: Continue (using error output)) the failure classified as in docs/n8n.md (\"The target's answer is classified\") and fail.json; " +
+	"see docs/n8n.md, \"Guard an existing workflow\""
+
+// The names of the nodes the rewrite adds, from the guarded node's name.
+func guardNames(node string) map[string]string {
+	return map[string]string{
+		"reserve":    "n8n-guard: reserve " + node,
+		"proceed":    "n8n-guard: proceed with " + node + "?",
+		"item":       "n8n-guard: item for " + node,
+		"complete":   "n8n-guard: complete " + node,
+		"output":     "n8n-guard: output of " + node,
+		"classify":   "n8n-guard: classify failure of " + node,
+		"fail":       "n8n-guard: fail " + node,
+		"failed":     "n8n-guard: " + node + " failed",
+		"decided":    "n8n-guard: decided on " + node + "?",
+		"answer":     "n8n-guard: answer, " + node + " not written",
+		"undecided":  "n8n-guard: no decision for " + node,
+		"parked":     "n8n-guard: parked before " + node + "?",
+		"failParked": "n8n-guard: failure of " + node + " parked?",
+		"wait":       "n8n-guard: wait for " + node + " catch-up",
+	}
+}
+
+// DefaultNamespace is the workflow's and the node's name as a guard
+// namespace: lower case, [a-z0-9._-], at most 64 characters.
+func DefaultNamespace(workflow, node string) string {
+	return slug(workflow+"."+node, 64)
+}
+
+// DefaultDestination is the host the node writes to (its URL when fixed),
+// else its node type: the breaker is per destination.
+func DefaultDestination(n map[string]any) string {
+	if u, err := url.Parse(str(params(n), "url")); err == nil && u.Host != "" && !isExpression(str(params(n), "url")) {
+		return slug(u.Hostname(), 64)
+	}
+	t := nodeType(n)
+	return slug(t[strings.LastIndex(t, ".")+1:], 64)
+}
+
+var notSlug = regexp.MustCompile(`[^a-z0-9._-]+`)
+
+func slug(s string, max int) string {
+	s = strings.Trim(notSlug.ReplaceAllString(strings.ToLower(s), "-"), "-._")
+	s = strings.NewReplacer("-.", ".", ".-", ".").Replace(s)
+	if len(s) > max {
+		s = strings.TrimRight(s[:max], "-._")
+	}
+	if s == "" {
+		s = "n8n"
+	}
+	return s
+}
+
+// KeyExpression is the JavaScript of a key given as an n8n expression
+// ("={{ … }}", "{{ … }}") or as JavaScript; it refuses keys that differ
+// for every copy of one event.
+func KeyExpression(key string) (string, error) {
+	k := strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(key), "="))
+	if strings.HasPrefix(k, "{{") && strings.HasSuffix(k, "}}") {
+		k = strings.TrimSpace(k[2 : len(k)-2])
+	}
+	switch {
+	case k == "":
+		return "", fmt.Errorf("--key is empty: give the expression of the event's own id, e.g. $json.body.event_id")
+	case unstableKey(k):
+		return "", fmt.Errorf("--key %s is not stable: every copy of an event would get a new key (the time, a random value or the execution); use the event's own id", k)
+	case strings.Contains(k, "{{") || strings.Contains(k, "}}"):
+		return "", fmt.Errorf("--key %s: give one expression, e.g. $json.body.event_id", k)
+	}
+	return k, nil
+}
+
+// PlanGuard rewrites w so that spec.Node is guarded: reserve in front of
+// it, an If on proceed, the node's own item restored, complete after it,
+// its error output classified (the shipped templates' rules) and failed,
+// a Respond node answering copies when a webhook waits for an answer, and
+// with Park a Wait node. A node that is guarded already gives no changes
+// (a second run changes nothing); a shape that cannot be rewritten safely
+// is a *Refusal.
+func PlanGuard(w Snapshot, spec GuardSpec, handlers map[string]bool) (*Rewrite, error) {
+	var rw Rewrite
+	b, _ := json.Marshal(w)
+	var c Snapshot
+	_ = json.Unmarshal(b, &c) // a deep copy: w stays as read
+	if c.Connections == nil {
+		c.Connections = map[string]any{}
+	}
+	if c.Settings == nil {
+		c.Settings = map[string]any{}
+	}
+	rw.Nodes, rw.Connections, rw.Settings = c.Nodes, c.Connections, c.Settings
+	g := newGraph(c.Nodes, c.Connections)
+	target, ok := g.nodes[spec.Node]
+	if !ok {
+		return nil, fmt.Errorf("workflow %s %q has no node %q", w.ID, w.Name, spec.Node)
+	}
+	names := guardNames(spec.Node)
+	if spec.ErrorHandler != "" {
+		if id, _ := rw.Settings["errorWorkflow"].(string); !handlers[id] {
+			rw.Settings["errorWorkflow"] = spec.ErrorHandler
+			rw.Changes = append(rw.Changes, "make n8n-guard's error handler the workflow's error workflow")
+		}
+	}
+	if _, done := g.nodes[names["reserve"]]; done {
+		return &rw, nil // rewritten before: only the settings may change
+	}
+	if err := g.refuse(spec.Node, target); err != nil {
+		return nil, err
+	}
+	key, err := KeyExpression(spec.Key)
+	if err != nil {
+		return nil, err
+	}
+	ns := spec.Namespace
+	if ns == "" {
+		ns = DefaultNamespace(w.Name, spec.Node)
+	}
+	dest := spec.Destination
+	if dest == "" {
+		dest = DefaultDestination(target)
+	}
+	if slug(ns, 64) != ns || slug(dest, 64) != dest {
+		return nil, fmt.Errorf("namespace %q and destination %q must be lower case [a-z0-9._-], at most 64 characters", ns, dest)
+	}
+	if spec.GuardURL == "" {
+		return nil, fmt.Errorf("no guard URL: give --guard-url (where n8n reaches n8n-guard), or run `n8n-guard n8n setup --guard-url …` first")
+	}
+	if spec.Park && responds(g, spec.Node) {
+		return nil, &Refusal{Node: spec.Node, Reason: "--park with a webhook that answers through Respond to Webhook: a resumed execution would answer a second time; gate every Respond node on the Wait node (docs/n8n.md, \"Never a second answer\") and wire the parking by hand, or guard without --park"}
+	}
+	b2 := &builder{rw: &rw, wfID: w.ID, at: position(target), names: names, spec: spec}
+	if err := b2.build(g, target, key, ns, dest); err != nil {
+		return nil, err
+	}
+	return &rw, nil
+}
+
+// refuse says why target cannot be rewritten safely, nil when it can.
+func (g *graph) refuse(name string, target map[string]any) error {
+	no := func(format string, args ...any) error {
+		return &Refusal{Node: name, Reason: fmt.Sprintf(format, args...)}
+	}
+	switch c := Classify(target); {
+	case isTrigger(target):
+		return no("it is a trigger")
+	case c.Effect == Guard:
+		return no("it is n8n-guard's own node")
+	case c.Effect == Read || c.Effect == Internal:
+		return no("it does not write to another system (%s %s)", c.Effect, c.Operation)
+	}
+	for _, s := range g.starts() {
+		if nodeType(g.nodes[s]) == "n8n-nodes-base.executeWorkflowTrigger" {
+			return no("the workflow is a sub-workflow (Execute Workflow Trigger %q): its items and their keys come from the calling workflow, which must reserve before it calls", s)
+		}
+	}
+	in := g.in[name]
+	switch {
+	case len(in) == 0:
+		return no("nothing leads into it")
+	case len(in) > 1:
+		return no("%d inputs lead into it (from %s and %s): each path needs its own reserve", len(in), in[0].From, in[1].From)
+	case g.reaches(g.successors(name, nil), name, nil, nil):
+		return no("its output loops back into it (a Loop Over Items or a connection back): the key and the retry of each round need wiring by hand")
+	case str(target, "onError") != "" && str(target, "onError") != "stopWorkflow":
+		return no("it handles its own failures (On Error: %s)", str(target, "onError"))
+	case len(g.out[name]) > 1:
+		return no("it has %d outputs", len(g.out[name]))
+	}
+	return nil
+}
+
+// builder adds the guard's nodes around one target node.
+type builder struct {
+	rw    *Rewrite
+	wfID  string
+	at    [2]float64
+	names map[string]string
+	spec  GuardSpec
+}
+
+func position(n map[string]any) [2]float64 {
+	var p [2]float64
+	if xy, ok := n["position"].([]any); ok && len(xy) == 2 {
+		p[0], _ = xy[0].(float64)
+		p[1], _ = xy[1].(float64)
+	}
+	return p
+}
+
+// add puts a node in, named by its role, at an offset from the target.
+func (b *builder) add(role string, n map[string]any, dx, dy float64) string {
+	name := b.names[role]
+	n["name"] = name
+	n["id"] = stableID(b.wfID, name)
+	n["position"] = []any{b.at[0] + dx, b.at[1] + dy}
+	b.rw.Nodes = append(b.rw.Nodes, n)
+	b.rw.Changes = append(b.rw.Changes, fmt.Sprintf("add node %q", name))
+	return name
+}
+
+// stableID is a node id made from the workflow and node name, so that a
+// dry run and a real one add the same.
+func stableID(parts ...string) string {
+	h := sha1.Sum([]byte(strings.Join(parts, "\x00")))
+	h[6] = h[6]&0x0f | 0x50
+	h[8] = h[8]&0x3f | 0x80
+	return fmt.Sprintf("%x-%x-%x-%x-%x", h[0:4], h[4:6], h[6:8], h[8:10], h[10:16])
+}
+
+func (b *builder) template(name, path, body string) (map[string]any, error) {
+	n, err := workflows.Template(name)
+	if err != nil {
+		return nil, err
+	}
+	p := params(n)
+	p["url"] = strings.TrimRight(b.spec.GuardURL, "/") + path
+	p["jsonBody"] = body
+	n["parameters"] = p
+	n["credentials"] = map[string]any{workflows.CredentialType: map[string]any{"id": b.spec.Credential.ID, "name": b.spec.Credential.Name}}
+	delete(n, "notes")
+	return n, nil
+}
+
+func ifNode(condition string) map[string]any {
+	return map[string]any{
+		"type": "n8n-nodes-base.if", "typeVersion": 2.2,
+		"parameters": map[string]any{
+			"conditions": map[string]any{
+				"options":    map[string]any{"caseSensitive": true, "leftValue": "", "typeValidation": "strict", "version": 2},
+				"conditions": []any{map[string]any{"id": "c0", "leftValue": "={{ " + condition + " }}", "operator": map[string]any{"type": "boolean", "operation": "true", "singleValue": true}, "rightValue": ""}},
+				"combinator": "and",
+			},
+			"options": map[string]any{},
+		},
+	}
+}
+
+func codeNode(js string) map[string]any {
+	return map[string]any{"type": "n8n-nodes-base.code", "typeVersion": 2,
+		"parameters": map[string]any{"mode": "runOnceForEachItem", "jsCode": js}}
+}
+
+func stopNode(message string) map[string]any {
+	return map[string]any{"type": "n8n-nodes-base.stopAndError", "typeVersion": 1,
+		"parameters": map[string]any{"errorType": "errorMessage", "errorMessage": message}}
+}
+
+// classifyJS sorts a write's failure by the shipped templates' rules
+// (docs/n8n.md, "The target's answer is classified"): 502/504, a timeout
+// or anything unclear may have written (outcome_unknown); other 5xx, 408
+// and 429 did not (destination_failed); other 4xx refused the data
+// (validation_failed); a refused connection or a name that does not
+// resolve never reached it (destination_unreachable).
+const classifyJS = `// n8n-guard: the failure of %s, classified as the shipped templates do.
+const e = $json.error ?? $json;
+const raw = JSON.stringify(e) || '';
+const text = [e.message, e.description, ...(Array.isArray(e.messages) ? e.messages : [])].filter(Boolean).join(' ');
+let status = Number(e.httpCode ?? e.statusCode ?? e.status ?? (e.cause || {}).status) || 0;
+if (!(status >= 100 && status < 600)) {
+  const m = /"(?:httpCode|statusCode|status)":"?(\d{3})\b/.exec(raw) || /^(\d{3}) - /.exec(String((e.messages || [])[0] || ''));
+  status = m ? Number(m[1]) : 0;
+}
+let reason;
+if (status === 502 || status === 504) reason = 'outcome_unknown';
+else if (status === 408 || status === 429 || status >= 500) reason = 'destination_failed';
+else if (status >= 400) reason = 'validation_failed';
+else if (/ECONNREFUSED|refused the connection|ENOTFOUND|EAI_AGAIN|EHOSTUNREACH|ENETUNREACH|certificate|self.signed|SSL routines/i.test(raw)) reason = 'destination_unreachable';
+else reason = 'outcome_unknown';
+return { json: { reason, message: (%s + ': ' + (status ? 'HTTP ' + status + ' ' : '') + text).slice(0, 500) } };
+`
+
+func (b *builder) build(g *graph, target map[string]any, key, ns, dest string) error {
+	n := b.names
+	name := b.spec.Node
+	jsName, _ := json.Marshal(name)
+	reserveRef := func(field string) string {
+		return fmt.Sprintf("$(%s).item.json.body.%s", jsString(n["reserve"]), field)
+	}
+	resume := ""
+	if b.spec.Park {
+		resume = ", resume_url: $execution.resumeUrl"
+	}
+	tpl := "reserve"
+	if b.spec.Park {
+		tpl = "reserve-park"
+	}
+	reserve, err := b.template(tpl, "/v1/reserve", fmt.Sprintf(
+		"={{ JSON.stringify({ namespace: %s, key: String((%s) ?? ''), owner: 'n8n ' + $workflow.id + ' exec ' + $execution.id, request_id: ($execution.id + ':' + $nodeId + ':' + $runIndex + ':' + $itemIndex).slice(0, 128), destination: %s%s }) }}",
+		jsString(ns), key, jsString(dest), resume))
+	if err != nil {
+		return err
+	}
+	ids := fmt.Sprintf("namespace: %s, key: %s, token: %s", reserveRef("namespace"), reserveRef("key"), reserveRef("token"))
+	complete, err := b.template("complete", "/v1/complete", "={{ JSON.stringify({ "+ids+", result_ref: String($json.id ?? ($json.body || {}).id ?? '').slice(0, 512) }) }}")
+	if err != nil {
+		return err
+	}
+	failResume := ""
+	if b.spec.Park {
+		failResume = ", resume_url: ['destination_unreachable', 'destination_failed'].includes($json.reason) ? $execution.resumeUrl : undefined"
+	}
+	fail, err := b.template("fail", "/v1/fail", "={{ JSON.stringify({ "+ids+", reason: $json.reason, message: $json.message"+failResume+" }) }}")
+	if err != nil {
+		return err
+	}
+
+	// The items the target used to get, and the nodes it used to feed.
+	in := g.in[name][0]
+	var after []edge
+	if len(g.out[name]) > 0 {
+		after = g.out[name][0]
+	}
+	b.add("reserve", reserve, -660, 0)
+	b.add("proceed", ifNode("$json.statusCode === 200 && ($json.body || {}).proceed === true"), -440, 0)
+	b.add("item", codeNode(fmt.Sprintf("// n8n-guard: %s gets the item it got before the reserve.\nconst src = $(%s).item;\nreturn src.binary ? { json: src.json, binary: src.binary } : { json: src.json };\n", name, jsString(in.From))), -220, 0)
+	b.add("complete", complete, 220, -160)
+	b.add("classify", codeNode(fmt.Sprintf(classifyJS, name, string(jsName))), 220, 160)
+	b.add("fail", fail, 440, 160)
+	b.add("failed", stopNode(fmt.Sprintf("=%s failed ({{ $(%s).item.json.reason }}): {{ $(%s).item.json.message }}", name, jsString(n["classify"]), jsString(n["classify"]))), 880, 160)
+	b.add("decided", ifNode("$json.statusCode === 200 && ($json.body || {}).outcome !== undefined"), -220, 320)
+	b.add("undecided", stopNode("=n8n-guard did not decide on "+name+" (HTTP {{ $json.statusCode }} {{ ($json.body || {}).code || $json.error && $json.error.message || '' }}): nothing was written"), 0, 480)
+	target["onError"] = "continueErrorOutput"
+	b.rw.Changes = append(b.rw.Changes, fmt.Sprintf("set On Error of %q to its error output (classified and failed)", name))
+
+	conns := b.rw.Connections
+	link := func(from string, outputs ...[]string) {
+		var main []any
+		for _, targets := range outputs {
+			out := []any{}
+			for _, to := range targets {
+				out = append(out, map[string]any{"node": to, "type": "main", "index": 0})
+			}
+			main = append(main, out)
+		}
+		conns[from] = map[string]any{"main": main}
+	}
+	// The node that fed the target feeds the reserve instead.
+	retarget(conns, in, n["reserve"])
+	link(n["reserve"], []string{n["proceed"]}, []string{n["undecided"]})
+	if b.spec.Park {
+		b.add("parked", ifNode("($json.body || {}).outcome === 'parked' && $json.body.resume_url === $execution.resumeUrl"), 0, 640)
+		wait, err := workflows.Template("wait")
+		if err != nil {
+			return err
+		}
+		delete(wait, "notes")
+		wait["webhookId"] = stableID(b.wfID, n["wait"], "webhook")
+		wait["credentials"] = map[string]any{workflows.CredentialType: map[string]any{"id": b.spec.Resume.ID, "name": b.spec.Resume.Name}}
+		b.add("wait", wait, 220, 640)
+		b.add("failParked", ifNode("$json.outcome === 'parked'"), 660, 160)
+		link(n["wait"], []string{n["reserve"]})
+		link(n["parked"], []string{n["wait"]})
+		link(n["fail"], []string{n["failParked"]})
+		link(n["failParked"], []string{n["wait"]}, []string{n["failed"]})
+	} else {
+		link(n["fail"], []string{n["failed"]})
+	}
+	link(n["proceed"], []string{n["item"]}, []string{n["decided"]})
+	link(n["item"], []string{name})
+	link(name, []string{n["complete"]}, []string{n["classify"]})
+	link(n["classify"], []string{n["fail"]})
+	if len(after) > 0 {
+		b.add("output", codeNode(fmt.Sprintf("// n8n-guard: the nodes after %s get its output, not the guard's answer.\nconst src = $(%s).item;\nreturn src.binary ? { json: src.json, binary: src.binary } : { json: src.json };\n", name, string(jsName))), 440, -160)
+		link(n["complete"], []string{n["output"]})
+		var outs []any
+		for _, e := range after {
+			outs = append(outs, map[string]any{"node": e.To, "type": "main", "index": e.Input})
+		}
+		conns[n["output"]] = map[string]any{"main": []any{outs}}
+	}
+	decided := []string{}
+	if responds(g, name) {
+		// The sender waits for an answer (Respond to Webhook): a copy of the
+		// event is told duplicate_event / in_progress instead of n8n's error.
+		b.add("answer", map[string]any{"type": "n8n-nodes-base.respondToWebhook", "typeVersion": 1.1, "parameters": map[string]any{
+			"respondWith":  "json",
+			"responseBody": "={{ JSON.stringify({ code: $json.body.outcome, key: $json.body.key ?? null, result_ref: $json.body.result_ref ?? null, message: $json.body.message ?? null }) }}",
+			"options":      map[string]any{"responseCode": "={{ ({ duplicate_event: 200, in_progress: 409, state_unknown: 202, rejected: 422, destination_paused: 503, parked: 202 })[$json.body.outcome] ?? 409 }}"},
+		}}, 0, 320)
+		decided = append(decided, n["answer"])
+	}
+	if b.spec.Park {
+		decided = append(decided, n["parked"])
+	}
+	link(n["decided"], decided, []string{n["undecided"]})
+	return nil
+}
+
+// retarget points the connection e at node to.
+func retarget(conns map[string]any, e edge, to string) {
+	from, _ := conns[e.From].(map[string]any)
+	main, _ := from["main"].([]any)
+	targets, _ := main[e.Output].([]any)
+	for _, t := range targets {
+		if m, ok := t.(map[string]any); ok && m["node"] == e.To {
+			m["node"] = to
+			m["index"] = 0
+		}
+	}
+}
+
+// responds: a webhook before the node answers with a Respond to Webhook
+// node (responseMode responseNode), so a copy must be answered too.
+func responds(g *graph, name string) bool {
+	for _, a := range g.ancestors(name) {
+		n := g.nodes[a]
+		if nodeType(n) == "n8n-nodes-base.webhook" && str(params(n), "responseMode") == "responseNode" {
+			return true
+		}
+	}
+	return false
+}
+
+func jsString(s string) string {
+	b, _ := json.Marshal(s)
+	return "'" + strings.ReplaceAll(strings.ReplaceAll(string(b[1:len(b)-1]), `\"`, `"`), "'", `\'`) + "'"
+}
