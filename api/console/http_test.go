@@ -226,9 +226,25 @@ func TestResetAnOpenBreaker(t *testing.T) {
 	if !strings.Contains(page, `aria-label="Reset the breaker of hubspot"`) {
 		t.Fatal("no reset button for the open breaker")
 	}
-	// No reason: refused on the page, with nothing changed.
-	resp := postForm(t, c, s.url+"/ui/breakers/reset", url.Values{"csrf": {csrf}, "destination": {"hubspot"}, "reason": {"  "}})
+	// A token limited to namespaces may not reset a breaker, even one
+	// whose destination is called like one of its namespaces: the breaker
+	// pauses every namespace that names the destination (as on the API).
+	lc, lcsrf := signedIn(t, s, limitedToken)
+	if _, page := fetch(t, lc, s.url+"/ui/breakers"); strings.Contains(page, `aria-label="Reset the breaker of hubspot"`) {
+		t.Fatal("a token limited to namespaces is offered the reset")
+	}
+	resp := postForm(t, lc, s.url+"/ui/breakers/reset", url.Values{"csrf": {lcsrf}, "destination": {"hubspot"}, "reason": {"mine now"}})
 	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusForbidden || !strings.Contains(string(body), "without namespace limits") {
+		t.Fatalf("a token limited to namespaces bookings, hubspot resets destination hubspot: %d %s", resp.StatusCode, body)
+	}
+	if b := s.breaker("hubspot"); b.State != keystore.BreakerOpen {
+		t.Fatalf("a refused reset changed the breaker: %+v", b)
+	}
+	// No reason: refused on the page, with nothing changed.
+	resp = postForm(t, c, s.url+"/ui/breakers/reset", url.Values{"csrf": {csrf}, "destination": {"hubspot"}, "reason": {"  "}})
+	body, _ = io.ReadAll(resp.Body)
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusBadRequest || !strings.Contains(string(body), "reason is required") {
 		t.Fatalf("reset without a reason: %d %s", resp.StatusCode, body)

@@ -140,7 +140,7 @@ func (ui *Console) showDestination(c *fiber.Ctx, sess *session, status int, dest
 	}
 	p := destinationPage{layout: ui.layout(sess, "Destination "+dest), Parking: ui.parking != nil, Problem: problem,
 		HoldForm: form, EndReason: endReason, Done: holdDoneText(c.Query("done")),
-		CanReset: sess.who.CanOperate(), ResetReason: resetReason}
+		CanReset: sess.who.CanOperate() && sess.who.Unlimited(), ResetReason: resetReason}
 	p.Row = ui.row(keystore.Breaker{Destination: dest, State: keystore.BreakerClosed}, 0, ui.now())
 	for _, r := range rows {
 		if r.Destination == dest {
