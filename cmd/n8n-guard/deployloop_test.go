@@ -91,6 +91,10 @@ func TestDeployFilesRunTheWholeLoop(t *testing.T) {
 		t.Errorf("the example configuration has no approval namespace")
 	}
 	shared := []string{"SLACK_BOT_TOKEN", "SLACK_SIGNING_SECRET", "SLACK_APP_TOKEN", "N8N_API_URL", "N8N_API_KEY"}
+	// The guard's shared secrets: n8n's credentials "n8n-guard resume" and
+	// "n8n-guard check" hold them, so the guards and the setup that creates
+	// those credentials read them from the same place.
+	secrets := []string{"N8N_GUARD_RESUME_SECRET", "N8N_GUARD_CHECK_SECRET"}
 
 	t.Run("compose", func(t *testing.T) {
 		raw, err := os.ReadFile(filepath.Join(dir, "compose", "compose.yaml"))
@@ -122,7 +126,7 @@ func TestDeployFilesRunTheWholeLoop(t *testing.T) {
 		if originOf(t, "n8n's WEBHOOK_URL", webhook) != originOf(t, "the guard's resume origin", resume) {
 			t.Errorf("n8n's resume URLs start %s, the guard accepts %s: every park is refused resume_origin", webhook, resume)
 		}
-		for _, e := range shared {
+		for _, e := range append(slices.Clone(shared), secrets...) {
 			v, ok := guardEnv[e]
 			if !ok {
 				t.Errorf("the guard is not given %s", e)
@@ -168,6 +172,11 @@ func TestDeployFilesRunTheWholeLoop(t *testing.T) {
 		senv := env("n8n-guard-setup")
 		if senv["N8N_API_KEY"] == "" || senv["N8N_GUARD_TOKEN"] == "" {
 			t.Errorf("the setup service lacks N8N_API_KEY or the guard's token")
+		}
+		for _, e := range secrets {
+			if senv[e] != guardEnv[e] {
+				t.Errorf("the setup service's %s is %q, the guard's %q: the credential it creates would not hold the guard's secret", e, senv[e], guardEnv[e])
+			}
 		}
 		readsData := slices.ContainsFunc(yl(setup, "volumes"), func(v any) bool { return strings.HasPrefix(v.(string), "guard-data:/data") })
 		if !readsData || senv["N8N_GUARD_STORE"] == "" {
@@ -239,12 +248,12 @@ func TestDeployFilesRunTheWholeLoop(t *testing.T) {
 			} else {
 				originOf(t, where, origin)
 			}
-			for _, e := range append([]string{"N8N_GUARD_TOKENS", "N8N_GUARD_RESUME_SECRET"}, shared...) {
+			for _, e := range append(append([]string{"N8N_GUARD_TOKENS"}, secrets...), shared...) {
 				if env[e] == (envVar{}) {
 					t.Errorf("%s: %s is not given", where, e)
 				}
 			}
-			for _, e := range []string{"N8N_GUARD_TOKENS", "N8N_GUARD_RESUME_SECRET", "SLACK_SIGNING_SECRET", "SLACK_APP_TOKEN", "N8N_API_KEY"} {
+			for _, e := range append([]string{"N8N_GUARD_TOKENS", "SLACK_SIGNING_SECRET", "SLACK_APP_TOKEN", "N8N_API_KEY"}, secrets...) {
 				if env[e].secretKey != e {
 					t.Errorf("%s: %s does not come from the Secret", where, e)
 				}
@@ -291,9 +300,19 @@ func TestDeployFilesRunTheWholeLoop(t *testing.T) {
 				t.Errorf("the setup Job: n8n-guard reads no variable %s", name)
 			}
 		}
-		for _, e := range []string{"N8N_API_KEY", "N8N_GUARD_TOKENS", "N8N_GUARD_RESUME_SECRET", "N8N_GUARD_STORE"} {
+		for _, e := range append([]string{"N8N_API_KEY", "N8N_GUARD_TOKENS", "N8N_GUARD_STORE"}, secrets...) {
 			if env[e].secretKey != e {
 				t.Errorf("the setup Job: %s does not come from the Secret", e)
+			}
+		}
+		// The setup Job's /data is empty: with bbolt it finds the shared
+		// secrets only in the Secret, which therefore holds them.
+		if len(byKind["Secret"]) != 1 {
+			t.Fatalf("want the Secret n8n-guard, got %d", len(byKind["Secret"]))
+		}
+		for _, e := range secrets {
+			if ys(byKind["Secret"][0], "stringData", e) == "" {
+				t.Errorf("the Secret has no %s: the bbolt guard keeps its own in its volume and the setup Job cannot create n8n's credential from it", e)
 			}
 		}
 		if _, ok := services["n8n-guard"]; !ok {
@@ -504,5 +523,34 @@ func TestDocumentedContainerCommandsSetRlimits(t *testing.T) {
 	}
 	if runs == 0 {
 		t.Fatal("no documented container command found")
+	}
+}
+
+// Wherever a deploy file gives the resume secret it gives the check secret
+// the same way (optional where the resume secret is): each is the value of
+// an n8n credential that setup creates and the guards must agree with.
+func TestDeployFilesGiveTheCheckSecretWhereverTheResumeSecret(t *testing.T) {
+	dir := filepath.Join("..", "..", "deploy")
+	for _, f := range []string{
+		"kubernetes/secret.yaml", "kubernetes/setup-job.yaml", "kubernetes/bbolt-statefulset.yaml",
+		"kubernetes/postgres-deployment.yaml", "compose/compose.yaml", "compose/.env.example",
+	} {
+		raw, err := os.ReadFile(filepath.Join(dir, f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		s := string(raw)
+		r, c := strings.Count(s, "N8N_GUARD_RESUME_SECRET"), strings.Count(s, "N8N_GUARD_CHECK_SECRET")
+		if r == 0 || c != r {
+			t.Errorf("%s: N8N_GUARD_RESUME_SECRET %d times, N8N_GUARD_CHECK_SECRET %d times; want both, as often", f, r, c)
+		}
+		optional := regexp.MustCompile(`key: (N8N_GUARD_(?:RESUME|CHECK)_SECRET), optional: true`)
+		n := map[string]int{}
+		for _, m := range optional.FindAllStringSubmatch(s, -1) {
+			n[m[1]]++
+		}
+		if n["N8N_GUARD_RESUME_SECRET"] != n["N8N_GUARD_CHECK_SECRET"] {
+			t.Errorf("%s: optional resume secret %d times, optional check secret %d times", f, n["N8N_GUARD_RESUME_SECRET"], n["N8N_GUARD_CHECK_SECRET"])
+		}
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"io/fs"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -87,6 +88,11 @@ func TestMonitoringSeriesAsTheGuardExportsThem(t *testing.T) {
 	if err != nil {
 		t.Fatalf("the shipped example configuration: %v", err)
 	}
+	// crm limited to the namespace that uses it (destinations.crm.namespaces),
+	// so that another team's use of it is refused as in production.
+	crm := file.Destinations["crm"]
+	crm.Namespaces = []string{"crm-contacts"}
+	file.Destinations["crm"] = crm
 	m := NewMain(Config{Addr: "127.0.0.1:0", DataDir: t.TempDir(), Tokens: []string{"t"}, File: file}, nil)
 	if err := m.Run(context.Background()); err != nil {
 		t.Fatal(err)
@@ -103,10 +109,12 @@ func TestMonitoringSeriesAsTheGuardExportsThem(t *testing.T) {
 		return guardScrape(string(b))
 	}
 	live, _ := scrape()
-	// Then some use: a key whose outcome nobody knows, a wrong token.
+	// Then some use: a key whose outcome nobody knows, a wrong token, a
+	// team reporting a destination it may not use.
 	_, a := call(t, base, "t", http.MethodPost, "/v1/reserve", map[string]any{"namespace": "crm-contacts", "key": "evt-1", "destination": "crm"})
 	call(t, base, "t", http.MethodPost, "/v1/fail", map[string]any{"namespace": "crm-contacts", "key": "evt-1", "token": a["token"], "reason": "outcome_unknown"})
 	call(t, base, "wrong", http.MethodGet, "/v1/keys", nil)
+	call(t, base, "t", http.MethodPost, "/v1/reserve", map[string]any{"namespace": "invoices", "key": "evt-2", "destination": "crm"})
 	used, types := scrape() // every family's type: the first scrape lacks those born since
 
 	dir := filepath.Join(repo, "deploy", "monitoring", "testdata")
@@ -127,8 +135,10 @@ func TestMonitoringSeriesAsTheGuardExportsThem(t *testing.T) {
 					}
 				}
 			}
-			if n == 0 {
-				t.Errorf("alert %s counts %s, which has no series at start: its first increment would go unseen", alert, c[1])
+			// A series born at its first increment (a refusal per token) is
+			// seen by the rule's second half, `x > 0 unless x offset <window>`.
+			if n == 0 && !regexp.MustCompile(`\b`+c[1]+`\b[^)]*> 0 unless `+c[1]+`\b[^)]* offset `).MatchString(expr) {
+				t.Errorf("alert %s counts %s, which has no series at start and no `> 0 unless ... offset` half: its first increment would go unseen", alert, c[1])
 			}
 		}
 	}
@@ -260,4 +270,50 @@ func alertRules(t *testing.T, path string) map[string]string {
 		}
 	}
 	return out
+}
+
+// Damaged records and refused requests are seen only in their counters:
+// every such family the binary exports (a name ending in _damaged_total
+// or refusals_total in its source) is read by some alert.
+func TestMonitoringAlertsReadEveryDamageAndRefusalCounter(t *testing.T) {
+	repo := filepath.Join("..", "..")
+	rules := alertRules(t, filepath.Join(repo, "deploy", "monitoring", "alerts.yml"))
+	family := regexp.MustCompile(`"(n8n_guard_[a-z0-9_]*(?:_damaged_total|refusals_total))"`)
+	found := map[string]string{}
+	err := filepath.WalkDir(repo, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() && (d.Name() == ".git" || d.Name() == "node_modules") {
+			return filepath.SkipDir
+		}
+		if d.IsDir() || !strings.HasSuffix(p, ".go") || strings.HasSuffix(p, "_test.go") {
+			return nil
+		}
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		for _, m := range family.FindAllStringSubmatch(string(b), -1) {
+			found[m[1]] = p
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"n8n_guard_records_damaged_total", "n8n_guard_auth_refusals_total"} {
+		if found[want] == "" {
+			t.Fatalf("%s not found in the source: the search is broken", want)
+		}
+	}
+	for name, where := range found {
+		read := false
+		for _, expr := range rules {
+			read = read || regexp.MustCompile(`\b`+name+`\b`).MatchString(expr)
+		}
+		if !read {
+			t.Errorf("deploy/monitoring/alerts.yml: no alert reads %s (exported by %s)", name, where)
+		}
+	}
 }

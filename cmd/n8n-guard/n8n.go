@@ -206,12 +206,13 @@ them.`,
 					return err
 				}
 				o.Token = tok
-				if o.ResumeSecret, err = setupSecret(cmd.Context(), getenv, data, store, resumeSecretSpec); err != nil {
-					return err
-				}
-				if o.CheckSecret, err = setupSecret(cmd.Context(), getenv, data, store, checkSecretSpec); err != nil {
-					return err
-				}
+				// A store that cannot be read (a placeholder URL, the
+				// database down) costs only the credential of that secret:
+				// the API-token credential, the error handler and the rest
+				// are still done, and setup says NOT DONE where a workflow
+				// needs the missing credential, as for a guard never started.
+				o.ResumeSecret = setupSecretOrWarn(cmd.Context(), cmd.OutOrStdout(), getenv, data, store, resumeSecretSpec)
+				o.CheckSecret = setupSecretOrWarn(cmd.Context(), cmd.OutOrStdout(), getenv, data, store, checkSecretSpec)
 			}
 			inst, err := f.connect(cmd)
 			if err != nil {
@@ -277,6 +278,18 @@ func setupSecret(ctx context.Context, getenv func(string) string, data, store st
 		return "", fmt.Errorf("--create-credential: the guard's %s cannot be read (%w): set %s", s.Name, err, s.Env)
 	}
 	return strings.TrimSpace(string(b)), nil
+}
+
+// setupSecretOrWarn is setupSecret, or none with a WARNING on w naming
+// the secret, why it could not be read and the variable that gives it.
+func setupSecretOrWarn(ctx context.Context, w io.Writer, getenv func(string) string, data, store string, s sharedSecret) string {
+	v, err := setupSecret(ctx, getenv, data, store, s)
+	if err != nil {
+		// err names the secret, the cause and the variable to set.
+		fmt.Fprintf(w, "WARNING: %v; setup goes on without the guard's %s (its credential is not created)\n", err, s.Name)
+		return ""
+	}
+	return v
 }
 
 func newN8NCheckCmd(f *n8nFlags, getenv func(string) string) *cobra.Command {
