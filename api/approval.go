@@ -42,7 +42,7 @@ func (s *Server) decideApproval(c *fiber.Ctx, req approvalRequest, reject bool) 
 		return err
 	}
 	dr := req.domain()
-	dr.By, dr.Identities = d.By, d.Identities
+	dr.By, dr.Identities, dr.Claimed = d.By, d.Identities, d.Claimed
 	res, err := decide(c.UserContext(), dr)
 	if err != nil {
 		return err

@@ -127,10 +127,13 @@ func namedBy(person, token string) string { return person + " (API token " + tok
 func sharedBy(by, token string) string { return by + " (via shared token " + token + ")" }
 
 // decider is who a decision records (By, for the history) and the names
-// four eyes compares with the requester (Identities).
+// four eyes compares with the requester: Identities a token or sign-in
+// vouches for, Claimed what the body said that nobody vouched for (a
+// shared token's by), which can only add a refusal.
 type decider struct {
 	By         string
 	Identities []string
+	Claimed    []string
 }
 
 // whoDecides says who decides a request whose body said by. With a named
@@ -167,7 +170,8 @@ func (s *Server) whoDecides(c *fiber.Ctx, by string) (decider, error) {
 		return decider{}, errs.InvalidField("by", "max=128",
 			fmt.Sprintf("by is too long: recorded as %q it has %d characters, at most %d", rec, n, keystore.MaxByLength))
 	}
-	return decider{By: rec, Identities: []string{by}}, nil
+	// A shared token vouches for nobody: by is its holder's word.
+	return decider{By: rec, Claimed: []string{by}}, nil
 }
 
 // authorize checks the bearer token and the route's scope, and puts the

@@ -15,7 +15,10 @@ import (
 
 // The tokens of the person tests: ops-ana belongs to a person; the
 // harness's testToken (token-1) is shared.
-const anaToken = "ana-token-value-0123"
+const (
+	anaToken = "ana-token-value-0123"
+	bobToken = "bob-token-value-4567"
+)
 
 func withNamedToken() envOption {
 	return withAPI(api.Config{ScopedTokens: []api.TokenScope{{Name: "ops-ana", SHA256: sha256.Sum256([]byte(anaToken)),
@@ -282,7 +285,10 @@ func TestFourEyesRefusesTheRequesterSpelledOtherwise(t *testing.T) {
 	})
 
 	t.Run("her Slack user, her other address, and someone unknown", func(t *testing.T) {
-		e := start(t, withNamedToken(), withPolicies(keystore.Policies{Namespaces: gated, People: people}))
+		e := start(t, withAPI(api.Config{ScopedTokens: []api.TokenScope{
+			{Name: "ops-ana", SHA256: sha256.Sum256([]byte(anaToken)), Role: access.RoleAdmin, Person: "ana@example.com"},
+			{Name: "ops-bob", SHA256: sha256.Sum256([]byte(bobToken)), Role: access.RoleAdmin, Person: "bob"}}}),
+			withPolicies(keystore.Policies{Namespaces: gated, People: people}))
 		for i, requester := range []string{"U0ANA", "ana-lopez@example.com"} {
 			key := "inv_" + strconv.Itoa(i)
 			wantOK(t, e.post(t, "/v1/reserve", obj{"namespace": ns, "key": key, "resume_url": resume + "1", "requested_by": requester, "fingerprint": key}), "parked")
@@ -298,6 +304,13 @@ func TestFourEyesRefusesTheRequesterSpelledOtherwise(t *testing.T) {
 		if k := e.get(t, "/v1/lookup?namespace="+ns+"&key=inv_0").JSON(t); k["reason"] != "awaiting_approval" {
 			t.Fatalf("a refused approval changed the key: %v", k)
 		}
-		wantOK(t, e.post(t, "/v1/approve", obj{"namespace": ns, "key": "inv_0", "by": "Bob"}), "approved")
+		// A shared token vouches for nobody: its holder naming bob is not bob.
+		p = wantProblem(t, e.post(t, "/v1/approve", obj{"namespace": ns, "key": "inv_0", "by": "Bob"}), http.StatusForbidden, "forbidden")
+		if !hasField(p.Fields, "by", "known_person") {
+			t.Fatalf("a shared token's by made its holder a known person: %+v", p)
+		}
+		// Bob's own token does.
+		wantOK(t, e.callWith(t, http.MethodPost, "/v1/approve", obj{"namespace": ns, "key": "inv_0"},
+			map[string]string{"Authorization": "Bearer " + bobToken}), "approved")
 	})
 }

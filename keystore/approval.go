@@ -97,7 +97,13 @@ type ApprovalRequest struct {
 	// an identity provider gave, a token's person), compared with the
 	// requester by four eyes (person.go). Normalize spells them as
 	// CanonicalPerson does and refuses one that breaks the person rule.
+	// Only these make the decider a person people: knows.
 	Identities []string `json:"-"`
+	// Claimed are spellings the decider gave that nobody vouched for (a
+	// shared token's by, a Slack user's chosen name). Four eyes refuses
+	// when one of them is the requester, but they never make the decider
+	// known to people:, nor name a person there.
+	Claimed []string `json:"-"`
 }
 
 // Normalize applies the input rules; reject says whether a note is needed.
@@ -108,10 +114,24 @@ func (r ApprovalRequest) Normalize(reject bool) (ApprovalRequest, error) {
 	v.check(r)
 	// by is how the history names the decider ("Ana (Slack U0ANA)"); the
 	// identities are who they are, by itself when nothing vouched for more.
+	// A request that carries neither (a store called directly, an API
+	// without tokens) is decided by whoever by names.
 	given := r.Identities
-	if len(given) == 0 {
+	if len(given) == 0 && len(r.Claimed) == 0 {
 		given = []string{r.By}
 	}
+	r.Identities = v.persons(given)
+	r.Claimed = v.persons(r.Claimed)
+	if reject && r.Note == "" {
+		v.field("note", "required", "a rejection needs its reason in note")
+	}
+	return r, v.err()
+}
+
+// persons spells each identity as CanonicalPerson does, dropping empty
+// ones and repeats, and records one that breaks the person rule (once,
+// under by).
+func (v *violations) persons(given []string) []string {
 	ids := make([]string, 0, len(given))
 	for _, id := range given {
 		if id = CanonicalPerson(id); id == "" || slices.Contains(ids, id) {
@@ -125,11 +145,7 @@ func (r ApprovalRequest) Normalize(reject bool) (ApprovalRequest, error) {
 		}
 		ids = append(ids, id)
 	}
-	r.Identities = ids
-	if reject && r.Note == "" {
-		v.field("note", "required", "a rejection needs its reason in note")
-	}
-	return r, v.err()
+	return ids
 }
 
 // RequestedBy is who triggered the event of a key in the approval life

@@ -291,11 +291,13 @@ func (dp DestinationPolicy) Admits(ns string) bool {
 }
 
 // refuseDestination is the answer to a namespace that may not use dest:
-// forbidden, naming the namespaces that may. Nothing is recorded, so a
-// caller limited to one namespace cannot pause another's destination.
-func refuseDestination(ns, dest string, dp DestinationPolicy) error {
+// forbidden. Nothing is recorded, so a caller limited to one namespace
+// cannot pause another's destination. The namespaces that may use it are
+// left out: any reserve token would learn other teams' namespaces from
+// them (the operator finds them in destinations.<name>.namespaces).
+func refuseDestination(ns, dest string, _ DestinationPolicy) error {
 	return &errs.Error{Code: errs.Forbidden,
-		Message: fmt.Sprintf("destination %s is limited to namespaces %s; namespace %s may not use it or report its failures; nothing changed",
-			dest, strings.Join(dp.Namespaces, ", "), ns),
+		Message: fmt.Sprintf("destination %s is limited to other namespaces (destinations.%s.namespaces); namespace %s may not use it or report its failures; nothing changed",
+			dest, dest, ns),
 		Fields: []errs.FieldError{{Field: "destination", Rule: "namespaces"}}}
 }

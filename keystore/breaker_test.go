@@ -1,6 +1,7 @@
 package keystore_test
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -20,6 +21,8 @@ func TestADestinationLimitedToNamespacesRefusesTheOthers(t *testing.T) {
 
 	if _, err := keystore.DecideReserve(nil, keystore.NewBreaker("shared-pay"), keystore.ReserveRequest{Namespace: "team-crm", Key: "evt_1", Destination: "shared-pay"}, nil, crm, now); !forbiddenDestination(err) {
 		t.Fatalf("reserve from team-crm: %v, want forbidden, field destination, rule namespaces", err)
+	} else if strings.Contains(err.Error(), "payments") {
+		t.Errorf("the refusal names the namespaces the destination accepts (another team's): %v", err)
 	}
 	if _, err := keystore.DecideReserve(nil, keystore.NewBreaker("shared-pay"), keystore.ReserveRequest{Namespace: "payments", Key: "evt_1", Destination: "shared-pay"}, nil, payments, now); err != nil {
 		t.Fatalf("reserve from payments: %v", err)

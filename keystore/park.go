@@ -2,6 +2,7 @@ package keystore
 
 import (
 	"context"
+	"fmt"
 	"time"
 )
 
@@ -91,7 +92,12 @@ func park(cur *Record, br *Breaker, ns, key, owner, dest, resumeURL string, atte
 // the parked key cur now, holding the call for claim. The first key
 // claimed after a destination's cooldown becomes the breaker's probe; while
 // the cooldown runs, a probe is out, or a key was lost or already resumed,
-// the claim is refused (ok false, nothing written).
+// the claim is refused (ok false, nothing written). A key whose
+// destination no longer admits its namespace (destinations.<name>.
+// namespaces changed after it parked) is not resumed either: its woken
+// execution's reserve would be refused and the key would stay parked,
+// resumed, for ever. It is recorded resume_lost instead (ok false, the
+// step written), so its owner is told and a person decides.
 func DecideClaimResume(cur *Record, br *Breaker, claim time.Duration, np NamespacePolicy, now time.Time) (s Step, ok bool) {
 	if cur == nil || cur.State != StateParked || cur.Reason == ReasonResumeLost || cur.ResumeSentAt != nil {
 		return Step{}, false
@@ -101,6 +107,9 @@ func DecideClaimResume(cur *Record, br *Breaker, claim time.Duration, np Namespa
 	}
 	if cur.ResumeClaimUntil != nil && now.Before(*cur.ResumeClaimUntil) {
 		return Step{}, false
+	}
+	if cur.Destination != "" && !np.destination(cur.Destination).Admits(cur.Namespace) {
+		return loseRefusedNamespace(cur, br, now), false
 	}
 	if br != nil {
 		b := br.Clone()
@@ -124,6 +133,28 @@ func DecideClaimResume(cur *Record, br *Breaker, claim time.Duration, np Namespa
 	s.Record = next
 	s.Result = Result{Outcome: OutcomeParked, Record: next}
 	return s, true
+}
+
+// loseRefusedNamespace records a parked key whose destination no longer
+// admits its namespace as resume_lost, giving up the breaker's probe if
+// it was one.
+func loseRefusedNamespace(cur *Record, br *Breaker, now time.Time) Step {
+	detail := fmt.Sprintf("not resumed: destination %s no longer accepts namespace %s (destinations.%s.namespaces); a person must decide",
+		cur.Destination, cur.Namespace, cur.Destination)
+	next := cur.Clone()
+	next.UpdatedAt = now
+	next.ResumeClaimUntil = nil
+	next.Reason, next.Message = ReasonResumeLost, truncate(detail, MaxMessageLength)
+	next.addHistory(Transition{At: now, Event: HistoryResumeLost, Attempt: cur.Attempt, Detail: truncate(detail, 200)})
+	s := Step{Record: next, Result: Result{Outcome: OutcomeParked, Record: next},
+		Events: []Event{{At: now, Kind: EventParkedLost, Namespace: cur.Namespace, Key: cur.Key,
+			Attempt: cur.Attempt, Owner: cur.Owner, Destination: cur.Destination, Reason: ReasonResumeLost, Message: next.Message}}}
+	if br != nil && br.isProbe(cur.Namespace, cur.Key) {
+		b := br.Clone()
+		b.releaseProbe()
+		s.Breaker = b
+	}
+	return s
 }
 
 // ResumeAnswer is what n8n said to a resume call.

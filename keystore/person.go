@@ -169,13 +169,19 @@ func (p People) Person(id string) (string, bool) {
 
 // fourEyes is the rule that the person who triggered an event (requester,
 // as recorded) may not decide its approval. It compares the requester's
-// spelling with each of the decider's identities, and the persons they
-// name in people. When people names anybody, a decider it does not know
-// is refused: four eyes cannot tell that a Slack user or an e-mail it has
-// never heard of is not the requester's other identity, and approvers are
-// few and known to the operator. A requester it does not know (someone
-// outside, a customer's form) is compared by spelling only, and the
-// warning it returns goes to the decision's history.
+// spelling with each of the decider's identities and claimed spellings,
+// and the persons the vouched identities name in people. When people
+// names anybody, a decider it does not know by a vouched identity (a
+// Slack user ID, an identity provider's subject or e-mail, a named
+// token's person) is refused: four eyes cannot tell that a Slack user or
+// an e-mail it has never heard of is not the requester's other identity,
+// and approvers are few and known to the operator. What the caller only
+// claims (a shared token's by, a Slack user's chosen name) can add a
+// refusal but never makes the decider known: otherwise whoever holds a
+// shared token, or renames herself in Slack, could pass as someone else.
+// A requester it does not know (someone outside, a customer's form) is
+// compared by spelling only, and the warning it returns goes to the
+// decision's history.
 func fourEyes(requester string, req ApprovalRequest, people *People, verb string) (warning string, err error) {
 	if requester == "" {
 		return "", nil
@@ -184,18 +190,25 @@ func fourEyes(requester string, req ApprovalRequest, people *People, verb string
 	if people != nil {
 		dir = *people
 	}
-	ids := append([]string{CanonicalPerson(req.By)}, req.Identities...)
+	refused := &errs.Error{Code: errs.Forbidden,
+		Message: fmt.Sprintf("%s triggered this event and may not %s it (four eyes: another approver must decide); nothing changed", req.By, verb),
+		Fields:  []errs.FieldError{{Field: "by", Rule: "four_eyes"}}}
 	reqPerson, reqKnown := dir.Person(requester)
+	claimed := append([]string{CanonicalPerson(req.By)}, req.Claimed...)
+	for _, id := range claimed {
+		if p, known := dir.Person(id); id == CanonicalPerson(requester) || known && reqKnown && p == reqPerson {
+			return "", refused
+		}
+	}
 	deciderKnown := false
-	for _, id := range ids {
+	for _, id := range req.Identities {
 		p, known := dir.Person(id)
 		deciderKnown = deciderKnown || known
 		if id == CanonicalPerson(requester) || known && reqKnown && p == reqPerson {
-			return "", &errs.Error{Code: errs.Forbidden,
-				Message: fmt.Sprintf("%s triggered this event and may not %s it (four eyes: another approver must decide); nothing changed", req.By, verb),
-				Fields:  []errs.FieldError{{Field: "by", Rule: "four_eyes"}}}
+			return "", refused
 		}
 	}
+	ids := append(slices.Clone(req.Identities), req.Claimed...)
 	switch {
 	case dir.Known() && !deciderKnown:
 		return "", &errs.Error{Code: errs.Forbidden,

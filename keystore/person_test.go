@@ -231,3 +231,55 @@ func TestPeopleDirectoryRefusesOneIdentityForTwo(t *testing.T) {
 		t.Fatalf("%v", err)
 	}
 }
+
+// decideClaiming is decide with spellings the decider only claims (a
+// shared token's by, a Slack user's chosen name) besides the vouched ids.
+func decideClaiming(t *testing.T, cur *keystore.Record, np keystore.NamespacePolicy, by string, claimed, ids []string) error {
+	t.Helper()
+	req, err := keystore.ApprovalRequest{Namespace: "invoices", Key: "inv_1", By: by, Identities: ids, Claimed: claimed}.Normalize(false)
+	if err != nil {
+		return err
+	}
+	_, err = keystore.DecideApprove(cur, req, np, now)
+	return err
+}
+
+// Only what a sign-in or a token vouches for makes a decider a person
+// people: knows: ana, holding a shared token, cannot approve her own
+// request by naming bob, nor can a Slack user people: does not know by
+// calling herself bob. A claimed spelling still refuses when it is the
+// requester, and bob's vouched Slack user ID decides whatever he claims.
+func TestFourEyesCountsOnlyVouchedIdentities(t *testing.T) {
+	np := gatedWith(directory)
+	cur, err := requestedBy(t, "ana@example.com")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name         string
+		by           string
+		claimed, ids []string
+		rule         string // "" when the approval goes through
+	}{
+		{"shared token naming bob", "bob@example.com (via shared token ops)", []string{"bob@example.com"}, nil, "known_person"},
+		{"Slack user unknown, named bob", "bob (Slack U0EVE)", []string{"bob"}, []string{"U0EVE"}, "known_person"},
+		{"Slack user unknown, named bob's address", "x (Slack U0EVE)", []string{"bob@example.com"}, []string{"U0EVE"}, "known_person"},
+		{"shared token naming the requester", "ana@example.com (via shared token ops)", []string{"Ana@Example.com"}, nil, "four_eyes"},
+		{"bob claiming the requester's address", "Bob (Slack U0BOB)", []string{"ana@example.com"}, []string{"U0BOB"}, "four_eyes"},
+		{"bob claiming the requester's other address", "Bob (Slack U0BOB)", []string{"ana-lopez@example.com"}, []string{"U0BOB"}, "four_eyes"},
+		{"bob by his Slack user ID", "Bob (Slack U0BOB)", []string{"Bob"}, []string{"U0BOB"}, ""},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			err := decideClaiming(t, cur, np, c.by, c.claimed, c.ids)
+			if c.rule == "" {
+				if err != nil {
+					t.Fatalf("refused: %v", err)
+				}
+				return
+			}
+			if e, _ := err.(*errs.Error); e == nil || e.Code != errs.Forbidden || e.Fields[0].Rule != c.rule {
+				t.Fatalf("got %v, want forbidden by rule %s", err, c.rule)
+			}
+		})
+	}
+}

@@ -135,7 +135,9 @@ func (s *Service) actApproval(ctx context.Context, target *Record, c Click) {
 		return
 	}
 	by := Truncate(fmt.Sprintf("%s (Slack %s)", cmpOr(c.UserName, "Slack user"), c.UserID), keystore.MaxByLength)
-	req := keystore.ApprovalRequest{Namespace: target.Namespace, Key: target.Key, By: by, Identities: []string{c.UserID, c.UserName}}
+	req := keystore.ApprovalRequest{Namespace: target.Namespace, Key: target.Key, By: by,
+		// The user ID is Slack's word; the name is whatever the user chose.
+		Identities: []string{c.UserID}, Claimed: []string{c.UserName}}
 	decide, decision := keys.Approve, DecisionApproved
 	if c.Action == ActionRejectReason {
 		decide, decision, req.Note = keys.Reject, DecisionRejected, strings.TrimSpace(c.Note)

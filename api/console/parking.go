@@ -302,9 +302,14 @@ func (s parkedStatus) Next() string {
 }
 
 func (ui *Console) parkedStatusOf(r *keystore.Record, now time.Time) parkedStatus {
+	overdue := r.ParkedAt != nil && now.Sub(*r.ParkedAt) >= ui.policies.Namespace(r.Namespace).ParkedLimit
 	switch {
 	case r.Reason == keystore.ReasonResumeLost:
 		return parkedLost
+	case r.ResumeSentAt != nil && overdue:
+		// Resumed, and its execution never came back to reserve it within
+		// parked_limit: somebody must look, not wait.
+		return parkedOverdue
 	case r.ResumeSentAt != nil:
 		return parkedResumed
 	case r.Reason == keystore.ReasonAwaitingApproval:
@@ -313,7 +318,7 @@ func (ui *Console) parkedStatusOf(r *keystore.Record, now time.Time) parkedStatu
 		return parkedApproved
 	case r.Reason == keystore.ReasonApprovalRejected:
 		return parkedRejected
-	case r.ParkedAt != nil && now.Sub(*r.ParkedAt) >= ui.policies.Namespace(r.Namespace).ParkedLimit:
+	case overdue:
 		return parkedOverdue
 	}
 	return parkedWaiting

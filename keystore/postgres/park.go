@@ -117,12 +117,14 @@ func (s *Store) ClaimResume(ctx context.Context, ns, key string, claim time.Dura
 		return nil, false, err
 	}
 	np := s.policies.Namespace(ns)
+	claimed := false
 	res, err := s.run(ctx, decision{op: "claim resume", ns: ns, key: key, fromKey: true,
 		decide: func(cur *keystore.Record, br *keystore.Breaker, now time.Time) (keystore.Step, error) {
-			st, _ := keystore.DecideClaimResume(cur, br, claim, np, now)
+			st, ok := keystore.DecideClaimResume(cur, br, claim, np, now)
+			claimed = ok // a step may be written unclaimed (a namespace the destination refuses: lost)
 			return st, nil
 		}})
-	if err != nil || res.Record == nil {
+	if err != nil || !claimed || res.Record == nil {
 		return nil, false, err
 	}
 	return res.Record, true, nil

@@ -1,4 +1,4 @@
--- n8n-guard keystore on PostgreSQL, version 11: the keys a closed
+-- n8n-guard keystore on PostgreSQL, version 12: the keys a closed
 -- breaker counted as failing (keystore.Breaker.FailedKeys: digests of
 -- namespace and key), so that a key failing again is not counted again
 -- and a breaker opens on failures of distinct keys. Rows written before
