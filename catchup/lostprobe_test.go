@@ -23,7 +23,7 @@ import (
 // seconds, not after the lost probe's claim + lease (7 minutes here).
 func TestALostProbeFreesTheDestinationAtOnce(t *testing.T) {
 	pol := keystore.Policies{Destinations: map[string]keystore.DestinationPolicy{
-		"crm": {Cooldown: time.Hour, CatchUpRate: 10, CatchUpConcurrency: 3}}}
+		"crm": {Cooldown: time.Hour, CatchUpRate: 10, CatchUpConcurrency: 3, UnreachableThreshold: 1}}}
 	clock := &outageClock{}
 	store, err := bolt.Open(filepath.Join(t.TempDir(), "guard.db"), bolt.Options{Policies: pol, Clock: clock.Now})
 	if err != nil {
@@ -100,7 +100,7 @@ func TestALostProbeFreesTheDestinationAtOnce(t *testing.T) {
 // reported (the store's log line and event), never resumed.
 func TestADamagedParkedRecordDoesNotStopTheCatchUp(t *testing.T) {
 	pol := keystore.Policies{Destinations: map[string]keystore.DestinationPolicy{
-		"crm": {Cooldown: time.Hour, CatchUpRate: 50, CatchUpConcurrency: 3}}}
+		"crm": {Cooldown: time.Hour, CatchUpRate: 50, CatchUpConcurrency: 3, UnreachableThreshold: 1}}}
 	clock := &outageClock{}
 	storeLogs := &lines{}
 	store, err := bolt.Open(filepath.Join(t.TempDir(), "guard.db"), bolt.Options{Policies: pol, Clock: clock.Now, Logger: slog.New(storeLogs)})

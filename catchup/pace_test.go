@@ -60,7 +60,7 @@ func (p *pacedResumer) Resume(ctx context.Context, r *keystore.Record) n8n.Resum
 // calls are answered and although catch_up_concurrency would let three go.
 func TestCatchUpKeepsTheRate(t *testing.T) {
 	pol := keystore.Policies{Destinations: map[string]keystore.DestinationPolicy{
-		"crm": {Cooldown: time.Hour, CatchUpRate: 10, CatchUpConcurrency: 3}}}
+		"crm": {Cooldown: time.Hour, CatchUpRate: 10, CatchUpConcurrency: 3, UnreachableThreshold: 1}}}
 	clock := &stepClock{now: time.Date(2026, 11, 30, 9, 0, 0, 0, time.UTC)}
 	store, err := bolt.Open(filepath.Join(t.TempDir(), "guard.db"), bolt.Options{Policies: pol, Clock: clock.Now})
 	if err != nil {
