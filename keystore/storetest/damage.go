@@ -27,7 +27,7 @@ func RunDamage(t *testing.T, newStore New, damage Damage) {
 			ns:      {Check: "crm-lookup"},
 			gatedNS: {Approval: keystore.ApprovalPolicy{Required: true, FourEyes: true}},
 		},
-		Destinations: map[string]keystore.DestinationPolicy{"hubspot": {Cooldown: time.Minute, FailureThreshold: 3}},
+		Destinations: map[string]keystore.DestinationPolicy{"hubspot": {Cooldown: time.Minute, FailureThreshold: 3, UnreachableThreshold: 1}},
 	}
 	t.Run("a damaged parked record among intact ones: the intact ones are listed and resumed, the damaged one reported once", func(t *testing.T) {
 		e := setup(t, newStore, pol)
