@@ -181,6 +181,11 @@ func (q *queueStack) queueEnv() map[string]string {
 		"DB_POSTGRESDB_PORT":            fmt.Sprint(q.pg.Port),
 		"DB_POSTGRESDB_DATABASE":        "n8n",
 		"DB_POSTGRESDB_USER":            "postgres",
+		// A worker runs the execution and builds its resume URL: without
+		// WEBHOOK_URL it names the worker's own port, which is neither
+		// where n8n takes webhooks nor an origin the guard resumes
+		// (n8n's queue-mode docs: set it on every process).
+		"WEBHOOK_URL": fmt.Sprintf("http://localhost:%d/", q.n8nPort),
 	}
 	if q.install.Major() == 1 {
 		// n8n 1.x runs a stalled job again, once by default, under the
