@@ -110,14 +110,19 @@ func TestContainer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	run := func() {
+	// env: more VAR=value settings for the guard in the container.
+	run := func(env ...string) {
 		t.Helper()
-		must("run", "-d", "--name", name,
+		args := []string{"run", "-d", "--name", name,
 			"--read-only", "--read-only-tmpfs=false", // nothing may be written outside /data, not even /tmp
 			"--cap-drop=ALL", "--security-opt=no-new-privileges",
 			"--ulimit", "nofile=1024:1024", "--ulimit", "nproc=1024:1024",
-			"-p", fmt.Sprintf("127.0.0.1:%d:8080", port), "-v", volume+":/data",
-			"-e", "N8N_GUARD_TOKENS="+guardToken, image)
+			"-p", fmt.Sprintf("127.0.0.1:%d:8080", port), "-v", volume + ":/data",
+			"-e", "N8N_GUARD_TOKENS=" + guardToken}
+		for _, kv := range env {
+			args = append(args, "-e", kv)
+		}
+		must(append(args, image)...)
 	}
 	g := &guard{addr: fmt.Sprintf("127.0.0.1:%d", port)}
 	g.api = client.New(g.URL(), client.Options{Token: guardToken, Timeout: time.Minute})
@@ -190,6 +195,12 @@ func TestContainer(t *testing.T) {
 				lead1[n] = b
 			}
 		}
+		// The lead workflow sends its resume URL: the guard in the
+		// container must know this n8n (N8N_GUARD_RESUME_ORIGINS), as
+		// the compose file tells it n8n's WEBHOOK_URL.
+		stop()
+		run(s.resumeEnv())
+		waitReady()
 		s.startN8N(t, nil, lead1, []string{"n8nGuardLeadCrm1"}, []string{leadPath}, false)
 		key := "evt-container-n8n"
 		r := s.send(t, leadPath, lead(key, "ada@example.org"))
