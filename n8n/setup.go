@@ -107,7 +107,7 @@ func (n *session) setup(ctx context.Context, o SetupOptions) error {
 	resumeIDs := resumeCredentialIDs(creds, resume)
 	check := guardCredential{workflows.CheckCredentialID, workflows.CheckCredentialName}
 	if o.Examples || hasChecks(all, resumeIDs) {
-		if check, err = n.checkCredential(ctx, all, creds, listed, o.CheckSecret, resumeIDs); err != nil {
+		if check, err = n.checkCredential(ctx, all, creds, listed, o.CheckSecret); err != nil {
 			return err
 		}
 	}
@@ -243,31 +243,52 @@ func (n *session) credential(ctx context.Context, handler *Workflow, creds []Cre
 // shows a credential's value, so a secret changed since is not seen here:
 // delete the credential in n8n and run setup again.
 func (n *session) resumeCredential(ctx context.Context, all []Workflow, creds []Credential, listed bool, secret string) (guardCredential, error) {
+	return n.headerCredential(ctx, headerAuth{
+		name: workflows.ResumeCredentialName, placeholder: workflows.ResumeCredentialID, header: workflows.ResumeHeader,
+		purpose: "resume", env: "N8N_GUARD_RESUME_SECRET", file: ResumeSecretFile, checkedBy: "the Wait nodes of parking workflows",
+		uses: func(node map[string]any) (string, bool) { return workflows.UsesResumeCredential(node) },
+	}, all, creds, listed, secret)
+}
+
+// headerAuth is one of the guard's Header Auth credentials in n8n (one per
+// purpose): how it is named, its shipped placeholder's id, its header,
+// where the guard's secret for it comes from, and which nodes check it.
+type headerAuth struct {
+	name, placeholder, header     string
+	purpose, env, file, checkedBy string
+	// uses tells whether a node checks the header, and the id it names.
+	uses func(node map[string]any) (string, bool)
+}
+
+// headerCredential finds the credential h or creates it when the guard's
+// secret for it was given. Where credentials cannot be listed (1.x) a
+// node's reference to one that is not a shipped placeholder is trusted.
+func (n *session) headerCredential(ctx context.Context, h headerAuth, all []Workflow, creds []Credential, listed bool, secret string) (guardCredential, error) {
 	if listed {
 		for _, c := range creds {
-			if c.Name == workflows.ResumeCredentialName && c.Type == workflows.CredentialType {
+			if c.Name == h.name && c.Type == workflows.CredentialType {
 				return guardCredential{c.ID, c.Name}, nil
 			}
 		}
 	} else {
 		for _, w := range all {
 			for _, node := range w.Nodes {
-				if id, ok := workflows.UsesResumeCredential(node); ok && id != "" && id != workflows.ResumeCredentialID {
-					return guardCredential{id, workflows.ResumeCredentialName}, nil
+				if id, ok := h.uses(node); ok && id != "" && id != h.placeholder && id != workflows.ResumeCredentialID {
+					return guardCredential{id, h.name}, nil
 				}
 			}
 		}
 	}
 	if secret == "" {
-		n.problem("no n8n credential %q (%s): the Wait nodes of parking workflows check it on the guard's resume calls; rerun with --create-credential and the guard's resume secret (N8N_GUARD_RESUME_SECRET or <data>/%s), or create it in n8n (Header Auth: name %s, value the resume secret)",
-			workflows.ResumeCredentialName, workflows.CredentialType, ResumeSecretFile, workflows.ResumeHeader)
-		return guardCredential{workflows.ResumeCredentialID, workflows.ResumeCredentialName}, nil
+		n.problem("no n8n credential %q (%s): %s check it on the guard's %s calls; rerun with --create-credential and the guard's %s secret (%s or <data>/%s), or create it in n8n (Header Auth: name %s, value the %s secret)",
+			h.name, workflows.CredentialType, h.checkedBy, h.purpose, h.purpose, h.env, h.file, h.header, h.purpose)
+		return guardCredential{h.placeholder, h.name}, nil
 	}
-	n.change("create credential %q (Header Auth %s, the guard's resume secret)", workflows.ResumeCredentialName, workflows.ResumeHeader)
+	n.change("create credential %q (Header Auth %s, the guard's %s secret)", h.name, h.header, h.purpose)
 	if n.dryRun {
-		return guardCredential{"(new)", workflows.ResumeCredentialName}, nil
+		return guardCredential{"(new)", h.name}, nil
 	}
-	c, err := n.Client.CreateHeaderAuth(ctx, workflows.ResumeCredentialName, workflows.ResumeHeader, secret)
+	c, err := n.Client.CreateHeaderAuth(ctx, h.name, h.header, secret)
 	return guardCredential{c.ID, c.Name}, err
 }
 
@@ -295,24 +316,31 @@ func waitsOn(w Workflow, c guardCredential) bool {
 	return false
 }
 
-// wireResume points w's Wait nodes at the resume credential. A 2.x
-// workflow whose saved version is the published one goes live with the
-// change; one with unpublished edits keeps them unpublished, and the user
-// is told that the wiring takes effect when they publish.
+// wireResume points w's Wait nodes at the resume credential.
 func (n *session) wireResume(ctx context.Context, w Workflow, c guardCredential) error {
+	return n.rewire(ctx, w, "its Wait nodes check the resume credential", "the Wait nodes", c,
+		func(nodes []map[string]any) { workflows.PointResumeCredential(nodes, c.ID, c.Name) })
+}
+
+// rewire saves w with its nodes pointed at credential c by point; what
+// names those nodes. A 2.x workflow whose saved version is the published
+// one goes live with the change; one with unpublished edits keeps them
+// unpublished, and the user is told (live) that the wiring takes effect
+// when they publish.
+func (n *session) rewire(ctx context.Context, w Workflow, live, what string, c guardCredential, point func([]map[string]any)) error {
 	var nodes []map[string]any
 	b, _ := json.Marshal(w.Nodes)
 	_ = json.Unmarshal(b, &nodes)
-	workflows.PointResumeCredential(nodes, c.ID, c.Name)
+	point(nodes)
 	publish := w.ActiveVersionID != nil && *w.ActiveVersionID != "" && *w.ActiveVersionID == w.VersionID
 	if !n.dryRun {
 		if err := n.Client.UpdateWorkflow(ctx, w.ID, WorkflowBody{w.Name, nodes, w.Connections, w.Settings}, n.Version.Major, publish); err != nil {
 			return err
 		}
 	}
-	n.change("wire the Wait nodes of %s %q to credential %q", w.ID, w.Name, c.Name)
+	n.change("wire %s of %s %q to credential %q", what, w.ID, w.Name, c.Name)
 	if n.Version.Major >= 2 && w.Published() && !publish {
-		n.rep.add(Note, "workflow %s %q has unpublished edits: its Wait nodes check the resume credential once you publish it", w.ID, w.Name)
+		n.rep.add(Note, "workflow %s %q has unpublished edits: %s once you publish it", w.ID, w.Name, live)
 	}
 	return nil
 }
@@ -336,33 +364,12 @@ func resumeCredentialIDs(creds []Credential, resume guardCredential) []string {
 // checkCredential finds the credential the checks' webhooks check on the
 // guard's check calls, or creates it when the guard's check secret was
 // given; as resumeCredential does for the Wait nodes.
-func (n *session) checkCredential(ctx context.Context, all []Workflow, creds []Credential, listed bool, secret string, resumeIDs []string) (guardCredential, error) {
-	if listed {
-		for _, c := range creds {
-			if c.Name == workflows.CheckCredentialName && c.Type == workflows.CredentialType {
-				return guardCredential{c.ID, c.Name}, nil
-			}
-		}
-	} else {
-		for _, w := range all {
-			for _, node := range w.Nodes {
-				if id, ok := workflows.CheckCredentialOf(node); ok && id != "" && id != workflows.CheckCredentialID && id != workflows.ResumeCredentialID {
-					return guardCredential{id, workflows.CheckCredentialName}, nil
-				}
-			}
-		}
-	}
-	if secret == "" {
-		n.problem("no n8n credential %q (%s): the Webhook nodes of checks check it on the guard's check calls; rerun with --create-credential and the guard's check secret (N8N_GUARD_CHECK_SECRET or <data>/%s), or create it in n8n (Header Auth: name %s, value the check secret)",
-			workflows.CheckCredentialName, workflows.CredentialType, CheckSecretFile, workflows.CheckHeader)
-		return guardCredential{workflows.CheckCredentialID, workflows.CheckCredentialName}, nil
-	}
-	n.change("create credential %q (Header Auth %s, the guard's check secret)", workflows.CheckCredentialName, workflows.CheckHeader)
-	if n.dryRun {
-		return guardCredential{"(new)", workflows.CheckCredentialName}, nil
-	}
-	c, err := n.Client.CreateHeaderAuth(ctx, workflows.CheckCredentialName, workflows.CheckHeader, secret)
-	return guardCredential{c.ID, c.Name}, err
+func (n *session) checkCredential(ctx context.Context, all []Workflow, creds []Credential, listed bool, secret string) (guardCredential, error) {
+	return n.headerCredential(ctx, headerAuth{
+		name: workflows.CheckCredentialName, placeholder: workflows.CheckCredentialID, header: workflows.CheckHeader,
+		purpose: "check", env: "N8N_GUARD_CHECK_SECRET", file: CheckSecretFile, checkedBy: "the Webhook nodes of checks",
+		uses: func(node map[string]any) (string, bool) { return workflows.CheckCredentialOf(node) },
+	}, all, creds, listed, secret)
 }
 
 // hasChecks reports whether any workflow has a check's webhook: only then
@@ -391,21 +398,8 @@ func checksOn(w Workflow, c guardCredential, resumeIDs []string) bool {
 // wireResume does for Wait nodes: a check made before checks had a secret
 // of their own leaves the resume credential.
 func (n *session) wireCheck(ctx context.Context, w Workflow, c guardCredential, resumeIDs []string) error {
-	var nodes []map[string]any
-	b, _ := json.Marshal(w.Nodes)
-	_ = json.Unmarshal(b, &nodes)
-	workflows.PointCheckCredential(nodes, c.ID, c.Name, resumeIDs...)
-	publish := w.ActiveVersionID != nil && *w.ActiveVersionID != "" && *w.ActiveVersionID == w.VersionID
-	if !n.dryRun {
-		if err := n.Client.UpdateWorkflow(ctx, w.ID, WorkflowBody{w.Name, nodes, w.Connections, w.Settings}, n.Version.Major, publish); err != nil {
-			return err
-		}
-	}
-	n.change("wire the check webhook of %s %q to credential %q", w.ID, w.Name, c.Name)
-	if n.Version.Major >= 2 && w.Published() && !publish {
-		n.rep.add(Note, "workflow %s %q has unpublished edits: its check webhook checks the check credential once you publish it", w.ID, w.Name)
-	}
-	return nil
+	return n.rewire(ctx, w, "its check webhook checks the check credential", "the check webhook", c,
+		func(nodes []map[string]any) { workflows.PointCheckCredential(nodes, c.ID, c.Name, resumeIDs...) })
 }
 
 // findShipped finds an installed copy of a shipped workflow: by its id (a
