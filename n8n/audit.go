@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
+
+	"github.com/n8n-guard/n8n-guard/workflows"
 )
 
 // Finding is one node of a workflow that writes to another system (or
@@ -242,15 +244,7 @@ func setAssignments(n map[string]any) []map[string]any {
 	if nodeType(n) != "n8n-nodes-base.set" {
 		return nil
 	}
-	outer, _ := params(n)["assignments"].(map[string]any)
-	list, _ := outer["assignments"].([]any)
-	var out []map[string]any
-	for _, a := range list {
-		if m, ok := a.(map[string]any); ok {
-			out = append(out, m)
-		}
-	}
-	return out
+	return workflows.Assignments(n)
 }
 
 // fix is what guards a node: the guard command when no reserve is in

@@ -137,21 +137,27 @@ func SetConfig(nodes []map[string]any, name string, value any) bool {
 
 func configAssignments(nodes []map[string]any) []map[string]any {
 	for _, n := range nodes {
-		if n["name"] != ConfigNode {
-			continue
+		if n["name"] == ConfigNode {
+			return Assignments(n)
 		}
-		params, _ := n["parameters"].(map[string]any)
-		outer, _ := params["assignments"].(map[string]any)
-		list, _ := outer["assignments"].([]any)
-		var out []map[string]any
-		for _, a := range list {
-			if m, ok := a.(map[string]any); ok {
-				out = append(out, m)
-			}
-		}
-		return out
 	}
 	return nil
+}
+
+// Assignments are the values a Set node (n8n-nodes-base.set, version 3.3
+// and later) assigns, each {"name", "value", "type"}, as the node's JSON
+// holds them: a change to one is a change to the node.
+func Assignments(node map[string]any) []map[string]any {
+	params, _ := node["parameters"].(map[string]any)
+	outer, _ := params["assignments"].(map[string]any)
+	list, _ := outer["assignments"].([]any)
+	var out []map[string]any
+	for _, a := range list {
+		if m, ok := a.(map[string]any); ok {
+			out = append(out, m)
+		}
+	}
+	return out
 }
 
 // UsesCredential tells whether a node authenticates to the guard with the
