@@ -72,8 +72,12 @@ var eventByCode = map[uint8]keystore.HistoryEvent{1: keystore.HistoryReserved, 2
 var viaCodes = map[keystore.Via]uint8{"": 0, keystore.ViaPrimary: 1, keystore.ViaFallback: 2}
 var viaByCode = map[uint8]keystore.Via{0: "", 1: keystore.ViaPrimary, 2: keystore.ViaFallback}
 
+// diskBreaker is a breaker on disk: a CBOR array of its fields, cut after
+// the last part the breaker uses (breakerBase, breakerHeld, breakerReset,
+// breakerCounted), so that a file an older release reads back holds
+// nothing it cannot decode but a part it did not know of. Every length
+// reads back; a field beyond the array is its zero value.
 type diskBreaker struct {
-	_              struct{} `cbor:",toarray"`
 	State          string
 	OpenedAt       int64
 	ReopensAt      int64
@@ -82,6 +86,34 @@ type diskBreaker struct {
 	ProbeNamespace string
 	ProbeKey       string
 	ProbeUntil     int64
+	// with a maintenance window
+	HoldBy     string
+	HoldReason string
+	HoldSetAt  int64
+	HoldUntil  int64
+	// reset by a person (until it opens again)
+	ResetBy     string
+	ResetReason string
+	ResetAt     int64
+	// the digests of the keys counted since distinct keys were counted
+	// (keystore.Breaker.FailedKeys); a count written before has none and
+	// counts on from its number
+	FailedKeys []string
+}
+
+// The lengths of a breaker's array: the first release's fields, then with
+// a maintenance window, then reset by a person, then with counted keys.
+const (
+	breakerBase    = 8
+	breakerHeld    = 12
+	breakerReset   = 15
+	breakerCounted = 16
+)
+
+// fields are d's fields in their order on disk.
+func (d *diskBreaker) fields() []any {
+	return []any{&d.State, &d.OpenedAt, &d.ReopensAt, &d.Failures, &d.Paused, &d.ProbeNamespace, &d.ProbeKey, &d.ProbeUntil,
+		&d.HoldBy, &d.HoldReason, &d.HoldSetAt, &d.HoldUntil, &d.ResetBy, &d.ResetReason, &d.ResetAt, &d.FailedKeys}
 }
 
 type diskEvent struct {
@@ -256,143 +288,46 @@ func updatedAt(v, base int64) time.Time {
 	return fromMs(base)
 }
 
-// diskHeldBreaker is a breaker with a maintenance window: diskBreaker's
-// fields and the window's. A breaker without one keeps diskBreaker's
-// layout, so that a file an older release reads back holds nothing it
-// cannot decode but a window it did not know of.
-type diskHeldBreaker struct {
-	_              struct{} `cbor:",toarray"`
-	State          string
-	OpenedAt       int64
-	ReopensAt      int64
-	Failures       uint32
-	Paused         uint32
-	ProbeNamespace string
-	ProbeKey       string
-	ProbeUntil     int64
-	HoldBy         string
-	HoldReason     string
-	HoldSetAt      int64
-	HoldUntil      int64
-}
-
-// diskResetBreaker is a breaker a person reset: diskHeldBreaker's fields
-// and who reset it, why and when. Only a breaker closed by a reset (until
-// it opens again) is written in this layout, for the same reason.
-type diskResetBreaker struct {
-	_              struct{} `cbor:",toarray"`
-	State          string
-	OpenedAt       int64
-	ReopensAt      int64
-	Failures       uint32
-	Paused         uint32
-	ProbeNamespace string
-	ProbeKey       string
-	ProbeUntil     int64
-	HoldBy         string
-	HoldReason     string
-	HoldSetAt      int64
-	HoldUntil      int64
-	ResetBy        string
-	ResetReason    string
-	ResetAt        int64
-}
-
-// diskCountedBreaker is a breaker that counts failing keys: a
-// diskResetBreaker's fields and the digests of the keys counted
-// (keystore.Breaker.FailedKeys). Only a breaker closed with failures
-// counted since distinct keys were counted is written in this layout, for
-// the same reason; the ones written before keep their count without
-// digests, and count on from it.
-type diskCountedBreaker struct {
-	_              struct{} `cbor:",toarray"`
-	State          string
-	OpenedAt       int64
-	ReopensAt      int64
-	Failures       uint32
-	Paused         uint32
-	ProbeNamespace string
-	ProbeKey       string
-	ProbeUntil     int64
-	HoldBy         string
-	HoldReason     string
-	HoldSetAt      int64
-	HoldUntil      int64
-	ResetBy        string
-	ResetReason    string
-	ResetAt        int64
-	FailedKeys     []string
-}
-
 func encodeBreaker(b *keystore.Breaker) ([]byte, error) {
-	d := diskResetBreaker{State: string(b.State), OpenedAt: msPtr(b.OpenedAt), ReopensAt: msPtr(b.ReopensAt),
+	d := diskBreaker{State: string(b.State), OpenedAt: msPtr(b.OpenedAt), ReopensAt: msPtr(b.ReopensAt),
 		Failures: uint32(b.ConsecutiveFailures), Paused: uint32(b.PausedReserves),
-		ProbeNamespace: b.ProbeNamespace, ProbeKey: b.ProbeKey, ProbeUntil: msPtr(b.ProbeUntil)}
+		ProbeNamespace: b.ProbeNamespace, ProbeKey: b.ProbeKey, ProbeUntil: msPtr(b.ProbeUntil), FailedKeys: b.FailedKeys}
 	if m := b.Maintenance; m != nil {
 		d.HoldBy, d.HoldReason, d.HoldSetAt, d.HoldUntil = m.By, m.Reason, ms(m.SetAt), ms(m.Until)
 	}
 	if b.Reset != nil {
 		d.ResetBy, d.ResetReason, d.ResetAt = b.Reset.By, b.Reset.Reason, ms(b.Reset.At)
 	}
+	n := breakerBase
 	switch {
 	case len(b.FailedKeys) > 0:
-		return cbor.Marshal(diskCountedBreaker{State: d.State, OpenedAt: d.OpenedAt, ReopensAt: d.ReopensAt, Failures: d.Failures,
-			Paused: d.Paused, ProbeNamespace: d.ProbeNamespace, ProbeKey: d.ProbeKey, ProbeUntil: d.ProbeUntil,
-			HoldBy: d.HoldBy, HoldReason: d.HoldReason, HoldSetAt: d.HoldSetAt, HoldUntil: d.HoldUntil,
-			ResetBy: d.ResetBy, ResetReason: d.ResetReason, ResetAt: d.ResetAt, FailedKeys: b.FailedKeys})
+		n = breakerCounted
 	case b.Reset != nil:
-		return cbor.Marshal(d)
+		n = breakerReset
 	case b.Maintenance != nil:
-		return cbor.Marshal(diskHeldBreaker{State: d.State, OpenedAt: d.OpenedAt, ReopensAt: d.ReopensAt, Failures: d.Failures,
-			Paused: d.Paused, ProbeNamespace: d.ProbeNamespace, ProbeKey: d.ProbeKey, ProbeUntil: d.ProbeUntil,
-			HoldBy: d.HoldBy, HoldReason: d.HoldReason, HoldSetAt: d.HoldSetAt, HoldUntil: d.HoldUntil})
+		n = breakerHeld
 	}
-	return cbor.Marshal(diskBreaker{State: d.State, OpenedAt: d.OpenedAt, ReopensAt: d.ReopensAt, Failures: d.Failures,
-		Paused: d.Paused, ProbeNamespace: d.ProbeNamespace, ProbeKey: d.ProbeKey, ProbeUntil: d.ProbeUntil})
+	return cbor.Marshal(d.fields()[:n])
 }
 
-// heldBreakerHead, resetBreakerHead and countedBreakerHead are the first
-// bytes of a diskHeldBreaker, a diskResetBreaker and a
-// diskCountedBreaker: CBOR arrays of their 12, 15 and 16 fields.
-const (
-	heldBreakerHead    = 0x80 | 12
-	resetBreakerHead   = 0x80 | 15
-	countedBreakerHead = 0x80 | 16
-)
-
 func decodeBreaker(dest string, v []byte) (*keystore.Breaker, error) {
-	var d diskResetBreaker
-	var failed []string
-	var err error
-	switch {
-	case len(v) > 0 && v[0] == countedBreakerHead:
-		var c diskCountedBreaker
-		err = decMode.Unmarshal(v, &c)
-		d = diskResetBreaker{State: c.State, OpenedAt: c.OpenedAt, ReopensAt: c.ReopensAt, Failures: c.Failures,
-			Paused: c.Paused, ProbeNamespace: c.ProbeNamespace, ProbeKey: c.ProbeKey, ProbeUntil: c.ProbeUntil,
-			HoldBy: c.HoldBy, HoldReason: c.HoldReason, HoldSetAt: c.HoldSetAt, HoldUntil: c.HoldUntil,
-			ResetBy: c.ResetBy, ResetReason: c.ResetReason, ResetAt: c.ResetAt}
-		failed = c.FailedKeys
-	case len(v) > 0 && v[0] == resetBreakerHead:
-		err = decMode.Unmarshal(v, &d)
-	case len(v) > 0 && v[0] == heldBreakerHead:
-		var held diskHeldBreaker
-		err = decMode.Unmarshal(v, &held)
-		d = diskResetBreaker{State: held.State, OpenedAt: held.OpenedAt, ReopensAt: held.ReopensAt, Failures: held.Failures,
-			Paused: held.Paused, ProbeNamespace: held.ProbeNamespace, ProbeKey: held.ProbeKey, ProbeUntil: held.ProbeUntil,
-			HoldBy: held.HoldBy, HoldReason: held.HoldReason, HoldSetAt: held.HoldSetAt, HoldUntil: held.HoldUntil}
-	default:
-		var old diskBreaker
-		err = decMode.Unmarshal(v, &old)
-		d = diskResetBreaker{State: old.State, OpenedAt: old.OpenedAt, ReopensAt: old.ReopensAt, Failures: old.Failures,
-			Paused: old.Paused, ProbeNamespace: old.ProbeNamespace, ProbeKey: old.ProbeKey, ProbeUntil: old.ProbeUntil}
-	}
-	if err != nil {
+	var raw []cbor.RawMessage
+	if err := decMode.Unmarshal(v, &raw); err != nil {
 		return nil, fmt.Errorf("decode breaker %s: %w", dest, err)
+	}
+	var d diskBreaker
+	fields := d.fields()
+	if len(raw) < breakerBase || len(raw) > len(fields) {
+		return nil, fmt.Errorf("decode breaker %s: %d fields, want %d to %d", dest, len(raw), breakerBase, len(fields))
+	}
+	for i, r := range raw {
+		if err := decMode.Unmarshal(r, fields[i]); err != nil {
+			return nil, fmt.Errorf("decode breaker %s, field %d: %w", dest, i, err)
+		}
 	}
 	b := &keystore.Breaker{Destination: dest, State: keystore.BreakerState(d.State), OpenedAt: fromMsPtr(d.OpenedAt),
 		ReopensAt: fromMsPtr(d.ReopensAt), ConsecutiveFailures: int(d.Failures), PausedReserves: int(d.Paused),
-		ProbeNamespace: d.ProbeNamespace, ProbeKey: d.ProbeKey, ProbeUntil: fromMsPtr(d.ProbeUntil), FailedKeys: failed}
+		ProbeNamespace: d.ProbeNamespace, ProbeKey: d.ProbeKey, ProbeUntil: fromMsPtr(d.ProbeUntil), FailedKeys: d.FailedKeys}
 	if d.HoldBy != "" {
 		b.Maintenance = &keystore.Maintenance{By: d.HoldBy, Reason: d.HoldReason, SetAt: fromMs(d.HoldSetAt), Until: fromMs(d.HoldUntil)}
 	}

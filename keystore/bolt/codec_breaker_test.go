@@ -20,12 +20,12 @@ func TestCodecKeepsTheBreakersOfEveryLayout(t *testing.T) {
 		v    any
 		want keystore.Breaker
 	}{
-		{"plain, two failures", diskBreaker{State: "closed", Failures: 2},
+		{"plain, two failures", earlierPlainBreaker{State: "closed", Failures: 2},
 			keystore.Breaker{Destination: "crm", State: keystore.BreakerClosed, ConsecutiveFailures: 2}},
-		{"held", diskHeldBreaker{State: "open", OpenedAt: ms(at), ReopensAt: ms(at.Add(time.Hour)), HoldBy: "ops", HoldReason: "upgrade", HoldSetAt: ms(at), HoldUntil: ms(at.Add(time.Hour))},
+		{"held", earlierHeldBreaker{State: "open", OpenedAt: ms(at), ReopensAt: ms(at.Add(time.Hour)), HoldBy: "ops", HoldReason: "upgrade", HoldSetAt: ms(at), HoldUntil: ms(at.Add(time.Hour))},
 			keystore.Breaker{Destination: "crm", State: keystore.BreakerOpen, OpenedAt: &at, ReopensAt: ptrTime(at.Add(time.Hour)),
 				Maintenance: &keystore.Maintenance{By: "ops", Reason: "upgrade", SetAt: at, Until: at.Add(time.Hour)}}},
-		{"reset", diskResetBreaker{State: "closed", ResetBy: "ana", ResetReason: "fixed", ResetAt: ms(at)},
+		{"reset", earlierResetBreaker{State: "closed", ResetBy: "ana", ResetReason: "fixed", ResetAt: ms(at)},
 			keystore.Breaker{Destination: "crm", State: keystore.BreakerClosed, Reset: &keystore.BreakerReset{By: "ana", Reason: "fixed", At: at}}},
 	}
 	for _, tc := range old {
@@ -52,8 +52,8 @@ func TestCodecKeepsTheBreakersOfEveryLayout(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if v[0] != countedBreakerHead {
-		t.Fatalf("a breaker with counted keys starts %#x, want the counted layout %#x", v[0], countedBreakerHead)
+	if v[0] != 0x80|breakerCounted {
+		t.Fatalf("a breaker with counted keys starts %#x, want the counted layout %#x", v[0], 0x80|breakerCounted)
 	}
 	got, err := decodeBreaker("crm", v)
 	if err != nil {
@@ -61,6 +61,17 @@ func TestCodecKeepsTheBreakersOfEveryLayout(t *testing.T) {
 	}
 	if !reflect.DeepEqual(got, counted) {
 		t.Fatalf("read back %+v, want %+v", got, counted)
+	}
+
+	// A breaker without counted keys is written byte for byte as an
+	// earlier release wrote it, so that release reads it back.
+	reset := keystore.NewBreaker("crm")
+	reset.Reset = &keystore.BreakerReset{By: "ana", Reason: "fixed", At: at}
+	if v, err = encodeBreaker(reset); err != nil {
+		t.Fatal(err)
+	}
+	if want, _ := cbor.Marshal(earlierResetBreaker{State: "closed", ResetBy: "ana", ResetReason: "fixed", ResetAt: ms(at)}); string(v) != string(want) {
+		t.Fatalf("a reset breaker is written %x, an earlier release wrote %x", v, want)
 	}
 
 	none := keystore.NewBreaker("crm")
@@ -76,3 +87,52 @@ func TestCodecKeepsTheBreakersOfEveryLayout(t *testing.T) {
 }
 
 func ptrTime(t time.Time) *time.Time { return &t }
+
+// The layouts earlier releases wrote, frozen: the first release's, then
+// with a maintenance window, then reset by a person.
+type earlierPlainBreaker struct {
+	_              struct{} `cbor:",toarray"`
+	State          string
+	OpenedAt       int64
+	ReopensAt      int64
+	Failures       uint32
+	Paused         uint32
+	ProbeNamespace string
+	ProbeKey       string
+	ProbeUntil     int64
+}
+
+type earlierHeldBreaker struct {
+	_              struct{} `cbor:",toarray"`
+	State          string
+	OpenedAt       int64
+	ReopensAt      int64
+	Failures       uint32
+	Paused         uint32
+	ProbeNamespace string
+	ProbeKey       string
+	ProbeUntil     int64
+	HoldBy         string
+	HoldReason     string
+	HoldSetAt      int64
+	HoldUntil      int64
+}
+
+type earlierResetBreaker struct {
+	_              struct{} `cbor:",toarray"`
+	State          string
+	OpenedAt       int64
+	ReopensAt      int64
+	Failures       uint32
+	Paused         uint32
+	ProbeNamespace string
+	ProbeKey       string
+	ProbeUntil     int64
+	HoldBy         string
+	HoldReason     string
+	HoldSetAt      int64
+	HoldUntil      int64
+	ResetBy        string
+	ResetReason    string
+	ResetAt        int64
+}
