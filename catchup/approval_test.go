@@ -2,7 +2,6 @@ package catchup_test
 
 import (
 	"context"
-	"net/http/httptest"
 	"path/filepath"
 	"testing"
 	"time"
@@ -25,9 +24,7 @@ func TestApprovalsResumeDecidedExecutions(t *testing.T) {
 	}
 	defer store.Close()
 	ctx := context.Background()
-	fake := &fakeN8n{t: t, store: store, secret: "s3cret", keys: map[string]string{}, early: map[string]int{},
-		deleted: map[string]bool{}, woken: map[string]int{}, crm: map[string]int{}}
-	srv := httptest.NewServer(fake)
+	fake, srv := startFakeN8n(t, store)
 	defer srv.Close()
 	for i, key := range []string{"inv_1", "inv_2", "inv_3"} {
 		id := string(rune('1' + i))

@@ -5,7 +5,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"net/http/httptest"
 	"path/filepath"
 	"testing"
 	"time"
@@ -31,9 +30,7 @@ func TestALostProbeFreesTheDestinationAtOnce(t *testing.T) {
 	}
 	defer store.Close()
 	ctx := context.Background()
-	fake := &fakeN8n{t: t, store: store, secret: "s3cret", keys: map[string]string{}, early: map[string]int{},
-		deleted: map[string]bool{}, woken: map[string]int{}, crm: map[string]int{}}
-	srv := httptest.NewServer(fake)
+	fake, srv := startFakeN8n(t, store)
 	defer srv.Close()
 
 	first, err := store.Reserve(ctx, keystore.ReserveRequest{Namespace: ns, Key: "evt_first", Destination: "crm"})
@@ -109,9 +106,7 @@ func TestADamagedParkedRecordDoesNotStopTheCatchUp(t *testing.T) {
 	}
 	defer store.Close()
 	ctx := context.Background()
-	fake := &fakeN8n{t: t, store: store, secret: "s3cret", keys: map[string]string{}, early: map[string]int{},
-		deleted: map[string]bool{}, woken: map[string]int{}, crm: map[string]int{}}
-	srv := httptest.NewServer(fake)
+	fake, srv := startFakeN8n(t, store)
 	defer srv.Close()
 	first, err := store.Reserve(ctx, keystore.ReserveRequest{Namespace: ns, Key: "evt_00", Destination: "crm"})
 	if err != nil {

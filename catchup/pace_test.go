@@ -3,7 +3,6 @@ package catchup_test
 import (
 	"context"
 	"fmt"
-	"net/http/httptest"
 	"path/filepath"
 	"sync"
 	"testing"
@@ -68,9 +67,7 @@ func TestCatchUpKeepsTheRate(t *testing.T) {
 	}
 	defer store.Close()
 	ctx := context.Background()
-	fake := &fakeN8n{t: t, store: store, secret: "s3cret", keys: map[string]string{}, early: map[string]int{},
-		deleted: map[string]bool{}, woken: map[string]int{}, crm: map[string]int{}}
-	srv := httptest.NewServer(fake)
+	fake, srv := startFakeN8n(t, store)
 	defer srv.Close()
 	first, err := store.Reserve(ctx, keystore.ReserveRequest{Namespace: ns, Key: "evt_00", Destination: "crm"})
 	if err != nil {

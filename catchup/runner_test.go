@@ -29,6 +29,14 @@ const ns = "crm-contacts"
 // the CRM and completes. It misbehaves as n8n does: 409 "is running
 // already" while an execution has not reached its Wait node, 404 for an
 // execution that was deleted, 403 without the credential.
+// startFakeN8n starts a fake n8n over loopback whose executions write
+// through store; its resume secret is "s3cret". The caller closes it.
+func startFakeN8n(t *testing.T, store keystore.Store) (*fakeN8n, *httptest.Server) {
+	fake := &fakeN8n{t: t, store: store, secret: "s3cret", keys: map[string]string{}, early: map[string]int{},
+		deleted: map[string]bool{}, woken: map[string]int{}, crm: map[string]int{}}
+	return fake, httptest.NewServer(fake)
+}
+
 type fakeN8n struct {
 	t      *testing.T
 	store  keystore.Store
@@ -163,9 +171,7 @@ func catchUpOutage(t *testing.T, clock *outageClock, stores ...catchupStore) {
 	pol := outagePolicies
 	store := stores[0]
 	ctx := context.Background()
-	fake := &fakeN8n{t: t, store: store, secret: "s3cret", keys: map[string]string{}, early: map[string]int{},
-		deleted: map[string]bool{}, woken: map[string]int{}, crm: map[string]int{}}
-	srv := httptest.NewServer(fake)
+	fake, srv := startFakeN8n(t, store)
 	defer srv.Close()
 
 	// The CRM refuses connections: the first event opens the breaker.
