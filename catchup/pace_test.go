@@ -90,8 +90,19 @@ func TestCatchUpKeepsTheRate(t *testing.T) {
 	clock.Advance(time.Hour)
 
 	resumer := &pacedResumer{inner: &n8n.ResumeCaller{Secret: "s3cret", Targets: targetsOf(t, srv.URL)}, clock: clock}
-	runner, err := catchup.New(catchup.Options{Store: store, Policies: pol, Clock: clock.Now, Sleep: clock.Sleep,
-		Resumer: resumer, Interval: 20 * time.Millisecond, Claim: 2 * time.Minute, Poll: time.Millisecond})
+	opts := catchup.Options{Store: store, Policies: pol, Clock: clock.Now, Sleep: clock.Sleep,
+		Resumer: resumer, Interval: 20 * time.Millisecond, Claim: 2 * time.Minute, Poll: time.Millisecond}
+	// The pace is read off the runner's decisions: when a call is noted
+	// in the resumer, other goroutines' waits may already have moved the
+	// shared clock on (a wall clock does not jump like that).
+	var turnsMu sync.Mutex
+	var turns []time.Time
+	catchup.OnPaced(&opts, func(dest string, at time.Time) {
+		turnsMu.Lock()
+		turns = append(turns, at)
+		turnsMu.Unlock()
+	})
+	runner, err := catchup.New(opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -118,9 +129,19 @@ func TestCatchUpKeepsTheRate(t *testing.T) {
 	if len(resumer.at) != parked {
 		t.Fatalf("%d resume calls, want %d", len(resumer.at), parked)
 	}
+	turnsMu.Lock()
+	defer turnsMu.Unlock()
+	if len(turns) != len(resumer.at) {
+		t.Fatalf("%d resume calls took %d turns: every call must take its turn first", len(resumer.at), len(turns))
+	}
+	for i := range turns {
+		if resumer.at[i].Before(turns[i]) {
+			t.Errorf("resume call %d went at %s, before its turn at %s", i+1, resumer.at[i].Format(time.StampMilli), turns[i].Format(time.StampMilli))
+		}
+	}
 	gap := 100 * time.Millisecond
-	for i := 1; i < len(resumer.at); i++ {
-		if d := resumer.at[i].Sub(resumer.at[i-1]); d < gap {
+	for i := 1; i < len(turns); i++ {
+		if d := turns[i].Sub(turns[i-1]); d < gap {
 			t.Errorf("resume call %d came %s after the one before: the rate (10/s) wants at least %s", i+1, d, gap)
 		}
 	}

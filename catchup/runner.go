@@ -50,6 +50,11 @@ type Options struct {
 	// the runner goes through it, so a test on a controlled clock moves
 	// the clock instead of waiting.
 	Sleep func(ctx context.Context, d time.Duration)
+
+	// paced, when set (tests: export_test.go), is told each time a
+	// destination's resume call takes its turn, at the clock's reading
+	// the pace was decided on.
+	paced func(dest string, at time.Time)
 }
 
 // Runner is the catch-up: one worker per destination that has parked keys.
@@ -178,9 +183,13 @@ func (r *Runner) work(ctx context.Context, dest string, parked int) {
 	awaitPace := func() bool {
 		for ctx.Err() == nil {
 			mu.Lock()
-			ok, wait := keystore.DecideCatchUpStart(r.now(), last, 0, dp)
+			now := r.now()
+			ok, wait := keystore.DecideCatchUpStart(now, last, 0, dp)
 			if ok {
-				last = r.now()
+				last = now
+				if r.opts.paced != nil {
+					r.opts.paced(dest, now)
+				}
 			}
 			mu.Unlock()
 			if ok {
