@@ -271,13 +271,30 @@ describe('reserve', () => {
 		assert.equal(answer.state, 'unknown');
 	});
 
+	// The guard opens a destination's breaker when it was unreachable for
+	// unreachable_threshold (default 2) different events: one flaky call
+	// pauses nothing.
+	async function unreachableFor(namespace, reserveOptions, keys) {
+		for (const key of keys) {
+			const first = await runSingle(reserve(namespace, { reserveOptions }), [{ event_id: key }]);
+			const [accepted] = first.output('Guard', PROCEED);
+			assert.ok(accepted, `${key} was reserved before the breaker opened`);
+			await runSingle(
+				{ operation: 'fail', namespace, key, token: accepted.token, reason: 'destination_unreachable', message: 'ECONNREFUSED' },
+				[{}],
+			);
+		}
+	}
+
 	test('a destination that was unreachable pauses later reserves (Blocked, nothing recorded)', async () => {
 		const namespace = ns('breaker');
 		const destination = ns('crm');
-		const first = await runSingle(reserve(namespace, { reserveOptions: { destination } }), [{ event_id: 'evt-a' }]);
-		const [accepted] = first.output('Guard', PROCEED);
+		await unreachableFor(namespace, { destination }, ['evt-a']);
+		const once = await runSingle(reserve(namespace, { reserveOptions: { destination } }), [{ event_id: 'evt-a2' }]);
+		assert.equal(once.output('Guard', PROCEED).length, 1, 'one unreachable event pauses nothing');
+		const [second] = once.output('Guard', PROCEED);
 		await runSingle(
-			{ operation: 'fail', namespace, key: 'evt-a', token: accepted.token, reason: 'destination_unreachable', message: 'ECONNREFUSED' },
+			{ operation: 'fail', namespace, key: 'evt-a2', token: second.token, reason: 'destination_unreachable', message: 'ECONNREFUSED' },
 			[{}],
 		);
 		const run = await runSingle(reserve(namespace, { reserveOptions: { destination } }), [{ event_id: 'evt-b' }]);
@@ -292,12 +309,7 @@ describe('reserve', () => {
 		const namespace = ns('park');
 		const destination = ns('crm');
 		const parking = { reserveOptions: { destination, resumeUrl: '={{ $execution.resumeUrl }}' } };
-		const first = await runSingle(reserve(namespace, parking), [{ event_id: 'evt-a' }]);
-		const [accepted] = first.output('Guard', PROCEED);
-		await runSingle(
-			{ operation: 'fail', namespace, key: 'evt-a', token: accepted.token, reason: 'destination_unreachable', message: 'ECONNREFUSED' },
-			[{}],
-		);
+		await unreachableFor(namespace, parking.reserveOptions, ['evt-a', 'evt-a2']);
 		const run = await runWorkflow(single(reserve(namespace, parking)), {
 			start: 'Trigger',
 			items: [{ event_id: 'evt-b' }],
