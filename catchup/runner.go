@@ -110,7 +110,12 @@ func (r *Runner) Run(ctx context.Context) error {
 	}()
 	t := time.NewTicker(r.opts.Interval)
 	defer t.Stop()
+	var swept time.Time // when silent woken executions were last looked for
 	for {
+		if now := r.now(); now.Sub(swept) >= overdueEvery {
+			swept = now
+			r.sweepSilent(ctx)
+		}
 		counts, err := r.opts.Store.ParkedCounts(ctx)
 		switch {
 		case ctx.Err() != nil:
@@ -379,9 +384,19 @@ func (r *Runner) resumeOne(ctx context.Context, rec *keystore.Record, lost *atom
 }
 
 // awaitFinish waits until the resumed execution reserved the key and
-// finished its attempt, or a lease has passed.
+// finished its attempt, or the woken bound has passed: then an execution
+// that never reserved is recorded lost (loseSilent).
 func (r *Runner) awaitFinish(ctx context.Context, rec *keystore.Record) {
-	limit := r.now().Add(r.opts.Policies.Namespace(rec.Namespace).Lease + r.opts.Claim)
+	bound := r.wokenBound(rec.Namespace)
+	limit := r.now().Add(bound)
+	defer func() {
+		if ctx.Err() != nil {
+			return
+		}
+		if res, err := r.opts.Store.Lookup(ctx, rec.Namespace, rec.Key); err == nil && keystore.WokenSilent(res.Record, bound, r.now()) {
+			r.loseSilent(ctx, res.Record, bound)
+		}
+	}()
 	for r.now().Before(limit) {
 		r.opts.Sleep(ctx, r.opts.Poll)
 		if ctx.Err() != nil {
@@ -400,8 +415,61 @@ func (r *Runner) awaitFinish(ctx context.Context, rec *keystore.Record) {
 }
 
 // overdueEvery is how often a worker looks for keys parked longer than
-// their namespace's parked_limit.
+// their namespace's parked_limit, and the runner for woken executions
+// that went silent.
 const overdueEvery = time.Minute
+
+// wokenBound is how long a woken execution has to reserve its key again:
+// a lease of its namespace and a claim (the time a resume call may take).
+func (r *Runner) wokenBound(namespace string) time.Duration {
+	return r.opts.Policies.Namespace(namespace).Lease + r.opts.Claim
+}
+
+// loseSilent records a woken execution that never reserved its key again
+// as lost: its owner is told (the store's parked_lost event), the
+// destination's probe is given up if it was one, and the guard never
+// calls its resume URL again. One log line per key: each is a person's
+// decision.
+func (r *Runner) loseSilent(ctx context.Context, rec *keystore.Record, bound time.Duration) bool {
+	detail := keystore.WokenSilentDetail(rec, bound)
+	got, err := r.opts.Store.ResumeAnswered(ctx, rec.Namespace, rec.Key, *rec.ParkedAt, keystore.ResumeLost, detail)
+	if err != nil {
+		r.log.Warn("catch-up: a woken execution that went silent could not be recorded lost; trying again", "namespace", rec.Namespace, "key", rec.Key, "err", err)
+		return false
+	}
+	if got == nil || got.Reason != keystore.ReasonResumeLost {
+		return false // it reserved meanwhile
+	}
+	r.metrics.lost.WithLabelValues(rec.Destination).Inc()
+	r.log.Error("woken execution went silent: n8n accepted the resume call but the execution never reserved its key again; its owner is told in Slack and must decide",
+		"destination", rec.Destination, "namespace", rec.Namespace, "key", rec.Key, "woken_at", rec.ResumeSentAt.UTC().Format(time.RFC3339), "bound", bound.String())
+	return true
+}
+
+// sweepSilent finds, across every namespace, the parked keys whose woken
+// execution went silent (keystore.WokenSilent) and records them lost:
+// the watch of awaitFinish ends with its guard, the sweep does not (a
+// guard restarted, another replica woke the key).
+func (r *Runner) sweepSilent(ctx context.Context) {
+	now := r.now()
+	q := keystore.ListQuery{State: keystore.StateParked, Limit: 500}
+	for ctx.Err() == nil {
+		page, err := r.opts.Store.List(ctx, q)
+		if err != nil {
+			r.log.Warn("catch-up: cannot list the parked keys to find silent woken executions; trying again later", "err", err)
+			return
+		}
+		for _, rec := range page.Items {
+			if bound := r.wokenBound(rec.Namespace); keystore.WokenSilent(rec, bound, now) {
+				r.loseSilent(ctx, rec, bound)
+			}
+		}
+		if page.NextCursor == "" {
+			return
+		}
+		q.Cursor = page.NextCursor
+	}
+}
 
 // reportOverdue hands the store every parked key of dest that waited
 // longer than its namespace's parked_limit. The store records each parked
@@ -499,7 +567,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		resumes: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "n8n_guard_resume_calls_total",
 			Help: "Resume calls to n8n, by destination and answer (accepted, lost, retry)."}, []string{"destination", "answer"}),
 		lost: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "n8n_guard_parked_lost_total",
-			Help: "Parked executions n8n no longer held (404, 409 finished): a person must decide, by destination."}, []string{"destination"}),
+			Help: "Parked executions n8n no longer held (404, 409 finished) or that went silent after waking: a person must decide, by destination."}, []string{"destination"}),
 		overdue: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "n8n_guard_parked_overdue_total",
 			Help: "Events found parked longer than their namespace's parked_limit, by namespace."}, []string{"namespace"}),
 		catchUp: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "n8n_guard_catch_up_seconds",

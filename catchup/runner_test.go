@@ -33,7 +33,7 @@ const ns = "crm-contacts"
 // through store; its resume secret is "s3cret". The caller closes it.
 func startFakeN8n(t *testing.T, store keystore.Store) (*fakeN8n, *httptest.Server) {
 	fake := &fakeN8n{t: t, store: store, secret: "s3cret", keys: map[string]string{}, early: map[string]int{},
-		deleted: map[string]bool{}, woken: map[string]int{}, crm: map[string]int{}}
+		deleted: map[string]bool{}, silent: map[string]bool{}, woken: map[string]int{}, crm: map[string]int{}}
 	return fake, httptest.NewServer(fake)
 }
 
@@ -46,7 +46,8 @@ type fakeN8n struct {
 	keys     map[string]string // execution id -> key
 	early    map[string]int    // execution id -> 409s still to answer
 	deleted  map[string]bool
-	woken    map[string]int // execution id -> accepted resume calls
+	silent   map[string]bool // execution id -> dies after waking (accepts the resume, never reserves)
+	woken    map[string]int  // execution id -> accepted resume calls
 	calls    []string       // keys in the order their resume was accepted
 	secondAt time.Time      // when the second resume was accepted
 	crm      map[string]int // key -> writes
@@ -85,8 +86,10 @@ func (f *fakeN8n) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		if len(f.calls) == 2 {
 			f.secondAt = time.Now()
 		}
-		f.wg.Add(1)
-		go f.run(id, key)
+		if !f.silent[id] {
+			f.wg.Add(1)
+			go f.run(id, key)
+		}
 		w.Write([]byte(`{"message":"Workflow was started"}`))
 	}
 }

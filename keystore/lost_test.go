@@ -67,3 +67,53 @@ func TestReserveOfALostParkedKey(t *testing.T) {
 		})
 	}
 }
+
+// A lost key's owner is told once: another lost answer about the same
+// parking (a second guard's late answer, the silent-woken sweep of a
+// restarted guard) writes nothing and sends no second event.
+func TestALostKeyIsToldOnce(t *testing.T) {
+	t0 := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	b := NewBreaker("crm")
+	b.State, b.OpenedAt, b.ReopensAt = BreakerOpen, &t0, timePtr(t0.Add(time.Hour))
+	st, err := DecideReserve(nil, b, ReserveRequest{Namespace: "crm-contacts", Key: "evt_1", Destination: "crm",
+		ResumeURL: "http://n8n.local/webhook-waiting/1"}, ClientFingerprint("a"), Policies{}.Namespace("crm-contacts"), t0)
+	if err != nil || st.Record == nil {
+		t.Fatalf("fixture: %+v %v", st.Result, err)
+	}
+	parkedAt := *st.Record.ParkedAt
+	lost, ok := DecideResumeAnswered(st.Record, nil, parkedAt, ResumeLost, "404", t0)
+	if !ok || len(lost.Events) != 1 {
+		t.Fatalf("first lost answer: %v, events %+v", ok, lost.Events)
+	}
+	if again, ok := DecideResumeAnswered(lost.Record, nil, parkedAt, ResumeLost, "404 again", t0.Add(time.Minute)); ok || again.Record != nil || len(again.Events) != 0 {
+		t.Fatalf("second lost answer wrote %+v, events %+v", again.Record, again.Events)
+	}
+}
+
+// WokenSilent: only a parked key whose resume n8n accepted at least bound
+// ago, not yet lost, not of the approval flow.
+func TestWokenSilent(t *testing.T) {
+	t0 := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	bound := 3 * time.Minute
+	woken := &Record{State: StateParked, ParkedAt: &t0, ResumeSentAt: timePtr(t0.Add(time.Hour)), Reason: ReasonDestinationUnreachable}
+	with := func(f func(r *Record)) *Record { r := woken.Clone(); f(r); return r }
+	at := t0.Add(time.Hour + bound)
+	for _, c := range []struct {
+		name string
+		rec  *Record
+		now  time.Time
+		want bool
+	}{
+		{"woken, bound passed", woken, at, true},
+		{"woken, within the bound", woken, at.Add(-time.Second), false},
+		{"claimed, not woken", with(func(r *Record) { r.ResumeSentAt, r.ResumeClaimUntil = nil, timePtr(t0) }), at, false},
+		{"already lost", with(func(r *Record) { r.Reason = ReasonResumeLost }), at, false},
+		{"approved, woken", with(func(r *Record) { r.Reason = ReasonApproved }), at, false},
+		{"reserved again", with(func(r *Record) { r.State = StateReserved }), at, false},
+		{"none", nil, at, false},
+	} {
+		if got := WokenSilent(c.rec, bound, c.now); got != c.want {
+			t.Errorf("%s: %v, want %v", c.name, got, c.want)
+		}
+	}
+}

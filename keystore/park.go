@@ -199,6 +199,9 @@ func DecideResumeAnswered(cur *Record, br *Breaker, parkedAt time.Time, answer R
 		next.ResumeSentAt = timePtr(now)
 		next.addHistory(Transition{At: now, Event: HistoryResumed, Attempt: cur.Attempt})
 	case ResumeLost:
+		if cur.Reason == ReasonResumeLost {
+			return Step{}, false // told once: the owner's event is not sent again
+		}
 		next.ResumeClaimUntil = nil
 		next.Reason, next.Message = ReasonResumeLost, truncate(detail, MaxMessageLength)
 		next.addHistory(Transition{At: now, Event: HistoryResumeLost, Attempt: cur.Attempt, Detail: truncate(detail, 200)})
@@ -218,6 +221,26 @@ func DecideResumeAnswered(cur *Record, br *Breaker, parkedAt time.Time, answer R
 		return Step{}, false
 	}
 	return Step{Record: next, Events: events, Result: Result{Outcome: OutcomeParked, Record: next}}, true
+}
+
+// WokenSilent reports whether rec is a parked key whose resume call n8n
+// accepted at least bound ago while its woken execution has not reserved
+// the key again (that reserve moves the key out of parked): the execution
+// died after waking (n8n restarted, a worker was killed). Keys of the
+// approval flow are left to it. The runner records such a key lost
+// (ResumeAnswered with ResumeLost): parked, resume_lost, its owner told,
+// never resumed again by the guard. Not unknown: the woken execution's
+// first step is the reserve, so one that never reserved never passed the
+// guard to the write; a copy its source sends again may go ahead.
+func WokenSilent(rec *Record, bound time.Duration, now time.Time) bool {
+	return rec != nil && rec.State == StateParked && rec.ParkedAt != nil && rec.ResumeSentAt != nil &&
+		rec.Reason != ReasonResumeLost && !ApprovalReason(rec.Reason) && !now.Before(rec.ResumeSentAt.Add(bound))
+}
+
+// WokenSilentDetail is the message a silent woken execution's key keeps.
+func WokenSilentDetail(rec *Record, bound time.Duration) string {
+	return fmt.Sprintf("woken at %s, the execution did not reserve the key again within %s (it died: n8n restarted?); nothing was written through the guard: look at the execution in n8n, then resolve or let the source send it again",
+		rec.ResumeSentAt.UTC().Format(time.RFC3339), bound)
 }
 
 // EventParkedLost: n8n no longer holds a parked execution; its owner must

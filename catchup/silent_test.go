@@ -1,0 +1,201 @@
+package catchup_test
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/n8n-guard/n8n-guard/catchup"
+	"github.com/n8n-guard/n8n-guard/keystore"
+	"github.com/n8n-guard/n8n-guard/keystore/bolt"
+	"github.com/n8n-guard/n8n-guard/n8n"
+)
+
+// lostEvents are the store's parked_lost events (each becomes a Slack
+// message to the key's owner), as namespace/key.
+func lostEvents(t *testing.T, store keystore.Store) []string {
+	t.Helper()
+	evs, err := store.Events(context.Background(), 0, 1000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var keys []string
+	for _, ev := range evs {
+		if ev.Kind == keystore.EventParkedLost {
+			keys = append(keys, ev.Namespace+"/"+ev.Key)
+		}
+	}
+	return keys
+}
+
+// A woken execution that dies (n8n accepted the resume call, then n8n
+// restarted) never reserves its key again. The runner watching it records
+// the key lost once the bound (a lease and a claim) has passed: parked,
+// resume_lost, its owner told once, never woken again; it was the
+// breaker's probe, so the destination is freed and the rest catch up.
+func TestAWokenExecutionThatDiesIsReported(t *testing.T) {
+	pol := keystore.Policies{
+		Destinations: map[string]keystore.DestinationPolicy{"crm": {Cooldown: time.Hour, CatchUpRate: 100, CatchUpConcurrency: 2, UnreachableThreshold: 1}},
+		Namespaces:   map[string]keystore.NamespacePolicy{ns: {Lease: time.Minute}},
+	}
+	clock := &stepClock{now: time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC)}
+	store, err := bolt.Open(filepath.Join(t.TempDir(), "guard.db"), bolt.Options{Policies: pol, Clock: clock.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	ctx := context.Background()
+	fake, srv := startFakeN8n(t, store)
+	defer srv.Close()
+	first, err := store.Reserve(ctx, keystore.ReserveRequest{Namespace: ns, Key: "evt_00", Destination: "crm"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f, err := store.Fail(ctx, keystore.FailRequest{Namespace: ns, Key: "evt_00", Token: first.Token,
+		Reason: keystore.ReasonDestinationUnreachable, ResumeURL: srv.URL + "/webhook-waiting/0"}); err != nil || f.Outcome != keystore.OutcomeParked {
+		t.Fatalf("first fail: %+v %v", f, err)
+	}
+	fake.keys["0"], fake.silent["0"] = "evt_00", true // the oldest: the probe, and it dies
+	for i := 1; i <= 3; i++ {
+		clock.Advance(time.Millisecond)
+		id, key := fmt.Sprint(i), fmt.Sprintf("evt_%02d", i)
+		fake.keys[id] = key
+		if res, err := store.Reserve(ctx, keystore.ReserveRequest{Namespace: ns, Key: key, Destination: "crm", ResumeURL: srv.URL + "/webhook-waiting/" + id}); err != nil || res.Outcome != keystore.OutcomeParked {
+			t.Fatalf("reserve %s: %+v %v", key, res, err)
+		}
+	}
+	clock.Advance(time.Hour)
+	logs := &lines{}
+	runner, err := catchup.New(catchup.Options{Store: store, Policies: pol, Clock: clock.Now, Sleep: clock.Sleep, Logger: slog.New(logs),
+		Resumer: &n8n.ResumeCaller{Secret: "s3cret", Targets: targetsOf(t, srv.URL)}, Interval: 20 * time.Millisecond,
+		Claim: 2 * time.Minute, Poll: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rctx, cancel := context.WithCancel(ctx)
+	stopped := make(chan error, 1)
+	go func() { stopped <- runner.Run(rctx) }()
+	for giveUp := time.Now().Add(30 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		fake.mu.Lock()
+		written := len(fake.crm)
+		fake.mu.Unlock()
+		if written == 3 && len(lostEvents(t, store)) == 1 {
+			break
+		}
+		if time.Now().After(giveUp) {
+			res, _ := store.Lookup(ctx, ns, "evt_00")
+			t.Fatalf("%d of 3 written, lost events %v, the silent key %+v", written, lostEvents(t, store), res.Record)
+		}
+	}
+	cancel()
+	<-stopped
+	fake.wg.Wait()
+
+	res, err := store.Lookup(ctx, ns, "evt_00")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := res.Record
+	if rec.State != keystore.StateParked || rec.Reason != keystore.ReasonResumeLost || !strings.Contains(rec.Message, "did not reserve the key again within 3m0s") {
+		t.Fatalf("the silent key: %s %s %q", rec.State, rec.Reason, rec.Message)
+	}
+	if h := rec.History; len(h) < 2 || h[len(h)-2].Event != keystore.HistoryResumed || h[len(h)-1].Event != keystore.HistoryResumeLost {
+		t.Fatalf("history %+v", h)
+	}
+	if woken := rec.ResumeSentAt; woken == nil || rec.UpdatedAt.Sub(*woken) < 3*time.Minute {
+		t.Fatalf("recorded lost %v after waking, before the bound (lease 1m + claim 2m)", rec.UpdatedAt.Sub(*woken))
+	}
+	if l := logs.matching("woken execution went silent"); len(l) != 1 || !strings.Contains(l[0], "key=evt_00") {
+		t.Fatalf("log lines %q", l)
+	}
+	fake.mu.Lock()
+	calls := fake.woken["0"]
+	fake.mu.Unlock()
+	if calls != 1 {
+		t.Fatalf("the silent execution was woken %d times: a woken execution is never called again", calls)
+	}
+}
+
+// The watch ends with the guard that woke the execution; the sweep does
+// not: after a restart a new runner finds the key woken longer than the
+// bound ago and reports it, once however often it runs; a key woken more
+// recently is left to its execution.
+func TestASilentWokenExecutionIsFoundAfterARestart(t *testing.T) {
+	pol := keystore.Policies{
+		Destinations: map[string]keystore.DestinationPolicy{
+			"crm":    {Cooldown: time.Hour, UnreachableThreshold: 1},
+			"mailer": {Cooldown: time.Hour, UnreachableThreshold: 1},
+		},
+		Namespaces: map[string]keystore.NamespacePolicy{ns: {Lease: time.Minute}},
+	}
+	clock := &stepClock{now: time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC)}
+	store, err := bolt.Open(filepath.Join(t.TempDir(), "guard.db"), bolt.Options{Policies: pol, Clock: clock.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	ctx := context.Background()
+	// Two keys parked by a guard whose runner woke them and then stopped
+	// (each the probe of its destination's breaker).
+	wake := func(key, dest string) {
+		t.Helper()
+		res, err := store.Reserve(ctx, keystore.ReserveRequest{Namespace: ns, Key: key, Destination: dest})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := store.Fail(ctx, keystore.FailRequest{Namespace: ns, Key: key, Token: res.Token,
+			Reason: keystore.ReasonDestinationUnreachable, ResumeURL: "http://n8n.local/webhook-waiting/" + key}); err != nil {
+			t.Fatal(err)
+		}
+		clock.Advance(time.Hour)
+		claimed, ok, err := store.ClaimResume(ctx, ns, key, 2*time.Minute)
+		if err != nil || !ok {
+			t.Fatalf("claim %s: %v %v", key, ok, err)
+		}
+		if _, err := store.ResumeAnswered(ctx, ns, key, *claimed.ParkedAt, keystore.ResumeAccepted, ""); err != nil {
+			t.Fatal(err)
+		}
+	}
+	wake("evt_old", "crm")
+	clock.Advance(2 * time.Minute)
+	wake("evt_new", "mailer") // woken 2 min after evt_old (and its hour of cooldown), 2 min before the restart's sweep
+	clock.Advance(2 * time.Minute)
+
+	run := func() *lines {
+		t.Helper()
+		logs := &lines{}
+		r, err := catchup.New(catchup.Options{Store: store, Policies: pol, Clock: clock.Now, Sleep: clock.Sleep, Logger: slog.New(logs),
+			Resumer: &n8n.ResumeCaller{}, Interval: 10 * time.Millisecond, Claim: 2 * time.Minute})
+		if err != nil {
+			t.Fatal(err)
+		}
+		rctx, cancel := context.WithCancel(ctx)
+		done := make(chan error)
+		go func() { done <- r.Run(rctx) }()
+		time.Sleep(100 * time.Millisecond) // the first pass sweeps
+		cancel()
+		<-done
+		return logs
+	}
+	logs := run()
+	if got := fmt.Sprint(lostEvents(t, store)); got != "[crm-contacts/evt_old]" {
+		t.Fatalf("lost after the restart: %s", got)
+	}
+	if l := logs.matching("woken execution went silent"); len(l) != 1 {
+		t.Fatalf("log lines %q", l)
+	}
+	res, _ := store.Lookup(ctx, ns, "evt_new")
+	if res.Record.Reason == keystore.ReasonResumeLost {
+		t.Fatal("a key woken within the bound was recorded lost")
+	}
+	// Another restart, past evt_new's bound: evt_new now, evt_old not again.
+	clock.Advance(2 * time.Minute)
+	run()
+	if got := fmt.Sprint(lostEvents(t, store)); got != "[crm-contacts/evt_old crm-contacts/evt_new]" {
+		t.Fatalf("lost after the second restart: %s", got)
+	}
+}
