@@ -10,8 +10,10 @@ import (
 	"time"
 
 	"github.com/n8n-guard/n8n-guard/catchup"
+	"github.com/n8n-guard/n8n-guard/internal/pgtest"
 	"github.com/n8n-guard/n8n-guard/keystore"
 	"github.com/n8n-guard/n8n-guard/keystore/bolt"
+	"github.com/n8n-guard/n8n-guard/keystore/postgres"
 	"github.com/n8n-guard/n8n-guard/n8n"
 )
 
@@ -125,6 +127,28 @@ func TestAWokenExecutionThatDiesIsReported(t *testing.T) {
 // bound ago and reports it, once however often it runs; a key woken more
 // recently is left to its execution.
 func TestASilentWokenExecutionIsFoundAfterARestart(t *testing.T) {
+	t.Run("bbolt", func(t *testing.T) {
+		silentAfterRestart(t, func(pol keystore.Policies, clock keystore.Clock) catchupStore {
+			s, err := bolt.Open(filepath.Join(t.TempDir(), "guard.db"), bolt.Options{Policies: pol, Clock: clock})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return s
+		})
+	})
+	t.Run("postgres", func(t *testing.T) {
+		url := pgtest.FreshSchema(t, pgtest.URL(t, "the silent-woken sweep on PostgreSQL"))
+		silentAfterRestart(t, func(pol keystore.Policies, clock keystore.Clock) catchupStore {
+			s, err := postgres.Open(context.Background(), url, postgres.Options{Policies: pol, Clock: clock})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return s
+		})
+	})
+}
+
+func silentAfterRestart(t *testing.T, open func(keystore.Policies, keystore.Clock) catchupStore) {
 	pol := keystore.Policies{
 		Destinations: map[string]keystore.DestinationPolicy{
 			"crm":    {Cooldown: time.Hour, UnreachableThreshold: 1},
@@ -133,10 +157,7 @@ func TestASilentWokenExecutionIsFoundAfterARestart(t *testing.T) {
 		Namespaces: map[string]keystore.NamespacePolicy{ns: {Lease: time.Minute}},
 	}
 	clock := &stepClock{now: time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC)}
-	store, err := bolt.Open(filepath.Join(t.TempDir(), "guard.db"), bolt.Options{Policies: pol, Clock: clock.Now})
-	if err != nil {
-		t.Fatal(err)
-	}
+	store := open(pol, clock.Now)
 	defer store.Close()
 	ctx := context.Background()
 	// Two keys parked by a guard whose runner woke them and then stopped
