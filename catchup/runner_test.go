@@ -48,10 +48,10 @@ type fakeN8n struct {
 	deleted  map[string]bool
 	silent   map[string]bool // execution id -> dies after waking (accepts the resume, never reserves)
 	woken    map[string]int  // execution id -> accepted resume calls
-	calls    []string       // keys in the order their resume was accepted
-	secondAt time.Time      // when the second resume was accepted
-	crm      map[string]int // key -> writes
-	inCRM    atomic.Int32   // executions between reserve and complete
+	calls    []string        // keys in the order their resume was accepted
+	secondAt time.Time       // when the second resume was accepted
+	crm      map[string]int  // key -> writes
+	inCRM    atomic.Int32    // executions between reserve and complete
 	maxInCRM atomic.Int32
 	closedAt time.Time // when the first complete closed the breaker
 	wg       sync.WaitGroup
