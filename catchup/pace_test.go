@@ -4,13 +4,16 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
+	"sort"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/n8n-guard/n8n-guard/catchup"
+	"github.com/n8n-guard/n8n-guard/internal/pgtest"
 	"github.com/n8n-guard/n8n-guard/keystore"
 	"github.com/n8n-guard/n8n-guard/keystore/bolt"
+	"github.com/n8n-guard/n8n-guard/keystore/postgres"
 	"github.com/n8n-guard/n8n-guard/n8n"
 )
 
@@ -144,5 +147,151 @@ func TestCatchUpKeepsTheRate(t *testing.T) {
 		if d := turns[i].Sub(turns[i-1]); d < gap {
 			t.Errorf("resume call %d came %s after the one before: the rate (10/s) wants at least %s", i+1, d, gap)
 		}
+	}
+}
+
+// turnCounter counts the resume turns held at once across every
+// guard's store (turnCounterView).
+type turnCounter struct {
+	mu        sync.Mutex
+	held, max int
+}
+
+// catchUpWithGuards parks n events of crm, then lets the runners of
+// `guards` guards on one PostgreSQL (a controlled clock each runner
+// moves) catch them up; it returns the turns taken, in order, the most
+// turns held at once and the most woken executions in the CRM at once.
+func catchUpWithGuards(t *testing.T, guards, n int, dp keystore.DestinationPolicy) (turns []time.Time, maxHeld, maxInCRM int) {
+	t.Helper()
+	pol := keystore.Policies{Destinations: map[string]keystore.DestinationPolicy{"crm": dp}}
+	clock := &stepClock{now: time.Date(2026, 12, 3, 9, 0, 0, 0, time.UTC)}
+	url := pgtest.FreshSchema(t, pgtest.URL(t, "one catch-up pace across guards on PostgreSQL"))
+	counter := &turnCounter{}
+	var stores []catchupStore
+	for i := 0; i < guards; i++ {
+		s, err := postgres.Open(context.Background(), url, postgres.Options{Policies: pol, Clock: clock.Now})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s.Close()
+		stores = append(stores, s)
+	}
+	ctx := context.Background()
+	fake, srv := startFakeN8n(t, stores[0])
+	defer srv.Close()
+	first, err := stores[0].Reserve(ctx, keystore.ReserveRequest{Namespace: ns, Key: "evt_00", Destination: "crm"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f, err := stores[0].Fail(ctx, keystore.FailRequest{Namespace: ns, Key: "evt_00", Token: first.Token,
+		Reason: keystore.ReasonDestinationUnreachable, ResumeURL: srv.URL + "/webhook-waiting/0"}); err != nil || f.Outcome != keystore.OutcomeParked {
+		t.Fatalf("first fail: %+v %v", f, err)
+	}
+	fake.keys["0"] = "evt_00"
+	for i := 1; i < n; i++ {
+		clock.Advance(time.Millisecond)
+		id, key := fmt.Sprint(i), fmt.Sprintf("evt_%02d", i)
+		fake.keys[id] = key
+		if res, err := stores[0].Reserve(ctx, keystore.ReserveRequest{Namespace: ns, Key: key, Destination: "crm", ResumeURL: srv.URL + "/webhook-waiting/" + id}); err != nil || res.Outcome != keystore.OutcomeParked {
+			t.Fatalf("reserve %s: %+v %v", key, res, err)
+		}
+	}
+	clock.Advance(time.Hour)
+
+	var turnsMu sync.Mutex
+	rctx, cancel := context.WithCancel(ctx)
+	stopped := make(chan error, guards)
+	for _, s := range stores {
+		opts := catchup.Options{Store: &turnCounterView{counter, s}, Policies: pol, Clock: clock.Now, Sleep: clock.Sleep,
+			Resumer: &n8n.ResumeCaller{Secret: "s3cret", Targets: targetsOf(t, srv.URL)}, Interval: 20 * time.Millisecond,
+			Claim: 2 * time.Minute, Poll: time.Millisecond}
+		catchup.OnPaced(&opts, func(_ string, at time.Time) {
+			turnsMu.Lock()
+			turns = append(turns, at)
+			turnsMu.Unlock()
+		})
+		runner, err := catchup.New(opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		go func() { stopped <- runner.Run(rctx) }()
+	}
+	for giveUp := time.Now().Add(60 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		fake.mu.Lock()
+		written := len(fake.crm)
+		fake.mu.Unlock()
+		if written == n {
+			break
+		}
+		if time.Now().After(giveUp) {
+			t.Fatalf("not caught up: %d of %d written", written, n)
+		}
+	}
+	cancel()
+	for range stores {
+		<-stopped
+	}
+	fake.wg.Wait()
+	for key, writes := range fake.crm {
+		if writes != 1 {
+			t.Errorf("%s written %d times", key, writes)
+		}
+	}
+	turnsMu.Lock()
+	defer turnsMu.Unlock()
+	sort.Slice(turns, func(i, j int) bool { return turns[i].Before(turns[j]) })
+	counter.mu.Lock()
+	defer counter.mu.Unlock()
+	return turns, counter.max, int(fake.maxInCRM.Load())
+}
+
+// turnCounterView is one guard's store, its turns counted in the shared
+// counter.
+type turnCounterView struct {
+	c *turnCounter
+	catchupStore
+}
+
+func (v *turnCounterView) TakeResumeTurn(ctx context.Context, dest string, hold time.Duration) (keystore.Turn, bool, time.Duration, error) {
+	t, ok, wait, err := v.catchupStore.TakeResumeTurn(ctx, dest, hold)
+	if ok {
+		v.c.mu.Lock()
+		v.c.held++
+		v.c.max = max(v.c.max, v.c.held)
+		v.c.mu.Unlock()
+	}
+	return t, ok, wait, err
+}
+
+func (v *turnCounterView) ReleaseResumeTurn(ctx context.Context, t keystore.Turn) error {
+	v.c.mu.Lock()
+	v.c.held--
+	v.c.mu.Unlock()
+	return v.catchupStore.ReleaseResumeTurn(ctx, t)
+}
+
+// Three guards on one PostgreSQL keep one destination's catch_up_rate
+// together: their resume calls' turns are 1 / rate apart on the clock,
+// not three calls per gap.
+func TestOnePaceAcrossGuards(t *testing.T) {
+	turns, _, _ := catchUpWithGuards(t, 3, 12, keystore.DestinationPolicy{Cooldown: time.Hour, CatchUpRate: 10, CatchUpConcurrency: 3, UnreachableThreshold: 1})
+	if len(turns) != 12 {
+		t.Fatalf("%d turns for 12 parked events", len(turns))
+	}
+	for i := 1; i < len(turns); i++ {
+		if d := turns[i].Sub(turns[i-1]); d < 100*time.Millisecond {
+			t.Errorf("turn %d came %s after the one before: the rate (10/s) wants at least 100ms across the guards", i+1, d)
+		}
+	}
+}
+
+// Three guards on one PostgreSQL keep one destination's
+// catch_up_concurrency together: never more than 2 resumed executions in
+// flight, although each guard alone would let 2 go.
+func TestOneInFlightLimitAcrossGuards(t *testing.T) {
+	_, held, inCRM := catchUpWithGuards(t, 3, 12, keystore.DestinationPolicy{Cooldown: time.Hour, CatchUpRate: 1000, CatchUpConcurrency: 2, UnreachableThreshold: 1})
+	t.Logf("most turns held at once %d, most woken executions in the CRM at once %d", held, inCRM)
+	if held > 2 || inCRM > 2 {
+		t.Fatalf("%d turns held, %d executions in the CRM at once: the limit (2) holds for the destination, not per guard", held, inCRM)
 	}
 }

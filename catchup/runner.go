@@ -170,7 +170,7 @@ func (r *Runner) work(ctx context.Context, dest string, parked int) {
 		mu       sync.Mutex
 		inFlight int
 		resumed  int
-		last     time.Time // when the last resume call went (awaitPace)
+		last     time.Time // when the last resume call took its turn (awaitTurn)
 		done     = make(chan struct{}, dp.CatchUpConcurrency+1)
 		wg       sync.WaitGroup
 		pending  = map[string]bool{} // keys this worker is claiming or resuming
@@ -181,28 +181,38 @@ func (r *Runner) work(ctx context.Context, dest string, parked int) {
 		lastOverdue time.Time
 	)
 	defer wg.Wait()
-	// awaitPace waits until this destination's next resume call may go
-	// and takes its turn: the calls themselves are spaced (a claim that
-	// took longer than another cannot bunch two calls together). false:
+	// awaitTurn waits until this destination's next resume call may go
+	// and takes its turn in the store (keystore.DecideResumeTurn): the
+	// calls themselves are spaced (a claim that took longer than another
+	// cannot bunch two calls together), and the guards sharing the store
+	// keep one rate and one in-flight limit for the destination. false:
 	// ctx ended.
-	awaitPace := func() bool {
+	awaitTurn := func(rec *keystore.Record) (keystore.Turn, bool) {
 		for ctx.Err() == nil {
-			mu.Lock()
-			now := r.now()
-			ok, wait := keystore.DecideCatchUpStart(now, last, 0, dp)
-			if ok {
-				last = now
-				if r.opts.paced != nil {
-					r.opts.paced(dest, now)
-				}
+			if rec.ResumeClaimUntil != nil && !r.now().Before(rec.ResumeClaimUntil.Add(-r.opts.Claim/4)) {
+				// Waited for a turn (other guards held the slots) until the
+				// claim nearly lapsed: the key is claimed and tried again.
+				return keystore.Turn{}, false
 			}
-			mu.Unlock()
-			if ok {
-				return true
+			t, ok, wait, err := r.opts.Store.TakeResumeTurn(ctx, dest, r.wokenBound(rec.Namespace))
+			switch {
+			case err != nil:
+				r.log.Warn("catch-up: cannot take a resume turn; trying again", "destination", dest, "err", err)
+				wait = r.opts.Interval
+			case ok:
+				mu.Lock()
+				last = t.At
+				if r.opts.paced != nil {
+					r.opts.paced(dest, t.At)
+				}
+				mu.Unlock()
+				return t, true
+			case wait <= 0:
+				wait = r.opts.Poll // every slot held, maybe by another guard
 			}
 			r.opts.Sleep(ctx, wait)
 		}
-		return false
+		return keystore.Turn{}, false
 	}
 	for ctx.Err() == nil {
 		recs, err := r.opts.Store.Parked(ctx, keystore.ParkedQuery{Destination: dest, Limit: 4 * dp.CatchUpConcurrency})
@@ -241,7 +251,7 @@ func (r *Runner) work(ctx context.Context, dest string, parked int) {
 				continue // being resumed (by this guard or another)
 			}
 			// Wait for a slot and for the pace (the call itself waits for
-			// its turn again: awaitPace).
+			// its turn again: awaitTurn).
 			for {
 				mu.Lock()
 				ok, wait := keystore.DecideCatchUpStart(r.now(), last, inFlight, dp)
@@ -300,13 +310,21 @@ func (r *Runner) work(ctx context.Context, dest string, parked int) {
 					// The breaker holds (cooldown, a probe out) or another
 					// guard took it: look again after a while.
 					refused.Store(true)
-				case !awaitPace():
 				default:
+					t, ok := awaitTurn(claimed)
+					if !ok {
+						break
+					}
 					if r.resumeOne(ctx, claimed, &lost) {
 						mu.Lock()
 						resumed++
 						mu.Unlock()
 					}
+					rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+					if err := r.opts.Store.ReleaseResumeTurn(rctx, t); err != nil {
+						r.log.Warn("catch-up: a resume turn could not be released; its slot frees itself", "destination", dest, "until", t.Until, "err", err)
+					}
+					cancel()
 				}
 				mu.Lock()
 				inFlight--

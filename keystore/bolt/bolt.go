@@ -126,6 +126,9 @@ type Store struct {
 	genDone  chan struct{}
 	checked  chan struct{} // closed when the whole-file check after start ended
 	checkErr error         // what it found; read after checked is closed
+
+	paceMu sync.Mutex
+	paces  map[string]keystore.Pace // the catch-up pace of each destination (pace.go)
 }
 
 // view runs fn in a read transaction of the current file. A page too
