@@ -106,6 +106,7 @@ func AfterCall(cur, sent *Record, res CallResult, now time.Time, p DeliveryPolic
 		e = EffectShown
 		if !res.Update {
 			e = EffectDelivered
+			x.Attempts = sent.Attempts + 1 // the post that went through counts
 			x.Status, x.SlackChannel, x.SlackTS = StatusDelivered, res.Channel, res.TS
 			t := now
 			x.DeliveredAt = &t
@@ -128,7 +129,7 @@ func AfterCall(cur, sent *Record, res CallResult, now time.Time, p DeliveryPolic
 		if res.Update {
 			return x, EffectUpdateRefused
 		}
-		x.Status = StatusDead
+		x.Attempts, x.Status = sent.Attempts+1, StatusDead // the refused post counts
 		return x, EffectDead
 	}
 	// Transient.

@@ -60,11 +60,11 @@ func TestAfterCall(t *testing.T) {
 	}
 	post := func(old bool) map[string]want {
 		m := map[string]want{
-			"ok":                      {EffectDelivered, StatusDelivered, -1, 0},
+			"ok":                      {EffectDelivered, StatusDelivered, -1, 1},
 			"transient":               {EffectRetry, StatusPending, 10 * time.Second, 1},
 			"rate limited, 7s":        {EffectRateLimited, StatusPending, 7 * time.Second, 0},
 			"rate limited, unsaid":    {EffectRateLimited, StatusPending, 30 * time.Second, 0},
-			"permanent":               {EffectDead, StatusDead, -1, 0},
+			"permanent":               {EffectDead, StatusDead, -1, 1},
 			"unreachable, maybe sent": {EffectUncertain, StatusPending, -2, 0},
 			"unreachable, not sent":   {EffectNone, StatusPending, -2, 0},
 			"canceled":                {EffectNone, StatusPending, -2, 0},
