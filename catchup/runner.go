@@ -471,6 +471,7 @@ func (r *Runner) loseSilent(ctx context.Context, rec *keystore.Record, bound tim
 func (r *Runner) sweepSilent(ctx context.Context) {
 	now := r.now()
 	q := keystore.ListQuery{State: keystore.StateParked, Limit: 500}
+	woken := map[string]int{} // per destination: woken, within the bound
 	for ctx.Err() == nil {
 		page, err := r.opts.Store.List(ctx, q)
 		if err != nil {
@@ -478,11 +479,18 @@ func (r *Runner) sweepSilent(ctx context.Context) {
 			return
 		}
 		for _, rec := range page.Items {
-			if bound := r.wokenBound(rec.Namespace); keystore.WokenSilent(rec, bound, now) {
-				r.loseSilent(ctx, rec, bound)
+			bound := r.wokenBound(rec.Namespace)
+			switch {
+			case keystore.WokenSilent(rec, bound, now):
+				if !r.loseSilent(ctx, rec, bound) {
+					woken[rec.Destination]++ // reserved meanwhile, or not recorded yet
+				}
+			case rec.ResumeSentAt != nil && rec.Reason != keystore.ReasonResumeLost && rec.Destination != "":
+				woken[rec.Destination]++
 			}
 		}
 		if page.NextCursor == "" {
+			r.metrics.setWoken(woken)
 			return
 		}
 		q.Cursor = page.NextCursor
@@ -567,6 +575,7 @@ func sleep(ctx context.Context, d time.Duration) {
 
 type metrics struct {
 	parked   *prometheus.GaugeVec
+	woken    *prometheus.GaugeVec
 	inFlight *prometheus.GaugeVec
 	resumes  *prometheus.CounterVec
 	lost     *prometheus.CounterVec
@@ -580,6 +589,8 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	m := &metrics{
 		parked: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "n8n_guard_parked",
 			Help: "Events parked in n8n waiting to be resumed, by destination."}, []string{"destination"}),
+		woken: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "n8n_guard_parked_woken",
+			Help: "Parked events whose execution n8n took the resume call for and that have not reserved their key again yet, by destination (counted once a minute; past a lease and the claim they are recorded lost)."}, []string{"destination"}),
 		inFlight: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "n8n_guard_resumes_in_flight",
 			Help: "Parked executions resumed and not finished yet, by destination (at most catch_up_concurrency)."}, []string{"destination"}),
 		resumes: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "n8n_guard_resume_calls_total",
@@ -596,7 +607,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	if reg == nil {
 		return m, nil
 	}
-	for _, c := range []prometheus.Collector{m.parked, m.inFlight, m.resumes, m.lost, m.overdue, m.catchUp} {
+	for _, c := range []prometheus.Collector{m.parked, m.woken, m.inFlight, m.resumes, m.lost, m.overdue, m.catchUp} {
 		if err := reg.Register(c); err != nil {
 			var are prometheus.AlreadyRegisteredError
 			if !errors.As(err, &are) {
@@ -616,6 +627,7 @@ func (m *metrics) known(p keystore.Policies) {
 	for d := range p.Destinations {
 		m.seen[d] = true
 		m.parked.WithLabelValues(d)
+		m.woken.WithLabelValues(d)
 		m.lost.WithLabelValues(d)
 	}
 	for ns := range p.Namespaces {
@@ -632,6 +644,19 @@ func (m *metrics) setParked(counts map[string]int) {
 	}
 	for d := range m.seen {
 		m.parked.WithLabelValues(d).Set(float64(counts[d]))
+	}
+}
+
+// setWoken sets the woken gauge of every destination seen, 0 when none
+// of its keys waits for its woken execution.
+func (m *metrics) setWoken(counts map[string]int) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for d := range counts {
+		m.seen[d] = true
+	}
+	for d := range m.seen {
+		m.woken.WithLabelValues(d).Set(float64(counts[d]))
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"path/filepath"
+	"sort"
 	"strings"
 	"testing"
 	"time"
@@ -15,6 +16,7 @@ import (
 	"github.com/n8n-guard/n8n-guard/keystore/bolt"
 	"github.com/n8n-guard/n8n-guard/keystore/postgres"
 	"github.com/n8n-guard/n8n-guard/n8n"
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 // lostEvents are the store's parked_lost events (each becomes a Slack
@@ -186,11 +188,13 @@ func silentAfterRestart(t *testing.T, open func(keystore.Policies, keystore.Cloc
 	wake("evt_new", "mailer") // woken 2 min after evt_old (and its hour of cooldown), 2 min before the restart's sweep
 	clock.Advance(2 * time.Minute)
 
+	var reg *prometheus.Registry
 	run := func() *lines {
 		t.Helper()
 		logs := &lines{}
+		reg = prometheus.NewRegistry()
 		r, err := catchup.New(catchup.Options{Store: store, Policies: pol, Clock: clock.Now, Sleep: clock.Sleep, Logger: slog.New(logs),
-			Resumer: &n8n.ResumeCaller{}, Interval: 10 * time.Millisecond, Claim: 2 * time.Minute})
+			Resumer: &n8n.ResumeCaller{}, Interval: 10 * time.Millisecond, Claim: 2 * time.Minute, Registerer: reg})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -213,10 +217,41 @@ func silentAfterRestart(t *testing.T, open func(keystore.Policies, keystore.Cloc
 	if res.Record.Reason == keystore.ReasonResumeLost {
 		t.Fatal("a key woken within the bound was recorded lost")
 	}
+	// Meanwhile it is counted: woken, waiting for its execution.
+	if got := gauge(t, reg, "n8n_guard_parked_woken"); got != "crm=0 mailer=1" {
+		t.Fatalf("n8n_guard_parked_woken: %s, want crm=0 mailer=1", got)
+	}
 	// Another restart, past evt_new's bound: evt_new now, evt_old not again.
 	clock.Advance(2 * time.Minute)
 	run()
 	if got := fmt.Sprint(lostEvents(t, store)); got != "[crm-contacts/evt_old crm-contacts/evt_new]" {
 		t.Fatalf("lost after the second restart: %s", got)
 	}
+	if got := gauge(t, reg, "n8n_guard_parked_woken"); got != "crm=0 mailer=0" {
+		t.Fatalf("n8n_guard_parked_woken after both were recorded lost: %s", got)
+	}
+}
+
+// gauge reads a gauge vector by destination, as "dest=value ..." sorted.
+func gauge(t *testing.T, reg *prometheus.Registry, name string) string {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "destination" {
+					out = append(out, fmt.Sprintf("%s=%g", l.GetValue(), m.GetGauge().GetValue()))
+				}
+			}
+		}
+	}
+	sort.Strings(out)
+	return strings.Join(out, " ")
 }
