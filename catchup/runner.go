@@ -108,14 +108,14 @@ func (r *Runner) Run(ctx context.Context) error {
 		defer wg.Done()
 		r.runApprovals(ctx) // approval.go
 	}()
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		r.runSweeps(ctx)
+	}()
 	t := time.NewTicker(r.opts.Interval)
 	defer t.Stop()
-	var swept time.Time // when silent woken executions were last looked for
 	for {
-		if now := r.now(); now.Sub(swept) >= overdueEvery {
-			swept = now
-			r.sweepSilent(ctx)
-		}
 		counts, err := r.opts.Store.ParkedCounts(ctx)
 		switch {
 		case ctx.Err() != nil:
@@ -188,20 +188,26 @@ func (r *Runner) work(ctx context.Context, dest string, parked int) {
 	// keep one rate and one in-flight limit for the destination. false:
 	// ctx ended.
 	awaitTurn := func(rec *keystore.Record) (keystore.Turn, bool) {
+		// A slot is held as long as this guard may count the call in
+		// flight: the retries within the claim, then the woken bound
+		// (awaitFinish), and a poll to spare.
+		hold := r.opts.Claim + r.wokenBound(rec.Namespace) + r.opts.Poll
 		for ctx.Err() == nil {
 			if rec.ResumeClaimUntil != nil && !r.now().Before(rec.ResumeClaimUntil.Add(-r.opts.Claim/4)) {
-				// Waited for a turn (other guards held the slots) until the
-				// claim nearly lapsed: the key is claimed and tried again.
+				// Waited for a turn until the claim nearly lapsed: the key
+				// is claimed and tried again.
+				r.log.Warn("catch-up: no resume turn came free within the claim; the key is tried again (other guards hold every slot of the destination, or a guard that died holds them until their hold ends)",
+					"destination", dest, "namespace", rec.Namespace, "key", rec.Key, "hold", hold.String())
 				return keystore.Turn{}, false
 			}
-			t, ok, wait, err := r.opts.Store.TakeResumeTurn(ctx, dest, r.wokenBound(rec.Namespace))
+			t, ok, wait, err := r.opts.Store.TakeResumeTurn(ctx, dest, hold)
 			switch {
 			case err != nil:
 				r.log.Warn("catch-up: cannot take a resume turn; trying again", "destination", dest, "err", err)
 				wait = r.opts.Interval
 			case ok:
 				mu.Lock()
-				last = t.At
+				last = r.now() // this guard's clock, as the local gate reads it (t.At may be the database's)
 				if r.opts.paced != nil {
 					r.opts.paced(dest, t.At)
 				}
@@ -361,7 +367,14 @@ func (r *Runner) work(ctx context.Context, dest string, parked int) {
 // counted in the caught-up line (each owner hears of each key in Slack).
 func (r *Runner) resumeOne(ctx context.Context, rec *keystore.Record, lost *atomic.Int32) bool {
 	dest, parkedAt := rec.Destination, *rec.ParkedAt
+	// Retries end within the claim, a quarter of it to spare (a call may
+	// take 15 s): after it lapses another guard may claim the key and call.
 	deadline := r.now().Add(r.opts.Claim * 3 / 4)
+	if rec.ResumeClaimUntil != nil {
+		if d := rec.ResumeClaimUntil.Add(-r.opts.Claim / 4); d.Before(deadline) {
+			deadline = d
+		}
+	}
 	b := backoff.NewExponentialBackOff()
 	b.InitialInterval, b.MaxInterval = 200*time.Millisecond, 10*time.Second
 	var out n8n.ResumeOutcome
@@ -450,7 +463,7 @@ func (r *Runner) wokenBound(namespace string) time.Duration {
 // decision.
 func (r *Runner) loseSilent(ctx context.Context, rec *keystore.Record, bound time.Duration) bool {
 	detail := keystore.WokenSilentDetail(rec, bound)
-	got, err := r.opts.Store.ResumeAnswered(ctx, rec.Namespace, rec.Key, *rec.ParkedAt, keystore.ResumeLost, detail)
+	got, err := r.opts.Store.ResumeAnswered(ctx, rec.Namespace, rec.Key, *rec.ParkedAt, keystore.ResumeSilent, detail)
 	if err != nil {
 		r.log.Warn("catch-up: a woken execution that went silent could not be recorded lost; trying again", "namespace", rec.Namespace, "key", rec.Key, "err", err)
 		return false
@@ -462,6 +475,26 @@ func (r *Runner) loseSilent(ctx context.Context, rec *keystore.Record, bound tim
 	r.log.Error("woken execution went silent: n8n accepted the resume call but the execution never reserved its key again; its owner is told in Slack and must decide",
 		"destination", rec.Destination, "namespace", rec.Namespace, "key", rec.Key, "woken_at", rec.ResumeSentAt.UTC().Format(time.RFC3339), "bound", bound.String())
 	return true
+}
+
+// runSweeps looks for silent woken executions at start and every
+// overdueEvery on the runner's clock (looked at every Interval) until ctx
+// ends, beside the catch-up so a long listing delays no worker.
+func (r *Runner) runSweeps(ctx context.Context) {
+	t := time.NewTicker(r.opts.Interval)
+	defer t.Stop()
+	var swept time.Time
+	for {
+		if now := r.now(); now.Sub(swept) >= overdueEvery {
+			swept = now
+			r.sweepSilent(ctx)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
 }
 
 // sweepSilent finds, across every namespace, the parked keys whose woken
@@ -485,7 +518,7 @@ func (r *Runner) sweepSilent(ctx context.Context) {
 				if !r.loseSilent(ctx, rec, bound) {
 					woken[rec.Destination]++ // reserved meanwhile, or not recorded yet
 				}
-			case rec.ResumeSentAt != nil && rec.Reason != keystore.ReasonResumeLost && rec.Destination != "":
+			case rec.ResumeSentAt != nil && rec.Reason != keystore.ReasonResumeLost && !keystore.ApprovalReason(rec.Reason) && rec.Destination != "":
 				woken[rec.Destination]++
 			}
 		}

@@ -117,3 +117,29 @@ func TestWokenSilent(t *testing.T) {
 		}
 	}
 }
+
+// A lost answer applies to a key n8n has not woken; ResumeSilent (the
+// runner's finding) only to one it woke: a stale claimant's 404 or 409
+// about an execution another guard woke records nothing.
+func TestLostAndSilentAnswersKeepToTheirKeys(t *testing.T) {
+	t0 := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	parked := &Record{Namespace: "crm-contacts", Key: "evt_1", State: StateParked, ParkedAt: &t0, Reason: ReasonDestinationUnreachable}
+	woken := parked.Clone()
+	woken.ResumeSentAt = timePtr(t0.Add(time.Minute))
+	for _, c := range []struct {
+		name   string
+		cur    *Record
+		answer ResumeAnswer
+		want   bool
+	}{
+		{"lost, not woken", parked, ResumeLost, true},
+		{"lost, woken (a stale claimant's answer)", woken, ResumeLost, false},
+		{"silent, woken", woken, ResumeSilent, true},
+		{"silent, not woken", parked, ResumeSilent, false},
+	} {
+		st, ok := DecideResumeAnswered(c.cur, nil, t0, c.answer, "x", t0.Add(time.Hour))
+		if ok != c.want || (ok && (st.Record.Reason != ReasonResumeLost || len(st.Events) != 1)) {
+			t.Errorf("%s: ok %v, want %v (step %+v)", c.name, ok, c.want, st.Record)
+		}
+	}
+}

@@ -169,6 +169,10 @@ const (
 	// ResumeRetry: n8n is down or the execution has not reached its Wait
 	// node yet; the claim is dropped so the call is tried again.
 	ResumeRetry
+	// ResumeSilent: not n8n's answer but the runner's finding about a key
+	// n8n already woke: its execution never reserved again (WokenSilent).
+	// Recorded like ResumeLost; the one answer that applies to a woken key.
+	ResumeSilent
 )
 
 // DecideResumeAnswered records n8n's answer to the resume call of the key
@@ -198,9 +202,16 @@ func DecideResumeAnswered(cur *Record, br *Breaker, parkedAt time.Time, answer R
 		}
 		next.ResumeSentAt = timePtr(now)
 		next.addHistory(Transition{At: now, Event: HistoryResumed, Attempt: cur.Attempt})
-	case ResumeLost:
+	case ResumeLost, ResumeSilent:
 		if cur.Reason == ReasonResumeLost {
 			return Step{}, false // told once: the owner's event is not sent again
+		}
+		if (answer == ResumeSilent) != (cur.ResumeSentAt != nil) {
+			// A lost answer about a woken key is a stale claimant's (its
+			// claim lapsed, another guard's call woke the execution, the
+			// late call got 404/409): the execution lives. And a key not
+			// woken is not silent.
+			return Step{}, false
 		}
 		next.ResumeClaimUntil = nil
 		next.Reason, next.Message = ReasonResumeLost, truncate(detail, MaxMessageLength)
@@ -228,7 +239,7 @@ func DecideResumeAnswered(cur *Record, br *Breaker, parkedAt time.Time, answer R
 // the key again (that reserve moves the key out of parked): the execution
 // died after waking (n8n restarted, a worker was killed). Keys of the
 // approval flow are left to it. The runner records such a key lost
-// (ResumeAnswered with ResumeLost): parked, resume_lost, its owner told,
+// (ResumeAnswered with ResumeSilent): parked, resume_lost, its owner told,
 // never resumed again by the guard. Not unknown: the woken execution's
 // first step is the reserve, so one that never reserved never passed the
 // guard to the write; a copy its source sends again may go ahead.

@@ -1,0 +1,81 @@
+package catchup_test
+
+import (
+	"context"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/n8n-guard/n8n-guard/catchup"
+	"github.com/n8n-guard/n8n-guard/keystore"
+	"github.com/n8n-guard/n8n-guard/keystore/bolt"
+	"github.com/n8n-guard/n8n-guard/n8n"
+)
+
+type releaseWatch struct {
+	catchupStore
+	clock *stepClock
+	mu    sync.Mutex
+	late  []time.Duration
+}
+
+func (w *releaseWatch) ReleaseResumeTurn(ctx context.Context, t keystore.Turn) error {
+	w.mu.Lock()
+	if d := w.clock.Now().Sub(t.Until); d > 0 {
+		w.late = append(w.late, d)
+	}
+	w.mu.Unlock()
+	return w.catchupStore.ReleaseResumeTurn(ctx, t)
+}
+
+type slowAccept struct {
+	clock *stepClock
+	n     int
+}
+
+func (s *slowAccept) Resume(ctx context.Context, rec *keystore.Record) n8n.ResumeOutcome {
+	s.n++
+	if s.n < 6 { // n8n still starting: 503 for a while, then it takes the call
+		return n8n.ResumeOutcome{Answer: keystore.ResumeRetry, Detail: "503"}
+	}
+	return n8n.ResumeOutcome{Answer: keystore.ResumeAccepted}
+}
+
+// A turn's slot is held as long as the runner counts its call in flight
+// (retries within the claim, then the woken bound from acceptance): it is
+// released before its hold ends, so no other guard takes the slot while
+// the execution is still in flight.
+func TestASlotIsHeldWhileItsCallIsInFlight(t *testing.T) {
+	pol := keystore.Policies{
+		Destinations: map[string]keystore.DestinationPolicy{"crm": {Cooldown: time.Minute, CatchUpRate: 10, CatchUpConcurrency: 1, UnreachableThreshold: 1}},
+		Namespaces:   map[string]keystore.NamespacePolicy{ns: {Lease: time.Minute}},
+	}
+	clock := &stepClock{now: time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC)}
+	bs, err := bolt.Open(filepath.Join(t.TempDir(), "guard.db"), bolt.Options{Policies: pol, Clock: clock.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer bs.Close()
+	ctx := context.Background()
+	res, _ := bs.Reserve(ctx, keystore.ReserveRequest{Namespace: ns, Key: "k", Destination: "crm"})
+	bs.Fail(ctx, keystore.FailRequest{Namespace: ns, Key: "k", Token: res.Token, Reason: keystore.ReasonDestinationUnreachable, ResumeURL: "http://n8n/w/0"})
+	clock.Advance(time.Hour)
+	w := &releaseWatch{catchupStore: bs, clock: clock}
+	r, err := catchup.New(catchup.Options{Store: w, Policies: pol, Clock: clock.Now, Sleep: clock.Sleep,
+		Resumer: &slowAccept{clock: clock}, Interval: 10 * time.Millisecond, Claim: 2 * time.Minute, Poll: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rctx, cancel := context.WithCancel(ctx)
+	done := make(chan error)
+	go func() { done <- r.Run(rctx) }()
+	time.Sleep(4 * time.Second)
+	cancel()
+	<-done
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if len(w.late) > 0 {
+		t.Fatalf("a turn was released %s after its slot's hold ended: the slot was free for other guards while this execution was in flight", w.late[0])
+	}
+}
