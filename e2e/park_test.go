@@ -187,6 +187,43 @@ func TestParking(t *testing.T) {
 		s.exactlyOnce(t, append(more, keys...))
 	})
 
+	t.Run("the oldest parked execution was deleted in n8n: it is reported lost, the rest caught up at once", func(t *testing.T) {
+		gone := []string{"evt-park-d1", "evt-park-d2", "evt-park-d3", "evt-park-d4", "evt-park-d5"}
+		s.crm.Refuse()
+		s.sendQueued(t, gone[:1]) // the oldest: the breaker's probe when the cooldown ends
+		s.sendQueued(t, gone[1:])
+		oldest := s.lookup(t, "crm-contacts", gone[0])
+		if oldest.State != "parked" || oldest.ResumeURL == "" {
+			t.Fatalf("%s: %+v, want parked", gone[0], oldest)
+		}
+		id := executionID(t, oldest.ResumeURL)
+		dctx, dcancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer dcancel()
+		if err := callJSON(dctx, http.MethodDelete, s.n8n.URL()+"/api/v1/executions/"+id, "X-N8N-API-KEY", apiKey, nil, nil); err != nil {
+			t.Fatalf("delete the waiting execution %s in n8n: %v", id, err)
+		}
+		if err := s.crm.Accept(); err != nil {
+			t.Fatal(err)
+		}
+		start := time.Now()
+		// cooldown 3 s + 4 / 5 per second + the lost probe's answer, not
+		// the lost probe's claim + lease (4 minutes here).
+		s.waitCompleted(t, gone[1:], 60*time.Second)
+		t.Logf("FIGURE 4 parked leads caught up %.1f s after the CRM came back although the oldest parked execution (the probe) was deleted in n8n", time.Since(start).Seconds())
+		if took := time.Since(start); took > 30*time.Second {
+			t.Errorf("caught up after %s: the lost probe held the destination", took.Round(time.Second))
+		}
+		lost := s.lookup(t, "crm-contacts", gone[0])
+		if lost.State != "parked" || lost.Reason != "resume_lost" {
+			t.Fatalf("%s after its execution was deleted: %+v, want parked with reason resume_lost", gone[0], lost)
+		}
+		if w := s.crm.Writes(gone[0]); w != 0 {
+			t.Fatalf("%s: %d CRM writes, want 0 (its execution is gone)", gone[0], w)
+		}
+		written := append(append([]string{}, gone[1:]...), keys...)
+		s.exactlyOnce(t, append(written, "evt-park-r1", "evt-park-r2", "evt-park-r3", "evt-park-r4"))
+	})
+
 	t.Run("booking: the mail API refuses, bookings are queued and sent once each when it is back", func(t *testing.T) {
 		bookings := []string{"BK-PARK-1", "BK-PARK-2", "BK-PARK-3"}
 		s.mail.Refuse()
