@@ -166,17 +166,12 @@ func TestAuditFindsUnguardedWritesAndGuardMakesThemExactlyOnce(t *testing.T) {
 	})
 
 	t.Run("a batch that hands out the same orders every run writes each once", func(t *testing.T) {
-		// On 2.41.1 (2026-12-03) no finished run of the published schedule
-		// was seen within 3 minutes; not yet understood (the schedule not
-		// firing after publish through the API, or its executions not
-		// listed), so this part is not a gate until it is.
-		t.Skip("SKIP: the schedule-triggered batch was not seen running on 2.41.1; open, see docs/n8n.md \"Guard an existing workflow\"")
 		id := ids["schedule-split-post.json"]
 		if err := api.publish(ctx, id, s.install.Major()); err != nil {
 			t.Fatal(err)
 		}
 		// It keeps running (every 3 s) until n8n stops at the end of the test.
-		waitFor(t, 3*time.Minute, "three runs of the batch", func() bool { return s.runs(ctx, api, id) >= 3 })
+		waitFor(t, 3*time.Minute, "three runs of the batch", func() bool { return s.runs(t, ctx, api, id) >= 3 })
 		for _, o := range []string{"order-1", "order-2", "order-3"} {
 			if w := s.crm.Writes("batch-" + o); w != 1 {
 				t.Errorf("%s written %d times, want once", o, w)
@@ -282,13 +277,16 @@ func (a publicAPI) publish(ctx context.Context, id string, major int) error {
 }
 
 // runs counts a workflow's finished executions.
-func (s *suite) runs(ctx context.Context, a publicAPI, id string) int {
+func (s *suite) runs(t *testing.T, ctx context.Context, a publicAPI, id string) int {
 	var page struct {
 		Data []struct {
 			Status string `json:"status"`
 		} `json:"data"`
 	}
 	if err := a.call(ctx, http.MethodGet, "/executions?limit=100&workflowId="+id, nil, &page); err != nil {
+		// Said, not swallowed: a key without execution:list is refused 403
+		// and the batch looked as if it never ran.
+		t.Logf("listing the executions of %s: %v", id, err)
 		return 0
 	}
 	n := 0
