@@ -110,8 +110,9 @@ func TestContainer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// env: more VAR=value settings for the guard in the container.
-	run := func(env ...string) {
+	// runWith: more podman run arguments (a mount) and VAR=value settings
+	// for the guard in the container.
+	runWith := func(extra []string, env ...string) {
 		t.Helper()
 		args := []string{"run", "-d", "--name", name,
 			"--read-only", "--read-only-tmpfs=false", // nothing may be written outside /data, not even /tmp
@@ -122,8 +123,10 @@ func TestContainer(t *testing.T) {
 		for _, kv := range env {
 			args = append(args, "-e", kv)
 		}
+		args = append(args, extra...)
 		must(append(args, image)...)
 	}
+	run := func(env ...string) { t.Helper(); runWith(nil, env...) }
 	g := &guard{addr: fmt.Sprintf("127.0.0.1:%d", port)}
 	g.api = client.New(g.URL(), client.Options{Token: guardToken, Timeout: time.Minute})
 	logs := func() string { out, _ := pm("logs", name); return out }
@@ -216,6 +219,96 @@ func TestContainer(t *testing.T) {
 		if err != nil || rec.State != "completed" || rec.ResultRef != r.Ref {
 			t.Fatalf("container's record %+v %v, want completed with %q", rec, err, r.Ref)
 		}
+	})
+	stop()
+
+	// An outage through the container: the guard in it parks the leads
+	// while the CRM refuses and, once it is back, calls each parked
+	// execution's resume URL — n8n on the host, reached from inside the
+	// container as host.containers.internal (in compose: the n8n service's
+	// name), the address n8n's WEBHOOK_URL gives its resume URLs.
+	t.Run("leads parked during a CRM outage are resumed by the guard in the container", func(t *testing.T) {
+		s := newSuite(t, guardConfig)
+		s.web = &http.Client{Timeout: 90 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
+		files, err := s.shippedFiles(g.URL())
+		if err != nil {
+			t.Fatal(err)
+		}
+		lead1 := map[string][]byte{}
+		for n, b := range files {
+			if strings.Contains(n, "lead-to-crm") {
+				lead1[n] = b
+			}
+		}
+		// The e2e configuration (cooldown 3 s, one refused connection
+		// opens the breaker), mounted read-only; the resume secret from
+		// the environment, so that n8n setup on the host writes the same.
+		cfgDir := filepath.Join(s.work, "container-config")
+		if err := os.MkdirAll(cfgDir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		os.Chmod(s.work, 0o755) // the container's non-root user reads the file through it
+		if err := os.WriteFile(filepath.Join(cfgDir, "guard.yaml"), []byte(guardConfig), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		const secret = "e2e-container-resume-secret-0123456789abcdef"
+		n8nHost := fmt.Sprintf("http://host.containers.internal:%d", s.n8nPort)
+		runWith([]string{"-v", cfgDir + ":/config:ro"}, "N8N_GUARD_CONFIG=/config/guard.yaml",
+			"N8N_GUARD_RESUME_SECRET="+secret, "N8N_GUARD_RESUME_ORIGINS="+n8nHost)
+		waitReady()
+		s.noResumeCredential = true // made by n8n setup below, as a user would
+		s.startN8N(t, map[string]string{"N8N_LISTEN_ADDRESS": "0.0.0.0", "WEBHOOK_URL": n8nHost + "/"},
+			lead1, []string{"n8nGuardLeadCrm1"}, []string{leadPath}, false)
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+		defer cancel()
+		apiKey, err := s.n8n.OwnerAPIKey(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Setenv("N8N_GUARD_RESUME_SECRET", secret)
+		out, err := s.guardCLI(apiKey, "n8n", "setup", "--guard-url", g.URL(), "--create-credential")
+		t.Logf("n8n setup:\n%s", out)
+		if err != nil || !strings.Contains(out, `create credential "n8n-guard resume"`) || !strings.Contains(out, "wire the Wait nodes of n8nGuardLeadCrm1") {
+			t.Fatalf("n8n setup: %v\n%s", err, out)
+		}
+		// As in TestParking: a second setup finds nothing to change and
+		// check finds nothing to say about the Wait node.
+		if out, err := s.guardCLI(apiKey, "n8n", "setup", "--guard-url", g.URL(), "--create-credential"); err != nil || !strings.Contains(out, "nothing to change") {
+			t.Fatalf("second n8n setup: %v\n%s", err, out)
+		}
+		if out, _ := s.guardCLI(apiKey, "n8n", "check", "--guard-url", g.URL()); strings.Contains(out, "resume calls would be refused") {
+			t.Fatalf("n8n check after setup still complains about the Wait node:\n%s", out)
+		}
+		if err := s.n8n.WaitForWebhook(ctx, leadPath); err != nil {
+			t.Fatal(err)
+		}
+		keys := []string{"evt-container-park-1", "evt-container-park-2", "evt-container-park-3"}
+		s.crm.Refuse()
+		s.sendQueued(t, keys[:1])
+		s.sendQueued(t, keys[1:])
+		for _, k := range keys {
+			rec, err := g.Lookup("crm-contacts", k)
+			if err != nil || rec.State != "parked" || !strings.HasPrefix(rec.ResumeURL, n8nHost+"/") {
+				t.Fatalf("%s: %+v %v, want parked with a resume URL at %s", k, rec, err, n8nHost)
+			}
+		}
+		if err := s.crm.Accept(); err != nil {
+			t.Fatal(err)
+		}
+		deadline := time.Now().Add(90 * time.Second)
+		for _, k := range keys {
+			for {
+				rec, err := g.Lookup("crm-contacts", k)
+				if err == nil && rec.State == "completed" {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("%s not caught up by the container within 90 s: %+v %v\n%s", k, rec, err, logs())
+				}
+				time.Sleep(500 * time.Millisecond)
+			}
+		}
+		s.exactlyOnce(t, keys)
 	})
 	stop()
 }

@@ -119,12 +119,31 @@ func (c *ResumeCaller) Resume(ctx context.Context, r *keystore.Record) ResumeOut
 		out.Answer, out.Detail = keystore.ResumeRetry, "n8n answered 409: the execution has not reached its Wait node yet"
 	case resp.StatusCode == http.StatusConflict:
 		out.Answer, out.Detail = keystore.ResumeLost, fmt.Sprintf("n8n answered 409 to the resume call: the execution finished or was cancelled (%s)", text)
+	case resp.StatusCode == http.StatusInternalServerError && noResumeCredential(msg):
+		// The execution's Wait node names no usable credential (it started
+		// before `n8n setup` wired "n8n-guard resume", or the credential
+		// was deleted): no call of the guard can ever wake it.
+		out.Answer, out.Detail = keystore.ResumeLost, "n8n answered 500 \"No authentication data defined on node!\": the execution's Wait node has no resume credential (it started before n8n setup wired \"n8n-guard resume\", or the credential was deleted); the guard cannot wake it: resume or stop it in n8n, then resolve the key or let its source send it again"
 	case resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusForbidden:
 		out.Answer, out.Detail = keystore.ResumeRetry, fmt.Sprintf("n8n refused the resume credential (%d): check the Wait node's Header Auth credential and --resume-secret", resp.StatusCode)
 	default:
 		out.Answer, out.Detail = keystore.ResumeRetry, fmt.Sprintf("n8n answered %d to the resume call (%s)", resp.StatusCode, text)
 	}
 	return out
+}
+
+// noResumeCredential reports whether b is n8n's answer for a Wait node
+// whose Header Auth credential cannot be read (n8n sends it as plain text
+// or as {"message": ...}); nothing else of the body is looked at.
+func noResumeCredential(b []byte) bool {
+	const said = "No authentication data defined on node!"
+	if strings.TrimSpace(string(b)) == said {
+		return true
+	}
+	var m struct {
+		Message string `json:"message"`
+	}
+	return json.Unmarshal(b, &m) == nil && strings.TrimSpace(m.Message) == said
 }
 
 // maxResumeMessage bounds what of an answer is kept: n8n's own error

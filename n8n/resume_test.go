@@ -29,6 +29,11 @@ func TestResumeAnswers(t *testing.T) {
 		{"finished meanwhile", 409, `{"code":409,"message":"The execution \"12\" has finished already."}`, keystore.ResumeLost},
 		{"n8n restarting", 503, `Service Unavailable`, keystore.ResumeRetry},
 		{"wrong credential", 403, `{"code":403,"message":"Authorization data is wrong!"}`, keystore.ResumeRetry},
+		// Seen on 2.41.1: an execution that started before n8n setup wired
+		// the Wait node's credential can never be woken by the guard.
+		{"Wait node without its credential", 500, `No authentication data defined on node!`, keystore.ResumeLost},
+		{"Wait node without its credential, as JSON", 500, `{"code":500,"message":"No authentication data defined on node!"}`, keystore.ResumeLost},
+		{"another 500", 500, `{"code":500,"message":"Internal error"}`, keystore.ResumeRetry},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
