@@ -2,14 +2,12 @@ package catchup_test
 
 import (
 	"context"
-	"path/filepath"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/n8n-guard/n8n-guard/catchup"
 	"github.com/n8n-guard/n8n-guard/keystore"
-	"github.com/n8n-guard/n8n-guard/keystore/bolt"
 	"github.com/n8n-guard/n8n-guard/n8n"
 )
 
@@ -52,36 +50,12 @@ func (r *retryResumer) Resume(ctx context.Context, rec *keystore.Record) n8n.Res
 func TestResumeCallsStayWithinTheClaim(t *testing.T) {
 	pol := keystore.Policies{Destinations: map[string]keystore.DestinationPolicy{
 		"crm": {Cooldown: time.Minute, CatchUpRate: 10, CatchUpConcurrency: 1, UnreachableThreshold: 1}}}
-	clock := &stepClock{now: time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC)}
-	bs, err := bolt.Open(filepath.Join(t.TempDir(), "guard.db"), bolt.Options{Policies: pol, Clock: clock.Now})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer bs.Close()
-	ctx := context.Background()
-	res, err := bs.Reserve(ctx, keystore.ReserveRequest{Namespace: ns, Key: "evt_00", Destination: "crm"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := bs.Fail(ctx, keystore.FailRequest{Namespace: ns, Key: "evt_00", Token: res.Token,
-		Reason: keystore.ReasonDestinationUnreachable, ResumeURL: "http://n8n.local/webhook-waiting/0"}); err != nil {
-		t.Fatal(err)
-	}
-	clock.Advance(time.Hour)
+	bs, clock := parkedOne(t, pol, "evt_00")
 	claim := 2 * time.Minute
 	store := &slotsHeldElsewhere{catchupStore: bs, clock: clock, free: clock.Now().Add(claim*3/4 - 2*time.Second)}
 	rs := &retryResumer{clock: clock, store: bs}
-	r, err := catchup.New(catchup.Options{Store: store, Policies: pol, Clock: clock.Now, Sleep: clock.Sleep,
-		Resumer: rs, Interval: 10 * time.Millisecond, Claim: claim, Poll: time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	rctx, cancel := context.WithCancel(ctx)
-	done := make(chan error)
-	go func() { done <- r.Run(rctx) }()
-	time.Sleep(3 * time.Second)
-	cancel()
-	<-done
+	runFor(t, catchup.Options{Store: store, Policies: pol, Clock: clock.Now, Sleep: clock.Sleep,
+		Resumer: rs, Interval: 10 * time.Millisecond, Claim: claim, Poll: time.Second}, 3*time.Second)
 	rs.mu.Lock()
 	defer rs.mu.Unlock()
 	if len(rs.late) > 0 {

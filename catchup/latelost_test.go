@@ -2,12 +2,10 @@ package catchup_test
 
 import (
 	"context"
-	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/n8n-guard/n8n-guard/keystore"
-	"github.com/n8n-guard/n8n-guard/keystore/bolt"
 )
 
 // Guard A's claim lapsed while it still retried; guard B claimed and n8n
@@ -17,16 +15,8 @@ import (
 func TestALateLostAnswerDoesNotLoseAWokenExecution(t *testing.T) {
 	pol := keystore.Policies{Destinations: map[string]keystore.DestinationPolicy{
 		"crm": {Cooldown: time.Minute, CatchUpRate: 10, CatchUpConcurrency: 1, UnreachableThreshold: 1}}}
-	clock := &stepClock{now: time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC)}
-	s, err := bolt.Open(filepath.Join(t.TempDir(), "guard.db"), bolt.Options{Policies: pol, Clock: clock.Now})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s, clock := parkedOne(t, pol, "k")
 	ctx := context.Background()
-	res, _ := s.Reserve(ctx, keystore.ReserveRequest{Namespace: ns, Key: "k", Destination: "crm"})
-	s.Fail(ctx, keystore.FailRequest{Namespace: ns, Key: "k", Token: res.Token, Reason: keystore.ReasonDestinationUnreachable, ResumeURL: "http://n8n/w/0"})
-	clock.Advance(time.Hour)
 	a, ok, _ := s.ClaimResume(ctx, ns, "k", 2*time.Minute)
 	if !ok {
 		t.Fatal("A claim")

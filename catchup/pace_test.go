@@ -2,7 +2,6 @@ package catchup_test
 
 import (
 	"context"
-	"fmt"
 	"path/filepath"
 	"sort"
 	"sync"
@@ -72,24 +71,8 @@ func TestCatchUpKeepsTheRate(t *testing.T) {
 	ctx := context.Background()
 	fake, srv := startFakeN8n(t, store)
 	defer srv.Close()
-	first, err := store.Reserve(ctx, keystore.ReserveRequest{Namespace: ns, Key: "evt_00", Destination: "crm"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if f, err := store.Fail(ctx, keystore.FailRequest{Namespace: ns, Key: "evt_00", Token: first.Token,
-		Reason: keystore.ReasonDestinationUnreachable, ResumeURL: srv.URL + "/webhook-waiting/0"}); err != nil || f.Outcome != keystore.OutcomeParked {
-		t.Fatalf("first fail: %+v %v", f, err)
-	}
-	fake.keys["0"] = "evt_00"
 	const parked = 12
-	for i := 1; i < parked; i++ {
-		clock.Advance(time.Millisecond)
-		id, key := fmt.Sprint(i), fmt.Sprintf("evt_%02d", i)
-		fake.keys[id] = key
-		if res, err := store.Reserve(ctx, keystore.ReserveRequest{Namespace: ns, Key: key, Destination: "crm", ResumeURL: srv.URL + "/webhook-waiting/" + id}); err != nil || res.Outcome != keystore.OutcomeParked {
-			t.Fatalf("reserve %s: %+v %v", key, res, err)
-		}
-	}
+	parkBehindAnOutage(t, store, fake, srv.URL, clock.Advance, parked)
 	clock.Advance(time.Hour)
 
 	resumer := &pacedResumer{inner: &n8n.ResumeCaller{Secret: "s3cret", Targets: targetsOf(t, srv.URL)}, clock: clock}
@@ -179,23 +162,7 @@ func catchUpWithGuards(t *testing.T, guards, n int, dp keystore.DestinationPolic
 	ctx := context.Background()
 	fake, srv := startFakeN8n(t, stores[0])
 	defer srv.Close()
-	first, err := stores[0].Reserve(ctx, keystore.ReserveRequest{Namespace: ns, Key: "evt_00", Destination: "crm"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if f, err := stores[0].Fail(ctx, keystore.FailRequest{Namespace: ns, Key: "evt_00", Token: first.Token,
-		Reason: keystore.ReasonDestinationUnreachable, ResumeURL: srv.URL + "/webhook-waiting/0"}); err != nil || f.Outcome != keystore.OutcomeParked {
-		t.Fatalf("first fail: %+v %v", f, err)
-	}
-	fake.keys["0"] = "evt_00"
-	for i := 1; i < n; i++ {
-		clock.Advance(time.Millisecond)
-		id, key := fmt.Sprint(i), fmt.Sprintf("evt_%02d", i)
-		fake.keys[id] = key
-		if res, err := stores[0].Reserve(ctx, keystore.ReserveRequest{Namespace: ns, Key: key, Destination: "crm", ResumeURL: srv.URL + "/webhook-waiting/" + id}); err != nil || res.Outcome != keystore.OutcomeParked {
-			t.Fatalf("reserve %s: %+v %v", key, res, err)
-		}
-	}
+	parkBehindAnOutage(t, stores[0], fake, srv.URL, clock.Advance, n)
 	clock.Advance(time.Hour)
 
 	var turnsMu sync.Mutex

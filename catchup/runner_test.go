@@ -304,3 +304,70 @@ func targetsOf(t *testing.T, base string) keystore.ResumeTargets {
 	}
 	return tg
 }
+
+// parkBehindAnOutage parks evt_00 .. evt_<n-1> of crm: evt_00 finds it
+// unreachable (its fail, with the resume URL of execution 0, opens the
+// breaker and parks it), each later one parks at its reserve a
+// millisecond after the one before (advance moves the test's clock).
+// fake knows every execution; base is its address. The caller passes the
+// cooldown.
+func parkBehindAnOutage(t *testing.T, store keystore.Store, fake *fakeN8n, base string, advance func(time.Duration), n int) {
+	t.Helper()
+	ctx := context.Background()
+	first, err := store.Reserve(ctx, keystore.ReserveRequest{Namespace: ns, Key: "evt_00", Destination: "crm"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f, err := store.Fail(ctx, keystore.FailRequest{Namespace: ns, Key: "evt_00", Token: first.Token,
+		Reason: keystore.ReasonDestinationUnreachable, ResumeURL: base + "/webhook-waiting/0"}); err != nil || f.Outcome != keystore.OutcomeParked {
+		t.Fatalf("first fail: %+v %v", f, err)
+	}
+	fake.keys["0"] = "evt_00"
+	for i := 1; i < n; i++ {
+		advance(time.Millisecond)
+		id, key := fmt.Sprint(i), fmt.Sprintf("evt_%02d", i)
+		fake.keys[id] = key
+		if res, err := store.Reserve(ctx, keystore.ReserveRequest{Namespace: ns, Key: key, Destination: "crm", ResumeURL: base + "/webhook-waiting/" + id}); err != nil || res.Outcome != keystore.OutcomeParked {
+			t.Fatalf("reserve %s: %+v %v", key, res, err)
+		}
+	}
+}
+
+// parkedOne opens a bbolt store with pol on a controlled clock and parks
+// key of crm behind an outage (its fail opens the breaker), then passes
+// an hour (the cooldown). The store closes with the test.
+func parkedOne(t *testing.T, pol keystore.Policies, key string) (*bolt.Store, *stepClock) {
+	t.Helper()
+	clock := &stepClock{now: time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC)}
+	s, err := bolt.Open(filepath.Join(t.TempDir(), "guard.db"), bolt.Options{Policies: pol, Clock: clock.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	ctx := context.Background()
+	res, err := s.Reserve(ctx, keystore.ReserveRequest{Namespace: ns, Key: key, Destination: "crm"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f, err := s.Fail(ctx, keystore.FailRequest{Namespace: ns, Key: key, Token: res.Token,
+		Reason: keystore.ReasonDestinationUnreachable, ResumeURL: "http://n8n.local/webhook-waiting/0"}); err != nil || f.Outcome != keystore.OutcomeParked {
+		t.Fatalf("park %s: %+v %v", key, f, err)
+	}
+	clock.Advance(time.Hour)
+	return s, clock
+}
+
+// runFor runs a runner with opts for d of real time, then stops it.
+func runFor(t *testing.T, opts catchup.Options, d time.Duration) {
+	t.Helper()
+	r, err := catchup.New(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error)
+	go func() { done <- r.Run(ctx) }()
+	time.Sleep(d)
+	cancel()
+	<-done
+}

@@ -55,23 +55,8 @@ func TestAWokenExecutionThatDiesIsReported(t *testing.T) {
 	ctx := context.Background()
 	fake, srv := startFakeN8n(t, store)
 	defer srv.Close()
-	first, err := store.Reserve(ctx, keystore.ReserveRequest{Namespace: ns, Key: "evt_00", Destination: "crm"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if f, err := store.Fail(ctx, keystore.FailRequest{Namespace: ns, Key: "evt_00", Token: first.Token,
-		Reason: keystore.ReasonDestinationUnreachable, ResumeURL: srv.URL + "/webhook-waiting/0"}); err != nil || f.Outcome != keystore.OutcomeParked {
-		t.Fatalf("first fail: %+v %v", f, err)
-	}
-	fake.keys["0"], fake.silent["0"] = "evt_00", true // the oldest: the probe, and it dies
-	for i := 1; i <= 3; i++ {
-		clock.Advance(time.Millisecond)
-		id, key := fmt.Sprint(i), fmt.Sprintf("evt_%02d", i)
-		fake.keys[id] = key
-		if res, err := store.Reserve(ctx, keystore.ReserveRequest{Namespace: ns, Key: key, Destination: "crm", ResumeURL: srv.URL + "/webhook-waiting/" + id}); err != nil || res.Outcome != keystore.OutcomeParked {
-			t.Fatalf("reserve %s: %+v %v", key, res, err)
-		}
-	}
+	parkBehindAnOutage(t, store, fake, srv.URL, clock.Advance, 4)
+	fake.silent["0"] = true // the oldest: the probe, and it dies
 	clock.Advance(time.Hour)
 	logs := &lines{}
 	runner, err := catchup.New(catchup.Options{Store: store, Policies: pol, Clock: clock.Now, Sleep: clock.Sleep, Logger: slog.New(logs),

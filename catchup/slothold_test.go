@@ -2,14 +2,12 @@ package catchup_test
 
 import (
 	"context"
-	"path/filepath"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/n8n-guard/n8n-guard/catchup"
 	"github.com/n8n-guard/n8n-guard/keystore"
-	"github.com/n8n-guard/n8n-guard/keystore/bolt"
 	"github.com/n8n-guard/n8n-guard/n8n"
 )
 
@@ -51,28 +49,10 @@ func TestASlotIsHeldWhileItsCallIsInFlight(t *testing.T) {
 		Destinations: map[string]keystore.DestinationPolicy{"crm": {Cooldown: time.Minute, CatchUpRate: 10, CatchUpConcurrency: 1, UnreachableThreshold: 1}},
 		Namespaces:   map[string]keystore.NamespacePolicy{ns: {Lease: time.Minute}},
 	}
-	clock := &stepClock{now: time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC)}
-	bs, err := bolt.Open(filepath.Join(t.TempDir(), "guard.db"), bolt.Options{Policies: pol, Clock: clock.Now})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer bs.Close()
-	ctx := context.Background()
-	res, _ := bs.Reserve(ctx, keystore.ReserveRequest{Namespace: ns, Key: "k", Destination: "crm"})
-	bs.Fail(ctx, keystore.FailRequest{Namespace: ns, Key: "k", Token: res.Token, Reason: keystore.ReasonDestinationUnreachable, ResumeURL: "http://n8n/w/0"})
-	clock.Advance(time.Hour)
+	bs, clock := parkedOne(t, pol, "k")
 	w := &releaseWatch{catchupStore: bs, clock: clock}
-	r, err := catchup.New(catchup.Options{Store: w, Policies: pol, Clock: clock.Now, Sleep: clock.Sleep,
-		Resumer: &slowAccept{clock: clock}, Interval: 10 * time.Millisecond, Claim: 2 * time.Minute, Poll: time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	rctx, cancel := context.WithCancel(ctx)
-	done := make(chan error)
-	go func() { done <- r.Run(rctx) }()
-	time.Sleep(4 * time.Second)
-	cancel()
-	<-done
+	runFor(t, catchup.Options{Store: w, Policies: pol, Clock: clock.Now, Sleep: clock.Sleep,
+		Resumer: &slowAccept{clock: clock}, Interval: 10 * time.Millisecond, Claim: 2 * time.Minute, Poll: time.Second}, 4*time.Second)
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if len(w.late) > 0 {
