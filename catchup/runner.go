@@ -396,11 +396,21 @@ func (r *Runner) resumeOne(ctx context.Context, rec *keystore.Record, lost *atom
 	}
 	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
-	if _, err := r.opts.Store.ResumeAnswered(wctx, rec.Namespace, rec.Key, parkedAt, out.Answer, out.Detail); err != nil {
+	got, err := r.opts.Store.ResumeAnswered(wctx, rec.Namespace, rec.Key, parkedAt, out.Answer, out.Detail)
+	if err != nil {
 		r.log.Warn("catch-up: n8n's answer to a resume call could not be recorded", "namespace", rec.Namespace, "key", rec.Key, "err", err)
 	}
 	switch out.Answer {
 	case keystore.ResumeLost:
+		if err != nil || got == nil || got.Reason != keystore.ReasonResumeLost {
+			// Not recorded: the key moved on meanwhile. Several items of
+			// one execution park behind one Wait node with one resume URL;
+			// the call for one woke it, the others' calls find it finished
+			// while their keys are reserved again by it.
+			r.log.Info("catch-up: n8n no longer holds the execution, but the key moved on meanwhile (its execution was woken through another key parked with the same resume URL): nothing lost",
+				"destination", dest, "namespace", rec.Namespace, "key", rec.Key, "detail", out.Detail)
+			return false
+		}
 		r.metrics.lost.WithLabelValues(dest).Inc()
 		if lost.Add(1) == 1 {
 			r.log.Error("parked execution lost: n8n no longer holds it; its owner is told in Slack and must decide about the event (more of this catch-up are counted in its caught-up line)",

@@ -74,6 +74,7 @@ func guardNames(node string) map[string]string {
 		"parked":     "n8n-guard: parked before " + node + "?",
 		"failParked": "n8n-guard: failure of " + node + " parked?",
 		"wait":       "n8n-guard: wait for " + node + " catch-up",
+		"restore":    "n8n-guard: items for " + node + " after the catch-up",
 	}
 }
 
@@ -296,6 +297,13 @@ func codeNode(js string) map[string]any {
 		"parameters": map[string]any{"mode": "runOnceForEachItem", "jsCode": js}}
 }
 
+// codeNodeAllItems is a Code node that runs once for all its items.
+func codeNodeAllItems(js string) map[string]any {
+	n := codeNode(js)
+	n["parameters"].(map[string]any)["mode"] = "runOnceForAllItems"
+	return n
+}
+
 func stopNode(message string) map[string]any {
 	return map[string]any{"type": "n8n-nodes-base.stopAndError", "typeVersion": 1,
 		"parameters": map[string]any{"errorType": "errorMessage", "errorMessage": message}}
@@ -368,7 +376,13 @@ func (b *builder) build(g *graph, target map[string]any, key, ns, dest string) e
 	}
 	b.add("reserve", reserve, -660, 0)
 	b.add("proceed", ifNode("$json.statusCode === 200 && ($json.body || {}).proceed === true"), -440, 0)
-	b.add("item", codeNode(fmt.Sprintf("// n8n-guard: %s gets the item it got before the reserve.\nconst src = $(%s).item;\nreturn src.binary ? { json: src.json, binary: src.binary } : { json: src.json };\n", name, jsString(in.From))), -220, 0)
+	itemJS := fmt.Sprintf("// n8n-guard: %s gets the item it got before the reserve.\nconst src = $(%s).item;\nreturn src.binary ? { json: src.json, binary: src.binary } : { json: src.json };\n", name, jsString(in.From))
+	if b.spec.Park {
+		// After a catch-up the reserve is fed by the restore node (the
+		// Wait node hands on n8n's resume call, not the items).
+		itemJS = fmt.Sprintf("// n8n-guard: %s gets the item it got before the reserve (after a catch-up, the item restored).\nlet src;\ntry { src = $(%s).item; } catch (e) { src = undefined; }\nif (!src) src = $(%s).item;\nreturn src.binary ? { json: src.json, binary: src.binary } : { json: src.json };\n", name, jsString(n["restore"]), jsString(in.From))
+	}
+	b.add("item", codeNode(itemJS), -220, 0)
 	b.add("complete", complete, 220, -160)
 	b.add("classify", codeNode(fmt.Sprintf(classifyJS, name, string(jsName))), 220, 160)
 	b.add("fail", fail, 440, 160)
@@ -404,7 +418,13 @@ func (b *builder) build(g *graph, target map[string]any, key, ns, dest string) e
 		wait["credentials"] = map[string]any{workflows.CredentialType: map[string]any{"id": b.spec.Resume.ID, "name": b.spec.Resume.Name}}
 		b.add("wait", wait, 220, 640)
 		b.add("failParked", ifNode("$json.outcome === 'parked'"), 660, 160)
-		link(n["wait"], []string{n["reserve"]})
+		// The Wait node hands on n8n's resume call, one item, not the
+		// items that parked (several of one execution park behind one
+		// Wait node): every item that reached the reserve is reserved
+		// again; the ones written already answer duplicate_event.
+		b.add("restore", codeNodeAllItems(fmt.Sprintf("// n8n-guard: the items that reached %s before the catch-up, reserved again (the written ones answer duplicate_event).\nreturn $(%s).all().map((it) => (it.binary ? { json: it.json, binary: it.binary } : { json: it.json }));\n", name, jsString(in.From))), 440, 640)
+		link(n["wait"], []string{n["restore"]})
+		link(n["restore"], []string{n["reserve"]})
 		link(n["parked"], []string{n["wait"]})
 		link(n["fail"], []string{n["failParked"]})
 		link(n["failParked"], []string{n["wait"]}, []string{n["failed"]})

@@ -154,8 +154,17 @@ func TestGuardParksWithAWaitNodeThatReservesAgain(t *testing.T) {
 	if wait == nil || nodeType(wait) != "n8n-nodes-base.wait" || !strings.Contains(mustJSON(wait), `"id":"cred2"`) {
 		t.Fatalf("no Wait node with the resume credential: %v", wait)
 	}
-	if next := g.successors(names["wait"], nil); len(next) != 1 || next[0] != names["reserve"] {
-		t.Fatalf("the Wait node leads to %v, want the reserve", next)
+	// The Wait node hands on n8n's resume call, not the parked items: a
+	// restore node gives the reserve every item again (e2e: without it a
+	// resumed batch reserved 'batch-undefined' and wrote an order twice).
+	if next := g.successors(names["wait"], nil); len(next) != 1 || next[0] != names["restore"] {
+		t.Fatalf("the Wait node leads to %v, want the restore node", next)
+	}
+	if next := g.successors(names["restore"], nil); len(next) != 1 || next[0] != names["reserve"] {
+		t.Fatalf("the restore node leads to %v, want the reserve", next)
+	}
+	if js := mustJSON(g.nodes[names["restore"]]); !strings.Contains(js, `$('One item per order').all()`) || !strings.Contains(js, `"runOnceForAllItems"`) {
+		t.Fatalf("the restore node does not give back the items that fed the reserve: %s", js)
 	}
 	if !strings.Contains(mustJSON(g.nodes[names["reserve"]]), "resume_url: $execution.resumeUrl") {
 		t.Fatal("the reserve sends no resume URL")

@@ -12,6 +12,10 @@ type GuardOptions struct {
 	WorkflowID string
 	Spec       GuardSpec
 	DryRun     bool
+	// ResumeSecret, when set, creates the resume credential for --park
+	// where n8n has none that can be found (on 1.x credentials cannot be
+	// listed: one no workflow uses yet is not found).
+	ResumeSecret string
 }
 
 // Guard rewrites one workflow through n8n's API so that a node is guarded
@@ -60,11 +64,11 @@ func (n *session) guard(ctx context.Context, o GuardOptions) error {
 		return fmt.Errorf("no credential %q to call n8n-guard with: run `n8n-guard n8n setup --create-credential` first", workflows.CredentialName)
 	}
 	if spec.Park {
-		if spec.Resume, err = n.resumeCredential(ctx, all, creds, listed, ""); err != nil {
+		if spec.Resume, err = n.resumeCredential(ctx, all, creds, listed, o.ResumeSecret); err != nil {
 			return err
 		}
 		if n.rep.count(NotDone) > 0 {
-			return fmt.Errorf("--park needs the credential %q: run `n8n-guard n8n setup --create-credential` first", workflows.ResumeCredentialName)
+			return fmt.Errorf("--park needs the credential %q: give the guard's resume secret (N8N_GUARD_RESUME_SECRET, --data or --store) or run `n8n-guard n8n setup --create-credential` first", workflows.ResumeCredentialName)
 		}
 	}
 	rw, err := PlanGuard(Snapshot{ID: w.ID, Name: w.Name, Nodes: w.Nodes, Connections: w.Connections, Settings: w.Settings}, spec, errorHandlers(all))

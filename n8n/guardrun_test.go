@@ -104,3 +104,44 @@ func derefAll(ws []*Workflow) []Workflow {
 	}
 	return out
 }
+
+// --park on 1.x, where credentials cannot be listed and no workflow uses
+// the resume credential yet: with the guard's resume secret, guard makes
+// the credential and points the Wait node at it; a second run finds it
+// through that Wait node and makes none. Without the secret: refused,
+// nothing saved.
+func TestGuardRunParkMakesTheResumeCredentialWhereN8nHasNone(t *testing.T) {
+	ctx := context.Background()
+	in, inst := newInstance(t, 1)
+	in.importShipped(t, workflows.ErrorHandlerID)
+	in.creds = append(in.creds, Credential{ID: "CRED", Name: workflows.CredentialName, Type: workflows.CredentialType})
+	workflows.PointCredential(in.wfs[0].Nodes, "CRED", workflows.CredentialName)
+	s := unguarded(t, "schedule-split-post.json")
+	w := &Workflow{ID: "WBATCH", Name: s.Name, Nodes: s.Nodes, Connections: s.Connections, Settings: s.Settings}
+	in.wfs = append(in.wfs, w)
+	o := GuardOptions{WorkflowID: w.ID, Spec: GuardSpec{Node: "Post order", Key: "'batch-' + $json.id", Park: true}}
+
+	if _, err := inst.Guard(ctx, o); err == nil || !strings.Contains(err.Error(), "N8N_GUARD_RESUME_SECRET") || in.saves != 0 {
+		t.Fatalf("--park without the resume secret: %v, %d saves", err, in.saves)
+	}
+	o.ResumeSecret = "s3cret"
+	if _, err := inst.Guard(ctx, o); err != nil {
+		t.Fatal(err)
+	}
+	var made []string
+	for _, c := range in.creds {
+		if c.Name == workflows.ResumeCredentialName && in.data[c.ID]["value"] == "s3cret" {
+			made = append(made, c.ID)
+		}
+	}
+	if len(made) != 1 {
+		t.Fatalf("resume credentials made: %v, want one", made)
+	}
+	if ids := waitCredential(w); len(ids) != 1 || ids[0] != made[0] {
+		t.Fatalf("the Wait node checks %v, want [%s]", ids, made[0])
+	}
+	creds := len(in.creds)
+	if rep, err := inst.Guard(ctx, o); err != nil || rep.Changes() != 0 || len(in.creds) != creds {
+		t.Fatalf("second run: %v, %d changes, %d credentials more", err, rep.Changes(), len(in.creds)-creds)
+	}
+}

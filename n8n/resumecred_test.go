@@ -218,6 +218,23 @@ func TestSetupResumeCredential(t *testing.T) {
 		}
 	})
 
+	t.Run("no workflow parks yet, the secret given: the credential is made for a later guard --park", func(t *testing.T) {
+		in, inst := newInstance(t, 2)
+		rep, err := inst.Setup(context.Background(), SetupOptions{GuardURL: "http://guard:8080", Token: "tok", ResumeSecret: "s3cret"})
+		if err != nil || rep.Err() != nil {
+			t.Fatalf("setup: %v %+v", err, rep.Steps)
+		}
+		made := 0
+		for _, c := range in.creds {
+			if c.Name == workflows.ResumeCredentialName && in.data[c.ID]["value"] == "s3cret" {
+				made++
+			}
+		}
+		if made != 1 {
+			t.Fatalf("credentials %+v, want one %q with the secret", in.creds, workflows.ResumeCredentialName)
+		}
+	})
+
 	t.Run("unpublished edits stay unpublished", func(t *testing.T) {
 		in, inst := newInstance(t, 2)
 		in.importShipped(t, "n8nGuardLeadCrm1")

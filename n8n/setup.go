@@ -99,7 +99,9 @@ func (n *session) setup(ctx context.Context, o SetupOptions) error {
 		return err
 	}
 	resume := guardCredential{workflows.ResumeCredentialID, workflows.ResumeCredentialName}
-	if o.Examples || parks(all) {
+	// With the secret given (--create-credential) the credential is made
+	// even before any workflow parks: `n8n guard --park` needs it.
+	if o.Examples || parks(all) || o.ResumeSecret != "" {
 		if resume, err = n.resumeCredential(ctx, all, creds, listed, o.ResumeSecret); err != nil {
 			return err
 		}

@@ -153,7 +153,7 @@ writes to another system without the guard in front of it, and guard puts
 the guard in front of one.`,
 	}
 	f.add(cmd)
-	cmd.AddCommand(newN8NSetupCmd(&f, getenv), newN8NCheckCmd(&f, getenv), newN8NAuditCmd(&f), newN8NGuardCmd(&f))
+	cmd.AddCommand(newN8NSetupCmd(&f, getenv), newN8NCheckCmd(&f, getenv), newN8NAuditCmd(&f), newN8NGuardCmd(&f, getenv))
 	return cmd
 }
 
@@ -233,7 +233,7 @@ them.`,
 	}
 	fs := cmd.Flags()
 	fs.StringVar(&o.GuardURL, "guard-url", "", "address at which n8n reaches n8n-guard, e.g. http://host.docker.internal:8080")
-	fs.BoolVar(&createCred, "create-credential", false, "create the n8n credentials \"n8n-guard API token\", (for parking workflows) \"n8n-guard resume\" and (for checks) \"n8n-guard check\" if they are missing")
+	fs.BoolVar(&createCred, "create-credential", false, "create the n8n credentials \"n8n-guard API token\", \"n8n-guard resume\" (parking workflows, and n8n guard --park later) and (for checks) \"n8n-guard check\" if they are missing")
 	fs.StringVar(&data, "data", DefaultDataDir, "data folder whose api-token, resume-secret and check-secret are used when N8N_GUARD_TOKEN / N8N_GUARD_RESUME_SECRET / N8N_GUARD_CHECK_SECRET are not set")
 	fs.StringVar(&store, "store", "", "the guards' PostgreSQL URL: the resume and check secrets they share are read there when N8N_GUARD_RESUME_SECRET / N8N_GUARD_CHECK_SECRET are not set")
 	fs.BoolVar(&o.Examples, "examples", false, "also install the example workflows (lead to CRM, booking confirmation), unpublished")

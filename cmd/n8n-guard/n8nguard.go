@@ -8,8 +8,11 @@ import (
 	"github.com/n8n-guard/n8n-guard/n8n"
 )
 
-func newN8NGuardCmd(f *n8nFlags) *cobra.Command {
-	var o n8n.GuardOptions
+func newN8NGuardCmd(f *n8nFlags, getenv func(string) string) *cobra.Command {
+	var (
+		o           n8n.GuardOptions
+		data, store string
+	)
 	cmd := &cobra.Command{
 		Use:   "guard --workflow <id> --node <name> --key <expression>",
 		Short: "Put n8n-guard in front of one node that writes: reserve, complete, fail (and park)",
@@ -29,8 +32,12 @@ Defaults: --namespace is the workflow's and the node's name in lower case
 ([a-z0-9._-], 64 characters at most); --destination is the host the node
 writes to (a fixed URL), else its node type; parking is off (--park: while
 the destination is paused the execution waits in a Wait node until the
-guard resumes it; needs "n8n-guard n8n setup --create-credential" and a
-guard that knows n8n's address). --guard-url defaults to the address in the
+guard resumes it; needs the credential "n8n-guard resume", which setup
+--create-credential makes, or guard makes from the guard's resume secret:
+N8N_GUARD_RESUME_SECRET, --store or --data; and a guard that knows n8n's
+address). After the catch-up every item that reached the node is reserved
+again: several items of one execution park behind one Wait node, and the
+ones written already answer duplicate_event. --guard-url defaults to the address in the
 installed error handler (setup's --guard-url).
 
 Idempotent: a guarded node is left as it is. Nothing is unpublished: on 2.x
@@ -41,6 +48,11 @@ node, a loop back into it, a node in a sub-workflow (Execute Workflow
 Trigger), a node that handles its own failures (On Error set).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if o.Spec.Park {
+				// Found in n8n when it can be; made from the guard's secret
+				// when not (1.x cannot list credentials).
+				o.ResumeSecret = setupSecretOrWarn(cmd.Context(), cmd.OutOrStdout(), getenv, data, store, resumeSecretSpec)
+			}
 			inst, err := f.connect(cmd)
 			if err != nil {
 				return err
@@ -63,6 +75,8 @@ Trigger), a node that handles its own failures (On Error set).`,
 	fs.BoolVar(&o.Spec.Park, "park", false, "park events while the destination is paused (a Wait node the guard resumes)")
 	fs.StringVar(&o.Spec.GuardURL, "guard-url", "", "address at which n8n reaches n8n-guard (default: the one in the installed error handler)")
 	fs.BoolVar(&o.DryRun, "dry-run", false, "print what would change and change nothing")
+	fs.StringVar(&data, "data", DefaultDataDir, "with --park: data folder whose resume-secret makes the credential \"n8n-guard resume\" when n8n has none (N8N_GUARD_RESUME_SECRET first)")
+	fs.StringVar(&store, "store", "", "with --park: the guards' PostgreSQL URL, where their resume secret is read when N8N_GUARD_RESUME_SECRET is not set")
 	bindEnv(fs, "guard-url", "N8N_GUARD_URL")
 	for _, name := range []string{"workflow", "node", "key"} {
 		_ = cmd.MarkFlagRequired(name)
