@@ -244,8 +244,18 @@ func DecideResumeAnswered(cur *Record, br *Breaker, parkedAt time.Time, answer R
 // first step is the reserve, so one that never reserved never passed the
 // guard to the write; a copy its source sends again may go ahead.
 func WokenSilent(rec *Record, bound time.Duration, now time.Time) bool {
+	return Woken(rec) && !now.Before(rec.ResumeSentAt.Add(bound))
+}
+
+// Woken reports whether rec is a parked key whose resume call n8n
+// accepted and whose woken execution has not reserved it again yet (that
+// reserve moves the key out of parked): "resumed, waiting for the
+// execution". It counts in WokenCounts until the execution reserves or
+// the key is recorded lost (WokenSilent). Keys of the approval flow are
+// the approval resumer's and never count.
+func Woken(rec *Record) bool {
 	return rec != nil && rec.State == StateParked && rec.ParkedAt != nil && rec.ResumeSentAt != nil &&
-		rec.Reason != ReasonResumeLost && !ApprovalReason(rec.Reason) && !now.Before(rec.ResumeSentAt.Add(bound))
+		rec.Reason != ReasonResumeLost && !ApprovalReason(rec.Reason)
 }
 
 // WokenSilentDetail is the message a silent woken execution's key keeps.
@@ -288,8 +298,13 @@ func (q ParkedQuery) Normalize() (ParkedQuery, error) {
 type ParkStore interface {
 	// Parked lists parked keys of a destination, oldest parked first.
 	Parked(ctx context.Context, q ParkedQuery) ([]*Record, error)
-	// ParkedCounts returns the number of parked keys per destination.
+	// ParkedCounts returns the number of parked keys per destination
+	// that wait to be resumed (not yet woken, not lost, not in the
+	// approval flow).
 	ParkedCounts(ctx context.Context) (map[string]int, error)
+	// WokenCounts returns the number of parked keys per destination whose
+	// execution n8n woke and that have not been reserved again (Woken).
+	WokenCounts(ctx context.Context) (map[string]int, error)
 	// ClaimResume applies DecideClaimResume to a key and its destination's
 	// breaker atomically; ok is false when the claim was refused. Of any
 	// number of guards claiming one key at once, exactly one gets it.

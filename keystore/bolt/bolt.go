@@ -30,7 +30,7 @@ var (
 	bucketBreakers = []byte("breakers")    // destination -> breaker
 	bucketEvents   = []byte("events")      // seq -> event
 	allBuckets     = [][]byte{bucketKeys, bucketState, bucketLeases, bucketExpires, bucketCounts, bucketBreakers, bucketEvents,
-		bucketOwners, bucketWaiting, bucketActivity, bucketParked, bucketBulk} // their index is the code in bk* (console.go, park.go, bulk.go)
+		bucketOwners, bucketWaiting, bucketActivity, bucketParked, bucketBulk, bucketWoken} // their index is the code in bk* (console.go, park.go, bulk.go)
 )
 
 // Bucket codes: indexes into allBuckets. The previous version's log

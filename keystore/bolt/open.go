@@ -344,10 +344,12 @@ func checkCounts(tx *bbolt.Tx, path string) error {
 func prepare(db *bbolt.DB, path, marker string, markerGen uint64, opts Options) error {
 	var id string
 	consoleIndexes := true // idx/owner exists: the console's indexes are built
+	wokenIndex := true     // idx/woken exists
 	newFile := false
 	err := db.Update(func(tx *bbolt.Tx) error {
 		newFile = tx.Bucket(bucketKeys) == nil
 		consoleIndexes = tx.Bucket(bucketOwners) != nil || newFile
+		wokenIndex = tx.Bucket(bucketWoken) != nil || newFile
 		for _, b := range append([][]byte{bucketMeta}, allBuckets...) {
 			if _, err := tx.CreateBucketIfNotExists(b); err != nil {
 				return err
@@ -407,6 +409,13 @@ func prepare(db *bbolt.DB, path, marker string, markerGen uint64, opts Options) 
 			return fmt.Errorf("store %s: build the console's indexes: %w", path, err)
 		}
 		opts.Logger.Info("store: built the console's indexes (owner, waiting keys) of a file from an older version", "records", n)
+	}
+	if !wokenIndex {
+		n, err := backfillWoken(db)
+		if err != nil {
+			return fmt.Errorf("store %s: build the index of woken parked keys: %w", path, err)
+		}
+		opts.Logger.Info("store: built the index of woken parked keys of a file from an older version", "woken", n)
 	}
 	return nil
 }

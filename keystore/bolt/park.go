@@ -22,6 +22,15 @@ var bucketParked = []byte("idx/parked") // dest \x00 parked_at ms, ns \x00 key -
 // bkParked is idx/parked's place in allBuckets.
 const bkParked = 10
 
+// idx/woken holds the parked keys whose execution n8n woke and that were
+// not reserved again (keystore.Woken), per destination: what WokenCounts
+// counts without reading records. A file from before it is indexed once
+// when the bucket is made (backfillWoken).
+var bucketWoken = []byte("idx/woken") // dest \x00 ns \x00 key -> ""
+
+// bkWoken is idx/woken's place in allBuckets.
+const bkWoken = 12
+
 type diskPark struct {
 	_          struct{} `cbor:",toarray"`
 	ParkedAt   int64
@@ -70,10 +79,25 @@ func parkedIndexKey(r *keystore.Record, rk []byte) []byte {
 	return append(k, rk...)
 }
 
-// indexParked keeps idx/parked in step with a write of next over prev.
+func wokenIndexKey(r *keystore.Record, rk []byte) []byte {
+	return append(append([]byte(r.Destination), 0), rk...)
+}
+
+// indexParked keeps idx/parked and idx/woken in step with a write of next
+// over prev.
 func indexParked(tx *bbolt.Tx, prev, next *keystore.Record, rk []byte) error {
 	if resumable(prev) {
 		if err := del(tx, bkParked, parkedIndexKey(prev, rk)); err != nil {
+			return err
+		}
+	}
+	if keystore.Woken(prev) {
+		if err := del(tx, bkWoken, wokenIndexKey(prev, rk)); err != nil {
+			return err
+		}
+	}
+	if keystore.Woken(next) {
+		if err := put(tx, bkWoken, wokenIndexKey(next, rk), nil); err != nil {
 			return err
 		}
 	}
@@ -81,6 +105,27 @@ func indexParked(tx *bbolt.Tx, prev, next *keystore.Record, rk []byte) error {
 		return put(tx, bkParked, parkedIndexKey(next, rk), nil)
 	}
 	return nil
+}
+
+// backfillWoken builds idx/woken of a file written by an older version,
+// once, when its bucket was just made.
+func backfillWoken(db *bbolt.DB) (int, error) {
+	n := 0
+	err := db.Update(func(tx *bbolt.Tx) error {
+		return tx.Bucket(bucketKeys).ForEach(func(k, v []byte) error {
+			ns, key := splitRecordKey(k)
+			r, err := decodeRecord(ns, key, v)
+			if errs.CodeOf(err) == errs.RecordDamaged {
+				return nil // answers record_damaged; indexed when repaired
+			}
+			if err != nil || !keystore.Woken(r) {
+				return err
+			}
+			n++
+			return put(tx, bkWoken, wokenIndexKey(r, k), nil)
+		})
+	})
+	return n, err
 }
 
 // Parked implements keystore.ParkStore.
@@ -129,6 +174,21 @@ func (s *Store) ParkedCounts(context.Context) (map[string]int, error) {
 	out := map[string]int{}
 	err := s.db.Load().View(func(tx *bbolt.Tx) error {
 		c := tx.Bucket(bucketParked).Cursor()
+		for k, _ := c.First(); k != nil; k, _ = c.Next() {
+			if i := bytes.IndexByte(k, 0); i > 0 {
+				out[string(k[:i])]++
+			}
+		}
+		return nil
+	})
+	return out, s.readErr(err)
+}
+
+// WokenCounts implements keystore.ParkStore.
+func (s *Store) WokenCounts(context.Context) (map[string]int, error) {
+	out := map[string]int{}
+	err := s.db.Load().View(func(tx *bbolt.Tx) error {
+		c := tx.Bucket(bucketWoken).Cursor()
 		for k, _ := c.First(); k != nil; k, _ = c.Next() {
 			if i := bytes.IndexByte(k, 0); i > 0 {
 				out[string(k[:i])]++

@@ -84,11 +84,23 @@ func (s *Store) parkedPage(ctx context.Context, q keystore.ParkedQuery, limit in
 
 // ParkedCounts implements keystore.ParkStore.
 func (s *Store) ParkedCounts(ctx context.Context) (map[string]int, error) {
-	rows, err := s.pool.Query(ctx, `SELECT destination, count(*) FROM guard_keys
+	return s.countParked(ctx, "parked counts", `SELECT destination, count(*) FROM guard_keys
 		WHERE state = 'parked' AND resume_sent_at IS NULL
 		AND reason NOT IN ('resume_lost', 'awaiting_approval', 'approved', 'approval_rejected') GROUP BY destination`)
+}
+
+// WokenCounts implements keystore.ParkStore: keystore.Woken in SQL.
+func (s *Store) WokenCounts(ctx context.Context) (map[string]int, error) {
+	return s.countParked(ctx, "woken counts", `SELECT destination, count(*) FROM guard_keys
+		WHERE state = 'parked' AND parked_at IS NOT NULL AND resume_sent_at IS NOT NULL
+		AND reason NOT IN ('resume_lost', 'awaiting_approval', 'approved', 'approval_rejected') GROUP BY destination`)
+}
+
+// countParked runs a count of parked keys grouped by destination.
+func (s *Store) countParked(ctx context.Context, op, query string) (map[string]int, error) {
+	rows, err := s.pool.Query(ctx, query)
 	if err != nil {
-		return nil, s.dbErr("parked counts", err)
+		return nil, s.dbErr(op, err)
 	}
 	defer rows.Close()
 	out := map[string]int{}
@@ -96,11 +108,11 @@ func (s *Store) ParkedCounts(ctx context.Context) (map[string]int, error) {
 		var dest string
 		var n int
 		if err := rows.Scan(&dest, &n); err != nil {
-			return nil, s.dbErr("parked counts", err)
+			return nil, s.dbErr(op, err)
 		}
 		out[dest] = n
 	}
-	return out, s.dbErrOrNil("parked counts", rows.Err())
+	return out, s.dbErrOrNil(op, rows.Err())
 }
 
 func (s *Store) dbErrOrNil(op string, err error) error {

@@ -205,6 +205,64 @@ func runParking(t *testing.T, newStore New) {
 			t.Fatalf("still parked: %v", got)
 		}
 	})
+	t.Run("a woken key counts as woken until its execution reserves again or it is recorded lost", func(t *testing.T) {
+		e := setup(t, newStore, pol)
+		openHubspot(t, e)
+		for _, k := range []string{"evt_1", "evt_2", "evt_3"} {
+			wantOutcome(t, e.reserve(ns, k, withDest("hubspot"), withResume(k)), keystore.OutcomeParked)
+			e.clock.Advance(time.Second)
+		}
+		counts := func(want string) {
+			t.Helper()
+			parked, err := parkStore(t, e).ParkedCounts(e.ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			woken, err := parkStore(t, e).WokenCounts(e.ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := fmt.Sprintf("parked %d woken %d (%d destinations)", parked["hubspot"], woken["hubspot"], len(woken)); got != want {
+				t.Fatalf("%s, want %s", got, want)
+			}
+		}
+		answer := func(key string, a keystore.ResumeAnswer) {
+			t.Helper()
+			if _, err := parkStore(t, e).ResumeAnswered(e.ctx, ns, key, *e.lookup(ns, key).Record.ParkedAt, a, "test"); err != nil {
+				t.Fatal(err)
+			}
+		}
+		counts("parked 3 woken 0 (0 destinations)")
+		e.clock.Advance(time.Minute)
+		if !claim(t, e, "evt_1") {
+			t.Fatalf("the probe could not be claimed")
+		}
+		counts("parked 3 woken 0 (0 destinations)") // claimed, not woken yet: still parked
+		answer("evt_1", keystore.ResumeAccepted)
+		counts("parked 2 woken 1 (1 destinations)")
+		e.restart()
+		counts("parked 2 woken 1 (1 destinations)")
+		a := e.reserve(ns, "evt_1", withDest("hubspot"), withResume("evt_1"))
+		wantOutcome(t, a, keystore.OutcomeAccepted) // the woken execution reserved again
+		counts("parked 2 woken 0 (0 destinations)")
+		wantOutcome(t, e.complete(ns, "evt_1", a.Token, "crm-1"), keystore.OutcomeCompleted)
+		for _, k := range []string{"evt_2", "evt_3"} {
+			if !claim(t, e, k) {
+				t.Fatalf("claim %s refused", k)
+			}
+			answer(k, keystore.ResumeAccepted)
+		}
+		counts("parked 0 woken 2 (1 destinations)")
+		answer("evt_2", keystore.ResumeSilent) // its execution died after waking
+		counts("parked 0 woken 1 (1 destinations)")
+		if r := e.lookup(ns, "evt_2").Record; r.State != keystore.StateParked || r.Reason != keystore.ReasonResumeLost {
+			t.Fatalf("silent key: %s %s, want parked resume_lost", r.State, r.Reason)
+		}
+		if _, err := e.s.Resolve(e.ctx, keystore.ResolveRequest{Namespace: ns, Key: "evt_3", Resolution: keystore.StateFailed, By: "ops", Note: "checked"}); err != nil {
+			t.Fatal(err)
+		}
+		counts("parked 0 woken 0 (0 destinations)")
+	})
 	t.Run("a probe that fails re-opens the breaker and is parked again, behind the others", func(t *testing.T) {
 		e := setup(t, newStore, pol)
 		openHubspot(t, e)
