@@ -28,7 +28,7 @@ func heldFor(t *testing.T, resume string) fixture {
 	if s.Record.Check == nil || len(s.Events) != 0 {
 		t.Fatalf("building the fixture: not held for the check: %+v", s)
 	}
-	return fixture{s.Record, f.token}
+	return fixture{cur: s.Record, token: f.token}
 }
 
 func claimedCheck(t *testing.T, claims int) fixture {
@@ -115,17 +115,17 @@ func TestCheckTransitions(t *testing.T) {
 		{"fail: outcome_unknown where a check is named", failIn(withCheck, keystore.ReasonOutcomeUnknown), merge(map[string]cw{
 			"absent": {refused: errs.NotFound}, "completed": conflict, "failed, retryable": conflict, "failed, final": conflict,
 			"reserved": stillHeld, "reserved, lease ran out": stillHeld,
-			"parked": {refused: errs.StaleToken}, "parked, woken": {refused: errs.StaleToken},
+			"parked": {refused: errs.StaleToken}, "parked, claimed": {refused: errs.StaleToken},
 		}, nil)},
 		{"fail: outcome_unknown where none is", failIn(toUnk, keystore.ReasonOutcomeUnknown), merge(map[string]cw{
 			"absent": {refused: errs.NotFound}, "completed": conflict, "failed, retryable": conflict, "failed, final": conflict,
 			"reserved": pagedNow, "reserved, lease ran out": pagedNow,
-			"parked": {refused: errs.StaleToken}, "parked, woken": {refused: errs.StaleToken},
+			"parked": {refused: errs.StaleToken}, "parked, claimed": {refused: errs.StaleToken},
 		}, nil)},
 		{"reserve after the lease ran out, where a check is named", reserveWith(fpA, nil, withCheck), map[string]cw{
 			"reserved, lease ran out": stillHeld,
 			"absent":                  {state: keystore.StateReserved}, "failed, retryable": {state: keystore.StateReserved},
-			"parked": {state: keystore.StateReserved}, "parked, woken": {state: keystore.StateReserved},
+			"parked": {state: keystore.StateReserved}, "parked, claimed": {state: keystore.StateReserved},
 		}},
 		{"lease expiry (the sweeper), where a check is named", leaseExpiry(withCheck), map[string]cw{"reserved, lease ran out": stillHeld}},
 		{"claim the check", claimCheck, map[string]cw{
@@ -145,13 +145,13 @@ func TestCheckTransitions(t *testing.T) {
 		{"complete (a late confirmation by the holder)", complete(currentToken), merge(heldAll(cw{state: keystore.StateCompleted}), map[string]cw{
 			"absent": {refused: errs.NotFound}, "reserved": {state: keystore.StateCompleted}, "reserved, lease ran out": {state: keystore.StateCompleted},
 			"unknown": {state: keystore.StateCompleted}, "failed, retryable": conflict, "failed, final": conflict,
-			"parked": {refused: errs.StaleToken}, "parked, woken": {refused: errs.StaleToken},
+			"parked": {refused: errs.StaleToken}, "parked, claimed": {refused: errs.StaleToken},
 		})},
 		{"a person resolves (the check is pending)", resolve(keystore.StateFailed, false), merge(heldAll(resolved(keystore.StateFailed)), map[string]cw{
 			"absent": {refused: errs.NotFound}, "reserved": conflict, "completed": conflict,
 			"reserved, lease ran out": resolved(keystore.StateFailed), "unknown": resolved(keystore.StateFailed),
 			"failed, retryable": resolved(keystore.StateFailed), "failed, final": resolved(keystore.StateFailed),
-			"parked": resolved(keystore.StateFailed), "parked, woken": resolved(keystore.StateFailed),
+			"parked": resolved(keystore.StateFailed), "parked, claimed": resolved(keystore.StateFailed),
 		})},
 	}
 	for _, ev := range events {

@@ -3,6 +3,7 @@ package keystore_test
 import (
 	"fmt"
 	"reflect"
+	"slices"
 	"testing"
 	"time"
 
@@ -24,10 +25,21 @@ var (
 )
 
 // A key in each state it can be in, made through the machine itself, with
-// the token of its current attempt.
+// the token of its current attempt and the breaker of its destination as
+// the key left it (nil: none). An event that brings no breaker of its own
+// acts under the fixture's: a probe is a probe only with its breaker.
 type fixture struct {
 	cur   *keystore.Record
 	token string
+	br    *keystore.Breaker
+}
+
+// breaker is the breaker an event acts under: its own, or the fixture's.
+func (f fixture) breaker(own *keystore.Breaker) *keystore.Breaker {
+	if own != nil {
+		return own
+	}
+	return f.br
 }
 
 func must(t *testing.T) func(keystore.Step, error) keystore.Step {
@@ -42,13 +54,13 @@ func must(t *testing.T) func(keystore.Step, error) keystore.Step {
 
 func reserved(t *testing.T, lease time.Duration) fixture {
 	s := must(t)(keystore.DecideReserve(nil, nil, keystore.ReserveRequest{Namespace: "crm-contacts", Key: "evt_1", Owner: "wf-1", Lease: lease}, fpA, toUnk, t0))
-	return fixture{s.Record, s.Result.Token}
+	return fixture{cur: s.Record, token: s.Result.Token}
 }
 
 func failedWith(t *testing.T, reason keystore.Reason) fixture {
 	f := reserved(t, time.Minute)
 	s := must(t)(keystore.DecideFail(f.cur, nil, keystore.FailRequest{Namespace: "crm-contacts", Key: "evt_1", Token: f.token, Reason: reason}, toUnk, keystore.DestinationPolicy{}, t0))
-	return fixture{s.Record, f.token}
+	return fixture{cur: s.Record, token: f.token}
 }
 
 var fixtures = map[string]func(t *testing.T) fixture{
@@ -61,11 +73,29 @@ var fixtures = map[string]func(t *testing.T) fixture{
 	"completed": func(t *testing.T) fixture {
 		f := reserved(t, time.Minute)
 		s := must(t)(keystore.DecideComplete(f.cur, nil, keystore.CompleteRequest{Namespace: "crm-contacts", Key: "evt_1", Token: f.token}, toUnk, t0))
-		return fixture{s.Record, f.token}
+		return fixture{cur: s.Record, token: f.token}
 	},
 }
 
-var states = []string{"absent", "reserved", "reserved, lease ran out", "completed", "failed, retryable", "failed, final", "unknown", "parked", "parked, woken"}
+var states = []string{"absent", "reserved", "reserved, lease ran out", "completed", "failed, retryable", "failed, final", "unknown", "parked", "parked, claimed"}
+
+// parkedStates are the other phases of a parked key, in the machine's
+// table only (the check table, check_test.go, is about unknown keys).
+// With "parked" and "parked, claimed" they are every ParkedPhase.
+var parkedStates = []string{"parked, probe", "parked, resumed", "parked, lost", "awaiting approval", "approved", "rejected"}
+
+// phases is the phase of each fixture (PhaseWith its breaker); a fixture
+// not listed is not parked.
+var phases = map[string]keystore.ParkedPhase{
+	"parked":            keystore.PhaseWaiting,
+	"parked, claimed":   keystore.PhaseClaimed,
+	"parked, probe":     keystore.PhaseProbe,
+	"parked, resumed":   keystore.PhaseResumed,
+	"parked, lost":      keystore.PhaseLost,
+	"awaiting approval": keystore.PhaseAwaitingApproval,
+	"approved":          keystore.PhaseApproved,
+	"rejected":          keystore.PhaseRejected,
+}
 
 const resumeURL = "http://n8n.local/webhook-waiting/4711"
 
@@ -78,15 +108,75 @@ func parked(t *testing.T) fixture {
 	return fixture{cur: s.Record}
 }
 
+// claimed is a parked key whose resume call a guard claimed, under br.
+func claimed(t *testing.T, br *keystore.Breaker) fixture {
+	f := parked(t)
+	s, ok := keystore.DecideClaimResume(f.cur, br, time.Minute, toUnk, t0)
+	if !ok {
+		t.Fatalf("building the fixture: the claim was refused")
+	}
+	return fixture{cur: s.Record, br: s.Breaker}
+}
+
+// answered is a claimed key after n8n's answer a to its resume call.
+func answered(t *testing.T, a keystore.ResumeAnswer) fixture {
+	f := claimed(t, nil)
+	s, ok := keystore.DecideResumeAnswered(f.cur, nil, *f.cur.ParkedAt, a, "404 from n8n", t0)
+	if !ok {
+		t.Fatalf("building the fixture: answer %d not recorded", a)
+	}
+	return fixture{cur: s.Record}
+}
+
+// approvalCRM is crm-contacts requiring approval: the namespace of the
+// approval fixtures, brought by approve and reject. The other events bring
+// toUnk: besides those two, only a new key's reserve reads the approval
+// policy, and an attempt's content rule, which every reserve here passes
+// (fpA; fpB is refused as reused before it).
+var approvalCRM = func() keystore.NamespacePolicy {
+	np := toUnk
+	np.Approval = keystore.ApprovalPolicy{Required: true, FourEyes: true}
+	return np
+}()
+
+// awaitingApproval is a key whose reserve asked ann's approval.
+func awaitingApproval(t *testing.T) fixture {
+	return fixture{cur: must(t)(keystore.DecideReserve(nil, nil, keystore.ReserveRequest{Namespace: "crm-contacts", Key: "evt_1", Owner: "wf-1",
+		Destination: "crm", ResumeURL: resumeURL, RequestedBy: "ann"}, fpA, approvalCRM, t0)).Record}
+}
+
+func decideApproval(reject bool, cur *keystore.Record, at time.Time) (keystore.Step, error) {
+	req, err := keystore.ApprovalRequest{Namespace: "crm-contacts", Key: "evt_1", By: "bob", Note: "amount checked"}.Normalize(reject)
+	if err != nil {
+		return keystore.Step{}, err
+	}
+	if reject {
+		return keystore.DecideReject(cur, req, approvalCRM, at)
+	}
+	return keystore.DecideApprove(cur, req, approvalCRM, at)
+}
+
 func init() {
 	fixtures["parked"] = parked
-	fixtures["parked, woken"] = func(t *testing.T) fixture {
-		f := parked(t)
-		s, ok := keystore.DecideClaimResume(f.cur, nil, time.Minute, toUnk, t0)
-		if !ok {
-			t.Fatalf("building the fixture: the claim was refused")
+	fixtures["parked, claimed"] = func(t *testing.T) fixture { return claimed(t, nil) }
+	// The first claim after crm's cooldown makes the key the probe.
+	fixtures["parked, probe"] = func(t *testing.T) fixture {
+		br := keystore.NewBreaker("crm")
+		br.State, br.OpenedAt, br.ReopensAt = keystore.BreakerOpen, ptr(t0.Add(-time.Minute)), &t0
+		f := claimed(t, br)
+		if p := keystore.PhaseOf(f.cur); p != keystore.PhaseClaimed {
+			t.Fatalf("building the fixture: the probe's record alone is %q, want claimed", p)
 		}
-		return fixture{cur: s.Record}
+		return f
+	}
+	fixtures["parked, resumed"] = func(t *testing.T) fixture { return answered(t, keystore.ResumeAccepted) }
+	fixtures["parked, lost"] = func(t *testing.T) fixture { return answered(t, keystore.ResumeLost) }
+	fixtures["awaiting approval"] = awaitingApproval
+	fixtures["approved"] = func(t *testing.T) fixture {
+		return fixture{cur: must(t)(decideApproval(false, awaitingApproval(t).cur, t0)).Record}
+	}
+	fixtures["rejected"] = func(t *testing.T) fixture {
+		return fixture{cur: must(t)(decideApproval(true, awaitingApproval(t).cur, t0)).Record}
 	}
 }
 
@@ -104,7 +194,7 @@ type event func(f fixture) (keystore.Step, error)
 
 func reserveWith(fp keystore.Fingerprint, br *keystore.Breaker, np keystore.NamespacePolicy) event {
 	return func(f fixture) (keystore.Step, error) {
-		dest := ""
+		br, dest := f.breaker(br), ""
 		if br != nil {
 			dest = br.Destination
 		}
@@ -157,20 +247,43 @@ func failParking(f fixture) (keystore.Step, error) {
 }
 
 func claimResume(f fixture) (keystore.Step, error) {
-	s, _ := keystore.DecideClaimResume(f.cur, nil, time.Minute, toUnk, now)
+	s, _ := keystore.DecideClaimResume(f.cur, f.br, time.Minute, toUnk, now)
 	return s, nil
+}
+
+// parkedAt is when the runner saw the key parked (t0 when it was not).
+func parkedAt(f fixture) time.Time {
+	if f.cur == nil || f.cur.ParkedAt == nil {
+		return t0
+	}
+	return *f.cur.ParkedAt
 }
 
 func resumeAnswered(a keystore.ResumeAnswer) event {
 	return func(f fixture) (keystore.Step, error) {
-		if f.cur == nil || f.cur.ParkedAt == nil {
-			s, _ := keystore.DecideResumeAnswered(f.cur, nil, t0, a, "404 from n8n", now)
-			return s, nil
-		}
-		s, _ := keystore.DecideResumeAnswered(f.cur, nil, *f.cur.ParkedAt, a, "404 from n8n", now)
+		s, _ := keystore.DecideResumeAnswered(f.cur, f.br, parkedAt(f), a, "404 from n8n", now)
 		return s, nil
 	}
 }
+
+// lateLost is n8n's lost answer to a call about an earlier parking of the
+// key: it was reserved since and parked anew, at another parked_at.
+func lateLost(f fixture) (keystore.Step, error) {
+	s, _ := keystore.DecideResumeAnswered(f.cur, f.br, parkedAt(f).Add(-time.Minute), keystore.ResumeLost, "404 from n8n", now)
+	return s, nil
+}
+
+// overdue is the runner's report of a key parked for longer than limit.
+func overdue(limit time.Duration) event {
+	return func(f fixture) (keystore.Step, error) {
+		s, _ := keystore.DecideParkedOverdue(f.cur, parkedAt(f), limit, now)
+		return s, nil
+	}
+}
+
+// approve and reject are bob's decisions (ann asked).
+func approve(f fixture) (keystore.Step, error) { return decideApproval(false, f.cur, now) }
+func reject(f fixture) (keystore.Step, error)  { return decideApproval(true, f.cur, now) }
 
 var (
 	currentToken = func(f fixture) string { return f.token }
@@ -179,21 +292,31 @@ var (
 
 // want is the machine's answer: an outcome and the state of the record it
 // writes ("" when it writes none), or a refusal's code with nothing written.
+// A parked record written is in a phase: the state alone says parked for
+// a key waiting, woken, lost or waiting for a person.
 type want struct {
 	outcome keystore.Outcome
 	state   keystore.State
-	attempt int // of the record written, when not 0
+	phase   keystore.ParkedPhase // of the parked record written (PhaseWith the breaker the step leaves); required with a parked state
+	attempt int                  // of the record written, when not 0
 	refused errs.Code
+	probe   string // "kept" or "freed": evt_1 still is, or no key is, the probe of the breaker the step leaves; "" not checked
 }
 
 var (
 	accepted = func(attempt int) want {
 		return want{outcome: keystore.OutcomeAccepted, state: keystore.StateReserved, attempt: attempt}
 	}
-	answer  = func(o keystore.Outcome) want { return want{outcome: o} } // nothing written
-	moves   = func(o keystore.Outcome, s keystore.State) want { return want{outcome: o, state: s} }
+	answer = func(o keystore.Outcome) want { return want{outcome: o} } // nothing written
+	moves  = func(o keystore.Outcome, s keystore.State) want { return want{outcome: o, state: s} }
+	parks  = func(o keystore.Outcome, p keystore.ParkedPhase) want {
+		return want{outcome: o, state: keystore.StateParked, phase: p}
+	}
 	refused = func(c errs.Code) want { return want{refused: c} }
 	nothing = want{}
+	// keepsProbe and freesProbe state what w leaves of the probe's slot.
+	keepsProbe = func(w want) want { w.probe = "kept"; return w }
+	freesProbe = func(w want) want { w.probe = "freed"; return w }
 )
 
 func TestStateMachineTransitions(t *testing.T) {
@@ -211,7 +334,13 @@ func TestStateMachineTransitions(t *testing.T) {
 			"failed, final":           answer(keystore.OutcomeRejected),
 			"unknown":                 answer(keystore.OutcomeStateUnknown),
 			"parked":                  accepted(1),
-			"parked, woken":           accepted(1),
+			"parked, claimed":         accepted(1),
+			"parked, probe":           keepsProbe(accepted(1)), // its half open breaker lets its own key through
+			"parked, resumed":         accepted(1),
+			"parked, lost":            accepted(1), // a copy re-sent by its source: a new event
+			"awaiting approval":       answer(keystore.OutcomeParked),
+			"approved":                answer(keystore.OutcomeParked), // not woken yet
+			"rejected":                answer(keystore.OutcomeRejected),
 		}},
 		{"reserve in a reclaim namespace", reserveWith(fpA, nil, reclai), map[string]want{
 			"absent":                  accepted(1),
@@ -222,7 +351,13 @@ func TestStateMachineTransitions(t *testing.T) {
 			"failed, final":           answer(keystore.OutcomeRejected),
 			"unknown":                 answer(keystore.OutcomeStateUnknown),
 			"parked":                  accepted(1),
-			"parked, woken":           accepted(1),
+			"parked, claimed":         accepted(1),
+			"parked, probe":           keepsProbe(accepted(1)),
+			"parked, resumed":         accepted(1),
+			"parked, lost":            accepted(1),
+			"awaiting approval":       answer(keystore.OutcomeParked),
+			"approved":                answer(keystore.OutcomeParked),
+			"rejected":                answer(keystore.OutcomeRejected),
 		}},
 		{"reserve with another payload", reserveWith(fpB, nil, toUnk), map[string]want{
 			"absent":                  accepted(1),
@@ -233,7 +368,13 @@ func TestStateMachineTransitions(t *testing.T) {
 			"failed, final":           refused(errs.KeyReused),
 			"unknown":                 refused(errs.KeyReused),
 			"parked":                  refused(errs.KeyReused),
-			"parked, woken":           refused(errs.KeyReused),
+			"parked, claimed":         refused(errs.KeyReused),
+			"parked, probe":           refused(errs.KeyReused),
+			"parked, resumed":         refused(errs.KeyReused),
+			"parked, lost":            refused(errs.KeyReused),
+			"awaiting approval":       refused(errs.KeyReused),
+			"approved":                refused(errs.KeyReused),
+			"rejected":                refused(errs.KeyReused),
 		}},
 		{"reserve for a paused destination", reserveWith(fpA, pausedCRM(), toUnk), map[string]want{
 			"absent":                  answer(keystore.OutcomeDestinationPaused),
@@ -244,7 +385,13 @@ func TestStateMachineTransitions(t *testing.T) {
 			"failed, final":           answer(keystore.OutcomeRejected),
 			"unknown":                 answer(keystore.OutcomeStateUnknown),
 			"parked":                  answer(keystore.OutcomeParked),
-			"parked, woken":           answer(keystore.OutcomeDestinationPaused),
+			"parked, claimed":         answer(keystore.OutcomeDestinationPaused),
+			"parked, probe":           answer(keystore.OutcomeDestinationPaused),
+			"parked, resumed":         answer(keystore.OutcomeDestinationPaused),
+			"parked, lost":            answer(keystore.OutcomeDestinationPaused),
+			"awaiting approval":       answer(keystore.OutcomeParked),
+			"approved":                answer(keystore.OutcomeParked),
+			"rejected":                answer(keystore.OutcomeRejected),
 		}},
 		{"complete", complete(currentToken), map[string]want{
 			"absent":                  refused(errs.NotFound),
@@ -255,7 +402,13 @@ func TestStateMachineTransitions(t *testing.T) {
 			"failed, final":           refused(errs.Conflict),
 			"unknown":                 moves(keystore.OutcomeCompleted, keystore.StateCompleted),
 			"parked":                  refused(errs.StaleToken),
-			"parked, woken":           refused(errs.StaleToken),
+			"parked, claimed":         refused(errs.StaleToken),
+			"parked, probe":           refused(errs.StaleToken),
+			"parked, resumed":         refused(errs.StaleToken),
+			"parked, lost":            refused(errs.StaleToken),
+			"awaiting approval":       refused(errs.StaleToken),
+			"approved":                refused(errs.StaleToken),
+			"rejected":                refused(errs.StaleToken),
 		}},
 		{"complete with a stale token", complete(staleToken), map[string]want{
 			"absent":                  refused(errs.NotFound),
@@ -266,7 +419,13 @@ func TestStateMachineTransitions(t *testing.T) {
 			"failed, final":           refused(errs.StaleToken),
 			"unknown":                 refused(errs.StaleToken),
 			"parked":                  refused(errs.StaleToken),
-			"parked, woken":           refused(errs.StaleToken),
+			"parked, claimed":         refused(errs.StaleToken),
+			"parked, probe":           refused(errs.StaleToken),
+			"parked, resumed":         refused(errs.StaleToken),
+			"parked, lost":            refused(errs.StaleToken),
+			"awaiting approval":       refused(errs.StaleToken),
+			"approved":                refused(errs.StaleToken),
+			"rejected":                refused(errs.StaleToken),
 		}},
 		{"fail: destination_failed", fail(keystore.ReasonDestinationFailed), map[string]want{
 			"absent":                  refused(errs.NotFound),
@@ -277,7 +436,13 @@ func TestStateMachineTransitions(t *testing.T) {
 			"failed, final":           refused(errs.Conflict),
 			"unknown":                 moves(keystore.OutcomeDestinationFailed, keystore.StateFailed),
 			"parked":                  refused(errs.StaleToken),
-			"parked, woken":           refused(errs.StaleToken),
+			"parked, claimed":         refused(errs.StaleToken),
+			"parked, probe":           refused(errs.StaleToken),
+			"parked, resumed":         refused(errs.StaleToken),
+			"parked, lost":            refused(errs.StaleToken),
+			"awaiting approval":       refused(errs.StaleToken),
+			"approved":                refused(errs.StaleToken),
+			"rejected":                refused(errs.StaleToken),
 		}},
 		{"fail: validation_failed", fail(keystore.ReasonValidationFailed), map[string]want{
 			"absent":                  refused(errs.NotFound),
@@ -288,7 +453,13 @@ func TestStateMachineTransitions(t *testing.T) {
 			"failed, final":           answer(keystore.OutcomeRejected),
 			"unknown":                 moves(keystore.OutcomeRejected, keystore.StateFailed),
 			"parked":                  refused(errs.StaleToken),
-			"parked, woken":           refused(errs.StaleToken),
+			"parked, claimed":         refused(errs.StaleToken),
+			"parked, probe":           refused(errs.StaleToken),
+			"parked, resumed":         refused(errs.StaleToken),
+			"parked, lost":            refused(errs.StaleToken),
+			"awaiting approval":       refused(errs.StaleToken),
+			"approved":                refused(errs.StaleToken),
+			"rejected":                refused(errs.StaleToken),
 		}},
 		{"fail: outcome_unknown", fail(keystore.ReasonOutcomeUnknown), map[string]want{
 			"absent":                  refused(errs.NotFound),
@@ -299,7 +470,13 @@ func TestStateMachineTransitions(t *testing.T) {
 			"failed, final":           refused(errs.Conflict),
 			"unknown":                 answer(keystore.OutcomeStateUnknown),
 			"parked":                  refused(errs.StaleToken),
-			"parked, woken":           refused(errs.StaleToken),
+			"parked, claimed":         refused(errs.StaleToken),
+			"parked, probe":           refused(errs.StaleToken),
+			"parked, resumed":         refused(errs.StaleToken),
+			"parked, lost":            refused(errs.StaleToken),
+			"awaiting approval":       refused(errs.StaleToken),
+			"approved":                refused(errs.StaleToken),
+			"rejected":                refused(errs.StaleToken),
 		}},
 		{"resolve to completed", resolve(keystore.StateCompleted, false), map[string]want{
 			"absent":                  refused(errs.NotFound),
@@ -310,7 +487,13 @@ func TestStateMachineTransitions(t *testing.T) {
 			"failed, final":           moves(keystore.OutcomeCompleted, keystore.StateCompleted),
 			"unknown":                 moves(keystore.OutcomeCompleted, keystore.StateCompleted),
 			"parked":                  moves(keystore.OutcomeCompleted, keystore.StateCompleted),
-			"parked, woken":           moves(keystore.OutcomeCompleted, keystore.StateCompleted),
+			"parked, claimed":         moves(keystore.OutcomeCompleted, keystore.StateCompleted),
+			"parked, probe":           moves(keystore.OutcomeCompleted, keystore.StateCompleted),
+			"parked, resumed":         moves(keystore.OutcomeCompleted, keystore.StateCompleted),
+			"parked, lost":            moves(keystore.OutcomeCompleted, keystore.StateCompleted),
+			"awaiting approval":       refused(errs.Conflict), // approvals decide it
+			"approved":                moves(keystore.OutcomeCompleted, keystore.StateCompleted),
+			"rejected":                refused(errs.Conflict),
 		}},
 		{"resolve to completed with force", resolve(keystore.StateCompleted, true), map[string]want{
 			"absent":                  refused(errs.NotFound),
@@ -321,7 +504,13 @@ func TestStateMachineTransitions(t *testing.T) {
 			"failed, final":           moves(keystore.OutcomeCompleted, keystore.StateCompleted),
 			"unknown":                 moves(keystore.OutcomeCompleted, keystore.StateCompleted),
 			"parked":                  moves(keystore.OutcomeCompleted, keystore.StateCompleted),
-			"parked, woken":           moves(keystore.OutcomeCompleted, keystore.StateCompleted),
+			"parked, claimed":         moves(keystore.OutcomeCompleted, keystore.StateCompleted),
+			"parked, probe":           moves(keystore.OutcomeCompleted, keystore.StateCompleted),
+			"parked, resumed":         moves(keystore.OutcomeCompleted, keystore.StateCompleted),
+			"parked, lost":            moves(keystore.OutcomeCompleted, keystore.StateCompleted),
+			"awaiting approval":       refused(errs.Conflict),
+			"approved":                moves(keystore.OutcomeCompleted, keystore.StateCompleted),
+			"rejected":                refused(errs.Conflict),
 		}},
 		{"resolve to failed", resolve(keystore.StateFailed, false), map[string]want{
 			"absent":                  refused(errs.NotFound),
@@ -332,18 +521,30 @@ func TestStateMachineTransitions(t *testing.T) {
 			"failed, final":           moves(keystore.OutcomeFailed, keystore.StateFailed),
 			"unknown":                 moves(keystore.OutcomeFailed, keystore.StateFailed),
 			"parked":                  moves(keystore.OutcomeFailed, keystore.StateFailed),
-			"parked, woken":           moves(keystore.OutcomeFailed, keystore.StateFailed),
+			"parked, claimed":         moves(keystore.OutcomeFailed, keystore.StateFailed),
+			"parked, probe":           moves(keystore.OutcomeFailed, keystore.StateFailed),
+			"parked, resumed":         moves(keystore.OutcomeFailed, keystore.StateFailed),
+			"parked, lost":            moves(keystore.OutcomeFailed, keystore.StateFailed),
+			"awaiting approval":       refused(errs.Conflict),
+			"approved":                moves(keystore.OutcomeFailed, keystore.StateFailed),
+			"rejected":                refused(errs.Conflict),
 		}},
 		{"reserve with a resume_url for a paused destination", reserveParking, map[string]want{
-			"absent":                  moves(keystore.OutcomeParked, keystore.StateParked),
+			"absent":                  parks(keystore.OutcomeParked, keystore.PhaseWaiting),
 			"reserved":                answer(keystore.OutcomeInProgress),
 			"reserved, lease ran out": moves(keystore.OutcomeStateUnknown, keystore.StateUnknown),
 			"completed":               answer(keystore.OutcomeDuplicate),
-			"failed, retryable":       moves(keystore.OutcomeParked, keystore.StateParked),
+			"failed, retryable":       parks(keystore.OutcomeParked, keystore.PhaseWaiting),
 			"failed, final":           answer(keystore.OutcomeRejected),
 			"unknown":                 answer(keystore.OutcomeStateUnknown),
-			"parked":                  answer(keystore.OutcomeParked),                      // a copy: no second write
-			"parked, woken":           moves(keystore.OutcomeParked, keystore.StateParked), // woken too early: parked again
+			"parked":                  answer(keystore.OutcomeParked),                       // a copy: no second write
+			"parked, claimed":         parks(keystore.OutcomeParked, keystore.PhaseWaiting), // woken too early: parked again
+			"parked, probe":           parks(keystore.OutcomeParked, keystore.PhaseWaiting),
+			"parked, resumed":         parks(keystore.OutcomeParked, keystore.PhaseWaiting), // woken too early: parked again
+			"parked, lost":            parks(keystore.OutcomeParked, keystore.PhaseWaiting), // a copy re-sent by its source, queued; REPORTED: at the lost parking's parked_at (overdue at once)
+			"awaiting approval":       answer(keystore.OutcomeParked),
+			"approved":                answer(keystore.OutcomeParked),
+			"rejected":                answer(keystore.OutcomeRejected),
 		}},
 		{"reserve with a resume_url, destination closed", reserveParkingClosed, map[string]want{
 			"absent":                  accepted(1),
@@ -354,18 +555,30 @@ func TestStateMachineTransitions(t *testing.T) {
 			"failed, final":           answer(keystore.OutcomeRejected),
 			"unknown":                 answer(keystore.OutcomeStateUnknown),
 			"parked":                  accepted(1),
-			"parked, woken":           accepted(1),
+			"parked, claimed":         accepted(1),
+			"parked, probe":           accepted(1),
+			"parked, resumed":         accepted(1),
+			"parked, lost":            accepted(1),
+			"awaiting approval":       answer(keystore.OutcomeParked),
+			"approved":                answer(keystore.OutcomeParked),
+			"rejected":                answer(keystore.OutcomeRejected),
 		}},
 		{"fail: destination_unreachable with a resume_url", failParking, map[string]want{
 			"absent":                  refused(errs.NotFound),
-			"reserved":                moves(keystore.OutcomeParked, keystore.StateParked),
-			"reserved, lease ran out": moves(keystore.OutcomeParked, keystore.StateParked),
+			"reserved":                parks(keystore.OutcomeParked, keystore.PhaseWaiting),
+			"reserved, lease ran out": parks(keystore.OutcomeParked, keystore.PhaseWaiting),
 			"completed":               refused(errs.Conflict),
 			"failed, retryable":       refused(errs.Conflict),
 			"failed, final":           refused(errs.Conflict),
-			"unknown":                 moves(keystore.OutcomeParked, keystore.StateParked),
+			"unknown":                 parks(keystore.OutcomeParked, keystore.PhaseWaiting),
 			"parked":                  refused(errs.StaleToken),
-			"parked, woken":           refused(errs.StaleToken),
+			"parked, claimed":         refused(errs.StaleToken),
+			"parked, probe":           refused(errs.StaleToken),
+			"parked, resumed":         refused(errs.StaleToken),
+			"parked, lost":            refused(errs.StaleToken),
+			"awaiting approval":       refused(errs.StaleToken),
+			"approved":                refused(errs.StaleToken),
+			"rejected":                refused(errs.StaleToken),
 		}},
 		{"claim the resume call (catch-up)", claimResume, map[string]want{
 			"absent":                  nothing,
@@ -375,8 +588,14 @@ func TestStateMachineTransitions(t *testing.T) {
 			"failed, retryable":       nothing,
 			"failed, final":           nothing,
 			"unknown":                 nothing,
-			"parked":                  moves(keystore.OutcomeParked, keystore.StateParked),
-			"parked, woken":           nothing, // another guard holds the call
+			"parked":                  parks(keystore.OutcomeParked, keystore.PhaseClaimed),
+			"parked, claimed":         nothing,             // another guard holds the call
+			"parked, probe":           keepsProbe(nothing), // its own claim holds the call
+			"parked, resumed":         nothing,
+			"parked, lost":            nothing, // never resumed again
+			"awaiting approval":       nothing,
+			"approved":                parks(keystore.OutcomeParked, keystore.PhaseApproved), // the approval resumer's claim
+			"rejected":                parks(keystore.OutcomeParked, keystore.PhaseRejected), // resumed to end, whatever the breaker
 		}},
 		{"n8n accepted the resume call", resumeAnswered(keystore.ResumeAccepted), map[string]want{
 			"absent":                  nothing,
@@ -387,7 +606,13 @@ func TestStateMachineTransitions(t *testing.T) {
 			"failed, final":           nothing,
 			"unknown":                 nothing,
 			"parked":                  nothing, // not claimed: a stale answer (the woken execution parked the key again)
-			"parked, woken":           moves(keystore.OutcomeParked, keystore.StateParked),
+			"parked, claimed":         parks(keystore.OutcomeParked, keystore.PhaseResumed),
+			"parked, probe":           keepsProbe(parks(keystore.OutcomeParked, keystore.PhaseResumed)),
+			"parked, resumed":         nothing,
+			"parked, lost":            nothing,
+			"awaiting approval":       nothing,
+			"approved":                nothing,                                               // not claimed
+			"rejected":                moves(keystore.OutcomeRejected, keystore.StateFailed), // it reserves, is answered rejected and ends
 		}},
 		{"n8n lost the parked execution", resumeAnswered(keystore.ResumeLost), map[string]want{
 			"absent":                  nothing,
@@ -397,8 +622,116 @@ func TestStateMachineTransitions(t *testing.T) {
 			"failed, retryable":       nothing,
 			"failed, final":           nothing,
 			"unknown":                 nothing,
-			"parked":                  moves(keystore.OutcomeParked, keystore.StateParked),
-			"parked, woken":           moves(keystore.OutcomeParked, keystore.StateParked),
+			"parked":                  parks(keystore.OutcomeParked, keystore.PhaseLost), // REPORTED: taken without a claim, so a stale claimant's answer loses a woken execution that parked again (same parked_at)
+			"parked, claimed":         parks(keystore.OutcomeParked, keystore.PhaseLost),
+			"parked, probe":           freesProbe(parks(keystore.OutcomeParked, keystore.PhaseLost)),
+			"parked, resumed":         nothing,                                           // a stale claimant's answer: the execution lives
+			"parked, lost":            nothing,                                           // told once
+			"awaiting approval":       parks(keystore.OutcomeParked, keystore.PhaseLost), // REPORTED: nobody resumes it, yet the answer loses it, and a copy is then written unapproved
+			"approved":                parks(keystore.OutcomeParked, keystore.PhaseLost), // as parked: not claimed
+			"rejected":                moves(keystore.OutcomeRejected, keystore.StateFailed),
+		}},
+		{"n8n lost the execution of an earlier parking (a late answer)", lateLost, map[string]want{ // parked_at tells the parkings apart
+			"absent":                  nothing,
+			"reserved":                nothing,
+			"reserved, lease ran out": nothing,
+			"completed":               nothing,
+			"failed, retryable":       nothing,
+			"failed, final":           nothing,
+			"unknown":                 nothing,
+			"parked":                  nothing,
+			"parked, claimed":         nothing,
+			"parked, probe":           keepsProbe(nothing),
+			"parked, resumed":         nothing,
+			"parked, lost":            nothing,
+			"awaiting approval":       nothing,
+			"approved":                nothing,
+			"rejected":                nothing,
+		}},
+		{"n8n's woken execution went silent (the runner's finding)", resumeAnswered(keystore.ResumeSilent), map[string]want{
+			"absent":                  nothing,
+			"reserved":                nothing,
+			"reserved, lease ran out": nothing,
+			"completed":               nothing,
+			"failed, retryable":       nothing,
+			"failed, final":           nothing,
+			"unknown":                 nothing,
+			"parked":                  nothing, // not woken: not silent
+			"parked, claimed":         nothing, // n8n did not take the call (yet)
+			"parked, probe":           keepsProbe(nothing),
+			"parked, resumed":         parks(keystore.OutcomeParked, keystore.PhaseLost),
+			"parked, lost":            nothing, // told once
+			"awaiting approval":       nothing,
+			"approved":                nothing,
+			"rejected":                nothing,
+		}},
+		{"n8n did not take the resume call (retry)", resumeAnswered(keystore.ResumeRetry), map[string]want{
+			"absent":                  nothing,
+			"reserved":                nothing,
+			"reserved, lease ran out": nothing,
+			"completed":               nothing,
+			"failed, retryable":       nothing,
+			"failed, final":           nothing,
+			"unknown":                 nothing,
+			"parked":                  nothing,                                                          // nobody holds the call
+			"parked, claimed":         parks(keystore.OutcomeParked, keystore.PhaseWaiting),             // the claim is dropped: called again
+			"parked, probe":           keepsProbe(parks(keystore.OutcomeParked, keystore.PhaseWaiting)), // its slot waits for its next claim
+			"parked, resumed":         nothing,                                                          // a stale claimant's answer
+			"parked, lost":            nothing,
+			"awaiting approval":       nothing,
+			"approved":                nothing,
+			"rejected":                nothing, // not claimed
+		}},
+		{"parked longer than parked_limit (the runner's report)", overdue(time.Second), map[string]want{
+			"absent":                  nothing,
+			"reserved":                nothing,
+			"reserved, lease ran out": nothing,
+			"completed":               nothing,
+			"failed, retryable":       nothing,
+			"failed, final":           nothing,
+			"unknown":                 nothing,
+			"parked":                  parks(keystore.OutcomeParked, keystore.PhaseWaiting),
+			"parked, claimed":         parks(keystore.OutcomeParked, keystore.PhaseClaimed),
+			"parked, probe":           keepsProbe(parks(keystore.OutcomeParked, keystore.PhaseProbe)),
+			"parked, resumed":         parks(keystore.OutcomeParked, keystore.PhaseResumed),          // the runner asks only about its queue: waiting and claimed
+			"parked, lost":            nothing,                                                       // its owner was told already
+			"awaiting approval":       parks(keystore.OutcomeParked, keystore.PhaseAwaitingApproval), // not in the runner's queue either
+			"approved":                parks(keystore.OutcomeParked, keystore.PhaseApproved),
+			"rejected":                parks(keystore.OutcomeParked, keystore.PhaseRejected),
+		}},
+		{"approve", approve, map[string]want{
+			"absent":                  refused(errs.NotFound),
+			"reserved":                refused(errs.Conflict),
+			"reserved, lease ran out": refused(errs.Conflict),
+			"completed":               refused(errs.Conflict),
+			"failed, retryable":       refused(errs.Conflict),
+			"failed, final":           refused(errs.Conflict),
+			"unknown":                 refused(errs.Conflict),
+			"parked":                  refused(errs.Conflict), // does not await approval
+			"parked, claimed":         refused(errs.Conflict),
+			"parked, probe":           refused(errs.Conflict),
+			"parked, resumed":         refused(errs.Conflict),
+			"parked, lost":            refused(errs.Conflict),
+			"awaiting approval":       parks(keystore.OutcomeApproved, keystore.PhaseApproved),
+			"approved":                answer(keystore.OutcomeApproved), // a repeated click
+			"rejected":                refused(errs.Conflict),
+		}},
+		{"reject", reject, map[string]want{
+			"absent":                  refused(errs.NotFound),
+			"reserved":                refused(errs.Conflict),
+			"reserved, lease ran out": refused(errs.Conflict),
+			"completed":               refused(errs.Conflict),
+			"failed, retryable":       refused(errs.Conflict),
+			"failed, final":           refused(errs.Conflict),
+			"unknown":                 refused(errs.Conflict),
+			"parked":                  refused(errs.Conflict),
+			"parked, claimed":         refused(errs.Conflict),
+			"parked, probe":           refused(errs.Conflict),
+			"parked, resumed":         refused(errs.Conflict),
+			"parked, lost":            refused(errs.Conflict),
+			"awaiting approval":       parks(keystore.OutcomeRejected, keystore.PhaseRejected),
+			"approved":                refused(errs.Conflict),
+			"rejected":                answer(keystore.OutcomeRejected), // a repeated click
 		}},
 		{"lease expiry (the sweeper)", leaseExpiry(toUnk), map[string]want{
 			"absent":                  nothing,
@@ -409,7 +742,13 @@ func TestStateMachineTransitions(t *testing.T) {
 			"failed, final":           nothing,
 			"unknown":                 nothing,
 			"parked":                  nothing,
-			"parked, woken":           nothing,
+			"parked, claimed":         nothing,
+			"parked, probe":           nothing,
+			"parked, resumed":         nothing,
+			"parked, lost":            nothing,
+			"awaiting approval":       nothing,
+			"approved":                nothing,
+			"rejected":                nothing,
 		}},
 		{"lease expiry in a reclaim namespace", leaseExpiry(reclai), map[string]want{
 			"absent":                  nothing,
@@ -420,20 +759,33 @@ func TestStateMachineTransitions(t *testing.T) {
 			"failed, final":           nothing,
 			"unknown":                 nothing,
 			"parked":                  nothing,
-			"parked, woken":           nothing,
+			"parked, claimed":         nothing,
+			"parked, probe":           nothing,
+			"parked, resumed":         nothing,
+			"parked, lost":            nothing,
+			"awaiting approval":       nothing,
+			"approved":                nothing,
+			"rejected":                nothing,
 		}},
 	}
+	all := append(slices.Clone(states), parkedStates...)
 	for _, ev := range events {
-		if len(ev.want) != len(states) {
-			t.Fatalf("%s: %d states listed, want all %d", ev.name, len(ev.want), len(states))
+		if len(ev.want) != len(all) {
+			t.Fatalf("%s: %d states listed, want all %d", ev.name, len(ev.want), len(all))
 		}
-		for _, from := range states {
+		for _, from := range all {
 			w, ok := ev.want[from]
 			if !ok {
 				t.Fatalf("%s: state %q not listed", ev.name, from)
 			}
+			if w.state == keystore.StateParked && w.phase == "" {
+				t.Fatalf("%s when %s: the cell writes a parked record and must state its phase", ev.name, from)
+			}
 			t.Run(ev.name+" when "+from, func(t *testing.T) {
 				f := fixtures[from](t)
+				if p := keystore.PhaseWith(f.cur, f.br); p != phases[from] {
+					t.Fatalf("the fixture is in phase %q, want %q", p, phases[from])
+				}
 				before := f.cur.Clone()
 				s, err := ev.do(f)
 				if !reflect.DeepEqual(before, f.cur) {
@@ -464,6 +816,24 @@ func TestStateMachineTransitions(t *testing.T) {
 				case w.attempt != 0 && s.Record.Attempt != w.attempt:
 					t.Errorf("attempt %d, want %d", s.Record.Attempt, w.attempt)
 				}
+				left := f.br // the breaker the step leaves
+				if s.Breaker != nil {
+					left = s.Breaker
+				}
+				if s.Record != nil {
+					if p := keystore.PhaseWith(s.Record, left); p != w.phase {
+						t.Errorf("wrote phase %q, want %q", p, w.phase)
+					}
+					if p := keystore.PhaseWith(s.Record, left); p == keystore.PhaseLost && phases[from] != p && !hasEvent(s, keystore.EventParkedLost) {
+						t.Errorf("a key was lost without an event for its owner")
+					}
+				}
+				switch isProbe := left != nil && left.ProbeNamespace == "crm-contacts" && left.ProbeKey == "evt_1"; {
+				case w.probe == "kept" && !isProbe:
+					t.Errorf("evt_1 is no longer the probe: %+v", left)
+				case w.probe == "freed" && (s.Breaker == nil || s.Breaker.ProbeKey != ""):
+					t.Errorf("the probe's slot was not freed: %+v", s.Breaker)
+				}
 				if w.outcome == keystore.OutcomeAccepted && (s.Result.Token == "" || !s.Result.Proceed) {
 					t.Errorf("accepted without a token to proceed with: %+v", s.Result)
 				}
@@ -476,6 +846,10 @@ func TestStateMachineTransitions(t *testing.T) {
 			})
 		}
 	}
+}
+
+func hasEvent(s keystore.Step, k keystore.EventKind) bool {
+	return slices.ContainsFunc(s.Events, func(e keystore.Event) bool { return e.Kind == k })
 }
 
 // The destination breaker, transition by transition: each breaker state
@@ -535,7 +909,7 @@ func TestBreakerTransitions(t *testing.T) {
 	// current attempt whose holder can report.
 	holding := func(t *testing.T, key string) fixture {
 		s := must(t)(keystore.DecideReserve(nil, nil, keystore.ReserveRequest{Namespace: "crm-contacts", Key: key, Destination: "crm"}, nil, toUnk, t0))
-		return fixture{s.Record, s.Result.Token}
+		return fixture{cur: s.Record, token: s.Result.Token}
 	}
 	type report func(t *testing.T, br *keystore.Breaker) (keystore.Step, error)
 	reserve := func(t *testing.T, br *keystore.Breaker) (keystore.Step, error) {
