@@ -123,10 +123,12 @@ type destinationPage struct {
 }
 
 // destination is a breaker with how many of the destination's events are
-// parked, waiting to be resumed.
+// parked, waiting to be resumed, and how many n8n woke whose executions
+// have not reserved again (keystore.Woken).
 type destination struct {
 	keystore.Breaker
 	Parked int `json:"parked"`
+	Woken  int `json:"woken"`
 }
 
 func (s *Server) reserve(c *fiber.Ctx, req reserveRequest) error {
@@ -246,15 +248,18 @@ func (s *Server) destinations(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	var parked map[string]int
+	var parked, woken map[string]int
 	if parked, err = s.store.ParkedCounts(c.UserContext()); err != nil {
+		return err
+	}
+	if woken, err = s.store.WokenCounts(c.UserContext()); err != nil {
 		return err
 	}
 	p, _ := access.From(c.UserContext())
 	items := []destination{}
 	for _, b := range all {
 		if p.MayUseBreaker(b.Destination) {
-			items = append(items, destination{Breaker: b, Parked: parked[b.Destination]})
+			items = append(items, destination{Breaker: b, Parked: parked[b.Destination], Woken: woken[b.Destination]})
 		}
 	}
 	return writeJSON(c, destinationPage{Items: items})

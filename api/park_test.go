@@ -1,6 +1,8 @@
 package api_test
 
 import (
+	"context"
+	"fmt"
 	"net/http"
 	"testing"
 	"time"
@@ -46,6 +48,42 @@ func TestParkedOverHTTP(t *testing.T) {
 		wantProblem(t, e.post(t, "/v1/reserve", obj{"namespace": ns, "key": "evt_3", "destination": "hubspot", "resume_url": bad}), http.StatusBadRequest, "invalid_request")
 	}
 	wantOK(t, e.get(t, "/v1/lookup?namespace="+ns+"&key=evt_3"), "absent")
+}
+
+// /v1/destinations counts a parked event n8n woke as woken, not parked,
+// until its execution reserves again: it is neither waiting for the
+// catch-up nor gone.
+func TestDestinationsCountWokenEvents(t *testing.T) {
+	e := start(t, withPolicies(keystore.Policies{Destinations: map[string]keystore.DestinationPolicy{"hubspot": {Cooldown: time.Minute, UnreachableThreshold: 1}}}))
+	tok := e.accepted(t, "evt_first", obj{"destination": "hubspot"})
+	wantOK(t, e.post(t, "/v1/fail", obj{"namespace": ns, "key": "evt_first", "token": tok, "reason": "destination_unreachable"}), "destination_failed")
+	for _, k := range []string{"evt_1", "evt_2"} {
+		wantOK(t, e.post(t, "/v1/reserve", obj{"namespace": ns, "key": k, "destination": "hubspot", "resume_url": "http://n8n.local:5678/webhook-waiting/" + k}), "parked")
+	}
+	counts := func() string {
+		t.Helper()
+		d := e.get(t, "/v1/destinations").JSON(t)["items"].([]any)[0].(map[string]any)
+		return fmt.Sprintf("parked %v woken %v", d["parked"], d["woken"])
+	}
+	if got := counts(); got != "parked 2 woken 0" {
+		t.Fatalf("before the catch-up: %s", got)
+	}
+	e.clock.Advance(2 * time.Minute)
+	ctx := context.Background()
+	rec, ok, err := e.store.ClaimResume(ctx, ns, "evt_1", 30*time.Second)
+	if err != nil || !ok {
+		t.Fatalf("claim: %v %v", ok, err)
+	}
+	if _, err := e.store.ResumeAnswered(ctx, ns, "evt_1", *rec.ParkedAt, keystore.ResumeAccepted, ""); err != nil {
+		t.Fatal(err)
+	}
+	if got := counts(); got != "parked 1 woken 1" {
+		t.Fatalf("n8n woke evt_1: %s", got)
+	}
+	wantOK(t, e.post(t, "/v1/reserve", obj{"namespace": ns, "key": "evt_1", "destination": "hubspot"}), "accepted")
+	if got := counts(); got != "parked 1 woken 0" {
+		t.Fatalf("the woken execution reserved again: %s", got)
+	}
 }
 
 // A maintenance window over HTTP: admin only, bad input refused, then

@@ -79,7 +79,7 @@ func (ui *Console) overview(c *fiber.Ctx, sess *session) error {
 		return err
 	}
 	for _, r := range rows {
-		if r.State != keystore.BreakerClosed || r.Parked > 0 {
+		if r.State != keystore.BreakerClosed || r.Parked > 0 || r.Woken > 0 {
 			p.Open = append(p.Open, r)
 		}
 	}

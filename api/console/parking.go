@@ -25,25 +25,32 @@ import (
 // (keystore.ParkStore), passed as Config.Parking.
 type Parking interface {
 	ParkedCounts(ctx context.Context) (map[string]int, error)
+	WokenCounts(ctx context.Context) (map[string]int, error)
 	HoldDestination(ctx context.Context, destination, by, reason string, until time.Time) (keystore.Breaker, error)
 	EndHold(ctx context.Context, destination, by, reason string) (keystore.Breaker, error)
 }
 
 // destinationRow is a breaker as the console shows it: with its parked
-// count and where its catch-up stands.
+// count, the events n8n woke whose executions have not reserved again
+// (keystore.Woken), and where its catch-up stands.
 type destinationRow struct {
 	keystore.Breaker
 	Parked  int
+	Woken   int
 	CatchUp string
 }
 
-// parkedCounts returns the parked keys per destination (none when the
-// store does not park).
-func (ui *Console) parkedCounts(ctx context.Context) (map[string]int, error) {
+// parkedCounts returns the parked and the woken keys per destination
+// (none when the store does not park).
+func (ui *Console) parkedCounts(ctx context.Context) (parked, woken map[string]int, err error) {
 	if ui.parking == nil {
-		return map[string]int{}, nil
+		return map[string]int{}, map[string]int{}, nil
 	}
-	return ui.parking.ParkedCounts(ctx)
+	if parked, err = ui.parking.ParkedCounts(ctx); err != nil {
+		return nil, nil, err
+	}
+	woken, err = ui.parking.WokenCounts(ctx)
+	return parked, woken, err
 }
 
 // destinationRows are the breakers the session may see, with their
@@ -54,7 +61,7 @@ func (ui *Console) destinationRows(ctx context.Context, sess *session) ([]destin
 	if err != nil {
 		return nil, err
 	}
-	parked, err := ui.parkedCounts(ctx)
+	parked, woken, err := ui.parkedCounts(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -64,20 +71,28 @@ func (ui *Console) destinationRows(ctx context.Context, sess *session) ([]destin
 	for _, b := range all {
 		seen[b.Destination] = true
 		if sess.who.MayUseBreaker(b.Destination) {
-			rows = append(rows, ui.row(b, parked[b.Destination], now))
+			rows = append(rows, ui.row(b, parked[b.Destination], woken[b.Destination], now))
 		}
 	}
-	for dest, n := range parked {
-		if !seen[dest] && sess.who.MayUseBreaker(dest) {
-			rows = append(rows, ui.row(keystore.Breaker{Destination: dest, State: keystore.BreakerClosed}, n, now))
+	for _, counts := range []map[string]int{parked, woken} {
+		for dest := range counts {
+			if !seen[dest] && sess.who.MayUseBreaker(dest) {
+				seen[dest] = true
+				rows = append(rows, ui.row(keystore.Breaker{Destination: dest, State: keystore.BreakerClosed}, parked[dest], woken[dest], now))
+			}
 		}
 	}
 	slices.SortFunc(rows, func(a, b destinationRow) int { return cmpString(a.Destination, b.Destination) })
 	return rows, nil
 }
 
-func (ui *Console) row(b keystore.Breaker, parked int, now time.Time) destinationRow {
-	return destinationRow{Breaker: b, Parked: parked, CatchUp: catchUpText(b, parked, ui.policies.Destination(b.Destination), now)}
+func (ui *Console) row(b keystore.Breaker, parked, woken int, now time.Time) destinationRow {
+	text := catchUpText(b, parked, ui.policies.Destination(b.Destination), now)
+	if woken > 0 {
+		w := fmt.Sprintf("%d woken, waiting for their executions to reserve again (an execution that never does is reported lost)", woken)
+		text = strings.TrimPrefix(text+"; "+w, "; ")
+	}
+	return destinationRow{Breaker: b, Parked: parked, Woken: woken, CatchUp: text}
 }
 
 // catchUpText says where a destination's catch-up stands: what its parked
@@ -141,7 +156,7 @@ func (ui *Console) showDestination(c *fiber.Ctx, sess *session, status int, dest
 	p := destinationPage{layout: ui.layout(sess, "Destination "+dest), Parking: ui.parking != nil, Problem: problem,
 		HoldForm: form, EndReason: endReason, Done: holdDoneText(c.Query("done")),
 		CanReset: sess.who.CanOperate() && sess.who.Unlimited(), ResetReason: resetReason}
-	p.Row = ui.row(keystore.Breaker{Destination: dest, State: keystore.BreakerClosed}, 0, ui.now())
+	p.Row = ui.row(keystore.Breaker{Destination: dest, State: keystore.BreakerClosed}, 0, 0, ui.now())
 	for _, r := range rows {
 		if r.Destination == dest {
 			p.Row = r
