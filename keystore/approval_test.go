@@ -229,7 +229,7 @@ func TestApprovalTransitions(t *testing.T) {
 		}},
 		{"resume lost (n8n no longer holds it)", resumeAnswered(keystore.ResumeLost), map[string]approvalWant{
 			"absent":            plain(nothing),
-			"awaiting approval": parkedAs(keystore.ReasonResumeLost),
+			"awaiting approval": plain(nothing), // never called: a stray answer must not let a copy through unapproved
 			"approved":          parkedAs(keystore.ReasonResumeLost),
 			"approved, woken":   parkedAs(keystore.ReasonResumeLost),
 			"rejected":          {want{outcome: keystore.OutcomeRejected, state: keystore.StateFailed}, keystore.ReasonApprovalRejected},

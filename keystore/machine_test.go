@@ -541,7 +541,7 @@ func TestStateMachineTransitions(t *testing.T) {
 			"parked, claimed":         parks(keystore.OutcomeParked, keystore.PhaseWaiting), // woken too early: parked again
 			"parked, probe":           parks(keystore.OutcomeParked, keystore.PhaseWaiting),
 			"parked, resumed":         parks(keystore.OutcomeParked, keystore.PhaseWaiting), // woken too early: parked again
-			"parked, lost":            parks(keystore.OutcomeParked, keystore.PhaseWaiting), // a copy re-sent by its source, queued; REPORTED: at the lost parking's parked_at (overdue at once)
+			"parked, lost":            parks(keystore.OutcomeParked, keystore.PhaseWaiting), // a copy re-sent by its source, queued as a new parking (TestEveryNewParkingHasItsOwnParkedAt)
 			"awaiting approval":       answer(keystore.OutcomeParked),
 			"approved":                answer(keystore.OutcomeParked),
 			"rejected":                answer(keystore.OutcomeRejected),
@@ -622,12 +622,12 @@ func TestStateMachineTransitions(t *testing.T) {
 			"failed, retryable":       nothing,
 			"failed, final":           nothing,
 			"unknown":                 nothing,
-			"parked":                  parks(keystore.OutcomeParked, keystore.PhaseLost), // REPORTED: taken without a claim, so a stale claimant's answer loses a woken execution that parked again (same parked_at)
+			"parked":                  parks(keystore.OutcomeParked, keystore.PhaseLost), // taken without a claim; a woken execution that parked again has a new parked_at, so a stale claimant's answer names another parking (TestStaleResumeAnswerDoesNotStrandAReparkedKey)
 			"parked, claimed":         parks(keystore.OutcomeParked, keystore.PhaseLost),
 			"parked, probe":           freesProbe(parks(keystore.OutcomeParked, keystore.PhaseLost)),
 			"parked, resumed":         nothing,                                           // a stale claimant's answer: the execution lives
 			"parked, lost":            nothing,                                           // told once
-			"awaiting approval":       parks(keystore.OutcomeParked, keystore.PhaseLost), // REPORTED: nobody resumes it, yet the answer loses it, and a copy is then written unapproved
+			"awaiting approval":       nothing,                                           // never called: a stray answer must not let a copy through unapproved
 			"approved":                parks(keystore.OutcomeParked, keystore.PhaseLost), // as parked: not claimed
 			"rejected":                moves(keystore.OutcomeRejected, keystore.StateFailed),
 		}},

@@ -67,7 +67,13 @@ func park(cur *Record, br *Breaker, ns, key, owner, dest, resumeURL string, atte
 	if next == nil {
 		next = &Record{Namespace: ns, Key: key, CreatedAt: now}
 	}
-	if cur == nil || cur.State != StateParked || cur.ParkedAt == nil {
+	if cur == nil || cur.State != StateParked || cur.ParkedAt == nil || cur.ResumeClaimUntil != nil || cur.ResumeSentAt != nil || cur.Reason == ReasonResumeLost {
+		// A new parking: also a woken (or claimed) key whose execution
+		// reserved while the destination was paused again, and a lost key
+		// its source sent again. A late answer about the earlier parking
+		// then names another parked_at and changes nothing (it would mark
+		// the execution waiting on the new resume URL lost), and the
+		// parked_limit counts from now, not from the parking that ended.
 		next.ParkedAt = timePtr(now)
 	}
 	next.State = StateParked
@@ -211,6 +217,11 @@ func DecideResumeAnswered(cur *Record, br *Breaker, parkedAt time.Time, answer R
 			// claim lapsed, another guard's call woke the execution, the
 			// late call got 404/409): the execution lives. And a key not
 			// woken is not silent.
+			return Step{}, false
+		}
+		if cur.Reason == ReasonAwaitingApproval {
+			// Never called before a person decides: a stray answer must not
+			// end the wait (a copy would then be written unapproved).
 			return Step{}, false
 		}
 		next.ResumeClaimUntil = nil
