@@ -158,11 +158,18 @@ func TestADamagedParkedRecordDoesNotStopTheCatchUp(t *testing.T) {
 			t.Fatalf("%d of the 5 intact keys caught up behind a damaged one; runner log %q", written, logs.matching(""))
 		}
 	}
+	// The damaged record still counts as parked (a count reads no
+	// record), so a worker starts every interval and finds nothing: it
+	// must not say "destination paused" each time.
+	time.Sleep(15 * 20 * time.Millisecond)
 	cancel()
 	<-stopped
 	fake.wg.Wait()
 	if fake.woken["0"] != 0 {
 		t.Error("the damaged key's execution was resumed")
+	}
+	if n := len(logs.matching("destination paused")); n != 1 {
+		t.Errorf("%d \"destination paused\" lines for one outage, want 1: %q", n, logs.matching("destination paused"))
 	}
 	if n := len(storeLogs.matching("failed its checksum")); n != 1 {
 		t.Errorf("%d log lines about the damaged record, want 1", n)

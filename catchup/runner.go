@@ -164,9 +164,11 @@ func (r *Runner) work(ctx context.Context, dest string, parked int) {
 	defer r.stopWorker(dest)
 	dp := r.opts.Policies.Destination(dest)
 	start := r.now()
-	r.log.Warn("destination paused: events are parked in n8n and will be resumed when it is back",
-		"destination", dest, "parked", parked)
 	var (
+		// announced: the outage was logged. Only once a listing finds a
+		// key: a count reads no record, so a damaged one (skipped by every
+		// listing, reported by the store) starts a worker every interval.
+		announced bool
 		mu       sync.Mutex
 		inFlight int
 		resumed  int
@@ -230,6 +232,11 @@ func (r *Runner) work(ctx context.Context, dest string, parked int) {
 		mu.Lock()
 		busy := inFlight
 		mu.Unlock()
+		if len(recs) > 0 && !announced {
+			announced = true
+			r.log.Warn("destination paused: events are parked in n8n and will be resumed when it is back",
+				"destination", dest, "parked", parked)
+		}
 		if len(recs) == 0 && busy == 0 {
 			if resumed > 0 || lost.Load() > 0 {
 				took := r.now().Sub(start)
