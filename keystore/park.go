@@ -265,8 +265,7 @@ func WokenSilent(rec *Record, bound time.Duration, now time.Time) bool {
 // the key is recorded lost (WokenSilent). Keys of the approval flow are
 // the approval resumer's and never count.
 func Woken(rec *Record) bool {
-	return rec != nil && rec.State == StateParked && rec.ParkedAt != nil && rec.ResumeSentAt != nil &&
-		rec.Reason != ReasonResumeLost && !ApprovalReason(rec.Reason)
+	return PhaseOf(rec) == PhaseResumed && rec.ParkedAt != nil
 }
 
 // WokenSilentDetail is the message a silent woken execution's key keeps.

@@ -69,8 +69,8 @@ func decodePark(r *keystore.Record, b []byte) error {
 // resumable: the key waits in idx/parked for the catch-up runner (keys
 // in the approval life cycle are the approval resumer's).
 func resumable(r *keystore.Record) bool {
-	return r != nil && r.State == keystore.StateParked && r.ParkedAt != nil && r.ResumeSentAt == nil && r.Reason != keystore.ReasonResumeLost &&
-		!keystore.ApprovalReason(r.Reason)
+	p := keystore.PhaseOf(r)
+	return (p == keystore.PhaseWaiting || p == keystore.PhaseClaimed) && r.ParkedAt != nil
 }
 
 func parkedIndexKey(r *keystore.Record, rk []byte) []byte {
