@@ -113,3 +113,65 @@ func TestApprovalsResumeDecidedExecutions(t *testing.T) {
 		}
 	}
 }
+
+// An approved event whose execution dies after the approval resumer woke
+// it (n8n accepted the call, then restarted) is reported like any woken
+// execution that goes silent: after the bound (lease + claim) the key is
+// parked, resume_lost, its owner told once, never woken again. Before,
+// the approved key stayed parked with nobody told: the write a person
+// approved waited unseen for ever.
+func TestAnApprovedExecutionThatDiesIsReported(t *testing.T) {
+	pol := keystore.Policies{Namespaces: map[string]keystore.NamespacePolicy{ns: {Lease: time.Minute, Approval: keystore.ApprovalPolicy{Required: true}}}}
+	clock := &stepClock{now: time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC)}
+	store, err := bolt.Open(filepath.Join(t.TempDir(), "guard.db"), bolt.Options{Policies: pol, Clock: clock.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	ctx := context.Background()
+	fake, srv := startFakeN8n(t, store)
+	defer srv.Close()
+	fake.keys["1"], fake.silent["1"] = "inv_1", true
+	res, err := store.Reserve(ctx, keystore.ReserveRequest{Namespace: ns, Key: "inv_1", Destination: "crm", RequestedBy: "ann",
+		ResumeURL: srv.URL + "/webhook-waiting/1", Fingerprint: "invoice 1"})
+	if err != nil || res.Record.Reason != keystore.ReasonAwaitingApproval {
+		t.Fatalf("reserve: %+v %v", res, err)
+	}
+	if _, err := keystore.ApprovalStore(store).Approve(ctx, keystore.ApprovalRequest{Namespace: ns, Key: "inv_1", By: "bob"}); err != nil {
+		t.Fatal(err)
+	}
+	rctx, cancel := context.WithCancel(ctx)
+	runner, err := catchup.New(catchup.Options{Store: store, Policies: pol, Clock: clock.Now, Sleep: clock.Sleep,
+		Resumer: &n8n.ResumeCaller{Secret: "s3cret", Targets: targetsOf(t, srv.URL)}, Interval: 20 * time.Millisecond,
+		Claim: 2 * time.Minute, Poll: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stopped := make(chan error, 1)
+	go func() { stopped <- runner.Run(rctx) }()
+	for giveUp := time.Now().Add(30 * time.Second); len(lostEvents(t, store)) == 0; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(giveUp) {
+			r, _ := store.Lookup(ctx, ns, "inv_1")
+			t.Fatalf("the approved, woken and silent key was not reported: %+v", r.Record)
+		}
+	}
+	cancel()
+	<-stopped
+	fake.wg.Wait()
+	r, err := store.Lookup(ctx, ns, "inv_1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rec := r.Record; rec.State != keystore.StateParked || rec.Reason != keystore.ReasonResumeLost || rec.ResumeSentAt == nil ||
+		rec.UpdatedAt.Sub(*rec.ResumeSentAt) < 3*time.Minute {
+		t.Fatalf("the silent approved key: %s %s, woken %v, updated %v", rec.State, rec.Reason, rec.ResumeSentAt, rec.UpdatedAt)
+	}
+	if got := lostEvents(t, store); len(got) != 1 {
+		t.Fatalf("lost events %v, want one for inv_1", got)
+	}
+	fake.mu.Lock()
+	defer fake.mu.Unlock()
+	if fake.woken["1"] != 1 || fake.crm["inv_1"] != 0 {
+		t.Fatalf("woken %d times, written %d times: want woken once, never written", fake.woken["1"], fake.crm["inv_1"])
+	}
+}

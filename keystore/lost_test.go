@@ -108,7 +108,11 @@ func TestWokenSilent(t *testing.T) {
 		{"woken, within the bound", woken, at.Add(-time.Second), false},
 		{"claimed, not woken", with(func(r *Record) { r.ResumeSentAt, r.ResumeClaimUntil = nil, timePtr(t0) }), at, false},
 		{"already lost", with(func(r *Record) { r.Reason = ReasonResumeLost }), at, false},
-		{"approved, woken", with(func(r *Record) { r.Reason = ReasonApproved }), at, false},
+		{"approved, woken", with(func(r *Record) { r.Reason = ReasonApproved }), at, true},
+		{"approved, woken, within the bound", with(func(r *Record) { r.Reason = ReasonApproved }), at.Add(-time.Second), false},
+		{"approved, not woken yet", with(func(r *Record) { r.Reason, r.ResumeSentAt = ReasonApproved, nil }), at, false},
+		{"rejected, woken", with(func(r *Record) { r.Reason = ReasonApprovalRejected }), at, false},
+		{"awaiting approval", with(func(r *Record) { r.Reason, r.ResumeSentAt = ReasonAwaitingApproval, nil }), at, false},
 		{"reserved again", with(func(r *Record) { r.State = StateReserved }), at, false},
 		{"none", nil, at, false},
 	} {
@@ -126,6 +130,8 @@ func TestLostAndSilentAnswersKeepToTheirKeys(t *testing.T) {
 	parked := &Record{Namespace: "crm-contacts", Key: "evt_1", State: StateParked, ParkedAt: &t0, Reason: ReasonDestinationUnreachable}
 	woken := parked.Clone()
 	woken.ResumeSentAt = timePtr(t0.Add(time.Minute))
+	approvedWoken := woken.Clone()
+	approvedWoken.Reason = ReasonApproved
 	for _, c := range []struct {
 		name   string
 		cur    *Record
@@ -135,6 +141,7 @@ func TestLostAndSilentAnswersKeepToTheirKeys(t *testing.T) {
 		{"lost, not woken", parked, ResumeLost, true},
 		{"lost, woken (a stale claimant's answer)", woken, ResumeLost, false},
 		{"silent, woken", woken, ResumeSilent, true},
+		{"silent, approved and woken", approvedWoken, ResumeSilent, true},
 		{"silent, not woken", parked, ResumeSilent, false},
 	} {
 		st, ok := DecideResumeAnswered(c.cur, nil, t0, c.answer, "x", t0.Add(time.Hour))

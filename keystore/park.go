@@ -248,14 +248,18 @@ func DecideResumeAnswered(cur *Record, br *Breaker, parkedAt time.Time, answer R
 // WokenSilent reports whether rec is a parked key whose resume call n8n
 // accepted at least bound ago while its woken execution has not reserved
 // the key again (that reserve moves the key out of parked): the execution
-// died after waking (n8n restarted, a worker was killed). Keys of the
-// approval flow are left to it. The runner records such a key lost
+// died after waking (n8n restarted, a worker was killed). An approved key
+// whose execution the approval resumer woke is watched the same way (a
+// person approved it; its write must not wait unseen for ever); keys
+// awaiting approval or rejected are left to the approval flow (a
+// rejected execution writes nothing). The runner records such a key lost
 // (ResumeAnswered with ResumeSilent): parked, resume_lost, its owner told,
 // never resumed again by the guard. Not unknown: the woken execution's
 // first step is the reserve, so one that never reserved never passed the
 // guard to the write; a copy its source sends again may go ahead.
 func WokenSilent(rec *Record, bound time.Duration, now time.Time) bool {
-	return Woken(rec) && !now.Before(rec.ResumeSentAt.Add(bound))
+	approvedWoken := PhaseOf(rec) == PhaseApproved && rec.ParkedAt != nil && rec.ResumeSentAt != nil
+	return (Woken(rec) || approvedWoken) && !now.Before(rec.ResumeSentAt.Add(bound))
 }
 
 // Woken reports whether rec is a parked key whose resume call n8n
