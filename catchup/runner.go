@@ -169,15 +169,15 @@ func (r *Runner) work(ctx context.Context, dest string, parked int) {
 		// key: a count reads no record, so a damaged one (skipped by every
 		// listing, reported by the store) starts a worker every interval.
 		announced bool
-		mu       sync.Mutex
-		inFlight int
-		resumed  int
-		last     time.Time // when the last resume call took its turn (awaitTurn)
-		done     = make(chan struct{}, dp.CatchUpConcurrency+1)
-		wg       sync.WaitGroup
-		pending  = map[string]bool{} // keys this worker is claiming or resuming
-		refused  atomic.Bool         // a claim of this pass was refused
-		lost     atomic.Int32        // parked executions n8n no longer held
+		mu        sync.Mutex
+		inFlight  int
+		resumed   int
+		last      time.Time // when the last resume call took its turn (awaitTurn)
+		done      = make(chan struct{}, dp.CatchUpConcurrency+1)
+		wg        sync.WaitGroup
+		pending   = map[string]bool{} // keys this worker is claiming or resuming
+		refused   atomic.Bool         // a claim of this pass was refused
+		lost      atomic.Int32        // parked executions n8n no longer held
 		// lastOverdue: when the parked keys were last checked against
 		// their parked_limit (zero: at the first pass).
 		lastOverdue time.Time
