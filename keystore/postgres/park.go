@@ -38,6 +38,18 @@ func (s *Store) Parked(ctx context.Context, q keystore.ParkedQuery) ([]*keystore
 	}
 }
 
+// The parked phases of keystore/phase.go in SQL, written once.
+// queuedSQL: waiting or claimed, the catch-up's queue (the predicate of
+// the guard_keys_parked index, migration 0007: keep them the same so the
+// planner uses it). wokenSQL: resumed, waiting for the execution
+// (keystore.Woken). storetest's "parked phases" case holds both to
+// keystore.PhaseOf.
+const (
+	notInApprovalOrLostSQL = `reason NOT IN ('resume_lost', 'awaiting_approval', 'approved', 'approval_rejected')`
+	queuedSQL              = `state = 'parked' AND resume_sent_at IS NULL AND ` + notInApprovalOrLostSQL
+	wokenSQL               = `state = 'parked' AND parked_at IS NOT NULL AND resume_sent_at IS NOT NULL AND ` + notInApprovalOrLostSQL
+)
+
 type parkedRef struct {
 	at      time.Time
 	ns, key string
@@ -47,8 +59,7 @@ type parkedRef struct {
 // damaged ones included, and last the place of the last.
 func (s *Store) parkedPage(ctx context.Context, q keystore.ParkedQuery, limit int) (out []*keystore.Record, read int, last parkedRef, err error) {
 	sql := `SELECT namespace, key, parked_at, ` + pgKeyRead + ` FROM guard_keys
-		WHERE state = 'parked' AND resume_sent_at IS NULL
-		AND reason NOT IN ('resume_lost', 'awaiting_approval', 'approved', 'approval_rejected') AND destination = $1`
+		WHERE ` + queuedSQL + ` AND destination = $1`
 	args := []any{q.Destination, limit}
 	if q.AfterKey != "" {
 		sql += ` AND (parked_at, namespace, key) > ($3, $4, $5)`
@@ -84,16 +95,12 @@ func (s *Store) parkedPage(ctx context.Context, q keystore.ParkedQuery, limit in
 
 // ParkedCounts implements keystore.ParkStore.
 func (s *Store) ParkedCounts(ctx context.Context) (map[string]int, error) {
-	return s.countParked(ctx, "parked counts", `SELECT destination, count(*) FROM guard_keys
-		WHERE state = 'parked' AND resume_sent_at IS NULL
-		AND reason NOT IN ('resume_lost', 'awaiting_approval', 'approved', 'approval_rejected') GROUP BY destination`)
+	return s.countParked(ctx, "parked counts", `SELECT destination, count(*) FROM guard_keys WHERE `+queuedSQL+` GROUP BY destination`)
 }
 
 // WokenCounts implements keystore.ParkStore: keystore.Woken in SQL.
 func (s *Store) WokenCounts(ctx context.Context) (map[string]int, error) {
-	return s.countParked(ctx, "woken counts", `SELECT destination, count(*) FROM guard_keys
-		WHERE state = 'parked' AND parked_at IS NOT NULL AND resume_sent_at IS NOT NULL
-		AND reason NOT IN ('resume_lost', 'awaiting_approval', 'approved', 'approval_rejected') GROUP BY destination`)
+	return s.countParked(ctx, "woken counts", `SELECT destination, count(*) FROM guard_keys WHERE `+wokenSQL+` GROUP BY destination`)
 }
 
 // countParked runs a count of parked keys grouped by destination.
