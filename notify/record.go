@@ -70,6 +70,13 @@ type Notification struct {
 	CreatedAt    time.Time  `json:"created_at"`
 	DeliveredAt  *time.Time `json:"delivered_at"`
 	LastFailure  string     `json:"last_failure"`
+	// Extensions: what a notification that is not about a failed
+	// execution is about (omitted when empty): the destination of an
+	// outage or a parked key, the namespace and key of a stuck or parked
+	// key, an approval.
+	Destination string `json:"destination,omitempty"`
+	Namespace   string `json:"namespace,omitempty"`
+	Key         string `json:"key,omitempty"`
 }
 
 // Accepted is the answer of Intake (the API adds "accepted": true).
@@ -281,6 +288,7 @@ func (r *Record) Item() Notification {
 		WorkflowID: r.WorkflowID, WorkflowName: r.WorkflowName, Node: r.Node, ExecutionID: r.ExecutionID,
 		Group: r.Group, Count: r.Count, Owner: r.Owner, Channel: r.Channel,
 		Attempts: r.Attempts, CreatedAt: r.CreatedAt, DeliveredAt: r.DeliveredAt, LastFailure: r.LastFailure,
+		Destination: r.Destination, Namespace: r.Namespace, Key: r.Key,
 	}
 }
 
