@@ -96,6 +96,16 @@ func (r *Runner) resumeDecided(ctx context.Context, rec *keystore.Record) {
 	if !ok {
 		return // its destination is paused, or another guard resumes it
 	}
+	// Its call takes the destination's turn like the catch-up's: a bulk
+	// approval of many events does not wake them all at once.
+	dest := claimed.Destination
+	var t keystore.Turn
+	if dest != "" {
+		if t, ok = r.awaitTurn(ctx, dest, claimed); !ok {
+			return // the claim lapses; the key is claimed again
+		}
+		defer r.releaseTurn(ctx, dest, t)
+	}
 	r.log.Info("approvals: resuming the execution of a decided key", "namespace", rec.Namespace, "key", rec.Key,
 		"decision", string(claimed.Reason), "by", claimed.ResolvedBy)
 	r.resumeOne(ctx, claimed, new(atomic.Int32)) // each lost one is logged

@@ -2,7 +2,10 @@ package catchup_test
 
 import (
 	"context"
+	"fmt"
 	"path/filepath"
+	"sort"
+	"sync"
 	"testing"
 	"time"
 
@@ -173,5 +176,74 @@ func TestAnApprovedExecutionThatDiesIsReported(t *testing.T) {
 	defer fake.mu.Unlock()
 	if fake.woken["1"] != 1 || fake.crm["inv_1"] != 0 {
 		t.Fatalf("woken %d times, written %d times: want woken once, never written", fake.woken["1"], fake.crm["inv_1"])
+	}
+}
+
+// The approval resumer's calls take the destination's turns like the
+// catch-up's: three events approved at once (a bulk approval) are woken
+// at catch_up_rate, not all in the same instant.
+func TestApprovalResumesKeepTheDestinationsPace(t *testing.T) {
+	pol := keystore.Policies{
+		Namespaces:   map[string]keystore.NamespacePolicy{ns: {Approval: keystore.ApprovalPolicy{Required: true}}},
+		Destinations: map[string]keystore.DestinationPolicy{"crm": {CatchUpRate: 1, CatchUpConcurrency: 5}},
+	}
+	clock := &stepClock{now: time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC)}
+	store, err := bolt.Open(filepath.Join(t.TempDir(), "guard.db"), bolt.Options{Policies: pol, Clock: clock.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	ctx := context.Background()
+	fake, srv := startFakeN8n(t, store)
+	defer srv.Close()
+	keys := []string{"inv_1", "inv_2", "inv_3"}
+	for i, key := range keys {
+		id := fmt.Sprint(i + 1)
+		fake.keys[id] = key
+		if _, err := store.Reserve(ctx, keystore.ReserveRequest{Namespace: ns, Key: key, Destination: "crm", RequestedBy: "ann",
+			ResumeURL: srv.URL + "/webhook-waiting/" + id, Fingerprint: "event " + key}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := keystore.ApprovalStore(store).Approve(ctx, keystore.ApprovalRequest{Namespace: ns, Key: key, By: "bob"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	opts := catchup.Options{Store: store, Policies: pol, Clock: clock.Now, Sleep: clock.Sleep,
+		Resumer: &n8n.ResumeCaller{Secret: "s3cret", Targets: targetsOf(t, srv.URL)}, Interval: 20 * time.Millisecond,
+		Claim: 2 * time.Minute, Poll: 10 * time.Millisecond}
+	var mu sync.Mutex
+	var turns []time.Time
+	catchup.OnPaced(&opts, func(_ string, at time.Time) { mu.Lock(); turns = append(turns, at); mu.Unlock() })
+	runner, err := catchup.New(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rctx, cancel := context.WithCancel(ctx)
+	stopped := make(chan error, 1)
+	go func() { stopped <- runner.Run(rctx) }()
+	for giveUp := time.Now().Add(30 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		fake.mu.Lock()
+		written := len(fake.crm)
+		fake.mu.Unlock()
+		if written == len(keys) {
+			break
+		}
+		if time.Now().After(giveUp) {
+			t.Fatalf("%d of %d approved events written", written, len(keys))
+		}
+	}
+	cancel()
+	<-stopped
+	fake.wg.Wait()
+	mu.Lock()
+	defer mu.Unlock()
+	if len(turns) != len(keys) {
+		t.Fatalf("%d resume turns, want one per approved event", len(turns))
+	}
+	sort.Slice(turns, func(i, j int) bool { return turns[i].Before(turns[j]) })
+	for i := 1; i < len(turns); i++ {
+		if gap := turns[i].Sub(turns[i-1]); gap < 990*time.Millisecond {
+			t.Errorf("resume turns %v apart at catch_up_rate 1/s: %v", gap, turns)
+		}
 	}
 }

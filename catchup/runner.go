@@ -183,44 +183,14 @@ func (r *Runner) work(ctx context.Context, dest string, parked int) {
 		lastOverdue time.Time
 	)
 	defer wg.Wait()
-	// awaitTurn waits until this destination's next resume call may go
-	// and takes its turn in the store (keystore.DecideResumeTurn): the
-	// calls themselves are spaced (a claim that took longer than another
-	// cannot bunch two calls together), and the guards sharing the store
-	// keep one rate and one in-flight limit for the destination. false:
-	// ctx ended.
 	awaitTurn := func(rec *keystore.Record) (keystore.Turn, bool) {
-		// A slot is held as long as this guard may count the call in
-		// flight: the retries within the claim, then the woken bound
-		// (awaitFinish), and a poll to spare.
-		hold := r.opts.Claim + r.wokenBound(rec.Namespace) + r.opts.Poll
-		for ctx.Err() == nil {
-			if rec.ResumeClaimUntil != nil && !r.now().Before(rec.ResumeClaimUntil.Add(-r.opts.Claim/4)) {
-				// Waited for a turn until the claim nearly lapsed: the key
-				// is claimed and tried again.
-				r.log.Warn("catch-up: no resume turn came free within the claim; the key is tried again (other guards hold every slot of the destination, or a guard that died holds them until their hold ends)",
-					"destination", dest, "namespace", rec.Namespace, "key", rec.Key, "hold", hold.String())
-				return keystore.Turn{}, false
-			}
-			t, ok, wait, err := r.opts.Store.TakeResumeTurn(ctx, dest, hold)
-			switch {
-			case err != nil:
-				r.log.Warn("catch-up: cannot take a resume turn; trying again", "destination", dest, "err", err)
-				wait = r.opts.Interval
-			case ok:
-				mu.Lock()
-				last = r.now() // this guard's clock, as the local gate reads it (t.At may be the database's)
-				if r.opts.paced != nil {
-					r.opts.paced(dest, t.At)
-				}
-				mu.Unlock()
-				return t, true
-			case wait <= 0:
-				wait = r.opts.Poll // every slot held, maybe by another guard
-			}
-			r.opts.Sleep(ctx, wait)
+		t, ok := r.awaitTurn(ctx, dest, rec)
+		if ok {
+			mu.Lock()
+			last = r.now() // this guard's clock, as the local gate reads it (t.At may be the database's)
+			mu.Unlock()
 		}
-		return keystore.Turn{}, false
+		return t, ok
 	}
 	for ctx.Err() == nil {
 		recs, err := r.opts.Store.Parked(ctx, keystore.ParkedQuery{Destination: dest, Limit: 4 * dp.CatchUpConcurrency})
@@ -333,11 +303,7 @@ func (r *Runner) work(ctx context.Context, dest string, parked int) {
 						resumed++
 						mu.Unlock()
 					}
-					rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-					if err := r.opts.Store.ReleaseResumeTurn(rctx, t); err != nil {
-						r.log.Warn("catch-up: a resume turn could not be released; its slot frees itself", "destination", dest, "until", t.Until, "err", err)
-					}
-					cancel()
+					r.releaseTurn(ctx, dest, t)
 				}
 				mu.Lock()
 				inFlight--
@@ -357,6 +323,53 @@ func (r *Runner) work(ctx context.Context, dest string, parked int) {
 			case <-time.After(r.opts.Interval):
 			}
 		}
+	}
+}
+
+// awaitTurn waits until dest's next resume call may go and takes its turn
+// in the store (keystore.DecideResumeTurn): the calls themselves are
+// spaced (a claim that took longer than another cannot bunch two calls
+// together), and the guards sharing the store keep one rate and one
+// in-flight limit for the destination, the approval resumer's calls
+// included. false: ctx ended, or no turn came free within rec's claim.
+func (r *Runner) awaitTurn(ctx context.Context, dest string, rec *keystore.Record) (keystore.Turn, bool) {
+	// A slot is held as long as this guard may count the call in flight:
+	// the retries within the claim, then the woken bound (awaitFinish),
+	// and a poll to spare.
+	hold := r.opts.Claim + r.wokenBound(rec.Namespace) + r.opts.Poll
+	for ctx.Err() == nil {
+		if rec.ResumeClaimUntil != nil && !r.now().Before(rec.ResumeClaimUntil.Add(-r.opts.Claim/4)) {
+			// Waited for a turn until the claim nearly lapsed: the key is
+			// claimed and tried again.
+			r.log.Warn("catch-up: no resume turn came free within the claim; the key is tried again (other guards hold every slot of the destination, or a guard that died holds them until their hold ends)",
+				"destination", dest, "namespace", rec.Namespace, "key", rec.Key, "hold", hold.String())
+			return keystore.Turn{}, false
+		}
+		t, ok, wait, err := r.opts.Store.TakeResumeTurn(ctx, dest, hold)
+		switch {
+		case err != nil:
+			r.log.Warn("catch-up: cannot take a resume turn; trying again", "destination", dest, "err", err)
+			wait = r.opts.Interval
+		case ok:
+			if r.opts.paced != nil {
+				r.opts.paced(dest, t.At)
+			}
+			return t, true
+		case wait <= 0:
+			wait = r.opts.Poll // every slot held, maybe by another guard
+		}
+		r.opts.Sleep(ctx, wait)
+	}
+	return keystore.Turn{}, false
+}
+
+// releaseTurn gives a turn's in-flight slot back; one not given back
+// frees itself at its hold's end.
+func (r *Runner) releaseTurn(ctx context.Context, dest string, t keystore.Turn) {
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	if err := r.opts.Store.ReleaseResumeTurn(rctx, t); err != nil {
+		r.log.Warn("catch-up: a resume turn could not be released; its slot frees itself", "destination", dest, "until", t.Until, "err", err)
 	}
 }
 
