@@ -89,7 +89,7 @@ func (ui *Console) destinationRows(ctx context.Context, sess *session) ([]destin
 func (ui *Console) row(b keystore.Breaker, parked, woken int, now time.Time) destinationRow {
 	text := catchUpText(b, parked, ui.policies.Destination(b.Destination), now)
 	if woken > 0 {
-		w := fmt.Sprintf("%d woken, waiting for their executions to reserve again (an execution that never does is reported lost)", woken)
+		w := fmt.Sprintf("%d woken, waiting for their executions to reserve again", woken)
 		text = strings.TrimPrefix(text+"; "+w, "; ")
 	}
 	return destinationRow{Breaker: b, Parked: parked, Woken: woken, CatchUp: text}
