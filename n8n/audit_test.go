@@ -51,7 +51,7 @@ func TestClassifyNodesOfRealWorkflows(t *testing.T) {
 		{"HubSpot upsert writes", v1, "Upsert contact", Write, "upsert"},
 		{"Slack without an operation posts a message (n8n's default)", v1, "Tell sales", Write, "post"},
 		{"Google Sheets append writes", v1, "Log row", Write, "append"},
-		{"Google Sheets without an operation is unclassified, not safe", v1, "Read sheet", Unclassified, ""},
+		{"Google Sheets without an operation reads: n8n's default in 4.5 is sheet/read", v1, "Read sheet", Read, "read"},
 		{"Postgres execute query writes", v1, "Audit trail", Write, "executeQuery"},
 		{"Postgres select reads", v1, "Lookup owner", Read, "select"},
 		{"HTTP Request without a method is a GET", v1, "Enrich", Read, "GET"},
@@ -102,7 +102,7 @@ func TestAuditListsEveryWriteOfA1xWorkflow(t *testing.T) {
 		t.Fatalf("a 1.x workflow gave %d versions (%q), want one", len(snaps), note)
 	}
 	fs := AuditSnapshot(snaps[0], map[string]bool{"n8nGuardErrors01": true})
-	want := []string{"Upsert contact", "Tell sales", "Log row", "Read sheet", "Audit trail", "Notify CRM", "Ticket", "Acme CRM", "Send welcome", "Old style POST"}
+	want := []string{"Upsert contact", "Tell sales", "Log row", "Audit trail", "Notify CRM", "Ticket", "Acme CRM", "Send welcome", "Old style POST"}
 	if got := findingNodes(fs, ""); !reflect.DeepEqual(got, want) {
 		t.Fatalf("findings %v, want %v", got, want)
 	}

@@ -32,28 +32,95 @@ type Classification struct {
 	Why       string `json:"why,omitempty"`
 }
 
-// appNode is what the audit knows of an app node of n8n-nodes-base: the
-// operation its parameters name, and the one n8n uses when the parameter
-// is absent (n8n leaves defaults out of a workflow's JSON). An empty
-// default means it differs by resource or version: the node is then
+// appNode is what the audit knows of an app node of n8n-nodes-base. n8n
+// leaves a parameter at its default out of a workflow's JSON, so a node
+// without "resource" or "operation" does what the node's description sets
+// as default for its typeVersion: versions says so for each group of
+// typeVersions, as n8n's source has them. A typeVersion the audit does not
+// know, or a resource without a known default, leaves such a node
 // unclassified.
-type appNode struct{ defaultOp string }
+type appNode struct {
+	versions []versionDefaults
+	// reads are resource/operation pairs that only ask although their name
+	// does not say so (see readPrefixes).
+	reads map[string]bool
+}
 
-// appNodes are the most used app nodes, by n8n's type name.
+// versionDefaults are a node's defaults in some of its typeVersions.
+type versionDefaults struct {
+	typeVersions []float64
+	// resource is the default resource; "" where these versions have no
+	// resource parameter.
+	resource string
+	// ops is each resource's default operation ("" for no resource).
+	ops map[string]string
+}
+
+func (a appNode) defaults(typeVersion float64) (versionDefaults, bool) {
+	for _, d := range a.versions {
+		for _, v := range d.typeVersions {
+			if v == typeVersion {
+				return d, true
+			}
+		}
+	}
+	return versionDefaults{}, false
+}
+
+func versions(vs ...float64) []float64 { return vs }
+
+// appNodes are the most used app nodes, by n8n's type name. Their defaults
+// are those of n8n-nodes-base 1.121 and 2.41 (n8n 1.x and 2.x): the
+// "default" of each node's resource and operation parameters.
 var appNodes = map[string]appNode{
-	"n8n-nodes-base.hubspot":      {},
-	"n8n-nodes-base.salesforce":   {},
-	"n8n-nodes-base.pipedrive":    {},
-	"n8n-nodes-base.gmail":        {defaultOp: "send"},
-	"n8n-nodes-base.emailSend":    {defaultOp: "send"},
-	"n8n-nodes-base.slack":        {defaultOp: "post"},
-	"n8n-nodes-base.telegram":     {defaultOp: "sendMessage"},
-	"n8n-nodes-base.postgres":     {defaultOp: "insert"},
-	"n8n-nodes-base.mySql":        {defaultOp: "insert"},
-	"n8n-nodes-base.googleSheets": {},
-	"n8n-nodes-base.airtable":     {},
-	"n8n-nodes-base.notion":       {},
-	"n8n-nodes-base.stripe":       {},
+	"n8n-nodes-base.hubspot": {versions: []versionDefaults{
+		{versions(1), "deal", map[string]string{"contact": "upsert", "contactList": "add", "company": "create", "deal": "create", "engagement": "create", "form": "getFields", "ticket": "create"}},
+		{versions(2, 2.1, 2.2), "contact", map[string]string{"contact": "upsert", "contactList": "add", "company": "create", "deal": "create", "engagement": "create", "ticket": "create"}},
+	}},
+	"n8n-nodes-base.salesforce": {versions: []versionDefaults{
+		{versions(1, 1.1), "lead", map[string]string{"lead": "create", "contact": "create", "customObject": "create", "document": "upload", "opportunity": "create", "account": "create", "search": "query", "case": "create", "task": "create", "attachment": "create", "user": "get", "flow": "invoke"}},
+	}, reads: map[string]bool{"search/query": true}},
+	"n8n-nodes-base.pipedrive": {versions: []versionDefaults{
+		{versions(1), "deal", map[string]string{"activity": "create", "deal": "create", "dealActivity": "getAll", "dealProduct": "add", "file": "create", "lead": "create", "note": "create", "organization": "create", "person": "create", "product": "getAll"}},
+		{versions(2), "deal", map[string]string{"activity": "create", "deal": "create", "dealProduct": "add", "file": "create", "lead": "create", "note": "create", "organization": "create", "person": "create", "product": "create"}},
+	}},
+	"n8n-nodes-base.gmail": {versions: []versionDefaults{
+		{versions(1), "draft", map[string]string{"draft": "create", "label": "create", "message": "send", "messageLabel": "add"}},
+		{versions(2, 2.1, 2.2), "message", map[string]string{"draft": "create", "label": "getAll", "message": "send", "thread": "getAll"}},
+	}},
+	"n8n-nodes-base.emailSend": {versions: []versionDefaults{
+		{versions(1), "", map[string]string{"": "send"}},
+		{versions(2, 2.1), "email", map[string]string{"email": "send"}},
+	}},
+	"n8n-nodes-base.slack": {versions: []versionDefaults{
+		{versions(1), "message", map[string]string{"channel": "create", "message": "post", "star": "add", "file": "upload", "reaction": "add", "user": "info", "userGroup": "create", "userProfile": "get"}},
+		{versions(2, 2.1, 2.2, 2.3, 2.4, 2.5, 2.6, 2.7), "message", map[string]string{"channel": "create", "message": "post", "star": "add", "file": "upload", "reaction": "add", "user": "info", "userGroup": "create"}},
+	}, reads: map[string]bool{"channel/member": true, "channel/replies": true, "user/info": true}},
+	"n8n-nodes-base.telegram": {versions: []versionDefaults{
+		{versions(1, 1.1, 1.2), "message", map[string]string{"chat": "get", "callback": "answerQuery", "file": "get", "message": "sendMessage"}},
+	}, reads: map[string]bool{"chat/administrators": true, "chat/member": true}},
+	"n8n-nodes-base.postgres": {versions: []versionDefaults{
+		{versions(1), "", map[string]string{"": "insert"}},
+		{versions(2, 2.1, 2.2, 2.3, 2.4, 2.5, 2.6, 2.7), "database", map[string]string{"database": "insert"}},
+	}},
+	"n8n-nodes-base.mySql": {versions: []versionDefaults{
+		{versions(1), "", map[string]string{"": "insert"}},
+		{versions(2, 2.1, 2.2, 2.3, 2.4, 2.5), "database", map[string]string{"database": "insert"}},
+	}},
+	"n8n-nodes-base.googleSheets": {versions: []versionDefaults{
+		{versions(1, 2, 3, 4, 4.1, 4.2, 4.3, 4.4, 4.5, 4.6, 4.7), "sheet", map[string]string{"sheet": "read", "spreadsheet": "create"}},
+	}},
+	"n8n-nodes-base.airtable": {versions: []versionDefaults{
+		{versions(1), "", map[string]string{"": "read"}},
+		{versions(2, 2.1, 2.2), "record", map[string]string{"record": "get", "base": "getMany"}},
+	}},
+	"n8n-nodes-base.notion": {versions: []versionDefaults{
+		{versions(1, 2, 2.1, 2.2), "page", map[string]string{"block": "append", "database": "get", "databasePage": "create", "page": "create", "user": "get"}},
+		{versions(3), "page", map[string]string{"block": "append", "dataSource": "get", "database": "get", "databasePage": "create", "page": "create", "user": "get"}},
+	}},
+	"n8n-nodes-base.stripe": {versions: []versionDefaults{
+		{versions(1), "balance", map[string]string{"balance": "get", "customerCard": "get", "charge": "get", "coupon": "create", "customer": "get", "meterEvent": "create", "source": "get", "token": "create"}},
+	}},
 }
 
 // readPrefixes are operation names that only ask: get, getAll, search,
@@ -83,7 +150,7 @@ var guardPaths = []string{"/v1/reserve", "/v1/complete", "/v1/fail", "/v1/lookup
 
 // Classify says what a node does to other systems.
 func Classify(n map[string]any) Classification {
-	t, p := nodeType(n), params(n)
+	t := nodeType(n)
 	switch {
 	case isCommunityGuard(n):
 		return Classification{Effect: Guard, Operation: guardOperation(n)}
@@ -98,24 +165,64 @@ func Classify(n map[string]any) Classification {
 	if !known {
 		return Classification{Effect: Unclassified, Why: fmt.Sprintf("the audit does not know node type %s: check by hand whether it writes", t)}
 	}
-	op := str(p, "operation")
+	return classifyApp(n, app)
+}
+
+// classifyApp: the operation the node's parameters name, or n8n's default
+// for its resource and typeVersion when they leave it out.
+func classifyApp(n map[string]any, app appNode) Classification {
+	p := params(n)
+	resource, rOK := plainParam(p, "resource")
+	op, oOK := plainParam(p, "operation")
+	if !rOK || !oOK {
+		return Classification{Effect: Unclassified, Why: "the resource or operation parameter is not a plain name"}
+	}
 	if isExpression(op) {
 		return Classification{Effect: Write, Operation: op, Why: "the operation is an expression: taken for a write"}
 	}
+	shown := func(op string) string {
+		if resource != "" {
+			return resource + "/" + op
+		}
+		return op
+	}
+	tv, hasVersion := n["typeVersion"].(float64)
+	d, knownVersion := app.defaults(tv)
+	knownVersion = knownVersion && hasVersion
+	in := resource
+	if in == "" && knownVersion {
+		in = d.resource
+	}
+	why := ""
 	if op == "" {
-		op = app.defaultOp
+		if !knownVersion {
+			return Classification{Effect: Unclassified, Why: fmt.Sprintf("no operation set and the audit does not know n8n's default for typeVersion %v of this node", n["typeVersion"])}
+		}
+		def, ok := d.ops[in]
+		if !ok {
+			return Classification{Effect: Unclassified, Why: fmt.Sprintf("no operation set and the audit does not know n8n's default for resource %q", in)}
+		}
+		op = def
+		why = fmt.Sprintf("no operation set: n8n's default for resource %q in typeVersion %v", in, tv)
+		if resource == "" && in != "" {
+			why = fmt.Sprintf("no resource or operation set: n8n's defaults in typeVersion %v are resource %q, operation %q", tv, in, op)
+		}
 	}
-	if op == "" {
-		return Classification{Effect: Unclassified, Why: "no operation set: n8n's default for this node depends on its resource and version"}
+	if isReadOperation(op) || (in != "" && app.reads[in+"/"+op]) {
+		return Classification{Effect: Read, Operation: shown(op), Why: why}
 	}
-	shown := op
-	if r := str(p, "resource"); r != "" {
-		shown = r + "/" + op
+	return Classification{Effect: Write, Operation: shown(op), Why: why}
+}
+
+// plainParam is a string parameter, "" when absent; false when it is there
+// but not a string (n8n stores resource and operation as plain names).
+func plainParam(p map[string]any, k string) (string, bool) {
+	v, ok := p[k]
+	if !ok {
+		return "", true
 	}
-	if isReadOperation(op) {
-		return Classification{Effect: Read, Operation: shown}
-	}
-	return Classification{Effect: Write, Operation: shown}
+	s, ok := v.(string)
+	return s, ok
 }
 
 func isReadOperation(op string) bool {
