@@ -26,8 +26,14 @@ type GuardSpec struct {
 	Park bool
 	// GuardURL is where n8n reaches the guard.
 	GuardURL string
-	// Credential is the guard's API token credential; Resume the Wait
-	// node's (parking only).
+	// NodeType, when set, is the community node's type in this n8n
+	// (CommunityNodeType, or CustomNodeType from a custom extensions
+	// folder): the guard is placed with the community node instead of the
+	// HTTP templates.
+	NodeType string
+	// Credential is the guard's API token credential (with NodeType the
+	// community node's, type n8nGuardApi); Resume the Wait node's (parking
+	// only).
 	Credential, Resume guardCredential
 	// ErrorHandler is the guard's error workflow, made the workflow's
 	// error workflow when it names another or none ("" leaves it).
@@ -131,7 +137,8 @@ func KeyExpression(key string) (string, error) {
 // it, an If on proceed, the node's own item restored, complete after it,
 // its error output classified (the shipped templates' rules) and failed,
 // a Respond node answering copies when a webhook waits for an answer, and
-// with Park a Wait node. A node that is guarded already gives no changes
+// with Park a Wait node; with spec.NodeType the community node does the
+// reserve (its Proceed output), complete and fail (buildCommunity). A node that is guarded already gives no changes
 // (a second run changes nothing); a shape that cannot be rewritten safely
 // is a *Refusal.
 func PlanGuard(w Snapshot, spec GuardSpec, handlers map[string]bool) (*Rewrite, error) {
@@ -179,14 +186,18 @@ func PlanGuard(w Snapshot, spec GuardSpec, handlers map[string]bool) (*Rewrite, 
 	if slug(ns, 64) != ns || slug(dest, 64) != dest {
 		return nil, fmt.Errorf("namespace %q and destination %q must be lower case [a-z0-9._-], at most 64 characters", ns, dest)
 	}
-	if spec.GuardURL == "" {
+	if spec.GuardURL == "" && spec.NodeType == "" {
 		return nil, fmt.Errorf("no guard URL: give --guard-url (where n8n reaches n8n-guard), or run `n8n-guard n8n setup --guard-url …` first")
 	}
 	if spec.Park && responds(g, spec.Node) {
 		return nil, &Refusal{Node: spec.Node, Reason: "--park with a webhook that answers through Respond to Webhook: a resumed execution would answer a second time; gate every Respond node on the Wait node (docs/n8n.md, \"Never a second answer\") and wire the parking by hand, or guard without --park"}
 	}
 	b2 := &builder{rw: &rw, wfID: w.ID, at: position(target), names: names, spec: spec}
-	if err := b2.build(g, target, key, ns, dest); err != nil {
+	build := b2.build
+	if spec.NodeType != "" {
+		build = b2.buildCommunity
+	}
+	if err := build(g, target, key, ns, dest); err != nil {
 		return nil, err
 	}
 	return &rw, nil

@@ -16,10 +16,16 @@ type GuardOptions struct {
 	// where n8n has none that can be found (on 1.x credentials cannot be
 	// listed: one no workflow uses yet is not found).
 	ResumeSecret string
+	// Use picks the nodes placed: UseAuto (""), UseCommunity, UseHTTP.
+	Use Use
+	// Token, when set, creates the community node's credential where n8n
+	// has none that can be found.
+	Token string
 }
 
 // Guard rewrites one workflow through n8n's API so that a node is guarded
-// (PlanGuard). It never unpublishes: a 2.x workflow whose saved version is
+// (PlanGuard), with the community node when n8n has it (communityNodeType)
+// or the HTTP templates. It never unpublishes: a 2.x workflow whose saved version is
 // the published one goes live with the change; one with unpublished edits
 // is saved as a draft and left for its owner to publish, which the report
 // says; 1.x re-activates an active workflow on save.
@@ -57,18 +63,11 @@ func (n *session) guard(ctx context.Context, o GuardOptions) error {
 	if err != nil {
 		return err
 	}
-	if spec.Credential, err = n.credential(ctx, handler, creds, listed, ""); err != nil {
-		return err
-	}
-	if spec.Credential.ID == workflows.CredentialID && n.rep.count(NotDone) > 0 {
-		return fmt.Errorf("no credential %q to call n8n-guard with: run `n8n-guard n8n setup --create-credential` first", workflows.CredentialName)
-	}
-	if spec.Park {
-		if spec.Resume, err = n.resumeCredential(ctx, all, creds, listed, o.ResumeSecret); err != nil {
+	// Rewritten before: only the error workflow may change, whichever
+	// nodes guard it; nothing is detected or created.
+	if !guardedBefore(w, spec.Node) {
+		if err := n.guardNodes(ctx, o, &spec, all, handler, creds, listed); err != nil {
 			return err
-		}
-		if n.rep.count(NotDone) > 0 {
-			return fmt.Errorf("--park needs the credential %q: give the guard's resume secret (N8N_GUARD_RESUME_SECRET, --data or --store) or run `n8n-guard n8n setup --create-credential` first", workflows.ResumeCredentialName)
 		}
 	}
 	rw, err := PlanGuard(Snapshot{ID: w.ID, Name: w.Name, Nodes: w.Nodes, Connections: w.Connections, Settings: w.Settings}, spec, errorHandlers(all))
@@ -92,6 +91,52 @@ func (n *session) guard(ctx context.Context, o GuardOptions) error {
 		n.rep.add(Note, "workflow %s %q has unpublished edits: the guard is saved with them and takes effect when you publish it", w.ID, w.Name)
 	case !w.Published():
 		n.rep.add(Note, "workflow %s %q is not published: the guard takes effect when you publish it", w.ID, w.Name)
+	}
+	return nil
+}
+
+// guardedBefore: guard placed its reserve in front of node before (with
+// either kind of nodes).
+func guardedBefore(w Workflow, node string) bool {
+	name := guardNames(node)["reserve"]
+	for _, n := range w.Nodes {
+		if n["name"] == name {
+			return true
+		}
+	}
+	return false
+}
+
+// guardNodes decides which nodes guard places (communityNodeType) and
+// finds their credentials: the community node's, or the HTTP templates'
+// "n8n-guard API token"; with Park the Wait node's.
+func (n *session) guardNodes(ctx context.Context, o GuardOptions, spec *GuardSpec, all []Workflow, handler *Workflow, creds []Credential, listed bool) error {
+	var err error
+	if spec.NodeType, err = n.communityNodeType(ctx, all, o.Use, spec.Park); err != nil {
+		return err
+	}
+	if spec.NodeType != "" {
+		if spec.Credential, err = n.communityCredential(ctx, all, creds, listed, o.Token, spec.GuardURL); err != nil {
+			return err
+		}
+		if n.rep.count(NotDone) > 0 {
+			return fmt.Errorf("no credential of type %s for the community node", CommunityCredentialType)
+		}
+	} else {
+		if spec.Credential, err = n.credential(ctx, handler, creds, listed, ""); err != nil {
+			return err
+		}
+		if spec.Credential.ID == workflows.CredentialID && n.rep.count(NotDone) > 0 {
+			return fmt.Errorf("no credential %q to call n8n-guard with: run `n8n-guard n8n setup --create-credential` first", workflows.CredentialName)
+		}
+	}
+	if spec.Park {
+		if spec.Resume, err = n.resumeCredential(ctx, all, creds, listed, o.ResumeSecret); err != nil {
+			return err
+		}
+		if n.rep.count(NotDone) > 0 {
+			return fmt.Errorf("--park needs the credential %q: give the guard's resume secret (N8N_GUARD_RESUME_SECRET, --data or --store) or run `n8n-guard n8n setup --create-credential` first", workflows.ResumeCredentialName)
+		}
 	}
 	return nil
 }

@@ -10,14 +10,16 @@ import (
 
 func newN8NGuardCmd(f *n8nFlags, getenv func(string) string) *cobra.Command {
 	var (
-		o           n8n.GuardOptions
-		data, store string
+		o                n8n.GuardOptions
+		data, store, use string
 	)
 	cmd := &cobra.Command{
 		Use:   "guard --workflow <id> --node <name> --key <expression>",
 		Short: "Put n8n-guard in front of one node that writes: reserve, complete, fail (and park)",
 		Long: `Rewrite one workflow through n8n's public API so that the node that writes
-is guarded, with the shipped HTTP-node templates: a reserve in front of it
+is guarded: with the community node n8n-nodes-n8n-guard when n8n has it
+(--use auto, the default; see below), else with the shipped HTTP-node
+templates: a reserve in front of it
 (its key: --key, the event's own id as an expression on the item the node
 gets, e.g. '$json.body.event_id'), an If that lets only "proceed" through,
 the node's own item handed on to it, a complete after it, its error output
@@ -40,6 +42,22 @@ again: several items of one execution park behind one Wait node, and the
 ones written already answer duplicate_event. --guard-url defaults to the address in the
 installed error handler (setup's --guard-url).
 
+Which nodes (--use): auto asks n8n through its public API whether it has
+the community node (GET /credentials/schema/n8nGuardApi: its credential
+type is known only when the package is loaded) and takes the node's type
+from a workflow that uses it already, or on 2.x from the list of installed
+community packages (scope communityPackage:list); when it cannot tell, it
+uses the HTTP templates and says so. --use community insists (the type of
+the installed package when it cannot be told), --use http never uses it.
+The community node's Reserve (its Proceed output) stands in front of the
+node, Complete after it, Fail with the reason Auto (the same rules) on its
+error output; its credential (type n8nGuardApi) is the one named
+"n8n-guard API", else the one the instance's community nodes use, else
+guard creates it from the guard's address and token (N8N_GUARD_TOKEN or
+--data). --park is always placed with the HTTP templates: the node's Fail
+sends no resume URL, so a write that fails as its destination goes down
+would stop instead of parking (--use community --park is refused).
+
 Idempotent: a guarded node is left as it is. Nothing is unpublished: on 2.x
 a published workflow without unpublished edits goes live with the change;
 one with unpublished edits is saved as a draft, and the command says so.
@@ -48,6 +66,13 @@ node, a loop back into it, a node in a sub-workflow (Execute Workflow
 Trigger), a node that handles its own failures (On Error set).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			var err error
+			if o.Use, err = n8n.ParseUse(use); err != nil {
+				return err
+			}
+			// The community node's credential is made from it when n8n
+			// has none; without it guard says what is missing.
+			o.Token, _ = guardToken(getenv, data)
 			if o.Spec.Park {
 				// Found in n8n when it can be; made from the guard's secret
 				// when not (1.x cannot list credentials).
@@ -74,8 +99,9 @@ Trigger), a node that handles its own failures (On Error set).`,
 	fs.StringVar(&o.Spec.Destination, "destination", "", "destination for the circuit breaker (default: the host the node writes to, else its node type)")
 	fs.BoolVar(&o.Spec.Park, "park", false, "park events while the destination is paused (a Wait node the guard resumes)")
 	fs.StringVar(&o.Spec.GuardURL, "guard-url", "", "address at which n8n reaches n8n-guard (default: the one in the installed error handler)")
+	fs.StringVar(&use, "use", "auto", "which nodes guard: auto (the community node when n8n has it, else the HTTP templates), community, http")
 	fs.BoolVar(&o.DryRun, "dry-run", false, "print what would change and change nothing")
-	fs.StringVar(&data, "data", DefaultDataDir, "with --park: data folder whose resume-secret makes the credential \"n8n-guard resume\" when n8n has none (N8N_GUARD_RESUME_SECRET first)")
+	fs.StringVar(&data, "data", DefaultDataDir, "data folder whose resume-secret makes the credential \"n8n-guard resume\" with --park, and whose api-token the community node's credential, when n8n has none (N8N_GUARD_RESUME_SECRET, N8N_GUARD_TOKEN first)")
 	fs.StringVar(&store, "store", "", "with --park: the guards' PostgreSQL URL, where their resume secret is read when N8N_GUARD_RESUME_SECRET is not set")
 	bindEnv(fs, "guard-url", "N8N_GUARD_URL")
 	for _, name := range []string{"workflow", "node", "key"} {
