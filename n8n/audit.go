@@ -114,7 +114,10 @@ func (g *graph) unguardedBecause(target string, settings map[string]any, errorHa
 // HTTP reserve's answer that passes no If/Switch on proceed (whose true
 // branch alone counts), or the reserve's error output.
 func (g *graph) reachesWithoutProceed(r, target string) bool {
-	stopAtReserve := func(name string) bool { return name != r && isGuardOp(g.nodes[name], "reserve") }
+	// Any reserve ends a path, r itself included: a path back into r (the
+	// community node's Parked → Wait → Reserve, as its README wires
+	// parking) is decided by r again and goes around nothing.
+	stopAtReserve := func(name string) bool { return isGuardOp(g.nodes[name], "reserve") }
 	if isCommunityGuard(g.nodes[r]) {
 		seeds := g.successors(r, func(o int) bool { return o > 0 })
 		return g.reaches(seeds, target, nil, stopAtReserve)

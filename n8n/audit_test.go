@@ -209,6 +209,14 @@ func TestGuardedMeansEveryRuleHolds(t *testing.T) {
 		{"writing whatever the reserve answers", edit(lead, func(s *Snapshot, node func(string) map[string]any) {
 			connect(s, "Reserve key", []string{"Reserved?", "Write to CRM"}, []string{"Guard unreachable"})
 		}), "Write to CRM", `does not answer proceed`},
+		{"the community node's parking loop (Parked → Wait → the same Reserve, as its README wires it)", edit(community, func(s *Snapshot, node func(string) map[string]any) {
+			s.Nodes = append(s.Nodes,
+				map[string]any{"name": "Answer parked", "type": "n8n-nodes-base.respondToWebhook", "typeVersion": 1.1, "parameters": map[string]any{}},
+				map[string]any{"name": "Wait for resume", "type": "n8n-nodes-base.wait", "typeVersion": 1.1, "parameters": map[string]any{"resume": "webhook"}})
+			connect(s, "Reserve", []string{"Create contact"}, []string{"Answer already done"}, []string{"Answer blocked"}, []string{"Answer parked"})
+			connect(s, "Answer parked", []string{"Wait for resume"})
+			connect(s, "Wait for resume", []string{"Reserve"})
+		}), "Create contact", ""},
 		{"the community node's Blocked output into the write", edit(community, func(s *Snapshot, node func(string) map[string]any) {
 			connect(s, "Reserve", []string{"Create contact"}, []string{"Answer already done"}, []string{"Create contact"})
 		}), "Create contact", `does not answer proceed`},
