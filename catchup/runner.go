@@ -438,7 +438,10 @@ func (r *Runner) resumeOne(ctx context.Context, rec *keystore.Record, lost *atom
 		}
 		return false
 	case keystore.ResumeAccepted:
-		r.awaitFinish(ctx, rec)
+		if r.awaitFinish(ctx, rec) {
+			lost.Add(1) // woken, then silent: lost, not resumed, in the caught-up line
+			return false
+		}
 		return true
 	}
 	return false
@@ -446,8 +449,8 @@ func (r *Runner) resumeOne(ctx context.Context, rec *keystore.Record, lost *atom
 
 // awaitFinish waits until the resumed execution reserved the key and
 // finished its attempt, or the woken bound has passed: then an execution
-// that never reserved is recorded lost (loseSilent).
-func (r *Runner) awaitFinish(ctx context.Context, rec *keystore.Record) {
+// that never reserved is recorded lost (loseSilent), and lost is true.
+func (r *Runner) awaitFinish(ctx context.Context, rec *keystore.Record) (lost bool) {
 	bound := r.wokenBound(rec.Namespace)
 	limit := r.now().Add(bound)
 	defer func() {
@@ -455,7 +458,7 @@ func (r *Runner) awaitFinish(ctx context.Context, rec *keystore.Record) {
 			return
 		}
 		if res, err := r.opts.Store.Lookup(ctx, rec.Namespace, rec.Key); err == nil && keystore.WokenSilent(res.Record, bound, r.now()) {
-			r.loseSilent(ctx, res.Record, bound)
+			lost = r.loseSilent(ctx, res.Record, bound)
 		}
 	}()
 	for r.now().Before(limit) {
@@ -473,6 +476,7 @@ func (r *Runner) awaitFinish(ctx context.Context, rec *keystore.Record) {
 		}
 		return
 	}
+	return // the bound passed: the deferred look decides
 }
 
 // overdueEvery is how often a worker looks for keys parked longer than

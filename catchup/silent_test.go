@@ -72,7 +72,7 @@ func TestAWokenExecutionThatDiesIsReported(t *testing.T) {
 		fake.mu.Lock()
 		written := len(fake.crm)
 		fake.mu.Unlock()
-		if written == 3 && len(lostEvents(t, store)) == 1 {
+		if written == 3 && len(lostEvents(t, store)) == 1 && len(logs.matching("caught up: ")) == 1 {
 			break
 		}
 		if time.Now().After(giveUp) {
@@ -100,6 +100,10 @@ func TestAWokenExecutionThatDiesIsReported(t *testing.T) {
 	}
 	if l := logs.matching("woken execution went silent"); len(l) != 1 || !strings.Contains(l[0], "key=evt_00") {
 		t.Fatalf("log lines %q", l)
+	}
+	// The closing line counts the silent one lost, not resumed.
+	if l := logs.matching("caught up: "); len(l) != 1 || !strings.Contains(l[0], "caught up: 3 resumed, 1 lost (owner told)") {
+		t.Fatalf("closing line %q, want 3 resumed, 1 lost", l)
 	}
 	fake.mu.Lock()
 	calls := fake.woken["0"]
