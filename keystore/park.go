@@ -3,6 +3,7 @@ package keystore
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 )
 
@@ -272,11 +273,20 @@ func Woken(rec *Record) bool {
 	return PhaseOf(rec) == PhaseResumed && rec.ParkedAt != nil
 }
 
-// WokenSilentDetail is the message a silent woken execution's key keeps.
+// WokenSilentDetail is the message a silent woken execution's key keeps
+// (and its parked_lost event carries); IsWokenSilent tells it from n8n's
+// own 404/409 answers.
 func WokenSilentDetail(rec *Record, bound time.Duration) string {
-	return fmt.Sprintf("woken at %s, the execution did not reserve the key again within %s (it died: n8n restarted?); nothing was written through the guard: look at the execution in n8n, then resolve or let the source send it again",
+	return fmt.Sprintf(wokenSilentPrefix+"%s, the execution did not reserve the key again within %s (it died: n8n restarted?); nothing was written through the guard: look at the execution in n8n, then resolve or let the source send it again",
 		rec.ResumeSentAt.UTC().Format(time.RFC3339), bound)
 }
+
+const wokenSilentPrefix = "woken at "
+
+// IsWokenSilent reports whether a lost key's message (or its parked_lost
+// event's) is WokenSilentDetail's: n8n took the resume call and the
+// execution died after waking, rather than n8n no longer holding it.
+func IsWokenSilent(message string) bool { return strings.HasPrefix(message, wokenSilentPrefix) }
 
 // EventParkedLost: n8n no longer holds a parked execution; its owner must
 // decide about the event.

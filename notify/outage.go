@@ -15,11 +15,31 @@ import (
 // pure functions ParkedSeen, ParkedLostSeen and BreakerClosed.
 
 // Parking is what notify reads of the keystore about parked events
-// (keystore's stores satisfy it): how many wait per destination, and
-// which destinations have a breaker.
+// (keystore's stores satisfy it): how many wait per destination, how many
+// n8n woke whose executions have not reserved again, and which
+// destinations have a breaker.
 type Parking interface {
 	ParkedCounts(ctx context.Context) (map[string]int, error)
+	WokenCounts(ctx context.Context) (map[string]int, error)
 	Destinations(ctx context.Context) ([]keystore.Breaker, error)
+}
+
+// leftCounts are the events of each destination an outage still waits
+// for: parked ones and woken ones. A woken execution may yet go silent
+// and be lost, so the outage is not caught up until it reserved again.
+func leftCounts(ctx context.Context, p Parking) (map[string]int, error) {
+	parked, err := p.ParkedCounts(ctx)
+	if err != nil {
+		return nil, err
+	}
+	woken, err := p.WokenCounts(ctx)
+	if err != nil {
+		return nil, err
+	}
+	for dest, n := range woken {
+		parked[dest] += n
+	}
+	return parked, nil
 }
 
 // parkedLookEvery is how often the parked counts are read for the outage
@@ -47,7 +67,8 @@ func (s *Service) foldIntoOutage(ctx context.Context, ev keystore.Event) (edited
 	if cur.OutageSeq >= ev.Seq {
 		return true, nil
 	}
-	if !cur.OutageOpen() || (ev.Kind == keystore.EventBreakerClosed && cur.ClosedAt != nil) {
+	lateLoss := ev.Kind == keystore.EventParkedLost && cur.SupersededAt == nil // a loss found after the catch-up still counts
+	if (!cur.OutageOpen() && !lateLoss) || (ev.Kind == keystore.EventBreakerClosed && cur.ClosedAt != nil) {
 		return false, nil
 	}
 	if ev.Kind == keystore.EventBreakerOpened {
@@ -56,7 +77,7 @@ func (s *Service) foldIntoOutage(ctx context.Context, ev keystore.Event) (edited
 	parked := 0
 	if ev.Kind == keystore.EventBreakerClosed && s.opts.Parking != nil {
 		// What waits at the close is what the catch-up resumes.
-		if counts, err := s.opts.Parking.ParkedCounts(ctx); err == nil {
+		if counts, err := leftCounts(ctx, s.opts.Parking); err == nil {
 			parked = counts[ev.Destination]
 		}
 	}
@@ -117,7 +138,7 @@ func (s *Service) trackOutages(ctx context.Context) {
 		return
 	}
 	s.lastParkedLook = now
-	counts, err := s.opts.Parking.ParkedCounts(ctx)
+	counts, err := leftCounts(ctx, s.opts.Parking)
 	if err != nil {
 		return // the catch-up runner says so
 	}

@@ -109,12 +109,19 @@ func TestOutageTransitions(t *testing.T) {
 	for e := range events {
 		none[e] = unchanged
 	}
+	// Caught up, a loss still counts: a woken execution found silent after
+	// the bound was lost, not resumed, and the closing line says so.
+	caught := map[string]any{}
+	for e := range events {
+		caught[e] = unchanged
+	}
+	caught["a parked key lost"] = want{parked: 5, lost: 1, closed: true, caught: true, due: soon, left: 5}
 	table := map[string]map[string]any{
 		"open, not posted yet":     pending,
 		"open, posted, 5 parked":   posted,
 		"closed by the probe":      catchingUp(""),
 		"closed by a reset":        catchingUp("alice"),
-		"caught up":                none,
+		"caught up":                caught,
 		"superseded":               none,
 		"a stuck key's message":    none,
 		"an older guard's message": none,

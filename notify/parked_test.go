@@ -465,3 +465,59 @@ func TestDamagedRecordToldToItsOwnerOnce(t *testing.T) {
 		}
 	}
 }
+
+// A woken execution is not caught up until it reserved again: the outage
+// message waits for it, and when it goes silent and is recorded lost the
+// closing line counts it lost, also when the loss comes after the outage
+// was shown caught up (a restarted guard's sweep finds it later). The
+// owner's message says it died after waking, not that n8n deleted it.
+func TestOutageWaitsForWokenExecutions(t *testing.T) {
+	w := newParkWorld(t)
+	w.openBreaker()
+	w.park(1, 3)
+	w.step()
+	w.clock.Advance(5 * time.Minute)
+	w.resume("evt_001", keystore.ResumeAccepted) // the probe closes the breaker
+	w.resume("evt_002", keystore.ResumeAccepted)
+	// evt_003 is woken and its execution dies: it never reserves again.
+	rec, ok, err := w.store.ClaimResume(w.ctx, "crm-contacts", "evt_003", time.Minute)
+	if err != nil || !ok {
+		t.Fatalf("claim: %v %v", ok, err)
+	}
+	if _, err := w.store.ResumeAnswered(w.ctx, "crm-contacts", "evt_003", *rec.ParkedAt, keystore.ResumeAccepted, ""); err != nil {
+		t.Fatal(err)
+	}
+	w.clock.Advance(10 * time.Second)
+	w.step()
+	w.clock.Advance(time.Minute)
+	w.step()
+	_, ups := w.outage()
+	if last := ups[len(ups)-1].Shown(); strings.Contains(last, "caught up") || !strings.Contains(last, "catching up") {
+		t.Fatalf("caught up while an execution is woken and has not reserved: %s", last)
+	}
+	// Silent past its bound: recorded lost.
+	cur, err := w.store.Lookup(w.ctx, "crm-contacts", "evt_003")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.store.ResumeAnswered(w.ctx, "crm-contacts", "evt_003", *cur.Record.ParkedAt, keystore.ResumeSilent, keystore.WokenSilentDetail(cur.Record, 3*time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	w.clock.Advance(time.Minute)
+	w.step()
+	w.clock.Advance(time.Minute)
+	w.step()
+	_, ups = w.outage()
+	if last := ups[len(ups)-1].Shown(); !strings.Contains(last, "caught up: 2 resumed, 1 lost (owner told)") {
+		t.Fatalf("closing line: %s", last)
+	}
+	var lost []string
+	for _, c := range w.slack.Delivered("chat.postMessage") {
+		if strings.Contains(c.Shown(), "Parked event lost in n8n") {
+			lost = append(lost, c.Shown())
+		}
+	}
+	if len(lost) != 1 || !strings.Contains(lost[0], "n8n took the call for n8n execution 1003, but the execution died before it reserved the key again") || strings.Contains(lost[0], "deleted, pruned or cancelled") {
+		t.Fatalf("the owner's message about the silent execution: %q", lost)
+	}
+}

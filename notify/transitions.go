@@ -416,9 +416,11 @@ func ParkedSeen(cur *Record, n int, now time.Time, window time.Duration) *Record
 
 // ParkedLostSeen records that n8n no longer held one parked execution of
 // the outage (the key's owner hears of it in its own message); seq is the
-// keystore event, folded in once.
+// keystore event, folded in once. An outage already caught up takes it
+// too: a woken execution found silent after the bound (or by a restarted
+// guard's sweep) was lost, not resumed, and the closing line must say so.
 func ParkedLostSeen(cur *Record, seq uint64, now time.Time, window time.Duration) *Record {
-	if !cur.OutageOpen() || seq <= cur.OutageSeq {
+	if cur.Kind != KindBreakerOpened || cur.SupersededAt != nil || seq <= cur.OutageSeq {
 		return nil
 	}
 	x := cur.Clone()

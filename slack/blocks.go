@@ -9,6 +9,7 @@ import (
 
 	"github.com/slack-go/slack"
 
+	"github.com/n8n-guard/n8n-guard/keystore"
 	"github.com/n8n-guard/n8n-guard/notify"
 )
 
@@ -346,6 +347,10 @@ func renderParked(r *notify.Record, mention, guardURL string) message {
 		head = "Parked event lost in n8n: " + r.Namespace
 		lead = fmt.Sprintf("%s: key `%s` in namespace `%s` was parked%s (%s), but %s no longer exists: its resume URL answered that it was deleted, pruned or cancelled. n8n-guard will not resume it, so the event has *not* reached `%s`.",
 			mention, key, ns, since, where, exec, dest)
+		if keystore.IsWokenSilent(r.Message) {
+			lead = fmt.Sprintf("%s: key `%s` in namespace `%s` was parked%s (%s); n8n-guard resumed it and n8n took the call for %s, but the execution died before it reserved the key again (n8n restarted or a worker was lost). n8n-guard will not resume it again, so the event has *not* reached `%s` through the guard.",
+				mention, key, ns, since, where, exec, dest)
+		}
 		if r.Message != "" {
 			lead += "\n> " + notify.EscapeMrkdwn(r.Message)
 		}
