@@ -239,8 +239,18 @@ func TestN8NRestartWhileWoken(t *testing.T) {
 	// The message says why (docs/runbooks.md: "woken at …, the execution
 	// did not reserve the key again").
 	for _, k := range keys {
-		s.waitSlack(t, 30*time.Second, "Parked event lost in n8n", k, "U0CRMOWNER", "woken at", "did not reserve the key again")
+		s.waitSlack(t, 30*time.Second, "Parked event lost in n8n", k, "U0CRMOWNER", "woken at", "did not reserve the key again",
+			"the execution died before it reserved the key again")
 	}
+	// The outage's message ends honest: the woken executions that died are
+	// lost, not resumed (before: "caught up: 4 resumed, 0 lost" for good).
+	s.waitSlack(t, 60*time.Second, "caught up: 1 resumed, 3 lost (owner told)")
+	for _, msg := range s.slack.Messages() {
+		if strings.Contains(msg.Text, "caught up: 4 resumed") {
+			t.Errorf("the outage was shown caught up with the woken executions counted resumed: %s", tail(msg.Text, 300))
+		}
+	}
+
 	waitFor(t, 90*time.Second, "n8n_guard_parked_woken back to 0", func() bool {
 		m, err := s.guardMetrics()
 		return err == nil && m.value("n8n_guard_parked_woken", `destination="crm"`) == 0
@@ -304,6 +314,10 @@ func TestN8NRestartWhileWoken(t *testing.T) {
 	}
 	if n := strings.Count(string(log), "woken execution went silent"); n != len(keys) {
 		t.Errorf("the guard logged %d silent woken executions, want %d (one line per key)", n, len(keys))
+	}
+	// Its closing line counts them lost, not resumed.
+	if !strings.Contains(string(log), "caught up: 1 resumed, 3 lost (owner told)") || strings.Contains(string(log), "caught up: 4 resumed") {
+		t.Errorf("the guard's caught-up line does not say 1 resumed, 3 lost:\n%s", tail(string(log), 2000))
 	}
 }
 
