@@ -404,17 +404,7 @@ func (b *builder) build(g *graph, target map[string]any, key, ns, dest string) e
 	b.rw.Changes = append(b.rw.Changes, fmt.Sprintf("set On Error of %q to its error output (classified and failed)", name))
 
 	conns := b.rw.Connections
-	link := func(from string, outputs ...[]string) {
-		var main []any
-		for _, targets := range outputs {
-			out := []any{}
-			for _, to := range targets {
-				out = append(out, map[string]any{"node": to, "type": "main", "index": 0})
-			}
-			main = append(main, out)
-		}
-		conns[from] = map[string]any{"main": main}
-	}
+	link := func(from string, outputs ...[]string) { linkMain(conns, from, outputs...) }
 	// The node that fed the target feeds the reserve instead.
 	retarget(conns, in, n["reserve"])
 	link(n["reserve"], []string{n["proceed"]}, []string{n["undecided"]})
@@ -501,4 +491,18 @@ func responds(g *graph, name string) bool {
 func jsString(s string) string {
 	b, _ := json.Marshal(s)
 	return "'" + strings.ReplaceAll(strings.ReplaceAll(string(b[1:len(b)-1]), `\"`, `"`), "'", `\'`) + "'"
+}
+
+// linkMain sets from's main outputs in conns: outputs[i] are the nodes
+// output i leads to (none: an empty output).
+func linkMain(conns map[string]any, from string, outputs ...[]string) {
+	var main []any
+	for _, targets := range outputs {
+		out := []any{}
+		for _, to := range targets {
+			out = append(out, map[string]any{"node": to, "type": "main", "index": 0})
+		}
+		main = append(main, out)
+	}
+	conns[from] = map[string]any{"main": main}
 }

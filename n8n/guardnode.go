@@ -329,17 +329,7 @@ func (b *builder) buildCommunity(g *graph, target map[string]any, key, ns, dest 
 	b.rw.Changes = append(b.rw.Changes, fmt.Sprintf("set On Error of %q to its error output (failed with the reason Auto)", name))
 
 	conns := b.rw.Connections
-	link := func(from string, outputs ...[]string) {
-		var main []any
-		for _, targets := range outputs {
-			out := []any{}
-			for _, to := range targets {
-				out = append(out, map[string]any{"node": to, "type": "main", "index": 0})
-			}
-			main = append(main, out)
-		}
-		conns[from] = map[string]any{"main": main}
-	}
+	link := func(from string, outputs ...[]string) { linkMain(conns, from, outputs...) }
 	retarget(conns, in, n["reserve"])
 	decided := []string{}
 	if responds(g, name) {

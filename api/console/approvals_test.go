@@ -1,14 +1,12 @@
 package console_test
 
 import (
-	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/chromedp/chromedp"
 
 	"github.com/n8n-guard/n8n-guard/keystore"
-	"github.com/n8n-guard/n8n-guard/keystore/bolt"
 )
 
 // newGatedSite is a console whose namespace "invoices" requires approval,
@@ -17,17 +15,7 @@ import (
 func newGatedSite(t *testing.T) *site {
 	t.Helper()
 	pol := keystore.Policies{Namespaces: map[string]keystore.NamespacePolicy{"invoices": {Approval: keystore.ApprovalPolicy{Required: true, FourEyes: true}}}}
-	store, err := bolt.Open(filepath.Join(t.TempDir(), "guard.db"), bolt.Options{Policies: pol})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { store.Close() })
-	s, stop, err := serve(store)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(stop)
-	s.t = t
+	s, store := siteOn(t, pol)
 	for key, by := range map[string]string{"inv-1": "ann", "inv-2": "ann", "inv-3": "on-call"} {
 		res, err := store.Reserve(s.ctx, keystore.ReserveRequest{Namespace: "invoices", Key: key, Owner: "n8n exec 7",
 			RequestedBy: by, ResumeURL: "http://n8n.local/webhook-waiting/" + key, Fingerprint: "invoice " + key})

@@ -1,30 +1,18 @@
 package console_test
 
 import (
-	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/n8n-guard/n8n-guard/keystore"
-	"github.com/n8n-guard/n8n-guard/keystore/bolt"
 )
 
 // A key a check decided (keystore/check.go) shows the check's decision in
 // its history: who (the check), what it found, which workflow and
 // execution answered.
 func TestKeyHistoryShowsDecisionsMadeByACheck(t *testing.T) {
-	store, err := bolt.Open(filepath.Join(t.TempDir(), "guard.db"), bolt.Options{Policies: keystore.Policies{
-		Namespaces: map[string]keystore.NamespacePolicy{"leads": {Check: "lead-check"}}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { store.Close() })
-	s, stop, err := serve(store)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(stop)
-	s.t = t
+	s, store := siteOn(t, keystore.Policies{
+		Namespaces: map[string]keystore.NamespacePolicy{"leads": {Check: "lead-check"}}})
 	s.unknownKey("leads", "evt-9", "n8n exec 9", "timeout")
 	if _, ok, err := store.CheckAnswered(s.ctx, "leads", "evt-9", 1, keystore.CheckAnswer{Result: keystore.CheckFound,
 		Reference: "crm-contact-9", Workflow: "n8n-guard: lead check", Execution: "4711"}); err != nil || !ok {

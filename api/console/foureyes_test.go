@@ -5,14 +5,12 @@ import (
 	"io"
 	"net/http"
 	"net/url"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/n8n-guard/n8n-guard/errs"
 	"github.com/n8n-guard/n8n-guard/keystore"
-	"github.com/n8n-guard/n8n-guard/keystore/bolt"
 )
 
 // Four eyes in the console, over HTTP: whoever is signed in is compared
@@ -63,17 +61,7 @@ func wantFourEyes(t *testing.T, s *site, status int, problem, key string) {
 // Mutation tried: the person's name left out of the console's identities
 // (Principal.Identities without PersonName): ana approves her own request.
 func TestConsoleFourEyesKnowsANamedTokensPerson(t *testing.T) {
-	store, err := bolt.Open(filepath.Join(t.TempDir(), "guard.db"), bolt.Options{Policies: gatedPolicies(keystore.People{})})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { store.Close() })
-	s, stop, err := serve(store)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(stop)
-	s.t = t
+	s, _ := siteOn(t, gatedPolicies(keystore.People{}))
 	for key, who := range map[string]string{"inv-1": "ana@example.com", "inv-2": " ANA@example.com\u00a0", "inv-3": "bob@example.com"} {
 		if err := requestApproval(s, key, who); err != nil {
 			t.Fatal(err)

@@ -58,6 +58,24 @@ func parkingDestinations(p keystore.Policies, dests ...string) keystore.Policies
 	return p
 }
 
+// siteOn serves a console on a new bbolt store with pol for the test's
+// life; the store is returned for what the test does behind the console.
+func siteOn(t *testing.T, pol keystore.Policies) (*site, *bolt.Store) {
+	t.Helper()
+	store, err := bolt.Open(filepath.Join(t.TempDir(), "guard.db"), bolt.Options{Policies: pol})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { store.Close() })
+	s, stop, err := serve(store)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(stop)
+	s.t = t
+	return s, store
+}
+
 func newSite(t *testing.T) *site {
 	return newRefreshingSite(t, -1)
 }

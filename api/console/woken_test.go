@@ -1,31 +1,19 @@
 package console_test
 
 import (
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/n8n-guard/n8n-guard/keystore"
-	"github.com/n8n-guard/n8n-guard/keystore/bolt"
 )
 
 // A parked event n8n woke is shown as woken, waiting for its execution,
 // on the overview, the breakers list and the destination's page: not as
 // parked (it no longer waits for the catch-up) and not as nothing.
 func TestWokenEventsAreShown(t *testing.T) {
-	store, err := bolt.Open(filepath.Join(t.TempDir(), "guard.db"), bolt.Options{Policies: keystore.Policies{
-		Destinations: map[string]keystore.DestinationPolicy{"hubspot": {UnreachableThreshold: 1, Cooldown: time.Millisecond}}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { store.Close() })
-	s, stop, err := serve(store)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(stop)
-	s.t = t
+	s, store := siteOn(t, keystore.Policies{
+		Destinations: map[string]keystore.DestinationPolicy{"hubspot": {UnreachableThreshold: 1, Cooldown: time.Millisecond}}})
 	s.parkedKey("crm", "evt-1", "hubspot", n8nBase+"/webhook-waiting/81")
 	s.parkedKey("crm", "evt-2", "hubspot", n8nBase+"/webhook-waiting/82")
 	time.Sleep(5 * time.Millisecond) // the cooldown
