@@ -124,6 +124,10 @@ func (r *Runner) Run(ctx context.Context) error {
 			r.log.Warn("catch-up: cannot count the parked keys; trying again", "err", err)
 		default:
 			r.metrics.setParked(counts)
+			// The woken gauge is the store's count, as /v1/destinations shows it.
+			if woken, err := r.opts.Store.WokenCounts(ctx); err == nil {
+				r.metrics.setWoken(woken)
+			}
 			for dest, n := range counts {
 				if n > 0 && r.startWorker(dest) {
 					wg.Add(1)
@@ -538,7 +542,6 @@ func (r *Runner) runSweeps(ctx context.Context) {
 func (r *Runner) sweepSilent(ctx context.Context) {
 	now := r.now()
 	q := keystore.ListQuery{State: keystore.StateParked, Limit: 500}
-	woken := map[string]int{} // per destination: woken, within the bound
 	for ctx.Err() == nil {
 		page, err := r.opts.Store.List(ctx, q)
 		if err != nil {
@@ -546,18 +549,11 @@ func (r *Runner) sweepSilent(ctx context.Context) {
 			return
 		}
 		for _, rec := range page.Items {
-			bound := r.wokenBound(rec.Namespace)
-			switch {
-			case keystore.WokenSilent(rec, bound, now):
-				if !r.loseSilent(ctx, rec, bound) {
-					woken[rec.Destination]++ // reserved meanwhile, or not recorded yet
-				}
-			case rec.ResumeSentAt != nil && rec.Reason != keystore.ReasonResumeLost && !keystore.ApprovalReason(rec.Reason) && rec.Destination != "":
-				woken[rec.Destination]++
+			if bound := r.wokenBound(rec.Namespace); keystore.WokenSilent(rec, bound, now) {
+				r.loseSilent(ctx, rec, bound)
 			}
 		}
 		if page.NextCursor == "" {
-			r.metrics.setWoken(woken)
 			return
 		}
 		q.Cursor = page.NextCursor
@@ -657,7 +653,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		parked: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "n8n_guard_parked",
 			Help: "Events parked in n8n waiting to be resumed, by destination."}, []string{"destination"}),
 		woken: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "n8n_guard_parked_woken",
-			Help: "Parked events whose execution n8n took the resume call for and that have not reserved their key again yet, by destination (counted once a minute; past a lease and the claim they are recorded lost)."}, []string{"destination"}),
+			Help: "Parked events whose execution n8n took the resume call for and that have not reserved their key again yet, by destination (the store's count, read every catch-up interval; past a lease and the claim they are recorded lost)."}, []string{"destination"}),
 		inFlight: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "n8n_guard_resumes_in_flight",
 			Help: "Parked executions resumed and not finished yet, by destination (at most catch_up_concurrency)."}, []string{"destination"}),
 		resumes: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "n8n_guard_resume_calls_total",

@@ -68,7 +68,7 @@ func park(cur *Record, br *Breaker, ns, key, owner, dest, resumeURL string, atte
 	if next == nil {
 		next = &Record{Namespace: ns, Key: key, CreatedAt: now}
 	}
-	if cur == nil || cur.State != StateParked || cur.ParkedAt == nil || cur.ResumeClaimUntil != nil || cur.ResumeSentAt != nil || cur.Reason == ReasonResumeLost {
+	if !uncalled(cur) {
 		// A new parking: also a woken (or claimed) key whose execution
 		// reserved while the destination was paused again, and a lost key
 		// its source sent again. A late answer about the earlier parking
@@ -93,6 +93,14 @@ func park(cur *Record, br *Breaker, ns, key, owner, dest, resumeURL string, atte
 	}
 	next.addHistory(Transition{At: now, Event: HistoryParked, Attempt: attempt, By: owner, Detail: detail})
 	return next
+}
+
+// uncalled reports whether cur is a parking no guard has called the
+// resume URL of yet (not claimed, not woken, not lost): parking it again
+// continues the same parking.
+func uncalled(cur *Record) bool {
+	return cur != nil && cur.State == StateParked && cur.ParkedAt != nil &&
+		cur.ResumeClaimUntil == nil && cur.ResumeSentAt == nil && cur.Reason != ReasonResumeLost
 }
 
 // DecideClaimResume decides whether a guard may call the resume URL of

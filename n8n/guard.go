@@ -436,15 +436,7 @@ func (b *builder) build(g *graph, target map[string]any, key, ns, dest string) e
 	link(n["item"], []string{name})
 	link(name, []string{n["complete"]}, []string{n["classify"]})
 	link(n["classify"], []string{n["fail"]})
-	if len(after) > 0 {
-		b.add("output", codeNode(fmt.Sprintf("// n8n-guard: the nodes after %s get its output, not the guard's answer.\nconst src = $(%s).item;\nreturn src.binary ? { json: src.json, binary: src.binary } : { json: src.json };\n", name, string(jsName))), 440, -160)
-		link(n["complete"], []string{n["output"]})
-		var outs []any
-		for _, e := range after {
-			outs = append(outs, map[string]any{"node": e.To, "type": "main", "index": e.Input})
-		}
-		conns[n["output"]] = map[string]any{"main": []any{outs}}
-	}
+	b.outputAfter(name, string(jsName), after, link)
 	decided := []string{}
 	if responds(g, name) {
 		// The sender waits for an answer (Respond to Webhook): a copy of the
@@ -505,4 +497,23 @@ func linkMain(conns map[string]any, from string, outputs ...[]string) {
 		main = append(main, out)
 	}
 	conns[from] = map[string]any{"main": main}
+}
+
+// outputAfter hands the guarded node's output, not the guard's answer,
+// to the nodes that came after it (after): a Code node behind Complete
+// takes the node's item and feeds them. quoted is name as a JavaScript
+// string literal, as each rewrite has always written it (a second run
+// compares the code and must find it unchanged).
+func (b *builder) outputAfter(name, quoted string, after []edge, link func(from string, outputs ...[]string)) {
+	if len(after) == 0 {
+		return
+	}
+	n := b.names
+	b.add("output", codeNode(fmt.Sprintf("// n8n-guard: the nodes after %s get its output, not the guard's answer.\nconst src = $(%s).item;\nreturn src.binary ? { json: src.json, binary: src.binary } : { json: src.json };\n", name, quoted)), 440, -160)
+	link(n["complete"], []string{n["output"]})
+	var outs []any
+	for _, e := range after {
+		outs = append(outs, map[string]any{"node": e.To, "type": "main", "index": e.Input})
+	}
+	b.rw.Connections[n["output"]] = map[string]any{"main": []any{outs}}
 }

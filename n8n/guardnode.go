@@ -344,14 +344,6 @@ func (b *builder) buildCommunity(g *graph, target map[string]any, key, ns, dest 
 	link(n["item"], []string{name})
 	link(name, []string{n["complete"]}, []string{n["fail"]})
 	link(n["fail"], []string{n["failed"]})
-	if len(after) > 0 {
-		b.add("output", codeNode(fmt.Sprintf("// n8n-guard: the nodes after %s get its output, not the guard's answer.\nconst src = $(%s).item;\nreturn src.binary ? { json: src.json, binary: src.binary } : { json: src.json };\n", name, jsString(name))), 440, -160)
-		link(n["complete"], []string{n["output"]})
-		var outs []any
-		for _, e := range after {
-			outs = append(outs, map[string]any{"node": e.To, "type": "main", "index": e.Input})
-		}
-		conns[n["output"]] = map[string]any{"main": []any{outs}}
-	}
+	b.outputAfter(name, jsString(name), after, link)
 	return nil
 }

@@ -171,24 +171,20 @@ func (s *Store) Parked(_ context.Context, q keystore.ParkedQuery) ([]*keystore.R
 
 // ParkedCounts implements keystore.ParkStore.
 func (s *Store) ParkedCounts(context.Context) (map[string]int, error) {
-	out := map[string]int{}
-	err := s.db.Load().View(func(tx *bbolt.Tx) error {
-		c := tx.Bucket(bucketParked).Cursor()
-		for k, _ := c.First(); k != nil; k, _ = c.Next() {
-			if i := bytes.IndexByte(k, 0); i > 0 {
-				out[string(k[:i])]++
-			}
-		}
-		return nil
-	})
-	return out, s.readErr(err)
+	return s.countByDestination(bucketParked)
 }
 
 // WokenCounts implements keystore.ParkStore.
 func (s *Store) WokenCounts(context.Context) (map[string]int, error) {
+	return s.countByDestination(bucketWoken)
+}
+
+// countByDestination counts the entries of an index whose keys begin with
+// the destination and a 0 byte (idx/parked, idx/woken).
+func (s *Store) countByDestination(bucket []byte) (map[string]int, error) {
 	out := map[string]int{}
 	err := s.db.Load().View(func(tx *bbolt.Tx) error {
-		c := tx.Bucket(bucketWoken).Cursor()
+		c := tx.Bucket(bucket).Cursor()
 		for k, _ := c.First(); k != nil; k, _ = c.Next() {
 			if i := bytes.IndexByte(k, 0); i > 0 {
 				out[string(k[:i])]++
