@@ -143,24 +143,13 @@ func TestAnApprovedExecutionThatDiesIsReported(t *testing.T) {
 	if _, err := keystore.ApprovalStore(store).Approve(ctx, keystore.ApprovalRequest{Namespace: ns, Key: "inv_1", By: "bob"}); err != nil {
 		t.Fatal(err)
 	}
-	rctx, cancel := context.WithCancel(ctx)
-	runner, err := catchup.New(catchup.Options{Store: store, Policies: pol, Clock: clock.Now, Sleep: clock.Sleep,
+	opts := catchup.Options{Store: store, Policies: pol, Clock: clock.Now, Sleep: clock.Sleep,
 		Resumer: &n8n.ResumeCaller{Secret: "s3cret", Targets: targetsOf(t, srv.URL)}, Interval: 20 * time.Millisecond,
-		Claim: 2 * time.Minute, Poll: time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	stopped := make(chan error, 1)
-	go func() { stopped <- runner.Run(rctx) }()
-	for giveUp := time.Now().Add(30 * time.Second); len(lostEvents(t, store)) == 0; time.Sleep(5 * time.Millisecond) {
-		if time.Now().After(giveUp) {
-			r, _ := store.Lookup(ctx, ns, "inv_1")
-			t.Fatalf("the approved, woken and silent key was not reported: %+v", r.Record)
-		}
-	}
-	cancel()
-	<-stopped
-	fake.wg.Wait()
+		Claim: 2 * time.Minute, Poll: time.Second}
+	runUntil(t, opts, fake, "reported lost", func() bool { return len(lostEvents(t, store)) > 0 }, func() string {
+		r, _ := store.Lookup(ctx, ns, "inv_1")
+		return fmt.Sprintf("the approved, woken and silent key %+v", r.Record)
+	})
 	r, err := store.Lookup(ctx, ns, "inv_1")
 	if err != nil {
 		t.Fatal(err)
@@ -214,27 +203,9 @@ func TestApprovalResumesKeepTheDestinationsPace(t *testing.T) {
 	var mu sync.Mutex
 	var turns []time.Time
 	catchup.OnPaced(&opts, func(_ string, at time.Time) { mu.Lock(); turns = append(turns, at); mu.Unlock() })
-	runner, err := catchup.New(opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	rctx, cancel := context.WithCancel(ctx)
-	stopped := make(chan error, 1)
-	go func() { stopped <- runner.Run(rctx) }()
-	for giveUp := time.Now().Add(30 * time.Second); ; time.Sleep(5 * time.Millisecond) {
-		fake.mu.Lock()
-		written := len(fake.crm)
-		fake.mu.Unlock()
-		if written == len(keys) {
-			break
-		}
-		if time.Now().After(giveUp) {
-			t.Fatalf("%d of %d approved events written", written, len(keys))
-		}
-	}
-	cancel()
-	<-stopped
-	fake.wg.Wait()
+	runUntil(t, opts, fake, "written", func() bool { return fake.written() == len(keys) }, func() string {
+		return fmt.Sprintf("%d of %d approved events written", fake.written(), len(keys))
+	})
 	mu.Lock()
 	defer mu.Unlock()
 	if len(turns) != len(keys) {

@@ -357,6 +357,34 @@ func parkedOne(t *testing.T, pol keystore.Policies, key string) (*bolt.Store, *s
 	return s, clock
 }
 
+// runUntil runs a runner with opts until done says so (looked at every
+// 5 ms, for 30 s of real time at most, then the test fails with what and
+// the state status returns), then stops it and waits for fake's
+// executions.
+func runUntil(t *testing.T, opts catchup.Options, fake *fakeN8n, what string, done func() bool, status func() string) {
+	t.Helper()
+	r, err := catchup.New(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	stopped := make(chan error)
+	go func() { stopped <- r.Run(ctx) }()
+	defer func() { cancel(); <-stopped; fake.wg.Wait() }()
+	for giveUp := time.Now().Add(30 * time.Second); !done(); time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(giveUp) {
+			t.Fatalf("not %s within 30 s: %s", what, status())
+		}
+	}
+}
+
+// written is how many keys the fake CRM has been written for.
+func (f *fakeN8n) written() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return len(f.crm)
+}
+
 // runFor runs a runner with opts for d of real time, then stops it.
 func runFor(t *testing.T, opts catchup.Options, d time.Duration) {
 	t.Helper()
