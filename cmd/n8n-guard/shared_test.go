@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"io"
 	"log/slog"
@@ -13,6 +12,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/n8n-guard/n8n-guard/internal/logbuf"
 	"github.com/n8n-guard/n8n-guard/internal/pgtest"
 	"github.com/n8n-guard/n8n-guard/keystore/postgres"
 )
@@ -31,7 +31,7 @@ func TestReplicasShareTheirSecretsThroughPostgres(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(first, ResumeSecretFile), []byte("secret-n8n-already-holds\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	var logs bytes.Buffer
+	var logs logbuf.Buffer // written by the replicas' goroutines while the test reads it
 	var mains []*Main
 	var bases []string
 	for i, dir := range []string{first, t.TempDir(), t.TempDir()} {
