@@ -219,12 +219,18 @@ func TestResetAnOpenBreaker(t *testing.T) {
 	}
 	c, csrf := signedIn(t, s, actToken)
 	_, overview := fetch(t, c, s.url+"/ui")
-	if !strings.Contains(overview, ">hubspot</a></strong> — open") {
+	if !strings.Contains(overview, ">hubspot</a></strong> — paused: breaker open") {
 		t.Fatal("the overview does not list the open breaker")
 	}
 	_, page := fetch(t, c, s.url+"/ui/breakers")
 	if !strings.Contains(page, `aria-label="Reset the breaker of hubspot"`) {
 		t.Fatal("no reset button for the open breaker")
+	}
+	if !strings.Contains(page, `title="open">paused: breaker open</span>`) {
+		t.Error("the breakers page does not say in words that the breaker pauses writes")
+	}
+	if _, key := fetch(t, c, s.url+"/ui/key?namespace=crm&key=evt_1"); !strings.Contains(key, `<dd title="destination_unreachable">destination unreachable</dd>`) {
+		t.Error("the key page shows the failure's reason code instead of its words")
 	}
 	// A token limited to namespaces may not reset a breaker, even one
 	// whose destination is called like one of its namespaces: the breaker

@@ -103,6 +103,31 @@ func reasonWords(r keystore.Reason) string {
 	return strings.ReplaceAll(string(r), "_", " ")
 }
 
+// kindWords says what a notification is about, as its list reads it.
+func kindWords(k notify.Kind) string {
+	switch k {
+	case notify.KindWorkflowFailed:
+		return "execution failed"
+	case notify.KindKeyUnknown:
+		return "outcome unknown"
+	case notify.KindBreakerOpened:
+		return "destination paused"
+	case notify.KindBreakerClosed:
+		return "destination back"
+	case notify.KindApproval:
+		return "approval asked"
+	case notify.KindEscalation:
+		return "escalated: nobody answered"
+	case notify.KindParkedLost:
+		return "parked event lost"
+	case notify.KindParkedOverdue:
+		return "parked event overdue"
+	case notify.KindRecordDamaged:
+		return "damaged record"
+	}
+	return strings.ReplaceAll(string(k), "_", " ")
+}
+
 // reasonShort is a reason in a few words.
 func reasonShort(r keystore.Reason) string {
 	switch r {

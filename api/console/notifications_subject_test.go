@@ -91,7 +91,7 @@ func TestNotificationsSayWhatTheyAreAbout(t *testing.T) {
 	}
 	c, _ := signedIn(t, s, actToken)
 	_, page := fetch(t, c, s.url+"/ui/notifications")
-	for _, want := range []string{`<a class="dest" href="/ui/destination?name=hubspot">hubspot</a>`, `<a class="subject" href="/ui/key?key=lead-7&amp;namespace=crm">crm/lead-7</a>`} {
+	for _, want := range []string{`<span class="kind" title="breaker_opened">destination paused</span>`, `<span class="kind" title="parked_lost">parked event lost</span>`, `<a class="dest" href="/ui/destination?name=hubspot">hubspot</a>`, `<a class="subject" href="/ui/key?key=lead-7&amp;namespace=crm">crm/lead-7</a>`} {
 		if !strings.Contains(page, want) {
 			t.Errorf("the notifications page lacks %s", want)
 		}

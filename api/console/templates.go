@@ -41,6 +41,11 @@ func templateFuncs(now func() time.Time, refresh template.HTMLAttr) template.Fun
 		"asset":            assetURL,
 		"keyURL":           keyURL,
 		"destinationURL":   destinationURL,
+		// Codes in words: the lists say what happened, the raw code
+		// stays in a title for whoever searches by it.
+		"reasonWords":  reasonWords,
+		"breakerWords": breakerWords,
+		"kindWords":    kindWords,
 	}
 }
 
