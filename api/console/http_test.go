@@ -294,3 +294,26 @@ func TestResetAnOpenBreaker(t *testing.T) {
 		t.Errorf("the audit list does not say why the breaker was reset")
 	}
 }
+
+// "Allow a retry" re-runs nothing: the key page says who sends the event
+// again, before the decision and after it.
+func TestAllowARetrySaysWhoSendsTheEventAgain(t *testing.T) {
+	s := newSite(t)
+	s.unknownKey("bookings", "bk-3", "n8n exec 3", "timeout")
+	c, csrf := signedIn(t, s, actToken)
+	_, page := fetch(t, c, s.url+"/ui/key?namespace=bookings&key=bk-3")
+	if !strings.Contains(page, `id="retry-help"`) || !strings.Contains(page, "The guard re-sends nothing itself: the event is written when its sender sends it again") {
+		t.Fatalf("the key page does not say who sends the event again:\n%s", page)
+	}
+	status, page, loc := post(t, c, s.url+"/ui/key/resolve", url.Values{"csrf": {csrf}, "namespace": {"bookings"}, "key": {"bk-3"}, "action": {"retry"}, "note": {"CRM shows no booking"}})
+	if status != http.StatusSeeOther || loc == "" {
+		t.Fatalf("resolve: %d %s", status, page)
+	}
+	_, page = fetch(t, c, s.url+loc)
+	if !strings.Contains(page, "A new attempt may start: the next reserve is accepted. The guard re-sends nothing itself") {
+		t.Fatalf("the confirmation does not say that nothing is re-sent (%d, %s):\n%s", status, loc, page)
+	}
+	if r := s.lookup("bookings", "bk-3"); r.State != keystore.StateFailed || !r.Retryable {
+		t.Fatalf("key after allow a retry: %s retryable=%v", r.State, r.Retryable)
+	}
+}

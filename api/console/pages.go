@@ -147,7 +147,7 @@ func doneText(action string) string {
 	case "complete":
 		return "The key is marked completed."
 	case "retry":
-		return "A new attempt may start: the next reserve is accepted."
+		return "A new attempt may start: the next reserve is accepted. The guard re-sends nothing itself: the event is written when its sender sends it again or a person re-runs its n8n execution."
 	case "final":
 		return "The key is marked failed for good: the next reserve is rejected."
 	}
