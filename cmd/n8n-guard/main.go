@@ -75,54 +75,87 @@ func NewMain(cfg Config, log *slog.Logger) *Main {
 }
 
 // Run opens the store, starts the background components and the HTTP
-// server, and returns once the server is listening.
+// server, and returns once the server is listening. Each component is
+// set up by one method below, in the order they depend on each other.
 func (m *Main) Run(ctx context.Context) (err error) {
 	defer func() {
 		if err != nil {
 			m.Close()
 		}
 	}()
-	cfg := m.Config
-	policies, err := cfg.File.Policies()
-	if err != nil {
-		return fmt.Errorf("config: %w", err)
-	}
-	if policies.Resume, err = cfg.resumeTargets(); err != nil { // resume.go
-		return fmt.Errorf("config: %w", err)
-	}
-	logResumeTargets(m.Logger, policies.Resume)
-	logFourEyes(m.Logger, policies)
-	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
-		return fmt.Errorf("data folder: %w", err)
-	}
-	checkDataDir(cfg.DataDir, m.Logger)
-	tokens, err := apiTokens(cfg.Tokens, cfg.DataDir, m.Logger)
+	policies, err := m.initPolicies()
 	if err != nil {
 		return err
 	}
-	con := cfg.Console
-	// The console's links: n8n's address people open, and Slack's.
-	con.N8nURL, con.SlackWorkspace, con.Hint = cfg.n8nLinkBase(), cfg.File.Notify.SlackWorkspace, slack.HintOf
-	if cfg.N8nAPIURL != "" && cfg.N8nAPIKey != "" { // the key page names the holder's workflow
-		con.WorkflowName = n8n.New(cfg.N8nAPIURL, cfg.N8nAPIKey, 5*time.Second).WorkflowName
+	if err := os.MkdirAll(m.Config.DataDir, 0o700); err != nil {
+		return fmt.Errorf("data folder: %w", err)
 	}
-	reg := prometheus.NewRegistry()
-	m.reg = reg
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	notifyOpts := notify.Options{Logger: m.Logger, Registerer: reg}
-	var (
-		backup api.Backuper // nil: PostgreSQL, backed up with pg_dump
-		fault  func() error
-	)
+	checkDataDir(m.Config.DataDir, m.Logger)
+	tokens, err := apiTokens(m.Config.Tokens, m.Config.DataDir, m.Logger)
+	if err != nil {
+		return err
+	}
+	m.reg = prometheus.NewRegistry()
+	m.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	opened, err := m.openStore(ctx, policies)
+	if err != nil {
+		return err
+	}
+	con, err := m.initSecrets(ctx)
+	if err != nil {
+		return err
+	}
+	if err := m.initNotify(opened.outbox); err != nil {
+		return err
+	}
+	if err := m.initAPI(policies, tokens, con, opened); err != nil {
+		return err
+	}
+	if err := m.listen(); err != nil {
+		return err
+	}
+	return m.startBackground(ctx, policies)
+}
+
+// initPolicies reads the namespaces' and destinations' rules from the
+// config file and where resume calls may go, and logs what people should
+// know about them.
+func (m *Main) initPolicies() (keystore.Policies, error) {
+	policies, err := m.Config.File.Policies()
+	if err != nil {
+		return policies, fmt.Errorf("config: %w", err)
+	}
+	if policies.Resume, err = m.Config.resumeTargets(); err != nil { // resume.go
+		return policies, fmt.Errorf("config: %w", err)
+	}
+	logResumeTargets(m.Logger, policies.Resume)
+	logFourEyes(m.Logger, policies)
+	return policies, nil
+}
+
+// openedStore is what opening the store gives the other components
+// besides Main.store: notify's outbox in the same database, and what only
+// a bbolt store offers the API (nil on PostgreSQL, backed up with
+// pg_dump).
+type openedStore struct {
+	outbox notify.Outbox
+	backup api.Backuper
+	fault  func() error
+}
+
+// openStore opens the store of truth: PostgreSQL when --store is a
+// postgres:// URL, else the bbolt file in the data folder.
+func (m *Main) openStore(ctx context.Context, policies keystore.Policies) (openedStore, error) {
+	cfg := m.Config
 	switch {
 	case isPostgresURL(cfg.Store):
 		if len(cfg.Tokens) == 0 {
 			// A generated token lives in one replica's data folder: n8n's
 			// credential would work on that replica only.
-			return errors.New("--store postgres://...: set N8N_GUARD_TOKENS (the same on every replica); a token generated into each data folder would differ from replica to replica")
+			return openedStore{}, errors.New("--store postgres://...: set N8N_GUARD_TOKENS (the same on every replica); a token generated into each data folder would differ from replica to replica")
 		}
 		damaged := newDamagedCounter() // storemetrics.go
-		reg.MustRegister(damaged)
+		m.reg.MustRegister(damaged)
 		pg, err := postgres.Open(ctx, cfg.Store, postgres.Options{
 			Policies: policies,
 			Clock:    cfg.Clock,
@@ -130,18 +163,20 @@ func (m *Main) Run(ctx context.Context) (err error) {
 			Damaged:  damaged.Inc,
 		})
 		if err != nil {
-			return err
+			return openedStore{}, err
 		}
 		m.store = pg
-		if notifyOpts.Outbox, err = notifypg.New(ctx, pg.Pool(), notifypg.Options{}); err != nil {
-			return err
+		outbox, err := notifypg.New(ctx, pg.Pool(), notifypg.Options{})
+		if err != nil {
+			return openedStore{}, err
 		}
 		m.Logger.Info("store open", "backend", "postgres")
+		return openedStore{outbox: outbox}, nil
 	case cfg.Store == "":
 		path := filepath.Join(cfg.DataDir, StoreFile)
-		observer, err := newBoltMetrics(reg, path) // storemetrics.go
+		observer, err := newBoltMetrics(m.reg, path) // storemetrics.go
 		if err != nil {
-			return err
+			return openedStore{}, err
 		}
 		bs, err := bolt.Open(path, bolt.Options{
 			Policies: policies,
@@ -152,24 +187,36 @@ func (m *Main) Run(ctx context.Context) (err error) {
 			AcceptRestore: cfg.AcceptRestore,
 		})
 		if err != nil {
-			return err
+			return openedStore{}, err
 		}
 		m.store = bs
 		// The store reopens its file after a storage error: the outbox asks
 		// for it at each use.
-		if notifyOpts.Outbox, err = notifybolt.New(bs.DB); err != nil {
-			return fmt.Errorf("notify outbox: %w", err)
+		outbox, err := notifybolt.New(bs.DB)
+		if err != nil {
+			return openedStore{}, fmt.Errorf("notify outbox: %w", err)
 		}
-		// What only a bbolt store offers the API.
-		backup, fault = bs, bs.Fault
 		m.Logger.Info("store open", "backend", "bbolt", "path", path)
-	default:
-		return fmt.Errorf("--store %q: use a postgres:// URL, or leave it empty for the bbolt file in --data", redactURL(cfg.Store))
+		return openedStore{outbox: outbox, backup: bs, fault: bs.Fault}, nil
 	}
-	// What replicas must agree on: on PostgreSQL in the database, on
-	// bbolt in the data folder (shared.go).
+	return openedStore{}, fmt.Errorf("--store %q: use a postgres:// URL, or leave it empty for the bbolt file in --data", redactURL(cfg.Store))
+}
+
+// initSecrets loads or creates what replicas must agree on (on
+// PostgreSQL in the database, on bbolt in the data folder; shared.go):
+// the console's session key, the resume and the check credentials. It
+// returns the console's config with its links, key and sign-out list.
+func (m *Main) initSecrets(ctx context.Context) (api.ConsoleConfig, error) {
+	cfg := m.Config
+	con := cfg.Console
+	// The console's links: n8n's address people open, and Slack's.
+	con.N8nURL, con.SlackWorkspace, con.Hint = cfg.n8nLinkBase(), cfg.File.Notify.SlackWorkspace, slack.HintOf
+	if cfg.N8nAPIURL != "" && cfg.N8nAPIKey != "" { // the key page names the holder's workflow
+		con.WorkflowName = n8n.New(cfg.N8nAPIURL, cfg.N8nAPIKey, 5*time.Second).WorkflowName
+	}
+	var err error
 	if con.SessionKey, err = m.secret(ctx, consoleKeySecret, cfg.ConsoleSessionKey); err != nil {
-		return fmt.Errorf("console session key: %w", err)
+		return con, fmt.Errorf("console session key: %w", err)
 	}
 	if pg, ok := m.store.(*postgres.Store); ok {
 		con.SignOuts = pg
@@ -178,31 +225,48 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	}
 	resume, err := m.secret(ctx, resumeSecretSpec, cfg.ResumeSecret)
 	if err != nil {
-		return fmt.Errorf("resume secret: %w", err)
+		return con, fmt.Errorf("resume secret: %w", err)
 	}
 	m.resumeSecret = string(resume)
 	check, err := m.secret(ctx, checkSecretSpec, cfg.CheckSecret)
 	if err != nil {
-		return fmt.Errorf("check secret: %w", err)
+		return con, fmt.Errorf("check secret: %w", err)
 	}
 	m.checkSecret = string(check)
-	notifyOpts.Events, notifyOpts.Keys = m.store, m.store
-	if p, ok := m.store.(notify.Parking); ok { // the outage messages show the parked counts
-		notifyOpts.Parking = p
-	}
-	notifyCfg := cfg.File.NotifyConfig()
-	if m.notes, err = m.newNotify(notifyCfg, notifyOpts); err != nil {
-		return err
-	}
+	return con, nil
+}
 
-	if m.server, err = api.New(api.Config{
+// initNotify sets up the notification service over outbox: Slack when a
+// bot token is set, "Retry execution" when n8n's API is.
+func (m *Main) initNotify(outbox notify.Outbox) error {
+	c := m.Config
+	opts := notify.Options{Logger: m.Logger, Registerer: m.reg, Outbox: outbox, Events: m.store, Keys: m.store}
+	if p, ok := m.store.(notify.Parking); ok { // the outage messages show the parked counts
+		opts.Parking = p
+	}
+	if c.SlackBotToken != "" {
+		opts.Slack = slack.New(slack.Options{Token: c.SlackBotToken, APIURL: c.SlackAPIURL})
+	}
+	if c.N8nAPIURL != "" && c.N8nAPIKey != "" {
+		opts.Executions = n8n.Retrier{Client: n8n.New(c.N8nAPIURL, c.N8nAPIKey, 2*time.Minute)}
+	}
+	var err error
+	m.notes, err = notify.New(c.File.NotifyConfig(), opts)
+	return err
+}
+
+// initAPI builds the HTTP server: the API, Slack's interactions and the
+// console.
+func (m *Main) initAPI(policies keystore.Policies, tokens []string, con api.ConsoleConfig, opened openedStore) (err error) {
+	cfg := m.Config
+	m.server, err = api.New(api.Config{
 		Store:         m.store,
 		Notifications: m.notes,
 		Interactions:  notifications{m.notes, slack.NewInteractions(cfg.SlackSigningSecret, m.notes, m.Logger)},
-		Backup:        backup,
-		Fault:         fault,
+		Backup:        opened.backup,
+		Fault:         opened.fault,
 		Tokens:        tokens,
-		Registry:      reg,
+		Registry:      m.reg,
 		Logger:        m.Logger.With("component", "api"),
 		Version:       m.Version,
 		BodyLimit:     cfg.BodyLimit,
@@ -220,19 +284,29 @@ func (m *Main) Run(ctx context.Context) (err error) {
 		LabelLimit:   cfg.File.Metrics.LabelLimit,
 		Policies:     policies,
 		Console:      con,
-	}); err != nil {
-		return err
+	})
+	return err
+}
+
+// listen opens the listener, with TLS when it is configured.
+func (m *Main) listen() (err error) {
+	if m.ln, err = net.Listen("tcp", m.Config.Addr); err != nil {
+		return fmt.Errorf("listen on %s: %w", m.Config.Addr, err)
 	}
-	if m.ln, err = net.Listen("tcp", cfg.Addr); err != nil {
-		return fmt.Errorf("listen on %s: %w", cfg.Addr, err)
-	}
-	if m.tls, err = tlsserve.New(cfg.TLS, cfg.DataDir, m.ln.Addr().String(), m.Logger.With("component", "tls")); err != nil {
+	if m.tls, err = tlsserve.New(m.Config.TLS, m.Config.DataDir, m.ln.Addr().String(), m.Logger.With("component", "tls")); err != nil {
 		return err
 	}
 	if m.tls != nil {
 		m.ln = tls.NewListener(m.ln, m.tls.Config)
 	}
+	return nil
+}
 
+// startBackground starts notify, Slack's socket mode, the sweeper, the
+// catch-up, the checks and the HTTP server, each in its own goroutine
+// until Close.
+func (m *Main) startBackground(ctx context.Context, policies keystore.Policies) error {
+	cfg := m.Config
 	bg, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	m.cancel = cancel
 	m.start("notify", func() error { return m.notes.Run(bg) })
@@ -240,11 +314,11 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	m.start("slack-socket-mode", func() error { return socket.Run(bg) })
 	sw := sweeper{store: m.store, every: cfg.SweepInterval, log: m.Logger.With("component", "sweeper")}
 	m.start("sweeper", func() error { return sw.Run(bg) })
-	if err := m.startCatchUp(bg, policies, reg); err != nil { // park.go
+	if err := m.startCatchUp(bg, policies, m.reg); err != nil { // park.go
 		cancel()
 		return err
 	}
-	if err := m.startChecks(bg, reg); err != nil { // checks.go
+	if err := m.startChecks(bg, m.reg); err != nil { // checks.go
 		cancel()
 		return err
 	}
@@ -339,19 +413,6 @@ func redactURL(s string) string {
 		return "(unparsable)"
 	}
 	return u.Redacted()
-}
-
-// newNotify builds the notification service on its outbox, with Slack
-// (when a bot token is set) and n8n's API (when URL and key are set).
-func (m *Main) newNotify(cfg notify.Config, opts notify.Options) (*notify.Service, error) {
-	c := m.Config
-	if c.SlackBotToken != "" {
-		opts.Slack = slack.New(slack.Options{Token: c.SlackBotToken, APIURL: c.SlackAPIURL})
-	}
-	if c.N8nAPIURL != "" && c.N8nAPIKey != "" {
-		opts.Executions = n8n.Retrier{Client: n8n.New(c.N8nAPIURL, c.N8nAPIKey, 2*time.Minute)}
-	}
-	return notify.New(cfg, opts)
 }
 
 // notifications is what the API serves of notify: the service, and
