@@ -1,10 +1,8 @@
-package notify_test
+package notify
 
 import (
 	"testing"
 	"time"
-
-	. "github.com/n8n-guard/n8n-guard/notify"
 )
 
 // The outage message, transition by transition: every state of a

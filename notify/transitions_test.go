@@ -1,11 +1,9 @@
-package notify_test
+package notify
 
 import (
 	"strings"
 	"testing"
 	"time"
-
-	. "github.com/n8n-guard/n8n-guard/notify"
 )
 
 // The life cycle of a notification, transition by transition: every state
