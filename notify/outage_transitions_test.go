@@ -165,11 +165,3 @@ func TestOutageTransitions(t *testing.T) {
 		}
 	}
 }
-
-func TestResetByOf(t *testing.T) {
-	for msg, want := range map[string]string{"reset by alice": "alice", "": "", "maintenance window by bob": ""} {
-		if got := ResetByOf(msg); got != want {
-			t.Errorf("ResetByOf(%q) = %q, want %q", msg, got, want)
-		}
-	}
-}

@@ -2,7 +2,6 @@ package notify
 
 import (
 	"fmt"
-	"strings"
 	"time"
 )
 
@@ -450,16 +449,6 @@ func BreakerClosed(cur *Record, seq uint64, resetBy string, paused, parked int, 
 		x.DueAt = now
 	}
 	return x
-}
-
-// ResetByOf reads who reset a breaker from its closing event's message
-// ("reset by …", keystore.DecideResetBreaker); "" for a closing by the
-// probe.
-func ResetByOf(message string) string {
-	if by, ok := strings.CutPrefix(message, "reset by "); ok {
-		return strings.TrimSpace(by)
-	}
-	return ""
 }
 
 func caughtUp(x *Record, now time.Time) {
