@@ -65,7 +65,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	}
 	// Every kind's series at 0 from start: an alert's increase() counts
 	// the first delivery or death, which it cannot on a series born at 1.
-	for _, k := range Kinds() {
+	for _, k := range kinds() {
 		m.delivered.WithLabelValues(string(k))
 		m.dead.WithLabelValues(string(k))
 	}
