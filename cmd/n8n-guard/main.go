@@ -20,6 +20,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/n8n-guard/n8n-guard/api"
+	"github.com/n8n-guard/n8n-guard/internal/prom"
 	"github.com/n8n-guard/n8n-guard/internal/tlsserve"
 	"github.com/n8n-guard/n8n-guard/keystore"
 	"github.com/n8n-guard/n8n-guard/keystore/bolt"
@@ -108,7 +109,9 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	}
 	reg := prometheus.NewRegistry()
 	m.reg = reg
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	if err := prom.Register(reg, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{})); err != nil {
+		return err
+	}
 	notifyOpts := notify.Options{Logger: m.Logger, Registerer: reg}
 	var (
 		backup api.Backuper // nil: PostgreSQL, backed up with pg_dump
@@ -122,7 +125,9 @@ func (m *Main) Run(ctx context.Context) (err error) {
 			return errors.New("--store postgres://...: set N8N_GUARD_TOKENS (the same on every replica); a token generated into each data folder would differ from replica to replica")
 		}
 		damaged := newDamagedCounter() // storemetrics.go
-		reg.MustRegister(damaged)
+		if err := prom.Register(reg, damaged); err != nil {
+			return err
+		}
 		pg, err := postgres.Open(ctx, cfg.Store, postgres.Options{
 			Policies: policies,
 			Clock:    cfg.Clock,
