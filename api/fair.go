@@ -15,6 +15,7 @@ import (
 	"github.com/n8n-guard/n8n-guard/api/problem"
 	"github.com/n8n-guard/n8n-guard/errs"
 	"github.com/n8n-guard/n8n-guard/internal/edge"
+	"github.com/n8n-guard/n8n-guard/internal/prom"
 )
 
 // Defaults of the per-client limits (Config).
@@ -79,7 +80,7 @@ func newFairEdge(cfg Config, log *slog.Logger) (*fairEdge, error) {
 	for _, l := range []string{"connections", "unauthenticated"} {
 		f.refusals.WithLabelValues(l)
 	}
-	if err := cfg.Registry.Register(f.refusals); err != nil {
+	if err := prom.Register(cfg.Registry, f.refusals); err != nil {
 		return nil, err
 	}
 	return f, nil

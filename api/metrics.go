@@ -11,6 +11,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/n8n-guard/n8n-guard/internal/prom"
 	"github.com/n8n-guard/n8n-guard/keystore"
 )
 
@@ -87,11 +88,9 @@ func newMetrics(reg prometheus.Registerer, store keystore.Store, lc labelConfig)
 		}, []string{"namespace"}),
 		approvals: newApprovalsCounter(),
 	}
-	for _, c := range []prometheus.Collector{m.approvals, m.requests, m.latency, m.reserves, m.fallbacks, m.repeats, m.byToken, m.refusals,
-		m.openConns, m.connsRefused, overflow, newStoreCollector(store, m.namespaces, m.destinations)} {
-		if err := reg.Register(c); err != nil {
-			return nil, err
-		}
+	if err := prom.Register(reg, m.approvals, m.requests, m.latency, m.reserves, m.fallbacks, m.repeats, m.byToken, m.refusals,
+		m.openConns, m.connsRefused, overflow, newStoreCollector(store, m.namespaces, m.destinations)); err != nil {
+		return nil, err
 	}
 	return m, nil
 }

@@ -2,13 +2,13 @@ package catchup
 
 import (
 	"context"
-	"errors"
 	"log/slog"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/cenkalti/backoff/v5"
+	"github.com/n8n-guard/n8n-guard/internal/prom"
 	"github.com/n8n-guard/n8n-guard/keystore"
 	"github.com/n8n-guard/n8n-guard/n8n"
 	"github.com/prometheus/client_golang/prometheus"
@@ -667,16 +667,8 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Buckets: prometheus.ExponentialBuckets(1, 4, 10)}, []string{"destination"}),
 		seen: map[string]bool{},
 	}
-	if reg == nil {
-		return m, nil
-	}
-	for _, c := range []prometheus.Collector{m.parked, m.woken, m.inFlight, m.resumes, m.lost, m.overdue, m.catchUp} {
-		if err := reg.Register(c); err != nil {
-			var are prometheus.AlreadyRegisteredError
-			if !errors.As(err, &are) {
-				return nil, err
-			}
-		}
+	if err := prom.Register(reg, m.parked, m.woken, m.inFlight, m.resumes, m.lost, m.overdue, m.catchUp); err != nil {
+		return nil, err
 	}
 	return m, nil
 }

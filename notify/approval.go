@@ -70,12 +70,12 @@ func (s *Service) approvalRequest(ev keystore.Event, rec *Record, at time.Time) 
 	return Addition{Record: rec, Once: fmt.Sprintf("%s\x00%s\x00%s", ev.Kind, ev.Namespace, ev.Key)}
 }
 
-// ApprovalDecidedElsewhere records on cur that its key was approved or
+// approvalDecidedElsewhere records on cur that its key was approved or
 // rejected (by, at) without its buttons, or after a click whose own record
 // came first: escalation stops, the buttons go. A decision already shown
 // stays.
-func ApprovalDecidedElsewhere(cur *Record, decision, by string, at, now time.Time) *Record {
-	x := cur.Clone()
+func approvalDecidedElsewhere(cur *Record, decision, by string, at, now time.Time) *Record {
+	x := cur.clone()
 	x.EscalateAt = nil
 	if x.Decision == DecisionApproved || x.Decision == DecisionRejected {
 		return x
@@ -104,7 +104,7 @@ func (s *Service) approvalDecided(ctx context.Context, ev keystore.Event) error 
 			continue
 		}
 		now := s.now()
-		next := func(x *Record) *Record { return ApprovalDecidedElsewhere(x, decision, ev.Owner, ev.At, now) }
+		next := func(x *Record) *Record { return approvalDecidedElsewhere(x, decision, ev.Owner, ev.At, now) }
 		updated, err := s.outbox.Update(ctx, r.ID, func(x *Record) { *x = *next(x) })
 		if err != nil {
 			s.log.Warn("recording an approval decided elsewhere failed", "id", r.ID, "err", err)
@@ -195,7 +195,7 @@ func (s *Service) askReason(ctx context.Context, target *Record, c Click) {
 	cl, _, err := s.call(ctx, "views.open", func() error {
 		return s.slack.AskReason(ctx, c.TriggerID, string(meta), "Reject "+Truncate(target.Key, 40))
 	})
-	if cl != ClassOK {
+	if cl != classOK {
 		s.log.Warn("could not open the reason form of a rejection", "user", c.UserID, "reason", slackReason(err))
 		s.ephemeral(ctx, c, "Slack did not open the form for the reason; nothing changed. Try again, or reject in the console.")
 	}

@@ -11,16 +11,16 @@ import (
 
 // Defaults of the notify configuration.
 const (
-	DefaultGroupWindow = 5 * time.Minute
-	DefaultRetention   = 30 * 24 * time.Hour
-	DefaultSlackPause  = 5 * time.Minute
-	// DefaultFirstPause is the first pause once Slack is unreachable (±20 %
+	defaultGroupWindow = 5 * time.Minute
+	defaultRetention   = 30 * 24 * time.Hour
+	defaultSlackPause  = 5 * time.Minute
+	// defaultFirstPause is the first pause once Slack is unreachable (±20 %
 	// jitter: 10–15 s); each further failed probe doubles it up to
 	// SlackPause, and any answer of Slack resets it.
-	DefaultFirstPause = 12500 * time.Millisecond
-	// DefaultRetryFor: transient Slack failures are retried this long
+	defaultFirstPause = 12500 * time.Millisecond
+	// defaultRetryFor: transient Slack failures are retried this long
 	// after a notification was created; never dropped after a count.
-	DefaultRetryFor = 7 * 24 * time.Hour
+	defaultRetryFor = 7 * 24 * time.Hour
 )
 
 // Config says who hears about what. The binary maps the YAML file's
@@ -41,7 +41,7 @@ type Config struct {
 	// Retention: how long delivered (and dead) notifications are kept.
 	Retention time.Duration
 	// SlackPause: the longest delivery pauses while Slack stays
-	// unreachable (the first pause is DefaultFirstPause, or SlackPause if
+	// unreachable (the first pause is defaultFirstPause, or SlackPause if
 	// shorter).
 	SlackPause time.Duration
 	// RetryFor: how long transient Slack failures (5xx, timeouts, refused
@@ -103,16 +103,16 @@ var (
 // without Slack.
 func (c Config) withDefaults() (Config, error) {
 	if c.GroupWindow <= 0 {
-		c.GroupWindow = DefaultGroupWindow
+		c.GroupWindow = defaultGroupWindow
 	}
 	if c.Retention <= 0 {
-		c.Retention = DefaultRetention
+		c.Retention = defaultRetention
 	}
 	if c.SlackPause <= 0 {
-		c.SlackPause = DefaultSlackPause
+		c.SlackPause = defaultSlackPause
 	}
 	if c.RetryFor <= 0 {
-		c.RetryFor = DefaultRetryFor
+		c.RetryFor = defaultRetryFor
 	}
 	c.GuardURL = strings.TrimRight(c.GuardURL, "/")
 	c.PublicURL = strings.TrimRight(c.PublicURL, "/")

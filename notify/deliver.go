@@ -63,7 +63,7 @@ func (s *Service) call(ctx context.Context, method string, fn func() error) (Cla
 	err := fn()
 	c, wait := classify(ctx, err)
 	switch c {
-	case ClassCanceled:
+	case classCanceled:
 	case ClassUnreachable:
 		s.pause.unreachable(s.now())
 	default:
@@ -85,27 +85,27 @@ func (s *Service) send(ctx context.Context, r *Record) (stop bool) {
 		return err != nil
 	}
 	mention, userID, c, wait, err := s.owner(ctx, r.Owner)
-	if c != ClassOK {
-		return s.settle(ctx, r, "users.lookupByEmail", CallResult{Update: update, Class: c, Wait: wait}, err)
+	if c != classOK {
+		return s.settle(ctx, r, "users.lookupByEmail", callResult{Update: update, Class: c, Wait: wait}, err)
 	}
 	msg := Message{Record: r, Mention: mention, GuardURL: cmpOr(s.cfg.GuardURL, s.cfg.PublicURL), CanRetry: s.opts.Executions != nil,
-		Links: ConsoleLinks(r, s.cfg.PublicURL)}
+		Links: consoleLinks(r, s.cfg.PublicURL)}
 	if update {
 		c, wait, err = s.call(ctx, "chat.update", func() error { return s.slack.Update(ctx, r.SlackChannel, r.SlackTS, msg) })
-		return s.settle(ctx, r, "chat.update", CallResult{Update: true, Class: c, Wait: wait}, err)
+		return s.settle(ctx, r, "chat.update", callResult{Update: true, Class: c, Wait: wait}, err)
 	}
 	channel := cmpOr(r.Channel, userID) // no channel: a direct message from the app
 	if channel == "" {
 		err := errors.New("no channel: set notify.default_channel or a channel on the owner rule")
-		return s.settle(ctx, r, "chat.postMessage", CallResult{Class: ClassPermanent}, err)
+		return s.settle(ctx, r, "chat.postMessage", callResult{Class: ClassPermanent}, err)
 	}
 	if r.PostUncertain {
 		ts, found, c, wait, err := s.landed(ctx, channel, r)
-		if c == ClassOK && found {
-			return s.settle(ctx, r, "conversations.history", CallResult{Class: ClassOK, Channel: channel, TS: ts}, nil)
+		if c == classOK && found {
+			return s.settle(ctx, r, "conversations.history", callResult{Class: classOK, Channel: channel, TS: ts}, nil)
 		}
-		if c != ClassOK && c != ClassPermanent {
-			return s.settle(ctx, r, "conversations.history", CallResult{Class: c, Wait: wait}, err)
+		if c != classOK && c != ClassPermanent {
+			return s.settle(ctx, r, "conversations.history", callResult{Class: c, Wait: wait}, err)
 		}
 		// Not there (or the history cannot be read): post.
 	}
@@ -115,7 +115,7 @@ func (s *Service) send(ctx context.Context, r *Record) (stop bool) {
 		ch, ts, err = s.slack.Post(ctx, channel, msg)
 		return err
 	})
-	return s.settle(ctx, r, "chat.postMessage", CallResult{Class: c, Wait: wait, MaybeSent: maybeSent(err), Channel: ch, TS: ts}, err)
+	return s.settle(ctx, r, "chat.postMessage", callResult{Class: c, Wait: wait, MaybeSent: maybeSent(err), Channel: ch, TS: ts}, err)
 }
 
 // landed looks for r's message in the channel's recent history: an
@@ -134,15 +134,15 @@ func (s *Service) landed(ctx context.Context, channel string, r *Record) (ts str
 	return ts, found, c, wait, err
 }
 
-// settle records the result of a Slack call (AfterCall decides) and says
+// settle records the result of a Slack call (afterCall decides) and says
 // it; it reports whether the pass stops.
-func (s *Service) settle(ctx context.Context, r *Record, method string, res CallResult, err error) (stop bool) {
+func (s *Service) settle(ctx context.Context, r *Record, method string, res callResult, err error) (stop bool) {
 	now := s.now()
 	res.Reason = method + ": " + slackReason(err)
 	if res.Class == ClassUnreachable && method != "chat.postMessage" {
 		res.MaybeSent = false
 	}
-	o := outcome{CallResult: res, method: method, err: err}
+	o := outcome{callResult: res, method: method, err: err}
 	if !s.save(ctx, r, &o, now) {
 		return true
 	}
@@ -151,22 +151,22 @@ func (s *Service) settle(ctx context.Context, r *Record, method string, res Call
 
 // outcome is one Slack call as the worker reports it.
 type outcome struct {
-	CallResult
+	callResult
 	method string
 	err    error
-	effect CallEffect // what AfterCall did
+	effect callEffect // what afterCall did
 }
 
-// save applies AfterCall to the stored record; only an answer of Slack
+// save applies afterCall to the stored record; only an answer of Slack
 // (or a post that may have landed) changes it.
 func (s *Service) save(ctx context.Context, r *Record, o *outcome, now time.Time) (ok bool) {
-	if o.Class == ClassCanceled || (o.Class == ClassUnreachable && !o.MaybeSent) {
+	if o.Class == classCanceled || (o.Class == ClassUnreachable && !o.MaybeSent) {
 		return true
 	}
-	pol := DeliveryPolicy{GroupWindow: s.cfg.GroupWindow, RetryFor: s.cfg.RetryFor, Backoff: s.backoff}
+	pol := deliveryPolicy{GroupWindow: s.cfg.GroupWindow, RetryFor: s.cfg.RetryFor, Backoff: s.backoff}
 	if _, err := s.outbox.Update(ctx, r.ID, func(x *Record) {
 		var next *Record
-		if next, o.effect = AfterCall(x, r, o.CallResult, now, pol); next != nil {
+		if next, o.effect = afterCall(x, r, o.callResult, now, pol); next != nil {
 			*x = *next
 		}
 	}); err != nil {
@@ -179,9 +179,9 @@ func (s *Service) save(ctx context.Context, r *Record, o *outcome, now time.Time
 // report says what a Slack call came to: at most one log line, the
 // metrics, the pause of the pass; it reports whether the pass stops.
 func (s *Service) report(ctx context.Context, r *Record, o outcome, now time.Time) (stop bool) {
-	res, method, err := o.CallResult, o.method, o.err
+	res, method, err := o.callResult, o.method, o.err
 	switch res.Class {
-	case ClassCanceled:
+	case classCanceled:
 		return true
 	case ClassUnreachable:
 		n, _ := s.outbox.Waiting(ctx)
@@ -192,18 +192,18 @@ func (s *Service) report(ctx context.Context, r *Record, o outcome, now time.Tim
 		s.notBefore = now.Add(wait)
 		s.log.Info("Slack rate limit: pausing delivery", "method", method, "retry_after", wait.String())
 		return true
-	case ClassOK:
+	case classOK:
 		s.transient.Reset()
 	}
 	switch o.effect {
-	case EffectDelivered:
+	case effectDelivered:
 		s.m.delivered.WithLabelValues(string(r.Kind)).Inc()
-	case EffectUpdateRefused:
+	case effectUpdateRefused:
 		s.log.Warn("Slack refused to update a notification's message; it keeps what it showed", "id", r.ID, "reason", res.Reason)
-	case EffectUpdateGaveUp:
+	case effectUpdateGaveUp:
 		s.log.Warn("gave up updating a notification's message", "id", r.ID, "attempts", r.UpdateFailures+1,
 			"retry_for", s.cfg.RetryFor.String(), "reason", res.Reason)
-	case EffectDead:
+	case effectDead:
 		s.m.dead.WithLabelValues(string(r.Kind)).Inc()
 		if res.Class == ClassPermanent {
 			s.log.Error("Slack refused a notification for good: it is dead (see GET /v1/notifications?state=dead; resend it with n8n-guard notifications resend ID)",
@@ -212,7 +212,7 @@ func (s *Service) report(ctx context.Context, r *Record, o outcome, now time.Tim
 			s.log.Error("notification is dead: Slack kept failing for longer than notify.retry_for (see GET /v1/notifications?state=dead; resend it with n8n-guard notifications resend ID)",
 				"id", r.ID, "kind", r.Kind, "attempts", r.Attempts+1, "retry_for", s.cfg.RetryFor.String(), "reason", res.Reason)
 		}
-	case EffectRetry:
+	case effectRetry:
 		// Slack answered with a fault: the pass stops and the next one
 		// waits a little, growing to transientPauseMax while the faults go
 		// on. The other notifications keep their turn, so the first call
@@ -254,11 +254,11 @@ func (s *Service) backoff(attempt int) time.Duration {
 func (s *Service) owner(ctx context.Context, owner string) (mention, userID string, c Class, wait time.Duration, err error) {
 	switch {
 	case owner == "":
-		return "_no owner configured (set notify.default_owner)_", "", ClassOK, 0, nil
+		return "_no owner configured (set notify.default_owner)_", "", classOK, 0, nil
 	case userIDRE.MatchString(owner):
-		return "<@" + owner + ">", owner, ClassOK, 0, nil
+		return "<@" + owner + ">", owner, classOK, 0, nil
 	case groupIDRE.MatchString(owner):
-		return "<!subteam^" + owner + ">", "", ClassOK, 0, nil
+		return "<!subteam^" + owner + ">", "", classOK, 0, nil
 	}
 	email := strings.ToLower(owner)
 	s.usersMu.Lock()
@@ -277,11 +277,11 @@ func (s *Service) owner(ctx context.Context, owner string) (mention, userID stri
 			return err
 		})
 		switch {
-		case c == ClassOK && found:
+		case c == classOK && found:
 			if err := s.outbox.SetSlackUser(ctx, email, id); err != nil {
 				s.log.Warn("caching a Slack user failed", "err", err)
 			}
-		case c == ClassOK:
+		case c == classOK:
 			// Not cached durably: the person may join Slack later.
 			id = ""
 			s.log.Warn("an owner e-mail of the notify config is not a Slack user; messages go out without a mention",
@@ -294,7 +294,7 @@ func (s *Service) owner(ctx context.Context, owner string) (mention, userID stri
 		s.usersMu.Unlock()
 	}
 	if id == "" {
-		return "_owner not found in Slack (check the notify config)_", "", ClassOK, 0, nil
+		return "_owner not found in Slack (check the notify config)_", "", classOK, 0, nil
 	}
-	return "<@" + id + ">", id, ClassOK, 0, nil
+	return "<@" + id + ">", id, classOK, 0, nil
 }

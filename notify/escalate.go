@@ -24,9 +24,9 @@ func (s *Service) escalate(ctx context.Context) {
 	now := s.now()
 	s.settledElsewhere(ctx, now)
 	n, err := s.outbox.Escalate(ctx, now, dueBatch, func(r *Record) *Record {
-		next, msg, taken := AtEscalation(r, s.cfg.routeFor(r).Escalation, now)
+		next, msg, taken := atEscalation(r, s.cfg.routeFor(r).Escalation, now)
 		*r = *next
-		if taken == StepEscalated {
+		if taken == stepEscalated {
 			s.m.escalated.Inc()
 			s.log.Info("escalating: nobody acknowledged a notification", "id", r.ID, "kind", r.Kind, "step", r.EscalationStep,
 				"to", s.cfg.routeFor(r).Escalation[r.EscalationStep-1].To)
@@ -82,13 +82,13 @@ func (s *Service) resolvedElsewhere(ctx context.Context, r *Record, rec *keystor
 }
 
 func (s *Service) decidedElsewhere(ctx context.Context, id string, completed bool, by string, at, now time.Time) {
-	updated, err := s.outbox.Update(ctx, id, func(x *Record) { *x = *ResolvedElsewhere(x, completed, by, at, now) })
+	updated, err := s.outbox.Update(ctx, id, func(x *Record) { *x = *resolvedElsewhere(x, completed, by, at, now) })
 	if err != nil {
 		s.log.Warn("recording that a key was resolved elsewhere failed", "id", id, "err", err)
 		return
 	}
 	if updated != nil {
-		s.updateEscalations(ctx, updated, func(x *Record) *Record { return ResolvedElsewhere(x, completed, by, at, now) })
+		s.updateEscalations(ctx, updated, func(x *Record) *Record { return resolvedElsewhere(x, completed, by, at, now) })
 	}
 	s.poke()
 }

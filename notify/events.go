@@ -171,14 +171,14 @@ func (s *Service) keyResolved(ctx context.Context, ev keystore.Event) error {
 	// once however often the event is read (group.go).
 	completed, now := ev.Message == string(keystore.StateCompleted), s.now()
 	head, err := s.outbox.Settle(ctx, Member{Namespace: ev.Namespace, Key: ev.Key, Attempt: ev.Attempt}, func(x *Record) {
-		*x = *KeySettled(x, completed, ev.Owner, ev.At, now, s.cfg.GroupWindow)
+		*x = *keySettled(x, completed, ev.Owner, ev.At, now, s.cfg.GroupWindow)
 	})
 	if err != nil {
 		return err
 	}
 	if head != nil {
 		if !head.IsKeyGroup() {
-			s.updateEscalations(ctx, head, func(x *Record) *Record { return ResolvedElsewhere(x, completed, ev.Owner, ev.At, now) })
+			s.updateEscalations(ctx, head, func(x *Record) *Record { return resolvedElsewhere(x, completed, ev.Owner, ev.At, now) })
 		}
 		s.poke()
 	}

@@ -34,3 +34,12 @@ func (s *Service) PurgeNow() { s.lastPurge = time.Time{} }
 
 // Check is Config's check (New runs it).
 func (c Config) Check() (Config, error) { return c.withDefaults() }
+
+// The defaults the harness tests measure against.
+const (
+	DefaultGroupWindow = defaultGroupWindow
+	DefaultSlackPause  = defaultSlackPause
+)
+
+// ConsoleLinks are the console pages a message links to.
+func ConsoleLinks(r *Record, base string) []Link { return consoleLinks(r, base) }

@@ -13,11 +13,11 @@ import (
 // and the message keeps its buttons while any key is open. Pure functions,
 // as in transitions.go:
 //
-//	a key of the group decided (KeySettled; once per key, the outbox marks it):
+//	a key of the group decided (keySettled; once per key, the outbox marks it):
 //	  group, keys still open  -> settled+1, update within half a window (the buttons stay valid)
 //	  group, the last key     -> settled+1, final state shown now, escalation ends
-//	  one key (count 1)       -> settled+1, as ResolvedElsewhere
-//	a group's complete|retry (GroupClick, then GroupDecided):
+//	  one key (count 1)       -> settled+1, as resolvedElsewhere
+//	a group's complete|retry (groupClick, then groupDecided):
 //	  keys open               -> decided: every open key is resolved, the decision shown, buttons stay while any is open
 //	  none open (late click)  -> nothing ("all decided already")
 //	  stale button            -> nothing ("out of date")
@@ -49,15 +49,15 @@ func (r *Record) IsKeyGroup() bool { return r.Kind == KindKeyUnknown && r.Count 
 // OpenKeys is how many keys of the message are not decided yet.
 func (r *Record) OpenKeys() int { return max(r.Count-r.Settled, 0) }
 
-// KeySettled records that one key of cur's group was decided (completed:
+// keySettled records that one key of cur's group was decided (completed:
 // marked completed, else failed) by by at at. The outbox calls it once per
 // key (Outbox.Settle). window is the group window: progress is shown at
 // its pace, as a group's count.
-func KeySettled(cur *Record, completed bool, by string, at, now time.Time, window time.Duration) *Record {
-	x := cur.Clone()
+func keySettled(cur *Record, completed bool, by string, at, now time.Time, window time.Duration) *Record {
+	x := cur.clone()
 	x.Settled = min(x.Settled+1, max(x.Count, 1))
 	if !cur.IsKeyGroup() {
-		return ResolvedElsewhere(x, completed, by, at, now)
+		return resolvedElsewhere(x, completed, by, at, now)
 	}
 	delivered := x.Status == StatusDelivered && x.SlackTS != ""
 	if x.OpenKeys() == 0 {
@@ -76,31 +76,31 @@ func KeySettled(cur *Record, completed bool, by string, at, now time.Time, windo
 	return x
 }
 
-// GroupClick decides what a group's "it happened" / "it did not happen"
+// groupClick decides what a group's "it happened" / "it did not happen"
 // does: every open key gets the decision, or nothing when none is open
 // (a late click) or the button is out of date.
-func GroupClick(target *Record, action string, version int) ClickStep {
+func groupClick(target *Record, action string, version int) clickStep {
 	if target.OpenKeys() == 0 {
-		return ClickStep{Refusal: fmt.Sprintf("All %s keys of this group are decided already; nothing changed.", Thousands(target.Count))}
+		return clickStep{Refusal: fmt.Sprintf("All %s keys of this group are decided already; nothing changed.", Thousands(target.Count))}
 	}
 	if version != 0 && version != target.Version+1 {
-		return ClickStep{Refusal: "This message is out of date (the group was decided since it was shown); nothing changed."}
+		return clickStep{Refusal: "This message is out of date (the group was decided since it was shown); nothing changed."}
 	}
 	switch action {
 	case ActionComplete:
-		return ClickStep{Decision: DecisionCompleted}
+		return clickStep{Decision: DecisionCompleted}
 	case ActionRetry:
-		return ClickStep{Decision: DecisionRetry}
+		return clickStep{Decision: DecisionRetry}
 	}
-	return ClickStep{Refusal: "n8n-guard does not know this button; nothing changed."}
+	return clickStep{Refusal: "n8n-guard does not know this button; nothing changed."}
 }
 
-// GroupDecided records a decision user took for the whole group of cur:
+// groupDecided records a decision user took for the whole group of cur:
 // bulk names it in the keys' history, decided keys took it, skipped ones
 // were decided already. Escalation ends (a person took the group on); the
 // buttons stay while keys are open (keys may still join the group).
-func GroupDecided(cur *Record, decision, user, bulk string, decided, skipped int, now time.Time) *Record {
-	x := Decide(cur, decision, user, "", now, false)
+func groupDecided(cur *Record, decision, user, bulk string, decided, skipped int, now time.Time) *Record {
+	x := decide(cur, decision, user, "", now, false)
 	x.BulkID, x.BulkDecided, x.BulkSkipped = bulk, decided, skipped
 	return x
 }

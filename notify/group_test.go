@@ -78,11 +78,10 @@ func (k *keysHarness) resolved(key string) []keystore.Transition {
 	return out
 }
 
-// The proof: a group of 50 stuck keys is decided by one click
-// (behind a confirmation naming the count); every open key is decided
-// exactly once, keys decided elsewhere are left as they are, the buttons
-// stay while any key is open, and a replayed or late click changes
-// nothing.
+// A group of 50 stuck keys is decided by one click (behind a confirmation
+// naming the count); every open key is decided exactly once, keys decided
+// elsewhere are left as they are, the buttons stay while any key is open,
+// and a replayed or late click changes nothing.
 func TestGroupDecision(t *testing.T) {
 	cfg := decisionConfig()
 	cfg.PublicURL = "https://guard.example.org"

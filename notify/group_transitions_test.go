@@ -1,11 +1,9 @@
-package notify_test
+package notify
 
 import (
 	"strings"
 	"testing"
 	"time"
-
-	. "github.com/n8n-guard/n8n-guard/notify"
 )
 
 // The transitions of a group of stuck keys (group.go), state by event,
@@ -42,8 +40,8 @@ func TestKeySettled(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			cur := tc.cur.Clone()
-			next := KeySettled(cur, true, "office manager", created, at, policy.GroupWindow)
+			cur := tc.cur.clone()
+			next := keySettled(cur, true, "office manager", created, at, policy.GroupWindow)
 			if next.Settled != tc.settled || next.Version != cur.Version+tc.version || next.Decision != tc.decision {
 				t.Fatalf("settled %d version +%d decision %q: %+v %+v", next.Settled, next.Version-cur.Version, next.Decision, next.GroupProgress, next.Decided)
 			}
@@ -82,7 +80,7 @@ func TestGroupClick(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			step := GroupClick(tc.cur, tc.action, tc.version)
+			step := groupClick(tc.cur, tc.action, tc.version)
 			if step.Decision != tc.decision || (tc.refusal == "") != (step.Refusal == "") || !strings.Contains(step.Refusal, tc.refusal) {
 				t.Fatalf("%+v", step)
 			}
@@ -92,7 +90,7 @@ func TestGroupClick(t *testing.T) {
 
 func TestGroupDecided(t *testing.T) {
 	cur := keyGroup(50, 5)
-	next := GroupDecided(cur, DecisionCompleted, "U1", "slack-n_1-1", 43, 7, at)
+	next := groupDecided(cur, DecisionCompleted, "U1", "slack-n_1-1", 43, 7, at)
 	if next.Decision != DecisionCompleted || next.DecidedBy != "U1" || next.BulkID != "slack-n_1-1" || next.BulkDecided != 43 ||
 		next.BulkSkipped != 7 || next.Version != cur.Version+1 || !next.DueAt.Equal(at) || next.EscalateAt != nil {
 		t.Fatalf("%+v %+v", next.Decided, next.GroupProgress)
@@ -110,9 +108,9 @@ func TestGroupDecided(t *testing.T) {
 // update after it shows the new count.
 func TestAfterCallSeesAKeySettledDuringTheCall(t *testing.T) {
 	sent := keyGroup(3, 0)
-	cur := KeySettled(sent, true, "ops", created, created, policy.GroupWindow)
+	cur := keySettled(sent, true, "ops", created, created, policy.GroupWindow)
 	cur.DueAt = time.Time{} // as it was when the call began
-	next, _ := AfterCall(cur, sent, CallResult{Update: true, Class: ClassOK}, at, policy)
+	next, _ := afterCall(cur, sent, callResult{Update: true, Class: classOK}, at, policy)
 	if next.DueAt.IsZero() {
 		t.Fatal("the key settled during the call is never shown")
 	}

@@ -22,10 +22,10 @@ const (
 // every key of the group still unknown at its attempt gets the decision,
 // named in its history by the person and the bulk id; a key decided
 // meanwhile is skipped, not decided again. The keys' resolutions come back
-// as key-resolved events, which count them on the message (KeySettled).
+// as key-resolved events, which count them on the message (keySettled).
 // The caller holds the notification's click lock.
 func (s *Service) actGroup(ctx context.Context, target *Record, c Click, version int) {
-	step := GroupClick(target, c.Action, version)
+	step := groupClick(target, c.Action, version)
 	if step.Refusal != "" {
 		s.m.refusedClicks.Inc()
 		s.ephemeral(ctx, c, step.Refusal)
@@ -49,7 +49,7 @@ func (s *Service) actGroup(ctx context.Context, target *Record, c Click, version
 	}
 	now := s.now()
 	if _, err := s.outbox.Update(ctx, target.ID, func(x *Record) {
-		*x = *GroupDecided(x, step.Decision, c.UserID, bulk, decided, skipped, now)
+		*x = *groupDecided(x, step.Decision, c.UserID, bulk, decided, skipped, now)
 	}); err != nil {
 		s.log.Error("recording a group decision from Slack failed", "id", target.ID, "err", err)
 	}
@@ -154,7 +154,7 @@ func (s *Service) decideMember(ctx context.Context, m Member, req keystore.Resol
 func (s *Service) settleGone(ctx context.Context, m Member) {
 	now := s.now()
 	if _, err := s.outbox.Settle(ctx, m, func(x *Record) {
-		*x = *KeySettled(x, true, "", now, now, s.cfg.GroupWindow)
+		*x = *keySettled(x, true, "", now, now, s.cfg.GroupWindow)
 	}); err != nil {
 		s.log.Warn("counting a gone key of a group failed", "namespace", m.Namespace, "key", m.Key, "err", err)
 	}

@@ -30,18 +30,18 @@ type Click struct {
 	Note      string
 }
 
-// ReplayWindow is Slack's: a request older than this is refused, and one
+// replayWindow is Slack's: a request older than this is refused, and one
 // seen within it is a replay.
-const ReplayWindow = 5 * time.Minute
+const replayWindow = 5 * time.Minute
 
 // FirstUse records a signed request's identity (mark) in the outbox and
 // reports whether it is the first time: a request within Slack's window,
 // before or after it, is used once, across restarts and replicas.
 func (s *Service) FirstUse(ctx context.Context, mark string) (bool, error) {
 	now := s.now()
-	// Slack accepts a timestamp up to ReplayWindow away either way: a
+	// Slack accepts a timestamp up to replayWindow away either way: a
 	// signature stays valid for twice the window.
-	return s.outbox.FirstUse(ctx, mark, now, now.Add(2*ReplayWindow))
+	return s.outbox.FirstUse(ctx, mark, now, now.Add(2*replayWindow))
 }
 
 // Refused counts an interactivity request refused as unsigned, wrongly
@@ -70,12 +70,12 @@ func (s *Service) Dispatch(clicks ...Click) {
 }
 
 // act carries out a click: it finds the notification the buttons act on,
-// checks that the person may decide, lets DecideClick decide, carries out
+// checks that the person may decide, lets decideClick decide, carries out
 // the side effect (the key's resolution, the execution's retry) and
 // records the decision. Anything refused is answered to that person alone
 // and changes nothing.
 func (s *Service) act(ctx context.Context, c Click) {
-	id, attempt, version := ParseButtonValue(c.Value)
+	id, attempt, version := parseButtonValue(c.Value)
 	id = s.targetOf(ctx, id)
 	// Two clicks about one notification decide one after the other (the
 	// second sees the first's decision); clicks about others go on.
@@ -93,7 +93,7 @@ func (s *Service) act(ctx context.Context, c Click) {
 		s.actGroup(ctx, target, c, version) // groupclick.go
 		return
 	}
-	step := DecideClick(target, c.Action, s.opts.Executions != nil)
+	step := decideClick(target, c.Action, s.opts.Executions != nil)
 	if step.Refusal != "" {
 		s.ephemeral(ctx, c, step.Refusal)
 		return
@@ -153,7 +153,7 @@ func (s *Service) carryOut(ctx context.Context, target *Record, c Click, decisio
 	case DecisionCompleted, DecisionRetry:
 		return "", s.resolveKey(ctx, target, c, attempt, version)
 	}
-	if Stale(target, attempt, version) {
+	if stale(target, attempt, version) {
 		return "", s.outOfDate(target)
 	}
 	if decision == DecisionRetried {
@@ -185,14 +185,14 @@ func baseURL(u string) string {
 // message about it.
 func (s *Service) record(ctx context.Context, id, decision, user, retriedAs string) error {
 	now := s.now()
-	updated, err := s.outbox.Update(ctx, id, func(x *Record) { *x = *Decide(x, decision, user, retriedAs, now, false) })
+	updated, err := s.outbox.Update(ctx, id, func(x *Record) { *x = *decide(x, decision, user, retriedAs, now, false) })
 	if err == nil && updated == nil {
 		err = errors.New("the notification is gone")
 	}
 	if err != nil {
 		return err
 	}
-	s.updateEscalations(ctx, updated, func(x *Record) *Record { return Decide(x, decision, user, retriedAs, now, true) })
+	s.updateEscalations(ctx, updated, func(x *Record) *Record { return decide(x, decision, user, retriedAs, now, true) })
 	return nil
 }
 
@@ -233,7 +233,7 @@ func (s *Service) resolveKey(ctx context.Context, r *Record, c Click, attempt, v
 		s.resolvedElsewhere(ctx, r, cur.Record, s.now())
 		return alreadyResolved(cur.Record)
 	}
-	if Stale(r, attempt, version) {
+	if stale(r, attempt, version) {
 		return s.outOfDate(r)
 	}
 	res := keystore.StateCompleted
@@ -325,7 +325,7 @@ func (s *Service) mayDecide(ctx context.Context, r *Record, userID string) (bool
 			members, err = s.slack.GroupMembers(ctx, g)
 			return err
 		})
-		if c != ClassOK && c != ClassPermanent {
+		if c != classOK && c != ClassPermanent {
 			return false, err
 		}
 		if slices.Contains(members, userID) {
@@ -357,7 +357,7 @@ func (s *Service) ephemeral(ctx context.Context, c Click, text string) {
 		return
 	}
 	cl, _, err := s.call(ctx, "chat.postEphemeral", func() error { return s.slack.Ephemeral(ctx, c.Channel, c.UserID, text) })
-	if cl != ClassOK {
+	if cl != classOK {
 		s.log.Warn("could not answer a Slack user", "user", c.UserID, "reason", slackReason(err))
 	}
 }

@@ -14,11 +14,11 @@ type Link struct {
 	URL   string
 }
 
-// ConsoleLinks are the console pages a message links to, under the guard's
+// consoleLinks are the console pages a message links to, under the guard's
 // public URL base (none when base is empty): a key's page, a group's
 // search and bulk decision (the keys the group is defined by, as a
 // keystore.Filter), a destination's page for an outage.
-func ConsoleLinks(r *Record, base string) []Link {
+func consoleLinks(r *Record, base string) []Link {
 	if base == "" {
 		return nil
 	}

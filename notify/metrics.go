@@ -1,6 +1,10 @@
 package notify
 
-import "github.com/prometheus/client_golang/prometheus"
+import (
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/n8n-guard/n8n-guard/internal/prom"
+)
 
 type metrics struct {
 	accepted      *prometheus.CounterVec
@@ -65,17 +69,13 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	}
 	// Every kind's series at 0 from start: an alert's increase() counts
 	// the first delivery or death, which it cannot on a series born at 1.
-	for _, k := range Kinds() {
+	for _, k := range kinds() {
 		m.delivered.WithLabelValues(string(k))
 		m.dead.WithLabelValues(string(k))
 	}
-	if reg != nil {
-		for _, c := range []prometheus.Collector{m.accepted, m.delivered, m.dead, m.slackCalls, m.waiting, m.breakerOpen,
-			m.decisions, m.refused, m.refusedClicks, m.escalated, m.resent} {
-			if err := reg.Register(c); err != nil {
-				return nil, err
-			}
-		}
+	if err := prom.Register(reg, m.accepted, m.delivered, m.dead, m.slackCalls, m.waiting, m.breakerOpen,
+		m.decisions, m.refused, m.refusedClicks, m.escalated, m.resent); err != nil {
+		return nil, err
 	}
 	return m, nil
 }

@@ -76,7 +76,7 @@ type ResendPlan struct {
 // notification id would go under the current configuration. Nothing
 // changes.
 func (s *Service) PlanResend(ctx context.Context, id string) (ResendPlan, error) {
-	if !IDRE.MatchString(id) {
+	if !idRE.MatchString(id) {
 		return ResendPlan{}, &errs.Error{Code: errs.InvalidRequest, Message: "id is not a notification id (n_…)",
 			Fields: []errs.FieldError{{Field: "id", Rule: "notification_id"}}}
 	}
@@ -113,7 +113,7 @@ const failureScan = 2000
 // Failures lists the failed executions n8n's error workflow reported
 // (kind workflow_failed), newest first, up to limit, from cursor on.
 func (s *Service) Failures(ctx context.Context, cursor string, limit int) (FailurePage, error) {
-	if cursor != "" && !IDRE.MatchString(cursor) {
+	if cursor != "" && !idRE.MatchString(cursor) {
 		return FailurePage{}, &errs.Error{Code: errs.InvalidRequest, Message: "cursor is not one this server gave out",
 			Fields: []errs.FieldError{{Field: "cursor", Rule: "cursor"}}}
 	}
@@ -153,11 +153,11 @@ func (s *Service) Failures(ctx context.Context, cursor string, limit int) (Failu
 
 // DecideFailure records a person's decision on a failed execution taken
 // outside Slack (the console): ActionAck or ActionSnooze, by the name of
-// who took it. It goes the buttons' way (DecideClick, Decide): its Slack
+// who took it. It goes the buttons' way (decideClick, decide): its Slack
 // message, and those escalating it, show the decision and lose the
 // buttons it ends. A decision already taken is a conflict.
 func (s *Service) DecideFailure(ctx context.Context, id, action, by string) (*Record, error) {
-	if !IDRE.MatchString(id) {
+	if !idRE.MatchString(id) {
 		return nil, &errs.Error{Code: errs.InvalidRequest, Message: "id is not a notification id (n_…)",
 			Fields: []errs.FieldError{{Field: "id", Rule: "notification_id"}}}
 	}
@@ -177,13 +177,13 @@ func (s *Service) DecideFailure(ctx context.Context, id, action, by string) (*Re
 	if target.Kind != KindWorkflowFailed {
 		return nil, errs.Errorf(errs.Conflict, "notification %s is about %s, not a failed execution", id, target.Kind)
 	}
-	step := DecideClick(target, action, false)
+	step := decideClick(target, action, false)
 	if step.Refusal != "" {
 		return nil, errs.Errorf(errs.Conflict, "already taken: %s; nothing changed", decidedBy(target))
 	}
 	now := s.now()
 	decide := func(x *Record, escalation bool) *Record {
-		next := Decide(x, step.Decision, "", "", now, escalation)
+		next := decide(x, step.Decision, "", "", now, escalation)
 		next.DecidedByName = Truncate(by, 200)
 		return next
 	}

@@ -12,7 +12,7 @@ import (
 // One message per outage of a destination: posted when its breaker opens,
 // then edited in place (chat.update) as events park, when the breaker
 // closes and when every parked event is resumed. The decisions are the
-// pure functions ParkedSeen, ParkedLostSeen and BreakerClosed.
+// pure functions parkedSeen, parkedLostSeen and breakerClosed.
 
 // Parking is what notify reads of the keystore about parked events
 // (keystore's stores satisfy it): how many wait per destination, how many
@@ -68,7 +68,7 @@ func (s *Service) foldIntoOutage(ctx context.Context, ev keystore.Event) (edited
 		return true, nil
 	}
 	lateLoss := ev.Kind == keystore.EventParkedLost && cur.SupersededAt == nil // a loss found after the catch-up still counts
-	if (!cur.OutageOpen() && !lateLoss) || (ev.Kind == keystore.EventBreakerClosed && cur.ClosedAt != nil) {
+	if (!cur.outageOpen() && !lateLoss) || (ev.Kind == keystore.EventBreakerClosed && cur.ClosedAt != nil) {
 		return false, nil
 	}
 	if ev.Kind == keystore.EventBreakerOpened {
@@ -90,11 +90,11 @@ func (s *Service) foldIntoOutage(ctx context.Context, ev keystore.Event) (edited
 		var next *Record
 		if ev.Kind == keystore.EventBreakerClosed {
 			by, reason, _ := keystore.ResetOf(ev)
-			if next = BreakerClosed(x, ev.Seq, by, ev.PausedReserves, parked, at, now); next != nil && by != "" {
+			if next = breakerClosed(x, ev.Seq, by, ev.PausedReserves, parked, at, now); next != nil && by != "" {
 				next.ResetReason = reason
 			}
 		} else {
-			next = ParkedLostSeen(x, ev.Seq, now, s.cfg.GroupWindow)
+			next = parkedLostSeen(x, ev.Seq, now, s.cfg.GroupWindow)
 		}
 		if next != nil {
 			*x = *next
@@ -111,7 +111,7 @@ func (s *Service) supersede(ctx context.Context, cur *Record, ev keystore.Event)
 	at := cmpTime(ev.At, now)
 	edited := false
 	_, err := s.outbox.Update(ctx, cur.ID, func(x *Record) {
-		if next := OutageSuperseded(x, ev.Seq, at, now); next != nil {
+		if next := outageSuperseded(x, ev.Seq, at, now); next != nil {
 			*x, edited = *next, true
 		}
 	})
@@ -148,15 +148,15 @@ func (s *Service) trackOutages(ctx context.Context) {
 	}
 	for _, b := range brs {
 		cur, err := s.outageOf(ctx, b.Destination)
-		if err != nil || cur == nil || !cur.OutageOpen() {
+		if err != nil || cur == nil || !cur.outageOpen() {
 			continue
 		}
 		n := counts[b.Destination]
-		if ParkedSeen(cur, n, now, s.cfg.GroupWindow) == nil {
+		if parkedSeen(cur, n, now, s.cfg.GroupWindow) == nil {
 			continue // nothing to show: no write
 		}
 		if _, err := s.outbox.Update(ctx, cur.ID, func(x *Record) {
-			if next := ParkedSeen(x, n, now, s.cfg.GroupWindow); next != nil {
+			if next := parkedSeen(x, n, now, s.cfg.GroupWindow); next != nil {
 				*x = *next
 			}
 		}); err != nil {
@@ -182,14 +182,14 @@ func (s *Service) parkedKey(ctx context.Context, ev keystore.Event) ParkedKey {
 		at := *t
 		p.ParkedAt = &at
 	}
-	p.WaitingExecution, p.ExecutionsURL = ExecutionOfResumeURL(res.Record.ResumeURL)
+	p.WaitingExecution, p.ExecutionsURL = executionOfResumeURL(res.Record.ResumeURL)
 	return p
 }
 
-// ExecutionOfResumeURL reads the execution id of an n8n resume URL
+// executionOfResumeURL reads the execution id of an n8n resume URL
 // (…/webhook-waiting/<id>[/suffix]) and the link to n8n's executions on
 // that host (…/executions). Either is "" when the URL does not tell.
-func ExecutionOfResumeURL(resume string) (id, executions string) {
+func executionOfResumeURL(resume string) (id, executions string) {
 	u, err := url.Parse(strings.TrimSpace(resume))
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return "", ""

@@ -8,11 +8,10 @@ import (
 	. "github.com/n8n-guard/n8n-guard/notify"
 )
 
-// The measurement: Slack refuses connections for 20 s while 50
-// notifications queue. The worker runs a pass every second of the test
-// clock; the whole backlog must be in Slack within 60 s of Slack
-// answering again, each notification once, with at most two log lines per
-// pass.
+// A short outage: Slack refuses connections for 20 s while 50 notifications
+// queue. The worker runs a pass every second of the test clock; the whole
+// backlog must be in Slack within 60 s of Slack answering again, each
+// notification once, with at most two log lines per pass.
 func TestShortOutageBacklogWithinAMinute(t *testing.T) {
 	const n = 50
 	slack := newFakeSlack(t)
@@ -121,10 +120,10 @@ func TestTwoHourOutageDeliversEverythingOnce(t *testing.T) {
 	}
 }
 
-// The third measurement: over repeated Slack trouble — refused
-// connections, 503s, 429s and posts that land but whose answer never
-// comes — 400 notifications arrive, each exactly once (counted in the
-// channel itself, by the notification id in each message's metadata).
+// Over repeated Slack trouble — refused connections, 503s, 429s and posts
+// that land but whose answer never comes — 400 notifications arrive, each
+// exactly once (counted in the channel itself, by the notification id in
+// each message's metadata).
 func TestRepeatedOutagesExactlyOnce(t *testing.T) {
 	const n = 400
 	slack := newFakeSlack(t)

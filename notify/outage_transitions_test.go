@@ -1,10 +1,8 @@
-package notify_test
+package notify
 
 import (
 	"testing"
 	"time"
-
-	. "github.com/n8n-guard/n8n-guard/notify"
 )
 
 // The outage message, transition by transition: every state of a
@@ -41,17 +39,17 @@ func TestOutageTransitions(t *testing.T) {
 		"an older guard's message": func() *Record { r := outage(StatusDelivered, 0, 0); r.Kind = KindBreakerClosed; return r },
 	}
 	events := map[string]func(*Record) *Record{
-		"0 parked seen":          func(r *Record) *Record { return ParkedSeen(r, 0, at, window) },
-		"3 parked seen":          func(r *Record) *Record { return ParkedSeen(r, 3, at, window) },
-		"9 parked seen":          func(r *Record) *Record { return ParkedSeen(r, 9, at, window) },
-		"a parked key lost":      func(r *Record) *Record { return ParkedLostSeen(r, 9, at, window) },
-		"a lost key read again":  func(r *Record) *Record { return ParkedLostSeen(r, 5, at, window) },
-		"closed, 9 parked":       func(r *Record) *Record { return BreakerClosed(r, 8, "", 2, 9, at, at) },
-		"closed, nothing parked": func(r *Record) *Record { return BreakerClosed(r, 8, "", 2, 0, at, at) },
-		"reset by bob, 9 parked": func(r *Record) *Record { return BreakerClosed(r, 8, "bob", 0, 9, at, at) },
-		"a closing read again":   func(r *Record) *Record { return BreakerClosed(r, 5, "", 2, 9, at, at) },
-		"opened again":           func(r *Record) *Record { return OutageSuperseded(r, 10, at, at) },
-		"an opening read again":  func(r *Record) *Record { return OutageSuperseded(r, 5, at, at) },
+		"0 parked seen":          func(r *Record) *Record { return parkedSeen(r, 0, at, window) },
+		"3 parked seen":          func(r *Record) *Record { return parkedSeen(r, 3, at, window) },
+		"9 parked seen":          func(r *Record) *Record { return parkedSeen(r, 9, at, window) },
+		"a parked key lost":      func(r *Record) *Record { return parkedLostSeen(r, 9, at, window) },
+		"a lost key read again":  func(r *Record) *Record { return parkedLostSeen(r, 5, at, window) },
+		"closed, 9 parked":       func(r *Record) *Record { return breakerClosed(r, 8, "", 2, 9, at, at) },
+		"closed, nothing parked": func(r *Record) *Record { return breakerClosed(r, 8, "", 2, 0, at, at) },
+		"reset by bob, 9 parked": func(r *Record) *Record { return breakerClosed(r, 8, "bob", 0, 9, at, at) },
+		"a closing read again":   func(r *Record) *Record { return breakerClosed(r, 5, "", 2, 9, at, at) },
+		"opened again":           func(r *Record) *Record { return outageSuperseded(r, 10, at, at) },
+		"an opening read again":  func(r *Record) *Record { return outageSuperseded(r, 5, at, at) },
 	}
 	type want struct {
 		parked, lost   int
@@ -164,14 +162,6 @@ func TestOutageTransitions(t *testing.T) {
 					t.Fatalf("version %d: a change during a Slack call would not be shown", next.Version)
 				}
 			})
-		}
-	}
-}
-
-func TestResetByOf(t *testing.T) {
-	for msg, want := range map[string]string{"reset by alice": "alice", "": "", "maintenance window by bob": ""} {
-		if got := ResetByOf(msg); got != want {
-			t.Errorf("ResetByOf(%q) = %q, want %q", msg, got, want)
 		}
 	}
 }

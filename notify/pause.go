@@ -9,7 +9,7 @@ import (
 
 // slackPause is the circuit breaker in front of Slack. Once a call gets no
 // answer at all, every call is held until the pause ends; then one call
-// goes through as a probe. The first pause is short (DefaultFirstPause,
+// goes through as a probe. The first pause is short (defaultFirstPause,
 // 10–15 s) so a blip costs seconds, not minutes; each failed probe doubles
 // it up to the configured cap; any answer of Slack resets it.
 //

@@ -37,8 +37,8 @@ const (
 	KindRecordDamaged Kind = "record_damaged"
 )
 
-// Kinds lists every Kind, for the metrics' series that exist from start.
-func Kinds() []Kind {
+// kinds lists every Kind, for the metrics' series that exist from start.
+func kinds() []Kind {
 	return []Kind{KindWorkflowFailed, KindKeyUnknown, KindBreakerOpened, KindBreakerClosed, KindEscalation,
 		KindParkedLost, KindParkedOverdue, KindApproval}
 }
@@ -48,7 +48,7 @@ const (
 	DecisionCompleted    = "completed"    // it happened: the key is marked completed
 	DecisionRetry        = "retry"        // it did not happen: the key may be tried again
 	DecisionAcknowledged = "acknowledged" // a person took it on
-	DecisionSnoozed      = "snoozed"      // remind again after SnoozeFor
+	DecisionSnoozed      = "snoozed"      // remind again after snoozeFor
 	DecisionRetried      = "retried"      // the execution was retried in n8n
 )
 
@@ -268,8 +268,8 @@ func (r *Record) Acknowledged() bool {
 	return r.Decision != "" && r.Decision != DecisionSnoozed
 }
 
-// Clone returns a deep copy (the pointers and the slice are copied).
-func (r *Record) Clone() *Record {
+// clone returns a deep copy (the pointers and the slice are copied).
+func (r *Record) clone() *Record {
 	c := *r
 	c.Escalations = append([]string(nil), r.Escalations...)
 	for _, p := range []**time.Time{&c.Deadline, &c.DeliveredAt, &c.ResentAt, &c.DecidedAt, &c.SnoozedUntil, &c.EscalateAt, &c.ReopensAt, &c.ClosedAt, &c.CaughtUpAt, &c.SupersededAt, &c.ParkedAt} {

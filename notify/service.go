@@ -166,7 +166,7 @@ func New(cfg Config, opts Options) (*Service, error) {
 	s.transient = &backoff.ExponentialBackOff{InitialInterval: min(opts.BackoffInitial, transientPauseMax),
 		RandomizationFactor: 0.2, Multiplier: 2, MaxInterval: transientPauseMax}
 	s.transient.Reset()
-	s.pause = newSlackPause(DefaultFirstPause, cfg.SlackPause, func(open bool) {
+	s.pause = newSlackPause(defaultFirstPause, cfg.SlackPause, func(open bool) {
 		// From the first call that got no answer until one gets through.
 		s.m.breakerOpen.Set(map[bool]float64{true: 1, false: 0}[open])
 	})
@@ -223,8 +223,8 @@ func (s *Service) Intake(ctx context.Context, body []byte) (Accepted, error) {
 	return Accepted{NotificationID: a.Record.ID, Group: a.Record.Group, Owner: a.Record.Owner, Status: status}, nil
 }
 
-// IDRE is the form of a notification ID (and of a list cursor).
-var IDRE = regexp.MustCompile(`^n_[0-9a-f]{24}$`)
+// idRE is the form of a notification ID (and of a list cursor).
+var idRE = regexp.MustCompile(`^n_[0-9a-f]{24}$`)
 
 // List pages through the outbox, newest first.
 func (s *Service) List(ctx context.Context, q ListQuery) (Page, error) {
@@ -242,7 +242,7 @@ func (s *Service) List(ctx context.Context, q ListQuery) (Page, error) {
 		return Page{}, &errs.Error{Code: errs.InvalidRequest, Message: "limit must be between 1 and 500",
 			Fields: []errs.FieldError{{Field: "limit", Rule: "min=1,max=500"}}}
 	}
-	if q.Cursor != "" && !IDRE.MatchString(q.Cursor) {
+	if q.Cursor != "" && !idRE.MatchString(q.Cursor) {
 		return Page{}, &errs.Error{Code: errs.InvalidRequest, Message: "cursor is not one this server gave out",
 			Fields: []errs.FieldError{{Field: "cursor", Rule: "cursor"}}}
 	}
@@ -255,7 +255,7 @@ func (s *Service) List(ctx context.Context, q ListQuery) (Page, error) {
 // that failed), attempts start over and the worker posts it. The answer
 // says where it goes.
 func (s *Service) Resend(ctx context.Context, id string) (Notification, error) {
-	if !IDRE.MatchString(id) {
+	if !idRE.MatchString(id) {
 		return Notification{}, &errs.Error{Code: errs.InvalidRequest, Message: "id is not a notification id (n_…)",
 			Fields: []errs.FieldError{{Field: "id", Rule: "notification_id"}}}
 	}
@@ -263,7 +263,7 @@ func (s *Service) Resend(ctx context.Context, id string) (Notification, error) {
 	var from string
 	r, err := s.outbox.Update(ctx, id, func(x *Record) {
 		was, from = x.Status, x.Channel
-		next, _ := Resend(x, s.now(), s.cfg.targetOf(x))
+		next, _ := resend(x, s.now(), s.cfg.targetOf(x))
 		*x = *next
 	})
 	if err != nil {

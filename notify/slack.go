@@ -41,7 +41,7 @@ type Message struct {
 	Mention  string
 	GuardURL string
 	CanRetry bool
-	// Links: the console pages of the message (ConsoleLinks; none without
+	// Links: the console pages of the message (consoleLinks; none without
 	// a public URL).
 	Links []Link
 }
@@ -50,17 +50,17 @@ type Message struct {
 type Class int
 
 const (
-	ClassOK          Class = iota
+	classOK          Class = iota
 	ClassTransient         // Slack answered with a passing fault: back off, count the attempt
 	ClassRateLimited       // 429: wait Retry-After, not counted
 	ClassPermanent         // Slack refused for good: dead at once
 	ClassUnreachable       // never got an answer (DNS, refused, TLS, timeout): trip the breaker
-	ClassCanceled          // our own shutdown
+	classCanceled          // our own shutdown
 )
 
 var classNames = map[Class]string{
-	ClassOK: "ok", ClassTransient: "transient", ClassRateLimited: "rate_limited",
-	ClassPermanent: "permanent", ClassUnreachable: "unreachable", ClassCanceled: "canceled",
+	classOK: "ok", ClassTransient: "transient", ClassRateLimited: "rate_limited",
+	ClassPermanent: "permanent", ClassUnreachable: "unreachable", classCanceled: "canceled",
 }
 
 func (c Class) String() string { return classNames[c] }
@@ -87,10 +87,10 @@ var errPaused = errors.New("Slack is paused after it was unreachable")
 // classify reads a Slack call's error.
 func classify(ctx context.Context, err error) (Class, time.Duration) {
 	if err == nil {
-		return ClassOK, 0
+		return classOK, 0
 	}
 	if ctx.Err() != nil {
-		return ClassCanceled, 0
+		return classCanceled, 0
 	}
 	if errors.Is(err, errPaused) {
 		return ClassUnreachable, 0

@@ -65,9 +65,9 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 	}
 }
 
-// The target of the issue: 10,000 identical failures in a minute make at
-// most 3 Slack calls, and the message shows the exact count.
-func TestStorm(t *testing.T) {
+// A storm: 10,000 identical failures in a minute make at most 3 Slack
+// calls, and the message shows the exact count.
+func TestStormMakesAtMostThreeSlackCalls(t *testing.T) {
 	const total = 10000
 	slack := newFakeSlack(t)
 	h := newHarness(t, slack, testConfig())

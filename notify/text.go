@@ -121,9 +121,9 @@ func ButtonValue(r *Record) string {
 	return r.ID + "|" + strconv.Itoa(r.KeyAttempt) + "|" + strconv.Itoa(r.Version+1)
 }
 
-// ParseButtonValue reads a ButtonValue; a bare ID (the buttons of earlier
+// parseButtonValue reads a ButtonValue; a bare ID (the buttons of earlier
 // versions) gives attempt and version 0: not checked.
-func ParseButtonValue(v string) (id string, attempt, version int) {
+func parseButtonValue(v string) (id string, attempt, version int) {
 	id, rest, ok := strings.Cut(v, "|")
 	if !ok {
 		return v, 0, 0

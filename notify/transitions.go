@@ -2,7 +2,6 @@ package notify
 
 import (
 	"fmt"
-	"strings"
 	"time"
 )
 
@@ -12,35 +11,35 @@ import (
 // click handler and the escalation step call them inside Outbox.Update or
 // Outbox.Escalate, on the record as stored.
 //
-//	after a Slack call (AfterCall), status pending|delivered:
+//	after a Slack call (afterCall), status pending|delivered:
 //	  ok               -> delivered (post) | same (update); due again if the count grew or a decision came meanwhile
 //	  transient        -> same, attempt+1, due after backoff | dead once RetryFor passed (an update: gives up, stays delivered)
 //	  rate limited     -> same, due after Retry-After (attempts not counted)
 //	  permanent        -> dead (post) | delivered, not due (update)
 //	  unreachable      -> a post that may have landed is marked uncertain; else nothing
 //	  canceled         -> nothing
-//	after a click (DecideClick, then Decide):
+//	after a click (decideClick, then decide):
 //	  ack|snooze       -> acknowledged|snoozed unless already taken
 //	  complete|retry   -> completed|retry (key messages only; the key is resolved first)
 //	  rerun            -> retried (failures only; n8n retried it first)
 //	  stale button     -> nothing ("out of date")
-//	decided elsewhere (ResolvedElsewhere): undecided|snoozed|acknowledged -> completed|retry, escalation ends
-//	at an escalation step (AtEscalation):
+//	decided elsewhere (resolvedElsewhere): undecided|snoozed|acknowledged -> completed|retry, escalation ends
+//	at an escalation step (atEscalation):
 //	  acknowledged     -> escalation ends
 //	  snoozed          -> undecided, reminder to the owner, next step after its gap
 //	  undecided        -> step+1, message to the step's target | escalation ends after the last
-//	resend (Resend):   dead -> pending, attempts start over, routed by the current configuration
+//	resend (resend):   dead -> pending, attempts start over, routed by the current configuration
 //	an outage (breaker_opened message, one per outage, edited in place):
-//	  parked count seen (ParkedSeen): open -> parked = most seen, update within half a window
+//	  parked count seen (parkedSeen): open -> parked = most seen, update within half a window
 //	                                  closed, none left -> caught up, update now; closed, fewer left -> progress, within half a window
-//	  parked key lost (ParkedLostSeen): open|closed -> lost+1, update within half a window
-//	  breaker closed (BreakerClosed): open -> closed (by the probe, or reset by a person), update now;
+//	  parked key lost (parkedLostSeen): open|closed -> lost+1, update within half a window
+//	  breaker closed (breakerClosed): open -> closed (by the probe, or reset by a person), update now;
 //	                                  nothing parked -> caught up at once
-//	  breaker opened again (OutageSuperseded): open|closed -> superseded, update now (a new message follows)
+//	  breaker opened again (outageSuperseded): open|closed -> superseded, update now (a new message follows)
 //	  caught up, superseded, or an event folded in before (its seq) -> nothing
 
-// CallResult is what one Slack call for a notification came to.
-type CallResult struct {
+// callResult is what one Slack call for a notification came to.
+type callResult struct {
 	Update    bool // a chat.update of a delivered message (else a post)
 	Class     Class
 	Wait      time.Duration // rate limited: how long (0: not said)
@@ -50,50 +49,50 @@ type CallResult struct {
 	TS        string
 }
 
-// DeliveryPolicy is what AfterCall needs of the configuration.
-type DeliveryPolicy struct {
+// deliveryPolicy is what afterCall needs of the configuration.
+type deliveryPolicy struct {
 	GroupWindow time.Duration
 	RetryFor    time.Duration
 	// Backoff is the wait before attempt n+1 (exponential with jitter).
 	Backoff func(attempt int) time.Duration
 }
 
-// CallEffect says what AfterCall did, for the worker's log and metrics.
-type CallEffect int
+// callEffect says what afterCall did, for the worker's log and metrics.
+type callEffect int
 
 const (
-	EffectNone          CallEffect = iota // nothing to record
-	EffectUncertain                       // a post may have landed: search before posting again
-	EffectDelivered                       // Slack accepted the post
-	EffectShown                           // Slack accepted the update
-	EffectRateLimited                     // due again after the wait
-	EffectRetry                           // due again after backoff
-	EffectDead                            // given up: the notification is dead
-	EffectUpdateRefused                   // Slack refused the update for good: the message keeps what it showed
-	EffectUpdateGaveUp                    // updates failed for longer than RetryFor
+	effectNone          callEffect = iota // nothing to record
+	effectUncertain                       // a post may have landed: search before posting again
+	effectDelivered                       // Slack accepted the post
+	effectShown                           // Slack accepted the update
+	effectRateLimited                     // due again after the wait
+	effectRetry                           // due again after backoff
+	effectDead                            // given up: the notification is dead
+	effectUpdateRefused                   // Slack refused the update for good: the message keeps what it showed
+	effectUpdateGaveUp                    // updates failed for longer than RetryFor
 )
 
 // defaultRateWait applies when Slack says "rate limited" without a
 // Retry-After.
 const defaultRateWait = 30 * time.Second
 
-// AfterCall records the result of the Slack call made for sent on the
+// afterCall records the result of the Slack call made for sent on the
 // stored record cur. Only an answer of Slack changes a notification: when
 // Slack was not reached nothing is marked but that a post may have landed.
 // next is nil when nothing is to be saved.
-func AfterCall(cur, sent *Record, res CallResult, now time.Time, p DeliveryPolicy) (next *Record, e CallEffect) {
-	x := cur.Clone()
+func afterCall(cur, sent *Record, res callResult, now time.Time, p deliveryPolicy) (next *Record, e callEffect) {
+	x := cur.clone()
 	switch res.Class {
-	case ClassCanceled:
-		return nil, EffectNone
+	case classCanceled:
+		return nil, effectNone
 	case ClassUnreachable:
 		if res.Update || !res.MaybeSent {
-			return nil, EffectNone
+			return nil, effectNone
 		}
 		if !x.PostUncertain { // the first such post is the one to look for
 			x.PostUncertain, x.UncertainAt = true, now
 		}
-		return x, EffectUncertain
+		return x, effectUncertain
 	case ClassRateLimited:
 		wait := res.Wait
 		if wait <= 0 {
@@ -101,11 +100,11 @@ func AfterCall(cur, sent *Record, res CallResult, now time.Time, p DeliveryPolic
 		}
 		x.DueAt = later(x.DueAt, now.Add(wait))
 		x.LastFailure = fmt.Sprintf("%s: rate limited by Slack, retry after %s", res.Reason, wait)
-		return x, EffectRateLimited
-	case ClassOK:
-		e = EffectShown
+		return x, effectRateLimited
+	case classOK:
+		e = effectShown
 		if !res.Update {
-			e = EffectDelivered
+			e = effectDelivered
 			x.Attempts = sent.Attempts + 1 // the post that went through counts
 			x.Status, x.SlackChannel, x.SlackTS = StatusDelivered, res.Channel, res.TS
 			t := now
@@ -127,10 +126,10 @@ func AfterCall(cur, sent *Record, res CallResult, now time.Time, p DeliveryPolic
 	case ClassPermanent:
 		x.DueAt, x.LastFailure = time.Time{}, res.Reason
 		if res.Update {
-			return x, EffectUpdateRefused
+			return x, effectUpdateRefused
 		}
 		x.Attempts, x.Status = sent.Attempts+1, StatusDead // the refused post counts
-		return x, EffectDead
+		return x, effectDead
 	}
 	// Transient.
 	attempts, since := sent.Attempts+1, sent.CreatedAt
@@ -145,10 +144,10 @@ func AfterCall(cur, sent *Record, res CallResult, now time.Time, p DeliveryPolic
 		x.DueAt = time.Time{}
 		if res.Update {
 			x.UpdateFailures = attempts
-			return x, EffectUpdateGaveUp
+			return x, effectUpdateGaveUp
 		}
 		x.Attempts, x.Status = attempts, StatusDead
-		return x, EffectDead
+		return x, effectDead
 	}
 	if res.Update {
 		x.UpdateFailures = attempts
@@ -156,7 +155,7 @@ func AfterCall(cur, sent *Record, res CallResult, now time.Time, p DeliveryPolic
 		x.Attempts = attempts
 	}
 	x.DueAt = now.Add(p.Backoff(attempts))
-	return x, EffectRetry
+	return x, effectRetry
 }
 
 // The buttons of a message (their action_id); the value names the
@@ -166,66 +165,66 @@ const (
 	ActionComplete = "guard_complete" // unknown key: it happened
 	ActionRetry    = "guard_retry"    // unknown key: it did not happen
 	ActionAck      = "guard_ack"      // leave it to me / acknowledge
-	ActionSnooze   = "guard_snooze"   // failure: remind in SnoozeFor
+	ActionSnooze   = "guard_snooze"   // failure: remind in snoozeFor
 	ActionRerun    = "guard_rerun"    // failure: retry the execution in n8n
 )
 
-// SnoozeFor is how long "Snooze 1 h" holds escalation back.
-const SnoozeFor = time.Hour
+// snoozeFor is how long "Snooze 1 h" holds escalation back.
+const snoozeFor = time.Hour
 
-// ClickStep is what a click asks for: the decision to record, or why
+// clickStep is what a click asks for: the decision to record, or why
 // nothing changes (Refusal, answered to the person alone).
-type ClickStep struct {
+type clickStep struct {
 	Decision string
 	Refusal  string
 }
 
-// DecideClick decides what action does to target (the notification the
+// decideClick decides what action does to target (the notification the
 // buttons act on); canRetry: n8n's API is configured. The side effect a
 // decision needs (resolving the key, retrying the execution) comes after
-// it and before Decide records it.
-func DecideClick(target *Record, action string, canRetry bool) ClickStep {
+// it and before decide records it.
+func decideClick(target *Record, action string, canRetry bool) clickStep {
 	switch action {
 	case ActionRerun:
 		if !canRetry || target.Kind != KindWorkflowFailed || target.ExecutionID == "" {
-			return ClickStep{Refusal: "This n8n-guard cannot retry executions (N8N_API_URL and N8N_API_KEY are not set); nothing changed."}
+			return clickStep{Refusal: "This n8n-guard cannot retry executions (N8N_API_URL and N8N_API_KEY are not set); nothing changed."}
 		}
 		if target.Decision == DecisionRetried {
-			return ClickStep{Refusal: fmt.Sprintf("Already retried: %s. Nothing changed.", DecisionText(target))}
+			return clickStep{Refusal: fmt.Sprintf("Already retried: %s. Nothing changed.", DecisionText(target))}
 		}
-		return ClickStep{Decision: DecisionRetried}
+		return clickStep{Decision: DecisionRetried}
 	case ActionComplete, ActionRetry:
 		if target.Kind != KindKeyUnknown {
-			return ClickStep{Refusal: "This message is not about a key; nothing changed."}
+			return clickStep{Refusal: "This message is not about a key; nothing changed."}
 		}
-		return ClickStep{Decision: map[string]string{ActionComplete: DecisionCompleted, ActionRetry: DecisionRetry}[action]}
+		return clickStep{Decision: map[string]string{ActionComplete: DecisionCompleted, ActionRetry: DecisionRetry}[action]}
 	case ActionAck, ActionSnooze:
 		if target.Acknowledged() {
-			return ClickStep{Refusal: fmt.Sprintf("Already taken: %s. Nothing changed.", DecisionText(target))}
+			return clickStep{Refusal: fmt.Sprintf("Already taken: %s. Nothing changed.", DecisionText(target))}
 		}
-		return ClickStep{Decision: map[string]string{ActionAck: DecisionAcknowledged, ActionSnooze: DecisionSnoozed}[action]}
+		return clickStep{Decision: map[string]string{ActionAck: DecisionAcknowledged, ActionSnooze: DecisionSnoozed}[action]}
 	}
-	return ClickStep{Refusal: "n8n-guard does not know this button; nothing changed."}
+	return clickStep{Refusal: "n8n-guard does not know this button; nothing changed."}
 }
 
-// Stale reports a click on a button rendered for another key attempt or
+// stale reports a click on a button rendered for another key attempt or
 // an older version of the notification (0: the button did not say, as
 // buttons of earlier versions of the guard).
-func Stale(target *Record, attempt, version int) bool {
+func stale(target *Record, attempt, version int) bool {
 	return (attempt != 0 && target.Kind == KindKeyUnknown && attempt != target.KeyAttempt) ||
 		(version != 0 && version != target.Version+1)
 }
 
-// Decide records a decision taken with the buttons by user on cur, the
+// decide records a decision taken with the buttons by user on cur, the
 // notification or one of its escalations (escalation: only its message
 // changes). The message is updated in place.
-func Decide(cur *Record, decision, user, retriedAs string, now time.Time, escalation bool) *Record {
-	x := cur.Clone()
+func decide(cur *Record, decision, user, retriedAs string, now time.Time, escalation bool) *Record {
+	x := cur.clone()
 	t := now
 	x.Decision, x.DecidedBy, x.DecidedByName, x.DecidedAt, x.SnoozedUntil, x.RetriedAs = decision, user, "", &t, nil, retriedAs
 	x.Version++
 	if decision == DecisionSnoozed {
-		until := now.Add(SnoozeFor)
+		until := now.Add(snoozeFor)
 		x.SnoozedUntil = &until
 	}
 	if x.Status == StatusDelivered && x.SlackTS != "" {
@@ -234,19 +233,19 @@ func Decide(cur *Record, decision, user, retriedAs string, now time.Time, escala
 	if !escalation {
 		x.EscalateAt = nil
 		if decision == DecisionSnoozed {
-			until := now.Add(SnoozeFor)
+			until := now.Add(snoozeFor)
 			x.EscalateAt = &until
 		}
 	}
 	return x
 }
 
-// ResolvedElsewhere records that the key of cur was decided without its
+// resolvedElsewhere records that the key of cur was decided without its
 // buttons (API, console, CLI, another message): escalation stops and the
 // message shows who decided (the buttons go). completed: the key is
 // completed (else failed, a retry allowed).
-func ResolvedElsewhere(cur *Record, completed bool, by string, at, now time.Time) *Record {
-	x := cur.Clone()
+func resolvedElsewhere(cur *Record, completed bool, by string, at, now time.Time) *Record {
+	x := cur.clone()
 	x.EscalateAt = nil
 	if x.Decision == DecisionCompleted || x.Decision == DecisionRetry {
 		return x // decided already: the first decider stays
@@ -269,23 +268,23 @@ type EscalationStep struct {
 	To    string
 }
 
-// StepTaken says what AtEscalation did.
-type StepTaken int
+// stepTaken says what atEscalation did.
+type stepTaken int
 
 const (
-	StepNone      StepTaken = iota // escalation over (acknowledged, or no step left)
-	StepReminder                   // the snooze is over: the owner is reminded
-	StepEscalated                  // the next step's target hears
+	stepNone      stepTaken = iota // escalation over (acknowledged, or no step left)
+	stepReminder                   // the snooze is over: the owner is reminded
+	stepEscalated                  // the next step's target hears
 )
 
-// AtEscalation moves cur, whose escalation is due, to its next step under
+// atEscalation moves cur, whose escalation is due, to its next step under
 // steps (the rule's, from the current configuration) and returns the
 // message for it (nil: none).
-func AtEscalation(cur *Record, steps []EscalationStep, now time.Time) (next, msg *Record, taken StepTaken) {
-	x := cur.Clone()
+func atEscalation(cur *Record, steps []EscalationStep, now time.Time) (next, msg *Record, taken stepTaken) {
+	x := cur.clone()
 	if x.Acknowledged() {
 		x.EscalateAt = nil
-		return x, nil, StepNone
+		return x, nil, stepNone
 	}
 	if x.Decision == DecisionSnoozed {
 		// The snooze is over: the message gets its buttons back and the
@@ -305,11 +304,11 @@ func AtEscalation(cur *Record, steps []EscalationStep, now time.Time) (next, msg
 			t := now.Add(gap)
 			x.EscalateAt = &t
 		}
-		return x, escalationOf(x, now, x.Owner, x.Channel, "the snooze is over"), StepReminder
+		return x, escalationOf(x, now, x.Owner, x.Channel, "the snooze is over"), stepReminder
 	}
 	if x.EscalationStep >= len(steps) {
 		x.EscalateAt = nil
-		return x, nil, StepNone
+		return x, nil, stepNone
 	}
 	st := steps[x.EscalationStep]
 	x.EscalationStep++
@@ -322,13 +321,13 @@ func AtEscalation(cur *Record, steps []EscalationStep, now time.Time) (next, msg
 	if channelIDRE.MatchString(st.To) {
 		owner, channel = "", st.To
 	}
-	return x, escalationOf(x, now, owner, channel, "nobody acknowledged it for "+HumanDuration(now.Sub(x.FirstAt))), StepEscalated
+	return x, escalationOf(x, now, owner, channel, "nobody acknowledged it for "+HumanDuration(now.Sub(x.FirstAt))), stepEscalated
 }
 
 // escalationOf is a new message about r (which it adds to r's
 // escalations) for owner in channel. Its buttons act on r.
 func escalationOf(r *Record, now time.Time, owner, channel, why string) *Record {
-	c := r.Clone()
+	c := r.clone()
 	e := &Record{Header: c.Header, Decided: c.Decided, Failure: c.Failure, KeyPayload: c.KeyPayload, Breaker: c.Breaker}
 	e.ID, e.Kind, e.Status, e.EscalationOf, e.EscalatedKind = newID(now), KindEscalation, StatusPending, r.ID, r.Kind
 	e.Owner, e.Channel, e.Reason = owner, channel, why
@@ -340,15 +339,15 @@ func escalationOf(r *Record, now time.Time, owner, channel, why string) *Record 
 	return e
 }
 
-// Resend queues a dead notification again (attempts start over) to
+// resend queues a dead notification again (attempts start over) to
 // where it goes now: to, the route under the current configuration (the
 // cause was often a channel fixed in the config since). ok is false when
 // cur is not dead.
-func Resend(cur *Record, now time.Time, to Target) (next *Record, ok bool) {
+func resend(cur *Record, now time.Time, to Target) (next *Record, ok bool) {
 	if cur.Status != StatusDead {
 		return cur, false
 	}
-	x := cur.Clone()
+	x := cur.clone()
 	t := now
 	x.Status, x.Attempts, x.UpdateFailures, x.DueAt, x.ResentAt = StatusPending, 0, 0, now, &t
 	if x.Channel != to.Channel {
@@ -361,21 +360,21 @@ func Resend(cur *Record, now time.Time, to Target) (next *Record, ok bool) {
 	return x, true
 }
 
-// OutageOpen reports a breaker message whose outage is not over: the
+// outageOpen reports a breaker message whose outage is not over: the
 // breaker has not closed, or the events parked during it are not all
 // resumed yet.
-func (r *Record) OutageOpen() bool {
+func (r *Record) outageOpen() bool {
 	return r.Kind == KindBreakerOpened && r.CaughtUpAt == nil && r.SupersededAt == nil
 }
 
-// OutageSuperseded records that the breaker opened again at at (seq)
+// outageSuperseded records that the breaker opened again at at (seq)
 // before the outage of cur was over: its message says so and a new one
 // tells the rest.
-func OutageSuperseded(cur *Record, seq uint64, at, now time.Time) *Record {
-	if !cur.OutageOpen() || seq <= cur.OutageSeq {
+func outageSuperseded(cur *Record, seq uint64, at, now time.Time) *Record {
+	if !cur.outageOpen() || seq <= cur.OutageSeq {
 		return nil
 	}
-	x := cur.Clone()
+	x := cur.clone()
 	t := at
 	x.SupersededAt, x.OutageSeq = &t, seq
 	x.Version++
@@ -385,16 +384,16 @@ func OutageSuperseded(cur *Record, seq uint64, at, now time.Time) *Record {
 	return x
 }
 
-// ParkedSeen records that n events of the outage's destination wait
+// parkedSeen records that n events of the outage's destination wait
 // parked at now. While the breaker is open the message shows the most
 // seen, updated at most every half window (as a group's count); once it
 // closed, none left means caught up, shown at once. next is nil when
 // nothing changes.
-func ParkedSeen(cur *Record, n int, now time.Time, window time.Duration) *Record {
-	if !cur.OutageOpen() {
+func parkedSeen(cur *Record, n int, now time.Time, window time.Duration) *Record {
+	if !cur.outageOpen() {
 		return nil
 	}
-	x := cur.Clone()
+	x := cur.clone()
 	switch {
 	case n > cur.Parked:
 		x.Parked = n
@@ -414,31 +413,31 @@ func ParkedSeen(cur *Record, n int, now time.Time, window time.Duration) *Record
 	return x
 }
 
-// ParkedLostSeen records that n8n no longer held one parked execution of
+// parkedLostSeen records that n8n no longer held one parked execution of
 // the outage (the key's owner hears of it in its own message); seq is the
 // keystore event, folded in once. An outage already caught up takes it
 // too: a woken execution found silent after the bound (or by a restarted
 // guard's sweep) was lost, not resumed, and the closing line must say so.
-func ParkedLostSeen(cur *Record, seq uint64, now time.Time, window time.Duration) *Record {
+func parkedLostSeen(cur *Record, seq uint64, now time.Time, window time.Duration) *Record {
 	if cur.Kind != KindBreakerOpened || cur.SupersededAt != nil || seq <= cur.OutageSeq {
 		return nil
 	}
-	x := cur.Clone()
+	x := cur.clone()
 	x.ParkedLost++
 	x.OutageSeq = seq
 	showSoon(x, now, window)
 	return x
 }
 
-// BreakerClosed records that the outage's breaker closed at at: by the
+// breakerClosed records that the outage's breaker closed at at: by the
 // probe's success (resetBy empty: the destination took a write) or by a
 // person's reset (resetBy: nothing proved it is back). parked is the
 // count of events parked at the close (0: none, so nothing to catch up).
-func BreakerClosed(cur *Record, seq uint64, resetBy string, paused, parked int, at, now time.Time) *Record {
+func breakerClosed(cur *Record, seq uint64, resetBy string, paused, parked int, at, now time.Time) *Record {
 	if cur.Kind != KindBreakerOpened || cur.ClosedAt != nil || seq <= cur.OutageSeq {
 		return nil
 	}
-	x := cur.Clone()
+	x := cur.clone()
 	t := at
 	x.ClosedAt, x.ResetBy, x.PausedReserves, x.OutageSeq = &t, resetBy, paused, seq
 	x.Parked, x.ParkedLeft = max(x.Parked, parked), parked
@@ -450,16 +449,6 @@ func BreakerClosed(cur *Record, seq uint64, resetBy string, paused, parked int, 
 		x.DueAt = now
 	}
 	return x
-}
-
-// ResetByOf reads who reset a breaker from its closing event's message
-// ("reset by …", keystore.DecideResetBreaker); "" for a closing by the
-// probe.
-func ResetByOf(message string) string {
-	if by, ok := strings.CutPrefix(message, "reset by "); ok {
-		return strings.TrimSpace(by)
-	}
-	return ""
 }
 
 func caughtUp(x *Record, now time.Time) {

@@ -1,11 +1,9 @@
-package notify_test
+package notify
 
 import (
 	"strings"
 	"testing"
 	"time"
-
-	. "github.com/n8n-guard/n8n-guard/notify"
 )
 
 // The life cycle of a notification, transition by transition: every state
@@ -16,7 +14,7 @@ import (
 var (
 	created = time.Date(2026, 11, 30, 10, 0, 0, 0, time.UTC)
 	at      = created.Add(time.Minute) // every event happens at at
-	policy  = DeliveryPolicy{GroupWindow: 5 * time.Minute, RetryFor: time.Hour,
+	policy  = deliveryPolicy{GroupWindow: 5 * time.Minute, RetryFor: time.Hour,
 		Backoff: func(n int) time.Duration { return time.Duration(n) * 10 * time.Second }}
 )
 
@@ -42,51 +40,51 @@ func TestAfterCall(t *testing.T) {
 		"delivered, stale":   func() *Record { r := delivered(); r.LastSentAt = at.Add(-2 * time.Hour); return r },
 		"pending, uncertain": func() *Record { r := pending(); r.PostUncertain, r.UncertainAt = true, created; return r },
 	}
-	events := map[string]CallResult{
-		"ok":                      {Class: ClassOK, Channel: "C1", TS: "1.1"},
+	events := map[string]callResult{
+		"ok":                      {Class: classOK, Channel: "C1", TS: "1.1"},
 		"transient":               {Class: ClassTransient, Reason: "chat.postMessage: fatal_error"},
 		"rate limited, 7s":        {Class: ClassRateLimited, Wait: 7 * time.Second, Reason: "chat.postMessage"},
 		"rate limited, unsaid":    {Class: ClassRateLimited, Reason: "chat.postMessage"},
 		"permanent":               {Class: ClassPermanent, Reason: "chat.postMessage: channel_not_found"},
 		"unreachable, maybe sent": {Class: ClassUnreachable, MaybeSent: true},
 		"unreachable, not sent":   {Class: ClassUnreachable},
-		"canceled":                {Class: ClassCanceled},
+		"canceled":                {Class: classCanceled},
 	}
 	type want struct {
-		effect   CallEffect
+		effect   callEffect
 		status   Status
 		due      time.Duration // from at; -1: none
 		attempts int           // Attempts (post) or UpdateFailures (update)
 	}
 	post := func(old bool) map[string]want {
 		m := map[string]want{
-			"ok":                      {EffectDelivered, StatusDelivered, -1, 1},
-			"transient":               {EffectRetry, StatusPending, 10 * time.Second, 1},
-			"rate limited, 7s":        {EffectRateLimited, StatusPending, 7 * time.Second, 0},
-			"rate limited, unsaid":    {EffectRateLimited, StatusPending, 30 * time.Second, 0},
-			"permanent":               {EffectDead, StatusDead, -1, 1},
-			"unreachable, maybe sent": {EffectUncertain, StatusPending, -2, 0},
-			"unreachable, not sent":   {EffectNone, StatusPending, -2, 0},
-			"canceled":                {EffectNone, StatusPending, -2, 0},
+			"ok":                      {effectDelivered, StatusDelivered, -1, 1},
+			"transient":               {effectRetry, StatusPending, 10 * time.Second, 1},
+			"rate limited, 7s":        {effectRateLimited, StatusPending, 7 * time.Second, 0},
+			"rate limited, unsaid":    {effectRateLimited, StatusPending, 30 * time.Second, 0},
+			"permanent":               {effectDead, StatusDead, -1, 1},
+			"unreachable, maybe sent": {effectUncertain, StatusPending, -2, 0},
+			"unreachable, not sent":   {effectNone, StatusPending, -2, 0},
+			"canceled":                {effectNone, StatusPending, -2, 0},
 		}
 		if old {
-			m["transient"] = want{EffectDead, StatusDead, -1, 1}
+			m["transient"] = want{effectDead, StatusDead, -1, 1}
 		}
 		return m
 	}
 	update := func(stale bool) map[string]want {
 		m := map[string]want{
-			"ok":                      {EffectShown, StatusDelivered, -1, 0},
-			"transient":               {EffectRetry, StatusDelivered, 10 * time.Second, 1},
-			"rate limited, 7s":        {EffectRateLimited, StatusDelivered, 7 * time.Second, 0},
-			"rate limited, unsaid":    {EffectRateLimited, StatusDelivered, 30 * time.Second, 0},
-			"permanent":               {EffectUpdateRefused, StatusDelivered, -1, 0},
-			"unreachable, maybe sent": {EffectNone, StatusDelivered, -2, 0},
-			"unreachable, not sent":   {EffectNone, StatusDelivered, -2, 0},
-			"canceled":                {EffectNone, StatusDelivered, -2, 0},
+			"ok":                      {effectShown, StatusDelivered, -1, 0},
+			"transient":               {effectRetry, StatusDelivered, 10 * time.Second, 1},
+			"rate limited, 7s":        {effectRateLimited, StatusDelivered, 7 * time.Second, 0},
+			"rate limited, unsaid":    {effectRateLimited, StatusDelivered, 30 * time.Second, 0},
+			"permanent":               {effectUpdateRefused, StatusDelivered, -1, 0},
+			"unreachable, maybe sent": {effectNone, StatusDelivered, -2, 0},
+			"unreachable, not sent":   {effectNone, StatusDelivered, -2, 0},
+			"canceled":                {effectNone, StatusDelivered, -2, 0},
 		}
 		if stale {
-			m["transient"] = want{EffectUpdateGaveUp, StatusDelivered, -1, 1}
+			m["transient"] = want{effectUpdateGaveUp, StatusDelivered, -1, 1}
 		}
 		return m
 	}
@@ -101,7 +99,7 @@ func TestAfterCall(t *testing.T) {
 				cur := mk()
 				ev.Update = cur.Status == StatusDelivered
 				before := *cur
-				next, e := AfterCall(cur, cur, ev, at, policy)
+				next, e := afterCall(cur, cur, ev, at, policy)
 				if cur.DueAt != before.DueAt || cur.Status != before.Status || cur.Attempts != before.Attempts {
 					t.Fatal("AfterCall changed its input")
 				}
@@ -109,7 +107,7 @@ func TestAfterCall(t *testing.T) {
 					t.Fatalf("effect %d, want %d", e, w.effect)
 				}
 				if w.due == -2 { // nothing saved, but an uncertain post is marked
-					if e == EffectUncertain {
+					if e == effectUncertain {
 						if next == nil || !next.PostUncertain || next.Status != StatusPending {
 							t.Fatalf("uncertain post not marked: %+v", next)
 						}
@@ -131,14 +129,14 @@ func TestAfterCall(t *testing.T) {
 					t.Fatalf("attempts %d, want %d", got, w.attempts)
 				}
 				switch {
-				case w.due == -1 && ev.Update && ev.Class == ClassOK:
+				case w.due == -1 && ev.Update && ev.Class == classOK:
 					// The count grew during the call: due again after half a window.
 				case w.due == -1 && !next.DueAt.IsZero():
 					t.Fatalf("due at %s, want none", next.DueAt)
 				case w.due >= 0 && !next.DueAt.Equal(at.Add(w.due)):
 					t.Fatalf("due at %s, want %s", next.DueAt, at.Add(w.due))
 				}
-				if ev.Class == ClassOK && !ev.Update && (next.SlackTS != "1.1" || next.PostUncertain || next.DeliveredAt == nil) {
+				if ev.Class == classOK && !ev.Update && (next.SlackTS != "1.1" || next.PostUncertain || next.DeliveredAt == nil) {
 					t.Fatalf("delivered without where: %+v", next.Delivery)
 				}
 			})
@@ -152,12 +150,12 @@ func TestAfterCallSeesChangesDuringTheCall(t *testing.T) {
 	sent := delivered()
 	cur := delivered()
 	cur.Count = 5
-	next, _ := AfterCall(cur, sent, CallResult{Update: true, Class: ClassOK}, at, policy)
+	next, _ := afterCall(cur, sent, callResult{Update: true, Class: classOK}, at, policy)
 	if !next.DueAt.Equal(at.Add(policy.GroupWindow/2)) || next.ShownCount != sent.Count {
 		t.Fatalf("count grew: due %s, shown %d", next.DueAt, next.ShownCount)
 	}
-	cur = Decide(delivered(), DecisionAcknowledged, "U1", "", at, false)
-	next, _ = AfterCall(cur, sent, CallResult{Update: true, Class: ClassOK}, at, policy)
+	cur = decide(delivered(), DecisionAcknowledged, "U1", "", at, false)
+	next, _ = afterCall(cur, sent, callResult{Update: true, Class: classOK}, at, policy)
 	if !next.DueAt.Equal(at) {
 		t.Fatalf("a decision during the call: due %s, want now", next.DueAt)
 	}
@@ -202,7 +200,7 @@ func TestDecideClick(t *testing.T) {
 				if action == "guard_other" {
 					want = unknown
 				}
-				got := DecideClick(mk(), action, true)
+				got := decideClick(mk(), action, true)
 				switch {
 				case got.Refusal == "" && got.Decision != want:
 					t.Fatalf("decision %q, want %q", got.Decision, want)
@@ -212,7 +210,7 @@ func TestDecideClick(t *testing.T) {
 			})
 		}
 	}
-	if got := DecideClick(pending(), ActionRerun, false); !strings.Contains(got.Refusal, noRerun) {
+	if got := decideClick(pending(), ActionRerun, false); !strings.Contains(got.Refusal, noRerun) {
 		t.Fatalf("rerun without n8n's API: %+v", got)
 	}
 }
@@ -223,14 +221,14 @@ func TestDecide(t *testing.T) {
 			cur := delivered()
 			esc := at.Add(time.Hour)
 			cur.EscalateAt = &esc
-			next := Decide(cur, d, "U1", "x", at, escalation)
+			next := decide(cur, d, "U1", "x", at, escalation)
 			if next.Decision != d || next.DecidedBy != "U1" || next.Version != cur.Version+1 || !next.DueAt.Equal(at) {
 				t.Fatalf("%s: %+v", d, next.Decided)
 			}
 			switch {
 			case escalation && next.EscalateAt != cur.EscalateAt && !next.EscalateAt.Equal(*cur.EscalateAt):
 				t.Fatalf("%s on an escalation moved its schedule", d)
-			case !escalation && d == DecisionSnoozed && (next.EscalateAt == nil || !next.EscalateAt.Equal(at.Add(SnoozeFor))):
+			case !escalation && d == DecisionSnoozed && (next.EscalateAt == nil || !next.EscalateAt.Equal(at.Add(snoozeFor))):
 				t.Fatalf("snooze: escalation at %v", next.EscalateAt)
 			case !escalation && d != DecisionSnoozed && next.EscalateAt != nil:
 				t.Fatalf("%s: escalation goes on", d)
@@ -246,7 +244,7 @@ func TestResolvedElsewhere(t *testing.T) {
 			cur.Decision = before
 			esc := at
 			cur.EscalateAt = &esc
-			next := ResolvedElsewhere(cur, completed, "office manager", created, at)
+			next := resolvedElsewhere(cur, completed, "office manager", created, at)
 			want := map[bool]string{true: DecisionCompleted, false: DecisionRetry}[completed]
 			if before == DecisionCompleted || before == DecisionRetry {
 				want = before // the first decider stays
@@ -267,16 +265,16 @@ func TestAtEscalation(t *testing.T) {
 	cases := []struct {
 		name  string
 		set   func(r *Record)
-		taken StepTaken
+		taken stepTaken
 		step  int
 		to    string // owner or channel of the message
 		next  time.Duration
 	}{
-		{"acknowledged", func(r *Record) { r.Decision = DecisionAcknowledged }, StepNone, 0, "", -1},
-		{"snoozed", func(r *Record) { r.Decision = DecisionSnoozed; r.Owner = "U0OWNER" }, StepReminder, 0, "U0OWNER", 30 * time.Minute},
-		{"undecided, first step", func(r *Record) {}, StepEscalated, 1, "U0BOSS", 29 * time.Minute},
-		{"undecided, last step", func(r *Record) { r.EscalationStep = 1 }, StepEscalated, 2, "C0INCIDENT", -1},
-		{"undecided, no step left", func(r *Record) { r.EscalationStep = 2 }, StepNone, 2, "", -1},
+		{"acknowledged", func(r *Record) { r.Decision = DecisionAcknowledged }, stepNone, 0, "", -1},
+		{"snoozed", func(r *Record) { r.Decision = DecisionSnoozed; r.Owner = "U0OWNER" }, stepReminder, 0, "U0OWNER", 30 * time.Minute},
+		{"undecided, first step", func(r *Record) {}, stepEscalated, 1, "U0BOSS", 29 * time.Minute},
+		{"undecided, last step", func(r *Record) { r.EscalationStep = 1 }, stepEscalated, 2, "C0INCIDENT", -1},
+		{"undecided, no step left", func(r *Record) { r.EscalationStep = 2 }, stepNone, 2, "", -1},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -284,7 +282,7 @@ func TestAtEscalation(t *testing.T) {
 			due := now
 			cur.EscalateAt = &due
 			tc.set(cur)
-			next, msg, taken := AtEscalation(cur, steps, now)
+			next, msg, taken := atEscalation(cur, steps, now)
 			if taken != tc.taken || next.EscalationStep != tc.step {
 				t.Fatalf("taken %d step %d", taken, next.EscalationStep)
 			}
@@ -304,7 +302,7 @@ func TestAtEscalation(t *testing.T) {
 				len(next.Escalations) != 1 || next.Escalations[0] != msg.ID || msg.Status != StatusPending {
 				t.Fatalf("message %+v, escalations %v", msg, next.Escalations)
 			}
-			if tc.taken == StepReminder && (next.Decision != "" || next.Version != cur.Version+1) {
+			if tc.taken == stepReminder && (next.Decision != "" || next.Version != cur.Version+1) {
 				t.Fatalf("the snooze is over but the message keeps it: %+v", next.Decided)
 			}
 		})
@@ -317,7 +315,7 @@ func TestResend(t *testing.T) {
 		cur := pending()
 		cur.Status, cur.Attempts, cur.DueAt = s, 5, time.Time{}
 		cur.Owner, cur.Channel, cur.PostUncertain = "U0OLD", "C0GONE", true
-		next, ok := Resend(cur, at, now)
+		next, ok := resend(cur, at, now)
 		if ok != (s == StatusDead) {
 			t.Fatalf("%s: resent %v", s, ok)
 		}
@@ -348,11 +346,11 @@ func TestStaleButtons(t *testing.T) {
 		{2, 0, false},
 	}
 	for _, tc := range cases {
-		if got := Stale(key, tc.attempt, tc.version); got != tc.stale {
+		if got := stale(key, tc.attempt, tc.version); got != tc.stale {
 			t.Errorf("attempt %d version %d: stale %v", tc.attempt, tc.version, got)
 		}
 	}
-	if id, a, v := ParseButtonValue(ButtonValue(key)); id != "n_k" || a != 2 || v != 4 {
+	if id, a, v := parseButtonValue(ButtonValue(key)); id != "n_k" || a != 2 || v != 4 {
 		t.Fatalf("button value round trip: %s %d %d", id, a, v)
 	}
 }

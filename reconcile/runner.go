@@ -2,12 +2,12 @@ package reconcile
 
 import (
 	"context"
-	"errors"
 	"log/slog"
 	"sync"
 	"time"
 
 	"github.com/cenkalti/backoff/v5"
+	"github.com/n8n-guard/n8n-guard/internal/prom"
 	"github.com/n8n-guard/n8n-guard/keystore"
 	"github.com/n8n-guard/n8n-guard/n8n"
 	"github.com/prometheus/client_golang/prometheus"
@@ -262,16 +262,8 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	for _, a := range []string{"found", "absent", "retry", "unusable"} {
 		m.calls.WithLabelValues(a)
 	}
-	if reg == nil {
-		return m, nil
-	}
-	for _, c := range []prometheus.Collector{m.checks, m.calls, m.held} {
-		if err := reg.Register(c); err != nil {
-			var are prometheus.AlreadyRegisteredError
-			if !errors.As(err, &are) {
-				return nil, err
-			}
-		}
+	if err := prom.Register(reg, m.checks, m.calls, m.held); err != nil {
+		return nil, err
 	}
 	return m, nil
 }

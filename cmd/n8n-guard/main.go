@@ -20,6 +20,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/n8n-guard/n8n-guard/api"
+	"github.com/n8n-guard/n8n-guard/internal/prom"
 	"github.com/n8n-guard/n8n-guard/internal/tlsserve"
 	"github.com/n8n-guard/n8n-guard/keystore"
 	"github.com/n8n-guard/n8n-guard/keystore/bolt"
@@ -96,7 +97,9 @@ func (m *Main) Run(ctx context.Context) (err error) {
 		return err
 	}
 	m.reg = prometheus.NewRegistry()
-	m.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	if err := prom.Register(m.reg, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{})); err != nil {
+		return err
+	}
 	opened, err := m.openStore(ctx, policies)
 	if err != nil {
 		return err
@@ -155,7 +158,9 @@ func (m *Main) openStore(ctx context.Context, policies keystore.Policies) (opene
 			return openedStore{}, errors.New("--store postgres://...: set N8N_GUARD_TOKENS (the same on every replica); a token generated into each data folder would differ from replica to replica")
 		}
 		damaged := newDamagedCounter() // storemetrics.go
-		m.reg.MustRegister(damaged)
+		if err := prom.Register(m.reg, damaged); err != nil {
+			return openedStore{}, err
+		}
 		pg, err := postgres.Open(ctx, cfg.Store, postgres.Options{
 			Policies: policies,
 			Clock:    cfg.Clock,

@@ -66,10 +66,10 @@ func writeConfig(t *testing.T, yaml string) FileConfig {
 	return fc
 }
 
-// The outage of the breaker issue: the CRM is unreachable, 10,000 reserves
-// arrive while its breaker is open. None is recorded, the log stays quiet,
-// and the destination's owner hears exactly twice: when writes pause and
-// when they resume, with the number of paused reserves.
+// A destination outage: the CRM is unreachable, 10,000 reserves arrive
+// while its breaker is open. None is recorded, the log stays quiet, and the
+// destination's owner hears exactly twice: when writes pause and when they
+// resume, with the number of paused reserves.
 func TestDestinationOutage(t *testing.T) {
 	slack := &fakeSlack{}
 	ss := httptest.NewServer(slack)

@@ -6,6 +6,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/n8n-guard/n8n-guard/internal/prom"
 	"github.com/n8n-guard/n8n-guard/keystore/bolt"
 )
 
@@ -64,10 +65,8 @@ func newBoltMetrics(reg prometheus.Registerer, path string) (*boltMetrics, error
 		}
 		return float64(fi.Size())
 	})
-	for _, c := range []prometheus.Collector{m.commitTook, m.writes, m.errors, m.sweepPause, m.damaged, m.checkFail, size} {
-		if err := reg.Register(c); err != nil {
-			return nil, err
-		}
+	if err := prom.Register(reg, m.commitTook, m.writes, m.errors, m.sweepPause, m.damaged, m.checkFail, size); err != nil {
+		return nil, err
 	}
 	return m, nil
 }

@@ -8,7 +8,7 @@ import { guardRequest, isObject } from './transport';
 // How often a reserve that met in_progress asks again while it may wait.
 const IN_PROGRESS_POLL_MS = 500;
 
-// The guard's limit for request_id (issue 15).
+// The guard's limit for request_id (keystore.Request's max=128).
 const REQUEST_ID_MAX = 128;
 
 /**
