@@ -30,6 +30,7 @@ type reserveRequest struct {
 	RequestID    string          `json:"request_id"`
 	ResumeURL    string          `json:"resume_url"`
 	RequestedBy  string          `json:"requested_by"`
+	Summary      string          `json:"summary"`
 }
 
 type completeRequest struct {
@@ -192,7 +193,8 @@ func (s *Server) resolve(c *fiber.Ctx, req resolveRequest) error {
 // names the domain's broken fields too.
 func (r reserveRequest) domain() (keystore.ReserveRequest, error) {
 	dr := keystore.ReserveRequest{Namespace: r.Namespace, Key: string(r.Key), Owner: r.Owner, Payload: r.Payload,
-		Fingerprint: r.Fingerprint, Destination: r.Destination, RequestID: r.RequestID, ResumeURL: r.ResumeURL, RequestedBy: r.RequestedBy}
+		Fingerprint: r.Fingerprint, Destination: r.Destination, RequestID: r.RequestID, ResumeURL: r.ResumeURL, RequestedBy: r.RequestedBy,
+		Summary: r.Summary}
 	if r.LeaseSeconds == nil {
 		return dr, nil
 	}

@@ -287,3 +287,32 @@ func TestReservesCarryTheirContent(t *testing.T) {
 		t.Fatalf("found %d reserves, want the shipped, template and e2e ones", reserves)
 	}
 }
+
+// An approver judges an event by its summary: every reserve the shipped
+// workflows and the reserve templates send carries one, built from the
+// event.
+func TestReservesCarryASummary(t *testing.T) {
+	files, err := filepath.Glob(filepath.Join("..", "workflows", "*.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	more, _ := filepath.Glob(filepath.Join("..", "workflows", "templates", "reserve*.json"))
+	reserves := 0
+	for _, f := range append(files, more...) {
+		var wf struct{ Nodes []n8nNode }
+		readJSON(t, f, &wf)
+		for _, n := range wf.Nodes {
+			url, _ := n.Parameters["url"].(string)
+			if n.Type != "n8n-nodes-base.httpRequest" || !strings.HasSuffix(url, "/v1/reserve") {
+				continue
+			}
+			reserves++
+			if body, _ := n.Parameters["jsonBody"].(string); !regexp.MustCompile(`\bsummary: *\$`).MatchString(body) {
+				t.Errorf("%s: %q reserves without a summary", f, n.Name)
+			}
+		}
+	}
+	if reserves < 4 {
+		t.Fatalf("found %d reserves, want the shipped and template ones", reserves)
+	}
+}

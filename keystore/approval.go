@@ -184,11 +184,11 @@ func requestApproval(req ReserveRequest, fp Fingerprint, now time.Time) (Step, e
 	next := &Record{Namespace: req.Namespace, Key: req.Key, CreatedAt: now, State: StateParked,
 		Owner: req.Owner, Destination: req.Destination, ResumeURL: req.ResumeURL, ParkedAt: timePtr(now),
 		Reason: ReasonAwaitingApproval, Message: "waits for a person's approval before it is written",
-		Retryable: true, UpdatedAt: now, Fingerprint: fp}
+		Retryable: true, UpdatedAt: now, Fingerprint: fp, Summary: req.Summary}
 	by := req.RequestedBy
 	next.addHistory(Transition{At: now, Event: HistoryApprovalRequested, By: by, Detail: "requested by " + cmpOr(req.RequestedBy, "(not said)") + ", owner " + cmpOr(req.Owner, "(none)")})
 	ev := Event{At: now, Kind: EventApprovalRequested, Namespace: req.Namespace, Key: req.Key,
-		Owner: req.Owner, Destination: req.Destination, Reason: ReasonAwaitingApproval, Message: req.RequestedBy}
+		Owner: req.Owner, Destination: req.Destination, Reason: ReasonAwaitingApproval, Message: req.RequestedBy, Summary: req.Summary}
 	return Step{Record: next, Events: []Event{ev}, Result: Result{Outcome: OutcomeParked, Record: next}}, nil
 }
 

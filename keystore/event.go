@@ -34,6 +34,9 @@ type Event struct {
 	// For breaker events.
 	ReopensAt      *time.Time `json:"reopens_at,omitempty"`
 	PausedReserves int        `json:"paused_reserves,omitempty"`
+	// Summary, for approval_requested: what the reserve said the event is
+	// (ReserveRequest.Summary), for the approvers' message.
+	Summary string `json:"summary,omitempty"`
 }
 
 // EventRetention is how long the event log keeps entries.

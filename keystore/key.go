@@ -24,6 +24,7 @@ const (
 	MaxMessageLength   = 2000     // FailRequest.Message
 	MaxNoteLength      = 2000     // ResolveRequest.Note
 	MaxResumeURLLength = 2048     // ReserveRequest.ResumeURL, FailRequest.ResumeURL
+	MaxSummaryLength   = 200      // ReserveRequest.Summary
 )
 
 var (

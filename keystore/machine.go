@@ -110,6 +110,7 @@ func startAttempt(cur *Record, br *Breaker, req ReserveRequest, fp Fingerprint, 
 		if !ok && req.ResumeURL != "" {
 			// The execution waits in n8n; the guard resumes it (park.go).
 			s.Record = park(cur, b, req.Namespace, req.Key, req.Owner, req.Destination, req.ResumeURL, attempt-1, fp, "destination "+req.Destination+" paused", now)
+			s.Record.takeSummary(req.Summary)
 			s.Result = parkedResult(s.Record, b, now)
 			return s, nil
 		}
@@ -140,10 +141,24 @@ func startAttempt(cur *Record, br *Breaker, req ReserveRequest, fp Fingerprint, 
 	if len(next.Fingerprint) == 0 {
 		next.Fingerprint = fp
 	}
+	next.takeSummary(req.Summary)
 	next.addHistory(Transition{At: now, Event: HistoryReserved, Attempt: attempt, By: req.Owner})
 	s.Record = next
 	s.Result = Result{Outcome: OutcomeAccepted, Proceed: true, Token: token, Record: next}
 	return s, nil
+}
+
+// takeSummary records the summary of a reserve that starts an attempt,
+// parks it or asks for its approval: the key says what its current attempt
+// is about. A reserve without one keeps what was recorded, since the key is
+// still the same event (an approved key's woken execution may come from a
+// workflow that does not send it). A reserve that starts nothing (a
+// duplicate of a completed key, a copy while one is in progress or awaits
+// approval) writes nothing, so it never changes the summary.
+func (r *Record) takeSummary(summary string) {
+	if summary != "" {
+		r.Summary = summary
+	}
 }
 
 func leaseExpired(cur *Record, np NamespacePolicy, now time.Time) (*Record, []Event) {

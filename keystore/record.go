@@ -93,6 +93,11 @@ type Record struct {
 	Note           string          `json:"note,omitempty"`
 	History        []Transition    `json:"history"`
 
+	// Summary is the one line a reserve said the event is
+	// (ReserveRequest.Summary), for the person who approves or acts on the
+	// key. See takeSummary for which reserve sets it.
+	Summary string `json:"summary,omitempty"`
+
 	// A parked key (park.go): since when it waits, where the guard calls
 	// to resume it, and when that call was answered. Never the payload.
 	ParkedAt     *time.Time `json:"parked_at,omitempty"`

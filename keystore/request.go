@@ -36,6 +36,10 @@ type ReserveRequest struct {
 	// with four eyes, that person may not approve it (approval.go). It is
 	// recorded as NormalizePerson spells it (person.go).
 	RequestedBy string `json:"requested_by" validate:"max=128,utf8,no_control,no_format,one_script"`
+	// Summary says in one line what the event is ("Invoice 4711 · 12,000
+	// EUR · ACME"), so an approver has something to judge. Trimmed and
+	// redacted like other free text; recorded on the key (Record.Summary).
+	Summary string `json:"summary" validate:"max=200,utf8,no_control"`
 }
 
 // CompleteRequest reports that the attempt holding Token took effect.
@@ -125,7 +129,10 @@ func (r ReserveRequest) Normalize() (ReserveRequest, Fingerprint, error) {
 	var v violations
 	r.Key = v.key(r.Key)
 	r.RequestedBy = NormalizePerson(r.RequestedBy)
+	r.Summary = strings.TrimSpace(r.Summary)
 	v.check(r)
+	// A summary is built from the item: it may carry a customer's e-mail.
+	r.Summary = redact.Redact(r.Summary)
 	hasPayload := len(r.Payload) > 0 && strings.TrimSpace(string(r.Payload)) != "null"
 	if len(r.Payload) > 0 && r.Fingerprint != "" {
 		v.field("fingerprint", "excluded_with=payload", "send either payload or fingerprint, not both")

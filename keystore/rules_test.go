@@ -25,6 +25,7 @@ func TestLimitsAreTheTags(t *testing.T) {
 		{keystore.ResolveRequest{}, "note", "max=" + strconv.Itoa(keystore.MaxNoteLength)},
 		{keystore.ReserveRequest{}, "resume_url", "max=" + strconv.Itoa(keystore.MaxResumeURLLength)},
 		{keystore.FailRequest{}, "resume_url", "max=" + strconv.Itoa(keystore.MaxResumeURLLength)},
+		{keystore.ReserveRequest{}, "summary", "max=" + strconv.Itoa(keystore.MaxSummaryLength)},
 	} {
 		if tag := keystore.Rules(c.req)[c.field]; !strings.Contains(tag, c.want) {
 			t.Errorf("%T.%s: tag %q lacks %s", c.req, c.field, tag, c.want)

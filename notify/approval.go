@@ -63,7 +63,8 @@ func (c Config) approvalRoute(ns string) route {
 func (s *Service) approvalRequest(ev keystore.Event, rec *Record, at time.Time) Addition {
 	rt := s.cfg.approvalRoute(ev.Namespace)
 	rec.Owner, rec.Channel, rec.Runbook = rt.Owner, rt.Channel, rt.Runbook
-	rec.KeyPayload = KeyPayload{Namespace: ev.Namespace, Key: Truncate(ev.Key, 255), Holder: clean(ev.Owner, 128)}
+	rec.KeyPayload = KeyPayload{Namespace: ev.Namespace, Key: Truncate(ev.Key, 255), Holder: clean(ev.Owner, 128),
+		Summary: clean(ev.Summary, keystore.MaxSummaryLength)}
 	rec.Message = clean(ev.Message, 128) // who requested it
 	rec.EscalateAt = firstEscalation(rt, at)
 	rec.Group = groupOf(string(KindApproval), ev.Namespace, ev.Key)

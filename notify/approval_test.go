@@ -266,3 +266,71 @@ func TestApprovalFourEyesKnowsTheSlackUsersName(t *testing.T) {
 		t.Fatalf("another approver: %s / %q", k.gatedKey("inv_1").Reason, lastEphemeral(k))
 	}
 }
+
+// The approval request shows the event's summary beside who asked for
+// it, escaped as mrkdwn (a summary cannot mention, link or format); a
+// request without a summary shows nothing more than before. Its
+// escalation names the summary too.
+func TestApprovalMessageShowsTheSummaryWithTheRequester(t *testing.T) {
+	k := newApprovalHarness(t)
+	reserve := func(key, summary string) {
+		t.Helper()
+		r, err := k.ks.Reserve(context.Background(), keystore.ReserveRequest{Namespace: gatedNS, Key: key, Owner: "n8n exec 7",
+			RequestedBy: "U0ANN", ResumeURL: "http://n8n.local/webhook-waiting/" + key, Fingerprint: "invoice " + key, Summary: summary})
+		if err != nil || r.Outcome != keystore.OutcomeParked {
+			t.Fatalf("reserve %s: %+v %v", key, r, err)
+		}
+	}
+	reserve("inv_4711", "Invoice 4711 · 12,000 EUR · <!channel> & <https://evil.example|ACME>")
+	reserve("inv_4712", "")
+	k.pass()
+	posts := map[string]slackCall{}
+	for _, p := range k.calls("chat.postMessage") {
+		for _, key := range []string{"inv_4711", "inv_4712"} {
+			if strings.Contains(p.Blocks, "`"+key+"`") {
+				posts[key] = p
+			}
+		}
+	}
+	type field struct{ Text string }
+	fieldsOf := func(p slackCall) []string {
+		var blocks []struct {
+			Type   string
+			Fields []field
+		}
+		if err := json.Unmarshal([]byte(p.Blocks), &blocks); err != nil {
+			t.Fatalf("blocks: %v\n%s", err, p.Blocks)
+		}
+		var out []string
+		for _, b := range blocks {
+			for _, f := range b.Fields {
+				out = append(out, f.Text)
+			}
+		}
+		return out
+	}
+	with := fieldsOf(posts["inv_4711"])
+	want := []string{"*Summary*\nInvoice 4711 · 12,000 EUR · &lt;!channel&gt; &amp; &lt;https://evil.example|ACME&gt;", "*Requested by*\nU0ANN"}
+	if strings.Join(with, "|") != strings.Join(want, "|") {
+		t.Fatalf("fields of the request with a summary:\n%q\nwant\n%q", with, want)
+	}
+	if !strings.Contains(posts["inv_4711"].Text, "(Invoice 4711 · 12,000 EUR · &lt;!channel&gt;") {
+		t.Fatalf("the notification text lacks the summary: %q", posts["inv_4711"].Text)
+	}
+	if without := fieldsOf(posts["inv_4712"]); len(without) != 0 || strings.Contains(posts["inv_4712"].Blocks, "Summary") {
+		t.Fatalf("a request without a summary shows %q:\n%s", without, posts["inv_4712"].Blocks)
+	}
+
+	k.clock.Advance(31 * time.Minute)
+	k.pass()
+	k.pass()
+	for _, p := range k.calls("chat.postMessage") {
+		if strings.Contains(p.Blocks, "Escalated") && strings.Contains(p.Blocks, "inv_4711") {
+			if !strings.Contains(p.Blocks, "(Invoice 4711 · 12,000 EUR · &lt;!channel&gt;") {
+				t.Fatalf("the escalation lacks the summary:\n%s", p.Blocks)
+			}
+			return
+		}
+	}
+	t.Fatalf("no escalation of the request: %+v", k.calls("chat.postMessage"))
+}

@@ -111,7 +111,7 @@ type Record struct {
 	Decided
 	Escalation
 	Failure       // KindWorkflowFailed
-	KeyPayload    // KindKeyUnknown, KindParkedLost, KindParkedOverdue, KindRecordDamaged (and escalations of them)
+	KeyPayload    // KindKeyUnknown, KindParkedLost, KindParkedOverdue, KindRecordDamaged, KindApproval (and escalations of them)
 	Breaker       // KindBreakerOpened, KindBreakerClosed; the destination of a parked key
 	ParkedKey     // KindParkedLost, KindParkedOverdue
 	GroupProgress // KindKeyUnknown: how far the group's keys are decided (group.go)
@@ -209,6 +209,9 @@ type KeyPayload struct {
 	KeyAttempt int    `json:"key_attempt,omitempty"`
 	// Holder: the lease's holder; on an escalation, whom it was for first.
 	Holder string `json:"holder,omitempty"`
+	// Summary, of an approval request: what the event is, as its reserve
+	// said (keystore.Event.Summary).
+	Summary string `json:"summary,omitempty"`
 }
 
 // Breaker is the payload of a breaker alert. One message tells a whole

@@ -562,6 +562,9 @@ func renderEscalation(r *notify.Record, mention, guardURL string) message {
 	switch r.EscalatedKind {
 	case notify.KindApproval:
 		what = fmt.Sprintf("key `%s` in namespace `%s` *waits for approval* before it is written", notify.EscapeMrkdwn(r.Key), notify.EscapeMrkdwn(r.Namespace))
+		if r.Summary != "" {
+			what += " (" + notify.EscapeMrkdwn(r.Summary) + ")"
+		}
 	case notify.KindKeyUnknown:
 		what = fmt.Sprintf("key `%s` in namespace `%s` is *unknown* and needs a person", notify.EscapeMrkdwn(r.Key), notify.EscapeMrkdwn(r.Namespace))
 		if r.Count > 1 {
@@ -623,11 +626,26 @@ func renderApproval(r *notify.Record, mention, guardURL string) message {
 		slack.NewHeaderBlock(plain("Approval needed: " + r.Namespace)),
 		slack.NewSectionBlock(mrkdwn(lead), nil, nil),
 	}
+	if r.Summary != "" {
+		// What the approvers judge, beside who asked; without a summary the
+		// lead says all there is.
+		requester := "not known"
+		if r.Message != "" {
+			requester = notify.EscapeMrkdwn(r.Message)
+		}
+		blocks = append(blocks, slack.NewSectionBlock(nil, []*slack.TextBlockObject{
+			mrkdwn("*Summary*\n" + notify.EscapeMrkdwn(r.Summary)),
+			mrkdwn("*Requested by*\n" + requester),
+		}, nil))
+	}
 	if r.Runbook != "" {
 		blocks = append(blocks, slack.NewSectionBlock(mrkdwn("*What to check*\n"+nextStep(r.Runbook)), nil, nil))
 	}
 	blocks = append(blocks, slack.NewContextBlock("", mrkdwn("ref `"+r.ID+"` · the console: "+notify.EscapeMrkdwn(baseURL(guardURL)+"/ui/approvals"))))
 	blocks = append(blocks, decisionBlocks(r, false)...)
 	text := fmt.Sprintf("Approval needed: %s/%s waits for %s (%s).", ns, key, mention, by)
+	if r.Summary != "" {
+		text = fmt.Sprintf("Approval needed: %s/%s (%s) waits for %s (%s).", ns, key, notify.EscapeMrkdwn(r.Summary), mention, by)
+	}
 	return message{Text: fallback(text), Blocks: blocks}
 }

@@ -20,7 +20,10 @@ import (
 
 type approvalItem struct {
 	Namespace, Key, RequestedBy, Destination string
-	Since                                    time.Time
+	// Summary: what the event is, as its reserve said; what the approver
+	// judges.
+	Summary string
+	Since   time.Time
 }
 
 type approvalsPage struct {
@@ -52,7 +55,8 @@ func (ui *Console) pendingApprovals(ctx context.Context, sess *session) ([]appro
 			if r.ParkedAt != nil {
 				since = *r.ParkedAt
 			}
-			items = append(items, approvalItem{Namespace: r.Namespace, Key: r.Key, RequestedBy: keystore.RequestedBy(r), Destination: r.Destination, Since: since})
+			items = append(items, approvalItem{Namespace: r.Namespace, Key: r.Key, RequestedBy: keystore.RequestedBy(r), Destination: r.Destination,
+				Summary: r.Summary, Since: since})
 		}
 		if cursor = page.NextCursor; cursor == "" || len(items) >= 1000 {
 			break

@@ -45,6 +45,16 @@ type diskRecord struct {
 	TokenHash []byte
 }
 
+// diskRecordSummary is a record with a summary (keystore.Record.Summary):
+// the array of diskRecord with the summary appended. A record without one
+// is written as diskRecord, so the files of older versions read as they
+// did, and an older version reads every record that has none.
+type diskRecordSummary struct {
+	_ struct{} `cbor:",toarray"`
+	diskRecord
+	Summary string
+}
+
 type diskTransition struct {
 	_       struct{} `cbor:",toarray"`
 	At      int64    // offset from the record's Created
@@ -55,6 +65,12 @@ type diskTransition struct {
 }
 
 const ownerNone = "\x00"
+
+// The lengths of the arrays of a record and an event with a summary.
+const (
+	recordSummaryLen = 21
+	eventSummaryLen  = 12
+)
 
 // tokenHashLen is the length of keystore's token hash (and of a seal).
 const tokenHashLen = 16
@@ -129,6 +145,26 @@ type diskEvent struct {
 	Message     string
 	ReopensAt   int64
 	Paused      uint32
+}
+
+// diskEventSummary is an event with a summary (keystore.Event.Summary),
+// appended to diskEvent's array as diskRecordSummary does.
+type diskEventSummary struct {
+	_ struct{} `cbor:",toarray"`
+	diskEvent
+	Summary string
+}
+
+// arrayLen is the number of items of the CBOR array b starts with (-1:
+// not an array of a length this codec writes).
+func arrayLen(b []byte) int {
+	switch {
+	case len(b) > 0 && b[0] >= 0x80 && b[0] <= 0x97:
+		return int(b[0] - 0x80)
+	case len(b) > 1 && b[0] == 0x98:
+		return int(b[1])
+	}
+	return -1
 }
 
 var stateCodes = map[keystore.State]uint8{keystore.StateReserved: 1, keystore.StateCompleted: 2, keystore.StateFailed: 3, keystore.StateUnknown: 4, keystore.StateParked: 5}
@@ -219,6 +255,9 @@ func encodeRecordBody(r *keystore.Record) ([]byte, error) {
 		}
 		d.History[i] = diskTransition{At: ms(h.At) - base, Event: code, Attempt: uint32(h.Attempt), By: by, Detail: h.Detail}
 	}
+	if r.Summary != "" {
+		return cbor.Marshal(diskRecordSummary{diskRecord: d, Summary: r.Summary})
+	}
 	return cbor.Marshal(d)
 }
 
@@ -239,10 +278,17 @@ func decodeRecord(ns, key string, v []byte) (*keystore.Record, error) {
 
 // decodeRecordBody reads the CBOR of a record, without a seal.
 func decodeRecordBody(ns, key string, b []byte) (*keystore.Record, error) {
-	var d diskRecord
-	if err := decMode.Unmarshal(b, &d); err != nil {
+	var ds diskRecordSummary
+	var err error
+	if arrayLen(b) == recordSummaryLen {
+		err = decMode.Unmarshal(b, &ds)
+	} else {
+		err = decMode.Unmarshal(b, &ds.diskRecord)
+	}
+	if err != nil {
 		return nil, fmt.Errorf("decode record %s/%s: %w", ns, key, err)
 	}
+	d := ds.diskRecord
 	state, ok := stateByCode[d.State]
 	if !ok {
 		return nil, fmt.Errorf("decode record %s/%s: unknown state code %d", ns, key, d.State)
@@ -254,7 +300,7 @@ func decodeRecordBody(ns, key string, b []byte) (*keystore.Record, error) {
 		Reason: keystore.Reason(d.Reason), Message: d.Message, Retryable: d.Retryable, Via: viaByCode[d.Via],
 		Destination: d.Destination, CreatedAt: fromMs(base), UpdatedAt: updatedAt(d.Updated, base),
 		ExpiresAt: fromOffset(d.Expires, base), ResolvedBy: d.ResolvedBy, ResolvedAt: fromOffset(d.ResolvedAt, base),
-		Note: d.Note, Fingerprint: d.Fingerprint, TokenHash: d.TokenHash,
+		Note: d.Note, Fingerprint: d.Fingerprint, TokenHash: d.TokenHash, Summary: ds.Summary,
 	}
 	if state == keystore.StateParked {
 		if err := decodePark(r, d.Result); err != nil { // park.go
@@ -338,19 +384,30 @@ func decodeBreaker(dest string, v []byte) (*keystore.Breaker, error) {
 }
 
 func encodeEvent(e keystore.Event) ([]byte, error) {
-	return cbor.Marshal(diskEvent{At: ms(e.At), Kind: string(e.Kind), Namespace: e.Namespace, Key: e.Key,
+	d := diskEvent{At: ms(e.At), Kind: string(e.Kind), Namespace: e.Namespace, Key: e.Key,
 		Attempt: uint32(e.Attempt), Owner: e.Owner, Destination: e.Destination, Reason: string(e.Reason),
-		Message: e.Message, ReopensAt: msPtr(e.ReopensAt), Paused: uint32(e.PausedReserves)})
+		Message: e.Message, ReopensAt: msPtr(e.ReopensAt), Paused: uint32(e.PausedReserves)}
+	if e.Summary != "" {
+		return cbor.Marshal(diskEventSummary{diskEvent: d, Summary: e.Summary})
+	}
+	return cbor.Marshal(d)
 }
 
 func decodeEvent(seq uint64, v []byte) (keystore.Event, error) {
-	var d diskEvent
-	if err := decMode.Unmarshal(v, &d); err != nil {
+	var ds diskEventSummary
+	var err error
+	if arrayLen(v) == eventSummaryLen {
+		err = decMode.Unmarshal(v, &ds)
+	} else {
+		err = decMode.Unmarshal(v, &ds.diskEvent)
+	}
+	if err != nil {
 		return keystore.Event{}, fmt.Errorf("decode event %d: %w", seq, err)
 	}
+	d := ds.diskEvent
 	return keystore.Event{Seq: seq, At: fromMs(d.At), Kind: keystore.EventKind(d.Kind), Namespace: d.Namespace, Key: d.Key,
 		Attempt: int(d.Attempt), Owner: d.Owner, Destination: d.Destination, Reason: keystore.Reason(d.Reason),
-		Message: d.Message, ReopensAt: fromMsPtr(d.ReopensAt), PausedReserves: int(d.Paused)}, nil
+		Message: d.Message, ReopensAt: fromMsPtr(d.ReopensAt), PausedReserves: int(d.Paused), Summary: ds.Summary}, nil
 }
 
 func u64(v uint64) []byte {

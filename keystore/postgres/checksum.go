@@ -92,6 +92,11 @@ func rowChecksum(r *keystore.Record, version int64) int64 {
 		num(int64(h.Claims))
 		str(h.ResumeURL)
 	}
+	// The summary (migration 0014), likewise.
+	if r.Summary != "" {
+		b = append(b, 'S')
+		str(r.Summary)
+	}
 	return int64(crc32.Checksum(b, castagnoli))
 }
 

@@ -139,7 +139,7 @@ func (s *Store) Ping(ctx context.Context) error {
 const (
 	pgKeyCols = `state, attempt, owner, lease_expires_at, result_ref, result, reason, message, retryable,
 		via, destination, created_at, updated_at, expires_at, resolved_by, resolved_at, note, history,
-		fingerprint, token_hash, token_seal, parked_at, resume_url, resume_sent_at, resume_claim_until, check_hold`
+		fingerprint, token_hash, token_seal, parked_at, resume_url, resume_sent_at, resume_claim_until, check_hold, summary`
 	pgKeyRead     = pgKeyCols + `, version, checksum`
 	pgSelectKey   = `SELECT ` + pgKeyRead + ` FROM guard_keys WHERE namespace = $1 AND key = $2`
 	pgBreakerCols = `state, opened_at, reopens_at, consecutive_failures, paused_reserves, probe_namespace, probe_key, probe_until,
@@ -162,7 +162,7 @@ func scanRecord(row pgx.Row, ns, key string) (*keystore.Record, int64, error) {
 	err := row.Scan(&state, &attempt, &r.Owner, &r.LeaseExpiresAt, &r.ResultRef, &result, &reason, &r.Message,
 		&r.Retryable, &via, &r.Destination, &r.CreatedAt, &r.UpdatedAt, &r.ExpiresAt, &r.ResolvedBy,
 		&r.ResolvedAt, &r.Note, &history, &r.Fingerprint, &r.TokenHash, &r.TokenSeal,
-		&r.ParkedAt, &r.ResumeURL, &r.ResumeSentAt, &r.ResumeClaimUntil, &hold, &version, &sum)
+		&r.ParkedAt, &r.ResumeURL, &r.ResumeSentAt, &r.ResumeClaimUntil, &hold, &r.Summary, &version, &sum)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, 0, nil
 	}
@@ -274,12 +274,12 @@ func queueRecord(b *pgx.Batch, prev *keystore.Record, version int64, next *keyst
 		next.ResultRef, nullJSON(next.Result), string(next.Reason), next.Message, next.Retryable, string(next.Via),
 		next.Destination, stored.CreatedAt, stored.UpdatedAt, stored.ExpiresAt, next.ResolvedBy, stored.ResolvedAt,
 		next.Note, string(history), nullBytes(next.Fingerprint), nullBytes(next.TokenHash), nullBytes(next.TokenSeal),
-		stored.ParkedAt, next.ResumeURL, stored.ResumeSentAt, stored.ResumeClaimUntil, checkHold(next.Check)}
+		stored.ParkedAt, next.ResumeURL, stored.ResumeSentAt, stored.ResumeClaimUntil, checkHold(next.Check), next.Summary}
 	if prev == nil {
 		args = append(args, rowChecksum(stored, 1))
 		b.Queue(`INSERT INTO guard_keys (namespace, key, `+pgKeyCols+`, checksum)
 			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23,
-				$24, $25, $26, $27, $28, $29)`, args...)
+				$24, $25, $26, $27, $28, $29, $30)`, args...)
 		queueActivity(b, prev, next)
 		return nil
 	}
@@ -290,8 +290,8 @@ func queueRecord(b *pgx.Batch, prev *keystore.Record, version int64, next *keyst
 				created_at = $14, updated_at = $15, expires_at = $16, resolved_by = $17, resolved_at = $18,
 				note = $19, history = $20, fingerprint = $21, token_hash = $22, token_seal = $23,
 				parked_at = $24, resume_url = $25, resume_sent_at = $26, resume_claim_until = $27, check_hold = $28,
-				version = version + 1, checksum = $30
-			WHERE namespace = $1 AND key = $2 AND version = $29
+				summary = $29, version = version + 1, checksum = $31
+			WHERE namespace = $1 AND key = $2 AND version = $30
 			RETURNING 1)
 		SELECT guard_expect_row(count(*), 'key') FROM u`, args...)
 	queueActivity(b, prev, next)
@@ -336,10 +336,10 @@ func failedKeys(br *keystore.Breaker) []string {
 // so events commit in seq order (see the migration).
 func queueEvent(b *pgx.Batch, ev keystore.Event) {
 	b.Queue(`WITH s AS (UPDATE guard_event_seq SET seq = seq + 1 RETURNING seq)
-		INSERT INTO guard_events (seq, at, kind, namespace, key, attempt, owner, destination, reason, message, reopens_at, paused_reserves)
-		SELECT s.seq, $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11 FROM s`,
+		INSERT INTO guard_events (seq, at, kind, namespace, key, attempt, owner, destination, reason, message, reopens_at, paused_reserves, summary)
+		SELECT s.seq, $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12 FROM s`,
 		ev.At, string(ev.Kind), ev.Namespace, ev.Key, ev.Attempt, ev.Owner, ev.Destination, string(ev.Reason),
-		ev.Message, ev.ReopensAt, ev.PausedReserves)
+		ev.Message, ev.ReopensAt, ev.PausedReserves, ev.Summary)
 }
 
 // breakerChanged reports whether a decision changed the breaker, so that

@@ -729,6 +729,27 @@ describe('approval before writing', () => {
 		assert.equal('requested_by' in plain, false);
 	});
 
+	test('Summary is sent as summary, on one line and at most 200 characters; the guard keeps it; left empty it is not sent', async () => {
+		const key = ns('inv');
+		const node = reserve(GATED, { reserveOptions: { resumeUrl: `${wait.base}/9002`, payload: '={{ $json }}',
+			summary: '={{ "Invoice " + $json.number + "\\n · " + $json.amount + " EUR\\t· " + $json.customer + " " }}' } });
+		const run = await runWorkflow(single(node), { start: 'Trigger',
+			items: [{ event_id: key, number: 4711, amount: '12,000', customer: 'ACME' }], credentials, executionId: '9002' });
+		const body = sent.findLast((r) => r.url.endsWith('/v1/reserve') && r.body.key === key).body;
+		assert.equal(body.summary, 'Invoice 4711 · 12,000 EUR · ACME');
+		assert.equal(run.output('Guard', PARKED)[0].summary, 'Invoice 4711 · 12,000 EUR · ACME', 'the guard answers the summary it kept');
+
+		const long = ns('free');
+		const accepted = await runSingle(reserve(long, { reserveOptions: { summary: '€'.repeat(250) } }), [{ event_id: 'evt-1' }]);
+		assert.equal(accepted.output('Guard', PROCEED)[0]?.summary, '€'.repeat(200));
+		const clipped = sent.findLast((r) => r.url.endsWith('/v1/reserve') && r.body.namespace === long);
+		assert.equal(clipped.body.summary, '€'.repeat(200));
+		const free = ns('free');
+		await runSingle(reserve(free, { reserveOptions: { summary: '  ' } }), [{ event_id: 'evt-1' }]);
+		const plain = sent.findLast((r) => r.url.endsWith('/v1/reserve') && r.body.namespace === free).body;
+		assert.equal('summary' in plain, false);
+	});
+
 	test('an event awaiting approval leaves by Parked, copies too; approved, the resumed execution proceeds', async () => {
 		const key = ns('inv');
 		const run = await runWorkflow(single(gated('9101', 'jane')), { start: 'Trigger', items: [{ event_id: key }], credentials, executionId: '9101' });

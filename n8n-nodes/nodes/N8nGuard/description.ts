@@ -180,6 +180,15 @@ const reserveFields: INodeProperties[] = [
 				description:
 					'Who triggered the event, where known (a form\'s submitter, a ticket\'s author; at most 128 characters). In a namespace that requires approval with four eyes, that person may not approve or reject it.',
 			},
+			{
+				displayName: 'Summary',
+				name: 'summary',
+				type: 'string',
+				default: '',
+				placeholder: "e.g. Invoice {{ $json.body.number }} · {{ $json.body.amount }} EUR · {{ $json.body.customer }}",
+				description:
+					'What the event is, in one line, for the person who approves it or acts on the key: shown in the approval request in Slack and in the console. Line breaks become spaces and it is cut to 200 characters; e-mail addresses and secrets in it are masked by n8n-guard.',
+			},
 		],
 	},
 ];

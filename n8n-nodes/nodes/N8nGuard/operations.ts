@@ -59,6 +59,8 @@ export const operations: Record<Operation, Run> = {
 		if (text(options.destination) !== '') body.destination = text(options.destination);
 		if (text(options.resumeUrl).trim() !== '') body.resume_url = text(options.resumeUrl).trim();
 		if (text(options.requestedBy).trim() !== '') body.requested_by = text(options.requestedBy).trim();
+		const summary = oneLine(text(options.summary), MAX_SUMMARY_CHARS);
+		if (summary !== '') body.summary = summary;
 		const waitMs = Math.max(0, Number(this.getNodeParameter('waitInProgress', itemIndex, 0))) * 1000;
 		const deadline = Date.now() + waitMs;
 		for (;;) {
@@ -258,6 +260,21 @@ function identity(this: IExecuteFunctions, name: 'namespace' | 'key', itemIndex:
 		itemIndex,
 		description: `Point the ${name} expression at one value, such as {{ $json.body.event_id }}.`,
 	});
+}
+
+/** The guard's limit on a reserve's summary, in characters. */
+const MAX_SUMMARY_CHARS = 200;
+
+/**
+ * A summary as the guard takes it: one line (line breaks, tabs and other
+ * control characters, which the guard refuses, become one space), trimmed,
+ * and cut to max characters, so text built from an item never costs the
+ * write.
+ */
+function oneLine(value: string, max: number): string {
+	// eslint-disable-next-line no-control-regex
+	const line = value.replace(/[\s\u0000-\u001f\u007f-\u009f]+/g, ' ').trim();
+	return Array.from(line).slice(0, max).join('').trim();
 }
 
 function text(value: unknown): string {
