@@ -117,7 +117,6 @@ func (d *diskBreaker) fields() []any {
 }
 
 type diskEvent struct {
-	_           struct{} `cbor:",toarray"`
 	At          int64
 	Kind        string
 	Namespace   string
@@ -129,6 +128,22 @@ type diskEvent struct {
 	Message     string
 	ReopensAt   int64
 	Paused      uint32
+	// the bulk action of a key_resolved event (keystore.Event.Bulk)
+	Bulk string
+}
+
+// The lengths of an event's array: the first release's fields, then with
+// the bulk action. An event of no bulk is written in the first layout, so
+// an earlier release reads it back.
+const (
+	eventBase = 11
+	eventBulk = 12
+)
+
+// fields are d's fields in their order on disk.
+func (d *diskEvent) fields() []any {
+	return []any{&d.At, &d.Kind, &d.Namespace, &d.Key, &d.Attempt, &d.Owner, &d.Destination, &d.Reason, &d.Message,
+		&d.ReopensAt, &d.Paused, &d.Bulk}
 }
 
 var stateCodes = map[keystore.State]uint8{keystore.StateReserved: 1, keystore.StateCompleted: 2, keystore.StateFailed: 3, keystore.StateUnknown: 4, keystore.StateParked: 5}
@@ -338,19 +353,36 @@ func decodeBreaker(dest string, v []byte) (*keystore.Breaker, error) {
 }
 
 func encodeEvent(e keystore.Event) ([]byte, error) {
-	return cbor.Marshal(diskEvent{At: ms(e.At), Kind: string(e.Kind), Namespace: e.Namespace, Key: e.Key,
+	d := diskEvent{At: ms(e.At), Kind: string(e.Kind), Namespace: e.Namespace, Key: e.Key,
 		Attempt: uint32(e.Attempt), Owner: e.Owner, Destination: e.Destination, Reason: string(e.Reason),
-		Message: e.Message, ReopensAt: msPtr(e.ReopensAt), Paused: uint32(e.PausedReserves)})
+		Message: e.Message, ReopensAt: msPtr(e.ReopensAt), Paused: uint32(e.PausedReserves), Bulk: e.Bulk}
+	n := eventBase
+	if e.Bulk != "" {
+		n = eventBulk
+	}
+	return cbor.Marshal(d.fields()[:n])
 }
 
+// decodeEvent reads either layout: fxamacker/cbor refuses an array of
+// another length for a toarray struct, so the fields are read one by one.
 func decodeEvent(seq uint64, v []byte) (keystore.Event, error) {
-	var d diskEvent
-	if err := decMode.Unmarshal(v, &d); err != nil {
+	var raw []cbor.RawMessage
+	if err := decMode.Unmarshal(v, &raw); err != nil {
 		return keystore.Event{}, fmt.Errorf("decode event %d: %w", seq, err)
+	}
+	var d diskEvent
+	fields := d.fields()
+	if len(raw) < eventBase || len(raw) > len(fields) {
+		return keystore.Event{}, fmt.Errorf("decode event %d: %d fields, want %d to %d", seq, len(raw), eventBase, len(fields))
+	}
+	for i, r := range raw {
+		if err := decMode.Unmarshal(r, fields[i]); err != nil {
+			return keystore.Event{}, fmt.Errorf("decode event %d, field %d: %w", seq, i, err)
+		}
 	}
 	return keystore.Event{Seq: seq, At: fromMs(d.At), Kind: keystore.EventKind(d.Kind), Namespace: d.Namespace, Key: d.Key,
 		Attempt: int(d.Attempt), Owner: d.Owner, Destination: d.Destination, Reason: keystore.Reason(d.Reason),
-		Message: d.Message, ReopensAt: fromMsPtr(d.ReopensAt), PausedReserves: int(d.Paused)}, nil
+		Message: d.Message, ReopensAt: fromMsPtr(d.ReopensAt), PausedReserves: int(d.Paused), Bulk: d.Bulk}, nil
 }
 
 func u64(v uint64) []byte {

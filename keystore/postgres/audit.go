@@ -9,7 +9,7 @@ import (
 	"github.com/n8n-guard/n8n-guard/keystore"
 )
 
-const eventColumns = `seq, at, kind, namespace, key, attempt, owner, destination, reason, message, reopens_at, paused_reserves`
+const eventColumns = `seq, at, kind, namespace, key, attempt, owner, destination, reason, message, reopens_at, paused_reserves, bulk`
 
 // RecentEvents implements Store: the primary key walked backwards from
 // Before, filtered by kind.
@@ -40,7 +40,7 @@ func (s *Store) scanEvents(rows pgx.Rows) ([]keystore.Event, error) {
 		var kind, reason string
 		var attempt, paused int32
 		if err := rows.Scan(&seq, &ev.At, &kind, &ev.Namespace, &ev.Key, &attempt, &ev.Owner, &ev.Destination,
-			&reason, &ev.Message, &ev.ReopensAt, &paused); err != nil {
+			&reason, &ev.Message, &ev.ReopensAt, &paused, &ev.Bulk); err != nil {
 			return nil, s.dbErr("events", err)
 		}
 		ev.Seq, ev.Kind, ev.Reason, ev.Attempt, ev.PausedReserves = uint64(seq), keystore.EventKind(kind), keystore.Reason(reason), int(attempt), int(paused)

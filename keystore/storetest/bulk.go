@@ -3,6 +3,7 @@ package storetest
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"regexp"
 	"slices"
 	"strings"
@@ -228,6 +229,44 @@ func runBulk(t *testing.T, newStore New) {
 		wantBulk(t, e.bulk(req), 1, 0, map[string]int{keystore.SkipDecided: 1})
 		if after := e.snapshot(ns+"/a-1", ns+"/b-1"); after != before {
 			t.Fatalf("a repeat changed the store:\nbefore %s\nafter  %s", before, after)
+		}
+	})
+
+	t.Run("the events of a bulk name it and the store keeps its words, across a restart; a single decision names none", func(t *testing.T) {
+		e := setup(t, newStore, keystore.Policies{})
+		for _, k := range []string{"ord-1", "ord-2", "ord-3", "one-1"} {
+			e.unknown(ns, k, "n8n exec 1")
+		}
+		if _, err := e.s.Resolve(e.ctx, keystore.ResolveRequest{Namespace: ns, Key: "one-1", Resolution: keystore.StateCompleted,
+			By: "bob", Note: "written by hand"}); err != nil {
+			t.Fatal(err)
+		}
+		req := keystore.BulkResolveRequest{Filter: keystore.Filter{Namespace: ns, KeyPrefix: "ord-"}, Resolution: keystore.StateFailed, Final: true,
+			By: "ann@example.com", Note: "CRM incident 4711: duplicates", ID: "b-0000beef"}
+		e.clock.Advance(time.Minute)
+		at := e.clock.Now()
+		wantBulk(t, e.bulk(req), 3, 3, nil)
+		e.restart()
+		bulk := map[string]string{}
+		for _, ev := range e.events() {
+			if ev.Kind == keystore.EventKeyResolved {
+				bulk[ev.Key] = ev.Bulk
+			}
+		}
+		if want := map[string]string{"ord-1": "b-0000beef", "ord-2": "b-0000beef", "ord-3": "b-0000beef", "one-1": ""}; !maps.Equal(bulk, want) {
+			t.Fatalf("the bulk named by each resolved event: %v, want %v", bulk, want)
+		}
+		recent, err := e.s.RecentEvents(e.ctx, keystore.EventQuery{Kinds: keystore.DecisionKinds, Limit: 1})
+		if err != nil || len(recent) != 1 || recent[0].Bulk != "b-0000beef" {
+			t.Fatalf("the newest decision read for the audit: %+v %v, want one of bulk b-0000beef", recent, err)
+		}
+		kept, err := e.s.BulkActions(e.ctx, []string{"b-0000beef", "b-nothere"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		a, ok := kept["b-0000beef"]
+		if len(kept) != 1 || !ok || a.ID != req.ID || a.By != req.By || a.Note != req.Note || a.Resolution != keystore.StateFailed || !a.Final || !a.At.Equal(at) {
+			t.Fatalf("the kept bulk actions %+v, want b-0000beef by %s at %s, final, with its note", kept, req.By, at)
 		}
 	})
 
