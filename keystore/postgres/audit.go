@@ -12,7 +12,7 @@ import (
 const eventColumns = `seq, at, kind, namespace, key, attempt, owner, destination, reason, message, reopens_at, paused_reserves, bulk`
 
 // RecentEvents implements Store: the primary key walked backwards from
-// Before, filtered by kind.
+// Before, filtered by kind and bulk (a bulk's events by their index).
 func (s *Store) RecentEvents(ctx context.Context, q keystore.EventQuery) ([]keystore.Event, error) {
 	before := int64(math.MaxInt64)
 	if q.Before != 0 && q.Before <= math.MaxInt64 {
@@ -22,9 +22,13 @@ func (s *Store) RecentEvents(ctx context.Context, q keystore.EventQuery) ([]keys
 	for i, k := range q.Kinds {
 		kinds[i] = string(k)
 	}
+	where, args := ``, []any{before, kinds, keystore.EventLimit(q.Limit)}
+	if q.Bulk != "" {
+		// spelled with the partial index's condition, so the plan uses it
+		where, args = ` AND bulk = $4 AND bulk <> ''`, append(args, q.Bulk)
+	}
 	rows, err := s.pool.Query(ctx, `SELECT `+eventColumns+` FROM guard_events
-		WHERE seq < $1 AND (cardinality($2::text[]) = 0 OR kind = ANY($2::text[])) ORDER BY seq DESC LIMIT $3`,
-		before, kinds, keystore.EventLimit(q.Limit))
+		WHERE seq < $1 AND (cardinality($2::text[]) = 0 OR kind = ANY($2::text[]))`+where+` ORDER BY seq DESC LIMIT $3`, args...)
 	if err != nil {
 		return nil, s.dbErr("recent events", err)
 	}

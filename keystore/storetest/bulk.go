@@ -268,6 +268,21 @@ func runBulk(t *testing.T, newStore New) {
 		if len(kept) != 1 || !ok || a.ID != req.ID || a.By != req.By || a.Note != req.Note || a.Resolution != keystore.StateFailed || !a.Final || !a.At.Equal(at) {
 			t.Fatalf("the kept bulk actions %+v, want b-0000beef by %s at %s, final, with its note", kept, req.By, at)
 		}
+		mine, err := e.s.RecentEvents(e.ctx, keystore.EventQuery{Bulk: "b-0000beef", Limit: 2})
+		if err != nil || len(mine) != 2 || mine[0].Key != "ord-3" || mine[1].Key != "ord-2" {
+			t.Fatalf("the newest two events of the bulk: %+v %v, want ord-3 and ord-2", mine, err)
+		}
+		audit, next, err := keystore.Audit(e.ctx, e.s, 0, 10)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(audit) != 2 || next != 0 || audit[0].Bulk != "b-0000beef" || audit[0].Keys != 3 || audit[0].Action == nil || audit[0].Action.Note != req.Note ||
+			audit[1].Key != "one-1" || audit[1].Keys != 0 || audit[1].Owner != "bob" {
+			t.Fatalf("the audit: %+v (next %d), want the bulk as one entry of 3 keys with its note, then bob's single decision", audit, next)
+		}
+		if page, next, err := keystore.Audit(e.ctx, e.s, 0, 1); err != nil || len(page) != 1 || page[0].Keys != 3 || next != audit[1].Seq+1 {
+			t.Fatalf("an audit page of one entry: %+v, next %d (%v), want the whole bulk and then bob's decision", page, next, err)
+		}
 	})
 
 	t.Run("a bulk id reused with other content is a conflict and changes nothing; a dry run claims no id", func(t *testing.T) {

@@ -11,3 +11,6 @@ ALTER TABLE guard_bulk
     ADD COLUMN note       text NOT NULL DEFAULT '',
     ADD COLUMN resolution text NOT NULL DEFAULT '',
     ADD COLUMN final      boolean NOT NULL DEFAULT false;
+
+-- The keys of one bulk (the audit's link), newest first.
+CREATE INDEX guard_events_bulk ON guard_events (bulk, seq) WHERE bulk <> '';
