@@ -81,11 +81,17 @@ func NewBulkID() string {
 
 // BulkAction is what a bulk id names, kept by the store from the first run
 // of the decision that writes (a dry run claims nothing): the hash of its
-// content (BulkResolveRequest.Content) and when it began.
+// content (BulkResolveRequest.Content), when it began, and the decision in
+// the person's words for the audit (an action kept by an earlier release
+// has none of them).
 type BulkAction struct {
-	ID      string
-	Content []byte
-	At      time.Time
+	ID         string
+	Content    []byte
+	At         time.Time
+	By         string
+	Note       string
+	Resolution State
+	Final      bool
 }
 
 // Content is the hash of what req (normalized) decides: its selection,
@@ -119,7 +125,7 @@ func DecideBulkAction(prev *BulkAction, req BulkResolveRequest, now time.Time) (
 	content := req.Content()
 	switch {
 	case prev == nil:
-		return &BulkAction{ID: req.ID, Content: content, At: now}, nil
+		return &BulkAction{ID: req.ID, Content: content, At: now, By: req.By, Note: req.Note, Resolution: req.Resolution, Final: req.Final}, nil
 	case bytes.Equal(prev.Content, content):
 		return nil, nil
 	}

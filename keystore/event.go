@@ -31,6 +31,9 @@ type Event struct {
 	Destination string    `json:"destination,omitempty"`
 	Reason      Reason    `json:"reason,omitempty"`
 	Message     string    `json:"message,omitempty"`
+	// Bulk names the bulk action a key_resolved event is part of
+	// (BulkResolveRequest.ID): the audit shows one entry per bulk.
+	Bulk string `json:"bulk,omitempty"`
 	// For breaker events.
 	ReopensAt      *time.Time `json:"reopens_at,omitempty"`
 	PausedReserves int        `json:"paused_reserves,omitempty"`

@@ -202,6 +202,9 @@ type BulkResult struct {
 // store's own batches.
 type BulkResolver interface {
 	ResolveMany(ctx context.Context, req BulkResolveRequest) (BulkResult, error)
+	// BulkActions returns the actions the store keeps under ids; an id it
+	// does not keep is left out.
+	BulkActions(ctx context.Context, ids []string) (map[string]BulkAction, error)
 }
 
 // ResolveMany decides every key req.Filter selects (req normalized

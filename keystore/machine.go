@@ -377,7 +377,7 @@ func DecideResolve(cur *Record, req ResolveRequest, np NamespacePolicy, now time
 	}
 	next.addHistory(Transition{At: now, Event: HistoryResolved, Attempt: cur.Attempt, By: req.By, Detail: detail + ": " + truncate(req.Note, 200)})
 	ev := Event{At: now, Kind: EventKeyResolved, Namespace: cur.Namespace, Key: cur.Key, Attempt: cur.Attempt,
-		Owner: req.By, Message: string(req.Resolution)}
+		Owner: req.By, Message: string(req.Resolution), Bulk: req.Bulk}
 	return Step{Record: next, Events: []Event{ev}, Result: Result{Outcome: outcome, Record: next}}, nil
 }
 

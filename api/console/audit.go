@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/gofiber/fiber/v2"
@@ -15,12 +16,20 @@ import (
 
 // The audit list: who decided what, when, on which key or destination,
 // from the store's event log (written with each decision, in the same
-// transaction), newest first.
+// transaction), newest first. A bulk decision is one row (keystore.Audit)
+// whose link lists its keys: GET /ui/audit?bulk=<id>.
 
 type auditItem struct {
 	At                          time.Time
 	Who, What                   string
 	Namespace, Key, Destination string
+	// A bulk decision: its id, the person's reason and how many keys.
+	Bulk, Note, Keys string
+}
+
+// BulkURL lists the keys of the row's bulk decision.
+func (it auditItem) BulkURL() string {
+	return Prefix + "/audit?" + url.Values{"bulk": {it.Bulk}}.Encode()
 }
 
 type auditPage struct {
@@ -29,11 +38,20 @@ type auditPage struct {
 	Kept    string
 	Before  uint64
 	NextURL string
+	// Bulk: the page lists the keys of this bulk decision (Summary says
+	// what it decided, when the store keeps its words).
+	Bulk    string
+	Summary *auditItem
+	AllURL  string
 }
 
-// auditPageSize is the events read per page; fewer rows show when some
-// are outside the reader's namespaces.
-const auditPageSize = 50
+// auditPageSize is the entries read per page; fewer rows show when some
+// are outside the reader's namespaces. bulkKeysPageSize is the keys per
+// page of one bulk decision.
+const (
+	auditPageSize    = 50
+	bulkKeysPageSize = 200
+)
 
 func (ui *Console) audit(c *fiber.Ctx, sess *session) error {
 	p := auditPage{layout: ui.layout(sess, "Audit"), Kept: fmt.Sprintf("%d days", int(keystore.EventRetention.Hours())/24)}
@@ -44,19 +62,100 @@ func (ui *Console) audit(c *fiber.Ctx, sess *session) error {
 		}
 		p.Before = n
 	}
-	evs, err := ui.store.RecentEvents(c.UserContext(), keystore.EventQuery{Before: p.Before, Kinds: keystore.DecisionKinds, Limit: auditPageSize})
+	if p.Bulk = c.Query("bulk"); p.Bulk != "" {
+		return ui.bulkKeys(c, sess, p)
+	}
+	entries, next, err := keystore.Audit(c.UserContext(), ui.store, p.Before, auditPageSize)
 	if err != nil {
 		return err
 	}
-	for _, ev := range evs {
-		if it, ok := auditOf(ev); ok && (it.Key == "" || sess.who.MayUse(it.Namespace)) && (it.Destination == "" || sess.who.MayUseBreaker(it.Destination)) {
+	for _, e := range entries {
+		if it, ok := auditOfEntry(e); ok && mayRead(sess, it) {
 			p.Items = append(p.Items, it)
 		}
 	}
-	if len(evs) == auditPageSize {
-		p.NextURL = Prefix + "/audit?" + url.Values{"before": {strconv.FormatUint(evs[len(evs)-1].Seq, 10)}}.Encode()
+	if next != 0 {
+		p.NextURL = Prefix + "/audit?" + url.Values{"before": {strconv.FormatUint(next, 10)}}.Encode()
 	}
 	return ui.render(c, http.StatusOK, "audit", p)
+}
+
+// bulkKeys lists the keys one bulk decision decided, newest first, from
+// their events.
+func (ui *Console) bulkKeys(c *fiber.Ctx, sess *session, p auditPage) error {
+	if len(p.Bulk) > 64 || strings.ContainsAny(p.Bulk, ", \x00") {
+		return errs.InvalidField("bulk", "bulk_id", "bulk must be the id of a bulk decision (the audit list links it)")
+	}
+	p.Title, p.AllURL = "Bulk "+p.Bulk, Prefix+"/audit"
+	kept, err := ui.store.BulkActions(c.UserContext(), []string{p.Bulk})
+	if err != nil {
+		return err
+	}
+	evs, err := ui.store.RecentEvents(c.UserContext(), keystore.EventQuery{Before: p.Before, Kinds: []keystore.EventKind{keystore.EventKeyResolved},
+		Bulk: p.Bulk, Limit: bulkKeysPageSize})
+	if err != nil {
+		return err
+	}
+	if a, ok := kept[p.Bulk]; ok && a.Resolution != "" {
+		it := bulkItem(keystore.AuditEntry{Event: keystore.Event{At: a.At, Owner: a.By, Bulk: a.ID, Message: string(a.Resolution)}, Action: &a}, 0)
+		p.Summary = &it
+	}
+	for _, ev := range evs {
+		if it, ok := auditOf(ev); ok && mayRead(sess, it) {
+			p.Items = append(p.Items, it)
+		}
+	}
+	if len(evs) == bulkKeysPageSize {
+		p.NextURL = Prefix + "/audit?" + url.Values{"bulk": {p.Bulk}, "before": {strconv.FormatUint(evs[len(evs)-1].Seq, 10)}}.Encode()
+	}
+	return ui.render(c, http.StatusOK, "audit", p)
+}
+
+// mayRead: a row about a key needs its namespace, one about a
+// destination its breaker.
+func mayRead(sess *session, it auditItem) bool {
+	return (it.Key == "" || sess.who.MayUse(it.Namespace)) && (it.Destination == "" || sess.who.MayUseBreaker(it.Destination))
+}
+
+// auditOfEntry reads one row of the audit: a bulk decision, or a single
+// one (auditOf).
+func auditOfEntry(e keystore.AuditEntry) (auditItem, bool) {
+	if e.Kind == keystore.EventKeyResolved && e.Bulk != "" {
+		return bulkItem(e, e.Keys), true
+	}
+	return auditOf(e.Event)
+}
+
+// bulkItem says what a bulk decision did to n keys' events (n 0: the
+// summary above its keys, without a count) in the words of the bulk page.
+func bulkItem(e keystore.AuditEntry, n int) auditItem {
+	it := auditItem{At: e.At, Who: e.Owner, Namespace: e.Namespace, Key: e.Key, Bulk: e.Bulk, Keys: keys(n)}
+	res, final, kept := keystore.State(e.Message), false, e.Action != nil && e.Action.Resolution != ""
+	if kept {
+		// The kept words: who and the reason, and whether it was final,
+		// which the key events do not say.
+		a := e.Action
+		it.Who, it.Note, res, final = a.By, a.Note, a.Resolution, a.Final
+	}
+	events := thousands(n) + " events"
+	switch {
+	case n == 0:
+		events = "the events of its keys"
+	case n == 1:
+		events = "1 event"
+	}
+	switch {
+	case res == keystore.StateCompleted:
+		it.What = "marked " + events + " as written"
+	case final:
+		it.What = "marked " + events + " failed for good"
+	case kept:
+		it.What = "allowed " + events + " to be sent again"
+	default:
+		// An action kept by an earlier release: failed, retryable or not.
+		it.What = "marked " + events + " failed"
+	}
+	return it
 }
 
 // auditOf reads a decision from an event; false for an event no person

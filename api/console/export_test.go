@@ -8,3 +8,6 @@ var SafeReturnForTest = safeReturn
 
 // AuditOf is auditOf, for the tests.
 var AuditOf = auditOf
+
+// AuditOfEntry is auditOfEntry, for the tests.
+var AuditOfEntry = auditOfEntry

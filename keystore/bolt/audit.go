@@ -11,7 +11,7 @@ import (
 )
 
 // RecentEvents implements Store: the events bucket walked backwards from
-// Before. Events are kept for keystore.EventRetention, so the walk is
+// Before, filtered by kind and bulk. Events are kept for keystore.EventRetention, so the walk is
 // bounded by a week of events.
 func (s *Store) RecentEvents(_ context.Context, q keystore.EventQuery) ([]keystore.Event, error) {
 	limit := keystore.EventLimit(q.Limit)
@@ -31,7 +31,7 @@ func (s *Store) RecentEvents(_ context.Context, q keystore.EventQuery) ([]keysto
 			if err != nil {
 				return err
 			}
-			if len(q.Kinds) == 0 || slices.Contains(q.Kinds, ev.Kind) {
+			if (len(q.Kinds) == 0 || slices.Contains(q.Kinds, ev.Kind)) && (q.Bulk == "" || ev.Bulk == q.Bulk) {
 				out = append(out, ev)
 			}
 		}

@@ -21,9 +21,51 @@ var bucketBulk = []byte("bulk") // id -> diskBulk
 const bkBulk = 11
 
 type diskBulk struct {
-	_       struct{} `cbor:",toarray"`
 	Content []byte
 	At      int64
+	// the decision in the person's words (the audit's entry)
+	By         string
+	Note       string
+	Resolution string
+	Final      bool
+}
+
+// The lengths of a bulk action's array: the first release's fields, then
+// with the decision in words.
+const (
+	bulkBase  = 2
+	bulkWords = 6
+)
+
+// fields are d's fields in their order on disk.
+func (d *diskBulk) fields() []any {
+	return []any{&d.Content, &d.At, &d.By, &d.Note, &d.Resolution, &d.Final}
+}
+
+func encodeBulk(a *keystore.BulkAction) ([]byte, error) {
+	d := diskBulk{Content: a.Content, At: ms(a.At), By: a.By, Note: a.Note, Resolution: string(a.Resolution), Final: a.Final}
+	return cbor.Marshal(d.fields()[:bulkWords])
+}
+
+// decodeBulk reads either layout (fxamacker/cbor refuses an array of
+// another length for a toarray struct, so the fields are read one by one).
+func decodeBulk(id string, v []byte) (keystore.BulkAction, error) {
+	var raw []cbor.RawMessage
+	if err := decMode.Unmarshal(v, &raw); err != nil {
+		return keystore.BulkAction{}, fmt.Errorf("bulk %s: %w", id, err)
+	}
+	var d diskBulk
+	fields := d.fields()
+	if len(raw) < bulkBase || len(raw) > len(fields) {
+		return keystore.BulkAction{}, fmt.Errorf("bulk %s: %d fields, want %d to %d", id, len(raw), bulkBase, len(fields))
+	}
+	for i, r := range raw {
+		if err := decMode.Unmarshal(r, fields[i]); err != nil {
+			return keystore.BulkAction{}, fmt.Errorf("bulk %s, field %d: %w", id, i, err)
+		}
+	}
+	return keystore.BulkAction{ID: id, Content: d.Content, At: fromMs(d.At), By: d.By, Note: d.Note,
+		Resolution: keystore.State(d.Resolution), Final: d.Final}, nil
 }
 
 // claimBulk keeps req's id for its content, or refuses other content
@@ -33,18 +75,18 @@ func (s *Store) claimBulk(req keystore.BulkResolveRequest) error {
 	err := s.change(func(tx *bbolt.Tx, now time.Time) error {
 		var prev *keystore.BulkAction
 		if v := tx.Bucket(bucketBulk).Get([]byte(req.ID)); v != nil {
-			var d diskBulk
-			if err := cbor.Unmarshal(v, &d); err != nil {
-				return fmt.Errorf("bulk %s: %w", req.ID, err)
+			a, err := decodeBulk(req.ID, v)
+			if err != nil {
+				return err
 			}
-			prev = &keystore.BulkAction{ID: req.ID, Content: d.Content, At: fromMs(d.At)}
+			prev = &a
 		}
 		next, err := keystore.DecideBulkAction(prev, req, now)
 		if err != nil || next == nil {
 			refused = err // the decision's answer, not a failed write
 			return nil
 		}
-		v, err := cbor.Marshal(diskBulk{Content: next.Content, At: ms(next.At)})
+		v, err := encodeBulk(next)
 		if err != nil {
 			return err
 		}
@@ -54,6 +96,27 @@ func (s *Store) claimBulk(req keystore.BulkResolveRequest) error {
 		return err
 	}
 	return refused
+}
+
+// BulkActions implements keystore.BulkResolver.
+func (s *Store) BulkActions(_ context.Context, ids []string) (map[string]keystore.BulkAction, error) {
+	out := map[string]keystore.BulkAction{}
+	err := s.view(func(tx *bbolt.Tx) error {
+		b := tx.Bucket(bucketBulk)
+		for _, id := range ids {
+			v := b.Get([]byte(id))
+			if v == nil {
+				continue
+			}
+			a, err := decodeBulk(id, v)
+			if err != nil {
+				return err
+			}
+			out[id] = a
+		}
+		return nil
+	})
+	return out, s.readErr(err)
 }
 
 // Bulk decisions: a selection by keystore.Filter through the indexes, and

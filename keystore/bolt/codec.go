@@ -66,11 +66,8 @@ type diskTransition struct {
 
 const ownerNone = "\x00"
 
-// The lengths of the arrays of a record and an event with a summary.
-const (
-	recordSummaryLen = 21
-	eventSummaryLen  = 12
-)
+// The length of the array of a record with a summary.
+const recordSummaryLen = 21
 
 // tokenHashLen is the length of keystore's token hash (and of a seal).
 const tokenHashLen = 16
@@ -133,7 +130,6 @@ func (d *diskBreaker) fields() []any {
 }
 
 type diskEvent struct {
-	_           struct{} `cbor:",toarray"`
 	At          int64
 	Kind        string
 	Namespace   string
@@ -145,14 +141,26 @@ type diskEvent struct {
 	Message     string
 	ReopensAt   int64
 	Paused      uint32
+	// the bulk action of a key_resolved event (keystore.Event.Bulk)
+	Bulk string
+	// what the event is about, in one line (keystore.Event.Summary)
+	Summary string
 }
 
-// diskEventSummary is an event with a summary (keystore.Event.Summary),
-// appended to diskEvent's array as diskRecordSummary does.
-type diskEventSummary struct {
-	_ struct{} `cbor:",toarray"`
-	diskEvent
-	Summary string
+// The lengths of an event's array: the first release's fields, then with
+// the bulk action, then with the summary. An event is written in the
+// shortest layout that holds what it carries, so an event with neither is
+// read back by an earlier release.
+const (
+	eventBase    = 11
+	eventBulk    = 12
+	eventSummary = 13
+)
+
+// fields are d's fields in their order on disk.
+func (d *diskEvent) fields() []any {
+	return []any{&d.At, &d.Kind, &d.Namespace, &d.Key, &d.Attempt, &d.Owner, &d.Destination, &d.Reason, &d.Message,
+		&d.ReopensAt, &d.Paused, &d.Bulk, &d.Summary}
 }
 
 // arrayLen is the number of items of the CBOR array b starts with (-1:
@@ -386,28 +394,37 @@ func decodeBreaker(dest string, v []byte) (*keystore.Breaker, error) {
 func encodeEvent(e keystore.Event) ([]byte, error) {
 	d := diskEvent{At: ms(e.At), Kind: string(e.Kind), Namespace: e.Namespace, Key: e.Key,
 		Attempt: uint32(e.Attempt), Owner: e.Owner, Destination: e.Destination, Reason: string(e.Reason),
-		Message: e.Message, ReopensAt: msPtr(e.ReopensAt), Paused: uint32(e.PausedReserves)}
-	if e.Summary != "" {
-		return cbor.Marshal(diskEventSummary{diskEvent: d, Summary: e.Summary})
+		Message: e.Message, ReopensAt: msPtr(e.ReopensAt), Paused: uint32(e.PausedReserves), Bulk: e.Bulk, Summary: e.Summary}
+	n := eventBase
+	switch {
+	case e.Summary != "":
+		n = eventSummary
+	case e.Bulk != "":
+		n = eventBulk
 	}
-	return cbor.Marshal(d)
+	return cbor.Marshal(d.fields()[:n])
 }
 
+// decodeEvent reads either layout: fxamacker/cbor refuses an array of
+// another length for a toarray struct, so the fields are read one by one.
 func decodeEvent(seq uint64, v []byte) (keystore.Event, error) {
-	var ds diskEventSummary
-	var err error
-	if arrayLen(v) == eventSummaryLen {
-		err = decMode.Unmarshal(v, &ds)
-	} else {
-		err = decMode.Unmarshal(v, &ds.diskEvent)
-	}
-	if err != nil {
+	var raw []cbor.RawMessage
+	if err := decMode.Unmarshal(v, &raw); err != nil {
 		return keystore.Event{}, fmt.Errorf("decode event %d: %w", seq, err)
 	}
-	d := ds.diskEvent
+	var d diskEvent
+	fields := d.fields()
+	if len(raw) < eventBase || len(raw) > len(fields) {
+		return keystore.Event{}, fmt.Errorf("decode event %d: %d fields, want %d to %d", seq, len(raw), eventBase, len(fields))
+	}
+	for i, r := range raw {
+		if err := decMode.Unmarshal(r, fields[i]); err != nil {
+			return keystore.Event{}, fmt.Errorf("decode event %d, field %d: %w", seq, i, err)
+		}
+	}
 	return keystore.Event{Seq: seq, At: fromMs(d.At), Kind: keystore.EventKind(d.Kind), Namespace: d.Namespace, Key: d.Key,
 		Attempt: int(d.Attempt), Owner: d.Owner, Destination: d.Destination, Reason: keystore.Reason(d.Reason),
-		Message: d.Message, ReopensAt: fromMsPtr(d.ReopensAt), PausedReserves: int(d.Paused), Summary: ds.Summary}, nil
+		Message: d.Message, ReopensAt: fromMsPtr(d.ReopensAt), PausedReserves: int(d.Paused), Bulk: d.Bulk, Summary: d.Summary}, nil
 }
 
 func u64(v uint64) []byte {

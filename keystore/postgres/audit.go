@@ -9,10 +9,10 @@ import (
 	"github.com/n8n-guard/n8n-guard/keystore"
 )
 
-const eventColumns = `seq, at, kind, namespace, key, attempt, owner, destination, reason, message, reopens_at, paused_reserves, summary`
+const eventColumns = `seq, at, kind, namespace, key, attempt, owner, destination, reason, message, reopens_at, paused_reserves, bulk, summary`
 
 // RecentEvents implements Store: the primary key walked backwards from
-// Before, filtered by kind.
+// Before, filtered by kind and bulk (a bulk's events by their index).
 func (s *Store) RecentEvents(ctx context.Context, q keystore.EventQuery) ([]keystore.Event, error) {
 	before := int64(math.MaxInt64)
 	if q.Before != 0 && q.Before <= math.MaxInt64 {
@@ -22,9 +22,13 @@ func (s *Store) RecentEvents(ctx context.Context, q keystore.EventQuery) ([]keys
 	for i, k := range q.Kinds {
 		kinds[i] = string(k)
 	}
+	where, args := ``, []any{before, kinds, keystore.EventLimit(q.Limit)}
+	if q.Bulk != "" {
+		// spelled with the partial index's condition, so the plan uses it
+		where, args = ` AND bulk = $4 AND bulk <> ''`, append(args, q.Bulk)
+	}
 	rows, err := s.pool.Query(ctx, `SELECT `+eventColumns+` FROM guard_events
-		WHERE seq < $1 AND (cardinality($2::text[]) = 0 OR kind = ANY($2::text[])) ORDER BY seq DESC LIMIT $3`,
-		before, kinds, keystore.EventLimit(q.Limit))
+		WHERE seq < $1 AND (cardinality($2::text[]) = 0 OR kind = ANY($2::text[]))`+where+` ORDER BY seq DESC LIMIT $3`, args...)
 	if err != nil {
 		return nil, s.dbErr("recent events", err)
 	}
@@ -40,7 +44,7 @@ func (s *Store) scanEvents(rows pgx.Rows) ([]keystore.Event, error) {
 		var kind, reason string
 		var attempt, paused int32
 		if err := rows.Scan(&seq, &ev.At, &kind, &ev.Namespace, &ev.Key, &attempt, &ev.Owner, &ev.Destination,
-			&reason, &ev.Message, &ev.ReopensAt, &paused, &ev.Summary); err != nil {
+			&reason, &ev.Message, &ev.ReopensAt, &paused, &ev.Bulk, &ev.Summary); err != nil {
 			return nil, s.dbErr("events", err)
 		}
 		ev.Seq, ev.Kind, ev.Reason, ev.Attempt, ev.PausedReserves = uint64(seq), keystore.EventKind(kind), keystore.Reason(reason), int(attempt), int(paused)

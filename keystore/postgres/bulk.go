@@ -219,11 +219,11 @@ func (s *Store) ResolveMany(ctx context.Context, req keystore.BulkResolveRequest
 func (s *Store) claimBulk(ctx context.Context, req keystore.BulkResolveRequest) error {
 	for range 2 {
 		var prev *keystore.BulkAction
-		var a keystore.BulkAction
-		err := s.pool.QueryRow(ctx, `SELECT content, created_at FROM guard_bulk WHERE id = $1`, req.ID).Scan(&a.Content, &a.At)
+		var a bulkRow
+		err := s.pool.QueryRow(ctx, `SELECT `+bulkColumns+` FROM guard_bulk WHERE id = $1`, req.ID).Scan(a.fields()...)
 		switch {
 		case err == nil:
-			a.ID, prev = req.ID, &a
+			prev = a.action()
 		case !errors.Is(err, pgx.ErrNoRows):
 			return s.dbErr("resolve-bulk", err)
 		}
@@ -235,8 +235,9 @@ func (s *Store) claimBulk(ctx context.Context, req keystore.BulkResolveRequest) 
 		if err != nil || next == nil {
 			return err
 		}
-		tag, err := s.pool.Exec(ctx, `INSERT INTO guard_bulk (id, content, created_at) VALUES ($1, $2, $3) ON CONFLICT (id) DO NOTHING`,
-			next.ID, next.Content, next.At)
+		tag, err := s.pool.Exec(ctx, `INSERT INTO guard_bulk (id, content, created_at, by_person, note, resolution, final)
+			VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT (id) DO NOTHING`,
+			next.ID, next.Content, next.At, next.By, next.Note, string(next.Resolution), next.Final)
 		if err != nil {
 			return s.dbErr("resolve-bulk", err)
 		}
@@ -245,6 +246,48 @@ func (s *Store) claimBulk(ctx context.Context, req keystore.BulkResolveRequest) 
 		}
 	}
 	return errs.Errorf(errs.Conflict, "bulk id %s was claimed by another request at the same time; nothing changed", req.ID)
+}
+
+const bulkColumns = `id, content, created_at, by_person, note, resolution, final`
+
+// bulkRow is a guard_bulk row as bulkColumns reads it.
+type bulkRow struct {
+	keystore.BulkAction
+	resolution string
+}
+
+func (r *bulkRow) fields() []any {
+	return []any{&r.ID, &r.Content, &r.At, &r.By, &r.Note, &r.resolution, &r.Final}
+}
+
+func (r *bulkRow) action() *keystore.BulkAction {
+	a := r.BulkAction
+	a.At, a.Resolution = a.At.UTC(), keystore.State(r.resolution)
+	return &a
+}
+
+// BulkActions implements keystore.BulkResolver.
+func (s *Store) BulkActions(ctx context.Context, ids []string) (map[string]keystore.BulkAction, error) {
+	out := map[string]keystore.BulkAction{}
+	if len(ids) == 0 {
+		return out, nil
+	}
+	rows, err := s.pool.Query(ctx, `SELECT `+bulkColumns+` FROM guard_bulk WHERE id = ANY($1::text[])`, ids)
+	if err != nil {
+		return nil, s.dbErr("bulk actions", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var r bulkRow
+		if err := rows.Scan(r.fields()...); err != nil {
+			return nil, s.dbErr("bulk actions", err)
+		}
+		out[r.ID] = *r.action()
+	}
+	if err := rows.Err(); err != nil {
+		return nil, s.dbErr("bulk actions", err)
+	}
+	return out, nil
 }
 
 const pgSelectBatch = `SELECT namespace, key, ` + pgKeyRead + ` FROM guard_keys

@@ -3,6 +3,7 @@ package storetest
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"regexp"
 	"slices"
 	"strings"
@@ -228,6 +229,59 @@ func runBulk(t *testing.T, newStore New) {
 		wantBulk(t, e.bulk(req), 1, 0, map[string]int{keystore.SkipDecided: 1})
 		if after := e.snapshot(ns+"/a-1", ns+"/b-1"); after != before {
 			t.Fatalf("a repeat changed the store:\nbefore %s\nafter  %s", before, after)
+		}
+	})
+
+	t.Run("the events of a bulk name it and the store keeps its words, across a restart; a single decision names none", func(t *testing.T) {
+		e := setup(t, newStore, keystore.Policies{})
+		for _, k := range []string{"ord-1", "ord-2", "ord-3", "one-1"} {
+			e.unknown(ns, k, "n8n exec 1")
+		}
+		if _, err := e.s.Resolve(e.ctx, keystore.ResolveRequest{Namespace: ns, Key: "one-1", Resolution: keystore.StateCompleted,
+			By: "bob", Note: "written by hand"}); err != nil {
+			t.Fatal(err)
+		}
+		req := keystore.BulkResolveRequest{Filter: keystore.Filter{Namespace: ns, KeyPrefix: "ord-"}, Resolution: keystore.StateFailed, Final: true,
+			By: "ann@example.com", Note: "CRM incident 4711: duplicates", ID: "b-0000beef"}
+		e.clock.Advance(time.Minute)
+		at := e.clock.Now()
+		wantBulk(t, e.bulk(req), 3, 3, nil)
+		e.restart()
+		bulk := map[string]string{}
+		for _, ev := range e.events() {
+			if ev.Kind == keystore.EventKeyResolved {
+				bulk[ev.Key] = ev.Bulk
+			}
+		}
+		if want := map[string]string{"ord-1": "b-0000beef", "ord-2": "b-0000beef", "ord-3": "b-0000beef", "one-1": ""}; !maps.Equal(bulk, want) {
+			t.Fatalf("the bulk named by each resolved event: %v, want %v", bulk, want)
+		}
+		recent, err := e.s.RecentEvents(e.ctx, keystore.EventQuery{Kinds: keystore.DecisionKinds, Limit: 1})
+		if err != nil || len(recent) != 1 || recent[0].Bulk != "b-0000beef" {
+			t.Fatalf("the newest decision read for the audit: %+v %v, want one of bulk b-0000beef", recent, err)
+		}
+		kept, err := e.s.BulkActions(e.ctx, []string{"b-0000beef", "b-nothere"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		a, ok := kept["b-0000beef"]
+		if len(kept) != 1 || !ok || a.ID != req.ID || a.By != req.By || a.Note != req.Note || a.Resolution != keystore.StateFailed || !a.Final || !a.At.Equal(at) {
+			t.Fatalf("the kept bulk actions %+v, want b-0000beef by %s at %s, final, with its note", kept, req.By, at)
+		}
+		mine, err := e.s.RecentEvents(e.ctx, keystore.EventQuery{Bulk: "b-0000beef", Limit: 2})
+		if err != nil || len(mine) != 2 || mine[0].Key != "ord-3" || mine[1].Key != "ord-2" {
+			t.Fatalf("the newest two events of the bulk: %+v %v, want ord-3 and ord-2", mine, err)
+		}
+		audit, next, err := keystore.Audit(e.ctx, e.s, 0, 10)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(audit) != 2 || next != 0 || audit[0].Bulk != "b-0000beef" || audit[0].Keys != 3 || audit[0].Action == nil || audit[0].Action.Note != req.Note ||
+			audit[1].Key != "one-1" || audit[1].Keys != 0 || audit[1].Owner != "bob" {
+			t.Fatalf("the audit: %+v (next %d), want the bulk as one entry of 3 keys with its note, then bob's single decision", audit, next)
+		}
+		if page, next, err := keystore.Audit(e.ctx, e.s, 0, 1); err != nil || len(page) != 1 || page[0].Keys != 3 || next != audit[1].Seq+1 {
+			t.Fatalf("an audit page of one entry: %+v, next %d (%v), want the whole bulk and then bob's decision", page, next, err)
 		}
 	})
 
