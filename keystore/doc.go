@@ -5,7 +5,10 @@
 // The state machine is pure (machine.go, breaker.go): it takes the current
 // record and an event and returns the next record and the outcome (a Step).
 // Stores are packages of their own (keystore/bolt, keystore/postgres); they
-// only load, lock and save around the Decide functions, and never decide.
+// only load, lock and save around the Decide functions, and never decide:
+// each operation (normalise the request, find the namespace's policy, name
+// the breaker, call its Decide function) is written once, in ops.go, over
+// the two primitives of a store's Driver, and a store embeds Operations.
 // This package imports no database driver. A store must make every
 // decision atomic with the write it causes: of any number of simultaneous
 // reserves of one key, exactly one may be accepted.

@@ -99,6 +99,8 @@ type Options struct {
 // fill, which caps throughput at concurrency/delay; group commit does not
 // wait for anything. Reads run in bbolt read transactions beside it.
 type Store struct {
+	keystore.Operations // Reserve, Complete, …: decided over DecideKey, DecideBreaker
+
 	path     string
 	opts     Options
 	db       atomic.Pointer[bbolt.DB] // replaced when the writer reopens the file
@@ -256,6 +258,7 @@ func Open(path string, opts Options) (*Store, error) {
 		maxBatch: opts.MaxBatch, sweepMax: opts.SweepBatch,
 		ops: make(chan *writeOp, opts.MaxBatch), done: make(chan struct{}),
 		commit: opts.commit, obs: opts.Observer}
+	s.Operations = keystore.Operations{Driver: s, Policies: opts.Policies, Duplicates: &s.dups}
 	s.db.Store(db)
 	if err := db.View(func(tx *bbolt.Tx) error {
 		s.id = string(bucketValue(tx, bucketMeta, metaID))
@@ -554,56 +557,56 @@ func appendEvent(tx *bbolt.Tx, ev keystore.Event) error {
 	return put(tx, bkEvents, u64(seq), v)
 }
 
-// Reserve implements Store. Most copies of an event find the key already
-// reserved or done; such answers change nothing, so they are decided in a
-// read transaction without waiting for a commit. Anything that writes is
-// decided again inside the write transaction, which alone may accept.
-func (s *Store) Reserve(_ context.Context, req keystore.ReserveRequest) (keystore.Result, error) {
-	req, fp, err := req.Normalize()
-	if err != nil {
-		return keystore.Result{}, err
-	}
-	np := s.policies.Namespace(req.Namespace)
+// DecideKey implements keystore.Driver: op is decided inside the write
+// transaction, on the key's record and the breaker op names.
+func (s *Store) DecideKey(_ context.Context, op keystore.Op) (keystore.Result, error) {
 	decide := func(tx *bbolt.Tx, now time.Time) (boltDecision, error) {
-		cur, err := getRecord(tx, req.Namespace, req.Key)
+		cur, err := getRecord(tx, op.Namespace, op.Key)
 		if err != nil {
 			return boltDecision{}, err
 		}
 		var br *keystore.Breaker
 		var brRaw []byte
-		if req.Destination != "" {
-			if br, brRaw, err = getBreaker(tx, req.Destination); err != nil {
+		if dest := op.BreakerOf(cur); dest != "" {
+			if br, brRaw, err = getBreaker(tx, dest); err != nil {
 				return boltDecision{}, err
 			}
 		}
-		st, err := keystore.DecideReserve(cur, br, req, fp, np, now)
+		st, err := op.Decide(cur, br, now)
 		return boltDecision{st: st, prev: cur, prevBreaker: brRaw}, err
 	}
-	// Decided in a read transaction. What changes nothing is answered
-	// here. What writes goes to the writer with its record encoded, and
-	// the writer applies it as decided if the key and the breaker are
-	// byte for byte what this decision read; else it decides again.
+	if op.ReadFirst {
+		return s.readFirst(op, decide)
+	}
+	return s.write(decide)
+}
+
+// readFirst carries out op (reserve) whose answers mostly change nothing:
+// most copies of an event find the key already reserved or done. Such
+// answers are decided in a read transaction without waiting for a commit.
+// What writes goes to the writer with its record encoded, and the writer
+// applies it as decided if the key and the breaker are byte for byte what
+// this decision read; else it decides again, and alone may accept.
+func (s *Store) readFirst(op keystore.Op, decide func(tx *bbolt.Tx, now time.Time) (boltDecision, error)) (keystore.Result, error) {
 	var res keystore.Result
 	var pre boltDecision
 	var preKey, preBreaker []byte
+	var dest string
 	writes := false
-	err = s.view(func(tx *bbolt.Tx) error {
+	err := s.view(func(tx *bbolt.Tx) error {
 		d, err := decide(tx, s.now())
 		if err != nil || d.st.Record == nil && d.st.Breaker == nil && len(d.st.Events) == 0 {
 			res = d.st.Result
 			return err
 		}
 		pre, writes = d, true
-		preKey = bytes.Clone(tx.Bucket(bucketKeys).Get(recordKey(req.Namespace, req.Key)))
-		if req.Destination != "" {
-			preBreaker = bytes.Clone(tx.Bucket(bucketBreakers).Get([]byte(req.Destination)))
+		preKey = bytes.Clone(tx.Bucket(bucketKeys).Get(recordKey(op.Namespace, op.Key)))
+		if dest = op.BreakerOf(d.prev); dest != "" {
+			preBreaker = bytes.Clone(tx.Bucket(bucketBreakers).Get([]byte(dest)))
 		}
 		return nil
 	})
 	if !writes || err != nil {
-		if err == nil && res.Outcome == keystore.OutcomeDuplicate {
-			s.dups.Add(s.now(), 1)
-		}
 		return res, s.readErr(err)
 	}
 	if pre.st.Record != nil {
@@ -612,77 +615,27 @@ func (s *Store) Reserve(_ context.Context, req keystore.ReserveRequest) (keystor
 		}
 	}
 	pre.prevBreaker = preBreaker
-	res, err = s.write(func(tx *bbolt.Tx, now time.Time) (boltDecision, error) {
-		if bytes.Equal(tx.Bucket(bucketKeys).Get(recordKey(req.Namespace, req.Key)), preKey) &&
-			(req.Destination == "" || bytes.Equal(tx.Bucket(bucketBreakers).Get([]byte(req.Destination)), preBreaker)) {
+	return s.write(func(tx *bbolt.Tx, now time.Time) (boltDecision, error) {
+		if bytes.Equal(tx.Bucket(bucketKeys).Get(recordKey(op.Namespace, op.Key)), preKey) &&
+			(dest == "" || bytes.Equal(tx.Bucket(bucketBreakers).Get([]byte(dest)), preBreaker)) {
 			return pre, nil
 		}
 		return decide(tx, now) // a write came between: decide on what is there now
 	})
-	if err == nil && res.Outcome == keystore.OutcomeDuplicate {
-		s.dups.Add(s.now(), 1)
-	}
-	return res, err
 }
 
-// writeKey decides on one key's record, and on its destination's breaker,
-// inside the write transaction.
-func (s *Store) writeKey(ns, key string, decide func(cur *keystore.Record, br *keystore.Breaker, now time.Time) (keystore.Step, error)) (keystore.Result, error) {
-	return s.write(func(tx *bbolt.Tx, now time.Time) (boltDecision, error) {
-		cur, err := getRecord(tx, ns, key)
+// DecideBreaker implements keystore.Driver: op is decided inside the
+// write transaction on the destination's breaker.
+func (s *Store) DecideBreaker(_ context.Context, op keystore.BreakerOp) error {
+	_, err := s.write(func(tx *bbolt.Tx, now time.Time) (boltDecision, error) {
+		br, raw, err := getBreaker(tx, op.Destination)
 		if err != nil {
 			return boltDecision{}, err
 		}
-		br, brRaw, err := s.breakerOf(tx, cur)
-		if err != nil {
-			return boltDecision{}, err
-		}
-		st, err := decide(cur, br, now)
-		return boltDecision{st: st, prev: cur, prevBreaker: brRaw}, err
+		st, err := op.Decide(br, raw != nil, now)
+		return boltDecision{st: st, prevBreaker: raw}, err
 	})
-}
-
-// Complete implements Store.
-func (s *Store) Complete(_ context.Context, req keystore.CompleteRequest) (keystore.Result, error) {
-	req, err := req.Normalize()
-	if err != nil {
-		return keystore.Result{}, err
-	}
-	np := s.policies.Namespace(req.Namespace)
-	return s.writeKey(req.Namespace, req.Key, func(cur *keystore.Record, br *keystore.Breaker, now time.Time) (keystore.Step, error) {
-		return keystore.DecideComplete(cur, br, req, np, now)
-	})
-}
-
-// Fail implements Store.
-func (s *Store) Fail(_ context.Context, req keystore.FailRequest) (keystore.Result, error) {
-	req, err := req.Normalize()
-	if err != nil {
-		return keystore.Result{}, err
-	}
-	np := s.policies.Namespace(req.Namespace)
-	return s.writeKey(req.Namespace, req.Key, func(cur *keystore.Record, br *keystore.Breaker, now time.Time) (keystore.Step, error) {
-		return keystore.DecideFail(cur, br, req, np, s.policies.BreakerPolicy(br), now)
-	})
-}
-
-func (s *Store) breakerOf(tx *bbolt.Tx, cur *keystore.Record) (*keystore.Breaker, []byte, error) {
-	if cur == nil || cur.Destination == "" {
-		return nil, nil, nil
-	}
-	return getBreaker(tx, cur.Destination)
-}
-
-// Resolve implements Store.
-func (s *Store) Resolve(_ context.Context, req keystore.ResolveRequest) (keystore.Result, error) {
-	req, err := req.Normalize()
-	if err != nil {
-		return keystore.Result{}, err
-	}
-	np := s.policies.Namespace(req.Namespace)
-	return s.writeKey(req.Namespace, req.Key, func(cur *keystore.Record, _ *keystore.Breaker, now time.Time) (keystore.Step, error) {
-		return keystore.DecideResolve(cur, req, np, now)
-	})
+	return err
 }
 
 // Lookup implements Store.

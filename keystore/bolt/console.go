@@ -153,27 +153,6 @@ func (s *Store) Activity(_ context.Context, since time.Time) ([]keystore.HourAct
 	return s.dups.AddTo(out, since, s.now()), nil
 }
 
-// ResetBreaker implements Store.
-func (s *Store) ResetBreaker(_ context.Context, dest, by, reason string) (keystore.Breaker, error) {
-	if err := keystore.CheckNamespace("destination", dest); err != nil {
-		return keystore.Breaker{}, err
-	}
-	var out keystore.Breaker
-	_, err := s.write(func(tx *bbolt.Tx, now time.Time) (boltDecision, error) {
-		br, raw, err := getBreaker(tx, dest)
-		if err != nil {
-			return boltDecision{}, err
-		}
-		st, err := keystore.DecideResetBreaker(br, raw != nil, by, reason, now)
-		if err != nil {
-			return boltDecision{}, err
-		}
-		out = st.Breaker.View(now)
-		return boltDecision{st: st, prevBreaker: raw}, nil
-	})
-	return out, err
-}
-
 // backfillConsole builds the console's indexes of a file written by an
 // older version, once, when their buckets were just created.
 func backfillConsole(db *bbolt.DB) (int, error) {

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"time"
 
 	"github.com/fxamacker/cbor/v2"
 	"github.com/n8n-guard/n8n-guard/errs"
@@ -195,90 +194,4 @@ func (s *Store) countByDestination(bucket []byte) (map[string]int, error) {
 	return out, s.readErr(err)
 }
 
-// ClaimResume implements keystore.ParkStore.
-func (s *Store) ClaimResume(_ context.Context, ns, key string, claim time.Duration) (*keystore.Record, bool, error) {
-	key, err := keystore.CheckIdentity(ns, key)
-	if err != nil {
-		return nil, false, err
-	}
-	np := s.policies.Namespace(ns)
-	claimed := false
-	res, err := s.writeKey(ns, key, func(cur *keystore.Record, br *keystore.Breaker, now time.Time) (keystore.Step, error) {
-		st, ok := keystore.DecideClaimResume(cur, br, claim, np, now)
-		claimed = ok // a step may be written unclaimed (a namespace the destination refuses: lost)
-		return st, nil
-	})
-	if err != nil || !claimed || res.Record == nil {
-		return nil, false, err
-	}
-	return res.Record, true, nil
-}
-
-// ResumeAnswered implements keystore.ParkStore.
-func (s *Store) ResumeAnswered(_ context.Context, ns, key string, parkedAt time.Time, answer keystore.ResumeAnswer, detail string) (*keystore.Record, error) {
-	key, err := keystore.CheckIdentity(ns, key)
-	if err != nil {
-		return nil, err
-	}
-	res, err := s.writeKey(ns, key, func(cur *keystore.Record, br *keystore.Breaker, now time.Time) (keystore.Step, error) {
-		st, _ := keystore.DecideResumeAnswered(cur, br, parkedAt, answer, detail, now)
-		return st, nil
-	})
-	return res.Record, err
-}
-
-// ParkedOverdue implements keystore.ParkStore.
-func (s *Store) ParkedOverdue(_ context.Context, ns, key string, parkedAt time.Time, limit time.Duration) (bool, error) {
-	key, err := keystore.CheckIdentity(ns, key)
-	if err != nil {
-		return false, err
-	}
-	reported := false
-	_, err = s.writeKey(ns, key, func(cur *keystore.Record, _ *keystore.Breaker, now time.Time) (keystore.Step, error) {
-		st, ok := keystore.DecideParkedOverdue(cur, parkedAt, limit, now)
-		reported = ok
-		return st, nil
-	})
-	return reported && err == nil, err
-}
-
 var _ keystore.ParkStore = (*Store)(nil)
-
-// HoldDestination implements keystore.ParkStore.
-func (s *Store) HoldDestination(_ context.Context, dest, by, reason string, until time.Time) (keystore.Breaker, error) {
-	return s.decideBreaker(dest, false, func(br *keystore.Breaker, now time.Time) (keystore.Step, error) {
-		return keystore.DecideHoldDestination(br, by, reason, until, now)
-	})
-}
-
-// EndHold implements keystore.ParkStore.
-func (s *Store) EndHold(_ context.Context, dest, by, reason string) (keystore.Breaker, error) {
-	return s.decideBreaker(dest, true, func(br *keystore.Breaker, now time.Time) (keystore.Step, error) {
-		return keystore.DecideEndHold(br, by, reason, now)
-	})
-}
-
-// decideBreaker writes what decide makes of a destination's breaker
-// (mustExist: a destination without one is not found).
-func (s *Store) decideBreaker(dest string, mustExist bool, decide func(*keystore.Breaker, time.Time) (keystore.Step, error)) (keystore.Breaker, error) {
-	if err := keystore.CheckNamespace("destination", dest); err != nil {
-		return keystore.Breaker{}, err
-	}
-	var out keystore.Breaker
-	_, err := s.write(func(tx *bbolt.Tx, now time.Time) (boltDecision, error) {
-		br, raw, err := getBreaker(tx, dest)
-		if err != nil {
-			return boltDecision{}, err
-		}
-		if mustExist && raw == nil {
-			return boltDecision{}, errs.Errorf(errs.NotFound, "destination %q has no breaker", dest)
-		}
-		st, err := decide(br, now)
-		if err != nil {
-			return boltDecision{}, err
-		}
-		out = st.Breaker.View(now)
-		return boltDecision{st: st, prevBreaker: raw}, nil
-	})
-	return out, err
-}

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"slices"
-	"time"
 
 	"github.com/fxamacker/cbor/v2"
 	"github.com/n8n-guard/n8n-guard/errs"
@@ -89,40 +88,6 @@ func (s *Store) HeldForCheck(_ context.Context, limit int) ([]*keystore.Record, 
 		out = out[:limit]
 	}
 	return out, s.readErr(err)
-}
-
-// ClaimCheck implements keystore.CheckStore.
-func (s *Store) ClaimCheck(_ context.Context, ns, key string, attempt int, claim time.Duration, maxClaims int) (*keystore.Record, keystore.CheckClaim, error) {
-	key, err := keystore.CheckIdentity(ns, key)
-	if err != nil {
-		return nil, keystore.CheckRefused, err
-	}
-	var got keystore.CheckClaim
-	res, err := s.writeKey(ns, key, func(cur *keystore.Record, _ *keystore.Breaker, now time.Time) (keystore.Step, error) {
-		st, c := keystore.DecideClaimCheck(cur, attempt, claim, maxClaims, now)
-		got = c
-		return st, nil
-	})
-	if err != nil {
-		return nil, keystore.CheckRefused, err
-	}
-	return res.Record, got, nil
-}
-
-// CheckAnswered implements keystore.CheckStore.
-func (s *Store) CheckAnswered(_ context.Context, ns, key string, attempt int, a keystore.CheckAnswer) (*keystore.Record, bool, error) {
-	key, err := keystore.CheckIdentity(ns, key)
-	if err != nil {
-		return nil, false, err
-	}
-	np := s.policies.Namespace(ns)
-	var ok bool
-	res, err := s.writeKey(ns, key, func(cur *keystore.Record, _ *keystore.Breaker, now time.Time) (keystore.Step, error) {
-		st, took := keystore.DecideCheckAnswered(cur, attempt, a, np, now)
-		ok = took
-		return st, nil
-	})
-	return res.Record, ok, err
 }
 
 var _ keystore.CheckStore = (*Store)(nil)

@@ -396,7 +396,7 @@ func (s *Store) resolveBatch(ctx context.Context, req keystore.BulkResolveReques
 	if req.DryRun || w.Len() == 0 {
 		return part, nil // the deferred rollback ends the transaction
 	}
-	if err := s.commitOn(ctx, decision{op: "resolve-bulk", ns: nss[0], key: keys[0]}, conn.Conn(), w); err != nil {
+	if err := s.commitOn(ctx, keystore.Op{Name: "resolve-bulk", Namespace: nss[0], Key: keys[0]}, conn.Conn(), w); err != nil {
 		return part, err
 	}
 	open = false

@@ -4,7 +4,6 @@ import (
 	"context"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/n8n-guard/n8n-guard/errs"
 	"github.com/n8n-guard/n8n-guard/keystore"
 )
@@ -12,7 +11,7 @@ import (
 // Parked keys (keystore/park.go): the catch-up runner's queue is the
 // partial index guard_keys_parked (migrations 0005, 0006: keys in the
 // approval life cycle are the approval resumer's). A claim is an ordinary
-// decision on the key and its breaker (run): of several guards claiming
+// decision on the key and its breaker (DecideKey): of several guards claiming
 // one key at once, the version check lets exactly one write its claim, and
 // the others decide again on the claimed row and are refused.
 
@@ -129,108 +128,4 @@ func (s *Store) dbErrOrNil(op string, err error) error {
 	return s.dbErr(op, err)
 }
 
-// ClaimResume implements keystore.ParkStore.
-func (s *Store) ClaimResume(ctx context.Context, ns, key string, claim time.Duration) (*keystore.Record, bool, error) {
-	key, err := keystore.CheckIdentity(ns, key)
-	if err != nil {
-		return nil, false, err
-	}
-	np := s.policies.Namespace(ns)
-	claimed := false
-	res, err := s.run(ctx, decision{op: "claim resume", ns: ns, key: key, fromKey: true,
-		decide: func(cur *keystore.Record, br *keystore.Breaker, now time.Time) (keystore.Step, error) {
-			st, ok := keystore.DecideClaimResume(cur, br, claim, np, now)
-			claimed = ok // a step may be written unclaimed (a namespace the destination refuses: lost)
-			return st, nil
-		}})
-	if err != nil || !claimed || res.Record == nil {
-		return nil, false, err
-	}
-	return res.Record, true, nil
-}
-
-// ResumeAnswered implements keystore.ParkStore.
-func (s *Store) ResumeAnswered(ctx context.Context, ns, key string, parkedAt time.Time, answer keystore.ResumeAnswer, detail string) (*keystore.Record, error) {
-	key, err := keystore.CheckIdentity(ns, key)
-	if err != nil {
-		return nil, err
-	}
-	res, err := s.run(ctx, decision{op: "resume answered", ns: ns, key: key, fromKey: true,
-		decide: func(cur *keystore.Record, br *keystore.Breaker, now time.Time) (keystore.Step, error) {
-			st, _ := keystore.DecideResumeAnswered(cur, br, parkedAt, answer, detail, now)
-			return st, nil
-		}})
-	return res.Record, err
-}
-
-// ParkedOverdue implements keystore.ParkStore.
-func (s *Store) ParkedOverdue(ctx context.Context, ns, key string, parkedAt time.Time, limit time.Duration) (bool, error) {
-	key, err := keystore.CheckIdentity(ns, key)
-	if err != nil {
-		return false, err
-	}
-	reported := false
-	_, err = s.run(ctx, decision{op: "parked overdue", ns: ns, key: key, fromKey: true, noBreaker: true,
-		decide: func(cur *keystore.Record, _ *keystore.Breaker, now time.Time) (keystore.Step, error) {
-			st, ok := keystore.DecideParkedOverdue(cur, parkedAt, limit, now)
-			reported = ok
-			return st, nil
-		}})
-	return reported && err == nil, err
-}
-
 var _ keystore.ParkStore = (*Store)(nil)
-
-// HoldDestination implements keystore.ParkStore.
-func (s *Store) HoldDestination(ctx context.Context, dest, by, reason string, until time.Time) (keystore.Breaker, error) {
-	return s.decideBreaker(ctx, "hold destination", dest, false, func(br *keystore.Breaker, now time.Time) (keystore.Step, error) {
-		return keystore.DecideHoldDestination(br, by, reason, until, now)
-	})
-}
-
-// EndHold implements keystore.ParkStore.
-func (s *Store) EndHold(ctx context.Context, dest, by, reason string) (keystore.Breaker, error) {
-	return s.decideBreaker(ctx, "end hold", dest, true, func(br *keystore.Breaker, now time.Time) (keystore.Step, error) {
-		return keystore.DecideEndHold(br, by, reason, now)
-	})
-}
-
-// decideBreaker writes what decide makes of a destination's breaker, the
-// row locked meanwhile (mustExist: a destination without one is not found).
-func (s *Store) decideBreaker(ctx context.Context, op, dest string, mustExist bool, decide func(*keystore.Breaker, time.Time) (keystore.Step, error)) (keystore.Breaker, error) {
-	if err := keystore.CheckNamespace("destination", dest); err != nil {
-		return keystore.Breaker{}, err
-	}
-	tx, err := s.pool.Begin(ctx)
-	if err != nil {
-		return keystore.Breaker{}, s.dbErr(op, err)
-	}
-	defer tx.Rollback(context.WithoutCancel(ctx))
-	br, exists, err := scanBreaker(tx.QueryRow(ctx, pgSelectBreaker+` FOR UPDATE`, dest), dest)
-	if err != nil {
-		return keystore.Breaker{}, s.dbErr(op, err)
-	}
-	if mustExist && !exists {
-		return keystore.Breaker{}, errs.Errorf(errs.NotFound, "destination %q has no breaker", dest)
-	}
-	now, err := s.now(ctx, tx)
-	if err != nil {
-		return keystore.Breaker{}, s.dbErr(op, err)
-	}
-	st, err := decide(br, now)
-	if err != nil {
-		return keystore.Breaker{}, err
-	}
-	b := &pgx.Batch{}
-	queueBreaker(b, st.Breaker, exists)
-	for _, ev := range st.Events {
-		queueEvent(b, ev)
-	}
-	if err := tx.SendBatch(ctx, b).Close(); err != nil {
-		return keystore.Breaker{}, s.dbErr(op, err)
-	}
-	if err := tx.Commit(ctx); err != nil {
-		return keystore.Breaker{}, s.dbErr(op, err)
-	}
-	return st.Breaker.View(now), nil
-}

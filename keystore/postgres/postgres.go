@@ -46,11 +46,13 @@ type Options struct {
 // Every call reads the key (and the destination's breaker) and the
 // database's time, lets keystore's state machine decide, and
 // writes the Step in one transaction that fails if what it read has
-// changed meanwhile (see run). The state machine is the same one the
+// changed meanwhile (see DecideKey). The state machine is the same one the
 // bbolt store uses; this file only loads, locks and saves. Two writers
 // that both find a key absent cannot both insert it: the primary key
 // refuses the second, which is then run again and finds the key.
 type Store struct {
+	keystore.Operations // Reserve, Complete, …: decided over DecideKey, DecideBreaker
+
 	pool       *pgxpool.Pool
 	policies   keystore.Policies
 	clock      keystore.Clock // nil: the database's clock
@@ -104,6 +106,7 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 	}
 	s := &Store{pool: pool, policies: opts.Policies, clock: opts.Clock, log: opts.Logger,
 		sweepBatch: opts.SweepBatch, damaged: opts.Damaged}
+	s.Operations = keystore.Operations{Driver: s, Policies: opts.Policies, Duplicates: &s.dups}
 	if err := addChecksums(ctx, s); err != nil { // checksum.go
 		pool.Close()
 		return nil, fmt.Errorf("open postgres store: add checksums to the rows of an older version: %w", err)
@@ -366,17 +369,6 @@ func sameTime(a, b *time.Time) bool {
 	return a.Equal(*b)
 }
 
-// decision is one decide* call with what it needs to know about the key.
-type decision struct {
-	op, ns, key string
-	// dest is the destination whose breaker the decision reads: the
-	// request's (reserve); for complete and fail (fromKey) the record's.
-	dest      string
-	fromKey   bool
-	noBreaker bool // resolve: no breaker at all
-	decide    func(cur *keystore.Record, br *keystore.Breaker, now time.Time) (keystore.Step, error)
-}
-
 // what a decision read: the key's row and version, the breaker.
 type readSet struct {
 	cur      *keystore.Record
@@ -398,7 +390,8 @@ type errNeedBreakerLock struct{ dest string }
 
 func (e errNeedBreakerLock) Error() string { return "breaker " + e.dest + " needs its lock" }
 
-// run carries out one decision, in one of two ways.
+// DecideKey implements keystore.Driver. It carries out one decision, in
+// one of two ways.
 //
 // The optimistic path reads the key (and breaker) without locks in one
 // round trip and decides. Most answers write nothing (in_progress,
@@ -417,15 +410,15 @@ func (e errNeedBreakerLock) Error() string { return "breaker " + e.dest + " need
 // the key row, always in that order, so concurrent reserves of an open or
 // half-open breaker are decided one after the other (one probe only) and
 // no two transactions wait on each other in a circle.
-func (s *Store) run(ctx context.Context, d decision) (keystore.Result, error) {
+func (s *Store) DecideKey(ctx context.Context, op keystore.Op) (keystore.Result, error) {
 	lockDest, locked := "", false
 	for try := 1; ; try++ {
 		var res keystore.Result
 		var err error
 		if locked {
-			res, err = s.runLocked(ctx, d, lockDest)
+			res, err = s.runLocked(ctx, op, lockDest)
 		} else {
-			res, err = s.runOptimistic(ctx, d)
+			res, err = s.runOptimistic(ctx, op)
 		}
 		var need errNeedBreakerLock
 		switch {
@@ -435,21 +428,20 @@ func (s *Store) run(ctx context.Context, d decision) (keystore.Result, error) {
 		case err != nil && retryablePg(err) && try < maxDecisionTries:
 			continue
 		case err != nil:
-			return keystore.Result{}, s.dbErr(d.op, err)
+			return keystore.Result{}, s.dbErr(op.Name, err)
 		}
 		return res, nil
 	}
 }
 
-func (s *Store) runOptimistic(ctx context.Context, d decision) (keystore.Result, error) {
+func (s *Store) runOptimistic(ctx context.Context, op keystore.Op) (keystore.Result, error) {
 	b := &pgx.Batch{}
-	b.Queue(pgSelectKey, d.ns, d.key)
+	b.Queue(pgSelectKey, op.Namespace, op.Key)
 	switch {
-	case d.noBreaker:
-	case d.fromKey:
-		b.Queue(pgSelectBreakerOfKey, d.ns, d.key)
-	case d.dest != "":
-		b.Queue(pgSelectBreaker, d.dest)
+	case op.Breaker == keystore.RecordBreaker:
+		b.Queue(pgSelectBreakerOfKey, op.Namespace, op.Key)
+	case op.Breaker == keystore.RequestBreaker && op.Destination != "":
+		b.Queue(pgSelectBreaker, op.Destination)
 	}
 	if s.clock == nil {
 		b.Queue(pgClock)
@@ -462,12 +454,11 @@ func (s *Store) runOptimistic(ctx context.Context, d decision) (keystore.Result,
 				err = cerr
 			}
 		}()
-		if rs.cur, rs.version, err = scanRecord(br.QueryRow(), d.ns, d.key); err != nil {
+		if rs.cur, rs.version, err = scanRecord(br.QueryRow(), op.Namespace, op.Key); err != nil {
 			return err
 		}
 		switch {
-		case d.noBreaker:
-		case d.fromKey:
+		case op.Breaker == keystore.RecordBreaker:
 			var dest string
 			b, exists, err := scanBreaker(prefixRow{row: br.QueryRow(), prefix: []any{&dest}}, "")
 			if err != nil {
@@ -482,8 +473,8 @@ func (s *Store) runOptimistic(ctx context.Context, d decision) (keystore.Result,
 				b.Destination = rs.cur.Destination
 				rs.br, rs.brExists = b, exists
 			}
-		case d.dest != "":
-			if rs.br, rs.brExists, err = scanBreaker(br.QueryRow(), d.dest); err != nil {
+		case op.Breaker == keystore.RequestBreaker && op.Destination != "":
+			if rs.br, rs.brExists, err = scanBreaker(br.QueryRow(), op.Destination); err != nil {
 				return err
 			}
 		}
@@ -493,7 +484,7 @@ func (s *Store) runOptimistic(ctx context.Context, d decision) (keystore.Result,
 	if err != nil {
 		return keystore.Result{}, err
 	}
-	st, err := d.decide(rs.cur, rs.br, rs.now)
+	st, err := op.Decide(rs.cur, rs.br, rs.now)
 	if err != nil {
 		return keystore.Result{}, err // a domain error: nothing to write
 	}
@@ -513,7 +504,7 @@ func (s *Store) runOptimistic(ctx context.Context, d decision) (keystore.Result,
 }
 
 // runLocked locks the breaker of lockDest, then the key, and decides.
-func (s *Store) runLocked(ctx context.Context, d decision, lockDest string) (res keystore.Result, err error) {
+func (s *Store) runLocked(ctx context.Context, op keystore.Op, lockDest string) (res keystore.Result, err error) {
 	conn, err := s.pool.Acquire(ctx)
 	if err != nil {
 		return keystore.Result{}, err
@@ -532,7 +523,7 @@ func (s *Store) runLocked(ctx context.Context, d decision, lockDest string) (res
 	b := &pgx.Batch{}
 	b.Queue("BEGIN")
 	b.Queue(pgSelectBreaker+" FOR UPDATE", lockDest)
-	b.Queue(pgSelectKey+" FOR UPDATE", d.ns, d.key)
+	b.Queue(pgSelectKey+" FOR UPDATE", op.Namespace, op.Key)
 	if s.clock == nil {
 		// After the locks: the time of the decision, not of the wait.
 		b.Queue(pgClock)
@@ -551,7 +542,7 @@ func (s *Store) runLocked(ctx context.Context, d decision, lockDest string) (res
 		if rs.br, rs.brExists, err = scanBreaker(br.QueryRow(), lockDest); err != nil {
 			return err
 		}
-		if rs.cur, rs.version, err = scanRecord(br.QueryRow(), d.ns, d.key); err != nil {
+		if rs.cur, rs.version, err = scanRecord(br.QueryRow(), op.Namespace, op.Key); err != nil {
 			return err
 		}
 		rs.now, err = s.scanNow(br)
@@ -560,7 +551,7 @@ func (s *Store) runLocked(ctx context.Context, d decision, lockDest string) (res
 	if err != nil {
 		return keystore.Result{}, err
 	}
-	if d.fromKey {
+	if op.Breaker == keystore.RecordBreaker {
 		switch {
 		case rs.cur == nil || rs.cur.Destination == "":
 			rs.br = nil
@@ -568,7 +559,7 @@ func (s *Store) runLocked(ctx context.Context, d decision, lockDest string) (res
 			return keystore.Result{}, errNeedBreakerLock{rs.cur.Destination}
 		}
 	}
-	st, err := d.decide(rs.cur, rs.br, rs.now)
+	st, err := op.Decide(rs.cur, rs.br, rs.now)
 	if err != nil {
 		return keystore.Result{}, err
 	}
@@ -580,11 +571,41 @@ func (s *Store) runLocked(ctx context.Context, d decision, lockDest string) (res
 	if n, err := queueStep(w, rs, st, changed); err != nil || n == 0 {
 		return st.Result, err // nothing to write: the deferred rollback releases the locks
 	}
-	if err := s.commitOn(ctx, d, conn.Conn(), w); err != nil {
+	if err := s.commitOn(ctx, op, conn.Conn(), w); err != nil {
 		return keystore.Result{}, err
 	}
 	open = false
 	return st.Result, nil
+}
+
+// DecideBreaker implements keystore.Driver: the breaker row is locked
+// for the decision, as every breaker change is.
+func (s *Store) DecideBreaker(ctx context.Context, op keystore.BreakerOp) error {
+	tx, err := s.pool.Begin(ctx)
+	if err != nil {
+		return s.dbErr(op.Name, err)
+	}
+	defer tx.Rollback(context.WithoutCancel(ctx))
+	br, exists, err := scanBreaker(tx.QueryRow(ctx, pgSelectBreaker+` FOR UPDATE`, op.Destination), op.Destination)
+	if err != nil {
+		return s.dbErr(op.Name, err)
+	}
+	now, err := s.now(ctx, tx)
+	if err != nil {
+		return s.dbErr(op.Name, err)
+	}
+	st, err := op.Decide(br, exists, now)
+	if err != nil || len(st.Events) == 0 && !breakerChanged(br, st.Breaker, exists) {
+		return err // nothing to write: the deferred rollback releases the lock
+	}
+	w := &pgx.Batch{}
+	if _, err := queueStep(w, readSet{brExists: exists}, st, true); err != nil {
+		return err
+	}
+	if err := tx.SendBatch(ctx, w).Close(); err != nil {
+		return s.dbErr(op.Name, err)
+	}
+	return s.dbErrOrNil(op.Name, tx.Commit(ctx))
 }
 
 func (s *Store) scanNow(br pgx.BatchResults) (time.Time, error) {
@@ -619,7 +640,7 @@ func queueStep(w *pgx.Batch, rs readSet, st keystore.Step, writeBreaker bool) (i
 // even if the caller has gone (here and in runOptimistic): an accepted
 // reservation nobody hears about would hold the key until its lease runs
 // out.
-func (s *Store) commitOn(ctx context.Context, d decision, conn *pgx.Conn, w *pgx.Batch) error {
+func (s *Store) commitOn(ctx context.Context, op keystore.Op, conn *pgx.Conn, w *pgx.Batch) error {
 	var tag pgconn.CommandTag
 	w.Queue("COMMIT").Exec(func(ct pgconn.CommandTag) error { tag = ct; return nil })
 	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
@@ -628,7 +649,7 @@ func (s *Store) commitOn(ctx context.Context, d decision, conn *pgx.Conn, w *pgx
 		return err
 	}
 	if tag.String() != "COMMIT" {
-		return fmt.Errorf("%s %s/%s: commit answered %q", d.op, d.ns, d.key, tag.String())
+		return fmt.Errorf("%s %s/%s: commit answered %q", op.Name, op.Namespace, op.Key, tag.String())
 	}
 	return nil
 }
@@ -672,64 +693,6 @@ func (s *Store) dbErr(op string, err error) error {
 	}
 	s.log.Error("postgres store unavailable", "op", op, "err", err)
 	return &errs.Error{Code: errs.StoreUnavailable, Message: "the store (PostgreSQL) could not be reached or did not confirm the change"}
-}
-
-// Reserve implements Store.
-func (s *Store) Reserve(ctx context.Context, req keystore.ReserveRequest) (keystore.Result, error) {
-	req, fp, err := req.Normalize()
-	if err != nil {
-		return keystore.Result{}, err
-	}
-	np := s.policies.Namespace(req.Namespace)
-	var at time.Time
-	res, err := s.run(ctx, decision{op: "reserve", ns: req.Namespace, key: req.Key, dest: req.Destination,
-		decide: func(cur *keystore.Record, br *keystore.Breaker, now time.Time) (keystore.Step, error) {
-			at = now
-			return keystore.DecideReserve(cur, br, req, fp, np, now)
-		}})
-	if err == nil && res.Outcome == keystore.OutcomeDuplicate {
-		s.dups.Add(at, 1)
-	}
-	return res, err
-}
-
-// Complete implements Store.
-func (s *Store) Complete(ctx context.Context, req keystore.CompleteRequest) (keystore.Result, error) {
-	req, err := req.Normalize()
-	if err != nil {
-		return keystore.Result{}, err
-	}
-	np := s.policies.Namespace(req.Namespace)
-	return s.run(ctx, decision{op: "complete", ns: req.Namespace, key: req.Key, fromKey: true,
-		decide: func(cur *keystore.Record, br *keystore.Breaker, now time.Time) (keystore.Step, error) {
-			return keystore.DecideComplete(cur, br, req, np, now)
-		}})
-}
-
-// Fail implements Store.
-func (s *Store) Fail(ctx context.Context, req keystore.FailRequest) (keystore.Result, error) {
-	req, err := req.Normalize()
-	if err != nil {
-		return keystore.Result{}, err
-	}
-	np := s.policies.Namespace(req.Namespace)
-	return s.run(ctx, decision{op: "fail", ns: req.Namespace, key: req.Key, fromKey: true,
-		decide: func(cur *keystore.Record, br *keystore.Breaker, now time.Time) (keystore.Step, error) {
-			return keystore.DecideFail(cur, br, req, np, s.policies.BreakerPolicy(br), now)
-		}})
-}
-
-// Resolve implements Store.
-func (s *Store) Resolve(ctx context.Context, req keystore.ResolveRequest) (keystore.Result, error) {
-	req, err := req.Normalize()
-	if err != nil {
-		return keystore.Result{}, err
-	}
-	np := s.policies.Namespace(req.Namespace)
-	return s.run(ctx, decision{op: "resolve", ns: req.Namespace, key: req.Key, fromKey: true, noBreaker: true,
-		decide: func(cur *keystore.Record, _ *keystore.Breaker, now time.Time) (keystore.Step, error) {
-			return keystore.DecideResolve(cur, req, np, now)
-		}})
 }
 
 // Lookup implements Store.

@@ -3,7 +3,6 @@ package postgres
 import (
 	"context"
 	"encoding/json"
-	"time"
 
 	"github.com/n8n-guard/n8n-guard/errs"
 	"github.com/n8n-guard/n8n-guard/keystore"
@@ -54,42 +53,6 @@ func (s *Store) HeldForCheck(ctx context.Context, limit int) ([]*keystore.Record
 		out = append(out, r)
 	}
 	return out, s.dbErrOrNil("held for check", rows.Err())
-}
-
-// ClaimCheck implements keystore.CheckStore.
-func (s *Store) ClaimCheck(ctx context.Context, ns, key string, attempt int, claim time.Duration, maxClaims int) (*keystore.Record, keystore.CheckClaim, error) {
-	key, err := keystore.CheckIdentity(ns, key)
-	if err != nil {
-		return nil, keystore.CheckRefused, err
-	}
-	var got keystore.CheckClaim
-	res, err := s.run(ctx, decision{op: "claim check", ns: ns, key: key, fromKey: true, noBreaker: true,
-		decide: func(cur *keystore.Record, _ *keystore.Breaker, now time.Time) (keystore.Step, error) {
-			st, c := keystore.DecideClaimCheck(cur, attempt, claim, maxClaims, now)
-			got = c
-			return st, nil
-		}})
-	if err != nil {
-		return nil, keystore.CheckRefused, err
-	}
-	return res.Record, got, nil
-}
-
-// CheckAnswered implements keystore.CheckStore.
-func (s *Store) CheckAnswered(ctx context.Context, ns, key string, attempt int, a keystore.CheckAnswer) (*keystore.Record, bool, error) {
-	key, err := keystore.CheckIdentity(ns, key)
-	if err != nil {
-		return nil, false, err
-	}
-	np := s.policies.Namespace(ns)
-	var ok bool
-	res, err := s.run(ctx, decision{op: "check answered", ns: ns, key: key, fromKey: true, noBreaker: true,
-		decide: func(cur *keystore.Record, _ *keystore.Breaker, now time.Time) (keystore.Step, error) {
-			st, took := keystore.DecideCheckAnswered(cur, attempt, a, np, now)
-			ok = took
-			return st, nil
-		}})
-	return res.Record, ok, err
 }
 
 var _ keystore.CheckStore = (*Store)(nil)
