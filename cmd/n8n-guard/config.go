@@ -49,24 +49,18 @@ type Config struct {
 	// (FileConfig.ConsoleSignIn); its session key is read at start.
 	Console api.ConsoleConfig
 
-	MaxConnections int
+	// HTTP are the server's limits and timeouts (serve's flags), handed
+	// to the API as they are; api.Limits says each default.
+	HTTP api.Limits
 	// AcceptRestore starts on a bbolt file older than the one the data
 	// folder last served (a backup restored in place), logging it.
 	AcceptRestore bool
-	// The per-client limits (api.Config): trusted reverse proxies, a
-	// client's unauthenticated connections, its requests without a
-	// token and its console sign-ins a minute.
-	TrustedProxies           []string
-	ClientConnections        int
-	UnauthenticatedPerMinute int
-	SignInPerMinute          int
-
-	BodyLimit       int
-	ReadTimeout     time.Duration
-	WriteTimeout    time.Duration
-	IdleTimeout     time.Duration
+	// ShutdownTimeout: how long Close waits for in-flight requests
+	// (default DefaultShutdownTimeout, 10 s).
 	ShutdownTimeout time.Duration
-	SweepInterval   time.Duration
+	// SweepInterval: how often expired leases and records are swept
+	// (default DefaultSweepInterval, 1 min).
+	SweepInterval time.Duration
 
 	SlackBotToken string
 	SlackAPIURL   string
@@ -101,6 +95,20 @@ type Config struct {
 	ResumePath    string
 
 	File FileConfig
+}
+
+// NewConfig is serve's configuration before flags, the environment and
+// the file apply: every default, as the flags show them.
+func NewConfig() Config {
+	return Config{Addr: DefaultAddr, DataDir: DefaultDataDir, HTTP: api.Limits{}.WithDefaults()}.withDefaults()
+}
+
+// withDefaults fills in the defaults Main applies itself (NewMain); a zero
+// or negative duration is the default. The components fill in their own.
+func (c Config) withDefaults() Config {
+	c.ShutdownTimeout = cmp.Or(max(c.ShutdownTimeout, 0), DefaultShutdownTimeout)
+	c.SweepInterval = cmp.Or(max(c.SweepInterval, 0), DefaultSweepInterval)
+	return c
 }
 
 // FileConfig is the YAML file. The keys the contract fixes mean exactly
