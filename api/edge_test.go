@@ -113,7 +113,7 @@ func TestBodiesRefusedBeforeTheyAreRead(t *testing.T) {
 // A client that sends too slowly is cut at the read timeout with a real
 // 408, not a 400 that mentions 408.
 func TestSlowSenderGets408(t *testing.T) {
-	e := start(t, withAPI(api.Config{ReadTimeout: 300 * time.Millisecond}))
+	e := start(t, withAPI(api.Config{Limits: api.Limits{ReadTimeout: 300 * time.Millisecond}}))
 	body := `{"namespace":"crm-contacts","key":"evt_slow"}`
 	conn := rawRequest(t, e, postHead("/v1/reserve", testToken, len(body)), body[:5])
 	took := readProblem(t, conn, 3*time.Second, http.StatusRequestTimeout, "request_timeout")
@@ -132,7 +132,7 @@ func TestSlowSenderGets408(t *testing.T) {
 func TestConnectionCap(t *testing.T) {
 	var logs logbuf.Buffer
 	log := slog.New(slog.NewTextHandler(&logs, nil))
-	e := start(t, withAPI(api.Config{MaxConnections: 3, Logger: log}))
+	e := start(t, withAPI(api.Config{Limits: api.Limits{MaxConnections: 3}, Logger: log}))
 	// Three idle connections hold every slot (a header never finished).
 	var holders []net.Conn
 	for range 3 {

@@ -60,14 +60,8 @@ func newFairEdge(cfg Config, log *slog.Logger) (*fairEdge, error) {
 	if err != nil {
 		return nil, err
 	}
-	perClient := cfg.ClientConnections
-	if perClient == 0 {
-		perClient = DefaultClientConnections
-	}
-	perMinute := cfg.UnauthenticatedPerMinute
-	if perMinute == 0 {
-		perMinute = DefaultUnauthenticatedPerMinute
-	}
+	// cfg has its defaults (Config.withDefaults).
+	perClient, perMinute := cfg.ClientConnections, cfg.UnauthenticatedPerMinute
 	f := &fairEdge{
 		proxies: proxies, perClient: perClient, unauth: edge.NewLimiter(perMinute, perMinute), log: log, now: time.Now,
 		refusals: prometheus.NewCounterVec(prometheus.CounterOpts{

@@ -66,7 +66,7 @@ func lookupReq(token, extra string) string {
 // and no more; another address (the workflows) is served all along; a
 // connection that shows a valid token stops counting.
 func TestClientConnectionShare(t *testing.T) {
-	e := start(t, withAPI(api.Config{ClientConnections: 3}))
+	e := start(t, withAPI(api.Config{Limits: api.Limits{ClientConnections: 3}}))
 	var idle []net.Conn
 	for range 3 {
 		idle = append(idle, dialFrom(t, e, "127.0.0.2"))
@@ -121,7 +121,7 @@ func TestClientConnectionShare(t *testing.T) {
 // answer is 429 rate_limited and the connection is closed. Other clients
 // and requests with a token are not charged.
 func TestUnauthenticatedRequestShare(t *testing.T) {
-	e := start(t, withAPI(api.Config{UnauthenticatedPerMinute: 3}))
+	e := start(t, withAPI(api.Config{Limits: api.Limits{UnauthenticatedPerMinute: 3}}))
 	for i := range 3 {
 		if res, p := sendOn(t, dialFrom(t, e, "127.0.0.2"), lookupReq("wrong", "")); res.StatusCode != 401 {
 			t.Fatalf("request %d: %d %s", i, res.StatusCode, p.Code)
@@ -147,7 +147,7 @@ func TestUnauthenticatedRequestShare(t *testing.T) {
 // Behind a trusted proxy, the client is the address the proxy names, and
 // the proxy's own connections are not limited as one client.
 func TestTrustedProxyClients(t *testing.T) {
-	e := start(t, withAPI(api.Config{UnauthenticatedPerMinute: 2, ClientConnections: 2, TrustedProxies: []string{"127.0.0.4"}}))
+	e := start(t, withAPI(api.Config{Limits: api.Limits{UnauthenticatedPerMinute: 2, ClientConnections: 2, TrustedProxies: []string{"127.0.0.4"}}}))
 	var conns []net.Conn
 	for range 4 { // more than ClientConnections: a proxy carries many clients
 		conns = append(conns, dialFrom(t, e, "127.0.0.4"))
@@ -172,7 +172,7 @@ func TestTrustedProxyClients(t *testing.T) {
 // X-Forwarded-Proto makes the console's cookie Secure only when a trusted
 // proxy sends it: anyone else's header is ignored.
 func TestForwardedProtoOnlyFromTrustedProxies(t *testing.T) {
-	e := start(t, withAPI(api.Config{TrustedProxies: []string{"127.0.0.4"}}))
+	e := start(t, withAPI(api.Config{Limits: api.Limits{TrustedProxies: []string{"127.0.0.4"}}}))
 	form := "token=" + testToken
 	req := "POST /ui/signin HTTP/1.1\r\nHost: guard\r\nContent-Type: application/x-www-form-urlencoded\r\n" +
 		"X-Forwarded-Proto: https\r\nContent-Length: " + strconv.Itoa(len(form)) + "\r\n\r\n" + form

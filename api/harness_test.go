@@ -168,15 +168,15 @@ func start(t testing.TB, opts ...envOption) *env {
 	if cfg.noBackup {
 		backup = nil
 	}
+	limits := cfg.api.Limits
+	limits.BodyLimit = cfg.bodyLimit
 	srv, err := api.New(api.Config{
 		Store: store, Notifications: notes, Interactions: interactions{notes, slack.NewInteractions("", notes, nil)}, Backup: backup, Fault: store.Fault,
 		Tokens:   []string{testToken, "second-token"},
-		Registry: reg, BodyLimit: cfg.bodyLimit, Version: "test", Policies: cfg.policies,
-		ScopedTokens: cfg.api.ScopedTokens, MaxConnections: cfg.api.MaxConnections, ReadTimeout: cfg.api.ReadTimeout,
-		Namespaces: cfg.api.Namespaces, Destinations: cfg.api.Destinations, LabelLimit: cfg.api.LabelLimit,
-		Logger:         cfg.api.Logger,
-		TrustedProxies: cfg.api.TrustedProxies, ClientConnections: cfg.api.ClientConnections,
-		UnauthenticatedPerMinute: cfg.api.UnauthenticatedPerMinute, SignInPerMinute: cfg.api.SignInPerMinute,
+		Registry: reg, Limits: limits, Version: "test", Policies: cfg.policies,
+		ScopedTokens: cfg.api.ScopedTokens,
+		Namespaces:   cfg.api.Namespaces, Destinations: cfg.api.Destinations, LabelLimit: cfg.api.LabelLimit,
+		Logger: cfg.api.Logger,
 	})
 	if err != nil {
 		t.Fatal(err)

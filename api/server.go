@@ -1,6 +1,7 @@
 package api
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -68,33 +69,77 @@ type Config struct {
 	// value: the defaults.
 	Policies keystore.Policies
 
-	BodyLimit    int // bytes; default 64 KiB
+	// Limits are the server's bounds and timeouts (serve's flags).
+	Limits
+	// Console is the console's sign-in: named people, the session key.
+	Console ConsoleConfig
+	// Namespaces and Destinations named in the configuration keep their
+	// own metric label values; others get theirs up to LabelLimit
+	// (default DefaultLabelLimit, 50; zero or negative: the default)
+	// distinct values, then share "other" (labels.go).
+	Namespaces   []string
+	Destinations []string
+	LabelLimit   int
+}
+
+// Limits are the server's bounds and timeouts, as the operator sets them
+// (serve's flags). Zero is the default; so is a negative size or timeout,
+// while a negative per-client limit means no limit.
+type Limits struct {
+	// BodyLimit: the largest request body in bytes (default
+	// DefaultBodyLimit, 64 KiB).
+	BodyLimit int
+	// ReadTimeout, WriteTimeout and IdleTimeout: reading a request,
+	// writing an answer, an idle keep-alive connection (defaults
+	// DefaultReadTimeout 10 s, DefaultWriteTimeout 10 s,
+	// DefaultIdleTimeout 120 s).
 	ReadTimeout  time.Duration
 	WriteTimeout time.Duration
 	IdleTimeout  time.Duration
-	// MaxConnections caps open client connections; default 4096.
+	// MaxConnections caps open client connections (default
+	// DefaultMaxConnections, 4096).
 	MaxConnections int
 	// The per-client limits and who a client is (fair.go).
 	// TrustedProxies: addresses or CIDR ranges of reverse proxies whose
 	// X-Forwarded-For and X-Forwarded-Proto are believed; nobody else's.
 	TrustedProxies []string
 	// ClientConnections: connections one address may hold before any
-	// shows a valid token (default 128; negative: no limit).
+	// shows a valid token (default DefaultClientConnections, 128;
+	// negative: no limit).
 	ClientConnections int
 	// UnauthenticatedPerMinute: /v1 requests without a valid token one
-	// client may send a minute (default 600; negative: no limit).
+	// client may send a minute (default DefaultUnauthenticatedPerMinute,
+	// 600; negative: no limit).
 	UnauthenticatedPerMinute int
 	// SignInPerMinute: console sign-in attempts per client a minute
-	// (default 10; negative: no limit).
+	// (default DefaultSignInPerMinute, 10; negative: no limit).
 	SignInPerMinute int
-	// Console is the console's sign-in: named people, the session key.
-	Console ConsoleConfig
-	// Namespaces and Destinations named in the configuration keep their
-	// own metric label values; others get theirs up to LabelLimit
-	// (default 50) distinct values, then share "other" (labels.go).
-	Namespaces   []string
-	Destinations []string
-	LabelLimit   int
+}
+
+// WithDefaults fills in every default of the limits, as their comments
+// say: the one place they are applied (New, and serve's flags show them).
+func (l Limits) WithDefaults() Limits {
+	// A zero or negative size or timeout is the default.
+	l.BodyLimit = cmp.Or(max(l.BodyLimit, 0), DefaultBodyLimit)
+	l.ReadTimeout = cmp.Or(max(l.ReadTimeout, 0), DefaultReadTimeout)
+	l.WriteTimeout = cmp.Or(max(l.WriteTimeout, 0), DefaultWriteTimeout)
+	l.IdleTimeout = cmp.Or(max(l.IdleTimeout, 0), DefaultIdleTimeout)
+	l.MaxConnections = cmp.Or(max(l.MaxConnections, 0), DefaultMaxConnections)
+	// A zero per-client limit is the default; a negative one, no limit.
+	l.ClientConnections = cmp.Or(l.ClientConnections, DefaultClientConnections)
+	l.UnauthenticatedPerMinute = cmp.Or(l.UnauthenticatedPerMinute, DefaultUnauthenticatedPerMinute)
+	l.SignInPerMinute = cmp.Or(l.SignInPerMinute, DefaultSignInPerMinute)
+	return l
+}
+
+// withDefaults fills in every default of Config, as its comments say.
+func (cfg Config) withDefaults() Config {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	cfg.Limits = cfg.Limits.WithDefaults()
+	cfg.LabelLimit = cmp.Or(max(cfg.LabelLimit, 0), DefaultLabelLimit)
+	return cfg
 }
 
 // Server is the fiber app of the v1 contract.
@@ -136,9 +181,7 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Registry == nil {
 		return nil, errors.New("api: no metrics registry")
 	}
-	if cfg.Logger == nil {
-		cfg.Logger = slog.New(slog.DiscardHandler)
-	}
+	cfg = cfg.withDefaults()
 	s := &Server{
 		store:    cfg.Store,
 		notes:    cfg.Notifications,
@@ -148,69 +191,28 @@ func New(cfg Config) (*Server, error) {
 		validate: newValidator(),
 		log:      cfg.Logger,
 		version:  cfg.Version,
+		// A body over the limit is refused from its Content-Length, unread
+		// (headerReceived); the connection's careful close lets the 413
+		// reach the client (conns.go).
+		maxBody:         cfg.BodyLimit,
+		maxConns:        cfg.MaxConnections,
+		signInPerMinute: cfg.SignInPerMinute,
+		policies:        cfg.Policies,
+		consoleCfg:      cfg.Console,
 	}
 	var err error
 	if s.tokens, err = newTokenSet(cfg.Tokens, cfg.ScopedTokens); err != nil {
 		return nil, fmt.Errorf("api: %w", err)
 	}
 	if s.metrics, err = newMetrics(cfg.Registry, cfg.Store, labelConfig{
-		namespaces: cfg.Namespaces, destinations: cfg.Destinations,
-		limit: orDefault(cfg.LabelLimit, DefaultLabelLimit), log: s.log,
+		namespaces: cfg.Namespaces, destinations: cfg.Destinations, limit: cfg.LabelLimit, log: s.log,
 	}); err != nil {
 		return nil, fmt.Errorf("api: register metrics: %w", err)
 	}
-	// A body over the limit is refused from its Content-Length, unread
-	// (headerReceived); the connection's careful close lets the 413 reach
-	// the client (conns.go).
-	s.maxBody = orDefault(cfg.BodyLimit, DefaultBodyLimit)
-	s.maxConns = orDefault(cfg.MaxConnections, DefaultMaxConnections)
-	s.signInPerMinute = cfg.SignInPerMinute
-	s.policies = cfg.Policies
-	s.consoleCfg = cfg.Console
 	if s.fair, err = newFairEdge(cfg, s.log); err != nil {
 		return nil, fmt.Errorf("api: %w", err)
 	}
-	s.app = fiber.New(fiber.Config{
-		AppName:               "n8n-guard",
-		DisableStartupMessage: true,
-		BodyLimit:             s.maxBody,
-		ReadTimeout:           orDefault(cfg.ReadTimeout, DefaultReadTimeout),
-		WriteTimeout:          orDefault(cfg.WriteTimeout, DefaultWriteTimeout),
-		IdleTimeout:           orDefault(cfg.IdleTimeout, DefaultIdleTimeout),
-		// X-Forwarded-Proto (c.Secure) only from a configured proxy.
-		EnableTrustedProxyCheck: true,
-		TrustedProxies:          cfg.TrustedProxies,
-		// Errors raised before any route runs end here: no route matched
-		// (404), oversized body, unreadable request. Route errors never do.
-		ErrorHandler: func(c *fiber.Ctx, err error) error {
-			// Without a valid token, /v1 answers 401 whatever else is
-			// wrong: a stranger learns neither limits nor routes. (Not
-			// after a failed body read: fasthttp has then reset the
-			// request, so a chunked body over the small limit of
-			// headerReceived, or a slow one, gets its own 413 or 408.)
-			if s.needsToken(c.Path()) {
-				if _, ok := s.tokens.find(c.Get(fiber.HeaderAuthorization)); !ok {
-					s.metrics.refused("", "unauthorized")
-					err = unauthorized(c.Get(fiber.HeaderAuthorization))
-				}
-			}
-			s.metrics.observe("unmatched", methodLabel(c.Method()), fiberStatus(err), 0)
-			return s.writeError(c, err)
-		},
-	})
-	s.app.Server().HeaderReceived = s.headerReceived
-	// No route takes a form: a multipart body must not be parsed (to
-	// temporary files) before a handler has checked anything.
-	s.app.Server().DisablePreParseMultipartForm = true
-
-	// Served over its own TLS, the guard tells browsers to come back only
-	// over https (the console's session cookie is Secure there too).
-	s.app.Use(func(c *fiber.Ctx) error {
-		if c.Context().IsTLS() {
-			c.Set(fiber.HeaderStrictTransportSecurity, HSTS)
-		}
-		return c.Next()
-	})
+	s.app = s.newApp(cfg.Limits)
 	metrics := adaptor.HTTPHandler(promhttp.HandlerFor(cfg.Registry,
 		promhttp.HandlerOpts{ErrorLog: slog.NewLogLogger(s.log.Handler(), slog.LevelError)}))
 	for _, r := range s.table(metrics) {
@@ -222,11 +224,56 @@ func New(cfg Config) (*Server, error) {
 	return s, nil
 }
 
-func orDefault[T int | time.Duration](v, def T) T {
-	if v <= 0 {
-		return def
+// newApp is the fiber app with the limits and the handling every request
+// gets before its route: the body check, the unmatched answer, HSTS.
+func (s *Server) newApp(l Limits) *fiber.App {
+	app := fiber.New(fiber.Config{
+		AppName:               "n8n-guard",
+		DisableStartupMessage: true,
+		BodyLimit:             l.BodyLimit,
+		ReadTimeout:           l.ReadTimeout,
+		WriteTimeout:          l.WriteTimeout,
+		IdleTimeout:           l.IdleTimeout,
+		// X-Forwarded-Proto (c.Secure) only from a configured proxy.
+		EnableTrustedProxyCheck: true,
+		TrustedProxies:          l.TrustedProxies,
+		ErrorHandler:            s.unmatched,
+	})
+	app.Server().HeaderReceived = s.headerReceived
+	// No route takes a form: a multipart body must not be parsed (to
+	// temporary files) before a handler has checked anything.
+	app.Server().DisablePreParseMultipartForm = true
+	app.Use(strictTransport)
+	return app
+}
+
+// unmatched answers the errors raised before any route runs: no route
+// matched (404), oversized body, unreadable request. Route errors never
+// end here.
+func (s *Server) unmatched(c *fiber.Ctx, err error) error {
+	// Without a valid token, /v1 answers 401 whatever else is wrong: a
+	// stranger learns neither limits nor routes. (Not after a failed body
+	// read: fasthttp has then reset the request, so a chunked body over
+	// the small limit of headerReceived, or a slow one, gets its own 413
+	// or 408.)
+	if s.needsToken(c.Path()) {
+		if _, ok := s.tokens.find(c.Get(fiber.HeaderAuthorization)); !ok {
+			s.metrics.refused("", "unauthorized")
+			err = unauthorized(c.Get(fiber.HeaderAuthorization))
+		}
 	}
-	return v
+	s.metrics.observe("unmatched", methodLabel(c.Method()), fiberStatus(err), 0)
+	return s.writeError(c, err)
+}
+
+// strictTransport tells browsers, when the guard is served over its own
+// TLS, to come back only over https (the console's session cookie is
+// Secure there too).
+func strictTransport(c *fiber.Ctx) error {
+	if c.Context().IsTLS() {
+		c.Set(fiber.HeaderStrictTransportSecurity, HSTS)
+	}
+	return c.Next()
 }
 
 // handle registers one route of the table. Every route gets the same

@@ -71,24 +71,7 @@ type Runner struct {
 
 // New returns a Runner; Run starts it.
 func New(opts Options) (*Runner, error) {
-	if opts.Logger == nil {
-		opts.Logger = slog.New(slog.DiscardHandler)
-	}
-	if opts.Interval <= 0 {
-		opts.Interval = time.Second
-	}
-	if opts.Claim <= 0 {
-		opts.Claim = 2 * time.Minute
-	}
-	if opts.Poll <= 0 {
-		opts.Poll = 250 * time.Millisecond
-	}
-	if opts.Clock == nil {
-		opts.Clock = time.Now
-	}
-	if opts.Sleep == nil {
-		opts.Sleep = sleep
-	}
+	opts = opts.withDefaults()
 	m, err := newMetrics(opts.Registerer)
 	if err != nil {
 		return nil, err

@@ -1,6 +1,7 @@
 package keystore
 
 import (
+	"cmp"
 	"slices"
 	"strings"
 	"time"
@@ -28,14 +29,22 @@ const (
 	DefaultUnreachableThreshold = 2
 )
 
-// NamespacePolicy is the per-namespace configuration.
+// NamespacePolicy is the per-namespace configuration. A zero or negative
+// duration and an empty OnLeaseExpiry mean the default (withDefaults).
 type NamespacePolicy struct {
-	Lease         time.Duration
-	Retention     time.Duration
+	// Lease: how long a reservation holds its key (default DefaultLease,
+	// 300 s); a reserve may ask for its own.
+	Lease time.Duration
+	// Retention: how long a finished record is kept (default
+	// DefaultRetention, 30 days).
+	Retention time.Duration
+	// OnLeaseExpiry: what a lease that ran out becomes (default
+	// ExpireToUnknown).
 	OnLeaseExpiry LeaseExpiry
 	Owner         string
 	Runbook       string
-	// ParkedLimit: a key parked longer is reported (default 3 days).
+	// ParkedLimit: a key parked longer is reported (default
+	// DefaultParkedLimit, 3 days).
 	ParkedLimit time.Duration
 	// Check names the check asked before a person is paged about an
 	// unknown key (check.go); "": the destination's, if any.
@@ -51,20 +60,25 @@ type NamespacePolicy struct {
 	people *People
 }
 
-// DestinationPolicy configures one destination's circuit breaker.
+// DestinationPolicy configures one destination's circuit breaker. A zero
+// or negative number means the default (withDefaults).
 type DestinationPolicy struct {
+	// Cooldown: how long an open breaker waits before a probe (default
+	// DefaultCooldown, 300 s).
 	Cooldown time.Duration
 	// FailureThreshold is how many distinct keys must fail to open the
-	// breaker; UnreachableThreshold (at most FailureThreshold) when the
-	// failure that reaches it is destination_unreachable.
+	// breaker (default DefaultFailureThreshold, 5); UnreachableThreshold
+	// (at most FailureThreshold; default DefaultUnreachableThreshold, 2)
+	// when the failure that reaches it is destination_unreachable.
 	FailureThreshold     int
 	UnreachableThreshold int
 	// Namespaces, when set, are the only namespaces that may use the
 	// destination (Admits); empty: every namespace.
 	Namespaces []string
 	Owner      string
-	// CatchUpRate (resumes per second) and CatchUpConcurrency (resumed
-	// executions not yet finished) bound the catch-up after an outage
+	// CatchUpRate (resumes per second; default DefaultCatchUpRate, 5) and
+	// CatchUpConcurrency (resumed executions not yet finished; default
+	// DefaultCatchUpConcurrency, 4) bound the catch-up after an outage
 	// (catchup.go).
 	CatchUpRate        float64
 	CatchUpConcurrency int
@@ -95,18 +109,16 @@ func (p Policies) Namespace(ns string) NamespacePolicy {
 	if p.People.Known() {
 		np.people = &p.People
 	}
-	if np.Lease <= 0 {
-		np.Lease = DefaultLease
-	}
-	if np.Retention <= 0 {
-		np.Retention = DefaultRetention
-	}
-	if np.ParkedLimit <= 0 {
-		np.ParkedLimit = DefaultParkedLimit
-	}
-	if np.OnLeaseExpiry == "" {
-		np.OnLeaseExpiry = ExpireToUnknown
-	}
+	return np.withDefaults()
+}
+
+// withDefaults fills in every default of a namespace: the one place they
+// are applied. A zero or negative duration is the default.
+func (np NamespacePolicy) withDefaults() NamespacePolicy {
+	np.Lease = cmp.Or(max(np.Lease, 0), DefaultLease)
+	np.Retention = cmp.Or(max(np.Retention, 0), DefaultRetention)
+	np.ParkedLimit = cmp.Or(max(np.ParkedLimit, 0), DefaultParkedLimit)
+	np.OnLeaseExpiry = cmp.Or(np.OnLeaseExpiry, ExpireToUnknown)
 	// Records keep milliseconds; so must every duration added to them.
 	np.Lease, np.Retention = np.Lease.Truncate(time.Millisecond), np.Retention.Truncate(time.Millisecond)
 	return np
@@ -123,23 +135,18 @@ func (np NamespacePolicy) destination(dest string) DestinationPolicy {
 
 // Destination returns the policy of dest with defaults filled in.
 func (p Policies) Destination(dest string) DestinationPolicy {
-	dp := p.Destinations[dest]
-	if dp.Cooldown <= 0 {
-		dp.Cooldown = DefaultCooldown
-	}
-	if dp.FailureThreshold <= 0 {
-		dp.FailureThreshold = DefaultFailureThreshold
-	}
-	if dp.UnreachableThreshold <= 0 {
-		dp.UnreachableThreshold = DefaultUnreachableThreshold
-	}
+	return p.Destinations[dest].withDefaults()
+}
+
+// withDefaults fills in every default of a destination: the one place
+// they are applied. A zero or negative number is the default.
+func (dp DestinationPolicy) withDefaults() DestinationPolicy {
+	dp.Cooldown = cmp.Or(max(dp.Cooldown, 0), DefaultCooldown)
+	dp.FailureThreshold = cmp.Or(max(dp.FailureThreshold, 0), DefaultFailureThreshold)
+	dp.UnreachableThreshold = cmp.Or(max(dp.UnreachableThreshold, 0), DefaultUnreachableThreshold)
 	dp.UnreachableThreshold = min(dp.UnreachableThreshold, dp.FailureThreshold)
-	if dp.CatchUpRate <= 0 {
-		dp.CatchUpRate = DefaultCatchUpRate
-	}
-	if dp.CatchUpConcurrency <= 0 {
-		dp.CatchUpConcurrency = DefaultCatchUpConcurrency
-	}
+	dp.CatchUpRate = cmp.Or(max(dp.CatchUpRate, 0), DefaultCatchUpRate)
+	dp.CatchUpConcurrency = cmp.Or(max(dp.CatchUpConcurrency, 0), DefaultCatchUpConcurrency)
 	dp.Cooldown = dp.Cooldown.Truncate(time.Millisecond)
 	return dp
 }

@@ -348,58 +348,17 @@ func (b *builder) build(g *graph, target map[string]any, key, ns, dest string) e
 	n := b.names
 	name := b.spec.Node
 	jsName, _ := json.Marshal(name)
-	reserveRef := func(field string) string {
-		return fmt.Sprintf("$(%s).item.json.body.%s", jsString(n["reserve"]), field)
-	}
-	resume := ""
-	if b.spec.Park {
-		resume = ", resume_url: $execution.resumeUrl"
-	}
-	tpl := "reserve"
-	if b.spec.Park {
-		tpl = "reserve-park"
-	}
-	reserve, err := b.template(tpl, "/v1/reserve", fmt.Sprintf(
-		"={{ JSON.stringify({ namespace: %s, key: String((%s) ?? ''), owner: 'n8n ' + $workflow.id + ' exec ' + $execution.id, request_id: ($execution.id + ':' + $nodeId + ':' + $runIndex + ':' + $itemIndex).slice(0, 128), destination: %s%s }) }}",
-		jsString(ns), key, jsString(dest), resume))
+	calls, err := b.calls(key, ns, dest)
 	if err != nil {
 		return err
 	}
-	ids := fmt.Sprintf("namespace: %s, key: %s, token: %s", reserveRef("namespace"), reserveRef("key"), reserveRef("token"))
-	complete, err := b.template("complete", "/v1/complete", "={{ JSON.stringify({ "+ids+", result_ref: String($json.id ?? ($json.body || {}).id ?? '').slice(0, 512) }) }}")
-	if err != nil {
-		return err
-	}
-	failResume := ""
-	if b.spec.Park {
-		failResume = ", resume_url: ['destination_unreachable', 'destination_failed'].includes($json.reason) ? $execution.resumeUrl : undefined"
-	}
-	fail, err := b.template("fail", "/v1/fail", "={{ JSON.stringify({ "+ids+", reason: $json.reason, message: $json.message"+failResume+" }) }}")
-	if err != nil {
-		return err
-	}
-
 	// The items the target used to get, and the nodes it used to feed.
 	in := g.in[name][0]
 	var after []edge
 	if len(g.out[name]) > 0 {
 		after = g.out[name][0]
 	}
-	b.add("reserve", reserve, -660, 0)
-	b.add("proceed", ifNode("$json.statusCode === 200 && ($json.body || {}).proceed === true"), -440, 0)
-	itemJS := fmt.Sprintf("// n8n-guard: %s gets the item it got before the reserve.\nconst src = $(%s).item;\nreturn src.binary ? { json: src.json, binary: src.binary } : { json: src.json };\n", name, jsString(in.From))
-	if b.spec.Park {
-		// After a catch-up the reserve is fed by the restore node (the
-		// Wait node hands on n8n's resume call, not the items).
-		itemJS = fmt.Sprintf("// n8n-guard: %s gets the item it got before the reserve (after a catch-up, the item restored).\nlet src;\ntry { src = $(%s).item; } catch (e) { src = undefined; }\nif (!src) src = $(%s).item;\nreturn src.binary ? { json: src.json, binary: src.binary } : { json: src.json };\n", name, jsString(n["restore"]), jsString(in.From))
-	}
-	b.add("item", codeNode(itemJS), -220, 0)
-	b.add("complete", complete, 220, -160)
-	b.add("classify", codeNode(fmt.Sprintf(classifyJS, name, string(jsName))), 220, 160)
-	b.add("fail", fail, 440, 160)
-	b.add("failed", stopNode(fmt.Sprintf("=%s failed ({{ $(%s).item.json.reason }}): {{ $(%s).item.json.message }}", name, jsString(n["classify"]), jsString(n["classify"]))), 880, 160)
-	b.add("decided", ifNode("$json.statusCode === 200 && ($json.body || {}).outcome !== undefined"), -220, 320)
-	b.add("undecided", stopNode("=n8n-guard did not decide on "+name+" (HTTP {{ $json.statusCode }} {{ ($json.body || {}).code || $json.error && $json.error.message || '' }}): nothing was written"), 0, 480)
+	b.addNodes(calls, in, string(jsName))
 	target["onError"] = "continueErrorOutput"
 	b.rw.Changes = append(b.rw.Changes, fmt.Sprintf("set On Error of %q to its error output (classified and failed)", name))
 
@@ -409,26 +368,9 @@ func (b *builder) build(g *graph, target map[string]any, key, ns, dest string) e
 	retarget(conns, in, n["reserve"])
 	link(n["reserve"], []string{n["proceed"]}, []string{n["undecided"]})
 	if b.spec.Park {
-		b.add("parked", ifNode("($json.body || {}).outcome === 'parked' && $json.body.resume_url === $execution.resumeUrl"), 0, 640)
-		wait, err := workflows.Template("wait")
-		if err != nil {
+		if err := b.addParking(in, link); err != nil {
 			return err
 		}
-		delete(wait, "notes")
-		wait["webhookId"] = stableID(b.wfID, n["wait"], "webhook")
-		wait["credentials"] = map[string]any{workflows.CredentialType: map[string]any{"id": b.spec.Resume.ID, "name": b.spec.Resume.Name}}
-		b.add("wait", wait, 220, 640)
-		b.add("failParked", ifNode("$json.outcome === 'parked'"), 660, 160)
-		// The Wait node hands on n8n's resume call, one item, not the
-		// items that parked (several of one execution park behind one
-		// Wait node): every item that reached the reserve is reserved
-		// again; the ones written already answer duplicate_event.
-		b.add("restore", codeNodeAllItems(fmt.Sprintf("// n8n-guard: the items that reached %s before the catch-up, reserved again (the written ones answer duplicate_event).\nreturn $(%s).all().map((it) => (it.binary ? { json: it.json, binary: it.binary } : { json: it.json }));\n", name, jsString(in.From))), 440, 640)
-		link(n["wait"], []string{n["restore"]})
-		link(n["restore"], []string{n["reserve"]})
-		link(n["parked"], []string{n["wait"]})
-		link(n["fail"], []string{n["failParked"]})
-		link(n["failParked"], []string{n["wait"]}, []string{n["failed"]})
 	} else {
 		link(n["fail"], []string{n["failed"]})
 	}
@@ -437,8 +379,100 @@ func (b *builder) build(g *graph, target map[string]any, key, ns, dest string) e
 	link(name, []string{n["complete"]}, []string{n["classify"]})
 	link(n["classify"], []string{n["fail"]})
 	b.outputAfter(name, string(jsName), after, link)
+	link(n["decided"], b.decidedOutputs(g), []string{n["undecided"]})
+	return nil
+}
+
+// guardCalls are the HTTP nodes of the three calls to the guard.
+type guardCalls struct{ reserve, complete, fail map[string]any }
+
+// calls makes the reserve (with its resume URL when parking), complete
+// and fail nodes from the shipped templates.
+func (b *builder) calls(key, ns, dest string) (guardCalls, error) {
+	n := b.names
+	reserveRef := func(field string) string {
+		return fmt.Sprintf("$(%s).item.json.body.%s", jsString(n["reserve"]), field)
+	}
+	resume, tpl := "", "reserve"
+	if b.spec.Park {
+		resume, tpl = ", resume_url: $execution.resumeUrl", "reserve-park"
+	}
+	var c guardCalls
+	var err error
+	if c.reserve, err = b.template(tpl, "/v1/reserve", fmt.Sprintf(
+		"={{ JSON.stringify({ namespace: %s, key: String((%s) ?? ''), owner: 'n8n ' + $workflow.id + ' exec ' + $execution.id, request_id: ($execution.id + ':' + $nodeId + ':' + $runIndex + ':' + $itemIndex).slice(0, 128), destination: %s%s }) }}",
+		jsString(ns), key, jsString(dest), resume)); err != nil {
+		return c, err
+	}
+	ids := fmt.Sprintf("namespace: %s, key: %s, token: %s", reserveRef("namespace"), reserveRef("key"), reserveRef("token"))
+	if c.complete, err = b.template("complete", "/v1/complete", "={{ JSON.stringify({ "+ids+", result_ref: String($json.id ?? ($json.body || {}).id ?? '').slice(0, 512) }) }}"); err != nil {
+		return c, err
+	}
+	failResume := ""
+	if b.spec.Park {
+		failResume = ", resume_url: ['destination_unreachable', 'destination_failed'].includes($json.reason) ? $execution.resumeUrl : undefined"
+	}
+	c.fail, err = b.template("fail", "/v1/fail", "={{ JSON.stringify({ "+ids+", reason: $json.reason, message: $json.message"+failResume+" }) }}")
+	return c, err
+}
+
+// addNodes adds the nodes around the target every guard has: the calls,
+// the If that lets only "proceed" through, the item handed on, the
+// classification of its errors and the stops. in is the edge that fed the
+// target, jsName its name as a JSON string.
+func (b *builder) addNodes(c guardCalls, in edge, jsName string) {
+	n, name := b.names, b.spec.Node
+	b.add("reserve", c.reserve, -660, 0)
+	b.add("proceed", ifNode("$json.statusCode === 200 && ($json.body || {}).proceed === true"), -440, 0)
+	itemJS := fmt.Sprintf("// n8n-guard: %s gets the item it got before the reserve.\nconst src = $(%s).item;\nreturn src.binary ? { json: src.json, binary: src.binary } : { json: src.json };\n", name, jsString(in.From))
+	if b.spec.Park {
+		// After a catch-up the reserve is fed by the restore node (the
+		// Wait node hands on n8n's resume call, not the items).
+		itemJS = fmt.Sprintf("// n8n-guard: %s gets the item it got before the reserve (after a catch-up, the item restored).\nlet src;\ntry { src = $(%s).item; } catch (e) { src = undefined; }\nif (!src) src = $(%s).item;\nreturn src.binary ? { json: src.json, binary: src.binary } : { json: src.json };\n", name, jsString(n["restore"]), jsString(in.From))
+	}
+	b.add("item", codeNode(itemJS), -220, 0)
+	b.add("complete", c.complete, 220, -160)
+	b.add("classify", codeNode(fmt.Sprintf(classifyJS, name, jsName)), 220, 160)
+	b.add("fail", c.fail, 440, 160)
+	b.add("failed", stopNode(fmt.Sprintf("=%s failed ({{ $(%s).item.json.reason }}): {{ $(%s).item.json.message }}", name, jsString(n["classify"]), jsString(n["classify"]))), 880, 160)
+	b.add("decided", ifNode("$json.statusCode === 200 && ($json.body || {}).outcome !== undefined"), -220, 320)
+	b.add("undecided", stopNode("=n8n-guard did not decide on "+name+" (HTTP {{ $json.statusCode }} {{ ($json.body || {}).code || $json.error && $json.error.message || '' }}): nothing was written"), 0, 480)
+}
+
+// addParking adds and links the nodes of parking: a parked answer waits
+// in a Wait node the guard resumes, and so does a failure that may park;
+// after the catch-up the items are restored and reserved again.
+func (b *builder) addParking(in edge, link func(from string, outputs ...[]string)) error {
+	n, name := b.names, b.spec.Node
+	b.add("parked", ifNode("($json.body || {}).outcome === 'parked' && $json.body.resume_url === $execution.resumeUrl"), 0, 640)
+	wait, err := workflows.Template("wait")
+	if err != nil {
+		return err
+	}
+	delete(wait, "notes")
+	wait["webhookId"] = stableID(b.wfID, n["wait"], "webhook")
+	wait["credentials"] = map[string]any{workflows.CredentialType: map[string]any{"id": b.spec.Resume.ID, "name": b.spec.Resume.Name}}
+	b.add("wait", wait, 220, 640)
+	b.add("failParked", ifNode("$json.outcome === 'parked'"), 660, 160)
+	// The Wait node hands on n8n's resume call, one item, not the
+	// items that parked (several of one execution park behind one
+	// Wait node): every item that reached the reserve is reserved
+	// again; the ones written already answer duplicate_event.
+	b.add("restore", codeNodeAllItems(fmt.Sprintf("// n8n-guard: the items that reached %s before the catch-up, reserved again (the written ones answer duplicate_event).\nreturn $(%s).all().map((it) => (it.binary ? { json: it.json, binary: it.binary } : { json: it.json }));\n", name, jsString(in.From))), 440, 640)
+	link(n["wait"], []string{n["restore"]})
+	link(n["restore"], []string{n["reserve"]})
+	link(n["parked"], []string{n["wait"]})
+	link(n["fail"], []string{n["failParked"]})
+	link(n["failParked"], []string{n["wait"]}, []string{n["failed"]})
+	return nil
+}
+
+// decidedOutputs are the nodes a decided reserve goes to: the answer to a
+// sender that waits for one, and the parking check.
+func (b *builder) decidedOutputs(g *graph) []string {
+	n := b.names
 	decided := []string{}
-	if responds(g, name) {
+	if responds(g, b.spec.Node) {
 		// The sender waits for an answer (Respond to Webhook): a copy of the
 		// event is told duplicate_event / in_progress instead of n8n's error.
 		b.add("answer", map[string]any{"type": "n8n-nodes-base.respondToWebhook", "typeVersion": 1.1, "parameters": map[string]any{
@@ -451,8 +485,7 @@ func (b *builder) build(g *graph, target map[string]any, key, ns, dest string) e
 	if b.spec.Park {
 		decided = append(decided, n["parked"])
 	}
-	link(n["decided"], decided, []string{n["undecided"]})
-	return nil
+	return decided
 }
 
 // retarget points the connection e at node to.

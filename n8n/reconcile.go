@@ -89,15 +89,13 @@ type checkReply struct {
 
 // Call calls the check once about req.
 func (c *CheckCaller) Call(ctx context.Context, req CheckRequest) CheckOutcome {
-	timeout := c.Timeout
-	if timeout <= 0 {
-		timeout = 10 * time.Second
-	}
+	// The defaults: as the fields' comments say (zero or negative: 10 s).
+	timeout, header := cmp.Or(max(c.Timeout, 0), 10*time.Second), cmp.Or(c.Header, CheckDefaultHeader)
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	client := noRedirects(c.Client, 0) // the context bounds the call
 	body, _ := json.Marshal(req)
-	hr, err := newWebhookCall(ctx, http.MethodPost, c.URL, body, cmp.Or(c.Header, CheckDefaultHeader), c.Secret)
+	hr, err := newWebhookCall(ctx, http.MethodPost, c.URL, body, header, c.Secret)
 	if err != nil {
 		return failed(0, false, "the check's URL cannot be called: "+err.Error())
 	}

@@ -86,82 +86,100 @@ func (n *session) setup(ctx context.Context, o SetupOptions) error {
 		return err
 	}
 	handler := findShipped(all, shipped[0])
-
-	creds, listed, err := n.Client.Credentials(ctx, n.Version.Major)
+	c, err := n.setupCredentials(ctx, all, handler, o)
 	if err != nil {
 		return err
 	}
-	if !listed {
-		n.noteUnlistedCredentials()
-	}
-	cred, err := n.credential(ctx, handler, creds, listed, o.Token)
-	if err != nil {
-		return err
-	}
-	resume := guardCredential{workflows.ResumeCredentialID, workflows.ResumeCredentialName}
-	// With the secret given (--create-credential) the credential is made
-	// even before any workflow parks: `n8n guard --park` needs it.
-	if o.Examples || parks(all) || o.ResumeSecret != "" {
-		if resume, err = n.resumeCredential(ctx, all, creds, listed, o.ResumeSecret); err != nil {
-			return err
-		}
-	}
-	resumeIDs := resumeCredentialIDs(creds, resume)
-	check := guardCredential{workflows.CheckCredentialID, workflows.CheckCredentialName}
-	if o.Examples || hasChecks(all, resumeIDs) {
-		if check, err = n.checkCredential(ctx, all, creds, listed, o.CheckSecret); err != nil {
-			return err
-		}
-	}
-	handlerID, err := n.installHandler(ctx, handler, shipped[0], cred, o.GuardURL)
+	handlerID, err := n.installHandler(ctx, handler, shipped[0], c.api, o.GuardURL)
 	if err != nil {
 		return err
 	}
 	if o.Examples {
 		for _, wf := range shipped[1:] {
-			if err := n.installExample(ctx, findShipped(all, wf), wf, cred, resume, check, handlerID, o.GuardURL); err != nil {
+			if err := n.installExample(ctx, findShipped(all, wf), wf, c.api, c.resume, c.check, handlerID, o.GuardURL); err != nil {
 				return err
 			}
 		}
 	}
-
 	targets, err := n.scoped(ctx, all, o.Scope)
 	if err != nil {
 		return err
 	}
-	if resume.ID != workflows.ResumeCredentialID {
-		for _, w := range targets {
-			if w.IsArchived || !waitsOn(w, resume) {
-				continue
-			}
-			if err := n.wireResume(ctx, w, resume); err != nil {
-				var ne *Error
-				if !errors.As(err, &ne) {
-					return err
-				}
-				n.problem("workflow %s %q: %v", w.ID, w.Name, err)
-			}
+	return n.wireTargets(ctx, targets, c, handlerID)
+}
+
+// setupCreds are the guard's credentials in n8n as setup found or made
+// them; resume and check keep their placeholder ids when none is needed.
+type setupCreds struct {
+	api, resume, check guardCredential
+	// resumeIDs: the ids of the resume credentials (checks that still
+	// check one are moved to the check credential).
+	resumeIDs []string
+}
+
+// setupCredentials finds or makes the API token credential, and the
+// resume and check credentials when a workflow (or an example) needs
+// them or their secret is given.
+func (n *session) setupCredentials(ctx context.Context, all []Workflow, handler *Workflow, o SetupOptions) (setupCreds, error) {
+	c := setupCreds{
+		resume: guardCredential{workflows.ResumeCredentialID, workflows.ResumeCredentialName},
+		check:  guardCredential{workflows.CheckCredentialID, workflows.CheckCredentialName},
+	}
+	creds, listed, err := n.Client.Credentials(ctx, n.Version.Major)
+	if err != nil {
+		return c, err
+	}
+	if !listed {
+		n.noteUnlistedCredentials()
+	}
+	if c.api, err = n.credential(ctx, handler, creds, listed, o.Token); err != nil {
+		return c, err
+	}
+	// With the secret given (--create-credential) the credential is made
+	// even before any workflow parks: `n8n guard --park` needs it.
+	if o.Examples || parks(all) || o.ResumeSecret != "" {
+		if c.resume, err = n.resumeCredential(ctx, all, creds, listed, o.ResumeSecret); err != nil {
+			return c, err
 		}
 	}
-	if check.ID != workflows.CheckCredentialID {
-		for _, w := range targets {
-			if w.IsArchived || !checksOn(w, check, resumeIDs) {
-				continue
-			}
-			if err := n.wireCheck(ctx, w, check, resumeIDs); err != nil {
-				var ne *Error
-				if !errors.As(err, &ne) {
-					return err
-				}
-				n.problem("workflow %s %q: %v", w.ID, w.Name, err)
-			}
+	c.resumeIDs = resumeCredentialIDs(creds, c.resume)
+	if o.Examples || hasChecks(all, c.resumeIDs) {
+		if c.check, err = n.checkCredential(ctx, all, creds, listed, o.CheckSecret); err != nil {
+			return c, err
 		}
 	}
+	return c, nil
+}
+
+// wireTargets wires the Wait nodes of the workflows in scope to the
+// resume credential, their checks to the check credential, and points
+// those without an error workflow at the handler.
+func (n *session) wireTargets(ctx context.Context, targets []Workflow, c setupCreds, handlerID string) error {
+	if c.resume.ID != workflows.ResumeCredentialID {
+		if err := n.eachTarget(targets, func(w Workflow) bool { return waitsOn(w, c.resume) },
+			func(w Workflow) error { return n.wireResume(ctx, w, c.resume) }); err != nil {
+			return err
+		}
+	}
+	if c.check.ID != workflows.CheckCredentialID {
+		if err := n.eachTarget(targets, func(w Workflow) bool { return checksOn(w, c.check, c.resumeIDs) },
+			func(w Workflow) error { return n.wireCheck(ctx, w, c.check, c.resumeIDs) }); err != nil {
+			return err
+		}
+	}
+	return n.eachTarget(targets, func(w Workflow) bool { return !w.HasErrorTrigger() && w.ErrorWorkflow() == "" },
+		func(w Workflow) error { return n.pointAtHandler(ctx, w, handlerID) })
+}
+
+// eachTarget does do on every workflow that is not archived and that
+// wants it; n8n's refusal of one (an *Error) is reported as not done and
+// the others go on, any other error stops.
+func (n *session) eachTarget(targets []Workflow, wants func(Workflow) bool, do func(Workflow) error) error {
 	for _, w := range targets {
-		if w.IsArchived || w.HasErrorTrigger() || w.ErrorWorkflow() != "" {
+		if w.IsArchived || !wants(w) {
 			continue
 		}
-		if err := n.pointAtHandler(ctx, w, handlerID); err != nil {
+		if err := do(w); err != nil {
 			var ne *Error
 			if !errors.As(err, &ne) {
 				return err

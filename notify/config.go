@@ -30,7 +30,8 @@ type Config struct {
 	DefaultOwner   string
 	// DefaultRunbook is the next step shown when no rule gives one.
 	DefaultRunbook string
-	// GroupWindow: identical failures inside it form one group (one message).
+	// GroupWindow: identical failures inside it form one group (one
+	// message); default defaultGroupWindow, 5 min.
 	GroupWindow time.Duration
 	// Owners are tried in order; the first whose glob matches the workflow's
 	// name or id wins.
@@ -38,14 +39,16 @@ type Config struct {
 	// Namespaces route key_unknown alerts, Destinations breaker alerts.
 	Namespaces   map[string]Route
 	Destinations map[string]Route
-	// Retention: how long delivered (and dead) notifications are kept.
+	// Retention: how long delivered (and dead) notifications are kept
+	// (default defaultRetention, 30 days).
 	Retention time.Duration
 	// SlackPause: the longest delivery pauses while Slack stays
-	// unreachable (the first pause is defaultFirstPause, or SlackPause if
-	// shorter).
+	// unreachable (default defaultSlackPause, 5 min; the first pause is
+	// defaultFirstPause, or SlackPause if shorter).
 	SlackPause time.Duration
 	// RetryFor: how long transient Slack failures (5xx, timeouts, refused
-	// connections, 429) are retried; a notification is dead only after it.
+	// connections, 429) are retried; a notification is dead only after it
+	// (default defaultRetryFor, 7 days).
 	RetryFor time.Duration
 	// GuardURL is the base URL people use to reach n8n-guard, shown in the
 	// exact resolve call of a stuck key. Empty: "$N8N_GUARD_URL".
@@ -99,21 +102,14 @@ var (
 	ownerEmailRE = regexp.MustCompile(`^[^\s@<>]+@[^\s@<>]+\.[A-Za-z]{2,}$`)
 )
 
-// withDefaults fills in the defaults and checks what can be checked
-// without Slack.
+// withDefaults fills in the defaults (the one place they are applied)
+// and checks what can be checked without Slack.
 func (c Config) withDefaults() (Config, error) {
-	if c.GroupWindow <= 0 {
-		c.GroupWindow = defaultGroupWindow
-	}
-	if c.Retention <= 0 {
-		c.Retention = defaultRetention
-	}
-	if c.SlackPause <= 0 {
-		c.SlackPause = defaultSlackPause
-	}
-	if c.RetryFor <= 0 {
-		c.RetryFor = defaultRetryFor
-	}
+	// A zero or negative duration is the default.
+	c.GroupWindow = cmp.Or(max(c.GroupWindow, 0), defaultGroupWindow)
+	c.Retention = cmp.Or(max(c.Retention, 0), defaultRetention)
+	c.SlackPause = cmp.Or(max(c.SlackPause, 0), defaultSlackPause)
+	c.RetryFor = cmp.Or(max(c.RetryFor, 0), defaultRetryFor)
 	c.GuardURL = strings.TrimRight(c.GuardURL, "/")
 	c.PublicURL = strings.TrimRight(c.PublicURL, "/")
 	if err := CheckPublicURL(c.PublicURL); err != nil {

@@ -1,6 +1,7 @@
 package notify
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -91,6 +92,8 @@ type Options struct {
 	ClickTimeout time.Duration
 }
 
+// withDefaults fills in every default of Options, as their comments say:
+// the one place they are applied.
 func (o Options) withDefaults() Options {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
@@ -98,21 +101,13 @@ func (o Options) withDefaults() Options {
 	if o.Clock == nil {
 		o.Clock = time.Now
 	}
-	if o.PollInterval <= 0 {
-		o.PollInterval = time.Second
-	}
-	if o.PurgeInterval <= 0 {
-		o.PurgeInterval = time.Hour
-	}
-	if o.BackoffInitial <= 0 {
-		o.BackoffInitial = 5 * time.Second
-	}
-	if o.BackoffMax <= 0 {
-		o.BackoffMax = 10 * time.Minute
-	}
-	if o.ClickTimeout <= 0 {
-		o.ClickTimeout = 3*30*time.Second + 2*time.Minute
-	}
+	// A zero or negative duration is the default.
+	o.PollInterval = cmp.Or(max(o.PollInterval, 0), time.Second)
+	o.PurgeInterval = cmp.Or(max(o.PurgeInterval, 0), time.Hour)
+	o.BackoffInitial = cmp.Or(max(o.BackoffInitial, 0), 5*time.Second)
+	o.BackoffMax = cmp.Or(max(o.BackoffMax, 0), 10*time.Minute)
+	// Three Slack calls of 30 s and n8n's answer to a retry.
+	o.ClickTimeout = cmp.Or(max(o.ClickTimeout, 0), 3*30*time.Second+2*time.Minute)
 	return o
 }
 

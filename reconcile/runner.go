@@ -1,6 +1,7 @@
 package reconcile
 
 import (
+	"cmp"
 	"context"
 	"log/slog"
 	"sync"
@@ -58,32 +59,28 @@ type Runner struct {
 
 // New returns a Runner; Run starts it.
 func New(opts Options) (*Runner, error) {
-	if opts.Logger == nil {
-		opts.Logger = slog.New(slog.DiscardHandler)
-	}
-	if opts.Interval <= 0 {
-		opts.Interval = time.Second
-	}
-	if opts.Claim <= 0 {
-		opts.Claim = 2 * time.Minute
-	}
-	if opts.Tries <= 0 {
-		opts.Tries = 3
-	}
-	if opts.Backoff <= 0 {
-		opts.Backoff = 500 * time.Millisecond
-	}
-	if opts.MaxClaims <= 0 {
-		opts.MaxClaims = keystore.DefaultCheckClaims
-	}
-	if opts.Concurrency <= 0 {
-		opts.Concurrency = 4
-	}
+	opts = opts.withDefaults()
 	m, err := newMetrics(opts.Registerer)
 	if err != nil {
 		return nil, err
 	}
 	return &Runner{opts: opts, log: opts.Logger, metrics: m, pending: map[string]bool{}}, nil
+}
+
+// withDefaults fills in every default of Options, as their comments say:
+// the one place they are applied. A zero or negative number is the
+// default.
+func (o Options) withDefaults() Options {
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	o.Interval = cmp.Or(max(o.Interval, 0), time.Second)
+	o.Claim = cmp.Or(max(o.Claim, 0), 2*time.Minute)
+	o.Tries = cmp.Or(max(o.Tries, 0), 3)
+	o.Backoff = cmp.Or(max(o.Backoff, 0), 500*time.Millisecond)
+	o.MaxClaims = cmp.Or(max(o.MaxClaims, 0), keystore.DefaultCheckClaims)
+	o.Concurrency = cmp.Or(max(o.Concurrency, 0), 4)
+	return o
 }
 
 // Run looks at the held keys every Interval until ctx ends.

@@ -1,6 +1,7 @@
 package slack
 
 import (
+	"cmp"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
@@ -36,6 +37,14 @@ type Options struct {
 	Wrap func(http.RoundTripper) http.RoundTripper
 }
 
+// withDefaults fills in the timeouts' defaults, as their comments say: the
+// one place they are applied. A zero or negative timeout is the default.
+func (o Options) withDefaults() Options {
+	o.ConnectTimeout = cmp.Or(max(o.ConnectTimeout, 0), 10*time.Second)
+	o.RequestTimeout = cmp.Or(max(o.RequestTimeout, 0), 30*time.Second)
+	return o
+}
+
 // Client speaks Slack's Web API for notify (it implements notify.Slack).
 type Client struct {
 	api *slack.Client
@@ -50,12 +59,7 @@ func New(o Options) *Client { return &Client{api: newAPI(o, "")} }
 // and total per request. The token also goes in the Authorization header,
 // the form Slack recommends.
 func newAPI(o Options, appToken string) *slack.Client {
-	if o.ConnectTimeout <= 0 {
-		o.ConnectTimeout = 10 * time.Second
-	}
-	if o.RequestTimeout <= 0 {
-		o.RequestTimeout = 30 * time.Second
-	}
+	o = o.withDefaults()
 	hc := o.HTTPClient
 	if hc == nil {
 		dialer := &net.Dialer{Timeout: o.ConnectTimeout, KeepAlive: 30 * time.Second}

@@ -1,6 +1,7 @@
 package console
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"crypto/subtle"
@@ -63,7 +64,7 @@ type Config struct {
 	SignIn func(token string) (access.Principal, error)
 	// OpenID signs named people in through an identity provider (nil: no
 	// named sign-in); People gives them their roles, ProviderName labels
-	// the button ("Google", "Okta").
+	// the button ("Google", "Okta"; default "your identity provider").
 	OpenID       PersonSignIn
 	People       access.People
 	ProviderName string
@@ -71,9 +72,9 @@ type Config struct {
 	// the data folder so sessions survive a restart); nil: a random key,
 	// and a restart signs everybody out.
 	SessionKey []byte
-	Logger     *slog.Logger
-	Clock      func() time.Time
-	SessionTTL time.Duration // default 12h
+	Logger     *slog.Logger     // nil: discarded
+	Clock      func() time.Time // nil: time.Now
+	SessionTTL time.Duration    // default 12h
 	// SignOutFile keeps the sign-outs so that they hold across a restart
 	// (the data folder's console-signouts, next to the session key); ""
 	// keeps them in memory only.
@@ -123,6 +124,26 @@ type Config struct {
 	Refresh time.Duration
 }
 
+// withDefaults fills in every default of Config, as its comments say: the
+// one place they are applied. (A missing SessionKey is made in New: it is
+// a secret, not a default.)
+func (cfg Config) withDefaults() Config {
+	cfg.ProviderName = cmp.Or(cfg.ProviderName, "your identity provider")
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = time.Now
+	}
+	// A zero or negative value is the default.
+	cfg.SessionTTL = cmp.Or(max(cfg.SessionTTL, 0), 12*time.Hour)
+	cfg.MaxSessions = cmp.Or(max(cfg.MaxSessions, 0), 10000)
+	// Zero is the default; negative: no limit, never.
+	cfg.SignInPerMinute = cmp.Or(cfg.SignInPerMinute, DefaultSignInPerMinute)
+	cfg.Refresh = cmp.Or(cfg.Refresh, 15*time.Second)
+	return cfg
+}
+
 // Console serves the pages.
 type Console struct {
 	store    Store
@@ -156,6 +177,7 @@ func New(cfg Config) (*Console, error) {
 	if cfg.Store == nil || (cfg.SignIn == nil && cfg.OpenID == nil) {
 		return nil, errors.New("console: a store and a sign-in (shared token or OpenID) are required")
 	}
+	cfg = cfg.withDefaults()
 	if cfg.SessionKey == nil {
 		cfg.SessionKey = make([]byte, SessionKeySize)
 		if _, err := rand.Read(cfg.SessionKey); err != nil {
@@ -165,21 +187,6 @@ func New(cfg Config) (*Console, error) {
 	seal, err := newSealer(cfg.SessionKey)
 	if err != nil {
 		return nil, err
-	}
-	if cfg.ProviderName == "" {
-		cfg.ProviderName = "your identity provider"
-	}
-	if cfg.Logger == nil {
-		cfg.Logger = slog.New(slog.DiscardHandler)
-	}
-	if cfg.Clock == nil {
-		cfg.Clock = time.Now
-	}
-	if cfg.SessionTTL <= 0 {
-		cfg.SessionTTL = 12 * time.Hour
-	}
-	if cfg.MaxSessions <= 0 {
-		cfg.MaxSessions = 10000
 	}
 	ui := &Console{
 		store:          cfg.Store,

@@ -350,7 +350,7 @@ func formBody(c *fiber.Ctx, name string) string {
 }
 
 // DefaultSignInPerMinute is the sign-in attempts one client may make a
-// minute (in bursts of as many) when Config leaves it 0.
+// minute (in bursts of as many) when Config leaves it 0 (withDefaults).
 const DefaultSignInPerMinute = 10
 
 // signInLimit bounds each client's sign-in attempts, so that tokens
@@ -366,9 +366,6 @@ type signInLimit struct {
 }
 
 func newSignInLimit(perMinute int, clientOf func(*fiber.Ctx) netip.Addr, log *slog.Logger) *signInLimit {
-	if perMinute == 0 {
-		perMinute = DefaultSignInPerMinute
-	}
 	if clientOf == nil {
 		clientOf = func(c *fiber.Ctx) netip.Addr {
 			a, _ := netip.AddrFromSlice(c.Context().RemoteIP())

@@ -51,13 +51,10 @@ func templateFuncs(now func() time.Time, refresh template.HTMLAttr) template.Fun
 
 // refreshAttr is the attribute of <main> that asks console.js to fetch
 // the page again every so often: data-refresh="seconds", or nothing when
-// every is negative.
+// every is negative (Config.Refresh, its default filled in).
 func refreshAttr(every time.Duration) template.HTMLAttr {
 	if every < 0 {
 		return ""
-	}
-	if every == 0 {
-		every = 15 * time.Second
 	}
 	return template.HTMLAttr(fmt.Sprintf(`data-refresh="%d"`, max(1, int(every.Seconds()))))
 }

@@ -36,128 +36,161 @@ import (
 //
 // It only attacks a loopback address, and every loop ends with --duration.
 func hostile(args []string) error {
-	var (
-		o         options
-		pid       int
-		attackers int
-		announce  int
-		trickle   int
-		every     time.Duration
-		ramp      time.Duration
-		maxRSS    int
-		reservers int
-		mode      string
-		from      string
-		minOK     float64
-	)
-	fs := flag.NewFlagSet("guard-bench hostile", flag.ContinueOnError)
-	fs.StringVar(&o.url, "url", "http://127.0.0.1:8080", "base URL of the server (loopback only)")
-	fs.StringVar(&o.token, "token", os.Getenv("N8N_GUARD_TOKEN"), "API token of the reserves (default $N8N_GUARD_TOKEN)")
-	fs.IntVar(&pid, "pid", 0, "process id of the server, whose memory is sampled (Linux /proc)")
-	fs.IntVar(&attackers, "attackers", 3000, "unauthenticated connections kept open at once")
-	fs.IntVar(&announce, "announce", 1<<20, "Content-Length each attacker announces")
-	fs.IntVar(&trickle, "trickle", 1024, "bytes an attacker sends at a time")
-	fs.DurationVar(&every, "every", 250*time.Millisecond, "pause between an attacker's sends")
-	fs.DurationVar(&o.duration, "duration", 30*time.Second, "how long the attack (and the measured reserves) last")
-	fs.DurationVar(&ramp, "ramp", 3*time.Second, "time to open the attackers' connections before reserves are measured")
-	fs.IntVar(&maxRSS, "max-rss-mib", 256, "fail when the server's peak RSS during the attack exceeds this")
-	fs.IntVar(&reservers, "reservers", 4, "authenticated clients reserving during the attack")
-	fs.StringVar(&o.namespace, "namespace", "bench", "namespace of the reserves")
-	fs.StringVar(&mode, "mode", "slow-body", "slow-body: attackers trickle a large body; reconnect: idle sockets that reconnect when closed or refused")
-	fs.StringVar(&from, "from", "", "loopback source address of the attackers (e.g. 127.0.0.2): another client than the reserves")
-	fs.BoolVar(&o.fresh, "fresh-conns", false, "reserves open a new connection per request (default in --mode reconnect: a new connection is what a flood can refuse)")
-	fs.Float64Var(&minOK, "min-answered", 0.99, "fail unless this share of the reserves during the attack was answered 2xx")
-	if err := fs.Parse(args); err != nil {
+	h, err := parseHostile(args)
+	if err != nil {
 		return err
 	}
-	u, err := url.Parse(o.url)
-	if err != nil {
-		return fmt.Errorf("--url: %w", err)
-	}
-	if ip := net.ParseIP(u.Hostname()); !(u.Hostname() == "localhost" || (ip != nil && ip.IsLoopback())) {
-		return fmt.Errorf("--url %s: hostile only attacks a loopback address", o.url)
-	}
-	var source net.Addr
-	if from != "" {
-		ip := net.ParseIP(from)
-		if ip == nil || !ip.IsLoopback() {
-			return fmt.Errorf("--from %s: attackers only use loopback addresses", from)
-		}
-		source = &net.TCPAddr{IP: ip}
-	}
-	if mode != "slow-body" && mode != "reconnect" {
-		return fmt.Errorf("unknown --mode %q", mode)
-	}
-	if mode == "reconnect" && !isSet(fs, "fresh-conns") {
-		o.fresh = true
-	}
-	if pid <= 0 || o.token == "" || attackers < 1 || o.duration <= 0 {
-		return errors.New("--pid, --token, a positive --attackers and --duration are required")
-	}
-	if _, err := readRSS(pid); err != nil {
+	if _, err := readRSS(h.pid); err != nil {
 		return err
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
-	ctx, cancel := context.WithTimeout(ctx, ramp+o.duration)
+	ctx, cancel := context.WithTimeout(ctx, h.ramp+h.o.duration)
 	defer cancel()
-
-	var peak, samples atomic.Int64
-	go func() {
-		t := time.NewTicker(100 * time.Millisecond)
-		defer t.Stop()
-		for ctx.Err() == nil {
-			if rss, err := readRSS(pid); err == nil {
-				samples.Add(1)
-				for old := peak.Load(); rss > old && !peak.CompareAndSwap(old, rss); old = peak.Load() {
-				}
-			}
-			select {
-			case <-ctx.Done():
-			case <-t.C:
-			}
-		}
-	}()
-
+	var rss rssPeak
+	go rss.sample(ctx, h.pid)
 	var st attackStats
 	var wg sync.WaitGroup
-	addr := u.Host
-	head := fmt.Sprintf("POST /v1/n8n/error HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n", addr, announce)
-	chunk := []byte(strings.Repeat("x", trickle))
-	for i := range attackers {
-		wg.Go(func() {
-			// Spread the first connections over the ramp.
-			select {
-			case <-ctx.Done():
-				return
-			case <-time.After(time.Duration(i) * ramp / time.Duration(2*attackers)):
-			}
-			for ctx.Err() == nil {
-				if mode == "reconnect" {
-					st.idle(ctx, addr, source, every)
-				} else {
-					st.attack(ctx, addr, source, head, chunk, every)
-				}
-			}
-		})
-	}
-	o.scenario, o.concurrency, o.warmup, o.keys = "reserve-unique", reservers, ramp, 1
-	o.label = fmt.Sprintf("during %d hostile connections", attackers)
+	h.attack(ctx, &wg, &st)
+	o := h.o
+	o.scenario, o.concurrency, o.warmup, o.keys = "reserve-unique", h.reservers, h.ramp, 1
+	o.label = fmt.Sprintf("during %d hostile connections", h.attackers)
 	sum, err := drive(ctx, o)
 	cancel()
 	wg.Wait()
 	if err != nil {
 		return err
 	}
+	return h.report(sum, &st, &rss)
+}
+
+// hostileRun is one hostile soak: its flags, checked.
+type hostileRun struct {
+	o                                                    options
+	pid, attackers, announce, trickle, maxRSS, reservers int
+	every, ramp                                          time.Duration
+	mode, from                                           string
+	minOK                                                float64
+	addr                                                 string   // the server's host:port
+	source                                               net.Addr // the attackers' address (nil: any)
+}
+
+// parseHostile reads hostile's flags and refuses what it must not do.
+func parseHostile(args []string) (*hostileRun, error) {
+	h := &hostileRun{}
+	fs := flag.NewFlagSet("guard-bench hostile", flag.ContinueOnError)
+	fs.StringVar(&h.o.url, "url", "http://127.0.0.1:8080", "base URL of the server (loopback only)")
+	fs.StringVar(&h.o.token, "token", os.Getenv("N8N_GUARD_TOKEN"), "API token of the reserves (default $N8N_GUARD_TOKEN)")
+	fs.IntVar(&h.pid, "pid", 0, "process id of the server, whose memory is sampled (Linux /proc)")
+	fs.IntVar(&h.attackers, "attackers", 3000, "unauthenticated connections kept open at once")
+	fs.IntVar(&h.announce, "announce", 1<<20, "Content-Length each attacker announces")
+	fs.IntVar(&h.trickle, "trickle", 1024, "bytes an attacker sends at a time")
+	fs.DurationVar(&h.every, "every", 250*time.Millisecond, "pause between an attacker's sends")
+	fs.DurationVar(&h.o.duration, "duration", 30*time.Second, "how long the attack (and the measured reserves) last")
+	fs.DurationVar(&h.ramp, "ramp", 3*time.Second, "time to open the attackers' connections before reserves are measured")
+	fs.IntVar(&h.maxRSS, "max-rss-mib", 256, "fail when the server's peak RSS during the attack exceeds this")
+	fs.IntVar(&h.reservers, "reservers", 4, "authenticated clients reserving during the attack")
+	fs.StringVar(&h.o.namespace, "namespace", "bench", "namespace of the reserves")
+	fs.StringVar(&h.mode, "mode", "slow-body", "slow-body: attackers trickle a large body; reconnect: idle sockets that reconnect when closed or refused")
+	fs.StringVar(&h.from, "from", "", "loopback source address of the attackers (e.g. 127.0.0.2): another client than the reserves")
+	fs.BoolVar(&h.o.fresh, "fresh-conns", false, "reserves open a new connection per request (default in --mode reconnect: a new connection is what a flood can refuse)")
+	fs.Float64Var(&h.minOK, "min-answered", 0.99, "fail unless this share of the reserves during the attack was answered 2xx")
+	if err := fs.Parse(args); err != nil {
+		return nil, err
+	}
+	if err := h.check(); err != nil {
+		return nil, err
+	}
+	if h.mode == "reconnect" && !isSet(fs, "fresh-conns") {
+		h.o.fresh = true
+	}
+	if h.pid <= 0 || h.o.token == "" || h.attackers < 1 || h.o.duration <= 0 {
+		return nil, errors.New("--pid, --token, a positive --attackers and --duration are required")
+	}
+	return h, nil
+}
+
+// check keeps the attack on loopback and its mode known, and sets addr
+// and source.
+func (h *hostileRun) check() error {
+	u, err := url.Parse(h.o.url)
+	if err != nil {
+		return fmt.Errorf("--url: %w", err)
+	}
+	if ip := net.ParseIP(u.Hostname()); !(u.Hostname() == "localhost" || (ip != nil && ip.IsLoopback())) {
+		return fmt.Errorf("--url %s: hostile only attacks a loopback address", h.o.url)
+	}
+	h.addr = u.Host
+	if h.from != "" {
+		ip := net.ParseIP(h.from)
+		if ip == nil || !ip.IsLoopback() {
+			return fmt.Errorf("--from %s: attackers only use loopback addresses", h.from)
+		}
+		h.source = &net.TCPAddr{IP: ip}
+	}
+	if h.mode != "slow-body" && h.mode != "reconnect" {
+		return fmt.Errorf("unknown --mode %q", h.mode)
+	}
+	return nil
+}
+
+// rssPeak is the server's highest resident memory seen, and how often it
+// was read.
+type rssPeak struct{ peak, samples atomic.Int64 }
+
+// sample reads pid's RSS every 100 ms until ctx ends.
+func (r *rssPeak) sample(ctx context.Context, pid int) {
+	t := time.NewTicker(100 * time.Millisecond)
+	defer t.Stop()
+	for ctx.Err() == nil {
+		if rss, err := readRSS(pid); err == nil {
+			r.samples.Add(1)
+			for old := r.peak.Load(); rss > old && !r.peak.CompareAndSwap(old, rss); old = r.peak.Load() {
+			}
+		}
+		select {
+		case <-ctx.Done():
+		case <-t.C:
+		}
+	}
+}
+
+// attack starts the attackers, spread over the ramp, each until ctx ends.
+func (h *hostileRun) attack(ctx context.Context, wg *sync.WaitGroup, st *attackStats) {
+	head := fmt.Sprintf("POST /v1/n8n/error HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n", h.addr, h.announce)
+	chunk := []byte(strings.Repeat("x", h.trickle))
+	for i := range h.attackers {
+		wg.Go(func() {
+			// Spread the first connections over the ramp.
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(time.Duration(i) * h.ramp / time.Duration(2*h.attackers)):
+			}
+			for ctx.Err() == nil {
+				if h.mode == "reconnect" {
+					st.idle(ctx, h.addr, h.source, h.every)
+				} else {
+					st.attack(ctx, h.addr, h.source, head, chunk, h.every)
+				}
+			}
+		})
+	}
+}
+
+// report prints the reserves, the attack and the server's memory, and
+// fails when the memory went over --max-rss-mib or too few reserves were
+// answered.
+func (h *hostileRun) report(sum Summary, st *attackStats, rss *rssPeak) error {
 	sum.print(os.Stdout)
-	hwm, _ := readStatus(pid, "VmHWM:")
-	now, _ := readRSS(pid)
+	hwm, _ := readStatus(h.pid, "VmHWM:")
+	now, _ := readRSS(h.pid)
 	fmt.Printf("  attack       %s: %d connections opened, %d answered (%s), %d cut by the server\n",
-		mode, st.opened.Load(), st.answered.Load(), st.statuses(), st.cut.Load())
+		h.mode, st.opened.Load(), st.answered.Load(), st.statuses(), st.cut.Load())
 	fmt.Printf("  server RSS   peak %.1f MiB during the attack (%d samples), %.1f MiB after, VmHWM %.1f MiB\n",
-		mib(peak.Load()), samples.Load(), mib(now), mib(hwm))
-	if peak.Load() > int64(maxRSS)<<20 {
-		return fmt.Errorf("peak RSS %.1f MiB is over %d MiB", mib(peak.Load()), maxRSS)
+		mib(rss.peak.Load()), rss.samples.Load(), mib(now), mib(hwm))
+	if rss.peak.Load() > int64(h.maxRSS)<<20 {
+		return fmt.Errorf("peak RSS %.1f MiB is over %d MiB", mib(rss.peak.Load()), h.maxRSS)
 	}
 	tried := sum.Requests + sum.Failed4xx + sum.Failed5xx + sum.TransportErrors
 	share := 0.0
@@ -165,9 +198,9 @@ func hostile(args []string) error {
 		share = float64(sum.Requests) / float64(tried)
 	}
 	fmt.Printf("  reserves     %.2f%% of %d answered 2xx during the attack (p99 %.2f ms)\n", 100*share, tried, sum.P99ms)
-	if sum.Requests == 0 || share < minOK {
+	if sum.Requests == 0 || share < h.minOK {
 		return fmt.Errorf("authenticated reserves were not answered during the attack: %d of %d (want %.2f%%), errors %v",
-			sum.Requests, tried, 100*minOK, sum.Errors)
+			sum.Requests, tried, 100*h.minOK, sum.Errors)
 	}
 	return nil
 }

@@ -80,10 +80,10 @@ func TestReconnectFloodAgainstTheRealAPI(t *testing.T) {
 		return []string{"--url", url, "--token", "t0k", "--pid", strconv.Itoa(os.Getpid()), "--mode", "reconnect", "--from", "127.0.0.2",
 			"--attackers", "60", "--every", "20ms", "--duration", "800ms", "--ramp", "300ms", "--reservers", "2", "--max-rss-mib", "4096"}
 	}
-	if err := hostile(args(serveWith(api.Config{MaxConnections: 40, ClientConnections: 10}))); err != nil {
+	if err := hostile(args(serveWith(api.Config{Limits: api.Limits{MaxConnections: 40, ClientConnections: 10}}))); err != nil {
 		t.Fatalf("with the per-client share: %v", err)
 	}
-	err := hostile(args(serveWith(api.Config{MaxConnections: 40, ClientConnections: -1})))
+	err := hostile(args(serveWith(api.Config{Limits: api.Limits{MaxConnections: 40, ClientConnections: -1}})))
 	if err == nil || !strings.Contains(err.Error(), "not answered") {
 		t.Fatalf("without the per-client share the flood must starve the reserves, got %v", err)
 	}

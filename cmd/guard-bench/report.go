@@ -24,60 +24,19 @@ func report(args []string) error {
 	if fs.NArg() != 1 {
 		return fmt.Errorf("usage: guard-bench report [--base LABEL] results.jsonl")
 	}
-	f, err := os.Open(fs.Arg(0))
+	runs, err := readRuns(fs.Arg(0))
 	if err != nil {
 		return err
 	}
-	defer f.Close()
-	var runs []Summary
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	for sc.Scan() {
-		var s Summary
-		if err := json.Unmarshal(sc.Bytes(), &s); err != nil {
-			return fmt.Errorf("%s: %w", fs.Arg(0), err)
-		}
-		runs = append(runs, s)
-	}
-	if err := sc.Err(); err != nil {
-		return err
-	}
-	// Runs of the same scenario and label (REPEAT rounds) are folded into
-	// their median, with the spread of throughput shown beside it.
-	type group struct {
-		scenario, label string
-		runs            []Summary
-	}
-	var groups []*group
-	byKey := map[string]*group{}
-	for _, r := range runs {
-		k := r.Scenario + "\x00" + r.Label
-		if byKey[k] == nil {
-			byKey[k] = &group{scenario: r.Scenario, label: r.Label}
-			groups = append(groups, byKey[k])
-		}
-		byKey[k].runs = append(byKey[k].runs, r)
-	}
-	med := func(g *group, f func(Summary) float64) float64 {
-		v := make([]float64, len(g.runs))
-		for i, r := range g.runs {
-			v[i] = f(r)
-		}
-		sort.Float64s(v)
-		if len(v)%2 == 1 {
-			return v[len(v)/2]
-		}
-		return (v[len(v)/2-1] + v[len(v)/2]) / 2
-	}
-	rps := func(r Summary) float64 { return r.RequestsPerS }
+	groups := groupRuns(runs)
 	var healthz float64
 	baseOf := map[string]float64{}
 	for _, g := range groups {
 		if g.scenario == "healthz" && healthz == 0 {
-			healthz = med(g, rps)
+			healthz = g.median(rps)
 		}
 		if g.label == *base {
-			baseOf[g.scenario] = med(g, rps)
+			baseOf[g.scenario] = g.median(rps)
 		}
 	}
 	w := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
@@ -90,13 +49,71 @@ func report(args []string) error {
 			}
 			lo, hi = math.Min(lo, r.RequestsPerS), math.Max(hi, r.RequestsPerS)
 		}
-		m := med(g, rps)
+		m := g.median(rps)
 		fmt.Fprintf(w, "%s\t%s\t%d\t%.0f\t(%.0f-%.0f)\t%.2f\t%.2f\t%.2f\t%d\t%s\t%s\t\n", g.scenario, g.label, len(g.runs), m, lo, hi,
-			med(g, func(r Summary) float64 { return r.P50ms }), med(g, func(r Summary) float64 { return r.P95ms }),
-			med(g, func(r Summary) float64 { return r.P99ms }), errs, ratio(m, baseOf[g.scenario]), ratio(m, healthz))
+			g.median(func(r Summary) float64 { return r.P50ms }), g.median(func(r Summary) float64 { return r.P95ms }),
+			g.median(func(r Summary) float64 { return r.P99ms }), errs, ratio(m, baseOf[g.scenario]), ratio(m, healthz))
 	}
 	return w.Flush()
 }
+
+// readRuns reads the summaries of a results file, one JSON line each.
+func readRuns(path string) ([]Summary, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	var runs []Summary
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		var s Summary
+		if err := json.Unmarshal(sc.Bytes(), &s); err != nil {
+			return nil, fmt.Errorf("%s: %w", path, err)
+		}
+		runs = append(runs, s)
+	}
+	return runs, sc.Err()
+}
+
+// runGroup is the runs of one scenario and label (REPEAT rounds), folded
+// into their median, with the spread of throughput shown beside it.
+type runGroup struct {
+	scenario, label string
+	runs            []Summary
+}
+
+// groupRuns groups runs by scenario and label, in the order they first
+// appear.
+func groupRuns(runs []Summary) []*runGroup {
+	var groups []*runGroup
+	byKey := map[string]*runGroup{}
+	for _, r := range runs {
+		k := r.Scenario + "\x00" + r.Label
+		if byKey[k] == nil {
+			byKey[k] = &runGroup{scenario: r.Scenario, label: r.Label}
+			groups = append(groups, byKey[k])
+		}
+		byKey[k].runs = append(byKey[k].runs, r)
+	}
+	return groups
+}
+
+// median is the median of f over the group's runs.
+func (g *runGroup) median(f func(Summary) float64) float64 {
+	v := make([]float64, len(g.runs))
+	for i, r := range g.runs {
+		v[i] = f(r)
+	}
+	sort.Float64s(v)
+	if len(v)%2 == 1 {
+		return v[len(v)/2]
+	}
+	return (v[len(v)/2-1] + v[len(v)/2]) / 2
+}
+
+func rps(r Summary) float64 { return r.RequestsPerS }
 
 func ratio(a, b float64) string {
 	if b == 0 {

@@ -13,14 +13,14 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
-	"github.com/n8n-guard/n8n-guard/api"
 	"github.com/n8n-guard/n8n-guard/internal/tune"
 )
 
-// Defaults of serve.
+// Defaults of serve (NewConfig).
 const (
-	DefaultAddr    = "127.0.0.1:8080"
-	DefaultDataDir = "./n8n-guard-data"
+	DefaultAddr            = "127.0.0.1:8080"
+	DefaultDataDir         = "./n8n-guard-data"
+	DefaultShutdownTimeout = 10 * time.Second
 )
 
 func newRootCmd(getenv func(string) string, stdout, stderr io.Writer) *cobra.Command {
@@ -82,30 +82,8 @@ func applyEnv(fs *pflag.FlagSet, getenv func(string) string) error {
 	return err
 }
 
-type serveFlags struct {
-	addr, data, config, store string
-	bodyLimit                 int
-	maxConnections            int
-	trustedProxies            []string
-	clientConnections         int
-	unauthPerMinute           int
-	signInPerMinute           int
-	readTimeout               time.Duration
-	writeTimeout              time.Duration
-	idleTimeout               time.Duration
-	shutdownTimeout           time.Duration
-	sweepInterval             time.Duration
-	logLevel, logFormat       string
-	acceptRestore             bool
-}
-
-func newServeCmd(getenv func(string) string) *cobra.Command {
-	var f serveFlags
-	var tf tlsFlags
-	cmd := &cobra.Command{
-		Use:   "serve",
-		Short: "Run the n8n-guard HTTP service",
-		Long: `Run the n8n-guard HTTP service.
+// serveLong is serve's help: where the secrets and integrations come from.
+const serveLong = `Run the n8n-guard HTTP service.
 
 API tokens come from N8N_GUARD_TOKENS (comma-separated). Without it, a token
 is generated on first start and kept in <data>/api-token (mode 0600); on
@@ -116,69 +94,60 @@ the data folder, or on PostgreSQL in the database, shared by every replica.
 Slack delivery uses SLACK_BOT_TOKEN and SLACK_API_URL; button clicks arrive
 over HTTP (SLACK_SIGNING_SECRET) or Socket Mode (SLACK_APP_TOKEN).
 N8N_API_URL and N8N_API_KEY (n8n's public API) enable "Retry execution";
-the console links executions and workflows to N8N_URL (default: N8N_API_URL's n8n).`,
-		Args: cobra.NoArgs,
+the console links executions and workflows to N8N_URL (default: N8N_API_URL's n8n).`
+
+// logFlags are serve's --log-level and --log-format.
+type logFlags struct{ level, format string }
+
+func newServeCmd(getenv func(string) string) *cobra.Command {
+	cfg := NewConfig() // the flags write into it, from its defaults
+	var tf tlsFlags
+	var lf logFlags
+	cmd := &cobra.Command{
+		Use:   "serve",
+		Short: "Run the n8n-guard HTTP service",
+		Long:  serveLong,
+		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			log, err := newLogger(cmd.ErrOrStderr(), f.logLevel, f.logFormat)
+			log, err := newLogger(cmd.ErrOrStderr(), lf.level, lf.format)
 			if err != nil {
 				return err
 			}
-			cfg := Config{
-				Addr: f.addr, TLS: tf.config(), DataDir: f.data, ConfigFile: f.config, Store: f.store,
-				Tokens:    splitTokens(getenv("N8N_GUARD_TOKENS")),
-				BodyLimit: f.bodyLimit, ReadTimeout: f.readTimeout, WriteTimeout: f.writeTimeout,
-				IdleTimeout: f.idleTimeout, ShutdownTimeout: f.shutdownTimeout, SweepInterval: f.sweepInterval,
-				SlackBotToken:      getenv("SLACK_BOT_TOKEN"),
-				SlackAPIURL:        getenv("SLACK_API_URL"),
-				SlackSigningSecret: getenv("SLACK_SIGNING_SECRET"),
-				SlackAppToken:      getenv("SLACK_APP_TOKEN"),
-				N8nAPIURL:          getenv("N8N_API_URL"),
-				N8nAPIKey:          getenv("N8N_API_KEY"),
-				N8nURL:             getenv("N8N_URL"),
-				ResumeSecret:       getenv("N8N_GUARD_RESUME_SECRET"),
-				ConsoleSessionKey:  getenv("N8N_GUARD_CONSOLE_SESSION_KEY"),
-				CheckSecret:        getenv("N8N_GUARD_CHECK_SECRET"),
-				ResumeOrigins:      splitTokens(getenv("N8N_GUARD_RESUME_ORIGINS")),
-				ResumePath:         getenv("N8N_GUARD_RESUME_PATH"),
-			}
-			if cfg.ConfigFile != "" {
-				if cfg.File, err = LoadFile(cfg.ConfigFile); err != nil {
-					return err
-				}
-			}
-			cfg.MaxConnections = f.maxConnections
-			cfg.AcceptRestore = f.acceptRestore
-			cfg.TrustedProxies, cfg.ClientConnections = f.trustedProxies, f.clientConnections
-			cfg.UnauthenticatedPerMinute, cfg.SignInPerMinute = f.unauthPerMinute, f.signInPerMinute
-			if cfg.ScopedTokens, err = cfg.File.ScopedTokens(getenv); err != nil {
-				return fmt.Errorf("config %s: %w", cfg.ConfigFile, err)
-			}
-			if cfg.Console, err = cfg.File.ConsoleSignIn(getenv, os.ReadFile); err != nil {
-				return fmt.Errorf("config %s: %w", cfg.ConfigFile, err)
+			cfg.TLS = tf.config()
+			if err := cfg.applyEnvAndFile(getenv); err != nil {
+				return err
 			}
 			return serve(cmd, cfg, log)
 		},
 	}
 	fs := cmd.Flags()
-	fs.StringVar(&f.addr, "addr", DefaultAddr, "address to listen on")
-	fs.StringVar(&f.data, "data", DefaultDataDir, "data folder (store file, generated API token)")
-	fs.StringVar(&f.config, "config", "", "YAML configuration file (namespaces, destinations, notify, owners)")
-	fs.StringVar(&f.store, "store", "", "store: empty for the bbolt file in --data, or a postgres:// URL (several n8n-guard processes on one database)")
-	fs.IntVar(&f.bodyLimit, "body-limit", api.DefaultBodyLimit, "largest request body in bytes")
-	fs.IntVar(&f.maxConnections, "max-connections", api.DefaultMaxConnections, "most client connections open at once; more are answered 503 overloaded")
-	fs.StringSliceVar(&f.trustedProxies, "trusted-proxies", nil, "reverse proxies (IPs or CIDR ranges, comma-separated) whose X-Forwarded-For and X-Forwarded-Proto are believed; nobody else's")
-	fs.IntVar(&f.clientConnections, "client-connections", api.DefaultClientConnections, "connections one client address may hold before any shows a valid token; more are answered 429 rate_limited (-1: no limit)")
-	fs.IntVar(&f.unauthPerMinute, "unauthenticated-per-minute", api.DefaultUnauthenticatedPerMinute, "/v1 requests without a valid token one client may send a minute; more are answered 429 rate_limited (-1: no limit)")
-	fs.IntVar(&f.signInPerMinute, "signin-per-minute", api.DefaultSignInPerMinute, "console sign-in attempts one client may make a minute (-1: no limit)")
-	fs.DurationVar(&f.readTimeout, "read-timeout", api.DefaultReadTimeout, "time to read a request")
-	fs.DurationVar(&f.writeTimeout, "write-timeout", api.DefaultWriteTimeout, "time to write an answer")
-	fs.DurationVar(&f.idleTimeout, "idle-timeout", api.DefaultIdleTimeout, "how long an idle keep-alive connection stays open")
-	fs.DurationVar(&f.shutdownTimeout, "shutdown-timeout", 10*time.Second, "how long shutdown waits for in-flight requests")
-	fs.DurationVar(&f.sweepInterval, "sweep-interval", DefaultSweepInterval, "how often expired leases and records are swept")
-	fs.BoolVar(&f.acceptRestore, "accept-restore", false, "start on a bbolt store file older than the one this data folder last served (a backup restored in place), logging what the restore lost; once (docs/runbooks.md, \"Restoring a backup\")")
-	fs.StringVar(&f.logLevel, "log-level", "info", "debug (one line per request), info, warn or error")
-	fs.StringVar(&f.logFormat, "log-format", "text", "text or json")
+	addServeFlags(fs, &cfg, &lf)
 	tf.add(fs) // tls.go
+	return cmd
+}
+
+// addServeFlags binds serve's flags to the fields of cfg they set, with
+// cfg's values as their defaults, and each flag to its variable.
+func addServeFlags(fs *pflag.FlagSet, cfg *Config, lf *logFlags) {
+	h := &cfg.HTTP
+	fs.StringVar(&cfg.Addr, "addr", cfg.Addr, "address to listen on")
+	fs.StringVar(&cfg.DataDir, "data", cfg.DataDir, "data folder (store file, generated API token)")
+	fs.StringVar(&cfg.ConfigFile, "config", "", "YAML configuration file (namespaces, destinations, notify, owners)")
+	fs.StringVar(&cfg.Store, "store", "", "store: empty for the bbolt file in --data, or a postgres:// URL (several n8n-guard processes on one database)")
+	fs.IntVar(&h.BodyLimit, "body-limit", h.BodyLimit, "largest request body in bytes")
+	fs.IntVar(&h.MaxConnections, "max-connections", h.MaxConnections, "most client connections open at once; more are answered 503 overloaded")
+	fs.StringSliceVar(&h.TrustedProxies, "trusted-proxies", nil, "reverse proxies (IPs or CIDR ranges, comma-separated) whose X-Forwarded-For and X-Forwarded-Proto are believed; nobody else's")
+	fs.IntVar(&h.ClientConnections, "client-connections", h.ClientConnections, "connections one client address may hold before any shows a valid token; more are answered 429 rate_limited (-1: no limit)")
+	fs.IntVar(&h.UnauthenticatedPerMinute, "unauthenticated-per-minute", h.UnauthenticatedPerMinute, "/v1 requests without a valid token one client may send a minute; more are answered 429 rate_limited (-1: no limit)")
+	fs.IntVar(&h.SignInPerMinute, "signin-per-minute", h.SignInPerMinute, "console sign-in attempts one client may make a minute (-1: no limit)")
+	fs.DurationVar(&h.ReadTimeout, "read-timeout", h.ReadTimeout, "time to read a request")
+	fs.DurationVar(&h.WriteTimeout, "write-timeout", h.WriteTimeout, "time to write an answer")
+	fs.DurationVar(&h.IdleTimeout, "idle-timeout", h.IdleTimeout, "how long an idle keep-alive connection stays open")
+	fs.DurationVar(&cfg.ShutdownTimeout, "shutdown-timeout", cfg.ShutdownTimeout, "how long shutdown waits for in-flight requests")
+	fs.DurationVar(&cfg.SweepInterval, "sweep-interval", cfg.SweepInterval, "how often expired leases and records are swept")
+	fs.BoolVar(&cfg.AcceptRestore, "accept-restore", false, "start on a bbolt store file older than the one this data folder last served (a backup restored in place), logging what the restore lost; once (docs/runbooks.md, \"Restoring a backup\")")
+	fs.StringVar(&lf.level, "log-level", "info", "debug (one line per request), info, warn or error")
+	fs.StringVar(&lf.format, "log-format", "text", "text or json")
 	for flag, env := range map[string]string{
 		"addr": "N8N_GUARD_ADDR", "data": "N8N_GUARD_DATA", "config": "N8N_GUARD_CONFIG", "store": "N8N_GUARD_STORE",
 		"body-limit": "N8N_GUARD_BODY_LIMIT", "max-connections": "N8N_GUARD_MAX_CONNECTIONS", "read-timeout": "N8N_GUARD_READ_TIMEOUT",
@@ -190,7 +159,31 @@ the console links executions and workflows to N8N_URL (default: N8N_API_URL's n8
 	} {
 		bindEnv(fs, flag, env)
 	}
-	return cmd
+}
+
+// applyEnvAndFile reads what only the environment sets (tokens, secrets,
+// Slack, n8n) and the YAML file, after the flags have been parsed.
+func (c *Config) applyEnvAndFile(getenv func(string) string) (err error) {
+	c.Tokens = splitTokens(getenv("N8N_GUARD_TOKENS"))
+	c.SlackBotToken, c.SlackAPIURL = getenv("SLACK_BOT_TOKEN"), getenv("SLACK_API_URL")
+	c.SlackSigningSecret, c.SlackAppToken = getenv("SLACK_SIGNING_SECRET"), getenv("SLACK_APP_TOKEN")
+	c.N8nAPIURL, c.N8nAPIKey, c.N8nURL = getenv("N8N_API_URL"), getenv("N8N_API_KEY"), getenv("N8N_URL")
+	c.ResumeSecret = getenv("N8N_GUARD_RESUME_SECRET")
+	c.ConsoleSessionKey = getenv("N8N_GUARD_CONSOLE_SESSION_KEY")
+	c.CheckSecret = getenv("N8N_GUARD_CHECK_SECRET")
+	c.ResumeOrigins, c.ResumePath = splitTokens(getenv("N8N_GUARD_RESUME_ORIGINS")), getenv("N8N_GUARD_RESUME_PATH")
+	if c.ConfigFile != "" {
+		if c.File, err = LoadFile(c.ConfigFile); err != nil {
+			return err
+		}
+	}
+	if c.ScopedTokens, err = c.File.ScopedTokens(getenv); err != nil {
+		return fmt.Errorf("config %s: %w", c.ConfigFile, err)
+	}
+	if c.Console, err = c.File.ConsoleSignIn(getenv, os.ReadFile); err != nil {
+		return fmt.Errorf("config %s: %w", c.ConfigFile, err)
+	}
+	return nil
 }
 
 // serve runs Main until SIGTERM or SIGINT, then drains and closes it.

@@ -49,24 +49,18 @@ type Config struct {
 	// (FileConfig.ConsoleSignIn); its session key is read at start.
 	Console api.ConsoleConfig
 
-	MaxConnections int
+	// HTTP are the server's limits and timeouts (serve's flags), handed
+	// to the API as they are; api.Limits says each default.
+	HTTP api.Limits
 	// AcceptRestore starts on a bbolt file older than the one the data
 	// folder last served (a backup restored in place), logging it.
 	AcceptRestore bool
-	// The per-client limits (api.Config): trusted reverse proxies, a
-	// client's unauthenticated connections, its requests without a
-	// token and its console sign-ins a minute.
-	TrustedProxies           []string
-	ClientConnections        int
-	UnauthenticatedPerMinute int
-	SignInPerMinute          int
-
-	BodyLimit       int
-	ReadTimeout     time.Duration
-	WriteTimeout    time.Duration
-	IdleTimeout     time.Duration
+	// ShutdownTimeout: how long Close waits for in-flight requests
+	// (default DefaultShutdownTimeout, 10 s).
 	ShutdownTimeout time.Duration
-	SweepInterval   time.Duration
+	// SweepInterval: how often expired leases and records are swept
+	// (default DefaultSweepInterval, 1 min).
+	SweepInterval time.Duration
 
 	SlackBotToken string
 	SlackAPIURL   string
@@ -101,6 +95,20 @@ type Config struct {
 	ResumePath    string
 
 	File FileConfig
+}
+
+// NewConfig is serve's configuration before flags, the environment and
+// the file apply: every default, as the flags show them.
+func NewConfig() Config {
+	return Config{Addr: DefaultAddr, DataDir: DefaultDataDir, HTTP: api.Limits{}.WithDefaults()}.withDefaults()
+}
+
+// withDefaults fills in the defaults Main applies itself (NewMain); a zero
+// or negative duration is the default. The components fill in their own.
+func (c Config) withDefaults() Config {
+	c.ShutdownTimeout = cmp.Or(max(c.ShutdownTimeout, 0), DefaultShutdownTimeout)
+	c.SweepInterval = cmp.Or(max(c.SweepInterval, 0), DefaultSweepInterval)
+	return c
 }
 
 // FileConfig is the YAML file. The keys the contract fixes mean exactly
@@ -456,40 +464,10 @@ func (fc FileConfig) Policies() (keystore.Policies, error) {
 		Destinations: make(map[string]keystore.DestinationPolicy, len(fc.Destinations)),
 	}
 	for _, name := range sortedKeys(fc.Namespaces) {
-		n := fc.Namespaces[name]
-		where := "namespaces." + name
-		if !keystore.ValidNamespace(name) {
-			return p, fmt.Errorf("%s: not a valid namespace name (1-64 of a-z, 0-9, '.', '_', '-', starting with a letter or digit)", where)
-		}
-		lease := time.Duration(n.Lease)
-		if lease != 0 && (lease < time.Second || lease > keystore.MaxLeaseSeconds*time.Second || lease%time.Second != 0) {
-			return p, fmt.Errorf("%s.lease: %s must be whole seconds between 1s and 24h", where, lease)
-		}
-		if n.Retention < 0 {
-			return p, fmt.Errorf("%s.retention: must not be negative", where)
-		}
-		expiry := keystore.LeaseExpiry(n.OnLeaseExpiry)
-		switch expiry {
-		case "", keystore.ExpireToUnknown, keystore.ExpireReclaim:
-		default:
-			return p, fmt.Errorf("%s.on_lease_expiry: %q must be %q or %q", where, n.OnLeaseExpiry, keystore.ExpireToUnknown, keystore.ExpireReclaim)
-		}
-		p.Namespaces[name] = keystore.NamespacePolicy{
-			Lease: lease, Retention: time.Duration(n.Retention), OnLeaseExpiry: expiry,
-			Owner: n.Owner, Runbook: n.Runbook, ParkedLimit: time.Duration(n.ParkedLimit), Check: n.Check,
-		}
-		if err := fc.checkNamed(where, n.Check); err != nil {
-			return p, err
-		}
-		if n.ParkedLimit < 0 {
-			return p, fmt.Errorf("%s.parked_limit: must not be negative", where)
-		}
-		ap, err := n.approval(where)
+		np, err := fc.namespacePolicy(name, fc.Namespaces[name])
 		if err != nil {
 			return p, err
 		}
-		np := p.Namespaces[name]
-		np.Approval = ap
 		p.Namespaces[name] = np
 	}
 	people, err := fc.people()
@@ -498,58 +476,123 @@ func (fc FileConfig) Policies() (keystore.Policies, error) {
 	}
 	p.People = people
 	for _, name := range sortedKeys(fc.Destinations) {
-		d := fc.Destinations[name]
-		where := "destinations." + name
-		if !keystore.ValidNamespace(name) {
-			return p, fmt.Errorf("%s: not a valid destination name (1-64 of a-z, 0-9, '.', '_', '-', starting with a letter or digit)", where)
-		}
-		if d.Cooldown < 0 {
-			return p, fmt.Errorf("%s.cooldown: must not be negative", where)
-		}
-		dp := keystore.DestinationPolicy{Cooldown: time.Duration(d.Cooldown), Owner: d.Owner, Check: d.Check}
-		if err := fc.checkNamed(where, d.Check); err != nil {
+		dp, err := fc.destinationPolicy(name, fc.Destinations[name])
+		if err != nil {
 			return p, err
-		}
-		if d.FailureThreshold != nil {
-			if *d.FailureThreshold < 1 {
-				return p, fmt.Errorf("%s.failure_threshold: %d must be at least 1", where, *d.FailureThreshold)
-			}
-			dp.FailureThreshold = *d.FailureThreshold
-		}
-		if d.UnreachableThreshold != nil {
-			failures := cmp.Or(dp.FailureThreshold, keystore.DefaultFailureThreshold)
-			if *d.UnreachableThreshold < 1 || *d.UnreachableThreshold > failures {
-				return p, fmt.Errorf("%s.unreachable_threshold: %d must be 1-%d (at most failure_threshold)", where, *d.UnreachableThreshold, failures)
-			}
-			dp.UnreachableThreshold = *d.UnreachableThreshold
-		}
-		if d.Namespaces != nil && len(d.Namespaces) == 0 {
-			return p, fmt.Errorf("%s.namespaces: an empty list would admit no namespace; leave it out to admit every namespace", where)
-		}
-		for i, ns := range d.Namespaces {
-			if !keystore.ValidNamespace(ns) {
-				return p, fmt.Errorf("%s.namespaces[%d]: %q is not a valid namespace name", where, i, ns)
-			}
-			if slices.Contains(d.Namespaces[:i], ns) {
-				return p, fmt.Errorf("%s.namespaces[%d]: %q is listed twice", where, i, ns)
-			}
-		}
-		dp.Namespaces = slices.Clone(d.Namespaces)
-		if d.CatchUpRate != nil {
-			if !(*d.CatchUpRate > 0 && *d.CatchUpRate <= 10000) {
-				return p, fmt.Errorf("%s.catch_up_rate: %v must be a number of resumes per second above 0 (at most 10000)", where, *d.CatchUpRate)
-			}
-			dp.CatchUpRate = *d.CatchUpRate
-		}
-		if d.CatchUpConcurrency != nil {
-			if *d.CatchUpConcurrency < 1 || *d.CatchUpConcurrency > 1000 {
-				return p, fmt.Errorf("%s.catch_up_concurrency: %d must be 1-1000", where, *d.CatchUpConcurrency)
-			}
-			dp.CatchUpConcurrency = *d.CatchUpConcurrency
 		}
 		p.Destinations[name] = dp
 	}
 	return p, nil
+}
+
+// namespacePolicy checks one entry of namespaces: and maps it to the
+// keystore's policy.
+func (fc FileConfig) namespacePolicy(name string, n NamespaceConfig) (keystore.NamespacePolicy, error) {
+	where := "namespaces." + name
+	if !keystore.ValidNamespace(name) {
+		return keystore.NamespacePolicy{}, fmt.Errorf("%s: not a valid namespace name (1-64 of a-z, 0-9, '.', '_', '-', starting with a letter or digit)", where)
+	}
+	lease := time.Duration(n.Lease)
+	if lease != 0 && (lease < time.Second || lease > keystore.MaxLeaseSeconds*time.Second || lease%time.Second != 0) {
+		return keystore.NamespacePolicy{}, fmt.Errorf("%s.lease: %s must be whole seconds between 1s and 24h", where, lease)
+	}
+	if n.Retention < 0 {
+		return keystore.NamespacePolicy{}, fmt.Errorf("%s.retention: must not be negative", where)
+	}
+	expiry := keystore.LeaseExpiry(n.OnLeaseExpiry)
+	switch expiry {
+	case "", keystore.ExpireToUnknown, keystore.ExpireReclaim:
+	default:
+		return keystore.NamespacePolicy{}, fmt.Errorf("%s.on_lease_expiry: %q must be %q or %q", where, n.OnLeaseExpiry, keystore.ExpireToUnknown, keystore.ExpireReclaim)
+	}
+	np := keystore.NamespacePolicy{
+		Lease: lease, Retention: time.Duration(n.Retention), OnLeaseExpiry: expiry,
+		Owner: n.Owner, Runbook: n.Runbook, ParkedLimit: time.Duration(n.ParkedLimit), Check: n.Check,
+	}
+	if err := fc.checkNamed(where, n.Check); err != nil {
+		return np, err
+	}
+	if n.ParkedLimit < 0 {
+		return np, fmt.Errorf("%s.parked_limit: must not be negative", where)
+	}
+	var err error
+	np.Approval, err = n.approval(where)
+	return np, err
+}
+
+// destinationPolicy checks one entry of destinations: and maps it to the
+// keystore's policy.
+func (fc FileConfig) destinationPolicy(name string, d DestinationConfig) (keystore.DestinationPolicy, error) {
+	where := "destinations." + name
+	if !keystore.ValidNamespace(name) {
+		return keystore.DestinationPolicy{}, fmt.Errorf("%s: not a valid destination name (1-64 of a-z, 0-9, '.', '_', '-', starting with a letter or digit)", where)
+	}
+	if d.Cooldown < 0 {
+		return keystore.DestinationPolicy{}, fmt.Errorf("%s.cooldown: must not be negative", where)
+	}
+	dp := keystore.DestinationPolicy{Cooldown: time.Duration(d.Cooldown), Owner: d.Owner, Check: d.Check}
+	if err := fc.checkNamed(where, d.Check); err != nil {
+		return dp, err
+	}
+	if err := d.thresholds(where, &dp); err != nil {
+		return dp, err
+	}
+	if err := d.checkNamespaces(where); err != nil {
+		return dp, err
+	}
+	dp.Namespaces = slices.Clone(d.Namespaces)
+	return dp, d.catchUp(where, &dp)
+}
+
+// thresholds reads failure_threshold and unreachable_threshold into dp.
+func (d DestinationConfig) thresholds(where string, dp *keystore.DestinationPolicy) error {
+	if d.FailureThreshold != nil {
+		if *d.FailureThreshold < 1 {
+			return fmt.Errorf("%s.failure_threshold: %d must be at least 1", where, *d.FailureThreshold)
+		}
+		dp.FailureThreshold = *d.FailureThreshold
+	}
+	if d.UnreachableThreshold != nil {
+		failures := cmp.Or(dp.FailureThreshold, keystore.DefaultFailureThreshold)
+		if *d.UnreachableThreshold < 1 || *d.UnreachableThreshold > failures {
+			return fmt.Errorf("%s.unreachable_threshold: %d must be 1-%d (at most failure_threshold)", where, *d.UnreachableThreshold, failures)
+		}
+		dp.UnreachableThreshold = *d.UnreachableThreshold
+	}
+	return nil
+}
+
+// checkNamespaces checks a destination's namespaces: list.
+func (d DestinationConfig) checkNamespaces(where string) error {
+	if d.Namespaces != nil && len(d.Namespaces) == 0 {
+		return fmt.Errorf("%s.namespaces: an empty list would admit no namespace; leave it out to admit every namespace", where)
+	}
+	for i, ns := range d.Namespaces {
+		if !keystore.ValidNamespace(ns) {
+			return fmt.Errorf("%s.namespaces[%d]: %q is not a valid namespace name", where, i, ns)
+		}
+		if slices.Contains(d.Namespaces[:i], ns) {
+			return fmt.Errorf("%s.namespaces[%d]: %q is listed twice", where, i, ns)
+		}
+	}
+	return nil
+}
+
+// catchUp reads catch_up_rate and catch_up_concurrency into dp.
+func (d DestinationConfig) catchUp(where string, dp *keystore.DestinationPolicy) error {
+	if d.CatchUpRate != nil {
+		if !(*d.CatchUpRate > 0 && *d.CatchUpRate <= 10000) {
+			return fmt.Errorf("%s.catch_up_rate: %v must be a number of resumes per second above 0 (at most 10000)", where, *d.CatchUpRate)
+		}
+		dp.CatchUpRate = *d.CatchUpRate
+	}
+	if d.CatchUpConcurrency != nil {
+		if *d.CatchUpConcurrency < 1 || *d.CatchUpConcurrency > 1000 {
+			return fmt.Errorf("%s.catch_up_concurrency: %d must be 1-1000", where, *d.CatchUpConcurrency)
+		}
+		dp.CatchUpConcurrency = *d.CatchUpConcurrency
+	}
+	return nil
 }
 
 // NotifyConfig maps notify:, owners: and the owners of namespaces: and

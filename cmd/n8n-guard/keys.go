@@ -186,13 +186,17 @@ token <name>)". The answer says who was recorded.`,
 // about half a minute), unless --timeout is longer.
 const bulkTimeout = 30 * time.Minute
 
+// bulkFlags are the flags of keys resolve-bulk: the filter, the decision
+// and how to confirm it.
+type bulkFlags struct {
+	namespace, destination, reason, holder, keyPrefix, text, from, to string
+	states                                                            []string
+	resolution, by, note, resultRef                                   string
+	final, dryRun, yes                                                bool
+}
+
 func newKeysResolveBulkCmd(o *clientOptions) *cobra.Command {
-	var (
-		namespace, destination, reason, holder, keyPrefix, text, from, to string
-		states                                                            []string
-		resolution, by, note, resultRef                                   string
-		final, dryRun, yes                                                bool
-	)
+	var f bulkFlags
 	cmd := &cobra.Command{
 		Use:   "resolve-bulk --resolution failed|completed --by NAME --note TEXT [filter flags] [--dry-run] [--yes]",
 		Short: "Decide every key a filter selects at once, with one reason (e.g. the unknown keys of an incident)",
@@ -213,82 +217,112 @@ may try again (--final: no new attempt). --resolution completed: they did.`,
     --resolution failed --by ann --note "CRM incident 4711: retry after the fix"`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			q := url.Values{"namespace": {namespace}, "destination": {destination}, "state": states, "reason": {reason},
-				"holder": {holder}, "key_prefix": {keyPrefix}, "text": {text}, "from": {from}, "to": {to}}
-			f, err := keystore.FilterFromQuery(q, time.Local)
+			d, words, err := f.decision()
 			if err != nil {
 				return err
-			}
-			d := client.BulkDecision{Filter: f, Resolution: keystore.State(resolution), By: by, Note: note, ResultRef: resultRef, Final: final}
-			words := map[keystore.State]string{keystore.StateFailed: "failed (retryable: a new attempt may start)", keystore.StateCompleted: "completed"}[d.Resolution]
-			if words == "" {
-				return fmt.Errorf("--resolution is failed or completed, not %q", resolution)
-			}
-			if final {
-				words = "failed for good (no new attempt)"
 			}
 			c, err := o.authed()
 			if err != nil {
 				return err
 			}
-			out := cmd.OutOrStdout()
-			if !yes || dryRun {
-				d.DryRun = true
-				count, err := c.ResolveBulk(cmd.Context(), d)
-				if err != nil {
+			if !f.yes || f.dryRun {
+				if done, err := f.confirm(cmd, c, &d, words); done || err != nil {
 					return err
 				}
-				fmt.Fprintf(out, "%d keys match; %d would be decided as %s%s\n", count.Matched, count.Decided, words, skippedText(count.Skipped))
-				if dryRun || count.Decided == 0 {
-					return nil
-				}
-				if !isTerminal(cmd.InOrStdin()) {
-					return fmt.Errorf("not deciding %d keys without a confirmation: stdin is not a terminal; run again with --yes to decide them", count.Decided)
-				}
-				fmt.Fprintf(out, "Decide %d keys as %s? Type yes to go on: ", count.Decided, words)
-				answer, _ := bufio.NewReader(cmd.InOrStdin()).ReadString('\n')
-				if a := strings.ToLower(strings.TrimSpace(answer)); a != "yes" && a != "y" {
-					return errors.New("nothing decided")
-				}
-				d.ID, d.DryRun = count.ID, false // the same id: a repeat decides nothing twice
 			}
-			tok, err := guardToken(o.getenv, o.data)
-			if err != nil {
-				return err
-			}
-			long := client.New(o.url, client.Options{Token: tok, Timeout: max(o.timeout, bulkTimeout)})
-			res, err := long.ResolveBulk(cmd.Context(), d)
-			if err != nil {
-				if d.ID != "" {
-					return fmt.Errorf("%w\n(the same command with --yes finishes what is left; bulk %s decides nothing twice)", err, d.ID)
-				}
-				return err
-			}
-			fmt.Fprintf(out, "decided %d keys as %s (bulk %s)%s\n", res.Decided, words, res.ID, skippedText(res.Skipped))
-			return nil
+			return decideBulk(cmd, o, d, words)
 		},
 	}
+	f.add(cmd)
+	return cmd
+}
+
+func (f *bulkFlags) add(cmd *cobra.Command) {
 	fs := cmd.Flags()
-	fs.StringVar(&namespace, "namespace", "", "only this namespace (required for a token limited to namespaces)")
-	fs.StringArrayVar(&states, "state", nil, "only keys in this state (repeat for several): reserved, completed, failed, unknown, parked")
-	fs.StringVar(&destination, "destination", "", "only keys of this destination")
-	fs.StringVar(&reason, "reason", "", "only keys with this reason, e.g. outcome_unknown")
-	fs.StringVar(&holder, "holder", "", "only keys whose lease holder (the n8n execution) contains this, any case")
-	fs.StringVar(&keyPrefix, "key-prefix", "", "only keys that begin with this")
-	fs.StringVar(&text, "text", "", "only keys that contain this, any case")
-	fs.StringVar(&from, "from", "", "only keys changed at or after this time (2026-12-01T14:30, local time, or RFC 3339)")
-	fs.StringVar(&to, "to", "", "only keys changed before this time")
-	fs.StringVar(&resolution, "resolution", "", "failed (did not take effect) or completed (took effect)")
-	fs.BoolVar(&final, "final", false, "with --resolution failed: no new attempt")
-	fs.StringVar(&by, "by", "", "who decides (required)")
-	fs.StringVar(&note, "note", "", "what was checked and decided (required)")
-	fs.StringVar(&resultRef, "result-ref", "", "reference of the result (with --resolution completed)")
-	fs.BoolVar(&dryRun, "dry-run", false, "only count: nothing is decided")
-	fs.BoolVar(&yes, "yes", false, "decide without asking")
+	fs.StringVar(&f.namespace, "namespace", "", "only this namespace (required for a token limited to namespaces)")
+	fs.StringArrayVar(&f.states, "state", nil, "only keys in this state (repeat for several): reserved, completed, failed, unknown, parked")
+	fs.StringVar(&f.destination, "destination", "", "only keys of this destination")
+	fs.StringVar(&f.reason, "reason", "", "only keys with this reason, e.g. outcome_unknown")
+	fs.StringVar(&f.holder, "holder", "", "only keys whose lease holder (the n8n execution) contains this, any case")
+	fs.StringVar(&f.keyPrefix, "key-prefix", "", "only keys that begin with this")
+	fs.StringVar(&f.text, "text", "", "only keys that contain this, any case")
+	fs.StringVar(&f.from, "from", "", "only keys changed at or after this time (2026-12-01T14:30, local time, or RFC 3339)")
+	fs.StringVar(&f.to, "to", "", "only keys changed before this time")
+	fs.StringVar(&f.resolution, "resolution", "", "failed (did not take effect) or completed (took effect)")
+	fs.BoolVar(&f.final, "final", false, "with --resolution failed: no new attempt")
+	fs.StringVar(&f.by, "by", "", "who decides (required)")
+	fs.StringVar(&f.note, "note", "", "what was checked and decided (required)")
+	fs.StringVar(&f.resultRef, "result-ref", "", "reference of the result (with --resolution completed)")
+	fs.BoolVar(&f.dryRun, "dry-run", false, "only count: nothing is decided")
+	fs.BoolVar(&f.yes, "yes", false, "decide without asking")
 	_ = cmd.MarkFlagRequired("resolution")
 	_ = cmd.MarkFlagRequired("by")
 	_ = cmd.MarkFlagRequired("note")
-	return cmd
+}
+
+// decision is the bulk decision the flags ask for, and the words that
+// say it to a person.
+func (f *bulkFlags) decision() (client.BulkDecision, string, error) {
+	q := url.Values{"namespace": {f.namespace}, "destination": {f.destination}, "state": f.states, "reason": {f.reason},
+		"holder": {f.holder}, "key_prefix": {f.keyPrefix}, "text": {f.text}, "from": {f.from}, "to": {f.to}}
+	filter, err := keystore.FilterFromQuery(q, time.Local)
+	if err != nil {
+		return client.BulkDecision{}, "", err
+	}
+	d := client.BulkDecision{Filter: filter, Resolution: keystore.State(f.resolution), By: f.by, Note: f.note, ResultRef: f.resultRef, Final: f.final}
+	words := map[keystore.State]string{keystore.StateFailed: "failed (retryable: a new attempt may start)", keystore.StateCompleted: "completed"}[d.Resolution]
+	if words == "" {
+		return d, "", fmt.Errorf("--resolution is failed or completed, not %q", f.resolution)
+	}
+	if f.final {
+		words = "failed for good (no new attempt)"
+	}
+	return d, words, nil
+}
+
+// confirm counts first (a dry run) and, unless --dry-run, asks on the
+// terminal; done is true when nothing is to be decided. A confirmed d
+// carries the count's id: a repeat decides nothing twice.
+func (f *bulkFlags) confirm(cmd *cobra.Command, c *client.Client, d *client.BulkDecision, words string) (done bool, err error) {
+	out := cmd.OutOrStdout()
+	d.DryRun = true
+	count, err := c.ResolveBulk(cmd.Context(), *d)
+	if err != nil {
+		return true, err
+	}
+	fmt.Fprintf(out, "%d keys match; %d would be decided as %s%s\n", count.Matched, count.Decided, words, skippedText(count.Skipped))
+	if f.dryRun || count.Decided == 0 {
+		return true, nil
+	}
+	if !isTerminal(cmd.InOrStdin()) {
+		return true, fmt.Errorf("not deciding %d keys without a confirmation: stdin is not a terminal; run again with --yes to decide them", count.Decided)
+	}
+	fmt.Fprintf(out, "Decide %d keys as %s? Type yes to go on: ", count.Decided, words)
+	answer, _ := bufio.NewReader(cmd.InOrStdin()).ReadString('\n')
+	if a := strings.ToLower(strings.TrimSpace(answer)); a != "yes" && a != "y" {
+		return true, errors.New("nothing decided")
+	}
+	d.ID, d.DryRun = count.ID, false
+	return false, nil
+}
+
+// decideBulk decides d, with a client that waits as long as a bulk
+// decision may take.
+func decideBulk(cmd *cobra.Command, o *clientOptions, d client.BulkDecision, words string) error {
+	tok, err := guardToken(o.getenv, o.data)
+	if err != nil {
+		return err
+	}
+	long := client.New(o.url, client.Options{Token: tok, Timeout: max(o.timeout, bulkTimeout)})
+	res, err := long.ResolveBulk(cmd.Context(), d)
+	if err != nil {
+		if d.ID != "" {
+			return fmt.Errorf("%w\n(the same command with --yes finishes what is left; bulk %s decides nothing twice)", err, d.ID)
+		}
+		return err
+	}
+	fmt.Fprintf(cmd.OutOrStdout(), "decided %d keys as %s (bulk %s)%s\n", res.Decided, words, res.ID, skippedText(res.Skipped))
+	return nil
 }
 
 // skippedText lists why keys were left alone: "; left alone: 5 live_lease".

@@ -72,7 +72,7 @@ func NewMain(cfg Config, log *slog.Logger) *Main {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Main{Config: cfg, Logger: log, Version: version(), errc: make(chan error, 4)}
+	return &Main{Config: cfg.withDefaults(), Logger: log, Version: version(), errc: make(chan error, 4)}
 }
 
 // Run opens the store, starts the background components and the HTTP
@@ -274,16 +274,9 @@ func (m *Main) initAPI(policies keystore.Policies, tokens []string, con api.Cons
 		Registry:      m.reg,
 		Logger:        m.Logger.With("component", "api"),
 		Version:       m.Version,
-		BodyLimit:     cfg.BodyLimit,
-		ReadTimeout:   cfg.ReadTimeout,
-		WriteTimeout:  cfg.WriteTimeout,
-		IdleTimeout:   cfg.IdleTimeout,
-		// Scoped tokens, connection cap, metric label bounds.
-		ScopedTokens:   cfg.ScopedTokens,
-		MaxConnections: cfg.MaxConnections,
-		// Per-client limits and trusted proxies.
-		TrustedProxies: cfg.TrustedProxies, ClientConnections: cfg.ClientConnections,
-		UnauthenticatedPerMinute: cfg.UnauthenticatedPerMinute, SignInPerMinute: cfg.SignInPerMinute,
+		Limits:        cfg.HTTP,
+		ScopedTokens:  cfg.ScopedTokens,
+		// Metric label bounds.
 		Namespaces:   sortedKeys(cfg.File.Namespaces),
 		Destinations: sortedKeys(cfg.File.Destinations),
 		LabelLimit:   cfg.File.Metrics.LabelLimit,
@@ -369,11 +362,7 @@ func (m *Main) Addr() string {
 func (m *Main) Close() error {
 	var errs []error
 	if m.server != nil && m.ln != nil {
-		timeout := m.Config.ShutdownTimeout
-		if timeout <= 0 {
-			timeout = 10 * time.Second
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), timeout)
+		ctx, cancel := context.WithTimeout(context.Background(), m.Config.ShutdownTimeout)
 		if err := m.server.Shutdown(ctx); err != nil {
 			errs = append(errs, fmt.Errorf("http shutdown: %w", err))
 		}

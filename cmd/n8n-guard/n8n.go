@@ -157,17 +157,8 @@ the guard in front of one.`,
 	return cmd
 }
 
-func newN8NSetupCmd(f *n8nFlags, getenv func(string) string) *cobra.Command {
-	var (
-		o          n8n.SetupOptions
-		createCred bool
-		data       string
-		store      string
-	)
-	cmd := &cobra.Command{
-		Use:   "setup",
-		Short: "Install the error handler (published on 2.x) and make it every workflow's error workflow",
-		Long: `Install n8n-guard's error handler and make it the error workflow of every
+// n8nSetupLong is the help of n8n setup.
+const n8nSetupLong = `Install n8n-guard's error handler and make it the error workflow of every
 workflow (or of those with --tag / --project) that has none. Idempotent: a
 second run changes nothing. Nothing is unpublished and nothing is published
 but the error handler: n8n 2.x does not version settings, so the error
@@ -197,8 +188,20 @@ the resume credential.
 setup prints where the guard accepts resume URLs (N8N_GUARD_RESUME_ORIGINS,
 else the --config file's n8n.resume_origins, else N8N_URL's origin) and warns
 when n8n's (its WEBHOOK_URL, --webhook-url, default --n8n-url) are not among
-them.`,
-		Args: cobra.NoArgs,
+them.`
+
+func newN8NSetupCmd(f *n8nFlags, getenv func(string) string) *cobra.Command {
+	var (
+		o          n8n.SetupOptions
+		createCred bool
+		data       string
+		store      string
+	)
+	cmd := &cobra.Command{
+		Use:   "setup",
+		Short: "Install the error handler (published on 2.x) and make it every workflow's error workflow",
+		Long:  n8nSetupLong,
+		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if createCred {
 				tok, err := setupToken(getenv, data)

@@ -8,15 +8,8 @@ import (
 	"github.com/n8n-guard/n8n-guard/n8n"
 )
 
-func newN8NGuardCmd(f *n8nFlags, getenv func(string) string) *cobra.Command {
-	var (
-		o                n8n.GuardOptions
-		data, store, use string
-	)
-	cmd := &cobra.Command{
-		Use:   "guard --workflow <id> --node <name> --key <expression>",
-		Short: "Put n8n-guard in front of one node that writes: reserve, complete, fail (and park)",
-		Long: `Rewrite one workflow through n8n's public API so that the node that writes
+// n8nGuardLong is the help of n8n guard.
+const n8nGuardLong = `Rewrite one workflow through n8n's public API so that the node that writes
 is guarded: with the community node n8n-nodes-n8n-guard when n8n has it
 (--use auto, the default; see below), else with the shipped HTTP-node
 templates: a reserve in front of it
@@ -63,8 +56,18 @@ a published workflow without unpublished edits goes live with the change;
 one with unpublished edits is saved as a draft, and the command says so.
 Refused, with the reason and the recipe by hand: several inputs into the
 node, a loop back into it, a node in a sub-workflow (Execute Workflow
-Trigger), a node that handles its own failures (On Error set).`,
-		Args: cobra.NoArgs,
+Trigger), a node that handles its own failures (On Error set).`
+
+func newN8NGuardCmd(f *n8nFlags, getenv func(string) string) *cobra.Command {
+	var (
+		o                n8n.GuardOptions
+		data, store, use string
+	)
+	cmd := &cobra.Command{
+		Use:   "guard --workflow <id> --node <name> --key <expression>",
+		Short: "Put n8n-guard in front of one node that writes: reserve, complete, fail (and park)",
+		Long:  n8nGuardLong,
+		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			var err error
 			if o.Use, err = n8n.ParseUse(use); err != nil {
@@ -91,6 +94,12 @@ Trigger), a node that handles its own failures (On Error set).`,
 			return rep.Err()
 		},
 	}
+	addN8NGuardFlags(cmd, &o, &data, &store, &use)
+	return cmd
+}
+
+// addN8NGuardFlags binds guard's flags to the options they set.
+func addN8NGuardFlags(cmd *cobra.Command, o *n8n.GuardOptions, data, store, use *string) {
 	fs := cmd.Flags()
 	fs.StringVar(&o.WorkflowID, "workflow", "", "id of the workflow")
 	fs.StringVar(&o.Spec.Node, "node", "", "name of the node that writes")
@@ -99,15 +108,14 @@ Trigger), a node that handles its own failures (On Error set).`,
 	fs.StringVar(&o.Spec.Destination, "destination", "", "destination for the circuit breaker (default: the host the node writes to, else its node type)")
 	fs.BoolVar(&o.Spec.Park, "park", false, "park events while the destination is paused (a Wait node the guard resumes)")
 	fs.StringVar(&o.Spec.GuardURL, "guard-url", "", "address at which n8n reaches n8n-guard (default: the one in the installed error handler)")
-	fs.StringVar(&use, "use", "auto", "which nodes guard: auto (the community node when n8n has it, else the HTTP templates), community, http")
+	fs.StringVar(use, "use", "auto", "which nodes guard: auto (the community node when n8n has it, else the HTTP templates), community, http")
 	fs.BoolVar(&o.DryRun, "dry-run", false, "print what would change and change nothing")
-	fs.StringVar(&data, "data", DefaultDataDir, "data folder whose resume-secret makes the credential \"n8n-guard resume\" with --park, and whose api-token the community node's credential, when n8n has none (N8N_GUARD_RESUME_SECRET, N8N_GUARD_TOKEN first)")
-	fs.StringVar(&store, "store", "", "with --park: the guards' PostgreSQL URL, where their resume secret is read when N8N_GUARD_RESUME_SECRET is not set")
+	fs.StringVar(data, "data", DefaultDataDir, "data folder whose resume-secret makes the credential \"n8n-guard resume\" with --park, and whose api-token the community node's credential, when n8n has none (N8N_GUARD_RESUME_SECRET, N8N_GUARD_TOKEN first)")
+	fs.StringVar(store, "store", "", "with --park: the guards' PostgreSQL URL, where their resume secret is read when N8N_GUARD_RESUME_SECRET is not set")
 	bindEnv(fs, "guard-url", "N8N_GUARD_URL")
 	for _, name := range []string{"workflow", "node", "key"} {
 		_ = cmd.MarkFlagRequired(name)
 	}
-	return cmd
 }
 
 func guardSummary(rep *n8n.Report) string {

@@ -21,11 +21,7 @@ type sweeper struct {
 }
 
 func (s sweeper) Run(ctx context.Context) error {
-	every := s.every
-	if every <= 0 {
-		every = DefaultSweepInterval
-	}
-	t := time.NewTicker(every)
+	t := time.NewTicker(s.every) // Config.withDefaults filled it in
 	defer t.Stop()
 	for {
 		select {

@@ -225,31 +225,7 @@ type boltDecision struct {
 // (open.go); it applies and removes a log left by a version that had
 // one (legacy.go).
 func Open(path string, opts Options) (*Store, error) {
-	if opts.LockTimeout <= 0 {
-		opts.LockTimeout = 2 * time.Second
-	}
-	if opts.Clock == nil {
-		opts.Clock = time.Now
-	}
-	if opts.Logger == nil {
-		opts.Logger = slog.New(slog.DiscardHandler)
-	}
-	if opts.MaxBatch <= 0 {
-		opts.MaxBatch = 2048
-	}
-	if opts.SweepBatch <= 0 {
-		opts.SweepBatch = 1000
-	}
-	if opts.Retry == nil {
-		opts.Retry = func() backoff.BackOff {
-			b := backoff.NewExponentialBackOff()
-			b.InitialInterval, b.MaxInterval = 100*time.Millisecond, 10*time.Second
-			return b
-		}
-	}
-	if opts.commit == nil {
-		opts.commit = (*bbolt.Tx).Commit
-	}
+	opts = opts.withDefaults()
 	db, err := openFile(path, opts)
 	if err != nil {
 		return nil, err

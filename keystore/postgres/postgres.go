@@ -70,12 +70,7 @@ var _ keystore.Store = (*Store)(nil)
 // libpq key=value string), applies the schema migrations that are missing
 // and returns the store.
 func Open(ctx context.Context, url string, opts Options) (*Store, error) {
-	if opts.Logger == nil {
-		opts.Logger = slog.New(slog.DiscardHandler)
-	}
-	if opts.SweepBatch <= 0 {
-		opts.SweepBatch = 1000
-	}
+	opts = opts.withDefaults()
 	cfg, err := pgxpool.ParseConfig(url)
 	if err != nil {
 		// The parse error may quote the URL, password included.

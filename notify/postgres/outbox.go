@@ -4,6 +4,7 @@
 package postgres
 
 import (
+	"cmp"
 	"context"
 	"embed"
 	"encoding/json"
@@ -35,6 +36,18 @@ type Options struct {
 	ClaimTTL time.Duration
 }
 
+// withDefaults fills in the defaults of Options, as their comments say:
+// the one place they are applied. A zero or negative ClaimTTL is the
+// default.
+func (o Options) withDefaults() Options {
+	if o.Replica == "" {
+		host, _ := os.Hostname()
+		o.Replica = fmt.Sprintf("%s:%d", host, os.Getpid())
+	}
+	o.ClaimTTL = cmp.Or(max(o.ClaimTTL, 0), 5*time.Minute)
+	return o
+}
+
 // Outbox keeps the outbox in PostgreSQL, shared by every n8n-guard
 // replica on the database. Due claims the notifications it returns (FOR
 // UPDATE SKIP LOCKED, then claimed_by/claimed_until), so two replicas'
@@ -54,13 +67,7 @@ var _ notify.Outbox = (*Outbox)(nil)
 // returns the outbox (for notify.Options.Outbox). The pool is the
 // caller's; typically the keystore's (postgres.Store.Pool).
 func New(ctx context.Context, pool *pgxpool.Pool, opts Options) (*Outbox, error) {
-	if opts.Replica == "" {
-		host, _ := os.Hostname()
-		opts.Replica = fmt.Sprintf("%s:%d", host, os.Getpid())
-	}
-	if opts.ClaimTTL <= 0 {
-		opts.ClaimTTL = 5 * time.Minute
-	}
+	opts = opts.withDefaults()
 	if err := migrateOutbox(ctx, pool); err != nil {
 		return nil, fmt.Errorf("notify outbox on postgres: %w", err)
 	}
