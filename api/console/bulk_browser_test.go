@@ -88,4 +88,23 @@ func TestBrowserBulkDecision(t *testing.T) {
 		t.Fatalf("the key page's newest history row %q does not name the bulk and the person", got)
 	}
 	b.shot("key-history")
+
+	// The audit shows the decision once: one row for 2,000 keys, with
+	// the person, what it did, the reason and a link to its keys.
+	b.run("audit", chromedp.Navigate(s.url+"/ui/audit"), chromedp.WaitVisible(chromedp.CSS(`#audit`)))
+	b.shot("audit")
+	rows := get(b, "audit rows", chromedp.Evaluate[[]string](`[...document.querySelectorAll('#audit tbody tr')].map(tr => tr.textContent.replace(/\s+/g, ' ').trim())`))
+	if len(rows) != 1 {
+		t.Fatalf("%d audit rows for one bulk decision, want 1: %q", len(rows), rows)
+	}
+	for _, want := range []string{"console: on-call", "allowed 2,000 events to be sent again", "Reason: CRM incident 4711", "2,000 keys (bulk " + id + ")"} {
+		if !strings.Contains(rows[0], want) {
+			t.Errorf("the bulk's audit row %q lacks %q", rows[0], want)
+		}
+	}
+	b.run("the bulk's keys", chromedp.Click(chromedp.CSS(`#audit tr.audit-bulk td.key a`)), chromedp.WaitVisible(chromedp.CSS(`#bulk-summary`)))
+	b.shot("audit-bulk-keys")
+	if n := get(b, "key rows", chromedp.Evaluate[int](`document.querySelectorAll('#audit tbody tr').length`)); n != 200 {
+		t.Errorf("the bulk's first page lists %d keys, want 200 (a page)", n)
+	}
 }
