@@ -65,6 +65,7 @@ func (s *Service) approvalRequest(ev keystore.Event, rec *Record, at time.Time) 
 	rec.Owner, rec.Channel, rec.Runbook = rt.Owner, rt.Channel, rt.Runbook
 	rec.KeyPayload = KeyPayload{Namespace: ev.Namespace, Key: Truncate(ev.Key, 255), Holder: clean(ev.Owner, 128),
 		Summary: clean(ev.Summary, keystore.MaxSummaryLength)}
+	rec.Destination = ev.Destination
 	rec.Message = clean(ev.Message, 128) // who requested it
 	rec.EscalateAt = firstEscalation(rt, at)
 	rec.Group = groupOf(string(KindApproval), ev.Namespace, ev.Key)

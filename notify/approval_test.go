@@ -273,16 +273,16 @@ func TestApprovalFourEyesKnowsTheSlackUsersName(t *testing.T) {
 // escalation names the summary too.
 func TestApprovalMessageShowsTheSummaryWithTheRequester(t *testing.T) {
 	k := newApprovalHarness(t)
-	reserve := func(key, summary string) {
+	reserve := func(key, summary, dest string) {
 		t.Helper()
 		r, err := k.ks.Reserve(context.Background(), keystore.ReserveRequest{Namespace: gatedNS, Key: key, Owner: "n8n exec 7",
-			RequestedBy: "U0ANN", ResumeURL: "http://n8n.local/webhook-waiting/" + key, Fingerprint: "invoice " + key, Summary: summary})
+			RequestedBy: "U0ANN", ResumeURL: "http://n8n.local/webhook-waiting/" + key, Fingerprint: "invoice " + key, Summary: summary, Destination: dest})
 		if err != nil || r.Outcome != keystore.OutcomeParked {
 			t.Fatalf("reserve %s: %+v %v", key, r, err)
 		}
 	}
-	reserve("inv_4711", "Invoice 4711 · 12,000 EUR · <!channel> & <https://evil.example|ACME>")
-	reserve("inv_4712", "")
+	reserve("inv_4711", "Invoice 4711 · 12,000 EUR · <!channel> & <https://evil.example|ACME>", "billing")
+	reserve("inv_4712", "", "")
 	k.pass()
 	posts := map[string]slackCall{}
 	for _, p := range k.calls("chat.postMessage") {
@@ -310,14 +310,17 @@ func TestApprovalMessageShowsTheSummaryWithTheRequester(t *testing.T) {
 		return out
 	}
 	with := fieldsOf(posts["inv_4711"])
-	want := []string{"*Summary*\nInvoice 4711 · 12,000 EUR · &lt;!channel&gt; &amp; &lt;https://evil.example|ACME&gt;", "*Requested by*\nU0ANN"}
+	// With the requester: where the write goes and who may approve (the
+	// namespace's approvers, as Slack mentions).
+	approvers := "*Approvers*\n<@U0CTRL>, <@U0ANN>, <!subteam^S0FIN>"
+	want := []string{"*Summary*\nInvoice 4711 · 12,000 EUR · &lt;!channel&gt; &amp; &lt;https://evil.example|ACME&gt;", "*Requested by*\nU0ANN", "*Writes to*\n`billing`", approvers}
 	if strings.Join(with, "|") != strings.Join(want, "|") {
 		t.Fatalf("fields of the request with a summary:\n%q\nwant\n%q", with, want)
 	}
 	if !strings.Contains(posts["inv_4711"].Text, "(Invoice 4711 · 12,000 EUR · &lt;!channel&gt;") {
 		t.Fatalf("the notification text lacks the summary: %q", posts["inv_4711"].Text)
 	}
-	if without := fieldsOf(posts["inv_4712"]); len(without) != 0 || strings.Contains(posts["inv_4712"].Blocks, "Summary") {
+	if without := fieldsOf(posts["inv_4712"]); strings.Join(without, "|") != "*Requested by*\nU0ANN|"+approvers || strings.Contains(posts["inv_4712"].Blocks, "Summary") {
 		t.Fatalf("a request without a summary shows %q:\n%s", without, posts["inv_4712"].Blocks)
 	}
 

@@ -90,6 +90,9 @@ func (s *Service) send(ctx context.Context, r *Record) (stop bool) {
 	}
 	msg := Message{Record: r, Mention: mention, GuardURL: cmpOr(s.cfg.GuardURL, s.cfg.PublicURL), CanRetry: s.opts.Executions != nil,
 		Links: consoleLinks(r, s.cfg.PublicURL)}
+	if r.Kind == KindApproval {
+		msg.Approvers = s.cfg.approvalRoute(r.Namespace).Resolvers
+	}
 	if update {
 		c, wait, err = s.call(ctx, "chat.update", func() error { return s.slack.Update(ctx, r.SlackChannel, r.SlackTS, msg) })
 		return s.settle(ctx, r, "chat.update", callResult{Update: true, Class: c, Wait: wait}, err)

@@ -44,6 +44,9 @@ type Message struct {
 	// Links: the console pages of the message (consoleLinks; none without
 	// a public URL).
 	Links []Link
+	// Approvers: who may approve an approval request (the namespace's
+	// approvers as configured: U… users, S… groups).
+	Approvers []string
 }
 
 // Class is what a Slack call's result means for the notification.

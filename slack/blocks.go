@@ -49,7 +49,7 @@ func renderKind(m notify.Message) message {
 	case notify.KindEscalation:
 		return renderEscalation(r, mention, guardURL)
 	case notify.KindApproval:
-		return renderApproval(r, mention, guardURL)
+		return renderApproval(r, mention, guardURL, m.Approvers)
 	case notify.KindBreakerOpened, notify.KindBreakerClosed:
 		return renderBreaker(r, mention)
 	case notify.KindParkedLost, notify.KindParkedOverdue:
@@ -609,9 +609,56 @@ func renderEscalation(r *notify.Record, mention, guardURL string) message {
 	return message{Text: fallback(text), Blocks: blocks}
 }
 
+// approvalFields is what the approvers judge: the summary (when the
+// reserve sent one), who asked, the destination the write goes to (its
+// state is on the key's console page) and who may approve.
+func approvalFields(r *notify.Record, approvers []string) slack.Block {
+	var fields []*slack.TextBlockObject
+	if r.Summary != "" {
+		fields = append(fields, mrkdwn("*Summary*\n"+notify.EscapeMrkdwn(r.Summary)))
+	}
+	requester := "not known"
+	if r.Message != "" {
+		requester = notify.EscapeMrkdwn(r.Message)
+	}
+	fields = append(fields, mrkdwn("*Requested by*\n"+requester))
+	if r.Destination != "" {
+		fields = append(fields, mrkdwn("*Writes to*\n`"+notify.EscapeMrkdwn(r.Destination)+"`"))
+	}
+	who := make([]string, 0, len(approvers))
+	for _, a := range approvers {
+		who = append(who, slackMention(a))
+	}
+	if len(who) > 0 {
+		fields = append(fields, mrkdwn("*Approvers*\n"+strings.Join(who, ", ")))
+	}
+	return slack.NewSectionBlock(nil, fields, nil)
+}
+
+// slackMention writes a configured approver as Slack mentions it: a user
+// (U…, W…) or a user group (S…); anything else as escaped text.
+func slackMention(id string) string {
+	switch {
+	case len(id) > 2 && (id[0] == 'U' || id[0] == 'W') && isSlackID(id):
+		return "<@" + id + ">"
+	case len(id) > 2 && id[0] == 'S' && isSlackID(id):
+		return "<!subteam^" + id + ">"
+	}
+	return notify.EscapeMrkdwn(id)
+}
+
+func isSlackID(id string) bool {
+	for _, c := range id {
+		if (c < 'A' || c > 'Z') && (c < '0' || c > '9') {
+			return false
+		}
+	}
+	return true
+}
+
 // renderApproval asks the approvers to approve or reject one event before
 // it is written.
-func renderApproval(r *notify.Record, mention, guardURL string) message {
+func renderApproval(r *notify.Record, mention, guardURL string, approvers []string) message {
 	key, ns := notify.EscapeMrkdwn(r.Key), notify.EscapeMrkdwn(r.Namespace)
 	by := "who triggered it is not known"
 	if r.Message != "" {
@@ -626,18 +673,7 @@ func renderApproval(r *notify.Record, mention, guardURL string) message {
 		slack.NewHeaderBlock(plain("Approval needed: " + r.Namespace)),
 		slack.NewSectionBlock(mrkdwn(lead), nil, nil),
 	}
-	if r.Summary != "" {
-		// What the approvers judge, beside who asked; without a summary the
-		// lead says all there is.
-		requester := "not known"
-		if r.Message != "" {
-			requester = notify.EscapeMrkdwn(r.Message)
-		}
-		blocks = append(blocks, slack.NewSectionBlock(nil, []*slack.TextBlockObject{
-			mrkdwn("*Summary*\n" + notify.EscapeMrkdwn(r.Summary)),
-			mrkdwn("*Requested by*\n" + requester),
-		}, nil))
-	}
+	blocks = append(blocks, approvalFields(r, approvers))
 	if r.Runbook != "" {
 		blocks = append(blocks, slack.NewSectionBlock(mrkdwn("*What to check*\n"+nextStep(r.Runbook)), nil, nil))
 	}
