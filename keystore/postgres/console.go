@@ -144,5 +144,8 @@ func (s *Store) ResetBreaker(ctx context.Context, dest, by, reason string) (keys
 	if err := tx.Commit(ctx); err != nil {
 		return keystore.Breaker{}, s.dbErr("reset breaker", err)
 	}
+	if len(st.Events) > 0 {
+		s.commits.Notify()
+	}
 	return st.Breaker.View(now), nil
 }

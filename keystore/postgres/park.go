@@ -232,5 +232,6 @@ func (s *Store) decideBreaker(ctx context.Context, op, dest string, mustExist bo
 	if err := tx.Commit(ctx); err != nil {
 		return keystore.Breaker{}, s.dbErr(op, err)
 	}
+	s.commits.Notify()
 	return st.Breaker.View(now), nil
 }

@@ -60,7 +60,12 @@ type Store struct {
 	damaged    func()                  // Options.Damaged
 	damage     sync.Map                // messages of the damaged rows already logged
 	told       sync.WaitGroup          // events about damaged rows being written (Close waits)
+	commits    keystore.CommitSignal   // told after each transaction that wrote (this process's only)
 }
+
+// Commits implements keystore.CommitFeed. Another replica's commits are
+// not seen: its workers' tickers find them.
+func (s *Store) Commits() (<-chan struct{}, func()) { return s.commits.Subscribe() }
 
 var _ keystore.Store = (*Store)(nil)
 
@@ -509,7 +514,11 @@ func (s *Store) runOptimistic(ctx context.Context, d decision) (keystore.Result,
 	// whole by the first error. Two statements fewer per write.
 	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer cancel()
-	return st.Result, s.pool.SendBatch(wctx, w).Close()
+	if err := s.pool.SendBatch(wctx, w).Close(); err != nil {
+		return keystore.Result{}, err
+	}
+	s.commits.Notify()
+	return st.Result, nil
 }
 
 // runLocked locks the breaker of lockDest, then the key, and decides.
@@ -630,6 +639,7 @@ func (s *Store) commitOn(ctx context.Context, d decision, conn *pgx.Conn, w *pgx
 	if tag.String() != "COMMIT" {
 		return fmt.Errorf("%s %s/%s: commit answered %q", d.op, d.ns, d.key, tag.String())
 	}
+	s.commits.Notify()
 	return nil
 }
 
