@@ -144,8 +144,8 @@ func TestAnApprovedExecutionThatDiesIsReported(t *testing.T) {
 		t.Fatal(err)
 	}
 	opts := catchup.Options{Store: store, Policies: pol, Clock: clock.Now, Sleep: clock.Sleep,
-		Resumer: &n8n.ResumeCaller{Secret: "s3cret", Targets: targetsOf(t, srv.URL)}, Interval: 20 * time.Millisecond,
-		Claim: 2 * time.Minute, Poll: time.Second}
+		Resumer: &n8n.ResumeCaller{Secret: "s3cret", Targets: targetsOf(t, srv.URL)}, Interval: time.Second,
+		Claim: 2 * time.Minute}
 	runUntil(t, opts, fake, "reported lost", func() bool { return len(lostEvents(t, store)) > 0 }, func() string {
 		r, _ := store.Lookup(ctx, ns, "inv_1")
 		return fmt.Sprintf("the approved, woken and silent key %+v", r.Record)

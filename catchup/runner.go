@@ -17,6 +17,7 @@ import (
 // Store is what the runner needs of a store.
 type Store interface {
 	keystore.ParkStore
+	keystore.CommitFeed // wakes the runner, the workers and the watches of resumed executions
 	Lookup(ctx context.Context, namespace, key string) (keystore.Result, error)
 	// List finds the decided keys of namespaces that require approval
 	// (approval.go).
@@ -36,14 +37,17 @@ type Options struct {
 	Logger   *slog.Logger
 	// Registerer takes the runner's metrics (nil: not registered).
 	Registerer prometheus.Registerer
-	// Interval is how often the parked keys are looked at (default 1 s).
+	// Interval is how often the parked keys, and a resumed execution's
+	// key, are looked at when no commit of this process's store woke the
+	// runner: the fallback for another guard's commits on a shared
+	// PostgreSQL (default 1 s).
 	Interval time.Duration
 	// Claim is how long one guard holds a key's resume call: the retries
 	// of one claim fit in it; a claim left by a crash lapses after it
 	// (default 2 min).
 	Claim time.Duration
-	// Poll is how often a resumed execution is looked up to see whether it
-	// finished (default 250 ms).
+	// Poll is how often a resume call looks for a free slot while every
+	// slot of its destination is held (default 250 ms).
 	Poll  time.Duration
 	Clock keystore.Clock
 	// Sleep waits d or until ctx ends (default: a timer). Every wait of
@@ -81,9 +85,12 @@ func New(opts Options) (*Runner, error) {
 		workers: map[string]bool{}, overdue: map[string]bool{}}, nil
 }
 
-// Run looks at the parked keys every Interval until ctx ends, and starts
-// a worker for each destination that has some.
+// Run looks at the parked keys at each commit of the store (a key parked,
+// a breaker closed) and every Interval until ctx ends, and starts a worker
+// for each destination that has some.
 func (r *Runner) Run(ctx context.Context) error {
+	commits, stop := r.opts.Store.Commits()
+	defer stop()
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	wg.Add(1)
@@ -124,6 +131,7 @@ func (r *Runner) Run(ctx context.Context) error {
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
+		case <-commits:
 		case <-t.C:
 		}
 	}
@@ -149,6 +157,8 @@ func (r *Runner) stopWorker(dest string) {
 // and resumes them at the destination's pace until none is left.
 func (r *Runner) work(ctx context.Context, dest string, parked int) {
 	defer r.stopWorker(dest)
+	commits, stop := r.opts.Store.Commits() // the probe's complete closes the breaker
+	defer stop()
 	dp := r.opts.Policies.Destination(dest)
 	start := r.now()
 	var (
@@ -307,6 +317,7 @@ func (r *Runner) work(ctx context.Context, dest string, parked int) {
 			select {
 			case <-done:
 			case <-ctx.Done():
+			case <-commits:
 			case <-time.After(r.opts.Interval):
 			}
 		}
@@ -322,8 +333,8 @@ func (r *Runner) work(ctx context.Context, dest string, parked int) {
 func (r *Runner) awaitTurn(ctx context.Context, dest string, rec *keystore.Record) (keystore.Turn, bool) {
 	// A slot is held as long as this guard may count the call in flight:
 	// the retries within the claim, then the woken bound (awaitFinish),
-	// and a poll to spare.
-	hold := r.opts.Claim + r.wokenBound(rec.Namespace) + r.opts.Poll
+	// and its last wait to spare.
+	hold := r.opts.Claim + r.wokenBound(rec.Namespace) + r.opts.Interval
 	for ctx.Err() == nil {
 		if rec.ResumeClaimUntil != nil && !r.now().Before(rec.ResumeClaimUntil.Add(-r.opts.Claim/4)) {
 			// Waited for a turn until the claim nearly lapsed: the key is
@@ -437,9 +448,14 @@ func (r *Runner) resumeOne(ctx context.Context, rec *keystore.Record, lost *atom
 // awaitFinish waits until the resumed execution reserved the key and
 // finished its attempt, or the woken bound has passed: then an execution
 // that never reserved is recorded lost (loseSilent), and lost is true.
+// The key is looked up at each commit of the store (the execution's
+// reserve and complete are commits) and every Interval (they may be
+// another guard's).
 func (r *Runner) awaitFinish(ctx context.Context, rec *keystore.Record) (lost bool) {
 	bound := r.wokenBound(rec.Namespace)
 	limit := r.now().Add(bound)
+	commits, stop := r.opts.Store.Commits()
+	defer stop()
 	defer func() {
 		if ctx.Err() != nil {
 			return
@@ -449,21 +465,38 @@ func (r *Runner) awaitFinish(ctx context.Context, rec *keystore.Record) (lost bo
 		}
 	}()
 	for r.now().Before(limit) {
-		r.opts.Sleep(ctx, r.opts.Poll)
-		if ctx.Err() != nil {
+		// Looked up before the first wait: the execution may have
+		// finished before the subscription.
+		res, err := r.opts.Store.Lookup(ctx, rec.Namespace, rec.Key)
+		switch cur := res.Record; {
+		case ctx.Err() != nil:
+			return
+		case err != nil || cur == nil:
+		case cur.State == keystore.StateReserved, cur.State == keystore.StateParked && cur.ResumeSentAt != nil:
+			// woken, not finished
+		default:
 			return
 		}
-		res, err := r.opts.Store.Lookup(ctx, rec.Namespace, rec.Key)
-		if err != nil || res.Record == nil {
-			continue
-		}
-		switch cur := res.Record; {
-		case cur.State == keystore.StateReserved, cur.State == keystore.StateParked && cur.ResumeSentAt != nil:
-			continue // woken, not finished
-		}
-		return
+		r.wait(ctx, commits, r.opts.Interval)
 	}
 	return // the bound passed: the deferred look decides
+}
+
+// wait returns at a commit of the store (commits), after d (Sleep: the
+// fallback for another guard's commits), or when ctx ends.
+func (r *Runner) wait(ctx context.Context, commits <-chan struct{}, d time.Duration) {
+	wctx, cancel := context.WithCancel(ctx)
+	slept := make(chan struct{})
+	go func() {
+		defer close(slept)
+		r.opts.Sleep(wctx, d)
+	}()
+	select {
+	case <-commits:
+	case <-slept:
+	}
+	cancel()
+	<-slept
 }
 
 // overdueEvery is how often a worker looks for keys parked longer than

@@ -60,8 +60,8 @@ func TestAWokenExecutionThatDiesIsReported(t *testing.T) {
 	clock.Advance(time.Hour)
 	logs := &lines{}
 	runner, err := catchup.New(catchup.Options{Store: store, Policies: pol, Clock: clock.Now, Sleep: clock.Sleep, Logger: slog.New(logs),
-		Resumer: &n8n.ResumeCaller{Secret: "s3cret", Targets: targetsOf(t, srv.URL)}, Interval: 20 * time.Millisecond,
-		Claim: 2 * time.Minute, Poll: time.Second})
+		Resumer: &n8n.ResumeCaller{Secret: "s3cret", Targets: targetsOf(t, srv.URL)}, Interval: time.Second,
+		Claim: 2 * time.Minute})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -16,10 +16,12 @@ type releaseWatch struct {
 	clock *stepClock
 	mu    sync.Mutex
 	late  []time.Duration
+	n     int // turns released
 }
 
 func (w *releaseWatch) ReleaseResumeTurn(ctx context.Context, t keystore.Turn) error {
 	w.mu.Lock()
+	w.n++
 	if d := w.clock.Now().Sub(t.Until); d > 0 {
 		w.late = append(w.late, d)
 	}
@@ -52,9 +54,12 @@ func TestASlotIsHeldWhileItsCallIsInFlight(t *testing.T) {
 	bs, clock := parkedOne(t, pol, "k")
 	w := &releaseWatch{catchupStore: bs, clock: clock}
 	runFor(t, catchup.Options{Store: w, Policies: pol, Clock: clock.Now, Sleep: clock.Sleep,
-		Resumer: &slowAccept{clock: clock}, Interval: 10 * time.Millisecond, Claim: 2 * time.Minute, Poll: time.Second}, 4*time.Second)
+		Resumer: &slowAccept{clock: clock}, Interval: time.Second, Claim: 2 * time.Minute}, 4*time.Second)
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	if w.n == 0 || clock.Now().Before(time.Date(2026, 12, 1, 10, 3, 0, 0, time.UTC)) {
+		t.Fatalf("the runner did not reach the woken bound (%d turns released, clock at %s): nothing was tested", w.n, clock.Now())
+	}
 	if len(w.late) > 0 {
 		t.Fatalf("a turn was released %s after its slot's hold ended: the slot was free for other guards while this execution was in flight", w.late[0])
 	}

@@ -17,6 +17,7 @@ type Store interface {
 	AckStore      // acknowledgements in a key's history (ack.go)
 	Selector      // selection by Filter (filter.go)
 	BulkResolver  // bulk decisions (filter.go)
+	CommitFeed    // wakes this process's workers at its commits (commit.go)
 
 	Reserve(ctx context.Context, req ReserveRequest) (Result, error)
 	Complete(ctx context.Context, req CompleteRequest) (Result, error)

@@ -18,9 +18,10 @@ import (
 )
 
 // EventSource is where the keystore's events are read (keystore.Store
-// satisfies it).
+// satisfies it); its commits wake the worker to read them.
 type EventSource interface {
 	Events(ctx context.Context, after uint64, limit int) ([]keystore.Event, error)
+	keystore.CommitFeed
 }
 
 // Keys is the part of the keystore a decision goes through
@@ -68,7 +69,7 @@ type Options struct {
 	Executions Executions
 
 	Logger     *slog.Logger
-	Clock      func() time.Time
+	Clock      keystore.Clock
 	Registerer prometheus.Registerer // nil: metrics are not registered
 	Events     EventSource           // nil: no key/breaker alerts
 	// Keys resolves keys decided from Slack (nil: the key buttons answer
@@ -79,7 +80,9 @@ type Options struct {
 	Parking Parking
 
 	// PollInterval: how often the worker looks for due notifications and
-	// new keystore events (default 1s); intake also wakes it at once.
+	// new keystore events (default 1s); intake and the store's commits
+	// (Events) also wake it at once, so the interval is the fallback for
+	// due times and another guard's commits.
 	PollInterval time.Duration
 	// PurgeInterval: how often old notifications are purged (default 1h).
 	PurgeInterval time.Duration
@@ -116,7 +119,7 @@ type Service struct {
 	cfg    Config
 	opts   Options
 	log    *slog.Logger
-	now    func() time.Time
+	now    keystore.Clock
 	outbox Outbox
 	slack  Slack // nil when no token is configured
 	pause  *slackPause
@@ -291,6 +294,12 @@ func (s *Service) Run(ctx context.Context) error {
 	if s.cfg.PublicURL == "" {
 		s.log.Info("Slack messages will have no console links: public_url is not set")
 	}
+	var commits <-chan struct{} // nil without events: never ready
+	if s.opts.Events != nil {
+		c, stop := s.opts.Events.Commits()
+		defer stop()
+		commits = c
+	}
 	t := time.NewTicker(s.opts.PollInterval)
 	defer t.Stop()
 	for {
@@ -300,6 +309,7 @@ func (s *Service) Run(ctx context.Context) error {
 			return nil
 		case <-t.C:
 		case <-s.wake:
+		case <-commits: // a key resolved, gone unknown, a breaker opened
 		}
 	}
 }

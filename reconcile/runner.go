@@ -19,15 +19,24 @@ type Caller interface {
 	Call(ctx context.Context, req n8n.CheckRequest) n8n.CheckOutcome
 }
 
+// Store is what the runner needs of a store.
+type Store interface {
+	keystore.CheckStore
+	keystore.CommitFeed // a key held for its check is a commit: it wakes the runner
+}
+
 // Options configure a Runner.
 type Options struct {
-	Store keystore.CheckStore
+	Store Store
 	// Checks are the configured checks by name (keystore.Policies.CheckFor).
 	Checks map[string]Caller
 	Logger *slog.Logger
+	Clock  keystore.Clock // default time.Now
 	// Registerer takes the runner's metrics (nil: not registered).
 	Registerer prometheus.Registerer
-	// Interval is how often the held keys are looked at (default 1 s).
+	// Interval is how often the held keys are looked at when no commit of
+	// this process's store woke the runner: the fallback for another
+	// guard's commits on a shared PostgreSQL (default 1 s).
 	Interval time.Duration
 	// Claim is how long one guard holds a key's check call: the tries of
 	// one claim fit in three quarters of it (default 2 min).
@@ -52,6 +61,7 @@ type Runner struct {
 	opts    Options
 	log     *slog.Logger
 	metrics *metrics
+	now     keystore.Clock
 
 	mu      sync.Mutex
 	pending map[string]bool // keys this guard is checking
@@ -64,7 +74,7 @@ func New(opts Options) (*Runner, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Runner{opts: opts, log: opts.Logger, metrics: m, pending: map[string]bool{}}, nil
+	return &Runner{opts: opts, log: opts.Logger, metrics: m, now: opts.Clock, pending: map[string]bool{}}, nil
 }
 
 // withDefaults fills in every default of Options, as their comments say:
@@ -80,13 +90,19 @@ func (o Options) withDefaults() Options {
 	o.Backoff = cmp.Or(max(o.Backoff, 0), 500*time.Millisecond)
 	o.MaxClaims = cmp.Or(max(o.MaxClaims, 0), keystore.DefaultCheckClaims)
 	o.Concurrency = cmp.Or(max(o.Concurrency, 0), 4)
+	if o.Clock == nil {
+		o.Clock = time.Now
+	}
 	return o
 }
 
-// Run looks at the held keys every Interval until ctx ends.
+// Run looks at the held keys at each commit of the store and every
+// Interval until ctx ends.
 func (r *Runner) Run(ctx context.Context) error {
 	var wg sync.WaitGroup
 	defer wg.Wait()
+	commits, stop := r.opts.Store.Commits()
+	defer stop()
 	slots := make(chan struct{}, r.opts.Concurrency)
 	t := time.NewTicker(r.opts.Interval)
 	defer t.Stop()
@@ -100,7 +116,7 @@ func (r *Runner) Run(ctx context.Context) error {
 		default:
 			r.metrics.held.Set(float64(len(recs)))
 			for _, rec := range recs {
-				if rec.Check.ClaimUntil != nil && time.Now().Before(*rec.Check.ClaimUntil) || !r.start(rec) {
+				if rec.Check.ClaimUntil != nil && r.now().Before(*rec.Check.ClaimUntil) || !r.start(rec) {
 					continue // being checked (by this guard or another)
 				}
 				select {
@@ -121,6 +137,7 @@ func (r *Runner) Run(ctx context.Context) error {
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
+		case <-commits:
 		case <-t.C:
 		}
 	}
@@ -169,7 +186,7 @@ func (r *Runner) checkOne(ctx context.Context, rec *keystore.Record) {
 		return
 	}
 	req := n8n.NewCheckRequest(claimed)
-	deadline := time.Now().Add(r.opts.Claim * 3 / 4)
+	deadline := r.now().Add(r.opts.Claim * 3 / 4)
 	b := backoff.NewExponentialBackOff()
 	b.InitialInterval, b.MaxInterval = r.opts.Backoff, 10*time.Second
 	tries := r.opts.Tries
@@ -187,7 +204,7 @@ func (r *Runner) checkOne(ctx context.Context, rec *keystore.Record) {
 			break
 		}
 		wait := b.NextBackOff()
-		if time.Now().Add(wait).After(deadline) {
+		if r.now().Add(wait).After(deadline) {
 			break
 		}
 		log.Info("check: no usable answer yet; trying again", "try", try, "detail", out.Answer.Detail, "wait", wait.String())

@@ -97,7 +97,7 @@ func (m *Main) startChecks(ctx context.Context, reg prometheus.Registerer) error
 		every = time.Minute
 	}
 	r, err := reconcile.New(reconcile.Options{Store: cs, Checks: callers, TriesOf: tries, Interval: every,
-		Logger: m.Logger.With("component", "checks"), Registerer: reg})
+		Logger: m.Logger.With("component", "checks"), Registerer: reg, Clock: m.Config.Clock})
 	if err != nil {
 		return err
 	}

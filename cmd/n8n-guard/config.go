@@ -36,8 +36,9 @@ type Config struct {
 	// Store is empty for the embedded bbolt file in DataDir, or a
 	// postgres:// URL for the PostgreSQL backend (docs/postgres.md).
 	Store string
-	// Clock replaces the store's clock (tests); nil is the real one (for
-	// PostgreSQL: the database's).
+	// Clock replaces the clock of the store and of every runner (catch-up,
+	// notify, checks) in tests; nil is the real one (for the PostgreSQL
+	// store: the database's).
 	Clock keystore.Clock
 
 	// Tokens accepted on /v1; empty: the one in <data>/api-token.

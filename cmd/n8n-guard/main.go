@@ -245,10 +245,8 @@ func (m *Main) initSecrets(ctx context.Context) (api.ConsoleConfig, error) {
 // bot token is set, "Retry execution" when n8n's API is.
 func (m *Main) initNotify(outbox notify.Outbox) error {
 	c := m.Config
-	opts := notify.Options{Logger: m.Logger, Registerer: m.reg, Outbox: outbox, Events: m.store, Keys: m.store}
-	if p, ok := m.store.(notify.Parking); ok { // the outage messages show the parked counts
-		opts.Parking = p
-	}
+	// Parking: the outage messages show the parked counts.
+	opts := notify.Options{Logger: m.Logger, Registerer: m.reg, Outbox: outbox, Events: m.store, Keys: m.store, Parking: m.store, Clock: c.Clock}
 	if c.SlackBotToken != "" {
 		opts.Slack = slack.New(slack.Options{Token: c.SlackBotToken, APIURL: c.SlackAPIURL})
 	}

@@ -27,13 +27,9 @@ const ResumeSecretFile = n8n.ResumeSecretFile
 // startCatchUp starts the runner that resumes parked executions once
 // their destination is back (catchup).
 func (m *Main) startCatchUp(ctx context.Context, policies keystore.Policies, reg prometheus.Registerer) error {
-	ps, ok := m.store.(catchup.Store)
-	if !ok {
-		return nil
-	}
 	secret := m.resumeSecret
 	r, err := catchup.New(catchup.Options{
-		Store:      ps,
+		Store:      m.store,
 		Resumer:    &n8n.ResumeCaller{Header: n8n.ResumeDefaultHeader, Secret: secret, Targets: policies.Resume},
 		Policies:   policies,
 		Logger:     m.Logger.With("component", "catch-up"),

@@ -131,7 +131,12 @@ type Store struct {
 
 	paceMu sync.Mutex
 	paces  map[string]keystore.Pace // the catch-up pace of each destination (pace.go)
+
+	commits keystore.CommitSignal // told after each commit that changed something (writer.go)
 }
+
+// Commits implements keystore.CommitFeed.
+func (s *Store) Commits() (<-chan struct{}, func()) { return s.commits.Subscribe() }
 
 // view runs fn in a read transaction of the current file. A page too
 // damaged for bbolt to read makes it panic; that fails this read (and

@@ -151,7 +151,8 @@ func (s *Store) commitGroup(ops []*writeOp, gather bool) (_ []*writeOp, carry *w
 		answer(errNotRecorded)
 		return ops, nil
 	}
-	err = s.apply(tx, func(yield func(*writeOp) bool) {
+	changed := false
+	err = s.apply(tx, &changed, func(yield func(*writeOp) bool) {
 		for i := 0; i < len(ops); i++ {
 			if !yield(ops[i]) {
 				return
@@ -190,12 +191,16 @@ func (s *Store) commitGroup(ops []*writeOp, gather bool) (_ []*writeOp, carry *w
 	}
 	s.observer().Committed(len(ops), time.Since(began))
 	answer(nil)
+	if changed {
+		s.commits.Notify() // after the answers: the workers read what the callers were told
+	}
 	return ops, carry
 }
 
 // apply decides and applies each op of ops in tx; it stops at the first
-// failed write.
-func (s *Store) apply(tx *bbolt.Tx, ops iter.Seq[*writeOp]) (err error) {
+// failed write. changed is set when an op wrote something (most answers,
+// a refused claim, a duplicate, write nothing: no worker is woken by them).
+func (s *Store) apply(tx *bbolt.Tx, changed *bool, ops iter.Seq[*writeOp]) (err error) {
 	defer func() {
 		if p := recover(); p != nil {
 			err = fmt.Errorf("panic in write: %v", p)
@@ -207,6 +212,7 @@ func (s *Store) apply(tx *bbolt.Tx, ops iter.Seq[*writeOp]) (err error) {
 			if err := op.exec(tx, now); err != nil {
 				return err
 			}
+			*changed = true
 			continue
 		}
 		d, err := op.decide(tx, now)
@@ -214,6 +220,7 @@ func (s *Store) apply(tx *bbolt.Tx, ops iter.Seq[*writeOp]) (err error) {
 		if err != nil {
 			continue
 		}
+		*changed = *changed || d.st.Record != nil || d.st.Breaker != nil || len(d.st.Events) > 0
 		if err := applyDecision(tx, d); err != nil {
 			return err
 		}

@@ -158,7 +158,11 @@ func (s *Store) tellDamaged(ctx context.Context, ns, key string) error {
 	}
 	b := &pgx.Batch{}
 	queueEvent(b, keystore.DamagedEvent(ns, key, now))
-	return s.pool.SendBatch(ctx, b).Close()
+	if err := s.pool.SendBatch(ctx, b).Close(); err != nil {
+		return err
+	}
+	s.commits.Notify()
+	return nil
 }
 
 // addChecksums gives every row written before migration 0004 its

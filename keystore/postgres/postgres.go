@@ -62,7 +62,12 @@ type Store struct {
 	damaged    func()                  // Options.Damaged
 	damage     sync.Map                // messages of the damaged rows already logged
 	told       sync.WaitGroup          // events about damaged rows being written (Close waits)
+	commits    keystore.CommitSignal   // told after each transaction that wrote (this process's only)
 }
+
+// Commits implements keystore.CommitFeed. Another replica's commits are
+// not seen: its workers' tickers find them.
+func (s *Store) Commits() (<-chan struct{}, func()) { return s.commits.Subscribe() }
 
 var _ keystore.Store = (*Store)(nil)
 
@@ -495,7 +500,11 @@ func (s *Store) runOptimistic(ctx context.Context, op keystore.Op) (keystore.Res
 	// whole by the first error. Two statements fewer per write.
 	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer cancel()
-	return st.Result, s.pool.SendBatch(wctx, w).Close()
+	if err := s.pool.SendBatch(wctx, w).Close(); err != nil {
+		return keystore.Result{}, err
+	}
+	s.commits.Notify()
+	return st.Result, nil
 }
 
 // runLocked locks the breaker of lockDest, then the key, and decides.
@@ -600,7 +609,11 @@ func (s *Store) DecideBreaker(ctx context.Context, op keystore.BreakerOp) error 
 	if err := tx.SendBatch(ctx, w).Close(); err != nil {
 		return s.dbErr(op.Name, err)
 	}
-	return s.dbErrOrNil(op.Name, tx.Commit(ctx))
+	if err := tx.Commit(ctx); err != nil {
+		return s.dbErr(op.Name, err)
+	}
+	s.commits.Notify() // a hold, its end or a reset: the catch-up acts on it
+	return nil
 }
 
 func (s *Store) scanNow(br pgx.BatchResults) (time.Time, error) {
@@ -646,6 +659,7 @@ func (s *Store) commitOn(ctx context.Context, op keystore.Op, conn *pgx.Conn, w 
 	if tag.String() != "COMMIT" {
 		return fmt.Errorf("%s %s/%s: commit answered %q", op.Name, op.Namespace, op.Key, tag.String())
 	}
+	s.commits.Notify()
 	return nil
 }
 

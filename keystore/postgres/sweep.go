@@ -214,6 +214,9 @@ func (s *Store) sweepLeases(ctx context.Context, after *leaseRef) (n int, more b
 	if err := tx.Commit(ctx); err != nil {
 		return 0, false, err
 	}
+	if n > 0 {
+		s.commits.Notify() // keys went unknown: their alerts, their checks
+	}
 	return n, read == s.sweepBatch, nil
 }
 

@@ -198,4 +198,5 @@ func Run(t *testing.T, newStore New) {
 	t.Run("bulk", func(t *testing.T) { runBulk(t, newStore) })
 	t.Run("acknowledgements", func(t *testing.T) { runAcks(t, newStore) })
 	t.Run("summary", func(t *testing.T) { runSummary(t, newStore) })
+	t.Run("commit signal", func(t *testing.T) { runCommits(t, newStore) })
 }

@@ -1,0 +1,112 @@
+package storetest
+
+import (
+	"testing"
+	"time"
+
+	"github.com/n8n-guard/n8n-guard/keystore"
+)
+
+// The commit signal (keystore.CommitFeed): every write the store commits
+// wakes this process's workers (catch-up, notify, checks) at once; an
+// answer that writes nothing wakes no one, a burst makes one wake, and a
+// stopped subscription is not woken.
+func runCommits(t *testing.T, newStore New) {
+	pol := keystore.Policies{Destinations: map[string]keystore.DestinationPolicy{"crm": {Cooldown: time.Hour, UnreachableThreshold: 1}}}
+	woken := func(t *testing.T, wake <-chan struct{}, what string) {
+		t.Helper()
+		select {
+		case <-wake:
+		case <-time.After(5 * time.Second):
+			t.Fatalf("%s committed, but no subscriber was woken within 5 s", what)
+		}
+	}
+	// quiet waits out a wake held back by the cooldown, then drains.
+	quiet := func(wake <-chan struct{}) {
+		time.Sleep(2 * keystore.CommitCooldown)
+		select {
+		case <-wake:
+		default:
+		}
+	}
+	notWoken := func(t *testing.T, wake <-chan struct{}, what string) {
+		t.Helper()
+		select {
+		case <-wake:
+			t.Fatalf("a subscriber was woken by %s", what)
+		case <-time.After(3 * keystore.CommitCooldown):
+		}
+	}
+
+	t.Run("each committed write wakes every subscriber", func(t *testing.T) {
+		e := setup(t, newStore, pol)
+		a, stopA := e.s.Commits()
+		defer stopA()
+		b, stopB := e.s.Commits()
+		defer stopB()
+		r := e.reserve(ns, "evt_1")
+		woken(t, a, "a reserve")
+		woken(t, b, "a reserve")
+		e.complete(ns, "evt_1", r.Token, "crm-1")
+		woken(t, a, "a complete (a resumed execution finished)")
+		woken(t, b, "a complete")
+		r = e.reserve(ns, "evt_2")
+		e.fail(ns, "evt_2", r.Token, keystore.ReasonOutcomeUnknown)
+		quiet(a)
+		if _, err := e.s.Resolve(e.ctx, keystore.ResolveRequest{Namespace: ns, Key: "evt_2", Resolution: keystore.StateCompleted,
+			By: "Ana", Note: "in the CRM"}); err != nil {
+			t.Fatal(err)
+		}
+		woken(t, a, "a resolve")
+		// The breaker opens and the key parks: the catch-up is woken.
+		r = e.reserve(ns, "evt_3", func(q *keystore.ReserveRequest) { q.Destination = "crm" })
+		quiet(a)
+		if f, err := e.s.Fail(e.ctx, keystore.FailRequest{Namespace: ns, Key: "evt_3", Token: r.Token,
+			Reason: keystore.ReasonDestinationUnreachable, ResumeURL: "http://n8n.local/webhook-waiting/3"}); err != nil || f.Outcome != keystore.OutcomeParked {
+			t.Fatalf("park: %+v %v", f, err)
+		}
+		woken(t, a, "a park")
+		// A person's change of a breaker alone (a maintenance window, a
+		// reset) wakes the catch-up too.
+		quiet(a)
+		if _, err := e.s.HoldDestination(e.ctx, "erp", "Ana", "upgrade", time.Now().Add(time.Hour)); err != nil {
+			t.Fatal(err)
+		}
+		woken(t, a, "a maintenance window")
+		quiet(a)
+		if _, err := e.s.ResetBreaker(e.ctx, "erp", "Ana", "upgrade cancelled"); err != nil {
+			t.Fatal(err)
+		}
+		woken(t, a, "a breaker reset")
+	})
+
+	t.Run("an answer that writes nothing wakes no one", func(t *testing.T) {
+		e := setup(t, newStore, pol)
+		r := e.reserve(ns, "evt_1")
+		e.complete(ns, "evt_1", r.Token, "crm-1")
+		wake, stop := e.s.Commits()
+		defer stop()
+		quiet(wake)
+		wantOutcome(t, e.reserve(ns, "evt_1"), keystore.OutcomeDuplicate)
+		if _, ok, err := e.s.ClaimResume(e.ctx, ns, "evt_1", time.Minute); err != nil || ok {
+			t.Fatalf("claim of a completed key: %v %v", ok, err)
+		}
+		notWoken(t, wake, "a duplicate and a refused claim, which write nothing")
+	})
+
+	t.Run("a burst of commits wakes a busy subscriber once, and a stopped one not at all", func(t *testing.T) {
+		e := setup(t, newStore, pol)
+		wake, stop := e.s.Commits()
+		for i := range 10 {
+			e.reserve(ns, "evt_"+string(rune('a'+i)))
+		}
+		// One wake waited in the channel; at most one more was held back
+		// by the cooldown; then nothing.
+		woken(t, wake, "ten reserves")
+		quiet(wake)
+		notWoken(t, wake, "a burst that had ended")
+		stop()
+		e.reserve(ns, "evt_z")
+		notWoken(t, wake, "a reserve after stop")
+	})
+}
