@@ -185,115 +185,170 @@ func renderKeyUnknown(r *notify.Record, mention, guardURL string) message {
 // breaker closed by a person's reset is said as such: nothing proved the
 // destination takes writes again.
 func renderBreaker(r *notify.Record, mention string) message {
-	dest := r.Destination
-	ed := notify.EscapeMrkdwn(dest)
-	var head, lead string
-	switch {
-	case r.Kind == notify.KindBreakerOpened && r.SupersededAt != nil:
-		again := notify.Clock(*r.SupersededAt)
-		if r.ClosedAt != nil {
-			head = fmt.Sprintf("%s back, then paused again at %s — see the newer message", dest, notify.ClockUTC(*r.SupersededAt))
-			lead = fmt.Sprintf("%s: the circuit breaker of `%s` closed at %s, and opened again (or a maintenance window began) at %s before every parked event was resumed. The events still parked are counted in the newer message.",
-				mention, ed, notify.Clock(*r.ClosedAt), again)
-		} else {
-			head = fmt.Sprintf("%s unreachable — %s (continued in a newer message)", dest, notify.Plural(r.Parked, "event", "events")+" parked")
-			lead = fmt.Sprintf("%s: the circuit breaker of `%s` opened at %s; at %s a newer pause began (a maintenance window): the newer message tells the rest.",
-				mention, ed, notify.Clock(r.FirstAt), again)
-		}
-		lead += lostText(r)
-	case r.Kind == notify.KindBreakerOpened && r.ClosedAt == nil:
-		head = dest + " unreachable"
-		if r.Reason == "" && strings.HasPrefix(r.Message, "maintenance window") {
-			head = dest + " paused for maintenance" // keystore.DecideHoldDestination
-		}
-		if r.Parked > 0 {
-			head += " — " + notify.Plural(r.Parked, "event", "events") + " parked"
-		} else if r.ReopensAt != nil {
-			head += ", writes paused for " + notify.HumanDuration(r.ReopensAt.Sub(r.FirstAt))
-		}
-		lead = fmt.Sprintf("%s: the circuit breaker of destination `%s` opened at %s", mention, ed, notify.Clock(r.FirstAt))
-		if r.Reason != "" {
-			lead += " (" + notify.EscapeMrkdwn(r.Reason)
-			if r.Message != "" {
-				lead += ": " + notify.EscapeMrkdwn(r.Message)
-			}
-			lead += ")"
-		} else if r.Message != "" {
-			lead += " (" + notify.EscapeMrkdwn(r.Message) + ")"
-		}
-		lead += ". Reserves naming it park their event in n8n when they carry a `resume_url`, else answer `destination_paused` and record nothing"
-		if r.ReopensAt != nil {
-			lead += " until " + notify.Clock(*r.ReopensAt) + "; then one parked event (or reservation) goes through as a probe"
-		}
-		lead += "."
-		if r.Parked > 0 {
-			lead += fmt.Sprintf(" %s parked so far: they are resumed by themselves, oldest first, once `%s` is back.", notify.Plural(r.Parked, "event is", "events are"), ed)
-		}
-		lead += lostText(r)
-	case r.Kind == notify.KindBreakerOpened && r.CaughtUpAt == nil:
-		if r.ResetBy != "" {
-			head = fmt.Sprintf("%s breaker reset by %s — resuming %s", dest, r.ResetBy, notify.Plural(r.Parked, "parked event", "parked events"))
-			lead = fmt.Sprintf("%s: %s reset the circuit breaker of `%s` at %s%s. Writes are let through again, but nothing has shown yet that `%s` takes them; the parked events are resumed oldest first at the destination's pace.",
-				mention, notify.EscapeMrkdwn(r.ResetBy), ed, notify.Clock(*r.ClosedAt), becauseText(r), ed)
-		} else {
-			head = fmt.Sprintf("%s back — catching up %s", dest, notify.Plural(r.Parked, "parked event", "parked events"))
-			lead = fmt.Sprintf("%s: the circuit breaker of `%s` closed at %s: the probe's write went through. The parked events are resumed oldest first at the destination's pace.",
-				mention, ed, notify.Clock(*r.ClosedAt))
-		}
-		if done := r.Parked - r.ParkedLeft - r.ParkedLost; done > 0 && r.ParkedLeft > 0 {
-			head += fmt.Sprintf(" (%d resumed so far)", done)
-		}
-		lead += pausedText(r) + lostText(r)
-	case r.Kind == notify.KindBreakerOpened && r.Parked > 0:
-		caught := max(r.Parked-r.ParkedLost, 0)
-		took := notify.HumanDuration(r.CaughtUpAt.Sub(*r.ClosedAt))
-		if r.ResetBy != "" {
-			head = fmt.Sprintf("%s: %d of %d parked events resumed in %s after a reset by %s", dest, caught, r.Parked, took, r.ResetBy)
-			lead = fmt.Sprintf("%s: %s reset the circuit breaker of `%s` at %s%s; since then %s resumed. Each resumed execution wrote or failed on its own: a new failure opens the breaker again and is a new message.",
-				mention, notify.EscapeMrkdwn(r.ResetBy), ed, notify.Clock(*r.ClosedAt), becauseText(r), notify.Plural(caught, "parked event was", "parked events were"))
-		} else {
-			head = dest + " back — " + notify.CaughtUp(caught, r.ParkedLost, r.CaughtUpAt.Sub(*r.ClosedAt))
-			every := "every event parked during the outage was resumed"
-			if r.ParkedLost > 0 {
-				every = fmt.Sprintf("%d of the %d events parked during the outage were resumed", caught, r.Parked)
-			}
-			lead = fmt.Sprintf("%s: the circuit breaker of `%s` closed at %s and %s by %s.",
-				mention, ed, notify.Clock(*r.ClosedAt), every, notify.Clock(*r.CaughtUpAt))
-		}
-		lead += pausedText(r) + lostText(r)
-	case r.Kind == notify.KindBreakerOpened && r.ResetBy != "":
-		head = fmt.Sprintf("%s breaker reset by %s (%s paused)", dest, r.ResetBy, notify.Plural(r.PausedReserves, "reserve was", "reserves were"))
-		lead = fmt.Sprintf("%s: %s reset the circuit breaker of `%s` at %s%s: writes are let through again, but nothing has shown yet that `%s` takes them.",
-			mention, notify.EscapeMrkdwn(r.ResetBy), ed, notify.Clock(*r.ClosedAt), becauseText(r), ed) + pausedText(r)
-	case r.Kind == notify.KindBreakerClosed && r.ResetBy != "":
-		at := r.FirstAt
-		if r.ClosedAt != nil {
-			at = *r.ClosedAt
-		}
-		head = fmt.Sprintf("%s breaker reset by %s (%s paused)", dest, r.ResetBy, notify.Plural(r.PausedReserves, "reserve was", "reserves were"))
-		lead = fmt.Sprintf("%s: %s reset the circuit breaker of `%s` at %s%s: writes are let through again, but nothing has shown yet that `%s` takes them.",
-			mention, notify.EscapeMrkdwn(r.ResetBy), ed, notify.Clock(at), becauseText(r), ed) + pausedText(r)
-	default:
-		at := r.FirstAt
-		if r.ClosedAt != nil {
-			at = *r.ClosedAt
-		}
-		head = fmt.Sprintf("%s reachable again (%s paused)", dest, notify.Plural(r.PausedReserves, "reserve was", "reserves were"))
-		lead = fmt.Sprintf("%s: the circuit breaker of destination `%s` closed at %s: writes flow again.", mention, ed, notify.Clock(at)) + pausedText(r)
-	}
+	head, lead := breakerText(r, mention)
 	blocks := []slack.Block{
 		slack.NewHeaderBlock(plain(head)),
 		slack.NewSectionBlock(mrkdwn(lead), nil, nil),
 	}
 	if r.Kind == notify.KindBreakerOpened && r.ClosedAt == nil {
-		next := fmt.Sprintf("Check `%s` (its status page, DNS, credentials, firewall). Nothing to do in n8n-guard: parked events are resumed by themselves once it is back, and this message says when they are caught up.", ed)
-		if r.Runbook != "" {
-			next = nextStep(r.Runbook)
-		}
-		blocks = append(blocks, slack.NewSectionBlock(mrkdwn("*Next step*\n"+next), nil, nil))
+		blocks = append(blocks, slack.NewSectionBlock(mrkdwn("*Next step*\n"+breakerNextStep(r)), nil, nil))
 	}
 	blocks = append(blocks, slack.NewContextBlock("", mrkdwn("ref `"+r.ID+"`")))
 	return message{Text: fallback(notify.EscapeMrkdwn(head) + ". Owner: " + mention + "."), Blocks: blocks}
+}
+
+// breakerText picks the header and lead for the moment of the outage r
+// stands at; the cases are tried in order, so each one says only what
+// tells it from those above.
+func breakerText(r *notify.Record, mention string) (head, lead string) {
+	switch {
+	case r.Kind == notify.KindBreakerOpened && r.SupersededAt != nil:
+		return breakerSupersededText(r, mention)
+	case r.Kind == notify.KindBreakerOpened && r.ClosedAt == nil:
+		return breakerOpenHead(r), breakerOpenLead(r, mention)
+	case r.Kind == notify.KindBreakerOpened && r.CaughtUpAt == nil:
+		return breakerCatchingUpText(r, mention)
+	case r.Kind == notify.KindBreakerOpened && r.Parked > 0:
+		return breakerCaughtUpText(r, mention)
+	case r.Kind == notify.KindBreakerOpened && r.ResetBy != "",
+		r.Kind == notify.KindBreakerClosed && r.ResetBy != "":
+		return breakerResetText(r, mention)
+	default:
+		return breakerClosedText(r, mention)
+	}
+}
+
+// breakerSupersededText hands the rest of the outage to the newer message,
+// whether the breaker had closed in between or not.
+func breakerSupersededText(r *notify.Record, mention string) (head, lead string) {
+	dest, ed := r.Destination, notify.EscapeMrkdwn(r.Destination)
+	again := notify.Clock(*r.SupersededAt)
+	if r.ClosedAt != nil {
+		head = fmt.Sprintf("%s back, then paused again at %s — see the newer message", dest, notify.ClockUTC(*r.SupersededAt))
+		lead = fmt.Sprintf("%s: the circuit breaker of `%s` closed at %s, and opened again (or a maintenance window began) at %s before every parked event was resumed. The events still parked are counted in the newer message.",
+			mention, ed, notify.Clock(*r.ClosedAt), again)
+	} else {
+		head = fmt.Sprintf("%s unreachable — %s (continued in a newer message)", dest, notify.Plural(r.Parked, "event", "events")+" parked")
+		lead = fmt.Sprintf("%s: the circuit breaker of `%s` opened at %s; at %s a newer pause began (a maintenance window): the newer message tells the rest.",
+			mention, ed, notify.Clock(r.FirstAt), again)
+	}
+	return head, lead + lostText(r)
+}
+
+// breakerOpenHead says the destination is down (or paused for
+// maintenance) and what that holds back so far.
+func breakerOpenHead(r *notify.Record) string {
+	head := r.Destination + " unreachable"
+	if r.Reason == "" && strings.HasPrefix(r.Message, "maintenance window") {
+		head = r.Destination + " paused for maintenance" // keystore.DecideHoldDestination
+	}
+	if r.Parked > 0 {
+		head += " — " + notify.Plural(r.Parked, "event", "events") + " parked"
+	} else if r.ReopensAt != nil {
+		head += ", writes paused for " + notify.HumanDuration(r.ReopensAt.Sub(r.FirstAt))
+	}
+	return head
+}
+
+// breakerOpenLead tells why the breaker opened and what happens to writes
+// until the probe, since the owner has to decide whether to act.
+func breakerOpenLead(r *notify.Record, mention string) string {
+	ed := notify.EscapeMrkdwn(r.Destination)
+	lead := fmt.Sprintf("%s: the circuit breaker of destination `%s` opened at %s", mention, ed, notify.Clock(r.FirstAt))
+	if r.Reason != "" {
+		lead += " (" + notify.EscapeMrkdwn(r.Reason)
+		if r.Message != "" {
+			lead += ": " + notify.EscapeMrkdwn(r.Message)
+		}
+		lead += ")"
+	} else if r.Message != "" {
+		lead += " (" + notify.EscapeMrkdwn(r.Message) + ")"
+	}
+	lead += ". Reserves naming it park their event in n8n when they carry a `resume_url`, else answer `destination_paused` and record nothing"
+	if r.ReopensAt != nil {
+		lead += " until " + notify.Clock(*r.ReopensAt) + "; then one parked event (or reservation) goes through as a probe"
+	}
+	lead += "."
+	if r.Parked > 0 {
+		lead += fmt.Sprintf(" %s parked so far: they are resumed by themselves, oldest first, once `%s` is back.", notify.Plural(r.Parked, "event is", "events are"), ed)
+	}
+	return lead + lostText(r)
+}
+
+// breakerCatchingUpText is the closed breaker while parked events are
+// still being resumed; a reset is said as such, since no probe proved it.
+func breakerCatchingUpText(r *notify.Record, mention string) (head, lead string) {
+	dest, ed := r.Destination, notify.EscapeMrkdwn(r.Destination)
+	if r.ResetBy != "" {
+		head = fmt.Sprintf("%s breaker reset by %s — resuming %s", dest, r.ResetBy, notify.Plural(r.Parked, "parked event", "parked events"))
+		lead = fmt.Sprintf("%s: %s reset the circuit breaker of `%s` at %s%s. Writes are let through again, but nothing has shown yet that `%s` takes them; the parked events are resumed oldest first at the destination's pace.",
+			mention, notify.EscapeMrkdwn(r.ResetBy), ed, notify.Clock(*r.ClosedAt), becauseText(r), ed)
+	} else {
+		head = fmt.Sprintf("%s back — catching up %s", dest, notify.Plural(r.Parked, "parked event", "parked events"))
+		lead = fmt.Sprintf("%s: the circuit breaker of `%s` closed at %s: the probe's write went through. The parked events are resumed oldest first at the destination's pace.",
+			mention, ed, notify.Clock(*r.ClosedAt))
+	}
+	if done := r.Parked - r.ParkedLeft - r.ParkedLost; done > 0 && r.ParkedLeft > 0 {
+		head += fmt.Sprintf(" (%d resumed so far)", done)
+	}
+	return head, lead + pausedText(r) + lostText(r)
+}
+
+// breakerCaughtUpText is the end of an outage that parked events: how
+// many were resumed and how long the catch-up took.
+func breakerCaughtUpText(r *notify.Record, mention string) (head, lead string) {
+	dest, ed := r.Destination, notify.EscapeMrkdwn(r.Destination)
+	caught := max(r.Parked-r.ParkedLost, 0)
+	took := notify.HumanDuration(r.CaughtUpAt.Sub(*r.ClosedAt))
+	if r.ResetBy != "" {
+		head = fmt.Sprintf("%s: %d of %d parked events resumed in %s after a reset by %s", dest, caught, r.Parked, took, r.ResetBy)
+		lead = fmt.Sprintf("%s: %s reset the circuit breaker of `%s` at %s%s; since then %s resumed. Each resumed execution wrote or failed on its own: a new failure opens the breaker again and is a new message.",
+			mention, notify.EscapeMrkdwn(r.ResetBy), ed, notify.Clock(*r.ClosedAt), becauseText(r), notify.Plural(caught, "parked event was", "parked events were"))
+	} else {
+		head = dest + " back — " + notify.CaughtUp(caught, r.ParkedLost, r.CaughtUpAt.Sub(*r.ClosedAt))
+		every := "every event parked during the outage was resumed"
+		if r.ParkedLost > 0 {
+			every = fmt.Sprintf("%d of the %d events parked during the outage were resumed", caught, r.Parked)
+		}
+		lead = fmt.Sprintf("%s: the circuit breaker of `%s` closed at %s and %s by %s.",
+			mention, ed, notify.Clock(*r.ClosedAt), every, notify.Clock(*r.CaughtUpAt))
+	}
+	return head, lead + pausedText(r) + lostText(r)
+}
+
+// breakerResetText is a breaker a person reset with nothing parked: writes
+// flow again, but no probe proved the destination takes them.
+func breakerResetText(r *notify.Record, mention string) (head, lead string) {
+	ed := notify.EscapeMrkdwn(r.Destination)
+	head = fmt.Sprintf("%s breaker reset by %s (%s paused)", r.Destination, r.ResetBy, notify.Plural(r.PausedReserves, "reserve was", "reserves were"))
+	lead = fmt.Sprintf("%s: %s reset the circuit breaker of `%s` at %s%s: writes are let through again, but nothing has shown yet that `%s` takes them.",
+		mention, notify.EscapeMrkdwn(r.ResetBy), ed, notify.Clock(breakerClosedAt(r)), becauseText(r), ed)
+	return head, lead + pausedText(r)
+}
+
+// breakerClosedText is a breaker closed by a probe with nothing parked.
+func breakerClosedText(r *notify.Record, mention string) (head, lead string) {
+	head = fmt.Sprintf("%s reachable again (%s paused)", r.Destination, notify.Plural(r.PausedReserves, "reserve was", "reserves were"))
+	lead = fmt.Sprintf("%s: the circuit breaker of destination `%s` closed at %s: writes flow again.", mention, notify.EscapeMrkdwn(r.Destination), notify.Clock(breakerClosedAt(r)))
+	return head, lead + pausedText(r)
+}
+
+// breakerClosedAt is when the breaker closed; a closed-breaker record
+// without ClosedAt closed when it was first seen.
+func breakerClosedAt(r *notify.Record) time.Time {
+	if r.ClosedAt != nil {
+		return *r.ClosedAt
+	}
+	return r.FirstAt
+}
+
+// breakerNextStep is what the owner of a still-open breaker should check:
+// their runbook when the destination has one.
+func breakerNextStep(r *notify.Record) string {
+	if r.Runbook != "" {
+		return nextStep(r.Runbook)
+	}
+	return fmt.Sprintf("Check `%s` (its status page, DNS, credentials, firewall). Nothing to do in n8n-guard: parked events are resumed by themselves once it is back, and this message says when they are caught up.", notify.EscapeMrkdwn(r.Destination))
 }
 
 // becauseText is why a person reset the breaker (" because …"), or ""

@@ -665,51 +665,18 @@ func (s *Store) List(_ context.Context, q keystore.ListQuery) (keystore.Page, er
 	}
 	var page keystore.Page
 	err = s.view(func(tx *bbolt.Tx) error {
-		// Where to walk: the owner index (failed and unknown keys; reserved
-		// ones are on the lease index), the unknown keys in the order
-		// they went unknown, the state index, the lease index (reserved
-		// keys, in lease order, filtered by namespace), or all keys; a key
-		// prefix narrows the walk of each index that is ordered by key.
-		var prefix, nsPrefix []byte
-		if q.Namespace != "" {
-			nsPrefix = recordKey(q.Namespace, q.KeyPrefix)
-		}
-		bucket, skip := bucketKeys, 0
-		switch {
-		case q.Owner != "" && q.State != keystore.StateReserved:
-			bucket, skip = bucketOwners, len(q.Owner)+1
-			prefix = ownerIndexKey(q.Owner, nsPrefix)
-		case q.Oldest:
-			bucket, skip = bucketWaiting, 8
-		case stateIndexed(q.State):
-			bucket, skip = bucketState, 1
-			prefix = append([]byte{stateCodes[q.State]}, nsPrefix...)
-		case q.State == keystore.StateReserved && q.KeyPrefix == "":
-			bucket, skip = bucketLeases, 8
-		default:
-			prefix = nsPrefix
-		}
+		walk := listWalkOf(q)
 		keys := tx.Bucket(bucketKeys)
-		c := tx.Bucket(bucket).Cursor()
-		var k, v, lastKey []byte
-		if after != nil {
-			if len(after) <= skip || bytes.IndexByte(after[skip:], 0) < 0 {
-				return errs.InvalidField("cursor", "cursor", "cursor is not one this server returned")
-			}
-			if !bytes.HasPrefix(after, prefix) {
-				return errs.InvalidField("cursor", "cursor", "cursor belongs to another listing")
-			}
-			k, v = c.Seek(after)
-			if bytes.Equal(k, after) {
-				k, v = c.Next()
-			}
-		} else {
-			k, v = c.Seek(prefix)
+		c := tx.Bucket(walk.bucket).Cursor()
+		k, v, err := walk.seek(c, after)
+		if err != nil {
+			return err
 		}
-		for ; k != nil && bytes.HasPrefix(k, prefix); k, v = c.Next() {
-			rk := k[skip:]
-			if skip > 0 {
-				if !bytes.HasPrefix(rk, nsPrefix) {
+		var lastKey []byte
+		for ; k != nil && bytes.HasPrefix(k, walk.prefix); k, v = c.Next() {
+			rk := k[walk.skip:]
+			if walk.skip > 0 {
+				if !bytes.HasPrefix(rk, walk.nsPrefix) {
 					continue
 				}
 				if v = keys.Get(rk); v == nil {
@@ -738,4 +705,62 @@ func (s *Store) List(_ context.Context, q keystore.ListQuery) (keystore.Page, er
 		return nil
 	})
 	return page, s.readErr(err)
+}
+
+// listWalk is the bucket List walks for a query and how its keys lead to
+// records, so the choice of index is made in one place.
+type listWalk struct {
+	bucket   []byte
+	skip     int    // bytes of an index key before the record key; 0 on bucketKeys
+	prefix   []byte // the walk ends at the first key without it
+	nsPrefix []byte // what the record key of an index entry must start with
+}
+
+// listWalkOf picks the walk of q: the owner index (failed and unknown
+// keys; reserved ones are on the lease index), the unknown keys in the
+// order they went unknown, the state index, the lease index (reserved
+// keys, in lease order, filtered by namespace), or all keys; a key prefix
+// narrows the walk of each index that is ordered by key.
+func listWalkOf(q keystore.ListQuery) listWalk {
+	var w listWalk
+	if q.Namespace != "" {
+		w.nsPrefix = recordKey(q.Namespace, q.KeyPrefix)
+	}
+	w.bucket = bucketKeys
+	switch {
+	case q.Owner != "" && q.State != keystore.StateReserved:
+		w.bucket, w.skip = bucketOwners, len(q.Owner)+1
+		w.prefix = ownerIndexKey(q.Owner, w.nsPrefix)
+	case q.Oldest:
+		w.bucket, w.skip = bucketWaiting, 8
+	case stateIndexed(q.State):
+		w.bucket, w.skip = bucketState, 1
+		w.prefix = append([]byte{stateCodes[q.State]}, w.nsPrefix...)
+	case q.State == keystore.StateReserved && q.KeyPrefix == "":
+		w.bucket, w.skip = bucketLeases, 8
+	default:
+		w.prefix = w.nsPrefix
+	}
+	return w
+}
+
+// seek puts c on the first entry of the page: just after the cursor key
+// (refusing one that this walk cannot have returned, so a page never skips
+// entries), or at the start of the walk.
+func (w listWalk) seek(c *bbolt.Cursor, after []byte) (k, v []byte, err error) {
+	if after == nil {
+		k, v = c.Seek(w.prefix)
+		return k, v, nil
+	}
+	if len(after) <= w.skip || bytes.IndexByte(after[w.skip:], 0) < 0 {
+		return nil, nil, errs.InvalidField("cursor", "cursor", "cursor is not one this server returned")
+	}
+	if !bytes.HasPrefix(after, w.prefix) {
+		return nil, nil, errs.InvalidField("cursor", "cursor", "cursor belongs to another listing")
+	}
+	k, v = c.Seek(after)
+	if bytes.Equal(k, after) {
+		k, v = c.Next()
+	}
+	return k, v, nil
 }

@@ -300,7 +300,7 @@ func (s *Store) resolveBatch(ctx context.Context, req keystore.BulkResolveReques
 		return part, err
 	}
 	defer conn.Release()
-	open := false
+	open := !req.DryRun // readBatch begins the transaction unless it is a dry run
 	defer func() {
 		if open {
 			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
@@ -308,64 +308,86 @@ func (s *Store) resolveBatch(ctx context.Context, req keystore.BulkResolveReques
 			cancel()
 		}
 	}()
+	found, now, err := s.readBatch(ctx, conn.Conn(), req.DryRun, nss, keys)
+	if err != nil {
+		return part, err
+	}
+	part, w, err := s.decideBatch(req, nss, keys, found, now)
+	if err != nil {
+		return part, err
+	}
+	if req.DryRun || w.Len() == 0 {
+		return part, nil // the deferred rollback ends the transaction
+	}
+	if err := s.commitOn(ctx, keystore.Op{Name: "resolve-bulk", Namespace: nss[0], Key: keys[0]}, conn.Conn(), w); err != nil {
+		return part, err
+	}
+	open = false
+	return part, nil
+}
+
+// batchRow is a key of the batch as read, keyed by namespace+"\x00"+key;
+// a damaged one is counted and left alone.
+type batchRow struct {
+	cur     *keystore.Record
+	version int64
+	damaged bool
+}
+
+// readBatch reads the batch's keys in one round trip, locking them in a
+// transaction it begins unless dryRun, and the time of the decision.
+func (s *Store) readBatch(ctx context.Context, conn *pgx.Conn, dryRun bool, nss, keys []string) (found map[string]batchRow, now time.Time, err error) {
 	b := &pgx.Batch{}
-	if !req.DryRun {
+	if !dryRun {
 		b.Queue("BEGIN")
 		b.Queue(pgSelectBatch+" FOR UPDATE", nss, keys)
-		open = true
 	} else {
 		b.Queue(pgSelectBatch, nss, keys)
 	}
 	if s.clock == nil {
 		b.Queue(pgClock) // after the locks: the time of the decision, not of the wait
 	}
-	type row struct {
-		cur     *keystore.Record
-		version int64
-		damaged bool
-	}
-	found := map[string]row{}
-	var rs readSet
-	err = func() (err error) {
-		br := conn.SendBatch(ctx, b)
-		defer func() {
-			if cerr := br.Close(); err == nil {
-				err = cerr
-			}
-		}()
-		if !req.DryRun {
-			if _, err = br.Exec(); err != nil {
-				return err
-			}
+	found = map[string]batchRow{}
+	br := conn.SendBatch(ctx, b)
+	defer func() {
+		if cerr := br.Close(); err == nil {
+			err = cerr
 		}
-		rows, err := br.Query()
-		if err != nil {
-			return err
-		}
-		for rows.Next() {
-			var ns, key string
-			r, version, err := scanRecord(prefixRow{rows, []any{&ns, &key}}, "", "")
-			if errs.CodeOf(err) == errs.RecordDamaged {
-				s.noteDamage(err)
-				found[ns+"\x00"+key] = row{damaged: true}
-				continue
-			}
-			if err != nil {
-				rows.Close()
-				return err
-			}
-			found[ns+"\x00"+key] = row{cur: r, version: version}
-		}
-		if err := rows.Err(); err != nil {
-			return err
-		}
-		rs.now, err = s.scanNow(br)
-		return err
 	}()
-	if err != nil {
-		return part, err
+	if !dryRun {
+		if _, err = br.Exec(); err != nil {
+			return found, now, err
+		}
 	}
-	w := &pgx.Batch{}
+	rows, err := br.Query()
+	if err != nil {
+		return found, now, err
+	}
+	for rows.Next() {
+		var ns, key string
+		r, version, err := scanRecord(prefixRow{rows, []any{&ns, &key}}, "", "")
+		if errs.CodeOf(err) == errs.RecordDamaged {
+			s.noteDamage(err)
+			found[ns+"\x00"+key] = batchRow{damaged: true}
+			continue
+		}
+		if err != nil {
+			rows.Close()
+			return found, now, err
+		}
+		found[ns+"\x00"+key] = batchRow{cur: r, version: version}
+	}
+	if err := rows.Err(); err != nil {
+		return found, now, err
+	}
+	now, err = s.scanNow(br)
+	return found, now, err
+}
+
+// decideBatch decides every key of the batch at now and queues the writes
+// of those it changes (none on a dry run), the events after every row.
+func (s *Store) decideBatch(req keystore.BulkResolveRequest, nss, keys []string, found map[string]batchRow, now time.Time) (part keystore.BulkResult, w *pgx.Batch, err error) {
+	w = &pgx.Batch{}
 	var events []keystore.Event
 	for i := range keys {
 		ns, key := nss[i], keys[i]
@@ -374,14 +396,14 @@ func (s *Store) resolveBatch(ctx context.Context, req keystore.BulkResolveReques
 			part.Count(keystore.SkipDamaged)
 			continue
 		}
-		st, skip, err := keystore.DecideBulkResolve(got.cur, req, s.policies.Namespace(ns), rs.now)
+		st, skip, err := keystore.DecideBulkResolve(got.cur, req, s.policies.Namespace(ns), now)
 		if err != nil {
-			return part, err
+			return part, w, err
 		}
 		part.Count(skip)
 		if skip == "" && !req.DryRun {
 			if err := queueRecord(w, got.cur, got.version, st.Record); err != nil {
-				return part, err
+				return part, w, err
 			}
 			events = append(events, st.Events...)
 		}
@@ -393,12 +415,5 @@ func (s *Store) resolveBatch(ctx context.Context, req keystore.BulkResolveReques
 	for _, ev := range events {
 		queueEvent(w, ev)
 	}
-	if req.DryRun || w.Len() == 0 {
-		return part, nil // the deferred rollback ends the transaction
-	}
-	if err := s.commitOn(ctx, keystore.Op{Name: "resolve-bulk", Namespace: nss[0], Key: keys[0]}, conn.Conn(), w); err != nil {
-		return part, err
-	}
-	open = false
-	return part, nil
+	return part, w, nil
 }

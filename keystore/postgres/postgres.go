@@ -727,31 +727,91 @@ func (s *Store) List(ctx context.Context, q keystore.ListQuery) (keystore.Page, 
 	if err != nil {
 		return keystore.Page{}, err
 	}
-	var afterNS, afterKey string
-	var afterAt time.Time // oldest first: the cursor starts with updated_at
-	hasCursor := q.Cursor != ""
-	if hasCursor {
-		raw, err := base64.RawURLEncoding.DecodeString(q.Cursor)
-		if err != nil {
-			return keystore.Page{}, errs.InvalidField("cursor", "cursor", "cursor is not one this server returned")
-		}
-		rest := string(raw)
-		if q.Oldest {
-			at, after, ok := strings.Cut(rest, "\x00")
-			us, perr := strconv.ParseInt(at, 10, 64)
-			if !ok || perr != nil {
-				return keystore.Page{}, errs.InvalidField("cursor", "cursor", "cursor belongs to another listing")
-			}
-			afterAt, rest = time.UnixMicro(us).UTC(), after
-		}
-		var ok bool
-		if afterNS, afterKey, ok = strings.Cut(rest, "\x00"); !ok {
-			return keystore.Page{}, errs.InvalidField("cursor", "cursor", "cursor is not one this server returned")
-		}
-		if q.Namespace != "" && afterNS != q.Namespace {
-			return keystore.Page{}, errs.InvalidField("cursor", "cursor", "cursor belongs to another listing")
-		}
+	after, err := parseListCursor(q)
+	if err != nil {
+		return keystore.Page{}, err
 	}
+	sql, args := listSQL(q, after)
+	rows, err := s.pool.Query(ctx, sql, args...)
+	if err != nil {
+		return keystore.Page{}, s.dbErr("list", err)
+	}
+	defer rows.Close()
+	var page keystore.Page
+	for rows.Next() {
+		if len(page.Items) == q.Limit {
+			page.NextCursor = listCursorOf(page.Items[len(page.Items)-1], q.Oldest)
+			break
+		}
+		var ns, key string
+		r, _, err := scanRecord(prefixRow{rows, []any{&ns, &key}}, "", "")
+		if errs.CodeOf(err) == errs.RecordDamaged {
+			s.noteDamage(err) // left out of listings; its key answers record_damaged
+			continue
+		}
+		if err != nil {
+			return keystore.Page{}, s.dbErr("list", err)
+		}
+		page.Items = append(page.Items, r)
+	}
+	if err := rows.Err(); err != nil {
+		return keystore.Page{}, s.dbErr("list", err)
+	}
+	return page, nil
+}
+
+// listAfter is where a page of List starts: after this row (set is false
+// on the first page).
+type listAfter struct {
+	set     bool
+	ns, key string
+	at      time.Time // oldest first: the cursor starts with updated_at
+}
+
+// parseListCursor reads q.Cursor as listCursorOf wrote it, refusing a
+// cursor of another listing so a page never silently skips rows.
+func parseListCursor(q keystore.ListQuery) (listAfter, error) {
+	var after listAfter
+	if q.Cursor == "" {
+		return after, nil
+	}
+	after.set = true
+	raw, err := base64.RawURLEncoding.DecodeString(q.Cursor)
+	if err != nil {
+		return after, errs.InvalidField("cursor", "cursor", "cursor is not one this server returned")
+	}
+	rest := string(raw)
+	if q.Oldest {
+		at, tail, ok := strings.Cut(rest, "\x00")
+		us, perr := strconv.ParseInt(at, 10, 64)
+		if !ok || perr != nil {
+			return after, errs.InvalidField("cursor", "cursor", "cursor belongs to another listing")
+		}
+		after.at, rest = time.UnixMicro(us).UTC(), tail
+	}
+	var ok bool
+	if after.ns, after.key, ok = strings.Cut(rest, "\x00"); !ok {
+		return after, errs.InvalidField("cursor", "cursor", "cursor is not one this server returned")
+	}
+	if q.Namespace != "" && after.ns != q.Namespace {
+		return after, errs.InvalidField("cursor", "cursor", "cursor belongs to another listing")
+	}
+	return after, nil
+}
+
+// listCursorOf is the cursor after last, the row parseListCursor reads back.
+func listCursorOf(last *keystore.Record, oldest bool) string {
+	cursor := last.Namespace + "\x00" + last.Key
+	if oldest {
+		cursor = strconv.FormatInt(last.UpdatedAt.UnixMicro(), 10) + "\x00" + cursor
+	}
+	return base64.RawURLEncoding.EncodeToString([]byte(cursor))
+}
+
+// listSQL is the query of one page of q after the cursor, one row more than
+// the page so List knows whether there is a next one; its conditions
+// repeat the partial indexes' so the planner can use them.
+func listSQL(q keystore.ListQuery, after listAfter) (string, []any) {
 	sql := `SELECT namespace, key, ` + pgKeyRead + ` FROM guard_keys WHERE true`
 	var args []any
 	arg := func(v any) string { args = append(args, v); return fmt.Sprintf("$%d", len(args)) }
@@ -777,43 +837,13 @@ func (s *Store) List(ctx context.Context, q keystore.ListQuery) (keystore.Page, 
 	if q.Oldest {
 		order = `updated_at, namespace, key`
 	}
-	if hasCursor && q.Oldest {
-		sql += fmt.Sprintf(` AND (updated_at, namespace, key) > (%s, %s, %s)`, arg(afterAt), arg(afterNS), arg(afterKey))
-	} else if hasCursor {
-		sql += fmt.Sprintf(` AND (namespace, key) > (%s, %s)`, arg(afterNS), arg(afterKey))
+	if after.set && q.Oldest {
+		sql += fmt.Sprintf(` AND (updated_at, namespace, key) > (%s, %s, %s)`, arg(after.at), arg(after.ns), arg(after.key))
+	} else if after.set {
+		sql += fmt.Sprintf(` AND (namespace, key) > (%s, %s)`, arg(after.ns), arg(after.key))
 	}
 	sql += ` ORDER BY ` + order + ` LIMIT ` + arg(q.Limit+1)
-	rows, err := s.pool.Query(ctx, sql, args...)
-	if err != nil {
-		return keystore.Page{}, s.dbErr("list", err)
-	}
-	defer rows.Close()
-	var page keystore.Page
-	for rows.Next() {
-		if len(page.Items) == q.Limit {
-			last := page.Items[len(page.Items)-1]
-			cursor := last.Namespace + "\x00" + last.Key
-			if q.Oldest {
-				cursor = strconv.FormatInt(last.UpdatedAt.UnixMicro(), 10) + "\x00" + cursor
-			}
-			page.NextCursor = base64.RawURLEncoding.EncodeToString([]byte(cursor))
-			break
-		}
-		var ns, key string
-		r, _, err := scanRecord(prefixRow{rows, []any{&ns, &key}}, "", "")
-		if errs.CodeOf(err) == errs.RecordDamaged {
-			s.noteDamage(err) // left out of listings; its key answers record_damaged
-			continue
-		}
-		if err != nil {
-			return keystore.Page{}, s.dbErr("list", err)
-		}
-		page.Items = append(page.Items, r)
-	}
-	if err := rows.Err(); err != nil {
-		return keystore.Page{}, s.dbErr("list", err)
-	}
-	return page, nil
+	return sql, args
 }
 
 // prefixRow scans leading columns into prefix, the rest into the
