@@ -52,7 +52,10 @@ type Main struct {
 	Logger  *slog.Logger
 	Version string
 
-	store  keystore.Store
+	store keystore.Store
+	// pg is the store when it is PostgreSQL (nil on bbolt): what replicas
+	// share lives there (sign-outs, secrets; shared.go).
+	pg     *postgres.Store
 	notes  *notify.Service
 	server *api.Server
 	ln     net.Listener
@@ -170,7 +173,7 @@ func (m *Main) openStore(ctx context.Context, policies keystore.Policies) (opene
 		if err != nil {
 			return openedStore{}, err
 		}
-		m.store = pg
+		m.store, m.pg = pg, pg
 		outbox, err := notifypg.New(ctx, pg.Pool(), notifypg.Options{})
 		if err != nil {
 			return openedStore{}, err
@@ -223,8 +226,8 @@ func (m *Main) initSecrets(ctx context.Context) (api.ConsoleConfig, error) {
 	if con.SessionKey, err = m.secret(ctx, consoleKeySecret, cfg.ConsoleSessionKey); err != nil {
 		return con, fmt.Errorf("console session key: %w", err)
 	}
-	if pg, ok := m.store.(*postgres.Store); ok {
-		con.SignOuts = pg
+	if m.pg != nil {
+		con.SignOuts = m.pg
 	} else {
 		con.SignOutFile = filepath.Join(cfg.DataDir, ConsoleSignOutFile)
 	}
@@ -389,7 +392,7 @@ func (m *Main) Close() error {
 		if err := m.store.Close(); err != nil {
 			errs = append(errs, fmt.Errorf("close store: %w", err))
 		}
-		m.store = nil
+		m.store, m.pg = nil, nil
 	}
 	return errors.Join(errs...)
 }

@@ -14,7 +14,6 @@ import (
 	"strings"
 
 	"github.com/n8n-guard/n8n-guard/api/console"
-	"github.com/n8n-guard/n8n-guard/keystore/postgres"
 	"github.com/n8n-guard/n8n-guard/n8n"
 )
 
@@ -99,8 +98,8 @@ func (m *Main) secret(ctx context.Context, s sharedSecret, configured string) ([
 	if strings.TrimSpace(configured) != "" {
 		return s.parse(configured)
 	}
-	pg, ok := m.store.(*postgres.Store)
-	if !ok {
+	pg := m.pg
+	if pg == nil {
 		return s.folder(m.Config.DataDir, m.Logger)
 	}
 	path := filepath.Join(m.Config.DataDir, s.Name)
