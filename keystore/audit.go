@@ -29,6 +29,10 @@ type AuditEntry struct {
 	// Keys is how many keys the bulk action (Event.Bulk) decided, as its
 	// events in the log count them; 0 for a single decision.
 	Keys int
+	// Namespaces counts Keys by namespace, so a reader limited to some
+	// namespaces is shown only the keys of its own (nil for a single
+	// decision).
+	Namespaces map[string]int
 	// Action is what the store keeps under Event.Bulk (who, the note, the
 	// resolution); nil when it keeps nothing under it.
 	Action *BulkAction
@@ -58,6 +62,7 @@ func Audit(ctx context.Context, s AuditReader, before uint64, limit int) (entrie
 			bulk := ev.Kind == EventKeyResolved && ev.Bulk != ""
 			if i, ok := bulks[ev.Bulk]; bulk && ok {
 				entries[i].Keys++
+				entries[i].Namespaces[ev.Namespace]++
 				continue
 			}
 			if len(entries) == limit {
@@ -66,7 +71,7 @@ func Audit(ctx context.Context, s AuditReader, before uint64, limit int) (entrie
 			}
 			e := AuditEntry{Event: ev}
 			if bulk {
-				e.Keys, bulks[ev.Bulk] = 1, len(entries)
+				e.Keys, e.Namespaces, bulks[ev.Bulk] = 1, map[string]int{ev.Namespace: 1}, len(entries)
 			}
 			entries = append(entries, e)
 		}

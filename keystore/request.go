@@ -5,6 +5,7 @@ import (
 	"strings"
 	"time"
 	"unicode"
+	"unicode/utf8"
 
 	"github.com/n8n-guard/n8n-guard/internal/redact"
 )
@@ -39,7 +40,7 @@ type ReserveRequest struct {
 	// Summary says in one line what the event is ("Invoice 4711 · 12,000
 	// EUR · ACME"), so an approver has something to judge. Trimmed and
 	// redacted like other free text; recorded on the key (Record.Summary).
-	Summary string `json:"summary" validate:"max=200,utf8,no_control"`
+	Summary string `json:"summary" validate:"max=200,utf8,no_control,one_line"`
 }
 
 // CompleteRequest reports that the attempt holding Token took effect.
@@ -132,7 +133,11 @@ func (r ReserveRequest) Normalize() (ReserveRequest, Fingerprint, error) {
 	r.Summary = strings.TrimSpace(r.Summary)
 	v.check(r)
 	// A summary is built from the item: it may carry a customer's e-mail.
-	r.Summary = redact.Redact(r.Summary)
+	// A bidi embedding, override or isolate (from an item's text) would
+	// reorder what the approvers read after it: dropped, not refused, so
+	// a customer's name never costs the write. Masking may lengthen the
+	// text ("a@b.de" is "[email]"): cut to the limit.
+	r.Summary = cutRunes(redact.Redact(strings.Map(dropBidi, r.Summary)), MaxSummaryLength)
 	hasPayload := len(r.Payload) > 0 && strings.TrimSpace(string(r.Payload)) != "null"
 	if len(r.Payload) > 0 && r.Fingerprint != "" {
 		v.field("fingerprint", "excluded_with=payload", "send either payload or fingerprint, not both")
@@ -215,4 +220,22 @@ func (q ListQuery) Normalize() (ListQuery, error) {
 		q.Limit = 100
 	}
 	return q, v.err()
+}
+
+// cutRunes cuts s to at most n characters, the last "…" when cut.
+func cutRunes(s string, n int) string {
+	if utf8.RuneCountInString(s) <= n {
+		return s
+	}
+	return string([]rune(s)[:n-1]) + "…"
+}
+
+// dropBidi drops the bidi embeddings, overrides and isolates (U+202A to
+// U+202E, U+2066 to U+2069): unlike the marks (U+200E, U+200F) they
+// reorder what follows them, past the end of a one-line field.
+func dropBidi(r rune) rune {
+	if r >= 0x202A && r <= 0x202E || r >= 0x2066 && r <= 0x2069 {
+		return -1
+	}
+	return r
 }

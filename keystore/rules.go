@@ -25,6 +25,7 @@ import (
 //	utf8           valid UTF-8
 //	no_control     no control characters (one-line fields)
 //	no_format      no invisible format characters (category Cf), as keys
+//	one_line       no line or paragraph separator (U+2028, U+2029)
 //	one_script     letters of one script (person.go: people's identifiers)
 //	max_bytes=N    at most N bytes (a JSON value, a key prefix)
 //	max_seconds=N  a duration of at most N seconds, reported as max=N
@@ -44,6 +45,7 @@ var rules = sync.OnceValue(func() *validator.Validate {
 		},
 		"no_format":  func(fl validator.FieldLevel) bool { return strings.IndexFunc(fl.Field().String(), invisible) < 0 },
 		"one_script": func(fl validator.FieldLevel) bool { return onePersonScript(fl.Field().String()) },
+		"one_line":   func(fl validator.FieldLevel) bool { return !strings.ContainsAny(fl.Field().String(), "\u2028\u2029") },
 		"max_bytes": func(fl validator.FieldLevel) bool {
 			n, err := strconv.Atoi(fl.Param())
 			return err == nil && fl.Field().Len() <= n
@@ -153,6 +155,8 @@ func message(field, tag, param string) string {
 	case "no_format":
 		return field + " contains an invisible character (zero-width, bidi control or another Unicode format character, category Cf): " +
 			"it would make two names that look the same; send it without"
+	case "one_line":
+		return field + " is one line: it contains a line or paragraph separator (U+2028, U+2029)"
 	case "one_script":
 		return field + " mixes letters of scripts that do not go together (e.g. a Cyrillic letter in a Latin name): " +
 			"it would look like another person's name; write it in one script"

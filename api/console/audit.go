@@ -70,7 +70,7 @@ func (ui *Console) audit(c *fiber.Ctx, sess *session) error {
 		return err
 	}
 	for _, e := range entries {
-		if it, ok := auditOfEntry(e); ok && mayRead(sess, it) {
+		if it, ok := entryFor(sess, e); ok {
 			p.Items = append(p.Items, it)
 		}
 	}
@@ -96,14 +96,16 @@ func (ui *Console) bulkKeys(c *fiber.Ctx, sess *session, p auditPage) error {
 	if err != nil {
 		return err
 	}
-	if a, ok := kept[p.Bulk]; ok && a.Resolution != "" {
-		it := bulkItem(keystore.AuditEntry{Event: keystore.Event{At: a.At, Owner: a.By, Bulk: a.ID, Message: string(a.Resolution)}, Action: &a}, 0)
-		p.Summary = &it
-	}
 	for _, ev := range evs {
 		if it, ok := auditOf(ev); ok && mayRead(sess, it) {
 			p.Items = append(p.Items, it)
 		}
+	}
+	// Who decided and why: for a reader limited to namespaces, only
+	// beside keys of its own (a bulk id is short, and may be chosen).
+	if a, ok := kept[p.Bulk]; ok && a.Resolution != "" && (sess.who.Unlimited() || len(p.Items) > 0) {
+		it := bulkItem(keystore.AuditEntry{Event: keystore.Event{At: a.At, Owner: a.By, Bulk: a.ID, Message: string(a.Resolution)}, Action: &a}, 0)
+		p.Summary = &it
 	}
 	if len(evs) == bulkKeysPageSize {
 		p.NextURL = Prefix + "/audit?" + url.Values{"bulk": {p.Bulk}, "before": {strconv.FormatUint(evs[len(evs)-1].Seq, 10)}}.Encode()
@@ -115,6 +117,26 @@ func (ui *Console) bulkKeys(c *fiber.Ctx, sess *session, p auditPage) error {
 // destination its breaker.
 func mayRead(sess *session, it auditItem) bool {
 	return (it.Key == "" || sess.who.MayUse(it.Namespace)) && (it.Destination == "" || sess.who.MayUseBreaker(it.Destination))
+}
+
+// entryFor reads one entry of the audit as sess may see it: a bulk
+// decision counts only the keys of the namespaces sess may use, wherever
+// its newest key is, and is left out when it decided none of them.
+func entryFor(sess *session, e keystore.AuditEntry) (auditItem, bool) {
+	if e.Kind == keystore.EventKeyResolved && e.Bulk != "" && !sess.who.Unlimited() {
+		n := 0
+		for ns, k := range e.Namespaces {
+			if sess.who.MayUse(ns) {
+				n += k
+			}
+		}
+		if n == 0 {
+			return auditItem{}, false
+		}
+		return bulkItem(e, n), true
+	}
+	it, ok := auditOfEntry(e)
+	return it, ok && mayRead(sess, it)
 }
 
 // auditOfEntry reads one row of the audit: a bulk decision, or a single
