@@ -110,7 +110,7 @@ func startAttempt(cur *Record, br *Breaker, req ReserveRequest, fp Fingerprint, 
 		if !ok && req.ResumeURL != "" {
 			// The execution waits in n8n; the guard resumes it (park.go).
 			s.Record = park(cur, b, req.Namespace, req.Key, req.Owner, req.Destination, req.ResumeURL, attempt-1, fp, "destination "+req.Destination+" paused", now)
-			s.Record.takeSummary(req.Summary)
+			s.Record.takeSummary(cur, req.Summary)
 			s.Result = parkedResult(s.Record, b, now)
 			return s, nil
 		}
@@ -141,7 +141,7 @@ func startAttempt(cur *Record, br *Breaker, req ReserveRequest, fp Fingerprint, 
 	if len(next.Fingerprint) == 0 {
 		next.Fingerprint = fp
 	}
-	next.takeSummary(req.Summary)
+	next.takeSummary(cur, req.Summary)
 	next.addHistory(Transition{At: now, Event: HistoryReserved, Attempt: attempt, By: req.Owner})
 	s.Record = next
 	s.Result = Result{Outcome: OutcomeAccepted, Proceed: true, Token: token, Record: next}
@@ -154,9 +154,11 @@ func startAttempt(cur *Record, br *Breaker, req ReserveRequest, fp Fingerprint, 
 // still the same event (an approved key's woken execution may come from a
 // workflow that does not send it). A reserve that starts nothing (a
 // duplicate of a completed key, a copy while one is in progress or awaits
-// approval) writes nothing, so it never changes the summary.
-func (r *Record) takeSummary(summary string) {
-	if summary != "" {
+// approval) writes nothing, so it never changes the summary. Nor does the
+// reserve of an approved key's woken execution: the key keeps the summary
+// the approvers judged (cur is the record before the reserve).
+func (r *Record) takeSummary(cur *Record, summary string) {
+	if summary != "" && (cur == nil || cur.Reason != ReasonApproved) {
 		r.Summary = summary
 	}
 }

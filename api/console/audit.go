@@ -91,6 +91,11 @@ func (ui *Console) bulkKeys(c *fiber.Ctx, sess *session, p auditPage) error {
 	if err != nil {
 		return err
 	}
+	if _, ok := kept[p.Bulk]; !ok {
+		// Nothing to list, and no reason to read the whole event log (it
+		// has no index by bulk on bbolt) to find that out.
+		return errs.Errorf(errs.NotFound, "no bulk decision %q is known", p.Bulk)
+	}
 	evs, err := ui.store.RecentEvents(c.UserContext(), keystore.EventQuery{Before: p.Before, Kinds: []keystore.EventKind{keystore.EventKeyResolved},
 		Bulk: p.Bulk, Limit: bulkKeysPageSize})
 	if err != nil {

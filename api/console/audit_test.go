@@ -95,6 +95,11 @@ func TestAuditShowsABulkDecisionAsOneEntry(t *testing.T) {
 	if resp, _ := fetch(t, c, s.url+"/ui/audit?bulk=b-1,b-2"); resp.StatusCode != http.StatusBadRequest {
 		t.Fatalf("a broken bulk id: %d, want 400", resp.StatusCode)
 	}
+	// An id no bulk decision has is not found, without a walk through the
+	// event log.
+	if resp, page := fetch(t, c, s.url+"/ui/audit?bulk=b-0000beef"); resp.StatusCode != http.StatusNotFound || !strings.Contains(page, "no bulk decision") {
+		t.Fatalf("an unknown bulk id: %d, want 404 saying so:\n%s", resp.StatusCode, page)
+	}
 }
 
 var auditRowRE = regexp.MustCompile(`(?s)<tr[ >].*?</tr>`)
