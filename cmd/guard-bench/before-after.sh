@@ -7,6 +7,7 @@
 #
 #   bash cmd/guard-bench/before-after.sh [duration] [rounds] [base-commit]
 #   bash cmd/guard-bench/before-after.sh 5s 3 a3e635a
+#   BASE_POSTGRES=1 bash cmd/guard-bench/before-after.sh 5s 3 a3e635a   # also the older build on PostgreSQL
 #
 # Per round and target: reserve-unique at 64 connections (rate, p50, p99,
 # server CPU per reserve from /proc) and at 1 connection (p50, p99); and
@@ -41,6 +42,13 @@ start after "$BIN/n8n-guard" serve --data "$OUT/data-after"
 start before "$BIN/n8n-guard-base" serve --data "$OUT/data-before"
 start postgres "$BIN/n8n-guard" serve --data "$OUT/data-pg" --store "$PGURL"
 labels=(after before postgres)
+# BASE_POSTGRES=1: the older build on PostgreSQL too, in a database of its
+# own on the same throwaway server (before and after on PostgreSQL).
+if [ -n "${BASE_POSTGRES:-}" ]; then
+  psql "$PGURL" -qc 'CREATE DATABASE guard_before'
+  start postgres-before "$BIN/n8n-guard-base" serve --data "$OUT/data-pg-before" --store "${PGURL/\/postgres\?//guard_before?}"
+  labels+=(postgres-before)
+fi
 for l in "${labels[@]}"; do url[$l]=$(addr_of "$OUT/$l.log"); done
 
 hz=$(getconf CLK_TCK)
