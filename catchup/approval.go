@@ -4,7 +4,6 @@ import (
 	"context"
 	"slices"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/n8n-guard/n8n-guard/keystore"
@@ -98,15 +97,11 @@ func (r *Runner) resumeDecided(ctx context.Context, rec *keystore.Record) {
 	}
 	// Its call takes the destination's turn like the catch-up's: a bulk
 	// approval of many events does not wake them all at once.
-	dest := claimed.Destination
-	var t keystore.Turn
-	if dest != "" {
-		if t, ok = r.awaitTurn(ctx, dest, claimed); !ok {
-			return // the claim lapses; the key is claimed again
-		}
-		defer r.releaseTurn(ctx, dest, t)
+	res := r.resumeClaimed(ctx, claimed, func(time.Time) {
+		r.log.Info("approvals: resuming the execution of a decided key", "namespace", rec.Namespace, "key", rec.Key,
+			"decision", string(claimed.Reason), "by", claimed.ResolvedBy)
+	})
+	if res.outcome == foundLost {
+		r.logLost(res.rec, res.detail) // each one: a person decided about each
 	}
-	r.log.Info("approvals: resuming the execution of a decided key", "namespace", rec.Namespace, "key", rec.Key,
-		"decision", string(claimed.Reason), "by", claimed.ResolvedBy)
-	r.resumeOne(ctx, claimed, new(atomic.Int32)) // each lost one is logged
 }
