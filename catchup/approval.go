@@ -3,8 +3,6 @@ package catchup
 import (
 	"context"
 	"slices"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/n8n-guard/n8n-guard/keystore"
@@ -39,51 +37,65 @@ func decided(rec *keystore.Record, now time.Time) bool {
 }
 
 // runApprovals resumes decided keys of the gated namespaces until ctx ends.
+// Each resume runs in a goroutine that reports its key on ended when it
+// is over; the set of keys being resumed is this loop's alone.
 func (r *Runner) runApprovals(ctx context.Context) {
 	gated := gatedNamespaces(r.opts.Policies)
 	if len(gated) == 0 {
 		return
 	}
-	var (
-		wg      sync.WaitGroup
-		mu      sync.Mutex
-		pending = map[string]bool{}
-	)
-	defer wg.Wait()
+	pending := map[string]bool{} // keys being resumed by this guard
+	ended := make(chan string)
+	defer func() {
+		for len(pending) > 0 {
+			delete(pending, <-ended)
+		}
+	}()
 	for ctx.Err() == nil {
-		for _, ns := range gated {
-			cursor := ""
-			for ctx.Err() == nil {
-				page, err := r.opts.Store.List(ctx, keystore.ListQuery{Namespace: ns, State: keystore.StateParked, Limit: 500, Cursor: cursor})
-				if err != nil {
-					r.log.Warn("approvals: cannot list the parked keys; trying again", "namespace", ns, "err", err)
-					break
-				}
-				for _, rec := range page.Items {
-					id := rec.Namespace + "\x00" + rec.Key
-					mu.Lock()
-					mine := pending[id]
-					mu.Unlock()
-					if mine || !decided(rec, r.now()) {
-						continue
-					}
-					mu.Lock()
-					pending[id] = true
-					mu.Unlock()
-					wg.Add(1)
-					go func(rec *keystore.Record) {
-						defer wg.Done()
-						defer func() { mu.Lock(); delete(pending, id); mu.Unlock() }()
-						r.resumeDecided(ctx, rec)
-					}(rec)
-				}
-				if cursor = page.NextCursor; cursor == "" {
-					break
-				}
+		for collected := true; collected; {
+			select {
+			case id := <-ended:
+				delete(pending, id)
+			default:
+				collected = false
+			}
+		}
+		for _, rec := range r.decidedKeys(ctx, gated) {
+			if id := id(rec); !pending[id] {
+				pending[id] = true
+				go func() {
+					r.resumeDecided(ctx, rec)
+					ended <- id
+				}()
 			}
 		}
 		r.opts.Sleep(ctx, r.opts.Interval)
 	}
+}
+
+// decidedKeys lists the decided keys of the gated namespaces (decided):
+// those whose execution is to be resumed.
+func (r *Runner) decidedKeys(ctx context.Context, gated []string) []*keystore.Record {
+	var out []*keystore.Record
+	for _, ns := range gated {
+		q := keystore.ListQuery{Namespace: ns, State: keystore.StateParked, Limit: 500}
+		for ctx.Err() == nil {
+			page, err := r.opts.Store.List(ctx, q)
+			if err != nil {
+				r.log.Warn("approvals: cannot list the parked keys; trying again", "namespace", ns, "err", err)
+				break
+			}
+			for _, rec := range page.Items {
+				if decided(rec, r.now()) {
+					out = append(out, rec)
+				}
+			}
+			if q.Cursor = page.NextCursor; q.Cursor == "" {
+				break
+			}
+		}
+	}
+	return out
 }
 
 // resumeDecided claims a decided key and resumes its execution.
@@ -98,15 +110,11 @@ func (r *Runner) resumeDecided(ctx context.Context, rec *keystore.Record) {
 	}
 	// Its call takes the destination's turn like the catch-up's: a bulk
 	// approval of many events does not wake them all at once.
-	dest := claimed.Destination
-	var t keystore.Turn
-	if dest != "" {
-		if t, ok = r.awaitTurn(ctx, dest, claimed); !ok {
-			return // the claim lapses; the key is claimed again
-		}
-		defer r.releaseTurn(ctx, dest, t)
+	res := r.resumeClaimed(ctx, claimed, func(time.Time) {
+		r.log.Info("approvals: resuming the execution of a decided key", "namespace", rec.Namespace, "key", rec.Key,
+			"decision", string(claimed.Reason), "by", claimed.ResolvedBy)
+	})
+	if res.outcome == foundLost {
+		r.logLost(res.rec, res.detail) // each one: a person decided about each
 	}
-	r.log.Info("approvals: resuming the execution of a decided key", "namespace", rec.Namespace, "key", rec.Key,
-		"decision", string(claimed.Reason), "by", claimed.ResolvedBy)
-	r.resumeOne(ctx, claimed, new(atomic.Int32)) // each lost one is logged
 }

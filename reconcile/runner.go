@@ -7,7 +7,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/cenkalti/backoff/v5"
+	"github.com/n8n-guard/n8n-guard/internal/callback"
 	"github.com/n8n-guard/n8n-guard/internal/prom"
 	"github.com/n8n-guard/n8n-guard/keystore"
 	"github.com/n8n-guard/n8n-guard/n8n"
@@ -186,33 +186,25 @@ func (r *Runner) checkOne(ctx context.Context, rec *keystore.Record) {
 		return
 	}
 	req := n8n.NewCheckRequest(claimed)
-	deadline := r.now().Add(r.opts.Claim * 3 / 4)
-	b := backoff.NewExponentialBackOff()
-	b.InitialInterval, b.MaxInterval = r.opts.Backoff, 10*time.Second
 	tries := r.opts.Tries
 	if n := r.opts.TriesOf[name]; n > 0 {
 		tries = n
 	}
-	var out n8n.CheckOutcome
-	for try := 1; ; try++ {
-		out = caller.Call(ctx, req)
-		if ctx.Err() != nil {
-			return // stopped mid-call: the claim lapses and a guard calls again
+	var last n8n.CheckOutcome
+	retry := callback.Retry{Initial: r.opts.Backoff, Max: 10 * time.Second, Tries: tries,
+		Deadline: r.now().Add(r.opts.Claim * 3 / 4), Clock: r.now,
+		Waiting: func(try int, wait time.Duration) {
+			log.Info("check: no usable answer yet; trying again", "try", try, "detail", last.Answer.Detail, "wait", wait.String())
+		}}
+	out, stop := callback.Call(ctx, retry, func(ctx context.Context) (n8n.CheckOutcome, bool) {
+		last = caller.Call(ctx, req)
+		if ctx.Err() == nil {
+			r.metrics.calls.WithLabelValues(callResult(last)).Inc()
 		}
-		r.metrics.calls.WithLabelValues(callResult(out)).Inc()
-		if !out.Retry || try >= tries {
-			break
-		}
-		wait := b.NextBackOff()
-		if r.now().Add(wait).After(deadline) {
-			break
-		}
-		log.Info("check: no usable answer yet; trying again", "try", try, "detail", out.Answer.Detail, "wait", wait.String())
-		select {
-		case <-ctx.Done():
-			return
-		case <-time.After(wait):
-		}
+		return last, last.Retry
+	})
+	if stop == callback.Stopped {
+		return // stopped mid-call: the claim lapses and a guard calls again
 	}
 	r.record(ctx, log, claimed, out.Answer)
 }

@@ -1,0 +1,219 @@
+package catchup
+
+import (
+	"context"
+	"time"
+
+	"github.com/n8n-guard/n8n-guard/internal/callback"
+	"github.com/n8n-guard/n8n-guard/keystore"
+	"github.com/n8n-guard/n8n-guard/n8n"
+)
+
+// The one path of a resume, shared by the catch-up (worker.go) and the
+// approvals (approval.go): claim the key in the store (the caller, each
+// with its own log line), take a turn of its destination, call its resume
+// URL with backoff and record n8n's answer, then give the turn back.
+
+// outcome is what came of one resume, as the caught-up line counts it.
+type outcome int
+
+const (
+	notResumed  outcome = iota // no claim, no turn, n8n did not take the call, or the key moved on
+	finished                   // n8n took the call and the execution finished its attempt
+	foundLost                  // n8n no longer held the execution: recorded lost, its owner told
+	wokenSilent                // n8n took the call, the execution never reserved again: recorded lost (loseSilent logged it)
+)
+
+// resumeResult is one resume's report.
+type resumeResult struct {
+	rec     *keystore.Record
+	outcome outcome
+	detail  string // n8n's answer, for the log line of a lost execution
+}
+
+// resumeClaimed resumes the execution of a claimed key: it takes a turn
+// of the key's destination (awaitTurn), tells started when the call may
+// go, calls and records (resumeOne) and gives the turn back. A key without
+// a destination takes no turn.
+func (r *Runner) resumeClaimed(ctx context.Context, claimed *keystore.Record, started func(at time.Time)) resumeResult {
+	if dest := claimed.Destination; dest != "" {
+		t, ok := r.awaitTurn(ctx, dest, claimed)
+		if !ok {
+			return resumeResult{rec: claimed} // the claim lapses; the key is claimed again
+		}
+		defer r.releaseTurn(ctx, dest, t)
+	}
+	started(r.now()) // this guard's clock, as the worker's pace reads it (a turn's At may be the database's)
+	return r.resumeOne(ctx, claimed)
+}
+
+// awaitTurn waits until dest's next resume call may go and takes its turn
+// in the store (keystore.DecideResumeTurn): the calls themselves are
+// spaced (a claim that took longer than another cannot bunch two calls
+// together), and the guards sharing the store keep one rate and one
+// in-flight limit for the destination, the approval resumer's calls
+// included. false: ctx ended, or no turn came free within rec's claim.
+func (r *Runner) awaitTurn(ctx context.Context, dest string, rec *keystore.Record) (keystore.Turn, bool) {
+	// A slot is held as long as this guard may count the call in flight:
+	// the retries within the claim, then the woken bound (awaitFinish),
+	// and its last wait to spare.
+	hold := r.opts.Claim + r.wokenBound(rec.Namespace) + r.opts.Interval
+	for ctx.Err() == nil {
+		if rec.ResumeClaimUntil != nil && !r.now().Before(rec.ResumeClaimUntil.Add(-r.opts.Claim/4)) {
+			// Waited for a turn until the claim nearly lapsed: the key is
+			// claimed and tried again.
+			r.log.Warn("catch-up: no resume turn came free within the claim; the key is tried again (other guards hold every slot of the destination, or a guard that died holds them until their hold ends)",
+				"destination", dest, "namespace", rec.Namespace, "key", rec.Key, "hold", hold.String())
+			return keystore.Turn{}, false
+		}
+		t, ok, wait, err := r.opts.Store.TakeResumeTurn(ctx, dest, hold)
+		switch {
+		case err != nil:
+			r.log.Warn("catch-up: cannot take a resume turn; trying again", "destination", dest, "err", err)
+			wait = r.opts.Interval
+		case ok:
+			if r.opts.paced != nil {
+				r.opts.paced(dest, t.At)
+			}
+			return t, true
+		case wait <= 0:
+			wait = r.opts.Poll // every slot held, maybe by another guard
+		}
+		r.opts.Sleep(ctx, wait)
+	}
+	return keystore.Turn{}, false
+}
+
+// releaseTurn gives a turn's in-flight slot back; one not given back
+// frees itself at its hold's end.
+func (r *Runner) releaseTurn(ctx context.Context, dest string, t keystore.Turn) {
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	if err := r.opts.Store.ReleaseResumeTurn(rctx, t); err != nil {
+		r.log.Warn("catch-up: a resume turn could not be released; its slot frees itself", "destination", dest, "until", t.Until, "err", err)
+	}
+}
+
+// resumeOne calls the resume URL of a claimed key, with backoff while n8n
+// is down or the execution has not reached its Wait node, within the
+// claim; then it records the answer and, when n8n accepted, waits until
+// the resumed execution finished (its slot counts until then). The claim
+// is written before the call and the answer after it: a crash between
+// n8n's answer and the write leaves the claim to lapse and the call to be
+// made again, which n8n answers 409 or 404 when the execution already
+// woke; and a woken execution reserves the key again, so no second write
+// can come of it.
+//
+// A lost execution is counted here and logged by the caller (logLost):
+// the catch-up logs the first of an outage, the approvals each one.
+func (r *Runner) resumeOne(ctx context.Context, rec *keystore.Record) resumeResult {
+	dest, parkedAt := rec.Destination, *rec.ParkedAt
+	// Retries end within the claim, a quarter of it to spare (a call may
+	// take 15 s): after it lapses another guard may claim the key and call.
+	deadline := r.now().Add(r.opts.Claim * 3 / 4)
+	if rec.ResumeClaimUntil != nil {
+		if d := rec.ResumeClaimUntil.Add(-r.opts.Claim / 4); d.Before(deadline) {
+			deadline = d
+		}
+	}
+	retry := callback.Retry{Initial: 200 * time.Millisecond, Max: 10 * time.Second,
+		Deadline: deadline, Clock: r.now, Sleep: r.opts.Sleep}
+	out, stop := callback.Call(ctx, retry, func(ctx context.Context) (n8n.ResumeOutcome, bool) {
+		cctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+		defer cancel()
+		out := r.opts.Resumer.Resume(cctx, rec)
+		r.metrics.resumes.WithLabelValues(dest, answerName(out.Answer)).Inc()
+		return out, out.Answer == keystore.ResumeRetry
+	})
+	if stop == callback.PastDeadline {
+		r.log.Warn("catch-up: n8n did not take the resume call; the key stays parked and is tried again",
+			"destination", dest, "namespace", rec.Namespace, "key", rec.Key, "detail", out.Detail)
+	}
+	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	got, err := r.opts.Store.ResumeAnswered(wctx, rec.Namespace, rec.Key, parkedAt, out.Answer, out.Detail)
+	if err != nil {
+		r.log.Warn("catch-up: n8n's answer to a resume call could not be recorded", "namespace", rec.Namespace, "key", rec.Key, "err", err)
+	}
+	res := resumeResult{rec: rec, detail: out.Detail}
+	switch out.Answer {
+	case keystore.ResumeLost:
+		if err != nil || got == nil || got.Reason != keystore.ReasonResumeLost {
+			// Not recorded: the key moved on meanwhile. Several items of
+			// one execution park behind one Wait node with one resume URL;
+			// the call for one woke it, the others' calls find it finished
+			// while their keys are reserved again by it.
+			r.log.Info("catch-up: n8n no longer holds the execution, but the key moved on meanwhile (its execution was woken through another key parked with the same resume URL): nothing lost",
+				"destination", dest, "namespace", rec.Namespace, "key", rec.Key, "detail", out.Detail)
+			return res
+		}
+		r.metrics.lost.WithLabelValues(dest).Inc()
+		res.outcome = foundLost
+	case keystore.ResumeAccepted:
+		res.outcome = finished
+		if r.awaitFinish(ctx, rec) {
+			res.outcome = wokenSilent // lost, not resumed, in the caught-up line
+		}
+	}
+	return res
+}
+
+// logLost says that n8n no longer held a parked execution.
+func (r *Runner) logLost(rec *keystore.Record, detail string) {
+	r.log.Error("parked execution lost: n8n no longer holds it; its owner is told in Slack and must decide about the event (more of this catch-up are counted in its caught-up line)",
+		"destination", rec.Destination, "namespace", rec.Namespace, "key", rec.Key, "detail", detail)
+}
+
+// awaitFinish waits until the resumed execution reserved the key and
+// finished its attempt, or the woken bound has passed: then an execution
+// that never reserved is recorded lost (loseSilent), and lost is true.
+// The key is looked up at each commit of the store (the execution's
+// reserve and complete are commits) and every Interval (they may be
+// another guard's).
+func (r *Runner) awaitFinish(ctx context.Context, rec *keystore.Record) (lost bool) {
+	bound := r.wokenBound(rec.Namespace)
+	limit := r.now().Add(bound)
+	commits, stop := r.opts.Store.Commits()
+	defer stop()
+	defer func() {
+		if ctx.Err() != nil {
+			return
+		}
+		if res, err := r.opts.Store.Lookup(ctx, rec.Namespace, rec.Key); err == nil && keystore.WokenSilent(res.Record, bound, r.now()) {
+			lost = r.loseSilent(ctx, res.Record, bound)
+		}
+	}()
+	for r.now().Before(limit) {
+		// Looked up before the first wait: the execution may have
+		// finished before the subscription.
+		res, err := r.opts.Store.Lookup(ctx, rec.Namespace, rec.Key)
+		switch cur := res.Record; {
+		case ctx.Err() != nil:
+			return
+		case err != nil || cur == nil:
+		case cur.State == keystore.StateReserved, cur.State == keystore.StateParked && cur.ResumeSentAt != nil:
+			// woken, not finished
+		default:
+			return
+		}
+		r.wait(ctx, commits, r.opts.Interval)
+	}
+	return // the bound passed: the deferred look decides
+}
+
+// wait returns at a commit of the store (commits), after d (Sleep: the
+// fallback for another guard's commits), or when ctx ends.
+func (r *Runner) wait(ctx context.Context, commits <-chan struct{}, d time.Duration) {
+	wctx, cancel := context.WithCancel(ctx)
+	slept := make(chan struct{})
+	go func() {
+		defer close(slept)
+		r.opts.Sleep(wctx, d)
+	}()
+	select {
+	case <-commits:
+	case <-slept:
+	}
+	cancel()
+	<-slept
+}

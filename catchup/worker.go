@@ -1,0 +1,284 @@
+package catchup
+
+import (
+	"context"
+	"time"
+
+	"github.com/n8n-guard/n8n-guard/keystore"
+)
+
+// work catches one destination up (Run starts it for each destination
+// that has parked keys and no worker).
+func (r *Runner) work(ctx context.Context, dest string, parked int) {
+	defer r.stopWorker(dest)
+	dp := r.opts.Policies.Destination(dest)
+	w := &worker{r: r, dest: dest, dp: dp, parked: parked, start: r.now(),
+		events: make(chan report, 2*max(dp.CatchUpConcurrency, 1)), pending: map[string]bool{}}
+	w.run(ctx)
+}
+
+// A worker catches one destination up: it lists the destination's parked
+// keys oldest first and resumes them at its pace until none is left.
+//
+// Its state is its own: each resume runs in a goroutine (resumeParked)
+// that shares nothing with the worker but the reports it sends on events,
+// which the worker's loop reads.
+type worker struct {
+	// Set when the worker is made, never written after.
+	r      *Runner
+	dest   string
+	dp     keystore.DestinationPolicy
+	parked int       // the count that started the worker, for the first log line
+	start  time.Time // for the caught-up line's took
+	// events: the resume goroutines' reports, room for two of each (its
+	// turn, its end), so that a goroutine never waits for the loop.
+	events chan report
+
+	// The pace; written by run's goroutine only.
+	inFlight int             // resumes started and not reported ended: the slots in use
+	pending  map[string]bool // their keys (id)
+	last     time.Time       // when the last resume call took its turn, on this guard's clock
+	refused  bool            // a claim of this pass was refused: the pass ends
+	freed    bool            // a resume ended since the loop last waited for one
+
+	// The outage, for its log lines; written by run's goroutine only.
+	// announced: the outage was logged. Only once a listing finds a key:
+	// a count reads no record, so a damaged one (skipped by every listing,
+	// reported by the store) starts a worker every interval.
+	announced   bool
+	resumed     int
+	lost        int       // executions n8n no longer held, or woken and silent
+	lastOverdue time.Time // when the keys were last held to their parked_limit (zero: at the first pass)
+}
+
+// report is a resume goroutine's message to its worker: its call took its
+// turn (at), or it ended (ended, with what came of it).
+type report struct {
+	id      string
+	ended   bool
+	at      time.Time    // !ended: when the call took its turn, on this guard's clock
+	refused bool         // ended: its claim was refused or failed
+	result  resumeResult // ended
+}
+
+func id(rec *keystore.Record) string { return rec.Key + "\x00" + rec.Namespace }
+
+// run is the worker's loop: list the parked keys, close the outage when
+// none is left and no resume is in flight, start the resumes this pass's
+// pace allows, then wait for a resume to end, a commit or a tick. It
+// returns when the destination is caught up or ctx ended, once every
+// resume it started has reported its end.
+func (w *worker) run(ctx context.Context) {
+	commits, stop := w.r.opts.Store.Commits() // the probe's complete closes the breaker
+	defer stop()
+	defer w.drain()
+	for ctx.Err() == nil {
+		recs, err := w.r.opts.Store.Parked(ctx, keystore.ParkedQuery{Destination: w.dest, Limit: 4 * w.dp.CatchUpConcurrency})
+		if err != nil {
+			w.r.log.Warn("catch-up: cannot list the parked keys; trying again", "destination", w.dest, "err", err)
+			w.r.opts.Sleep(ctx, w.r.opts.Interval)
+			continue
+		}
+		w.collect()
+		w.announce(len(recs))
+		if len(recs) == 0 && w.inFlight == 0 {
+			w.caughtUp()
+			return
+		}
+		if now := w.r.now(); now.Sub(w.lastOverdue) >= overdueEvery {
+			w.lastOverdue = now
+			w.r.reportOverdue(ctx, w.dest, now)
+		}
+		if launched := w.startPass(ctx, recs); w.refused || launched == 0 {
+			w.await(ctx, commits)
+		}
+	}
+}
+
+// startPass starts a resume for each listed key that no guard resumes yet,
+// as the pace allows, until a claim is refused or ctx ends; it returns
+// how many it started.
+func (w *worker) startPass(ctx context.Context, recs []*keystore.Record) (launched int) {
+	w.refused = false
+	for _, rec := range recs {
+		if w.collect(); ctx.Err() != nil || w.refused {
+			break
+		}
+		if w.pending[id(rec)] || rec.ResumeClaimUntil != nil && w.r.now().Before(*rec.ResumeClaimUntil) {
+			continue // being resumed (by this guard or another)
+		}
+		// A slot and the pace (the call itself waits for its turn again:
+		// awaitTurn).
+		if !w.awaitSlot(ctx) {
+			break
+		}
+		// The first claim of a pass is made here, so that after a
+		// cooldown the oldest key becomes the probe; the others are
+		// claimed by their goroutines, so the claims of several keys
+		// share a commit (the store lets exactly one key be the probe
+		// however many are claimed at once).
+		var first *keystore.Record
+		if launched == 0 {
+			if first = w.r.claimParked(ctx, rec); first == nil {
+				w.refused = true
+				break
+			}
+		}
+		w.inFlight++
+		w.pending[id(rec)] = true
+		w.r.metrics.inFlight.WithLabelValues(w.dest).Inc()
+		launched++
+		go resumeParked(ctx, w.r, w.dest, rec, first, w.events)
+	}
+	return launched
+}
+
+// awaitSlot waits until the destination's pace lets one more resume start
+// (keystore.DecideCatchUpStart); false: ctx ended.
+func (w *worker) awaitSlot(ctx context.Context) bool {
+	for {
+		w.collect()
+		ok, wait := keystore.DecideCatchUpStart(w.r.now(), w.last, w.inFlight, w.dp)
+		switch {
+		case ok:
+			return true
+		case wait == 0: // every slot in flight: until a resume reports
+			select {
+			case rep := <-w.events:
+				if w.apply(rep); rep.ended {
+					w.freed = false // this wait was for it
+				}
+			case <-ctx.Done():
+				return false
+			}
+		default:
+			if w.r.opts.Sleep(ctx, wait); ctx.Err() != nil {
+				return false
+			}
+		}
+	}
+}
+
+// await waits for a resume to end, a commit of the store, the Interval
+// (the fallback for another guard's commits) or ctx's end; not at all
+// when a resume ended since the loop last waited for one.
+func (w *worker) await(ctx context.Context, commits <-chan struct{}) {
+	defer func() { w.freed = false }()
+	if w.freed {
+		return
+	}
+	t := time.NewTimer(w.r.opts.Interval)
+	defer t.Stop()
+	for {
+		select {
+		case rep := <-w.events:
+			if w.apply(rep); rep.ended {
+				return
+			}
+		case <-ctx.Done():
+			return
+		case <-commits:
+			return
+		case <-t.C:
+			return
+		}
+	}
+}
+
+// collect applies the reports that arrived, without waiting.
+func (w *worker) collect() {
+	for {
+		select {
+		case rep := <-w.events:
+			w.apply(rep)
+		default:
+			return
+		}
+	}
+}
+
+// apply takes one resume's report into the worker's state. The first
+// execution of an outage found lost is logged; the others are counted in
+// the caught-up line (each owner hears of each key in Slack).
+func (w *worker) apply(rep report) {
+	if !rep.ended {
+		if rep.at.After(w.last) {
+			w.last = rep.at
+		}
+		return
+	}
+	w.inFlight--
+	delete(w.pending, rep.id)
+	w.freed = true
+	w.refused = w.refused || rep.refused
+	switch rep.result.outcome {
+	case finished:
+		w.resumed++
+	case foundLost:
+		if w.lost++; w.lost == 1 {
+			w.r.logLost(rep.result.rec, rep.result.detail)
+		}
+	case wokenSilent:
+		w.lost++
+	}
+}
+
+// drain waits until every resume the worker started reported its end.
+func (w *worker) drain() {
+	for w.inFlight > 0 {
+		w.apply(<-w.events)
+	}
+}
+
+func (w *worker) announce(listed int) {
+	if listed > 0 && !w.announced {
+		w.announced = true
+		w.r.log.Warn("destination paused: events are parked in n8n and will be resumed when it is back",
+			"destination", w.dest, "parked", w.parked)
+	}
+}
+
+// caughtUp writes the outage's closing line, if anything came of it.
+func (w *worker) caughtUp() {
+	if w.resumed == 0 && w.lost == 0 {
+		return
+	}
+	took := w.r.now().Sub(w.start)
+	w.r.metrics.caughtUp(w.dest, took)
+	w.r.log.Info(keystore.CaughtUp(w.resumed, w.lost, took), "destination", w.dest,
+		"resumed", w.resumed, "lost", w.lost, "took", took.Round(time.Millisecond).String())
+}
+
+// resumeParked is one resume of the catch-up, in a goroutine of its own:
+// it claims rec (unless the worker did: first), resumes it
+// (resumeClaimed) and reports on events when its call took its turn and
+// when it ended. It touches none of the worker's state.
+func resumeParked(ctx context.Context, r *Runner, dest string, rec, first *keystore.Record, events chan<- report) {
+	end := report{id: id(rec), ended: true}
+	defer func() {
+		r.metrics.inFlight.WithLabelValues(dest).Dec()
+		events <- end
+	}()
+	claimed := first
+	if claimed == nil {
+		if claimed = r.claimParked(ctx, rec); claimed == nil {
+			end.refused = true
+			return
+		}
+	}
+	end.result = r.resumeClaimed(ctx, claimed, func(at time.Time) { events <- report{id: end.id, at: at} })
+}
+
+// claimParked claims a parked key's resume call. nil: refused (the
+// breaker holds: a cooldown, a probe out; or another guard took it) or
+// failed; the key is looked at again after a while.
+func (r *Runner) claimParked(ctx context.Context, rec *keystore.Record) *keystore.Record {
+	claimed, ok, err := r.opts.Store.ClaimResume(ctx, rec.Namespace, rec.Key, r.opts.Claim)
+	if err != nil {
+		r.log.Warn("catch-up: cannot claim a parked key; trying again", "destination", rec.Destination, "namespace", rec.Namespace, "key", rec.Key, "err", err)
+	}
+	if err != nil || !ok {
+		return nil
+	}
+	return claimed
+}
