@@ -392,17 +392,48 @@ func decodeBreaker(dest string, v []byte) (*keystore.Breaker, error) {
 }
 
 func encodeEvent(e keystore.Event) ([]byte, error) {
-	d := diskEvent{At: ms(e.At), Kind: string(e.Kind), Namespace: e.Namespace, Key: e.Key,
+	base := eventBaseLayout{At: ms(e.At), Kind: string(e.Kind), Namespace: e.Namespace, Key: e.Key,
 		Attempt: uint32(e.Attempt), Owner: e.Owner, Destination: e.Destination, Reason: string(e.Reason),
-		Message: e.Message, ReopensAt: msPtr(e.ReopensAt), Paused: uint32(e.PausedReserves), Bulk: e.Bulk, Summary: e.Summary}
-	n := eventBase
+		Message: e.Message, ReopensAt: msPtr(e.ReopensAt), Paused: uint32(e.PausedReserves)}
 	switch {
 	case e.Summary != "":
-		n = eventSummary
+		return cbor.Marshal(eventSummaryLayout{eventBaseLayout: base, Bulk: e.Bulk, Summary: e.Summary})
 	case e.Bulk != "":
-		n = eventBulk
+		return cbor.Marshal(eventBulkLayout{eventBaseLayout: base, Bulk: e.Bulk})
 	}
-	return cbor.Marshal(d.fields()[:n])
+	return cbor.Marshal(base)
+}
+
+// The layouts an event is written in (eventBase, eventBulk and
+// eventSummary items): structs encoded as arrays, which cost a fraction
+// of encoding a slice of fields (a bulk writes one event per key). Each
+// embeds the one before, so the items come in diskEvent's order.
+type eventBaseLayout struct {
+	_           struct{} `cbor:",toarray"`
+	At          int64
+	Kind        string
+	Namespace   string
+	Key         string
+	Attempt     uint32
+	Owner       string
+	Destination string
+	Reason      string
+	Message     string
+	ReopensAt   int64
+	Paused      uint32
+}
+
+type eventBulkLayout struct {
+	_ struct{} `cbor:",toarray"`
+	eventBaseLayout
+	Bulk string
+}
+
+type eventSummaryLayout struct {
+	_ struct{} `cbor:",toarray"`
+	eventBaseLayout
+	Bulk    string
+	Summary string
 }
 
 // decodeEvent reads either layout: fxamacker/cbor refuses an array of

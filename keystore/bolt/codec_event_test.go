@@ -83,3 +83,32 @@ type earlierBulk struct {
 	Content []byte
 	At      int64
 }
+
+// An event is written in the shortest layout that holds what it carries:
+// neither bulk nor summary in the first release's 11 items (an earlier
+// release reads it), a bulk in 12, a summary in 13; each reads back.
+func TestCodecWritesTheShortestEventLayout(t *testing.T) {
+	at := time.Date(2026, 12, 4, 9, 0, 0, 0, time.UTC)
+	for _, tc := range []struct {
+		ev    keystore.Event
+		items int
+	}{
+		{keystore.Event{At: at, Kind: keystore.EventKeyResolved, Namespace: "crm", Key: "k1"}, eventBase},
+		{keystore.Event{At: at, Kind: keystore.EventKeyResolved, Namespace: "crm", Key: "k1", Bulk: "b-1"}, eventBulk},
+		{keystore.Event{At: at, Kind: keystore.EventApprovalRequested, Namespace: "crm", Key: "k1", Summary: "Invoice 4711"}, eventSummary},
+		{keystore.Event{At: at, Kind: keystore.EventKeyResolved, Namespace: "crm", Key: "k1", Bulk: "b-1", Summary: "Invoice 4711"}, eventSummary},
+	} {
+		b, err := encodeEvent(tc.ev)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var raw []cbor.RawMessage
+		if err := cbor.Unmarshal(b, &raw); err != nil || len(raw) != tc.items {
+			t.Fatalf("bulk %q, summary %q: %d items (%v), want %d", tc.ev.Bulk, tc.ev.Summary, len(raw), err, tc.items)
+		}
+		got, err := decodeEvent(1, b)
+		if err != nil || got.Bulk != tc.ev.Bulk || got.Summary != tc.ev.Summary || got.Key != "k1" || !got.At.Equal(at) {
+			t.Fatalf("read back %+v, %v", got, err)
+		}
+	}
+}
