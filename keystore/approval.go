@@ -210,18 +210,6 @@ func approvedContent(cur *Record, fp Fingerprint, np NamespacePolicy) error {
 	return nil
 }
 
-// reserveApproval decides a reserve of a parked key in the approval life
-// cycle.
-func reserveApproval(cur *Record, br *Breaker, req ReserveRequest, fp Fingerprint, np NamespacePolicy, now time.Time) (Step, error) {
-	switch {
-	case cur.Reason == ReasonApprovalRejected:
-		return Step{Result: Result{Outcome: OutcomeRejected, Record: cur}}, nil
-	case cur.Reason == ReasonApproved && woken(cur):
-		return startAttempt(cur, br, req, fp, np, now, cur.Attempt+1)
-	}
-	return Step{Result: Result{Outcome: OutcomeParked, Record: cur}}, nil
-}
-
 // DecideApprove decides a person's approval of the key cur.
 func DecideApprove(cur *Record, req ApprovalRequest, np NamespacePolicy, now time.Time) (Step, error) {
 	return decideApproval(cur, req, false, np, now)

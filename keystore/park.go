@@ -33,17 +33,27 @@ const DefaultParkedLimit = 72 * time.Hour
 // resume call of a parked key: its next reserve is the resumed execution.
 func woken(r *Record) bool { return r.ResumeClaimUntil != nil || r.ResumeSentAt != nil }
 
-// reserveParked decides a reserve of a parked key.
+// reserveParked decides a reserve of a parked key: one case per phase
+// (phase.go).
 func reserveParked(cur *Record, br *Breaker, req ReserveRequest, fp Fingerprint, np NamespacePolicy, now time.Time) (Step, error) {
-	if ApprovalReason(cur.Reason) {
-		return reserveApproval(cur, br, req, fp, np, now) // approval.go
+	switch PhaseOf(cur) {
+	case PhaseRejected: // a person said no: nothing is written
+		return Step{Result: Result{Outcome: OutcomeRejected, Record: cur}}, nil
+	case PhaseAwaitingApproval: // a copy waits with it
+		return Step{Result: Result{Outcome: OutcomeParked, Record: cur}}, nil
+	case PhaseApproved:
+		if woken(cur) { // the execution the approval woke
+			return startAttempt(cur, br, req, fp, np, now, cur.Attempt+1)
+		}
+		return Step{Result: Result{Outcome: OutcomeParked, Record: cur}}, nil
+	case PhaseWaiting: // in the queue: it goes ahead when the destination takes writes
+		if br != nil && br.View(now).State != BreakerClosed {
+			return Step{Result: parkedResult(cur, br, now)}, nil
+		}
 	}
-	// A key whose execution n8n lost waits for nothing: a copy re-sent by
-	// its source goes through the breaker like a new event (and parks
-	// again, queued, when it brings a resume_url).
-	if cur.Reason != ReasonResumeLost && !woken(cur) && br != nil && br.View(now).State != BreakerClosed {
-		return Step{Result: parkedResult(cur, br, now)}, nil
-	}
+	// Claimed or resumed: the woken execution goes through to the
+	// breaker. Lost: a copy its source sends again is like a new event
+	// (and parks again, queued, when it brings a resume_url).
 	return startAttempt(cur, br, req, fp, np, now, cur.Attempt+1)
 }
 
