@@ -161,11 +161,18 @@ func (w *worker) awaitSlot(ctx context.Context) bool {
 
 // await waits for a resume to end, a commit of the store, the Interval
 // (the fallback for another guard's commits) or ctx's end; not at all
-// when a resume ended since the loop last waited for one.
+// when a resume ended since the loop last waited for one. After a refused
+// claim it does not wait for commits: the breaker holds the destination
+// (its cooldown, a window, another guard's probe), and this guard's own
+// probe reports on its channel; a busy store's commits would otherwise
+// have it list and claim again at each one.
 func (w *worker) await(ctx context.Context, commits <-chan struct{}) {
 	defer func() { w.freed = false }()
 	if w.freed {
 		return
+	}
+	if w.refused {
+		commits = nil
 	}
 	t := time.NewTimer(w.r.opts.Interval)
 	defer t.Stop()
