@@ -1,8 +1,19 @@
 package catchup
 
-import "time"
+import (
+	"context"
+	"time"
+
+	"github.com/n8n-guard/n8n-guard/keystore"
+)
 
 // OnPaced has f told each time a resume call takes its turn (the clock's
 // reading the pace was decided on), so a test reads the pace off the
 // decisions and not off when a goroutine got to run afterwards.
 func OnPaced(o *Options, f func(dest string, at time.Time)) { o.paced = f }
+
+// AwaitFinish watches the woken key rec until its execution finished or
+// the woken bound passed (Runner.awaitFinish); true: the key was lost.
+func AwaitFinish(r *Runner, ctx context.Context, rec *keystore.Record) bool {
+	return r.awaitFinish(ctx, rec)
+}

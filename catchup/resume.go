@@ -176,10 +176,15 @@ func (r *Runner) awaitFinish(ctx context.Context, rec *keystore.Record) (lost bo
 	commits, stop := r.opts.Store.Commits()
 	defer stop()
 	defer func() {
-		if ctx.Err() != nil {
+		if ctx.Err() != nil || lost {
 			return
 		}
-		if res, err := r.opts.Store.Lookup(ctx, rec.Namespace, rec.Key); err == nil && keystore.WokenSilent(res.Record, bound, r.now()) {
+		res, err := r.opts.Store.Lookup(ctx, rec.Namespace, rec.Key)
+		switch {
+		case err != nil:
+		case keystore.PhaseOf(res.Record) == keystore.PhaseLost:
+			lost = true // recorded lost meanwhile (the sweep for silent executions came first)
+		case keystore.WokenSilent(res.Record, bound, r.now()):
 			lost = r.loseSilent(ctx, res.Record, bound)
 		}
 	}()
@@ -191,6 +196,11 @@ func (r *Runner) awaitFinish(ctx context.Context, rec *keystore.Record) (lost bo
 		case ctx.Err() != nil:
 			return
 		case err != nil || cur == nil:
+		case keystore.PhaseOf(cur) == keystore.PhaseLost:
+			// Recorded lost by another look (the sweep for silent woken
+			// executions, on this guard or another, or a late answer):
+			// lost in the caught-up line, not resumed.
+			return true
 		case cur.State == keystore.StateReserved, cur.State == keystore.StateParked && cur.ResumeSentAt != nil:
 			// woken, not finished
 		default:
