@@ -129,24 +129,6 @@ func (d *diskBreaker) fields() []any {
 		&d.HoldBy, &d.HoldReason, &d.HoldSetAt, &d.HoldUntil, &d.ResetBy, &d.ResetReason, &d.ResetAt, &d.FailedKeys}
 }
 
-type diskEvent struct {
-	At          int64
-	Kind        string
-	Namespace   string
-	Key         string
-	Attempt     uint32
-	Owner       string
-	Destination string
-	Reason      string
-	Message     string
-	ReopensAt   int64
-	Paused      uint32
-	// the bulk action of a key_resolved event (keystore.Event.Bulk)
-	Bulk string
-	// what the event is about, in one line (keystore.Event.Summary)
-	Summary string
-}
-
 // The lengths of an event's array: the first release's fields, then with
 // the bulk action, then with the summary. An event is written in the
 // shortest layout that holds what it carries, so an event with neither is
@@ -157,8 +139,9 @@ const (
 	eventSummary = 13
 )
 
-// fields are d's fields in their order on disk.
-func (d *diskEvent) fields() []any {
+// fields are d's items in their order on disk: the longest layout, of
+// which a shorter event is the first eventBase or eventBulk items.
+func (d *eventSummaryLayout) fields() []any {
 	return []any{&d.At, &d.Kind, &d.Namespace, &d.Key, &d.Attempt, &d.Owner, &d.Destination, &d.Reason, &d.Message,
 		&d.ReopensAt, &d.Paused, &d.Bulk, &d.Summary}
 }
@@ -407,7 +390,7 @@ func encodeEvent(e keystore.Event) ([]byte, error) {
 // The layouts an event is written in (eventBase, eventBulk and
 // eventSummary items): structs encoded as arrays, which cost a fraction
 // of encoding a slice of fields (a bulk writes one event per key). Each
-// embeds the one before, so the items come in diskEvent's order.
+// embeds the one before, so the items come in the order fields lists them.
 type eventBaseLayout struct {
 	_           struct{} `cbor:",toarray"`
 	At          int64
@@ -443,7 +426,7 @@ func decodeEvent(seq uint64, v []byte) (keystore.Event, error) {
 	if err := decMode.Unmarshal(v, &raw); err != nil {
 		return keystore.Event{}, fmt.Errorf("decode event %d: %w", seq, err)
 	}
-	var d diskEvent
+	var d eventSummaryLayout
 	fields := d.fields()
 	if len(raw) < eventBase || len(raw) > len(fields) {
 		return keystore.Event{}, fmt.Errorf("decode event %d: %d fields, want %d to %d", seq, len(raw), eventBase, len(fields))
