@@ -31,6 +31,7 @@ type reserveRequest struct {
 	ResumeURL    string          `json:"resume_url"`
 	RequestedBy  string          `json:"requested_by"`
 	Summary      string          `json:"summary"`
+	Rerun        bool            `json:"rerun"`
 }
 
 type completeRequest struct {
@@ -60,6 +61,7 @@ type resolveRequest struct {
 	Note       string         `json:"note"`
 	ResultRef  string         `json:"result_ref"`
 	Force      bool           `json:"force"`
+	Rerun      bool           `json:"rerun"`
 }
 
 type lookupQuery struct {
@@ -146,6 +148,9 @@ func (s *Server) reserve(c *fiber.Ctx, req reserveRequest) error {
 		return s.destinationRefused(c, req.Namespace, err)
 	}
 	s.metrics.reserved(req.Namespace, res.Outcome, res.Replayed)
+	if res.Outcome == keystore.OutcomeRerunNotGranted {
+		return rerunNotGranted(res.Record)
+	}
 	return s.writeResult(c, res, nil)
 }
 
@@ -178,9 +183,15 @@ func (s *Server) resolve(c *fiber.Ctx, req resolveRequest) error {
 	}
 	dr := req.domain()
 	dr.By = d.By
+	if dr.Rerun && s.reruns == nil {
+		return errs.Errorf(errs.Unsupported, "this guard cannot re-run n8n executions: set N8N_API_URL and N8N_API_KEY (a key with the execution:retry scope); nothing changed")
+	}
 	res, err := s.store.Resolve(c.UserContext(), dr)
 	if err != nil {
 		return err
+	}
+	if dr.Rerun && !res.Replayed {
+		s.reruns.Kick()
 	}
 	return s.writeResult(c, res, nil)
 }
@@ -194,7 +205,7 @@ func (s *Server) resolve(c *fiber.Ctx, req resolveRequest) error {
 func (r reserveRequest) domain() (keystore.ReserveRequest, error) {
 	dr := keystore.ReserveRequest{Namespace: r.Namespace, Key: string(r.Key), Owner: r.Owner, Payload: r.Payload,
 		Fingerprint: r.Fingerprint, Destination: r.Destination, RequestID: r.RequestID, ResumeURL: r.ResumeURL, RequestedBy: r.RequestedBy,
-		Summary: r.Summary}
+		Summary: r.Summary, Rerun: r.Rerun}
 	if r.LeaseSeconds == nil {
 		return dr, nil
 	}
@@ -220,7 +231,7 @@ func (r failRequest) domain() keystore.FailRequest {
 
 func (r resolveRequest) domain() keystore.ResolveRequest {
 	return keystore.ResolveRequest{Namespace: r.Namespace, Key: string(r.Key), Resolution: r.Resolution,
-		By: r.By, Note: r.Note, ResultRef: r.ResultRef, Force: r.Force}
+		By: r.By, Note: r.Note, ResultRef: r.ResultRef, Force: r.Force, Rerun: r.Rerun}
 }
 
 func (s *Server) lookup(c *fiber.Ctx, q lookupQuery) error {
@@ -353,4 +364,16 @@ func queryInt(c *fiber.Ctx, name string) (int, error) {
 			Fields: []errs.FieldError{{Field: name, Rule: "type=integer"}}}
 	}
 	return n, nil
+}
+
+// rerunNotGranted is the answer to a re-run gate whose key no person
+// allowed a re-run of: a problem, so the gate's node fails and its
+// execution stops there (keystore/rerun.go). It says why the key failed.
+func rerunNotGranted(r *keystore.Record) error {
+	why := string(r.Reason)
+	if r.Message != "" {
+		why += ": " + r.Message
+	}
+	return errs.Errorf(errs.RerunNotGranted, "attempt %d of key %q failed (%s); the execution stops at its re-run gate until a person allows a retry with re-run in the guard's console (it then reserves the key again and writes once)",
+		r.Attempt, r.Key, why)
 }

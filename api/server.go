@@ -36,6 +36,10 @@ const (
 // year, this host only (subdomains may be other services).
 const HSTS = "max-age=31536000"
 
+// Reruns is the part of rerun.Runner the API and the console use: a
+// grant was made, start its re-run.
+type Reruns interface{ Kick() }
+
 // Config is what the server needs; cmd/n8n-guard fills it.
 type Config struct {
 	Store keystore.Store
@@ -53,6 +57,10 @@ type Config struct {
 	Backup       Backuper
 	Interactions Interactions
 	Fault        func() error
+	// Reruns starts the re-runs of n8n executions a person allows
+	// (package rerun); nil: a resolve with rerun is refused (unsupported),
+	// the guard has no n8n API to call.
+	Reruns Reruns
 	// Tokens are the accepted bearer tokens of /v1 without a scope (role
 	// admin, every namespace), named token-1, token-2, ... in order.
 	Tokens []string
@@ -150,6 +158,7 @@ type Server struct {
 	backuper Backuper
 	slack    Interactions
 	fault    func() error
+	reruns   Reruns
 	tokens   tokenSet
 	validate *validator.Validate
 	metrics  *metrics
@@ -188,6 +197,7 @@ func New(cfg Config) (*Server, error) {
 		backuper: cfg.Backup,
 		slack:    cfg.Interactions,
 		fault:    cfg.Fault,
+		reruns:   cfg.Reruns,
 		validate: newValidator(),
 		log:      cfg.Logger,
 		version:  cfg.Version,

@@ -41,12 +41,16 @@ const (
 	// ApprovalRequired: the namespace requires a person's approval before
 	// writing, and the reserve gave no resume_url to wait for it with.
 	ApprovalRequired Code = "approval_required"
+	// RerunNotGranted: a re-run gate's reserve of a failed key that no
+	// person allowed a re-run of (keystore/rerun.go); the gate's node
+	// fails, and its execution waits there to be re-run.
+	RerunNotGranted Code = "rerun_not_granted"
 )
 
 // Codes lists every domain code, for the tests that check each has its
 // status and documentation.
 var Codes = []Code{InvalidRequest, InvalidKey, NotFound, KeyReused, StaleToken, Conflict,
-	Forbidden, StoreUnavailable, StoreOutcomeUnknown, RecordDamaged, Internal, Unsupported, ApprovalRequired}
+	Forbidden, StoreUnavailable, StoreOutcomeUnknown, RecordDamaged, Internal, Unsupported, ApprovalRequired, RerunNotGranted}
 
 // FieldError names one input field and the rule it broke.
 type FieldError struct {

@@ -23,6 +23,7 @@ const (
 	SkipDecided          = "already_decided"   // this bulk action (or the same decision) decided it before
 	SkipChanged          = "no_longer_matches" // it changed between the selection and the decision
 	SkipConflict         = "conflict"          // any other state a resolution does not apply to
+	SkipNoRerunGate      = "no_rerun_gate"     // a re-run was asked, and no execution of the key waits at a re-run gate
 	SkipDamaged          = "record_damaged"    // its record cannot be read (docs/runbooks.md)
 )
 
@@ -54,6 +55,9 @@ func (req BulkResolveRequest) Normalize() (BulkResolveRequest, error) {
 	}{req.Resolution, req.By, req.Note, req.ResultRef, req.ID})
 	if req.Final && req.Resolution != StateFailed {
 		v.field("final", "resolution=failed", "final applies to a failed resolution only")
+	}
+	if req.Rerun && (req.Resolution != StateFailed || req.Final) {
+		v.field("rerun", "resolution=failed,final=false", "a re-run applies to a retryable failed resolution only")
 	}
 	if strings.ContainsAny(req.ID, ", ") {
 		v.field("id", "excludesall=, ", "a bulk id has no comma or space (the history reads \"bulk <id>, ...\")")
@@ -107,7 +111,8 @@ func (req BulkResolveRequest) Content() []byte {
 		Final      bool
 		By, Note   string
 		ResultRef  string
-	}{f, req.Resolution, req.Final, req.By, req.Note, req.ResultRef})
+		Rerun      bool `json:",omitempty"` // omitted: the content of a bulk made before re-runs is unchanged
+	}{f, req.Resolution, req.Final, req.By, req.Note, req.ResultRef, req.Rerun})
 	if err != nil {
 		panic("a bulk request always encodes: " + err.Error())
 	}
@@ -136,7 +141,7 @@ func DecideBulkAction(prev *BulkAction, req BulkResolveRequest, now time.Time) (
 // ResolveOne is the single decision a bulk decision makes about one key.
 func (req BulkResolveRequest) ResolveOne(ns, key string) ResolveRequest {
 	return ResolveRequest{Namespace: ns, Key: key, Resolution: req.Resolution, By: req.By, Note: req.Note,
-		ResultRef: req.ResultRef, Final: req.Final, Bulk: req.ID}
+		ResultRef: req.ResultRef, Final: req.Final, Rerun: req.Rerun, Bulk: req.ID}
 }
 
 // DecideBulkResolve decides one key of a bulk decision (req normalized):
@@ -161,6 +166,11 @@ func DecideBulkResolve(cur *Record, req BulkResolveRequest, np NamespacePolicy, 
 		// As the console's key page: only a parked key n8n lost is a
 		// person's to decide; the others the catch-up resumes.
 		return Step{}, SkipParkedWaiting, nil
+	case req.Rerun && RerunHolder(cur) == "":
+		if _, granted := RerunGranted(cur); granted {
+			return Step{}, SkipDecided, nil
+		}
+		return Step{}, SkipNoRerunGate, nil
 	}
 	st, err = DecideResolve(cur, req.ResolveOne(cur.Namespace, cur.Key), np, now)
 	switch {
@@ -182,7 +192,7 @@ func DecidedByBulk(r *Record, id string) bool {
 	if id == "" || last == nil {
 		return false
 	}
-	return last.Event == HistoryResolved && strings.HasPrefix(last.Detail, "bulk "+id+", ")
+	return (last.Event == HistoryResolved || last.Event == HistoryRerunGranted) && strings.HasPrefix(last.Detail, "bulk "+id+", ")
 }
 
 // Count adds one key's outcome to the result.

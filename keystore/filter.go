@@ -181,6 +181,9 @@ type BulkResolveRequest struct {
 	Note       string `json:"note" validate:"required,max=2000,utf8"`
 	ResultRef  string `json:"result_ref" validate:"max=512,utf8,no_control"`
 	Final      bool   `json:"final"`
+	// Rerun, with resolution failed: each key's execution that waits at
+	// its re-run gate is re-run (rerun.go); a key with none is skipped.
+	Rerun bool `json:"rerun"`
 	// ID names the bulk action in every key's history; empty: one is made.
 	ID string `json:"id" validate:"max=64,utf8,no_control"`
 	// DryRun counts what would be decided and changes nothing.

@@ -39,6 +39,7 @@ type Step struct {
 //	fail:     reserved|unknown  -> failed (destination_failed|rejected) | unknown (state_unknown)
 //	resolve:  unknown|failed (|reserved with force or expired lease) -> completed | failed+retryable | final: failed (event key_resolved)
 //	          the same resolution by the same person again -> the same answer (a repeat; no write)
+//	re-runs:  see rerun.go
 //	sweep:    reserved, expired, policy unknown -> unknown
 //	parked:   see park.go
 //	unknown where a check is configured: see check.go
@@ -55,6 +56,11 @@ func DecideReserve(cur *Record, br *Breaker, req ReserveRequest, fp Fingerprint,
 	}
 	if cur != nil && fp.Conflicts(cur.Fingerprint) {
 		return Step{}, errs.Errorf(errs.KeyReused, "key %q was used before with a different payload; nothing changed", req.Key)
+	}
+	if req.Rerun {
+		if st, ok := decideRerunGate(cur, req, now); ok {
+			return st, nil // rerun.go
+		}
 	}
 	if cur == nil {
 		if np.Approval.Required {
@@ -337,6 +343,9 @@ func DecideResolve(cur *Record, req ResolveRequest, np NamespacePolicy, now time
 		// A resolution would let the next copy write without anybody's
 		// approval, or undo a rejection: approvals decide these keys.
 		return Step{}, errs.Errorf(errs.Conflict, "key %s: approve or reject it (POST /v1/approve, /v1/reject); a resolution does not decide an approval", cur.Reason)
+	}
+	if req.Rerun {
+		return decideRerunGrant(cur, req, np, now) // rerun.go
 	}
 	switch cur.State {
 	case StateCompleted:

@@ -41,6 +41,9 @@ type ReserveRequest struct {
 	// EUR · ACME"), so an approver has something to judge. Trimmed and
 	// redacted like other free text; recorded on the key (Record.Summary).
 	Summary string `json:"summary" validate:"max=200,utf8,no_control,one_line"`
+	// Rerun marks the reserve of a re-run gate (rerun.go): a failed key
+	// that no person allowed a re-run of answers rerun_not_granted.
+	Rerun bool `json:"rerun"`
 }
 
 // CompleteRequest reports that the attempt holding Token took effect.
@@ -79,6 +82,9 @@ type ResolveRequest struct {
 	// Final, with resolution failed: no new attempt may start (the key
 	// answers rejected), instead of the default retryable.
 	Final bool `json:"final"`
+	// Rerun, with resolution failed: a person allows the key's execution,
+	// which waits at its re-run gate, to be re-run (rerun.go).
+	Rerun bool `json:"rerun"`
 	// Bulk names the bulk action this decision is part of (filter.go);
 	// the history entry says so.
 	Bulk string `json:"-"`
@@ -194,6 +200,9 @@ func (r ResolveRequest) Normalize() (ResolveRequest, error) {
 	v.check(r)
 	if r.Final && r.Resolution != StateFailed {
 		v.field("final", "resolution=failed", "final applies to a failed resolution only")
+	}
+	if r.Rerun && (r.Resolution != StateFailed || r.Final) {
+		v.field("rerun", "resolution=failed,final=false", "a re-run applies to a retryable failed resolution only")
 	}
 	r.Note = redact.Redact(r.Note)
 	return r, v.err()

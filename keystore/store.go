@@ -15,6 +15,7 @@ type Store interface {
 	ApprovalStore // approvals (approval.go)
 	CheckStore    // checks before paging (check.go)
 	AckStore      // acknowledgements in a key's history (ack.go)
+	RerunStore    // what n8n said to a re-run (rerun.go)
 	Selector      // selection by Filter (filter.go)
 	BulkResolver  // bulk decisions (filter.go)
 	CommitFeed    // wakes this process's workers at its commits (commit.go)

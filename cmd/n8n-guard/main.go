@@ -29,6 +29,7 @@ import (
 	"github.com/n8n-guard/n8n-guard/notify"
 	notifybolt "github.com/n8n-guard/n8n-guard/notify/bolt"
 	notifypg "github.com/n8n-guard/n8n-guard/notify/postgres"
+	"github.com/n8n-guard/n8n-guard/rerun"
 	"github.com/n8n-guard/n8n-guard/slack"
 )
 
@@ -57,6 +58,7 @@ type Main struct {
 	// share lives there (sign-outs, secrets; shared.go).
 	pg     *postgres.Store
 	notes  *notify.Service
+	reruns *rerun.Runner // nil without n8n's API
 	server *api.Server
 	ln     net.Listener
 	tls    *tlsserve.Server // nil on plain HTTP
@@ -254,7 +256,15 @@ func (m *Main) initNotify(outbox notify.Outbox) error {
 		opts.Slack = slack.New(slack.Options{Token: c.SlackBotToken, APIURL: c.SlackAPIURL})
 	}
 	if c.N8nAPIURL != "" && c.N8nAPIKey != "" {
-		opts.Executions = n8n.Retrier{Client: n8n.New(c.N8nAPIURL, c.N8nAPIKey, 2*time.Minute)}
+		client := n8n.New(c.N8nAPIURL, c.N8nAPIKey, 2*time.Minute)
+		opts.Executions = n8n.Retrier{Client: client}
+		var err error
+		m.reruns, err = rerun.New(m.store, n8n.Rerunner{Client: client}, rerun.Options{Logger: m.Logger.With("component", "reruns"), Clock: c.Clock, Registerer: m.reg})
+		if err != nil {
+			return err
+		}
+	} else {
+		m.Logger.Info("re-runs of n8n executions are off: set N8N_API_URL and N8N_API_KEY to allow them")
 	}
 	var err error
 	m.notes, err = notify.New(c.File.NotifyConfig(), opts)
@@ -265,7 +275,12 @@ func (m *Main) initNotify(outbox notify.Outbox) error {
 // console.
 func (m *Main) initAPI(policies keystore.Policies, tokens []string, con api.ConsoleConfig, opened openedStore) (err error) {
 	cfg := m.Config
+	var reruns api.Reruns
+	if m.reruns != nil {
+		reruns = m.reruns
+	}
 	m.server, err = api.New(api.Config{
+		Reruns:        reruns,
 		Store:         m.store,
 		Notifications: m.notes,
 		Interactions:  notifications{m.notes, slack.NewInteractions(cfg.SlackSigningSecret, m.notes, m.Logger)},
@@ -313,6 +328,9 @@ func (m *Main) startBackground(ctx context.Context, policies keystore.Policies) 
 	m.start("slack-socket-mode", func() error { return socket.Run(bg) })
 	sw := sweeper{store: m.store, every: cfg.SweepInterval, log: m.Logger.With("component", "sweeper")}
 	m.start("sweeper", func() error { return sw.Run(bg) })
+	if m.reruns != nil {
+		m.start("reruns", func() error { m.reruns.Run(bg); return nil })
+	}
 	if err := m.startCatchUp(bg, policies, m.reg); err != nil { // park.go
 		cancel()
 		return err

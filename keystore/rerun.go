@@ -1,0 +1,178 @@
+package keystore
+
+import (
+	"context"
+	"time"
+
+	"github.com/n8n-guard/n8n-guard/errs"
+)
+
+// Re-runs: a failed execution of n8n is re-run by the guard, and the
+// re-run reserves the key again. n8n's retry continues at the node that
+// failed, so a workflow guarded by `n8n guard` ends a retryable failure
+// at a gate: a reserve with rerun set, which fails its node until a
+// person allows the re-run. The gate's first call records where the
+// execution waits; a person's grant (resolve, failed, with rerun) lets
+// the next reserve of the key start an attempt; the guard asks n8n to
+// retry the execution (package rerun) and notes what n8n said.
+//
+//	reserve rerun: failed, retryable, granted (or re-run started) -> reserved (accepted, attempt+1), as any reserve
+//	               failed, retryable, not granted -> history rerun_gate, once per execution; rerun_not_granted (409)
+//	               any other state                -> as a reserve without rerun
+//	resolve rerun: failed, retryable, waiting at its gate (or n8n refused the re-run) -> history rerun_granted
+//	               granted or started already     -> the same answer (a repeat; no second re-run)
+//	               anything else                  -> conflict, nothing written
+//	note re-run:   granted -> rerun_started (the new execution) | granted or started -> rerun_refused (n8n's words)
+
+// History events of re-runs.
+const (
+	// HistoryRerunGate: the execution stopped at its re-run gate; By is
+	// the execution as its reserve named it ("n8n <workflow> exec <id>").
+	HistoryRerunGate    HistoryEvent = "rerun_gate"
+	HistoryRerunGranted HistoryEvent = "rerun_granted" // a person allowed the re-run
+	HistoryRerunStarted HistoryEvent = "rerun_started" // n8n started the re-run; Detail names it
+	HistoryRerunRefused HistoryEvent = "rerun_refused" // n8n refused the re-run; Detail says why
+)
+
+// OutcomeRerunNotGranted answers a gate's reserve of a key that no person
+// allowed a re-run of: the API answers 409 rerun_not_granted, so the gate
+// node fails and its execution stops there, to be re-run.
+const OutcomeRerunNotGranted Outcome = "rerun_not_granted"
+
+// RerunStore is the part of Store that notes what n8n said to a re-run.
+type RerunStore interface {
+	// NoteRerun appends HistoryRerunStarted or HistoryRerunRefused to a
+	// granted key; false when the key is no longer granted (its re-run
+	// or its sender reserved it first), and nothing is written.
+	NoteRerun(ctx context.Context, ns, key string, event HistoryEvent, detail string) (bool, error)
+}
+
+// decideRerunGate decides a gate's reserve (req.Rerun) of a failed,
+// retryable key; false for every other key, which the gate reserves as
+// any reserve does.
+func decideRerunGate(cur *Record, req ReserveRequest, now time.Time) (Step, bool) {
+	if cur == nil || cur.State != StateFailed || !cur.Retryable {
+		return Step{}, false
+	}
+	if _, granted := RerunGranted(cur); granted {
+		return Step{}, false
+	}
+	res := Result{Outcome: OutcomeRerunNotGranted, Record: cur}
+	if t := lastTransition(cur); t != nil && t.Event == HistoryRerunGate && t.By == req.Owner {
+		res.Replayed = true
+		return Step{Result: res}, true
+	}
+	next := cur.Clone()
+	next.addHistory(Transition{At: now, Event: HistoryRerunGate, Attempt: cur.Attempt, By: req.Owner, Detail: "the execution waits at its re-run gate"})
+	res.Record = next
+	return Step{Record: next, Result: res}, true
+}
+
+// decideRerunGrant decides a person's "allow a retry and re-run the
+// execution" (req.Rerun).
+func decideRerunGrant(cur *Record, req ResolveRequest, np NamespacePolicy, now time.Time) (Step, error) {
+	if cur.State != StateFailed || !cur.Retryable {
+		return Step{}, errs.Errorf(errs.Conflict, "key is %s: a re-run applies to a failed key whose execution waits at its re-run gate; nothing changed", cur.State)
+	}
+	if _, granted := RerunGranted(cur); granted {
+		return Step{Result: Result{Outcome: OutcomeFailed, Replayed: true, Record: cur}}, nil
+	}
+	holder := RerunHolder(cur)
+	if holder == "" {
+		return Step{}, errs.Errorf(errs.Conflict, "no execution of this key waits at a re-run gate (its workflow has none, or the key's last attempt did not reach it): "+
+			"allow a retry without re-run, and its sender or a person sends the event again; nothing changed")
+	}
+	next := cur.Clone()
+	next.ResolvedBy, next.ResolvedAt, next.Note = req.By, timePtr(now), req.Note
+	next.ExpiresAt = timePtr(now.Add(np.Retention))
+	next.UpdatedAt = now
+	detail := "re-run of " + holder
+	if req.Bulk != "" {
+		detail = "bulk " + req.Bulk + ", " + detail
+	}
+	next.addHistory(Transition{At: now, Event: HistoryRerunGranted, Attempt: cur.Attempt, By: req.By, Detail: detail + ": " + truncate(req.Note, 200)})
+	ev := Event{At: now, Kind: EventKeyResolved, Namespace: cur.Namespace, Key: cur.Key, Attempt: cur.Attempt,
+		Owner: req.By, Message: string(StateFailed), Bulk: req.Bulk}
+	return Step{Record: next, Events: []Event{ev}, Result: Result{Outcome: OutcomeFailed, Record: next}}, nil
+}
+
+// RerunHolder is the execution that waits at the key's re-run gate, as
+// the gate's reserve named it; "" when none does (the key is not failed
+// and retryable, or its last attempt did not stop at a gate, or a re-run
+// was granted already). After n8n refused a re-run the execution still
+// waits there.
+func RerunHolder(r *Record) string {
+	if r == nil || r.State != StateFailed || !r.Retryable {
+		return ""
+	}
+	switch lastEvent(r) {
+	case HistoryRerunGate, HistoryRerunRefused:
+		return gateHolder(r)
+	}
+	return ""
+}
+
+// RerunGranted reports whether a person allowed a re-run of the key that
+// no reserve has taken yet, and the execution to re-run.
+func RerunGranted(r *Record) (string, bool) {
+	if r == nil || r.State != StateFailed || !r.Retryable {
+		return "", false
+	}
+	switch lastEvent(r) {
+	case HistoryRerunGranted, HistoryRerunStarted:
+		return gateHolder(r), true
+	}
+	return "", false
+}
+
+// RerunStartedAs is the execution n8n started for the key's granted
+// re-run ("" : not started yet).
+func RerunStartedAs(r *Record) string {
+	if t := lastTransition(r); t != nil && t.Event == HistoryRerunStarted {
+		return t.Detail
+	}
+	return ""
+}
+
+// gateHolder is the execution of the key's newest gate entry.
+func gateHolder(r *Record) string {
+	for i := len(r.History) - 1; i >= 0; i-- {
+		if r.History[i].Event == HistoryRerunGate {
+			return r.History[i].By
+		}
+	}
+	return ""
+}
+
+// DecideNoteRerun notes n8n's answer to a granted re-run (see RerunStore).
+func DecideNoteRerun(cur *Record, event HistoryEvent, detail string, now time.Time) (Step, bool, error) {
+	if event != HistoryRerunStarted && event != HistoryRerunRefused {
+		return Step{}, false, errs.Errorf(errs.InvalidRequest, "a re-run is noted as %s or %s, not %q", HistoryRerunStarted, HistoryRerunRefused, event)
+	}
+	if cur == nil {
+		return Step{}, false, nil
+	}
+	last := lastEvent(cur)
+	if _, granted := RerunGranted(cur); !granted || event == HistoryRerunStarted && last != HistoryRerunGranted {
+		return Step{Result: Result{Outcome: OutcomeFound, Replayed: true, Record: cur}}, false, nil
+	}
+	next := cur.Clone()
+	next.addHistory(Transition{At: now, Event: event, Attempt: cur.Attempt, By: "n8n-guard", Detail: truncate(detail, 200)})
+	return Step{Record: next, Result: Result{Outcome: OutcomeFound, Record: next}}, true, nil
+}
+
+// NoteRerun implements RerunStore.
+func (o *Operations) NoteRerun(ctx context.Context, ns, key string, event HistoryEvent, detail string) (bool, error) {
+	key, err := CheckIdentity(ns, key)
+	if err != nil {
+		return false, err
+	}
+	noted := false
+	_, err = o.Driver.DecideKey(ctx, Op{Name: "note re-run", Namespace: ns, Key: key,
+		Decide: func(cur *Record, _ *Breaker, now time.Time) (Step, error) {
+			st, ok, err := DecideNoteRerun(cur, event, detail, now)
+			noted = ok
+			return st, err
+		}})
+	return noted && err == nil, err
+}
