@@ -199,4 +199,5 @@ func Run(t *testing.T, newStore New) {
 	t.Run("acknowledgements", func(t *testing.T) { runAcks(t, newStore) })
 	t.Run("summary", func(t *testing.T) { runSummary(t, newStore) })
 	t.Run("commit signal", func(t *testing.T) { runCommits(t, newStore) })
+	t.Run("re-runs", func(t *testing.T) { runReruns(t, newStore) })
 }

@@ -1,0 +1,169 @@
+package storetest
+
+import (
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"github.com/n8n-guard/n8n-guard/errs"
+	"github.com/n8n-guard/n8n-guard/keystore"
+)
+
+// Re-runs (keystore/rerun.go): a gate's reserve is refused until a person
+// allows the re-run, the refusal records where the execution waits, the
+// grant survives a restart, and of the re-run and any copy exactly one
+// reserve starts an attempt.
+func runReruns(t *testing.T, newStore New) {
+	const exec42 = "n8n wf1 exec 42"
+	gate := func(owner string) func(*keystore.ReserveRequest) {
+		return func(r *keystore.ReserveRequest) { r.Rerun, r.Owner = true, owner }
+	}
+	failedAtGate := func(e *env, key string) {
+		t.Helper()
+		r := e.reserve(ns, key, func(r *keystore.ReserveRequest) { r.Owner = exec42 })
+		e.fail(ns, key, r.Token, keystore.ReasonDestinationFailed)
+		wantOutcome(t, e.reserve(ns, key, gate(exec42)), keystore.OutcomeRerunNotGranted)
+	}
+	grant := func(e *env, key string) (keystore.Result, error) {
+		return e.s.Resolve(e.ctx, keystore.ResolveRequest{Namespace: ns, Key: key, Resolution: keystore.StateFailed, Rerun: true, By: "Ana", Note: "CRM is back"})
+	}
+
+	t.Run("the gate is refused until a person allows the re-run; then one reserve of the re-run and its copies wins", func(t *testing.T) {
+		e := setup(t, newStore, keystore.Policies{})
+		failedAtGate(e, "evt_rr")
+		// The same execution at its gate again (n8n's own retry without a
+		// grant): refused again, and the history is not written twice.
+		before := e.lookup(ns, "evt_rr").Record
+		wantOutcome(t, e.reserve(ns, "evt_rr", gate(exec42)), keystore.OutcomeRerunNotGranted)
+		sameRecord(t, before, e.lookup(ns, "evt_rr").Record)
+		if got := keystore.RerunHolder(before); got != exec42 {
+			t.Fatalf("RerunHolder = %q, want %q (history %+v)", got, exec42, before.History)
+		}
+		res, err := grant(e, "evt_rr")
+		if err != nil {
+			t.Fatal(err)
+		}
+		wantOutcome(t, res, keystore.OutcomeFailed)
+		e.restart()
+		rec := e.lookup(ns, "evt_rr").Record
+		if holder, ok := keystore.RerunGranted(rec); !ok || holder != exec42 || rec.State != keystore.StateFailed || !rec.Retryable {
+			t.Fatalf("after the grant and a restart: granted %v holder %q state %s retryable %v", ok, holder, rec.State, rec.Retryable)
+		}
+		// A second click: the same answer, nothing written.
+		res, err = grant(e, "evt_rr")
+		if err != nil || !res.Replayed {
+			t.Fatalf("second grant: %+v %v, want a replay", res, err)
+		}
+		sameRecord(t, rec, e.lookup(ns, "evt_rr").Record)
+		if ok, err := e.s.NoteRerun(e.ctx, ns, "evt_rr", keystore.HistoryRerunStarted, "57"); err != nil || !ok {
+			t.Fatalf("note started: %v %v", ok, err)
+		}
+		if got := keystore.RerunStartedAs(e.lookup(ns, "evt_rr").Record); got != "57" {
+			t.Fatalf("RerunStartedAs = %q", got)
+		}
+		// The re-run's gate and two copies at once: exactly one attempt.
+		var accepted atomic.Int32
+		var wg sync.WaitGroup
+		start := make(chan struct{})
+		for i, owner := range []string{"n8n wf1 exec 57", "copy a", "copy b"} {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				<-start
+				res, err := e.s.Reserve(e.ctx, keystore.ReserveRequest{Namespace: ns, Key: "evt_rr", Owner: owner, Rerun: i == 0})
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				switch res.Outcome {
+				case keystore.OutcomeAccepted:
+					accepted.Add(1)
+				case keystore.OutcomeInProgress:
+				default:
+					t.Errorf("%s: outcome %s", owner, res.Outcome)
+				}
+			}()
+		}
+		close(start)
+		wg.Wait()
+		if n := accepted.Load(); n != 1 {
+			t.Fatalf("%d reserves accepted, want exactly 1", n)
+		}
+		rec = e.lookup(ns, "evt_rr").Record
+		if rec.State != keystore.StateReserved || rec.Attempt != 2 {
+			t.Fatalf("after the re-run: state %s attempt %d", rec.State, rec.Attempt)
+		}
+		// The grant is taken: a late note of n8n's answer writes nothing.
+		if ok, err := e.s.NoteRerun(e.ctx, ns, "evt_rr", keystore.HistoryRerunRefused, "late"); err != nil || ok {
+			t.Fatalf("note after the grant was taken: %v %v", ok, err)
+		}
+	})
+
+	t.Run("a grant needs a key waiting at its gate; refused grants write nothing", func(t *testing.T) {
+		e := setup(t, newStore, keystore.Policies{})
+		r := e.reserve(ns, "evt_nogate")
+		e.fail(ns, "evt_nogate", r.Token, keystore.ReasonDestinationFailed)
+		before := e.lookup(ns, "evt_nogate").Record
+		_, err := grant(e, "evt_nogate")
+		wantCode(t, err, errs.Conflict)
+		sameRecord(t, before, e.lookup(ns, "evt_nogate").Record)
+		// Final, or completed: not a re-run.
+		_, err = e.s.Resolve(e.ctx, keystore.ResolveRequest{Namespace: ns, Key: "evt_nogate", Resolution: keystore.StateFailed, Final: true, Rerun: true, By: "Ana", Note: "x"})
+		wantField(t, err, errs.InvalidRequest, "rerun", "resolution=failed,final=false")
+		_, err = e.s.Resolve(e.ctx, keystore.ResolveRequest{Namespace: ns, Key: "evt_nogate", Resolution: keystore.StateCompleted, Rerun: true, By: "Ana", Note: "x"})
+		wantField(t, err, errs.InvalidRequest, "rerun", "resolution=failed,final=false")
+		sameRecord(t, before, e.lookup(ns, "evt_nogate").Record)
+		// A gate's reserve of a completed or absent key answers as any reserve.
+		r = e.reserve(ns, "evt_done")
+		e.complete(ns, "evt_done", r.Token, "crm-1")
+		wantOutcome(t, e.reserve(ns, "evt_done", gate(exec42)), keystore.OutcomeDuplicate)
+		wantOutcome(t, e.reserve(ns, "evt_new", gate(exec42)), keystore.OutcomeAccepted)
+	})
+
+	t.Run("n8n's refusal is noted and the execution may be re-run again", func(t *testing.T) {
+		e := setup(t, newStore, keystore.Policies{})
+		failedAtGate(e, "evt_ref")
+		if ok, err := e.s.NoteRerun(e.ctx, ns, "evt_ref", keystore.HistoryRerunStarted, "57"); err != nil || ok {
+			t.Fatalf("note before a grant: %v %v, want nothing written", ok, err)
+		}
+		if _, err := grant(e, "evt_ref"); err != nil {
+			t.Fatal(err)
+		}
+		if ok, err := e.s.NoteRerun(e.ctx, ns, "evt_ref", keystore.HistoryRerunRefused, "n8n refused the re-run: HTTP 404 gone"); err != nil || !ok {
+			t.Fatalf("note refused: %v %v", ok, err)
+		}
+		rec := e.lookup(ns, "evt_ref").Record
+		if _, granted := keystore.RerunGranted(rec); granted || keystore.RerunHolder(rec) != exec42 {
+			t.Fatalf("after n8n refused: granted %v holder %q", granted, keystore.RerunHolder(rec))
+		}
+		// The gate still refuses, and a person may allow it again.
+		wantOutcome(t, e.reserve(ns, "evt_ref", gate(exec42)), keystore.OutcomeRerunNotGranted)
+		if res, err := grant(e, "evt_ref"); err != nil || res.Replayed {
+			t.Fatalf("grant after a refusal: %+v %v", res, err)
+		}
+	})
+
+	t.Run("a bulk re-run grants the keys at a gate and skips the others", func(t *testing.T) {
+		e := setup(t, newStore, keystore.Policies{})
+		failedAtGate(e, "evt_b1")
+		failedAtGate(e, "evt_b2")
+		r := e.reserve(ns, "evt_b3")
+		e.fail(ns, "evt_b3", r.Token, keystore.ReasonDestinationFailed)
+		req := keystore.BulkResolveRequest{Filter: keystore.Filter{Namespace: ns, States: []keystore.State{keystore.StateFailed}},
+			Resolution: keystore.StateFailed, Rerun: true, By: "Ana", Note: "CRM is back"}
+		res := e.bulk(req)
+		if res.Decided != 2 || res.Skipped[keystore.SkipNoRerunGate] != 1 {
+			t.Fatalf("bulk re-run: %+v", res)
+		}
+		for _, k := range []string{"evt_b1", "evt_b2"} {
+			if _, ok := keystore.RerunGranted(e.lookup(ns, k).Record); !ok {
+				t.Fatalf("%s not granted", k)
+			}
+		}
+		// The same bulk again decides nothing.
+		req.ID = res.ID
+		if again := e.bulk(req); again.Decided != 0 {
+			t.Fatalf("the bulk again: %+v", again)
+		}
+	})
+}
