@@ -74,6 +74,8 @@ func guardNames(node string) map[string]string {
 		"classify":   "n8n-guard: classify failure of " + node,
 		"fail":       "n8n-guard: fail " + node,
 		"failed":     "n8n-guard: " + node + " failed",
+		"rerunnable": "n8n-guard: may " + node + " be re-run?",
+		"gate":       "n8n-guard: re-run gate for " + node,
 		"decided":    "n8n-guard: decided on " + node + "?",
 		"answer":     "n8n-guard: answer, " + node + " not written",
 		"undecided":  "n8n-guard: no decision for " + node,
@@ -372,8 +374,13 @@ func (b *builder) build(g *graph, target map[string]any, key, ns, dest string) e
 			return err
 		}
 	} else {
-		link(n["fail"], []string{n["failed"]})
+		link(n["fail"], []string{n["rerunnable"]})
 	}
+	// A retryable failure ends at the gate, not at the Stop node: n8n's
+	// retry of the execution resumes at the node that failed, and the gate
+	// reserves the key again once a person allowed the re-run.
+	link(n["rerunnable"], []string{n["gate"]}, []string{n["failed"]})
+	link(n["gate"], []string{n["proceed"]})
 	link(n["proceed"], []string{n["item"]}, []string{n["decided"]})
 	link(n["item"], []string{name})
 	link(name, []string{n["complete"]}, []string{n["classify"]})
@@ -383,15 +390,21 @@ func (b *builder) build(g *graph, target map[string]any, key, ns, dest string) e
 	return nil
 }
 
-// guardCalls are the HTTP nodes of the three calls to the guard.
-type guardCalls struct{ reserve, complete, fail map[string]any }
+// guardCalls are the HTTP nodes of the calls to the guard.
+type guardCalls struct{ reserve, gate, complete, fail map[string]any }
 
-// calls makes the reserve (with its resume URL when parking), complete
-// and fail nodes from the shipped templates.
+// reserveBody is the JSON body of a reserve: namespace and key are
+// JavaScript, extra ends the object (destination, rerun, resume_url). The
+// owner and request_id are of the current execution: a retry of it has a
+// new id.
+const reserveBody = "={{ JSON.stringify({ namespace: %s, key: %s, owner: 'n8n ' + $workflow.id + ' exec ' + $execution.id, request_id: ($execution.id + ':' + $nodeId + ':' + $runIndex + ':' + $itemIndex).slice(0, 128), destination: %s%s }) }}"
+
+// calls makes the reserve (with its resume URL when parking), the re-run
+// gate, complete and fail nodes from the shipped templates.
 func (b *builder) calls(key, ns, dest string) (guardCalls, error) {
 	n := b.names
-	reserveRef := func(field string) string {
-		return fmt.Sprintf("$(%s).item.json.body.%s", jsString(n["reserve"]), field)
+	ref := func(node, field string) string {
+		return fmt.Sprintf("$(%s).item.json.body.%s", jsString(node), field)
 	}
 	resume, tpl := "", "reserve"
 	if b.spec.Park {
@@ -399,12 +412,26 @@ func (b *builder) calls(key, ns, dest string) (guardCalls, error) {
 	}
 	var c guardCalls
 	var err error
-	if c.reserve, err = b.template(tpl, "/v1/reserve", fmt.Sprintf(
-		"={{ JSON.stringify({ namespace: %s, key: String((%s) ?? ''), owner: 'n8n ' + $workflow.id + ' exec ' + $execution.id, request_id: ($execution.id + ':' + $nodeId + ':' + $runIndex + ':' + $itemIndex).slice(0, 128), destination: %s%s }) }}",
-		jsString(ns), key, jsString(dest), resume)); err != nil {
+	if c.reserve, err = b.template(tpl, "/v1/reserve", fmt.Sprintf(reserveBody,
+		jsString(ns), "String(("+key+") ?? '')", jsString(dest), resume)); err != nil {
 		return c, err
 	}
-	ids := fmt.Sprintf("namespace: %s, key: %s, token: %s", reserveRef("namespace"), reserveRef("key"), reserveRef("token"))
+	// The gate asks for the key the reserve answered for this item again,
+	// as a re-run: 409 rerun_not_granted until a person allowed it, which
+	// must fail the node (no neverError, no error output) so that the
+	// execution fails here and n8n's retry resumes here.
+	if c.gate, err = b.template(tpl, "/v1/reserve", fmt.Sprintf(reserveBody,
+		ref(n["reserve"], "namespace"), ref(n["reserve"], "key"), jsString(dest), ", rerun: true"+resume)); err != nil {
+		return c, err
+	}
+	delete(c.gate, "onError")
+	opts, _ := params(c.gate)["options"].(map[string]any)
+	resp, _ := opts["response"].(map[string]any)
+	full, _ := resp["response"].(map[string]any)
+	delete(full, "neverError") // fullResponse stays: the proceed If reads $json.statusCode and $json.body
+	// The token is the one of the answer that let the node write: the
+	// reserve's, or in a re-run the gate's; the proceed If hands on either.
+	ids := fmt.Sprintf("namespace: %s, key: %s, token: %s", ref(n["proceed"], "namespace"), ref(n["proceed"], "key"), ref(n["proceed"], "token"))
 	if c.complete, err = b.template("complete", "/v1/complete", "={{ JSON.stringify({ "+ids+", result_ref: String($json.id ?? ($json.body || {}).id ?? '').slice(0, 512) }) }}"); err != nil {
 		return c, err
 	}
@@ -434,7 +461,12 @@ func (b *builder) addNodes(c guardCalls, in edge, jsName string) {
 	b.add("complete", c.complete, 220, -160)
 	b.add("classify", codeNode(fmt.Sprintf(classifyJS, name, jsName)), 220, 160)
 	b.add("fail", c.fail, 440, 160)
-	b.add("failed", stopNode(fmt.Sprintf("=%s failed ({{ $(%s).item.json.reason }}): {{ $(%s).item.json.message }}", name, jsString(n["classify"]), jsString(n["classify"]))), 880, 160)
+	// The gate above the Stop node: n8n's v1 execution order runs the
+	// upper branch first, so a retryable failure fails at the gate even
+	// when other items of the execution stop.
+	b.add("rerunnable", ifNode("$json.outcome === 'destination_failed'"), 880, 160)
+	b.add("gate", c.gate, 1100, 40)
+	b.add("failed", stopNode(fmt.Sprintf("=%s failed ({{ $(%s).item.json.reason }}): {{ $(%s).item.json.message }}", name, jsString(n["classify"]), jsString(n["classify"]))), 1100, 280)
 	b.add("decided", ifNode("$json.statusCode === 200 && ($json.body || {}).outcome !== undefined"), -220, 320)
 	b.add("undecided", stopNode("=n8n-guard did not decide on "+name+" (HTTP {{ $json.statusCode }} {{ ($json.body || {}).code || $json.error && $json.error.message || '' }}): nothing was written"), 0, 480)
 }
@@ -463,7 +495,7 @@ func (b *builder) addParking(in edge, link func(from string, outputs ...[]string
 	link(n["restore"], []string{n["reserve"]})
 	link(n["parked"], []string{n["wait"]})
 	link(n["fail"], []string{n["failParked"]})
-	link(n["failParked"], []string{n["wait"]}, []string{n["failed"]})
+	link(n["failParked"], []string{n["wait"]}, []string{n["rerunnable"]})
 	return nil
 }
 

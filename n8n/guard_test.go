@@ -182,6 +182,83 @@ func TestGuardParksWithAWaitNodeThatReservesAgain(t *testing.T) {
 	}
 }
 
+// n8n's retry of an execution resumes at the node that failed: a
+// retryable failure must fail at a node that reserves the key again (as a
+// re-run, which only a person's "allow a retry" lets through), not at the
+// Stop node, where a retry only fails again.
+func TestGuardEndsARetryableFailureAtTheRerunGate(t *testing.T) {
+	for _, park := range []bool{false, true} {
+		t.Run(fmt.Sprintf("park %v", park), func(t *testing.T) {
+			sp := spec("Post order", "'batch-' + $json.id")
+			sp.Park = park
+			s := guardAll(t, unguarded(t, "schedule-split-post.json"), sp)
+			names := guardNames("Post order")
+			rerunnable, gate, failed := node(s, names["rerunnable"]), node(s, names["gate"]), node(s, names["failed"])
+			if rerunnable == nil || gate == nil || failed == nil {
+				t.Fatalf("no re-run If (%v), gate (%v) or Stop node (%v)", rerunnable != nil, gate != nil, failed != nil)
+			}
+			// What the fail answered reaches the If: directly, or with
+			// parking on the false branch of "parked?".
+			want := fmt.Sprintf("[[%s]]", names["rerunnable"])
+			if park {
+				want = fmt.Sprintf("[[%s] [%s]]", names["wait"], names["rerunnable"])
+				if got := outputs(s, names["failParked"]); fmt.Sprint(got) != want {
+					t.Fatalf("failure parked? leads to %v, want %s", got, want)
+				}
+			} else if got := outputs(s, names["fail"]); fmt.Sprint(got) != want {
+				t.Fatalf("the fail leads to %v, want %s", got, want)
+			}
+			if got, want := outputs(s, names["rerunnable"]), fmt.Sprintf("[[%s] [%s]]", names["gate"], names["failed"]); fmt.Sprint(got) != want {
+				t.Fatalf("the re-run If leads to %v, want the gate when true, the Stop node when false: %s", got, want)
+			}
+			if js := mustJSON(params(rerunnable)); nodeType(rerunnable) != "n8n-nodes-base.if" || !strings.Contains(js, `$json.outcome === 'destination_failed'`) {
+				t.Fatalf("the re-run If does not ask whether the key failed retryable: %s", js)
+			}
+			if nodeType(failed) != "n8n-nodes-base.stopAndError" {
+				t.Fatalf("the false branch ends at %s, want the Stop node", nodeType(failed))
+			}
+			// n8n's v1 execution order runs the upper branch first.
+			if position(gate)[1] >= position(failed)[1] {
+				t.Fatalf("the gate (%v) is not above the Stop node (%v)", position(gate), position(failed))
+			}
+			if got, want := outputs(s, names["gate"]), fmt.Sprintf("[[%s]]", names["proceed"]); fmt.Sprint(got) != want {
+				t.Fatalf("the gate leads to %v, want the proceed If %s", got, want)
+			}
+			g := mustJSON(gate)
+			if str(gate, "onError") != "" || strings.Contains(g, "neverError") || !strings.Contains(g, `"fullResponse":true`) {
+				t.Fatalf("the gate does not fail on 409 rerun_not_granted (onError %q) or answers unlike the reserve: %s", str(gate, "onError"), g)
+			}
+			reserveRef := "$('n8n-guard: reserve Post order').item.json.body."
+			for _, want := range []string{`http://guard:8080/v1/reserve`, `"id":"cred1"`, "rerun: true",
+				"namespace: " + reserveRef + "namespace", "key: " + reserveRef + "key",
+				"owner: 'n8n ' + $workflow.id + ' exec ' + $execution.id",
+				"request_id: ($execution.id + ':' + $nodeId + ':' + $runIndex + ':' + $itemIndex).slice(0, 128)",
+				"destination: 'httprequest'"} {
+				if !strings.Contains(g, want) {
+					t.Errorf("the gate lacks %s: %s", want, g)
+				}
+			}
+			if got := strings.Contains(str(params(gate), "jsonBody"), "resume_url: $execution.resumeUrl"); got != park {
+				t.Errorf("the gate sends a resume URL: %v, want %v", got, park)
+			}
+			// Complete and fail hold the token of the answer that let the
+			// node write: the reserve's, or in a re-run the gate's.
+			proceedRef := "$('n8n-guard: proceed with Post order?').item.json.body."
+			for _, role := range []string{"complete", "fail"} {
+				body := str(params(node(s, names[role])), "jsonBody")
+				for _, want := range []string{"namespace: " + proceedRef + "namespace", "key: " + proceedRef + "key", "token: " + proceedRef + "token"} {
+					if !strings.Contains(body, want) {
+						t.Errorf("%s lacks %s: %s", role, want, body)
+					}
+				}
+			}
+			if strings.Contains(mustJSON(s.Nodes), reserveRef+"token") {
+				t.Error("a node takes the token from the reserve, which a re-run does not use")
+			}
+		})
+	}
+}
+
 func TestGuardRefusesShapesItCannotRewriteSafely(t *testing.T) {
 	base := unguarded(t, "webhook-code-writes.json")
 	for _, c := range []struct {
