@@ -1,0 +1,276 @@
+package rerun_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/n8n-guard/n8n-guard/keystore"
+	"github.com/n8n-guard/n8n-guard/keystore/bolt"
+	"github.com/n8n-guard/n8n-guard/rerun"
+)
+
+// n8n is a fake n8n's retry: it answers what answer says for an
+// execution and records when each retry came.
+type n8n struct {
+	mu     sync.Mutex
+	calls  []string
+	at     []time.Time
+	answer func(id string) (string, error)
+	called chan string
+}
+
+func newN8n(answer func(id string) (string, error)) *n8n {
+	return &n8n{answer: answer, called: make(chan string, 100)}
+}
+
+func (f *n8n) Retry(_ context.Context, id string) (string, error) {
+	f.mu.Lock()
+	f.calls = append(f.calls, id)
+	f.at = append(f.at, time.Now())
+	f.mu.Unlock()
+	defer func() { f.called <- id }()
+	return f.answer(id)
+}
+
+func (f *n8n) retries() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]string(nil), f.calls...)
+}
+
+type env struct {
+	t     *testing.T
+	store *bolt.Store
+	path  string
+	ctx   context.Context
+}
+
+func setup(t *testing.T) *env {
+	e := &env{t: t, path: filepath.Join(t.TempDir(), "guard.db"), ctx: context.Background()}
+	e.open()
+	return e
+}
+
+func (e *env) open() {
+	s, err := bolt.Open(e.path, bolt.Options{})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	e.store = s
+	e.t.Cleanup(func() { s.Close() })
+}
+
+// atGate makes key fail in execution exec and stop at its re-run gate.
+func (e *env) atGate(key, exec, dest string) {
+	e.t.Helper()
+	owner := "n8n wf1 exec " + exec
+	r, err := e.store.Reserve(e.ctx, keystore.ReserveRequest{Namespace: "crm", Key: key, Owner: owner, Destination: dest})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	if _, err := e.store.Fail(e.ctx, keystore.FailRequest{Namespace: "crm", Key: key, Token: r.Token, Reason: keystore.ReasonDestinationFailed}); err != nil {
+		e.t.Fatal(err)
+	}
+	if r, err := e.store.Reserve(e.ctx, keystore.ReserveRequest{Namespace: "crm", Key: key, Owner: owner, Destination: dest, Rerun: true}); err != nil || r.Outcome != keystore.OutcomeRerunNotGranted {
+		e.t.Fatalf("gate of %s: %+v %v", key, r.Outcome, err)
+	}
+}
+
+func (e *env) grant(key string) {
+	e.t.Helper()
+	if _, err := e.store.Resolve(e.ctx, keystore.ResolveRequest{Namespace: "crm", Key: key, Resolution: keystore.StateFailed, Rerun: true, By: "Ana", Note: "CRM back"}); err != nil {
+		e.t.Fatal(err)
+	}
+}
+
+func (e *env) last(key string) keystore.Transition {
+	e.t.Helper()
+	r, err := e.store.Lookup(e.ctx, "crm", key)
+	if err != nil || r.Record == nil {
+		e.t.Fatalf("lookup %s: %v", key, err)
+	}
+	return r.Record.History[len(r.Record.History)-1]
+}
+
+func run(t *testing.T, e *env, f *n8n, opts rerun.Options) (*rerun.Runner, *prometheus.Registry) {
+	reg := prometheus.NewRegistry()
+	opts.Registerer = reg
+	r, err := rerun.New(e.store, f, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { r.Run(ctx); close(done) }()
+	t.Cleanup(func() { cancel(); <-done })
+	return r, reg
+}
+
+func wait(t *testing.T, f *n8n, n int) {
+	t.Helper()
+	for range n {
+		select {
+		case <-f.called:
+		case <-time.After(10 * time.Second):
+			t.Fatalf("n8n was asked %d times, want %d", len(f.retries()), n)
+		}
+	}
+}
+
+func waitFor(t *testing.T, what string, ok func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); !ok(); time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("not within 10 s: %s", what)
+		}
+	}
+}
+
+// A grant made before the runner starts (another replica, before a
+// restart) is found in the store and started once; each execution once,
+// a destination's re-runs at its pace, the other destination's at once.
+func TestGrantsAreStartedOnceEachAtThePaceOfTheirDestination(t *testing.T) {
+	e := setup(t)
+	e.atGate("k1", "41", "crm")
+	e.atGate("k2", "42", "crm")
+	e.atGate("k3", "43", "mail")
+	for _, k := range []string{"k1", "k2", "k3"} {
+		e.grant(k)
+	}
+	e.store.Close()
+	e.open() // the store is the queue: a restart loses no grant
+	f := newN8n(func(id string) (string, error) { return "new-" + id, nil })
+	const pace = 300 * time.Millisecond
+	r, reg := run(t, e, f, rerun.Options{Pace: pace, Interval: time.Hour})
+	wait(t, f, 3)
+	got := f.retries()
+	if len(got) != 3 || got[0] != "41" {
+		t.Fatalf("retries %v, want 41, 42, 43 once each, the oldest grant first", got)
+	}
+	f.mu.Lock()
+	var crmGap time.Duration
+	for i, id := range f.calls {
+		if id == "42" {
+			crmGap = f.at[i].Sub(f.at[0])
+		}
+	}
+	f.mu.Unlock()
+	if crmGap < pace {
+		t.Errorf("the second re-run to crm came %v after the first, want at least the pace %v", crmGap, pace)
+	}
+	waitFor(t, "each key notes its re-run", func() bool {
+		for k, id := range map[string]string{"k1": "new-41", "k2": "new-42", "k3": "new-43"} {
+			if l := e.last(k); l.Event != keystore.HistoryRerunStarted || l.Detail != id {
+				return false
+			}
+		}
+		return true
+	})
+	// Kicked again: nothing is pending, n8n is not asked again.
+	r.Kick()
+	time.Sleep(100 * time.Millisecond)
+	if n := len(f.retries()); n != 3 {
+		t.Fatalf("n8n asked %d times after a kick with nothing pending", n)
+	}
+	if v := counter(t, reg, "started"); v != 3 {
+		t.Fatalf("n8n_guard_reruns_total{result=started} = %v", v)
+	}
+}
+
+// A re-run re-runs every item of its execution: the other keys of the
+// same execution waiting at the same gate are granted with it, in the
+// person's name, and n8n is asked once.
+func TestTheOtherKeysOfTheExecutionAreGrantedWithIt(t *testing.T) {
+	e := setup(t)
+	e.atGate("a", "42", "crm")
+	e.atGate("b", "42", "crm")
+	e.atGate("c", "43", "crm") // another execution: not granted
+	e.grant("a")
+	f := newN8n(func(id string) (string, error) { return "57", nil })
+	run(t, e, f, rerun.Options{Pace: time.Millisecond, Interval: time.Hour})
+	wait(t, f, 1)
+	waitFor(t, "both keys of execution 42 note the re-run", func() bool {
+		return e.last("a").Event == keystore.HistoryRerunStarted && e.last("b").Event == keystore.HistoryRerunStarted
+	})
+	rb, _ := e.store.Lookup(e.ctx, "crm", "b")
+	if rb.Record.ResolvedBy != "Ana" {
+		t.Fatalf("the sibling was granted by %q, want the person who allowed the re-run", rb.Record.ResolvedBy)
+	}
+	if l := e.last("c"); l.Event != keystore.HistoryRerunGate {
+		t.Fatalf("a key of another execution: %+v", l)
+	}
+	if got := f.retries(); len(got) != 1 || got[0] != "42" {
+		t.Fatalf("retries %v, want 42 once", got)
+	}
+}
+
+// n8n's refusal is noted on the key and not tried again; n8n not
+// answering leaves the re-run pending, and the next round starts it.
+func TestRefusalIsNotedAndAnOutageIsTriedAgain(t *testing.T) {
+	e := setup(t)
+	e.atGate("gone", "41", "crm")
+	e.atGate("later", "42", "mail")
+	e.grant("gone")
+	e.grant("later")
+	var mu sync.Mutex
+	down := true
+	f := newN8n(func(id string) (string, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		switch {
+		case id == "41":
+			return "", &rerun.Refused{Status: 404, Message: `The execution with the ID "41" does not exist.`}
+		case down:
+			return "", fmt.Errorf("dial tcp 127.0.0.1:5678: connect: %w", errors.New("connection refused"))
+		}
+		return "58", nil
+	})
+	r, reg := run(t, e, f, rerun.Options{Pace: time.Millisecond, Interval: time.Hour})
+	wait(t, f, 2)
+	waitFor(t, "the refusal is noted", func() bool { return e.last("gone").Event == keystore.HistoryRerunRefused })
+	if l := e.last("later"); l.Event != keystore.HistoryRerunGranted {
+		t.Fatalf("n8n down: the key reads %+v, want still granted", l)
+	}
+	mu.Lock()
+	down = false
+	mu.Unlock()
+	r.Kick()
+	wait(t, f, 1)
+	waitFor(t, "the re-run started once n8n answered", func() bool { return e.last("later").Event == keystore.HistoryRerunStarted })
+	if got := f.retries(); len(got) != 3 || got[2] != "42" {
+		t.Fatalf("retries %v: a refused re-run was asked again", got)
+	}
+	for result, want := range map[string]float64{"refused": 1, "failed": 1, "started": 1} {
+		if v := counter(t, reg, result); v != want {
+			t.Errorf("n8n_guard_reruns_total{result=%s} = %v, want %v", result, v, want)
+		}
+	}
+}
+
+func counter(t *testing.T, reg *prometheus.Registry, result string) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != "n8n_guard_reruns_total" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "result" && l.GetValue() == result {
+					return m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	return 0
+}
