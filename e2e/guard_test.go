@@ -158,6 +158,19 @@ type record struct {
 	Retryable bool   `json:"retryable"`
 	Message   string `json:"message"`
 	ResumeURL string `json:"resume_url"`
+	History   []struct {
+		Event  string `json:"event"`
+		By     string `json:"by"`
+		Detail string `json:"detail"`
+	} `json:"history"`
+}
+
+// last is the event of the record's newest history entry.
+func (r record) last() string {
+	if len(r.History) == 0 {
+		return ""
+	}
+	return r.History[len(r.History)-1].Event
 }
 
 // Lookup asks the guard for a key's record.

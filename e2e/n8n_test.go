@@ -377,7 +377,8 @@ func (n *n8nInstance) OwnerAPIKey(ctx context.Context) (string, error) {
 	// where the instance has no scoped keys.
 	scopes := []string{"workflow:create", "workflow:read", "workflow:update", "workflow:list",
 		"workflow:activate", "credential:create",
-		"execution:read", "execution:list", "execution:delete"} // the tests read and list executions, and delete a waiting one (park_test.go, audit_test.go)
+		"execution:read", "execution:list", "execution:delete", // the tests read and list executions, and delete a waiting one (park_test.go, audit_test.go)
+		"execution:retry"} // the guard re-runs executions (rerun_test.go)
 	if n.Major() >= 2 {
 		scopes = append(scopes, "credential:list") // 1.x knows no such scope and refuses the key
 	}
