@@ -23,6 +23,9 @@ var errNoReruns = errs.Errorf(errs.Unsupported,
 
 // keyRerun is where the key's re-run stands, as its page shows it.
 type keyRerun struct {
+	// AtGate: an execution waits at the key's re-run gate (or n8n
+	// refused its re-run): a plain retry of it in n8n stops there again.
+	AtGate bool
 	// Offer: a person may allow a re-run now (an execution waits at the
 	// gate, or n8n refused the last re-run, and this guard can re-run).
 	Offer bool
@@ -47,7 +50,7 @@ func (ui *Console) keyRerun(r *keystore.Record) keyRerun {
 		return cmp.Or(l.Execution, l.Executions)
 	}
 	if h := keystore.RerunHolder(r); h != "" {
-		v.Offer = ui.reruns != nil
+		v.AtGate, v.Offer = true, ui.reruns != nil
 		v.Execution = parseHolder(h)
 	}
 	if h, granted := keystore.RerunGranted(r); granted {

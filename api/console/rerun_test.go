@@ -82,6 +82,9 @@ func TestKeyPageRerunsTheExecutionAtTheGate(t *testing.T) {
 		!strings.Contains(got, "Other events of the same execution waiting at the same gate are re-run with it") {
 		t.Errorf("the re-run's help says %q", got)
 	}
+	if got := textOf(d.byID("retry-help")); !strings.Contains(got, "A re-run of execution 42 in n8n stops at its re-run gate again") {
+		t.Errorf("the retry's help does not say a plain re-run stops at the gate: %q", got)
+	}
 	if got := textOf(d.byID("history")); !strings.Contains(got, "stopped at its re-run gate") {
 		t.Errorf("the history does not say the execution stopped at its gate: %q", got)
 	}
