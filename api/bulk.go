@@ -18,7 +18,10 @@ type bulkRequest struct {
 	Note       string          `json:"note"`
 	ResultRef  string          `json:"result_ref"`
 	Final      bool            `json:"final"`
-	DryRun     bool            `json:"dry_run"`
+	// Rerun, with resolution failed: the executions waiting at their keys'
+	// re-run gates are re-run (keystore.BulkResolveRequest.Rerun).
+	Rerun  bool `json:"rerun"`
+	DryRun bool `json:"dry_run"`
 	// ID names the action; a client that repeats a request (a timeout, a
 	// double click) sends the id of its first answer and decides nothing new.
 	ID string `json:"id"`
@@ -32,9 +35,15 @@ func (s *Server) resolveBulk(c *fiber.Ctx, req bulkRequest) error {
 		return err
 	}
 	req.By = d.By
+	if req.Rerun && s.reruns == nil {
+		return errNoReruns()
+	}
 	res, err := keystore.ResolveMany(c.UserContext(), s.store, keystore.BulkResolveRequest{
 		Filter: req.Filter, Resolution: req.Resolution, By: req.By, Note: req.Note, ResultRef: req.ResultRef,
-		Final: req.Final, DryRun: req.DryRun, ID: req.ID})
+		Final: req.Final, Rerun: req.Rerun, DryRun: req.DryRun, ID: req.ID})
+	if req.Rerun && !res.DryRun && res.Decided > 0 {
+		s.reruns.Kick() // before an error too: what was granted stays granted
+	}
 	if err != nil && res.ID == "" {
 		return err // refused: nothing changed
 	}

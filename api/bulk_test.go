@@ -5,7 +5,10 @@ import (
 	"net/http"
 	"regexp"
 	"strings"
+	"sync/atomic"
 	"testing"
+
+	"github.com/n8n-guard/n8n-guard/api"
 )
 
 // unknownKey reserves key in namespace and reports outcome_unknown.
@@ -201,4 +204,65 @@ func TestResolveBulkRefusesNoSelectionAndAReusedIDWithOtherContent(t *testing.T)
 	if got := r.JSON(t); r.Status != http.StatusOK || got["decided"] != 0.0 || got["skipped"].(map[string]any)["already_decided"] != 2.0 {
 		t.Fatalf("the same content again: %s", r)
 	}
+}
+
+// kicks stands in for the re-run worker (rerun.Runner).
+type kicks struct{ n atomic.Int32 }
+
+func (k *kicks) Kick() { k.n.Add(1) }
+
+// gatedKey makes a failed key whose execution waits at its re-run gate.
+func (e *env) gatedKey(t *testing.T, key, owner string) {
+	t.Helper()
+	token := wantOK(t, e.post(t, "/v1/reserve", obj{"namespace": ns, "key": key, "owner": owner}), "accepted")["token"]
+	wantOK(t, e.post(t, "/v1/fail", obj{"namespace": ns, "key": key, "token": token, "reason": "destination_failed"}), "destination_failed")
+	wantProblem(t, e.post(t, "/v1/reserve", obj{"namespace": ns, "key": key, "owner": owner, "rerun": true}), http.StatusConflict, "rerun_not_granted")
+}
+
+// POST /v1/keys/resolve-bulk with rerun: the keys whose execution waits
+// at its re-run gate are granted, the others skipped as no_rerun_gate,
+// and the re-run worker is woken once; a guard without n8n's API refuses.
+func TestResolveBulkRerun(t *testing.T) {
+	body := obj{"filter": obj{"namespace": ns, "states": []string{"failed"}}, "resolution": "failed", "rerun": true,
+		"by": "ann@example.com", "note": "CRM back"}
+	t.Run("with n8n's API", func(t *testing.T) {
+		kick := &kicks{}
+		e := start(t, withAPI(api.Config{Reruns: kick}))
+		e.gatedKey(t, "ord-1", "n8n wf1 exec 42")
+		e.gatedKey(t, "ord-2", "n8n wf1 exec 43")
+		token := wantOK(t, e.post(t, "/v1/reserve", obj{"namespace": ns, "key": "ord-3", "owner": "n8n wf1 exec 44"}), "accepted")["token"]
+		wantOK(t, e.post(t, "/v1/fail", obj{"namespace": ns, "key": "ord-3", "token": token, "reason": "destination_failed"}), "destination_failed")
+
+		r := e.post(t, "/v1/keys/resolve-bulk", body)
+		got := r.JSON(t)
+		if r.Status != http.StatusOK || got["decided"] != 2.0 || got["skipped"].(map[string]any)["no_rerun_gate"] != 1.0 {
+			t.Fatalf("bulk re-run: %s", r)
+		}
+		for _, key := range []string{"ord-1", "ord-2"} {
+			if _, last := e.keyState(t, ns, key); last["event"] != "rerun_granted" {
+				t.Errorf("%s: %v", key, last)
+			}
+		}
+		if _, last := e.keyState(t, ns, "ord-3"); last["event"] != "failed" {
+			t.Errorf("ord-3, at no gate, was decided: %v", last)
+		}
+		if kick.n.Load() != 1 {
+			t.Fatalf("kicks %d, want 1", kick.n.Load())
+		}
+		repeat := obj{"id": got["id"]}
+		for k, v := range body {
+			repeat[k] = v
+		}
+		if r := e.post(t, "/v1/keys/resolve-bulk", repeat); r.Status != http.StatusOK || r.JSON(t)["decided"] != 0.0 || kick.n.Load() != 1 {
+			t.Fatalf("repeat: %s, kicks %d", r, kick.n.Load())
+		}
+	})
+	t.Run("without n8n's API", func(t *testing.T) {
+		e := start(t)
+		e.gatedKey(t, "ord-1", "n8n wf1 exec 42")
+		wantProblem(t, e.post(t, "/v1/keys/resolve-bulk", body), http.StatusNotImplemented, "unsupported")
+		if _, last := e.keyState(t, ns, "ord-1"); last["event"] != "rerun_gate" {
+			t.Fatalf("a refused bulk re-run changed ord-1: %v", last)
+		}
+	})
 }

@@ -64,6 +64,9 @@ func (s *Server) mountConsole() error {
 		OnApproval:      func(d string) { s.metrics.approvals.WithLabelValues(d).Inc() },
 	}
 	cfg.Parking = s.store
+	if s.reruns != nil { // a nil api.Reruns stays a nil interface: no re-run offered
+		cfg.Reruns = s.reruns
+	}
 	if t, ok := s.notes.(console.Thread); ok { // notify.Service
 		cfg.Thread = t
 	}

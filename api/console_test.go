@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/n8n-guard/n8n-guard/api"
 	"github.com/n8n-guard/n8n-guard/api/access"
 	"github.com/n8n-guard/n8n-guard/keystore"
 )
@@ -257,5 +258,39 @@ func TestBulkDecisionsNeedTheSameRoleOnTheAPIAndTheConsole(t *testing.T) {
 	}
 	if st := e.call(t, "GET", "/v1/lookup?namespace="+ns+"&key=ord-0", nil).JSON(t)["state"]; st != "unknown" {
 		t.Fatalf("a question decided ord-0: %v", st)
+	}
+}
+
+// The console mounted by api.New offers and accepts a re-run only with
+// Config.Reruns (n8n's API); the grant kicks the same worker as the API.
+func TestConsoleRerunFollowsTheServersReruns(t *testing.T) {
+	for _, withReruns := range []bool{true, false} {
+		t.Run(fmt.Sprintf("reruns %v", withReruns), func(t *testing.T) {
+			kick := &kicks{}
+			var opts []envOption
+			if withReruns {
+				opts = append(opts, withAPI(api.Config{Reruns: kick}))
+			}
+			e := start(t, opts...)
+			e.gatedKey(t, "ord-1", "n8n wf1 exec 42")
+			c := consoleClient(t)
+			if resp, _ := uiDo(t, c, "POST", e.url+"/ui/signin", url.Values{"token": {testToken}}); resp.StatusCode != http.StatusSeeOther {
+				t.Fatalf("sign in: %d", resp.StatusCode)
+			}
+			_, page := uiDo(t, c, "GET", e.url+"/ui/key?"+url.Values{"namespace": {ns}, "key": {"ord-1"}}.Encode(), nil)
+			m := csrfRE.FindStringSubmatch(page)
+			if m == nil || strings.Contains(page, `id="rerun-choice"`) != withReruns {
+				t.Fatalf("the re-run choice shown: %v, want %v\n%s", !withReruns, withReruns, page)
+			}
+			resp, _ := uiDo(t, c, "POST", e.url+"/ui/key/resolve", url.Values{"csrf": {m[1]}, "namespace": {ns}, "key": {"ord-1"},
+				"action": {"rerun"}, "note": {"CRM back"}})
+			_, last := e.keyState(t, ns, "ord-1")
+			switch {
+			case withReruns && (resp.StatusCode != http.StatusSeeOther || last["event"] != "rerun_granted" || kick.n.Load() != 1):
+				t.Fatalf("re-run: %d, %v, kicks %d", resp.StatusCode, last, kick.n.Load())
+			case !withReruns && (resp.StatusCode != http.StatusNotImplemented || last["event"] != "rerun_gate"):
+				t.Fatalf("a re-run without n8n's API: %d, %v", resp.StatusCode, last)
+			}
+		})
 	}
 }

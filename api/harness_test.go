@@ -117,7 +117,7 @@ type envOption func(*envConfig)
 type envConfig struct {
 	policies  keystore.Policies
 	bodyLimit int
-	api       api.Config // the scope, cap and label fields only
+	api       api.Config // the scope, cap, label and re-run fields only
 	noBackup  bool       // serve as a store without Backup does (PostgreSQL)
 	noN8n     bool       // no n8n configured for resume calls
 }
@@ -176,7 +176,7 @@ func start(t testing.TB, opts ...envOption) *env {
 		Registry: reg, Limits: limits, Version: "test", Policies: cfg.policies,
 		ScopedTokens: cfg.api.ScopedTokens,
 		Namespaces:   cfg.api.Namespaces, Destinations: cfg.api.Destinations, LabelLimit: cfg.api.LabelLimit,
-		Logger: cfg.api.Logger,
+		Logger: cfg.api.Logger, Reruns: cfg.api.Reruns,
 	})
 	if err != nil {
 		t.Fatal(err)

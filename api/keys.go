@@ -184,7 +184,7 @@ func (s *Server) resolve(c *fiber.Ctx, req resolveRequest) error {
 	dr := req.domain()
 	dr.By = d.By
 	if dr.Rerun && s.reruns == nil {
-		return errs.Errorf(errs.Unsupported, "this guard cannot re-run n8n executions: set N8N_API_URL and N8N_API_KEY (a key with the execution:retry scope); nothing changed")
+		return errNoReruns()
 	}
 	res, err := s.store.Resolve(c.UserContext(), dr)
 	if err != nil {
@@ -194,6 +194,11 @@ func (s *Server) resolve(c *fiber.Ctx, req resolveRequest) error {
 		s.reruns.Kick()
 	}
 	return s.writeResult(c, res, nil)
+}
+
+// errNoReruns refuses a re-run on a guard without n8n's API.
+func errNoReruns() error {
+	return errs.Errorf(errs.Unsupported, "this guard cannot re-run n8n executions: set N8N_API_URL and N8N_API_KEY (a key with the execution:retry scope); nothing changed")
 }
 
 // The domain methods give each body to keystore as it is; the store

@@ -2,7 +2,6 @@ package notify
 
 import (
 	"context"
-	"fmt"
 
 	"github.com/n8n-guard/n8n-guard/keystore"
 )
@@ -24,7 +23,7 @@ func (s *Service) ackKeys(ctx context.Context, target *Record, decision string, 
 	if decision == DecisionSnoozed {
 		ev, what = keystore.HistorySnoozed, "Snoozed in Slack"
 	}
-	by := Truncate(fmt.Sprintf("%s (Slack %s)", cmpOr(c.UserName, "Slack user"), c.UserID), keystore.MaxByLength)
+	by := c.by()
 	req := keystore.AckRequest{Event: ev, By: by, Detail: what + ", message " + target.ID}
 	if !target.IsKeyGroup() {
 		req.Namespace, req.Key, req.Attempt = target.Namespace, target.Key, target.KeyAttempt

@@ -136,7 +136,7 @@ func (s *Service) actApproval(ctx context.Context, target *Record, c Click) {
 		s.askReason(ctx, target, c)
 		return
 	}
-	by := Truncate(fmt.Sprintf("%s (Slack %s)", cmpOr(c.UserName, "Slack user"), c.UserID), keystore.MaxByLength)
+	by := c.by()
 	req := keystore.ApprovalRequest{Namespace: target.Namespace, Key: target.Key, By: by,
 		// The user ID is Slack's word; the name is whatever the user chose.
 		Identities: []string{c.UserID}, Claimed: []string{c.UserName}}

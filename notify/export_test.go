@@ -43,3 +43,6 @@ const (
 
 // ConsoleLinks are the console pages a message links to.
 func ConsoleLinks(r *Record, base string) []Link { return consoleLinks(r, base) }
+
+// SetReruns sets the re-run worker "Retry execution" wakes.
+func (s *Service) SetReruns(r interface{ Kick() }) { s.opts.Reruns = r }

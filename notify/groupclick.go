@@ -39,7 +39,7 @@ func (s *Service) actGroup(ctx context.Context, target *Record, c Click, version
 	if step.Decision == DecisionRetry {
 		res, note = keystore.StateFailed, "Decided in Slack for the whole group: it did not happen — a retry is allowed."
 	}
-	by := Truncate(fmt.Sprintf("%s (Slack %s)", cmpOr(c.UserName, "Slack user"), c.UserID), keystore.MaxByLength)
+	by := c.by()
 	bulk := "slack-" + target.ID + "-" + strconv.Itoa(target.Version+1)
 	decided, skipped, failed := s.decideMembers(ctx, target, keystore.ResolveRequest{Resolution: res, By: by, Note: note, Bulk: bulk})
 	if decided == 0 && failed > 0 {

@@ -30,6 +30,11 @@ type Click struct {
 	Note      string
 }
 
+// by names the person who clicked in a key's history.
+func (c Click) by() string {
+	return Truncate(fmt.Sprintf("%s (Slack %s)", cmpOr(c.UserName, "Slack user"), c.UserID), keystore.MaxByLength)
+}
+
 // replayWindow is Slack's: a request older than this is refused, and one
 // seen within it is a replay.
 const replayWindow = 5 * time.Minute
@@ -157,6 +162,12 @@ func (s *Service) carryOut(ctx context.Context, target *Record, c Click, decisio
 		return "", s.outOfDate(target)
 	}
 	if decision == DecisionRetried {
+		if guarded, answer, refusal := s.rerunAtGate(ctx, target, c); guarded { // rerun.go
+			if refusal == "" {
+				s.ephemeral(ctx, c, answer)
+			}
+			return "", refusal
+		}
 		return s.retryExecution(ctx, target)
 	}
 	return "", ""
@@ -241,9 +252,8 @@ func (s *Service) resolveKey(ctx context.Context, r *Record, c Click, attempt, v
 	if c.Action == ActionRetry {
 		res, note = keystore.StateFailed, "Decided in Slack: it did not happen — a retry is allowed."
 	}
-	by := fmt.Sprintf("%s (Slack %s)", cmpOr(c.UserName, "Slack user"), c.UserID)
 	_, err = s.opts.Keys.Resolve(ctx, keystore.ResolveRequest{
-		Namespace: r.Namespace, Key: r.Key, Resolution: res, By: Truncate(by, keystore.MaxByLength), Note: note,
+		Namespace: r.Namespace, Key: r.Key, Resolution: res, By: c.by(), Note: note,
 		Attempt: r.KeyAttempt, // 0: the message predates attempts in messages
 	})
 	var ke *errs.Error

@@ -29,6 +29,8 @@ type EventSource interface {
 type Keys interface {
 	Lookup(ctx context.Context, namespace, key string) (keystore.Result, error)
 	Resolve(ctx context.Context, req keystore.ResolveRequest) (keystore.Result, error)
+	// List finds the keys waiting at an execution's re-run gate (rerun.go).
+	List(ctx context.Context, q keystore.ListQuery) (keystore.Page, error)
 	keystore.ApprovalStore // Approve / Reject buttons
 	keystore.AckStore      // "Leave it to me" and Snooze, in the key's history
 }
@@ -67,6 +69,10 @@ type Options struct {
 	Slack Slack
 	// Executions enables "Retry execution"; nil: the button is not shown.
 	Executions Executions
+	// Reruns wakes the guard's re-run worker (rerun.Runner) after "Retry
+	// execution" allowed the re-run of an execution that waits at its
+	// re-run gate (rerun.go); nil: the button asks n8n to retry directly.
+	Reruns interface{ Kick() }
 
 	Logger     *slog.Logger
 	Clock      keystore.Clock

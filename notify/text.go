@@ -30,6 +30,9 @@ func DecisionText(r *Record) string {
 	case DecisionAcknowledged:
 		return who + " *acknowledged* it" + at + " and is on it"
 	case DecisionRetried:
+		if r.RetriedAs == "" { // the execution waited at its re-run gate: the guard re-runs it (rerun.go)
+			return who + " *allowed a re-run* of the execution" + at + "; n8n-guard asks n8n to retry it"
+		}
 		return who + " *retried the execution* in n8n" + at + " (new execution " + EscapeMrkdwn(r.RetriedAs) + ")"
 	case DecisionApproved:
 		return who + " *approved* it" + at

@@ -50,6 +50,8 @@ type bulkPage struct {
 	Problem             string
 	Done                string
 	CanAct              bool
+	// CanRerun: this guard can re-run n8n executions (Config.Reruns).
+	CanRerun bool
 }
 
 // HasState says whether the filter selects st (the state checkboxes).
@@ -74,7 +76,7 @@ type bulkForm struct {
 // resolution is what a form's action decides.
 func (f bulkForm) resolution() (res keystore.State, final bool, ok bool) {
 	switch f.Action {
-	case "retry":
+	case "retry", actionRerun:
 		return keystore.StateFailed, false, true
 	case "final":
 		return keystore.StateFailed, true, true
@@ -95,6 +97,9 @@ func (f bulkForm) question(n int) (question, then string) {
 	case "retry":
 		return "Allow " + events + " to be sent again?",
 			"Their keys are marked failed and retryable: the next reserve of each is accepted. This re-runs nothing: each event is written when its sender (or a re-run in n8n) sends it again."
+	case actionRerun:
+		return "Allow " + events + " to be sent again and re-run their executions in n8n?",
+			"The guard asks n8n to retry each execution that waits at its re-run gate; the execution reserves its keys again, so each event is written at most once, and the other events of that execution waiting at the same gate are re-run with it. A key whose execution does not wait at a re-run gate is left as it is."
 	case "final":
 		return "Mark " + events + " failed for good?",
 			"The next reserve of each is rejected: these events are never written."
@@ -113,6 +118,7 @@ func (ui *Console) bulkPage(c *fiber.Ctx, sess *session) error {
 	q.Del("done")
 	q.Del("decided")
 	q.Del("skipped")
+	q.Del("no_rerun_gate")
 	p := ui.newBulkPage(sess, q)
 	if id := c.Query("done"); id != "" {
 		// The count after it names the keys this action decided as such.
@@ -121,6 +127,9 @@ func (ui *Console) bulkPage(c *fiber.Ctx, sess *session) error {
 		if n := atoi(c.Query("skipped")); n > 0 {
 			p.Done += " " + keys(n) + " left unchanged."
 		}
+		if n := atoi(c.Query("no_rerun_gate")); n > 0 {
+			p.Done += " Of them, " + thousands(n) + ": " + skipWords(keystore.SkipNoRerunGate) + "."
+		}
 	}
 	return ui.showBulk(c, sess, http.StatusOK, p)
 }
@@ -128,7 +137,7 @@ func (ui *Console) bulkPage(c *fiber.Ctx, sess *session) error {
 // newBulkPage reads the filter (the input is kept when it is broken).
 func (ui *Console) newBulkPage(sess *session, q url.Values) bulkPage {
 	p := bulkPage{layout: ui.layout(sess, "Bulk decision"), States: keystore.States, CanAct: sess.who.Allows(access.BulkScope),
-		FromText: q.Get("from"), ToText: q.Get("to")}
+		CanRerun: ui.reruns != nil, FromText: q.Get("from"), ToText: q.Get("to")}
 	f, err := keystore.FilterFromQuery(q, nil)
 	p.Filter = f
 	if err != nil {
@@ -206,6 +215,9 @@ func (ui *Console) bulkSubmit(c *fiber.Ctx, sess *session) error {
 		p.Problem = "Choose what happened to these keys."
 	case p.Form.Note == "":
 		p.Problem = "Write the reason: it goes into every key's history."
+	case p.Form.Action == actionRerun && ui.reruns == nil:
+		p.Problem = errs.MessageOf(errNoReruns)
+		return ui.showBulk(c, sess, problem.Status(errs.CodeOf(errNoReruns)), p)
 	}
 	if p.Problem != "" {
 		return ui.showBulk(c, sess, http.StatusBadRequest, p)
@@ -215,7 +227,7 @@ func (ui *Console) bulkSubmit(c *fiber.Ctx, sess *session) error {
 	}
 	// No result reference: it names one write, never the same for many keys.
 	req := keystore.BulkResolveRequest{Filter: p.Filter, Resolution: res, Final: final, By: sess.by(), Note: p.Form.Note,
-		ID: p.Form.ID, DryRun: true}
+		Rerun: p.Form.Action == actionRerun, ID: p.Form.ID, DryRun: true}
 	count, err := ui.resolveMany(c.UserContext(), req)
 	if err != nil {
 		if st := problem.Status(errs.CodeOf(err)); st < 500 {
@@ -241,6 +253,9 @@ func (ui *Console) bulkSubmit(c *fiber.Ctx, sess *session) error {
 		ui.log.Error("console: bulk decision stopped part way", "id", req.ID, "by", req.By, "decided", done.Decided, "err", err)
 		return err
 	}
+	if req.Rerun && done.Decided > 0 {
+		ui.reruns.Kick()
+	}
 	skipped := 0
 	for _, n := range done.Skipped {
 		skipped += n
@@ -251,6 +266,9 @@ func (ui *Console) bulkSubmit(c *fiber.Ctx, sess *session) error {
 	back.Set("done", done.ID)
 	back.Set("decided", strconv.Itoa(done.Decided))
 	back.Set("skipped", strconv.Itoa(skipped))
+	if n := done.Skipped[keystore.SkipNoRerunGate]; n > 0 {
+		back.Set("no_rerun_gate", strconv.Itoa(n))
+	}
 	return c.Redirect(Prefix+"/bulk?"+back.Encode(), http.StatusSeeOther)
 }
 
@@ -283,6 +301,8 @@ func skipWords(why string) string {
 		return "already decided this way"
 	case keystore.SkipChanged:
 		return "changed meanwhile"
+	case keystore.SkipNoRerunGate:
+		return "no execution waits at a re-run gate: its sender sends it again"
 	case keystore.SkipDamaged:
 		return "record damaged (see the runbook)"
 	}

@@ -117,6 +117,10 @@ type Config struct {
 	// WorkflowName asks n8n a workflow's name (n8n's API; nil: the key
 	// page names the workflow by its id).
 	WorkflowName func(ctx context.Context, id string) (string, error)
+	// Reruns starts the re-runs of n8n executions a person allows
+	// (rerun.Runner; nil: n8n's API is not configured, and the console
+	// neither offers nor accepts a re-run).
+	Reruns interface{ Kick() }
 	// Refresh is how often the overview and the lists fetch themselves
 	// again in the browser (default 15 s, at least 1 s); negative: never
 	// (a browser test holds on to the elements it reads, which a refresh
@@ -170,6 +174,7 @@ type Console struct {
 	slackWorkspace string
 	hint           func(string) string
 	workflowNames  *workflowNames
+	reruns         interface{ Kick() } // nil: no re-runs (rerun.go)
 }
 
 // New checks cfg and parses the templates.
@@ -209,6 +214,7 @@ func New(cfg Config) (*Console, error) {
 		slackWorkspace: SlackWorkspaceURL(cfg.SlackWorkspace),
 		hint:           cfg.Hint,
 		workflowNames:  newWorkflowNames(cfg.WorkflowName),
+		reruns:         cfg.Reruns,
 	}
 	if ui.hint == nil {
 		ui.hint = func(string) string { return "" }

@@ -103,6 +103,22 @@ func reasonWords(r keystore.Reason) string {
 	return strings.ReplaceAll(string(r), "_", " ")
 }
 
+// historyWords says what a history entry of a re-run means ("": the
+// entry reads as its code).
+func historyWords(t keystore.Transition) string {
+	switch t.Event {
+	case keystore.HistoryRerunGate:
+		return "stopped at its re-run gate"
+	case keystore.HistoryRerunGranted:
+		return "re-run allowed"
+	case keystore.HistoryRerunStarted:
+		return "re-run started in n8n as execution " + t.Detail
+	case keystore.HistoryRerunRefused:
+		return "n8n refused the re-run"
+	}
+	return ""
+}
+
 // kindWords says what a notification is about, as its list reads it.
 func kindWords(k notify.Kind) string {
 	switch k {

@@ -53,6 +53,8 @@ type keyPage struct {
 	// Thread: the holder's execution in n8n, the owner, the runbook, the
 	// Slack message and the breaker (thread.go).
 	Thread keyThread
+	// Rerun: where a re-run of the key's execution stands (rerun.go).
+	Rerun keyRerun
 }
 
 type resolveForm struct {
@@ -92,6 +94,7 @@ func (ui *Console) showKey(c *fiber.Ctx, sess *session, status int, ns, key, pro
 		p.Parked = &row
 	}
 	p.Thread = ui.keyThread(c.UserContext(), r)
+	p.Rerun = ui.keyRerun(r)
 	return ui.render(c, status, "key", p)
 }
 
@@ -112,8 +115,9 @@ func decidable(r *keystore.Record, now time.Time) bool {
 }
 
 // resolve records a person's decision: mark completed (with a result
-// reference), allow a retry, or mark failed for good; the reason goes into
-// the key's history through keystore's Resolve.
+// reference), allow a retry, allow a retry and re-run the execution that
+// waits at the key's re-run gate, or mark failed for good; the reason goes
+// into the key's history through keystore's Resolve.
 func (ui *Console) resolve(c *fiber.Ctx, sess *session) error {
 	ns, key := c.FormValue("namespace"), c.FormValue("key")
 	form := resolveForm{Action: c.FormValue("action"), Note: c.FormValue("note"), ResultRef: c.FormValue("result_ref")}
@@ -126,16 +130,25 @@ func (ui *Console) resolve(c *fiber.Ctx, sess *session) error {
 		req.Resolution, req.ResultRef = keystore.StateCompleted, form.ResultRef
 	case "retry":
 		req.Resolution = keystore.StateFailed
+	case actionRerun:
+		if ui.reruns == nil {
+			return ui.showKey(c, sess, problem.Status(errs.CodeOf(errNoReruns)), ns, key, errs.MessageOf(errNoReruns), form)
+		}
+		req.Resolution, req.Rerun = keystore.StateFailed, true
 	case "final":
 		req.Resolution, req.Final = keystore.StateFailed, true
 	default:
 		return ui.showKey(c, sess, http.StatusBadRequest, ns, key, "Choose what to do with the key.", form)
 	}
-	if _, err := ui.store.Resolve(c.UserContext(), req); err != nil {
+	res, err := ui.store.Resolve(c.UserContext(), req)
+	if err != nil {
 		if status := problem.Status(errs.CodeOf(err)); status < 500 && errs.CodeOf(err) != errs.NotFound {
 			return ui.showKey(c, sess, status, ns, key, errs.MessageOf(err), form)
 		}
 		return err
+	}
+	if req.Rerun && !res.Replayed {
+		ui.reruns.Kick()
 	}
 	ui.log.Info("console: key resolved", "namespace", ns, "key", key, "action", form.Action, "by", sess.by())
 	return c.Redirect(keyURL(ns, key)+"&done="+url.QueryEscape(form.Action), http.StatusSeeOther)
@@ -148,6 +161,8 @@ func doneText(action string) string {
 		return "The key is marked completed."
 	case "retry":
 		return "A new attempt may start: the next reserve is accepted. The guard re-sends nothing itself: the event is written when its sender sends it again or a person re-runs its n8n execution."
+	case actionRerun:
+		return "A re-run is allowed: the guard asks n8n to retry the execution, which reserves the key again; this page says when n8n started it."
 	case "final":
 		return "The key is marked failed for good: the next reserve is rejected."
 	}

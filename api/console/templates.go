@@ -46,6 +46,7 @@ func templateFuncs(now func() time.Time, refresh template.HTMLAttr) template.Fun
 		"reasonWords":  reasonWords,
 		"breakerWords": breakerWords,
 		"kindWords":    kindWords,
+		"historyWords": historyWords,
 	}
 }
 

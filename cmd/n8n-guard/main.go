@@ -263,6 +263,7 @@ func (m *Main) initNotify(outbox notify.Outbox) error {
 		if err != nil {
 			return err
 		}
+		opts.Reruns = m.reruns // "Retry execution" of an execution at its re-run gate allows its re-run
 	} else {
 		m.Logger.Info("re-runs of n8n executions are off: set N8N_API_URL and N8N_API_KEY to allow them")
 	}
