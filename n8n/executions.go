@@ -36,3 +36,21 @@ func (c *Client) RetryExecution(ctx context.Context, id string) (string, error) 
 	}
 	return fmt.Sprint(ex.ID), nil
 }
+
+// ExecutionStop says where an execution stopped: its status and the last
+// node it ran (GET /api/v1/executions/{id}?includeData=true, 1.x and 2.x;
+// the key needs the execution:read scope). A refusal is an *Error.
+func (c *Client) ExecutionStop(ctx context.Context, id string) (status, lastNode string, err error) {
+	var ex struct {
+		Status string `json:"status"`
+		Data   struct {
+			ResultData struct {
+				LastNodeExecuted string `json:"lastNodeExecuted"`
+			} `json:"resultData"`
+		} `json:"data"`
+	}
+	if err := c.do(ctx, http.MethodGet, "/executions/"+url.PathEscape(id)+"?includeData=true", nil, &ex); err != nil {
+		return "", "", err
+	}
+	return ex.Status, ex.Data.ResultData.LastNodeExecuted, nil
+}

@@ -63,6 +63,11 @@ const ManualRecipe = "paste workflows/templates/reserve.json in front of the nod
 	"(On Error: Continue (using error output)) the failure classified as in docs/n8n.md (\"The target's answer is classified\") and fail.json; " +
 	"see docs/n8n.md, \"Guard an existing workflow\""
 
+// GatePrefix begins the name of every re-run gate the rewrite adds: the
+// guard re-runs only an execution that stopped at a node so named
+// (Rerunner).
+const GatePrefix = "n8n-guard: re-run gate for "
+
 // The names of the nodes the rewrite adds, from the guarded node's name.
 func guardNames(node string) map[string]string {
 	return map[string]string{
@@ -75,7 +80,7 @@ func guardNames(node string) map[string]string {
 		"fail":       "n8n-guard: fail " + node,
 		"failed":     "n8n-guard: " + node + " failed",
 		"rerunnable": "n8n-guard: may " + node + " be re-run?",
-		"gate":       "n8n-guard: re-run gate for " + node,
+		"gate":       GatePrefix + node,
 		"decided":    "n8n-guard: decided on " + node + "?",
 		"answer":     "n8n-guard: answer, " + node + " not written",
 		"undecided":  "n8n-guard: no decision for " + node,

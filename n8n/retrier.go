@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strings"
 
 	"github.com/n8n-guard/n8n-guard/notify"
 	"github.com/n8n-guard/n8n-guard/rerun"
@@ -37,12 +38,29 @@ func (r Retrier) Retry(ctx context.Context, executionID string) (string, error) 
 // a 4xx of n8n is its refusal (*rerun.Refused), anything else may pass.
 type Rerunner struct{ *Client }
 
-// Retry starts the execution again (RetryExecution).
+// Retry starts the execution again (RetryExecution), but only one that
+// stopped at a re-run gate: the execution id comes from the key's history,
+// which the gate's reserve wrote with any owner its token chose. An
+// execution stopped elsewhere would be retried at the node that failed
+// there, unguarded, so it is refused.
 func (r Rerunner) Retry(ctx context.Context, executionID string) (string, error) {
+	status, last, err := r.ExecutionStop(ctx, executionID)
+	if err != nil {
+		return "", refusal(err)
+	}
+	if !strings.HasPrefix(last, GatePrefix) {
+		return "", &rerun.Refused{Status: http.StatusConflict, Message: fmt.Sprintf(
+			"execution %s (%s) stopped at node %q, not at a re-run gate: the guard re-runs only an execution that waits at its gate", executionID, status, last)}
+	}
 	id, err := r.RetryExecution(ctx, executionID)
+	return id, refusal(err)
+}
+
+// refusal makes n8n's 4xx a *rerun.Refused.
+func refusal(err error) error {
 	var ne *Error
 	if errors.As(err, &ne) && ne.Status >= 400 && ne.Status < 500 {
-		return "", &rerun.Refused{Status: ne.Status, Message: ne.Message}
+		return &rerun.Refused{Status: ne.Status, Message: ne.Message}
 	}
-	return id, err
+	return err
 }
