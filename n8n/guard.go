@@ -4,6 +4,7 @@ import (
 	"crypto/sha1"
 	"encoding/json"
 	"fmt"
+	"github.com/n8n-guard/n8n-guard/rerun"
 	"net/url"
 	"regexp"
 	"strings"
@@ -63,10 +64,9 @@ const ManualRecipe = "paste workflows/templates/reserve.json in front of the nod
 	"(On Error: Continue (using error output)) the failure classified as in docs/n8n.md (\"The target's answer is classified\") and fail.json; " +
 	"see docs/n8n.md, \"Guard an existing workflow\""
 
-// GatePrefix begins the name of every re-run gate the rewrite adds: the
-// guard re-runs only an execution that stopped at a node so named
-// (Rerunner).
-const GatePrefix = "n8n-guard: re-run gate for "
+// GatePrefix begins the name of every re-run gate the rewrite adds
+// (rerun.GateNodePrefix).
+const GatePrefix = rerun.GateNodePrefix
 
 // The names of the nodes the rewrite adds, from the guarded node's name.
 func guardNames(node string) map[string]string {

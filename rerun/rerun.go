@@ -26,6 +26,11 @@ import (
 	"github.com/n8n-guard/n8n-guard/keystore"
 )
 
+// GateNodePrefix begins the name of every re-run gate `n8n guard` adds:
+// the guard re-runs only an execution that stopped at a node so named
+// (n8n.Rerunner), and Slack says what such a failure asks of a person.
+const GateNodePrefix = "n8n-guard: re-run gate for "
+
 // Executions starts an n8n execution again (n8n.Retrier): the new
 // execution's id, or the refusal.
 type Executions interface {

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"encoding/json"
 	"fmt"
+	"github.com/n8n-guard/n8n-guard/rerun"
 	"strings"
 	"time"
 
@@ -134,7 +135,7 @@ func renderWorkflowFailed(r *notify.Record, mention string, canRetry bool) messa
 		slack.NewHeaderBlock(plain("n8n workflow failed: " + name)),
 		slack.NewSectionBlock(mrkdwn(lead), fields, nil),
 		slack.NewSectionBlock(mrkdwn(errText), nil, nil),
-		slack.NewSectionBlock(mrkdwn("*Next step*\n"+nextStep(r.Runbook)), nil, nil),
+		slack.NewSectionBlock(mrkdwn("*Next step*\n"+atGate(r, canRetry)+nextStep(r.Runbook)), nil, nil),
 		slack.NewContextBlock("", mrkdwn(occurrences(r)+" · ref `"+r.ID+"`")),
 	}
 	blocks = append(blocks, decisionBlocks(r, canRetry)...)
@@ -481,6 +482,21 @@ func parkedSince(parked, now time.Time) string {
 
 func parkedListCommand(guardURL, ns string) string {
 	return fmt.Sprintf("GET %s/v1/keys?namespace=%s&state=parked", baseURL(guardURL), ns)
+}
+
+// atGate says what an execution that stopped at its re-run gate asks of a
+// person (rerun.GateNodePrefix): the write failed, nothing was written,
+// and the execution waits to be re-run; "" for any other failure.
+func atGate(r *notify.Record, canRetry bool) string {
+	target, ok := strings.CutPrefix(r.Node, rerun.GateNodePrefix)
+	if !ok {
+		return ""
+	}
+	s := "*" + notify.EscapeMrkdwn(target) + "* failed and nothing was written: the execution waits at its re-run gate. "
+	if canRetry {
+		return s + "Once the target is back, press *Retry execution*: n8n-guard re-runs it, and the event is written once.\n"
+	}
+	return s + "Once the target is back, allow a retry and re-run of its key in the n8n-guard console.\n"
 }
 
 func nextStep(runbook string) string {
