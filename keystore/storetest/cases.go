@@ -848,15 +848,25 @@ func runClockStepsBack(t *testing.T, newStore New) {
 // returns how many were accepted; any outcome but accepted or in_progress
 // is an error.
 func (e *env) raceCopies(t *testing.T, ns, key string, copies int) int32 {
+	reqs := make([]keystore.ReserveRequest, copies)
+	for i := range reqs {
+		reqs[i] = keystore.ReserveRequest{Namespace: ns, Key: key, Owner: "copy"}
+	}
+	return e.raceReserves(t, reqs)
+}
+
+// raceReserves sends the reserves at the same instant and returns how
+// many were accepted; any outcome but accepted or in_progress is an error.
+func (e *env) raceReserves(t *testing.T, reqs []keystore.ReserveRequest) int32 {
 	var accepted atomic.Int32
 	var wg sync.WaitGroup
 	start := make(chan struct{})
-	for range copies {
+	for _, req := range reqs {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			<-start
-			res, err := e.s.Reserve(e.ctx, keystore.ReserveRequest{Namespace: ns, Key: key, Owner: "copy"})
+			res, err := e.s.Reserve(e.ctx, req)
 			if err != nil {
 				t.Error(err)
 				return
@@ -866,7 +876,7 @@ func (e *env) raceCopies(t *testing.T, ns, key string, copies int) int32 {
 				accepted.Add(1)
 			case keystore.OutcomeInProgress:
 			default:
-				t.Errorf("unexpected outcome %s", res.Outcome)
+				t.Errorf("%s: unexpected outcome %s", req.Owner, res.Outcome)
 			}
 		}()
 	}

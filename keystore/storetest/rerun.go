@@ -1,8 +1,6 @@
 package storetest
 
 import (
-	"sync"
-	"sync/atomic"
 	"testing"
 
 	"github.com/n8n-guard/n8n-guard/errs"
@@ -62,31 +60,12 @@ func runReruns(t *testing.T, newStore New) {
 			t.Fatalf("RerunStartedAs = %q", got)
 		}
 		// The re-run's gate and two copies at once: exactly one attempt.
-		var accepted atomic.Int32
-		var wg sync.WaitGroup
-		start := make(chan struct{})
-		for i, owner := range []string{"n8n wf1 exec 57", "copy a", "copy b"} {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				<-start
-				res, err := e.s.Reserve(e.ctx, keystore.ReserveRequest{Namespace: ns, Key: "evt_rr", Owner: owner, Rerun: i == 0})
-				if err != nil {
-					t.Error(err)
-					return
-				}
-				switch res.Outcome {
-				case keystore.OutcomeAccepted:
-					accepted.Add(1)
-				case keystore.OutcomeInProgress:
-				default:
-					t.Errorf("%s: outcome %s", owner, res.Outcome)
-				}
-			}()
-		}
-		close(start)
-		wg.Wait()
-		if n := accepted.Load(); n != 1 {
+		n := e.raceReserves(t, []keystore.ReserveRequest{
+			{Namespace: ns, Key: "evt_rr", Owner: "n8n wf1 exec 57", Rerun: true},
+			{Namespace: ns, Key: "evt_rr", Owner: "copy a"},
+			{Namespace: ns, Key: "evt_rr", Owner: "copy b"},
+		})
+		if n != 1 {
 			t.Fatalf("%d reserves accepted, want exactly 1", n)
 		}
 		rec = e.lookup(ns, "evt_rr").Record
