@@ -16,13 +16,15 @@ import (
 // the next reserve of the key start an attempt; the guard asks n8n to
 // retry the execution (package rerun) and notes what n8n said.
 //
-//	reserve rerun: failed, retryable, granted (or re-run started) -> reserved (accepted, attempt+1), as any reserve
-//	               failed, retryable, not granted -> history rerun_gate, once per execution; rerun_not_granted (409)
+//	reserve rerun: failed, retryable, a person allowed a retry since it failed
+//	               (rerun_granted, rerun_starting, rerun_started, or resolved) -> reserved (accepted, attempt+1), as any reserve
+//	               failed, retryable, not allowed -> history rerun_gate, once per execution; rerun_not_granted (409)
 //	               any other state                -> as a reserve without rerun
 //	resolve rerun: failed, retryable, waiting at its gate (or n8n refused the re-run) -> history rerun_granted
-//	               granted or started already     -> the same answer (a repeat; no second re-run)
+//	               granted, starting or started already -> the same answer (a repeat; no second re-run)
 //	               anything else                  -> conflict, nothing written
-//	note re-run:   granted -> rerun_started (the new execution) | granted or started -> rerun_refused (n8n's words)
+//	claim re-run:  granted, or starting or started and stale -> rerun_starting (one replica calls n8n)
+//	note re-run:   starting -> rerun_started (the new execution) | granted, starting or started -> rerun_refused (n8n's words)
 
 // History events of re-runs.
 const (
@@ -30,8 +32,12 @@ const (
 	// the execution as its reserve named it ("n8n <workflow> exec <id>").
 	HistoryRerunGate    HistoryEvent = "rerun_gate"
 	HistoryRerunGranted HistoryEvent = "rerun_granted" // a person allowed the re-run
-	HistoryRerunStarted HistoryEvent = "rerun_started" // n8n started the re-run; Detail names it
-	HistoryRerunRefused HistoryEvent = "rerun_refused" // n8n refused the re-run; Detail says why
+	// HistoryRerunStarting: a guard claimed the re-run and asks n8n; a
+	// claim left stale (the guard stopped, n8n did not answer) may be taken
+	// again (DecideClaimRerun).
+	HistoryRerunStarting HistoryEvent = "rerun_starting"
+	HistoryRerunStarted  HistoryEvent = "rerun_started" // n8n started the re-run; Detail names it
+	HistoryRerunRefused  HistoryEvent = "rerun_refused" // n8n refused the re-run; Detail says why
 )
 
 // OutcomeRerunNotGranted answers a gate's reserve of a key that no person
@@ -39,11 +45,18 @@ const (
 // node fails and its execution stops there, to be re-run.
 const OutcomeRerunNotGranted Outcome = "rerun_not_granted"
 
-// RerunStore is the part of Store that notes what n8n said to a re-run.
+// RerunStore is the part of Store that the re-runs' worker uses.
 type RerunStore interface {
-	// NoteRerun appends HistoryRerunStarted or HistoryRerunRefused to a
-	// granted key; false when the key is no longer granted (its re-run
-	// or its sender reserved it first), and nothing is written.
+	// ClaimRerun appends HistoryRerunStarting (By: by) to a granted key,
+	// or to one whose claim is older than claim or whose started re-run
+	// is older than started without having reserved the key: the one
+	// guard that wins asks n8n. False, and nothing is written, for any
+	// other key (another guard claimed it, the grant was taken or
+	// withdrawn).
+	ClaimRerun(ctx context.Context, ns, key, by string, claim, started time.Duration) (bool, error)
+	// NoteRerun appends HistoryRerunStarted (to a claimed key) or
+	// HistoryRerunRefused (to a granted, claimed or started one); false
+	// when the key is no longer so, and nothing is written.
 	NoteRerun(ctx context.Context, ns, key string, event HistoryEvent, detail string) (bool, error)
 }
 
@@ -54,7 +67,10 @@ func decideRerunGate(cur *Record, req ReserveRequest, now time.Time) (Step, bool
 	if cur == nil || cur.State != StateFailed || !cur.Retryable {
 		return Step{}, false
 	}
-	if _, granted := RerunGranted(cur); granted {
+	switch lastEvent(cur) {
+	case HistoryRerunGranted, HistoryRerunStarting, HistoryRerunStarted, HistoryResolved:
+		// A person allowed a retry since the key failed: with a re-run,
+		// or without one (then a person's Retry in n8n is the next copy).
 		return Step{}, false
 	}
 	res := Result{Outcome: OutcomeRerunNotGranted, Record: cur}
@@ -119,7 +135,7 @@ func RerunGranted(r *Record) (string, bool) {
 		return "", false
 	}
 	switch lastEvent(r) {
-	case HistoryRerunGranted, HistoryRerunStarted:
+	case HistoryRerunGranted, HistoryRerunStarting, HistoryRerunStarted:
 		return gateHolder(r), true
 	}
 	return "", false
@@ -134,6 +150,10 @@ func RerunStartedAs(r *Record) string {
 	return ""
 }
 
+// LastTransition is the newest history entry that is not an
+// acknowledgement (nil: none).
+func LastTransition(r *Record) *Transition { return lastTransition(r) }
+
 // gateHolder is the execution of the key's newest gate entry.
 func gateHolder(r *Record) string {
 	for i := len(r.History) - 1; i >= 0; i-- {
@@ -144,7 +164,26 @@ func gateHolder(r *Record) string {
 	return ""
 }
 
-// DecideNoteRerun notes n8n's answer to a granted re-run (see RerunStore).
+// DecideClaimRerun decides a guard's claim of a granted re-run (see
+// RerunStore.ClaimRerun); the bool says whether it was claimed.
+func DecideClaimRerun(cur *Record, by string, claim, started time.Duration, now time.Time) (Step, bool) {
+	if _, granted := RerunGranted(cur); !granted {
+		return Step{}, false
+	}
+	last := lastTransition(cur)
+	switch {
+	case last.Event == HistoryRerunGranted:
+	case last.Event == HistoryRerunStarting && !now.Before(last.At.Add(claim)):
+	case last.Event == HistoryRerunStarted && !now.Before(last.At.Add(started)):
+	default:
+		return Step{}, false
+	}
+	next := cur.Clone()
+	next.addHistory(Transition{At: now, Event: HistoryRerunStarting, Attempt: cur.Attempt, By: by, Detail: "asking n8n to re-run " + gateHolder(cur)})
+	return Step{Record: next, Result: Result{Outcome: OutcomeFound, Record: next}}, true
+}
+
+// DecideNoteRerun notes n8n's answer to a claimed re-run (see RerunStore).
 func DecideNoteRerun(cur *Record, event HistoryEvent, detail string, now time.Time) (Step, bool, error) {
 	if event != HistoryRerunStarted && event != HistoryRerunRefused {
 		return Step{}, false, errs.Errorf(errs.InvalidRequest, "a re-run is noted as %s or %s, not %q", HistoryRerunStarted, HistoryRerunRefused, event)
@@ -153,12 +192,28 @@ func DecideNoteRerun(cur *Record, event HistoryEvent, detail string, now time.Ti
 		return Step{}, false, nil
 	}
 	last := lastEvent(cur)
-	if _, granted := RerunGranted(cur); !granted || event == HistoryRerunStarted && last != HistoryRerunGranted {
+	if _, granted := RerunGranted(cur); !granted || event == HistoryRerunStarted && last != HistoryRerunStarting {
 		return Step{Result: Result{Outcome: OutcomeFound, Replayed: true, Record: cur}}, false, nil
 	}
 	next := cur.Clone()
 	next.addHistory(Transition{At: now, Event: event, Attempt: cur.Attempt, By: "n8n-guard", Detail: truncate(detail, 200)})
 	return Step{Record: next, Result: Result{Outcome: OutcomeFound, Record: next}}, true, nil
+}
+
+// ClaimRerun implements RerunStore.
+func (o *Operations) ClaimRerun(ctx context.Context, ns, key, by string, claim, started time.Duration) (bool, error) {
+	key, err := CheckIdentity(ns, key)
+	if err != nil {
+		return false, err
+	}
+	claimed := false
+	_, err = o.Driver.DecideKey(ctx, Op{Name: "claim re-run", Namespace: ns, Key: key,
+		Decide: func(cur *Record, _ *Breaker, now time.Time) (Step, error) {
+			st, ok := DecideClaimRerun(cur, by, claim, started, now)
+			claimed = ok
+			return st, nil
+		}})
+	return claimed && err == nil, err
 }
 
 // NoteRerun implements RerunStore.

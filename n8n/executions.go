@@ -37,20 +37,25 @@ func (c *Client) RetryExecution(ctx context.Context, id string) (string, error) 
 	return fmt.Sprint(ex.ID), nil
 }
 
-// ExecutionStop says where an execution stopped: its status and the last
-// node it ran (GET /api/v1/executions/{id}?includeData=true, 1.x and 2.x;
-// the key needs the execution:read scope). A refusal is an *Error.
-func (c *Client) ExecutionStop(ctx context.Context, id string) (status, lastNode string, err error) {
+// ExecutionStop says where an execution stopped: its workflow, its
+// status and the last node it ran (GET /api/v1/executions/{id}
+// ?includeData=true, 1.x and 2.x; the key needs the execution:read
+// scope). A refusal is an *Error.
+func (c *Client) ExecutionStop(ctx context.Context, id string) (workflow, status, lastNode string, err error) {
 	var ex struct {
-		Status string `json:"status"`
-		Data   struct {
+		WorkflowID any    `json:"workflowId"` // a string in n8n 2.x, a number in some 1.x
+		Status     string `json:"status"`
+		Data       struct {
 			ResultData struct {
 				LastNodeExecuted string `json:"lastNodeExecuted"`
 			} `json:"resultData"`
 		} `json:"data"`
 	}
 	if err := c.do(ctx, http.MethodGet, "/executions/"+url.PathEscape(id)+"?includeData=true", nil, &ex); err != nil {
-		return "", "", err
+		return "", "", "", err
 	}
-	return ex.Status, ex.Data.ResultData.LastNodeExecuted, nil
+	if ex.WorkflowID != nil {
+		workflow = fmt.Sprint(ex.WorkflowID)
+	}
+	return workflow, ex.Status, ex.Data.ResultData.LastNodeExecuted, nil
 }

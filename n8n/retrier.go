@@ -38,21 +38,28 @@ func (r Retrier) Retry(ctx context.Context, executionID string) (string, error) 
 // a 4xx of n8n is its refusal (*rerun.Refused), anything else may pass.
 type Rerunner struct{ *Client }
 
-// Retry starts the execution again (RetryExecution), but only one that
-// stopped at a re-run gate: the execution id comes from the key's history,
-// which the gate's reserve wrote with any owner its token chose. An
-// execution stopped elsewhere would be retried at the node that failed
-// there, unguarded, so it is refused.
-func (r Rerunner) Retry(ctx context.Context, executionID string) (string, error) {
-	status, last, err := r.ExecutionStop(ctx, executionID)
+// Retry starts execution id of workflow again (RetryExecution), but only
+// one of that workflow that stopped at a re-run gate: the execution comes
+// from the key's history, which the gate's reserve wrote with any owner
+// its token chose. An execution of another workflow, or one stopped at
+// another node (it would be retried there, unguarded), is refused; one
+// still running is left for later.
+func (r Rerunner) Retry(ctx context.Context, workflow, id string) (string, error) {
+	wf, status, last, err := r.ExecutionStop(ctx, id)
 	if err != nil {
 		return "", refusal(err)
 	}
-	if !strings.HasPrefix(last, GatePrefix) {
+	switch {
+	case wf != workflow:
 		return "", &rerun.Refused{Status: http.StatusConflict, Message: fmt.Sprintf(
-			"execution %s (%s) stopped at node %q, not at a re-run gate: the guard re-runs only an execution that waits at its gate", executionID, status, last)}
+			"execution %s belongs to workflow %q, not to %q that the key names: the guard re-runs only the key's own execution", id, wf, workflow)}
+	case status == "new" || status == "running" || status == "waiting":
+		return "", fmt.Errorf("execution %s is %s in n8n: asked again later", id, status)
+	case !strings.HasPrefix(last, GatePrefix):
+		return "", &rerun.Refused{Status: http.StatusConflict, Message: fmt.Sprintf(
+			"execution %s (%s) stopped at node %q, not at a re-run gate: the guard re-runs only an execution that waits at its gate", id, status, last)}
 	}
-	id, err := r.RetryExecution(ctx, executionID)
+	id, err = r.RetryExecution(ctx, id)
 	return id, refusal(err)
 }
 

@@ -4,9 +4,12 @@
 // key the execution carries.
 //
 // The store is the queue: a granted key that no re-run has started is
-// pending, so a restart loses nothing, and a re-run started twice (a
-// crash between n8n's answer and the note) writes nothing twice either:
-// the re-run's gate reserves the key, and only one reserve wins.
+// pending, so a restart loses nothing. A guard claims a re-run in the
+// store before it asks n8n (keystore's ClaimRerun), so of several
+// replicas one asks; a claim left stale (the guard stopped, n8n did not
+// answer) and a started re-run that never reserved the key are taken up
+// again. Even a re-run started twice writes nothing twice: the re-run's
+// gate reserves the key, and only one reserve wins.
 package rerun
 
 import (
@@ -19,9 +22,11 @@ import (
 	"sort"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/n8n-guard/n8n-guard/errs"
 	"github.com/n8n-guard/n8n-guard/internal/prom"
 	"github.com/n8n-guard/n8n-guard/keystore"
 )
@@ -31,15 +36,17 @@ import (
 // (n8n.Rerunner), and Slack says what such a failure asks of a person.
 const GateNodePrefix = "n8n-guard: re-run gate for "
 
-// Executions starts an n8n execution again (n8n.Retrier): the new
-// execution's id, or the refusal.
+// Executions starts an n8n execution of a workflow again (n8n.Rerunner):
+// the new execution's id, or the refusal.
 type Executions interface {
-	Retry(ctx context.Context, executionID string) (string, error)
+	Retry(ctx context.Context, workflowID, executionID string) (string, error)
 }
 
 // Refused is n8n's refusal of a retry (a 4xx: not found, not failed,
-// running, unauthorized): the keys say so, and a person may try again.
-// Any other error (n8n unreachable, a 5xx) leaves the re-run pending.
+// unauthorized), or the guard's own (the execution did not stop at a
+// gate): the keys say so, and a person may try again. Any other error
+// (n8n unreachable, a 5xx, an execution still running) leaves the re-run
+// pending.
 type Refused struct {
 	Status  int
 	Message string // n8n's words
@@ -53,9 +60,15 @@ type Options struct {
 	// destination (2 s).
 	Pace time.Duration
 	// Interval is how often the store is searched for pending re-runs
-	// besides Kick (1 min): another replica's grants, n8n back after an
-	// outage.
-	Interval   time.Duration
+	// besides Kick and the claims in flight (10 min): a grant another
+	// replica made and did not start.
+	Interval time.Duration
+	// Claim: a claim this old is taken again (2 min); Started: a re-run
+	// n8n started that has not reserved the key after this is asked again
+	// (10 min).
+	Claim, Started time.Duration
+	// Name is who claims re-runs in the keys' history ("n8n-guard").
+	Name       string
 	Logger     *slog.Logger
 	Clock      keystore.Clock
 	Registerer prometheus.Registerer
@@ -63,7 +76,10 @@ type Options struct {
 
 func (o Options) withDefaults() Options {
 	o.Pace = cmp.Or(max(o.Pace, 0), 2*time.Second)
-	o.Interval = cmp.Or(max(o.Interval, 0), time.Minute)
+	o.Interval = cmp.Or(max(o.Interval, 0), 10*time.Minute)
+	o.Claim = cmp.Or(max(o.Claim, 0), 2*time.Minute)
+	o.Started = cmp.Or(max(o.Started, 0), 10*time.Minute)
+	o.Name = cmp.Or(o.Name, "n8n-guard")
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -79,15 +95,19 @@ type Runner struct {
 	n8n     Executions
 	opts    Options
 	kick    chan struct{}
-	started *prometheus.CounterVec
+	results *prometheus.CounterVec
+	waiting prometheus.Gauge
 }
 
 // New makes a Runner; Run starts it.
 func New(store keystore.Store, n8n Executions, opts Options) (*Runner, error) {
 	r := &Runner{store: store, n8n: n8n, opts: opts.withDefaults(), kick: make(chan struct{}, 1),
-		started: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "n8n_guard_reruns_total",
-			Help: "Re-runs of n8n executions a person allowed, by what n8n answered (started, refused, failed: n8n did not answer, tried again)."}, []string{"result"})}
-	if err := prom.Register(r.opts.Registerer, r.started); err != nil {
+		results: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "n8n_guard_reruns_total",
+			Help: "Re-runs of n8n executions a person allowed, by what n8n answered (started; refused; failed: n8n did not answer, tried again)."}, []string{"result"}),
+		waiting: prometheus.NewGauge(prometheus.GaugeOpts{Name: "n8n_guard_reruns_pending",
+			Help: "Executions whose re-run a person allowed and no guard has started, at the last search (alert when it stays above 0)."}),
+	}
+	if err := prom.Register(r.opts.Registerer, r.results, r.waiting); err != nil {
 		return nil, err
 	}
 	return r, nil
@@ -106,34 +126,41 @@ func (r *Runner) Kick() {
 
 // Run starts pending re-runs until ctx ends.
 func (r *Runner) Run(ctx context.Context) {
-	t := time.NewTicker(r.opts.Interval)
-	defer t.Stop()
 	last := map[string]time.Time{} // destination → its last re-run's start
 	for {
-		r.round(ctx, last)
+		t := time.NewTimer(r.round(ctx, last))
 		select {
 		case <-ctx.Done():
+			t.Stop()
 			return
 		case <-r.kick:
 		case <-t.C:
 		}
+		t.Stop()
 	}
 }
 
-// execution is one pending re-run: the execution that waits at its gate
-// and the keys it carries.
+// execution is one pending re-run: the execution to retry, the gate its
+// keys' workflow stopped at (the keys' holder) and the keys.
 type execution struct {
-	holder, id  string
-	destination string
-	keys        []*keystore.Record
+	workflow, id string
+	gate         string
+	destination  string
+	keys         []*keystore.Record
 }
 
-// round starts every pending re-run, each destination at its pace.
-func (r *Runner) round(ctx context.Context, last map[string]time.Time) {
-	pending, err := r.pending(ctx)
+// round starts every pending re-run, each destination at its pace, and
+// says when to look again: at Interval, or when a claim in flight goes
+// stale, or soon when n8n did not answer.
+func (r *Runner) round(ctx context.Context, last map[string]time.Time) time.Duration {
+	pending, soon, err := r.pending(ctx)
 	if err != nil {
-		r.opts.Logger.Error("re-runs: cannot read the pending re-runs; trying again", "err", err)
-		return
+		r.opts.Logger.Error("re-runs: cannot read the pending re-runs; trying again", "err", err, "in", r.opts.Claim)
+		return r.opts.Claim
+	}
+	r.waiting.Set(float64(len(pending)))
+	if len(pending) > 0 && (soon == 0 || r.opts.Started < soon) {
+		soon = r.opts.Started // a re-run started now is looked at again then
 	}
 	for len(pending) > 0 && ctx.Err() == nil {
 		now := r.opts.Clock()
@@ -148,7 +175,11 @@ func (r *Runner) round(ctx context.Context, last map[string]time.Time) {
 				continue
 			}
 			last[ex.destination] = now
-			r.start(ctx, ex)
+			if !r.start(ctx, ex) {
+				// n8n did not answer: the others would wait for it too.
+				// Their grants stay; this claim goes stale and is taken again.
+				return r.opts.Claim
+			}
 			now = r.opts.Clock()
 		}
 		pending = rest
@@ -159,41 +190,73 @@ func (r *Runner) round(ctx context.Context, last map[string]time.Time) {
 			}
 		}
 	}
-}
-
-// holderRE reads the execution from a holder as the guard's workflows
-// write it: "n8n <workflow> exec <id>".
-var holderRE = regexp.MustCompile(`(?i)^n8n\s+(?:[A-Za-z0-9_-]{1,64}\s+)?exec(?:ution)?\s*[:#]?\s*([A-Za-z0-9_-]{1,64})$`)
-
-// ExecutionOf is the n8n execution id a holder names ("" : none).
-func ExecutionOf(holder string) string {
-	if m := holderRE.FindStringSubmatch(strings.TrimSpace(holder)); m != nil {
-		return m[1]
+	if soon > 0 && soon < r.opts.Interval {
+		return soon
 	}
-	return ""
+	return r.opts.Interval
 }
 
-// pending reads the granted keys that no re-run has started, one
-// execution per holder, the oldest grant first.
-func (r *Runner) pending(ctx context.Context) ([]*execution, error) {
-	byHolder := map[string]*execution{}
+// holderRE reads a holder as the guard's workflows write it: "n8n
+// <workflow> exec <id>".
+var holderRE = regexp.MustCompile(`(?i)^n8n\s+(?:([A-Za-z0-9_-]{1,64})\s+)?exec(?:ution)?\s*[:#]?\s*([A-Za-z0-9_-]{1,64})$`)
+
+// ExecutionOf is the workflow and the n8n execution a holder names (""
+// : none).
+func ExecutionOf(holder string) (workflow, execution string) {
+	if m := holderRE.FindStringSubmatch(strings.TrimSpace(holder)); m != nil {
+		return m[1], m[2]
+	}
+	return "", ""
+}
+
+// pending reads the granted keys that no guard is starting, one execution
+// each, the oldest grant first, and when the soonest claim in flight goes
+// stale (0: none is in flight).
+func (r *Runner) pending(ctx context.Context) ([]*execution, time.Duration, error) {
+	now := r.opts.Clock()
+	var soon time.Duration
+	inFlight := func(at time.Time, after time.Duration) bool {
+		d := at.Add(after).Sub(now)
+		if d > 0 && (soon == 0 || d < soon) {
+			soon = d
+		}
+		return d > 0
+	}
+	byRun := map[string]*execution{}
 	var out []*execution
 	q := keystore.ListQuery{State: keystore.StateFailed, Limit: 1000}
 	for {
 		page, err := r.store.List(ctx, q)
 		if err != nil {
-			return nil, err
+			return nil, 0, err
 		}
 		for _, rec := range page.Items {
-			holder, granted := keystore.RerunGranted(rec)
-			if !granted || keystore.RerunStartedAs(rec) != "" {
+			gate, granted := keystore.RerunGranted(rec)
+			if !granted {
 				continue
 			}
-			key := rec.Namespace + "\x00" + holder
-			ex := byHolder[key]
+			wf, id := ExecutionOf(gate)
+			switch t := keystore.LastTransition(rec); t.Event {
+			case keystore.HistoryRerunStarting:
+				if inFlight(t.At, r.opts.Claim) {
+					continue
+				}
+			case keystore.HistoryRerunStarted:
+				if inFlight(t.At, r.opts.Started) {
+					continue
+				}
+				// n8n started it, and it never reserved the key (its gate
+				// met a paused destination, or it is gone): ask again, for
+				// the execution n8n started.
+				id = t.Detail
+				r.opts.Logger.Warn("re-run: the execution n8n started has not reserved the key; asking again",
+					"namespace", rec.Namespace, "key", rec.Key, "execution", id, "after", r.opts.Started)
+			}
+			run := wf + "\x00" + id
+			ex := byRun[run]
 			if ex == nil {
-				ex = &execution{holder: holder, id: ExecutionOf(holder), destination: rec.Destination}
-				byHolder[key] = ex
+				ex = &execution{workflow: wf, id: id, gate: gate, destination: rec.Destination}
+				byRun[run] = ex
 				out = append(out, ex)
 			}
 			ex.keys = append(ex.keys, rec)
@@ -204,7 +267,7 @@ func (r *Runner) pending(ctx context.Context) ([]*execution, error) {
 		q.Cursor = page.NextCursor
 	}
 	sort.SliceStable(out, func(i, j int) bool { return grantedAt(out[i]).Before(grantedAt(out[j])) })
-	return out, nil
+	return out, soon, nil
 }
 
 func grantedAt(ex *execution) time.Time {
@@ -214,65 +277,113 @@ func grantedAt(ex *execution) time.Time {
 	return time.Time{}
 }
 
-// start grants the execution's other keys that wait at the same gate (a
-// re-run re-runs every item of it: one left ungranted would fail the gate
-// for all), asks n8n to retry it and notes the answer on each key.
-func (r *Runner) start(ctx context.Context, ex *execution) {
-	log := r.opts.Logger.With("execution", ex.id, "destination", ex.destination, "keys", len(ex.keys))
-	if ex.id == "" {
-		r.note(ctx, ex, keystore.HistoryRerunRefused, "the key's holder "+quote(ex.holder)+" names no n8n execution")
-		r.started.WithLabelValues("refused").Inc()
-		log.Warn("re-run refused: the holder names no n8n execution", "holder", ex.holder)
-		return
+// start claims the re-run, allows it for the execution's other keys that
+// wait at the same gate (a re-run re-runs every item of it: one left at
+// the gate would fail it for all), asks n8n and notes the answer on each
+// key. False when n8n did not answer.
+func (r *Runner) start(ctx context.Context, ex *execution) bool {
+	log := r.opts.Logger.With("workflow", ex.workflow, "execution", ex.id, "destination", ex.destination)
+	first := ex.keys[0]
+	if ok, err := r.store.ClaimRerun(ctx, first.Namespace, first.Key, r.opts.Name, r.opts.Claim, r.opts.Started); err != nil || !ok {
+		if err != nil {
+			log.Error("re-run: cannot claim it; trying again", "key", first.Key, "err", err)
+		}
+		return true // another guard has it, or the grant is gone
 	}
-	r.grantSiblings(ctx, ex)
-	newID, err := r.n8n.Retry(ctx, ex.id)
+	claimed := []*keystore.Record{first}
+	if ex.workflow == "" || ex.id == "" {
+		r.refuse(ctx, log, claimed, "the key's holder "+quote(ex.gate)+" names no n8n workflow and execution")
+		return true
+	}
+	more, err := r.grantSiblings(ctx, ex)
+	for _, rec := range append(ex.keys[1:], more...) {
+		if ok, err := r.store.ClaimRerun(ctx, rec.Namespace, rec.Key, r.opts.Name, r.opts.Claim, r.opts.Started); err == nil && ok {
+			claimed = append(claimed, rec)
+		}
+	}
+	if err != nil {
+		r.refuse(ctx, log, claimed, "another event of the same execution could not be allowed, so a re-run would stop at its gate: "+err.Error())
+		return true
+	}
+	newID, err := r.n8n.Retry(ctx, ex.workflow, ex.id)
 	var refused *Refused
 	switch {
 	case err == nil:
-		r.note(ctx, ex, keystore.HistoryRerunStarted, newID)
-		r.started.WithLabelValues("started").Inc()
-		log.Info("re-run started", "as", newID)
+		r.note(ctx, claimed, keystore.HistoryRerunStarted, newID)
+		r.results.WithLabelValues("started").Inc()
+		log.Info("re-run started", "as", newID, "keys", len(claimed))
 	case errors.As(err, &refused):
-		r.note(ctx, ex, keystore.HistoryRerunRefused, "n8n refused the re-run: "+err.Error())
-		r.started.WithLabelValues("refused").Inc()
-		log.Warn("re-run refused by n8n; the keys stay failed and say so", "err", err)
+		r.refuse(ctx, log, claimed, "n8n refused the re-run: "+refused.Message)
 	default:
-		r.started.WithLabelValues("failed").Inc()
-		log.Error("re-run not started: n8n did not answer; trying again", "err", err, "in", r.opts.Interval)
+		r.results.WithLabelValues("failed").Inc()
+		log.Error("re-run not started: n8n did not answer; the grant stays, asked again", "err", err, "in", r.opts.Claim)
+		return false
 	}
+	return true
 }
 
-// grantSiblings grants the re-run, in the first key's person's name, to
-// the keys of the same namespace whose execution waits at the same gate.
-func (r *Runner) grantSiblings(ctx context.Context, ex *execution) {
+func (r *Runner) refuse(ctx context.Context, log *slog.Logger, keys []*keystore.Record, why string) {
+	r.note(ctx, keys, keystore.HistoryRerunRefused, why)
+	r.results.WithLabelValues("refused").Inc()
+	log.Warn("re-run refused; the keys stay failed and say why, and a person may allow it again", "why", why, "keys", len(keys))
+}
+
+// grantSiblings allows the re-run, in the first key's person's name, for
+// the keys of the same namespaces whose execution waits at the same gate;
+// an error when one of them cannot be allowed.
+func (r *Runner) grantSiblings(ctx context.Context, ex *execution) ([]*keystore.Record, error) {
 	first := ex.keys[0]
-	q := keystore.ListQuery{Namespace: first.Namespace, Owner: ex.holder, State: keystore.StateFailed, Limit: 1000}
-	page, err := r.store.List(ctx, q)
-	if err != nil {
-		r.opts.Logger.Warn("re-run: cannot list the other keys of the execution", "execution", ex.id, "err", err)
-		return
-	}
-	for _, rec := range page.Items {
-		if keystore.RerunHolder(rec) != ex.holder {
+	note := cut("re-run with "+first.Key+", the same execution: "+first.Note, keystore.MaxNoteLength)
+	seen := map[string]bool{}
+	var out []*keystore.Record
+	for _, k := range ex.keys {
+		if seen[k.Namespace] {
 			continue
 		}
-		res, err := r.store.Resolve(ctx, keystore.ResolveRequest{Namespace: rec.Namespace, Key: rec.Key, Resolution: keystore.StateFailed,
-			Rerun: true, By: first.ResolvedBy, Note: "re-run with " + first.Key + ", the same execution: " + first.Note, Attempt: rec.Attempt})
-		if err != nil {
-			r.opts.Logger.Warn("re-run: cannot grant another key of the execution; the re-run may stop at its gate", "execution", ex.id, "key", rec.Key, "err", err)
-			continue
+		seen[k.Namespace] = true
+		q := keystore.ListQuery{Namespace: k.Namespace, Owner: ex.gate, State: keystore.StateFailed, Limit: 1000}
+		for {
+			page, err := r.store.List(ctx, q)
+			if err != nil {
+				return out, err
+			}
+			for _, rec := range page.Items {
+				if keystore.RerunHolder(rec) != ex.gate {
+					continue
+				}
+				res, err := r.store.Resolve(ctx, keystore.ResolveRequest{Namespace: rec.Namespace, Key: rec.Key, Resolution: keystore.StateFailed,
+					Rerun: true, By: first.ResolvedBy, Note: note, Attempt: rec.Attempt})
+				switch {
+				case errs.CodeOf(err) == errs.Conflict: // decided meanwhile: no longer at the gate
+				case err != nil:
+					return out, fmt.Errorf("key %s: %w", rec.Key, err)
+				default:
+					out = append(out, res.Record)
+				}
+			}
+			if page.NextCursor == "" {
+				break
+			}
+			q.Cursor = page.NextCursor
 		}
-		ex.keys = append(ex.keys, res.Record)
 	}
+	return out, nil
 }
 
-func (r *Runner) note(ctx context.Context, ex *execution, event keystore.HistoryEvent, detail string) {
-	for _, rec := range ex.keys {
+func (r *Runner) note(ctx context.Context, keys []*keystore.Record, event keystore.HistoryEvent, detail string) {
+	for _, rec := range keys {
 		if _, err := r.store.NoteRerun(ctx, rec.Namespace, rec.Key, event, detail); err != nil {
 			r.opts.Logger.Error("re-run: cannot note n8n's answer on the key", "key", rec.Key, "event", event, "err", err)
 		}
 	}
+}
+
+// cut cuts s to at most n characters.
+func cut(s string, n int) string {
+	if utf8.RuneCountInString(s) <= n {
+		return s
+	}
+	return string([]rune(s)[:n-1]) + "…"
 }
 
 func quote(s string) string { return `"` + s + `"` }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -30,7 +31,10 @@ func newN8n(answer func(id string) (string, error)) *n8n {
 	return &n8n{answer: answer, called: make(chan string, 100)}
 }
 
-func (f *n8n) Retry(_ context.Context, id string) (string, error) {
+func (f *n8n) Retry(_ context.Context, workflow, id string) (string, error) {
+	if workflow != "wf1" {
+		return "", &rerun.Refused{Status: 409, Message: "workflow " + workflow}
+	}
 	f.mu.Lock()
 	f.calls = append(f.calls, id)
 	f.at = append(f.at, time.Now())
@@ -46,6 +50,7 @@ func (f *n8n) retries() []string {
 }
 
 type env struct {
+	clock keystore.Clock
 	t     *testing.T
 	store *bolt.Store
 	path  string
@@ -53,13 +58,13 @@ type env struct {
 }
 
 func setup(t *testing.T) *env {
-	e := &env{t: t, path: filepath.Join(t.TempDir(), "guard.db"), ctx: context.Background()}
+	e := &env{t: t, path: filepath.Join(t.TempDir(), "guard.db"), ctx: context.Background(), clock: time.Now}
 	e.open()
 	return e
 }
 
 func (e *env) open() {
-	s, err := bolt.Open(e.path, bolt.Options{})
+	s, err := bolt.Open(e.path, bolt.Options{Clock: e.clock})
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -211,14 +216,19 @@ func TestTheOtherKeysOfTheExecutionAreGrantedWithIt(t *testing.T) {
 	}
 }
 
-// n8n's refusal is noted on the key and not tried again; n8n not
-// answering leaves the re-run pending, and the next round starts it.
+// n8n's refusal is noted on the key and not asked again; n8n not
+// answering ends the round (the other re-runs would wait for it too) and
+// leaves the grant claimed until the claim is stale, when it is asked
+// again without anybody's kick.
 func TestRefusalIsNotedAndAnOutageIsTriedAgain(t *testing.T) {
 	e := setup(t)
 	e.atGate("gone", "41", "crm")
 	e.atGate("later", "42", "mail")
-	e.grant("gone")
-	e.grant("later")
+	e.atGate("after", "43", "sms")
+	for _, k := range []string{"gone", "later", "after"} {
+		e.grant(k)
+		time.Sleep(5 * time.Millisecond) // the oldest grant goes first
+	}
 	var mu sync.Mutex
 	down := true
 	f := newN8n(func(id string) (string, error) {
@@ -230,28 +240,92 @@ func TestRefusalIsNotedAndAnOutageIsTriedAgain(t *testing.T) {
 		case down:
 			return "", fmt.Errorf("dial tcp 127.0.0.1:5678: connect: %w", errors.New("connection refused"))
 		}
-		return "58", nil
+		return "new-" + id, nil
 	})
-	r, reg := run(t, e, f, rerun.Options{Pace: time.Millisecond, Interval: time.Hour})
+	const claim = 300 * time.Millisecond
+	_, reg := run(t, e, f, rerun.Options{Pace: time.Millisecond, Interval: time.Hour, Claim: claim})
 	wait(t, f, 2)
 	waitFor(t, "the refusal is noted", func() bool { return e.last("gone").Event == keystore.HistoryRerunRefused })
-	if l := e.last("later"); l.Event != keystore.HistoryRerunGranted {
-		t.Fatalf("n8n down: the key reads %+v, want still granted", l)
+	if l := e.last("later"); l.Event != keystore.HistoryRerunStarting {
+		t.Fatalf("n8n down: the key reads %+v, want its claim", l)
+	}
+	time.Sleep(claim / 3)
+	if got := f.retries(); len(got) != 2 {
+		t.Fatalf("n8n was asked %v: the round did not end when n8n did not answer", got)
 	}
 	mu.Lock()
 	down = false
 	mu.Unlock()
-	r.Kick()
-	wait(t, f, 1)
-	waitFor(t, "the re-run started once n8n answered", func() bool { return e.last("later").Event == keystore.HistoryRerunStarted })
-	if got := f.retries(); len(got) != 3 || got[2] != "42" {
-		t.Fatalf("retries %v: a refused re-run was asked again", got)
+	wait(t, f, 2)
+	waitFor(t, "both re-runs started once n8n answered", func() bool {
+		return e.last("later").Event == keystore.HistoryRerunStarted && e.last("after").Event == keystore.HistoryRerunStarted
+	})
+	if got := f.retries(); len(got) != 4 || got[0] != "41" || got[2] != "42" {
+		t.Fatalf("retries %v: want 41 refused once, 42 failed and asked again, then 43", got)
 	}
-	for result, want := range map[string]float64{"refused": 1, "failed": 1, "started": 1} {
+	for result, want := range map[string]float64{"refused": 1, "failed": 1, "started": 2} {
 		if v := counter(t, reg, result); v != want {
 			t.Errorf("n8n_guard_reruns_total{result=%s} = %v, want %v", result, v, want)
 		}
 	}
+}
+
+// Two guards on one store (replicas): one claims each re-run, so n8n is
+// asked once; a grant withdrawn before the guard's turn is not asked at
+// all.
+func TestTwoGuardsAskN8nOnceAndAWithdrawnGrantNotAtAll(t *testing.T) {
+	e := setup(t)
+	e.atGate("k1", "41", "crm")
+	e.atGate("k2", "42", "crm")
+	e.grant("k1")
+	e.grant("k2")
+	f := newN8n(func(id string) (string, error) { return "new-" + id, nil })
+	// The second re-run to crm waits a second for its pace: the person
+	// withdraws it meanwhile (failed for good).
+	run(t, e, f, rerun.Options{Pace: time.Second, Interval: time.Hour})
+	run(t, e, f, rerun.Options{Pace: time.Second, Interval: time.Hour})
+	wait(t, f, 1)
+	if _, err := e.store.Resolve(e.ctx, keystore.ResolveRequest{Namespace: "crm", Key: "k2", Resolution: keystore.StateFailed, Final: true, By: "Ana", Note: "not needed"}); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(1500 * time.Millisecond)
+	if got := f.retries(); len(got) != 1 || got[0] != "41" {
+		t.Fatalf("n8n was asked %v, want 41 once (and 42, withdrawn, not at all)", got)
+	}
+}
+
+// A re-run n8n started that never reserved the key (its gate met a
+// paused destination) is asked again once it is older than Started, for
+// the execution n8n started.
+func TestAStartedReRunThatNeverReservedTheKeyIsAskedAgain(t *testing.T) {
+	e := setup(t)
+	e.atGate("k1", "41", "crm")
+	e.grant("k1")
+	f := newN8n(func(id string) (string, error) { return "new-" + id, nil })
+	run(t, e, f, rerun.Options{Pace: time.Millisecond, Interval: time.Hour, Started: 300 * time.Millisecond})
+	wait(t, f, 2)
+	if got := f.retries(); got[0] != "41" || got[1] != "new-41" {
+		t.Fatalf("retries %v, want 41, then the re-run n8n started for it", got)
+	}
+}
+
+// A person's note of nearly 2,000 characters still allows the other keys
+// of the execution (their note names the first key before it, cut to the
+// limit): none is left at the gate when n8n is asked.
+func TestALongNoteStillAllowsTheOtherKeys(t *testing.T) {
+	e := setup(t)
+	e.atGate("a", "42", "crm")
+	e.atGate("b", "42", "crm")
+	if _, err := e.store.Resolve(e.ctx, keystore.ResolveRequest{Namespace: "crm", Key: "a", Resolution: keystore.StateFailed, Rerun: true,
+		By: "Ana", Note: strings.Repeat("n", keystore.MaxNoteLength-10)}); err != nil {
+		t.Fatal(err)
+	}
+	f := newN8n(func(id string) (string, error) { return "57", nil })
+	run(t, e, f, rerun.Options{Pace: time.Millisecond, Interval: time.Hour})
+	wait(t, f, 1)
+	waitFor(t, "both keys note the re-run", func() bool {
+		return e.last("a").Event == keystore.HistoryRerunStarted && e.last("b").Event == keystore.HistoryRerunStarted
+	})
 }
 
 func counter(t *testing.T, reg *prometheus.Registry, result string) float64 {

@@ -111,6 +111,8 @@ func historyWords(t keystore.Transition) string {
 		return "stopped at its re-run gate"
 	case keystore.HistoryRerunGranted:
 		return "re-run allowed"
+	case keystore.HistoryRerunStarting:
+		return "asking n8n to re-run it"
 	case keystore.HistoryRerunStarted:
 		return "re-run started in n8n as execution " + t.Detail
 	case keystore.HistoryRerunRefused:

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/n8n-guard/n8n-guard/api/console"
 	"github.com/n8n-guard/n8n-guard/keystore"
@@ -82,8 +83,8 @@ func TestKeyPageRerunsTheExecutionAtTheGate(t *testing.T) {
 		!strings.Contains(got, "Other events of the same execution waiting at the same gate are re-run with it") {
 		t.Errorf("the re-run's help says %q", got)
 	}
-	if got := textOf(d.byID("retry-help")); !strings.Contains(got, "A re-run of execution 42 in n8n stops at its re-run gate again") {
-		t.Errorf("the retry's help does not say a plain re-run stops at the gate: %q", got)
+	if got := textOf(d.byID("retry-help")); !strings.Contains(got, "or when a person retries execution 42 in n8n (its re-run gate lets it through after this decision, not before)") {
+		t.Errorf("the retry's help does not say when a person's retry passes the gate: %q", got)
 	}
 	if got := textOf(d.byID("history")); !strings.Contains(got, "stopped at its re-run gate") {
 		t.Errorf("the history does not say the execution stopped at its gate: %q", got)
@@ -119,9 +120,12 @@ func TestKeyPageRerunsTheExecutionAtTheGate(t *testing.T) {
 		t.Fatalf("a second submit changed the key (history %d → %d) or kicked again (%d)", before, len(r.History), kick.n.Load())
 	}
 
-	// n8n started it.
-	if _, err := s.store.NoteRerun(s.ctx, "crm", "lead-1", keystore.HistoryRerunStarted, "57"); err != nil {
-		t.Fatal(err)
+	// A guard claimed it, and n8n started it.
+	if ok, err := s.store.ClaimRerun(s.ctx, "crm", "lead-1", "n8n-guard", time.Minute, time.Minute); err != nil || !ok {
+		t.Fatalf("claim: %v %v", ok, err)
+	}
+	if ok, err := s.store.NoteRerun(s.ctx, "crm", "lead-1", keystore.HistoryRerunStarted, "57"); err != nil || !ok {
+		t.Fatalf("note: %v %v", ok, err)
 	}
 	page = keyPage(t, c, s, "crm", "lead-1")
 	d = parsePage(t, page)

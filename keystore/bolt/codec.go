@@ -77,13 +77,13 @@ var eventCodes = map[keystore.HistoryEvent]uint8{keystore.HistoryReserved: 1, ke
 	keystore.HistoryApprovalRequested: 20, keystore.HistoryApproved: 21, keystore.HistoryApprovalRejected: 22, // approval: 20-29
 	keystore.HistoryChecked: 30, keystore.HistoryCheckFailed: 31, // checks (keystore/check.go): 30-39
 	keystore.HistoryAcknowledged: 40, keystore.HistorySnoozed: 41, // acknowledgements (keystore/ack.go): 40-49
-	keystore.HistoryRerunGate: 50, keystore.HistoryRerunGranted: 51, keystore.HistoryRerunStarted: 52, keystore.HistoryRerunRefused: 53} // re-runs (keystore/rerun.go): 50-59
+	keystore.HistoryRerunGate: 50, keystore.HistoryRerunGranted: 51, keystore.HistoryRerunStarted: 52, keystore.HistoryRerunRefused: 53, keystore.HistoryRerunStarting: 54} // re-runs (keystore/rerun.go): 50-59
 var eventByCode = map[uint8]keystore.HistoryEvent{1: keystore.HistoryReserved, 2: keystore.HistoryCompleted, 3: keystore.HistoryFailed, 4: keystore.HistoryUnknown, 5: keystore.HistoryLeaseExpired, 6: keystore.HistoryResolved,
 	7: keystore.HistoryParked, 8: keystore.HistoryResumed, 9: keystore.HistoryResumeLost, 10: keystore.HistoryParkedOverdue,
 	20: keystore.HistoryApprovalRequested, 21: keystore.HistoryApproved, 22: keystore.HistoryApprovalRejected,
 	30: keystore.HistoryChecked, 31: keystore.HistoryCheckFailed,
 	40: keystore.HistoryAcknowledged, 41: keystore.HistorySnoozed,
-	50: keystore.HistoryRerunGate, 51: keystore.HistoryRerunGranted, 52: keystore.HistoryRerunStarted, 53: keystore.HistoryRerunRefused}
+	50: keystore.HistoryRerunGate, 51: keystore.HistoryRerunGranted, 52: keystore.HistoryRerunStarted, 53: keystore.HistoryRerunRefused, 54: keystore.HistoryRerunStarting}
 var viaCodes = map[keystore.Via]uint8{"": 0, keystore.ViaPrimary: 1, keystore.ViaFallback: 2}
 var viaByCode = map[uint8]keystore.Via{0: "", 1: keystore.ViaPrimary, 2: keystore.ViaFallback}
 

@@ -2,6 +2,7 @@ package storetest
 
 import (
 	"testing"
+	"time"
 
 	"github.com/n8n-guard/n8n-guard/errs"
 	"github.com/n8n-guard/n8n-guard/keystore"
@@ -53,8 +54,23 @@ func runReruns(t *testing.T, newStore New) {
 			t.Fatalf("second grant: %+v %v, want a replay", res, err)
 		}
 		sameRecord(t, rec, e.lookup(ns, "evt_rr").Record)
+		// One guard claims the re-run; another (a replica) does not, until
+		// the claim is stale.
+		if ok, err := e.s.ClaimRerun(e.ctx, ns, "evt_rr", "guard-a", time.Minute, 10*time.Minute); err != nil || !ok {
+			t.Fatalf("claim: %v %v", ok, err)
+		}
+		if ok, err := e.s.ClaimRerun(e.ctx, ns, "evt_rr", "guard-b", time.Minute, 10*time.Minute); err != nil || ok {
+			t.Fatalf("a second claim in flight: %v %v, want refused", ok, err)
+		}
+		e.clock.Advance(time.Minute)
+		if ok, err := e.s.ClaimRerun(e.ctx, ns, "evt_rr", "guard-b", time.Minute, 10*time.Minute); err != nil || !ok {
+			t.Fatalf("a claim of a stale claim: %v %v", ok, err)
+		}
 		if ok, err := e.s.NoteRerun(e.ctx, ns, "evt_rr", keystore.HistoryRerunStarted, "57"); err != nil || !ok {
 			t.Fatalf("note started: %v %v", ok, err)
+		}
+		if ok, err := e.s.ClaimRerun(e.ctx, ns, "evt_rr", "guard-a", time.Minute, 10*time.Minute); err != nil || ok {
+			t.Fatalf("a claim of a re-run started a minute ago: %v %v, want refused", ok, err)
 		}
 		if got := keystore.RerunStartedAs(e.lookup(ns, "evt_rr").Record); got != "57" {
 			t.Fatalf("RerunStartedAs = %q", got)
@@ -99,14 +115,26 @@ func runReruns(t *testing.T, newStore New) {
 		wantOutcome(t, e.reserve(ns, "evt_new", gate(exec42)), keystore.OutcomeAccepted)
 	})
 
+	t.Run("a plain allow of a retry lets the gate through: a person's Retry in n8n is the next copy", func(t *testing.T) {
+		e := setup(t, newStore, keystore.Policies{})
+		failedAtGate(e, "evt_plain")
+		if _, err := e.s.Resolve(e.ctx, keystore.ResolveRequest{Namespace: ns, Key: "evt_plain", Resolution: keystore.StateFailed, By: "Ana", Note: "CRM back"}); err != nil {
+			t.Fatal(err)
+		}
+		wantOutcome(t, e.reserve(ns, "evt_plain", gate("n8n wf1 exec 43")), keystore.OutcomeAccepted)
+	})
+
 	t.Run("n8n's refusal is noted and the execution may be re-run again", func(t *testing.T) {
 		e := setup(t, newStore, keystore.Policies{})
 		failedAtGate(e, "evt_ref")
-		if ok, err := e.s.NoteRerun(e.ctx, ns, "evt_ref", keystore.HistoryRerunStarted, "57"); err != nil || ok {
-			t.Fatalf("note before a grant: %v %v, want nothing written", ok, err)
+		if ok, err := e.s.ClaimRerun(e.ctx, ns, "evt_ref", "guard-a", time.Minute, time.Minute); err != nil || ok {
+			t.Fatalf("claim before a grant: %v %v, want nothing written", ok, err)
 		}
 		if _, err := grant(e, "evt_ref"); err != nil {
 			t.Fatal(err)
+		}
+		if ok, err := e.s.NoteRerun(e.ctx, ns, "evt_ref", keystore.HistoryRerunStarted, "57"); err != nil || ok {
+			t.Fatalf("note started without a claim: %v %v, want nothing written", ok, err)
 		}
 		if ok, err := e.s.NoteRerun(e.ctx, ns, "evt_ref", keystore.HistoryRerunRefused, "n8n refused the re-run: HTTP 404 gone"); err != nil || !ok {
 			t.Fatalf("note refused: %v %v", ok, err)
