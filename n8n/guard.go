@@ -4,11 +4,11 @@ import (
 	"crypto/sha1"
 	"encoding/json"
 	"fmt"
-	"github.com/n8n-guard/n8n-guard/rerun"
 	"net/url"
 	"regexp"
 	"strings"
 
+	"github.com/n8n-guard/n8n-guard/rerun"
 	"github.com/n8n-guard/n8n-guard/workflows"
 )
 
