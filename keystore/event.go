@@ -17,6 +17,11 @@ const (
 	// ("completed" or "failed"): the stores keep the event's fields as
 	// they are.
 	EventKeyResolved EventKind = "key_resolved"
+	// EventRerunRefused: n8n (or the guard's own checks) refused the
+	// re-run a person allowed, so the one who clicked hears it. Owner is
+	// that person (the grant's By), Message the refusal, Destination the
+	// key's.
+	EventRerunRefused EventKind = "rerun_refused"
 )
 
 // Event is one entry of the store's event log.

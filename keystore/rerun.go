@@ -24,7 +24,7 @@ import (
 //	               granted, starting or started already -> the same answer (a repeat; no second re-run)
 //	               anything else                  -> conflict, nothing written
 //	claim re-run:  granted, or starting or started and stale -> rerun_starting (one replica calls n8n)
-//	note re-run:   starting -> rerun_started (the new execution) | granted, starting or started -> rerun_refused (n8n's words)
+//	note re-run:   starting -> rerun_started (the new execution) | granted, starting or started -> rerun_refused (n8n's words), event rerun_refused
 
 // History events of re-runs.
 const (
@@ -197,7 +197,15 @@ func DecideNoteRerun(cur *Record, event HistoryEvent, detail string, now time.Ti
 	}
 	next := cur.Clone()
 	next.addHistory(Transition{At: now, Event: event, Attempt: cur.Attempt, By: "n8n-guard", Detail: truncate(detail, 200)})
-	return Step{Record: next, Result: Result{Outcome: OutcomeFound, Record: next}}, true, nil
+	st := Step{Record: next, Result: Result{Outcome: OutcomeFound, Record: next}}
+	if event == HistoryRerunRefused {
+		// The person who allowed it was told the guard re-runs the
+		// execution: a refusal must reach them, not only the history.
+		granted, _ := lastOf(cur, HistoryRerunGranted)
+		st.Events = []Event{{At: now, Kind: EventRerunRefused, Namespace: cur.Namespace, Key: cur.Key, Attempt: cur.Attempt,
+			Owner: granted.By, Destination: cur.Destination, Message: truncate(detail, 200)}}
+	}
+	return st, true, nil
 }
 
 // ClaimRerun implements RerunStore.

@@ -139,6 +139,17 @@ func runReruns(t *testing.T, newStore New) {
 		if ok, err := e.s.NoteRerun(e.ctx, ns, "evt_ref", keystore.HistoryRerunRefused, "n8n refused the re-run: HTTP 404 gone"); err != nil || !ok {
 			t.Fatalf("note refused: %v %v", ok, err)
 		}
+		// The person who allowed it hears of the refusal: one event, with
+		// the refusal's words, written with the history entry.
+		var refused []keystore.Event
+		for _, ev := range e.events() {
+			if ev.Kind == keystore.EventRerunRefused && ev.Key == "evt_ref" {
+				refused = append(refused, ev)
+			}
+		}
+		if len(refused) != 1 || refused[0].Namespace != ns || refused[0].Message != "n8n refused the re-run: HTTP 404 gone" || refused[0].Owner != "Ana" || refused[0].Attempt == 0 {
+			t.Fatalf("events of the refusal: %+v, want one rerun_refused naming the key, its attempt, who allowed it and why", refused)
+		}
 		rec := e.lookup(ns, "evt_ref").Record
 		if _, granted := keystore.RerunGranted(rec); granted || keystore.RerunHolder(rec) != exec42 {
 			t.Fatalf("after n8n refused: granted %v holder %q", granted, keystore.RerunHolder(rec))
