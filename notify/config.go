@@ -235,7 +235,7 @@ func globMatch(pattern, s string) bool {
 // file, also for messages sent before it changed.
 func (c Config) routeFor(r *Record) route {
 	switch r.Kind {
-	case KindKeyUnknown, KindParkedLost, KindParkedOverdue, KindRecordDamaged:
+	case KindKeyUnknown, KindParkedLost, KindParkedOverdue, KindRecordDamaged, KindRerunRefused:
 		return c.forRoute(c.Namespaces, r.Namespace)
 	case KindBreakerOpened, KindBreakerClosed:
 		return c.forRoute(c.Destinations, r.Destination)

@@ -257,6 +257,16 @@ func (s *Service) fromEvent(ctx context.Context, ev keystore.Event) (Addition, b
 		rec.Group = groupOf(string(ev.Kind), ev.Namespace, ev.Destination)
 		once := fmt.Sprintf("%s\x00%s\x00%s\x00%d", ev.Kind, ev.Namespace, ev.Key, ev.Attempt)
 		return Addition{Record: rec, Window: s.cfg.GroupWindow, Once: once}, true
+	case keystore.EventRerunRefused:
+		rt := s.cfg.forRoute(s.cfg.Namespaces, ev.Namespace)
+		rec.Owner, rec.Channel, rec.Runbook = rt.Owner, rt.Channel, rt.Runbook
+		rec.KeyPayload = KeyPayload{Namespace: ev.Namespace, Key: Truncate(ev.Key, 255), KeyAttempt: ev.Attempt, RerunBy: clean(ev.Owner, 128)}
+		rec.Destination = ev.Destination
+		// A bulk re-run refused as a whole (n8n down, pruned executions) is
+		// one message per namespace with a count.
+		rec.Group = groupOf(string(ev.Kind), ev.Namespace)
+		once := fmt.Sprintf("%s\x00%s\x00%s\x00%d", ev.Kind, ev.Namespace, ev.Key, ev.Attempt)
+		return Addition{Record: rec, Window: s.cfg.GroupWindow, Once: once}, true
 	case keystore.EventRecordDamaged:
 		rt := s.cfg.forRoute(s.cfg.Namespaces, ev.Namespace)
 		rec.Owner, rec.Channel, rec.Runbook = rt.Owner, rt.Channel, rt.Runbook
@@ -287,6 +297,8 @@ func kindOf(k keystore.EventKind) (Kind, bool) {
 		return KindParkedOverdue, true
 	case keystore.EventRecordDamaged:
 		return KindRecordDamaged, true
+	case keystore.EventRerunRefused:
+		return KindRerunRefused, true
 	}
 	return "", false
 }

@@ -16,6 +16,7 @@ func TestKindOfEvents(t *testing.T) {
 		keystore.EventParkedLost:    KindParkedLost,
 		keystore.EventParkedOverdue: KindParkedOverdue,
 		keystore.EventRecordDamaged: KindRecordDamaged,
+		keystore.EventRerunRefused:  KindRerunRefused,
 	} {
 		if got, ok := kindOf(ev); !ok || got != want {
 			t.Errorf("kindOf(%s) = %s, %v; want %s", ev, got, ok, want)

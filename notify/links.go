@@ -52,6 +52,11 @@ func consoleLinks(r *Record, base string) []Link {
 			return group(f)
 		}
 		return key()
+	case KindRerunRefused:
+		if r.Count > 1 {
+			return group(keystore.Filter{Namespace: r.Namespace, States: []keystore.State{keystore.StateFailed}})
+		}
+		return key()
 	case KindApproval, KindRecordDamaged:
 		return key()
 	case KindBreakerOpened, KindBreakerClosed:

@@ -45,7 +45,7 @@ func newParkWorld(t *testing.T) *parkWorld {
 func (w *parkWorld) open() {
 	pol := keystore.Policies{Destinations: map[string]keystore.DestinationPolicy{"hubspot": {Cooldown: 5 * time.Minute, UnreachableThreshold: 1}}}
 	cfg := testConfig()
-	cfg.GuardURL = "https://guard.example.org"
+	cfg.GuardURL, cfg.PublicURL = "https://guard.example.org", "https://guard.example.org"
 	cfg.Namespaces = map[string]Route{"crm-contacts": {Owner: "U0OFFICE"}}
 	cfg.Destinations = map[string]Route{"hubspot": {Owner: "U0CRM", Channel: "C0CRM"}}
 	var err error

@@ -35,12 +35,16 @@ const (
 	// it is skipped everywhere until a person restores or repairs it. It
 	// goes to the namespace's owner, once per key.
 	KindRecordDamaged Kind = "record_damaged"
+	// KindRerunRefused: n8n (or the guard's checks) refused a re-run a
+	// person allowed; the key stays failed. It goes to the namespace's
+	// owner, naming who allowed it, once per key and attempt.
+	KindRerunRefused Kind = "rerun_refused"
 )
 
 // kinds lists every Kind, for the metrics' series that exist from start.
 func kinds() []Kind {
 	return []Kind{KindWorkflowFailed, KindKeyUnknown, KindBreakerOpened, KindBreakerClosed, KindEscalation,
-		KindParkedLost, KindParkedOverdue, KindApproval}
+		KindParkedLost, KindParkedOverdue, KindApproval, KindRerunRefused}
 }
 
 // Decisions taken from a message's buttons.
@@ -111,7 +115,7 @@ type Record struct {
 	Decided
 	Escalation
 	Failure       // KindWorkflowFailed
-	KeyPayload    // KindKeyUnknown, KindParkedLost, KindParkedOverdue, KindRecordDamaged, KindApproval (and escalations of them)
+	KeyPayload    // KindKeyUnknown, KindParkedLost, KindParkedOverdue, KindRecordDamaged, KindApproval, KindRerunRefused (and escalations of them)
 	Breaker       // KindBreakerOpened, KindBreakerClosed; the destination of a parked key
 	ParkedKey     // KindParkedLost, KindParkedOverdue
 	GroupProgress // KindKeyUnknown: how far the group's keys are decided (group.go)
@@ -212,6 +216,9 @@ type KeyPayload struct {
 	// Summary, of an approval request: what the event is, as its reserve
 	// said (keystore.Event.Summary).
 	Summary string `json:"summary,omitempty"`
+	// RerunBy, of a refused re-run: the person who allowed it
+	// (keystore.Event.Owner).
+	RerunBy string `json:"rerun_by,omitempty"`
 }
 
 // Breaker is the payload of a breaker alert. One message tells a whole

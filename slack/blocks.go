@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"encoding/json"
 	"fmt"
+	"regexp"
 	"strings"
 	"time"
 
@@ -57,6 +58,8 @@ func renderKind(m notify.Message) message {
 		return renderParked(r, mention, guardURL)
 	case notify.KindRecordDamaged:
 		return renderDamaged(r, mention)
+	case notify.KindRerunRefused:
+		return renderRerunRefused(r, mention)
 	}
 	return renderWorkflowFailed(r, mention, m.CanRetry)
 }
@@ -447,6 +450,59 @@ func renderParked(r *notify.Record, mention, guardURL string) message {
 		text += fmt.Sprintf(" (%s keys of %s)", notify.Thousands(r.Count), ns)
 	}
 	return message{Text: fallback(text), Blocks: blocks}
+}
+
+// renderRerunRefused is the message about a re-run a person allowed that
+// n8n (or the guard's checks) refused: the person was told the guard
+// re-runs the execution, so they hear that it did not, and why.
+func renderRerunRefused(r *notify.Record, mention string) message {
+	key, ns := notify.EscapeMrkdwn(r.Key), notify.EscapeMrkdwn(r.Namespace)
+	head := "Re-run not started: " + r.Namespace
+	why := notify.EscapeMrkdwn(r.Message)
+	if why == "" {
+		why = "(no reason given)"
+	}
+	lead := fmt.Sprintf("%s: the re-run of key `%s` in `%s` that %s allowed did not start: %s. Nothing was written; the key stays failed.",
+		mention, key, ns, allowedBy(r.RerunBy), why)
+	next := "Allow it again in the console once the cause is fixed, or let its sender send the event again."
+	if r.Runbook != "" {
+		next = nextStep(r.Runbook) + "\n" + next
+	}
+	ctx := "ref `" + r.ID + "`"
+	if r.KeyAttempt > 0 {
+		ctx = fmt.Sprintf("attempt %d · ", r.KeyAttempt) + ctx
+	}
+	if r.Count > 1 {
+		ctx = fmt.Sprintf("*%s* re-runs in `%s` were not started since %s · ", notify.Thousands(r.Count), ns, notify.Clock(r.FirstAt)) + ctx
+	}
+	blocks := []slack.Block{
+		slack.NewHeaderBlock(plain(head)),
+		slack.NewSectionBlock(mrkdwn(lead), nil, nil),
+		slack.NewSectionBlock(mrkdwn("*Next step*\n"+next), nil, nil),
+		slack.NewContextBlock("", mrkdwn(ctx)),
+	}
+	text := fmt.Sprintf("Re-run not started: key %s/%s, allowed by %s: %s. Nothing was written; the key stays failed. Owner: %s.",
+		ns, key, allowedBy(r.RerunBy), why, mention)
+	if r.Count > 1 {
+		text += fmt.Sprintf(" (%s re-runs of %s)", notify.Thousands(r.Count), ns)
+	}
+	return message{Text: fallback(text), Blocks: blocks}
+}
+
+// slackClicker matches the By of a decision taken in Slack
+// ("Ana (Slack U123)", notify.Click): that person is mentioned, so they
+// hear of it where they clicked.
+var slackClicker = regexp.MustCompile(`\(Slack ([UW][A-Z0-9]+)\)$`)
+
+// allowedBy is who allowed a re-run, as mrkdwn.
+func allowedBy(by string) string {
+	if m := slackClicker.FindStringSubmatch(by); m != nil {
+		return "<@" + m[1] + ">"
+	}
+	if by == "" {
+		return "a person"
+	}
+	return "*" + notify.EscapeMrkdwn(by) + "*"
 }
 
 // renderDamaged is the message about a key whose stored record failed its

@@ -142,6 +142,8 @@ func kindWords(k notify.Kind) string {
 		return "parked event overdue"
 	case notify.KindRecordDamaged:
 		return "damaged record"
+	case notify.KindRerunRefused:
+		return "re-run not started"
 	}
 	return strings.ReplaceAll(string(k), "_", " ")
 }
