@@ -265,7 +265,10 @@ func (s *Service) fromEvent(ctx context.Context, ev keystore.Event) (Addition, b
 		// A bulk re-run refused as a whole (n8n down, pruned executions) is
 		// one message per namespace with a count.
 		rec.Group = groupOf(string(ev.Kind), ev.Namespace)
-		once := fmt.Sprintf("%s\x00%s\x00%s\x00%d", ev.Kind, ev.Namespace, ev.Key, ev.Attempt)
+		// Once per refusal: a person may allow the same attempt again and
+		// hear of a second refusal; the event is written once per refusal
+		// (NoteRerun notes only a granted key), so its seq names it.
+		once := fmt.Sprintf("%s\x00%s\x00%s\x00%d\x00%d", ev.Kind, ev.Namespace, ev.Key, ev.Attempt, ev.Seq)
 		return Addition{Record: rec, Window: s.cfg.GroupWindow, Once: once}, true
 	case keystore.EventRecordDamaged:
 		rt := s.cfg.forRoute(s.cfg.Namespaces, ev.Namespace)

@@ -37,7 +37,7 @@ const (
 	KindRecordDamaged Kind = "record_damaged"
 	// KindRerunRefused: n8n (or the guard's checks) refused a re-run a
 	// person allowed; the key stays failed. It goes to the namespace's
-	// owner, naming who allowed it, once per key and attempt.
+	// owner, naming who allowed it, once per refusal.
 	KindRerunRefused Kind = "rerun_refused"
 )
 

@@ -47,8 +47,8 @@ func (w *parkWorld) refusedPosts() []slackCall {
 
 // A re-run a person allowed that n8n refused is told to the namespace's
 // owner: the person was told the guard re-runs it, and silence would
-// leave the key failed with nobody knowing. Once per key and attempt,
-// and a bulk refused at once is one message with a count.
+// leave the key failed with nobody knowing. Once per refusal (a restart
+// repeats none), and a bulk refused at once is one message with a count.
 func TestRefusedRerunToldToTheNamespaceOwner(t *testing.T) {
 	t.Run("one refusal", func(t *testing.T) {
 		w := newParkWorld(t)
@@ -66,6 +66,18 @@ func TestRefusedRerunToldToTheNamespaceOwner(t *testing.T) {
 		}
 		if !strings.Contains(posts[0].Text, "Re-run not started: key crm-contacts/evt_r1") || !strings.Contains(posts[0].Text, "HTTP 404") {
 			t.Errorf("fallback text: %q", posts[0].Text)
+		}
+		// Allowed again and refused again: the person hears it again.
+		w.clock.Advance(DefaultGroupWindow + time.Second)
+		if _, err := w.store.Resolve(w.ctx, keystore.ResolveRequest{Namespace: "crm-contacts", Key: "evt_r1", Resolution: keystore.StateFailed, Rerun: true, By: "Bo", Note: "again"}); err != nil {
+			t.Fatal(err)
+		}
+		if ok, err := w.store.NoteRerun(w.ctx, "crm-contacts", "evt_r1", keystore.HistoryRerunRefused, "the execution did not stop at its re-run gate"); err != nil || !ok {
+			t.Fatalf("note again: %v %v", ok, err)
+		}
+		w.step()
+		if posts := w.refusedPosts(); len(posts) != 2 || !strings.Contains(posts[1].Shown(), "*Bo* allowed") {
+			t.Fatalf("%d messages after a second refusal, want 2", len(posts))
 		}
 		calls := len(w.slack.Calls())
 		w.restart()
