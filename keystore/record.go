@@ -153,9 +153,42 @@ const (
 
 func (r *Record) addHistory(t Transition) {
 	r.History = append(r.History, t)
-	if n := len(r.History); n > MaxHistory {
-		r.History = append([]Transition(nil), r.History[n-MaxHistory:]...)
+	n := len(r.History)
+	if n <= MaxHistory {
+		return
 	}
+	// The newest re-run gate and grant stay when older entries go: the
+	// gate names the execution to re-run and the grant who allowed it,
+	// however often n8n was asked since.
+	newest := func(ev HistoryEvent) int {
+		for i := n - 1; i >= 0; i-- {
+			if r.History[i].Event == ev {
+				return i
+			}
+		}
+		return -1
+	}
+	gate, grant := newest(HistoryRerunGate), newest(HistoryRerunGranted)
+	room := MaxHistory
+	for _, i := range []int{gate, grant} {
+		if i >= 0 {
+			room--
+		}
+	}
+	kept := make([]Transition, MaxHistory)
+	k := MaxHistory
+	for i := n - 1; i >= 0 && k > 0; i-- {
+		pinned := i == gate || i == grant
+		if !pinned && room == 0 {
+			continue
+		}
+		if !pinned {
+			room--
+		}
+		k--
+		kept[k] = r.History[i]
+	}
+	r.History = kept[k:]
 }
 
 // Finished reports whether the record is in a state retention applies to.

@@ -179,7 +179,15 @@ func DecideClaimRerun(cur *Record, by string, claim, started time.Duration, now 
 		return Step{}, false
 	}
 	next := cur.Clone()
-	next.addHistory(Transition{At: now, Event: HistoryRerunStarting, Attempt: cur.Attempt, By: by, Detail: "asking n8n to re-run " + gateHolder(cur)})
+	t := Transition{At: now, Event: HistoryRerunStarting, Attempt: cur.Attempt, By: by, Detail: "asking n8n to re-run " + gateHolder(cur)}
+	if h := next.History; len(h) > 0 && h[len(h)-1].Event == HistoryRerunStarting {
+		// A stale claim taken again replaces its entry: an n8n outage of
+		// hours does not fill the history with claims.
+		t.Detail = "asking n8n again to re-run " + gateHolder(cur)
+		h[len(h)-1] = t
+	} else {
+		next.addHistory(t)
+	}
 	return Step{Record: next, Result: Result{Outcome: OutcomeFound, Record: next}}, true
 }
 
