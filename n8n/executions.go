@@ -37,25 +37,64 @@ func (c *Client) RetryExecution(ctx context.Context, id string) (string, error) 
 	return fmt.Sprint(ex.ID), nil
 }
 
+// Stop is where an execution stopped (ExecutionStop).
+type Stop struct {
+	Workflow, Status, LastNode string
+	// Reserved are the keys ("namespace\x00key") the guard answered in
+	// this execution: an item of a node's output that carries the guard's
+	// answer (flat, or as the body of a full response).
+	Reserved map[string]bool
+}
+
 // ExecutionStop says where an execution stopped: its workflow, its
-// status and the last node it ran (GET /api/v1/executions/{id}
-// ?includeData=true, 1.x and 2.x; the key needs the execution:read
-// scope). A refusal is an *Error.
-func (c *Client) ExecutionStop(ctx context.Context, id string) (workflow, status, lastNode string, err error) {
+// status, the last node it ran and the keys it reserved (GET
+// /api/v1/executions/{id}?includeData=true, 1.x and 2.x; the key needs
+// the execution:read scope). A refusal is an *Error.
+func (c *Client) ExecutionStop(ctx context.Context, id string) (Stop, error) {
+	type answer struct {
+		Namespace string `json:"namespace"`
+		Key       string `json:"key"`
+		Outcome   string `json:"outcome"`
+	}
+	type item struct {
+		JSON struct {
+			answer
+			Body *answer `json:"body"`
+		} `json:"json"`
+	}
 	var ex struct {
 		WorkflowID any    `json:"workflowId"` // a string in n8n 2.x, a number in some 1.x
 		Status     string `json:"status"`
 		Data       struct {
 			ResultData struct {
 				LastNodeExecuted string `json:"lastNodeExecuted"`
+				RunData          map[string][]struct {
+					Data struct {
+						Main [][]item `json:"main"`
+					} `json:"data"`
+				} `json:"runData"`
 			} `json:"resultData"`
 		} `json:"data"`
 	}
 	if err := c.do(ctx, http.MethodGet, "/executions/"+url.PathEscape(id)+"?includeData=true", nil, &ex); err != nil {
-		return "", "", "", err
+		return Stop{}, err
 	}
+	st := Stop{Status: ex.Status, LastNode: ex.Data.ResultData.LastNodeExecuted, Reserved: map[string]bool{}}
 	if ex.WorkflowID != nil {
-		workflow = fmt.Sprint(ex.WorkflowID)
+		st.Workflow = fmt.Sprint(ex.WorkflowID)
 	}
-	return workflow, ex.Status, ex.Data.ResultData.LastNodeExecuted, nil
+	for _, runs := range ex.Data.ResultData.RunData {
+		for _, run := range runs {
+			for _, out := range run.Data.Main {
+				for _, it := range out {
+					for _, a := range []*answer{&it.JSON.answer, it.JSON.Body} {
+						if a != nil && a.Outcome != "" && a.Namespace != "" && a.Key != "" {
+							st.Reserved[a.Namespace+"\x00"+a.Key] = true
+						}
+					}
+				}
+			}
+		}
+	}
+	return st, nil
 }

@@ -19,6 +19,7 @@ import (
 	"fmt"
 	"log/slog"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -37,10 +38,24 @@ import (
 const GateNodePrefix = "n8n-guard: re-run gate for "
 
 // Executions starts an n8n execution of a workflow again (n8n.Rerunner):
-// the new execution's id, or the refusal.
+// the new execution's id, or the refusal. keys are the keys the re-run is
+// for: the execution must have reserved each of them (a key's holder is
+// whatever its reserve's token wrote, so it may name any execution).
 type Executions interface {
-	Retry(ctx context.Context, workflowID, executionID string) (string, error)
+	Retry(ctx context.Context, workflowID, executionID string, keys []Key) (string, error)
 }
+
+// Key names one key of a re-run.
+type Key struct{ Namespace, Key string }
+
+// NotOwn is Executions' refusal of the keys an execution did not reserve
+// (their holder named it anyway): those are refused, the others re-run.
+type NotOwn struct {
+	Keys    []Key
+	Message string
+}
+
+func (e *NotOwn) Error() string { return e.Message }
 
 // Refused is n8n's refusal of a retry (a 4xx: not found, not failed,
 // unauthorized), or the guard's own (the execution did not stop at a
@@ -53,6 +68,12 @@ type Refused struct {
 }
 
 func (e *Refused) Error() string { return fmt.Sprintf("HTTP %d %s", e.Status, e.Message) }
+
+// ErrUnreachable marks an error of Executions that says n8n could not be
+// reached at all (refused, timed out): the round ends, since every other
+// re-run would wait for it too. Any other error is about one execution
+// (still running, a 5xx for it) and holds back only that one.
+var ErrUnreachable = errors.New("n8n unreachable")
 
 // Options configure a Runner. Zero values take the defaults named.
 type Options struct {
@@ -162,6 +183,10 @@ func (r *Runner) round(ctx context.Context, last map[string]time.Time) time.Dura
 	if len(pending) > 0 && (soon == 0 || r.opts.Started < soon) {
 		soon = r.opts.Started // a re-run started now is looked at again then
 	}
+	pending, back := r.withoutPaused(ctx, pending)
+	if back > 0 && (soon == 0 || back < soon) {
+		soon = back
+	}
 	for len(pending) > 0 && ctx.Err() == nil {
 		now := r.opts.Clock()
 		var wait time.Duration = -1
@@ -174,13 +199,16 @@ func (r *Runner) round(ctx context.Context, last map[string]time.Time) time.Dura
 				rest = append(rest, ex)
 				continue
 			}
+			result := r.start(ctx, ex)
+			// The pace runs from n8n's answer: two re-runs of one
+			// destination are asked at least Pace apart.
+			now = r.opts.Clock()
 			last[ex.destination] = now
-			if !r.start(ctx, ex) {
-				// n8n did not answer: the others would wait for it too.
-				// Their grants stay; this claim goes stale and is taken again.
+			if result == unreachable {
+				// The others would wait for n8n too. Their grants stay;
+				// this claim goes stale and is taken again.
 				return r.opts.Claim
 			}
-			now = r.opts.Clock()
 		}
 		pending = rest
 		if len(pending) > 0 {
@@ -194,6 +222,47 @@ func (r *Runner) round(ctx context.Context, last map[string]time.Time) time.Dura
 		return soon
 	}
 	return r.opts.Interval
+}
+
+// withoutPaused leaves out the re-runs whose destination is paused (its
+// breaker open, or a maintenance window): a re-run's gate would meet
+// destination_paused, which ends the re-run without a write and without
+// stopping at the gate. They stay granted; back is when the first such
+// destination reopens (0: none is paused).
+func (r *Runner) withoutPaused(ctx context.Context, pending []*execution) ([]*execution, time.Duration) {
+	if len(pending) == 0 {
+		return pending, 0
+	}
+	breakers, err := r.store.Destinations(ctx)
+	if err != nil {
+		r.opts.Logger.Warn("re-runs: cannot read the destinations' breakers; starting the re-runs anyway", "err", err)
+		return pending, 0
+	}
+	now := r.opts.Clock()
+	until := map[string]time.Time{}
+	for i := range breakers {
+		if v := breakers[i].View(now); v.State == keystore.BreakerOpen && v.ReopensAt != nil {
+			until[v.Destination] = *v.ReopensAt
+		}
+	}
+	var back time.Duration
+	waiting := map[string]int{}
+	out := pending[:0]
+	for _, ex := range pending {
+		at, paused := until[ex.destination]
+		if !paused {
+			out = append(out, ex)
+			continue
+		}
+		waiting[ex.destination]++
+		if d := max(at.Sub(now), time.Second); back == 0 || d < back {
+			back = d
+		}
+	}
+	for dest, n := range waiting {
+		r.opts.Logger.Info("re-runs wait for their destination: it is paused", "destination", dest, "executions", n, "reopens_at", until[dest])
+	}
+	return out, back
 }
 
 // holderRE reads a holder as the guard's workflows write it: "n8n
@@ -277,23 +346,34 @@ func grantedAt(ex *execution) time.Time {
 	return time.Time{}
 }
 
+// started is what came of one start.
+type started int
+
+const (
+	done        started = iota // started, refused, or not this guard's to start
+	later                      // this execution is asked again when its claim goes stale
+	unreachable                // n8n did not answer at all: the round ends
+)
+
 // start claims the re-run, allows it for the execution's other keys that
 // wait at the same gate (a re-run re-runs every item of it: one left at
 // the gate would fail it for all), asks n8n and notes the answer on each
-// key. False when n8n did not answer.
-func (r *Runner) start(ctx context.Context, ex *execution) bool {
+// key. n8n is asked within half the claim's time, so a claim never goes
+// stale while its guard still waits for n8n's answer.
+func (r *Runner) start(ctx context.Context, ex *execution) started {
 	log := r.opts.Logger.With("workflow", ex.workflow, "execution", ex.id, "destination", ex.destination)
 	first := ex.keys[0]
 	if ok, err := r.store.ClaimRerun(ctx, first.Namespace, first.Key, r.opts.Name, r.opts.Claim, r.opts.Started); err != nil || !ok {
 		if err != nil {
 			log.Error("re-run: cannot claim it; trying again", "key", first.Key, "err", err)
+			return later
 		}
-		return true // another guard has it, or the grant is gone
+		return done // another guard has it, or the grant is gone
 	}
 	claimed := []*keystore.Record{first}
 	if ex.workflow == "" || ex.id == "" {
 		r.refuse(ctx, log, claimed, "the key's holder "+quote(ex.gate)+" names no n8n workflow and execution")
-		return true
+		return done
 	}
 	more, err := r.grantSiblings(ctx, ex)
 	for _, rec := range append(ex.keys[1:], more...) {
@@ -303,9 +383,30 @@ func (r *Runner) start(ctx context.Context, ex *execution) bool {
 	}
 	if err != nil {
 		r.refuse(ctx, log, claimed, "another event of the same execution could not be allowed, so a re-run would stop at its gate: "+err.Error())
-		return true
+		return done
 	}
-	newID, err := r.n8n.Retry(ctx, ex.workflow, ex.id)
+	call, cancel := context.WithTimeout(ctx, r.opts.Claim/2)
+	defer cancel()
+	newID, err := r.n8n.Retry(call, ex.workflow, ex.id, keysOf(claimed))
+	var notOwn *NotOwn
+	if errors.As(err, &notOwn) {
+		// Keys of another namespace's execution, or forged: refused; the
+		// execution's own keys are re-run.
+		var own, others []*keystore.Record
+		for _, rec := range claimed {
+			if slices.Contains(notOwn.Keys, Key{Namespace: rec.Namespace, Key: rec.Key}) {
+				others = append(others, rec)
+			} else {
+				own = append(own, rec)
+			}
+		}
+		r.refuse(ctx, log, others, notOwn.Message)
+		if len(own) == 0 || len(others) == 0 {
+			return done
+		}
+		claimed = own
+		newID, err = r.n8n.Retry(call, ex.workflow, ex.id, keysOf(claimed))
+	}
 	var refused *Refused
 	switch {
 	case err == nil:
@@ -314,12 +415,24 @@ func (r *Runner) start(ctx context.Context, ex *execution) bool {
 		log.Info("re-run started", "as", newID, "keys", len(claimed))
 	case errors.As(err, &refused):
 		r.refuse(ctx, log, claimed, "n8n refused the re-run: "+refused.Message)
+	case errors.Is(err, ErrUnreachable) || errors.Is(err, context.DeadlineExceeded):
+		r.results.WithLabelValues("failed").Inc()
+		log.Error("re-run not started: n8n did not answer; the grants stay, asked again", "err", err, "in", r.opts.Claim)
+		return unreachable
 	default:
 		r.results.WithLabelValues("failed").Inc()
-		log.Error("re-run not started: n8n did not answer; the grant stays, asked again", "err", err, "in", r.opts.Claim)
-		return false
+		log.Warn("re-run not started yet: n8n cannot re-run this execution now; the grant stays, asked again, the other re-runs go on", "err", err, "in", r.opts.Claim)
+		return later
 	}
-	return true
+	return done
+}
+
+func keysOf(recs []*keystore.Record) []Key {
+	keys := make([]Key, len(recs))
+	for i, rec := range recs {
+		keys[i] = Key{Namespace: rec.Namespace, Key: rec.Key}
+	}
+	return keys
 }
 
 func (r *Runner) refuse(ctx context.Context, log *slog.Logger, keys []*keystore.Record, why string) {
@@ -372,8 +485,13 @@ func (r *Runner) grantSiblings(ctx context.Context, ex *execution) ([]*keystore.
 
 func (r *Runner) note(ctx context.Context, keys []*keystore.Record, event keystore.HistoryEvent, detail string) {
 	for _, rec := range keys {
-		if _, err := r.store.NoteRerun(ctx, rec.Namespace, rec.Key, event, detail); err != nil {
-			r.opts.Logger.Error("re-run: cannot note n8n's answer on the key", "key", rec.Key, "event", event, "err", err)
+		noted, err := r.store.NoteRerun(ctx, rec.Namespace, rec.Key, event, detail)
+		switch {
+		case err != nil:
+			r.opts.Logger.Error("re-run: cannot note n8n's answer on the key", "namespace", rec.Namespace, "key", rec.Key, "event", event, "detail", detail, "err", err)
+		case !noted:
+			r.opts.Logger.Warn("re-run: n8n's answer was not noted: the key changed meanwhile (decided, or claimed again)",
+				"namespace", rec.Namespace, "key", rec.Key, "event", event, "detail", detail)
 		}
 	}
 }

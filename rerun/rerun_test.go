@@ -31,9 +31,23 @@ func newN8n(answer func(id string) (string, error)) *n8n {
 	return &n8n{answer: answer, called: make(chan string, 100)}
 }
 
-func (f *n8n) Retry(_ context.Context, workflow, id string) (string, error) {
-	if workflow != "wf1" {
-		return "", &rerun.Refused{Status: 409, Message: "workflow " + workflow}
+func (f *n8n) Retry(ctx context.Context, workflow, id string, keys []rerun.Key) (string, error) {
+	if dl, ok := ctx.Deadline(); !ok || time.Until(dl) > time.Minute {
+		// n8n is asked within half the claim's time (2 min by default),
+		// so no other guard takes the claim while this one waits.
+		return "", &rerun.Refused{Status: 400, Message: "asked without a deadline inside the claim"}
+	}
+	if workflow != "wf1" || len(keys) == 0 {
+		return "", &rerun.Refused{Status: 409, Message: fmt.Sprintf("workflow %s, keys %v", workflow, keys)}
+	}
+	var forged []rerun.Key
+	for _, k := range keys {
+		if strings.HasPrefix(k.Key, "forged") {
+			forged = append(forged, k)
+		}
+	}
+	if forged != nil {
+		return "", &rerun.NotOwn{Keys: forged, Message: "execution " + id + " is not one of workflow wf1 that reserved the key"}
 	}
 	f.mu.Lock()
 	f.calls = append(f.calls, id)
@@ -238,7 +252,7 @@ func TestRefusalIsNotedAndAnOutageIsTriedAgain(t *testing.T) {
 		case id == "41":
 			return "", &rerun.Refused{Status: 404, Message: `The execution with the ID "41" does not exist.`}
 		case down:
-			return "", fmt.Errorf("dial tcp 127.0.0.1:5678: connect: %w", errors.New("connection refused"))
+			return "", fmt.Errorf("%w: dial tcp 127.0.0.1:5678: connect: %w", rerun.ErrUnreachable, errors.New("connection refused"))
 		}
 		return "new-" + id, nil
 	})
@@ -267,6 +281,84 @@ func TestRefusalIsNotedAndAnOutageIsTriedAgain(t *testing.T) {
 		if v := counter(t, reg, result); v != want {
 			t.Errorf("n8n_guard_reruns_total{result=%s} = %v, want %v", result, v, want)
 		}
+	}
+}
+
+// One execution n8n cannot re-run now (still running, a 5xx for it)
+// holds back no other: the others start at once, it is asked again when
+// its claim goes stale. A destination that is paused (here a maintenance
+// window) gets no re-run until it reopens: its gate would meet
+// destination_paused and end the re-run without a write.
+func TestOneExecutionOrAPausedDestinationHoldsBackNoOtherReRun(t *testing.T) {
+	e := setup(t)
+	e.atGate("busy", "41", "crm")
+	e.atGate("held", "42", "erp")
+	e.atGate("free", "43", "mail")
+	for _, k := range []string{"busy", "held", "free"} {
+		e.grant(k)
+		time.Sleep(5 * time.Millisecond) // the oldest grant goes first
+	}
+	until := time.Now().Add(700 * time.Millisecond)
+	if _, err := e.store.HoldDestination(e.ctx, "erp", "Ana", "ERP upgrade", until); err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	running := true
+	f := newN8n(func(id string) (string, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		if id == "41" && running {
+			return "", errors.New("execution 41 is running in n8n: asked again later")
+		}
+		return "new-" + id, nil
+	})
+	const claim = 400 * time.Millisecond
+	_, reg := run(t, e, f, rerun.Options{Pace: time.Millisecond, Interval: time.Hour, Claim: claim})
+	wait(t, f, 2)
+	if got := f.retries(); len(got) != 2 || got[0] != "41" || got[1] != "43" {
+		t.Fatalf("n8n was asked %v: want 41 (running), then 43 at once; 42 waits for its destination", got)
+	}
+	mu.Lock()
+	running = false
+	mu.Unlock()
+	wait(t, f, 2)
+	got := f.retries()
+	if !time.Now().After(until) {
+		t.Errorf("a re-run was asked before erp's window ended: %v", got)
+	}
+	waitFor(t, "all three started", func() bool {
+		return e.last("busy").Event == keystore.HistoryRerunStarted && e.last("held").Event == keystore.HistoryRerunStarted &&
+			e.last("free").Event == keystore.HistoryRerunStarted
+	})
+	if len(got) != 4 || got[2] == got[3] {
+		t.Errorf("retries %v: want 41, 43, then 41 and 42 once each", got)
+	}
+	if v := counter(t, reg, "refused"); v != 0 {
+		t.Errorf("%v re-runs refused, want none", v)
+	}
+}
+
+// A key whose holder names another namespace's execution (a reserving
+// token can write any holder) is refused when its re-run comes; the
+// execution's own key, granted with it, is re-run, and n8n is asked to
+// retry once.
+func TestAKeyNamingAnExecutionThatDidNotReserveItIsRefusedAndTheOwnKeyReRun(t *testing.T) {
+	e := setup(t)
+	e.atGate("forged-1", "41", "crm")
+	e.atGate("own", "41", "crm")
+	e.grant("forged-1")
+	e.grant("own")
+	f := newN8n(func(id string) (string, error) { return "new-" + id, nil })
+	_, reg := run(t, e, f, rerun.Options{Pace: time.Millisecond, Interval: time.Hour})
+	wait(t, f, 1)
+	waitFor(t, "the own key's re-run started and the forged one refused", func() bool {
+		return e.last("own").Event == keystore.HistoryRerunStarted && e.last("forged-1").Event == keystore.HistoryRerunRefused
+	})
+	if got, l := f.retries(), e.last("forged-1"); len(got) != 1 || !strings.Contains(l.Detail, "is not one of workflow wf1") {
+		t.Errorf("retries %v; the forged key says %q", got, l.Detail)
+	}
+	if v := counter(t, reg, "refused"); v != 1 {
+		t.Errorf("%v refused, want 1", v)
 	}
 }
 
