@@ -22,10 +22,11 @@ type Client struct {
 // New returns a client of the n8n at base, its address (e.g.
 // http://n8n:5678); the API's own base (…/api/v1), the form N8N_API_URL
 // was documented in, is accepted too. timeout bounds each call; 0 leaves
-// that to the caller's context.
+// that to the caller's context. It follows no redirect: Go would send the
+// API key along, to whatever host the redirect names; a 3xx is an *Error.
 func New(base, key string, timeout time.Duration) *Client {
 	base = strings.TrimSuffix(strings.TrimRight(base, "/"), "/api/v1")
-	return &Client{base: base, key: key, http: &http.Client{Timeout: timeout}}
+	return &Client{base: base, key: key, http: noRedirects(nil, timeout)}
 }
 
 // Base is the instance's address the client calls.
@@ -45,6 +46,9 @@ type Error struct {
 }
 
 func (e *Error) Error() string {
+	if e.Status/100 == 3 { // Message says the status (redirected)
+		return fmt.Sprintf("n8n %s %s: %s", e.Method, e.Path, e.Message)
+	}
 	hint := ""
 	switch e.Status {
 	case http.StatusUnauthorized:
@@ -96,6 +100,9 @@ func (c *Client) request(ctx context.Context, method, root, path string, body, o
 	}
 	defer resp.Body.Close()
 	raw, _ := io.ReadAll(io.LimitReader(resp.Body, bodyLimit))
+	if resp.StatusCode/100 == 3 {
+		return &Error{Method: method, Path: path, Status: resp.StatusCode, Message: redirected(resp)}
+	}
 	if resp.StatusCode/100 != 2 {
 		return &Error{Method: method, Path: path, Status: resp.StatusCode, Message: message(resp.StatusCode, raw)}
 	}
@@ -127,6 +134,20 @@ func message(status int, raw []byte) string {
 		return s[:300] + "…"
 	}
 	return s
+}
+
+// redirected is what a 3xx answer says: the client follows no redirect,
+// and the address to call is the user's to set.
+func redirected(resp *http.Response) string {
+	to := "without a Location"
+	if u, err := resp.Location(); err == nil {
+		loc := u.Redacted()
+		if len(loc) > 300 {
+			loc = loc[:300] + "…"
+		}
+		to = "to " + loc
+	}
+	return fmt.Sprintf("n8n answered %d redirect %s; the guard follows no redirects: set N8N_API_URL to the address n8n answers at", resp.StatusCode, to)
 }
 
 // Ping makes one cheap authenticated call, so a wrong key is the first

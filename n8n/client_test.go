@@ -96,6 +96,41 @@ func TestErrorText(t *testing.T) {
 	})
 }
 
+// Go's client sends custom headers such as the API key along a redirect,
+// to any host: the client follows none, and says what to set instead.
+func TestClientFollowsNoRedirect(t *testing.T) {
+	reached := make(chan http.Header, 10)
+	elsewhere := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		reached <- r.Header.Clone()
+		w.Write([]byte(`{"data":[],"nextCursor":null}`))
+	}))
+	t.Cleanup(elsewhere.Close)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, elsewhere.URL+r.URL.RequestURI(), http.StatusFound)
+	}))
+	t.Cleanup(srv.Close)
+	c := New(srv.URL, "secret-key", 0)
+	err := c.Ping(context.Background())
+	_, verr := c.Version(context.Background())
+	select {
+	case h := <-reached:
+		t.Errorf("the redirect was followed to another server (API key %q sent along)", h.Get("X-N8N-API-KEY"))
+	default:
+	}
+	var ne *Error
+	if !errors.As(err, &ne) || ne.StatusCode() != http.StatusFound {
+		t.Fatalf("err = %v, want an *Error with status 302", err)
+	}
+	for _, w := range []string{"n8n GET /workflows?limit=1: n8n answered 302 redirect to " + elsewhere.URL + "/api/v1/workflows?limit=1", "follows no redirects", "set N8N_API_URL"} {
+		if !strings.Contains(err.Error(), w) {
+			t.Errorf("%q does not say %q", err, w)
+		}
+	}
+	if verr == nil || !strings.Contains(verr.Error(), "n8n answered 302 redirect to "+elsewhere.URL+"/rest/settings") {
+		t.Errorf("Version: err = %v, want the redirect named", verr)
+	}
+}
+
 func TestRetryExecution(t *testing.T) {
 	srv := fakeN8n(t, map[string]answer{
 		// 2.x says the id as a string, some 1.x as a number.

@@ -61,6 +61,9 @@ func (c *Client) Version(ctx context.Context) (Version, error) {
 			SettingsMode string `json:"settingsMode"`
 		} `json:"data"`
 	}
+	if resp.StatusCode/100 == 3 {
+		return Version{}, fmt.Errorf("%s/rest/settings: %s", c.base, redirected(resp))
+	}
 	if resp.StatusCode != http.StatusOK || json.Unmarshal(raw, &s) != nil {
 		return Version{}, fmt.Errorf("%s/rest/settings answered HTTP %d without n8n's settings: is %s n8n?", c.base, resp.StatusCode, c.base)
 	}
