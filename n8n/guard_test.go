@@ -228,6 +228,14 @@ func TestGuardEndsARetryableFailureAtTheRerunGate(t *testing.T) {
 			if str(gate, "onError") != "" || strings.Contains(g, "neverError") || !strings.Contains(g, `"fullResponse":true`) {
 				t.Fatalf("the gate does not fail on 409 rerun_not_granted (onError %q) or answers unlike the reserve: %s", str(gate, "onError"), g)
 			}
+			// The gate keeps the reserve's Retry On Fail: a guard that
+			// restarts while an execution reaches its gate must not leave
+			// the key without its gate (a 409 tried again is replayed).
+			for _, k := range []string{names["reserve"], names["gate"]} {
+				if n := node(s, k); n == nil || n["retryOnFail"] != true {
+					t.Fatalf("%s does not retry: %s", k, mustJSON(n))
+				}
+			}
 			reserveRef := "$('n8n-guard: reserve Post order').item.json.body."
 			for _, want := range []string{`http://guard:8080/v1/reserve`, `"id":"cred1"`, "rerun: true",
 				"namespace: " + reserveRef + "namespace", "key: " + reserveRef + "key",

@@ -552,7 +552,9 @@ func atGate(r *notify.Record, canRetry bool) string {
 	if canRetry {
 		return s + "Once the target is back, press *Retry execution*: n8n-guard re-runs it, and the event is written once.\n"
 	}
-	return s + "Once the target is back, allow a retry and re-run of its key in the n8n-guard console.\n"
+	// Without n8n's API the guard re-runs nothing (501 unsupported): a
+	// plain "allow a retry" lets n8n's own retry through the gate.
+	return s + "Once the target is back, allow a retry of its key in the n8n-guard console, then press *Retry* on the execution in n8n.\n"
 }
 
 func nextStep(runbook string) string {

@@ -28,8 +28,14 @@ func TestAFailureAtTheRerunGateSaysWhatToDo(t *testing.T) {
 			t.Errorf("the message of a failure at the gate lacks %q:\n%s", want, got)
 		}
 	}
-	if got := text("n8n-guard: re-run gate for Create contact", false); !strings.Contains(got, "in the n8n-guard console") || strings.Contains(got, "press *Retry execution*") {
-		t.Errorf("without n8n's API the message names a button it does not have:\n%s", got)
+	// Without n8n's API the guard cannot re-run (501): a plain "allow a
+	// retry" lets n8n's own Retry through the gate.
+	got = text("n8n-guard: re-run gate for Create contact", false)
+	if !strings.Contains(got, "allow a retry of its key in the n8n-guard console, then press *Retry* on the execution in n8n.") {
+		t.Errorf("without n8n's API the message does not say to allow a retry, then retry in n8n:\n%s", got)
+	}
+	if strings.Contains(got, "press *Retry execution*") || strings.Contains(got, "re-run of its key") {
+		t.Errorf("without n8n's API the message names a button or a re-run it does not have:\n%s", got)
 	}
 	if got := text("Create contact", true); strings.Contains(got, "re-run gate") {
 		t.Errorf("a failure elsewhere speaks of a re-run gate:\n%s", got)
