@@ -94,6 +94,30 @@ func TestRerunAfterACRMOutageWritesEachEventOnce(t *testing.T) {
 		t.Fatalf("n8n's retry without a grant wrote %d times", w)
 	}
 
+	// An attacker holding a reserve token writes a key of another
+	// namespace whose holder names the third lead's execution, and gets
+	// its re-run allowed: n8n's run data shows that execution never
+	// reserved it, so it is refused and the lead's own re-run goes on.
+	third := s.lookup(t, ns, leads[2]).History
+	forged := map[string]any{"namespace": "e2e-forged", "key": "forged-1", "owner": third[len(third)-1].By}
+	var taken map[string]any
+	if err := callJSON(ctx, http.MethodPost, s.guard.URL()+"/v1/reserve", "Authorization", "Bearer "+guardToken, forged, &taken); err != nil || taken["token"] == nil {
+		t.Fatalf("forged reserve: %v %v", err, taken)
+	}
+	if err := callJSON(ctx, http.MethodPost, s.guard.URL()+"/v1/fail", "Authorization", "Bearer "+guardToken, map[string]any{
+		"namespace": "e2e-forged", "key": "forged-1", "token": taken["token"], "reason": "destination_failed"}, nil); err != nil {
+		t.Fatal(err)
+	}
+	forged["rerun"] = true
+	err = callJSON(ctx, http.MethodPost, s.guard.URL()+"/v1/reserve", "Authorization", "Bearer "+guardToken, forged, nil)
+	if rec := s.lookup(t, "e2e-forged", "forged-1"); rec.last() != "rerun_gate" {
+		t.Fatalf("the forged gate: %v, history %+v", err, rec.History)
+	}
+	if err := callJSON(ctx, http.MethodPost, s.guard.URL()+"/v1/resolve", "Authorization", "Bearer "+guardToken, map[string]any{
+		"namespace": "e2e-forged", "key": "forged-1", "resolution": "failed", "rerun": true, "by": "Mallory", "note": "please"}, nil); err != nil {
+		t.Fatal(err)
+	}
+
 	// A person allows a retry and re-run: the first lead by itself...
 	resolve := func() (int, string) {
 		var ans map[string]any
@@ -134,6 +158,14 @@ func TestRerunAfterACRMOutageWritesEachEventOnce(t *testing.T) {
 	started := strings.Count(string(log), "re-run started")
 	if started != len(leads) {
 		t.Errorf("the guard started %d re-runs for %d leads:\n%s", started, len(leads), log)
+	}
+
+	waitFor(t, time.Minute, "the forged key's re-run refused", func() bool {
+		rec, err := s.guard.Lookup("e2e-forged", "forged-1")
+		return err == nil && rec.last() == "rerun_refused"
+	})
+	if h := s.lookup(t, "e2e-forged", "forged-1").History; !strings.Contains(h[len(h)-1].Detail, "is not one of workflow") {
+		t.Errorf("the forged key's refusal says %q", h[len(h)-1].Detail)
 	}
 
 	// A second click and the same bulk again re-run nothing.

@@ -490,7 +490,7 @@ func (r *Runner) note(ctx context.Context, keys []*keystore.Record, event keysto
 		case err != nil:
 			r.opts.Logger.Error("re-run: cannot note n8n's answer on the key", "namespace", rec.Namespace, "key", rec.Key, "event", event, "detail", detail, "err", err)
 		case !noted:
-			r.opts.Logger.Warn("re-run: n8n's answer was not noted: the key changed meanwhile (decided, or claimed again)",
+			r.opts.Logger.Info("re-run: the key moved on before n8n's answer was noted (the re-run reserved it already, or a person decided); not noted",
 				"namespace", rec.Namespace, "key", rec.Key, "event", event, "detail", detail)
 		}
 	}
