@@ -51,16 +51,8 @@ type Stop struct {
 // /api/v1/executions/{id}?includeData=true, 1.x and 2.x; the key needs
 // the execution:read scope). A refusal is an *Error.
 func (c *Client) ExecutionStop(ctx context.Context, id string) (Stop, error) {
-	type answer struct {
-		Namespace string `json:"namespace"`
-		Key       string `json:"key"`
-		Outcome   string `json:"outcome"`
-	}
 	type item struct {
-		JSON struct {
-			answer
-			Body *answer `json:"body"`
-		} `json:"json"`
+		JSON json.RawMessage `json:"json"` // any shape: read below, leniently
 	}
 	var ex struct {
 		WorkflowID any    `json:"workflowId"` // a string in n8n 2.x, a number in some 1.x
@@ -87,14 +79,36 @@ func (c *Client) ExecutionStop(ctx context.Context, id string) (Stop, error) {
 		for _, run := range runs {
 			for _, out := range run.Data.Main {
 				for _, it := range out {
-					for _, a := range []*answer{&it.JSON.answer, it.JSON.Body} {
-						if a != nil && a.Outcome != "" && a.Namespace != "" && a.Key != "" {
-							st.Reserved[a.Namespace+"\x00"+a.Key] = true
-						}
+					if ns, key, ok := guardAnswer(it.JSON, true); ok {
+						st.Reserved[ns+"\x00"+key] = true
 					}
 				}
 			}
 		}
 	}
 	return st, nil
+}
+
+// guardAnswer reads an item's json as the guard's answer (outcome,
+// namespace and key), flat or (orBody) as the body of a full response. Any other
+// item (a text body, another API's fields, a number where a string was
+// expected) is simply not one: it never fails the read of the execution.
+func guardAnswer(raw json.RawMessage, orBody bool) (ns, key string, ok bool) {
+	var it struct {
+		Namespace, Key, Outcome any
+		Body                    json.RawMessage
+	}
+	if json.Unmarshal(raw, &it) != nil {
+		return "", "", false
+	}
+	ns, nok := it.Namespace.(string)
+	key, kok := it.Key.(string)
+	outcome, ook := it.Outcome.(string)
+	if nok && kok && ook && ns != "" && key != "" && outcome != "" {
+		return ns, key, true
+	}
+	if orBody && len(it.Body) > 0 && it.Body[0] == '{' {
+		return guardAnswer(it.Body, false)
+	}
+	return "", "", false
 }

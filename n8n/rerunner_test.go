@@ -39,6 +39,12 @@ func TestRerunnerRetriesOnlyTheKeysExecutionStoppedAtItsGate(t *testing.T) {
 		"POST /api/v1/executions/42/retry": {200, `{"id":"57","mode":"retry","status":"running"}`},
 		"GET /api/v1/executions/43":        {200, `{"id":43,"status":"error","workflowId":"wf1","data":{"resultData":{"lastNodeExecuted":"` + gate + `","runData":{"Reserve":[{"data":{"main":[[{"json":{"outcome":"accepted","namespace":"crm","key":"lead-1"}}]]}}]}}}}`},
 		"POST /api/v1/executions/43/retry": {429, `{"message":"Too many requests"}`},
+		// Other nodes' items of any shape (a text body, numbers where the
+		// guard has strings) do not fail the read of the execution.
+		"GET /api/v1/executions/44": {200, `{"id":"44","status":"error","workflowId":"wf1","data":{"resultData":{"lastNodeExecuted":"` + gate + `","runData":{
+			"Fetch page":[{"data":{"main":[[{"json":{"statusCode":200,"body":"<html>ok</html>"}},{"json":{"namespace":5,"key":[1],"outcome":null,"body":7}}],null]}}],
+			"Reserve":[{"data":{"main":[[{"json":{"statusCode":200,"body":{"outcome":"accepted","namespace":"crm","key":"lead-1"}}}]]}}]}}}}`},
+		"POST /api/v1/executions/44/retry": {200, `{"id":"58"}`},
 		"GET /api/v1/executions/7":         {200, execution("7", "error", "pay", "Book payment", "crm", "lead-1")},
 		"GET /api/v1/executions/8":         {200, execution("8", "error", "pay", "n8n-guard: re-run gate for Book payment", "crm", "lead-1")},
 		"GET /api/v1/executions/10":        {200, execution("10", "error", "wf1", gate, "billing", "lead-1")},
@@ -50,6 +56,9 @@ func TestRerunnerRetriesOnlyTheKeysExecutionStoppedAtItsGate(t *testing.T) {
 	ctx := context.Background()
 	if id, err := r.Retry(ctx, "wf1", "42", lead); err != nil || id != "57" {
 		t.Fatalf("retry of the key's execution at its gate: %q %v", id, err)
+	}
+	if id, err := r.Retry(ctx, "wf1", "44", lead); err != nil || id != "58" {
+		t.Fatalf("retry of an execution whose other nodes answered text: %q %v", id, err)
 	}
 	var refused *rerun.Refused
 	for _, c := range []struct{ wf, id, want string }{
