@@ -96,6 +96,7 @@ type BulkAction struct {
 	Note       string
 	Resolution State
 	Final      bool
+	Rerun      bool // and re-ran the executions in n8n
 }
 
 // Content is the hash of what req (normalized) decides: its selection,
@@ -130,7 +131,7 @@ func DecideBulkAction(prev *BulkAction, req BulkResolveRequest, now time.Time) (
 	content := req.Content()
 	switch {
 	case prev == nil:
-		return &BulkAction{ID: req.ID, Content: content, At: now, By: req.By, Note: req.Note, Resolution: req.Resolution, Final: req.Final}, nil
+		return &BulkAction{ID: req.ID, Content: content, At: now, By: req.By, Note: req.Note, Resolution: req.Resolution, Final: req.Final, Rerun: req.Rerun}, nil
 	case bytes.Equal(prev.Content, content):
 		return nil, nil
 	}

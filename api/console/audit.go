@@ -157,12 +157,12 @@ func auditOfEntry(e keystore.AuditEntry) (auditItem, bool) {
 // summary above its keys, without a count) in the words of the bulk page.
 func bulkItem(e keystore.AuditEntry, n int) auditItem {
 	it := auditItem{At: e.At, Who: e.Owner, Namespace: e.Namespace, Key: e.Key, Bulk: e.Bulk, Keys: keys(n)}
-	res, final, kept := keystore.State(e.Message), false, e.Action != nil && e.Action.Resolution != ""
+	res, final, rerun, kept := keystore.State(e.Message), false, false, e.Action != nil && e.Action.Resolution != ""
 	if kept {
-		// The kept words: who and the reason, and whether it was final,
-		// which the key events do not say.
+		// The kept words: who and the reason, and whether it was final
+		// or re-ran the executions, which the key events do not say.
 		a := e.Action
-		it.Who, it.Note, res, final = a.By, a.Note, a.Resolution, a.Final
+		it.Who, it.Note, res, final, rerun = a.By, a.Note, a.Resolution, a.Final, a.Rerun
 	}
 	events := thousands(n) + " events"
 	switch {
@@ -176,6 +176,8 @@ func bulkItem(e keystore.AuditEntry, n int) auditItem {
 		it.What = "marked " + events + " as written"
 	case final:
 		it.What = "marked " + events + " failed for good"
+	case kept && rerun:
+		it.What = "allowed " + events + " to be sent again and re-ran their executions in n8n"
 	case kept:
 		it.What = "allowed " + events + " to be sent again"
 	default:

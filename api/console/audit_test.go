@@ -125,6 +125,7 @@ func TestAuditWordsOfABulkDecision(t *testing.T) {
 		want   string
 	}{
 		{"retryable", &keystore.BulkAction{Resolution: keystore.StateFailed, By: "ann", Note: "n"}, 30, "allowed 30 events to be sent again"},
+		{"re-run", &keystore.BulkAction{Resolution: keystore.StateFailed, Rerun: true, By: "ann", Note: "n"}, 3, "allowed 3 events to be sent again and re-ran their executions in n8n"},
 		{"final", &keystore.BulkAction{Resolution: keystore.StateFailed, Final: true, By: "ann", Note: "n"}, 2000, "marked 2,000 events failed for good"},
 		{"completed", &keystore.BulkAction{Resolution: keystore.StateCompleted, By: "ann", Note: "n"}, 1, "marked 1 event as written"},
 		{"kept by an earlier release", &keystore.BulkAction{}, 3, "marked 3 events failed"},

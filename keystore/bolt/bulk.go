@@ -28,23 +28,25 @@ type diskBulk struct {
 	Note       string
 	Resolution string
 	Final      bool
+	Rerun      bool
 }
 
 // The lengths of a bulk action's array: the first release's fields, then
-// with the decision in words.
+// with the decision in words, then with re-runs.
 const (
 	bulkBase  = 2
 	bulkWords = 6
+	bulkRerun = 7
 )
 
 // fields are d's fields in their order on disk.
 func (d *diskBulk) fields() []any {
-	return []any{&d.Content, &d.At, &d.By, &d.Note, &d.Resolution, &d.Final}
+	return []any{&d.Content, &d.At, &d.By, &d.Note, &d.Resolution, &d.Final, &d.Rerun}
 }
 
 func encodeBulk(a *keystore.BulkAction) ([]byte, error) {
-	d := diskBulk{Content: a.Content, At: ms(a.At), By: a.By, Note: a.Note, Resolution: string(a.Resolution), Final: a.Final}
-	return cbor.Marshal(d.fields()[:bulkWords])
+	d := diskBulk{Content: a.Content, At: ms(a.At), By: a.By, Note: a.Note, Resolution: string(a.Resolution), Final: a.Final, Rerun: a.Rerun}
+	return cbor.Marshal(d.fields()[:bulkRerun])
 }
 
 // decodeBulk reads either layout (fxamacker/cbor refuses an array of
@@ -65,7 +67,7 @@ func decodeBulk(id string, v []byte) (keystore.BulkAction, error) {
 		}
 	}
 	return keystore.BulkAction{ID: id, Content: d.Content, At: fromMs(d.At), By: d.By, Note: d.Note,
-		Resolution: keystore.State(d.Resolution), Final: d.Final}, nil
+		Resolution: keystore.State(d.Resolution), Final: d.Final, Rerun: d.Rerun}, nil
 }
 
 // claimBulk keeps req's id for its content, or refuses other content

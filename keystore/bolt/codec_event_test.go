@@ -40,8 +40,9 @@ func TestCodecKeepsEventsOfEveryLayout(t *testing.T) {
 }
 
 // TestCodecKeepsBulkActionsOfEveryLayout: a bulk action kept by an earlier
-// release (its content and start) reads back without the words; one kept
-// now keeps who, the note, the resolution and whether it is final.
+// release (its content and start) reads back without the words, one kept
+// before re-runs without its re-run; one kept now keeps who, the note, the
+// resolution, whether it is final and whether it re-ran the executions.
 func TestCodecKeepsBulkActionsOfEveryLayout(t *testing.T) {
 	at := time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC)
 	v, err := cbor.Marshal(earlierBulk{Content: []byte{1, 2, 3}, At: ms(at)})
@@ -52,7 +53,15 @@ func TestCodecKeepsBulkActionsOfEveryLayout(t *testing.T) {
 	if want := (keystore.BulkAction{ID: "b-1", Content: []byte{1, 2, 3}, At: at}); err != nil || !reflect.DeepEqual(got, want) {
 		t.Fatalf("an earlier release's bulk action read back %+v (%v), want %+v", got, err, want)
 	}
-	now := keystore.BulkAction{ID: "b-2", Content: []byte{4}, At: at, By: "ann", Note: "incident", Resolution: keystore.StateFailed, Final: true}
+	words, err := cbor.Marshal([]any{[]byte{5}, ms(at), "bob", "words", "failed", false}) // before re-runs
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err = decodeBulk("b-3", words)
+	if want := (keystore.BulkAction{ID: "b-3", Content: []byte{5}, At: at, By: "bob", Note: "words", Resolution: keystore.StateFailed}); err != nil || !reflect.DeepEqual(got, want) {
+		t.Fatalf("a bulk action kept before re-runs read back %+v (%v), want %+v", got, err, want)
+	}
+	now := keystore.BulkAction{ID: "b-2", Content: []byte{4}, At: at, By: "ann", Note: "incident", Resolution: keystore.StateFailed, Rerun: true}
 	w, err := encodeBulk(&now)
 	if err != nil {
 		t.Fatal(err)

@@ -235,9 +235,9 @@ func (s *Store) claimBulk(ctx context.Context, req keystore.BulkResolveRequest) 
 		if err != nil || next == nil {
 			return err
 		}
-		tag, err := s.pool.Exec(ctx, `INSERT INTO guard_bulk (id, content, created_at, by_person, note, resolution, final)
-			VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT (id) DO NOTHING`,
-			next.ID, next.Content, next.At, next.By, next.Note, string(next.Resolution), next.Final)
+		tag, err := s.pool.Exec(ctx, `INSERT INTO guard_bulk (id, content, created_at, by_person, note, resolution, final, rerun)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8) ON CONFLICT (id) DO NOTHING`,
+			next.ID, next.Content, next.At, next.By, next.Note, string(next.Resolution), next.Final, next.Rerun)
 		if err != nil {
 			return s.dbErr("resolve-bulk", err)
 		}
@@ -248,7 +248,7 @@ func (s *Store) claimBulk(ctx context.Context, req keystore.BulkResolveRequest) 
 	return errs.Errorf(errs.Conflict, "bulk id %s was claimed by another request at the same time; nothing changed", req.ID)
 }
 
-const bulkColumns = `id, content, created_at, by_person, note, resolution, final`
+const bulkColumns = `id, content, created_at, by_person, note, resolution, final, rerun`
 
 // bulkRow is a guard_bulk row as bulkColumns reads it.
 type bulkRow struct {
@@ -257,7 +257,7 @@ type bulkRow struct {
 }
 
 func (r *bulkRow) fields() []any {
-	return []any{&r.ID, &r.Content, &r.At, &r.By, &r.Note, &r.resolution, &r.Final}
+	return []any{&r.ID, &r.Content, &r.At, &r.By, &r.Note, &r.resolution, &r.Final, &r.Rerun}
 }
 
 func (r *bulkRow) action() *keystore.BulkAction {

@@ -183,5 +183,10 @@ func runReruns(t *testing.T, newStore New) {
 		if again := e.bulk(req); again.Decided != 0 {
 			t.Fatalf("the bulk again: %+v", again)
 		}
+		// The audit's words: the bulk re-ran the executions.
+		kept, err := e.s.BulkActions(e.ctx, []string{res.ID})
+		if a, ok := kept[res.ID]; err != nil || !ok || !a.Rerun || a.By != "Ana" {
+			t.Fatalf("the kept bulk %s: %+v %v, want it to say it re-ran the executions", res.ID, a, err)
+		}
 	})
 }
