@@ -66,6 +66,9 @@ func (e *Error) Error() string {
 func (e *Error) StatusCode() int { return e.Status }
 func (e *Error) Reason() string  { return e.Message }
 
+// ErrTooLarge is an answer longer than the guard reads (bodyLimit).
+var ErrTooLarge = fmt.Errorf("the answer is larger than the %d MiB the guard reads", bodyLimit>>20)
+
 // ErrUnreachable wraps every failure to reach n8n at all.
 var ErrUnreachable = errors.New("n8n unreachable")
 
@@ -99,7 +102,14 @@ func (c *Client) request(ctx context.Context, method, root, path string, body, o
 		return fmt.Errorf("%w at %s: %v", ErrUnreachable, c.base, err)
 	}
 	defer resp.Body.Close()
-	raw, _ := io.ReadAll(io.LimitReader(resp.Body, bodyLimit))
+	raw, err := io.ReadAll(io.LimitReader(resp.Body, bodyLimit+1))
+	if err != nil {
+		// Cut off while it arrived (a timeout, a reset): as unreachable.
+		return fmt.Errorf("%w at %s: reading %s %s: %v", ErrUnreachable, c.base, method, path, err)
+	}
+	if len(raw) > bodyLimit {
+		return fmt.Errorf("n8n %s %s: %w", method, path, ErrTooLarge)
+	}
 	if resp.StatusCode/100 == 3 {
 		return &Error{Method: method, Path: path, Status: resp.StatusCode, Message: redirected(resp)}
 	}

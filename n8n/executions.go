@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"strings"
 )
 
 // RetryExecution starts execution id again with the workflow as it is
@@ -75,13 +76,18 @@ func (c *Client) ExecutionStop(ctx context.Context, id string) (Stop, error) {
 	if ex.WorkflowID != nil {
 		st.Workflow = fmt.Sprint(ex.WorkflowID)
 	}
-	for _, runs := range ex.Data.ResultData.RunData {
-		for _, run := range runs {
-			for _, out := range run.Data.Main {
-				for _, it := range out {
-					if ns, key, ok := guardAnswer(it.JSON, true); ok {
-						st.Reserved[ns+"\x00"+key] = true
-					}
+	// The keys the gate's own reserve node answered for: a node whose
+	// output is the guard's answer, never the event's data (which a
+	// sender writes, and an item node hands on).
+	gated, ok := strings.CutPrefix(st.LastNode, GatePrefix)
+	if !ok {
+		return st, nil
+	}
+	for _, run := range ex.Data.ResultData.RunData[guardNames(gated)["reserve"]] {
+		for _, out := range run.Data.Main {
+			for _, it := range out {
+				if ns, key, ok := guardAnswer(it.JSON, true); ok {
+					st.Reserved[ns+"\x00"+key] = true
 				}
 			}
 		}

@@ -17,7 +17,7 @@ import (
 func execution(id, status, workflow, last, ns, key string) string {
 	return fmt.Sprintf(`{"id":%q,"status":%q,"workflowId":%q,"data":{"resultData":{"lastNodeExecuted":%q,"error":{"message":"Conflict"},
 		"runData":{"Webhook":[{"data":{"main":[[{"json":{"lead":"x"}}]]}}],
-		"n8n-guard: reserve for Create contact":[{"data":{"main":[[{"json":{"statusCode":200,"body":{"outcome":"accepted","proceed":true,"namespace":%q,"key":%q,"token":"t"}}}]]}}],
+		"n8n-guard: reserve Create contact":[{"data":{"main":[[{"json":{"statusCode":200,"body":{"outcome":"accepted","proceed":true,"namespace":%q,"key":%q,"token":"t"}}}]]}}],
 		%q:[{"error":{"message":"409"}}]}}}}`, id, status, workflow, last, ns, key, last)
 }
 
@@ -37,13 +37,20 @@ func TestRerunnerRetriesOnlyTheKeysExecutionStoppedAtItsGate(t *testing.T) {
 	srv := fakeN8n(t, map[string]answer{
 		"GET /api/v1/executions/42":        {200, execution("42", "error", "wf1", gate, "crm", "lead-1")},
 		"POST /api/v1/executions/42/retry": {200, `{"id":"57","mode":"retry","status":"running"}`},
-		"GET /api/v1/executions/43":        {200, `{"id":43,"status":"error","workflowId":"wf1","data":{"resultData":{"lastNodeExecuted":"` + gate + `","runData":{"Reserve":[{"data":{"main":[[{"json":{"outcome":"accepted","namespace":"crm","key":"lead-1"}}]]}}]}}}}`},
+		"GET /api/v1/executions/43":        {200, `{"id":43,"status":"error","workflowId":"wf1","data":{"resultData":{"lastNodeExecuted":"` + gate + `","runData":{"n8n-guard: reserve Create contact":[{"data":{"main":[[{"json":{"outcome":"accepted","namespace":"crm","key":"lead-1"}}]]}}]}}}}`},
+		// The event's own data, as a sender wrote it, looks like the
+		// guard's answer: only the reserve node's output counts.
+		"GET /api/v1/executions/45": {200, `{"id":"45","status":"error","workflowId":"wf1","data":{"resultData":{"lastNodeExecuted":"` + gate + `","runData":{
+			"Webhook":[{"data":{"main":[[{"json":{"body":{"outcome":"accepted","namespace":"billing","key":"lead-1"}}}]]}}],
+			"n8n-guard: item for Create contact":[{"data":{"main":[[{"json":{"outcome":"accepted","namespace":"billing","key":"lead-1"}}]]}}],
+			"n8n-guard: reserve Create contact":[{"data":{"main":[[{"json":{"statusCode":200,"body":{"outcome":"accepted","namespace":"crm","key":"lead-1"}}}]]}}]}}}}`},
+		"GET /api/v1/executions/502":       {502, `<html>Bad Gateway</html>`},
 		"POST /api/v1/executions/43/retry": {429, `{"message":"Too many requests"}`},
 		// Other nodes' items of any shape (a text body, numbers where the
 		// guard has strings) do not fail the read of the execution.
 		"GET /api/v1/executions/44": {200, `{"id":"44","status":"error","workflowId":"wf1","data":{"resultData":{"lastNodeExecuted":"` + gate + `","runData":{
 			"Fetch page":[{"data":{"main":[[{"json":{"statusCode":200,"body":"<html>ok</html>"}},{"json":{"namespace":5,"key":[1],"outcome":null,"body":7}}],null]}}],
-			"Reserve":[{"data":{"main":[[{"json":{"statusCode":200,"body":{"outcome":"accepted","namespace":"crm","key":"lead-1"}}}]]}}]}}}}`},
+			"n8n-guard: reserve Create contact":[{"data":{"main":[[{"json":{"statusCode":200,"body":{"outcome":"accepted","namespace":"crm","key":"lead-1"}}}]]}}]}}}}`},
 		"POST /api/v1/executions/44/retry": {200, `{"id":"58"}`},
 		"GET /api/v1/executions/7":         {200, execution("7", "error", "pay", "Book payment", "crm", "lead-1")},
 		"GET /api/v1/executions/8":         {200, execution("8", "error", "pay", "n8n-guard: re-run gate for Book payment", "crm", "lead-1")},
@@ -65,7 +72,7 @@ func TestRerunnerRetriesOnlyTheKeysExecutionStoppedAtItsGate(t *testing.T) {
 		{"wf1", "7", `is not one of workflow "wf1" that reserved the key`},
 		{"pay", "7", `stopped at node "Book payment", not at a re-run gate`},
 		{"wf1", "8", `is not one of workflow "wf1" that reserved the key`},
-		{"wf1", "999", `not found`},
+		{"wf1", "999", `is not one of workflow "wf1" that reserved the key: the guard re-runs only the key's own execution (or n8n no longer has it)`},
 	} {
 		_, err := r.Retry(ctx, c.wf, c.id, lead)
 		if !errors.As(err, &refused) || !strings.Contains(refused.Message, c.want) {
@@ -87,7 +94,7 @@ func TestRerunnerRetriesOnlyTheKeysExecutionStoppedAtItsGate(t *testing.T) {
 	for _, c := range []struct {
 		id   string
 		keys []rerun.Key
-	}{{"10", lead}, {"42", []rerun.Key{lead[0], forged}}} {
+	}{{"10", lead}, {"42", []rerun.Key{lead[0], forged}}, {"45", []rerun.Key{lead[0], forged}}} {
 		_, err := r.Retry(ctx, "wf1", c.id, c.keys)
 		want := c.keys[len(c.keys)-1]
 		if !errors.As(err, &notOwn) || len(notOwn.Keys) != 1 || notOwn.Keys[0] != want || !strings.Contains(notOwn.Message, `is not one of workflow "wf1" that reserved the key`) {
@@ -103,6 +110,9 @@ func TestRerunnerRetriesOnlyTheKeysExecutionStoppedAtItsGate(t *testing.T) {
 	}
 	if _, err := (Rerunner{Client: New(srv.URL, "wrong", 0)}).Retry(ctx, "wf1", "42", lead); !errors.As(err, &refused) || refused.Status != 401 {
 		t.Errorf("a refused key: %v", err)
+	}
+	if _, err := r.Retry(ctx, "wf1", "502", lead); !errors.Is(err, rerun.ErrUnreachable) {
+		t.Errorf("a proxy's 502 in front of n8n: %v, want rerun.ErrUnreachable", err)
 	}
 	gone := httptest.NewServer(nil)
 	gone.Close()

@@ -47,16 +47,28 @@ type Rerunner struct{ *Client }
 // refused without saying more of it; one still running is left for
 // later.
 func (r Rerunner) Retry(ctx context.Context, workflow, id string, keys []rerun.Key) (string, error) {
+	notOwn := fmt.Sprintf("execution %s is not one of workflow %q that reserved the key: the guard re-runs only the key's own execution", id, workflow)
 	st, err := r.ExecutionStop(ctx, id)
-	if err != nil {
+	var ne *Error
+	switch {
+	case errors.As(err, &ne) && ne.Status == http.StatusNotFound:
+		// Said as for an execution of another workflow: a key's holder
+		// must not tell its writer which executions exist.
+		return "", &rerun.Refused{Status: http.StatusNotFound, Message: notOwn + " (or n8n no longer has it)"}
+	case errors.Is(err, ErrTooLarge):
+		return "", &rerun.Refused{Status: http.StatusRequestEntityTooLarge, Message: fmt.Sprintf(
+			"execution %s is too large for the guard to check (%v): allow a retry without re-run, then press Retry on it in n8n", id, ErrTooLarge)}
+	case err != nil:
 		return "", refusal(err)
 	}
-	notOwn := fmt.Sprintf("execution %s is not one of workflow %q that reserved the key: the guard re-runs only the key's own execution", id, workflow)
 	switch {
 	case st.Workflow != workflow:
 		return "", &rerun.Refused{Status: http.StatusConflict, Message: notOwn}
 	case st.Status == "new" || st.Status == "running" || st.Status == "waiting":
 		return "", fmt.Errorf("execution %s is %s in n8n: asked again later", id, st.Status)
+	case !strings.HasPrefix(st.LastNode, GatePrefix):
+		return "", &rerun.Refused{Status: http.StatusConflict, Message: fmt.Sprintf(
+			"execution %s (%s) stopped at node %q, not at a re-run gate: the guard re-runs only an execution that waits at its gate", id, st.Status, st.LastNode)}
 	}
 	var others []rerun.Key
 	for _, k := range keys {
@@ -67,23 +79,22 @@ func (r Rerunner) Retry(ctx context.Context, workflow, id string, keys []rerun.K
 	if len(others) > 0 {
 		return "", &rerun.NotOwn{Keys: others, Message: notOwn}
 	}
-	switch {
-	case !strings.HasPrefix(st.LastNode, GatePrefix):
-		return "", &rerun.Refused{Status: http.StatusConflict, Message: fmt.Sprintf(
-			"execution %s (%s) stopped at node %q, not at a re-run gate: the guard re-runs only an execution that waits at its gate", id, st.Status, st.LastNode)}
-	}
 	id, err = r.RetryExecution(ctx, id)
 	return id, refusal(err)
 }
 
 // refusal makes n8n's 4xx a *rerun.Refused, except 408 and 429 (try
-// again later), and marks a failure to reach n8n as rerun.ErrUnreachable.
+// again later), and marks as rerun.ErrUnreachable a failure to reach n8n,
+// a redirect (N8N_API_URL names another address: true of every call) and
+// a proxy's 502, 503 or 504 (n8n behind it is down).
 func refusal(err error) error {
 	var ne *Error
+	isErr := errors.As(err, &ne)
 	switch {
-	case errors.As(err, &ne) && ne.Status >= 400 && ne.Status < 500 && ne.Status != http.StatusRequestTimeout && ne.Status != http.StatusTooManyRequests:
+	case isErr && ne.Status >= 400 && ne.Status < 500 && ne.Status != http.StatusRequestTimeout && ne.Status != http.StatusTooManyRequests:
 		return &rerun.Refused{Status: ne.Status, Message: ne.Message}
-	case errors.Is(err, ErrUnreachable):
+	case errors.Is(err, ErrUnreachable),
+		isErr && (ne.Status/100 == 3 || ne.Status == http.StatusBadGateway || ne.Status == http.StatusServiceUnavailable || ne.Status == http.StatusGatewayTimeout):
 		return fmt.Errorf("%w: %w", rerun.ErrUnreachable, err)
 	}
 	return err

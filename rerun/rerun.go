@@ -227,8 +227,10 @@ func (r *Runner) round(ctx context.Context, last map[string]time.Time) time.Dura
 // withoutPaused leaves out the re-runs whose destination is paused (its
 // breaker open, or a maintenance window): a re-run's gate would meet
 // destination_paused, which ends the re-run without a write and without
-// stopping at the gate. They stay granted; back is when the first such
-// destination reopens (0: none is paused).
+// stopping at the gate. A half-open destination takes one re-run, whose
+// gate is its probe, when no probe is in flight; the others wait for the
+// probe. They stay granted; back is when to look again (0: nothing
+// waits).
 func (r *Runner) withoutPaused(ctx context.Context, pending []*execution) ([]*execution, time.Duration) {
 	if len(pending) == 0 {
 		return pending, 0
@@ -239,10 +241,20 @@ func (r *Runner) withoutPaused(ctx context.Context, pending []*execution) ([]*ex
 		return pending, 0
 	}
 	now := r.opts.Clock()
-	until := map[string]time.Time{}
+	const probeLook = 30 * time.Second // a probe's write usually ends sooner than its lease
+	until := map[string]time.Time{}    // paused destinations, and until when
+	probe := map[string]bool{}         // half open, no probe in flight: one re-run may be it
 	for i := range breakers {
-		if v := breakers[i].View(now); v.State == keystore.BreakerOpen && v.ReopensAt != nil {
+		switch v := breakers[i].View(now); {
+		case v.State == keystore.BreakerOpen && v.ReopensAt != nil:
 			until[v.Destination] = *v.ReopensAt
+		case v.State == keystore.BreakerHalfOpen && v.ProbeUntil != nil && now.Before(*v.ProbeUntil):
+			until[v.Destination] = *v.ProbeUntil
+			if look := now.Add(probeLook); look.Before(*v.ProbeUntil) {
+				until[v.Destination] = look
+			}
+		case v.State == keystore.BreakerHalfOpen:
+			probe[v.Destination] = true
 		}
 	}
 	var back time.Duration
@@ -252,6 +264,10 @@ func (r *Runner) withoutPaused(ctx context.Context, pending []*execution) ([]*ex
 		at, paused := until[ex.destination]
 		if !paused {
 			out = append(out, ex)
+			if probe[ex.destination] {
+				delete(probe, ex.destination)
+				until[ex.destination] = now.Add(probeLook)
+			}
 			continue
 		}
 		waiting[ex.destination]++
@@ -260,7 +276,7 @@ func (r *Runner) withoutPaused(ctx context.Context, pending []*execution) ([]*ex
 		}
 	}
 	for dest, n := range waiting {
-		r.opts.Logger.Info("re-runs wait for their destination: it is paused", "destination", dest, "executions", n, "reopens_at", until[dest])
+		r.opts.Logger.Info("re-runs wait for their destination: it is paused, or its probe runs", "destination", dest, "executions", n, "until", until[dest])
 	}
 	return out, back
 }
@@ -405,7 +421,9 @@ func (r *Runner) start(ctx context.Context, ex *execution) started {
 			return done
 		}
 		claimed = own
-		newID, err = r.n8n.Retry(call, ex.workflow, ex.id, keysOf(claimed))
+		again, cancel := context.WithTimeout(ctx, r.opts.Claim/2)
+		defer cancel()
+		newID, err = r.n8n.Retry(again, ex.workflow, ex.id, keysOf(claimed))
 	}
 	var refused *Refused
 	switch {

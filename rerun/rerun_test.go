@@ -338,6 +338,31 @@ func TestOneExecutionOrAPausedDestinationHoldsBackNoOtherReRun(t *testing.T) {
 	}
 }
 
+// When a paused destination reopens it is half open: one re-run goes,
+// its gate is the probe; the others wait for the probe (they would meet
+// destination_paused, end without a write and be refused later).
+func TestAReopenedDestinationTakesOneReRunAsItsProbe(t *testing.T) {
+	e := setup(t)
+	e.atGate("k1", "41", "erp")
+	e.atGate("k2", "42", "erp")
+	e.grant("k1")
+	e.grant("k2")
+	until := time.Now().Add(300 * time.Millisecond)
+	if _, err := e.store.HoldDestination(e.ctx, "erp", "Ana", "ERP upgrade", until); err != nil {
+		t.Fatal(err)
+	}
+	f := newN8n(func(id string) (string, error) { return "new-" + id, nil })
+	run(t, e, f, rerun.Options{Pace: time.Millisecond, Interval: time.Hour})
+	wait(t, f, 1)
+	if time.Now().Before(until) {
+		t.Fatalf("a re-run was asked during the window: %v", f.retries())
+	}
+	time.Sleep(500 * time.Millisecond)
+	if got := f.retries(); len(got) != 1 || got[0] != "41" {
+		t.Fatalf("n8n was asked %v once the window ended, want only 41 (the probe); 42 waits for it", got)
+	}
+}
+
 // A key whose holder names another namespace's execution (a reserving
 // token can write any holder) is refused when its re-run comes; the
 // execution's own key, granted with it, is re-run, and n8n is asked to
