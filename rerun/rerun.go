@@ -126,7 +126,7 @@ func New(store keystore.Store, n8n Executions, opts Options) (*Runner, error) {
 		results: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "n8n_guard_reruns_total",
 			Help: "Re-runs of n8n executions a person allowed, by what n8n answered (started; refused; failed: n8n did not answer, tried again)."}, []string{"result"}),
 		waiting: prometheus.NewGauge(prometheus.GaugeOpts{Name: "n8n_guard_reruns_pending",
-			Help: "Executions whose re-run a person allowed and no guard has started, at the last search (alert when it stays above 0)."}),
+			Help: "Executions whose re-run a person allowed and no guard has started, at the last search, besides those whose destination is paused (alert when it stays above 0)."}),
 	}
 	if err := prom.Register(r.opts.Registerer, r.results, r.waiting); err != nil {
 		return nil, err
@@ -179,11 +179,11 @@ func (r *Runner) round(ctx context.Context, last map[string]time.Time) time.Dura
 		r.opts.Logger.Error("re-runs: cannot read the pending re-runs; trying again", "err", err, "in", r.opts.Claim)
 		return r.opts.Claim
 	}
-	r.waiting.Set(float64(len(pending)))
 	if len(pending) > 0 && (soon == 0 || r.opts.Started < soon) {
 		soon = r.opts.Started // a re-run started now is looked at again then
 	}
 	pending, back := r.withoutPaused(ctx, pending)
+	r.waiting.Set(float64(len(pending)))
 	if back > 0 && (soon == 0 || back < soon) {
 		soon = back
 	}

@@ -91,7 +91,10 @@ func TestMonitoringPackNamesRealMetrics(t *testing.T) {
 	// A guard with Slack (a fake that accepts), used a little.
 	slack := httptest.NewServer(&slackChannels{bad: map[string]bool{}})
 	defer slack.Close()
+	n8nAPI := httptest.NewServer(http.NotFoundHandler()) // re-runs on, never called
+	defer n8nAPI.Close()
 	m := NewMain(Config{Addr: "127.0.0.1:0", DataDir: t.TempDir(), Tokens: []string{"t"},
+		N8nAPIURL: n8nAPI.URL, N8nAPIKey: "n8n-api-key",
 		SlackBotToken: "xoxb-test", SlackAPIURL: slack.URL + "/api/",
 		File: FileConfig{Notify: NotifyConfig{DefaultChannel: "C0ALERTS", GroupWindow: Duration(time.Millisecond)}}}, nil)
 	if err := m.Run(context.Background()); err != nil {

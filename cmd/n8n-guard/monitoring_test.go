@@ -7,6 +7,7 @@ import (
 	"io"
 	"io/fs"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -93,7 +94,12 @@ func TestMonitoringSeriesAsTheGuardExportsThem(t *testing.T) {
 	crm := file.Destinations["crm"]
 	crm.Namespaces = []string{"crm-contacts"}
 	file.Destinations["crm"] = crm
-	m := NewMain(Config{Addr: "127.0.0.1:0", DataDir: t.TempDir(), Tokens: []string{"t"}, File: file}, nil)
+	// With n8n's API, as the compose file runs it: re-runs are on (no
+	// grant here, so the fake n8n is never called).
+	n8nAPI := httptest.NewServer(http.NotFoundHandler())
+	defer n8nAPI.Close()
+	m := NewMain(Config{Addr: "127.0.0.1:0", DataDir: t.TempDir(), Tokens: []string{"t"}, File: file,
+		N8nAPIURL: n8nAPI.URL, N8nAPIKey: "n8n-api-key"}, nil)
 	if err := m.Run(context.Background()); err != nil {
 		t.Fatal(err)
 	}
