@@ -150,22 +150,12 @@ func (v *violations) persons(given []string) []string {
 
 // RequestedBy is who triggered the event of a key in the approval life
 // cycle (the reserve's requested_by), "" when not known.
-func RequestedBy(r *Record) string {
-	if h, ok := lastOf(r, HistoryApprovalRequested); ok {
-		return h.By
-	}
-	return ""
-}
+func RequestedBy(r *Record) string { return r.LastBy(HistoryApprovalRequested) }
 
 // lastOf is the latest history entry of kind ev.
 func lastOf(r *Record, ev HistoryEvent) (Transition, bool) {
-	if r == nil {
-		return Transition{}, false
-	}
-	for i := len(r.History) - 1; i >= 0; i-- {
-		if r.History[i].Event == ev {
-			return r.History[i], true
-		}
+	if i := r.lastIndexOf(ev); i >= 0 {
+		return r.History[i], true
 	}
 	return Transition{}, false
 }

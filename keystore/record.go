@@ -151,6 +151,26 @@ const (
 	HistoryCheckFailed  HistoryEvent = "check_failed" // a check gave no usable answer: the person is paged
 )
 
+// LastBy is who wrote the newest history entry of kind ev ("": none).
+func (r *Record) LastBy(ev HistoryEvent) string {
+	t, _ := lastOf(r, ev)
+	return t.By
+}
+
+// lastIndexOf is the index of the newest history entry of kind ev (-1:
+// none, or r is nil).
+func (r *Record) lastIndexOf(ev HistoryEvent) int {
+	if r == nil {
+		return -1
+	}
+	for i := len(r.History) - 1; i >= 0; i-- {
+		if r.History[i].Event == ev {
+			return i
+		}
+	}
+	return -1
+}
+
 func (r *Record) addHistory(t Transition) {
 	r.History = append(r.History, t)
 	n := len(r.History)
@@ -160,15 +180,7 @@ func (r *Record) addHistory(t Transition) {
 	// The newest re-run gate and grant stay when older entries go: the
 	// gate names the execution to re-run and the grant who allowed it,
 	// however often n8n was asked since.
-	newest := func(ev HistoryEvent) int {
-		for i := n - 1; i >= 0; i-- {
-			if r.History[i].Event == ev {
-				return i
-			}
-		}
-		return -1
-	}
-	gate, grant := newest(HistoryRerunGate), newest(HistoryRerunGranted)
+	gate, grant := r.lastIndexOf(HistoryRerunGate), r.lastIndexOf(HistoryRerunGranted)
 	room := MaxHistory
 	for _, i := range []int{gate, grant} {
 		if i >= 0 {

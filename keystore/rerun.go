@@ -155,14 +155,7 @@ func RerunStartedAs(r *Record) string {
 func LastTransition(r *Record) *Transition { return lastTransition(r) }
 
 // gateHolder is the execution of the key's newest gate entry.
-func gateHolder(r *Record) string {
-	for i := len(r.History) - 1; i >= 0; i-- {
-		if r.History[i].Event == HistoryRerunGate {
-			return r.History[i].By
-		}
-	}
-	return ""
-}
+func gateHolder(r *Record) string { return r.LastBy(HistoryRerunGate) }
 
 // DecideClaimRerun decides a guard's claim of a granted re-run (see
 // RerunStore.ClaimRerun); the bool says whether it was claimed.

@@ -3,7 +3,6 @@ package console
 import (
 	"cmp"
 
-	"github.com/n8n-guard/n8n-guard/errs"
 	"github.com/n8n-guard/n8n-guard/keystore"
 )
 
@@ -16,10 +15,6 @@ import (
 
 // actionRerun is the form's action of a re-run, on the key and bulk pages.
 const actionRerun = "rerun"
-
-// errNoReruns refuses a re-run on a guard without n8n's API.
-var errNoReruns = errs.Errorf(errs.Unsupported,
-	"this guard cannot re-run n8n executions (N8N_API_URL and N8N_API_KEY are not set): allow a retry without re-run; nothing changed")
 
 // keyRerun is where the key's re-run stands, as its page shows it.
 type keyRerun struct {
@@ -55,25 +50,15 @@ func (ui *Console) keyRerun(r *keystore.Record) keyRerun {
 	}
 	if h, granted := keystore.RerunGranted(r); granted {
 		v.Execution = parseHolder(h)
-		v.GrantedBy = lastBy(r, keystore.HistoryRerunGranted)
+		v.GrantedBy = r.LastBy(keystore.HistoryRerunGranted)
 		if id := keystore.RerunStartedAs(r); id != "" {
 			v.StartedAs = id
 			v.StartedURL = link(holder{WorkflowID: v.Execution.WorkflowID, ExecutionID: id})
 		}
 	}
-	if n := len(r.History); n > 0 && r.History[n-1].Event == keystore.HistoryRerunRefused {
-		v.Refused = r.History[n-1].Detail
+	if t := keystore.LastTransition(r); t != nil && t.Event == keystore.HistoryRerunRefused {
+		v.Refused = t.Detail
 	}
 	v.ExecutionURL = link(v.Execution)
 	return v
-}
-
-// lastBy is who wrote the key's newest history entry of event.
-func lastBy(r *keystore.Record, event keystore.HistoryEvent) string {
-	for i := len(r.History) - 1; i >= 0; i-- {
-		if r.History[i].Event == event {
-			return r.History[i].By
-		}
-	}
-	return ""
 }
