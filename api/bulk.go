@@ -6,6 +6,7 @@ import (
 	"github.com/gofiber/fiber/v2"
 
 	"github.com/n8n-guard/n8n-guard/keystore"
+	"github.com/n8n-guard/n8n-guard/rerun"
 )
 
 // bulkRequest is POST /v1/keys/resolve-bulk: one person's decision about
@@ -36,7 +37,7 @@ func (s *Server) resolveBulk(c *fiber.Ctx, req bulkRequest) error {
 	}
 	req.By = d.By
 	if req.Rerun && s.reruns == nil {
-		return errNoReruns()
+		return rerun.ErrOff
 	}
 	res, err := keystore.ResolveMany(c.UserContext(), s.store, keystore.BulkResolveRequest{
 		Filter: req.Filter, Resolution: req.Resolution, By: req.By, Note: req.Note, ResultRef: req.ResultRef,

@@ -12,6 +12,7 @@ import (
 	"github.com/n8n-guard/n8n-guard/api/access"
 	"github.com/n8n-guard/n8n-guard/errs"
 	"github.com/n8n-guard/n8n-guard/keystore"
+	"github.com/n8n-guard/n8n-guard/rerun"
 )
 
 // The request bodies and queries of the key routes: the wire's shapes
@@ -184,7 +185,7 @@ func (s *Server) resolve(c *fiber.Ctx, req resolveRequest) error {
 	dr := req.domain()
 	dr.By = d.By
 	if dr.Rerun && s.reruns == nil {
-		return errNoReruns()
+		return rerun.ErrOff
 	}
 	res, err := s.store.Resolve(c.UserContext(), dr)
 	if err != nil {
@@ -194,11 +195,6 @@ func (s *Server) resolve(c *fiber.Ctx, req resolveRequest) error {
 		s.reruns.Kick()
 	}
 	return s.writeResult(c, res, nil)
-}
-
-// errNoReruns refuses a re-run on a guard without n8n's API.
-func errNoReruns() error {
-	return errs.Errorf(errs.Unsupported, "this guard cannot re-run n8n executions: set N8N_API_URL and N8N_API_KEY (a key with the execution:retry scope); nothing changed")
 }
 
 // The domain methods give each body to keystore as it is; the store

@@ -69,6 +69,10 @@ type Refused struct {
 
 func (e *Refused) Error() string { return fmt.Sprintf("HTTP %d %s", e.Status, e.Message) }
 
+// ErrOff refuses a re-run on a guard without n8n's API (no Runner):
+// the API, the console and the bulk decisions answer it alike.
+var ErrOff = errs.Errorf(errs.Unsupported, "this guard cannot re-run n8n executions: set N8N_API_URL and N8N_API_KEY (a key with the execution:read and execution:retry scopes), or allow a retry without re-run; nothing changed")
+
 // ErrUnreachable marks an error of Executions that says n8n could not be
 // reached at all (refused, timed out): the round ends, since every other
 // re-run would wait for it too. Any other error is about one execution
@@ -179,14 +183,12 @@ func (r *Runner) round(ctx context.Context, last map[string]time.Time) time.Dura
 		r.opts.Logger.Error("re-runs: cannot read the pending re-runs; trying again", "err", err, "in", r.opts.Claim)
 		return r.opts.Claim
 	}
-	if len(pending) > 0 && (soon == 0 || r.opts.Started < soon) {
-		soon = r.opts.Started // a re-run started now is looked at again then
+	if len(pending) > 0 {
+		soon = sooner(soon, r.opts.Started) // a re-run started now is looked at again then
 	}
 	pending, back := r.withoutPaused(ctx, pending)
 	r.waiting.Set(float64(len(pending)))
-	if back > 0 && (soon == 0 || back < soon) {
-		soon = back
-	}
+	soon = sooner(soon, back)
 	for len(pending) > 0 && ctx.Err() == nil {
 		now := r.opts.Clock()
 		var wait time.Duration = -1
@@ -271,9 +273,7 @@ func (r *Runner) withoutPaused(ctx context.Context, pending []*execution) ([]*ex
 			continue
 		}
 		waiting[ex.destination]++
-		if d := max(at.Sub(now), time.Second); back == 0 || d < back {
-			back = d
-		}
+		back = sooner(back, max(at.Sub(now), time.Second))
 	}
 	for dest, n := range waiting {
 		r.opts.Logger.Info("re-runs wait for their destination: it is paused, or its probe runs", "destination", dest, "executions", n, "until", until[dest])
@@ -302,8 +302,8 @@ func (r *Runner) pending(ctx context.Context) ([]*execution, time.Duration, erro
 	var soon time.Duration
 	inFlight := func(at time.Time, after time.Duration) bool {
 		d := at.Add(after).Sub(now)
-		if d > 0 && (soon == 0 || d < soon) {
-			soon = d
+		if d > 0 {
+			soon = sooner(soon, d)
 		}
 		return d > 0
 	}
@@ -445,6 +445,14 @@ func (r *Runner) start(ctx context.Context, ex *execution) started {
 	return done
 }
 
+// sooner is the sooner of two waits, 0 meaning none.
+func sooner(a, b time.Duration) time.Duration {
+	if a == 0 || (b > 0 && b < a) {
+		return b
+	}
+	return a
+}
+
 func keysOf(recs []*keystore.Record) []Key {
 	keys := make([]Key, len(recs))
 	for i, rec := range recs {
@@ -472,33 +480,59 @@ func (r *Runner) grantSiblings(ctx context.Context, ex *execution) ([]*keystore.
 			continue
 		}
 		seen[k.Namespace] = true
-		q := keystore.ListQuery{Namespace: k.Namespace, Owner: ex.gate, State: keystore.StateFailed, Limit: 1000}
-		for {
-			page, err := r.store.List(ctx, q)
-			if err != nil {
-				return out, err
-			}
-			for _, rec := range page.Items {
-				if keystore.RerunHolder(rec) != ex.gate {
-					continue
-				}
-				res, err := r.store.Resolve(ctx, keystore.ResolveRequest{Namespace: rec.Namespace, Key: rec.Key, Resolution: keystore.StateFailed,
-					Rerun: true, By: first.ResolvedBy, Note: note, Attempt: rec.Attempt})
-				switch {
-				case errs.CodeOf(err) == errs.Conflict: // decided meanwhile: no longer at the gate
-				case err != nil:
-					return out, fmt.Errorf("key %s: %w", rec.Key, err)
-				default:
-					out = append(out, res.Record)
-				}
-			}
-			if page.NextCursor == "" {
-				break
-			}
-			q.Cursor = page.NextCursor
+		allowed, _, err := Grant(ctx, r.store, ex.gate, k.Namespace, first.ResolvedBy, note)
+		out = append(out, allowed...)
+		if err != nil {
+			return out, err
 		}
 	}
 	return out, nil
+}
+
+// Keys is the part of the keystore a grant goes through.
+type Keys interface {
+	List(ctx context.Context, q keystore.ListQuery) (keystore.Page, error)
+	Resolve(ctx context.Context, req keystore.ResolveRequest) (keystore.Result, error)
+}
+
+// Grant allows the re-run, in by's name with note, of the failed keys
+// whose execution holder waits at its re-run gate, in namespace ns (""
+// every namespace): the keys it allowed, how many were allowed already
+// (their re-run pending), and the first error other than a key decided
+// meanwhile (the other keys are allowed all the same). The caller wakes
+// the Runner (Kick) when it allowed any.
+func Grant(ctx context.Context, keys Keys, holder, ns, by, note string) (allowed []*keystore.Record, already int, err error) {
+	q := keystore.ListQuery{Namespace: ns, Owner: holder, State: keystore.StateFailed, Limit: 1000}
+	for {
+		page, lerr := keys.List(ctx, q)
+		if lerr != nil {
+			return allowed, already, cmp.Or(err, lerr)
+		}
+		for _, rec := range page.Items {
+			if h, granted := keystore.RerunGranted(rec); granted {
+				if h == holder {
+					already++
+				}
+				continue
+			}
+			if keystore.RerunHolder(rec) != holder {
+				continue
+			}
+			res, rerr := keys.Resolve(ctx, keystore.ResolveRequest{Namespace: rec.Namespace, Key: rec.Key, Resolution: keystore.StateFailed,
+				Rerun: true, By: by, Note: note, Attempt: rec.Attempt})
+			switch {
+			case errs.CodeOf(rerr) == errs.Conflict: // decided meanwhile: no longer at the gate
+			case rerr != nil:
+				err = cmp.Or(err, fmt.Errorf("key %s: %w", rec.Key, rerr))
+			default:
+				allowed = append(allowed, res.Record)
+			}
+		}
+		if page.NextCursor == "" {
+			return allowed, already, err
+		}
+		q.Cursor = page.NextCursor
+	}
 }
 
 func (r *Runner) note(ctx context.Context, keys []*keystore.Record, event keystore.HistoryEvent, detail string) {

@@ -14,6 +14,7 @@ import (
 	"github.com/n8n-guard/n8n-guard/api/problem"
 	"github.com/n8n-guard/n8n-guard/errs"
 	"github.com/n8n-guard/n8n-guard/keystore"
+	"github.com/n8n-guard/n8n-guard/rerun"
 )
 
 // The bulk decision page: GET /ui/bulk?<filter query> shows the selection,
@@ -216,8 +217,8 @@ func (ui *Console) bulkSubmit(c *fiber.Ctx, sess *session) error {
 	case p.Form.Note == "":
 		p.Problem = "Write the reason: it goes into every key's history."
 	case p.Form.Action == actionRerun && ui.reruns == nil:
-		p.Problem = errs.MessageOf(errNoReruns)
-		return ui.showBulk(c, sess, problem.Status(errs.CodeOf(errNoReruns)), p)
+		p.Problem = errs.MessageOf(rerun.ErrOff)
+		return ui.showBulk(c, sess, problem.Status(errs.CodeOf(rerun.ErrOff)), p)
 	}
 	if p.Problem != "" {
 		return ui.showBulk(c, sess, http.StatusBadRequest, p)

@@ -14,6 +14,7 @@ import (
 	"github.com/n8n-guard/n8n-guard/errs"
 	"github.com/n8n-guard/n8n-guard/keystore"
 	"github.com/n8n-guard/n8n-guard/notify"
+	"github.com/n8n-guard/n8n-guard/rerun"
 )
 
 // layout is what every page shows around its content.
@@ -132,7 +133,7 @@ func (ui *Console) resolve(c *fiber.Ctx, sess *session) error {
 		req.Resolution = keystore.StateFailed
 	case actionRerun:
 		if ui.reruns == nil {
-			return ui.showKey(c, sess, problem.Status(errs.CodeOf(errNoReruns)), ns, key, errs.MessageOf(errNoReruns), form)
+			return ui.showKey(c, sess, problem.Status(errs.CodeOf(rerun.ErrOff)), ns, key, errs.MessageOf(rerun.ErrOff), form)
 		}
 		req.Resolution, req.Rerun = keystore.StateFailed, true
 	case "final":
