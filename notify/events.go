@@ -219,9 +219,8 @@ func (s *Service) fromEvent(ctx context.Context, ev keystore.Event) (Addition, b
 	case keystore.EventApprovalRequested:
 		return s.approvalRequest(ev, rec, at), true // approval.go
 	case keystore.EventKeyUnknown:
-		rt := s.cfg.forRoute(s.cfg.Namespaces, ev.Namespace)
-		rec.Owner, rec.Channel, rec.Runbook = rt.Owner, rt.Channel, rt.Runbook
-		rec.KeyPayload = KeyPayload{Namespace: ev.Namespace, Key: Truncate(ev.Key, 255), KeyAttempt: ev.Attempt, Holder: clean(ev.Owner, 128)}
+		rt := s.toKeyOwner(rec, ev)
+		rec.Holder = clean(ev.Owner, 128)
 		rec.EscalateAt = firstEscalation(rt, at)
 		// Many keys of one namespace going unknown at once (the target went
 		// down) make one message whose count says how many.
@@ -247,9 +246,7 @@ func (s *Service) fromEvent(ctx context.Context, ev keystore.Event) (Addition, b
 		rec.OutageSeq = ev.Seq
 		return Addition{Record: rec, Once: fmt.Sprintf("%s\x00%s\x00%d", ev.Kind, ev.Destination, ev.Seq)}, true
 	case keystore.EventParkedLost, keystore.EventParkedOverdue:
-		rt := s.cfg.forRoute(s.cfg.Namespaces, ev.Namespace)
-		rec.Owner, rec.Channel, rec.Runbook = rt.Owner, rt.Channel, rt.Runbook
-		rec.KeyPayload = KeyPayload{Namespace: ev.Namespace, Key: Truncate(ev.Key, 255), KeyAttempt: ev.Attempt}
+		s.toKeyOwner(rec, ev)
 		rec.Destination = ev.Destination
 		rec.ParkedKey = s.parkedKey(ctx, ev)
 		// A storm of them (n8n pruned its waiting executions, a long
@@ -258,9 +255,8 @@ func (s *Service) fromEvent(ctx context.Context, ev keystore.Event) (Addition, b
 		once := fmt.Sprintf("%s\x00%s\x00%s\x00%d", ev.Kind, ev.Namespace, ev.Key, ev.Attempt)
 		return Addition{Record: rec, Window: s.cfg.GroupWindow, Once: once}, true
 	case keystore.EventRerunRefused:
-		rt := s.cfg.forRoute(s.cfg.Namespaces, ev.Namespace)
-		rec.Owner, rec.Channel, rec.Runbook = rt.Owner, rt.Channel, rt.Runbook
-		rec.KeyPayload = KeyPayload{Namespace: ev.Namespace, Key: Truncate(ev.Key, 255), KeyAttempt: ev.Attempt, RerunBy: clean(ev.Owner, 128)}
+		s.toKeyOwner(rec, ev)
+		rec.RerunBy = clean(ev.Owner, 128)
 		rec.Destination = ev.Destination
 		// A bulk re-run refused as a whole (n8n down, pruned executions) is
 		// one message per namespace with a count.
@@ -271,15 +267,23 @@ func (s *Service) fromEvent(ctx context.Context, ev keystore.Event) (Addition, b
 		once := fmt.Sprintf("%s\x00%s\x00%s\x00%d\x00%d", ev.Kind, ev.Namespace, ev.Key, ev.Attempt, ev.Seq)
 		return Addition{Record: rec, Window: s.cfg.GroupWindow, Once: once}, true
 	case keystore.EventRecordDamaged:
-		rt := s.cfg.forRoute(s.cfg.Namespaces, ev.Namespace)
-		rec.Owner, rec.Channel, rec.Runbook = rt.Owner, rt.Channel, rt.Runbook
-		rec.KeyPayload = KeyPayload{Namespace: ev.Namespace, Key: Truncate(ev.Key, 255)}
+		s.toKeyOwner(rec, ev)
+		rec.KeyAttempt = 0 // the record, not an attempt of it
 		rec.Group = groupOf(string(ev.Kind), ev.Namespace, ev.Key)
 		// Each guard process reports a damaged record it meets: its owner
 		// hears of the key once.
 		return Addition{Record: rec, Once: fmt.Sprintf("%s\x00%s\x00%s", ev.Kind, ev.Namespace, ev.Key)}, true
 	}
 	return Addition{}, false
+}
+
+// toKeyOwner routes rec to the owner of ev's namespace and names its key
+// and attempt; it returns the route.
+func (s *Service) toKeyOwner(rec *Record, ev keystore.Event) route {
+	rt := s.cfg.forRoute(s.cfg.Namespaces, ev.Namespace)
+	rec.Owner, rec.Channel, rec.Runbook = rt.Owner, rt.Channel, rt.Runbook
+	rec.KeyPayload = KeyPayload{Namespace: ev.Namespace, Key: Truncate(ev.Key, 255), KeyAttempt: ev.Attempt}
+	return rt
 }
 
 // kindOf maps the key domain's event kinds to the notifications they make:
