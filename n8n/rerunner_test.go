@@ -52,6 +52,7 @@ func TestRerunnerRetriesOnlyTheKeysExecutionStoppedAtItsGate(t *testing.T) {
 			"Fetch page":[{"data":{"main":[[{"json":{"statusCode":200,"body":"<html>ok</html>"}},{"json":{"namespace":5,"key":[1],"outcome":null,"body":7}}],null]}}],
 			"n8n-guard: reserve Create contact":[{"data":{"main":[[{"json":{"statusCode":200,"body":{"outcome":"accepted","namespace":"crm","key":"lead-1"}}}]]}}]}}}}`},
 		"POST /api/v1/executions/44/retry": {200, `{"id":"58"}`},
+		"POST /api/v1/executions/45/retry": {200, `{"id":"59"}`},
 		"GET /api/v1/executions/7":         {200, execution("7", "error", "pay", "Book payment", "crm", "lead-1")},
 		"GET /api/v1/executions/8":         {200, execution("8", "error", "pay", "n8n-guard: re-run gate for Book payment", "crm", "lead-1")},
 		"GET /api/v1/executions/10":        {200, execution("10", "error", "wf1", gate, "billing", "lead-1")},
@@ -61,11 +62,11 @@ func TestRerunnerRetriesOnlyTheKeysExecutionStoppedAtItsGate(t *testing.T) {
 	})
 	r := Rerunner{Client: New(srv.URL, "key", 0)}
 	ctx := context.Background()
-	if id, err := r.Retry(ctx, "wf1", "42", lead); err != nil || id != "57" {
-		t.Fatalf("retry of the key's execution at its gate: %q %v", id, err)
+	if res, err := r.Retry(ctx, "wf1", "42", lead); err != nil || res.ID != "57" || len(res.NotOwn) != 0 {
+		t.Fatalf("retry of the key's execution at its gate: %+v %v", res, err)
 	}
-	if id, err := r.Retry(ctx, "wf1", "44", lead); err != nil || id != "58" {
-		t.Fatalf("retry of an execution whose other nodes answered text: %q %v", id, err)
+	if res, err := r.Retry(ctx, "wf1", "44", lead); err != nil || res.ID != "58" {
+		t.Fatalf("retry of an execution whose other nodes answered text: %+v %v", res, err)
 	}
 	var refused *rerun.Refused
 	for _, c := range []struct{ wf, id, want string }{
@@ -88,19 +89,19 @@ func TestRerunnerRetriesOnlyTheKeysExecutionStoppedAtItsGate(t *testing.T) {
 		}
 	}
 	// Keys the execution did not reserve (another namespace's, forged) are
-	// named, so that they are refused and its own keys re-run.
-	var notOwn *rerun.NotOwn
+	// named, so that they are refused; it is retried for its own keys, and
+	// not at all when it has none among them.
 	forged := rerun.Key{Namespace: "billing", Key: "lead-1"}
 	for _, c := range []struct {
-		id   string
-		keys []rerun.Key
-	}{{"10", lead}, {"42", []rerun.Key{lead[0], forged}}, {"45", []rerun.Key{lead[0], forged}}} {
-		_, err := r.Retry(ctx, "wf1", c.id, c.keys)
+		id, newID string
+		keys      []rerun.Key
+	}{{"10", "", lead}, {"42", "57", []rerun.Key{lead[0], forged}}, {"45", "59", []rerun.Key{lead[0], forged}}} {
+		res, err := r.Retry(ctx, "wf1", c.id, c.keys)
 		want := c.keys[len(c.keys)-1]
-		if !errors.As(err, &notOwn) || len(notOwn.Keys) != 1 || notOwn.Keys[0] != want || !strings.Contains(notOwn.Message, `is not one of workflow "wf1" that reserved the key`) {
-			t.Errorf("retry of %s for %v: %v, want %v named as not the execution's own", c.id, c.keys, err, want)
-		} else if strings.Contains(notOwn.Message, "billing") {
-			t.Errorf("the refusal tells of another execution: %s", notOwn.Message)
+		if err != nil || res.ID != c.newID || len(res.NotOwn) != 1 || res.NotOwn[0] != want || !strings.Contains(res.Why, `is not one of workflow "wf1" that reserved the key`) {
+			t.Errorf("retry of %s for %v: %+v %v, want new execution %q and %v named as not the execution's own", c.id, c.keys, res, err, c.newID, want)
+		} else if strings.Contains(res.Why, "billing") {
+			t.Errorf("the refusal tells of another execution: %s", res.Why)
 		}
 	}
 	for _, id := range []string{"9", "43"} {

@@ -39,14 +39,15 @@ func (r Retrier) Retry(ctx context.Context, executionID string) (string, error) 
 type Rerunner struct{ *Client }
 
 // Retry starts execution id of workflow again (RetryExecution), but only
-// one of that workflow that stopped at a re-run gate and reserved every
-// key of keys: the execution comes from the key's history, which the
-// gate's reserve wrote with any owner its token chose, so a key may name
-// an execution of another namespace's workflow. Such an execution, and one
-// stopped at another node (it would be retried there, unguarded), is
-// refused without saying more of it; one still running is left for
-// later.
-func (r Rerunner) Retry(ctx context.Context, workflow, id string, keys []rerun.Key) (string, error) {
+// one of that workflow that stopped at a re-run gate, and only for the
+// keys of keys it reserved: the execution comes from the key's history,
+// which the gate's reserve wrote with any owner its token chose, so a key
+// may name an execution of another namespace's workflow. The keys it did
+// not reserve come back as NotOwn, said without more of that execution;
+// an execution of another workflow is refused the same way, one stopped
+// at another node (it would be retried there, unguarded) is refused
+// naming it, one still running is left for later.
+func (r Rerunner) Retry(ctx context.Context, workflow, id string, keys []rerun.Key) (rerun.Retried, error) {
 	notOwn := fmt.Sprintf("execution %s is not one of workflow %q that reserved the key: the guard re-runs only the key's own execution", id, workflow)
 	st, err := r.ExecutionStop(ctx, id)
 	var ne *Error
@@ -54,20 +55,20 @@ func (r Rerunner) Retry(ctx context.Context, workflow, id string, keys []rerun.K
 	case errors.As(err, &ne) && ne.Status == http.StatusNotFound:
 		// Said as for an execution of another workflow: a key's holder
 		// must not tell its writer which executions exist.
-		return "", &rerun.Refused{Status: http.StatusNotFound, Message: notOwn + " (or n8n no longer has it)"}
+		return rerun.Retried{}, &rerun.Refused{Status: http.StatusNotFound, Message: notOwn + " (or n8n no longer has it)"}
 	case errors.Is(err, ErrTooLarge):
-		return "", &rerun.Refused{Status: http.StatusRequestEntityTooLarge, Message: fmt.Sprintf(
+		return rerun.Retried{}, &rerun.Refused{Status: http.StatusRequestEntityTooLarge, Message: fmt.Sprintf(
 			"execution %s is too large for the guard to check (%v): allow a retry without re-run, then press Retry on it in n8n", id, ErrTooLarge)}
 	case err != nil:
-		return "", refusal(err)
+		return rerun.Retried{}, refusal(err)
 	}
 	switch {
 	case st.Workflow != workflow:
-		return "", &rerun.Refused{Status: http.StatusConflict, Message: notOwn}
+		return rerun.Retried{}, &rerun.Refused{Status: http.StatusConflict, Message: notOwn}
 	case st.Status == "new" || st.Status == "running" || st.Status == "waiting":
-		return "", fmt.Errorf("execution %s is %s in n8n: asked again later", id, st.Status)
+		return rerun.Retried{}, fmt.Errorf("execution %s is %s in n8n: asked again later", id, st.Status)
 	case !strings.HasPrefix(st.LastNode, GatePrefix):
-		return "", &rerun.Refused{Status: http.StatusConflict, Message: fmt.Sprintf(
+		return rerun.Retried{}, &rerun.Refused{Status: http.StatusConflict, Message: fmt.Sprintf(
 			"execution %s (%s) stopped at node %q, not at a re-run gate: the guard re-runs only an execution that waits at its gate", id, st.Status, st.LastNode)}
 	}
 	var others []rerun.Key
@@ -76,11 +77,12 @@ func (r Rerunner) Retry(ctx context.Context, workflow, id string, keys []rerun.K
 			others = append(others, k)
 		}
 	}
-	if len(others) > 0 {
-		return "", &rerun.NotOwn{Keys: others, Message: notOwn}
+	res := rerun.Retried{NotOwn: others, Why: notOwn}
+	if len(others) == len(keys) {
+		return res, nil // none of them its own: nothing to re-run
 	}
-	id, err = r.RetryExecution(ctx, id)
-	return id, refusal(err)
+	res.ID, err = r.RetryExecution(ctx, id)
+	return res, refusal(err)
 }
 
 // refusal makes n8n's 4xx a *rerun.Refused, except 408 and 429 (try

@@ -37,25 +37,26 @@ import (
 // (n8n.Rerunner), and Slack says what such a failure asks of a person.
 const GateNodePrefix = "n8n-guard: re-run gate for "
 
-// Executions starts an n8n execution of a workflow again (n8n.Rerunner):
-// the new execution's id, or the refusal. keys are the keys the re-run is
-// for: the execution must have reserved each of them (a key's holder is
-// whatever its reserve's token wrote, so it may name any execution).
+// Executions starts an n8n execution of a workflow again (n8n.Rerunner).
+// keys are the keys the re-run is for: the execution must have reserved
+// each of them (a key's holder is whatever its reserve's token wrote, so
+// it may name any execution); it is retried for those it did reserve.
 type Executions interface {
-	Retry(ctx context.Context, workflowID, executionID string, keys []Key) (string, error)
+	Retry(ctx context.Context, workflowID, executionID string, keys []Key) (Retried, error)
 }
 
 // Key names one key of a re-run.
 type Key struct{ Namespace, Key string }
 
-// NotOwn is Executions' refusal of the keys an execution did not reserve
-// (their holder named it anyway): those are refused, the others re-run.
-type NotOwn struct {
-	Keys    []Key
-	Message string
+// Retried is what came of a retry: n8n's new execution (ID; "" when none
+// started) and the keys the execution never reserved (NotOwn, whose
+// holder named it anyway), which are refused for Why while the others
+// re-run.
+type Retried struct {
+	ID     string
+	NotOwn []Key
+	Why    string
 }
-
-func (e *NotOwn) Error() string { return e.Message }
 
 // Refused is n8n's refusal of a retry (a 4xx: not found, not failed,
 // unauthorized), or the guard's own (the execution did not stop at a
@@ -403,34 +404,29 @@ func (r *Runner) start(ctx context.Context, ex *execution) started {
 	}
 	call, cancel := context.WithTimeout(ctx, r.opts.Claim/2)
 	defer cancel()
-	newID, err := r.n8n.Retry(call, ex.workflow, ex.id, keysOf(claimed))
-	var notOwn *NotOwn
-	if errors.As(err, &notOwn) {
+	res, err := r.n8n.Retry(call, ex.workflow, ex.id, keysOf(claimed))
+	if len(res.NotOwn) > 0 {
 		// Keys of another namespace's execution, or forged: refused; the
 		// execution's own keys are re-run.
-		var own, others []*keystore.Record
-		for _, rec := range claimed {
-			if slices.Contains(notOwn.Keys, Key{Namespace: rec.Namespace, Key: rec.Key}) {
+		var others []*keystore.Record
+		claimed = slices.DeleteFunc(claimed, func(rec *keystore.Record) bool {
+			if slices.Contains(res.NotOwn, Key{Namespace: rec.Namespace, Key: rec.Key}) {
 				others = append(others, rec)
-			} else {
-				own = append(own, rec)
+				return true
 			}
-		}
-		r.refuse(ctx, log, others, notOwn.Message)
-		if len(own) == 0 || len(others) == 0 {
+			return false
+		})
+		r.refuse(ctx, log, others, res.Why)
+		if len(claimed) == 0 {
 			return done
 		}
-		claimed = own
-		again, cancel := context.WithTimeout(ctx, r.opts.Claim/2)
-		defer cancel()
-		newID, err = r.n8n.Retry(again, ex.workflow, ex.id, keysOf(claimed))
 	}
 	var refused *Refused
 	switch {
 	case err == nil:
-		r.note(ctx, claimed, keystore.HistoryRerunStarted, newID)
+		r.note(ctx, claimed, keystore.HistoryRerunStarted, res.ID)
 		r.results.WithLabelValues("started").Inc()
-		log.Info("re-run started", "as", newID, "keys", len(claimed))
+		log.Info("re-run started", "as", res.ID, "keys", len(claimed))
 	case errors.As(err, &refused):
 		r.refuse(ctx, log, claimed, "n8n refused the re-run: "+refused.Message)
 	case errors.Is(err, ErrUnreachable) || errors.Is(err, context.DeadlineExceeded):

@@ -31,30 +31,32 @@ func newN8n(answer func(id string) (string, error)) *n8n {
 	return &n8n{answer: answer, called: make(chan string, 100)}
 }
 
-func (f *n8n) Retry(ctx context.Context, workflow, id string, keys []rerun.Key) (string, error) {
+func (f *n8n) Retry(ctx context.Context, workflow, id string, keys []rerun.Key) (rerun.Retried, error) {
 	if dl, ok := ctx.Deadline(); !ok || time.Until(dl) > time.Minute {
 		// n8n is asked within half the claim's time (2 min by default),
 		// so no other guard takes the claim while this one waits.
-		return "", &rerun.Refused{Status: 400, Message: "asked without a deadline inside the claim"}
+		return rerun.Retried{}, &rerun.Refused{Status: 400, Message: "asked without a deadline inside the claim"}
 	}
 	if workflow != "wf1" || len(keys) == 0 {
-		return "", &rerun.Refused{Status: 409, Message: fmt.Sprintf("workflow %s, keys %v", workflow, keys)}
+		return rerun.Retried{}, &rerun.Refused{Status: 409, Message: fmt.Sprintf("workflow %s, keys %v", workflow, keys)}
 	}
-	var forged []rerun.Key
+	res := rerun.Retried{Why: "execution " + id + " is not one of workflow wf1 that reserved the key"}
 	for _, k := range keys {
 		if strings.HasPrefix(k.Key, "forged") {
-			forged = append(forged, k)
+			res.NotOwn = append(res.NotOwn, k)
 		}
 	}
-	if forged != nil {
-		return "", &rerun.NotOwn{Keys: forged, Message: "execution " + id + " is not one of workflow wf1 that reserved the key"}
+	if len(res.NotOwn) == len(keys) {
+		return res, nil
 	}
 	f.mu.Lock()
 	f.calls = append(f.calls, id)
 	f.at = append(f.at, time.Now())
 	f.mu.Unlock()
 	defer func() { f.called <- id }()
-	return f.answer(id)
+	var err error
+	res.ID, err = f.answer(id)
+	return res, err
 }
 
 func (f *n8n) retries() []string {
