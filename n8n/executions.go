@@ -8,7 +8,9 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
+	"time"
 )
 
 // RetryExecution starts execution id again with the workflow as it is
@@ -117,4 +119,75 @@ func guardAnswer(raw json.RawMessage, orBody bool) (ns, key string, ok bool) {
 		return guardAnswer(it.Body, false)
 	}
 	return "", "", false
+}
+
+// retriesPages bounds the pages RetriedAs reads: a retry starts after the
+// execution it retries, and n8n lists the newest first, so it is on the
+// first pages unless the workflow ran thousands of times since.
+const retriesPages = 20
+
+// RetriedAs is the id of an execution that n8n started at or after since
+// as a retry of execution id of workflow ("" when none): GET
+// /api/v1/executions?workflowId=…, whose items carry retryOf (1.x and 2.x;
+// the key needs the execution:read scope). It tells a guard that n8n
+// re-ran an execution already, when the guard that asked stopped before it
+// noted n8n's answer. A refusal is an *Error.
+func (c *Client) RetriedAs(ctx context.Context, workflow, id string, since time.Time) (string, error) {
+	type listed struct {
+		ID        any    `json:"id"`      // a string in n8n 2.x, a number in some 1.x
+		RetryOf   any    `json:"retryOf"` // likewise; null for a first run
+		StartedAt string `json:"startedAt"`
+	}
+	cursor := ""
+	for range retriesPages {
+		q := url.Values{"workflowId": {workflow}, "limit": {"100"}}
+		if cursor != "" {
+			q.Set("cursor", cursor)
+		}
+		var page struct {
+			Data       []listed `json:"data"`
+			NextCursor *string  `json:"nextCursor"`
+		}
+		if err := c.do(ctx, http.MethodGet, "/executions?"+q.Encode(), nil, &page); err != nil {
+			return "", err
+		}
+		older := false
+		for _, ex := range page.Data {
+			exID := idString(ex.ID)
+			if ex.RetryOf != nil && idString(ex.RetryOf) == id && exID != "" && !startedBefore(ex.StartedAt, since) {
+				return exID, nil
+			}
+			older = older || numericallyBefore(exID, id)
+		}
+		if older || page.NextCursor == nil || *page.NextCursor == "" {
+			return "", nil // past the executions that began before id: a retry is newer
+		}
+		cursor = *page.NextCursor
+	}
+	return "", nil
+}
+
+func idString(v any) string {
+	switch v := v.(type) {
+	case nil:
+		return ""
+	case float64:
+		return strconv.FormatFloat(v, 'f', -1, 64)
+	}
+	return fmt.Sprint(v)
+}
+
+// numericallyBefore reports whether execution a began before b, where
+// both are n8n's increasing numeric ids.
+func numericallyBefore(a, b string) bool {
+	x, err1 := strconv.ParseUint(a, 10, 64)
+	y, err2 := strconv.ParseUint(b, 10, 64)
+	return err1 == nil && err2 == nil && x < y
+}
+
+// startedBefore reports whether n8n's startedAt is before since (an
+// unreadable or missing time is not: it is counted as a retry).
+func startedBefore(startedAt string, since time.Time) bool {
+	at, err := time.Parse(time.RFC3339Nano, startedAt)
+	return err == nil && at.Before(since)
 }

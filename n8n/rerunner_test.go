@@ -7,6 +7,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/n8n-guard/n8n-guard/rerun"
 )
@@ -35,6 +36,7 @@ var lead = []rerun.Key{{Namespace: "crm", Key: "lead-1"}}
 // n8n's 429, is asked again later, not refused.
 func TestRerunnerRetriesOnlyTheKeysExecutionStoppedAtItsGate(t *testing.T) {
 	srv := fakeN8n(t, map[string]answer{
+		"GET /api/v1/executions":           {200, `{"data":[{"id":"41","workflowId":"wf1","retryOf":null}],"nextCursor":null}`},
 		"GET /api/v1/executions/42":        {200, execution("42", "error", "wf1", gate, "crm", "lead-1")},
 		"POST /api/v1/executions/42/retry": {200, `{"id":"57","mode":"retry","status":"running"}`},
 		"GET /api/v1/executions/43":        {200, `{"id":43,"status":"error","workflowId":"wf1","data":{"resultData":{"lastNodeExecuted":"` + gate + `","runData":{"n8n-guard: reserve Create contact":[{"data":{"main":[[{"json":{"outcome":"accepted","namespace":"crm","key":"lead-1"}}]]}}]}}}}`},
@@ -62,10 +64,10 @@ func TestRerunnerRetriesOnlyTheKeysExecutionStoppedAtItsGate(t *testing.T) {
 	})
 	r := Rerunner{Client: New(srv.URL, "key", 0)}
 	ctx := context.Background()
-	if res, err := r.Retry(ctx, "wf1", "42", lead); err != nil || res.ID != "57" || len(res.NotOwn) != 0 {
+	if res, err := r.Retry(ctx, "wf1", "42", lead, time.Time{}); err != nil || res.ID != "57" || len(res.NotOwn) != 0 {
 		t.Fatalf("retry of the key's execution at its gate: %+v %v", res, err)
 	}
-	if res, err := r.Retry(ctx, "wf1", "44", lead); err != nil || res.ID != "58" {
+	if res, err := r.Retry(ctx, "wf1", "44", lead, time.Time{}); err != nil || res.ID != "58" {
 		t.Fatalf("retry of an execution whose other nodes answered text: %+v %v", res, err)
 	}
 	var refused *rerun.Refused
@@ -75,7 +77,7 @@ func TestRerunnerRetriesOnlyTheKeysExecutionStoppedAtItsGate(t *testing.T) {
 		{"wf1", "8", `is not one of workflow "wf1" that reserved the key`},
 		{"wf1", "999", `is not one of workflow "wf1" that reserved the key: the guard re-runs only the key's own execution (or n8n no longer has it)`},
 	} {
-		_, err := r.Retry(ctx, c.wf, c.id, lead)
+		_, err := r.Retry(ctx, c.wf, c.id, lead, time.Time{})
 		if !errors.As(err, &refused) || !strings.Contains(refused.Message, c.want) {
 			t.Errorf("retry of %s %s: %v, want a refusal saying %q", c.wf, c.id, err, c.want)
 			continue
@@ -96,7 +98,7 @@ func TestRerunnerRetriesOnlyTheKeysExecutionStoppedAtItsGate(t *testing.T) {
 		id, newID string
 		keys      []rerun.Key
 	}{{"10", "", lead}, {"42", "57", []rerun.Key{lead[0], forged}}, {"45", "59", []rerun.Key{lead[0], forged}}} {
-		res, err := r.Retry(ctx, "wf1", c.id, c.keys)
+		res, err := r.Retry(ctx, "wf1", c.id, c.keys, time.Time{})
 		want := c.keys[len(c.keys)-1]
 		if err != nil || res.ID != c.newID || len(res.NotOwn) != 1 || res.NotOwn[0] != want || !strings.Contains(res.Why, `is not one of workflow "wf1" that reserved the key`) {
 			t.Errorf("retry of %s for %v: %+v %v, want new execution %q and %v named as not the execution's own", c.id, c.keys, res, err, c.newID, want)
@@ -105,19 +107,19 @@ func TestRerunnerRetriesOnlyTheKeysExecutionStoppedAtItsGate(t *testing.T) {
 		}
 	}
 	for _, id := range []string{"9", "43"} {
-		if _, err := r.Retry(ctx, "wf1", id, lead); err == nil || errors.As(err, &refused) || errors.Is(err, rerun.ErrUnreachable) {
+		if _, err := r.Retry(ctx, "wf1", id, lead, time.Time{}); err == nil || errors.As(err, &refused) || errors.Is(err, rerun.ErrUnreachable) {
 			t.Errorf("retry of %s (running, or n8n's 429): %v, want an error to ask again later, neither a refusal nor n8n unreachable", id, err)
 		}
 	}
-	if _, err := (Rerunner{Client: New(srv.URL, "wrong", 0)}).Retry(ctx, "wf1", "42", lead); !errors.As(err, &refused) || refused.Status != 401 {
+	if _, err := (Rerunner{Client: New(srv.URL, "wrong", 0)}).Retry(ctx, "wf1", "42", lead, time.Time{}); !errors.As(err, &refused) || refused.Status != 401 {
 		t.Errorf("a refused key: %v", err)
 	}
-	if _, err := r.Retry(ctx, "wf1", "502", lead); !errors.Is(err, rerun.ErrUnreachable) {
+	if _, err := r.Retry(ctx, "wf1", "502", lead, time.Time{}); !errors.Is(err, rerun.ErrUnreachable) {
 		t.Errorf("a proxy's 502 in front of n8n: %v, want rerun.ErrUnreachable", err)
 	}
 	gone := httptest.NewServer(nil)
 	gone.Close()
-	if _, err := (Rerunner{Client: New(gone.URL, "key", 0)}).Retry(ctx, "wf1", "42", lead); !errors.Is(err, rerun.ErrUnreachable) {
+	if _, err := (Rerunner{Client: New(gone.URL, "key", 0)}).Retry(ctx, "wf1", "42", lead, time.Time{}); !errors.Is(err, rerun.ErrUnreachable) {
 		t.Errorf("n8n not reachable: %v, want rerun.ErrUnreachable", err)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+	"time"
 
 	"github.com/n8n-guard/n8n-guard/notify"
 	"github.com/n8n-guard/n8n-guard/rerun"
@@ -47,7 +48,7 @@ type Rerunner struct{ *Client }
 // an execution of another workflow is refused the same way, one stopped
 // at another node (it would be retried there, unguarded) is refused
 // naming it, one still running is left for later.
-func (r Rerunner) Retry(ctx context.Context, workflow, id string, keys []rerun.Key) (rerun.Retried, error) {
+func (r Rerunner) Retry(ctx context.Context, workflow, id string, keys []rerun.Key, since time.Time) (rerun.Retried, error) {
 	notOwn := fmt.Sprintf("execution %s is not one of workflow %q that reserved the key: the guard re-runs only the key's own execution", id, workflow)
 	st, err := r.ExecutionStop(ctx, id)
 	var ne *Error
@@ -80,6 +81,12 @@ func (r Rerunner) Retry(ctx context.Context, workflow, id string, keys []rerun.K
 	res := rerun.Retried{NotOwn: others, Why: notOwn}
 	if len(others) == len(keys) {
 		return res, nil // none of them its own: nothing to re-run
+	}
+	// A retry of it that n8n started since the grant is this re-run's: a
+	// guard asked, and stopped or lost the answer before noting it.
+	if res.ID, err = r.RetriedAs(ctx, workflow, id, since); err != nil || res.ID != "" {
+		res.Earlier = res.ID != ""
+		return res, refusal(err)
 	}
 	res.ID, err = r.RetryExecution(ctx, id)
 	return res, refusal(err)

@@ -41,8 +41,12 @@ const GateNodePrefix = "n8n-guard: re-run gate for "
 // keys are the keys the re-run is for: the execution must have reserved
 // each of them (a key's holder is whatever its reserve's token wrote, so
 // it may name any execution); it is retried for those it did reserve.
+// A retry n8n started at or after since (the grant) is this re-run's: n8n
+// is not asked again (Retried.Earlier), so a guard that stopped after
+// asking and before noting n8n's answer makes no second retry of one
+// grant.
 type Executions interface {
-	Retry(ctx context.Context, workflowID, executionID string, keys []Key) (Retried, error)
+	Retry(ctx context.Context, workflowID, executionID string, keys []Key, since time.Time) (Retried, error)
 }
 
 // Key names one key of a re-run.
@@ -56,6 +60,9 @@ type Retried struct {
 	ID     string
 	NotOwn []Key
 	Why    string
+	// Earlier: n8n had started this re-run already, asked by a guard that
+	// stopped (or lost n8n's answer) before it noted it; not asked again.
+	Earlier bool
 }
 
 // Refused is n8n's refusal of a retry (a 4xx: not found, not failed,
@@ -129,7 +136,7 @@ type Runner struct {
 func New(store keystore.Store, n8n Executions, opts Options) (*Runner, error) {
 	r := &Runner{store: store, n8n: n8n, opts: opts.withDefaults(), kick: make(chan struct{}, 1),
 		results: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "n8n_guard_reruns_total",
-			Help: "Re-runs of n8n executions a person allowed, by what n8n answered (started; refused; failed: n8n did not answer, tried again)."}, []string{"result"}),
+			Help: "Re-runs of n8n executions a person allowed, by what n8n answered (started; found: started by an earlier ask whose answer was not noted; refused; failed: n8n did not answer, tried again)."}, []string{"result"}),
 		waiting: prometheus.NewGauge(prometheus.GaugeOpts{Name: "n8n_guard_reruns_pending",
 			Help: "Executions whose re-run a person allowed and no guard has started, at the last search, besides those whose destination is paused (alert when it stays above 0)."}),
 	}
@@ -404,7 +411,7 @@ func (r *Runner) start(ctx context.Context, ex *execution) started {
 	}
 	call, cancel := context.WithTimeout(ctx, r.opts.Claim/2)
 	defer cancel()
-	res, err := r.n8n.Retry(call, ex.workflow, ex.id, keysOf(claimed))
+	res, err := r.n8n.Retry(call, ex.workflow, ex.id, keysOf(claimed), grantedAt(ex))
 	if len(res.NotOwn) > 0 {
 		// Keys of another namespace's execution, or forged: refused; the
 		// execution's own keys are re-run.
@@ -423,6 +430,12 @@ func (r *Runner) start(ctx context.Context, ex *execution) started {
 	}
 	var refused *Refused
 	switch {
+	case err == nil && res.Earlier:
+		// A guard asked before and stopped, or lost n8n's answer, before
+		// it noted it: the grant has its one retry.
+		r.note(ctx, claimed, keystore.HistoryRerunStarted, res.ID)
+		r.results.WithLabelValues("found").Inc()
+		log.Warn("re-run found started: n8n re-ran the execution already for this grant (the guard that asked stopped before noting it); not asked again", "as", res.ID, "keys", len(claimed))
 	case err == nil:
 		r.note(ctx, claimed, keystore.HistoryRerunStarted, res.ID)
 		r.results.WithLabelValues("started").Inc()

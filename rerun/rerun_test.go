@@ -31,7 +31,7 @@ func newN8n(answer func(id string) (string, error)) *n8n {
 	return &n8n{answer: answer, called: make(chan string, 100)}
 }
 
-func (f *n8n) Retry(ctx context.Context, workflow, id string, keys []rerun.Key) (rerun.Retried, error) {
+func (f *n8n) Retry(ctx context.Context, workflow, id string, keys []rerun.Key, _ time.Time) (rerun.Retried, error) {
 	if dl, ok := ctx.Deadline(); !ok || time.Until(dl) > time.Minute {
 		// n8n is asked within half the claim's time (2 min by default),
 		// so no other guard takes the claim while this one waits.

@@ -1,0 +1,205 @@
+package n8n
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/n8n-guard/n8n-guard/keystore"
+	"github.com/n8n-guard/n8n-guard/keystore/bolt"
+	"github.com/n8n-guard/n8n-guard/rerun"
+)
+
+// retryingN8n is a stand-in n8n that keeps its executions: a retry makes
+// a new execution (retryOf the one retried, startedAt its clock), and the
+// list of a workflow's executions says so, newest first, two a page, as
+// n8n's public API does. dropFirst cuts the first retry's answer off after
+// n8n started it, as a guard SIGKILLed while n8n answers sees it.
+type retryingN8n struct {
+	mu        sync.Mutex
+	now       func() time.Time
+	retries   []string // the executions n8n was asked to retry
+	execs     []map[string]any
+	dropFirst bool
+}
+
+func (n *retryingN8n) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	w.Header().Set("Content-Type", "application/json")
+	switch path := r.URL.Path; {
+	case r.Method == http.MethodGet && path == "/api/v1/executions/42":
+		fmt.Fprint(w, execution("42", "error", "wf1", gate, "crm", "lead-1"))
+	case r.Method == http.MethodPost && path == "/api/v1/executions/42/retry":
+		n.retries = append(n.retries, "42")
+		id := fmt.Sprint(100 + len(n.execs))
+		n.execs = append(n.execs, map[string]any{"id": id, "workflowId": "wf1", "retryOf": "42", "mode": "retry",
+			"status": "running", "startedAt": n.now().UTC().Format(time.RFC3339Nano)})
+		if n.dropFirst && len(n.retries) == 1 {
+			conn, _, _ := w.(http.Hijacker).Hijack()
+			conn.Close() // n8n started it; its answer never arrives
+			return
+		}
+		fmt.Fprintf(w, `{"id":%q,"mode":"retry","status":"running"}`, id)
+	case r.Method == http.MethodGet && path == "/api/v1/executions" && r.URL.Query().Get("workflowId") == "wf1":
+		// Newest first; older executions of the workflow after them.
+		all := []map[string]any{}
+		for i := len(n.execs) - 1; i >= 0; i-- {
+			all = append(all, n.execs[i])
+		}
+		for i := 41; i >= 30; i-- {
+			all = append(all, map[string]any{"id": fmt.Sprint(i), "workflowId": "wf1", "retryOf": nil, "status": "error"})
+		}
+		from := 0
+		fmt.Sscan(r.URL.Query().Get("cursor"), &from)
+		to := min(from+2, len(all))
+		next := any(nil)
+		if to < len(all) {
+			next = fmt.Sprint(to)
+		}
+		writeJSON(w, map[string]any{"data": all[from:to], "nextCursor": next})
+	default:
+		w.WriteHeader(http.StatusNotFound)
+		fmt.Fprint(w, `{"message":"not found"}`)
+	}
+}
+
+func (n *retryingN8n) asked() []string {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return append([]string(nil), n.retries...)
+}
+
+// One grant is one retry in n8n, also when the guard that asked stopped
+// after n8n started the retry and before it noted n8n's answer: the claim
+// goes stale, a guard takes it again, finds n8n's retry of the execution
+// since the grant, and notes it instead of asking n8n a second time. A
+// retry from before the grant (a person's own, which met the gate) does
+// not count: that grant is asked.
+func TestOneGrantIsOneRetryThroughAGuardThatStoppedWhileN8nAnswered(t *testing.T) {
+	var clockMu sync.Mutex
+	now := time.Date(2026, 12, 7, 3, 0, 0, 0, time.UTC)
+	clock := func() time.Time { clockMu.Lock(); defer clockMu.Unlock(); return now }
+	advance := func(d time.Duration) { clockMu.Lock(); now = now.Add(d); clockMu.Unlock() }
+
+	fake := &retryingN8n{now: clock, dropFirst: true}
+	srv := httptest.NewServer(fake)
+	t.Cleanup(srv.Close)
+	path := filepath.Join(t.TempDir(), "guard.db")
+	ctx := context.Background()
+	open := func() *bolt.Store {
+		s, err := bolt.Open(path, bolt.Options{Clock: clock})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+
+	// A person's own Retry in n8n, before anyone allowed it: it met the
+	// gate and is not the grant's re-run.
+	fake.execs = append(fake.execs, map[string]any{"id": "99", "workflowId": "wf1", "retryOf": "42", "status": "error",
+		"startedAt": clock().Add(-time.Hour).Format(time.RFC3339Nano)})
+
+	store := open()
+	owner := "n8n wf1 exec 42"
+	r, err := store.Reserve(ctx, keystore.ReserveRequest{Namespace: "crm", Key: "lead-1", Owner: owner, Destination: "crm"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := store.Fail(ctx, keystore.FailRequest{Namespace: "crm", Key: "lead-1", Token: r.Token, Reason: keystore.ReasonDestinationFailed}); err != nil {
+		t.Fatal(err)
+	}
+	if g, err := store.Reserve(ctx, keystore.ReserveRequest{Namespace: "crm", Key: "lead-1", Owner: owner, Destination: "crm", Rerun: true}); err != nil || g.Outcome != keystore.OutcomeRerunNotGranted {
+		t.Fatalf("the gate: %+v %v", g.Outcome, err)
+	}
+	advance(time.Second)
+	if _, err := store.Resolve(ctx, keystore.ResolveRequest{Namespace: "crm", Key: "lead-1", Resolution: keystore.StateFailed, Rerun: true, By: "Ana", Note: "CRM back"}); err != nil {
+		t.Fatal(err)
+	}
+	advance(time.Second)
+
+	runner := func(store *bolt.Store) (*rerun.Runner, *prometheus.Registry, func()) {
+		reg := prometheus.NewRegistry()
+		rr, err := rerun.New(store, Rerunner{Client: New(srv.URL, "key", 0)}, rerun.Options{Clock: clock, Registerer: reg, Interval: time.Hour})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan struct{})
+		go func() { rr.Run(ctx); close(done) }()
+		return rr, reg, func() { cancel(); <-done }
+	}
+	lastOf := func(store *bolt.Store) keystore.Transition {
+		l, err := store.Lookup(ctx, "crm", "lead-1")
+		if err != nil || l.Record == nil {
+			t.Fatalf("lookup: %v", err)
+		}
+		if tr := keystore.LastTransition(l.Record); tr != nil {
+			return *tr
+		}
+		return keystore.Transition{}
+	}
+	waitUntil := func(what string, ok func() bool) {
+		t.Helper()
+		for deadline := time.Now().Add(20 * time.Second); !ok(); time.Sleep(5 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("not within 20 s: %s (n8n asked to retry %v)", what, fake.asked())
+			}
+		}
+	}
+
+	// The first guard claims, asks, and never hears n8n's answer: it stops
+	// (as SIGKILLed) with the claim in the store.
+	_, _, stop := runner(store)
+	waitUntil("the first guard asks n8n", func() bool { return len(fake.asked()) == 1 })
+	waitUntil("the claim is in the store", func() bool { return lastOf(store).Event == keystore.HistoryRerunStarting })
+	stop()
+	store.Close()
+
+	// Past the claim, a guard starts on the same store and takes it again.
+	advance(3 * time.Minute)
+	store = open()
+	defer store.Close()
+	rr, reg, stop := runner(store)
+	defer stop()
+	rr.Kick()
+	waitUntil("the re-run is noted as n8n's retry 101", func() bool {
+		l := lastOf(store)
+		return l.Event == keystore.HistoryRerunStarted && l.Detail == "101"
+	})
+	if got := fake.asked(); len(got) != 1 {
+		t.Fatalf("n8n was asked to retry %v for one grant, want once", got)
+	}
+	if n := counted(t, reg, "found"); n != 1 {
+		t.Errorf("n8n_guard_reruns_total{result=found} = %v, want 1", n)
+	}
+}
+
+// counted is n8n_guard_reruns_total{result} as reg gathers it.
+func counted(t *testing.T, reg *prometheus.Registry, result string) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if mf.GetName() == "n8n_guard_reruns_total" && l.GetName() == "result" && l.GetValue() == result {
+					return m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	return 0
+}
+
+func writeJSON(w http.ResponseWriter, v any) { json.NewEncoder(w).Encode(v) }
