@@ -3,6 +3,7 @@ package n8n
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -178,9 +179,7 @@ func TestOneGrantIsOneRetryThroughAGuardThatStoppedWhileN8nAnswered(t *testing.T
 	if got := fake.asked(); len(got) != 1 {
 		t.Fatalf("n8n was asked to retry %v for one grant, want once", got)
 	}
-	if n := counted(t, reg, "found"); n != 1 {
-		t.Errorf("n8n_guard_reruns_total{result=found} = %v, want 1", n)
-	}
+	waitUntil("n8n_guard_reruns_total{result=found} counts it", func() bool { return counted(t, reg, "found") == 1 })
 }
 
 // counted is n8n_guard_reruns_total{result} as reg gathers it.
@@ -203,3 +202,29 @@ func counted(t *testing.T, reg *prometheus.Registry, result string) float64 {
 }
 
 func writeJSON(w http.ResponseWriter, v any) { json.NewEncoder(w).Encode(v) }
+
+// A key that may retry but not list executions (no execution:list scope)
+// still re-runs, marked unchecked so the guard says what scope is missing;
+// any other failure of the list is said as any failure of n8n is.
+func TestARetryWithoutTheListScopeIsAskedAndMarkedUnchecked(t *testing.T) {
+	for _, c := range []struct {
+		list      answer
+		wantID    string
+		unchecked bool
+		unreach   bool
+	}{
+		{answer{403, `{"message":"Forbidden"}`}, "57", true, false},
+		{answer{502, `<html>Bad Gateway</html>`}, "", false, true},
+		{answer{200, `{"data":[{"id":"60","workflowId":"wf1","retryOf":42,"startedAt":"2026-12-07T03:00:00.000Z"}],"nextCursor":null}`}, "60", false, false},
+	} {
+		srv := fakeN8n(t, map[string]answer{
+			"GET /api/v1/executions":           c.list,
+			"GET /api/v1/executions/42":        {200, execution("42", "error", "wf1", gate, "crm", "lead-1")},
+			"POST /api/v1/executions/42/retry": {200, `{"id":"57"}`},
+		})
+		res, err := Rerunner{Client: New(srv.URL, "key", 0)}.Retry(context.Background(), "wf1", "42", lead, time.Date(2026, 12, 7, 2, 0, 0, 0, time.UTC))
+		if res.ID != c.wantID || res.Unchecked != c.unchecked || errors.Is(err, rerun.ErrUnreachable) != c.unreach || res.Earlier != (c.wantID == "60") {
+			t.Errorf("list answered %d: %+v %v, want id %q unchecked %v unreachable %v", c.list.status, res, err, c.wantID, c.unchecked, c.unreach)
+		}
+	}
+}

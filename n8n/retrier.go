@@ -84,9 +84,17 @@ func (r Rerunner) Retry(ctx context.Context, workflow, id string, keys []rerun.K
 	}
 	// A retry of it that n8n started since the grant is this re-run's: a
 	// guard asked, and stopped or lost the answer before noting it.
-	if res.ID, err = r.RetriedAs(ctx, workflow, id, since); err != nil || res.ID != "" {
-		res.Earlier = res.ID != ""
+	found, err := r.RetriedAs(ctx, workflow, id, since)
+	switch {
+	case errors.As(err, &ne) && (ne.Status == http.StatusUnauthorized || ne.Status == http.StatusForbidden):
+		// A key that may retry but not list (no execution:list scope):
+		// asked without knowing of an earlier ask, as before 2026-12.
+		res.Unchecked = true
+	case err != nil:
 		return res, refusal(err)
+	case found != "":
+		res.ID, res.Earlier = found, true
+		return res, nil
 	}
 	res.ID, err = r.RetryExecution(ctx, id)
 	return res, refusal(err)

@@ -63,6 +63,11 @@ type Retried struct {
 	// Earlier: n8n had started this re-run already, asked by a guard that
 	// stopped (or lost n8n's answer) before it noted it; not asked again.
 	Earlier bool
+	// Unchecked: n8n did not let the guard look for an earlier ask (its
+	// API key lacks the execution:list scope), so after a guard stopped
+	// while n8n answered, one grant may make two retries (the gate still
+	// writes once).
+	Unchecked bool
 }
 
 // Refused is n8n's refusal of a retry (a 4xx: not found, not failed,
@@ -79,7 +84,7 @@ func (e *Refused) Error() string { return fmt.Sprintf("HTTP %d %s", e.Status, e.
 
 // ErrOff refuses a re-run on a guard without n8n's API (no Runner):
 // the API, the console and the bulk decisions answer it alike.
-var ErrOff = errs.Errorf(errs.Unsupported, "this guard cannot re-run n8n executions: set N8N_API_URL and N8N_API_KEY (a key with the execution:read and execution:retry scopes), or allow a retry without re-run; nothing changed")
+var ErrOff = errs.Errorf(errs.Unsupported, "this guard cannot re-run n8n executions: set N8N_API_URL and N8N_API_KEY (a key with the execution:read, execution:list and execution:retry scopes), or allow a retry without re-run; nothing changed")
 
 // ErrUnreachable marks an error of Executions that says n8n could not be
 // reached at all (refused, timed out): the round ends, since every other
@@ -440,6 +445,9 @@ func (r *Runner) start(ctx context.Context, ex *execution) started {
 		r.note(ctx, claimed, keystore.HistoryRerunStarted, res.ID)
 		r.results.WithLabelValues("started").Inc()
 		log.Info("re-run started", "as", res.ID, "keys", len(claimed))
+		if res.Unchecked {
+			log.Warn("re-run: n8n's API key may not list executions (scope execution:list), so the guard could not check that no earlier ask of this grant started it; give the key execution:list")
+		}
 	case errors.As(err, &refused):
 		r.refuse(ctx, log, claimed, "n8n refused the re-run: "+refused.Message)
 	case errors.Is(err, ErrUnreachable) || errors.Is(err, context.DeadlineExceeded):

@@ -93,8 +93,8 @@ secret (N8N_GUARD_RESUME_SECRET) are made on first start when not set: in
 the data folder, or on PostgreSQL in the database, shared by every replica.
 Slack delivery uses SLACK_BOT_TOKEN and SLACK_API_URL; button clicks arrive
 over HTTP (SLACK_SIGNING_SECRET) or Socket Mode (SLACK_APP_TOKEN).
-N8N_API_URL and N8N_API_KEY (n8n's public API; scopes execution:read and
-execution:retry) enable "Retry execution" and re-runs of executions
+N8N_API_URL and N8N_API_KEY (n8n's public API; scopes execution:read,
+execution:list and execution:retry) enable "Retry execution" and re-runs of executions
 waiting at their re-run gate (docs/api.md);
 the console links executions and workflows to N8N_URL (default: N8N_API_URL's n8n).`
 
