@@ -143,7 +143,7 @@ func startAttempt(cur *Record, br *Breaker, req ReserveRequest, fp Fingerprint, 
 	next.UpdatedAt = now
 	next.TokenHash = hashToken(token)
 	next.TokenSeal = sealToken(token, req, attempt)
-	next.ParkedAt, next.ResumeURL, next.ResumeSentAt, next.ResumeClaimUntil = nil, "", nil, nil
+	next.ParkedAt, next.ParkedSince, next.ResumeURL, next.ResumeSentAt, next.ResumeClaimUntil = nil, nil, "", nil, nil
 	if len(next.Fingerprint) == 0 {
 		next.Fingerprint = fp
 	}
@@ -365,7 +365,7 @@ func DecideResolve(cur *Record, req ResolveRequest, np NamespacePolicy, now time
 	next := cur.Clone()
 	next.State = req.Resolution
 	next.LeaseExpiresAt, next.Check = nil, nil
-	next.ParkedAt, next.ResumeURL, next.ResumeSentAt, next.ResumeClaimUntil = nil, "", nil, nil
+	next.ParkedAt, next.ParkedSince, next.ResumeURL, next.ResumeSentAt, next.ResumeClaimUntil = nil, nil, "", nil, nil
 	next.ResolvedBy, next.ResolvedAt, next.Note = req.By, timePtr(now), req.Note
 	next.ExpiresAt = timePtr(now.Add(np.Retention))
 	next.UpdatedAt = now

@@ -83,8 +83,16 @@ func park(cur *Record, br *Breaker, ns, key, owner, dest, resumeURL string, atte
 		// reserved while the destination was paused again, and a lost key
 		// its source sent again. A late answer about the earlier parking
 		// then names another parked_at and changes nothing (it would mark
-		// the execution waiting on the new resume URL lost), and the
-		// parked_limit counts from now, not from the parking that ended.
+		// the execution waiting on the new resume URL lost). The event's wait
+		// goes on when its woken (or claimed) execution parks again: the
+		// destination is still down, and parked_limit counts from the
+		// first parking (ParkedSince), so a rolling outage that re-parks
+		// every event is still reported overdue. A lost key its source
+		// sent again waits anew.
+		next.ParkedSince = nil
+		if cur != nil && cur.State == StateParked && cur.Reason != ReasonResumeLost {
+			next.ParkedSince = cur.WaitingSince()
+		}
 		next.ParkedAt = timePtr(now)
 	}
 	next.State = StateParked
