@@ -100,14 +100,14 @@ type Record struct {
 
 	// A parked key (park.go): since when it waits, where the guard calls
 	// to resume it, and when that call was answered. Never the payload.
-	ParkedAt     *time.Time `json:"parked_at,omitempty"`
+	ParkedAt *time.Time `json:"parked_at,omitempty"`
 	// ParkedSince is when the event first parked, when that was before
 	// ParkedAt: its woken execution met the destination paused again and
 	// parked anew (nil: it has waited since ParkedAt). ParkedAt names the
 	// parking (a late answer about an earlier one changes nothing);
 	// ParkedSince says how long the event has waited, for parked_limit and
 	// for people (WaitingSince).
-	ParkedSince *time.Time `json:"parked_since,omitempty"`
+	ParkedSince  *time.Time `json:"parked_since,omitempty"`
 	ResumeURL    string     `json:"resume_url,omitempty"`
 	ResumeSentAt *time.Time `json:"resume_sent_at,omitempty"`
 	// ResumeClaimUntil: one guard is calling the resume URL until then.
