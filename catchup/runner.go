@@ -235,10 +235,6 @@ func (r *Runner) sweepSilent(ctx context.Context) {
 // however often it restarts; the map only spares repeated calls. One log
 // line says how many were reported.
 func (r *Runner) reportOverdue(ctx context.Context, dest string, now time.Time) {
-	floor := keystore.DefaultParkedLimit
-	for ns := range r.opts.Policies.Namespaces {
-		floor = min(floor, r.opts.Policies.Namespace(ns).ParkedLimit)
-	}
 	q := keystore.ParkedQuery{Destination: dest, Limit: 500}
 	reported := 0
 	defer func() {
@@ -253,18 +249,19 @@ func (r *Runner) reportOverdue(ctx context.Context, dest string, now time.Time) 
 			return
 		}
 		for _, rec := range recs {
-			if rec.ParkedAt == nil {
+			since := rec.WaitingSince()
+			if since == nil {
 				continue
 			}
-			if now.Sub(*rec.ParkedAt) < floor {
-				return // oldest first: the rest parked later
-			}
+			// Listed by parked_at, but an event that parked anew in a
+			// rolling outage waits since its first parking: no key can
+			// be passed over for a later parked_at.
 			limit := r.opts.Policies.Namespace(rec.Namespace).ParkedLimit
-			id := rec.Namespace + "\x00" + rec.Key + "\x00" + rec.ParkedAt.String()
+			id := rec.Namespace + "\x00" + rec.Key + "\x00" + since.String()
 			r.mu.Lock()
 			seen := r.overdue[id]
 			r.mu.Unlock()
-			if seen || now.Sub(*rec.ParkedAt) < limit {
+			if seen || now.Sub(*since) < limit {
 				continue
 			}
 			ok, err := r.opts.Store.ParkedOverdue(ctx, rec.Namespace, rec.Key, *rec.ParkedAt, limit)

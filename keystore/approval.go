@@ -305,7 +305,7 @@ func rejectedResumeAnswered(cur *Record, answer ResumeAnswer, detail string, now
 		return Step{}, false
 	}
 	next.State, next.Retryable = StateFailed, false
-	next.ParkedAt, next.ResumeURL, next.ResumeSentAt, next.ResumeClaimUntil = nil, "", nil, nil
+	next.ParkedAt, next.ParkedSince, next.ResumeURL, next.ResumeSentAt, next.ResumeClaimUntil = nil, nil, "", nil, nil
 	return Step{Record: next, Result: Result{Outcome: OutcomeRejected, Record: next}}, true
 }
 

@@ -144,6 +144,9 @@ func startAttempt(cur *Record, br *Breaker, req ReserveRequest, fp Fingerprint, 
 	next.TokenHash = hashToken(token)
 	next.TokenSeal = sealToken(token, req, attempt)
 	next.ParkedAt, next.ResumeURL, next.ResumeSentAt, next.ResumeClaimUntil = nil, "", nil, nil
+	// The woken execution of a parked event: its wait goes on should its
+	// write meet the destination down again and park (park.go).
+	next.ParkedSince = waitGoesOn(cur)
 	if len(next.Fingerprint) == 0 {
 		next.Fingerprint = fp
 	}
@@ -171,7 +174,7 @@ func (r *Record) takeSummary(cur *Record, summary string) {
 
 func leaseExpired(cur *Record, np NamespacePolicy, now time.Time) (*Record, []Event) {
 	next := cur.Clone()
-	next.State = StateUnknown
+	next.State, next.ParkedSince = StateUnknown, nil
 	next.Reason = ReasonLeaseExpired
 	next.Message = "the lease ran out before the holder reported an outcome"
 	next.UpdatedAt = now
@@ -221,7 +224,7 @@ func DecideComplete(cur *Record, br *Breaker, req CompleteRequest, np NamespaceP
 	if cur.State == StateUnknown {
 		detail = "late confirmation by the holder"
 	}
-	next.State, next.Check = StateCompleted, nil
+	next.State, next.Check, next.ParkedSince = StateCompleted, nil, nil
 	next.ResultRef, next.Result, next.Via = req.ResultRef, req.Result, req.Via
 	next.Reason, next.Message, next.Retryable = "", "", false
 	next.LeaseExpiresAt = nil
@@ -289,7 +292,7 @@ func DecideFail(cur *Record, br *Breaker, req FailRequest, np NamespacePolicy, d
 	}
 	next := cur.Clone()
 	next.State, next.Reason, next.Message, next.Retryable = state, req.Reason, req.Message, retryable
-	next.LeaseExpiresAt, next.Check = nil, nil
+	next.LeaseExpiresAt, next.Check, next.ParkedSince = nil, nil, nil
 	next.UpdatedAt = now
 	if state == StateFailed {
 		next.ExpiresAt = timePtr(now.Add(np.Retention))
@@ -365,7 +368,7 @@ func DecideResolve(cur *Record, req ResolveRequest, np NamespacePolicy, now time
 	next := cur.Clone()
 	next.State = req.Resolution
 	next.LeaseExpiresAt, next.Check = nil, nil
-	next.ParkedAt, next.ResumeURL, next.ResumeSentAt, next.ResumeClaimUntil = nil, "", nil, nil
+	next.ParkedAt, next.ParkedSince, next.ResumeURL, next.ResumeSentAt, next.ResumeClaimUntil = nil, nil, "", nil, nil
 	next.ResolvedBy, next.ResolvedAt, next.Note = req.By, timePtr(now), req.Note
 	next.ExpiresAt = timePtr(now.Add(np.Retention))
 	next.UpdatedAt = now

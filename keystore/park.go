@@ -83,8 +83,13 @@ func park(cur *Record, br *Breaker, ns, key, owner, dest, resumeURL string, atte
 		// reserved while the destination was paused again, and a lost key
 		// its source sent again. A late answer about the earlier parking
 		// then names another parked_at and changes nothing (it would mark
-		// the execution waiting on the new resume URL lost), and the
-		// parked_limit counts from now, not from the parking that ended.
+		// the execution waiting on the new resume URL lost). The event's wait
+		// goes on when its woken (or claimed) execution parks again: the
+		// destination is still down, and parked_limit counts from the
+		// first parking (ParkedSince), so a rolling outage that re-parks
+		// every event is still reported overdue. A lost key its source
+		// sent again waits anew.
+		next.ParkedSince = waitGoesOn(cur)
 		next.ParkedAt = timePtr(now)
 	}
 	next.State = StateParked
@@ -369,4 +374,21 @@ type ParkStore interface {
 	// EndHold applies DecideEndHold: a destination without a breaker is
 	// not found.
 	EndHold(ctx context.Context, destination, by, reason string) (Breaker, error)
+}
+
+// waitGoesOn is when the event of cur began to wait, when a write of cur
+// continues that wait (nil: it does not): a woken or claimed parked key
+// whose execution reserves, and that execution's attempt (reserved) when
+// its write meets the destination down and parks again. A lost key that
+// its source sends again is a new wait.
+func waitGoesOn(cur *Record) *time.Time {
+	switch {
+	case cur == nil:
+		return nil
+	case cur.State == StateParked && cur.Reason != ReasonResumeLost:
+		return copyTime(cur.WaitingSince())
+	case cur.State == StateReserved:
+		return copyTime(cur.ParkedSince)
+	}
+	return nil
 }

@@ -100,7 +100,14 @@ type Record struct {
 
 	// A parked key (park.go): since when it waits, where the guard calls
 	// to resume it, and when that call was answered. Never the payload.
-	ParkedAt     *time.Time `json:"parked_at,omitempty"`
+	ParkedAt *time.Time `json:"parked_at,omitempty"`
+	// ParkedSince is when the event first parked, when that was before
+	// ParkedAt: its woken execution met the destination paused again and
+	// parked anew (nil: it has waited since ParkedAt). ParkedAt names the
+	// parking (a late answer about an earlier one changes nothing);
+	// ParkedSince says how long the event has waited, for parked_limit and
+	// for people (WaitingSince).
+	ParkedSince  *time.Time `json:"parked_since,omitempty"`
 	ResumeURL    string     `json:"resume_url,omitempty"`
 	ResumeSentAt *time.Time `json:"resume_sent_at,omitempty"`
 	// ResumeClaimUntil: one guard is calling the resume URL until then.
@@ -223,6 +230,7 @@ func (r *Record) Clone() *Record {
 	c.ExpiresAt = copyTime(r.ExpiresAt)
 	c.ResolvedAt = copyTime(r.ResolvedAt)
 	c.ParkedAt, c.ResumeSentAt, c.ResumeClaimUntil = copyTime(r.ParkedAt), copyTime(r.ResumeSentAt), copyTime(r.ResumeClaimUntil)
+	c.ParkedSince = copyTime(r.ParkedSince)
 	c.Check = r.Check.Clone()
 	return &c
 }
@@ -255,4 +263,16 @@ type Result struct {
 	Replayed bool
 	// Record is nil only for an absent key.
 	Record *Record
+}
+
+// WaitingSince is when a parked key's event began to wait: the first of
+// its parkings in a row (ParkedSince), else ParkedAt; nil when not parked.
+func (r *Record) WaitingSince() *time.Time {
+	if r == nil || r.ParkedAt == nil {
+		return nil
+	}
+	if r.ParkedSince != nil && r.ParkedSince.Before(*r.ParkedAt) {
+		return r.ParkedSince
+	}
+	return r.ParkedAt
 }

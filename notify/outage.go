@@ -178,7 +178,7 @@ func (s *Service) parkedKey(ctx context.Context, ev keystore.Event) ParkedKey {
 	if err != nil || res.Record == nil {
 		return p
 	}
-	if t := res.Record.ParkedAt; t != nil {
+	if t := res.Record.WaitingSince(); t != nil {
 		at := *t
 		p.ParkedAt = &at
 	}

@@ -482,7 +482,7 @@ func (ui *Console) parkedNeeds(ctx context.Context, sess *session, byDest map[st
 		k := group{r.Status, r.Namespace, r.Destination}
 		g := groups[k]
 		if g == nil {
-			g = &needRow{Kind: needOverdue, Where: where(r.Namespace, r.Destination), Oldest: cmpTime(r.ParkedAt, r.UpdatedAt),
+			g = &needRow{Kind: needOverdue, Where: where(r.Namespace, r.Destination), Oldest: cmpTime(r.WaitingSince(), r.UpdatedAt),
 				What: "parked executions overdue: parked longer than the namespace's parked_limit", Short: "parked, overdue"}
 			if r.Status == parkedLost {
 				g.Kind, g.What, g.Short = needLost, "parked executions lost: n8n no longer holds them", "parked, lost"
@@ -498,7 +498,7 @@ func (ui *Console) parkedNeeds(ctx context.Context, sess *session, byDest map[st
 			order = append(order, k)
 		}
 		g.Count++
-		if at := cmpTime(r.ParkedAt, r.UpdatedAt); at.Before(g.Oldest) {
+		if at := cmpTime(r.WaitingSince(), r.UpdatedAt); at.Before(g.Oldest) {
 			g.Oldest = at
 		}
 	}

@@ -317,7 +317,8 @@ func (s parkedStatus) Next() string {
 }
 
 func (ui *Console) parkedStatusOf(r *keystore.Record, now time.Time) parkedStatus {
-	overdue := r.ParkedAt != nil && now.Sub(*r.ParkedAt) >= ui.policies.Namespace(r.Namespace).ParkedLimit
+	since := r.WaitingSince() // the event's whole wait, across parkings anew
+	overdue := since != nil && now.Sub(*since) >= ui.policies.Namespace(r.Namespace).ParkedLimit
 	switch {
 	case r.Reason == keystore.ReasonResumeLost:
 		return parkedLost

@@ -253,7 +253,7 @@ func newDestinationsParkedCmd(o *clientOptions) *cobra.Command {
 				case "OVERDUE":
 					late++
 				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", r.Namespace, r.Key, r.Destination, timeOrDash(r.ParkedAt), status, r.ResumeURL)
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", r.Namespace, r.Key, r.Destination, timeOrDash(r.WaitingSince()), status, r.ResumeURL)
 			}
 			if err := tw.Flush(); err != nil {
 				return err
@@ -283,7 +283,7 @@ func parkedStatus(r *keystore.Record, limit time.Duration, now time.Time) string
 		return "LOST"
 	case r.ResumeSentAt != nil:
 		return "RESUMED"
-	case r.ParkedAt != nil && now.Sub(*r.ParkedAt) >= limit:
+	case r.WaitingSince() != nil && now.Sub(*r.WaitingSince()) >= limit:
 		return "OVERDUE"
 	}
 	return "WAITING"

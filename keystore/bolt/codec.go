@@ -295,7 +295,7 @@ func decodeRecordBody(ns, key string, b []byte) (*keystore.Record, error) {
 		ExpiresAt: fromOffset(d.Expires, base), ResolvedBy: d.ResolvedBy, ResolvedAt: fromOffset(d.ResolvedAt, base),
 		Note: d.Note, Fingerprint: d.Fingerprint, TokenHash: d.TokenHash, Summary: ds.Summary,
 	}
-	if state == keystore.StateParked {
+	if state == keystore.StateParked || (state == keystore.StateReserved && len(d.Result) > 0) {
 		if err := decodePark(r, d.Result); err != nil { // park.go
 			return nil, err
 		}

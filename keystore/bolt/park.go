@@ -38,16 +38,51 @@ type diskPark struct {
 	ClaimUntil int64
 }
 
+// diskParkSince is the park slot of an event that parked anew while it
+// waited (keystore.Record.ParkedSince): diskPark with the first parking
+// appended. Only such a key is written so (fxamacker/cbor decodes a
+// toarray struct only from an array of its length), so every other
+// parked key reads back in an older release as before.
+type diskParkSince struct {
+	_ struct{} `cbor:",toarray"`
+	diskPark
+	Since int64
+}
+
+// parkSinceLen is the length of diskParkSince's array.
+const parkSinceLen = 5
+
 // recordResult is what goes in a record's result slot.
 func recordResult(r *keystore.Record) []byte {
 	if r.State == keystore.StateUnknown && r.Check != nil {
 		return checkSlot(r.Check) // reconcile.go
 	}
+	if r.State == keystore.StateReserved && r.ParkedSince != nil {
+		// The attempt of a woken parked event: its wait goes on should it
+		// park again. A reserved key has no result; an older release
+		// reads this slot as one and never shows it.
+		return mustCBOR(diskParkSince{Since: ms(*r.ParkedSince)})
+	}
 	if r.State != keystore.StateParked {
 		return r.Result
 	}
-	b, err := cbor.Marshal(diskPark{ParkedAt: msPtr(r.ParkedAt), ResumeURL: r.ResumeURL,
-		SentAt: msPtr(r.ResumeSentAt), ClaimUntil: msPtr(r.ResumeClaimUntil)})
+	d := diskPark{ParkedAt: msPtr(r.ParkedAt), ResumeURL: r.ResumeURL,
+		SentAt: msPtr(r.ResumeSentAt), ClaimUntil: msPtr(r.ResumeClaimUntil)}
+	var b []byte
+	var err error
+	if r.ParkedSince != nil && r.ParkedAt != nil && r.ParkedSince.Before(*r.ParkedAt) {
+		b, err = cbor.Marshal(diskParkSince{diskPark: d, Since: ms(*r.ParkedSince)})
+	} else {
+		b, err = cbor.Marshal(d)
+	}
+	if err != nil {
+		panic("cbor of a fixed struct: " + err.Error())
+	}
+	return b
+}
+
+func mustCBOR(v any) []byte {
+	b, err := cbor.Marshal(v)
 	if err != nil {
 		panic("cbor of a fixed struct: " + err.Error())
 	}
@@ -56,12 +91,23 @@ func recordResult(r *keystore.Record) []byte {
 
 // decodePark reads the park fields of a parked record from its result slot.
 func decodePark(r *keystore.Record, b []byte) error {
-	var d diskPark
-	if err := decMode.Unmarshal(b, &d); err != nil {
+	var ds diskParkSince
+	var err error
+	if arrayLen(b) == parkSinceLen {
+		err = decMode.Unmarshal(b, &ds)
+	} else {
+		err = decMode.Unmarshal(b, &ds.diskPark)
+	}
+	if err != nil {
 		return fmt.Errorf("decode parked record %s/%s: %w", r.Namespace, r.Key, err)
 	}
+	d := ds.diskPark
 	r.Result = nil
 	r.ParkedAt, r.ResumeURL, r.ResumeSentAt, r.ResumeClaimUntil = fromMsPtr(d.ParkedAt), d.ResumeURL, fromMsPtr(d.SentAt), fromMsPtr(d.ClaimUntil)
+	if ds.Since != 0 {
+		since := fromMs(ds.Since)
+		r.ParkedSince = &since
+	}
 	return nil
 }
 

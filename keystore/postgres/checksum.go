@@ -97,6 +97,12 @@ func rowChecksum(r *keystore.Record, version int64) int64 {
 		b = append(b, 'S')
 		str(r.Summary)
 	}
+	// The first parking of an event that parked anew (migration 0017),
+	// likewise.
+	if r.ParkedSince != nil {
+		b = append(b, 'F')
+		tm(r.ParkedSince)
+	}
 	return int64(crc32.Checksum(b, castagnoli))
 }
 
@@ -117,6 +123,7 @@ func atMicros(r *keystore.Record) *keystore.Record {
 	c.CreatedAt, c.UpdatedAt = micro(c.CreatedAt), micro(c.UpdatedAt)
 	c.LeaseExpiresAt, c.ExpiresAt, c.ResolvedAt = microPtr(c.LeaseExpiresAt), microPtr(c.ExpiresAt), microPtr(c.ResolvedAt)
 	c.ParkedAt, c.ResumeSentAt, c.ResumeClaimUntil = microPtr(c.ParkedAt), microPtr(c.ResumeSentAt), microPtr(c.ResumeClaimUntil)
+	c.ParkedSince = microPtr(c.ParkedSince)
 	return &c
 }
 

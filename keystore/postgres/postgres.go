@@ -142,7 +142,8 @@ func (s *Store) Ping(ctx context.Context) error {
 const (
 	pgKeyCols = `state, attempt, owner, lease_expires_at, result_ref, result, reason, message, retryable,
 		via, destination, created_at, updated_at, expires_at, resolved_by, resolved_at, note, history,
-		fingerprint, token_hash, token_seal, parked_at, resume_url, resume_sent_at, resume_claim_until, check_hold, summary`
+		fingerprint, token_hash, token_seal, parked_at, resume_url, resume_sent_at, resume_claim_until, check_hold, summary,
+		parked_since`
 	pgKeyRead     = pgKeyCols + `, version, checksum`
 	pgSelectKey   = `SELECT ` + pgKeyRead + ` FROM guard_keys WHERE namespace = $1 AND key = $2`
 	pgBreakerCols = `state, opened_at, reopens_at, consecutive_failures, paused_reserves, probe_namespace, probe_key, probe_until,
@@ -165,7 +166,7 @@ func scanRecord(row pgx.Row, ns, key string) (*keystore.Record, int64, error) {
 	err := row.Scan(&state, &attempt, &r.Owner, &r.LeaseExpiresAt, &r.ResultRef, &result, &reason, &r.Message,
 		&r.Retryable, &via, &r.Destination, &r.CreatedAt, &r.UpdatedAt, &r.ExpiresAt, &r.ResolvedBy,
 		&r.ResolvedAt, &r.Note, &history, &r.Fingerprint, &r.TokenHash, &r.TokenSeal,
-		&r.ParkedAt, &r.ResumeURL, &r.ResumeSentAt, &r.ResumeClaimUntil, &hold, &r.Summary, &version, &sum)
+		&r.ParkedAt, &r.ResumeURL, &r.ResumeSentAt, &r.ResumeClaimUntil, &hold, &r.Summary, &r.ParkedSince, &version, &sum)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, 0, nil
 	}
@@ -198,6 +199,7 @@ func scanRecord(row pgx.Row, ns, key string) (*keystore.Record, int64, error) {
 	r.CreatedAt, r.UpdatedAt = r.CreatedAt.UTC(), r.UpdatedAt.UTC()
 	r.LeaseExpiresAt, r.ExpiresAt, r.ResolvedAt = utcPtr(r.LeaseExpiresAt), utcPtr(r.ExpiresAt), utcPtr(r.ResolvedAt)
 	r.ParkedAt, r.ResumeSentAt, r.ResumeClaimUntil = utcPtr(r.ParkedAt), utcPtr(r.ResumeSentAt), utcPtr(r.ResumeClaimUntil)
+	r.ParkedSince = utcPtr(r.ParkedSince)
 	// NULL: a row from before checksums (Open adds them) or written by an
 	// older n8n-guard during an upgrade (the trigger of migration 0004).
 	if sum != nil && *sum != rowChecksum(r, version) {
@@ -277,12 +279,13 @@ func queueRecord(b *pgx.Batch, prev *keystore.Record, version int64, next *keyst
 		next.ResultRef, nullJSON(next.Result), string(next.Reason), next.Message, next.Retryable, string(next.Via),
 		next.Destination, stored.CreatedAt, stored.UpdatedAt, stored.ExpiresAt, next.ResolvedBy, stored.ResolvedAt,
 		next.Note, string(history), nullBytes(next.Fingerprint), nullBytes(next.TokenHash), nullBytes(next.TokenSeal),
-		stored.ParkedAt, next.ResumeURL, stored.ResumeSentAt, stored.ResumeClaimUntil, checkHold(next.Check), next.Summary}
+		stored.ParkedAt, next.ResumeURL, stored.ResumeSentAt, stored.ResumeClaimUntil, checkHold(next.Check), next.Summary,
+		stored.ParkedSince}
 	if prev == nil {
 		args = append(args, rowChecksum(stored, 1))
 		b.Queue(`INSERT INTO guard_keys (namespace, key, `+pgKeyCols+`, checksum)
 			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23,
-				$24, $25, $26, $27, $28, $29, $30)`, args...)
+				$24, $25, $26, $27, $28, $29, $30, $31)`, args...)
 		queueActivity(b, prev, next)
 		return nil
 	}
@@ -293,8 +296,8 @@ func queueRecord(b *pgx.Batch, prev *keystore.Record, version int64, next *keyst
 				created_at = $14, updated_at = $15, expires_at = $16, resolved_by = $17, resolved_at = $18,
 				note = $19, history = $20, fingerprint = $21, token_hash = $22, token_seal = $23,
 				parked_at = $24, resume_url = $25, resume_sent_at = $26, resume_claim_until = $27, check_hold = $28,
-				summary = $29, version = version + 1, checksum = $31
-			WHERE namespace = $1 AND key = $2 AND version = $30
+				summary = $29, parked_since = $30, version = version + 1, checksum = $32
+			WHERE namespace = $1 AND key = $2 AND version = $31
 			RETURNING 1)
 		SELECT guard_expect_row(count(*), 'key') FROM u`, args...)
 	queueActivity(b, prev, next)

@@ -415,6 +415,54 @@ func runParking(t *testing.T, newStore New) {
 			t.Fatalf("reported again a day later, after a restart: %v (%v)", ok, err)
 		}
 	})
+	t.Run("a failed probe that parks again keeps its event's wait: parked_limit counts from the first parking, reported once", func(t *testing.T) {
+		e := setup(t, newStore, pol)
+		openHubspot(t, e)
+		first := *e.reserve(ns, "evt_1", withDest("hubspot"), withResume("1")).Record.ParkedAt
+		// One round of a rolling outage: the cooldown ends, the key is the
+		// probe, n8n wakes its execution, whose write finds the
+		// destination still down and parks again with a new resume URL.
+		probeFails := func(execID string) time.Time {
+			t.Helper()
+			e.clock.Advance(time.Minute)
+			rec, ok, err := parkStore(t, e).ClaimResume(e.ctx, ns, "evt_1", 30*time.Second)
+			if err != nil || !ok {
+				t.Fatalf("claim as the probe: %v %v", ok, err)
+			}
+			if _, err := parkStore(t, e).ResumeAnswered(e.ctx, ns, "evt_1", *rec.ParkedAt, keystore.ResumeAccepted, ""); err != nil {
+				t.Fatal(err)
+			}
+			r := e.reserve(ns, "evt_1", withDest("hubspot"), withResume(execID))
+			wantOutcome(t, r, keystore.OutcomeAccepted)
+			e.restart() // the woken attempt keeps the wait in the store
+			f, err := e.s.Fail(e.ctx, keystore.FailRequest{Namespace: ns, Key: "evt_1", Token: r.Token,
+				Reason: keystore.ReasonDestinationUnreachable, ResumeURL: resumeBase + execID})
+			if err != nil {
+				t.Fatal(err)
+			}
+			wantState(t, f, keystore.StateParked)
+			return *f.Record.ParkedAt
+		}
+		second := probeFails("2")
+		e.restart()
+		got := e.lookup(ns, "evt_1").Record
+		if !got.ParkedAt.Equal(second) || got.ParkedSince == nil || !got.ParkedSince.Equal(first) || !got.WaitingSince().Equal(first) {
+			t.Fatalf("parked anew at %v: parked_at %v, parked_since %v; want the new parking and the first %v", second, got.ParkedAt, got.ParkedSince, first)
+		}
+		limit := 150 * time.Second // past since the first parking, not since the second
+		e.clock.Advance(first.Add(limit).Sub(e.clock.Now()))
+		if ok, err := parkStore(t, e).ParkedOverdue(e.ctx, ns, "evt_1", second, limit); err != nil || !ok {
+			t.Fatalf("waiting %v since its first parking, parked anew %v ago: reported %v (%v), want reported", limit, e.clock.Now().Sub(second), ok, err)
+		}
+		third := probeFails("3")
+		e.clock.Advance(limit)
+		if ok, err := parkStore(t, e).ParkedOverdue(e.ctx, ns, "evt_1", third, limit); err != nil || ok {
+			t.Fatalf("the same wait reported again after parking anew: %v (%v)", ok, err)
+		}
+		if got := e.lookup(ns, "evt_1").Record; !got.WaitingSince().Equal(first) {
+			t.Fatalf("after two rounds the wait began %v, want %v", got.WaitingSince(), first)
+		}
+	})
 	t.Run("a lost key re-sent by its source parks anew and is queued, or goes through once the breaker closed", func(t *testing.T) {
 		e := setup(t, newStore, pol)
 		openHubspot(t, e)
