@@ -129,10 +129,28 @@ const retriesPages = 20
 // RetriedAs is the id of an execution that n8n started at or after since
 // as a retry of execution id of workflow ("" when none): GET
 // /api/v1/executions?workflowId=…, whose items carry retryOf (1.x and 2.x;
-// the key needs the execution:read scope). It tells a guard that n8n
-// re-ran an execution already, when the guard that asked stopped before it
-// noted n8n's answer. A refusal is an *Error.
+// the key needs the execution:list scope). n8n leaves the executions that
+// run now out of that list unless asked for status=running, and a retry
+// that has not reached its gate yet is running: both are read. It tells a
+// guard that n8n re-ran an execution already, when the guard that asked
+// stopped before it noted n8n's answer. A refusal is an *Error.
 func (c *Client) RetriedAs(ctx context.Context, workflow, id string, since time.Time) (string, error) {
+	for _, status := range []string{"running", ""} {
+		found, err := c.retryIn(ctx, workflow, id, status, since)
+		var ne *Error
+		if status != "" && errors.As(err, &ne) && ne.Status == http.StatusBadRequest {
+			continue // an n8n that cannot filter by status lists every execution
+		}
+		if err != nil || found != "" {
+			return found, err
+		}
+	}
+	return "", nil
+}
+
+// retryIn looks for the retry RetriedAs names among the executions of
+// workflow of one status ("": n8n's default list), newest first.
+func (c *Client) retryIn(ctx context.Context, workflow, id, status string, since time.Time) (string, error) {
 	type listed struct {
 		ID        any    `json:"id"`      // a string in n8n 2.x, a number in some 1.x
 		RetryOf   any    `json:"retryOf"` // likewise; null for a first run
@@ -141,6 +159,9 @@ func (c *Client) RetriedAs(ctx context.Context, workflow, id string, since time.
 	cursor := ""
 	for range retriesPages {
 		q := url.Values{"workflowId": {workflow}, "limit": {"100"}}
+		if status != "" {
+			q.Set("status", status)
+		}
 		if cursor != "" {
 			q.Set("cursor", cursor)
 		}

@@ -20,9 +20,9 @@ import (
 )
 
 // retryingN8n is a stand-in n8n that keeps its executions: a retry makes
-// a new execution (retryOf the one retried, startedAt its clock), and the
-// list of a workflow's executions says so, newest first, two a page, as
-// n8n's public API does. dropFirst cuts the first retry's answer off after
+// a new execution (retryOf the one retried, startedAt its clock, still
+// running), and the list of a workflow's executions says so, newest first,
+// two a page, running ones only when asked for, as n8n's public API does. dropFirst cuts the first retry's answer off after
 // n8n started it, as a guard SIGKILLed while n8n answers sees it.
 type retryingN8n struct {
 	mu        sync.Mutex
@@ -51,10 +51,19 @@ func (n *retryingN8n) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		fmt.Fprintf(w, `{"id":%q,"mode":"retry","status":"running"}`, id)
 	case r.Method == http.MethodGet && path == "/api/v1/executions" && r.URL.Query().Get("workflowId") == "wf1":
-		// Newest first; older executions of the workflow after them.
+		// Newest first; older executions of the workflow after them. As
+		// n8n does, the default list leaves out the executions running
+		// now; status=running lists only them.
+		running := r.URL.Query().Get("status") == "running"
 		all := []map[string]any{}
 		for i := len(n.execs) - 1; i >= 0; i-- {
-			all = append(all, n.execs[i])
+			if (n.execs[i]["status"] == "running") == running {
+				all = append(all, n.execs[i])
+			}
+		}
+		if running {
+			writeJSON(w, map[string]any{"data": all, "nextCursor": nil})
+			return
 		}
 		for i := 41; i >= 30; i-- {
 			all = append(all, map[string]any{"id": fmt.Sprint(i), "workflowId": "wf1", "retryOf": nil, "status": "error"})

@@ -88,7 +88,7 @@ func (r Rerunner) Retry(ctx context.Context, workflow, id string, keys []rerun.K
 	switch {
 	case errors.As(err, &ne) && (ne.Status == http.StatusUnauthorized || ne.Status == http.StatusForbidden):
 		// A key that may retry but not list (no execution:list scope):
-		// asked without knowing of an earlier ask, as before 2026-12.
+		// asked without knowing of an earlier ask (as before this check).
 		res.Unchecked = true
 	case err != nil:
 		return res, refusal(err)
