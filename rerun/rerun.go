@@ -18,10 +18,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"regexp"
 	"slices"
 	"sort"
-	"strings"
 	"time"
 	"unicode/utf8"
 
@@ -282,18 +280,9 @@ func (r *Runner) withoutPaused(ctx context.Context, pending []*execution) ([]*ex
 	return out, back
 }
 
-// holderRE reads a holder as the guard's workflows write it: "n8n
-// <workflow> exec <id>".
-var holderRE = regexp.MustCompile(`(?i)^n8n\s+(?:([A-Za-z0-9_-]{1,64})\s+)?exec(?:ution)?\s*[:#]?\s*([A-Za-z0-9_-]{1,64})$`)
-
 // ExecutionOf is the workflow and the n8n execution a holder names (""
-// : none).
-func ExecutionOf(holder string) (workflow, execution string) {
-	if m := holderRE.FindStringSubmatch(strings.TrimSpace(holder)); m != nil {
-		return m[1], m[2]
-	}
-	return "", ""
-}
+// : none): keystore.ExecutionOf, which the resume URLs' rule reads too.
+func ExecutionOf(holder string) (workflow, execution string) { return keystore.ExecutionOf(holder) }
 
 // pending reads the granted keys that no guard is starting, one execution
 // each, the oldest grant first, and when the soonest claim in flight goes
