@@ -142,6 +142,8 @@ func addServeFlags(fs *pflag.FlagSet, cfg *Config, lf *logFlags) {
 	fs.IntVar(&h.ClientConnections, "client-connections", h.ClientConnections, "connections one client address may hold before any shows a valid token; more are answered 429 rate_limited (-1: no limit)")
 	fs.IntVar(&h.UnauthenticatedPerMinute, "unauthenticated-per-minute", h.UnauthenticatedPerMinute, "/v1 requests without a valid token one client may send a minute; more are answered 429 rate_limited (-1: no limit)")
 	fs.IntVar(&h.SignInPerMinute, "signin-per-minute", h.SignInPerMinute, "console sign-in attempts one client may make a minute (-1: no limit)")
+	fs.IntVar(&h.IntakePerMinute, "intake-per-minute", h.IntakePerMinute, "failures one token may report on /v1/n8n/error a minute; more are answered 429 rate_limited (-1: no limit)")
+	bindEnv(fs, "intake-per-minute", "N8N_GUARD_INTAKE_PER_MINUTE")
 	fs.DurationVar(&h.ReadTimeout, "read-timeout", h.ReadTimeout, "time to read a request")
 	fs.DurationVar(&h.WriteTimeout, "write-timeout", h.WriteTimeout, "time to write an answer")
 	fs.DurationVar(&h.IdleTimeout, "idle-timeout", h.IdleTimeout, "how long an idle keep-alive connection stays open")
