@@ -144,6 +144,8 @@ func addServeFlags(fs *pflag.FlagSet, cfg *Config, lf *logFlags) {
 	fs.IntVar(&h.SignInPerMinute, "signin-per-minute", h.SignInPerMinute, "console sign-in attempts one client may make a minute (-1: no limit)")
 	fs.IntVar(&h.IntakePerMinute, "intake-per-minute", h.IntakePerMinute, "failures one token may report on /v1/n8n/error a minute; more are answered 429 rate_limited (-1: no limit)")
 	bindEnv(fs, "intake-per-minute", "N8N_GUARD_INTAKE_PER_MINUTE")
+	fs.Float64Var(&cfg.RerunReads, "n8n-api-reads-per-second", cfg.RerunReads, "re-runs asked of n8n's API a second at most, whatever their destinations (each reads the whole execution; -1: no cap)")
+	bindEnv(fs, "n8n-api-reads-per-second", "N8N_GUARD_N8N_API_READS_PER_SECOND")
 	fs.DurationVar(&h.ReadTimeout, "read-timeout", h.ReadTimeout, "time to read a request")
 	fs.DurationVar(&h.WriteTimeout, "write-timeout", h.WriteTimeout, "time to write an answer")
 	fs.DurationVar(&h.IdleTimeout, "idle-timeout", h.IdleTimeout, "how long an idle keep-alive connection stays open")
