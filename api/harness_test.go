@@ -176,7 +176,7 @@ func start(t testing.TB, opts ...envOption) *env {
 		Registry: reg, Limits: limits, Version: "test", Policies: cfg.policies,
 		ScopedTokens: cfg.api.ScopedTokens,
 		Namespaces:   cfg.api.Namespaces, Destinations: cfg.api.Destinations, LabelLimit: cfg.api.LabelLimit,
-		Logger: cfg.api.Logger, Reruns: cfg.api.Reruns,
+		Logger: cfg.api.Logger, Reruns: cfg.api.Reruns, Clock: cfg.api.Clock,
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -143,6 +143,10 @@ func (s *Server) reserve(c *fiber.Ctx, req reserveRequest) error {
 	if err := s.policies.Resume.Check(dr.ResumeURL); err != nil {
 		return err
 	}
+	_, owner := keystore.ExecutionOf(dr.Owner)
+	if err := s.policies.Resume.CheckExecution(dr.ResumeURL, keystore.RequestExecution(dr.RequestID), owner); err != nil {
+		return err
+	}
 	dr.Principal = principalOf(c)
 	res, err := s.store.Reserve(c.UserContext(), dr)
 	if err != nil {
@@ -170,11 +174,31 @@ func (s *Server) fail(c *fiber.Ctx, req failRequest) error {
 	if err := s.policies.Resume.Check(req.ResumeURL); err != nil {
 		return err
 	}
+	if err := s.failResumeExecution(c, req); err != nil {
+		return err
+	}
 	res, err := s.store.Fail(c.UserContext(), req.domain())
 	if err != nil {
 		return s.destinationRefused(c, req.Namespace, err)
 	}
 	return s.writeResult(c, res, nil)
+}
+
+// failResumeExecution refuses a fail's resume URL that wakes another
+// execution than the one holding the key's lease (its owner, as its
+// reserve named it). A key without a record is left to the store, which
+// refuses the fail itself; a new attempt reserved meanwhile has another
+// token, so the fail that passed here is refused then as well.
+func (s *Server) failResumeExecution(c *fiber.Ctx, req failRequest) error {
+	if req.ResumeURL == "" {
+		return nil
+	}
+	res, err := s.store.Lookup(c.UserContext(), req.Namespace, string(req.Key))
+	if err != nil || res.Record == nil {
+		return nil
+	}
+	_, holder := keystore.ExecutionOf(res.Record.Owner)
+	return s.policies.Resume.CheckExecution(req.ResumeURL, holder)
 }
 
 func (s *Server) resolve(c *fiber.Ctx, req resolveRequest) error {

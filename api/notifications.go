@@ -35,6 +35,9 @@ func (s *Server) n8nError(c *fiber.Ctx) error {
 	if s.notes == nil {
 		return errs.Errorf(errs.StoreUnavailable, "notifications are not configured")
 	}
+	if err := s.intake.admit(c); err != nil {
+		return err
+	}
 	// The body is passed on as is; notify parses it (every field inside may
 	// be missing) and may keep it past this request, so it is copied.
 	acc, err := s.notes.Intake(c.UserContext(), bytes.Clone(c.Body()))

@@ -19,7 +19,7 @@ func TestParkedOverHTTP(t *testing.T) {
 	wantOK(t, e.post(t, "/v1/fail", obj{"namespace": ns, "key": "evt_first", "token": tok, "reason": "destination_unreachable"}), "destination_failed")
 
 	resume := "http://n8n.local:5678/webhook-waiting/4711"
-	a := wantOK(t, e.post(t, "/v1/reserve", obj{"namespace": ns, "key": "evt_1", "destination": "hubspot", "resume_url": resume}), "parked")
+	a := wantOK(t, e.post(t, "/v1/reserve", obj{"namespace": ns, "key": "evt_1", "destination": "hubspot", "resume_url": resume, "owner": execOwner(resume)}), "parked")
 	if a["proceed"] != false || a["state"] != "parked" || a["resume_url"] != resume || a["parked_at"] == nil || a["token"] != nil {
 		t.Fatalf("parked answer: %v", a)
 	}
@@ -29,7 +29,7 @@ func TestParkedOverHTTP(t *testing.T) {
 	if _, ok := a["error"]; ok {
 		t.Fatalf("a parked answer has a top-level error key: %v", a)
 	}
-	c := wantOK(t, e.post(t, "/v1/reserve", obj{"namespace": ns, "key": "evt_1", "destination": "hubspot", "resume_url": resume + "9"}), "parked")
+	c := wantOK(t, e.post(t, "/v1/reserve", obj{"namespace": ns, "key": "evt_1", "destination": "hubspot", "resume_url": resume + "9", "owner": execOwner(resume + "9")}), "parked")
 	if c["resume_url"] != resume || c["updated_at"] != a["updated_at"] {
 		t.Fatalf("a copy changed the parked key: %v", c)
 	}
@@ -45,7 +45,7 @@ func TestParkedOverHTTP(t *testing.T) {
 		t.Fatalf("parked keys: %v", items)
 	}
 	for _, bad := range []string{"ftp://n8n/x", "webhook-waiting/1", "http://"} {
-		wantProblem(t, e.post(t, "/v1/reserve", obj{"namespace": ns, "key": "evt_3", "destination": "hubspot", "resume_url": bad}), http.StatusBadRequest, "invalid_request")
+		wantProblem(t, e.post(t, "/v1/reserve", obj{"namespace": ns, "key": "evt_3", "destination": "hubspot", "resume_url": bad, "owner": execOwner(bad)}), http.StatusBadRequest, "invalid_request")
 	}
 	wantOK(t, e.get(t, "/v1/lookup?namespace="+ns+"&key=evt_3"), "absent")
 }
@@ -58,7 +58,7 @@ func TestDestinationsCountWokenEvents(t *testing.T) {
 	tok := e.accepted(t, "evt_first", obj{"destination": "hubspot"})
 	wantOK(t, e.post(t, "/v1/fail", obj{"namespace": ns, "key": "evt_first", "token": tok, "reason": "destination_unreachable"}), "destination_failed")
 	for _, k := range []string{"evt_1", "evt_2"} {
-		wantOK(t, e.post(t, "/v1/reserve", obj{"namespace": ns, "key": k, "destination": "hubspot", "resume_url": "http://n8n.local:5678/webhook-waiting/" + k}), "parked")
+		wantOK(t, e.post(t, "/v1/reserve", obj{"namespace": ns, "key": k, "destination": "hubspot", "resume_url": "http://n8n.local:5678/webhook-waiting/" + k, "owner": execOwner("http://n8n.local:5678/webhook-waiting/" + k)}), "parked")
 	}
 	counts := func() string {
 		t.Helper()
@@ -100,7 +100,7 @@ func TestMaintenanceWindowOverHTTP(t *testing.T) {
 	if b := r.JSON(t); b["state"] != "open" || b["reopens_at"] != until {
 		t.Fatalf("breaker: %v", b)
 	}
-	a := wantOK(t, e.post(t, "/v1/reserve", obj{"namespace": ns, "key": "evt_1", "destination": "hubspot", "resume_url": "http://n8n/webhook-waiting/1"}), "parked")
+	a := wantOK(t, e.post(t, "/v1/reserve", obj{"namespace": ns, "key": "evt_1", "destination": "hubspot", "resume_url": "http://n8n/webhook-waiting/1", "owner": execOwner("http://n8n/webhook-waiting/1")}), "parked")
 	if a["retry_after_seconds"] != float64(3600) {
 		t.Fatalf("parked until the window's end: %v", a)
 	}

@@ -97,7 +97,7 @@ func TestNamedTokenFourEyes(t *testing.T) {
 	e := start(t, withNamedToken(), withPolicies(keystore.Policies{Namespaces: map[string]keystore.NamespacePolicy{
 		ns: {Approval: keystore.ApprovalPolicy{Required: true, FourEyes: true}}}}))
 	resume := "http://n8n.local:5678/webhook-waiting/4711"
-	wantOK(t, e.post(t, "/v1/reserve", obj{"namespace": ns, "key": "inv_1", "resume_url": resume, "requested_by": "ana@example.com", "fingerprint": "inv_1"}), "parked")
+	wantOK(t, e.post(t, "/v1/reserve", obj{"namespace": ns, "key": "inv_1", "resume_url": resume, "owner": execOwner(resume), "requested_by": "ana@example.com", "fingerprint": "inv_1"}), "parked")
 
 	p := wantProblem(t, e.postAsAna(t, "/v1/approve", obj{"namespace": ns, "key": "inv_1"}), http.StatusForbidden, "forbidden")
 	if !strings.Contains(p.Detail, "four eyes") {
@@ -114,7 +114,7 @@ func TestNamedTokenFourEyes(t *testing.T) {
 		t.Fatalf("approved by %v", ok["resolved_by"])
 	}
 
-	wantOK(t, e.post(t, "/v1/reserve", obj{"namespace": ns, "key": "inv_2", "resume_url": resume + "2", "requested_by": "bob", "fingerprint": "inv_2"}), "parked")
+	wantOK(t, e.post(t, "/v1/reserve", obj{"namespace": ns, "key": "inv_2", "resume_url": resume + "2", "owner": execOwner(resume + "2"), "requested_by": "bob", "fingerprint": "inv_2"}), "parked")
 	ok = wantOK(t, e.postAsAna(t, "/v1/approve", obj{"namespace": ns, "key": "inv_2", "note": "checked"}), "approved")
 	if ok["resolved_by"] != "ana@example.com (API token ops-ana)" {
 		t.Fatalf("approved by %v", ok["resolved_by"])
@@ -248,7 +248,7 @@ func TestFourEyesRefusesTheRequesterSpelledOtherwise(t *testing.T) {
 		} {
 			t.Run(tc.name, func(t *testing.T) {
 				key := "inv_" + strconv.Itoa(i)
-				r := e.post(t, "/v1/reserve", obj{"namespace": ns, "key": key, "resume_url": resume + key, "requested_by": tc.spelling, "fingerprint": key})
+				r := e.post(t, "/v1/reserve", obj{"namespace": ns, "key": key, "resume_url": resume + key, "owner": execOwner(resume + key), "requested_by": tc.spelling, "fingerprint": key})
 				if tc.rule != "" {
 					p := wantProblem(t, r, http.StatusBadRequest, "invalid_request")
 					if !hasField(p.Fields, "requested_by", tc.rule) {
@@ -291,7 +291,7 @@ func TestFourEyesRefusesTheRequesterSpelledOtherwise(t *testing.T) {
 			withPolicies(keystore.Policies{Namespaces: gated, People: people}))
 		for i, requester := range []string{"U0ANA", "ana-lopez@example.com"} {
 			key := "inv_" + strconv.Itoa(i)
-			wantOK(t, e.post(t, "/v1/reserve", obj{"namespace": ns, "key": key, "resume_url": resume + "1", "requested_by": requester, "fingerprint": key}), "parked")
+			wantOK(t, e.post(t, "/v1/reserve", obj{"namespace": ns, "key": key, "resume_url": resume + "1", "owner": execOwner(resume + "1"), "requested_by": requester, "fingerprint": key}), "parked")
 			p := wantProblem(t, e.postAsAna(t, "/v1/approve", obj{"namespace": ns, "key": key}), http.StatusForbidden, "forbidden")
 			if !hasField(p.Fields, "by", "four_eyes") || !strings.Contains(p.Detail, "four eyes") {
 				t.Fatalf("%s: refusal %+v", requester, p)

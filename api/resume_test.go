@@ -33,7 +33,7 @@ func TestAResumeURLOutsideTheConfiguredN8nIsRefused(t *testing.T) {
 		"http://n8n.local:5678/rest/login":   "resume_path",
 		"http://169.254.169.254/latest/meta": "resume_origin",
 	} {
-		p := wantProblem(t, as(http.MethodPost, "/v1/reserve", obj{"namespace": ns, "key": "evt_steal", "destination": "never-configured", "resume_url": url}),
+		p := wantProblem(t, as(http.MethodPost, "/v1/reserve", obj{"namespace": ns, "key": "evt_steal", "destination": "never-configured", "resume_url": url, "owner": execOwner(url)}),
 			http.StatusBadRequest, "invalid_request")
 		if len(p.Fields) != 1 || p.Fields[0].Field != "resume_url" || p.Fields[0].Rule != rule {
 			t.Errorf("reserve with %s: fields %+v, want resume_url rule %s", url, p.Fields, rule)
@@ -52,7 +52,7 @@ func TestAResumeURLOutsideTheConfiguredN8nIsRefused(t *testing.T) {
 		t.Fatalf("the refused fail changed the key: %v", got)
 	}
 	// n8n's own resume URL is accepted as configured.
-	wantOK(t, as(http.MethodPost, "/v1/reserve", obj{"namespace": ns, "key": "evt_ok", "destination": "never-configured", "resume_url": "http://n8n.local:5678/webhook-waiting/9"}), "parked")
+	wantOK(t, as(http.MethodPost, "/v1/reserve", obj{"namespace": ns, "key": "evt_ok", "destination": "never-configured", "resume_url": "http://n8n.local:5678/webhook-waiting/9", "owner": execOwner("http://n8n.local:5678/webhook-waiting/9")}), "parked")
 	if calls.Load() != 0 {
 		t.Fatalf("the caller's listener was called %d times", calls.Load())
 	}
@@ -62,7 +62,7 @@ func TestAResumeURLOutsideTheConfiguredN8nIsRefused(t *testing.T) {
 // setting, rather than silently answering destination_paused.
 func TestParkingWithoutAConfiguredN8nIsRefused(t *testing.T) {
 	e := start(t, withoutN8n())
-	p := wantProblem(t, e.post(t, "/v1/reserve", obj{"namespace": ns, "key": "evt_1", "resume_url": "http://n8n.local:5678/webhook-waiting/1"}), http.StatusBadRequest, "invalid_request")
+	p := wantProblem(t, e.post(t, "/v1/reserve", obj{"namespace": ns, "key": "evt_1", "resume_url": "http://n8n.local:5678/webhook-waiting/1", "owner": execOwner("http://n8n.local:5678/webhook-waiting/1")}), http.StatusBadRequest, "invalid_request")
 	if len(p.Fields) != 1 || p.Fields[0].Rule != "resume_unconfigured" {
 		t.Fatalf("fields %+v, want resume_unconfigured", p.Fields)
 	}

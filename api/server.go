@@ -88,6 +88,8 @@ type Config struct {
 	Namespaces   []string
 	Destinations []string
 	LabelLimit   int
+	// Clock is the time the per-token intake limit reads (nil: time.Now).
+	Clock func() time.Time
 }
 
 // Limits are the server's bounds and timeouts, as the operator sets them
@@ -122,6 +124,9 @@ type Limits struct {
 	// SignInPerMinute: console sign-in attempts per client a minute
 	// (default DefaultSignInPerMinute, 10; negative: no limit).
 	SignInPerMinute int
+	// IntakePerMinute: failures one token may report on /v1/n8n/error a
+	// minute (default DefaultIntakePerMinute, 120; negative: no limit).
+	IntakePerMinute int
 }
 
 // WithDefaults fills in every default of the limits, as their comments
@@ -137,6 +142,7 @@ func (l Limits) WithDefaults() Limits {
 	l.ClientConnections = cmp.Or(l.ClientConnections, DefaultClientConnections)
 	l.UnauthenticatedPerMinute = cmp.Or(l.UnauthenticatedPerMinute, DefaultUnauthenticatedPerMinute)
 	l.SignInPerMinute = cmp.Or(l.SignInPerMinute, DefaultSignInPerMinute)
+	l.IntakePerMinute = cmp.Or(l.IntakePerMinute, DefaultIntakePerMinute)
 	return l
 }
 
@@ -144,6 +150,9 @@ func (l Limits) WithDefaults() Limits {
 func (cfg Config) withDefaults() Config {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = time.Now
 	}
 	cfg.Limits = cfg.Limits.WithDefaults()
 	cfg.LabelLimit = cmp.Or(max(cfg.LabelLimit, 0), DefaultLabelLimit)
@@ -169,6 +178,7 @@ type Server struct {
 	maxBody  int
 	maxConns int
 	fair     *fairEdge
+	intake   *intakeLimit
 	// signInPerMinute: the console's sign-in limit per client (Config).
 	signInPerMinute int
 	policies        keystore.Policies
@@ -220,6 +230,9 @@ func New(cfg Config) (*Server, error) {
 		return nil, fmt.Errorf("api: register metrics: %w", err)
 	}
 	if s.fair, err = newFairEdge(cfg, s.log); err != nil {
+		return nil, fmt.Errorf("api: %w", err)
+	}
+	if s.intake, err = newIntakeLimit(cfg.IntakePerMinute, cfg.Registry, s.log, cfg.Clock); err != nil {
 		return nil, fmt.Errorf("api: %w", err)
 	}
 	s.app = s.newApp(cfg.Limits)

@@ -18,7 +18,7 @@ func TestReserveSummaryIsRecordedAndAnswered(t *testing.T) {
 		"invoices": {Approval: keystore.ApprovalPolicy{Required: true, FourEyes: true}}}}))
 	const summary = "Invoice 4711 · 12,000 EUR · ACME"
 	resume := "http://n8n.local:5678/webhook-waiting/4711"
-	a := wantOK(t, e.post(t, "/v1/reserve", obj{"namespace": "invoices", "key": "inv_4711", "resume_url": resume,
+	a := wantOK(t, e.post(t, "/v1/reserve", obj{"namespace": "invoices", "key": "inv_4711", "resume_url": resume, "owner": execOwner(resume),
 		"requested_by": "ann", "payload": invoice, "summary": summary}), "parked")
 	if a["summary"] != summary || a["awaiting_approval"] != true {
 		t.Fatalf("reserve answered %v", a)

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net"
 	"net/url"
+	"regexp"
 	"strings"
 
 	"github.com/n8n-guard/n8n-guard/errs"
@@ -18,6 +19,7 @@ import (
 //	no origin configured                 -> refused: resume_unconfigured (parking is off)
 //	scheme, host or port not configured  -> refused: resume_origin
 //	path outside the waiting-webhook one -> refused: resume_path
+//	another execution than the caller's  -> refused: resume_execution (CheckExecution)
 //
 // The rule names are the problem's field rules (field resume_url).
 
@@ -155,4 +157,96 @@ func originOf(u *url.URL) string {
 		}
 	}
 	return strings.ToLower(u.Scheme) + "://" + net.JoinHostPort(host, port)
+}
+
+// The execution a resume URL wakes is in its path
+// (<base>/webhook-waiting/<execution id>[/<suffix>], and on n8n 2.x a
+// ?signature= of it after). A caller holding any reserve token could
+// otherwise name another execution's id: on 1.x the guard's call, with
+// the resume secret, would wake that execution early (2.x refuses a call
+// without that execution's signature, which the caller does not have).
+// So a resume URL is accepted only for the execution that sends it: the
+// one its reserve names (request_id "<execution id>:…" as the shipped
+// workflows and the community node send it, and an owner "n8n
+// <workflow> exec <id>"), and on a fail the one that holds the key's
+// lease (its owner). The same rule on 1.x and 2.x: the id is in the path
+// on both.
+
+// CheckExecution refuses raw (a resume URL that passed Check) unless it
+// wakes the execution the caller is: each of executions (the ids the
+// request names; "" is ignored) must be the URL's, and at least one must
+// be given. nil for an empty URL.
+func (t ResumeTargets) CheckExecution(raw string, executions ...string) error {
+	if raw == "" {
+		return nil
+	}
+	woken := t.execution(raw)
+	var named []string
+	for _, e := range executions {
+		if e != "" {
+			named = append(named, e)
+		}
+	}
+	refuse := func(why string) error {
+		return &errs.Error{Code: errs.InvalidRequest, Message: "resume_url " + why + "; nothing was recorded",
+			Fields: []errs.FieldError{{Field: "resume_url", Rule: "resume_execution"}}}
+	}
+	if len(named) == 0 {
+		return refuse(`wakes an execution, but the key's reserve does not say which execution it is: reserve with request_id "<execution id>:…" ($execution.id first, as the shipped workflows and the n8n-guard node do) or owner "n8n <workflow id> exec <execution id>"`)
+	}
+	for _, e := range named {
+		if e != woken {
+			return refuse(fmt.Sprintf("wakes execution %q, but the request is execution %q's: a resume URL must be the execution's own ($execution.resumeUrl)", woken, e))
+		}
+	}
+	return nil
+}
+
+// execution is the execution id raw's path names after the waiting-webhook
+// path ("" when raw is not a configured n8n's resume URL).
+func (t ResumeTargets) execution(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return ""
+	}
+	origin := originOf(u)
+	for i, o := range t.origins {
+		want := t.bases[i] + t.Path()
+		if o != origin || !waitingPath(u, want) {
+			continue
+		}
+		// The segment as sent, then decoded: an encoded "/" stays in the
+		// id ("41%2F421" is not execution 41's, nor 421's).
+		seg, _, _ := strings.Cut(strings.TrimPrefix(u.EscapedPath(), want), "/")
+		id, err := url.PathUnescape(seg)
+		if err != nil {
+			return ""
+		}
+		return id
+	}
+	return ""
+}
+
+// RequestExecution is the execution id a reserve's request_id names: what
+// precedes its first ":" ("<execution id>:<node>:<run>:<item>" as the
+// shipped workflows and the n8n-guard node write it); "" without one.
+func RequestExecution(requestID string) string {
+	id, _, ok := strings.Cut(strings.TrimSpace(requestID), ":")
+	if !ok {
+		return ""
+	}
+	return strings.TrimSpace(id)
+}
+
+// holderRE reads a holder as the guard's workflows and node write it:
+// "n8n <workflow> exec <id>", "n8n execution <id>".
+var holderRE = regexp.MustCompile(`(?i)^n8n\s+(?:([A-Za-z0-9_-]{1,64})\s+)?exec(?:ution)?\s*[:#]?\s*([A-Za-z0-9_-]{1,64})$`)
+
+// ExecutionOf is the workflow and the n8n execution a holder (a reserve's
+// owner) names ("": none).
+func ExecutionOf(holder string) (workflow, execution string) {
+	if m := holderRE.FindStringSubmatch(strings.TrimSpace(holder)); m != nil {
+		return m[1], m[2]
+	}
+	return "", ""
 }

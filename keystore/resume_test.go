@@ -62,3 +62,48 @@ func TestResumeTargetsAllowOnlyConfiguredN8n(t *testing.T) {
 		}
 	}
 }
+
+// A resume URL wakes the execution whose id is in its path, after the
+// waiting-webhook path of its n8n (a base path and a Wait node's suffix
+// around it); it is accepted only from that execution.
+func TestAResumeURLIsOnlyItsOwnExecutions(t *testing.T) {
+	tg, err := keystore.NewResumeTargets([]string{"https://n8n.example.org", "https://example.com/n8n"}, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name, url  string
+		executions []string
+		ok         bool
+	}{
+		{"its own", "https://n8n.example.org/webhook-waiting/41", []string{"41"}, true},
+		{"its own, signed (2.x)", "https://n8n.example.org/webhook-waiting/41?signature=abc", []string{"41", "41"}, true},
+		{"its own, under a base path, with a suffix", "https://example.com/n8n/webhook-waiting/41/after", []string{"41"}, true},
+		{"one of the two names it, the other is empty", "https://n8n.example.org/webhook-waiting/41", []string{"", "41"}, true},
+		{"another's", "https://n8n.example.org/webhook-waiting/421", []string{"41"}, false},
+		{"another's, signed (2.x)", "https://n8n.example.org/webhook-waiting/421?signature=abc", []string{"41"}, false},
+		{"the names disagree", "https://n8n.example.org/webhook-waiting/41", []string{"41", "42"}, false},
+		{"a prefix of the id", "https://n8n.example.org/webhook-waiting/411", []string{"41"}, false},
+		{"an encoded slash", "https://n8n.example.org/webhook-waiting/41%2F421", []string{"41"}, false},
+		{"no execution named", "https://n8n.example.org/webhook-waiting/41", nil, false},
+	} {
+		err := tg.CheckExecution(c.url, c.executions...)
+		var e *errs.Error
+		switch {
+		case c.ok && err != nil:
+			t.Errorf("%s: refused (%v)", c.name, err)
+		case !c.ok && (!errors.As(err, &e) || e.Code != errs.InvalidRequest || len(e.Fields) != 1 || e.Fields[0] != (errs.FieldError{Field: "resume_url", Rule: "resume_execution"})):
+			t.Errorf("%s: %v, want invalid_request resume_url resume_execution", c.name, err)
+		}
+	}
+	for id, want := range map[string]string{"41:node:0:0": "41", " 41 :x": "41", "41": "", "": "", ":x": ""} {
+		if got := keystore.RequestExecution(id); got != want {
+			t.Errorf("RequestExecution(%q) = %q, want %q", id, got, want)
+		}
+	}
+	for owner, want := range map[string]string{"n8n wf7 exec 41": "41", "n8n execution 43": "43", "n8n exec 4711": "4711", "crm team": "", "n8n wf exec": ""} {
+		if _, got := keystore.ExecutionOf(owner); got != want {
+			t.Errorf("ExecutionOf(%q) = %q, want %q", owner, got, want)
+		}
+	}
+}

@@ -456,24 +456,24 @@ func (b *builder) addNodes(c guardCalls, in edge, jsName string) {
 	n, name := b.names, b.spec.Node
 	b.add("reserve", c.reserve, -660, 0)
 	b.add("proceed", ifNode("$json.statusCode === 200 && ($json.body || {}).proceed === true"), -440, 0)
-	itemJS := fmt.Sprintf("// n8n-guard: %s gets the item it got before the reserve.\nconst src = $(%s).item;\nreturn src.binary ? { json: src.json, binary: src.binary } : { json: src.json };\n", name, jsString(in.From))
+	itemJS := fmt.Sprintf("// n8n-guard: %s gets the item it got before the reserve.\nconst src = $(%s).item;\nreturn src.binary ? { json: src.json, binary: src.binary } : { json: src.json };\n", jsString(name), jsString(in.From))
 	if b.spec.Park {
 		// After a catch-up the reserve is fed by the restore node (the
 		// Wait node hands on n8n's resume call, not the items).
-		itemJS = fmt.Sprintf("// n8n-guard: %s gets the item it got before the reserve (after a catch-up, the item restored).\nlet src;\ntry { src = $(%s).item; } catch (e) { src = undefined; }\nif (!src) src = $(%s).item;\nreturn src.binary ? { json: src.json, binary: src.binary } : { json: src.json };\n", name, jsString(n["restore"]), jsString(in.From))
+		itemJS = fmt.Sprintf("// n8n-guard: %s gets the item it got before the reserve (after a catch-up, the item restored).\nlet src;\ntry { src = $(%s).item; } catch (e) { src = undefined; }\nif (!src) src = $(%s).item;\nreturn src.binary ? { json: src.json, binary: src.binary } : { json: src.json };\n", jsString(name), jsString(n["restore"]), jsString(in.From))
 	}
 	b.add("item", codeNode(itemJS), -220, 0)
 	b.add("complete", c.complete, 220, -160)
-	b.add("classify", codeNode(fmt.Sprintf(classifyJS, name, jsName)), 220, 160)
+	b.add("classify", codeNode(fmt.Sprintf(classifyJS, jsName, jsName)), 220, 160)
 	b.add("fail", c.fail, 440, 160)
 	// The gate above the Stop node: n8n's v1 execution order runs the
 	// upper branch first, so a retryable failure fails at the gate even
 	// when other items of the execution stop.
 	b.add("rerunnable", ifNode("$json.outcome === 'destination_failed'"), 880, 160)
 	b.add("gate", c.gate, 1100, 40)
-	b.add("failed", stopNode(fmt.Sprintf("=%s failed ({{ $(%s).item.json.reason }}): {{ $(%s).item.json.message }}", name, jsString(n["classify"]), jsString(n["classify"]))), 1100, 280)
+	b.add("failed", stopNode(fmt.Sprintf("=%s failed ({{ $(%s).item.json.reason }}): {{ $(%s).item.json.message }}", exprText(name), jsString(n["classify"]), jsString(n["classify"]))), 1100, 280)
 	b.add("decided", ifNode("$json.statusCode === 200 && ($json.body || {}).outcome !== undefined"), -220, 320)
-	b.add("undecided", stopNode("=n8n-guard did not decide on "+name+" (HTTP {{ $json.statusCode }} {{ ($json.body || {}).code || $json.error && $json.error.message || '' }}): nothing was written"), 0, 480)
+	b.add("undecided", stopNode("=n8n-guard did not decide on "+exprText(name)+" (HTTP {{ $json.statusCode }} {{ ($json.body || {}).code || $json.error && $json.error.message || '' }}): nothing was written"), 0, 480)
 }
 
 // addParking adds and links the nodes of parking: a parked answer waits
@@ -495,7 +495,7 @@ func (b *builder) addParking(in edge, link func(from string, outputs ...[]string
 	// items that parked (several of one execution park behind one
 	// Wait node): every item that reached the reserve is reserved
 	// again; the ones written already answer duplicate_event.
-	b.add("restore", codeNodeAllItems(fmt.Sprintf("// n8n-guard: the items that reached %s before the catch-up, reserved again (the written ones answer duplicate_event).\nreturn $(%s).all().map((it) => (it.binary ? { json: it.json, binary: it.binary } : { json: it.json }));\n", name, jsString(in.From))), 440, 640)
+	b.add("restore", codeNodeAllItems(fmt.Sprintf("// n8n-guard: the items that reached %s before the catch-up, reserved again (the written ones answer duplicate_event).\nreturn $(%s).all().map((it) => (it.binary ? { json: it.json, binary: it.binary } : { json: it.json }));\n", jsString(name), jsString(in.From))), 440, 640)
 	link(n["wait"], []string{n["restore"]})
 	link(n["restore"], []string{n["reserve"]})
 	link(n["parked"], []string{n["wait"]})
@@ -550,10 +550,23 @@ func responds(g *graph, name string) bool {
 	return false
 }
 
+// jsString is s as a single-quoted JavaScript string literal. A node's
+// name goes into generated code only so, in comments as well: a raw line
+// break (\n, \r, U+2028, U+2029, all escaped by encoding/json) would end
+// a // comment and make the rest of the name code. Braces are escaped
+// too, so that the literal can stand inside an n8n expression's {{ }}: a
+// "}}" in a name would end the expression there.
 func jsString(s string) string {
 	b, _ := json.Marshal(s)
-	return "'" + strings.ReplaceAll(strings.ReplaceAll(string(b[1:len(b)-1]), `\"`, `"`), "'", `\'`) + "'"
+	return "'" + jsEscapes.Replace(string(b[1:len(b)-1])) + "'"
 }
+
+var jsEscapes = strings.NewReplacer(`\\`, `\\`, `\"`, `"`, "'", `\'`, "{", `\x7b`, "}", `\x7d`)
+
+// exprText is s as literal text of an n8n expression ("=… {{ … }} …"): a
+// string inside {{ }}, so that a name holding "{{ $env.X }}" is shown,
+// never evaluated.
+func exprText(s string) string { return "{{ " + jsString(s) + " }}" }
 
 // linkMain sets from's main outputs in conns: outputs[i] are the nodes
 // output i leads to (none: an empty output).
@@ -579,7 +592,7 @@ func (b *builder) outputAfter(name, quoted string, after []edge, link func(from 
 		return
 	}
 	n := b.names
-	b.add("output", codeNode(fmt.Sprintf("// n8n-guard: the nodes after %s get its output, not the guard's answer.\nconst src = $(%s).item;\nreturn src.binary ? { json: src.json, binary: src.binary } : { json: src.json };\n", name, quoted)), 440, -160)
+	b.add("output", codeNode(fmt.Sprintf("// n8n-guard: the nodes after %s get its output, not the guard's answer.\nconst src = $(%s).item;\nreturn src.binary ? { json: src.json, binary: src.binary } : { json: src.json };\n", jsString(name), quoted)), 440, -160)
 	link(n["complete"], []string{n["output"]})
 	var outs []any
 	for _, e := range after {

@@ -316,7 +316,7 @@ func (b *builder) buildCommunity(g *graph, target map[string]any, key, ns, dest 
 		"owner":          "=n8n {{ $workflow.id }} exec {{ $execution.id }}",
 		"reserveOptions": map[string]any{"destination": dest},
 	}), -440, 0)
-	itemJS := fmt.Sprintf("// n8n-guard: %s gets the item it got before the reserve.\nconst src = $(%s).item;\nreturn src.binary ? { json: src.json, binary: src.binary } : { json: src.json };\n", name, jsString(in.From))
+	itemJS := fmt.Sprintf("// n8n-guard: %s gets the item it got before the reserve.\nconst src = $(%s).item;\nreturn src.binary ? { json: src.json, binary: src.binary } : { json: src.json };\n", jsString(name), jsString(in.From))
 	b.add("item", codeNode(itemJS), -220, 0)
 	b.add("complete", b.communityNode(map[string]any{
 		"operation": "complete",
@@ -324,7 +324,7 @@ func (b *builder) buildCommunity(g *graph, target map[string]any, key, ns, dest 
 	}), 220, -160)
 	b.add("fail", b.communityNode(map[string]any{"operation": "fail", "reason": "auto"}), 220, 160)
 	b.add("failed", stopNode(fmt.Sprintf("=%s failed (n8n-guard: {{ $json.outcome }}, key {{ $json.state }}): {{ String(($(%s).item.json.error || {}).message || $(%s).item.json.error || '').slice(0, 300) }}",
-		name, jsString(name), jsString(name))), 440, 160)
+		exprText(name), jsString(name), jsString(name))), 440, 160)
 	target["onError"] = "continueErrorOutput"
 	b.rw.Changes = append(b.rw.Changes, fmt.Sprintf("set On Error of %q to its error output (failed with the reason Auto)", name))
 

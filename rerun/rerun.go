@@ -1,6 +1,7 @@
 // Package rerun re-runs n8n executions that stopped at their re-run gate
 // once a person allowed it (keystore/rerun.go): at a bounded pace per
-// destination, each execution once, and it records what n8n said on every
+// destination and at most Options.Reads asks of n8n's API a second in
+// all, each execution once, and it records what n8n said on every
 // key the execution carries.
 //
 // The store is the queue: a granted key that no re-run has started is
@@ -18,14 +19,13 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"regexp"
 	"slices"
 	"sort"
-	"strings"
 	"time"
 	"unicode/utf8"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"golang.org/x/time/rate"
 
 	"github.com/n8n-guard/n8n-guard/errs"
 	"github.com/n8n-guard/n8n-guard/internal/prom"
@@ -105,12 +105,24 @@ type Options struct {
 	// n8n started that has not reserved the key after this is asked again
 	// (10 min).
 	Claim, Started time.Duration
+	// Reads caps the re-runs asked of n8n's API a second, whatever their
+	// destinations (2; negative: no cap). Each asks for the whole
+	// execution (its data, to check where it stopped and which keys it
+	// reserved), a heavy read for n8n; the pace per destination alone let
+	// 300 invented destinations make 15 such reads a second.
+	Reads float64
 	// Name is who claims re-runs in the keys' history ("n8n-guard").
 	Name       string
 	Logger     *slog.Logger
 	Clock      keystore.Clock
 	Registerer prometheus.Registerer
+	// Sleep waits d or until ctx ends (default: a timer): the wait for
+	// the next read, on Clock's time.
+	Sleep func(ctx context.Context, d time.Duration)
 }
+
+// DefaultReads is the default of Options.Reads: n8n API reads a second.
+const DefaultReads = 2
 
 func (o Options) withDefaults() Options {
 	o.Pace = cmp.Or(max(o.Pace, 0), 2*time.Second)
@@ -118,6 +130,17 @@ func (o Options) withDefaults() Options {
 	o.Claim = cmp.Or(max(o.Claim, 0), 2*time.Minute)
 	o.Started = cmp.Or(max(o.Started, 0), 10*time.Minute)
 	o.Name = cmp.Or(o.Name, "n8n-guard")
+	o.Reads = cmp.Or(o.Reads, DefaultReads)
+	if o.Sleep == nil {
+		o.Sleep = func(ctx context.Context, d time.Duration) {
+			t := time.NewTimer(d)
+			defer t.Stop()
+			select {
+			case <-ctx.Done():
+			case <-t.C:
+			}
+		}
+	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -133,6 +156,7 @@ type Runner struct {
 	n8n     Executions
 	opts    Options
 	kick    chan struct{}
+	reads   *rate.Limiter // nil: no cap
 	results *prometheus.CounterVec
 	waiting prometheus.Gauge
 }
@@ -144,6 +168,11 @@ func New(store keystore.Store, n8n Executions, opts Options) (*Runner, error) {
 			Help: "Re-runs of n8n executions a person allowed, by what n8n answered (started; found: started by an earlier ask whose answer was not noted; refused; failed: n8n did not answer, tried again)."}, []string{"result"}),
 		waiting: prometheus.NewGauge(prometheus.GaugeOpts{Name: "n8n_guard_reruns_pending",
 			Help: "Executions whose re-run a person allowed and no guard has started, at the last search, besides those whose destination is paused (alert when it stays above 0)."}),
+	}
+	if r.opts.Reads > 0 {
+		// In bursts of a second's worth: a round of a few re-runs asks
+		// at once, a long one at the cap.
+		r.reads = rate.NewLimiter(rate.Limit(r.opts.Reads), max(int(r.opts.Reads), 1))
 	}
 	if err := prom.Register(r.opts.Registerer, r.results, r.waiting); err != nil {
 		return nil, err
@@ -294,18 +323,9 @@ func (r *Runner) withoutPaused(ctx context.Context, pending []*execution) ([]*ex
 	return out, back
 }
 
-// holderRE reads a holder as the guard's workflows write it: "n8n
-// <workflow> exec <id>".
-var holderRE = regexp.MustCompile(`(?i)^n8n\s+(?:([A-Za-z0-9_-]{1,64})\s+)?exec(?:ution)?\s*[:#]?\s*([A-Za-z0-9_-]{1,64})$`)
-
 // ExecutionOf is the workflow and the n8n execution a holder names (""
-// : none).
-func ExecutionOf(holder string) (workflow, execution string) {
-	if m := holderRE.FindStringSubmatch(strings.TrimSpace(holder)); m != nil {
-		return m[1], m[2]
-	}
-	return "", ""
-}
+// : none): keystore.ExecutionOf, which the resume URLs' rule reads too.
+func ExecutionOf(holder string) (workflow, execution string) { return keystore.ExecutionOf(holder) }
 
 // pending reads the granted keys that no guard is starting, one execution
 // each, the oldest grant first, and when the soonest claim in flight goes
@@ -414,6 +434,7 @@ func (r *Runner) start(ctx context.Context, ex *execution) started {
 		r.refuse(ctx, log, claimed, "another event of the same execution could not be allowed, so a re-run would stop at its gate: "+err.Error())
 		return done
 	}
+	r.awaitRead(ctx)
 	call, cancel := context.WithTimeout(ctx, r.opts.Claim/2)
 	defer cancel()
 	res, err := r.n8n.Retry(call, ex.workflow, ex.id, keysOf(claimed), grantedAt(ex))
@@ -442,8 +463,9 @@ func (r *Runner) start(ctx context.Context, ex *execution) started {
 		r.results.WithLabelValues("found").Inc()
 		log.Warn("re-run found started: n8n re-ran the execution already for this grant (the guard that asked stopped before noting it); not asked again", "as", res.ID, "keys", len(claimed))
 	case err == nil:
-		r.note(ctx, claimed, keystore.HistoryRerunStarted, res.ID)
+		// Counted before it is noted: whoever sees the note sees the count.
 		r.results.WithLabelValues("started").Inc()
+		r.note(ctx, claimed, keystore.HistoryRerunStarted, res.ID)
 		log.Info("re-run started", "as", res.ID, "keys", len(claimed))
 		if res.Unchecked {
 			log.Warn("re-run: n8n's API key may not list executions (scope execution:list), so the guard could not check that no earlier ask of this grant started it; give the key execution:list")
@@ -460,6 +482,19 @@ func (r *Runner) start(ctx context.Context, ex *execution) started {
 		return later
 	}
 	return done
+}
+
+// awaitRead waits for the n8n API's next read (Options.Reads), on the
+// runner's clock. The runs of a round are started one after another, so
+// one wait is at most 1/Reads: far inside the claim.
+func (r *Runner) awaitRead(ctx context.Context) {
+	if r.reads == nil {
+		return
+	}
+	now := r.opts.Clock()
+	if d := r.reads.ReserveN(now, 1).DelayFrom(now); d > 0 {
+		r.opts.Sleep(ctx, d)
+	}
 }
 
 // sooner is the sooner of two waits, 0 meaning none.
@@ -479,8 +514,8 @@ func keysOf(recs []*keystore.Record) []Key {
 }
 
 func (r *Runner) refuse(ctx context.Context, log *slog.Logger, keys []*keystore.Record, why string) {
-	r.note(ctx, keys, keystore.HistoryRerunRefused, why)
 	r.results.WithLabelValues("refused").Inc()
+	r.note(ctx, keys, keystore.HistoryRerunRefused, why)
 	log.Warn("re-run refused; the keys stay failed and say why, and a person may allow it again", "why", why, "keys", len(keys))
 }
 

@@ -24,6 +24,7 @@ import (
 	"github.com/n8n-guard/n8n-guard/keystore"
 	"github.com/n8n-guard/n8n-guard/n8n"
 	"github.com/n8n-guard/n8n-guard/notify"
+	"github.com/n8n-guard/n8n-guard/rerun"
 )
 
 // Config is everything the server needs, parsed once from flags, the
@@ -94,6 +95,10 @@ type Config struct {
 	// empty: the file's n8n: section.
 	ResumeOrigins []string
 	ResumePath    string
+	// RerunReads caps the re-runs' asks of n8n's API a second, whatever
+	// their destinations (--n8n-api-reads-per-second, default
+	// rerun.DefaultReads; negative: no cap).
+	RerunReads float64
 
 	File FileConfig
 }
@@ -101,7 +106,7 @@ type Config struct {
 // NewConfig is serve's configuration before flags, the environment and
 // the file apply: every default, as the flags show them.
 func NewConfig() Config {
-	return Config{Addr: DefaultAddr, DataDir: DefaultDataDir, HTTP: api.Limits{}.WithDefaults()}.withDefaults()
+	return Config{Addr: DefaultAddr, DataDir: DefaultDataDir, HTTP: api.Limits{}.WithDefaults(), RerunReads: rerun.DefaultReads}.withDefaults()
 }
 
 // withDefaults fills in the defaults Main applies itself (NewMain); a zero

@@ -60,7 +60,7 @@ func TestDestinationCommands(t *testing.T) {
 		t.Fatalf("hold: %v\n%s", err, out)
 	}
 	status, a := call(t, base, "op-token", http.MethodPost, "/v1/reserve", map[string]any{"namespace": "crm", "key": "evt-1",
-		"destination": "hubspot", "resume_url": pruned.URL + "/webhook-waiting/81"})
+		"destination": "hubspot", "resume_url": pruned.URL + "/webhook-waiting/81", "owner": "n8n exec 81"})
 	if status != http.StatusOK || a["outcome"] != "parked" {
 		t.Fatalf("reserve in the window: %d %v", status, a)
 	}

@@ -61,7 +61,7 @@ people:
 	request := func(key, requestedBy string) (string, map[string]any) {
 		t.Helper()
 		status, a := call(t, base, "tok", http.MethodPost, "/v1/reserve", map[string]any{"namespace": "invoices", "key": key,
-			"resume_url": "http://n8n.local/webhook-waiting/" + key, "fingerprint": key, "requested_by": requestedBy})
+			"resume_url": "http://n8n.local/webhook-waiting/" + key, "owner": "n8n exec " + key, "fingerprint": key, "requested_by": requestedBy})
 		if status != http.StatusOK {
 			return "", a
 		}

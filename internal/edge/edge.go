@@ -94,39 +94,47 @@ func AddrOf(a net.Addr) netip.Addr {
 // addresses must not grow it without end.
 const maxClients = 1 << 16
 
-// Limiter allows each client perMinute events a minute, in bursts of up
-// to burst.
-type Limiter struct {
+// Limiter allows each client address perMinute events a minute, in
+// bursts of up to burst.
+type Limiter = Keyed[netip.Addr]
+
+// NewLimiter returns a limiter of client addresses; perMinute <= 0 allows
+// everything.
+func NewLimiter(perMinute, burst int) *Limiter { return NewKeyed[netip.Addr](perMinute, burst) }
+
+// Keyed allows each key (a client address, an API token) perMinute
+// events a minute, in bursts of up to burst: one token bucket per key.
+type Keyed[K comparable] struct {
 	perMinute int
 	burst     int
 
-	mu       sync.Mutex
-	byClient map[netip.Addr]*rate.Limiter
+	mu    sync.Mutex
+	byKey map[K]*rate.Limiter
 }
 
-// NewLimiter returns a limiter; perMinute <= 0 allows everything.
-func NewLimiter(perMinute, burst int) *Limiter {
-	return &Limiter{perMinute: perMinute, burst: max(burst, 1), byClient: map[netip.Addr]*rate.Limiter{}}
+// NewKeyed returns a limiter; perMinute <= 0 allows everything.
+func NewKeyed[K comparable](perMinute, burst int) *Keyed[K] {
+	return &Keyed[K]{perMinute: perMinute, burst: max(burst, 1), byKey: map[K]*rate.Limiter{}}
 }
 
 // PerMinute is the configured rate.
-func (l *Limiter) PerMinute() int { return l.perMinute }
+func (l *Keyed[K]) PerMinute() int { return l.perMinute }
 
-// Allow takes one event of client at now. When the client has used its
+// Allow takes one event of key at now. When the key has used its
 // allowance it returns false and how long until the next one is allowed.
-func (l *Limiter) Allow(client netip.Addr, now time.Time) (bool, time.Duration) {
+func (l *Keyed[K]) Allow(key K, now time.Time) (bool, time.Duration) {
 	if l.perMinute <= 0 {
 		return true, 0
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	lim := l.byClient[client]
+	lim := l.byKey[key]
 	if lim == nil {
-		if len(l.byClient) >= maxClients {
+		if len(l.byKey) >= maxClients {
 			l.forgetFull(now)
 		}
 		lim = rate.NewLimiter(rate.Limit(float64(l.perMinute)/60), l.burst)
-		l.byClient[client] = lim
+		l.byKey[key] = lim
 	}
 	r := lim.ReserveN(now, 1)
 	if d := r.DelayFrom(now); d > 0 {
@@ -136,16 +144,16 @@ func (l *Limiter) Allow(client netip.Addr, now time.Time) (bool, time.Duration) 
 	return true, 0
 }
 
-// forgetFull drops the clients whose allowance has refilled (they lose
-// nothing by being forgotten); if none has, every client is forgotten,
+// forgetFull drops the keys whose allowance has refilled (they lose
+// nothing by being forgotten); if none has, every key is forgotten,
 // which a flood from 65,536 addresses earns.
-func (l *Limiter) forgetFull(now time.Time) {
-	for a, lim := range l.byClient {
+func (l *Keyed[K]) forgetFull(now time.Time) {
+	for a, lim := range l.byKey {
 		if lim.TokensAt(now) >= float64(l.burst) {
-			delete(l.byClient, a)
+			delete(l.byKey, a)
 		}
 	}
-	if len(l.byClient) >= maxClients {
-		clear(l.byClient)
+	if len(l.byKey) >= maxClients {
+		clear(l.byKey)
 	}
 }

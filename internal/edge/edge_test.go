@@ -76,7 +76,7 @@ func TestLimiterForgetsWithinBounds(t *testing.T) {
 		ip[1], ip[2], ip[3] = byte(i>>16), byte(i>>8), byte(i)
 		l.Allow(netip.AddrFrom4(ip), now)
 	}
-	if n := len(l.byClient); n > maxClients {
+	if n := len(l.byKey); n > maxClients {
 		t.Fatalf("%d clients remembered, bound %d", n, maxClients)
 	}
 }
