@@ -31,11 +31,11 @@ type clocked struct {
 	at    []time.Time
 }
 
-func (c *clocked) Retry(ctx context.Context, workflow, id string, keys []rerun.Key) (rerun.Retried, error) {
+func (c *clocked) Retry(ctx context.Context, workflow, id string, keys []rerun.Key, since time.Time) (rerun.Retried, error) {
 	c.mu.Lock()
 	c.at = append(c.at, c.clock.Now())
 	c.mu.Unlock()
-	return c.n8n.Retry(ctx, workflow, id, keys)
+	return c.n8n.Retry(ctx, workflow, id, keys, since)
 }
 
 // A caller invents a destination per key (300 once made 15 full-execution
