@@ -49,6 +49,20 @@ func TestFourEyesReadsAddressesAsAddresses(t *testing.T) {
 			})
 		}
 	}
+	// Her Slack user: the six are hers through what people: lists for it
+	// (a requester people: does not know, "aná", looks like one of them).
+	for _, tc := range issueSpellings {
+		t.Run("her Slack user/"+tc.name, func(t *testing.T) {
+			cur, err := requestedBy(t, tc.spelling)
+			if err != nil {
+				t.Fatal(err)
+			}
+			err = decide(t, cur, gatedWith(withPeople), "ana (Slack U0ANA)", "U0ANA")
+			if e, _ := err.(*errs.Error); e == nil || e.Fields[0].Rule != "four_eyes" || !strings.Contains(e.Message, "requester") {
+				t.Fatalf("%q approved by ana's Slack user: %v", tc.spelling, err)
+			}
+		})
+	}
 	t.Run("another person of the same domain", func(t *testing.T) {
 		cur, err := requestedBy(t, "Bob Stone <bob@example.com>")
 		if err != nil {

@@ -127,6 +127,7 @@ func CheckPerson(field, s string) error {
 // The zero value knows nobody, and four eyes compares spellings only.
 type People struct {
 	person map[string]string // CanonicalPerson(identifier), or the address it spells -> the person's name
+	ids    map[string][]string // the person's name -> their identifiers, as given
 	// Match is how addresses are read (address.go).
 	Match PersonMatch
 }
@@ -138,7 +139,7 @@ type People struct {
 // match (at most one) says how addresses are read; the default folds
 // plus-tags.
 func NewPeople(identities map[string][]string, match ...PersonMatch) (People, error) {
-	p := People{person: map[string]string{}}
+	p := People{person: map[string]string{}, ids: map[string][]string{}}
 	if len(match) > 0 {
 		p.Match = match[0]
 	}
@@ -161,6 +162,7 @@ func NewPeople(identities map[string][]string, match ...PersonMatch) (People, er
 				}
 				p.person[c] = name
 			}
+			p.ids[name] = append(p.ids[name], id)
 		}
 	}
 	return p, nil
@@ -243,9 +245,20 @@ func fourEyes(requester string, req ApprovalRequest, people *People, verb string
 		}
 	}
 	deciderKnown := false
+	var theirs []string // what people: lists for the decider
 	for _, id := range req.Identities {
-		_, known := dir.Person(id)
+		p, known := dir.Person(id)
 		deciderKnown = deciderKnown || known
+		if why := same(id); why != "" {
+			return "", refused(why)
+		}
+		if known {
+			theirs = append(theirs, dir.ids[p]...)
+		}
+	}
+	// A requester people: does not know may still look like one of the
+	// decider's other identities ("aná@example.com" to her Slack user).
+	for _, id := range theirs {
 		if why := same(id); why != "" {
 			return "", refused(why)
 		}
