@@ -126,7 +126,7 @@ func CheckPerson(field, s string) error {
 // the person who requested an event by e-mail may not approve it either.
 // The zero value knows nobody, and four eyes compares spellings only.
 type People struct {
-	person map[string]string // CanonicalPerson(identifier), or the address it spells -> the person's name
+	person map[string]string   // CanonicalPerson(identifier), or the address it spells -> the person's name
 	ids    map[string][]string // the person's name -> their identifiers, as given
 	// Match is how addresses are read (address.go).
 	Match PersonMatch
