@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 )
 
 // A failure reaches the guard as a post to /v1/n8n/error, and any reserve
@@ -19,6 +20,9 @@ import (
 // failure's.
 const executionOK = "ok"
 
+// executionCheckTimeout bounds the question to n8n before a delivery.
+const executionCheckTimeout = 10 * time.Second
+
 // retryOffered says whether r's message offers "Retry execution": asked
 // of n8n once per notification (the answer is kept on it), and not
 // offered while n8n cannot be asked.
@@ -29,6 +33,10 @@ func (s *Service) retryOffered(ctx context.Context, r *Record) bool {
 	if r.ExecutionChecked != "" {
 		return r.ExecutionChecked == executionOK
 	}
+	// Delivery waits for the answer: a slow n8n must not hold every
+	// other message back for the client's two minutes.
+	ctx, cancel := context.WithTimeout(ctx, executionCheckTimeout)
+	defer cancel()
 	why, err := s.executionMismatch(ctx, r)
 	if err != nil {
 		s.log.Warn("cannot ask n8n whose execution a failure names; its message offers no Retry execution for now",
