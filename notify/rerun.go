@@ -71,7 +71,8 @@ func (s *Service) gateNamespaces(ctx context.Context, holder string) ([]string, 
 			return nil, err
 		}
 		for _, rec := range page.Items {
-			if keystore.RerunHolder(rec) == holder && !slices.Contains(out, rec.Namespace) {
+			h, granted := keystore.RerunGranted(rec)
+			if ((granted && h == holder) || keystore.RerunHolder(rec) == holder) && !slices.Contains(out, rec.Namespace) {
 				out = append(out, rec.Namespace)
 			}
 		}

@@ -120,3 +120,35 @@ func TestRetryExecutionOnlyOfTheFailuresOwnWorkflow(t *testing.T) {
 		})
 	}
 }
+
+// Keys allowed already (in the console) still count as the execution's
+// at its gate: a Slack click answers that the re-run is allowed, and n8n
+// is not asked to retry an execution that would stop at the gate again.
+// Mutation: gateNamespaces without the granted keys: n8n retries 77.
+func TestRetryExecutionOfAnExecutionAllowedAlready(t *testing.T) {
+	n8n := newFakeN8n(t)
+	k := newKeysHarness(t)
+	kick := &kicks{}
+	k.svc.SetExecutions(n8nclient.Retrier{Client: n8nclient.New(n8n.srv.URL+"/api/v1", "n8n-key", 0)})
+	k.svc.SetReruns(kick)
+	owner := "n8n id-orders-sync exec 77"
+	k.failedAt("order-1", owner, true)
+	res, err := k.ks.Lookup(context.Background(), "orders", "order-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := res.Record
+	if _, err := k.ks.Resolve(context.Background(), keystore.ResolveRequest{Namespace: "orders", Key: "order-1", Resolution: keystore.StateFailed,
+		Rerun: true, By: "ana (console)", Note: "allowed in the console", Attempt: rec.Attempt}); err != nil {
+		t.Fatal(err)
+	}
+	a := k.intake(failureBody("orders-sync", "POST to CRM", "HTTP 503", "77"))
+	k.pass()
+	k.click("U0ORDERS", ActionRerun, a.NotificationID)
+	if got := n8n.Retries(); len(got) != 0 {
+		t.Fatalf("n8n was asked to retry %v", got)
+	}
+	if eph := k.calls("chat.postEphemeral"); len(eph) != 1 || !strings.Contains(eph[0].Text, "Re-run allowed for 1 event") {
+		t.Fatalf("the answer: %+v", eph)
+	}
+}
