@@ -126,15 +126,23 @@ func CheckPerson(field, s string) error {
 // the person who requested an event by e-mail may not approve it either.
 // The zero value knows nobody, and four eyes compares spellings only.
 type People struct {
-	person map[string]string // CanonicalPerson(identifier) -> the person's name
+	person map[string]string   // CanonicalPerson(identifier), or the address it spells -> the person's name
+	ids    map[string][]string // the person's name -> their identifiers, as given
+	// Match is how addresses are read (address.go).
+	Match PersonMatch
 }
 
 // NewPeople makes the directory of persons, each with their identifiers
 // (e-mail addresses, Slack user IDs, OpenID Connect subjects, other
 // names); a person's name is one of their identifiers too. It refuses an
 // identifier that breaks the person rule, or one given for two persons.
-func NewPeople(identities map[string][]string) (People, error) {
-	p := People{person: map[string]string{}}
+// match (at most one) says how addresses are read; the default folds
+// plus-tags.
+func NewPeople(identities map[string][]string, match ...PersonMatch) (People, error) {
+	p := People{person: map[string]string{}, ids: map[string][]string{}}
+	if len(match) > 0 {
+		p.Match = match[0]
+	}
 	names := make([]string, 0, len(identities))
 	for name := range identities {
 		names = append(names, name)
@@ -145,14 +153,16 @@ func NewPeople(identities map[string][]string) (People, error) {
 			if err := CheckPerson(name, id); err != nil {
 				return People{}, fmt.Errorf("%s: %q: %s", name, id, errs.MessageOf(err))
 			}
-			c := CanonicalPerson(id)
-			if c == "" {
+			if CanonicalPerson(id) == "" {
 				return People{}, fmt.Errorf("%s: an empty identity", name)
 			}
-			if other, ok := p.person[c]; ok && other != name {
-				return People{}, fmt.Errorf("%s: %q is also an identity of %s: one identity names one person", name, id, other)
+			for _, c := range p.Match.forms(id) {
+				if other, ok := p.person[c]; ok && other != name {
+					return People{}, fmt.Errorf("%s: %q is also an identity of %s: one identity names one person", name, id, other)
+				}
+				p.person[c] = name
 			}
-			p.person[c] = name
+			p.ids[name] = append(p.ids[name], id)
 		}
 	}
 	return p, nil
@@ -161,27 +171,34 @@ func NewPeople(identities map[string][]string) (People, error) {
 // Known reports whether the directory names anybody.
 func (p People) Known() bool { return len(p.person) > 0 }
 
-// Person is the person an identifier names (CanonicalPerson is applied).
+// Person is the person an identifier names: by its canonical spelling,
+// the address it spells, or the name of "Name <addr>".
 func (p People) Person(id string) (string, bool) {
-	name, ok := p.person[CanonicalPerson(id)]
-	return name, ok
+	for _, c := range p.Match.forms(id) {
+		if name, ok := p.person[c]; ok {
+			return name, true
+		}
+	}
+	return "", false
 }
 
 // fourEyes is the rule that the person who triggered an event (requester,
-// as recorded) may not decide its approval. It compares the requester's
-// spelling with each of the decider's identities and claimed spellings,
-// and the persons the vouched identities name in people. When people
-// names anybody, a decider it does not know by a vouched identity (a
-// Slack user ID, an identity provider's subject or e-mail, a named
-// token's person) is refused: four eyes cannot tell that a Slack user or
-// an e-mail it has never heard of is not the requester's other identity,
-// and approvers are few and known to the operator. What the caller only
-// claims (a shared token's by, a Slack user's chosen name) can add a
-// refusal but never makes the decider known: otherwise whoever holds a
-// shared token, or renames herself in Slack, could pass as someone else.
-// A requester it does not know (someone outside, a customer's form) is
-// compared by spelling only, and the warning it returns goes to the
-// decision's history.
+// as recorded) may not decide its approval. It compares the requester
+// with each of the decider's identities and claimed spellings: as
+// spelled, as the e-mail address it spells (address.go), and as it looks
+// (a confusable spelling is refused, with words that say so); and the
+// persons the vouched identities name in people. When people names
+// anybody, a decider it does not know by a vouched identity (a Slack user
+// ID, an identity provider's subject or e-mail, a named token's person)
+// is refused: four eyes cannot tell that a Slack user or an e-mail it has
+// never heard of is not the requester's other identity, and approvers
+// are few and known to the operator. What the caller only claims (a
+// shared token's by, a Slack user's chosen name) can add a refusal but
+// never makes the decider known: otherwise whoever holds a shared token,
+// or renames herself in Slack, could pass as someone else. A requester
+// it does not know (someone outside, a customer's form) is compared by
+// spelling only, and the warning it returns goes to the decision's
+// history.
 func fourEyes(requester string, req ApprovalRequest, people *People, verb string) (warning string, err error) {
 	if requester == "" {
 		return "", nil
@@ -190,22 +207,60 @@ func fourEyes(requester string, req ApprovalRequest, people *People, verb string
 	if people != nil {
 		dir = *people
 	}
-	refused := &errs.Error{Code: errs.Forbidden,
-		Message: fmt.Sprintf("%s triggered this event and may not %s it (four eyes: another approver must decide); nothing changed", req.By, verb),
-		Fields:  []errs.FieldError{{Field: "by", Rule: "four_eyes"}}}
+	refused := func(why string) error {
+		return &errs.Error{Code: errs.Forbidden,
+			Message: fmt.Sprintf("%s triggered this event and may not %s it: %s (four eyes: another approver must decide); nothing changed", req.By, verb, why),
+			Fields:  []errs.FieldError{{Field: "by", Rule: "four_eyes"}}}
+	}
 	reqPerson, reqKnown := dir.Person(requester)
-	claimed := append([]string{CanonicalPerson(req.By)}, req.Claimed...)
+	reqForms := dir.Match.forms(requester)
+	// same is why id names the requester, "" when it does not.
+	same := func(id string) string {
+		idForms := dir.Match.forms(id)
+		for _, f := range reqForms {
+			if slices.Contains(idForms, f) {
+				if a, ok := dir.Match.Address(requester); ok && a == f {
+					return fmt.Sprintf("the requester %q is the address %s, one of yours", requester, a)
+				}
+				return fmt.Sprintf("the requester %q is your %q", requester, id)
+			}
+		}
+		if p, known := dir.Person(id); known && reqKnown && p == reqPerson {
+			return fmt.Sprintf("the requester %q and your %q are one person, %s, under people:", requester, id, p)
+		}
+		for _, f := range reqForms {
+			for _, g := range idForms {
+				if skeleton(f) == skeleton(g) {
+					return fmt.Sprintf("the requester %q looks like your %q (letters that look alike, or another spelling of one name: "+
+						"four eyes refuses a requester confusable with the approver)", requester, id)
+				}
+			}
+		}
+		return ""
+	}
+	claimed := append([]string{req.By}, req.Claimed...)
 	for _, id := range claimed {
-		if p, known := dir.Person(id); id == CanonicalPerson(requester) || known && reqKnown && p == reqPerson {
-			return "", refused
+		if why := same(id); why != "" {
+			return "", refused(why)
 		}
 	}
 	deciderKnown := false
+	var theirs []string // what people: lists for the decider
 	for _, id := range req.Identities {
 		p, known := dir.Person(id)
 		deciderKnown = deciderKnown || known
-		if id == CanonicalPerson(requester) || known && reqKnown && p == reqPerson {
-			return "", refused
+		if why := same(id); why != "" {
+			return "", refused(why)
+		}
+		if known {
+			theirs = append(theirs, dir.ids[p]...)
+		}
+	}
+	// A requester people: does not know may still look like one of the
+	// decider's other identities ("aná@example.com" to her Slack user).
+	for _, id := range theirs {
+		if why := same(id); why != "" {
+			return "", refused(why)
 		}
 	}
 	ids := append(slices.Clone(req.Identities), req.Claimed...)

@@ -106,7 +106,7 @@ func (p Policies) Namespace(ns string) NamespacePolicy {
 	if len(p.Destinations) > 0 {
 		np.destinations = &p.Destinations
 	}
-	if p.People.Known() {
+	if p.People.Known() || p.People.Match != (PersonMatch{}) {
 		np.people = &p.People
 	}
 	return np.withDefaults()

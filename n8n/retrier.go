@@ -35,6 +35,17 @@ func (r Retrier) Retry(ctx context.Context, executionID string) (string, error) 
 	return "", err
 }
 
+// WorkflowOf is the workflow n8n says execution executionID belongs to
+// (ExecutionWorkflow), n8n's refusal mapped as Retry's.
+func (r Retrier) WorkflowOf(ctx context.Context, executionID string) (id, name string, err error) {
+	id, name, err = r.ExecutionWorkflow(ctx, executionID)
+	var ne *Error
+	if errors.As(err, &ne) && ne.Status == http.StatusNotFound {
+		return "", "", &notify.RetryError{Refusal: notify.RetryNotFound, Message: ne.Message}
+	}
+	return id, name, err
+}
+
 // Rerunner is the client as the guard's re-runs use it (rerun.Executions):
 // a 4xx of n8n is its refusal (*rerun.Refused), anything else may pass.
 type Rerunner struct{ *Client }

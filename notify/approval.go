@@ -66,7 +66,7 @@ func (s *Service) approvalRequest(ev keystore.Event, rec *Record, at time.Time) 
 	rec.KeyPayload = KeyPayload{Namespace: ev.Namespace, Key: Truncate(ev.Key, 255), Holder: clean(ev.Owner, 128),
 		Summary: clean(ev.Summary, keystore.MaxSummaryLength)}
 	rec.Destination = ev.Destination
-	rec.Message = clean(ev.Message, 128) // who requested it
+	rec.Message = cleanIdentity(ev.Message, 128) // who requested it, unredacted: the approver must see who asked
 	rec.EscalateAt = firstEscalation(rt, at)
 	rec.Group = groupOf(string(KindApproval), ev.Namespace, ev.Key)
 	return Addition{Record: rec, Once: fmt.Sprintf("%s\x00%s\x00%s", ev.Kind, ev.Namespace, ev.Key)}

@@ -337,3 +337,22 @@ func TestApprovalMessageShowsTheSummaryWithTheRequester(t *testing.T) {
 	}
 	t.Fatalf("no escalation of the request: %+v", k.calls("chat.postMessage"))
 }
+
+// Slack's approval request shows who asked, an e-mail address as it is:
+// the payload's redaction of addresses ("[email]") is not for the
+// requester, whom the approver must see. Mutation: the requester cleaned
+// with the redaction (approval.go) shows "[email]".
+func TestApprovalMessageShowsTheRequestersAddress(t *testing.T) {
+	k := newApprovalHarness(t)
+	k.request("inv_9", "Ana Lopez <ana@example.com>")
+	k.pass()
+	var post string
+	for _, p := range k.calls("chat.postMessage") {
+		if strings.Contains(p.Blocks, "`inv_9`") {
+			post = p.Blocks
+		}
+	}
+	if !strings.Contains(post, "requested by Ana Lopez &lt;ana@example.com&gt;") || strings.Contains(post, "[email]") {
+		t.Fatalf("the request does not show the requester's address:\n%s", post)
+	}
+}

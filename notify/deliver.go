@@ -88,7 +88,7 @@ func (s *Service) send(ctx context.Context, r *Record) (stop bool) {
 	if c != classOK {
 		return s.settle(ctx, r, "users.lookupByEmail", callResult{Update: update, Class: c, Wait: wait}, err)
 	}
-	msg := Message{Record: r, Mention: mention, GuardURL: cmpOr(s.cfg.GuardURL, s.cfg.PublicURL), CanRetry: s.opts.Executions != nil,
+	msg := Message{Record: r, Mention: mention, GuardURL: cmpOr(s.cfg.GuardURL, s.cfg.PublicURL), CanRetry: s.retryOffered(ctx, r),
 		Links: consoleLinks(r, s.cfg.PublicURL)}
 	if r.Kind == KindApproval {
 		msg.Approvers = s.cfg.approvalRoute(r.Namespace).Resolvers

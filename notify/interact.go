@@ -162,6 +162,9 @@ func (s *Service) carryOut(ctx context.Context, target *Record, c Click, decisio
 		return "", s.outOfDate(target)
 	}
 	if decision == DecisionRetried {
+		if refusal := s.checkExecution(ctx, target); refusal != "" { // execcheck.go
+			return "", refusal
+		}
 		if guarded, answer, refusal := s.rerunAtGate(ctx, target, c); guarded { // rerun.go
 			if refusal == "" {
 				s.ephemeral(ctx, c, answer)
@@ -304,11 +307,28 @@ func (s *Service) retryExecution(ctx context.Context, r *Record) (newID, refusal
 // escalates to (a user, or a member of a group). An owner given as e-mail
 // counts once Slack resolved it.
 func (s *Service) mayDecide(ctx context.Context, r *Record, userID string) (bool, error) {
+	return s.routeNames(ctx, r.Owner, s.cfg.routeFor(r), userID) // the owner it was sent to
+}
+
+// mayDecideNamespace is the one rule of what a Slack user may decide about
+// a namespace's keys: they may when the namespace's route names them (its
+// owner, resolvers or escalation steps; the default owner for a namespace
+// without one), as for its stuck keys' messages. It is the Slack side of
+// the namespaces a token or a signed-in person may use in the API and the
+// console: whatever a click does to keys beyond its own message's key
+// (an execution's keys at their re-run gate) asks it of each namespace.
+func (s *Service) mayDecideNamespace(ctx context.Context, ns, userID string) (bool, error) {
+	rt := s.cfg.forRoute(s.cfg.Namespaces, ns)
+	return s.routeNames(ctx, rt.Owner, rt, userID)
+}
+
+// routeNames tells whether owner, or rt's resolvers or escalation steps,
+// name userID: a user or a member of a group.
+func (s *Service) routeNames(ctx context.Context, owner string, rt route, userID string) (bool, error) {
 	if userID == "" {
 		return false, nil
 	}
-	rt := s.cfg.routeFor(r)
-	who := append([]string{r.Owner}, rt.Resolvers...)
+	who := append([]string{owner}, rt.Resolvers...)
 	for _, st := range rt.Escalation {
 		who = append(who, st.To)
 	}

@@ -46,7 +46,9 @@ func decisionConfig() Config {
 	cfg := testConfig()
 	cfg.Namespaces = map[string]Route{"bookings": {Owner: "U0OFFICE", Channel: "C0BOOK",
 		Deciders: Deciders{Resolvers: []string{"U0HELPER", "S0OPS"},
-			Escalation: []EscalationStep{{After: 30 * time.Minute, To: "U0BOSS"}, {After: time.Hour, To: "C0INCIDENT"}}}}}
+			Escalation: []EscalationStep{{After: 30 * time.Minute, To: "U0BOSS"}, {After: time.Hour, To: "C0INCIDENT"}}}},
+		// The orders team decides its namespace's keys (a re-run at the gate).
+		"orders": {Owner: "U0ORDERS", Channel: "C0ORDERS"}}
 	cfg.Owners = []OwnerRule{{Workflow: "orders-*", Owner: "U0ORDERS", Channel: "C0ORDERS",
 		Deciders: Deciders{Escalation: []EscalationStep{{After: 30 * time.Minute, To: "S0OPS"}}}}}
 	return cfg

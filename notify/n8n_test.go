@@ -17,14 +17,21 @@ import (
 // does (the answers are those of a real n8n 1.113.3): 401 without the
 // key, 404 for an execution it does not know, 409 for one still queued,
 // else the new execution, started.
+//
+// It also answers GET /api/v1/executions/{id} (the execution's workflowId:
+// execs, else "id-orders-sync", failureBody's) and GET
+// /api/v1/workflows/{id} (its name: id without "id-"), as the check of
+// whose execution a failure names asks.
 type fakeN8n struct {
 	srv     *httptest.Server
 	mu      sync.Mutex
 	retries []string
+	execs   map[string]string // execution id -> workflow id
+	reads   int               // GETs of executions
 }
 
 func newFakeN8n(t *testing.T) *fakeN8n {
-	f := &fakeN8n{}
+	f := &fakeN8n{execs: map[string]string{}}
 	f.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		id, ok := strings.CutSuffix(strings.TrimPrefix(r.URL.Path, "/api/v1/executions/"), "/retry")
@@ -34,6 +41,15 @@ func newFakeN8n(t *testing.T) *fakeN8n {
 		case r.Header.Get("X-N8N-API-KEY") != "n8n-key":
 			w.WriteHeader(http.StatusUnauthorized)
 			json.NewEncoder(w).Encode(map[string]any{"message": "unauthorized"})
+		case r.Method == http.MethodGet && strings.HasPrefix(r.URL.Path, "/api/v1/executions/"):
+			f.mu.Lock()
+			f.reads++
+			wf := cmpOr(f.execs[id], "id-orders-sync")
+			f.mu.Unlock()
+			json.NewEncoder(w).Encode(map[string]any{"id": id, "workflowId": wf, "status": "error", "finished": false})
+		case r.Method == http.MethodGet && strings.HasPrefix(r.URL.Path, "/api/v1/workflows/"):
+			wf := strings.TrimPrefix(r.URL.Path, "/api/v1/workflows/")
+			json.NewEncoder(w).Encode(map[string]any{"id": wf, "name": strings.TrimPrefix(wf, "id-")})
 		case r.Method != http.MethodPost || !ok:
 			w.WriteHeader(http.StatusNotFound)
 			json.NewEncoder(w).Encode(map[string]any{"message": "not found"})
@@ -53,6 +69,20 @@ func newFakeN8n(t *testing.T) *fakeN8n {
 	}))
 	t.Cleanup(f.srv.Close)
 	return f
+}
+
+func cmpOr(a, b string) string {
+	if a != "" {
+		return a
+	}
+	return b
+}
+
+// belongs says that n8n holds execution exec of workflow wf.
+func (f *fakeN8n) belongs(exec, wf string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.execs[exec] = wf
 }
 
 func (f *fakeN8n) Retries() []string {

@@ -204,6 +204,10 @@ type Failure struct {
 	ErrorName    string `json:"error_name,omitempty"`
 	HTTPCode     string `json:"http_code,omitempty"`
 	Description  string `json:"description,omitempty"`
+	// ExecutionChecked: what n8n said of ExecutionID before the message
+	// offered "Retry execution" (execcheck.go): executionOK, or why the
+	// button is not offered; "" not asked yet.
+	ExecutionChecked string `json:"execution_checked,omitempty"`
 }
 
 // KeyPayload is the payload of a stuck key.

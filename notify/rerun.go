@@ -1,9 +1,13 @@
 package notify
 
 import (
+	"cmp"
 	"context"
 	"fmt"
+	"slices"
+	"strings"
 
+	"github.com/n8n-guard/n8n-guard/keystore"
 	"github.com/n8n-guard/n8n-guard/rerun"
 )
 
@@ -24,7 +28,20 @@ func (s *Service) rerunAtGate(ctx context.Context, r *Record, c Click) (guarded 
 		return false, "", ""
 	}
 	owner := "n8n " + r.WorkflowID + " exec " + r.ExecutionID // as the gate's reserve names it
-	keys, already, err := rerun.Grant(ctx, s.opts.Keys, owner, "", c.by(), "re-run from Slack")
+	namespaces, err := s.gateNamespaces(ctx, owner)
+	if err != nil {
+		s.log.Warn("listing an execution's keys at its re-run gate for a Slack click failed", "execution", r.ExecutionID, "err", err)
+		return true, "", "n8n-guard could not read the keys of execution " + EscapeMrkdwn(r.ExecutionID) + " (its store failed); nothing changed. Try again."
+	}
+	if refusal := s.mayDecideAll(ctx, namespaces, c); refusal != "" {
+		return true, "", refusal
+	}
+	var keys []*keystore.Record
+	already := 0
+	for _, ns := range namespaces { // only the namespaces checked: a key of another one arriving meanwhile is not granted
+		k, a, gerr := rerun.Grant(ctx, s.opts.Keys, owner, ns, c.by(), "re-run from Slack")
+		keys, already, err = append(keys, k...), already+a, cmp.Or(err, gerr)
+	}
 	if err != nil {
 		s.log.Warn("allowing the re-run of an execution's keys from Slack failed", "execution", r.ExecutionID, "err", err, "allowed", len(keys))
 	}
@@ -41,4 +58,52 @@ func (s *Service) rerunAtGate(ctx context.Context, r *Record, c Click) (guarded 
 		events = "1 event"
 	}
 	return true, fmt.Sprintf("Re-run allowed for %s; the guard re-runs execution %s.", events, EscapeMrkdwn(r.ExecutionID)), ""
+}
+
+// gateNamespaces lists the namespaces of the failed keys the execution
+// holder left at its re-run gate (granted already or not).
+func (s *Service) gateNamespaces(ctx context.Context, holder string) ([]string, error) {
+	var out []string
+	q := keystore.ListQuery{Owner: holder, State: keystore.StateFailed, Limit: 1000}
+	for {
+		page, err := s.opts.Keys.List(ctx, q)
+		if err != nil {
+			return nil, err
+		}
+		for _, rec := range page.Items {
+			h, granted := keystore.RerunGranted(rec)
+			if ((granted && h == holder) || keystore.RerunHolder(rec) == holder) && !slices.Contains(out, rec.Namespace) {
+				out = append(out, rec.Namespace)
+			}
+		}
+		if page.NextCursor == "" {
+			slices.Sort(out)
+			return out, nil
+		}
+		q.Cursor = page.NextCursor
+	}
+}
+
+// mayDecideAll refuses, in the words the API's and the console's 403
+// would use, a click that would allow keys of a namespace its person may
+// not decide (mayDecideNamespace): all of them or none.
+func (s *Service) mayDecideAll(ctx context.Context, namespaces []string, c Click) string {
+	var not []string
+	for _, ns := range namespaces {
+		ok, err := s.mayDecideNamespace(ctx, ns, c.UserID)
+		if err != nil {
+			s.log.Warn("could not check who may decide a namespace", "namespace", ns, "err", err)
+			return "n8n-guard could not check whether you may decide namespace " + EscapeMrkdwn(ns) + " (Slack did not answer); nothing changed. Try again in a minute."
+		}
+		if !ok {
+			not = append(not, ns)
+		}
+	}
+	if len(not) == 0 {
+		return ""
+	}
+	s.log.Warn("a Slack user pressed Retry execution on keys of namespaces they may not decide; refused",
+		"user", c.UserID, "namespaces", not)
+	return "Forbidden: this execution waits at its re-run gate with keys of namespace " + EscapeMrkdwn(strings.Join(not, ", ")) +
+		", which you may not decide (only that namespace's owner, resolvers and escalation steps in the n8n-guard config do); nothing changed."
 }

@@ -20,18 +20,24 @@ func (k *kicks) Kick() { k.n.Add(1) }
 // the execution then stopped at its re-run gate.
 func (k *keysHarness) failedAt(key, owner string, atGate bool) {
 	k.t.Helper()
+	k.failedIn("orders", key, owner, atGate)
+}
+
+// failedIn is failedAt in namespace ns.
+func (k *keysHarness) failedIn(ns, key, owner string, atGate bool) {
+	k.t.Helper()
 	ctx := context.Background()
-	res, err := k.ks.Reserve(ctx, keystore.ReserveRequest{Namespace: "orders", Key: key, Owner: owner})
+	res, err := k.ks.Reserve(ctx, keystore.ReserveRequest{Namespace: ns, Key: key, Owner: owner})
 	if err != nil || res.Outcome != keystore.OutcomeAccepted {
 		k.t.Fatalf("reserve %s: %v %v", key, res.Outcome, err)
 	}
-	if _, err := k.ks.Fail(ctx, keystore.FailRequest{Namespace: "orders", Key: key, Token: res.Token, Reason: keystore.ReasonDestinationFailed}); err != nil {
+	if _, err := k.ks.Fail(ctx, keystore.FailRequest{Namespace: ns, Key: key, Token: res.Token, Reason: keystore.ReasonDestinationFailed}); err != nil {
 		k.t.Fatal(err)
 	}
 	if !atGate {
 		return
 	}
-	if res, err := k.ks.Reserve(ctx, keystore.ReserveRequest{Namespace: "orders", Key: key, Owner: owner, Rerun: true}); err != nil || res.Outcome != keystore.OutcomeRerunNotGranted {
+	if res, err := k.ks.Reserve(ctx, keystore.ReserveRequest{Namespace: ns, Key: key, Owner: owner, Rerun: true}); err != nil || res.Outcome != keystore.OutcomeRerunNotGranted {
 		k.t.Fatalf("the gate of %s: %v %v", key, res.Outcome, err)
 	}
 }

@@ -40,6 +40,10 @@ type Keys interface {
 // *RetryError.
 type Executions interface {
 	Retry(ctx context.Context, executionID string) (string, error)
+	// WorkflowOf is the workflow (id and name) n8n says the execution
+	// belongs to: a failure's post names both in words its sender chose
+	// (execcheck.go).
+	WorkflowOf(ctx context.Context, executionID string) (workflowID, workflowName string, err error)
 }
 
 // RetryError is n8n's refusal of a retry.

@@ -156,3 +156,39 @@ func TestConsoleFourEyesKnowsTheSignedInPerson(t *testing.T) {
 		}
 	})
 }
+
+// issueSpellings are the requester spellings of issue 44 Ana approved
+// herself with, signed in as ana@example.com, before four eyes read
+// addresses as addresses.
+var issueSpellings = []string{"Ana Lopez <ana@example.com>", "mailto:ana@example.com", "ana+x@example.com", "ana@example.com.",
+	"aná@example.com", "Ana\u2010Lopez"}
+
+// Signed in through the identity provider as ana@example.com (Ana-Lopez
+// under people:), each spelling of issue 44 is refused before anything is
+// decided, the page saying why; bob approves a request by
+// "Bob <bob@example.com>". Mutation: the address forms left out of
+// keystore's forms: the address spellings are approved.
+func TestConsoleFourEyesReadsAddressesAsAddresses(t *testing.T) {
+	people, err := keystore.NewPeople(map[string][]string{"ana": {"ana@example.com", "Ana-Lopez"}, "bob": {"bob@example.com"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := newOIDCSiteWith(t, gatedPolicies(people))
+	for i, who := range append(issueSpellings, "Bob <bob@example.com>") {
+		if err := requestApproval(o.site, "inv-"+strconv.Itoa(i), who); err != nil {
+			t.Fatalf("%q: %v", who, err)
+		}
+	}
+	c, csrf := o.signedInAs(t, "ana@example.com")
+	for i, who := range issueSpellings {
+		key := "inv-" + strconv.Itoa(i)
+		status, problem := approveAs(t, o.site, c, csrf, key)
+		wantFourEyes(t, o.site, status, problem, key)
+		if !strings.Contains(problem, "requester") {
+			t.Fatalf("%q: the refusal does not say why: %q", who, problem)
+		}
+	}
+	if status, problem := approveAs(t, o.site, c, csrf, "inv-"+strconv.Itoa(len(issueSpellings))); status != http.StatusSeeOther {
+		t.Fatalf("ana approving bob's request: %d %q", status, problem)
+	}
+}

@@ -183,7 +183,8 @@ func TestIDTokenChecks(t *testing.T) {
 // Mutations tried: a missing claim accepted (the check before): "no
 // claim" signs in; EmailVerifiedOptional ignored: "no claim, the
 // operator opted out" is refused; the false case let through with the
-// opt-out: "false, the operator opted out" signs in.
+// opt-out: "false, the operator opted out" signs in; any string read as
+// verified (issue 44): the string "false" signs in.
 func TestEmailMustBeVerified(t *testing.T) {
 	is := openidtest.New("c1", "secret-1")
 	defer is.Close()
@@ -209,6 +210,13 @@ func TestEmailMustBeVerified(t *testing.T) {
 		{"no claim, the operator opted out", optional, openidtest.Person{Email: "ana@example.com", NoEmailVerified: true}, ""},
 		{"false, the operator opted out", optional, openidtest.Person{Email: "ana@example.com", EmailVerified: &no}, "has not verified the email"},
 		{"named by another claim", byName, openidtest.Person{Email: "ana@example.com", NoEmailVerified: true}, ""},
+		// Some providers send the claim as a string.
+		{`the string "true"`, strict, openidtest.Person{Email: "ana@example.com", EmailVerifiedClaim: "true"}, ""},
+		{`the string "false"`, strict, openidtest.Person{Email: "ana@example.com", EmailVerifiedClaim: "false"}, "has not verified the email ana@example.com"},
+		{`the string "false", the operator opted out`, optional, openidtest.Person{Email: "ana@example.com", EmailVerifiedClaim: "false"}, "has not verified the email"},
+		{`the string "FALSE"`, strict, openidtest.Person{Email: "ana@example.com", EmailVerifiedClaim: "FALSE"}, "has not verified the email"},
+		{`an odd string`, strict, openidtest.Person{Email: "ana@example.com", EmailVerifiedClaim: "yes"}, "has not verified the email"},
+		{`a number`, strict, openidtest.Person{Email: "ana@example.com", EmailVerifiedClaim: 1}, "does not say that the identity provider verified"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			id, err := signIn(t, is, tc.p, tc.person)

@@ -139,6 +139,17 @@ type FileConfig struct {
 	// People names each person's identities, so that four eyes compares
 	// persons, not spellings (keystore/person.go).
 	People map[string]PersonIdentities `yaml:"people"`
+	// FourEyes says how four eyes reads e-mail addresses
+	// (keystore/address.go).
+	FourEyes FourEyesConfig `yaml:"four_eyes"`
+}
+
+// FourEyesConfig is the four_eyes: section.
+type FourEyesConfig struct {
+	// FoldPlusTags (default true): ana+x@example.com is ana@example.com,
+	// as most mail providers deliver both to one mailbox. false where a
+	// tag is a mailbox of its own.
+	FoldPlusTags *bool `yaml:"fold_plus_tags"`
 }
 
 // PersonIdentities is one entry of people: the identifiers by which the
@@ -192,7 +203,8 @@ func (fc FileConfig) people() (keystore.People, error) {
 		}
 		ids[name] = slices.Concat(pc.Emails, pc.Slack, pc.OIDCSubjects, pc.Names)
 	}
-	p, err := keystore.NewPeople(ids)
+	match := keystore.PersonMatch{KeepPlusTags: fc.FourEyes.FoldPlusTags != nil && !*fc.FourEyes.FoldPlusTags}
+	p, err := keystore.NewPeople(ids, match)
 	if err != nil {
 		return p, fmt.Errorf("people.%w", err)
 	}

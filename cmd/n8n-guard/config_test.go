@@ -287,7 +287,25 @@ people:
 			t.Errorf("people %q: warned %v, want %v: %s", tc.people, got, tc.warned, logged.String())
 		}
 	}
-	for _, id := range []string{"ana", "ANA@example.com", "U0ANA", "248289761001", "ana lopez"} {
+	// four_eyes.fold_plus_tags: true by default; false keeps a tag another
+	// address.
+	for _, tc := range []struct {
+		section string
+		folded  bool
+	}{{"", true}, {"four_eyes:\n  fold_plus_tags: true\n", true}, {"four_eyes:\n  fold_plus_tags: false\n", false}} {
+		fc, err := ParseFile(strings.NewReader("people:\n  ana:\n    emails: [ana@example.com]\n" + tc.section))
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, err := fc.Policies()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, ok := p.People.Person("ana+x@example.com"); ok != tc.folded {
+			t.Errorf("%q: ana+x@example.com is ana: %v, want %v", tc.section, ok, tc.folded)
+		}
+	}
+	for _, id := range []string{"ana", "ANA@example.com", "U0ANA", "248289761001", "ana lopez", "Ana Lopez <ana@example.com>", "mailto:ana@example.com"} {
 		if who, ok := p.People.Person(id); !ok || who != "ana" {
 			t.Errorf("%q names %q, %v; want ana", id, who, ok)
 		}

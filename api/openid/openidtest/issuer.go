@@ -46,6 +46,10 @@ type Person struct {
 	// NoEmailVerified leaves the email_verified claim out, as providers
 	// that never send it do.
 	NoEmailVerified bool
+	// EmailVerifiedClaim, when set, is sent as the email_verified claim as
+	// it is: the string "true" or "false" some providers send, or an odd
+	// value.
+	EmailVerifiedClaim any
 }
 
 // Issuer is a running test provider.
@@ -207,6 +211,8 @@ func (is *Issuer) token(w http.ResponseWriter, r *http.Request) {
 	}
 	switch {
 	case g.person.NoEmailVerified:
+	case g.person.EmailVerifiedClaim != nil:
+		claims["email_verified"] = g.person.EmailVerifiedClaim
 	case g.person.EmailVerified != nil:
 		claims["email_verified"] = *g.person.EmailVerified
 	default:

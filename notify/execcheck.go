@@ -1,0 +1,93 @@
+package notify
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// A failure reaches the guard as a post to /v1/n8n/error, and any reserve
+// token may post one: the workflow id, its name and the execution id are
+// the sender's words. The name routes the message (owners:), so a forged
+// post could put another team's execution before a person who may decide
+// this team's failures. So "Retry execution" is offered, and carried out,
+// only for an execution n8n says belongs to the workflow the failure
+// names, by id and by name: what the button acts on is then routed by
+// n8n's words. Without n8n's API no button is offered at all.
+
+// executionOK is ExecutionChecked of an execution n8n says is the
+// failure's.
+const executionOK = "ok"
+
+// executionCheckTimeout bounds the question to n8n before a delivery.
+const executionCheckTimeout = 10 * time.Second
+
+// retryOffered says whether r's message offers "Retry execution": asked
+// of n8n once per notification (the answer is kept on it), and not
+// offered while n8n cannot be asked.
+func (s *Service) retryOffered(ctx context.Context, r *Record) bool {
+	if s.opts.Executions == nil || r.Kind != KindWorkflowFailed || r.ExecutionID == "" {
+		return false
+	}
+	if r.ExecutionChecked != "" {
+		return r.ExecutionChecked == executionOK
+	}
+	// Delivery waits for the answer: a slow n8n must not hold every
+	// other message back for the client's two minutes.
+	ctx, cancel := context.WithTimeout(ctx, executionCheckTimeout)
+	defer cancel()
+	why, err := s.executionMismatch(ctx, r)
+	if err != nil {
+		s.log.Warn("cannot ask n8n whose execution a failure names; its message offers no Retry execution for now",
+			"id", r.ID, "execution", r.ExecutionID, "err", err)
+		return false
+	}
+	checked := executionOK
+	if why != "" {
+		checked = why
+		s.log.Warn("a failure names an execution of another workflow than n8n says; its message offers no Retry execution",
+			"id", r.ID, "workflow", r.WorkflowID, "workflow_name", r.WorkflowName, "execution", r.ExecutionID, "why", why)
+	}
+	if _, err := s.outbox.Update(ctx, r.ID, func(x *Record) { x.ExecutionChecked = checked }); err != nil {
+		s.log.Warn("cannot keep n8n's answer on a notification; asked again at its next delivery", "id", r.ID, "err", err)
+	}
+	r.ExecutionChecked = checked
+	return checked == executionOK
+}
+
+// executionMismatch asks n8n which workflow r's execution belongs to: ""
+// when it is the workflow r names (id, and name when r gives one), else
+// why not, in words for the person; an error when n8n could not say.
+func (s *Service) executionMismatch(ctx context.Context, r *Record) (string, error) {
+	id, name, err := s.opts.Executions.WorkflowOf(ctx, r.ExecutionID)
+	var re *RetryError
+	switch {
+	case errors.As(err, &re) && re.Refusal == RetryNotFound:
+		return fmt.Sprintf("n8n does not know execution %s", r.ExecutionID), nil
+	case err != nil:
+		return "", err
+	case id != r.WorkflowID || (r.WorkflowName != "" && name != r.WorkflowName):
+		// n8n's names of the other workflow are not repeated: the sender
+		// of a forged failure must not learn them from the answer.
+		return fmt.Sprintf("execution %s is not one of workflow %q, which this failure names", r.ExecutionID, cmpOr(r.WorkflowName, r.WorkflowID)), nil
+	}
+	return "", nil
+}
+
+// checkExecution is the click's own check, asked of n8n at the click
+// (a message delivered before the check existed has no answer kept):
+// the refusal for the person, or "".
+func (s *Service) checkExecution(ctx context.Context, r *Record) string {
+	why, err := s.executionMismatch(ctx, r)
+	switch {
+	case err != nil:
+		s.log.Warn("cannot ask n8n whose execution a failure names; Retry execution refused", "id", r.ID, "execution", r.ExecutionID, "err", err)
+		return "n8n-guard could not ask n8n which workflow execution " + EscapeMrkdwn(r.ExecutionID) + " belongs to; nothing changed. Try again in a minute."
+	case why != "":
+		s.log.Warn("Retry execution refused: the failure names an execution of another workflow than n8n says",
+			"id", r.ID, "workflow", r.WorkflowID, "workflow_name", r.WorkflowName, "execution", r.ExecutionID)
+		return "Refused: " + EscapeMrkdwn(why) + " (n8n says so). n8n-guard retries only an execution of the workflow a failure came from; nothing changed."
+	}
+	return ""
+}
