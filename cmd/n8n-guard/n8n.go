@@ -28,6 +28,9 @@ type n8nFlags struct {
 	// (default: n8nURL); config the guard's configuration file, for its
 	// n8n.resume_origins.
 	webhookURL, config string
+	// version is the n8n version the operator says n8n is (--n8n-version):
+	// 2.x and later tell theirs to no API key.
+	version string
 }
 
 func (f *n8nFlags) add(cmd *cobra.Command) {
@@ -39,9 +42,11 @@ func (f *n8nFlags) add(cmd *cobra.Command) {
 	fs.DurationVar(&f.timeout, "timeout", 30*time.Second, "timeout of each call to n8n")
 	fs.StringVar(&f.webhookURL, "webhook-url", "", "n8n's WEBHOOK_URL, where its resume URLs start (default: --n8n-url)")
 	fs.StringVar(&f.config, "config", "", "the guard's configuration file, for its n8n.resume_origins")
+	fs.StringVar(&f.version, "n8n-version", "", "n8n's version (e.g. 3.4.4 or 3.x), where n8n does not tell it: 2.x and later tell it only to a logged-in user or at /metrics (N8N_METRICS=true)")
 	bindEnv(fs, "n8n-url", "N8N_URL")
 	bindEnv(fs, "api-key", "N8N_API_KEY")
 	bindEnv(fs, "config", "N8N_GUARD_CONFIG")
+	bindEnv(fs, "n8n-version", "N8N_VERSION")
 }
 
 // resumeTargets are the n8n instances the guard accepts resume URLs of,
@@ -108,11 +113,11 @@ func (f *n8nFlags) connectSaying(cmd *cobra.Command, w io.Writer) (*n8n.Instance
 	if f.apiKey == "" {
 		return nil, errors.New("no n8n API key: set N8N_API_KEY or --api-key (n8n: Settings → n8n API)")
 	}
-	inst, err := n8n.Connect(cmd.Context(), n8n.New(f.n8nURL, f.apiKey, f.timeout))
+	inst, err := n8n.Connect(cmd.Context(), n8n.New(f.n8nURL, f.apiKey, f.timeout), f.version)
 	if err != nil {
 		return nil, err
 	}
-	fmt.Fprintf(w, "n8n %s at %s\n", inst.Version, inst.Client.Base())
+	fmt.Fprintf(w, "%s at %s\n", inst.Version.Describe(), inst.Client.Base())
 	return inst, nil
 }
 
