@@ -16,12 +16,12 @@ import (
 
 // removedIn3 are the node types n8n 3.0 removed, and what replaces them.
 var removedIn3 = map[string]string{
-	"n8n-nodes-base.function":            "the Function node (use the Code node, Run Once for All Items)",
-	"n8n-nodes-base.functionItem":        "the Function Item node (use the Code node, Run Once for Each Item)",
-	"n8n-nodes-base.itemLists":           "the Item Lists node (use Split Out, Aggregate, Sort, Limit, Remove Duplicates or Summarize)",
-	"@n8n/n8n-nodes-langchain.code":      "the LangChain Code node",
-	"n8n-nodes-base.aiTransform":         "the AI Transform node (migrated to a Code node on upgrade; it can no longer be added)",
-	"@n8n/n8n-nodes-langchain.agent@v1":  "version 1 of the AI Agent node and its agent modes",
+	"n8n-nodes-base.function":             "the Function node (use the Code node, Run Once for All Items)",
+	"n8n-nodes-base.functionItem":         "the Function Item node (use the Code node, Run Once for Each Item)",
+	"n8n-nodes-base.itemLists":            "the Item Lists node (use Split Out, Aggregate, Sort, Limit, Remove Duplicates or Summarize)",
+	"@n8n/n8n-nodes-langchain.code":       "the LangChain Code node",
+	"n8n-nodes-base.aiTransform":          "the AI Transform node (migrated to a Code node on upgrade; it can no longer be added)",
+	"@n8n/n8n-nodes-langchain.agent@v1":   "version 1 of the AI Agent node and its agent modes",
 	"n8n-nodes-base.executeWorkflow@each": "the Execute Workflow node's Run once for each item mode (use Loop Over Items before it, in Run once with all items mode)",
 }
 
