@@ -59,7 +59,7 @@ func (inst *Instance) Check(ctx context.Context, scope Filter) (*Report, error) 
 			n.rep.Silent = append(n.rep.Silent, Silent{w.ID, w.Name, why})
 		}
 	}
-	return n.rep, nil
+	return n.rep, n.checkSSRF(ctx, all)
 }
 
 // whySilent says why a failure of w would go unheard, or "" when it would

@@ -26,6 +26,9 @@ type instance struct {
 	creds []Credential
 	data  map[string]map[string]any // credential id → its data
 	saves int
+	// failed are the failed executions GET /executions?status=error
+	// answers, newest first, with their data.
+	failed []map[string]any
 }
 
 func newInstance(t *testing.T, major int) (*instance, *Instance) {
@@ -76,6 +79,8 @@ func (in *instance) handle(w http.ResponseWriter, r *http.Request) {
 		v := wf.VersionID
 		wf.Active, wf.ActiveVersionID = true, &v
 		reply(200, wf)
+	case r.Method == http.MethodGet && path == "/executions" && r.URL.Query().Get("status") == "error":
+		reply(200, map[string]any{"data": in.failed, "nextCursor": nil})
 	case r.Method == http.MethodGet && path == "/credentials" && in.major >= 2:
 		reply(200, map[string]any{"data": in.creds, "nextCursor": nil})
 	case r.Method == http.MethodPost && path == "/credentials":

@@ -16,6 +16,9 @@ import (
 type Instance struct {
 	Client  *Client
 	Version Version
+	// Resolve finds the addresses of the guard's host for check's SSRF
+	// warning; nil is the system's resolver.
+	Resolve Resolver
 }
 
 // Connect finds out which n8n answers and refuses one it cannot serve.

@@ -139,6 +139,8 @@ func printReport(w io.Writer, rep *n8n.Report) {
 			fmt.Fprintf(w, "  NOT DONE: %s\n", s.Text)
 		case n8n.Note:
 			fmt.Fprintf(w, "  note: %s\n", s.Text)
+		case n8n.Warning:
+			fmt.Fprintf(w, "  WARNING: %s\n", s.Text)
 		}
 	}
 }
@@ -310,7 +312,11 @@ credential is missing; parking workflows whose Wait nodes, and checks whose
 webhooks, would refuse the guard's calls. Exits non-zero when any does, for
 use in CI. It also warns when the guard would refuse n8n's resume URLs (their
 origin, n8n's WEBHOOK_URL: --webhook-url, default --n8n-url, is not one of
-N8N_GUARD_RESUME_ORIGINS / the --config file's n8n.resume_origins / N8N_URL's).`,
+N8N_GUARD_RESUME_ORIGINS / the --config file's n8n.resume_origins / N8N_URL's),
+and when n8n's SSRF protection (N8N_SSRF_PROTECTION_ENABLED, which n8n does not
+tell an API key about) would refuse the guard's address in the workflows'
+Config nodes (localhost, private networks); a recent failed execution with
+n8n's SSRF refusal of that address makes the workflow SILENT.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			inst, err := f.connect(cmd)
