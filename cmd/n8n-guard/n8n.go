@@ -316,7 +316,10 @@ N8N_GUARD_RESUME_ORIGINS / the --config file's n8n.resume_origins / N8N_URL's),
 and when n8n's SSRF protection (N8N_SSRF_PROTECTION_ENABLED, which n8n does not
 tell an API key about) would refuse the guard's address in the workflows'
 Config nodes (localhost, private networks); a recent failed execution with
-n8n's SSRF refusal of that address makes the workflow SILENT.`,
+n8n's SSRF refusal of that address makes the workflow SILENT. A workflow that
+holds a guarded write and is off (not published; 1.x: not active) although it
+ran on its triggers before is SILENT too: n8n turns a workflow off after
+repeated crashed executions without calling its error workflow.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			inst, err := f.connect(cmd)
