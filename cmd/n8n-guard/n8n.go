@@ -211,7 +211,7 @@ func newN8NSetupCmd(f *n8nFlags, getenv func(string) string) *cobra.Command {
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if createCred {
-				tok, err := setupToken(getenv, data)
+				tok, err := setupToken(cmd.OutOrStdout(), getenv, data)
 				if err != nil {
 					return err
 				}
@@ -255,11 +255,18 @@ func newN8NSetupCmd(f *n8nFlags, getenv func(string) string) *cobra.Command {
 }
 
 // setupToken is the guard token the credential gets, found the way the
-// operator commands find theirs.
-func setupToken(getenv func(string) string, data string) (string, error) {
+// operator commands find theirs. Of several N8N_GUARD_TOKENS it takes
+// the first, and says so on w: n8n's credential should hold a token of
+// its own (N8N_GUARD_TOKEN), not a person's or one about to be rotated.
+func setupToken(w io.Writer, getenv func(string) string, data string) (string, error) {
 	tok, err := guardToken(getenv, data)
 	if err != nil {
 		return "", fmt.Errorf("--create-credential needs the guard's token: set N8N_GUARD_TOKEN or point --data at the guard's data folder (%w)", err)
+	}
+	if strings.TrimSpace(getenv("N8N_GUARD_TOKEN")) == "" {
+		if n := len(splitTokens(getenv("N8N_GUARD_TOKENS"))); n > 1 {
+			fmt.Fprintf(w, "WARNING: N8N_GUARD_TOKENS holds %d tokens and N8N_GUARD_TOKEN is not set: n8n's credential gets the first; set N8N_GUARD_TOKEN to the one n8n should hold\n", n)
+		}
 	}
 	return tok, nil
 }

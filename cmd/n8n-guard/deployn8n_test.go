@@ -1,0 +1,88 @@
+package main
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// Compose ships n8n 3.x with its binary data (.n8n/storage) on n8n's
+// volume, the guard's address on n8n's SSRF allow-list, and a 2.x variant:
+// an override file, decoded strictly, that changes the n8n images' tag
+// and nothing else.
+func TestComposeShipsN8n3AndA2xVariant(t *testing.T) {
+	const image, home = "docker.n8n.io/n8nio/n8n", "/home/node/.n8n"
+	dir := filepath.Join("..", "..", "deploy", "compose")
+	raw, err := os.ReadFile(filepath.Join(dir, "compose.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var c struct {
+		Services map[string]struct {
+			Image       string
+			Volumes     []string
+			Environment map[string]string
+		}
+		Volumes map[string]any
+	}
+	if err := yaml.Unmarshal(raw, &c); err != nil {
+		t.Fatal(err)
+	}
+	n8ns := []string{}
+	for name, s := range c.Services {
+		if !strings.HasPrefix(s.Image, image+":") {
+			continue
+		}
+		n8ns = append(n8ns, name)
+		if !strings.HasPrefix(s.Image, image+":3.") {
+			t.Errorf("%s: image %q, want n8n 3.x", name, s.Image)
+		}
+		onVolume := false
+		for _, v := range s.Volumes {
+			src, dst, _ := strings.Cut(v, ":")
+			dst, _, _ = strings.Cut(dst, ":")
+			switch dst = strings.TrimRight(dst, "/"); dst {
+			case home + "/binaryData", home + "/storage":
+				t.Errorf("%s: a volume at %s alone: mount all of %s (3.x renames binaryData to storage inside it)", name, dst, home)
+			case home:
+				_, onVolume = c.Volumes[src]
+			}
+		}
+		if !onVolume {
+			t.Errorf("%s: no named volume holds %s/storage", name, home)
+		}
+		if !strings.Contains(s.Environment["N8N_SSRF_ALLOWED_HOSTNAMES"], "n8n-guard") {
+			t.Errorf("%s: N8N_SSRF_ALLOWED_HOSTNAMES %q does not allow the guard (n8n-guard)", name, s.Environment["N8N_SSRF_ALLOWED_HOSTNAMES"])
+		}
+	}
+	if len(n8ns) != 2 {
+		t.Fatalf("n8n services %v, want n8n and its queue worker", n8ns)
+	}
+
+	raw, err = os.ReadFile(filepath.Join(dir, "compose.n8n-2.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var o struct {
+		Services map[string]struct {
+			Image string `yaml:"image"`
+		} `yaml:"services"`
+	}
+	dec := yaml.NewDecoder(bytes.NewReader(raw))
+	dec.KnownFields(true)
+	if err := dec.Decode(&o); err != nil {
+		t.Fatalf("compose.n8n-2.yaml: %v (it may change the images only)", err)
+	}
+	if len(o.Services) != len(n8ns) {
+		t.Errorf("the 2.x override names %d services, want the %d n8n ones", len(o.Services), len(n8ns))
+	}
+	for _, name := range n8ns {
+		if img := o.Services[name].Image; !strings.HasPrefix(img, image+":2.") {
+			t.Errorf("the 2.x override gives %s the image %q, want n8n 2.x", name, img)
+		}
+	}
+}
