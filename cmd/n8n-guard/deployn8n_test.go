@@ -86,3 +86,29 @@ func TestComposeShipsN8n3AndA2xVariant(t *testing.T) {
 		}
 	}
 }
+
+// The setup Job gives n8n's credential N8N_GUARD_TOKEN; without it the
+// first of N8N_GUARD_TOKENS, and setup says so when there are several.
+func TestSetupTokenSaysWhichOfSeveral(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		env  map[string]string
+		want string
+		warn bool
+	}{
+		{"N8N_GUARD_TOKEN", map[string]string{"N8N_GUARD_TOKEN": "n8n-tok", "N8N_GUARD_TOKENS": "person-tok,n8n-tok"}, "n8n-tok", false},
+		{"one of N8N_GUARD_TOKENS", map[string]string{"N8N_GUARD_TOKENS": "only-tok"}, "only-tok", false},
+		{"the first of several", map[string]string{"N8N_GUARD_TOKENS": "first-tok, second-tok"}, "first-tok", true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			var out bytes.Buffer
+			tok, err := setupToken(&out, func(k string) string { return c.env[k] }, t.TempDir())
+			if err != nil || tok != c.want {
+				t.Fatalf("token %q %v, want %q", tok, err, c.want)
+			}
+			if warned := strings.Contains(out.String(), "WARNING: N8N_GUARD_TOKENS holds 2 tokens"); warned != c.warn {
+				t.Fatalf("output %q, want a warning: %v", out.String(), c.warn)
+			}
+		})
+	}
+}
