@@ -2,8 +2,11 @@ package main
 
 import (
 	"bytes"
+	"io/fs"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -110,5 +113,51 @@ func TestSetupTokenSaysWhichOfSeveral(t *testing.T) {
 				t.Fatalf("output %q, want a warning: %v", out.String(), c.warn)
 			}
 		})
+	}
+}
+
+// A release archive holds the images the docs show (console.md's
+// screenshots) and the deploy files docs/deploy.md runs: compose,
+// Kubernetes (but its validation module), the container recipe.
+func TestReleaseArchivesCarryImagesAndDeployFiles(t *testing.T) {
+	repo := filepath.Join("..", "..")
+	out, err := exec.Command("bash", filepath.Join(repo, "deploy", "release.sh"), "--list").Output()
+	if err != nil {
+		t.Fatalf("release.sh --list: %v", err)
+	}
+	listed := map[string]bool{}
+	for _, f := range strings.Fields(string(out)) {
+		listed[f] = true
+	}
+	docs, _ := filepath.Glob(filepath.Join(repo, "docs", "*.md"))
+	img := regexp.MustCompile(`\]\((img/[^)#\s]+)`)
+	for _, d := range docs {
+		raw, err := os.ReadFile(d)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range img.FindAllStringSubmatch(string(raw), -1) {
+			if !listed["docs/"+m[1]] {
+				t.Errorf("%s shows docs/%s, which the archive lacks", filepath.Base(d), m[1])
+			}
+		}
+	}
+	for _, dir := range []string{"deploy/compose", "deploy/kubernetes", "deploy/container"} {
+		err := filepath.WalkDir(filepath.Join(repo, dir), func(p string, d fs.DirEntry, err error) error {
+			if err != nil || d.IsDir() {
+				if d != nil && d.Name() == "validate" {
+					return filepath.SkipDir // a test module, not a deploy file
+				}
+				return err
+			}
+			rel, _ := filepath.Rel(repo, p)
+			if !listed[filepath.ToSlash(rel)] {
+				t.Errorf("the archive lacks %s", rel)
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
 	}
 }
