@@ -26,7 +26,10 @@ type Workflow struct {
 		Nodes       []map[string]any `json:"nodes"`
 		Connections map[string]any   `json:"connections"`
 	} `json:"activeVersion"`
-	IsArchived  bool             `json:"isArchived"`
+	IsArchived bool `json:"isArchived"`
+	// UpdatedAt is when n8n last changed the workflow (turning it off
+	// included): OffWatch tells one time off from the next by it.
+	UpdatedAt   string           `json:"updatedAt"`
 	Nodes       []map[string]any `json:"nodes"`
 	Connections map[string]any   `json:"connections"`
 	Settings    map[string]any   `json:"settings"`
