@@ -27,9 +27,9 @@ type Version struct {
 
 // Where a version was read.
 const (
-	FromSettings = "n8n's settings (GET /rest/settings)"
-	FromMetrics  = "n8n's metrics (GET /metrics, n8n_version_info)"
-	FromGiven    = "given (--n8n-version)"
+	FromSettings = "read from n8n's settings, GET /rest/settings"
+	FromMetrics  = "read from n8n's metrics, GET /metrics"
+	FromGiven    = "as given by --n8n-version"
 	// FromInferred: n8n's login-free settings answered in the form 2.x and
 	// later answer, without a version, and /metrics was off.
 	FromInferred = "inferred: n8n told its version neither in its login-free settings (2.x and later tell it only to a logged-in user) nor at /metrics (off unless N8N_METRICS=true), and its public API tells it to no API key"
@@ -45,17 +45,28 @@ func (v Version) String() string {
 	return fmt.Sprintf("%d.%d.%d", v.Major, v.Minor, v.Patch)
 }
 
-// Describe is the line the commands print about the n8n they talk to:
-// the version, where it was read, and what is proven on it.
-func (v Version) Describe() string {
-	s := fmt.Sprintf("n8n %s (%s)", v, v.From)
-	switch {
-	case v.From == FromInferred:
-		s += fmt.Sprintf("; checked as %d.x, whose public API n8n 3.x keeps (3.x is checked against n8n's documented 3.0 changes, docs/n8n.md, not run here); say which n8n it is with --n8n-version (or N8N_VERSION)", v.Major)
-	case v.Major > provenMajor:
-		s += fmt.Sprintf("; n8n %d.x is checked against n8n's documented %d.0 changes (docs/n8n.md), not run here: the end-to-end suite runs n8n %s and %s", v.Major, v.Major, provenNewest, provenOldest)
+// Describe is the line the commands print about the n8n at base: the
+// version, where it was read, and, on a line of its own, what is proven
+// on it (Caveat).
+func (v Version) Describe(base string) string {
+	s := fmt.Sprintf("n8n %s at %s (%s)", v, base, v.From)
+	if c := v.Caveat(); c != "" {
+		s += "\n  note: " + c
 	}
 	return s
+}
+
+// Caveat says what is not proven on v: 3.x is checked against n8n's
+// documented changes, not run; an inferred major is only inferred. ""
+// for a version the end-to-end suite runs.
+func (v Version) Caveat() string {
+	switch {
+	case v.From == FromInferred:
+		return fmt.Sprintf("checked as n8n %d.x, whose public API n8n 3.x keeps (3.x is checked against n8n's documented 3.0 changes, docs/n8n.md, not run here); say which n8n it is with --n8n-version (or N8N_VERSION)", v.Major)
+	case v.Major > provenMajor:
+		return fmt.Sprintf("n8n %d.x is checked against n8n's documented %d.0 changes (docs/n8n.md), not run here: the end-to-end suite runs n8n %s and %s", v.Major, v.Major, provenNewest, provenOldest)
+	}
+	return ""
 }
 
 // The n8n the commands are proven against (the e2e suite runs these), and

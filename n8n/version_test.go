@@ -47,13 +47,13 @@ func TestVersionDescribe(t *testing.T) {
 		want    []string
 		mustNot []string
 	}{
-		{"2.41.1 from the metrics", Version{2, 41, 1, true, FromMetrics}, []string{"n8n 2.41.1", "/metrics"}, []string{"not run here", "inferred"}},
-		{"3.4.4 from the metrics", Version{3, 4, 4, true, FromMetrics}, []string{"n8n 3.4.4", "/metrics", "documented 3.0 changes", "not run here", "2.41.1", "1.113.3"}, nil},
-		{"3.x given", Version{Major: 3, From: FromGiven}, []string{"n8n 3.x (given", "not run here"}, []string{"or later"}},
-		{"inferred", Version{Major: 2, From: FromInferred}, []string{"n8n 2.x or later", "inferred", "--n8n-version", "not run here"}, nil},
+		{"2.41.1 from the metrics", Version{2, 41, 1, true, FromMetrics}, []string{"n8n 2.41.1 at http://n8n:5678 (", "/metrics"}, []string{"not run here", "inferred", "note:"}},
+		{"3.4.4 from the metrics", Version{3, 4, 4, true, FromMetrics}, []string{"n8n 3.4.4 at http://n8n:5678 (", "/metrics", "\n  note: n8n 3.x is checked against n8n's documented 3.0 changes", "not run here", "2.41.1", "1.113.3"}, nil},
+		{"3.x given", Version{Major: 3, From: FromGiven}, []string{"n8n 3.x at http://n8n:5678 (as given by --n8n-version)", "not run here"}, []string{"or later"}},
+		{"inferred", Version{Major: 2, From: FromInferred}, []string{"n8n 2.x or later at http://n8n:5678 (inferred", "--n8n-version", "not run here"}, nil},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			got := c.v.Describe()
+			got := c.v.Describe("http://n8n:5678")
 			for _, w := range c.want {
 				if !strings.Contains(got, w) {
 					t.Errorf("%q does not say %q", got, w)

@@ -2,7 +2,11 @@ package main
 
 import (
 	"bytes"
+	"encoding/json"
+	"io"
 	"io/fs"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -11,6 +15,8 @@ import (
 	"testing"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/n8n-guard/n8n-guard/workflows"
 )
 
 // Compose ships n8n 3.x with its binary data (.n8n/storage) on n8n's
@@ -158,6 +164,50 @@ func TestReleaseArchivesCarryImagesAndDeployFiles(t *testing.T) {
 		})
 		if err != nil {
 			t.Fatal(err)
+		}
+	}
+}
+
+// `n8n check` against an n8n 3.x that tells its version at /metrics says
+// which n8n answered, where its version was read and that 3.x is not run
+// here; and warns that n8n's SSRF protection, if on, refuses the guard's
+// loopback address, naming the setting that allows it.
+func TestN8nCheckOn3xSaysTheVersionAndWarnsOfSSRF(t *testing.T) {
+	wfs, err := workflows.Shipped()
+	if err != nil {
+		t.Fatal(err)
+	}
+	handler := wfs[0]
+	workflows.SetConfig(handler.Nodes, workflows.GuardURL, "http://127.0.0.1:8080")
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/rest/settings":
+			w.Write([]byte(`{"data":{"settingsMode":"public"}}`))
+		case "/metrics":
+			w.Write([]byte("n8n_version_info{version=\"v3.4.4\",major=\"3\",minor=\"4\",patch=\"4\"} 1\n"))
+		case "/api/v1/workflows":
+			_ = json.NewEncoder(w).Encode(map[string]any{"data": []any{map[string]any{"id": handler.ID, "name": handler.Name,
+				"nodes": handler.Nodes, "connections": handler.Connections, "settings": handler.Settings, "activeVersionId": "v1"}}, "nextCursor": nil})
+		case "/api/v1/credentials", "/api/v1/executions":
+			w.Write([]byte(`{"data":[],"nextCursor":null}`))
+		default:
+			http.NotFound(w, r)
+		}
+	}))
+	defer srv.Close()
+	var out bytes.Buffer
+	cmd := newRootCmd(env(map[string]string{"N8N_URL": srv.URL, "N8N_API_KEY": "key"}), &out, io.Discard)
+	cmd.SetArgs([]string{"n8n", "check"})
+	err = cmd.Execute()
+	s := out.String()
+	t.Log("\n" + s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"n8n 3.4.4 at " + srv.URL + " (read from n8n's metrics, GET /metrics)", "note: n8n 3.x is checked against n8n's documented 3.0 changes", "not run here",
+		"WARNING: if n8n runs with N8N_SSRF_PROTECTION_ENABLED=true", "N8N_SSRF_ALLOWED_IP_RANGES=127.0.0.1/32"} {
+		if !strings.Contains(s, want) {
+			t.Errorf("the output does not say %q", want)
 		}
 	}
 }

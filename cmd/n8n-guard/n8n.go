@@ -117,7 +117,7 @@ func (f *n8nFlags) connectSaying(cmd *cobra.Command, w io.Writer) (*n8n.Instance
 	if err != nil {
 		return nil, err
 	}
-	fmt.Fprintf(w, "%s at %s\n", inst.Version.Describe(), inst.Client.Base())
+	fmt.Fprintln(w, inst.Version.Describe(inst.Client.Base()))
 	return inst, nil
 }
 
