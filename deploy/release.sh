@@ -2,8 +2,11 @@
 # Builds the release archives of n8n-guard: linux, darwin, windows x amd64,
 # arm64; one archive each (tar.gz, zip for windows) with the binary (the
 # version, commit and date stamped in: deploy/buildinfo.sh), README,
-# CHANGELOG, every doc the README links, the importable workflows, the
-# monitoring pack (and the systemd unit on linux); a
+# CHANGELOG, every doc the README links and the docs' images (docs/img),
+# the importable workflows, the monitoring pack, the compose and Kubernetes
+# files and the container recipe (deploy/compose, deploy/kubernetes,
+# deploy/container; Dockerfile.multistage builds from a checkout), and the
+# systemd unit on linux; a
 # CycloneDX SBOM per binary (deploy/sbom); checksums.txt (sha256) over all.
 #
 #   deploy/release.sh --snapshot     # any checkout: v0.0.0-snapshot.<commit>; what CI runs
@@ -19,9 +22,12 @@ cd "$(dirname "$0")/.."
 # Beside the binary, at the same paths as in the repository (the README's
 # links work in the unpacked archive).
 files() {
-  printf '%s\n' README.md CHANGELOG.md docs/*.md docs/openapi.yaml workflows/*.json workflows/templates/*.json \
+  printf '%s\n' README.md CHANGELOG.md docs/*.md docs/openapi.yaml docs/img/* workflows/*.json workflows/templates/*.json \
     deploy/monitoring/alerts.yml deploy/monitoring/alerts_test.yml \
-    deploy/monitoring/grafana-dashboard.json deploy/monitoring/podmonitor.yaml
+    deploy/monitoring/grafana-dashboard.json deploy/monitoring/podmonitor.yaml \
+    deploy/compose/compose.yaml deploy/compose/compose.n8n-2.yaml deploy/compose/n8n-guard.yaml deploy/compose/.env.example \
+    deploy/kubernetes/*.yaml deploy/kubernetes/n8n/*.yaml deploy/kubernetes/n8n/n8n-2.x/kustomization.yaml \
+    deploy/container/Dockerfile deploy/container/Dockerfile.multistage deploy/container/build.sh
 }
 if [ "${1:-}" = "--list" ]; then files; echo "n8n-guard.service (linux)"; exit 0; fi
 snapshot=false

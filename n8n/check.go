@@ -2,7 +2,9 @@ package n8n
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"net/http"
 	"slices"
 
 	"github.com/n8n-guard/n8n-guard/workflows"
@@ -52,6 +54,11 @@ func (inst *Instance) Check(ctx context.Context, scope Filter) (*Report, error) 
 		if why := whyCheckOnResume(w, resumeIDs); why != "" {
 			n.rep.add(Note, "workflow %s %q: %s", w.ID, w.Name, why)
 		}
+		if why, err := n.whyOff(ctx, w); err != nil {
+			return n.rep, err
+		} else if why != "" {
+			n.rep.Silent = append(n.rep.Silent, Silent{w.ID, w.Name, why})
+		}
 		if w.HasErrorTrigger() {
 			continue
 		}
@@ -59,7 +66,7 @@ func (inst *Instance) Check(ctx context.Context, scope Filter) (*Report, error) 
 			n.rep.Silent = append(n.rep.Silent, Silent{w.ID, w.Name, why})
 		}
 	}
-	return n.rep, nil
+	return n.rep, n.checkSSRF(ctx, all)
 }
 
 // whySilent says why a failure of w would go unheard, or "" when it would
@@ -130,4 +137,37 @@ func whyCheckOnResume(w Workflow, resumeIDs []string) string {
 			node["name"], workflows.CheckHeader, workflows.CheckCredentialName)
 	}
 	return ""
+}
+
+// whyOff says why w, which holds a guarded write, writes nothing: it is
+// off (1.x: not active, 2.x and 3.x: not published) although n8n ran it
+// on its triggers before. n8n turns a workflow off after repeated crashed
+// executions without running its error workflow (n8n issues #37186,
+// #37473), so nothing reaches the guard and the write simply stops. A
+// guarded workflow never published (an example setup installed) is noted,
+// not silent. "" when w runs or holds no guarded write.
+func (n *session) whyOff(ctx context.Context, w Workflow) (string, error) {
+	writes := w.GuardedWrites()
+	if len(writes) == 0 || w.Published() {
+		return "", nil
+	}
+	off := "not active"
+	if n.Version.Major >= 2 {
+		off = "not published"
+	}
+	ran, err := n.Client.ProductionRuns(ctx, w.ID)
+	var ne *Error
+	if errors.As(err, &ne) && (ne.Status == http.StatusForbidden || ne.Status == http.StatusNotFound) {
+		n.rep.add(Note, "workflow %s %q holds a guarded write (%q) and is %s; whether n8n ran it before cannot be read (the API key lacks execution:list)", w.ID, w.Name, writes[0], off)
+		return "", nil
+	}
+	if err != nil {
+		return "", err
+	}
+	if !ran {
+		n.rep.add(Note, "workflow %s %q holds a guarded write (%q) and was never run on its triggers: it is %s", w.ID, w.Name, writes[0], off)
+		return "", nil
+	}
+	return fmt.Sprintf("it holds a guarded write (%q) and is %s although it ran on its triggers before: n8n turns a workflow off after repeated crashed executions without calling its error workflow, so its writes stop unheard; open its last executions in n8n, fix the crash, and %s it again",
+		writes[0], off, map[bool]string{true: "publish", false: "activate"}[n.Version.Major >= 2]), nil
 }

@@ -151,29 +151,3 @@ func TestRetryExecution(t *testing.T) {
 		}
 	}
 }
-
-func TestDetectVersion(t *testing.T) {
-	for _, c := range []struct {
-		name, settings string
-		status         int
-		want           string
-	}{
-		{"1.x says its version", `{"data":{"versionCli":"1.113.3","settingsMode":"all"}}`, 200, "1.113.3"},
-		{"2.x says only that it is public", `{"data":{"settingsMode":"public"}}`, 200, "2.x"},
-		{"an unreadable version", `{"data":{"versionCli":"next"}}`, 200, "cannot read"},
-		{"not n8n", `<html></html>`, 200, "is " /* is <base> n8n? */},
-		{"an n8n before public settings", `{"data":{}}`, 200, "did not say its version"},
-	} {
-		t.Run(c.name, func(t *testing.T) {
-			srv := fakeN8n(t, map[string]answer{"GET /rest/settings": {c.status, c.settings}})
-			v, err := New(srv.URL, "key", 0).Version(context.Background())
-			got := v.String()
-			if err != nil {
-				got = err.Error()
-			}
-			if !strings.Contains(got, c.want) {
-				t.Fatalf("Version() = %q, want %q", got, c.want)
-			}
-		})
-	}
-}

@@ -138,7 +138,13 @@ func (n *session) communityNodeType(ctx context.Context, all []Workflow, use Use
 		return httpBecause("whether n8n has the community node %s cannot be told (GET /credentials/schema/%s: %v)", CommunityPackage, CommunityCredentialType, err)
 	}
 	if !known {
-		return httpBecause("n8n does not have the community node %s (it knows no credential type %s)", CommunityPackage, CommunityCredentialType)
+		why := ""
+		if n.Version.Major >= 3 || n.Version.From == FromInferred {
+			// 3.0 turned N8N_UNVERIFIED_PACKAGES_ENABLED off by default, and
+			// n8n-nodes-n8n-guard is not (yet) a verified package.
+			why = fmt.Sprintf("; on n8n 3.x an unverified community package installs only with N8N_UNVERIFIED_PACKAGES_ENABLED=true, and %s is not verified", CommunityPackage)
+		}
+		return httpBecause("n8n does not have the community node %s (it knows no credential type %s)%s", CommunityPackage, CommunityCredentialType, why)
 	}
 	chosen := func(typ, how string) (string, error) {
 		n.rep.add(Note, "the guard is placed with the community node %s (%s)", typ, how)

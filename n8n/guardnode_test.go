@@ -205,6 +205,7 @@ func TestGuardFindsTheCommunityNode(t *testing.T) {
 		note, errorMsg string
 	}{
 		{"not installed: the templates", 2, UseAuto, 404, 200, ourPackage, nil, "", "does not have the community node", ""},
+		{"3.x, not installed: the templates, and 3.x's unverified packages said", 3, UseAuto, 404, 200, ourPackage, nil, "", "N8N_UNVERIFIED_PACKAGES_ENABLED=true", ""},
 		{"installed as a package (2.x lists it)", 2, UseAuto, 200, 200, ourPackage, nil, CommunityNodeType, "installed as the community package", ""},
 		{"a custom extension (2.x: not among the packages)", 2, UseAuto, 200, 200, []any{}, nil, CustomNodeType, "custom extensions folder", ""},
 		{"a workflow uses it (1.x)", 1, UseAuto, 200, 0, nil, func(in *instance) { usesNode(in, CustomNodeType) }, CustomNodeType, "a workflow here uses it", ""},

@@ -13,6 +13,9 @@ const (
 	NotDone
 	// Note is what could not be checked.
 	Note
+	// Warning is what would break in a setting the guard cannot read (n8n
+	// tells no API key whether its SSRF protection is on).
+	Warning
 )
 
 // Step is one line of a Report.

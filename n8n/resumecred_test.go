@@ -26,6 +26,13 @@ type instance struct {
 	creds []Credential
 	data  map[string]map[string]any // credential id → its data
 	saves int
+	// failed are the failed executions GET /executions?status=error
+	// answers, newest first, with their data.
+	failed []map[string]any
+	// runs are the modes of each workflow's newest executions (GET
+	// /executions?workflowId=); runsStatus, when set, is n8n's refusal.
+	runs       map[string][]string
+	runsStatus int
 }
 
 func newInstance(t *testing.T, major int) (*instance, *Instance) {
@@ -76,6 +83,18 @@ func (in *instance) handle(w http.ResponseWriter, r *http.Request) {
 		v := wf.VersionID
 		wf.Active, wf.ActiveVersionID = true, &v
 		reply(200, wf)
+	case r.Method == http.MethodGet && path == "/executions" && r.URL.Query().Get("status") == "error":
+		reply(200, map[string]any{"data": in.failed, "nextCursor": nil})
+	case r.Method == http.MethodGet && path == "/executions" && r.URL.Query().Get("workflowId") != "":
+		if in.runsStatus != 0 {
+			reply(in.runsStatus, map[string]any{"message": "Forbidden"})
+			return
+		}
+		var data []map[string]any
+		for i, m := range in.runs[r.URL.Query().Get("workflowId")] {
+			data = append(data, map[string]any{"id": fmt.Sprint(i + 1), "mode": m, "workflowId": r.URL.Query().Get("workflowId")})
+		}
+		reply(200, map[string]any{"data": data, "nextCursor": nil})
 	case r.Method == http.MethodGet && path == "/credentials" && in.major >= 2:
 		reply(200, map[string]any{"data": in.creds, "nextCursor": nil})
 	case r.Method == http.MethodPost && path == "/credentials":

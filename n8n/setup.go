@@ -16,13 +16,24 @@ import (
 type Instance struct {
 	Client  *Client
 	Version Version
+	// Resolve finds the addresses of the guard's host for check's SSRF
+	// warning; nil is the system's resolver.
+	Resolve Resolver
 }
 
 // Connect finds out which n8n answers and refuses one it cannot serve.
-func Connect(ctx context.Context, c *Client) (*Instance, error) {
+// given is the version the operator says n8n is (--n8n-version), "" for
+// none: it stands in for a version n8n did not tell, and must agree with
+// one it did.
+func Connect(ctx context.Context, c *Client, given string) (*Instance, error) {
 	v, err := c.Version(ctx)
 	if err != nil {
 		return nil, err
+	}
+	if given != "" {
+		if v, err = v.with(given); err != nil {
+			return nil, err
+		}
 	}
 	if err := v.Supported(); err != nil {
 		return nil, err

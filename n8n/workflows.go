@@ -26,7 +26,10 @@ type Workflow struct {
 		Nodes       []map[string]any `json:"nodes"`
 		Connections map[string]any   `json:"connections"`
 	} `json:"activeVersion"`
-	IsArchived  bool             `json:"isArchived"`
+	IsArchived bool `json:"isArchived"`
+	// UpdatedAt is when n8n last changed the workflow (turning it off
+	// included): OffWatch tells one time off from the next by it.
+	UpdatedAt   string           `json:"updatedAt"`
 	Nodes       []map[string]any `json:"nodes"`
 	Connections map[string]any   `json:"connections"`
 	Settings    map[string]any   `json:"settings"`
@@ -183,4 +186,40 @@ func (c *Client) CreateHeaderAuth(ctx context.Context, name, header, value strin
 		"data": map[string]any{"name": header, "value": value},
 	}, &out)
 	return out, err
+}
+
+// GuardedWrites are the names of w's nodes that reserve with the guard
+// (the HTTP templates' reserve, the community node's Reserve): a
+// workflow with one holds a guarded write.
+func (w Workflow) GuardedWrites() []string {
+	var out []string
+	for _, n := range w.Nodes {
+		if isGuardOp(n, "reserve") {
+			name, _ := n["name"].(string)
+			out = append(out, name)
+		}
+	}
+	return out
+}
+
+// ProductionRuns tells whether n8n ran the workflow on its triggers (an
+// execution in a mode other than manual among its newest ones): a
+// workflow that is off now and ran before was turned off, by a person or
+// by n8n. GET /api/v1/executions?workflowId=…, scope execution:list.
+func (c *Client) ProductionRuns(ctx context.Context, workflowID string) (bool, error) {
+	var page struct {
+		Data []struct {
+			Mode string `json:"mode"`
+		} `json:"data"`
+	}
+	q := url.Values{"workflowId": {workflowID}, "limit": {"20"}}
+	if err := c.do(ctx, http.MethodGet, "/executions?"+q.Encode(), nil, &page); err != nil {
+		return false, err
+	}
+	for _, e := range page.Data {
+		if e.Mode != "" && e.Mode != "manual" {
+			return true, nil
+		}
+	}
+	return false, nil
 }

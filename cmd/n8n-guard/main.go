@@ -59,10 +59,13 @@ type Main struct {
 	pg     *postgres.Store
 	notes  *notify.Service
 	reruns *rerun.Runner // nil without n8n's API
-	server *api.Server
-	ln     net.Listener
-	tls    *tlsserve.Server // nil on plain HTTP
-	reg    *prometheus.Registry
+	// offWatch tells owners of guarded workflows n8n turned off (nil
+	// without n8n's API).
+	offWatch *n8n.OffWatch
+	server   *api.Server
+	ln       net.Listener
+	tls      *tlsserve.Server // nil on plain HTTP
+	reg      *prometheus.Registry
 	// resumeSecret and checkSecret are the credentials of resume and of
 	// check calls, one per purpose, the same on every replica (shared.go).
 	resumeSecret, checkSecret string
@@ -269,6 +272,14 @@ func (m *Main) initNotify(outbox notify.Outbox) error {
 	}
 	var err error
 	m.notes, err = notify.New(c.File.NotifyConfig(), opts)
+	if err == nil && c.N8nAPIURL != "" && c.N8nAPIKey != "" {
+		notes := m.notes
+		m.offWatch = &n8n.OffWatch{Client: n8n.New(c.N8nAPIURL, c.N8nAPIKey, time.Minute), Logger: m.Logger.With("component", "n8n-off-watch"),
+			Tell: func(ctx context.Context, o n8n.Off) error {
+				_, err := notes.TellWorkflowOff(ctx, notify.WorkflowOff{WorkflowID: o.WorkflowID, WorkflowName: o.WorkflowName, Episode: o.Episode, Text: o.Text})
+				return err
+			}}
+	}
 	return err
 }
 
@@ -331,6 +342,9 @@ func (m *Main) startBackground(ctx context.Context, policies keystore.Policies) 
 	m.start("sweeper", func() error { return sw.Run(bg) })
 	if m.reruns != nil {
 		m.start("reruns", func() error { m.reruns.Run(bg); return nil })
+	}
+	if m.offWatch != nil {
+		m.start("n8n-off-watch", func() error { m.offWatch.Run(bg); return nil })
 	}
 	if err := m.startCatchUp(bg, policies, m.reg); err != nil { // park.go
 		cancel()

@@ -28,6 +28,9 @@ type n8nFlags struct {
 	// (default: n8nURL); config the guard's configuration file, for its
 	// n8n.resume_origins.
 	webhookURL, config string
+	// version is the n8n version the operator says n8n is (--n8n-version):
+	// 2.x and later tell theirs to no API key.
+	version string
 }
 
 func (f *n8nFlags) add(cmd *cobra.Command) {
@@ -39,9 +42,11 @@ func (f *n8nFlags) add(cmd *cobra.Command) {
 	fs.DurationVar(&f.timeout, "timeout", 30*time.Second, "timeout of each call to n8n")
 	fs.StringVar(&f.webhookURL, "webhook-url", "", "n8n's WEBHOOK_URL, where its resume URLs start (default: --n8n-url)")
 	fs.StringVar(&f.config, "config", "", "the guard's configuration file, for its n8n.resume_origins")
+	fs.StringVar(&f.version, "n8n-version", "", "n8n's version (e.g. 3.4.4 or 3.x), where n8n does not tell it: 2.x and later tell it only to a logged-in user or at /metrics (N8N_METRICS=true)")
 	bindEnv(fs, "n8n-url", "N8N_URL")
 	bindEnv(fs, "api-key", "N8N_API_KEY")
 	bindEnv(fs, "config", "N8N_GUARD_CONFIG")
+	bindEnv(fs, "n8n-version", "N8N_VERSION")
 }
 
 // resumeTargets are the n8n instances the guard accepts resume URLs of,
@@ -108,11 +113,11 @@ func (f *n8nFlags) connectSaying(cmd *cobra.Command, w io.Writer) (*n8n.Instance
 	if f.apiKey == "" {
 		return nil, errors.New("no n8n API key: set N8N_API_KEY or --api-key (n8n: Settings → n8n API)")
 	}
-	inst, err := n8n.Connect(cmd.Context(), n8n.New(f.n8nURL, f.apiKey, f.timeout))
+	inst, err := n8n.Connect(cmd.Context(), n8n.New(f.n8nURL, f.apiKey, f.timeout), f.version)
 	if err != nil {
 		return nil, err
 	}
-	fmt.Fprintf(w, "n8n %s at %s\n", inst.Version, inst.Client.Base())
+	fmt.Fprintln(w, inst.Version.Describe(inst.Client.Base()))
 	return inst, nil
 }
 
@@ -134,6 +139,8 @@ func printReport(w io.Writer, rep *n8n.Report) {
 			fmt.Fprintf(w, "  NOT DONE: %s\n", s.Text)
 		case n8n.Note:
 			fmt.Fprintf(w, "  note: %s\n", s.Text)
+		case n8n.Warning:
+			fmt.Fprintf(w, "  WARNING: %s\n", s.Text)
 		}
 	}
 }
@@ -204,7 +211,7 @@ func newN8NSetupCmd(f *n8nFlags, getenv func(string) string) *cobra.Command {
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if createCred {
-				tok, err := setupToken(getenv, data)
+				tok, err := setupToken(cmd.OutOrStdout(), getenv, data)
 				if err != nil {
 					return err
 				}
@@ -248,11 +255,18 @@ func newN8NSetupCmd(f *n8nFlags, getenv func(string) string) *cobra.Command {
 }
 
 // setupToken is the guard token the credential gets, found the way the
-// operator commands find theirs.
-func setupToken(getenv func(string) string, data string) (string, error) {
+// operator commands find theirs. Of several N8N_GUARD_TOKENS it takes
+// the first, and says so on w: n8n's credential should hold a token of
+// its own (N8N_GUARD_TOKEN), not a person's or one about to be rotated.
+func setupToken(w io.Writer, getenv func(string) string, data string) (string, error) {
 	tok, err := guardToken(getenv, data)
 	if err != nil {
 		return "", fmt.Errorf("--create-credential needs the guard's token: set N8N_GUARD_TOKEN or point --data at the guard's data folder (%w)", err)
+	}
+	if strings.TrimSpace(getenv("N8N_GUARD_TOKEN")) == "" {
+		if n := len(splitTokens(getenv("N8N_GUARD_TOKENS"))); n > 1 {
+			fmt.Fprintf(w, "WARNING: N8N_GUARD_TOKENS holds %d tokens and N8N_GUARD_TOKEN is not set: n8n's credential gets the first; set N8N_GUARD_TOKEN to the one n8n should hold\n", n)
+		}
 	}
 	return tok, nil
 }
@@ -305,7 +319,14 @@ credential is missing; parking workflows whose Wait nodes, and checks whose
 webhooks, would refuse the guard's calls. Exits non-zero when any does, for
 use in CI. It also warns when the guard would refuse n8n's resume URLs (their
 origin, n8n's WEBHOOK_URL: --webhook-url, default --n8n-url, is not one of
-N8N_GUARD_RESUME_ORIGINS / the --config file's n8n.resume_origins / N8N_URL's).`,
+N8N_GUARD_RESUME_ORIGINS / the --config file's n8n.resume_origins / N8N_URL's),
+and when n8n's SSRF protection (N8N_SSRF_PROTECTION_ENABLED, which n8n does not
+tell an API key about) would refuse the guard's address in the workflows'
+Config nodes (localhost, private networks); a recent failed execution with
+n8n's SSRF refusal of that address makes the workflow SILENT. A workflow that
+holds a guarded write and is off (not published; 1.x: not active) although it
+ran on its triggers before is SILENT too: n8n turns a workflow off after
+repeated crashed executions without calling its error workflow.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			inst, err := f.connect(cmd)

@@ -18,6 +18,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	"sigs.k8s.io/yaml"
 )
@@ -58,6 +59,10 @@ func TestManifestsDecodeStrictly(t *testing.T) {
 				obj = &corev1.ConfigMap{}
 			case "batch/v1/Job":
 				obj = &batchv1.Job{}
+			case "networking.k8s.io/v1/Ingress":
+				obj = &networkingv1.Ingress{}
+			case "networking.k8s.io/v1/NetworkPolicy":
+				obj = &networkingv1.NetworkPolicy{}
 			case "policy/v1/PodDisruptionBudget":
 				obj = &policyv1.PodDisruptionBudget{}
 			default:
@@ -70,7 +75,7 @@ func TestManifestsDecodeStrictly(t *testing.T) {
 			kinds[meta.Kind]++
 		}
 	}
-	for _, k := range []string{"StatefulSet", "Deployment", "Service", "Secret", "ConfigMap", "Job"} {
+	for _, k := range []string{"StatefulSet", "Deployment", "Service", "Secret", "ConfigMap", "Job", "Ingress", "NetworkPolicy"} {
 		if kinds[k] == 0 {
 			t.Errorf("no %s among %v", k, kinds)
 		}
