@@ -97,7 +97,7 @@ func rowChecksum(r *keystore.Record, version int64) int64 {
 		b = append(b, 'S')
 		str(r.Summary)
 	}
-	// The first parking of an event that parked anew (migration 0017),
+	// The first parking of an event that parked anew (migration 0018),
 	// likewise.
 	if r.ParkedSince != nil {
 		b = append(b, 'F')

@@ -1,4 +1,4 @@
--- n8n-guard keystore on PostgreSQL, version 17: when a parked event first
+-- n8n-guard keystore on PostgreSQL, version 18: when a parked event first
 -- parked, kept when its woken execution meets the destination paused again
 -- and parks anew (keystore.Record.ParkedSince), so that parked_limit counts
 -- the whole wait of a rolling outage. NULL for every row written before and
