@@ -94,6 +94,10 @@ type Answer struct {
 	// AwaitingApproval, with outcome parked: the key waits for a person's
 	// approval (keystore/approval.go), not for its destination.
 	AwaitingApproval bool `json:"awaiting_approval,omitempty"`
+	// PausedFor, with outcome destination_paused: "namespace" when only
+	// the caller's namespace is paused (its own writes failed; other
+	// namespaces still write through the destination).
+	PausedFor string `json:"paused_for,omitempty"`
 	*keystore.Record
 }
 
@@ -108,6 +112,7 @@ type absentAnswer struct {
 	Outcome           keystore.Outcome `json:"outcome"`
 	Proceed           bool             `json:"proceed"`
 	RetryAfterSeconds int              `json:"retry_after_seconds,omitempty"`
+	PausedFor         string           `json:"paused_for,omitempty"`
 }
 
 func (r reserveRequest) namespace() string  { return r.Namespace }
@@ -318,7 +323,7 @@ func (s *Server) writeResult(c *fiber.Ctx, res keystore.Result, found *bool) err
 	}
 	if res.Record == nil {
 		return writeJSON(c, absentAnswer{Found: found, State: keystore.StateAbsent, Namespace: res.Namespace, Key: res.Key,
-			Outcome: res.Outcome, Proceed: res.Proceed, RetryAfterSeconds: retry})
+			Outcome: res.Outcome, Proceed: res.Proceed, RetryAfterSeconds: retry, PausedFor: res.PausedFor})
 	}
 	var resumeAt *time.Time
 	awaiting := res.Outcome == keystore.OutcomeParked && res.Record.Reason == keystore.ReasonAwaitingApproval
@@ -328,7 +333,7 @@ func (s *Server) writeResult(c *fiber.Ctx, res keystore.Result, found *bool) err
 	}
 	return writeJSON(c, Answer{Found: found, Outcome: res.Outcome, Proceed: res.Proceed, Token: res.Token,
 		Repeat: res.Outcome == keystore.OutcomeAccepted && res.Replayed, RetryAfterSeconds: retry,
-		ExpectedResumeAt: resumeAt, AwaitingApproval: awaiting, Record: res.Record})
+		ExpectedResumeAt: resumeAt, AwaitingApproval: awaiting, PausedFor: res.PausedFor, Record: res.Record})
 }
 
 // decode reads the JSON body into req and validates it.
