@@ -1,0 +1,138 @@
+package storetest
+
+import (
+	"testing"
+	"time"
+
+	"github.com/n8n-guard/n8n-guard/keystore"
+)
+
+// One namespace's failures pause that namespace's writes only
+// (keystore/breaker_view.go), as a store keeps it across calls and a
+// restart: the views are stored with the breaker, and every store reads
+// back what it wrote.
+func runBreakerViews(t *testing.T, newStore New) {
+	pol := keystore.Policies{Destinations: map[string]keystore.DestinationPolicy{
+		"shared": {Cooldown: time.Minute, FailureThreshold: 3, UnreachableThreshold: 2},
+		"mine":   {Cooldown: time.Minute, FailureThreshold: 3, UnreachableThreshold: 2, Namespaces: []string{"crm-contacts"}}}}
+	const crm, pay = "crm-contacts", "payments"
+	failNew := func(e *env, n, key, dest string) keystore.Result {
+		e.t.Helper()
+		r := e.reserve(n, key, withDest(dest))
+		wantOutcome(e.t, r, keystore.OutcomeAccepted)
+		return e.fail(n, key, r.Token, keystore.ReasonDestinationUnreachable)
+	}
+	written := func(e *env, n, key, dest string) {
+		e.t.Helper()
+		r := e.reserve(n, key, withDest(dest))
+		wantOutcome(e.t, r, keystore.OutcomeAccepted)
+		e.complete(n, key, r.Token, "ok-"+key)
+	}
+	t.Run("one namespace's invented failures pause it alone, a second namespace's agreement pauses all", func(t *testing.T) {
+		e := setup(t, newStore, pol)
+		written(e, pay, "pay-0", "shared") // payments writes through it
+		failNew(e, crm, "invented-1", "shared")
+		failNew(e, crm, "invented-2", "shared")
+		e.restart() // the views are stored, not remembered
+		b := breaker(t, e, "shared")
+		if b.State != keystore.BreakerClosed || len(b.Views) != 1 || b.Views[0].Namespace != crm || b.Views[0].State != keystore.BreakerOpen {
+			t.Fatalf("after crm's two failures: %+v, want closed with crm's view open", b)
+		}
+		p := e.reserve(crm, "invented-3", withDest("shared"))
+		wantOutcome(t, p, keystore.OutcomeDestinationPaused)
+		if p.PausedFor != keystore.PausedNamespace || keystore.CeilSeconds(p.RetryAfter) != 60 {
+			t.Fatalf("crm's reserve: paused_for %q, retry %s; want namespace, 60 s", p.PausedFor, p.RetryAfter)
+		}
+		pr := e.reserve(pay, "pay-1", withDest("shared"))
+		wantOutcome(t, pr, keystore.OutcomeAccepted)
+		// payments fails too: two namespaces agree, open for everyone.
+		e.fail(pay, "pay-1", pr.Token, keystore.ReasonDestinationUnreachable)
+		if b := breaker(t, e, "shared"); b.State != keystore.BreakerOpen || len(b.Views) != 0 {
+			t.Fatalf("after payments failed too: %+v, want open for all", b)
+		}
+		p = e.reserve("bookings", "b-1", withDest("shared"))
+		wantOutcome(t, p, keystore.OutcomeDestinationPaused)
+		if p.PausedFor != "" {
+			t.Fatalf("a pause for every namespace says paused_for %q", p.PausedFor)
+		}
+		opened := 0
+		for _, ev := range e.events() {
+			if ev.Kind == keystore.EventBreakerOpened && ev.Destination == "shared" {
+				opened++
+			}
+		}
+		if opened != 1 {
+			t.Fatalf("%d breaker_opened events, want 1: the opening for every namespace", opened)
+		}
+	})
+	t.Run("a view probes for its namespace alone and closes on its probe's success", func(t *testing.T) {
+		e := setup(t, newStore, pol)
+		written(e, pay, "pay-0", "shared")
+		failNew(e, crm, "c-1", "shared")
+		failNew(e, crm, "c-2", "shared")
+		e.clock.Advance(61 * time.Second)
+		if b := breaker(t, e, "shared"); len(b.Views) != 1 || b.Views[0].State != keystore.BreakerHalfOpen {
+			t.Fatalf("after the cooldown: %+v, want crm's view half open", b)
+		}
+		probe := e.reserve(crm, "c-3", withDest("shared"))
+		wantOutcome(t, probe, keystore.OutcomeAccepted)
+		wantOutcome(t, e.reserve(crm, "c-4", withDest("shared")), keystore.OutcomeDestinationPaused)
+		wantOutcome(t, e.reserve(pay, "pay-2", withDest("shared")), keystore.OutcomeAccepted)
+		// The probe fails: another cooldown for crm alone.
+		e.fail(crm, "c-3", probe.Token, keystore.ReasonDestinationUnreachable)
+		if b := breaker(t, e, "shared"); b.State != keystore.BreakerClosed || len(b.Views) != 1 || b.Views[0].State != keystore.BreakerOpen {
+			t.Fatalf("after the probe failed: %+v", b)
+		}
+		e.clock.Advance(61 * time.Second)
+		probe = e.reserve(crm, "c-4", withDest("shared"))
+		wantOutcome(t, probe, keystore.OutcomeAccepted)
+		e.complete(crm, "c-4", probe.Token, "crm-4")
+		if b := breaker(t, e, "shared"); b.State != keystore.BreakerClosed || len(b.Views) != 0 {
+			t.Fatalf("after the probe got through: %+v, want closed without views", b)
+		}
+		wantOutcome(t, e.reserve(crm, "c-5", withDest("shared")), keystore.OutcomeAccepted)
+	})
+	t.Run("the only namespace of a destination pauses it for all", func(t *testing.T) {
+		e := setup(t, newStore, pol)
+		// Configured as crm's alone.
+		failNew(e, crm, "c-1", "mine")
+		failNew(e, crm, "c-2", "mine")
+		if b := breaker(t, e, "mine"); b.State != keystore.BreakerOpen {
+			t.Fatalf("a destination limited to crm alone: %+v, want open", b)
+		}
+		// Not configured, and no other namespace reserved through it.
+		failNew(e, crm, "c-1", "shared")
+		failNew(e, crm, "c-2", "shared")
+		if b := breaker(t, e, "shared"); b.State != keystore.BreakerOpen {
+			t.Fatalf("a destination only crm used: %+v, want open", b)
+		}
+	})
+	t.Run("a maintenance hold pauses every namespace", func(t *testing.T) {
+		e := setup(t, newStore, pol)
+		written(e, pay, "pay-0", "shared")
+		failNew(e, crm, "c-1", "shared")
+		failNew(e, crm, "c-2", "shared")
+		b, err := e.s.HoldDestination(e.ctx, "shared", "ops", "CRM upgrade", e.clock.Now().Add(time.Hour))
+		if err != nil || b.State != keystore.BreakerOpen || len(b.Views) != 0 {
+			t.Fatalf("hold: %+v %v", b, err)
+		}
+		for _, n := range []string{crm, pay, "bookings"} {
+			p := e.reserve(n, "after-hold", withDest("shared"))
+			wantOutcome(t, p, keystore.OutcomeDestinationPaused)
+			if p.PausedFor != "" {
+				t.Fatalf("%s under a hold: paused_for %q, want every namespace", n, p.PausedFor)
+			}
+		}
+	})
+	t.Run("a person's reset closes the views too", func(t *testing.T) {
+		e := setup(t, newStore, pol)
+		written(e, pay, "pay-0", "shared")
+		failNew(e, crm, "c-1", "shared")
+		failNew(e, crm, "c-2", "shared")
+		b, err := e.s.ResetBreaker(e.ctx, "shared", "ana", "crm's key generator was wrong, fixed")
+		if err != nil || b.State != keystore.BreakerClosed || len(b.Views) != 0 {
+			t.Fatalf("reset: %+v %v", b, err)
+		}
+		wantOutcome(t, e.reserve(crm, "c-3", withDest("shared")), keystore.OutcomeAccepted)
+	})
+}
