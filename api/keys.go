@@ -278,10 +278,24 @@ func (s *Server) destinations(c *fiber.Ctx) error {
 	items := []destination{}
 	for _, b := range all {
 		if p.MayUseBreaker(b.Destination) {
+			b.Views = visibleViews(p, b.Views)
 			items = append(items, destination{Breaker: b, Parked: parked[b.Destination], Woken: woken[b.Destination]})
 		}
 	}
 	return writeJSON(c, destinationPage{Items: items})
+}
+
+// visibleViews are the namespaces' own breakers p may see: a token
+// limited to namespaces learns of its own only, never another team's
+// namespace.
+func visibleViews(p access.Principal, vs []keystore.BreakerView) []keystore.BreakerView {
+	var out []keystore.BreakerView
+	for _, v := range vs {
+		if p.MayUse(v.Namespace) {
+			out = append(out, v)
+		}
+	}
+	return out
 }
 
 // withField adds one broken field to the domain's answer about the rest of
