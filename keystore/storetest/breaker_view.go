@@ -92,6 +92,55 @@ func runBreakerViews(t *testing.T, newStore New) {
 		}
 		wantOutcome(t, e.reserve(crm, "c-5", withDest("shared")), keystore.OutcomeAccepted)
 	})
+	t.Run("a namespace paused alone parks and catches up through its own probe", func(t *testing.T) {
+		e := setup(t, newStore, pol)
+		ps := parkStore(t, e)
+		claimOK := func(key string) bool {
+			t.Helper()
+			_, ok, err := ps.ClaimResume(e.ctx, crm, key, 30*time.Second)
+			if err != nil {
+				t.Fatalf("claim %s: %v", key, err)
+			}
+			return ok
+		}
+		written(e, pay, "pay-0", "shared")
+		failNew(e, crm, "c-1", "shared")
+		r := e.reserve(crm, "c-2", withDest("shared"))
+		f, err := e.s.Fail(e.ctx, keystore.FailRequest{Namespace: crm, Key: "c-2", Token: r.Token, Reason: keystore.ReasonDestinationUnreachable, ResumeURL: resumeBase + "2"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		wantOutcome(t, f, keystore.OutcomeParked) // the failure that paused crm parks its key
+		p := e.reserve(crm, "c-3", withDest("shared"), withResume("3"))
+		wantOutcome(t, p, keystore.OutcomeParked)
+		if keystore.CeilSeconds(p.RetryAfter) != 60 {
+			t.Fatalf("parked alone: retry after %s, want crm's cooldown, 60 s", p.RetryAfter)
+		}
+		if claimOK("c-2") {
+			t.Fatal("a key of a namespace paused alone was claimed during its cooldown")
+		}
+		wantOutcome(t, e.reserve(pay, "pay-1", withDest("shared")), keystore.OutcomeAccepted)
+		e.clock.Advance(61 * time.Second)
+		if !claimOK("c-2") {
+			t.Fatal("after crm's cooldown its oldest parked key was not claimed as its probe")
+		}
+		if claimOK("c-3") {
+			t.Fatal("a second key of crm was claimed while its probe is out")
+		}
+		parked := e.lookup(crm, "c-2").Record.ParkedAt
+		if _, err := ps.ResumeAnswered(e.ctx, crm, "c-2", *parked, keystore.ResumeAccepted, ""); err != nil {
+			t.Fatal(err)
+		}
+		probe := e.reserve(crm, "c-2", withDest("shared")) // the woken execution
+		wantOutcome(t, probe, keystore.OutcomeAccepted)
+		e.complete(crm, "c-2", probe.Token, "crm-2")
+		if b := breaker(t, e, "shared"); b.State != keystore.BreakerClosed || len(b.Views) != 0 {
+			t.Fatalf("after crm's probe got through: %+v", b)
+		}
+		if !claimOK("c-3") {
+			t.Fatal("crm's next parked key was not claimed once its probe got through")
+		}
+	})
 	t.Run("the only namespace of a destination pauses it for all", func(t *testing.T) {
 		e := setup(t, newStore, pol)
 		// Configured as crm's alone.
