@@ -61,6 +61,11 @@ type Breaker struct {
 	// SeenNamespaces are the first namespaces that reserved through the
 	// destination (at most two): one alone may open the breaker for all.
 	SeenNamespaces []string `json:"-"`
+	// OpenedBy is the namespace whose failures alone opened the breaker
+	// for every namespace (it was the destination's only known user); ""
+	// when namespaces agreed, for a hold, or before this was kept. Another
+	// namespace's reserve narrows the breaker to OpenedBy's view (demote).
+	OpenedBy string `json:"-"`
 }
 
 // BreakerReset is a person's reset of a breaker: who, why and when.
@@ -218,7 +223,12 @@ func (b *Breaker) failed(ns, key string, reason Reason, message string, pol Dest
 		}
 		return nil
 	}
+	sole := b.agreeing() <= 1
 	b.open(pol, now)
+	b.OpenedBy = ""
+	if sole {
+		b.OpenedBy = ns // this namespace's evidence alone (agreementNeeded 1)
+	}
 	b.PausedReserves = 0
 	return &Event{At: now, Kind: EventBreakerOpened, Destination: b.Destination, Reason: reason,
 		Message: message, ReopensAt: copyTime(b.ReopensAt)}
@@ -260,6 +270,9 @@ func (b *Breaker) open(pol DestinationPolicy, now time.Time) {
 	b.ProbeUntil = nil
 	b.FailedKeys = nil
 	b.Views = nil // open for every namespace: no view is needed
+	if b.ProbeNamespace != b.OpenedBy {
+		b.OpenedBy = "" // a failed probe of another namespace: it agrees
+	}
 }
 
 // View returns the breaker as a reader sees it at now: an open breaker

@@ -202,6 +202,32 @@ func (b *Breaker) answered(ns, key string, now time.Time) {
 	}
 }
 
+// demote narrows a breaker that one namespace's failures alone opened for
+// every namespace (OpenedBy: it was the destination's only known user) to
+// that namespace's view, when another namespace reserves through the
+// destination: the breaker did not know the destination is shared (a new
+// destination, or one no second namespace had reserved through since the
+// upgrade), and one caller must not pause another's writes. The closing
+// is logged as breaker_closed, not naming the namespace (the event log is
+// every team's). A hold (OpenedBy "") is never narrowed.
+func (b *Breaker) demote(ns string, now time.Time) *Event {
+	if b.State == BreakerClosed || b.OpenedBy == "" || b.OpenedBy == ns || b.Maintenance != nil {
+		return nil
+	}
+	v := BreakerView{Namespace: b.OpenedBy, State: BreakerOpen, OpenedAt: copyTime(b.OpenedAt), ReopensAt: copyTime(b.ReopensAt),
+		PausedReserves: b.PausedReserves}
+	if b.ProbeNamespace == b.OpenedBy {
+		v.ProbeKey, v.ProbeUntil = b.ProbeKey, copyTime(b.ProbeUntil)
+	}
+	if v.ReopensAt == nil { // a half-open breaker read from an old record
+		v.ReopensAt = timePtr(now)
+	}
+	ev := &Event{At: now, Kind: EventBreakerClosed, Destination: b.Destination, PausedReserves: b.PausedReserves,
+		Message: "open for one namespace alone, by its own failures: other namespaces write through the destination again"}
+	*b = Breaker{Destination: b.Destination, State: BreakerClosed, SeenNamespaces: b.SeenNamespaces, Views: []BreakerView{v}}
+	return ev
+}
+
 // viewJSON is a view as the stores keep it: every field.
 type viewJSON struct {
 	Namespace  string     `json:"ns"`

@@ -111,6 +111,9 @@ func startAttempt(cur *Record, br *Breaker, req ReserveRequest, fp Fingerprint, 
 	var s Step
 	if br != nil {
 		b := br.Clone()
+		if ev := b.demote(req.Namespace, now); ev != nil {
+			s.Events = append(s.Events, *ev)
+		}
 		ok, wait := b.admit(req.Namespace, req.Key, lease, now)
 		s.Breaker = b
 		if !ok && req.ResumeURL != "" {

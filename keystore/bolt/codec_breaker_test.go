@@ -146,6 +146,7 @@ func TestCodecKeepsTheViewsOfABreaker(t *testing.T) {
 	b.ConsecutiveFailures = 2
 	b.FailedKeys = []string{keystore.FailedKeyDigest("crm-contacts", "a"), keystore.FailedKeyDigest("crm-contacts", "b")}
 	b.SeenNamespaces = []string{"payments", "crm-contacts"}
+	b.OpenedBy = "crm-contacts"
 	b.Views = []keystore.BreakerView{
 		{Namespace: "crm-contacts", State: keystore.BreakerOpen, OpenedAt: &at, ReopensAt: ptrTime(at.Add(5 * time.Minute)), PausedReserves: 3,
 			ProbeKey: "c", ProbeUntil: ptrTime(at.Add(time.Minute))},

@@ -1,6 +1,8 @@
 package storetest
 
 import (
+	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -155,6 +157,47 @@ func runBreakerViews(t *testing.T, newStore New) {
 		if b := breaker(t, e, "shared"); b.State != keystore.BreakerOpen {
 			t.Fatalf("a destination only crm used: %+v, want open", b)
 		}
+	})
+	t.Run("a breaker one namespace opened alone narrows to it when another namespace reserves", func(t *testing.T) {
+		e := setup(t, newStore, pol)
+		// crm is the first to use the destination and fails two keys: as
+		// its only known user, it pauses it for all.
+		failNew(e, crm, "c-1", "shared")
+		failNew(e, crm, "c-2", "shared")
+		if b := breaker(t, e, "shared"); b.State != keystore.BreakerOpen {
+			t.Fatalf("a destination only crm used: %+v, want open", b)
+		}
+		e.restart()
+		// payments reserves through it: the breaker was crm's evidence
+		// alone, so it narrows to crm's view and payments writes.
+		written(e, pay, "pay-1", "shared")
+		b := breaker(t, e, "shared")
+		if b.State != keystore.BreakerClosed || len(b.Views) != 1 || b.Views[0].Namespace != crm || b.Views[0].State != keystore.BreakerOpen {
+			t.Fatalf("after payments' reserve: %+v, want closed with crm's view open", b)
+		}
+		p := e.reserve(crm, "c-3", withDest("shared"))
+		wantOutcome(t, p, keystore.OutcomeDestinationPaused)
+		if p.PausedFor != keystore.PausedNamespace || keystore.CeilSeconds(p.RetryAfter) != 60 {
+			t.Fatalf("crm after the narrowing: %+v, want paused for its namespace until its cooldown ends", p)
+		}
+		var kinds []keystore.EventKind
+		for _, ev := range e.events() {
+			if ev.Destination == "shared" {
+				kinds = append(kinds, ev.Kind)
+				if strings.Contains(ev.Message, crm) {
+					t.Errorf("the event log, every team's, names crm: %+v", ev)
+				}
+			}
+		}
+		if fmt.Sprint(kinds) != "[breaker_opened breaker_closed]" {
+			t.Fatalf("events %v, want the opening for all and its narrowing", kinds)
+		}
+		// A person's hold is never narrowed.
+		if _, err := e.s.HoldDestination(e.ctx, "shared", "ops", "ERP upgrade", e.clock.Now().Add(time.Hour)); err != nil {
+			t.Fatal(err)
+		}
+		wantOutcome(t, e.reserve("bookings", "b-1", withDest("shared")), keystore.OutcomeDestinationPaused)
+		wantOutcome(t, e.reserve(pay, "pay-2", withDest("shared")), keystore.OutcomeDestinationPaused)
 	})
 	t.Run("a maintenance hold pauses every namespace", func(t *testing.T) {
 		e := setup(t, newStore, pol)
