@@ -3,6 +3,7 @@ package api_test
 import (
 	"crypto/sha256"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -109,4 +110,27 @@ func destinationItem(t *testing.T, e *env, dest string) map[string]any {
 	}
 	t.Fatalf("no destination %s in GET /v1/destinations", dest)
 	return nil
+}
+
+// GET /v1/destinations shows a token limited to namespaces only its own
+// namespaces' breakers: crm's pause on the destination "payments" is not
+// told to a payments read token (it would learn another team's namespace).
+func TestNamespaceBreakersAreShownToTheirOwnNamespacesOnly(t *testing.T) {
+	const payRead = "payments-read-token"
+	tokens := []api.TokenScope{{Name: "payments-read", SHA256: sha256.Sum256([]byte(payRead)), Role: access.RoleRead, Namespaces: []string{"payments"}}}
+	e := start(t, withAPI(api.Config{ScopedTokens: tokens}), withoutN8n())
+	a := e.reserve(t, "pay-1", obj{"namespace": "payments", "destination": "payments"})
+	wantOK(t, e.post(t, "/v1/complete", obj{"namespace": "payments", "key": "pay-1", "token": a["token"]}), "completed")
+	for _, key := range []string{"c-1", "c-2"} {
+		tok := e.accepted(t, key, obj{"destination": "payments"})
+		wantOK(t, e.post(t, "/v1/fail", obj{"namespace": ns, "key": key, "token": tok, "reason": "destination_unreachable"}), "destination_failed")
+	}
+	if views, _ := destinationItem(t, e, "payments")["namespace_breakers"].([]any); len(views) != 1 {
+		t.Fatalf("the unlimited token sees %v, want crm-contacts' breaker", views)
+	}
+	r := e.callWith(t, http.MethodGet, "/v1/destinations", nil, map[string]string{"Authorization": "Bearer " + payRead})
+	items, _ := r.JSON(t)["items"].([]any)
+	if r.Status != http.StatusOK || len(items) != 1 || items[0].(map[string]any)["namespace_breakers"] != nil || strings.Contains(string(r.Body), ns) {
+		t.Fatalf("payments' read token: %s, want the destination without crm-contacts' breaker", r)
+	}
 }
