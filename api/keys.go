@@ -94,6 +94,10 @@ type Answer struct {
 	// AwaitingApproval, with outcome parked: the key waits for a person's
 	// approval (keystore/approval.go), not for its destination.
 	AwaitingApproval bool `json:"awaiting_approval,omitempty"`
+	// PausedFor, with outcome destination_paused: "namespace" when only
+	// the caller's namespace is paused (its own writes failed; other
+	// namespaces still write through the destination).
+	PausedFor string `json:"paused_for,omitempty"`
 	*keystore.Record
 }
 
@@ -108,6 +112,7 @@ type absentAnswer struct {
 	Outcome           keystore.Outcome `json:"outcome"`
 	Proceed           bool             `json:"proceed"`
 	RetryAfterSeconds int              `json:"retry_after_seconds,omitempty"`
+	PausedFor         string           `json:"paused_for,omitempty"`
 }
 
 func (r reserveRequest) namespace() string  { return r.Namespace }
@@ -297,10 +302,24 @@ func (s *Server) destinations(c *fiber.Ctx) error {
 	items := []destination{}
 	for _, b := range all {
 		if p.MayUseBreaker(b.Destination) {
+			b.Views = visibleViews(p, b.Views)
 			items = append(items, destination{Breaker: b, Parked: parked[b.Destination], Woken: woken[b.Destination]})
 		}
 	}
 	return writeJSON(c, destinationPage{Items: items})
+}
+
+// visibleViews are the namespaces' own breakers p may see: a token
+// limited to namespaces learns of its own only, never another team's
+// namespace.
+func visibleViews(p access.Principal, vs []keystore.BreakerView) []keystore.BreakerView {
+	var out []keystore.BreakerView
+	for _, v := range vs {
+		if p.MayUse(v.Namespace) {
+			out = append(out, v)
+		}
+	}
+	return out
 }
 
 // withField adds one broken field to the domain's answer about the rest of
@@ -342,7 +361,7 @@ func (s *Server) writeResult(c *fiber.Ctx, res keystore.Result, found *bool) err
 	}
 	if res.Record == nil {
 		return writeJSON(c, absentAnswer{Found: found, State: keystore.StateAbsent, Namespace: res.Namespace, Key: res.Key,
-			Outcome: res.Outcome, Proceed: res.Proceed, RetryAfterSeconds: retry})
+			Outcome: res.Outcome, Proceed: res.Proceed, RetryAfterSeconds: retry, PausedFor: res.PausedFor})
 	}
 	var resumeAt *time.Time
 	awaiting := res.Outcome == keystore.OutcomeParked && res.Record.Reason == keystore.ReasonAwaitingApproval
@@ -352,7 +371,7 @@ func (s *Server) writeResult(c *fiber.Ctx, res keystore.Result, found *bool) err
 	}
 	return writeJSON(c, Answer{Found: found, Outcome: res.Outcome, Proceed: res.Proceed, Token: res.Token,
 		Repeat: res.Outcome == keystore.OutcomeAccepted && res.Replayed, RetryAfterSeconds: retry,
-		ExpectedResumeAt: resumeAt, AwaitingApproval: awaiting, Record: res.Record})
+		ExpectedResumeAt: resumeAt, AwaitingApproval: awaiting, PausedFor: res.PausedFor, Record: res.Record})
 }
 
 // decode reads the JSON body into req and validates it.

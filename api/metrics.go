@@ -160,6 +160,9 @@ type storeCollector struct {
 	store                            keystore.Store
 	namespaces, destinations         *labelLimit
 	keys, stuck, breaker, paused, up *prometheus.Desc
+	// alone: namespaces paused by their own failures while the
+	// destination's breaker is closed for the others (breaker_view.go)
+	alone *prometheus.Desc
 }
 
 func newStoreCollector(store keystore.Store, namespaces, destinations *labelLimit) *storeCollector {
@@ -174,13 +177,15 @@ func newStoreCollector(store keystore.Store, namespaces, destinations *labelLimi
 			"Circuit breaker of a destination: 1 for its current state, 0 for the others (for destination \"other\": how many destinations are in each state).", []string{"destination", "state"}, nil),
 		paused: prometheus.NewDesc("n8n_guard_destination_paused_reserves",
 			"Reserves answered destination_paused since the breaker last opened.", []string{"destination"}, nil),
+		alone: prometheus.NewDesc("n8n_guard_destination_namespaces_paused",
+			"Namespaces whose own failures paused their own writes to a destination while its breaker stays closed for the other namespaces (open or half_open for them alone).", []string{"destination"}, nil),
 		up: prometheus.NewDesc("n8n_guard_store_up",
 			"1 when the store answered the last scrape, 0 when it did not.", nil, nil),
 	}
 }
 
 func (sc *storeCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{sc.keys, sc.stuck, sc.breaker, sc.paused, sc.up} {
+	for _, d := range []*prometheus.Desc{sc.keys, sc.stuck, sc.breaker, sc.paused, sc.alone, sc.up} {
 		ch <- d
 	}
 }
@@ -217,7 +222,7 @@ func (sc *storeCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	sort.Slice(breakers, func(i, j int) bool { return breakers[i].Destination < breakers[j].Destination })
 	states := map[string]map[keystore.BreakerState]float64{}
-	paused := map[string]float64{}
+	paused, alone := map[string]float64{}, map[string]float64{}
 	for _, b := range breakers {
 		d := sc.destinations.value(b.Destination)
 		if states[d] == nil {
@@ -225,12 +230,17 @@ func (sc *storeCollector) Collect(ch chan<- prometheus.Metric) {
 		}
 		states[d][b.State]++
 		paused[d] += float64(b.PausedReserves)
+		alone[d] += float64(len(b.Views))
+		for _, v := range b.Views {
+			paused[d] += float64(v.PausedReserves)
+		}
 	}
 	for d, byState := range states {
 		for _, st := range []keystore.BreakerState{keystore.BreakerClosed, keystore.BreakerOpen, keystore.BreakerHalfOpen} {
 			ch <- prometheus.MustNewConstMetric(sc.breaker, prometheus.GaugeValue, byState[st], d, string(st))
 		}
 		ch <- prometheus.MustNewConstMetric(sc.paused, prometheus.GaugeValue, paused[d], d)
+		ch <- prometheus.MustNewConstMetric(sc.alone, prometheus.GaugeValue, alone[d], d)
 	}
 	ch <- prometheus.MustNewConstMetric(sc.up, prometheus.GaugeValue, up)
 }

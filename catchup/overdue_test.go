@@ -64,11 +64,16 @@ func TestParkedOverdueReportedOnce(t *testing.T) {
 	defer store.Close()
 	ctx := context.Background()
 
-	// The CRM is down for a month: the breaker opens, events park.
-	first, _ := store.Reserve(ctx, keystore.ReserveRequest{Namespace: ns, Key: "evt_first", Destination: "crm"})
-	if _, err := store.Fail(ctx, keystore.FailRequest{Namespace: ns, Key: "evt_first", Token: first.Token,
-		Reason: keystore.ReasonDestinationUnreachable}); err != nil {
-		t.Fatal(err)
+	// The CRM is down for a month: both namespaces' writes fail, the
+	// breaker opens for every namespace (one namespace's failures alone
+	// would pause only its own writes: keystore/breaker_view.go), events
+	// park.
+	for _, n := range []string{ns, "short"} {
+		first, _ := store.Reserve(ctx, keystore.ReserveRequest{Namespace: n, Key: "evt_first", Destination: "crm"})
+		if _, err := store.Fail(ctx, keystore.FailRequest{Namespace: n, Key: "evt_first", Token: first.Token,
+			Reason: keystore.ReasonDestinationUnreachable}); err != nil {
+			t.Fatal(err)
+		}
 	}
 	park := func(namespace, key string) {
 		t.Helper()

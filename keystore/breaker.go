@@ -53,6 +53,19 @@ type Breaker struct {
 	ProbeNamespace string     `json:"-"`
 	ProbeKey       string     `json:"-"`
 	ProbeUntil     *time.Time `json:"-"`
+	// Views are the namespaces whose own failures paused their own
+	// writes while the destination's breaker stays closed for the others
+	// (breaker_view.go). A reader sees the open ones; the API shows a
+	// caller those of its namespaces.
+	Views []BreakerView `json:"namespace_breakers,omitempty"`
+	// SeenNamespaces are the first namespaces that reserved through the
+	// destination (at most two): one alone may open the breaker for all.
+	SeenNamespaces []string `json:"-"`
+	// OpenedBy is the namespace whose failures alone opened the breaker
+	// for every namespace (it was the destination's only known user); ""
+	// when namespaces agreed, for a hold, or before this was kept. Another
+	// namespace's reserve narrows the breaker to OpenedBy's view (demote).
+	OpenedBy string `json:"-"`
 }
 
 // BreakerReset is a person's reset of a breaker: who, why and when.
@@ -72,6 +85,11 @@ func (b *Breaker) Clone() *Breaker {
 	c := *b
 	c.OpenedAt, c.ReopensAt, c.ProbeUntil = copyTime(b.OpenedAt), copyTime(b.ReopensAt), copyTime(b.ProbeUntil)
 	c.FailedKeys = slices.Clone(b.FailedKeys)
+	c.SeenNamespaces = slices.Clone(b.SeenNamespaces)
+	c.Views = nil
+	for _, v := range b.Views {
+		c.Views = append(c.Views, v.clone())
+	}
 	if b.Maintenance != nil {
 		m := *b.Maintenance
 		c.Maintenance = &m
@@ -87,6 +105,7 @@ func (b *Breaker) Clone() *Breaker {
 // the destination. It mutates b; the caller saves it. When paused it
 // returns how long to wait.
 func (b *Breaker) admit(ns, key string, lease time.Duration, now time.Time) (ok bool, wait time.Duration) {
+	b.see(ns)
 	switch b.State {
 	case BreakerOpen:
 		if now.Before(*b.ReopensAt) {
@@ -108,6 +127,9 @@ func (b *Breaker) admit(ns, key string, lease time.Duration, now time.Time) (ok 
 		b.startProbe(ns, key, lease, now)
 		return true, 0
 	}
+	if v := b.view(ns); v != nil && v.State == BreakerOpen {
+		return v.admit(key, lease, now) // paused for ns alone
+	}
 	return true, 0
 }
 
@@ -115,13 +137,27 @@ func (b *Breaker) startProbe(ns, key string, lease time.Duration, now time.Time)
 	b.ProbeNamespace, b.ProbeKey, b.ProbeUntil = ns, key, timePtr(now.Add(lease))
 }
 
-// releaseProbe frees the probe's slot (the breaker stays half open): the
-// next claim or reserve becomes the probe.
-func (b *Breaker) releaseProbe() {
-	b.ProbeNamespace, b.ProbeKey, b.ProbeUntil = "", "", nil
+// releaseProbe frees the slot of the probe ns/key (the breaker, or ns's
+// view, stays half open): the next claim or reserve becomes the probe.
+func (b *Breaker) releaseProbe(ns, key string) {
+	if b.globalProbe(ns, key) {
+		b.ProbeNamespace, b.ProbeKey, b.ProbeUntil = "", "", nil
+	}
+	if v := b.view(ns); v != nil && v.isProbe(key) {
+		v.ProbeKey, v.ProbeUntil = "", nil
+	}
 }
 
+// isProbe tells whether ns/key is the probe of the breaker or of ns's view.
 func (b *Breaker) isProbe(ns, key string) bool {
+	if b.globalProbe(ns, key) {
+		return true
+	}
+	v := b.view(ns)
+	return v != nil && v.isProbe(key)
+}
+
+func (b *Breaker) globalProbe(ns, key string) bool {
 	return b.ProbeKey != "" && b.ProbeNamespace == ns && b.ProbeKey == key
 }
 
@@ -132,11 +168,12 @@ func (b *Breaker) isProbe(ns, key string) bool {
 // log, if any.
 func (b *Breaker) succeeded(ns, key string, now time.Time) *Event {
 	b.ConsecutiveFailures, b.FailedKeys = 0, nil
-	if b.State == BreakerClosed || (b.State == BreakerOpen && !b.isProbe(ns, key)) {
+	b.answered(ns, key, now)
+	if b.State == BreakerClosed || (b.State == BreakerOpen && !b.globalProbe(ns, key)) {
 		return nil
 	}
 	ev := &Event{At: now, Kind: EventBreakerClosed, Destination: b.Destination, PausedReserves: b.PausedReserves}
-	*b = Breaker{Destination: b.Destination, State: BreakerClosed}
+	*b = Breaker{Destination: b.Destination, State: BreakerClosed, SeenNamespaces: b.SeenNamespaces}
 	return ev
 }
 
@@ -146,9 +183,12 @@ func (b *Breaker) succeeded(ns, key string, now time.Time) *Event {
 // evidence: pol.FailureThreshold distinct keys failed since the
 // destination last answered (pol.UnreachableThreshold when this failure
 // says nothing got through); a key failing again adds nothing, so one
-// caller repeating one event cannot pause every namespace's writes. It
-// returns the event to log when the breaker opens from closed; a re-open
-// after a failed probe is the same outage and is not announced again.
+// caller repeating one event cannot pause every namespace's writes. Nor
+// can one namespace inventing keys: its failures open its own view
+// (breaker_view.go) until a second namespace agrees. It returns the event
+// to log when the breaker opens from closed; a re-open after a failed
+// probe is the same outage and is not announced again, and a view's
+// opening is the answer to its namespace's reserves (destination_paused).
 func (b *Breaker) failed(ns, key string, reason Reason, message string, pol DestinationPolicy, now time.Time) *Event {
 	switch reason {
 	case ReasonValidationFailed:
@@ -161,22 +201,34 @@ func (b *Breaker) failed(ns, key string, reason Reason, message string, pol Dest
 	case BreakerOpen:
 		return nil
 	case BreakerHalfOpen:
-		if b.isProbe(ns, key) {
+		if b.globalProbe(ns, key) {
 			b.open(pol, now)
 		}
 		return nil
 	}
 	if !b.countFailure(ns, key, pol) {
+		if v := b.view(ns); v != nil && v.State == BreakerOpen && v.isProbe(key) {
+			v.open(pol, now) // its probe failed again: another cooldown
+		}
 		return nil
 	}
+	v := b.countView(ns, key, pol)
 	threshold := pol.FailureThreshold
 	if reason == ReasonDestinationUnreachable {
 		threshold = pol.UnreachableThreshold
 	}
-	if b.ConsecutiveFailures < threshold {
+	if b.ConsecutiveFailures < threshold || b.agreeing() < b.agreementNeeded(ns, pol) {
+		if v != nil && (v.isProbe(key) || v.State != BreakerOpen && len(v.FailedKeys) >= threshold) {
+			v.open(pol, now)
+		}
 		return nil
 	}
+	sole := b.agreeing() <= 1
 	b.open(pol, now)
+	b.OpenedBy = ""
+	if sole {
+		b.OpenedBy = ns // this namespace's evidence alone (agreementNeeded 1)
+	}
 	b.PausedReserves = 0
 	return &Event{At: now, Kind: EventBreakerOpened, Destination: b.Destination, Reason: reason,
 		Message: message, ReopensAt: copyTime(b.ReopensAt)}
@@ -217,14 +269,33 @@ func (b *Breaker) open(pol DestinationPolicy, now time.Time) {
 	b.ReopensAt = timePtr(now.Add(pol.Cooldown))
 	b.ProbeUntil = nil
 	b.FailedKeys = nil
+	b.Views = nil // open for every namespace: no view is needed
+	if b.ProbeNamespace != b.OpenedBy {
+		b.OpenedBy = "" // a failed probe of another namespace: it agrees
+	}
 }
 
 // View returns the breaker as a reader sees it at now: an open breaker
-// whose cooldown has passed is shown half open (the next reserve probes).
+// whose cooldown has passed is shown half open (the next reserve probes),
+// and of the namespaces' views only the open ones, the same way.
 func (b *Breaker) View(now time.Time) Breaker {
 	v := *b.Clone()
 	if v.State == BreakerOpen && v.ReopensAt != nil && !now.Before(*v.ReopensAt) {
 		v.State = BreakerHalfOpen
+	}
+	open := v.Views[:0]
+	for _, nv := range v.Views {
+		if nv.State != BreakerOpen {
+			continue
+		}
+		if nv.ReopensAt != nil && !now.Before(*nv.ReopensAt) {
+			nv.State = BreakerHalfOpen
+		}
+		open = append(open, nv)
+	}
+	v.Views = open
+	if len(v.Views) == 0 {
+		v.Views = nil
 	}
 	return v
 }
@@ -250,11 +321,13 @@ func DecideResetBreaker(b *Breaker, exists bool, by, reason string, now time.Tim
 	if !exists {
 		return Step{}, errs.Errorf(errs.NotFound, "destination %q has no breaker", b.Destination)
 	}
-	if b.State == BreakerClosed && b.ConsecutiveFailures == 0 {
+	if b.State == BreakerClosed && b.ConsecutiveFailures == 0 && len(b.Views) == 0 {
 		return Step{Breaker: b.Clone()}, nil
 	}
 	at := now.UTC().Truncate(time.Millisecond)
-	next := &Breaker{Destination: b.Destination, State: BreakerClosed, Reset: &BreakerReset{By: by, Reason: reason, At: at}}
+	// Closed for every namespace, its views too.
+	next := &Breaker{Destination: b.Destination, State: BreakerClosed, Reset: &BreakerReset{By: by, Reason: reason, At: at},
+		SeenNamespaces: slices.Clone(b.SeenNamespaces)}
 	return Step{Breaker: next, Events: []Event{ResetEvent(b, by, reason, now)}}, nil
 }
 

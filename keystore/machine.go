@@ -111,6 +111,9 @@ func startAttempt(cur *Record, br *Breaker, req ReserveRequest, fp Fingerprint, 
 	var s Step
 	if br != nil {
 		b := br.Clone()
+		if ev := b.demote(req.Namespace, now); ev != nil {
+			s.Events = append(s.Events, *ev)
+		}
 		ok, wait := b.admit(req.Namespace, req.Key, lease, now)
 		s.Breaker = b
 		if !ok && req.ResumeURL != "" {
@@ -122,6 +125,9 @@ func startAttempt(cur *Record, br *Breaker, req ReserveRequest, fp Fingerprint, 
 		}
 		if !ok {
 			s.Result = Result{Outcome: OutcomeDestinationPaused, RetryAfter: wait, Record: cur}
+			if b.State == BreakerClosed {
+				s.Result.PausedFor = PausedNamespace // other namespaces still write
+			}
 			return s, nil
 		}
 	}
@@ -286,7 +292,7 @@ func DecideFail(cur *Record, br *Breaker, req FailRequest, np NamespacePolicy, d
 		}
 	case StateParked:
 		if cur.Reason == req.Reason && state == StateFailed && retryable {
-			return Step{Result: Result{Outcome: OutcomeParked, RetryAfter: catchUpWait(br, now), Replayed: true, Record: cur}}, nil
+			return Step{Result: Result{Outcome: OutcomeParked, RetryAfter: catchUpWait(br, cur.Namespace, now), Replayed: true, Record: cur}}, nil
 		}
 		return Step{}, errs.Errorf(errs.Conflict, "attempt %d already failed with %s and is parked", cur.Attempt, cur.Reason)
 	}
@@ -313,7 +319,7 @@ func DecideFail(cur *Record, br *Breaker, req FailRequest, np NamespacePolicy, d
 			s.Events = append(s.Events, *ev)
 		}
 		s.Breaker = b
-		if req.ResumeURL != "" && state == StateFailed && retryable && b.State != BreakerClosed {
+		if req.ResumeURL != "" && state == StateFailed && retryable && b.StateFor(cur.Namespace, now) != BreakerClosed {
 			// The execution waits in n8n; the guard resumes it (park.go).
 			p := park(cur, b, cur.Namespace, cur.Key, cur.Owner, cur.Destination, req.ResumeURL, cur.Attempt, nil, string(req.Reason), now)
 			p.Reason, p.Message = req.Reason, req.Message

@@ -72,6 +72,7 @@ func DecideHoldDestination(b *Breaker, by, reason string, until, now time.Time) 
 	next.ProbeNamespace, next.ProbeKey, next.ProbeUntil = "", "", nil
 	next.PausedReserves = 0
 	next.Reset = nil
+	next.Views, next.OpenedBy = nil, "" // a hold pauses every namespace, whoever asks
 	next.Maintenance = &Maintenance{By: by, Reason: reason, SetAt: now.UTC().Truncate(time.Millisecond), Until: *next.ReopensAt}
 	msg := "maintenance window by " + by + " until " + next.ReopensAt.Format(time.RFC3339) + ": " + reason
 	ev := Event{At: now, Kind: EventBreakerOpened, Destination: b.Destination, Owner: by, Message: truncate(msg, MaxMessageLength), ReopensAt: copyTime(next.ReopensAt)}

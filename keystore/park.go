@@ -47,7 +47,7 @@ func reserveParked(cur *Record, br *Breaker, req ReserveRequest, fp Fingerprint,
 		}
 		return Step{Result: Result{Outcome: OutcomeParked, Record: cur}}, nil
 	case PhaseWaiting: // in the queue: it goes ahead when the destination takes writes
-		if br != nil && br.View(now).State != BreakerClosed {
+		if br != nil && br.StateFor(cur.Namespace, now) != BreakerClosed {
 			return Step{Result: parkedResult(cur, br, now)}, nil
 		}
 	}
@@ -59,14 +59,18 @@ func reserveParked(cur *Record, br *Breaker, req ReserveRequest, fp Fingerprint,
 
 // parkedResult answers about a parked key: when it is expected to go ahead.
 func parkedResult(cur *Record, br *Breaker, now time.Time) Result {
-	return Result{Outcome: OutcomeParked, RetryAfter: catchUpWait(br, now), Record: cur}
+	return Result{Outcome: OutcomeParked, RetryAfter: catchUpWait(br, cur.Namespace, now), Record: cur}
 }
 
-// catchUpWait is when the destination is expected back: the end of its
-// cooldown, or a second when that has passed (a probe is on its way).
-func catchUpWait(br *Breaker, now time.Time) time.Duration {
-	if br != nil && br.ReopensAt != nil && now.Before(*br.ReopensAt) {
-		return br.ReopensAt.Sub(now)
+// catchUpWait is when the destination is expected back for namespace ns:
+// the end of its cooldown (or of ns's view's), or a second when that has
+// passed (a probe is on its way).
+func catchUpWait(br *Breaker, ns string, now time.Time) time.Duration {
+	if br == nil {
+		return time.Second
+	}
+	if at := br.reopensAtFor(ns); at != nil && now.Before(*at) {
+		return at.Sub(now)
 	}
 	return time.Second
 }
@@ -143,10 +147,20 @@ func DecideClaimResume(cur *Record, br *Breaker, claim time.Duration, np Namespa
 	}
 	if br != nil {
 		b := br.Clone()
-		switch br.View(now).State {
+		switch br.StateFor(cur.Namespace, now) {
 		case BreakerOpen:
 			return Step{}, false
 		case BreakerHalfOpen:
+			if b.State == BreakerClosed {
+				// Paused for this namespace alone: its view's probe.
+				v := b.view(cur.Namespace)
+				if v.ProbeUntil != nil && now.Before(*v.ProbeUntil) && !v.isProbe(cur.Key) {
+					return Step{}, false
+				}
+				v.ProbeKey, v.ProbeUntil = cur.Key, timePtr(now.Add(claim+np.Lease))
+				s.Breaker = b
+				break
+			}
 			if b.ProbeUntil != nil && now.Before(*b.ProbeUntil) && !b.isProbe(cur.Namespace, cur.Key) {
 				return Step{}, false
 			}
@@ -181,7 +195,7 @@ func loseRefusedNamespace(cur *Record, br *Breaker, now time.Time) Step {
 			Attempt: cur.Attempt, Owner: cur.Owner, Destination: cur.Destination, Reason: ReasonResumeLost, Message: next.Message}}}
 	if br != nil && br.isProbe(cur.Namespace, cur.Key) {
 		b := br.Clone()
-		b.releaseProbe()
+		b.releaseProbe(cur.Namespace, cur.Key)
 		s.Breaker = b
 	}
 	return s
@@ -255,7 +269,7 @@ func DecideResumeAnswered(cur *Record, br *Breaker, parkedAt time.Time, answer R
 			Attempt: cur.Attempt, Owner: cur.Owner, Destination: cur.Destination, Reason: ReasonResumeLost, Message: next.Message})
 		if br != nil && br.isProbe(cur.Namespace, cur.Key) {
 			b := br.Clone()
-			b.releaseProbe()
+			b.releaseProbe(cur.Namespace, cur.Key)
 			return Step{Record: next, Breaker: b, Events: events, Result: Result{Outcome: OutcomeParked, Record: next}}, true
 		}
 	case ResumeRetry:

@@ -258,6 +258,11 @@ type Result struct {
 	Token string
 	// RetryAfter is set for in_progress and destination_paused.
 	RetryAfter time.Duration
+	// PausedFor, with destination_paused: PausedNamespace when the pause
+	// is the namespace's own (its failures alone, breaker_view.go) and
+	// other namespaces still write; empty when the destination is paused
+	// for every namespace.
+	PausedFor string
 	// Replayed is true when a stored result was returned (duplicate_event,
 	// or a repeated reserve, complete, fail or resolve).
 	Replayed bool

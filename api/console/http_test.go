@@ -317,3 +317,41 @@ func TestAllowARetrySaysWhoSendsTheEventAgain(t *testing.T) {
 		t.Fatalf("key after allow a retry: %s retryable=%v", r.State, r.Retryable)
 	}
 }
+
+// A destination paused by one namespace's own failures is said to be
+// taking writes, paused for that namespace only; a person limited to
+// other namespaces reads that some namespace is paused alone, unnamed
+// (keystore/breaker_view.go).
+func TestABreakerOpenForOneNamespaceIsSaidSo(t *testing.T) {
+	s := newSite(t)
+	// bookings writes through the destination "bookings"; crm fails two keys.
+	r, err := s.store.Reserve(s.ctx, keystore.ReserveRequest{Namespace: "bookings", Key: "bk-1", Destination: "bookings"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.store.Complete(s.ctx, keystore.CompleteRequest{Namespace: "bookings", Key: "bk-1", Token: r.Token}); err != nil {
+		t.Fatal(err)
+	}
+	for _, key := range []string{"evt_1", "evt_2"} {
+		r, err := s.store.Reserve(s.ctx, keystore.ReserveRequest{Namespace: "crm", Key: key, Destination: "bookings"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.store.Fail(s.ctx, keystore.FailRequest{Namespace: "crm", Key: key, Token: r.Token, Reason: keystore.ReasonDestinationUnreachable}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c, _ := signedIn(t, s, actToken)
+	_, page := fetch(t, c, s.url+"/ui/breakers")
+	if !strings.Contains(page, `title="closed">taking writes; paused for crm only (its own writes failed)</span>`) {
+		t.Fatal("the breakers page does not say the destination is paused for crm only")
+	}
+	if !strings.Contains(page, `aria-label="Reset the breaker of bookings"`) {
+		t.Error("no reset offered for a destination paused for one namespace")
+	}
+	lc, _ := signedIn(t, s, limitedToken)
+	_, page = fetch(t, lc, s.url+"/ui/breakers")
+	if !strings.Contains(page, "taking writes; namespaces whose own writes failed are paused alone") || strings.Contains(page, "crm") {
+		t.Fatal("a person limited to bookings and hubspot does not read that another namespace is paused alone, or reads its name")
+	}
+}

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/n8n-guard/n8n-guard/api/access"
 	"github.com/n8n-guard/n8n-guard/keystore"
 	"github.com/n8n-guard/n8n-guard/notify"
 )
@@ -170,8 +171,38 @@ func breakerWords(b keystore.Breaker) string {
 		return "paused: breaker open"
 	case b.State == keystore.BreakerHalfOpen:
 		return "probing: one write tests it"
+	case len(b.Views) > 0:
+		// Open for some namespaces alone (keystore/breaker_view.go): the
+		// lists the session may see name them (pausedViews).
+		names := make([]string, 0, len(b.Views))
+		for _, v := range b.Views {
+			names = append(names, v.Namespace)
+		}
+		if len(names) == 0 || names[0] == "" {
+			return "taking writes; namespaces whose own writes failed are paused alone"
+		}
+		return "taking writes; paused for " + strings.Join(names, ", ") + " only (its own writes failed)"
 	}
 	return "taking writes"
+}
+
+// pausedViews keeps of b's namespace views those the session may see;
+// a view of another namespace is told without its name.
+func pausedViews(who access.Principal, b keystore.Breaker) keystore.Breaker {
+	var mine []keystore.BreakerView
+	others := false
+	for _, v := range b.Views {
+		if who.MayUse(v.Namespace) {
+			mine = append(mine, v)
+		} else {
+			others = true
+		}
+	}
+	if len(mine) == 0 && others {
+		mine = []keystore.BreakerView{{}} // "namespaces … are paused alone", no name
+	}
+	b.Views = mine
+	return b
 }
 
 // breakerWords says every destination's state in words.
@@ -182,7 +213,11 @@ func (ui *Console) breakerWords(ctx context.Context) (map[string]string, error) 
 	}
 	out := make(map[string]string, len(all))
 	for _, b := range all {
-		out[b.Destination] = breakerWords(b.View(ui.now()))
+		v := b.View(ui.now())
+		if len(v.Views) > 0 {
+			v.Views = []keystore.BreakerView{{}} // these lists span namespaces: no namespace named
+		}
+		out[b.Destination] = breakerWords(v)
 	}
 	return out, nil
 }

@@ -71,7 +71,7 @@ func (ui *Console) destinationRows(ctx context.Context, sess *session) ([]destin
 	for _, b := range all {
 		seen[b.Destination] = true
 		if sess.who.MayUseBreaker(b.Destination) {
-			rows = append(rows, ui.row(b, parked[b.Destination], woken[b.Destination], now))
+			rows = append(rows, ui.row(pausedViews(sess.who, b), parked[b.Destination], woken[b.Destination], now))
 		}
 	}
 	for _, counts := range []map[string]int{parked, woken} {
@@ -108,6 +108,8 @@ func catchUpText(b keystore.Breaker, parked int, dp keystore.DestinationPolicy, 
 		return fmt.Sprintf("%d parked: waiting for the destination; one is resumed as the probe %s", parked, until(b.ReopensAt.Sub(now)))
 	case b.State == keystore.BreakerHalfOpen:
 		return fmt.Sprintf("%d parked: probing, one resumed event tests the destination; the rest follow when it completes", parked)
+	case len(b.Views) > 0:
+		return fmt.Sprintf("%d parked: those of a namespace paused alone wait for its own probe, the rest are resumed at %g a second", parked, dp.CatchUpRate)
 	}
 	left := time.Duration(math.Ceil(float64(parked)/dp.CatchUpRate)) * time.Second
 	return fmt.Sprintf("catching up: %d left, about %s at %g a second", parked, span(left), dp.CatchUpRate)

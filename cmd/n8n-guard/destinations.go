@@ -49,6 +49,11 @@ func newDestinationsListCmd(o *clientOptions) *cobra.Command {
 			fmt.Fprintln(tw, "DESTINATION\tSTATE\tPARKED\tPROBES AGAIN\tMAINTENANCE\tRESET")
 			for _, d := range items {
 				fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\n", d.Destination, d.State, d.Parked, timeOrDash(d.ReopensAt), windowText(d.Maintenance), resetText(d.Reset))
+				// A namespace paused by its own failures alone: one line
+				// each under its destination, which stays closed for the rest.
+				for _, v := range d.Views {
+					fmt.Fprintf(tw, "  namespace %s\t%s for it alone\t-\t%s\t-\t-\n", v.Namespace, v.State, timeOrDash(v.ReopensAt))
+				}
 			}
 			return tw.Flush()
 		},

@@ -141,3 +141,42 @@ func line(out, s string) string {
 	}
 	return ""
 }
+
+// A destination paused for one namespace alone is listed closed, with a
+// line under it for that namespace (keystore/breaker_view.go).
+func TestDestinationsListSaysANamespaceIsPausedAlone(t *testing.T) {
+	m := NewMain(Config{Addr: "127.0.0.1:0", DataDir: t.TempDir(), Tokens: []string{"op-token"}}, nil)
+	if err := m.Run(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	base := "http://" + m.Addr()
+	reserve := func(ns, key string) map[string]any {
+		t.Helper()
+		status, a := call(t, base, "op-token", http.MethodPost, "/v1/reserve", map[string]any{"namespace": ns, "key": key, "destination": "ledger"})
+		if status != http.StatusOK || a["outcome"] != "accepted" {
+			t.Fatalf("reserve %s/%s: %d %v", ns, key, status, a)
+		}
+		return a
+	}
+	a := reserve("payments", "pay-1")
+	call(t, base, "op-token", http.MethodPost, "/v1/complete", map[string]any{"namespace": "payments", "key": "pay-1", "token": a["token"]})
+	for _, key := range []string{"evt-1", "evt-2"} {
+		a := reserve("crm-contacts", key)
+		if status, f := call(t, base, "op-token", http.MethodPost, "/v1/fail", map[string]any{"namespace": "crm-contacts", "key": key, "token": a["token"], "reason": "destination_unreachable"}); status != http.StatusOK {
+			t.Fatalf("fail %s: %d %v", key, status, f)
+		}
+	}
+	var out, errb bytes.Buffer
+	cmd := newRootCmd(env(map[string]string{"N8N_GUARD_URL": base, "N8N_GUARD_TOKEN": "op-token"}), &out, &errb)
+	cmd.SetArgs([]string{"destinations", "list"})
+	if err := cmd.ExecuteContext(context.Background()); err != nil {
+		t.Fatalf("destinations list: %v\n%s", err, errb.String())
+	}
+	if row := line(out.String(), "ledger"); !strings.Contains(row, " closed ") {
+		t.Fatalf("destinations list row %q: want closed (for the other namespaces)\n%s", row, out.String())
+	}
+	if row := line(out.String(), "namespace crm-contacts"); !strings.Contains(row, "open for it alone") {
+		t.Fatalf("no line says crm-contacts is paused alone:\n%s", out.String())
+	}
+}

@@ -511,7 +511,10 @@ func applyDecision(tx *bbolt.Tx, d boltDecision) error {
 		if err != nil {
 			return err
 		}
-		idle := prevBreaker == nil && st.Breaker.State == keystore.BreakerClosed && st.Breaker.ConsecutiveFailures == 0
+		// A breaker that only saw its first namespace is kept: a second
+		// one's reserve must find it (keystore/breaker_view.go).
+		idle := prevBreaker == nil && st.Breaker.State == keystore.BreakerClosed && st.Breaker.ConsecutiveFailures == 0 &&
+			len(st.Breaker.SeenNamespaces) == 0 && len(st.Breaker.Views) == 0
 		if !idle && !bytes.Equal(v, prevBreaker) {
 			if err := put(tx, bkBreakers, []byte(st.Breaker.Destination), v); err != nil {
 				return err

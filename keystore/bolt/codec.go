@@ -89,7 +89,7 @@ var viaByCode = map[uint8]keystore.Via{0: "", 1: keystore.ViaPrimary, 2: keystor
 
 // diskBreaker is a breaker on disk: a CBOR array of its fields, cut after
 // the last part the breaker uses (breakerBase, breakerHeld, breakerReset,
-// breakerCounted), so that a file an older release reads back holds
+// breakerCounted, breakerViews), so that a file an older release reads back holds
 // nothing it cannot decode but a part it did not know of. Every length
 // reads back; a field beyond the array is its zero value.
 type diskBreaker struct {
@@ -114,6 +114,12 @@ type diskBreaker struct {
 	// (keystore.Breaker.FailedKeys); a count written before has none and
 	// counts on from its number
 	FailedKeys []string
+	// the namespaces' views (keystore.EncodeViews) and the namespaces seen
+	// reserving through the destination (keystore/breaker_view.go); a
+	// breaker written before has neither: no view, none seen
+	Views    []byte
+	Seen     []string
+	OpenedBy string
 }
 
 // The lengths of a breaker's array: the first release's fields, then with
@@ -123,12 +129,13 @@ const (
 	breakerHeld    = 12
 	breakerReset   = 15
 	breakerCounted = 16
+	breakerViews   = 19
 )
 
 // fields are d's fields in their order on disk.
 func (d *diskBreaker) fields() []any {
 	return []any{&d.State, &d.OpenedAt, &d.ReopensAt, &d.Failures, &d.Paused, &d.ProbeNamespace, &d.ProbeKey, &d.ProbeUntil,
-		&d.HoldBy, &d.HoldReason, &d.HoldSetAt, &d.HoldUntil, &d.ResetBy, &d.ResetReason, &d.ResetAt, &d.FailedKeys}
+		&d.HoldBy, &d.HoldReason, &d.HoldSetAt, &d.HoldUntil, &d.ResetBy, &d.ResetReason, &d.ResetAt, &d.FailedKeys, &d.Views, &d.Seen, &d.OpenedBy}
 }
 
 // The lengths of an event's array: the first release's fields, then with
@@ -330,7 +337,8 @@ func updatedAt(v, base int64) time.Time {
 func encodeBreaker(b *keystore.Breaker) ([]byte, error) {
 	d := diskBreaker{State: string(b.State), OpenedAt: msPtr(b.OpenedAt), ReopensAt: msPtr(b.ReopensAt),
 		Failures: uint32(b.ConsecutiveFailures), Paused: uint32(b.PausedReserves),
-		ProbeNamespace: b.ProbeNamespace, ProbeKey: b.ProbeKey, ProbeUntil: msPtr(b.ProbeUntil), FailedKeys: b.FailedKeys}
+		ProbeNamespace: b.ProbeNamespace, ProbeKey: b.ProbeKey, ProbeUntil: msPtr(b.ProbeUntil), FailedKeys: b.FailedKeys,
+		Views: keystore.EncodeViews(b.Views), Seen: b.SeenNamespaces, OpenedBy: b.OpenedBy}
 	if m := b.Maintenance; m != nil {
 		d.HoldBy, d.HoldReason, d.HoldSetAt, d.HoldUntil = m.By, m.Reason, ms(m.SetAt), ms(m.Until)
 	}
@@ -339,6 +347,8 @@ func encodeBreaker(b *keystore.Breaker) ([]byte, error) {
 	}
 	n := breakerBase
 	switch {
+	case len(b.Views) > 0 || len(b.SeenNamespaces) > 0 || b.OpenedBy != "":
+		n = breakerViews
 	case len(b.FailedKeys) > 0:
 		n = breakerCounted
 	case b.Reset != nil:
@@ -366,7 +376,12 @@ func decodeBreaker(dest string, v []byte) (*keystore.Breaker, error) {
 	}
 	b := &keystore.Breaker{Destination: dest, State: keystore.BreakerState(d.State), OpenedAt: fromMsPtr(d.OpenedAt),
 		ReopensAt: fromMsPtr(d.ReopensAt), ConsecutiveFailures: int(d.Failures), PausedReserves: int(d.Paused),
-		ProbeNamespace: d.ProbeNamespace, ProbeKey: d.ProbeKey, ProbeUntil: fromMsPtr(d.ProbeUntil), FailedKeys: d.FailedKeys}
+		ProbeNamespace: d.ProbeNamespace, ProbeKey: d.ProbeKey, ProbeUntil: fromMsPtr(d.ProbeUntil), FailedKeys: d.FailedKeys, SeenNamespaces: d.Seen, OpenedBy: d.OpenedBy}
+	views, err := keystore.DecodeViews(d.Views)
+	if err != nil {
+		return nil, fmt.Errorf("decode breaker %s, views: %w", dest, err)
+	}
+	b.Views = views
 	if d.HoldBy != "" {
 		b.Maintenance = &keystore.Maintenance{By: d.HoldBy, Reason: d.HoldReason, SetAt: fromMs(d.HoldSetAt), Until: fromMs(d.HoldUntil)}
 	}

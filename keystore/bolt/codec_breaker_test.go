@@ -136,3 +136,65 @@ type earlierResetBreaker struct {
 	ResetReason    string
 	ResetAt        int64
 }
+
+// A breaker with namespaces' views and seen namespaces is written in the
+// views layout and reads back whole; one written by the release before
+// (counted keys, 16 fields) reads back with no view and none seen.
+func TestCodecKeepsTheViewsOfABreaker(t *testing.T) {
+	at := time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC)
+	b := keystore.NewBreaker("ledger")
+	b.ConsecutiveFailures = 2
+	b.FailedKeys = []string{keystore.FailedKeyDigest("crm-contacts", "a"), keystore.FailedKeyDigest("crm-contacts", "b")}
+	b.SeenNamespaces = []string{"payments", "crm-contacts"}
+	b.OpenedBy = "crm-contacts"
+	b.Views = []keystore.BreakerView{
+		{Namespace: "crm-contacts", State: keystore.BreakerOpen, OpenedAt: &at, ReopensAt: ptrTime(at.Add(5 * time.Minute)), PausedReserves: 3,
+			ProbeKey: "c", ProbeUntil: ptrTime(at.Add(time.Minute))},
+		{Namespace: "payments", State: keystore.BreakerClosed, FailedKeys: []string{keystore.FailedKeyDigest("payments", "p")}},
+	}
+	v, err := encodeBreaker(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v[0] != 0x80|breakerViews {
+		t.Fatalf("a breaker with views starts %#x, want the views layout %#x", v[0], 0x80|breakerViews)
+	}
+	got, err := decodeBreaker("ledger", v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(got, b) {
+		t.Fatalf("read back %+v, want %+v", got, b)
+	}
+
+	earlier := earlierCountedBreaker{State: "closed", Failures: 1, FailedKeys: []string{keystore.FailedKeyDigest("crm-contacts", "a")}}
+	if v, err = cbor.Marshal(earlier); err != nil {
+		t.Fatal(err)
+	}
+	if got, err = decodeBreaker("ledger", v); err != nil {
+		t.Fatal(err)
+	}
+	if got.Views != nil || got.SeenNamespaces != nil || got.ConsecutiveFailures != 1 || len(got.FailedKeys) != 1 {
+		t.Fatalf("a counted breaker of the release before read back as %+v", got)
+	}
+}
+
+type earlierCountedBreaker struct {
+	_              struct{} `cbor:",toarray"`
+	State          string
+	OpenedAt       int64
+	ReopensAt      int64
+	Failures       uint32
+	Paused         uint32
+	ProbeNamespace string
+	ProbeKey       string
+	ProbeUntil     int64
+	HoldBy         string
+	HoldReason     string
+	HoldSetAt      int64
+	HoldUntil      int64
+	ResetBy        string
+	ResetReason    string
+	ResetAt        int64
+	FailedKeys     []string
+}

@@ -1,6 +1,7 @@
 package postgres
 
 import (
+	"bytes"
 	"context"
 	"encoding/base64"
 	"encoding/json"
@@ -147,7 +148,7 @@ const (
 	pgKeyRead     = pgKeyCols + `, version, checksum`
 	pgSelectKey   = `SELECT ` + pgKeyRead + ` FROM guard_keys WHERE namespace = $1 AND key = $2`
 	pgBreakerCols = `state, opened_at, reopens_at, consecutive_failures, paused_reserves, probe_namespace, probe_key, probe_until,
-		hold_by, hold_reason, hold_set_at, hold_until, reset_by, reset_reason, reset_at, failed_keys`
+		hold_by, hold_reason, hold_set_at, hold_until, reset_by, reset_reason, reset_at, failed_keys, views, seen_namespaces, opened_by`
 	pgSelectBreaker = `SELECT ` + pgBreakerCols + ` FROM guard_breakers WHERE destination = $1`
 	// The breaker of the destination the key names (complete, fail).
 	pgSelectBreakerOfKey = `SELECT destination, ` + pgBreakerCols + ` FROM guard_breakers
@@ -217,8 +218,9 @@ func scanBreaker(row pgx.Row, dest string) (b *keystore.Breaker, found bool, err
 	var hold keystore.Maintenance
 	var holdSetAt, holdUntil, resetAt *time.Time
 	var reset keystore.BreakerReset
+	var views []byte
 	err = row.Scan(&state, &b.OpenedAt, &b.ReopensAt, &failures, &paused, &b.ProbeNamespace, &b.ProbeKey, &b.ProbeUntil,
-		&hold.By, &hold.Reason, &holdSetAt, &holdUntil, &reset.By, &reset.Reason, &resetAt, &b.FailedKeys)
+		&hold.By, &hold.Reason, &holdSetAt, &holdUntil, &reset.By, &reset.Reason, &resetAt, &b.FailedKeys, &views, &b.SeenNamespaces, &b.OpenedBy)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return keystore.NewBreaker(dest), false, nil
 	}
@@ -228,6 +230,12 @@ func scanBreaker(row pgx.Row, dest string) (b *keystore.Breaker, found bool, err
 	b.State, b.ConsecutiveFailures, b.PausedReserves = keystore.BreakerState(state), int(failures), int(paused)
 	if len(b.FailedKeys) == 0 {
 		b.FailedKeys = nil
+	}
+	if len(b.SeenNamespaces) == 0 {
+		b.SeenNamespaces = nil
+	}
+	if b.Views, err = keystore.DecodeViews(views); err != nil {
+		return nil, false, fmt.Errorf("decode the views of breaker %s: %w", dest, err)
 	}
 	b.OpenedAt, b.ReopensAt, b.ProbeUntil = utcPtr(b.OpenedAt), utcPtr(b.ReopensAt), utcPtr(b.ProbeUntil)
 	if hold.By != "" && holdSetAt != nil && holdUntil != nil {
@@ -318,15 +326,32 @@ func queueBreaker(b *pgx.Batch, br *keystore.Breaker, exists bool) {
 	}
 	args := []any{br.Destination, string(br.State), br.OpenedAt, br.ReopensAt, br.ConsecutiveFailures,
 		br.PausedReserves, br.ProbeNamespace, br.ProbeKey, br.ProbeUntil, hold.By, hold.Reason, holdSetAt, holdUntil,
-		reset.By, reset.Reason, resetAt, failedKeys(br)}
+		reset.By, reset.Reason, resetAt, failedKeys(br), viewsColumn(br), seenColumn(br), br.OpenedBy}
 	if !exists {
-		b.Queue(`INSERT INTO guard_breakers (destination, `+pgBreakerCols+`) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17)`, args...)
+		b.Queue(`INSERT INTO guard_breakers (destination, `+pgBreakerCols+`) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20)`, args...)
 		return
 	}
 	b.Queue(`UPDATE guard_breakers SET state = $2, opened_at = $3, reopens_at = $4, consecutive_failures = $5,
 		paused_reserves = $6, probe_namespace = $7, probe_key = $8, probe_until = $9,
 		hold_by = $10, hold_reason = $11, hold_set_at = $12, hold_until = $13,
-		reset_by = $14, reset_reason = $15, reset_at = $16, failed_keys = $17 WHERE destination = $1`, args...)
+		reset_by = $14, reset_reason = $15, reset_at = $16, failed_keys = $17, views = $18, seen_namespaces = $19, opened_by = $20 WHERE destination = $1`, args...)
+}
+
+// viewsColumn is the breaker's views as the jsonb column keeps them.
+func viewsColumn(br *keystore.Breaker) string {
+	if v := keystore.EncodeViews(br.Views); v != nil {
+		return string(v)
+	}
+	return "[]"
+}
+
+// seenColumn is the namespaces seen as the column keeps them: an array,
+// empty rather than NULL.
+func seenColumn(br *keystore.Breaker) []string {
+	if br.SeenNamespaces == nil {
+		return []string{}
+	}
+	return br.SeenNamespaces
 }
 
 // failedKeys is the breaker's counted keys as the column keeps them: an
@@ -354,14 +379,16 @@ func breakerChanged(prev, next *keystore.Breaker, exists bool) bool {
 	if next == nil {
 		return false
 	}
-	if !exists && next.State == keystore.BreakerClosed && next.ConsecutiveFailures == 0 && next.PausedReserves == 0 {
+	if !exists && next.State == keystore.BreakerClosed && next.ConsecutiveFailures == 0 && next.PausedReserves == 0 &&
+		len(next.SeenNamespaces) == 0 && len(next.Views) == 0 {
 		return false // an idle breaker is not stored, as on bbolt
 	}
 	return prev == nil || prev.State != next.State || prev.ConsecutiveFailures != next.ConsecutiveFailures ||
 		prev.PausedReserves != next.PausedReserves || prev.ProbeNamespace != next.ProbeNamespace || prev.ProbeKey != next.ProbeKey ||
 		!sameTime(prev.OpenedAt, next.OpenedAt) || !sameTime(prev.ReopensAt, next.ReopensAt) || !sameTime(prev.ProbeUntil, next.ProbeUntil) ||
 		(prev.Maintenance == nil) != (next.Maintenance == nil) || (prev.Reset == nil) != (next.Reset == nil) ||
-		!slices.Equal(prev.FailedKeys, next.FailedKeys)
+		!slices.Equal(prev.FailedKeys, next.FailedKeys) || !slices.Equal(prev.SeenNamespaces, next.SeenNamespaces) || prev.OpenedBy != next.OpenedBy ||
+		!bytes.Equal(keystore.EncodeViews(prev.Views), keystore.EncodeViews(next.Views))
 }
 
 // sameTime compares two optional times as the database keeps them.

@@ -44,6 +44,7 @@ func TestPostgresThroughPgBouncer(t *testing.T) {
 
 func (pg *pgEnv) run(t *testing.T) {
 	t.Run("conformance", func(t *testing.T) { storetest.Run(t, pg.newStore) })
+	t.Run("shared by two guards", func(t *testing.T) { storetest.RunShared(t, pg.newShared) })
 	t.Run("two processes", pg.testTwoProcesses)
 	t.Run("database clock", pg.testDatabaseClock)
 	t.Run("migrations", pg.testMigrations)

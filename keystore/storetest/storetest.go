@@ -182,6 +182,7 @@ func Run(t *testing.T, newStore New) {
 	t.Run("listings", func(t *testing.T) { runListings(t, newStore) })
 	t.Run("retention", func(t *testing.T) { runRetention(t, newStore) })
 	t.Run("breakers", func(t *testing.T) { runBreakers(t, newStore) })
+	t.Run("breakers per namespace", func(t *testing.T) { runBreakerViews(t, newStore) })
 	t.Run("concurrency", func(t *testing.T) { runConcurrency(t, newStore) })
 	t.Run("races on existing keys", func(t *testing.T) { runRacesOnExistingKeys(t, newStore) })
 	t.Run("restart", func(t *testing.T) { runRestart(t, newStore) })
