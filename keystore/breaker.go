@@ -260,12 +260,16 @@ func FailedKeyDigest(ns, key string) string {
 }
 
 func (b *Breaker) open(pol DestinationPolicy, now time.Time) {
-	// A failed probe after a maintenance window is an outage: the window
-	// is over either way.
+	// A failed probe continues the outage that opened the breaker: it
+	// keeps its start, so people read how long the destination has been
+	// down, not since its last probe. A failed probe after a maintenance
+	// window is an outage that begins now: the window is over either way.
+	if b.State != BreakerHalfOpen || b.Maintenance != nil || b.OpenedAt == nil {
+		b.OpenedAt = timePtr(now)
+	}
 	b.Maintenance = nil
 	b.Reset = nil
 	b.State = BreakerOpen
-	b.OpenedAt = timePtr(now)
 	b.ReopensAt = timePtr(now.Add(pol.Cooldown))
 	b.ProbeUntil = nil
 	b.FailedKeys = nil

@@ -418,6 +418,7 @@ func runParking(t *testing.T, newStore New) {
 	t.Run("a failed probe that parks again keeps its event's wait: parked_limit counts from the first parking, reported once", func(t *testing.T) {
 		e := setup(t, newStore, pol)
 		openHubspot(t, e)
+		opened := *breaker(t, e, "hubspot").OpenedAt
 		first := *e.reserve(ns, "evt_1", withDest("hubspot"), withResume("1")).Record.ParkedAt
 		// One round of a rolling outage: the cooldown ends, the key is the
 		// probe, n8n wakes its execution, whose write finds the
@@ -461,6 +462,10 @@ func runParking(t *testing.T, newStore New) {
 		}
 		if got := e.lookup(ns, "evt_1").Record; !got.WaitingSince().Equal(first) {
 			t.Fatalf("after two rounds the wait began %v, want %v", got.WaitingSince(), first)
+		}
+		// The outage, too, is as old as its start, not its last probe.
+		if b := breaker(t, e, "hubspot"); b.State == keystore.BreakerClosed || b.OpenedAt == nil || !b.OpenedAt.Equal(opened) {
+			t.Fatalf("after two failed probes the breaker is %s, opened %v; want not closed, opened %v", b.State, b.OpenedAt, opened)
 		}
 	})
 	t.Run("a lost key re-sent by its source parks anew and is queued, or goes through once the breaker closed", func(t *testing.T) {
