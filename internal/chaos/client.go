@@ -93,4 +93,3 @@ func (c *caller) do(ctx context.Context, base, ns string, in linearize.Input, he
 	}
 	return linearize.Output{Unknown: true}, "", fmt.Errorf("%s %s: %d %s", in.Kind, in.Key, res.StatusCode, raw)
 }
-

@@ -71,9 +71,9 @@ type client struct {
 	c    *caller
 	rec  *recorder
 	keys *keyPool
-	held map[string]held     // key -> the token this client holds
-	lost map[string]string   // key -> request_id of a reserve whose answer was lost
-	old  map[string][]held   // key -> tokens this client gave up
+	held map[string]held   // key -> the token this client holds
+	lost map[string]string // key -> request_id of a reserve whose answer was lost
+	old  map[string][]held // key -> tokens this client gave up
 	n    int
 }
 
