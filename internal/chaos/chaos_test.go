@@ -111,7 +111,7 @@ func TestCheckBolt(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	check(t, "bbolt", s, duration(t, 35*time.Second))
+	check(t, "bbolt", s, duration(t, 20*time.Second))
 }
 
 // The same on PostgreSQL: three guards (one through PgBouncer in
@@ -132,5 +132,5 @@ func TestCheckPostgres(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	check(t, "postgres", s, duration(t, 40*time.Second))
+	check(t, "postgres", s, duration(t, 25*time.Second))
 }

@@ -61,7 +61,9 @@ type Summary struct {
 	Wall        time.Duration
 	Violations  []string // invariants beside linearizability, and harness errors
 	FaultLog    []string
-	Unexplained []string
+	// First names the failing history that began first: its key, how many
+	// operations the run had made by its last one, and the faults before.
+	First string
 }
 
 // OK tells whether every history was linearizable and every invariant held.
@@ -80,8 +82,15 @@ func (s Summary) String() string {
 	b := fmt.Sprintf("%s: seed %d: %d operations (%d unanswered), %d side effects, %d faults (%s), %d histories checked in %s, wall %s",
 		s.Store, s.Seed, s.Operations, s.Unanswered, s.Effects, total, strings.Join(faults, " "), s.Report.Histories,
 		s.Report.Took.Round(time.Millisecond), s.Wall.Round(time.Second))
-	for _, f := range s.Report.Illegal {
-		b += "\n  NOT LINEARIZABLE: " + f.String()
+	if n := len(s.Report.Illegal); n > 0 {
+		b += fmt.Sprintf("\n  %d histories NOT LINEARIZABLE; the first to begin: %s", n, s.First)
+		for i, f := range s.Report.Illegal {
+			if i == 5 {
+				b += fmt.Sprintf("\n  … and %d more", n-5)
+				break
+			}
+			b += "\n  NOT LINEARIZABLE: " + f.String()
+		}
 	}
 	if len(s.Report.TimedOut) > 0 {
 		b += fmt.Sprintf("\n  check timed out on keys %v", s.Report.TimedOut)
@@ -147,6 +156,7 @@ func Run(ctx context.Context, cfg Config) Summary {
 	}
 	faults := map[string]int{}
 	var faultLog []string
+	var faultTimes []faultAt
 	nemDone := make(chan struct{})
 	go func() {
 		defer close(nemDone)
@@ -167,6 +177,7 @@ func Run(ctx context.Context, cfg Config) Summary {
 				rec.fail("nemesis %s at %s: %v", n.Name, at, err)
 			}
 			faultLog = append(faultLog, line)
+			faultTimes = append(faultTimes, faultAt{at: time.Now().UnixNano(), name: n.Name})
 			faults[n.Name]++
 			if cfg.Log != nil {
 				fmt.Fprintf(cfg.Log, "%s: fault %s\n", cfg.Store, line)
@@ -222,6 +233,7 @@ func Run(ctx context.Context, cfg Config) Summary {
 	sum.Violations = append(sum.Violations, durability(rec.ops, final)...)
 	sum.Violations = append(sum.Violations, rec.errs...)
 	sum.Report = linearize.Check(rec.ops, 30*time.Second, cfg.VisDir)
+	sum.First = firstFailure(rec.ops, sum.Report.Illegal, began, faultTimes)
 	sum.Wall = time.Since(began)
 	return sum
 }
@@ -281,4 +293,59 @@ func durability(ops []porcupine.Operation, final map[string]linearize.Output) []
 	}
 	sort.Strings(v)
 	return v
+}
+
+type faultAt struct {
+	at   int64
+	name string
+}
+
+// firstFailure describes the failing history that began first: how far
+// into the run it was over, and which faults came before its end.
+func firstFailure(ops []porcupine.Operation, illegal []linearize.Failure, began time.Time, faults []faultAt) string {
+	if len(illegal) == 0 {
+		return ""
+	}
+	bad := map[string]bool{}
+	for _, f := range illegal {
+		bad[f.Key] = true
+	}
+	start, end := map[string]int64{}, map[string]int64{}
+	for _, op := range ops {
+		k := op.Input.(linearize.Input).Key
+		if !bad[k] {
+			continue
+		}
+		if s, ok := start[k]; !ok || op.Call < s {
+			start[k] = op.Call
+		}
+		ret := op.Return
+		if ret == linearize.Open {
+			ret = op.Call
+		}
+		end[k] = max(end[k], ret)
+	}
+	first := ""
+	for k := range bad {
+		if first == "" || start[k] < start[first] {
+			first = k
+		}
+	}
+	before := 0
+	for _, op := range ops {
+		if op.Call <= end[first] {
+			before++
+		}
+	}
+	var names []string
+	for _, f := range faults {
+		if f.at <= end[first] {
+			names = append(names, f.name)
+		}
+	}
+	if len(names) == 0 {
+		names = []string{"none"}
+	}
+	return fmt.Sprintf("key %s, over %s into the run after %d operations; faults before it: %s",
+		first, time.Duration(end[first]-began.UnixNano()).Round(10*time.Millisecond), before, strings.Join(names, ", "))
 }

@@ -74,7 +74,10 @@ func Postgres(ctx context.Context, bin, dir string, lease time.Duration) (*Stack
 			s.Close()
 		}
 	}()
-	c, err := pgtest.Start(pgtest.Options{})
+	// Durable: fsync and synchronous_commit on, as in production. Without
+	// them `pg_ctl restart -m immediate` loses commits the guards had
+	// acknowledged, and the check says so (docs/verification.md).
+	c, err := pgtest.Start(pgtest.Options{Durable: true})
 	if errors.Is(err, pgtest.ErrNoPostgres) {
 		return nil, fmt.Errorf("%w: %v", ErrSkip, err)
 	}

@@ -131,6 +131,15 @@ func (cl *client) act(ctx context.Context, s slot) {
 		cl.rec.fail("client %d: %v", cl.id, err)
 	}
 	cl.rec.add(linearize.Op(cl.id, in, out, call, ret))
+	if out.Unknown {
+		// A workflow waits before it retries (n8n's Retry On Fail waits
+		// 1 s): without it a guard that is down answers thousands of calls
+		// a second, each one open for good in its key's history.
+		select {
+		case <-ctx.Done():
+		case <-time.After(time.Duration(300+cl.rng.IntN(700)) * time.Millisecond):
+		}
+	}
 
 	switch in.Kind {
 	case linearize.Reserve:
