@@ -51,16 +51,16 @@ type Config struct {
 
 // Summary is what a run did and found.
 type Summary struct {
-	Store       string
-	Seed        uint64
-	Operations  int
-	Unanswered  int
-	Faults      map[string]int
-	Effects     int
-	Report      linearize.Report
-	Wall        time.Duration
-	Violations  []string // invariants beside linearizability, and harness errors
-	FaultLog    []string
+	Store      string
+	Seed       uint64
+	Operations int
+	Unanswered int
+	Faults     map[string]int
+	Effects    int
+	Report     linearize.Report
+	Wall       time.Duration
+	Violations []string // invariants beside linearizability, and harness errors
+	FaultLog   []string
 	// First names the failing history that began first: its key, how many
 	// operations the run had made by its last one, and the faults before.
 	First string
