@@ -25,7 +25,7 @@ import (
 func main() {
 	duration := flag.Duration("duration", 10*time.Minute, "how long the clients call each store")
 	seed := flag.Uint64("seed", 0, "the seed of the clients' choices and the faults' schedule (0: a random one, printed)")
-	stores := flag.String("stores", "bbolt,postgres", "the stores to check, comma-separated")
+	stores := flag.String("stores", "bbolt,postgres,postgres-failover", "the stores to check, comma-separated: bbolt, postgres (three guards, one through PgBouncer), postgres-failover (a primary and a synchronous standby)")
 	clients := flag.Int("clients", 8, "concurrent clients")
 	verbose := flag.Bool("v", false, "print each fault as it is injected")
 	flag.Parse()
@@ -63,8 +63,10 @@ func run(ctx context.Context, d time.Duration, seed uint64, stores []string, cli
 			s, err = chaos.Bolt(ctx, bin, sdir, lease)
 		case "postgres":
 			s, err = chaos.Postgres(ctx, bin, sdir, lease)
+		case "postgres-failover":
+			s, err = chaos.PostgresFailover(ctx, bin, sdir, lease)
 		default:
-			return fmt.Errorf("unknown store %q (bbolt, postgres)", store)
+			return fmt.Errorf("unknown store %q (bbolt, postgres, postgres-failover)", store)
 		}
 		if errors.Is(err, chaos.ErrSkip) {
 			fmt.Printf("%s: SKIPPED: %v\n", store, err)

@@ -134,3 +134,25 @@ func TestCheckPostgres(t *testing.T) {
 	defer s.Close()
 	check(t, "postgres", s, duration(t, 25*time.Second))
 }
+
+// Failover as managed databases do it: the primary crashes and its
+// synchronous standby is promoted; two guards follow through a multi-host
+// connection string (target_session_attrs=read-write) and lose no
+// acknowledged operation.
+func TestCheckPostgresFailover(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs real guards on a primary and a standby under faults for about 40 seconds")
+	}
+	bin := guardBinary(t)
+	s, err := PostgresFailover(context.Background(), bin, t.TempDir(), 2*time.Second)
+	if errors.Is(err, ErrSkip) && os.Getenv("CI") != "true" {
+		msg := "SKIPPING the PostgreSQL failover check: " + err.Error()
+		fmt.Fprintln(os.Stderr, "\n!!!", msg, "!!!")
+		t.Skip(msg)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	check(t, "postgres failover", s, duration(t, 25*time.Second))
+}

@@ -64,6 +64,8 @@ type Summary struct {
 	// First names the failing history that began first: its key, how many
 	// operations the run had made by its last one, and the faults before.
 	First string
+	// Phases says where the wall time went.
+	Phases []string
 }
 
 // OK tells whether every history was linearizable and every invariant held.
@@ -82,6 +84,9 @@ func (s Summary) String() string {
 	b := fmt.Sprintf("%s: seed %d: %d operations (%d unanswered), %d side effects, %d faults (%s), %d histories checked in %s, wall %s",
 		s.Store, s.Seed, s.Operations, s.Unanswered, s.Effects, total, strings.Join(faults, " "), s.Report.Histories,
 		s.Report.Took.Round(time.Millisecond), s.Wall.Round(time.Second))
+	if len(s.Phases) > 0 {
+		b += " (" + strings.Join(s.Phases, ", ") + ")"
+	}
 	if n := len(s.Report.Illegal); n > 0 {
 		b += fmt.Sprintf("\n  %d histories NOT LINEARIZABLE; the first to begin: %s", n, s.First)
 		for i, f := range s.Report.Illegal {
@@ -185,7 +190,14 @@ func Run(ctx context.Context, cfg Config) Summary {
 		}
 	}()
 	wg.Wait()
+	phases := []string{"calls " + time.Since(began).Round(time.Second).String()}
+	mark := time.Now()
+	lap := func(what string) {
+		phases = append(phases, what+" "+time.Since(mark).Round(time.Second).String())
+		mark = time.Now()
+	}
 	<-nemDone
+	lap("last fault")
 
 	// Heal: every guard serves again, then every key is looked up once
 	// more, so an acknowledged write lost in a crash shows.
@@ -194,6 +206,7 @@ func Run(ctx context.Context, cfg Config) Summary {
 			rec.fail("heal: %v", err)
 		}
 	}
+	lap("heal")
 	final := map[string]linearize.Output{}
 	for _, s := range keys.all() {
 		in := linearize.Input{Kind: linearize.Lookup, Key: s.key, Reclaim: s.reclaim}
@@ -217,7 +230,8 @@ func Run(ctx context.Context, cfg Config) Summary {
 		}
 	}
 
-	sum := Summary{Store: cfg.Store, Seed: cfg.Seed, Faults: faults, FaultLog: faultLog}
+	lap("final lookups")
+	sum := Summary{Store: cfg.Store, Seed: cfg.Seed, Faults: faults, FaultLog: faultLog, Phases: phases}
 	sum.Operations = len(rec.ops)
 	for _, op := range rec.ops {
 		if op.Output.(linearize.Output).Unknown {
