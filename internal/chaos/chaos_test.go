@@ -111,7 +111,7 @@ func TestCheckBolt(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	check(t, "bbolt", s, duration(t, 20*time.Second))
+	check(t, "bbolt", s, duration(t, 15*time.Second))
 }
 
 // The same on PostgreSQL: three guards (one through PgBouncer in
@@ -132,7 +132,7 @@ func TestCheckPostgres(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	check(t, "postgres", s, duration(t, 25*time.Second))
+	check(t, "postgres", s, duration(t, 20*time.Second))
 }
 
 // Failover as managed databases do it: the primary crashes and its
@@ -154,5 +154,5 @@ func TestCheckPostgresFailover(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	check(t, "postgres failover", s, duration(t, 25*time.Second))
+	check(t, "postgres failover", s, duration(t, 20*time.Second))
 }

@@ -47,7 +47,7 @@ func (c *Cluster) StartStandby(name string, port int) (*Cluster, error) {
 	}
 	data := filepath.Join(dir, "data")
 	conninfo := fmt.Sprintf("host=127.0.0.1 port=%d user=postgres application_name=%s", c.Port, name)
-	if out, err := s.command(filepath.Join(bin, "pg_basebackup"), "-d", conninfo, "-D", data, "-R", "-X", "stream", "--no-sync").CombinedOutput(); err != nil {
+	if out, err := s.command(filepath.Join(bin, "pg_basebackup"), "-d", conninfo, "-D", data, "-R", "-X", "stream", "-c", "fast", "--no-sync").CombinedOutput(); err != nil {
 		return nil, fmt.Errorf("pg_basebackup: %v: %s", err, out)
 	}
 	if s.Port = port; port == 0 {
