@@ -83,7 +83,7 @@ func run(ctx context.Context, d time.Duration, seed uint64, stores []string, cli
 		}
 		cfg := chaos.Config{Store: store, Seed: seed, Clients: clients, Duration: d, Lease: lease,
 			KeyOps: 30, ActiveKeys: 6, Guards: s.Guards, Nemeses: s.Nemeses,
-			FaultMin: 1500 * time.Millisecond, FaultMax: 4 * time.Second, Token: chaos.Token, VisDir: vis}
+			FaultMin: 1500 * time.Millisecond, FaultMax: 4 * time.Second, Token: chaos.Token, VisDir: vis, N8n: s.N8n}
 		if verbose {
 			cfg.Log = os.Stderr
 		}

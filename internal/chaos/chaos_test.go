@@ -81,7 +81,7 @@ func check(t *testing.T, store string, s *Stack, d time.Duration) {
 	sum := Run(context.Background(), Config{
 		Store: store, Seed: sd, Clients: 8, Duration: d, Lease: 2 * time.Second,
 		KeyOps: 30, ActiveKeys: 6, Guards: s.Guards, Nemeses: s.Nemeses,
-		FaultMin: 1500 * time.Millisecond, FaultMax: 4 * time.Second, Token: Token, VisDir: vis,
+		FaultMin: 1500 * time.Millisecond, FaultMax: 4 * time.Second, Token: Token, VisDir: vis, N8n: s.N8n,
 	})
 	t.Log(sum)
 	if !sum.OK() {

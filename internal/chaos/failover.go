@@ -21,7 +21,11 @@ import (
 // primary onto the crashed one's port and made synchronous, so the next
 // failover finds one.
 func PostgresFailover(ctx context.Context, bin, dir string, lease time.Duration) (*Stack, error) {
-	s := &Stack{}
+	n, err := NewStandInN8n()
+	if err != nil {
+		return nil, err
+	}
+	s := &Stack{N8n: n, close: []func(){n.Close}}
 	ok := false
 	defer func() {
 		if !ok {
@@ -63,7 +67,7 @@ func PostgresFailover(ctx context.Context, bin, dir string, lease time.Duration)
 		if err := os.MkdirAll(gdir, 0o755); err != nil {
 			return nil, err
 		}
-		env, err := guardEnv(gdir, lease, "N8N_GUARD_STORE="+store)
+		env, err := guardEnv(gdir, lease, n, "N8N_GUARD_STORE="+store)
 		if err != nil {
 			return nil, err
 		}

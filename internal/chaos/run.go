@@ -25,7 +25,7 @@ const (
 // expired leases are reclaimed (the fencing case), one whose go unknown.
 func GuardConfig(lease time.Duration) string {
 	return fmt.Sprintf("namespaces:\n  %s:\n    lease: %s\n    on_lease_expiry: reclaim\n  %s:\n    lease: %s\n    on_lease_expiry: unknown\n",
-		NamespaceReclaim, lease, NamespaceUnknown, lease)
+		NamespaceReclaim, lease, NamespaceUnknown, lease) + parkingConfig()
 }
 
 // Config is one run.
@@ -44,6 +44,8 @@ type Config struct {
 	// Faults come every FaultMin..FaultMax.
 	FaultMin, FaultMax time.Duration
 	Token              string
+	// N8n, when set, runs the parking workload against it too.
+	N8n *StandInN8n
 	// VisDir keeps the visualisation of a key whose history fails.
 	VisDir string
 	Log    io.Writer
@@ -57,10 +59,12 @@ type Summary struct {
 	Unanswered int
 	Faults     map[string]int
 	Effects    int
-	Report     linearize.Report
-	Wall       time.Duration
-	Violations []string // invariants beside linearizability, and harness errors
-	FaultLog   []string
+	// Parked keys, and executions the stand-in n8n was asked to resume.
+	Parked, Resumed int
+	Report          linearize.Report
+	Wall            time.Duration
+	Violations      []string // invariants beside linearizability, and harness errors
+	FaultLog        []string
 	// First names the failing history that began first: its key, how many
 	// operations the run had made by its last one, and the faults before.
 	First string
@@ -81,8 +85,8 @@ func (s Summary) String() string {
 		total += n
 	}
 	sort.Strings(faults)
-	b := fmt.Sprintf("%s: seed %d: %d operations (%d unanswered), %d side effects, %d faults (%s), %d histories checked in %s, wall %s",
-		s.Store, s.Seed, s.Operations, s.Unanswered, s.Effects, total, strings.Join(faults, " "), s.Report.Histories,
+	b := fmt.Sprintf("%s: seed %d: %d operations (%d unanswered), %d side effects, %d parked and %d resumed, %d faults (%s), %d histories checked in %s, wall %s",
+		s.Store, s.Seed, s.Operations, s.Unanswered, s.Effects, s.Parked, s.Resumed, total, strings.Join(faults, " "), s.Report.Histories,
 		s.Report.Took.Round(time.Millisecond), s.Wall.Round(time.Second))
 	if len(s.Phases) > 0 {
 		b += " (" + strings.Join(s.Phases, ", ") + ")"
@@ -157,6 +161,14 @@ func Run(ctx context.Context, cfg Config) Summary {
 			cl := &client{id: id, rng: rand.New(rand.NewPCG(cfg.Seed, uint64(id)+1)), cfg: &cfg, c: c, rec: rec, keys: keys,
 				held: map[string]held{}, lost: map[string]string{}, old: map[string][]held{}}
 			cl.loop(loadCtx)
+		}()
+	}
+	var parked int
+	if cfg.N8n != nil {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			parked = runParking(loadCtx, &cfg, c, cfg.N8n, rec)
 		}()
 	}
 	faults := map[string]int{}
@@ -245,6 +257,12 @@ func Run(ctx context.Context, cfg Config) Summary {
 		}
 	}
 	sum.Violations = append(sum.Violations, durability(rec.ops, final)...)
+	if cfg.N8n != nil {
+		var twice []string
+		sum.Parked = parked
+		sum.Resumed, twice = cfg.N8n.report()
+		sum.Violations = append(sum.Violations, twice...)
+	}
 	sum.Violations = append(sum.Violations, rec.errs...)
 	sum.Report = linearize.Check(rec.ops, 30*time.Second, cfg.VisDir)
 	sum.First = firstFailure(rec.ops, sum.Report.Illegal, began, faultTimes)

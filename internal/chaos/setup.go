@@ -18,6 +18,7 @@ const Token = "chaos-check-token"
 
 // Stack is the processes of one store under test.
 type Stack struct {
+	N8n     *StandInN8n // where parked keys are resumed
 	Guards  []*Guard
 	Nemeses []Nemesis
 	close   []func()
@@ -30,7 +31,7 @@ func (s *Stack) Close() {
 	}
 }
 
-func guardEnv(dir string, lease time.Duration, extra ...string) ([]string, error) {
+func guardEnv(dir string, lease time.Duration, n *StandInN8n, extra ...string) ([]string, error) {
 	cfg := filepath.Join(dir, "guard.yaml")
 	if err := os.WriteFile(cfg, []byte(GuardConfig(lease)), 0o644); err != nil {
 		return nil, err
@@ -38,20 +39,26 @@ func guardEnv(dir string, lease time.Duration, extra ...string) ([]string, error
 	return append([]string{"N8N_GUARD_TOKENS=" + Token, "N8N_GUARD_CONFIG=" + cfg, "N8N_GUARD_DATA=" + filepath.Join(dir, "data"),
 		// The sweeper moves expired leases to unknown while the clients
 		// watch, not once a minute.
-		"N8N_GUARD_SWEEP_INTERVAL=1s", "N8N_GUARD_LOG_LEVEL=warn"}, extra...), nil
+		"N8N_GUARD_SWEEP_INTERVAL=1s", "N8N_GUARD_LOG_LEVEL=warn", "N8N_GUARD_RESUME_ORIGINS=" + n.Origin}, extra...), nil
 }
 
 // Bolt is one guard on a bbolt file, and the faults of its process.
 func Bolt(ctx context.Context, bin, dir string, lease time.Duration) (*Stack, error) {
-	env, err := guardEnv(dir, lease)
+	n, err := NewStandInN8n()
 	if err != nil {
+		return nil, err
+	}
+	env, err := guardEnv(dir, lease, n)
+	if err != nil {
+		n.Close()
 		return nil, err
 	}
 	g, err := NewGuard("bolt", bin, env)
 	if err != nil {
+		n.Close()
 		return nil, err
 	}
-	s := &Stack{Guards: []*Guard{g}, close: []func(){g.Close}}
+	s := &Stack{N8n: n, Guards: []*Guard{g}, close: []func(){n.Close, g.Close}}
 	if err := g.Start(ctx); err != nil {
 		return nil, err
 	}
@@ -67,7 +74,11 @@ var ErrSkip = errors.New("not installed")
 // of their processes, of PostgreSQL (pg_ctl restart -m fast and -m
 // immediate) and of PgBouncer (a restart).
 func Postgres(ctx context.Context, bin, dir string, lease time.Duration) (*Stack, error) {
-	s := &Stack{}
+	n, err := NewStandInN8n()
+	if err != nil {
+		return nil, err
+	}
+	s := &Stack{N8n: n, close: []func(){n.Close}}
 	ok := false
 	defer func() {
 		if !ok {
@@ -109,7 +120,7 @@ func Postgres(ctx context.Context, bin, dir string, lease time.Duration) (*Stack
 		if err := os.MkdirAll(gdir, 0o755); err != nil {
 			return nil, err
 		}
-		env, err := guardEnv(gdir, lease, "N8N_GUARD_STORE="+store)
+		env, err := guardEnv(gdir, lease, n, "N8N_GUARD_STORE="+store)
 		if err != nil {
 			return nil, err
 		}
