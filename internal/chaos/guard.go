@@ -53,8 +53,28 @@ func NewGuard(name, bin string, env []string) (*Guard, error) {
 		env: append(append(os.Environ(), env...), "N8N_GUARD_ADDR="+addr)}, nil
 }
 
-// Start starts the process and waits until /readyz says ready.
+// Start starts the process and waits until /readyz says ready. A process
+// that exits before (its store cannot be reached yet: PostgreSQL in
+// recovery, PgBouncer refusing logins for a while) is started again, as a
+// supervisor (systemd, Kubernetes) would, for up to a minute.
 func (g *Guard) Start(ctx context.Context) error {
+	deadline := time.Now().Add(time.Minute)
+	for {
+		err := g.start(ctx)
+		if err == nil || !errors.Is(err, errExited) || time.Now().After(deadline) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(time.Second): // a supervisor's restart delay
+		}
+	}
+}
+
+var errExited = errors.New("exited before it was ready")
+
+func (g *Guard) start(ctx context.Context) error {
 	g.mu.Lock()
 	cmd := exec.Command(g.bin, "serve")
 	cmd.Env = g.env
@@ -84,7 +104,7 @@ func (g *Guard) waitReady(ctx context.Context, exited chan struct{}) error {
 		}
 		select {
 		case <-exited:
-			return fmt.Errorf("guard %s exited before it was ready:\n%s", g.Name, tail(g.Logs.String()))
+			return fmt.Errorf("guard %s %w:\n%s", g.Name, errExited, tail(g.Logs.String()))
 		case <-ctx.Done():
 			return fmt.Errorf("guard %s not ready: %v\n%s", g.Name, ctx.Err(), tail(g.Logs.String()))
 		case <-time.After(50 * time.Millisecond): // polling /readyz
