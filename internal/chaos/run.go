@@ -332,52 +332,49 @@ type faultAt struct {
 	name string
 }
 
-// firstFailure describes the failing history that began first: how far
-// into the run it was over, and which faults came before its end.
+// firstFailure describes the failing history that showed first: the
+// shortest prefix of a key's history that no order explains, the
+// operations the whole run had made by its last answer, and the faults
+// before that.
 func firstFailure(ops []porcupine.Operation, illegal []linearize.Failure, began time.Time, faults []faultAt) string {
 	if len(illegal) == 0 {
 		return ""
 	}
-	bad := map[string]bool{}
+	byKey := map[string][]porcupine.Operation{}
 	for _, f := range illegal {
-		bad[f.Key] = true
+		byKey[f.Key] = nil
 	}
-	start, end := map[string]int64{}, map[string]int64{}
 	for _, op := range ops {
 		k := op.Input.(linearize.Input).Key
-		if !bad[k] {
-			continue
+		if _, bad := byKey[k]; bad {
+			byKey[k] = append(byKey[k], op)
 		}
-		if s, ok := start[k]; !ok || op.Call < s {
-			start[k] = op.Call
-		}
-		ret := op.Return
-		if ret == linearize.Open {
-			ret = op.Call
-		}
-		end[k] = max(end[k], ret)
 	}
-	first := ""
-	for k := range bad {
-		if first == "" || start[k] < start[first] {
-			first = k
+	first, firstAt, firstN := "", int64(0), 0
+	for k, kops := range byKey {
+		at, n, ok := linearize.Evidence(kops, 10*time.Second)
+		if ok && (first == "" || at < firstAt) {
+			first, firstAt, firstN = k, at, n
 		}
+	}
+	if first == "" {
+		return "no prefix of a failing history fails on its own"
 	}
 	before := 0
 	for _, op := range ops {
-		if op.Call <= end[first] {
+		if op.Call <= firstAt {
 			before++
 		}
 	}
 	var names []string
 	for _, f := range faults {
-		if f.at <= end[first] {
+		if f.at <= firstAt {
 			names = append(names, f.name)
 		}
 	}
 	if len(names) == 0 {
 		names = []string{"none"}
 	}
-	return fmt.Sprintf("key %s, over %s into the run after %d operations; faults before it: %s",
-		first, time.Duration(end[first]-began.UnixNano()).Round(10*time.Millisecond), before, strings.Join(names, ", "))
+	return fmt.Sprintf("key %s, whose first %d operations no order explains, shown %s into the run after %d operations; faults before it: %s",
+		first, firstN, time.Duration(firstAt-began.UnixNano()).Round(10*time.Millisecond), before, strings.Join(names, ", "))
 }

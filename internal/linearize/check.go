@@ -83,3 +83,28 @@ func Op(client int, in Input, out Output, call, ret int64) porcupine.Operation {
 	in.Call, in.Return = call, ret
 	return porcupine.Operation{ClientId: client, Input: in, Output: out, Call: call, Return: ret}
 }
+
+// Evidence finds, in one key's history, the shortest prefix by call time
+// that is already not linearizable, and returns the moment its last answer
+// came: by then the checker could have known. ok is false when every
+// prefix is linearizable (the whole history is not only with operations
+// that came later).
+func Evidence(ops []porcupine.Operation, perKey time.Duration) (at int64, n int, ok bool) {
+	sorted := append([]porcupine.Operation(nil), ops...)
+	sort.Slice(sorted, func(i, j int) bool { return sorted[i].Call < sorted[j].Call })
+	model := Model.ToModel()
+	for k := 1; k <= len(sorted); k++ {
+		if porcupine.CheckOperationsTimeout(model, sorted[:k], perKey) != porcupine.Illegal {
+			continue
+		}
+		for _, op := range sorted[:k] {
+			end := op.Return
+			if end == Open {
+				end = op.Call
+			}
+			at = max(at, end)
+		}
+		return at, k, true
+	}
+	return 0, 0, false
+}
