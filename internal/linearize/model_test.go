@@ -145,3 +145,20 @@ func TestCheckWritesVisualisation(t *testing.T) {
 		t.Fatalf("visualisation: %v", err)
 	}
 }
+
+// Evidence names the shortest prefix no order explains: here the second
+// accepted reserve, not the lookups that follow it.
+func TestEvidenceIsTheShortestFailingPrefix(t *testing.T) {
+	b := new(h).
+		add(0, res("a", true), accepted(1), 0, 1).
+		add(1, res("b", true), accepted(2), 2, 3).
+		add(2, Input{Kind: Lookup}, outcome(OutRecord, StReserved, 2), 4, 5).
+		add(2, Input{Kind: Lookup}, outcome(OutRecord, StReserved, 2), 6, 7)
+	at, n, ok := Evidence(b.ops, 10*time.Second)
+	if !ok || n != 2 || at != 3*sec {
+		t.Fatalf("evidence: %d operations, at %d, %v; want the first 2, at 3 s", n, at, ok)
+	}
+	if _, _, ok := Evidence(b.ops[:1], 10*time.Second); ok {
+		t.Fatal("a linearizable history has no evidence")
+	}
+}
