@@ -2,6 +2,10 @@ package chaos
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"path/filepath"
 	"sync"
 	"testing"
@@ -9,28 +13,61 @@ import (
 
 	"github.com/n8n-guard/n8n-guard/keystore"
 	"github.com/n8n-guard/n8n-guard/keystore/bolt"
+	"github.com/n8n-guard/n8n-guard/n8n"
 	"github.com/n8n-guard/n8n-guard/rerun"
 )
 
-// stallingN8n is a stand-in n8n API that records every retry it is asked
-// for. The first retry starts (it is recorded) but its answer never
-// reaches the guard: the guard dies while n8n answers. The execution it
-// started is slow and does not reach its gate.
+// stallingN8n is a stand-in of n8n's public API for one execution at its
+// re-run gate. It records every retry it is asked for; a retry starts a
+// new execution (retryOf the one retried, still running: it has not
+// reached its gate), and the list of the workflow's executions says so
+// the way n8n's does (running ones only with status=running). The first
+// retry's answer never reaches the guard: the guard dies while n8n
+// answers.
 type stallingN8n struct {
 	mu      sync.Mutex
 	retries []string
+	execs   []map[string]any
 	release chan struct{}
 }
 
-func (f *stallingN8n) Retry(ctx context.Context, workflow, id string, keys []rerun.Key) (rerun.Retried, error) {
-	f.mu.Lock()
-	f.retries = append(f.retries, id)
-	first := len(f.retries) == 1
-	f.mu.Unlock()
-	if first {
-		<-f.release // the guard that asked is gone: nobody hears the answer
+func (f *stallingN8n) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Content-Type", "application/json")
+	switch {
+	case r.Method == http.MethodGet && r.URL.Path == "/api/v1/executions/41":
+		fmt.Fprint(w, `{"id":"41","status":"error","workflowId":"wf1","data":{"resultData":{"lastNodeExecuted":"n8n-guard: re-run gate for Create contact",
+			"runData":{"n8n-guard: reserve Create contact":[{"data":{"main":[[{"json":{"outcome":"accepted","namespace":"crm","key":"k1"}}]]}}]}}}}`)
+	case r.Method == http.MethodPost && r.URL.Path == "/api/v1/executions/41/retry":
+		f.mu.Lock()
+		f.retries = append(f.retries, "41")
+		id := fmt.Sprint(100 + len(f.retries))
+		f.execs = append(f.execs, map[string]any{"id": id, "workflowId": "wf1", "retryOf": "41", "status": "running",
+			"startedAt": time.Now().UTC().Format(time.RFC3339Nano)})
+		first := len(f.retries) == 1
+		f.mu.Unlock()
+		if first {
+			select { // the guard that asked is gone: nobody hears the answer
+			case <-f.release:
+			case <-r.Context().Done():
+			}
+			return
+		}
+		fmt.Fprintf(w, `{"id":%q,"mode":"retry","status":"running"}`, id)
+	case r.Method == http.MethodGet && r.URL.Path == "/api/v1/executions":
+		running := r.URL.Query().Get("status") == "running"
+		f.mu.Lock()
+		var data []map[string]any
+		for i := len(f.execs) - 1; i >= 0; i-- {
+			if (f.execs[i]["status"] == "running") == running {
+				data = append(data, f.execs[i])
+			}
+		}
+		f.mu.Unlock()
+		json.NewEncoder(w).Encode(map[string]any{"data": data, "nextCursor": nil})
+	default:
+		w.WriteHeader(http.StatusNotFound)
+		fmt.Fprint(w, `{"message":"not found"}`)
 	}
-	return rerun.Retried{ID: "new-" + id}, nil
 }
 
 func (f *stallingN8n) count() int {
@@ -40,17 +77,15 @@ func (f *stallingN8n) count() int {
 }
 
 // The re-run invariant: one grant leads to at most one n8n retry of its
-// execution. It does not hold today, and this test says so instead of
-// skipping: if the guard dies while n8n answers a re-run's retry (here: a
-// runner whose call never returns, as after SIGKILL), and the retried
+// execution. The window it closes: the guard dies while n8n answers a
+// re-run's retry (here: a call whose answer never comes), and the retried
 // execution takes longer than the claim (2 min in production, 1 s here)
-// to reach its gate, the next guard takes the stale claim and asks n8n to
-// retry the same execution again: two retries for one grant. The gate
-// keeps the write single, but the key's history names the execution that
-// did not write. Issue 43 ("one life for a key") closes this window; once
-// it is closed this test fails, saying to turn it into the invariant
-// (count == 1).
-func TestRerunOneGrantAtMostOneRetryOpenWindowIssue43(t *testing.T) {
+// to reach its gate; the next guard takes the stale claim. It finds n8n's
+// retry of the execution since the grant and notes it, instead of asking
+// n8n to retry the same execution a second time (issue 42's crash window;
+// before this, 2 retries for one grant). Real rerun.Runner, real
+// n8n.Rerunner over HTTP, real bbolt.
+func TestRerunOneGrantAtMostOneRetry(t *testing.T) {
 	if testing.Short() {
 		t.Skip("waits for a claim to go stale")
 	}
@@ -78,9 +113,12 @@ func TestRerunOneGrantAtMostOneRetryOpenWindowIssue43(t *testing.T) {
 	}
 
 	f := &stallingN8n{release: make(chan struct{})}
+	srv := httptest.NewServer(f)
+	defer srv.Close()
+	defer close(f.release) // first: lets the dead guard's call end
 	opts := rerun.Options{Pace: time.Millisecond, Interval: time.Hour, Claim: time.Second}
 	start := func() context.CancelFunc {
-		r, err := rerun.New(store, f, opts)
+		r, err := rerun.New(store, n8n.Rerunner{Client: n8n.New(srv.URL, "key", 0)}, opts)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -89,18 +127,23 @@ func TestRerunOneGrantAtMostOneRetryOpenWindowIssue43(t *testing.T) {
 		return cancel
 	}
 	// The first guard asks n8n, and dies while n8n answers.
-	defer start()()
-	defer close(f.release) // first: lets the dead guard's call end
+	stop := start()
 	waitUntil(t, 10*time.Second, "n8n asked for the first retry", func() bool { return f.count() >= 1 })
+	stop()
 	// The guard comes back (another process on the same store); the
 	// retried execution has not reached its gate when the claim goes stale.
 	defer start()()
-	if !pollFor(20*time.Second, func() bool { return f.count() >= 2 }) {
-		t.Fatalf("one grant led to %d n8n retries: the crash window of issue 43 is closed. "+
-			"Turn this test into the invariant (at most one retry per grant) and drop 'OpenWindow' from its name.", f.count())
+	waitUntil(t, 20*time.Second, "the re-run is noted as n8n's retry 101", func() bool {
+		l, err := store.Lookup(ctx, "crm", "k1")
+		if err != nil || l.Record == nil {
+			return false
+		}
+		last := keystore.LastTransition(l.Record)
+		return last != nil && last.Event == keystore.HistoryRerunStarted && last.Detail == "101"
+	})
+	if n := f.count(); n != 1 {
+		t.Fatalf("one grant led to %d n8n retries of execution 41 (%v), want 1", n, f.retries)
 	}
-	t.Logf("KNOWN OPEN (issue 43): one re-run grant led to %d n8n retries of execution 41 (%v): the guard died while n8n answered, "+
-		"and the next guard took the stale claim and asked again", f.count(), f.retries)
 }
 
 func waitUntil(t *testing.T, d time.Duration, what string, ok func() bool) {
