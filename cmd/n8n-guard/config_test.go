@@ -360,8 +360,8 @@ func TestResumeOriginsConfig(t *testing.T) {
 }
 
 // n8n's public webhook address (N8N_WEBHOOK_URL, else n8n.webhook_url):
-// its resume URLs are accepted and called at N8N_URL (else N8N_API_URL's
-// instance) with the same path; N8N_URL's own stay accepted; a malformed
+// its resume URLs are accepted and called at N8N_API_URL's instance (else
+// N8N_URL) with the same path; the private origin stays accepted; a malformed
 // value stops the start with a message naming the setting.
 func TestN8nWebhookURLConfig(t *testing.T) {
 	fc, err := ParseFile(strings.NewReader("n8n:\n  webhook_url: https://file.example.org/\n"))
@@ -373,11 +373,12 @@ func TestN8nWebhookURLConfig(t *testing.T) {
 		raw, call  string
 		alsoCalled string // another resume URL accepted as it is
 	}{
-		"the variable":       {Config{N8nWebhookURL: "https://n8n.example.org", N8nURL: "http://n8n:5678"}, "https://n8n.example.org/webhook-waiting/1", "http://n8n:5678/webhook-waiting/1", "http://n8n:5678/webhook-waiting/2"},
-		"the file":           {Config{File: fc, N8nURL: "http://n8n:5678/"}, "https://file.example.org/webhook-waiting/1", "http://n8n:5678/webhook-waiting/1", "http://n8n:5678/webhook-waiting/2"},
-		"the variable first": {Config{File: fc, N8nWebhookURL: "https://n8n.example.org", N8nURL: "http://n8n:5678"}, "https://n8n.example.org/webhook-waiting/1", "http://n8n:5678/webhook-waiting/1", ""},
-		"the API's instance": {Config{N8nWebhookURL: "https://n8n.example.org", N8nAPIURL: "http://n8n:5678/api/v1"}, "https://n8n.example.org/webhook-waiting/1", "http://n8n:5678/webhook-waiting/1", ""},
-		"no private address": {Config{N8nWebhookURL: "https://n8n.example.org"}, "https://n8n.example.org/webhook-waiting/1", "https://n8n.example.org/webhook-waiting/1", ""},
+		"the variable":               {Config{N8nWebhookURL: "https://n8n.example.org", N8nURL: "http://n8n:5678"}, "https://n8n.example.org/webhook-waiting/1", "http://n8n:5678/webhook-waiting/1", "http://n8n:5678/webhook-waiting/2"},
+		"the file":                   {Config{File: fc, N8nURL: "http://n8n:5678/"}, "https://file.example.org/webhook-waiting/1", "http://n8n:5678/webhook-waiting/1", "http://n8n:5678/webhook-waiting/2"},
+		"the variable first":         {Config{File: fc, N8nWebhookURL: "https://n8n.example.org", N8nURL: "http://n8n:5678"}, "https://n8n.example.org/webhook-waiting/1", "http://n8n:5678/webhook-waiting/1", ""},
+		"the API's instance":         {Config{N8nWebhookURL: "https://n8n.example.org", N8nAPIURL: "http://n8n:5678/api/v1"}, "https://n8n.example.org/webhook-waiting/1", "http://n8n:5678/webhook-waiting/1", ""},
+		"people's N8N_URL is public": {Config{N8nWebhookURL: "https://n8n.example.org", N8nURL: "https://n8n.example.org", N8nAPIURL: "http://n8n:5678"}, "https://n8n.example.org/webhook-waiting/1", "http://n8n:5678/webhook-waiting/1", ""},
+		"no private address":         {Config{N8nWebhookURL: "https://n8n.example.org"}, "https://n8n.example.org/webhook-waiting/1", "https://n8n.example.org/webhook-waiting/1", ""},
 	} {
 		tg, err := c.cfg.resumeTargets()
 		if err != nil {

@@ -48,10 +48,12 @@ func (f *n8nFlags) add(cmd *cobra.Command) {
 // resumeTargets are the n8n instances the guard accepts resume URLs of,
 // found as serve finds them: N8N_GUARD_RESUME_ORIGINS, else the
 // configuration file's n8n.resume_origins, else N8N_URL's and
-// N8N_API_URL's origins.
+// N8N_API_URL's origins; and N8N_WEBHOOK_URL (else n8n.webhook_url). The
+// guard's variable, not --webhook-url: that flag says what n8n does, the
+// variable what the guard accepts.
 func (f *n8nFlags) resumeTargets(getenv func(string) string) (keystore.ResumeTargets, error) {
 	c := Config{ResumeOrigins: splitTokens(getenv("N8N_GUARD_RESUME_ORIGINS")), ResumePath: getenv("N8N_GUARD_RESUME_PATH"),
-		N8nURL: f.n8nURL, N8nAPIURL: getenv("N8N_API_URL"), N8nWebhookURL: f.webhookURL}
+		N8nURL: f.n8nURL, N8nAPIURL: getenv("N8N_API_URL"), N8nWebhookURL: getenv("N8N_WEBHOOK_URL")}
 	if f.config != "" {
 		fc, err := LoadFile(f.config)
 		if err != nil {

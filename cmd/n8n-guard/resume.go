@@ -26,7 +26,8 @@ type N8nFileConfig struct {
 	// WebhookURL is n8n's public webhook address (n8n's WEBHOOK_URL, e.g.
 	// https://n8n.example.org/), where its resume URLs start when the
 	// guard reaches n8n privately: resume URLs there are accepted and
-	// called at N8N_URL (else N8N_API_URL's instance) with the same path.
+	// called at N8N_API_URL's instance (the address the guard calls n8n
+	// at; else N8N_URL's) with the same path.
 	// N8N_WEBHOOK_URL replaces it.
 	WebhookURL string `yaml:"webhook_url"`
 }
@@ -35,9 +36,10 @@ type N8nFileConfig struct {
 // N8N_GUARD_RESUME_ORIGINS (comma-separated, replacing the file's list),
 // else n8n.resume_origins, else the origins of N8N_URL and N8N_API_URL;
 // and n8n's public webhook address (N8N_WEBHOOK_URL, else
-// n8n.webhook_url), called at the private one (N8N_URL, else
-// N8N_API_URL's instance). The private origins stay accepted: executions
-// parked before n8n's WEBHOOK_URL became public carry them.
+// n8n.webhook_url), called at the private one: N8N_API_URL's instance,
+// where the guard calls n8n already, else N8N_URL (where people open n8n,
+// which may well be public). The private origins stay accepted:
+// executions parked before n8n's WEBHOOK_URL became public carry them.
 func (c Config) resumeTargets() (keystore.ResumeTargets, error) {
 	origins := c.ResumeOrigins
 	if len(origins) == 0 {
@@ -60,7 +62,7 @@ func (c Config) resumeTargets() (keystore.ResumeTargets, error) {
 	}
 	if public := cmp.Or(c.N8nWebhookURL, c.File.N8n.WebhookURL); public != "" {
 		private := ""
-		if u := cmp.Or(c.N8nURL, c.N8nAPIURL); u != "" {
+		if u := cmp.Or(c.N8nAPIURL, c.N8nURL); u != "" {
 			private = n8n.New(u, "", 0).Base()
 		}
 		if t, err = t.WithPublic(public, private); err != nil {
