@@ -384,4 +384,3 @@ func (f *fakeN8n) written() int {
 	defer f.mu.Unlock()
 	return len(f.crm)
 }
-
