@@ -128,3 +128,26 @@ func cleanEnv() []string {
 	}
 	return out
 }
+
+// README's test command and .ci/run's give go test the same time limit:
+// the heavy suites outlast go test's default 10 minutes on a busy 2-core
+// machine, and a newcomer's run must not end where CI's goes on.
+func TestReadmeTestCommandHasCIsTimeout(t *testing.T) {
+	limit := func(file, pattern string) string {
+		t.Helper()
+		raw, err := os.ReadFile(filepath.Join("..", "..", file))
+		if err != nil {
+			t.Fatal(err)
+		}
+		m := regexp.MustCompile(pattern).FindSubmatch(raw)
+		if m == nil {
+			t.Fatalf("%s has no %s", file, pattern)
+		}
+		return string(m[1])
+	}
+	readme := limit("README.md", `(?m)^go test -timeout (\S+) \./\.\.\.`)
+	ci := limit(".ci/run", `(?m)^go test -race -count=1 -timeout (\S+) \./\.\.\.`)
+	if readme != ci {
+		t.Fatalf("README's go test has -timeout %s, .ci/run's %s", readme, ci)
+	}
+}
