@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"sync"
 	"sync/atomic"
 	"testing"
 
@@ -12,16 +13,16 @@ import (
 )
 
 // URL returns the PostgreSQL that t's tests run against:
-// N8N_GUARD_PG_URL when it is set, otherwise a throwaway cluster that
-// stops when t ends. Without server binaries it skips loudly, naming what,
-// except under CI=true, where it fails: CI must never pass without running
-// the PostgreSQL tests.
+// N8N_GUARD_PG_URL when it is set, otherwise the test process's throwaway
+// cluster (processCluster), gone when the process is. Without server
+// binaries it skips loudly, naming what, except under CI=true, where it
+// fails: CI must never pass without running the PostgreSQL tests.
 func URL(t testing.TB, what string) string {
 	t.Helper()
 	if base := os.Getenv("N8N_GUARD_PG_URL"); base != "" {
 		return base
 	}
-	c, err := Start(Options{})
+	c, err := processCluster()
 	if errors.Is(err, ErrNoPostgres) && os.Getenv("CI") != "true" {
 		msg := "SKIPPING " + what + ": " + err.Error() + " (or set N8N_GUARD_PG_URL)"
 		fmt.Fprintln(os.Stderr, "\n!!!", msg, "!!!")
@@ -30,12 +31,34 @@ func URL(t testing.TB, what string) string {
 	if err != nil {
 		t.Fatalf("start a throwaway PostgreSQL for %s: %v", what, err)
 	}
-	t.Cleanup(func() {
-		if err := c.Stop(); err != nil {
-			t.Errorf("stop the throwaway PostgreSQL: %v", err)
-		}
-	})
 	return c.URL
+}
+
+// shared is the test process's throwaway cluster: started by the first
+// URL, used by every test after it (each on a schema or database of its
+// own: FreshSchema, FreshDatabase), stopped and removed by the watch
+// Start runs once the process is gone. One cluster per process instead
+// of one per test: initdb and start take ~10 s on a busy 2-core machine,
+// several times per package.
+var shared struct {
+	mu sync.Mutex
+	c  *Cluster
+}
+
+// processCluster is the shared cluster, started on first use; a failed
+// start is tried again by the next test.
+func processCluster() (*Cluster, error) {
+	shared.mu.Lock()
+	defer shared.mu.Unlock()
+	if shared.c != nil {
+		return shared.c, nil
+	}
+	c, err := Start(Options{})
+	if err != nil {
+		return nil, err
+	}
+	shared.c = c
+	return c, nil
 }
 
 var schemaSeq atomic.Int64

@@ -18,6 +18,10 @@ import (
 // cluster (pgtest.URL: a loud skip without server binaries, a failure
 // under CI=true).
 func TestPostgres(t *testing.T) {
+	// Beside the PgBouncer run: each on schemas or databases of its own in
+	// the process's one cluster, so together they take the longer one's
+	// time, not the sum (go test's default 10 minutes on a busy machine).
+	t.Parallel()
 	base := pgtest.URL(t, "the PostgreSQL store tests")
 	pg := &pgEnv{fresh: func(t *testing.T) string { return pgtest.FreshSchema(t, base) }}
 	pg.run(t)
@@ -29,6 +33,7 @@ func TestPostgres(t *testing.T) {
 // it. Each test gets a database of its own (PgBouncer does not pass a
 // search_path on), reached with default_query_exec_mode=exec.
 func TestPostgresThroughPgBouncer(t *testing.T) {
+	t.Parallel() // beside TestPostgres
 	base := pgtest.URL(t, "the PostgreSQL store tests through PgBouncer")
 	via := pgtest.BouncerURL(t, base, "the PostgreSQL store tests through PgBouncer")
 	pg := &pgEnv{fresh: func(t *testing.T) string { return pgtest.FreshDatabase(t, base, via) }}
