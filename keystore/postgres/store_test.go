@@ -36,7 +36,18 @@ func TestPostgresThroughPgBouncer(t *testing.T) {
 	t.Parallel() // beside TestPostgres
 	base := pgtest.URL(t, "the PostgreSQL store tests through PgBouncer")
 	via := pgtest.BouncerURL(t, base, "the PostgreSQL store tests through PgBouncer")
-	pg := &pgEnv{fresh: func(t *testing.T) string { return pgtest.FreshDatabase(t, base, via) }}
+	pg := &pgEnv{fresh: func(t *testing.T) string { return pgtest.FreshDatabase(t, base, via) },
+		// The conformance cases start on a copy of a migrated database:
+		// their store's Open finds the migrations done, through PgBouncer.
+		migrated: func(t *testing.T) string {
+			return pgtest.FreshDatabaseFrom(t, base, via, "guard_migrated", func(u string) error {
+				s, err := postgres.Open(context.Background(), u, postgres.Options{})
+				if err != nil {
+					return err
+				}
+				return s.Close()
+			})
+		}}
 	pg.run(t)
 	t.Run("prepared statements refused at start", func(t *testing.T) {
 		u := strings.Replace(pg.fresh(t), "default_query_exec_mode=exec", "default_query_exec_mode=cache_statement", 1)
@@ -128,8 +139,9 @@ func tamperResultRef(t *testing.T, s keystore.Store, ns, key string) {
 }
 
 // pgEnv is the server the PostgreSQL tests share; fresh gives each test
-// an empty schema or database of its own on it.
-type pgEnv struct{ fresh func(t *testing.T) string }
+// an empty schema or database of its own on it, migrated (nil: fresh) one
+// whose migrations are done, for the tests of a store's behaviour.
+type pgEnv struct{ fresh, migrated func(t *testing.T) string }
 
 func (pg *pgEnv) freshSchema(t *testing.T) string { return pg.fresh(t) }
 
@@ -143,7 +155,14 @@ func openPostgres(t *testing.T, url string, opts postgres.Options) *postgres.Sto
 }
 
 func (pg *pgEnv) newStore(t *testing.T, clock keystore.Clock, pol keystore.Policies) storetest.Opener {
-	u := pg.freshSchema(t)
+	u := pg.freshSchema
+	if pg.migrated != nil {
+		u = pg.migrated
+	}
+	return pg.opener(t, u(t), clock, pol)
+}
+
+func (pg *pgEnv) opener(t *testing.T, u string, clock keystore.Clock, pol keystore.Policies) storetest.Opener {
 	return func() keystore.Store {
 		return openPostgres(t, u, postgres.Options{Clock: clock, Policies: pol})
 	}
