@@ -54,8 +54,10 @@ func TestResumeCallsStayWithinTheClaim(t *testing.T) {
 	claim := 2 * time.Minute
 	store := &slotsHeldElsewhere{catchupStore: bs, clock: clock, free: clock.Now().Add(claim*3/4 - 2*time.Second)}
 	rs := &retryResumer{clock: clock, store: bs}
-	runFor(t, catchup.Options{Store: store, Policies: pol, Clock: clock.Now, Sleep: clock.Sleep,
-		Resumer: rs, Interval: 10 * time.Millisecond, Claim: claim, Poll: time.Second}, 3*time.Second)
+	lapsed := clock.Now().Add(claim + 10*time.Second) // the first claim is over: a call after it would be late
+	runTill(t, catchup.Options{Store: store, Policies: pol, Clock: clock.Now, Sleep: clock.Sleep,
+		Resumer: rs, Interval: 10 * time.Millisecond, Claim: claim, Poll: time.Second},
+		"past the first claim on the runner's clock", func() bool { return clock.Now().After(lapsed) })
 	rs.mu.Lock()
 	defer rs.mu.Unlock()
 	if len(rs.late) > 0 {

@@ -384,18 +384,3 @@ func (f *fakeN8n) written() int {
 	defer f.mu.Unlock()
 	return len(f.crm)
 }
-
-// runFor runs a runner with opts for d of real time, then stops it.
-func runFor(t *testing.T, opts catchup.Options, d time.Duration) {
-	t.Helper()
-	r, err := catchup.New(opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error)
-	go func() { done <- r.Run(ctx) }()
-	time.Sleep(d)
-	cancel()
-	<-done
-}

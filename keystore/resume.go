@@ -1,6 +1,7 @@
 package keystore
 
 import (
+	"errors"
 	"fmt"
 	"net"
 	"net/url"
@@ -22,6 +23,14 @@ import (
 //	another execution than the caller's  -> refused: resume_execution (CheckExecution)
 //
 // The rule names are the problem's field rules (field resume_url).
+//
+// n8n's resume URLs carry its WEBHOOK_URL, which is often public (the
+// address senders and people see) while the guard reaches n8n privately
+// (http://n8n:5678). A public origin may name the address the guard calls
+// instead (WithPublic): the resume URL is checked against the public
+// origin, and the call goes to the private address with the same path and
+// query; nothing else changes (the method, the header credential, the
+// body). The guard's calls then never leave the private network.
 
 // DefaultResumePath is n8n's waiting-webhook path ($execution.resumeUrl is
 // <webhook base>/webhook-waiting/<execution id>); n8n's
@@ -31,9 +40,10 @@ const DefaultResumePath = "/webhook-waiting/"
 // ResumeTargets are the n8n instances resume calls may go to. The zero
 // value allows none: every resume URL is refused (resume_unconfigured).
 type ResumeTargets struct {
-	origins []string // scheme://host:port, lower case, default ports explicit
-	bases   []string // each origin's path prefix (n8n's N8N_PATH), "" or "/n8n"
-	path    string   // "/webhook-waiting/": the path after the base
+	origins []string   // scheme://host:port, lower case, default ports explicit
+	bases   []string   // each origin's path prefix (n8n's N8N_PATH), "" or "/n8n"
+	calls   []*url.URL // where a resume URL of the origin is called (scheme and host only); nil: the origin itself
+	path    string     // "/webhook-waiting/": the path after the base
 }
 
 // NewResumeTargets makes the targets of the given origins (n8n's base
@@ -53,7 +63,8 @@ func NewResumeTargets(origins []string, path string) (ResumeTargets, error) {
 			return ResumeTargets{}, fmt.Errorf("resume origin %q: want an absolute http:// or https:// address of an n8n instance", o)
 		}
 		t.origins = append(t.origins, originOf(u))
-		t.bases = append(t.bases, strings.TrimSuffix(strings.TrimSuffix(u.EscapedPath(), "/"), "/api/v1"))
+		t.bases = append(t.bases, baseOf(u))
+		t.calls = append(t.calls, nil)
 	}
 	path = strings.Trim(strings.TrimSpace(path), "/")
 	if path == "" {
@@ -67,6 +78,59 @@ func NewResumeTargets(origins []string, path string) (ResumeTargets, error) {
 	return t, nil
 }
 
+// WithPublic is t accepting the resume URLs of public (n8n's WEBHOOK_URL,
+// e.g. https://n8n.example.org) and calling them at private (the address
+// the guard reaches the same n8n at, e.g. http://n8n:5678): same path,
+// same query, only the scheme, host and port replaced. Empty private: the
+// public address is called itself. The public origin is checked first, so
+// it is mapped even when t lists it already. A path in private must be
+// public's (n8n's N8N_PATH is the same behind both): the guard does not
+// rewrite paths.
+func (t ResumeTargets) WithPublic(public, private string) (ResumeTargets, error) {
+	pu, err := absoluteHTTP(public)
+	if err != nil {
+		return ResumeTargets{}, fmt.Errorf("n8n's public webhook address %q: %w", public, err)
+	}
+	var call *url.URL
+	if strings.TrimSpace(private) != "" {
+		if call, err = absoluteHTTP(private); err != nil {
+			return ResumeTargets{}, fmt.Errorf("the address the guard calls n8n at %q: %w", private, err)
+		}
+		if pb, cb := baseOf(pu), baseOf(call); cb != "" && cb != pb {
+			return ResumeTargets{}, fmt.Errorf("the address the guard calls n8n at %q has the path %q, n8n's public webhook address %q has %q: the guard calls the resume URL's own path at the private address, so both must have the same path (n8n's N8N_PATH), or the private one none", private, cb, public, pb)
+		}
+		call = &url.URL{Scheme: strings.ToLower(call.Scheme), Host: call.Host}
+	}
+	out := ResumeTargets{path: t.path,
+		origins: append([]string{originOf(pu)}, t.origins...),
+		bases:   append([]string{baseOf(pu)}, t.bases...),
+		calls:   append([]*url.URL{call}, t.calls...)}
+	return out, nil
+}
+
+// absoluteHTTP parses an operator's address of n8n: absolute http(s),
+// a host, no user information, query or fragment.
+func absoluteHTTP(raw string) (*url.URL, error) {
+	u, err := url.Parse(strings.TrimSpace(raw))
+	switch {
+	case err != nil:
+		return nil, fmt.Errorf("not a URL: %w", err)
+	case u.Host == "" || (u.Scheme != "http" && u.Scheme != "https"):
+		return nil, errors.New("want an absolute http:// or https:// address, e.g. https://n8n.example.org")
+	case u.User != nil:
+		return nil, errors.New("want no user information in it")
+	case u.RawQuery != "" || u.Fragment != "" || u.ForceQuery:
+		return nil, errors.New("want no query or fragment in it")
+	}
+	return u, nil
+}
+
+// baseOf is the path prefix of an n8n address ("" or "/n8n"): its path
+// without the trailing slash and the public API's /api/v1.
+func baseOf(u *url.URL) string {
+	return strings.TrimSuffix(strings.TrimSuffix(u.EscapedPath(), "/"), "/api/v1")
+}
+
 // Configured says whether any n8n instance is configured.
 func (t ResumeTargets) Configured() bool { return len(t.origins) > 0 }
 
@@ -75,6 +139,9 @@ func (t ResumeTargets) Origins() []string {
 	out := make([]string, len(t.origins))
 	for i, o := range t.origins {
 		out[i] = o + t.bases[i]
+		if c := t.calls[i]; c != nil {
+			out[i] += " (called at " + c.String() + ")"
+		}
 	}
 	return out
 }
@@ -104,20 +171,44 @@ func (t ResumeTargets) Check(raw string) error {
 // Refuses says why the guard must not call raw with the resume secret
 // ("": it may).
 func (t ResumeTargets) Refuses(raw string) string {
-	_, why := t.why(raw)
+	_, why, _ := t.match(raw)
 	return why
 }
 
+// Call is the URL the guard calls for the resume URL raw: raw itself, or,
+// when raw is of a public origin with a private address, raw's path and
+// query at that address. why says why raw must not be called ("" : it
+// may, and call is set).
+func (t ResumeTargets) Call(raw string) (call, why string) {
+	_, why, i := t.match(raw)
+	if why != "" {
+		return "", why
+	}
+	if t.calls[i] == nil {
+		return raw, ""
+	}
+	u, _ := url.Parse(raw) // match parsed it
+	u.Scheme, u.Host = t.calls[i].Scheme, t.calls[i].Host
+	return u.String(), ""
+}
+
 func (t ResumeTargets) why(raw string) (rule, why string) {
+	rule, why, _ = t.match(raw)
+	return rule, why
+}
+
+// match is why raw is refused (rule and text), or the index of the target
+// it is of.
+func (t ResumeTargets) match(raw string) (rule, why string, at int) {
 	if !t.Configured() {
-		return "resume_unconfigured", "cannot be used: no n8n instance is configured for resume calls (set N8N_URL, or n8n.resume_origins / N8N_GUARD_RESUME_ORIGINS in the guard's configuration), so parking is off"
+		return "resume_unconfigured", "cannot be used: no n8n instance is configured for resume calls (set N8N_URL, or n8n.resume_origins / N8N_GUARD_RESUME_ORIGINS in the guard's configuration), so parking is off", -1
 	}
 	u, err := url.Parse(raw)
 	if err != nil || u.Host == "" || (u.Scheme != "http" && u.Scheme != "https") {
-		return "http_url", "must be an absolute http:// or https:// URL"
+		return "http_url", "must be an absolute http:// or https:// URL", -1
 	}
 	if u.User != nil {
-		return "resume_origin", "must not carry user information"
+		return "resume_origin", "must not carry user information", -1
 	}
 	origin := originOf(u)
 	var wants []string
@@ -127,14 +218,14 @@ func (t ResumeTargets) why(raw string) (rule, why string) {
 		}
 		want := t.bases[i] + t.Path()
 		if waitingPath(u, want) {
-			return "", ""
+			return "", "", i
 		}
 		wants = append(wants, want)
 	}
 	if len(wants) == 0 {
-		return "resume_origin", fmt.Sprintf("points at %s, which is not a configured n8n instance (%s)", origin, strings.Join(t.origins, ", "))
+		return "resume_origin", fmt.Sprintf("points at %s, which is not a configured n8n instance (%s)", origin, strings.Join(t.origins, ", ")), -1
 	}
-	return "resume_path", fmt.Sprintf("must be n8n's waiting-webhook address %s<execution id> ($execution.resumeUrl)", strings.Join(wants, "… or "))
+	return "resume_path", fmt.Sprintf("must be n8n's waiting-webhook address %s<execution id> ($execution.resumeUrl)", strings.Join(wants, "… or ")), -1
 }
 
 // waitingPath says whether u's path is below prefix, as sent and as

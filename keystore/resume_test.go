@@ -107,3 +107,76 @@ func TestAResumeURLIsOnlyItsOwnExecutions(t *testing.T) {
 		}
 	}
 }
+
+// n8n's WEBHOOK_URL is public, the guard reaches n8n privately: resume
+// URLs of the public origin are checked as any (every refusal above still
+// holds for it) and called at the private address with the same path and
+// query; the private origin stays accepted, called as it is.
+func TestResumeTargetsCallAPublicOriginAtItsPrivateAddress(t *testing.T) {
+	base, err := keystore.NewResumeTargets([]string{"http://n8n:5678"}, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tg, err := base.WithPublic("https://N8N.example.org/", "http://n8n:5678")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for raw, want := range map[string]string{
+		"https://n8n.example.org/webhook-waiting/12?signature=abc": "http://n8n:5678/webhook-waiting/12?signature=abc",
+		"https://n8n.example.org:443/webhook-waiting/12":           "http://n8n:5678/webhook-waiting/12",
+		"http://n8n:5678/webhook-waiting/7":                        "http://n8n:5678/webhook-waiting/7", // parked before WEBHOOK_URL changed
+		"https://n8n.example.org/webhook-waiting/a%2Fb":            "http://n8n:5678/webhook-waiting/a%2Fb",
+	} {
+		if got, why := tg.Call(raw); why != "" || got != want {
+			t.Errorf("%s: called at %q (%s), want %s", raw, got, why, want)
+		}
+	}
+	for u, rule := range map[string]string{
+		"http://n8n.example.org/webhook-waiting/12":                 "resume_origin", // http, not https
+		"https://n8n.example.org:8443/webhook-waiting/12":           "resume_origin",
+		"https://evil.example/webhook-waiting/12":                   "resume_origin",
+		"https://n8n.example.org.evil.example/webhook-waiting/1":    "resume_origin",
+		"https://user@n8n.example.org/webhook-waiting/12":           "resume_origin",
+		"https://n8n.example.org/webhook/steal":                     "resume_path",
+		"https://n8n.example.org/webhook-waiting/":                  "resume_path",
+		"https://n8n.example.org/webhook-waiting/%2e%2e/rest/login": "resume_path",
+		"https://n8n.example.org/webhook-waiting/../rest/login":     "resume_path",
+		"ftp://n8n.example.org/webhook-waiting/1":                   "http_url",
+	} {
+		var e *errs.Error
+		if err := tg.Check(u); !errors.As(err, &e) || e.Fields[0].Rule != rule {
+			t.Errorf("%s: %v, want rule %s", u, err, rule)
+		}
+		if got, why := tg.Call(u); why == "" || got != "" {
+			t.Errorf("%s: would be called at %q", u, got)
+		}
+	}
+	// With a path (n8n's N8N_PATH) on both sides, the path is kept.
+	sub, err := keystore.ResumeTargets{}.WithPublic("https://example.com/n8n/", "http://n8n:5678/n8n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, why := sub.Call("https://example.com/n8n/webhook-waiting/3"); got != "http://n8n:5678/n8n/webhook-waiting/3" {
+		t.Errorf("under /n8n: called at %q (%s)", got, why)
+	}
+	// Without a private address the public one is called itself.
+	alone, err := keystore.ResumeTargets{}.WithPublic("https://n8n.example.org", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := alone.Call("https://n8n.example.org/webhook-waiting/3"); got != "https://n8n.example.org/webhook-waiting/3" {
+		t.Errorf("without a private address: called at %q", got)
+	}
+	for _, bad := range [][2]string{
+		{"n8n.example.org", "http://n8n:5678"},
+		{"https://", "http://n8n:5678"},
+		{"https://user:pw@n8n.example.org", "http://n8n:5678"},
+		{"https://n8n.example.org/?x=1", "http://n8n:5678"},
+		{"https://n8n.example.org", "n8n:5678"},
+		{"https://n8n.example.org", "http://n8n:5678/other"}, // the guard does not rewrite paths
+	} {
+		if _, err := base.WithPublic(bad[0], bad[1]); err == nil {
+			t.Errorf("public %q, private %q accepted", bad[0], bad[1])
+		}
+	}
+}

@@ -83,7 +83,10 @@ type ResumeBody struct {
 
 // Resume calls r's resume URL once and classifies n8n's answer.
 func (c *ResumeCaller) Resume(ctx context.Context, r *keystore.Record) ResumeOutcome {
-	if why := c.Targets.Refuses(r.ResumeURL); why != "" {
+	// target is r's resume URL, or its path at the private address the
+	// operator gave for n8n's public one (keystore.ResumeTargets.Call).
+	target, why := c.Targets.Call(r.ResumeURL)
+	if why != "" {
 		return ResumeOutcome{Answer: keystore.ResumeLost, Detail: "the guard does not call this resume URL: it " + why}
 	}
 	client := noRedirects(c.Client, 10*time.Second)
@@ -92,7 +95,7 @@ func (c *ResumeCaller) Resume(ctx context.Context, r *keystore.Record) ResumeOut
 		method = http.MethodPost
 	}
 	body, _ := json.Marshal(ResumeBody{ResumedBy: "n8n-guard", Namespace: r.Namespace, Key: r.Key, Attempt: r.Attempt})
-	req, err := newWebhookCall(ctx, method, r.ResumeURL, body, cmp.Or(c.Header, ResumeDefaultHeader), c.Secret)
+	req, err := newWebhookCall(ctx, method, target, body, cmp.Or(c.Header, ResumeDefaultHeader), c.Secret)
 	if err != nil {
 		return ResumeOutcome{Answer: keystore.ResumeLost, Detail: "the resume URL cannot be called: " + err.Error()}
 	}

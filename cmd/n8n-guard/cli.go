@@ -174,6 +174,7 @@ func (c *Config) applyEnvAndFile(getenv func(string) string) (err error) {
 	c.SlackBotToken, c.SlackAPIURL = getenv("SLACK_BOT_TOKEN"), getenv("SLACK_API_URL")
 	c.SlackSigningSecret, c.SlackAppToken = getenv("SLACK_SIGNING_SECRET"), getenv("SLACK_APP_TOKEN")
 	c.N8nAPIURL, c.N8nAPIKey, c.N8nURL = getenv("N8N_API_URL"), getenv("N8N_API_KEY"), getenv("N8N_URL")
+	c.N8nWebhookURL = getenv("N8N_WEBHOOK_URL")
 	c.ResumeSecret = getenv("N8N_GUARD_RESUME_SECRET")
 	c.ConsoleSessionKey = getenv("N8N_GUARD_CONSOLE_SESSION_KEY")
 	c.CheckSecret = getenv("N8N_GUARD_CHECK_SECRET")

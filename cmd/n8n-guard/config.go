@@ -78,6 +78,10 @@ type Config struct {
 	// n8n setup`): the console links executions and workflows there.
 	// Empty: N8N_API_URL's instance.
 	N8nURL string
+	// N8nWebhookURL (N8N_WEBHOOK_URL) is n8n's public webhook address
+	// (its WEBHOOK_URL) when the guard reaches n8n at N8N_API_URL
+	// instead: resume URLs of it are called there (resume.go).
+	N8nWebhookURL string
 	// ResumeSecret is the header credential of the resume calls to parked
 	// executions (park.go); empty: the database's on PostgreSQL, else the
 	// one in <data>/resume-secret (shared.go).

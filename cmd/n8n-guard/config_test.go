@@ -376,3 +376,60 @@ func TestResumeOriginsConfig(t *testing.T) {
 		t.Fatalf("an origin without a scheme: %v", err)
 	}
 }
+
+// n8n's public webhook address (N8N_WEBHOOK_URL, else n8n.webhook_url):
+// its resume URLs are accepted and called at N8N_API_URL's instance (else
+// N8N_URL) with the same path; the private origin stays accepted; a malformed
+// value stops the start with a message naming the setting.
+func TestN8nWebhookURLConfig(t *testing.T) {
+	fc, err := ParseFile(strings.NewReader("n8n:\n  webhook_url: https://file.example.org/\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, c := range map[string]struct {
+		cfg        Config
+		raw, call  string
+		alsoCalled string // another resume URL accepted as it is
+	}{
+		"the variable":               {Config{N8nWebhookURL: "https://n8n.example.org", N8nURL: "http://n8n:5678"}, "https://n8n.example.org/webhook-waiting/1", "http://n8n:5678/webhook-waiting/1", "http://n8n:5678/webhook-waiting/2"},
+		"the file":                   {Config{File: fc, N8nURL: "http://n8n:5678/"}, "https://file.example.org/webhook-waiting/1", "http://n8n:5678/webhook-waiting/1", "http://n8n:5678/webhook-waiting/2"},
+		"the variable first":         {Config{File: fc, N8nWebhookURL: "https://n8n.example.org", N8nURL: "http://n8n:5678"}, "https://n8n.example.org/webhook-waiting/1", "http://n8n:5678/webhook-waiting/1", ""},
+		"the API's instance":         {Config{N8nWebhookURL: "https://n8n.example.org", N8nAPIURL: "http://n8n:5678/api/v1"}, "https://n8n.example.org/webhook-waiting/1", "http://n8n:5678/webhook-waiting/1", ""},
+		"people's N8N_URL is public": {Config{N8nWebhookURL: "https://n8n.example.org", N8nURL: "https://n8n.example.org", N8nAPIURL: "http://n8n:5678"}, "https://n8n.example.org/webhook-waiting/1", "http://n8n:5678/webhook-waiting/1", ""},
+		"no private address":         {Config{N8nWebhookURL: "https://n8n.example.org"}, "https://n8n.example.org/webhook-waiting/1", "https://n8n.example.org/webhook-waiting/1", ""},
+	} {
+		tg, err := c.cfg.resumeTargets()
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if got, why := tg.Call(c.raw); got != c.call {
+			t.Errorf("%s: %s called at %q (%s), want %s", name, c.raw, got, why, c.call)
+		}
+		if c.alsoCalled != "" {
+			if got, why := tg.Call(c.alsoCalled); got != c.alsoCalled {
+				t.Errorf("%s: %s called at %q (%s)", name, c.alsoCalled, got, why)
+			}
+		}
+	}
+	if tg, _ := (Config{File: fc, N8nWebhookURL: "https://n8n.example.org", N8nURL: "http://n8n:5678"}).resumeTargets(); tg.Check("https://file.example.org/webhook-waiting/1") == nil {
+		t.Error("the file's webhook_url is accepted beside N8N_WEBHOOK_URL, which replaces it")
+	}
+	for _, bad := range []Config{
+		{N8nWebhookURL: "n8n.example.org", N8nURL: "http://n8n:5678"},
+		{N8nWebhookURL: "https://n8n.example.org", N8nURL: "http://n8n:5678/other"},
+	} {
+		_, err := bad.resumeTargets()
+		if err == nil || !strings.Contains(err.Error(), "N8N_WEBHOOK_URL / n8n.webhook_url") {
+			t.Errorf("%+v: %v, want an error naming N8N_WEBHOOK_URL", bad, err)
+		}
+	}
+	var c Config
+	if err := c.applyEnvAndFile(func(k string) string {
+		return map[string]string{"N8N_WEBHOOK_URL": "https://n8n.example.org", "N8N_URL": "http://n8n:5678"}[k]
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if c.N8nWebhookURL != "https://n8n.example.org" {
+		t.Fatalf("N8N_WEBHOOK_URL read as %q", c.N8nWebhookURL)
+	}
+}

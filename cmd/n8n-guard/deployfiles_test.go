@@ -18,7 +18,7 @@ import (
 // plainEnv are the variables serve and the client commands read directly
 // (not bound to a flag).
 var plainEnv = []string{"N8N_GUARD_TOKENS", "N8N_GUARD_TOKEN", "SLACK_BOT_TOKEN", "SLACK_API_URL",
-	"SLACK_SIGNING_SECRET", "SLACK_APP_TOKEN", "N8N_API_URL", "N8N_API_KEY", "N8N_URL", "N8N_GUARD_RESUME_ORIGINS", "N8N_GUARD_CONSOLE_SESSION_KEY", "N8N_GUARD_RESUME_SECRET", "N8N_GUARD_CHECK_SECRET", "N8N_GUARD_RESUME_PATH", "GOGC", "GOMEMLIMIT"}
+	"SLACK_SIGNING_SECRET", "SLACK_APP_TOKEN", "N8N_API_URL", "N8N_API_KEY", "N8N_URL", "N8N_WEBHOOK_URL", "N8N_GUARD_RESUME_ORIGINS", "N8N_GUARD_CONSOLE_SESSION_KEY", "N8N_GUARD_RESUME_SECRET", "N8N_GUARD_CHECK_SECRET", "N8N_GUARD_RESUME_PATH", "GOGC", "GOMEMLIMIT"}
 
 // knownEnv is every variable the binary reads: plainEnv and those bound to
 // a flag of any command.

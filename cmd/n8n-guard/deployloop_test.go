@@ -2,7 +2,6 @@ package main
 
 import (
 	"bytes"
-	"cmp"
 	"errors"
 	"io"
 	"net/url"
@@ -122,10 +121,11 @@ func TestDeployFilesRunTheWholeLoop(t *testing.T) {
 		if webhook == "" {
 			t.Fatalf("n8n has no WEBHOOK_URL: its resume URLs would point at localhost, the guard's own container")
 		}
-		resume := composeDefault(cmp.Or(guardEnv["N8N_GUARD_RESUME_ORIGINS"], guardEnv["N8N_URL"]))
-		if originOf(t, "n8n's WEBHOOK_URL", webhook) != originOf(t, "the guard's resume origin", resume) {
-			t.Errorf("n8n's resume URLs start %s, the guard accepts %s: every park is refused resume_origin", webhook, resume)
-		}
+		// n8n's resume URLs (public) are accepted and called at n8n's
+		// service on the compose network, as serve's own settings say.
+		guardConfig := Config{N8nWebhookURL: composeDefault(guardEnv["N8N_WEBHOOK_URL"]), N8nURL: composeDefault(guardEnv["N8N_URL"]),
+			N8nAPIURL: composeDefault(guardEnv["N8N_API_URL"]), ResumeOrigins: splitTokens(composeDefault(guardEnv["N8N_GUARD_RESUME_ORIGINS"]))}
+		wantResumeCallsAt(t, "compose", guardConfig, webhook, "http://n8n:5678")
 		for _, e := range append(slices.Clone(shared), secrets...) {
 			v, ok := guardEnv[e]
 			if !ok {
@@ -242,11 +242,14 @@ func TestDeployFilesRunTheWholeLoop(t *testing.T) {
 			pod := y(w, "spec", "template", "spec")
 			c := yl(pod, "containers")[0]
 			env := envOf(c)
-			origin := cmp.Or(env["N8N_GUARD_RESUME_ORIGINS"].value, env["N8N_URL"].value)
-			if origin == "" {
-				t.Errorf("%s: no resume origin (N8N_GUARD_RESUME_ORIGINS): n8n's WEBHOOK_URL must be named", where)
+			// n8n is not in these files: its WEBHOOK_URL is the guard's
+			// N8N_WEBHOOK_URL, called at n8n's Service.
+			guardConfig := Config{N8nWebhookURL: env["N8N_WEBHOOK_URL"].value, N8nURL: env["N8N_URL"].value,
+				N8nAPIURL: env["N8N_API_URL"].value, ResumeOrigins: splitTokens(env["N8N_GUARD_RESUME_ORIGINS"].value)}
+			if guardConfig.N8nWebhookURL == "" {
+				t.Errorf("%s: no N8N_WEBHOOK_URL: n8n's public WEBHOOK_URL must be named", where)
 			} else {
-				originOf(t, where, origin)
+				wantResumeCallsAt(t, where, guardConfig, guardConfig.N8nWebhookURL, "http://n8n.n8n.svc:5678")
 			}
 			for _, e := range append(append([]string{"N8N_GUARD_TOKENS"}, secrets...), shared...) {
 				if env[e] == (envVar{}) {
@@ -552,5 +555,23 @@ func TestDeployFilesGiveTheCheckSecretWhereverTheResumeSecret(t *testing.T) {
 		if n["N8N_GUARD_RESUME_SECRET"] != n["N8N_GUARD_CHECK_SECRET"] {
 			t.Errorf("%s: optional resume secret %d times, optional check secret %d times", f, n["N8N_GUARD_RESUME_SECRET"], n["N8N_GUARD_CHECK_SECRET"])
 		}
+	}
+}
+
+// wantResumeCallsAt checks that the guard configured as c accepts n8n's
+// resume URLs (webhook: n8n's WEBHOOK_URL) and calls them at private, the
+// address of n8n inside the deployment, with the same path.
+func wantResumeCallsAt(t *testing.T, where string, c Config, webhook, private string) {
+	t.Helper()
+	tg, err := c.resumeTargets()
+	if err != nil {
+		t.Errorf("%s: the guard would not start: %v", where, err)
+		return
+	}
+	raw := strings.TrimSuffix(webhook, "/") + "/webhook-waiting/12"
+	if call, why := tg.Call(raw); why != "" {
+		t.Errorf("%s: n8n's resume URL %s is refused: it %s", where, raw, why)
+	} else if want := private + "/webhook-waiting/12"; call != want {
+		t.Errorf("%s: n8n's resume URL %s is called at %s, want %s (n8n inside the deployment)", where, raw, call, want)
 	}
 }

@@ -69,7 +69,7 @@ func newKeysListCmd(o *clientOptions) *cobra.Command {
 				return enc.Encode(map[string]any{"items": items, "next_cursor": cursor})
 			}
 			tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "NAMESPACE\tKEY\tSTATE\tATTEMPT\tOWNER\tUPDATED\tREASON")
+			fmt.Fprintln(tw, "NAMESPACE\tKEY\tSTATE\tATTEMPT\tHOLDER\tUPDATED\tREASON")
 			for _, r := range items {
 				fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s\n", r.Namespace, r.Key, r.State, r.Attempt,
 					r.Owner, r.UpdatedAt.UTC().Format(time.RFC3339), r.Reason)

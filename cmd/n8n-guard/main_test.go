@@ -210,6 +210,10 @@ func TestOperatorCommands(t *testing.T) {
 	if err != nil || !strings.Contains(out, "B-1") || !strings.Contains(out, "B-2") || !strings.Contains(out, "unknown") {
 		t.Fatalf("keys list: %v\n%s", err, out)
 	}
+	// The column says holder, as the console does, and shows the holder.
+	if header, _, _ := strings.Cut(out, "\n"); !strings.Contains(header, "HOLDER") || strings.Contains(header, "OWNER") || !strings.Contains(out, "exec 9") {
+		t.Fatalf("keys list: want a HOLDER column showing exec 9 (the console's word), got\n%s", out)
+	}
 	out, err = run("keys", "list", "--state", "unknown", "--limit", "1", "--all", "--json")
 	if err != nil || strings.Count(out, `"key": "B-`) != 2 {
 		t.Fatalf("keys list --all --json: %v\n%s", err, out)

@@ -47,15 +47,18 @@ func (f *n8nFlags) add(cmd *cobra.Command) {
 	bindEnv(fs, "api-key", "N8N_API_KEY")
 	bindEnv(fs, "config", "N8N_GUARD_CONFIG")
 	bindEnv(fs, "n8n-version", "N8N_VERSION")
+	bindEnv(fs, "webhook-url", "N8N_WEBHOOK_URL")
 }
 
 // resumeTargets are the n8n instances the guard accepts resume URLs of,
 // found as serve finds them: N8N_GUARD_RESUME_ORIGINS, else the
 // configuration file's n8n.resume_origins, else N8N_URL's and
-// N8N_API_URL's origins.
+// N8N_API_URL's origins; and N8N_WEBHOOK_URL (else n8n.webhook_url). The
+// guard's variable, not --webhook-url: that flag says what n8n does, the
+// variable what the guard accepts.
 func (f *n8nFlags) resumeTargets(getenv func(string) string) (keystore.ResumeTargets, error) {
 	c := Config{ResumeOrigins: splitTokens(getenv("N8N_GUARD_RESUME_ORIGINS")), ResumePath: getenv("N8N_GUARD_RESUME_PATH"),
-		N8nURL: f.n8nURL, N8nAPIURL: getenv("N8N_API_URL")}
+		N8nURL: f.n8nURL, N8nAPIURL: getenv("N8N_API_URL"), N8nWebhookURL: getenv("N8N_WEBHOOK_URL")}
 	if f.config != "" {
 		fc, err := LoadFile(f.config)
 		if err != nil {
@@ -72,7 +75,7 @@ func (f *n8nFlags) resumeTargets(getenv func(string) string) (keystore.ResumeTar
 // would be refused (400, rule resume_unconfigured or resume_origin).
 func resumeOrigin(t keystore.ResumeTargets, webhookBase string) (text string, warn bool) {
 	base := strings.TrimRight(webhookBase, "/")
-	fix := fmt.Sprintf("start the guard with N8N_GUARD_RESUME_ORIGINS=%s (or n8n.resume_origins: [%s] in its configuration file)", base, base)
+	fix := fmt.Sprintf("start the guard with N8N_GUARD_RESUME_ORIGINS=%s (or n8n.resume_origins: [%s] in its configuration file), or, when that address is public and the guard reaches n8n privately, N8N_WEBHOOK_URL=%s (n8n.webhook_url) beside N8N_URL=<the private address>, so the guard calls the resume URLs there", base, base, base)
 	if !t.Configured() {
 		return "the guard has no n8n address for resume calls: parking is off and reserves with resume_url are refused (rule resume_unconfigured); " + fix, true
 	}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"fmt"
 	"log/slog"
 	"strings"
@@ -22,11 +23,23 @@ type N8nFileConfig struct {
 	// ResumePath is n8n's waiting-webhook path (n8n's
 	// N8N_ENDPOINT_WEBHOOK_WAIT; default webhook-waiting).
 	ResumePath string `yaml:"resume_path"`
+	// WebhookURL is n8n's public webhook address (n8n's WEBHOOK_URL, e.g.
+	// https://n8n.example.org/), where its resume URLs start when the
+	// guard reaches n8n privately: resume URLs there are accepted and
+	// called at N8N_API_URL's instance (the address the guard calls n8n
+	// at; else N8N_URL's) with the same path.
+	// N8N_WEBHOOK_URL replaces it.
+	WebhookURL string `yaml:"webhook_url"`
 }
 
 // resumeTargets are the n8n instances resume URLs may point at:
 // N8N_GUARD_RESUME_ORIGINS (comma-separated, replacing the file's list),
-// else n8n.resume_origins, else the origins of N8N_URL and N8N_API_URL.
+// else n8n.resume_origins, else the origins of N8N_URL and N8N_API_URL;
+// and n8n's public webhook address (N8N_WEBHOOK_URL, else
+// n8n.webhook_url), called at the private one: N8N_API_URL's instance,
+// where the guard calls n8n already, else N8N_URL (where people open n8n,
+// which may well be public). The private origins stay accepted:
+// executions parked before n8n's WEBHOOK_URL became public carry them.
 func (c Config) resumeTargets() (keystore.ResumeTargets, error) {
 	origins := c.ResumeOrigins
 	if len(origins) == 0 {
@@ -46,6 +59,15 @@ func (c Config) resumeTargets() (keystore.ResumeTargets, error) {
 	t, err := keystore.NewResumeTargets(origins, path)
 	if err != nil {
 		return t, fmt.Errorf("n8n.resume_origins / N8N_GUARD_RESUME_ORIGINS: %w", err)
+	}
+	if public := cmp.Or(c.N8nWebhookURL, c.File.N8n.WebhookURL); public != "" {
+		private := ""
+		if u := cmp.Or(c.N8nAPIURL, c.N8nURL); u != "" {
+			private = n8n.New(u, "", 0).Base()
+		}
+		if t, err = t.WithPublic(public, private); err != nil {
+			return t, fmt.Errorf("N8N_WEBHOOK_URL / n8n.webhook_url: %w", err)
+		}
 	}
 	return t, nil
 }

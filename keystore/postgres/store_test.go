@@ -18,6 +18,10 @@ import (
 // cluster (pgtest.URL: a loud skip without server binaries, a failure
 // under CI=true).
 func TestPostgres(t *testing.T) {
+	// Beside the PgBouncer run: each on schemas or databases of its own in
+	// the process's one cluster, so together they take the longer one's
+	// time, not the sum (go test's default 10 minutes on a busy machine).
+	t.Parallel()
 	base := pgtest.URL(t, "the PostgreSQL store tests")
 	pg := &pgEnv{fresh: func(t *testing.T) string { return pgtest.FreshSchema(t, base) }}
 	pg.run(t)
@@ -29,9 +33,21 @@ func TestPostgres(t *testing.T) {
 // it. Each test gets a database of its own (PgBouncer does not pass a
 // search_path on), reached with default_query_exec_mode=exec.
 func TestPostgresThroughPgBouncer(t *testing.T) {
+	t.Parallel() // beside TestPostgres
 	base := pgtest.URL(t, "the PostgreSQL store tests through PgBouncer")
 	via := pgtest.BouncerURL(t, base, "the PostgreSQL store tests through PgBouncer")
-	pg := &pgEnv{fresh: func(t *testing.T) string { return pgtest.FreshDatabase(t, base, via) }}
+	pg := &pgEnv{fresh: func(t *testing.T) string { return pgtest.FreshDatabase(t, base, via) },
+		// The conformance cases start on a copy of a migrated database:
+		// their store's Open finds the migrations done, through PgBouncer.
+		migrated: func(t *testing.T) string {
+			return pgtest.FreshDatabaseFrom(t, base, via, "guard_migrated", func(u string) error {
+				s, err := postgres.Open(context.Background(), u, postgres.Options{})
+				if err != nil {
+					return err
+				}
+				return s.Close()
+			})
+		}}
 	pg.run(t)
 	t.Run("prepared statements refused at start", func(t *testing.T) {
 		u := strings.Replace(pg.fresh(t), "default_query_exec_mode=exec", "default_query_exec_mode=cache_statement", 1)
@@ -124,8 +140,9 @@ func tamperResultRef(t *testing.T, s keystore.Store, ns, key string) {
 }
 
 // pgEnv is the server the PostgreSQL tests share; fresh gives each test
-// an empty schema or database of its own on it.
-type pgEnv struct{ fresh func(t *testing.T) string }
+// an empty schema or database of its own on it, migrated (nil: fresh) one
+// whose migrations are done, for the tests of a store's behaviour.
+type pgEnv struct{ fresh, migrated func(t *testing.T) string }
 
 func (pg *pgEnv) freshSchema(t *testing.T) string { return pg.fresh(t) }
 
@@ -139,7 +156,14 @@ func openPostgres(t *testing.T, url string, opts postgres.Options) *postgres.Sto
 }
 
 func (pg *pgEnv) newStore(t *testing.T, clock keystore.Clock, pol keystore.Policies) storetest.Opener {
-	u := pg.freshSchema(t)
+	u := pg.freshSchema
+	if pg.migrated != nil {
+		u = pg.migrated
+	}
+	return pg.opener(t, u(t), clock, pol)
+}
+
+func (pg *pgEnv) opener(t *testing.T, u string, clock keystore.Clock, pol keystore.Policies) storetest.Opener {
 	return func() keystore.Store {
 		return openPostgres(t, u, postgres.Options{Clock: clock, Policies: pol})
 	}
