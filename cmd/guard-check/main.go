@@ -1,3 +1,5 @@
+//go:build unix
+
 // Command guard-check is the soak form of the linearizability check
 // (internal/chaos): it builds the guard, runs clients and random faults
 // against each store for as long as asked, checks every key's history

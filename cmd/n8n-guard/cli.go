@@ -94,7 +94,9 @@ the data folder, or on PostgreSQL in the database, shared by every replica.
 Slack delivery uses SLACK_BOT_TOKEN and SLACK_API_URL; button clicks arrive
 over HTTP (SLACK_SIGNING_SECRET) or Socket Mode (SLACK_APP_TOKEN).
 N8N_API_URL and N8N_API_KEY (n8n's public API; scopes execution:read,
-execution:list and execution:retry) enable "Retry execution" and re-runs of executions
+execution:list, execution:retry, workflow:read and workflow:list: docs/n8n.md,
+"The n8n API key's scopes") enable "Retry execution", the watch for workflows
+n8n turns off, and re-runs of executions
 waiting at their re-run gate (docs/api.md);
 the console links executions and workflows to N8N_URL (default: N8N_API_URL's n8n).`
 

@@ -70,8 +70,11 @@ type Config struct {
 	// (xapp-…) receives them over Socket Mode instead.
 	SlackSigningSecret string
 	SlackAppToken      string
-	// N8nAPIURL and N8nAPIKey (n8n's public API, a key with the
-	// execution:retry scope) enable the "Retry execution" button.
+	// N8nAPIURL and N8nAPIKey (n8n's public API) enable the "Retry
+	// execution" button, re-runs and the off-workflow watch; the key's
+	// scopes (execution:read, execution:list, execution:retry,
+	// workflow:read, workflow:list) and what each is for: docs/n8n.md,
+	// "The n8n API key's scopes".
 	N8nAPIURL string
 	N8nAPIKey string
 	// N8nURL is n8n's address people open (N8N_URL, as for `n8n-guard

@@ -15,6 +15,8 @@ import (
 	"testing"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/n8n-guard/n8n-guard/api"
 )
 
 var updateScrape = flag.Bool("update-scrape", false, "rewrite deploy/monitoring/testdata/guard-start.prom from a fresh guard's first scrape")
@@ -99,7 +101,10 @@ func TestMonitoringSeriesAsTheGuardExportsThem(t *testing.T) {
 	n8nAPI := httptest.NewServer(http.NotFoundHandler())
 	defer n8nAPI.Close()
 	m := NewMain(Config{Addr: "127.0.0.1:0", DataDir: t.TempDir(), Tokens: []string{"t"}, File: file,
-		N8nAPIURL: n8nAPI.URL, N8nAPIKey: "n8n-api-key"}, nil)
+		N8nAPIURL: n8nAPI.URL, N8nAPIKey: "n8n-api-key",
+		// One failure report a minute: the second is refused, so the
+		// intake's refusal counter (born at its first refusal) is recorded.
+		HTTP: api.Limits{IntakePerMinute: 1}}, nil)
 	if err := m.Run(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -121,11 +126,16 @@ func TestMonitoringSeriesAsTheGuardExportsThem(t *testing.T) {
 	call(t, base, "t", http.MethodPost, "/v1/fail", map[string]any{"namespace": "crm-contacts", "key": "evt-1", "token": a["token"], "reason": "outcome_unknown"})
 	call(t, base, "wrong", http.MethodGet, "/v1/keys", nil)
 	call(t, base, "t", http.MethodPost, "/v1/reserve", map[string]any{"namespace": "invoices", "key": "evt-2", "destination": "crm"})
+	for _, id := range []string{"41", "42"} { // the second is over --intake-per-minute
+		call(t, base, "t", http.MethodPost, "/v1/n8n/error", map[string]any{
+			"execution": map[string]any{"id": id, "error": map[string]any{"message": "boom"}},
+			"workflow":  map[string]any{"id": "w1", "name": "lead to crm"}})
+	}
 	used, types := scrape() // every family's type: the first scrape lacks those born since
 
 	dir := filepath.Join(repo, "deploy", "monitoring", "testdata")
 	recorded := record(t, filepath.Join(dir, "guard-start.prom"), "a guard's first scrape", live, types)
-	recordedUsed := record(t, filepath.Join(dir, "guard-used.prom"), "the same guard's scrape after one unknown key and one wrong token", used, types)
+	recordedUsed := record(t, filepath.Join(dir, "guard-used.prom"), "the same guard's scrape after one unknown key, one wrong token, one refused destination and one refused failure report", used, types)
 
 	// Every counter an alert counts exists at 0 from start.
 	rules := alertRules(t, filepath.Join(repo, "deploy", "monitoring", "alerts.yml"))
