@@ -57,8 +57,10 @@ func (s *Service) retryOffered(ctx context.Context, r *Record) bool {
 }
 
 // executionMismatch asks n8n which workflow r's execution belongs to: ""
-// when it is the workflow r names (id, and name when r gives one), else
-// why not, in words for the person; an error when n8n could not say.
+// when it is the workflow r names (id and name), else
+// why not, in words for the person; an error when n8n could not say. The
+// name must be the one n8n gives: a failure without one is offered no
+// Retry execution.
 func (s *Service) executionMismatch(ctx context.Context, r *Record) (string, error) {
 	id, name, err := s.opts.Executions.WorkflowOf(ctx, r.ExecutionID)
 	var re *RetryError
@@ -67,7 +69,10 @@ func (s *Service) executionMismatch(ctx context.Context, r *Record) (string, err
 		return fmt.Sprintf("n8n does not know execution %s", r.ExecutionID), nil
 	case err != nil:
 		return "", err
-	case id != r.WorkflowID || (r.WorkflowName != "" && name != r.WorkflowName):
+	case id != r.WorkflowID || name != r.WorkflowName:
+		// The name too, always: a failure is routed by its workflow's
+		// name, and one that leaves the name out goes to an id rule or
+		// the default owner, whoever's workflow it names.
 		// n8n's names of the other workflow are not repeated: the sender
 		// of a forged failure must not learn them from the answer.
 		return fmt.Sprintf("execution %s is not one of workflow %q, which this failure names", r.ExecutionID, cmpOr(r.WorkflowName, r.WorkflowID)), nil
