@@ -207,9 +207,10 @@ func (b *Breaker) answered(ns, key string, now time.Time) {
 // that namespace's view, when another namespace reserves through the
 // destination: the breaker did not know the destination is shared (a new
 // destination, or one no second namespace had reserved through since the
-// upgrade), and one caller must not pause another's writes. The closing
-// is logged as breaker_closed, not naming the namespace (the event log is
-// every team's). A hold (OpenedBy "") is never narrowed.
+// upgrade), and one caller must not pause another's writes. The narrowing
+// is logged as breaker_narrowed, not naming the namespace (the event log
+// is every team's): never breaker_closed, which would tell Slack the
+// destination is back. A hold (OpenedBy "") is never narrowed.
 func (b *Breaker) demote(ns string, now time.Time) *Event {
 	if b.State == BreakerClosed || b.OpenedBy == "" || b.OpenedBy == ns || b.Maintenance != nil {
 		return nil
@@ -222,7 +223,7 @@ func (b *Breaker) demote(ns string, now time.Time) *Event {
 	if v.ReopensAt == nil { // a half-open breaker read from an old record
 		v.ReopensAt = timePtr(now)
 	}
-	ev := &Event{At: now, Kind: EventBreakerClosed, Destination: b.Destination, PausedReserves: b.PausedReserves,
+	ev := &Event{At: now, Kind: EventBreakerNarrowed, Destination: b.Destination, PausedReserves: b.PausedReserves,
 		Message: "open for one namespace alone, by its own failures: other namespaces write through the destination again"}
 	*b = Breaker{Destination: b.Destination, State: BreakerClosed, SeenNamespaces: b.SeenNamespaces, Views: []BreakerView{v}}
 	return ev

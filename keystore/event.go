@@ -11,6 +11,13 @@ const (
 	EventKeyUnknown    EventKind = "key_unknown"
 	EventBreakerOpened EventKind = "breaker_opened"
 	EventBreakerClosed EventKind = "breaker_closed"
+	// EventBreakerNarrowed: a breaker one namespace's failures opened for
+	// all (it was the destination's only known user) is open for that
+	// namespace alone, since another namespace reserved through the
+	// destination. Not breaker_closed: the destination is not back for
+	// the namespace whose writes failed, and its outage message stays
+	// open. No notification; the event log and the audit show it.
+	EventBreakerNarrowed EventKind = "breaker_narrowed"
 	// EventKeyResolved: a person decided a key (API, console, CLI, Slack),
 	// written with the resolution, so notify updates the messages about it
 	// at once. Owner is who resolved it and Message the resolution

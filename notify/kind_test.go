@@ -22,6 +22,11 @@ func TestKindOfEvents(t *testing.T) {
 			t.Errorf("kindOf(%s) = %s, %v; want %s", ev, got, ok, want)
 		}
 	}
+	// A narrowed breaker is still open for the namespace whose writes
+	// failed: it must not read as breaker_closed ("writes flow again").
+	if got, ok := kindOf(keystore.EventBreakerNarrowed); ok {
+		t.Errorf("breaker_narrowed made %s", got)
+	}
 	if got, ok := kindOf("key_resolved_somewhere_new"); ok {
 		t.Errorf("an unknown kind made %s", got)
 	}

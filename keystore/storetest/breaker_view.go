@@ -189,7 +189,7 @@ func runBreakerViews(t *testing.T, newStore New) {
 				}
 			}
 		}
-		if fmt.Sprint(kinds) != "[breaker_opened breaker_closed]" {
+		if fmt.Sprint(kinds) != "[breaker_opened breaker_narrowed]" {
 			t.Fatalf("events %v, want the opening for all and its narrowing", kinds)
 		}
 		// A person's hold is never narrowed.
