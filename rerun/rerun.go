@@ -268,8 +268,9 @@ func (r *Runner) round(ctx context.Context, last map[string]time.Time) time.Dura
 	return r.opts.Interval
 }
 
-// withoutPaused leaves out the re-runs whose destination is paused (its
-// breaker open, or a maintenance window): a re-run's gate would meet
+// withoutPaused leaves out the re-runs whose destination is paused for
+// them (its breaker open for all or for their namespace alone, or
+// a maintenance window): a re-run's gate would meet
 // destination_paused, which ends the re-run without a write and without
 // stopping at the gate. A half-open destination takes one re-run, whose
 // gate is its probe, when no probe is in flight; the others wait for the
@@ -286,31 +287,49 @@ func (r *Runner) withoutPaused(ctx context.Context, pending []*execution) ([]*ex
 	}
 	now := r.opts.Clock()
 	const probeLook = 30 * time.Second // a probe's write usually ends sooner than its lease
-	until := map[string]time.Time{}    // paused destinations, and until when
-	probe := map[string]bool{}         // half open, no probe in flight: one re-run may be it
-	for i := range breakers {
-		switch v := breakers[i].View(now); {
-		case v.State == keystore.BreakerOpen && v.ReopensAt != nil:
-			until[v.Destination] = *v.ReopensAt
-		case v.State == keystore.BreakerHalfOpen && v.ProbeUntil != nil && now.Before(*v.ProbeUntil):
-			until[v.Destination] = *v.ProbeUntil
-			if look := now.Add(probeLook); look.Before(*v.ProbeUntil) {
-				until[v.Destination] = look
+	// Paused destinations, and the namespaces a destination is paused
+	// for alone (its failures were theirs alone: their gate would meet
+	// destination_paused too), by pausedID, and until when; half open
+	// with no probe in flight: one re-run may be the probe.
+	until := map[string]time.Time{}
+	probe := map[string]bool{}
+	note := func(id string, state keystore.BreakerState, reopensAt, probeUntil *time.Time) {
+		switch {
+		case state == keystore.BreakerOpen && reopensAt != nil:
+			until[id] = *reopensAt
+		case state == keystore.BreakerHalfOpen && probeUntil != nil && now.Before(*probeUntil):
+			until[id] = *probeUntil
+			if look := now.Add(probeLook); look.Before(*probeUntil) {
+				until[id] = look
 			}
-		case v.State == keystore.BreakerHalfOpen:
-			probe[v.Destination] = true
+		case state == keystore.BreakerHalfOpen:
+			probe[id] = true
+		}
+	}
+	for i := range breakers {
+		v := breakers[i].View(now)
+		note(pausedID(v.Destination, ""), v.State, v.ReopensAt, v.ProbeUntil)
+		if v.State != keystore.BreakerClosed {
+			continue
+		}
+		for _, nv := range v.Views {
+			note(pausedID(v.Destination, nv.Namespace), nv.State, nv.ReopensAt, nv.ProbeUntil)
 		}
 	}
 	var back time.Duration
 	waiting := map[string]int{}
 	out := pending[:0]
 	for _, ex := range pending {
-		at, paused := until[ex.destination]
+		id := pausedID(ex.destination, "")
+		if _, paused := until[id]; !paused && !probe[id] {
+			id = pausedID(ex.destination, ex.keys[0].Namespace)
+		}
+		at, paused := until[id]
 		if !paused {
 			out = append(out, ex)
-			if probe[ex.destination] {
-				delete(probe, ex.destination)
-				until[ex.destination] = now.Add(probeLook)
+			if probe[id] {
+				delete(probe, id)
+				until[id] = now.Add(probeLook)
 			}
 			continue
 		}
@@ -318,10 +337,14 @@ func (r *Runner) withoutPaused(ctx context.Context, pending []*execution) ([]*ex
 		back = sooner(back, max(at.Sub(now), time.Second))
 	}
 	for dest, n := range waiting {
-		r.opts.Logger.Info("re-runs wait for their destination: it is paused, or its probe runs", "destination", dest, "executions", n, "until", until[dest])
+		r.opts.Logger.Info("re-runs wait for their destination: it is paused (for all, or for their namespace), or its probe runs", "destination", dest, "executions", n)
 	}
 	return out, back
 }
+
+// pausedID names a destination's pause: for every namespace (ns ""), or
+// for ns alone.
+func pausedID(dest, ns string) string { return dest + "\x00" + ns }
 
 // ExecutionOf is the workflow and the n8n execution a holder names (""
 // : none): keystore.ExecutionOf, which the resume URLs' rule reads too.

@@ -467,3 +467,66 @@ func counter(t *testing.T, reg *prometheus.Registry, result string) float64 {
 	}
 	return 0
 }
+
+// A destination paused for one namespace alone (its failures were that
+// namespace's only) holds back that namespace's re-runs: their gate would
+// meet destination_paused, end without a write, and n8n would be asked
+// again and again. Another namespace's re-run through the same
+// destination goes at once, although granted later.
+func TestADestinationPausedForOneNamespaceHoldsBackOnlyItsReRuns(t *testing.T) {
+	e := setup(t)
+	ctx := e.ctx
+	must := func(r keystore.Result, err error) keystore.Result {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	// billing writes through "shared" too: a key at its gate, then a
+	// write that succeeds (the destination answered: no failure counts).
+	bowner := "n8n wf1 exec 50"
+	r := must(e.store.Reserve(ctx, keystore.ReserveRequest{Namespace: "billing", Key: "bk", Owner: bowner, Destination: "shared"}))
+	must(e.store.Fail(ctx, keystore.FailRequest{Namespace: "billing", Key: "bk", Token: r.Token, Reason: keystore.ReasonDestinationFailed}))
+	if g := must(e.store.Reserve(ctx, keystore.ReserveRequest{Namespace: "billing", Key: "bk", Owner: bowner, Destination: "shared", Rerun: true})); g.Outcome != keystore.OutcomeRerunNotGranted {
+		t.Fatalf("billing's gate: %s", g.Outcome)
+	}
+	ok := must(e.store.Reserve(ctx, keystore.ReserveRequest{Namespace: "billing", Key: "b-ok", Owner: "n8n wf9 exec 9", Destination: "shared"}))
+	must(e.store.Complete(ctx, keystore.CompleteRequest{Namespace: "billing", Key: "b-ok", Token: ok.Token}))
+	// crm's key at its gate, then crm's own writes fail until crm alone is
+	// paused.
+	e.atGate("k1", "41", "shared")
+	for i := 0; ; i++ {
+		bs, err := e.store.Destinations(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(bs) == 1 && bs[0].StateFor("crm", time.Now()) == keystore.BreakerOpen && bs[0].StateFor("billing", time.Now()) == keystore.BreakerClosed {
+			break
+		}
+		if i == 20 {
+			t.Fatalf("crm's failures did not pause shared for crm alone: %+v", bs)
+		}
+		x := must(e.store.Reserve(ctx, keystore.ReserveRequest{Namespace: "crm", Key: fmt.Sprint("x", i), Owner: "n8n wf2 exec 2", Destination: "shared"}))
+		if x.Token != "" {
+			must(e.store.Fail(ctx, keystore.FailRequest{Namespace: "crm", Key: fmt.Sprint("x", i), Token: x.Token, Reason: keystore.ReasonDestinationUnreachable}))
+		}
+	}
+	e.grant("k1") // crm's first
+	time.Sleep(5 * time.Millisecond)
+	must(e.store.Resolve(ctx, keystore.ResolveRequest{Namespace: "billing", Key: "bk", Resolution: keystore.StateFailed, Rerun: true, By: "Bo", Note: "ERP back"}))
+	f := newN8n(func(id string) (string, error) { return "new-" + id, nil })
+	r2, _ := run(t, e, f, rerun.Options{Pace: time.Millisecond, Interval: time.Hour})
+	wait(t, f, 1)
+	r2.Kick()
+	waitFor(t, "billing's re-run noted", func() bool {
+		l, err := e.store.Lookup(ctx, "billing", "bk")
+		return err == nil && l.Record != nil && keystore.LastTransition(l.Record).Event == keystore.HistoryRerunStarted
+	})
+	if got := f.retries(); len(got) != 1 || got[0] != "50" {
+		t.Fatalf("n8n was asked %v: want billing's 50 only; crm's 41 waits while shared is paused for crm", got)
+	}
+	if l := e.last("k1"); l.Event == keystore.HistoryRerunStarted || l.Event == keystore.HistoryRerunStarting {
+		t.Fatalf("crm's re-run went on while crm is paused: %+v", l)
+	}
+}
