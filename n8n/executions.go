@@ -121,10 +121,16 @@ func guardAnswer(raw json.RawMessage, orBody bool) (ns, key string, ok bool) {
 	return "", "", false
 }
 
-// retriesPages bounds the pages RetriedAs reads: a retry starts after the
-// execution it retries, and n8n lists the newest first, so it is on the
-// first pages unless the workflow ran thousands of times since.
-const retriesPages = 20
+// retriesPages bounds the pages RetriedAs reads per status (each page one
+// call against n8n's API, beside the re-runs' read cap): a retry starts
+// after the execution it retries and n8n lists the newest first, so it is
+// on the first pages unless the workflow ran 500 times since.
+const retriesPages = 5
+
+// retrySkew is how far n8n's clock may be behind the guard's when
+// RetriedAs compares a retry's startedAt with the grant: a retry n8n
+// started that much before the grant still counts as the grant's.
+const retrySkew = 30 * time.Second
 
 // RetriedAs is the id of an execution that n8n started at or after since
 // as a retry of execution id of workflow ("" when none): GET
@@ -175,7 +181,7 @@ func (c *Client) retryIn(ctx context.Context, workflow, id, status string, since
 		older := false
 		for _, ex := range page.Data {
 			exID := idString(ex.ID)
-			if ex.RetryOf != nil && idString(ex.RetryOf) == id && exID != "" && !startedBefore(ex.StartedAt, since) {
+			if ex.RetryOf != nil && idString(ex.RetryOf) == id && exID != "" && !startedBefore(ex.StartedAt, since.Add(-retrySkew)) {
 				return exID, nil
 			}
 			older = older || numericallyBefore(exID, id)
