@@ -266,6 +266,13 @@ func (b *Breaker) open(pol DestinationPolicy, now time.Time) {
 	// window is an outage that begins now: the window is over either way.
 	if b.State != BreakerHalfOpen || b.Maintenance != nil || b.OpenedAt == nil {
 		b.OpenedAt = timePtr(now)
+		// Opened for all when a second namespace agreed: the outage began
+		// when the first namespace's own breaker opened.
+		for _, v := range b.Views {
+			if v.State == BreakerOpen && v.OpenedAt != nil && v.OpenedAt.Before(*b.OpenedAt) {
+				b.OpenedAt = copyTime(v.OpenedAt)
+			}
+		}
 	}
 	b.Maintenance = nil
 	b.Reset = nil

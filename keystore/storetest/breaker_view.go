@@ -45,12 +45,18 @@ func runBreakerViews(t *testing.T, newStore New) {
 		if p.PausedFor != keystore.PausedNamespace || keystore.CeilSeconds(p.RetryAfter) != 60 {
 			t.Fatalf("crm's reserve: paused_for %q, retry %s; want namespace, 60 s", p.PausedFor, p.RetryAfter)
 		}
+		crmOpened := *b.Views[0].OpenedAt
+		e.clock.Advance(30 * time.Second)
 		pr := e.reserve(pay, "pay-1", withDest("shared"))
 		wantOutcome(t, pr, keystore.OutcomeAccepted)
 		// payments fails too: two namespaces agree, open for everyone.
 		e.fail(pay, "pay-1", pr.Token, keystore.ReasonDestinationUnreachable)
 		if b := breaker(t, e, "shared"); b.State != keystore.BreakerOpen || len(b.Views) != 0 {
 			t.Fatalf("after payments failed too: %+v, want open for all", b)
+		}
+		// The outage began when crm's own breaker opened, not now.
+		if b := breaker(t, e, "shared"); b.OpenedAt == nil || !b.OpenedAt.Equal(crmOpened) {
+			t.Fatalf("open for all since %v, want since crm's own breaker opened, %v", b.OpenedAt, crmOpened)
 		}
 		p = e.reserve("bookings", "b-1", withDest("shared"))
 		wantOutcome(t, p, keystore.OutcomeDestinationPaused)
