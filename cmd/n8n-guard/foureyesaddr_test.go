@@ -75,7 +75,7 @@ tokens:
 	request := func(key, who string) {
 		t.Helper()
 		status, a := call(t, base, "tok", http.MethodPost, "/v1/reserve", map[string]any{"namespace": "invoices", "key": key,
-			"resume_url": "http://n8n.local/webhook-waiting/" + key, "fingerprint": key, "requested_by": who})
+			"resume_url": "http://n8n.local/webhook-waiting/" + key, "owner": "n8n execution " + key, "fingerprint": key, "requested_by": who})
 		if status != http.StatusOK || a["outcome"] != "parked" {
 			t.Fatalf("reserve %s by %q: %d %v", key, who, status, a)
 		}

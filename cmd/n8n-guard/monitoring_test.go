@@ -131,7 +131,15 @@ func TestMonitoringSeriesAsTheGuardExportsThem(t *testing.T) {
 			"execution": map[string]any{"id": id, "error": map[string]any{"message": "boom"}},
 			"workflow":  map[string]any{"id": "w1", "name": "lead to crm"}})
 	}
-	used, types := scrape() // every family's type: the first scrape lacks those born since
+	// The notifications of the unknown key and the failure report are
+	// taken from the event log by notify's own loop: wait for both, so the
+	// recording does not depend on how fast it ran.
+	var used, types map[string]string
+	waitUntil(t, "notify accepted the unknown key's and the failure's notifications", func() bool {
+		used, types = scrape() // every family's type: the first scrape lacks those born since
+		return used[`n8n_guard_notify_accepted_total{kind="key_unknown",status="queued"}`] != "" &&
+			used[`n8n_guard_notify_accepted_total{kind="workflow_failed",status="queued"}`] != ""
+	})
 
 	dir := filepath.Join(repo, "deploy", "monitoring", "testdata")
 	recorded := record(t, filepath.Join(dir, "guard-start.prom"), "a guard's first scrape", live, types)
