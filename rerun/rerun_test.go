@@ -513,7 +513,12 @@ func TestADestinationPausedForOneNamespaceHoldsBackOnlyItsReRuns(t *testing.T) {
 		}
 	}
 	e.grant("k1") // crm's first
-	time.Sleep(5 * time.Millisecond)
+	// billing's grant must come later on the store's millisecond clock,
+	// so that crm's is the older one the runner would take first.
+	waitFor(t, "a later millisecond than crm's grant", func() bool {
+		l, err := e.store.Lookup(ctx, "crm", "k1")
+		return err == nil && l.Record.ResolvedAt != nil && time.Now().Truncate(time.Millisecond).After(*l.Record.ResolvedAt)
+	})
 	must(e.store.Resolve(ctx, keystore.ResolveRequest{Namespace: "billing", Key: "bk", Resolution: keystore.StateFailed, Rerun: true, By: "Bo", Note: "ERP back"}))
 	f := newN8n(func(id string) (string, error) { return "new-" + id, nil })
 	r2, _ := run(t, e, f, rerun.Options{Pace: time.Millisecond, Interval: time.Hour})

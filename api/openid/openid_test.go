@@ -184,7 +184,7 @@ func TestIDTokenChecks(t *testing.T) {
 // claim" signs in; EmailVerifiedOptional ignored: "no claim, the
 // operator opted out" is refused; the false case let through with the
 // opt-out: "false, the operator opted out" signs in; any string read as
-// verified (issue 44): the string "false" signs in.
+// verified: the string "false" signs in.
 func TestEmailMustBeVerified(t *testing.T) {
 	is := openidtest.New("c1", "secret-1")
 	defer is.Close()
