@@ -99,10 +99,10 @@ async function runSingle(params, items, extra) {
 }
 
 /** Runs and expects the node to throw; returns the error. */
-async function failure(params, items) {
+async function failure(params, items, executionId) {
 	let thrown;
 	try {
-		await runSingle(params, items);
+		await runWorkflow(single(params), { start: 'Trigger', items, credentials, ...(executionId ? { executionId } : {}) });
 	} catch (error) {
 		thrown = error;
 	}
@@ -801,7 +801,7 @@ describe('approval before writing', () => {
 
 	test('without Payload or Fingerprint a gated namespace is an error naming the field; nothing is recorded', async () => {
 		const key = ns('inv');
-		const error = await failure(gated('9301', 'jane', null), [{ event_id: key }]);
+		const error = await failure(gated('9301', 'jane', null), [{ event_id: key }], '9301');
 		assert.equal(error.httpCode, '400');
 		assert.equal(error.errorResponse.code, 'invalid_request');
 		assert.match(error.description, /Fields: payload: required_without=fingerprint/);
@@ -814,7 +814,7 @@ describe('approval before writing', () => {
 		await runWorkflow(single(gated('9401', 'jane')), { start: 'Trigger', items: [{ event_id: key, amount: 1200 }], credentials, executionId: '9401' });
 		assert.equal((await decide('approve', key, 'controller', 'amount checked')).status, 200);
 		await wait.wokenUp('9401');
-		const error = await failure(gated('9401', 'jane'), [{ event_id: key, amount: 99999 }]);
+		const error = await failure(gated('9401', 'jane'), [{ event_id: key, amount: 99999 }], '9401');
 		assert.equal(error.httpCode, '422');
 		assert.equal(error.errorResponse.code, 'key_reused');
 		const resumed = await runWorkflow(single(gated('9401', 'jane')), { start: 'Trigger', items: [{ event_id: key, amount: 1200 }], credentials, executionId: '9401' });
