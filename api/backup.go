@@ -7,13 +7,12 @@ import (
 	"time"
 
 	"github.com/gofiber/fiber/v2"
+	"github.com/n8n-guard/n8n-guard/api/wire"
 	"github.com/n8n-guard/n8n-guard/errs"
 )
 
-// BackupPath is the route of a backup. It is an admin route for a token
-// without namespace limits: whoever holds its answer holds every key of
-// every namespace, every notification and its text.
-const BackupPath = "/v1/admin/backup"
+// BackupPath is the route of a backup (wire.BackupPath).
+const BackupPath = wire.BackupPath
 
 // Backuper is a store that can copy itself while it serves (bbolt), passed
 // as Config.Backup. PostgreSQL is backed up with pg_dump instead

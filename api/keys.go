@@ -10,6 +10,7 @@ import (
 	"github.com/gofiber/fiber/v2"
 
 	"github.com/n8n-guard/n8n-guard/api/access"
+	"github.com/n8n-guard/n8n-guard/api/wire"
 	"github.com/n8n-guard/n8n-guard/errs"
 	"github.com/n8n-guard/n8n-guard/keystore"
 	"github.com/n8n-guard/n8n-guard/rerun"
@@ -77,29 +78,9 @@ type listQuery struct {
 	Cursor    string
 }
 
-// Answer is the flat object every call on a key answers: the outcome and
-// the key's record at the top level of one object.
-type Answer struct {
-	Found   *bool            `json:"found,omitempty"`
-	Outcome keystore.Outcome `json:"outcome"`
-	Proceed bool             `json:"proceed"`
-	Token   string           `json:"token,omitempty"`
-	// Repeat marks an accepted answer given again to a repeated reserve
-	// (same request_id, lease live): the same token, nothing new recorded.
-	Repeat            bool `json:"repeat,omitempty"`
-	RetryAfterSeconds int  `json:"retry_after_seconds,omitempty"`
-	// ExpectedResumeAt, with outcome parked: when the guard expects to
-	// resume the execution (the end of the destination's cooldown).
-	ExpectedResumeAt *time.Time `json:"expected_resume_at,omitempty"`
-	// AwaitingApproval, with outcome parked: the key waits for a person's
-	// approval (keystore/approval.go), not for its destination.
-	AwaitingApproval bool `json:"awaiting_approval,omitempty"`
-	// PausedFor, with outcome destination_paused: "namespace" when only
-	// the caller's namespace is paused (its own writes failed; other
-	// namespaces still write through the destination).
-	PausedFor string `json:"paused_for,omitempty"`
-	*keystore.Record
-}
+// Answer is the flat object every call on a key answers (the client
+// reads it too, so it lives in api/wire).
+type Answer = wire.Answer
 
 // absentAnswer is the answer about a key that has no record: the lookup
 // of a key never seen, or a reserve of a new key that the destination's

@@ -10,7 +10,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/n8n-guard/n8n-guard/api"
+	"github.com/n8n-guard/n8n-guard/api/wire"
 	"github.com/n8n-guard/n8n-guard/keystore"
 	"github.com/n8n-guard/n8n-guard/notify"
 )
@@ -79,8 +79,8 @@ type Resolution struct {
 }
 
 // Resolve records a person's decision about a key.
-func (c *Client) Resolve(ctx context.Context, r Resolution) (api.Answer, error) {
-	var a api.Answer
+func (c *Client) Resolve(ctx context.Context, r Resolution) (wire.Answer, error) {
+	var a wire.Answer
 	if err := c.Do(ctx, http.MethodPost, "/v1/resolve", r, &a); err != nil {
 		return a, err
 	}
@@ -121,7 +121,7 @@ func (c *Client) Backup(ctx context.Context, w io.Writer) (int64, error) {
 	if c.timeout > 0 {
 		late = time.AfterFunc(c.timeout, cancel)
 	}
-	resp, err := c.send(ctx, c.stream, http.MethodGet, api.BackupPath, nil)
+	resp, err := c.send(ctx, c.stream, http.MethodGet, wire.BackupPath, nil)
 	if late != nil && !late.Stop() {
 		if err == nil {
 			resp.Body.Close()
@@ -134,7 +134,7 @@ func (c *Client) Backup(ctx context.Context, w io.Writer) (int64, error) {
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
 		raw, _ := io.ReadAll(io.LimitReader(resp.Body, bodyLimit))
-		return 0, answerError(http.MethodGet, api.BackupPath, resp.StatusCode, raw)
+		return 0, answerError(http.MethodGet, wire.BackupPath, resp.StatusCode, raw)
 	}
 	n, err := io.Copy(w, resp.Body)
 	if err == nil && resp.ContentLength >= 0 && n != resp.ContentLength {
@@ -188,12 +188,12 @@ type Approval struct {
 }
 
 // Approve approves a key, or rejects it when reject is true.
-func (c *Client) Approve(ctx context.Context, a Approval, reject bool) (api.Answer, error) {
+func (c *Client) Approve(ctx context.Context, a Approval, reject bool) (wire.Answer, error) {
 	path := "/v1/approve"
 	if reject {
 		path = "/v1/reject"
 	}
-	var out api.Answer
+	var out wire.Answer
 	if err := c.Do(ctx, http.MethodPost, path, a, &out); err != nil {
 		return out, err
 	}

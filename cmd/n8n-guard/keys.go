@@ -16,7 +16,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/n8n-guard/n8n-guard/api"
+	"github.com/n8n-guard/n8n-guard/api/wire"
 	"github.com/n8n-guard/n8n-guard/client"
 	"github.com/n8n-guard/n8n-guard/errs"
 	"github.com/n8n-guard/n8n-guard/keystore"
@@ -147,7 +147,7 @@ token <name>)". The answer says who was recorded.`,
 			if failed {
 				resolution = keystore.StateFailed
 			}
-			a, err := decide(o.decider(by), func(by string) (api.Answer, error) {
+			a, err := decide(o.decider(by), func(by string) (wire.Answer, error) {
 				return c.Resolve(cmd.Context(), client.Resolution{
 					Namespace: args[0], Key: args[1], Resolution: resolution,
 					By: by, Note: note, ResultRef: resultRef, Force: force,
@@ -370,7 +370,7 @@ func newKeysApproveCmd(o *clientOptions, reject bool) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			a, err := decide(o.decider(by), func(by string) (api.Answer, error) {
+			a, err := decide(o.decider(by), func(by string) (wire.Answer, error) {
 				return c.Approve(cmd.Context(), client.Approval{Namespace: args[0], Key: args[1], By: by, Note: note}, reject)
 			})
 			if err != nil {
