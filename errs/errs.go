@@ -47,6 +47,14 @@ const (
 	RerunNotGranted Code = "rerun_not_granted"
 )
 
+// Unauthorized: who asked could not be identified (no valid bearer token,
+// console session or Slack signature). It is no domain code: only the
+// adapters that check a caller raise it (api, api/openid, slack's
+// signature check), and api/problem lists it with the transport's codes
+// (problem.Unauthorized is this code). It is here so that an adapter that
+// is not HTTP's can raise it without importing api/problem.
+const Unauthorized Code = "unauthorized"
+
 // Codes lists every domain code, for the tests that check each has its
 // status and documentation.
 var Codes = []Code{InvalidRequest, InvalidKey, NotFound, KeyReused, StaleToken, Conflict,

@@ -10,6 +10,7 @@ import (
 
 	"github.com/n8n-guard/n8n-guard/errs"
 	"github.com/n8n-guard/n8n-guard/keystore"
+	"github.com/n8n-guard/n8n-guard/slack/mrkdwn"
 )
 
 // Approval before writing (keystore/approval.go): each new event of a
@@ -153,11 +154,11 @@ func (s *Service) actApproval(ctx context.Context, target *Record, c Click) {
 	switch {
 	case errors.As(err, &ke) && (ke.Code == errs.Conflict || ke.Code == errs.Forbidden || ke.Code == errs.NotFound):
 		s.m.refusedClicks.Inc()
-		s.ephemeral(ctx, c, EscapeMrkdwn(ke.Message)+".")
+		s.ephemeral(ctx, c, mrkdwn.Escape(ke.Message)+".")
 		return
 	case err != nil:
 		s.log.Warn("deciding an approval from Slack failed", "namespace", target.Namespace, "key", target.Key, "err", err)
-		s.ephemeral(ctx, c, "n8n-guard could not record your decision ("+EscapeMrkdwn(errs.MessageOf(err))+"); nothing changed. Try again.")
+		s.ephemeral(ctx, c, "n8n-guard could not record your decision ("+mrkdwn.Escape(errs.MessageOf(err))+"); nothing changed. Try again.")
 		return
 	case res.Replayed:
 		// A replayed or late click: the key was decided before.
@@ -169,7 +170,7 @@ func (s *Service) actApproval(ctx context.Context, target *Record, c Click) {
 				at = " at " + Clock(*res.Record.ResolvedAt)
 			}
 		}
-		s.ephemeral(ctx, c, fmt.Sprintf("Already %s by %s%s. Nothing changed.", decision, EscapeMrkdwn(who), at))
+		s.ephemeral(ctx, c, fmt.Sprintf("Already %s by %s%s. Nothing changed.", decision, mrkdwn.Escape(who), at))
 		return
 	}
 	if err := s.record(ctx, target.ID, decision, c.UserID, ""); err != nil {

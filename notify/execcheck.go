@@ -1,6 +1,8 @@
 package notify
 
 import (
+	"github.com/n8n-guard/n8n-guard/slack/mrkdwn"
+
 	"context"
 	"errors"
 	"fmt"
@@ -88,11 +90,11 @@ func (s *Service) checkExecution(ctx context.Context, r *Record) string {
 	switch {
 	case err != nil:
 		s.log.Warn("cannot ask n8n whose execution a failure names; Retry execution refused", "id", r.ID, "execution", r.ExecutionID, "err", err)
-		return "n8n-guard could not ask n8n which workflow execution " + EscapeMrkdwn(r.ExecutionID) + " belongs to; nothing changed. Try again in a minute."
+		return "n8n-guard could not ask n8n which workflow execution " + mrkdwn.Escape(r.ExecutionID) + " belongs to; nothing changed. Try again in a minute."
 	case why != "":
 		s.log.Warn("Retry execution refused: the failure names an execution of another workflow than n8n says",
 			"id", r.ID, "workflow", r.WorkflowID, "workflow_name", r.WorkflowName, "execution", r.ExecutionID)
-		return "Refused: " + EscapeMrkdwn(why) + " (n8n says so). n8n-guard retries only an execution of the workflow a failure came from; nothing changed."
+		return "Refused: " + mrkdwn.Escape(why) + " (n8n says so). n8n-guard retries only an execution of the workflow a failure came from; nothing changed."
 	}
 	return ""
 }

@@ -1,6 +1,8 @@
 package notify
 
 import (
+	"github.com/n8n-guard/n8n-guard/slack/mrkdwn"
+
 	"fmt"
 	"time"
 )
@@ -110,7 +112,7 @@ func groupDecided(cur *Record, decision, user, bulk string, decided, skipped int
 func GroupDecisionText(r *Record) string {
 	who := "<@" + r.DecidedBy + ">"
 	if r.DecidedBy == "" {
-		who = EscapeMrkdwn(r.DecidedByName)
+		who = mrkdwn.Escape(r.DecidedByName)
 	}
 	at := ""
 	if r.DecidedAt != nil {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/n8n-guard/n8n-guard/errs"
 	"github.com/n8n-guard/n8n-guard/keystore"
+	"github.com/n8n-guard/n8n-guard/slack/mrkdwn"
 )
 
 // Click is one button press, from Slack's interactivity (HTTP or Socket
@@ -185,7 +186,7 @@ func (s *Service) outOfDate(r *Record) string {
 	if r.Kind == KindKeyUnknown {
 		where = base + "/ui/key?" + url.Values{"namespace": {r.Namespace}, "key": {r.Key}}.Encode()
 	}
-	return fmt.Sprintf("This message is out of date (it was shown for an earlier attempt or state); nothing changed. The current state: %s", EscapeMrkdwn(where))
+	return fmt.Sprintf("This message is out of date (it was shown for an earlier attempt or state); nothing changed. The current state: %s", mrkdwn.Escape(where))
 }
 
 func baseURL(u string) string {
@@ -236,7 +237,7 @@ func (s *Service) resolveKey(ctx context.Context, r *Record, c Click, attempt, v
 		return "n8n-guard could not read the key (its store failed); nothing changed. Try again."
 	}
 	if cur.Record == nil {
-		return fmt.Sprintf("Key `%s` is not in the store any more (purged); nothing changed.", EscapeMrkdwn(r.Key))
+		return fmt.Sprintf("Key `%s` is not in the store any more (purged); nothing changed.", mrkdwn.Escape(r.Key))
 	}
 	if r.KeyAttempt != 0 && cur.Record.Attempt != r.KeyAttempt {
 		// The message is about an attempt that is over: whatever the key
@@ -266,10 +267,10 @@ func (s *Service) resolveKey(ctx context.Context, r *Record, c Click, attempt, v
 			s.resolvedElsewhere(ctx, r, again.Record, s.now())
 			return alreadyResolved(again.Record)
 		}
-		return "The key could not be resolved: " + EscapeMrkdwn(ke.Message) + ". Nothing changed."
+		return "The key could not be resolved: " + mrkdwn.Escape(ke.Message) + ". Nothing changed."
 	case err != nil:
 		s.log.Warn("resolving a key from Slack failed", "namespace", r.Namespace, "key", r.Key, "err", err)
-		return "n8n-guard could not resolve the key (" + EscapeMrkdwn(errs.MessageOf(err)) + "); nothing changed."
+		return "n8n-guard could not resolve the key (" + mrkdwn.Escape(errs.MessageOf(err)) + "); nothing changed."
 	}
 	return ""
 }
@@ -277,7 +278,7 @@ func (s *Service) resolveKey(ctx context.Context, r *Record, c Click, attempt, v
 func alreadyResolved(rec *keystore.Record) string {
 	if rec.ResolvedBy != "" && rec.ResolvedAt != nil {
 		return fmt.Sprintf("Already resolved: %s decided `%s` at %s. Nothing changed.",
-			EscapeMrkdwn(rec.ResolvedBy), rec.State, Clock(*rec.ResolvedAt))
+			mrkdwn.Escape(rec.ResolvedBy), rec.State, Clock(*rec.ResolvedAt))
 	}
 	return fmt.Sprintf("The key is `%s` now, no longer unknown. Nothing changed.", rec.State)
 }
@@ -289,15 +290,15 @@ func (s *Service) retryExecution(ctx context.Context, r *Record) (newID, refusal
 	var re *RetryError
 	switch {
 	case errors.As(err, &re) && re.Refusal == RetryNotFound:
-		return "", fmt.Sprintf("n8n does not know execution %s (deleted, or the API key may not run this workflow); nothing changed.", EscapeMrkdwn(r.ExecutionID))
+		return "", fmt.Sprintf("n8n does not know execution %s (deleted, or the API key may not run this workflow); nothing changed.", mrkdwn.Escape(r.ExecutionID))
 	case errors.As(err, &re) && re.Refusal == RetryConflict:
-		return "", "n8n refused to retry: " + EscapeMrkdwn(re.Message) + ". Nothing changed."
+		return "", "n8n refused to retry: " + mrkdwn.Escape(re.Message) + ". Nothing changed."
 	case errors.As(err, &re) && re.Refusal == RetryUnauthorized:
 		s.log.Error("n8n refused the API key for a retry (check N8N_API_KEY and its execution:retry scope)", "message", re.Message)
 		return "", "n8n refused n8n-guard's API key; the operator must fix N8N_API_KEY. Nothing changed."
 	case err != nil:
 		s.log.Warn("retrying an execution in n8n failed", "execution", r.ExecutionID, "err", err)
-		return "", "n8n did not confirm the retry (" + EscapeMrkdwn(Truncate(err.Error(), 200)) +
+		return "", "n8n did not confirm the retry (" + mrkdwn.Escape(Truncate(err.Error(), 200)) +
 			"). Check its executions list before trying again: it may have started."
 	}
 	return id, ""
@@ -378,7 +379,7 @@ func (s *Service) mentionOf(ctx context.Context, owner string) string {
 	if id, ok, _ := s.outbox.SlackUser(ctx, owner); ok {
 		return "<@" + id + ">"
 	}
-	return EscapeMrkdwn(owner)
+	return mrkdwn.Escape(owner)
 }
 
 // ephemeral answers the person who clicked, visible to them alone.

@@ -67,10 +67,3 @@ func normalizeMessage(s string) string {
 	s = numberRE.ReplaceAllString(s, "#")
 	return strings.Join(strings.Fields(s), " ")
 }
-
-// escapeMrkdwn makes payload text inert in Slack: no mentions, links or
-// formatting can be injected through an error message.
-var mrkdwnEscaper = strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;")
-
-// EscapeMrkdwn makes payload text inert in Slack mrkdwn.
-func EscapeMrkdwn(s string) string { return mrkdwnEscaper.Replace(s) }

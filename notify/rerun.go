@@ -9,6 +9,7 @@ import (
 
 	"github.com/n8n-guard/n8n-guard/keystore"
 	"github.com/n8n-guard/n8n-guard/rerun"
+	"github.com/n8n-guard/n8n-guard/slack/mrkdwn"
 )
 
 // Re-runs from Slack. n8n's retry of an execution guarded by `n8n guard`
@@ -31,7 +32,7 @@ func (s *Service) rerunAtGate(ctx context.Context, r *Record, c Click) (guarded 
 	namespaces, err := s.gateNamespaces(ctx, owner)
 	if err != nil {
 		s.log.Warn("listing an execution's keys at its re-run gate for a Slack click failed", "execution", r.ExecutionID, "err", err)
-		return true, "", "n8n-guard could not read the keys of execution " + EscapeMrkdwn(r.ExecutionID) + " (its store failed); nothing changed. Try again."
+		return true, "", "n8n-guard could not read the keys of execution " + mrkdwn.Escape(r.ExecutionID) + " (its store failed); nothing changed. Try again."
 	}
 	if refusal := s.mayDecideAll(ctx, namespaces, c); refusal != "" {
 		return true, "", refusal
@@ -50,14 +51,14 @@ func (s *Service) rerunAtGate(ctx context.Context, r *Record, c Click) (guarded 
 	case allowed == 0 && err == nil:
 		return false, "", "" // no key waits at its gate: n8n's plain retry
 	case allowed == 0:
-		return true, "", "n8n-guard could not allow the re-run of execution " + EscapeMrkdwn(r.ExecutionID) + " (see its log); nothing changed. Try again."
+		return true, "", "n8n-guard could not allow the re-run of execution " + mrkdwn.Escape(r.ExecutionID) + " (see its log); nothing changed. Try again."
 	}
 	s.opts.Reruns.Kick()
 	events := fmt.Sprintf("%d events", allowed)
 	if allowed == 1 {
 		events = "1 event"
 	}
-	return true, fmt.Sprintf("Re-run allowed for %s; the guard re-runs execution %s.", events, EscapeMrkdwn(r.ExecutionID)), ""
+	return true, fmt.Sprintf("Re-run allowed for %s; the guard re-runs execution %s.", events, mrkdwn.Escape(r.ExecutionID)), ""
 }
 
 // gateNamespaces lists the namespaces of the failed keys the execution
@@ -93,7 +94,7 @@ func (s *Service) mayDecideAll(ctx context.Context, namespaces []string, c Click
 		ok, err := s.mayDecideNamespace(ctx, ns, c.UserID)
 		if err != nil {
 			s.log.Warn("could not check who may decide a namespace", "namespace", ns, "err", err)
-			return "n8n-guard could not check whether you may decide namespace " + EscapeMrkdwn(ns) + " (Slack did not answer); nothing changed. Try again in a minute."
+			return "n8n-guard could not check whether you may decide namespace " + mrkdwn.Escape(ns) + " (Slack did not answer); nothing changed. Try again in a minute."
 		}
 		if !ok {
 			not = append(not, ns)
@@ -104,6 +105,6 @@ func (s *Service) mayDecideAll(ctx context.Context, namespaces []string, c Click
 	}
 	s.log.Warn("a Slack user pressed Retry execution on keys of namespaces they may not decide; refused",
 		"user", c.UserID, "namespaces", not)
-	return "Forbidden: this execution waits at its re-run gate with keys of namespace " + EscapeMrkdwn(strings.Join(not, ", ")) +
+	return "Forbidden: this execution waits at its re-run gate with keys of namespace " + mrkdwn.Escape(strings.Join(not, ", ")) +
 		", which you may not decide (only that namespace's owner, resolvers and escalation steps in the n8n-guard config do); nothing changed."
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/n8n-guard/n8n-guard/keystore"
+	"github.com/n8n-guard/n8n-guard/slack/mrkdwn"
 )
 
 // The words of the domain a person reads, in Slack mrkdwn: who decided
@@ -16,7 +17,7 @@ import (
 func DecisionText(r *Record) string {
 	who := "<@" + r.DecidedBy + ">"
 	if r.DecidedBy == "" {
-		who = EscapeMrkdwn(r.DecidedByName)
+		who = mrkdwn.Escape(r.DecidedByName)
 	}
 	at := ""
 	if r.DecidedAt != nil {
@@ -33,7 +34,7 @@ func DecisionText(r *Record) string {
 		if r.RetriedAs == "" { // the execution waited at its re-run gate: the guard re-runs it (rerun.go)
 			return who + " *allowed a re-run* of the execution" + at + "; n8n-guard asks n8n to retry it"
 		}
-		return who + " *retried the execution* in n8n" + at + " (new execution " + EscapeMrkdwn(r.RetriedAs) + ")"
+		return who + " *retried the execution* in n8n" + at + " (new execution " + mrkdwn.Escape(r.RetriedAs) + ")"
 	case DecisionApproved:
 		return who + " *approved* it" + at
 	case DecisionRejected:

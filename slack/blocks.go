@@ -102,37 +102,37 @@ func renderWorkflowFailed(r *notify.Record, mention string, canRetry bool) messa
 	if by != "" {
 		lead += " Please act *" + by + "*."
 	}
-	wf := notify.EscapeMrkdwn(name)
+	wf := escape(name)
 	if r.WorkflowID != "" && r.WorkflowID != name {
-		wf += " (`" + notify.EscapeMrkdwn(r.WorkflowID) + "`)"
+		wf += " (`" + escape(r.WorkflowID) + "`)"
 	}
-	exec := orDash(notify.EscapeMrkdwn(r.ExecutionID))
+	exec := orDash(escape(r.ExecutionID))
 	if r.RetryOf != "" {
-		exec += " (retry of " + notify.EscapeMrkdwn(r.RetryOf) + ")"
+		exec += " (retry of " + escape(r.RetryOf) + ")"
 	}
-	errKind := notify.EscapeMrkdwn(r.ErrorName)
+	errKind := escape(r.ErrorName)
 	if r.HTTPCode != "" {
-		errKind = strings.TrimPrefix(errKind+" · HTTP "+notify.EscapeMrkdwn(r.HTTPCode), " · ")
+		errKind = strings.TrimPrefix(errKind+" · HTTP "+escape(r.HTTPCode), " · ")
 	}
-	node := notify.EscapeMrkdwn(r.Node)
+	node := escape(r.Node)
 	if r.NodeType != "" {
-		node += " (" + notify.EscapeMrkdwn(strings.TrimPrefix(r.NodeType, "n8n-nodes-base.")) + ")"
+		node += " (" + escape(strings.TrimPrefix(r.NodeType, "n8n-nodes-base.")) + ")"
 	}
 	fields := []*slack.TextBlockObject{
 		field("Workflow", wf),
 		field("Failed node", orDash(node)),
-		field("Mode", orDash(notify.EscapeMrkdwn(r.Mode))),
+		field("Mode", orDash(escape(r.Mode))),
 		field("Execution", exec),
 		field("Error", orDash(errKind)),
 		field("Owner", mention),
 	}
-	msg := notify.EscapeMrkdwn(r.Message)
+	msg := escape(r.Message)
 	if msg == "" {
 		msg = "(no error message)"
 	}
 	errText := "*Error message*\n> " + msg
 	if r.Description != "" {
-		errText += "\n> " + notify.EscapeMrkdwn(r.Description)
+		errText += "\n> " + escape(r.Description)
 	}
 	blocks := []slack.Block{
 		slack.NewHeaderBlock(plain("n8n workflow failed: " + name)),
@@ -143,7 +143,7 @@ func renderWorkflowFailed(r *notify.Record, mention string, canRetry bool) messa
 	}
 	blocks = append(blocks, decisionBlocks(r, canRetry)...)
 
-	text := fmt.Sprintf("n8n workflow %s failed at node %s: %s", notify.EscapeMrkdwn(name), notify.EscapeMrkdwn(orDash(r.Node)), notify.EscapeMrkdwn(orDash(r.Message)))
+	text := fmt.Sprintf("n8n workflow %s failed at node %s: %s", escape(name), escape(orDash(r.Node)), escape(orDash(r.Message)))
 	if r.Count > 1 {
 		text += fmt.Sprintf(" (%s times)", notify.Thousands(r.Count))
 	}
@@ -156,27 +156,27 @@ func renderWorkflowFailed(r *notify.Record, mention string, canRetry bool) messa
 }
 
 func renderKeyUnknown(r *notify.Record, mention, guardURL string) message {
-	key, ns := notify.EscapeMrkdwn(r.Key), notify.EscapeMrkdwn(r.Namespace)
+	key, ns := escape(r.Key), escape(r.Namespace)
 	why := "its outcome is not known"
 	if r.Reason == "lease_expired" {
 		why = "its lease ran out before the holder reported an outcome"
 	} else if r.Reason != "" {
-		why = "the holder reported " + notify.EscapeMrkdwn(r.Reason)
+		why = "the holder reported " + escape(r.Reason)
 	}
 	lead := fmt.Sprintf("%s: key `%s` in namespace `%s` is *unknown*: %s (attempt %d", mention, key, ns, why, r.KeyAttempt)
 	if r.Holder != "" {
-		lead += ", holder “" + notify.EscapeMrkdwn(r.Holder) + "”"
+		lead += ", holder “" + escape(r.Holder) + "”"
 	}
 	lead += "). n8n-guard will not retry it: a person must check whether the side effect happened and resolve the key."
 	if r.Message != "" {
-		lead += "\n> " + notify.EscapeMrkdwn(r.Message)
+		lead += "\n> " + escape(r.Message)
 	}
 	blocks := []slack.Block{
 		slack.NewHeaderBlock(plain("Stuck key needs a person: " + r.Namespace)),
 		slack.NewSectionBlock(mrkdwn(lead), nil, nil),
 		slack.NewSectionBlock(mrkdwn("*Next step*\n"+nextStep(r.Runbook)), nil, nil),
 		slack.NewSectionBlock(mrkdwn("*Then resolve it* (`completed` if it took effect, `failed` to let n8n try again):\n```"+
-			notify.EscapeMrkdwn(resolveCommand(guardURL, r.Namespace, r.Key))+"```"), nil, nil),
+			escape(resolveCommand(guardURL, r.Namespace, r.Key))+"```"), nil, nil),
 	}
 	blocks = append(blocks, slack.NewContextBlock("", mrkdwn("ref `"+r.ID+"`")))
 	blocks = append(blocks, decisionBlocks(r, false)...)
@@ -198,7 +198,7 @@ func renderBreaker(r *notify.Record, mention string) message {
 		blocks = append(blocks, slack.NewSectionBlock(mrkdwn("*Next step*\n"+breakerNextStep(r)), nil, nil))
 	}
 	blocks = append(blocks, slack.NewContextBlock("", mrkdwn("ref `"+r.ID+"`")))
-	return message{Text: fallback(notify.EscapeMrkdwn(head) + ". Owner: " + mention + "."), Blocks: blocks}
+	return message{Text: fallback(escape(head) + ". Owner: " + mention + "."), Blocks: blocks}
 }
 
 // breakerText picks the header and lead for the moment of the outage r
@@ -225,7 +225,7 @@ func breakerText(r *notify.Record, mention string) (head, lead string) {
 // breakerSupersededText hands the rest of the outage to the newer message,
 // whether the breaker had closed in between or not.
 func breakerSupersededText(r *notify.Record, mention string) (head, lead string) {
-	dest, ed := r.Destination, notify.EscapeMrkdwn(r.Destination)
+	dest, ed := r.Destination, escape(r.Destination)
 	again := notify.Clock(*r.SupersededAt)
 	if r.ClosedAt != nil {
 		head = fmt.Sprintf("%s back, then paused again at %s — see the newer message", dest, notify.ClockUTC(*r.SupersededAt))
@@ -257,16 +257,16 @@ func breakerOpenHead(r *notify.Record) string {
 // breakerOpenLead tells why the breaker opened and what happens to writes
 // until the probe, since the owner has to decide whether to act.
 func breakerOpenLead(r *notify.Record, mention string) string {
-	ed := notify.EscapeMrkdwn(r.Destination)
+	ed := escape(r.Destination)
 	lead := fmt.Sprintf("%s: the circuit breaker of destination `%s` opened at %s", mention, ed, notify.Clock(r.FirstAt))
 	if r.Reason != "" {
-		lead += " (" + notify.EscapeMrkdwn(r.Reason)
+		lead += " (" + escape(r.Reason)
 		if r.Message != "" {
-			lead += ": " + notify.EscapeMrkdwn(r.Message)
+			lead += ": " + escape(r.Message)
 		}
 		lead += ")"
 	} else if r.Message != "" {
-		lead += " (" + notify.EscapeMrkdwn(r.Message) + ")"
+		lead += " (" + escape(r.Message) + ")"
 	}
 	lead += ". Reserves naming it park their event in n8n when they carry a `resume_url`, else answer `destination_paused` and record nothing"
 	if r.ReopensAt != nil {
@@ -282,11 +282,11 @@ func breakerOpenLead(r *notify.Record, mention string) string {
 // breakerCatchingUpText is the closed breaker while parked events are
 // still being resumed; a reset is said as such, since no probe proved it.
 func breakerCatchingUpText(r *notify.Record, mention string) (head, lead string) {
-	dest, ed := r.Destination, notify.EscapeMrkdwn(r.Destination)
+	dest, ed := r.Destination, escape(r.Destination)
 	if r.ResetBy != "" {
 		head = fmt.Sprintf("%s breaker reset by %s — resuming %s", dest, r.ResetBy, notify.Plural(r.Parked, "parked event", "parked events"))
 		lead = fmt.Sprintf("%s: %s reset the circuit breaker of `%s` at %s%s. Writes are let through again, but nothing has shown yet that `%s` takes them; the parked events are resumed oldest first at the destination's pace.",
-			mention, notify.EscapeMrkdwn(r.ResetBy), ed, notify.Clock(*r.ClosedAt), becauseText(r), ed)
+			mention, escape(r.ResetBy), ed, notify.Clock(*r.ClosedAt), becauseText(r), ed)
 	} else {
 		head = fmt.Sprintf("%s back — catching up %s", dest, notify.Plural(r.Parked, "parked event", "parked events"))
 		lead = fmt.Sprintf("%s: the circuit breaker of `%s` closed at %s: the probe's write went through. The parked events are resumed oldest first at the destination's pace.",
@@ -301,13 +301,13 @@ func breakerCatchingUpText(r *notify.Record, mention string) (head, lead string)
 // breakerCaughtUpText is the end of an outage that parked events: how
 // many were resumed and how long the catch-up took.
 func breakerCaughtUpText(r *notify.Record, mention string) (head, lead string) {
-	dest, ed := r.Destination, notify.EscapeMrkdwn(r.Destination)
+	dest, ed := r.Destination, escape(r.Destination)
 	caught := max(r.Parked-r.ParkedLost, 0)
 	took := notify.HumanDuration(r.CaughtUpAt.Sub(*r.ClosedAt))
 	if r.ResetBy != "" {
 		head = fmt.Sprintf("%s: %d of %d parked events resumed in %s after a reset by %s", dest, caught, r.Parked, took, r.ResetBy)
 		lead = fmt.Sprintf("%s: %s reset the circuit breaker of `%s` at %s%s; since then %s resumed. Each resumed execution wrote or failed on its own: a new failure opens the breaker again and is a new message.",
-			mention, notify.EscapeMrkdwn(r.ResetBy), ed, notify.Clock(*r.ClosedAt), becauseText(r), notify.Plural(caught, "parked event was", "parked events were"))
+			mention, escape(r.ResetBy), ed, notify.Clock(*r.ClosedAt), becauseText(r), notify.Plural(caught, "parked event was", "parked events were"))
 	} else {
 		head = dest + " back — " + notify.CaughtUp(caught, r.ParkedLost, r.CaughtUpAt.Sub(*r.ClosedAt))
 		every := "every event parked during the outage was resumed"
@@ -323,17 +323,17 @@ func breakerCaughtUpText(r *notify.Record, mention string) (head, lead string) {
 // breakerResetText is a breaker a person reset with nothing parked: writes
 // flow again, but no probe proved the destination takes them.
 func breakerResetText(r *notify.Record, mention string) (head, lead string) {
-	ed := notify.EscapeMrkdwn(r.Destination)
+	ed := escape(r.Destination)
 	head = fmt.Sprintf("%s breaker reset by %s (%s paused)", r.Destination, r.ResetBy, notify.Plural(r.PausedReserves, "reserve was", "reserves were"))
 	lead = fmt.Sprintf("%s: %s reset the circuit breaker of `%s` at %s%s: writes are let through again, but nothing has shown yet that `%s` takes them.",
-		mention, notify.EscapeMrkdwn(r.ResetBy), ed, notify.Clock(breakerClosedAt(r)), becauseText(r), ed)
+		mention, escape(r.ResetBy), ed, notify.Clock(breakerClosedAt(r)), becauseText(r), ed)
 	return head, lead + pausedText(r)
 }
 
 // breakerClosedText is a breaker closed by a probe with nothing parked.
 func breakerClosedText(r *notify.Record, mention string) (head, lead string) {
 	head = fmt.Sprintf("%s reachable again (%s paused)", r.Destination, notify.Plural(r.PausedReserves, "reserve was", "reserves were"))
-	lead = fmt.Sprintf("%s: the circuit breaker of destination `%s` closed at %s: writes flow again.", mention, notify.EscapeMrkdwn(r.Destination), notify.Clock(breakerClosedAt(r)))
+	lead = fmt.Sprintf("%s: the circuit breaker of destination `%s` closed at %s: writes flow again.", mention, escape(r.Destination), notify.Clock(breakerClosedAt(r)))
 	return head, lead + pausedText(r)
 }
 
@@ -352,7 +352,7 @@ func breakerNextStep(r *notify.Record) string {
 	if r.Runbook != "" {
 		return nextStep(r.Runbook)
 	}
-	return fmt.Sprintf("Check `%s` (its status page, DNS, credentials, firewall). Nothing to do in n8n-guard: parked events are resumed by themselves once it is back, and this message says when they are caught up.", notify.EscapeMrkdwn(r.Destination))
+	return fmt.Sprintf("Check `%s` (its status page, DNS, credentials, firewall). Nothing to do in n8n-guard: parked events are resumed by themselves once it is back, and this message says when they are caught up.", escape(r.Destination))
 }
 
 // becauseText is why a person reset the breaker (" because …"), or ""
@@ -361,7 +361,7 @@ func becauseText(r *notify.Record) string {
 	if r.ResetReason == "" {
 		return ""
 	}
-	return " because " + notify.EscapeMrkdwn(r.ResetReason)
+	return " because " + escape(r.ResetReason)
 }
 
 // pausedText says what happened to reserves that could not park (the
@@ -387,10 +387,10 @@ func lostText(r *notify.Record) string {
 // its execution is gone from n8n (lost), or it waited longer than its
 // namespace's parked_limit (overdue).
 func renderParked(r *notify.Record, mention, guardURL string) message {
-	key, ns, dest := notify.EscapeMrkdwn(r.Key), notify.EscapeMrkdwn(r.Namespace), notify.EscapeMrkdwn(r.Destination)
+	key, ns, dest := escape(r.Key), escape(r.Namespace), escape(r.Destination)
 	exec := "its n8n execution"
 	if r.WaitingExecution != "" {
-		exec = "n8n execution " + notify.EscapeMrkdwn(r.WaitingExecution)
+		exec = "n8n execution " + escape(r.WaitingExecution)
 	}
 	where := "destination `" + dest + "`"
 	if r.KeyAttempt > 0 {
@@ -411,7 +411,7 @@ func renderParked(r *notify.Record, mention, guardURL string) message {
 				mention, key, ns, since, where, exec, dest)
 		}
 		if r.Message != "" {
-			lead += "\n> " + notify.EscapeMrkdwn(r.Message)
+			lead += "\n> " + escape(r.Message)
 		}
 		next = fmt.Sprintf("Re-send the event from its source (the form, the sender's webhook, the CRM's retry) with the same key once `%s` takes writes again: it is written exactly once. If it already reached `%s` another way or is not wanted, resolve the key instead (`completed`: a later copy writes nothing; `failed`: a later copy goes through):", dest, dest)
 	} else {
@@ -429,7 +429,7 @@ func renderParked(r *notify.Record, mention, guardURL string) message {
 	blocks := []slack.Block{
 		slack.NewHeaderBlock(plain(head)),
 		slack.NewSectionBlock(mrkdwn(lead), nil, nil),
-		slack.NewSectionBlock(mrkdwn("*Next step*\n"+next+"\n```"+notify.EscapeMrkdwn(resolveCommand(guardURL, r.Namespace, r.Key))+"```"), nil, nil),
+		slack.NewSectionBlock(mrkdwn("*Next step*\n"+next+"\n```"+escape(resolveCommand(guardURL, r.Namespace, r.Key))+"```"), nil, nil),
 	}
 	ctx := "ref `" + r.ID + "`"
 	if r.Count > 1 {
@@ -438,14 +438,14 @@ func renderParked(r *notify.Record, mention, guardURL string) message {
 			what = "are parked longer than the limit"
 		}
 		ctx = fmt.Sprintf("*%s* parked events of `%s` (destination `%s`) %s since %s; list them: `%s` · ",
-			notify.Thousands(r.Count), ns, dest, what, notify.Clock(r.FirstAt), notify.EscapeMrkdwn(parkedListCommand(guardURL, r.Namespace))) + ctx
+			notify.Thousands(r.Count), ns, dest, what, notify.Clock(r.FirstAt), escape(parkedListCommand(guardURL, r.Namespace))) + ctx
 	}
 	blocks = append(blocks, slack.NewContextBlock("", mrkdwn(ctx)))
 	if r.ExecutionsURL != "" {
 		blocks = append(blocks, slack.NewActionBlock("parked",
 			slack.NewButtonBlockElement("open_execution", r.ID, plain("Open executions in n8n")).WithURL(r.ExecutionsURL)))
 	}
-	text := fmt.Sprintf("%s: key %s/%s (destination %s). Owner: %s.", notify.EscapeMrkdwn(head), ns, key, dest, mention)
+	text := fmt.Sprintf("%s: key %s/%s (destination %s). Owner: %s.", escape(head), ns, key, dest, mention)
 	if r.Count > 1 {
 		text += fmt.Sprintf(" (%s keys of %s)", notify.Thousands(r.Count), ns)
 	}
@@ -456,9 +456,9 @@ func renderParked(r *notify.Record, mention, guardURL string) message {
 // n8n (or the guard's checks) refused: the person was told the guard
 // re-runs the execution, so they hear that it did not, and why.
 func renderRerunRefused(r *notify.Record, mention string) message {
-	key, ns := notify.EscapeMrkdwn(r.Key), notify.EscapeMrkdwn(r.Namespace)
+	key, ns := escape(r.Key), escape(r.Namespace)
 	head := "Re-run not started: " + r.Namespace
-	why := notify.EscapeMrkdwn(r.Message)
+	why := escape(r.Message)
 	if why == "" {
 		why = "(no reason given)"
 	}
@@ -502,14 +502,14 @@ func allowedBy(by string) string {
 	if by == "" {
 		return "a person"
 	}
-	return "*" + notify.EscapeMrkdwn(by) + "*"
+	return "*" + escape(by) + "*"
 }
 
 // renderDamaged is the message about a key whose stored record failed its
 // checksum: nothing of the record is trusted, so it names the key, what
 // the guard does with it, and the runbook.
 func renderDamaged(r *notify.Record, mention string) message {
-	key, ns := notify.EscapeMrkdwn(r.Key), notify.EscapeMrkdwn(r.Namespace)
+	key, ns := escape(r.Key), escape(r.Namespace)
 	head := "Damaged record: " + r.Namespace
 	lead := fmt.Sprintf("%s: the stored record of key `%s` in namespace `%s` failed its checksum. n8n-guard never decides on it: the key answers `record_damaged`, and every listing and the catch-up skip it (the other keys go on).", mention, key, ns)
 	next := "Look in the destination whether the event's write happened, then restore or repair the record: docs/runbooks.md, \"A key answers record_damaged\"."
@@ -548,7 +548,7 @@ func atGate(r *notify.Record, canRetry bool) string {
 	if !ok {
 		return ""
 	}
-	s := "*" + notify.EscapeMrkdwn(target) + "* failed and nothing was written: the execution waits at its re-run gate. "
+	s := "*" + escape(target) + "* failed and nothing was written: the execution waits at its re-run gate. "
 	if canRetry {
 		return s + "Once the target is back, press *Retry execution*: n8n-guard re-runs it, and the event is written once.\n"
 	}
@@ -561,7 +561,7 @@ func nextStep(runbook string) string {
 	if runbook == "" {
 		return "No runbook is configured for this: open the execution, find the cause, fix it and re-run (add a runbook to the notify config so the next person knows)."
 	}
-	return notify.EscapeMrkdwn(notify.Truncate(runbook, 1500))
+	return escape(notify.Truncate(runbook, 1500))
 }
 
 // fallback is the notification text; Slack limits it to 40,000 characters,
@@ -690,21 +690,21 @@ func renderEscalation(r *notify.Record, mention, guardURL string) message {
 	var what string
 	switch r.EscalatedKind {
 	case notify.KindApproval:
-		what = fmt.Sprintf("key `%s` in namespace `%s` *waits for approval* before it is written", notify.EscapeMrkdwn(r.Key), notify.EscapeMrkdwn(r.Namespace))
+		what = fmt.Sprintf("key `%s` in namespace `%s` *waits for approval* before it is written", escape(r.Key), escape(r.Namespace))
 		if r.Summary != "" {
-			what += " (" + notify.EscapeMrkdwn(r.Summary) + ")"
+			what += " (" + escape(r.Summary) + ")"
 		}
 	case notify.KindKeyUnknown:
-		what = fmt.Sprintf("key `%s` in namespace `%s` is *unknown* and needs a person", notify.EscapeMrkdwn(r.Key), notify.EscapeMrkdwn(r.Namespace))
+		what = fmt.Sprintf("key `%s` in namespace `%s` is *unknown* and needs a person", escape(r.Key), escape(r.Namespace))
 		if r.Count > 1 {
 			what = fmt.Sprintf("*%s* keys of `%s` went *unknown* (the first: `%s`) and need a person", notify.Thousands(r.Count),
-				notify.EscapeMrkdwn(r.Namespace), notify.EscapeMrkdwn(r.Key))
+				escape(r.Namespace), escape(r.Key))
 		}
 	case notify.KindWorkflowFailed:
 		name := cmp.Or(r.WorkflowName, r.WorkflowID)
-		what = fmt.Sprintf("n8n workflow *%s* failed at node %s: %s", notify.EscapeMrkdwn(name), notify.EscapeMrkdwn(orDash(r.Node)), notify.EscapeMrkdwn(orDash(r.Message)))
+		what = fmt.Sprintf("n8n workflow *%s* failed at node %s: %s", escape(name), escape(orDash(r.Node)), escape(orDash(r.Message)))
 	default:
-		what = "destination `" + notify.EscapeMrkdwn(r.Destination) + "` needs a person"
+		what = "destination `" + escape(r.Destination) + "` needs a person"
 	}
 	first := "nobody"
 	switch {
@@ -717,7 +717,7 @@ func renderEscalation(r *notify.Record, mention, guardURL string) message {
 	if r.Owner == "" {
 		to = "<!here>"
 	}
-	lead := fmt.Sprintf("%s: %s. It was for %s and %s.", to, what, first, notify.EscapeMrkdwn(r.Reason))
+	lead := fmt.Sprintf("%s: %s. It was for %s and %s.", to, what, first, escape(r.Reason))
 	blocks := []slack.Block{
 		slack.NewHeaderBlock(plain("Escalated: nobody has taken this yet")),
 		slack.NewSectionBlock(mrkdwn(lead), nil, nil),
@@ -725,7 +725,7 @@ func renderEscalation(r *notify.Record, mention, guardURL string) message {
 	}
 	if r.EscalatedKind == notify.KindKeyUnknown {
 		blocks = append(blocks, slack.NewSectionBlock(mrkdwn("*Or resolve it by hand:*\n```"+
-			notify.EscapeMrkdwn(resolveCommand(guardURL, r.Namespace, r.Key))+"```"), nil, nil))
+			escape(resolveCommand(guardURL, r.Namespace, r.Key))+"```"), nil, nil))
 	}
 	blocks = append(blocks, slack.NewContextBlock("", mrkdwn("ref `"+r.ID+"` · escalates `"+r.EscalationOf+"`")))
 	if r.EscalatedKind == notify.KindKeyUnknown && r.Count > 1 && !r.Acknowledged() {
@@ -734,7 +734,7 @@ func renderEscalation(r *notify.Record, mention, guardURL string) message {
 	} else {
 		blocks = append(blocks, decisionBlocks(r, false)...)
 	}
-	text := fmt.Sprintf("Escalated to %s: %s (%s).", to, what, notify.EscapeMrkdwn(r.Reason))
+	text := fmt.Sprintf("Escalated to %s: %s (%s).", to, what, escape(r.Reason))
 	return message{Text: fallback(text), Blocks: blocks}
 }
 
@@ -744,15 +744,15 @@ func renderEscalation(r *notify.Record, mention, guardURL string) message {
 func approvalFields(r *notify.Record, approvers []string) slack.Block {
 	var fields []*slack.TextBlockObject
 	if r.Summary != "" {
-		fields = append(fields, mrkdwn("*Summary*\n"+notify.EscapeMrkdwn(r.Summary)))
+		fields = append(fields, mrkdwn("*Summary*\n"+escape(r.Summary)))
 	}
 	requester := "not known"
 	if r.Message != "" {
-		requester = notify.EscapeMrkdwn(r.Message)
+		requester = escape(r.Message)
 	}
 	fields = append(fields, mrkdwn("*Requested by*\n"+requester))
 	if r.Destination != "" {
-		fields = append(fields, mrkdwn("*Writes to*\n`"+notify.EscapeMrkdwn(r.Destination)+"`"))
+		fields = append(fields, mrkdwn("*Writes to*\n`"+escape(r.Destination)+"`"))
 	}
 	who := make([]string, 0, len(approvers))
 	for _, a := range approvers {
@@ -773,7 +773,7 @@ func slackMention(id string) string {
 	case len(id) > 2 && id[0] == 'S' && isSlackID(id):
 		return "<!subteam^" + id + ">"
 	}
-	return notify.EscapeMrkdwn(id)
+	return escape(id)
 }
 
 func isSlackID(id string) bool {
@@ -788,14 +788,14 @@ func isSlackID(id string) bool {
 // renderApproval asks the approvers to approve or reject one event before
 // it is written.
 func renderApproval(r *notify.Record, mention, guardURL string, approvers []string) message {
-	key, ns := notify.EscapeMrkdwn(r.Key), notify.EscapeMrkdwn(r.Namespace)
+	key, ns := escape(r.Key), escape(r.Namespace)
 	by := "who triggered it is not known"
 	if r.Message != "" {
-		by = "requested by " + notify.EscapeMrkdwn(r.Message)
+		by = "requested by " + escape(r.Message)
 	}
 	lead := fmt.Sprintf("%s: event `%s` in namespace `%s` *waits for your approval* before it is written (%s", mention, key, ns, by)
 	if r.Holder != "" {
-		lead += "; execution “" + notify.EscapeMrkdwn(r.Holder) + "”"
+		lead += "; execution “" + escape(r.Holder) + "”"
 	}
 	lead += "). Approve: the execution goes on and writes. Reject: it ends without writing, with your reason."
 	blocks := []slack.Block{
@@ -806,11 +806,11 @@ func renderApproval(r *notify.Record, mention, guardURL string, approvers []stri
 	if r.Runbook != "" {
 		blocks = append(blocks, slack.NewSectionBlock(mrkdwn("*What to check*\n"+nextStep(r.Runbook)), nil, nil))
 	}
-	blocks = append(blocks, slack.NewContextBlock("", mrkdwn("ref `"+r.ID+"` · the console: "+notify.EscapeMrkdwn(baseURL(guardURL)+"/ui/approvals"))))
+	blocks = append(blocks, slack.NewContextBlock("", mrkdwn("ref `"+r.ID+"` · the console: "+escape(baseURL(guardURL)+"/ui/approvals"))))
 	blocks = append(blocks, decisionBlocks(r, false)...)
 	text := fmt.Sprintf("Approval needed: %s/%s waits for %s (%s).", ns, key, mention, by)
 	if r.Summary != "" {
-		text = fmt.Sprintf("Approval needed: %s/%s (%s) waits for %s (%s).", ns, key, notify.EscapeMrkdwn(r.Summary), mention, by)
+		text = fmt.Sprintf("Approval needed: %s/%s (%s) waits for %s (%s).", ns, key, escape(r.Summary), mention, by)
 	}
 	return message{Text: fallback(text), Blocks: blocks}
 }

@@ -12,12 +12,12 @@ import (
 // many are still open, and buttons that decide every open key at once
 // (each behind a confirmation that names the count) until none is open.
 func renderKeyGroup(r *notify.Record, mention, guardURL string, links []notify.Link) message {
-	ns := notify.EscapeMrkdwn(r.Namespace)
+	ns := escape(r.Namespace)
 	open := r.OpenKeys()
 	lead := fmt.Sprintf("%s: *%s* keys of `%s` went unknown between %s and %s (the first: `%s`",
-		mention, notify.Thousands(r.Count), ns, notify.Clock(r.FirstAt), notify.Clock(r.LastAt), notify.EscapeMrkdwn(r.Key))
+		mention, notify.Thousands(r.Count), ns, notify.Clock(r.FirstAt), notify.Clock(r.LastAt), escape(r.Key))
 	if r.Reason != "" {
-		lead += ", " + notify.EscapeMrkdwn(r.Reason)
+		lead += ", " + escape(r.Reason)
 	}
 	lead += "). n8n-guard will not retry them: a person must check whether their side effects happened and decide them."
 	progress := fmt.Sprintf("*%s of %s still open.*", notify.Thousands(open), notify.Thousands(r.Count))
@@ -37,7 +37,7 @@ func renderKeyGroup(r *notify.Record, mention, guardURL string, links []notify.L
 	}
 	ctx := "ref `" + r.ID + "`"
 	if len(links) == 0 {
-		ctx = "list them: `" + notify.EscapeMrkdwn(listCommand(guardURL, r.Namespace)) + "` · " + ctx
+		ctx = "list them: `" + escape(listCommand(guardURL, r.Namespace)) + "` · " + ctx
 	}
 	blocks = append(blocks, slack.NewContextBlock("", mrkdwn(ctx)))
 	if open > 0 {
@@ -71,12 +71,12 @@ func groupButtons(r *notify.Record, open int) slack.Block {
 		button(notify.ActionComplete, "All open: it happened", slack.StylePrimary,
 			fmt.Sprintf("Decide all %s as completed?", n),
 			fmt.Sprintf("Each of the %s of `%s` still unknown is marked *completed* (it happened; a later copy writes nothing). A key decided meanwhile is left as it is.",
-				n, notify.EscapeMrkdwn(r.Namespace)),
+				n, escape(r.Namespace)),
 			"Mark "+count+" completed"),
 		button(notify.ActionRetry, "All open: it did not happen", slack.StyleDanger,
 			fmt.Sprintf("Decide all %s as not happened?", n),
 			fmt.Sprintf("Each of the %s of `%s` still unknown is marked *failed*: n8n may try it again. A key decided meanwhile is left as it is.",
-				n, notify.EscapeMrkdwn(r.Namespace)),
+				n, escape(r.Namespace)),
 			"Allow "+count+" retries"),
 	}
 	if !r.Acknowledged() {

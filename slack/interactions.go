@@ -12,7 +12,6 @@ import (
 
 	"github.com/slack-go/slack"
 
-	"github.com/n8n-guard/n8n-guard/api/problem"
 	"github.com/n8n-guard/n8n-guard/errs"
 	"github.com/n8n-guard/n8n-guard/notify"
 )
@@ -57,20 +56,20 @@ func NewInteractions(secret string, clicks Clicks, log *slog.Logger) *Interactio
 // errors and change nothing.
 func (in *Interactions) Interaction(ctx context.Context, header http.Header, body []byte) error {
 	if in.secret == "" {
-		return errs.Errorf(problem.Unauthorized, "Slack interactivity over HTTP is not configured (SLACK_SIGNING_SECRET is empty)")
+		return errs.Errorf(errs.Unauthorized, "Slack interactivity over HTTP is not configured (SLACK_SIGNING_SECRET is empty)")
 	}
 	v, err := slack.NewSecretsVerifier(header, in.secret)
 	if err != nil {
 		in.clicks.Refused()
 		if errors.Is(err, slack.ErrExpiredTimestamp) {
-			return errs.Errorf(problem.Unauthorized, "the request's X-Slack-Request-Timestamp is more than 5 minutes away")
+			return errs.Errorf(errs.Unauthorized, "the request's X-Slack-Request-Timestamp is more than 5 minutes away")
 		}
-		return errs.Errorf(problem.Unauthorized, "the request is not signed by Slack (X-Slack-Signature, X-Slack-Request-Timestamp)")
+		return errs.Errorf(errs.Unauthorized, "the request is not signed by Slack (X-Slack-Signature, X-Slack-Request-Timestamp)")
 	}
 	_, _ = v.Write(body)
 	if err := v.Ensure(); err != nil {
 		in.clicks.Refused()
-		return errs.Errorf(problem.Unauthorized, "the X-Slack-Signature does not match (check SLACK_SIGNING_SECRET)")
+		return errs.Errorf(errs.Unauthorized, "the X-Slack-Signature does not match (check SLACK_SIGNING_SECRET)")
 	}
 	first, err := in.clicks.FirstUse(ctx, signatureMark(header.Get("X-Slack-Signature")))
 	if err != nil {
@@ -78,7 +77,7 @@ func (in *Interactions) Interaction(ctx context.Context, header http.Header, bod
 	}
 	if !first {
 		in.clicks.Refused()
-		return errs.Errorf(problem.Unauthorized, "this signed request was already received (replay)")
+		return errs.Errorf(errs.Unauthorized, "this signed request was already received (replay)")
 	}
 	form, err := url.ParseQuery(string(body))
 	if err != nil || form.Get("payload") == "" {
