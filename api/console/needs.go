@@ -83,45 +83,6 @@ func (ui *Console) persons(ids ...string) []person {
 	return out
 }
 
-// reasonWords says what a reason means for the person on call.
-func reasonWords(r keystore.Reason) string {
-	switch r {
-	case keystore.ReasonOutcomeUnknown:
-		return "outcome unknown (the write timed out or its answer was lost)"
-	case keystore.ReasonLeaseExpired:
-		return "the execution stopped without reporting (its lease ran out)"
-	case keystore.ReasonDestinationUnreachable:
-		return "destination unreachable"
-	case keystore.ReasonDestinationFailed:
-		return "the destination refused the write"
-	case keystore.ReasonValidationFailed:
-		return "the event was invalid"
-	case keystore.ReasonResumeLost:
-		return "n8n no longer holds the parked execution"
-	case "":
-		return "no reason given"
-	}
-	return strings.ReplaceAll(string(r), "_", " ")
-}
-
-// historyWords says what a history entry of a re-run means ("": the
-// entry reads as its code).
-func historyWords(t keystore.Transition) string {
-	switch t.Event {
-	case keystore.HistoryRerunGate:
-		return "stopped at its re-run gate"
-	case keystore.HistoryRerunGranted:
-		return "re-run allowed"
-	case keystore.HistoryRerunStarting:
-		return "asking n8n to re-run it"
-	case keystore.HistoryRerunStarted:
-		return "re-run started in n8n as execution " + t.Detail
-	case keystore.HistoryRerunRefused:
-		return "n8n refused the re-run"
-	}
-	return ""
-}
-
 // kindWords says what a notification is about, as its list reads it.
 func kindWords(k notify.Kind) string {
 	switch k {
@@ -147,43 +108,6 @@ func kindWords(k notify.Kind) string {
 		return "re-run not started"
 	}
 	return strings.ReplaceAll(string(k), "_", " ")
-}
-
-// reasonShort is a reason in a few words.
-func reasonShort(r keystore.Reason) string {
-	switch r {
-	case keystore.ReasonLeaseExpired:
-		return "lease ran out"
-	case keystore.ReasonDestinationFailed:
-		return "destination refused"
-	case "":
-		return "no reason"
-	}
-	return strings.ReplaceAll(string(r), "_", " ")
-}
-
-// breakerWords says a breaker's state as the lists read it.
-func breakerWords(b keystore.Breaker) string {
-	switch {
-	case b.State == keystore.BreakerOpen && b.Maintenance != nil:
-		return "paused: maintenance window"
-	case b.State == keystore.BreakerOpen:
-		return "paused: breaker open"
-	case b.State == keystore.BreakerHalfOpen:
-		return "probing: one write tests it"
-	case len(b.Views) > 0:
-		// Open for some namespaces alone (keystore/breaker_view.go): the
-		// lists the session may see name them (pausedViews).
-		names := make([]string, 0, len(b.Views))
-		for _, v := range b.Views {
-			names = append(names, v.Namespace)
-		}
-		if len(names) == 0 || names[0] == "" {
-			return "taking writes; namespaces whose own writes failed are paused alone"
-		}
-		return "taking writes; paused for " + strings.Join(names, ", ") + " only (its own writes failed)"
-	}
-	return "taking writes"
 }
 
 // pausedViews keeps of b's namespace views those the session may see;
@@ -217,7 +141,7 @@ func (ui *Console) breakerWords(ctx context.Context) (map[string]string, error) 
 		if len(v.Views) > 0 {
 			v.Views = []keystore.BreakerView{{}} // these lists span namespaces: no namespace named
 		}
-		out[b.Destination] = breakerWords(v)
+		out[b.Destination] = keystore.BreakerWords(v)
 	}
 	return out, nil
 }
@@ -331,7 +255,7 @@ func (ui *Console) withBreaker(row *needRow, dest string, byDest map[string]dest
 	if !ok {
 		b = destinationRow{Breaker: keystore.Breaker{Destination: dest, State: keystore.BreakerClosed}}
 	}
-	row.Breaker, row.BreakerClass = breakerWords(b.Breaker), "breaker-"+string(b.State)
+	row.Breaker, row.BreakerClass = keystore.BreakerWords(b.Breaker), "breaker-"+string(b.State)
 }
 
 // unknownNeeds groups the unknown keys by incident: namespace,
@@ -358,7 +282,7 @@ func (ui *Console) unknownNeeds(ctx context.Context, sess *session, byDest map[s
 			in := incident{r.Namespace, r.Destination, r.Reason}
 			g := groups[in]
 			if g == nil {
-				g = &needRow{Kind: needUnknown, Oldest: r.UpdatedAt, What: reasonWords(r.Reason), Short: reasonShort(r.Reason), Where: where(r.Namespace, r.Destination)}
+				g = &needRow{Kind: needUnknown, Oldest: r.UpdatedAt, What: keystore.ReasonWords(r.Reason), Short: keystore.ReasonShort(r.Reason), Where: where(r.Namespace, r.Destination)}
 				g.Owners, g.Channel = ui.keyOwners(r.Namespace)
 				ui.withBreaker(g, r.Destination, byDest)
 				groups[in], firstKey[in] = g, r
@@ -505,21 +429,21 @@ func (ui *Console) parkedNeeds(ctx context.Context, sess *session, byDest map[st
 		return nil, err
 	}
 	type group struct {
-		status   parkedStatus
+		status   string
 		ns, dest string
 	}
 	groups := map[group]*needRow{}
 	var order []group
 	for _, r := range list.rows {
-		if r.Status != parkedLost && r.Status != parkedOverdue {
+		if r.Status() != string(keystore.PhaseLost) && r.Status() != keystore.StageWordsOverdue {
 			continue
 		}
-		k := group{r.Status, r.Namespace, r.Destination}
+		k := group{r.Status(), r.Namespace, r.Destination}
 		g := groups[k]
 		if g == nil {
 			g = &needRow{Kind: needOverdue, Where: where(r.Namespace, r.Destination), Oldest: cmpTime(r.WaitingSince(), r.UpdatedAt),
 				What: "parked executions overdue: parked longer than the namespace's parked_limit", Short: "parked, overdue"}
-			if r.Status == parkedLost {
+			if r.Status() == string(keystore.PhaseLost) {
 				g.Kind, g.What, g.Short = needLost, "parked executions lost: n8n no longer holds them", "parked, lost"
 			}
 			g.Owners, g.Channel = ui.keyOwners(r.Namespace)
@@ -542,7 +466,7 @@ func (ui *Console) parkedNeeds(ctx context.Context, sess *session, byDest map[st
 		if a.status == b.status {
 			return 0
 		}
-		if a.status == parkedLost {
+		if a.status == string(keystore.PhaseLost) {
 			return -1
 		}
 		return 1

@@ -56,6 +56,9 @@ type keyPage struct {
 	Thread keyThread
 	// Rerun: where a re-run of the key's execution stands (rerun.go).
 	Rerun keyRerun
+	// Words: the key's state, stage, reason and next step in keystore's
+	// words, as the CLI and Slack say them.
+	Words keystore.KeyWords
 }
 
 type resolveForm struct {
@@ -90,6 +93,7 @@ func (ui *Console) showKey(c *fiber.Ctx, sess *session, status int, ns, key, pro
 	slices.Reverse(p.History)
 	p.Decidable = decidable(r, ui.now())
 	p.CanResolve = p.Decidable && sess.who.CanAct()
+	p.Words = ui.keyWords(r, ui.now())
 	if r.State == keystore.StateParked {
 		row := ui.parkedRow(r, ui.now())
 		p.Parked = &row

@@ -15,14 +15,15 @@ func TestParkedResumedKeyPastParkedLimitIsOverdue(t *testing.T) {
 	t0 := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 	sent := t0.Add(time.Minute)
 	r := &keystore.Record{Namespace: "crm", Key: "evt_1", State: keystore.StateParked, ParkedAt: &t0, ResumeSentAt: &sent}
-	if got := ui.parkedStatusOf(r, t0.Add(30*time.Minute)); got != parkedResumed {
-		t.Errorf("within parked_limit: %s, want %s", got, parkedResumed)
+	resumed, overdue := string(keystore.PhaseResumed), keystore.StageWordsOverdue
+	if got := ui.keyWords(r, t0.Add(30*time.Minute)).Stage; got != resumed {
+		t.Errorf("within parked_limit: %s, want %s", got, resumed)
 	}
-	if got := ui.parkedStatusOf(r, t0.Add(2*time.Hour)); got != parkedOverdue {
-		t.Errorf("past parked_limit: %s, want %s", got, parkedOverdue)
+	if got := ui.keyWords(r, t0.Add(2*time.Hour)).Stage; got != overdue {
+		t.Errorf("past parked_limit: %s, want %s", got, overdue)
 	}
 	r.ResumeSentAt = nil
-	if got := ui.parkedStatusOf(r, t0.Add(2*time.Hour)); got != parkedOverdue {
-		t.Errorf("never resumed, past parked_limit: %s, want %s", got, parkedOverdue)
+	if got := ui.keyWords(r, t0.Add(2*time.Hour)).Stage; got != overdue {
+		t.Errorf("never resumed, past parked_limit: %s, want %s", got, overdue)
 	}
 }

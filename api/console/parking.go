@@ -261,89 +261,28 @@ func destinationURL(dest string) string {
 // parkedShown is how many parked keys a destination's page lists.
 const parkedShown = 20
 
-// parkedRow is a parked key with where it stands and what to do.
+// parkedRow is a parked key with where it stands and what to do, in
+// keystore's words (keystore.WordsOf), as the CLI and Slack say it.
 type parkedRow struct {
 	*keystore.Record
-	Status parkedStatus
+	Words keystore.KeyWords
 	// Execution is the id of the waiting n8n execution and ExecutionsURL
 	// n8n's executions list, both read from the resume URL.
 	Execution, ExecutionsURL string
 }
 
-type parkedStatus string
+// Status is the row's stage code (a parked phase, or overdue), which
+// the lists mark by.
+func (r parkedRow) Status() string { return r.Words.Stage }
 
-// What a parked key waits for: the destination, a person's approval, the
-// approved or rejected execution's resume, or the execution after a
-// resume; lost and overdue ones wait for a person.
-const (
-	parkedWaiting  parkedStatus = "waiting"
-	parkedApproval parkedStatus = "approval"
-	parkedApproved parkedStatus = "approved"
-	parkedRejected parkedStatus = "rejected"
-	parkedResumed  parkedStatus = "resumed"
-	parkedOverdue  parkedStatus = "overdue"
-	parkedLost     parkedStatus = "lost"
-)
-
-// Label is the status as the lists read it.
-func (s parkedStatus) Label() string {
-	switch s {
-	case parkedWaiting:
-		return "waiting for the destination"
-	case parkedApproval:
-		return "awaiting approval"
-	case parkedResumed:
-		return "resumed"
-	}
-	return string(s)
-}
-
-// Next is the next step for a person. Only a key waiting for its
-// destination has nothing to do: an approval always needs a person.
-func (s parkedStatus) Next() string {
-	switch s {
-	case parkedLost:
-		return "n8n no longer holds the execution (deleted, pruned or cancelled), so it will not be resumed. Check in the destination whether the event arrived; then open the key and decide: mark completed, allow a retry (the sender or a re-run sends it again) or mark failed for good."
-	case parkedOverdue:
-		return "Parked longer than its namespace's parked_limit: check why the destination is not back (its breaker and maintenance window), and that n8n still holds the execution."
-	case parkedApproval:
-		return "Waiting for a person's approval: open Approvals, then approve it (its execution writes) or reject it (it ends without writing)."
-	case parkedApproved:
-		return "Approved: the guard resumes its execution, which writes once the destination takes writes (after a maintenance window or an open breaker)."
-	case parkedRejected:
-		return "Rejected: the guard resumes its execution so that it ends without writing."
-	case parkedResumed:
-		return "Waiting for the execution after its resume: n8n took the call; the execution runs again and reserves the key."
-	}
-	return "Nothing to do: it is resumed when the destination is back."
-}
-
-func (ui *Console) parkedStatusOf(r *keystore.Record, now time.Time) parkedStatus {
-	since := r.WaitingSince() // the event's whole wait, across parkings anew
-	overdue := since != nil && now.Sub(*since) >= ui.policies.Namespace(r.Namespace).ParkedLimit
-	switch {
-	case r.Reason == keystore.ReasonResumeLost:
-		return parkedLost
-	case r.ResumeSentAt != nil && overdue:
-		// Resumed, and its execution never came back to reserve it within
-		// parked_limit: somebody must look, not wait.
-		return parkedOverdue
-	case r.ResumeSentAt != nil:
-		return parkedResumed
-	case r.Reason == keystore.ReasonAwaitingApproval:
-		return parkedApproval
-	case r.Reason == keystore.ReasonApproved:
-		return parkedApproved
-	case r.Reason == keystore.ReasonApprovalRejected:
-		return parkedRejected
-	case overdue:
-		return parkedOverdue
-	}
-	return parkedWaiting
+// keyWords are the words of the key r at now: its namespace's
+// parked_limit tells the overdue ones.
+func (ui *Console) keyWords(r *keystore.Record, now time.Time) keystore.KeyWords {
+	return keystore.WordsOf(r, keystore.WordsAt{ParkedLimit: ui.policies.Namespace(r.Namespace).ParkedLimit, Now: now})
 }
 
 func (ui *Console) parkedRow(r *keystore.Record, now time.Time) parkedRow {
-	row := parkedRow{Record: r, Status: ui.parkedStatusOf(r, now)}
+	row := parkedRow{Record: r, Words: ui.keyWords(r, now)}
 	row.Execution, row.ExecutionsURL = executionOf(r.ResumeURL)
 	return row
 }
@@ -430,10 +369,10 @@ func (ui *Console) parked(c *fiber.Ctx, sess *session) error {
 	}
 	p.Items = list.rows
 	for _, r := range p.Items {
-		switch r.Status {
-		case parkedLost:
+		switch r.Status() {
+		case string(keystore.PhaseLost):
 			p.Lost++
-		case parkedOverdue:
+		case keystore.StageWordsOverdue:
 			p.Overdue++
 		}
 	}

@@ -7,6 +7,8 @@ import (
 	"html/template"
 	"io/fs"
 	"time"
+
+	"github.com/n8n-guard/n8n-guard/keystore"
 )
 
 // pageNames are the templates/<name>.html files; each defines "content"
@@ -43,10 +45,10 @@ func templateFuncs(now func() time.Time, refresh template.HTMLAttr) template.Fun
 		"destinationURL":   destinationURL,
 		// Codes in words: the lists say what happened, the raw code
 		// stays in a title for whoever searches by it.
-		"reasonWords":  reasonWords,
-		"breakerWords": breakerWords,
+		"reasonWords":  keystore.ReasonWords,
+		"breakerWords": keystore.BreakerWords,
 		"kindWords":    kindWords,
-		"historyWords": historyWords,
+		"historyWords": keystore.HistoryWords,
 	}
 }
 
