@@ -249,25 +249,28 @@ func newDestinationsParkedCmd(o *clientOptions) *cobra.Command {
 			now := time.Now()
 			tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
 			fmt.Fprintln(tw, "NAMESPACE\tKEY\tDESTINATION\tPARKED\tSTATUS\tRESUME URL")
-			lost, late := 0, 0
+			// Those a person must act on, by stage, with the next step
+			// in keystore's words (the console's).
+			attention := map[string]int{}
+			next := map[string]string{}
+			var order []string
 			for _, r := range items {
-				status := parkedStatus(r, overdue, now)
-				switch status {
-				case "LOST":
-					lost++
-				case "OVERDUE":
-					late++
+				w := keystore.WordsOf(r, keystore.WordsAt{ParkedLimit: overdue, Now: now})
+				status := parkedStatus(w)
+				if w.Attention {
+					if attention[status] == 0 {
+						order = append(order, status)
+						next[status] = w.Next
+					}
+					attention[status]++
 				}
 				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", r.Namespace, r.Key, r.Destination, timeOrDash(r.WaitingSince()), status, r.ResumeURL)
 			}
 			if err := tw.Flush(); err != nil {
 				return err
 			}
-			if lost > 0 {
-				fmt.Fprintf(cmd.ErrOrStderr(), "%d LOST: n8n no longer holds the execution (deleted, pruned or cancelled); check the destination and decide with `n8n-guard keys resolve`\n", lost)
-			}
-			if late > 0 {
-				fmt.Fprintf(cmd.ErrOrStderr(), "%d OVERDUE: parked longer than %s; check why the destination is not back (n8n-guard destinations list)\n", late, overdue)
+			for _, status := range order {
+				fmt.Fprintf(cmd.ErrOrStderr(), "%d %s: %s %s\n", attention[status], status, next[status], parkedDoor(status, overdue))
 			}
 			return nil
 		},
@@ -279,17 +282,22 @@ func newDestinationsParkedCmd(o *clientOptions) *cobra.Command {
 	return cmd
 }
 
-// parkedStatus says where a parked event stands: LOST (n8n answered 404
-// or 409 finished), RESUMED (n8n took the resume call; the execution runs
-// again), OVERDUE (parked longer than limit) or WAITING.
-func parkedStatus(r *keystore.Record, limit time.Duration, now time.Time) string {
-	switch {
-	case r.Reason == keystore.ReasonResumeLost:
-		return "LOST"
-	case r.ResumeSentAt != nil:
-		return "RESUMED"
-	case r.WaitingSince() != nil && now.Sub(*r.WaitingSince()) >= limit:
-		return "OVERDUE"
+// parkedStatus is a parked event's stage as the listing's column reads
+// it: WAITING, CLAIMED, PROBE, RESUMED, OVERDUE, LOST, AWAITING_APPROVAL,
+// APPROVED or REJECTED (keystore.WordsOf).
+func parkedStatus(w keystore.KeyWords) string {
+	return strings.ToUpper(w.Stage)
+}
+
+// parkedDoor is how a person takes the next step from the CLI.
+func parkedDoor(status string, overdue time.Duration) string {
+	switch status {
+	case "LOST":
+		return "(decide with `n8n-guard keys resolve`)"
+	case "OVERDUE":
+		return fmt.Sprintf("(parked longer than %s: see `n8n-guard destinations list`)", overdue)
+	case "AWAITING_APPROVAL":
+		return "(`n8n-guard keys approve` or `n8n-guard keys reject`)"
 	}
-	return "WAITING"
+	return ""
 }

@@ -126,7 +126,8 @@ func TestParkedStatus(t *testing.T) {
 		{"lost and old", keystore.Record{ParkedAt: at(100 * time.Hour), Reason: keystore.ReasonResumeLost}, "LOST"},
 		{"resumed", keystore.Record{ParkedAt: at(time.Minute), ResumeSentAt: at(0)}, "RESUMED"},
 	} {
-		if got := parkedStatus(&tc.r, keystore.DefaultParkedLimit, now); got != tc.want {
+		tc.r.State = keystore.StateParked
+		if got := parkedStatus(keystore.WordsOf(&tc.r, keystore.WordsAt{ParkedLimit: keystore.DefaultParkedLimit, Now: now})); got != tc.want {
 			t.Errorf("%s: %s, want %s", tc.name, got, tc.want)
 		}
 	}

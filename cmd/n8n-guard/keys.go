@@ -111,10 +111,33 @@ func newKeysShowCmd(o *clientOptions) *cobra.Command {
 				return err
 			}
 			buf.WriteByte('\n')
-			_, err = buf.WriteTo(cmd.OutOrStdout())
+			if _, err = buf.WriteTo(cmd.OutOrStdout()); err != nil {
+				return err
+			}
+			// The record stays JSON on stdout (scripts read it); a person
+			// reads where it stands on stderr, in keystore's words.
+			var r keystore.Record
+			if err := json.Unmarshal(rec, &r); err != nil || r.State == "" || r.State == keystore.StateAbsent {
+				return nil
+			}
+			_, err = io.WriteString(cmd.ErrOrStderr(), wordsText(keystore.WordsOf(&r, keystore.WordsAt{Now: time.Now()})))
 			return err
 		},
 	}
+}
+
+// wordsText is a key's words as the CLI prints them, one line each:
+// status, reason, next step.
+func wordsText(w keystore.KeyWords) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "status: %s\n", w.Status)
+	if w.Reason != "" {
+		fmt.Fprintf(&b, "reason: %s\n", w.Reason)
+	}
+	if w.Next != "" {
+		fmt.Fprintf(&b, "next step: %s\n", w.Next)
+	}
+	return b.String()
 }
 
 func newKeysResolveCmd(o *clientOptions) *cobra.Command {
