@@ -158,10 +158,8 @@ func renderWorkflowFailed(r *notify.Record, mention string, canRetry bool) messa
 func renderKeyUnknown(r *notify.Record, mention, guardURL string) message {
 	key, ns := escape(r.Key), escape(r.Namespace)
 	why := "its outcome is not known"
-	if r.Reason == "lease_expired" {
-		why = "its lease ran out before the holder reported an outcome"
-	} else if r.Reason != "" {
-		why = "the holder reported " + escape(r.Reason)
+	if r.Reason != "" {
+		why = reasonText(r.Reason)
 	}
 	lead := fmt.Sprintf("%s: key `%s` in namespace `%s` is *unknown*: %s (attempt %d", mention, key, ns, why, r.KeyAttempt)
 	if r.Holder != "" {

@@ -17,7 +17,7 @@ func renderKeyGroup(r *notify.Record, mention, guardURL string, links []notify.L
 	lead := fmt.Sprintf("%s: *%s* keys of `%s` went unknown between %s and %s (the first: `%s`",
 		mention, notify.Thousands(r.Count), ns, notify.Clock(r.FirstAt), notify.Clock(r.LastAt), escape(r.Key))
 	if r.Reason != "" {
-		lead += ", " + escape(r.Reason)
+		lead += ", " + reasonText(r.Reason)
 	}
 	lead += "). n8n-guard will not retry them: a person must check whether their side effects happened and decide them."
 	progress := fmt.Sprintf("*%s of %s still open.*", notify.Thousands(open), notify.Thousands(r.Count))
