@@ -16,6 +16,7 @@ import (
 
 	"github.com/gorilla/websocket"
 
+	"github.com/n8n-guard/n8n-guard/internal/testwait"
 	"github.com/n8n-guard/n8n-guard/keystore"
 )
 
@@ -79,7 +80,7 @@ func newFakeSocket(t *testing.T) *fakeSocket {
 // send delivers one interactive envelope and returns when it was sent.
 func (f *fakeSocket) send(id string, payload any) time.Time {
 	f.t.Helper()
-	waitFor(f.t, "a Socket Mode connection", func() bool {
+	testwait.For(f.t, "a Socket Mode connection", func() bool {
 		f.mu.Lock()
 		defer f.mu.Unlock()
 		return f.conn != nil
@@ -125,12 +126,12 @@ func TestSocketModeClick(t *testing.T) {
 	for i, user := range []string{"U0STRANGER", "U0OFFICE"} {
 		env := fmt.Sprintf("env-%d", i)
 		sent := sock.send(env, blockAction(user, ActionComplete, n.ID))
-		waitFor(t, "the acknowledgement", func() bool { _, ok := sock.acked(env); return ok })
+		testwait.For(t, "the acknowledgement", func() bool { _, ok := sock.acked(env); return ok })
 		if at, _ := sock.acked(env); at.Sub(sent) > 3*time.Second {
 			t.Fatalf("acknowledged after %s, Slack wants 3 s", at.Sub(sent))
 		}
 		if i == 0 {
-			waitFor(t, "the refusal", func() bool { return len(k.calls("chat.postEphemeral")) == 1 })
+			testwait.For(t, "the refusal", func() bool { return len(k.calls("chat.postEphemeral")) == 1 })
 			if k.key("booking-77").State != keystore.StateUnknown {
 				t.Fatal("a stranger's click over Socket Mode changed the key")
 			}
@@ -138,7 +139,7 @@ func TestSocketModeClick(t *testing.T) {
 			sock.drop()
 		}
 	}
-	waitFor(t, "the decision", func() bool { return k.key("booking-77").State == keystore.StateCompleted })
+	testwait.For(t, "the decision", func() bool { return k.key("booking-77").State == keystore.StateCompleted })
 	k.svc.WaitClicks()
 	k.pass()
 	if u := k.calls("chat.update"); len(u) != 1 || !strings.Contains(u[0].Blocks, "marked it *completed*") {

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/n8n-guard/n8n-guard/internal/testwait"
 	. "github.com/n8n-guard/n8n-guard/notify"
 )
 
@@ -54,17 +55,6 @@ func storm(t *testing.T, h *harness, t0 time.Time, from, to int) int {
 	return grouped
 }
 
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
 // A storm: 10,000 identical failures in a minute make at most 3 Slack
 // calls, and the message shows the exact count.
 func TestStormMakesAtMostThreeSlackCalls(t *testing.T) {
@@ -81,9 +71,9 @@ func TestStormMakesAtMostThreeSlackCalls(t *testing.T) {
 		t.Fatalf("first failure: %+v", first)
 	}
 	// The first is sent at once.
-	waitFor(t, "the first message", func() bool { return len(slack.Delivered("chat.postMessage")) == 1 })
+	testwait.For(t, "the first message", func() bool { return len(slack.Delivered("chat.postMessage")) == 1 })
 	// ... and recorded as sent at t0 (the storm moves the clock on).
-	waitFor(t, "the first message recorded", func() bool { return len(h.list(StatusDelivered)) == 1 })
+	testwait.For(t, "the first message recorded", func() bool { return len(h.list(StatusDelivered)) == 1 })
 
 	if grouped := storm(t, h, t0, 1, total); grouped != total-1 {
 		t.Fatalf("%d of %d later failures grouped", grouped, total-1)
@@ -95,7 +85,7 @@ func TestStormMakesAtMostThreeSlackCalls(t *testing.T) {
 
 	// Half a window after the post, the count is brought up to date.
 	h.clock.Set(t0.Add(DefaultGroupWindow/2 + time.Second))
-	waitFor(t, "the count update", func() bool { return len(slack.Delivered("chat.update")) == 1 })
+	testwait.For(t, "the count update", func() bool { return len(slack.Delivered("chat.update")) == 1 })
 	// After the window nothing more is due for the group.
 	h.clock.Set(t0.Add(2 * DefaultGroupWindow))
 	time.Sleep(50 * time.Millisecond)

@@ -10,6 +10,7 @@ import (
 	"golang.org/x/net/html"
 
 	"github.com/n8n-guard/n8n-guard/api/console"
+	"github.com/n8n-guard/n8n-guard/internal/testwait"
 	"github.com/n8n-guard/n8n-guard/notify"
 )
 
@@ -30,7 +31,7 @@ func TestFailuresPageListsAndAcknowledges(t *testing.T) {
 		}
 		id = a.NotificationID
 	}
-	waitFor(t, "the failure is in Slack", func() bool { return len(slack.Calls("chat.postMessage")) == 1 })
+	testwait.For(t, "the failure is in Slack", func() bool { return len(slack.Calls("chat.postMessage")) == 1 })
 
 	c, csrf := signedIn(t, ts.site, actToken)
 	_, page := fetch(t, c, ts.url+"/ui/failures")
@@ -85,7 +86,7 @@ func TestFailuresPageListsAndAcknowledges(t *testing.T) {
 		t.Error("no confirmation after the acknowledgement")
 	}
 	// The Slack message says it, as after a click on its button.
-	waitFor(t, "the Slack message is updated", func() bool {
+	testwait.For(t, "the Slack message is updated", func() bool {
 		for _, u := range slack.Calls("chat.update") {
 			if strings.Contains(u.Text+u.Blocks, "acknowledged") && strings.Contains(u.Text+u.Blocks, "on-call") {
 				return true

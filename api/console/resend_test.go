@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/n8n-guard/n8n-guard/api/console"
+	"github.com/n8n-guard/n8n-guard/internal/testwait"
 	"github.com/n8n-guard/n8n-guard/notify"
 )
 
@@ -24,7 +25,7 @@ func TestResendAsksWhereAndGoesToTheFixedChannel(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the notification dies", func() bool {
+	testwait.For(t, "the notification dies", func() bool {
 		p, err := ts.notes.List(ctx, notify.ListQuery{Status: notify.StatusDead})
 		return err == nil && len(p.Items) == 1
 	})
@@ -56,11 +57,11 @@ func TestResendAsksWhereAndGoesToTheFixedChannel(t *testing.T) {
 	if resp.StatusCode != http.StatusSeeOther {
 		t.Fatalf("re-send: %d", resp.StatusCode)
 	}
-	waitFor(t, "the re-send is posted", func() bool { return len(slack.Calls("chat.postMessage")) == 2 })
+	testwait.For(t, "the re-send is posted", func() bool { return len(slack.Calls("chat.postMessage")) == 2 })
 	if got := slack.Calls("chat.postMessage")[1].Channel; got != "C0CRMONCALL" {
 		t.Fatalf("re-sent to %s, want the fixed channel C0CRMONCALL", got)
 	}
-	waitFor(t, "delivered", func() bool {
+	testwait.For(t, "delivered", func() bool {
 		p, err := ts.notes.List(ctx, notify.ListQuery{Status: notify.StatusDelivered})
 		return err == nil && len(p.Items) == 1
 	})

@@ -8,6 +8,7 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/n8n-guard/n8n-guard/api/console"
+	"github.com/n8n-guard/n8n-guard/internal/testwait"
 	"github.com/n8n-guard/n8n-guard/notify"
 )
 
@@ -25,11 +26,11 @@ func TestBrowserThreadLinksAndFailures(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	waitFor(t, "both messages are in Slack", func() bool { return len(slack.Calls("chat.postMessage")) == 2 })
+	testwait.For(t, "both messages are in Slack", func() bool { return len(slack.Calls("chat.postMessage")) == 2 })
 	var msg = new(notify.Record)
 	// The record learns its Slack ts once chat.postMessage has answered
 	// and the delivery is written: wait for that, not only for the call.
-	waitFor(t, "the message's Slack ts is recorded", func() bool {
+	testwait.For(t, "the message's Slack ts is recorded", func() bool {
 		m, _ := ts.notes.AboutKey(ctx, "crm", "lead-1")
 		if m != nil && m.SlackTS != "" {
 			msg = m
@@ -103,7 +104,7 @@ func TestBrowserResendConfirms(t *testing.T) {
 	if _, err := ts.notes.Intake(ctx, []byte(crmFailure)); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the notification dies", func() bool { return len(slack.Calls("chat.postMessage")) == 1 })
+	testwait.For(t, "the notification dies", func() bool { return len(slack.Calls("chat.postMessage")) == 1 })
 	ts.stop()
 	ts.start(t, slack, crmConfig("C0CRMONCALL"))
 	ts.site = ts.console(t, console.Config{})

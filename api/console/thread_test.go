@@ -15,6 +15,7 @@ import (
 	"golang.org/x/net/html"
 
 	"github.com/n8n-guard/n8n-guard/api/console"
+	"github.com/n8n-guard/n8n-guard/internal/testwait"
 	"github.com/n8n-guard/n8n-guard/keystore"
 	"github.com/n8n-guard/n8n-guard/keystore/bolt"
 	"github.com/n8n-guard/n8n-guard/notify"
@@ -160,16 +161,6 @@ func (ts *threadSite) console(t *testing.T, cfg console.Config) *site {
 	return &site{t: t, url: "http://" + ln.Addr().String(), store: ts.store, ctx: context.Background()}
 }
 
-// waitFor polls cond (the worker runs on its own) for up to 10 s.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	for deadline := time.Now().Add(10 * time.Second); !cond(); time.Sleep(10 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting: %s", what)
-		}
-	}
-}
-
 // doc is a parsed page.
 type doc struct{ root *html.Node }
 
@@ -275,7 +266,7 @@ func TestKeyPageLinksTheThread(t *testing.T) {
 	ts := newThreadSite(t, slack, crmConfig("C0CRMONCALL"),
 		console.Config{N8nURL: "https://n8n.example.org/", SlackWorkspace: "acme"})
 	reserveUnknown(t, ts.store, "crm", "lead-1", "n8n LeadCrm00000001 exec 48016", "hubspot")
-	waitFor(t, "the message about lead-1 is in Slack", func() bool {
+	testwait.For(t, "the message about lead-1 is in Slack", func() bool {
 		r, err := ts.notes.AboutKey(context.Background(), "crm", "lead-1")
 		return err == nil && r != nil && r.SlackTS != ""
 	})

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/n8n-guard/n8n-guard/internal/slacktest"
+	"github.com/n8n-guard/n8n-guard/internal/testwait"
 )
 
 // Four eyes in Slack, against the binary over loopback with the
@@ -69,7 +70,7 @@ people:
 			t.Fatalf("reserve %s: %v", key, a)
 		}
 		var id string
-		waitUntil(t, "the approval message of "+key, func() bool {
+		testwait.For(t, "the approval message of "+key, func() bool {
 			_, page := call(t, base, "tok", http.MethodGet, "/v1/notifications?state=delivered", nil)
 			for _, it := range page["items"].([]any) {
 				n := it.(map[string]any)
@@ -97,7 +98,7 @@ people:
 			t.Fatalf("click: %d %s", status, answer)
 		}
 		var said string
-		waitUntil(t, "the answer to "+user, func() bool {
+		testwait.For(t, "the answer to "+user, func() bool {
 			if slack.count("chat.postEphemeral") > before {
 				said = slack.last("chat.postEphemeral")
 				return true

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/n8n-guard/n8n-guard/internal/slacktest"
+	"github.com/n8n-guard/n8n-guard/internal/testwait"
 )
 
 // issueSpellings are the requester spellings of issue 44 that Ana
@@ -88,7 +89,7 @@ tokens:
 	messageOf := func(key string) string {
 		t.Helper()
 		var id string
-		waitUntil(t, "the approval message of "+key, func() bool {
+		testwait.For(t, "the approval message of "+key, func() bool {
 			_, page := call(t, base, "tok", http.MethodGet, "/v1/notifications?state=delivered", nil)
 			for _, it := range page["items"].([]any) {
 				if n := it.(map[string]any); n["kind"] == "approval" && n["key"] == key {
@@ -112,7 +113,7 @@ tokens:
 			t.Fatalf("click: %d %s", status, answer)
 		}
 		var said string
-		waitUntil(t, "the answer to "+user, func() bool {
+		testwait.For(t, "the answer to "+user, func() bool {
 			if slack.count("chat.postEphemeral") > before {
 				said = slack.last("chat.postEphemeral")
 				return true

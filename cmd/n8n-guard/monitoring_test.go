@@ -17,6 +17,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/n8n-guard/n8n-guard/api"
+	"github.com/n8n-guard/n8n-guard/internal/testwait"
 )
 
 var updateScrape = flag.Bool("update-scrape", false, "rewrite deploy/monitoring/testdata/guard-start.prom from a fresh guard's first scrape")
@@ -135,7 +136,7 @@ func TestMonitoringSeriesAsTheGuardExportsThem(t *testing.T) {
 	// taken from the event log by notify's own loop: wait for both, so the
 	// recording does not depend on how fast it ran.
 	var used, types map[string]string
-	waitUntil(t, "notify accepted the unknown key's and the failure's notifications", func() bool {
+	testwait.For(t, "notify accepted the unknown key's and the failure's notifications", func() bool {
 		used, types = scrape() // every family's type: the first scrape lacks those born since
 		return used[`n8n_guard_notify_accepted_total{kind="key_unknown",status="queued"}`] != "" &&
 			used[`n8n_guard_notify_accepted_total{kind="workflow_failed",status="queued"}`] != ""

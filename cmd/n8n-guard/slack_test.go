@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/n8n-guard/n8n-guard/internal/slacktest"
+	"github.com/n8n-guard/n8n-guard/internal/testwait"
 )
 
 // slackChannels answers the Web API like Slack for the channels it knows
@@ -83,17 +84,6 @@ func postSigned(t *testing.T, base string, h http.Header, body []byte) (int, str
 	return res.StatusCode, string(raw), time.Since(start)
 }
 
-func waitUntil(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
 // From a Slack message to a recorded decision without a token, a CLI or a
 // browser: a person clicks "It happened" in Slack, the guard checks
 // Slack's signature, resolves the key (its history names the person) and
@@ -129,9 +119,9 @@ owners:
 
 	_, a := call(t, base, "tok", http.MethodPost, "/v1/reserve", map[string]any{"namespace": "bookings", "key": "B-1", "owner": "exec 9"})
 	call(t, base, "tok", http.MethodPost, "/v1/fail", map[string]any{"namespace": "bookings", "key": "B-1", "token": a["token"], "reason": "outcome_unknown"})
-	waitUntil(t, "the message about B-1", func() bool { return slack.count("chat.postMessage C0BOOK") == 1 })
+	testwait.For(t, "the message about B-1", func() bool { return slack.count("chat.postMessage C0BOOK") == 1 })
 	var id string
-	waitUntil(t, "the message recorded as delivered", func() bool {
+	testwait.For(t, "the message recorded as delivered", func() bool {
 		_, page := call(t, base, "tok", http.MethodGet, "/v1/notifications?state=delivered", nil)
 		if items := page["items"].([]any); len(items) == 1 {
 			id = items[0].(map[string]any)["id"].(string)
@@ -164,7 +154,7 @@ owners:
 		t.Fatalf("signed click: %d %q after %s", status, body, took)
 	}
 	var rec map[string]any
-	waitUntil(t, "the decision on the key", func() bool {
+	testwait.For(t, "the decision on the key", func() bool {
 		_, rec = call(t, base, "tok", http.MethodGet, "/v1/lookup?namespace=bookings&key=B-1", nil)
 		return rec["state"] == "completed"
 	})
@@ -172,7 +162,7 @@ owners:
 	if last := hist[len(hist)-1].(map[string]any); last["event"] != "resolved" || !strings.Contains(last["by"].(string), "U0OFFICE") {
 		t.Fatalf("history does not name the Slack user: %v", last)
 	}
-	waitUntil(t, "the message updated in place", func() bool { return slack.count("chat.update C0BOOK") == 1 })
+	testwait.For(t, "the message updated in place", func() bool { return slack.count("chat.update C0BOOK") == 1 })
 	if status, _, _ := postSigned(t, base, h, b); status != http.StatusUnauthorized {
 		t.Fatalf("a replayed click answered %d", status)
 	}
@@ -190,7 +180,7 @@ owners:
 		return out.String(), err
 	}
 	var dead string
-	waitUntil(t, "the dead notification", func() bool {
+	testwait.For(t, "the dead notification", func() bool {
 		out, _ := run("notifications", "list", "--state", "dead", "--json")
 		var p struct {
 			Items []struct {
@@ -215,5 +205,5 @@ owners:
 	if err != nil || !strings.Contains(out, "pending again") {
 		t.Fatalf("resend: %v %s", err, out)
 	}
-	waitUntil(t, "the re-sent notification", func() bool { return slack.count("chat.postMessage C0GONE") == 2 })
+	testwait.For(t, "the re-sent notification", func() bool { return slack.count("chat.postMessage C0GONE") == 2 })
 }

@@ -9,6 +9,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/n8n-guard/n8n-guard/internal/testwait"
 )
 
 // fakeN8nAPI answers n8n's public API as n8n does for what the guard's
@@ -139,7 +141,7 @@ tokens:
 				t.Fatalf("the forged failure: %d %v", st, f)
 			}
 			var id string
-			waitUntil(t, "the failure's message", func() bool {
+			testwait.For(t, "the failure's message", func() bool {
 				_, page := call(t, base, "tok", http.MethodGet, "/v1/notifications?state=delivered", nil)
 				for _, it := range page["items"].([]any) {
 					if n := it.(map[string]any); n["kind"] == "workflow_failed" {
@@ -157,7 +159,7 @@ tokens:
 			if status, body, _ := postSigned(t, base, h, b); status != http.StatusOK {
 				t.Fatalf("click: %d %s", status, body)
 			}
-			waitUntil(t, "the click carried out", func() bool {
+			testwait.For(t, "the click carried out", func() bool {
 				return slack.count("chat.postEphemeral") == 1 || slack.count("chat.update") > 0 || len(n8n.retries()) > 0
 			})
 			if said := slack.last("chat.postEphemeral"); !strings.Contains(said, "Refused") || !strings.Contains(said, "nothing changed") {

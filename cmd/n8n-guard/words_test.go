@@ -12,6 +12,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/n8n-guard/n8n-guard/internal/testwait"
 )
 
 // A key reads the same in the console and in the CLI: a parked key
@@ -84,7 +86,7 @@ namespaces:
 		}
 		return words
 	}
-	waitUntil(t, "n8n to start the granted re-run", func() bool { return cli("crm", "lead-1")["status"] == "re-run started in n8n" })
+	testwait.For(t, "n8n to start the granted re-run", func() bool { return cli("crm", "lead-1")["status"] == "re-run started in n8n" })
 
 	c := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 	resp, err := c.PostForm(base+"/ui/signin", url.Values{"token": {"tok"}})

@@ -1,0 +1,37 @@
+// Package testwait is how the tests wait for what they promise: poll a
+// condition until it holds, and fail naming what never came. A test
+// never sleeps a fixed time as synchronisation; the deadline is only
+// there so that a condition that never holds fails instead of hanging,
+// and it is generous, for a loaded 2-core machine.
+//
+// Only tests import it.
+package testwait
+
+import (
+	"testing"
+	"time"
+)
+
+// Deadline is how long For waits.
+const Deadline = 30 * time.Second
+
+// For polls cond until it returns true; after Deadline it fails t with
+// "timed out waiting for <what>".
+func For(t testing.TB, what string, cond func() bool) {
+	t.Helper()
+	Within(t, Deadline, what, cond)
+}
+
+// Within is For with its own deadline d.
+func Within(t testing.TB, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	// Short polls first: most conditions hold within milliseconds; then
+	// 20 ms, so that a long wait does not spin.
+	for pause := time.Millisecond; !cond(); pause = min(2*pause, 20*time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(pause)
+	}
+}

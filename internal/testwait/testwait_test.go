@@ -1,0 +1,41 @@
+package testwait
+
+import (
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// fakeT records a failure instead of ending the test.
+type fakeT struct {
+	testing.TB
+	failed atomic.Bool
+	msg    string
+}
+
+func (f *fakeT) Helper() {}
+func (f *fakeT) Fatalf(format string, args ...any) {
+	f.failed.Store(true)
+	f.msg = format
+}
+
+func TestForReturnsOnceTheConditionHolds(t *testing.T) {
+	var n atomic.Int32
+	f := &fakeT{TB: t}
+	For(f, "the third poll", func() bool { return n.Add(1) == 3 })
+	if f.failed.Load() || n.Load() != 3 {
+		t.Fatalf("For failed (%v) or polled %d times, want 3", f.failed.Load(), n.Load())
+	}
+}
+
+func TestWithinFailsNamingWhatNeverCame(t *testing.T) {
+	f := &fakeT{TB: t}
+	start := time.Now()
+	Within(f, 30*time.Millisecond, "a condition that never holds", func() bool { return f.failed.Load() })
+	if !f.failed.Load() || f.msg != "timed out waiting for %s" {
+		t.Fatalf("Within did not fail: %v %q", f.failed.Load(), f.msg)
+	}
+	if time.Since(start) < 30*time.Millisecond {
+		t.Fatalf("Within gave up before its deadline")
+	}
+}
