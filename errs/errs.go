@@ -4,8 +4,10 @@
 // HTTP status in one table.
 //
 // It is a leaf: it imports nothing of the service and no transport. The
-// codes here are the domain's; codes only HTTP can raise (a missing token,
-// a slow or oversized request, the connection cap) live in api/problem.
+// codes here are the domain's, and Unauthorized, which every adapter that
+// checks a caller raises (a token, a session, Slack's signature); codes
+// only HTTP can raise (a slow or oversized request, the connection cap)
+// live in api/problem.
 package errs
 
 import (

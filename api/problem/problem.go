@@ -15,7 +15,7 @@ import (
 // The codes of the transport: raised before or around a handler, never by
 // a domain package.
 const (
-	Unauthorized    errs.Code = errs.Unauthorized   // no valid bearer token (or Slack signature, which slack raises as errs')
+	Unauthorized    errs.Code = errs.Unauthorized   // no valid bearer token (or Slack signature): errs' code, listed here for its status
 	RequestTimeout  errs.Code = "request_timeout"   // the request did not arrive within the read timeout
 	Overloaded      errs.Code = "overloaded"        // the connection cap is reached
 	PayloadTooLarge errs.Code = "payload_too_large" // the body is over the limit
