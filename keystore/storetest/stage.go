@@ -152,6 +152,13 @@ func runStages(t *testing.T, newStore New) {
 			}
 		}
 	})
+	t.Run("a key in every stage reads back and is indexed at it, across a restart", func(t *testing.T) {
+		e := setup(t, newStore, StagePolicies)
+		want := EveryStage(t, e.s, e.clock.Advance)
+		WantStages(t, e.s, want)
+		e.restart()
+		WantStages(t, e.s, want)
+	})
 	t.Run("the keys of a stage, by namespace and key, in pages", func(t *testing.T) {
 		e := setup(t, newStore, pol)
 		for _, space := range []string{"a-ns", ns, "z-ns"} {
