@@ -140,6 +140,9 @@ func (s *Store) KeysAtStage(_ context.Context, q keystore.StageQuery) ([]*keysto
 			if err != nil {
 				return err
 			}
+			if r.Stage != q.Stage {
+				continue // an entry a damaged record's repair left behind
+			}
 			out = append(out, r)
 		}
 		return nil
