@@ -17,7 +17,8 @@ import (
 // reads the approved and rejected keys from the stage index
 // (KeysAtStage), never the keys that wait for a person, and looks again
 // at each commit of this process's store (a decision is one), when a
-// resume of its own ends, when a claim it saw in flight lapses, and every
+// claim it saw in flight lapses, every Interval while a resume of its own
+// is in flight (it may end with its key still decided), and every
 // approvalLook for another guard's decisions on a shared PostgreSQL.
 
 // approvalLook is how often the resumer looks when nothing woke it (or
