@@ -17,9 +17,10 @@ type Store interface {
 	keystore.ParkStore
 	keystore.CommitFeed // wakes the runner, the workers and the watches of resumed executions
 	Lookup(ctx context.Context, namespace, key string) (keystore.Result, error)
-	// List finds the decided keys of namespaces that require approval
-	// (approval.go).
 	List(ctx context.Context, q keystore.ListQuery) (keystore.Page, error)
+	// KeysAtStage finds the decided keys of namespaces that require
+	// approval (approval.go).
+	keystore.StageReader
 }
 
 // Resumer calls one parked execution's resume URL (n8n.ResumeCaller).

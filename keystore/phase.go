@@ -1,14 +1,15 @@
 package keystore
 
-// ParkedPhase names where a parked key stands. Its State says "parked" for
-// a key waiting for its destination, one whose resume call a guard holds,
-// one whose execution n8n woke, one n8n lost and one waiting for a person;
-// the Decide functions tell them apart by its fields. The phase is not
-// stored: PhaseOf reads it off those fields the way they do (and the
-// stores' queue of resumable keys, keystore/bolt resumable, the SQL of
-// keystore/postgres Parked), so tests and views can name a phase without
-// a second source of truth that could drift from the machine.
-type ParkedPhase string
+// ParkedPhase names where a parked key stands: the stages (stage.go) of
+// a parked key. Its State says "parked" for a key waiting for its
+// destination, one whose resume call a guard holds, one whose execution
+// n8n woke, one n8n lost and one waiting for a person; the Decide
+// functions tell them apart by its fields. PhaseOf reads it off those
+// fields the way they do (and the stores' queue of resumable keys,
+// keystore/bolt resumable, the SQL of keystore/postgres Parked); StageOf
+// stores it with every write of the key, and migration 0019 of
+// keystore/postgres (guard_key_stage) is PhaseOf in SQL.
+type ParkedPhase = Stage
 
 // The phases of a parked key.
 const (

@@ -92,6 +92,10 @@ type Record struct {
 	ResolvedAt     *time.Time      `json:"resolved_at"`
 	Note           string          `json:"note,omitempty"`
 	History        []Transition    `json:"history"`
+	// Stage is where the key stands within its state (stage.go): StageOf
+	// its fields, set by the store as it writes the record; "" when
+	// nothing applies.
+	Stage Stage `json:"stage,omitempty"`
 
 	// Summary is the one line a reserve said the event is
 	// (ReserveRequest.Summary), for the person who approves or acts on the

@@ -350,6 +350,11 @@ func pausedID(dest, ns string) string { return dest + "\x00" + ns }
 // : none): keystore.ExecutionOf, which the resume URLs' rule reads too.
 func ExecutionOf(holder string) (workflow, execution string) { return keystore.ExecutionOf(holder) }
 
+// pendingStages are the stages of a granted re-run (keystore/stage.go):
+// the round reads their keys from the stage index, never a failed key
+// that no person allowed to re-run.
+var pendingStages = []keystore.Stage{keystore.StageGranted, keystore.StageStarting, keystore.StageStarted}
+
 // pending reads the granted keys that no guard is starting, one execution
 // each, the oldest grant first, and when the soonest claim in flight goes
 // stale (0: none is in flight).
@@ -365,47 +370,53 @@ func (r *Runner) pending(ctx context.Context) ([]*execution, time.Duration, erro
 	}
 	byRun := map[string]*execution{}
 	var out []*execution
-	q := keystore.ListQuery{State: keystore.StateFailed, Limit: 1000}
-	for {
-		page, err := r.store.List(ctx, q)
-		if err != nil {
-			return nil, 0, err
+	add := func(rec *keystore.Record) {
+		gate, granted := keystore.RerunGranted(rec)
+		if !granted {
+			return // moved on since the stage was read
 		}
-		for _, rec := range page.Items {
-			gate, granted := keystore.RerunGranted(rec)
-			if !granted {
-				continue
+		wf, id := ExecutionOf(gate)
+		switch t := keystore.LastTransition(rec); t.Event {
+		case keystore.HistoryRerunStarting:
+			if inFlight(t.At, r.opts.Claim) {
+				return
 			}
-			wf, id := ExecutionOf(gate)
-			switch t := keystore.LastTransition(rec); t.Event {
-			case keystore.HistoryRerunStarting:
-				if inFlight(t.At, r.opts.Claim) {
-					continue
-				}
-			case keystore.HistoryRerunStarted:
-				if inFlight(t.At, r.opts.Started) {
-					continue
-				}
-				// n8n started it, and it never reserved the key (its gate
-				// met a paused destination, or it is gone): ask again, for
-				// the execution n8n started.
-				id = t.Detail
-				r.opts.Logger.Warn("re-run: the execution n8n started has not reserved the key; asking again",
-					"namespace", rec.Namespace, "key", rec.Key, "execution", id, "after", r.opts.Started)
+		case keystore.HistoryRerunStarted:
+			if inFlight(t.At, r.opts.Started) {
+				return
 			}
-			run := wf + "\x00" + id
-			ex := byRun[run]
-			if ex == nil {
-				ex = &execution{workflow: wf, id: id, gate: gate, destination: rec.Destination}
-				byRun[run] = ex
-				out = append(out, ex)
-			}
-			ex.keys = append(ex.keys, rec)
+			// n8n started it, and it never reserved the key (its gate
+			// met a paused destination, or it is gone): ask again, for
+			// the execution n8n started.
+			id = t.Detail
+			r.opts.Logger.Warn("re-run: the execution n8n started has not reserved the key; asking again",
+				"namespace", rec.Namespace, "key", rec.Key, "execution", id, "after", r.opts.Started)
 		}
-		if page.NextCursor == "" {
-			break
+		run := wf + "\x00" + id
+		ex := byRun[run]
+		if ex == nil {
+			ex = &execution{workflow: wf, id: id, gate: gate, destination: rec.Destination}
+			byRun[run] = ex
+			out = append(out, ex)
 		}
-		q.Cursor = page.NextCursor
+		ex.keys = append(ex.keys, rec)
+	}
+	for _, stage := range pendingStages {
+		q := keystore.StageQuery{Stage: stage, Limit: 1000}
+		for {
+			recs, err := r.store.KeysAtStage(ctx, q)
+			if err != nil {
+				return nil, 0, err
+			}
+			for _, rec := range recs {
+				add(rec)
+			}
+			if len(recs) < q.Limit {
+				break
+			}
+			last := recs[len(recs)-1]
+			q.AfterNamespace, q.AfterKey = last.Namespace, last.Key
+		}
 	}
 	sort.SliceStable(out, func(i, j int) bool { return grantedAt(out[i]).Before(grantedAt(out[j])) })
 	return out, soon, nil

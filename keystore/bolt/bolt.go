@@ -30,7 +30,7 @@ var (
 	bucketBreakers = []byte("breakers")    // destination -> breaker
 	bucketEvents   = []byte("events")      // seq -> event
 	allBuckets     = [][]byte{bucketKeys, bucketState, bucketLeases, bucketExpires, bucketCounts, bucketBreakers, bucketEvents,
-		bucketOwners, bucketWaiting, bucketActivity, bucketParked, bucketBulk, bucketWoken} // their index is the code in bk* (console.go, park.go, bulk.go)
+		bucketOwners, bucketWaiting, bucketActivity, bucketParked, bucketBulk, bucketWoken, bucketStage} // their index is the code in bk* (console.go, park.go, bulk.go, stage.go)
 )
 
 // Bucket codes: indexes into allBuckets. The previous version's log
@@ -426,6 +426,9 @@ func putEncoded(tx *bbolt.Tx, prev, next *keystore.Record, v []byte) error {
 	if err := indexParked(tx, prev, next, rk); err != nil {
 		return err
 	}
+	if err := indexStage(tx, prev, next, rk); err != nil {
+		return err
+	}
 	if prev == nil || prev.State != next.State {
 		if prev != nil {
 			if err := addCount(tx, prev.Namespace, prev.State, -1); err != nil {
@@ -463,6 +466,9 @@ func deleteRecord(tx *bbolt.Tx, r *keystore.Record) error {
 		return err
 	}
 	if err := indexParked(tx, r, &keystore.Record{}, rk); err != nil {
+		return err
+	}
+	if err := indexStage(tx, r, nil, rk); err != nil {
 		return err
 	}
 	if err := del(tx, bkKeys, rk); err != nil {

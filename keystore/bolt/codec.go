@@ -255,7 +255,13 @@ func encodeRecordBody(r *keystore.Record) ([]byte, error) {
 		}
 		d.History[i] = diskTransition{At: ms(h.At) - base, Event: code, Attempt: uint32(h.Attempt), By: by, Detail: h.Detail}
 	}
-	if r.Summary != "" {
+	// The one place a record is written: its stage is what its fields
+	// say (stage.go), whichever path decided it.
+	r.Stage = keystore.StageOf(r)
+	switch {
+	case r.Stage != "":
+		return cbor.Marshal(diskRecordStage{diskRecord: d, Summary: r.Summary, Stage: stageCodes[r.Stage]})
+	case r.Summary != "":
 		return cbor.Marshal(diskRecordSummary{diskRecord: d, Summary: r.Summary})
 	}
 	return cbor.Marshal(d)
@@ -278,17 +284,26 @@ func decodeRecord(ns, key string, v []byte) (*keystore.Record, error) {
 
 // decodeRecordBody reads the CBOR of a record, without a seal.
 func decodeRecordBody(ns, key string, b []byte) (*keystore.Record, error) {
-	var ds diskRecordSummary
+	var ds diskRecordStage
 	var err error
-	if arrayLen(b) == recordSummaryLen {
+	switch arrayLen(b) {
+	case recordStageLen:
 		err = decMode.Unmarshal(b, &ds)
-	} else {
+	case recordSummaryLen:
+		var sum diskRecordSummary
+		err = decMode.Unmarshal(b, &sum)
+		ds.diskRecord, ds.Summary = sum.diskRecord, sum.Summary
+	default:
 		err = decMode.Unmarshal(b, &ds.diskRecord)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("decode record %s/%s: %w", ns, key, err)
 	}
 	d := ds.diskRecord
+	stage, ok := stageByCode[ds.Stage]
+	if !ok && ds.Stage != 0 {
+		return nil, fmt.Errorf("decode record %s/%s: unknown stage code %d", ns, key, ds.Stage)
+	}
 	state, ok := stateByCode[d.State]
 	if !ok {
 		return nil, fmt.Errorf("decode record %s/%s: unknown state code %d", ns, key, d.State)
@@ -323,6 +338,11 @@ func decodeRecordBody(ns, key string, b []byte) (*keystore.Record, error) {
 			by = ""
 		}
 		r.History[i] = keystore.Transition{At: fromMs(base + h.At), Event: eventByCode[h.Event], Attempt: int(h.Attempt), By: by, Detail: h.Detail}
+	}
+	r.Stage = stage
+	if ds.Stage == 0 {
+		// Written without a stage: by an older release, or with none.
+		r.Stage = keystore.StageOf(r)
 	}
 	return r, nil
 }

@@ -16,6 +16,7 @@ import (
 	berrors "go.etcd.io/bbolt/errors"
 
 	"github.com/n8n-guard/n8n-guard/internal/durable"
+	"github.com/n8n-guard/n8n-guard/keystore"
 )
 
 // Opening the file. Silence is the worst failure of a store: a file that
@@ -345,6 +346,7 @@ func prepare(db *bbolt.DB, path, marker string, markerGen uint64, opts Options) 
 	var id string
 	consoleIndexes := true // idx/owner exists: the console's indexes are built
 	wokenIndex := true     // idx/woken exists
+	stageIndex := true     // idx/stage holds every key
 	newFile := false
 	err := db.Update(func(tx *bbolt.Tx) error {
 		newFile = tx.Bucket(bucketKeys) == nil
@@ -356,6 +358,12 @@ func prepare(db *bbolt.DB, path, marker string, markerGen uint64, opts Options) 
 			}
 		}
 		meta := tx.Bucket(bucketMeta)
+		if newFile {
+			if err := meta.Put(metaStageIndex, []byte{1}); err != nil {
+				return err
+			}
+		}
+		stageIndex = meta.Get(metaStageIndex) != nil
 		if v := meta.Get(metaSchema); len(v) == 8 && binary.BigEndian.Uint64(v) > schemaVersion {
 			return fmt.Errorf("its schema is version %d, newer than this n8n-guard knows (%d): run a newer n8n-guard", binary.BigEndian.Uint64(v), schemaVersion)
 		}
@@ -416,6 +424,19 @@ func prepare(db *bbolt.DB, path, marker string, markerGen uint64, opts Options) 
 			return fmt.Errorf("store %s: build the index of woken parked keys: %w", path, err)
 		}
 		opts.Logger.Info("store: built the index of woken parked keys of a file from an older version", "woken", n)
+	}
+	if !stageIndex {
+		n, err := backfillStage(db)
+		if err != nil {
+			return fmt.Errorf("store %s: build the index of the keys' stages: %w", path, err)
+		}
+		args := []any{}
+		for _, st := range keystore.Stages {
+			if n[st] > 0 {
+				args = append(args, string(st), n[st])
+			}
+		}
+		opts.Logger.Info("store: built the index of the keys' stages (parked phases, re-runs) of a file from an older version, once", args...)
 	}
 	return nil
 }

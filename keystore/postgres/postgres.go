@@ -144,7 +144,7 @@ const (
 	pgKeyCols = `state, attempt, owner, lease_expires_at, result_ref, result, reason, message, retryable,
 		via, destination, created_at, updated_at, expires_at, resolved_by, resolved_at, note, history,
 		fingerprint, token_hash, token_seal, parked_at, resume_url, resume_sent_at, resume_claim_until, check_hold, summary,
-		parked_since`
+		parked_since, stage`
 	pgKeyRead     = pgKeyCols + `, version, checksum`
 	pgSelectKey   = `SELECT ` + pgKeyRead + ` FROM guard_keys WHERE namespace = $1 AND key = $2`
 	pgBreakerCols = `state, opened_at, reopens_at, consecutive_failures, paused_reserves, probe_namespace, probe_key, probe_until,
@@ -159,7 +159,7 @@ const (
 // scanRecord reads one row of pgKeyRead; nil when there is none.
 func scanRecord(row pgx.Row, ns, key string) (*keystore.Record, int64, error) {
 	r := &keystore.Record{Namespace: ns, Key: key}
-	var state, reason, via string
+	var state, reason, via, stage string
 	var attempt int32
 	var result, history, hold []byte
 	var version int64
@@ -167,7 +167,7 @@ func scanRecord(row pgx.Row, ns, key string) (*keystore.Record, int64, error) {
 	err := row.Scan(&state, &attempt, &r.Owner, &r.LeaseExpiresAt, &r.ResultRef, &result, &reason, &r.Message,
 		&r.Retryable, &via, &r.Destination, &r.CreatedAt, &r.UpdatedAt, &r.ExpiresAt, &r.ResolvedBy,
 		&r.ResolvedAt, &r.Note, &history, &r.Fingerprint, &r.TokenHash, &r.TokenSeal,
-		&r.ParkedAt, &r.ResumeURL, &r.ResumeSentAt, &r.ResumeClaimUntil, &hold, &r.Summary, &r.ParkedSince, &version, &sum)
+		&r.ParkedAt, &r.ResumeURL, &r.ResumeSentAt, &r.ResumeClaimUntil, &hold, &r.Summary, &r.ParkedSince, &stage, &version, &sum)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, 0, nil
 	}
@@ -180,6 +180,7 @@ func scanRecord(row pgx.Row, ns, key string) (*keystore.Record, int64, error) {
 		r.Namespace, r.Key = ns, key
 	}
 	r.State, r.Attempt, r.Reason, r.Via = keystore.State(state), int(attempt), keystore.Reason(reason), keystore.Via(via)
+	r.Stage = keystore.Stage(stage)
 	if len(result) > 0 {
 		r.Result = json.RawMessage(result)
 	}
@@ -278,6 +279,9 @@ func nullBytes(b []byte) any {
 // no row at version, and guard_expect_row aborts the transaction. Either
 // way the decision is run again on the winner's row.
 func queueRecord(b *pgx.Batch, prev *keystore.Record, version int64, next *keystore.Record) error {
+	// The one place a row is written: its stage is what its fields say
+	// (keystore/stage.go), whichever path decided it.
+	next.Stage = keystore.StageOf(next)
 	history, err := json.Marshal(next.History)
 	if err != nil {
 		return err
@@ -288,12 +292,12 @@ func queueRecord(b *pgx.Batch, prev *keystore.Record, version int64, next *keyst
 		next.Destination, stored.CreatedAt, stored.UpdatedAt, stored.ExpiresAt, next.ResolvedBy, stored.ResolvedAt,
 		next.Note, string(history), nullBytes(next.Fingerprint), nullBytes(next.TokenHash), nullBytes(next.TokenSeal),
 		stored.ParkedAt, next.ResumeURL, stored.ResumeSentAt, stored.ResumeClaimUntil, checkHold(next.Check), next.Summary,
-		stored.ParkedSince}
+		stored.ParkedSince, string(next.Stage)}
 	if prev == nil {
 		args = append(args, rowChecksum(stored, 1))
 		b.Queue(`INSERT INTO guard_keys (namespace, key, `+pgKeyCols+`, checksum)
 			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23,
-				$24, $25, $26, $27, $28, $29, $30, $31)`, args...)
+				$24, $25, $26, $27, $28, $29, $30, $31, $32)`, args...)
 		queueActivity(b, prev, next)
 		return nil
 	}
@@ -304,8 +308,8 @@ func queueRecord(b *pgx.Batch, prev *keystore.Record, version int64, next *keyst
 				created_at = $14, updated_at = $15, expires_at = $16, resolved_by = $17, resolved_at = $18,
 				note = $19, history = $20, fingerprint = $21, token_hash = $22, token_seal = $23,
 				parked_at = $24, resume_url = $25, resume_sent_at = $26, resume_claim_until = $27, check_hold = $28,
-				summary = $29, parked_since = $30, version = version + 1, checksum = $32
-			WHERE namespace = $1 AND key = $2 AND version = $31
+				summary = $29, parked_since = $30, stage = $31, version = version + 1, checksum = $33
+			WHERE namespace = $1 AND key = $2 AND version = $32
 			RETURNING 1)
 		SELECT guard_expect_row(count(*), 'key') FROM u`, args...)
 	queueActivity(b, prev, next)

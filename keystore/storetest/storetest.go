@@ -190,6 +190,7 @@ func Run(t *testing.T, newStore New) {
 	t.Run("edge cases", func(t *testing.T) { runEdgeCases(t, newStore) })
 	t.Run("repeated requests", func(t *testing.T) { runRepeats(t, newStore) })
 	t.Run("console", func(t *testing.T) { runConsole(t, newStore) })
+	t.Run("stages", func(t *testing.T) { runStages(t, newStore) })
 	t.Run("audit", func(t *testing.T) { runAudit(t, newStore) })
 	t.Run("parking", func(t *testing.T) { runParking(t, newStore) })
 	t.Run("parked phases", func(t *testing.T) { runPhases(t, newStore) })

@@ -1,0 +1,93 @@
+package postgres_test
+
+import (
+	"context"
+	"testing"
+
+	"github.com/n8n-guard/n8n-guard/keystore"
+	"github.com/n8n-guard/n8n-guard/keystore/postgres"
+	"github.com/n8n-guard/n8n-guard/keystore/storetest"
+)
+
+// version18 takes a database back to schema version 18: what migration
+// 0019 (the stage) added is dropped, as if its rows were written before.
+var version18 = []string{
+	`DROP INDEX guard_keys_stage`,
+	`DROP TRIGGER guard_keys_stage ON guard_keys`,
+	`DROP FUNCTION guard_keys_stage_missing()`,
+	`CREATE OR REPLACE FUNCTION guard_keys_checksum_stale() RETURNS trigger
+	LANGUAGE plpgsql AS $$
+	BEGIN
+		IF NEW.checksum IS NOT DISTINCT FROM OLD.checksum THEN
+			NEW.checksum := NULL;
+		END IF;
+		RETURN NEW;
+	END
+	$$`,
+	`ALTER TABLE guard_keys DROP COLUMN stage`,
+	`DROP FUNCTION guard_key_stage(text, text, boolean, timestamptz, timestamptz, jsonb)`,
+	`DELETE FROM guard_schema_migrations WHERE version = 19`,
+}
+
+// Migration 0019 gives the rows of version 18 the stage their fields and
+// history say (keystore.PhaseOf, the re-run history), in the column and
+// its index, and leaves their checksums as they were. A row an older
+// n8n-guard writes afterwards (an update without a new checksum, an
+// insert without a stage) gets its stage from the database.
+func (pg *pgEnv) testStageMigration(t *testing.T) {
+	ctx := context.Background()
+	u := pg.freshSchema(t)
+	clock := storetest.NewClock()
+	opts := postgres.Options{Clock: clock.Now, Policies: storetest.StagePolicies}
+	s := openPostgres(t, u, opts)
+	want := storetest.EveryStage(t, s, clock.Advance)
+	sums := func() map[string]int64 {
+		t.Helper()
+		rows, err := s.Pool().Query(ctx, `SELECT namespace || '/' || key, coalesce(checksum, 0) FROM guard_keys`)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer rows.Close()
+		out := map[string]int64{}
+		for rows.Next() {
+			var k string
+			var sum int64
+			if err := rows.Scan(&k, &sum); err != nil {
+				t.Fatal(err)
+			}
+			out[k] = sum
+		}
+		return out
+	}
+	before := sums()
+	for _, sql := range version18 {
+		if _, err := s.Pool().Exec(ctx, sql); err != nil {
+			t.Fatalf("%s: %v", sql, err)
+		}
+	}
+	s.Close()
+	s = openPostgres(t, u, opts) // migrates to 19
+	defer s.Close()
+	storetest.WantStages(t, s, want)
+	after := sums()
+	for k, sum := range before {
+		if sum == 0 || after[k] != sum {
+			t.Errorf("%s: checksum %d before the migration, %d after", k, sum, after[k])
+		}
+	}
+	// An older n8n-guard grants the re-run of a key at its gate (its
+	// update sets no checksum), and inserts a parked key without a stage.
+	exec := func(sql string, args ...any) {
+		t.Helper()
+		if _, err := s.Pool().Exec(ctx, sql, args...); err != nil {
+			t.Fatalf("%s: %v", sql, err)
+		}
+	}
+	exec(`UPDATE guard_keys SET history = history || '[{"at":"2026-11-30T09:05:00Z","event":"rerun_granted","attempt":1,"by":"Ana"}]'::jsonb
+		WHERE namespace = 'crm-contacts' AND key = 'at_gate'`)
+	exec(`INSERT INTO guard_keys (namespace, key, state, attempt, created_at, updated_at, destination, parked_at, resume_url, reason, retryable)
+		VALUES ('crm-contacts', 'old_parked', 'parked', 1, now(), now(), 'd-wait', now(), 'http://n8n.local/webhook-waiting/9', 'destination_unreachable', true)`)
+	want[storetest.StagedKey{Namespace: "crm-contacts", Key: "at_gate"}] = keystore.StageGranted
+	want[storetest.StagedKey{Namespace: "crm-contacts", Key: "old_parked"}] = keystore.PhaseWaiting
+	storetest.WantStages(t, s, want)
+}
