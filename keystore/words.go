@@ -54,41 +54,30 @@ type WordsAt struct {
 // somebody must look, not wait.
 const StageWordsOverdue = "overdue"
 
-// The re-run stages of a failed, retryable key, as words.go reads them
-// off its history (rerun.go). The codes are those the stored stage uses.
+// The re-run stages as words.go names them: the stored stage's codes.
 const (
-	rerunAtGate   = "at_gate"
-	rerunGranted  = "granted"
-	rerunStarting = "starting"
-	rerunStarted  = "started"
-	rerunRefused  = "refused"
+	rerunAtGate   = string(StageAtGate)
+	rerunGranted  = string(StageGranted)
+	rerunStarting = string(StageStarting)
+	rerunStarted  = string(StageStarted)
+	rerunRefused  = string(StageRefused)
 )
 
 // wordsStage is the one place words.go reads a key's stage from: the
-// parked phase (PhaseWith) or the re-run stage off the history. When the
-// stage is stored with the record this is the one function to change.
+// stored stage (StageOf for a record that came without one, such as an
+// older guard's answer), a claimed key told as the probe of br.
 func wordsStage(r *Record, br *Breaker) string {
-	switch {
-	case r == nil:
-		return ""
-	case r.State == StateParked:
-		return string(PhaseWith(r, br))
-	case r.State != StateFailed || !r.Retryable:
+	if r == nil {
 		return ""
 	}
-	switch lastEvent(r) {
-	case HistoryRerunGate:
-		return rerunAtGate
-	case HistoryRerunGranted:
-		return rerunGranted
-	case HistoryRerunStarting:
-		return rerunStarting
-	case HistoryRerunStarted:
-		return rerunStarted
-	case HistoryRerunRefused:
-		return rerunRefused
+	st := r.Stage
+	if st == "" {
+		st = StageOf(r)
 	}
-	return ""
+	if st == PhaseClaimed && br != nil && br.isProbe(r.Namespace, r.Key) {
+		return string(PhaseProbe)
+	}
+	return string(st)
 }
 
 // WordsOf says r in words.
