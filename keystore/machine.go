@@ -32,7 +32,7 @@ type Step struct {
 //	          reserved, live    -> in_progress | same request_id: accepted again, same token (a repeat; no write)
 //	          reserved, expired -> unknown (state_unknown) | reclaim: reserved (accepted, attempt+1)
 //	          completed         -> duplicate_event
-//	          failed, retryable -> reserved (accepted, attempt+1)
+//	          failed, retryable -> reserved (accepted, attempt+1); at its re-run gate: rerun_not_granted (rerun.go)
 //	          failed, final     -> rejected
 //	          unknown           -> state_unknown
 //	complete: reserved|unknown  -> completed (current token only)
@@ -57,10 +57,8 @@ func DecideReserve(cur *Record, br *Breaker, req ReserveRequest, fp Fingerprint,
 	if cur != nil && fp.Conflicts(cur.Fingerprint) {
 		return Step{}, errs.Errorf(errs.KeyReused, "key %q was used before with a different payload; nothing changed", req.Key)
 	}
-	if req.Rerun {
-		if st, ok := decideRerunGate(cur, req, now); ok {
-			return st, nil // rerun.go
-		}
+	if st, ok := decideRerunGate(cur, req, now); ok {
+		return st, nil // rerun.go: a key at its re-run gate, or the gate itself
 	}
 	if cur == nil {
 		if np.Approval.Required {
