@@ -33,7 +33,7 @@ func TestOneRuleForResolvingAParkedKey(t *testing.T) {
 		{"parked, probe", fixtures["parked, probe"], true},
 		{"approved", approvalFixtures["approved"], true},
 		{"approved, claimed", approvalFixtures["approved, woken"], true}, // the call may not have been made
-		{"parked, resumed", fixtures["parked, resumed"], false},         // the woken execution reserves and finds the decision
+		{"parked, resumed", fixtures["parked, resumed"], false},          // the woken execution reserves and finds the decision
 		{"approved, resumed", approvedWoken, false},
 		{"parked, lost", fixtures["parked, lost"], false},
 		{"unknown", fixtures["unknown"], false},

@@ -51,8 +51,8 @@ type keyPage struct {
 	// the API and the CLI answer the same).
 	Undecidable string
 	Done        string
-	Problem   string
-	Form      resolveForm
+	Problem     string
+	Form        resolveForm
 	// Parked is where a parked key stands (nil: not parked).
 	Parked *parkedRow
 	// Thread: the holder's execution in n8n, the owner, the runbook, the
