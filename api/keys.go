@@ -140,7 +140,7 @@ func (s *Server) reserve(c *fiber.Ctx, req reserveRequest) error {
 	}
 	s.metrics.reserved(req.Namespace, res.Outcome, res.Replayed)
 	if res.Outcome == keystore.OutcomeRerunNotGranted {
-		return rerunNotGranted(res.Record)
+		return rerunNotGranted(res.Record, dr.Rerun)
 	}
 	return s.writeResult(c, res, nil)
 }
@@ -394,10 +394,16 @@ func queryInt(c *fiber.Ctx, name string) (int, error) {
 // rerunNotGranted is the answer to a re-run gate whose key no person
 // allowed a re-run of: a problem, so the gate's node fails and its
 // execution stops there (keystore/rerun.go). It says why the key failed.
-func rerunNotGranted(r *keystore.Record) error {
+// Any other reserve of a key at its gate (the gated execution run again
+// from its start, a copy) is refused too, naming the execution that waits.
+func rerunNotGranted(r *keystore.Record, gate bool) error {
 	why := string(r.Reason)
 	if r.Message != "" {
 		why += ": " + r.Message
+	}
+	if !gate {
+		return errs.Errorf(errs.RerunNotGranted, "attempt %d of key %q failed (%s) and its execution %s waits at its re-run gate: no reserve writes the key until a person allows a retry (with or without re-run) in the guard's console; nothing was written",
+			r.Attempt, r.Key, why, keystore.RerunHolder(r))
 	}
 	return errs.Errorf(errs.RerunNotGranted, "attempt %d of key %q failed (%s); the execution stops at its re-run gate until a person allows a retry with re-run in the guard's console (it then reserves the key again and writes once)",
 		r.Attempt, r.Key, why)

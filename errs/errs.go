@@ -47,6 +47,10 @@ const (
 	// person allowed a re-run of (keystore/rerun.go); the gate's node
 	// fails, and its execution waits there to be re-run.
 	RerunNotGranted Code = "rerun_not_granted"
+	// ParkedWaiting: a resolution of a parked key whose n8n execution
+	// still waits for the guard's resume call (keystore/resolve_parked.go):
+	// deciding it would leave that execution in its Wait node for good.
+	ParkedWaiting Code = "parked_waiting"
 )
 
 // Unauthorized: who asked could not be identified (no valid bearer token,
@@ -60,7 +64,7 @@ const Unauthorized Code = "unauthorized"
 // Codes lists every domain code, for the tests that check each has its
 // status and documentation.
 var Codes = []Code{InvalidRequest, InvalidKey, NotFound, KeyReused, StaleToken, Conflict,
-	Forbidden, StoreUnavailable, StoreOutcomeUnknown, RecordDamaged, Internal, Unsupported, ApprovalRequired, RerunNotGranted}
+	Forbidden, StoreUnavailable, StoreOutcomeUnknown, RecordDamaged, Internal, Unsupported, ApprovalRequired, RerunNotGranted, ParkedWaiting}
 
 // FieldError names one input field and the rule it broke.
 type FieldError struct {

@@ -1,6 +1,11 @@
 package keystore
 
-import "context"
+import (
+	"context"
+	"time"
+
+	"github.com/n8n-guard/n8n-guard/errs"
+)
 
 // EventQuery asks the event log for its newest events first: those with
 // Seq below Before (0: from the newest), of the given kinds (none: every
@@ -20,7 +25,46 @@ type EventQuery struct {
 // (its Message, "reset by …"; a breaker closed by a probe that got
 // through names nobody), and a maintenance window set (a breaker_opened
 // naming who; an outage's names nobody) or ended early (MaintenanceOf).
-var DecisionKinds = []EventKind{EventKeyResolved, EventApprovalDecided, EventBreakerClosed, EventBreakerOpened, EventMaintenanceEnded}
+var DecisionKinds = []EventKind{EventKeyResolved, EventApprovalDecided, EventBreakerClosed, EventBreakerOpened, EventMaintenanceEnded, EventFailureDecided}
+
+// EventFailureDecided: a person acknowledged, snoozed or retried a failed
+// execution n8n's error workflow reported (notify keeps the failure and
+// its decision; the event log keeps who decided, for the audit, as for
+// every other decision). Owner is who, Message the decision
+// ("acknowledged", "snoozed", "retried") and Summary what failed, in words
+// (the workflow, node and execution, and whether its Slack message was
+// delivered). No namespace and no key: failures are not kept by either,
+// so only a reader of every namespace sees it (as the failures' page).
+// notify writes no notification for it.
+const EventFailureDecided EventKind = "failure_decided"
+
+// DecisionRecorder is the part of Store that writes a decision taken
+// outside the keys and breakers (a failed execution acknowledged) to the
+// event log, for the audit.
+type DecisionRecorder interface {
+	// RecordDecision appends ev (EventFailureDecided; At is the store's
+	// now) to the event log.
+	RecordDecision(ctx context.Context, ev Event) error
+}
+
+// RecordDecision implements DecisionRecorder: a decision on no key (the
+// driver finds no record under the empty namespace and key, and writes
+// the event alone, as a breaker decision writes its events).
+func (o *Operations) RecordDecision(ctx context.Context, ev Event) error {
+	if ev.Kind != EventFailureDecided {
+		return errs.Errorf(errs.InvalidRequest, "only a decision on a failed execution (%s) is recorded outside the keys, not %q", EventFailureDecided, ev.Kind)
+	}
+	if ev.Owner == "" || ev.Message == "" || ev.Namespace != "" || ev.Key != "" {
+		return errs.Errorf(errs.InvalidRequest, "a recorded decision names who (owner) and what (message), and no key; nothing written")
+	}
+	ev.Owner, ev.Summary = truncate(ev.Owner, MaxByLength), truncate(ev.Summary, 500)
+	_, err := o.Driver.DecideKey(ctx, Op{Name: "record a decision",
+		Decide: func(_ *Record, _ *Breaker, now time.Time) (Step, error) {
+			ev.At = now
+			return Step{Events: []Event{ev}}, nil
+		}})
+	return err
+}
 
 // AuditEntry is one decision of the audit: one event of DecisionKinds, or
 // every key_resolved event of one bulk action taken together.

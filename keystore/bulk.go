@@ -19,7 +19,7 @@ const (
 	SkipLiveLease        = "live_lease"        // an attempt holds a lease that has not run out
 	SkipAwaitingApproval = "awaiting_approval" // approvals decide it (POST /v1/approve, /v1/reject)
 	SkipCompleted        = "completed"         // a completed key is not reopened
-	SkipParkedWaiting    = "parked_waiting"    // its n8n execution waits for the catch-up; a decision would strand it
+	SkipParkedWaiting    = "parked_waiting"    // its n8n execution waits for the guard's resume call; a decision would strand it (ResolveParked)
 	SkipDecided          = "already_decided"   // this bulk action (or the same decision) decided it before
 	SkipChanged          = "no_longer_matches" // it changed between the selection and the decision
 	SkipConflict         = "conflict"          // any other state a resolution does not apply to
@@ -163,9 +163,9 @@ func DecideBulkResolve(cur *Record, req BulkResolveRequest, np NamespacePolicy, 
 		return Step{}, SkipAwaitingApproval, nil
 	case cur.State == StateReserved && cur.LeaseExpiresAt != nil && now.Before(*cur.LeaseExpiresAt):
 		return Step{}, SkipLiveLease, nil
-	case cur.State == StateParked && cur.Reason != ReasonResumeLost:
-		// As the console's key page: only a parked key n8n lost is a
-		// person's to decide; the others the catch-up resumes.
+	case ResolveParked(cur, false) != nil:
+		// The one rule (resolve_parked.go): a bulk decision never leaves an
+		// execution waiting in n8n; it does not force.
 		return Step{}, SkipParkedWaiting, nil
 	case req.Rerun && RerunHolder(cur) == "":
 		if _, granted := RerunGranted(cur); granted {

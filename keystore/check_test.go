@@ -151,7 +151,9 @@ func TestCheckTransitions(t *testing.T) {
 			"absent": {refused: errs.NotFound}, "reserved": conflict, "completed": conflict,
 			"reserved, lease ran out": resolved(keystore.StateFailed), "unknown": resolved(keystore.StateFailed),
 			"failed, retryable": resolved(keystore.StateFailed), "failed, final": resolved(keystore.StateFailed),
-			"parked": resolved(keystore.StateFailed), "parked, claimed": resolved(keystore.StateFailed),
+			// Its execution waits for the guard's resume call: the one
+			// rule for parked keys refuses (resolve_parked.go).
+			"parked": {refused: errs.ParkedWaiting}, "parked, claimed": {refused: errs.ParkedWaiting},
 		})},
 	}
 	for _, ev := range events {

@@ -27,11 +27,17 @@ func TestResolveDoesNotDecideAnApproval(t *testing.T) {
 			}
 		})
 	}
-	// Approved is decided: a person may still settle it (entered by hand).
+	// Approved is decided: a person may still settle it (entered by
+	// hand), but while its execution waits for the resume call only with
+	// force, which the history records (the one rule, resolve_parked.go).
 	f := approvalFixtures["approved"](t)
-	if _, err := keystore.DecideResolve(f.cur, keystore.ResolveRequest{Namespace: "invoices", Key: "inv_1",
-		Resolution: keystore.StateCompleted, By: "bob", Note: "entered by hand"}, gated, now); err != nil {
-		t.Fatalf("resolve an approved key: %v", err)
+	req := keystore.ResolveRequest{Namespace: "invoices", Key: "inv_1", Resolution: keystore.StateCompleted, By: "bob", Note: "entered by hand"}
+	if _, err := keystore.DecideResolve(f.cur, req, gated, now); errs.CodeOf(err) != errs.ParkedWaiting {
+		t.Fatalf("resolve an approved key not yet resumed: %v, want parked_waiting", err)
+	}
+	req.Force = true
+	if _, err := keystore.DecideResolve(f.cur, req, gated, now); err != nil {
+		t.Fatalf("resolve an approved key with force: %v", err)
 	}
 }
 

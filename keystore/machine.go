@@ -32,12 +32,13 @@ type Step struct {
 //	          reserved, live    -> in_progress | same request_id: accepted again, same token (a repeat; no write)
 //	          reserved, expired -> unknown (state_unknown) | reclaim: reserved (accepted, attempt+1)
 //	          completed         -> duplicate_event
-//	          failed, retryable -> reserved (accepted, attempt+1)
+//	          failed, retryable -> reserved (accepted, attempt+1); at its re-run gate: rerun_not_granted (rerun.go)
 //	          failed, final     -> rejected
 //	          unknown           -> state_unknown
 //	complete: reserved|unknown  -> completed (current token only)
 //	fail:     reserved|unknown  -> failed (destination_failed|rejected) | unknown (state_unknown)
 //	resolve:  unknown|failed (|reserved with force or expired lease) -> completed | failed+retryable | final: failed (event key_resolved)
+//	          parked: see resolve_parked.go (one rule at every door)
 //	          the same resolution by the same person again -> the same answer (a repeat; no write)
 //	re-runs:  see rerun.go
 //	sweep:    reserved, expired, policy unknown -> unknown
@@ -57,10 +58,8 @@ func DecideReserve(cur *Record, br *Breaker, req ReserveRequest, fp Fingerprint,
 	if cur != nil && fp.Conflicts(cur.Fingerprint) {
 		return Step{}, errs.Errorf(errs.KeyReused, "key %q was used before with a different payload; nothing changed", req.Key)
 	}
-	if req.Rerun {
-		if st, ok := decideRerunGate(cur, req, now); ok {
-			return st, nil // rerun.go
-		}
+	if st, ok := decideRerunGate(cur, req, now); ok {
+		return st, nil // rerun.go: a key at its re-run gate, or the gate itself
 	}
 	if cur == nil {
 		if np.Approval.Required {
@@ -353,6 +352,9 @@ func DecideResolve(cur *Record, req ResolveRequest, np NamespacePolicy, now time
 		// approval, or undo a rejection: approvals decide these keys.
 		return Step{}, errs.Errorf(errs.Conflict, "key %s: approve or reject it (POST /v1/approve, /v1/reject); a resolution does not decide an approval", cur.Reason)
 	}
+	if err := ResolveParked(cur, req.Force); err != nil {
+		return Step{}, err // resolve_parked.go
+	}
 	if req.Rerun {
 		return decideRerunGrant(cur, req, np, now) // rerun.go
 	}
@@ -395,6 +397,7 @@ func DecideResolve(cur *Record, req ResolveRequest, np NamespacePolicy, now time
 	if req.Bulk != "" {
 		detail = "bulk " + req.Bulk + ", " + detail
 	}
+	detail = leftWaiting(cur) + detail
 	next.addHistory(Transition{At: now, Event: HistoryResolved, Attempt: cur.Attempt, By: req.By, Detail: detail + ": " + truncate(req.Note, 200)})
 	ev := Event{At: now, Kind: EventKeyResolved, Namespace: cur.Namespace, Key: cur.Key, Attempt: cur.Attempt,
 		Owner: req.By, Message: string(req.Resolution), Bulk: req.Bulk}

@@ -486,13 +486,13 @@ func TestStateMachineTransitions(t *testing.T) {
 			"failed, retryable":       moves(keystore.OutcomeCompleted, keystore.StateCompleted),
 			"failed, final":           moves(keystore.OutcomeCompleted, keystore.StateCompleted),
 			"unknown":                 moves(keystore.OutcomeCompleted, keystore.StateCompleted),
-			"parked":                  moves(keystore.OutcomeCompleted, keystore.StateCompleted),
-			"parked, claimed":         moves(keystore.OutcomeCompleted, keystore.StateCompleted),
-			"parked, probe":           moves(keystore.OutcomeCompleted, keystore.StateCompleted),
+			"parked":                  refused(errs.ParkedWaiting), // its execution waits for the resume call (resolve_parked.go)
+			"parked, claimed":         refused(errs.ParkedWaiting), // its execution waits for the resume call (resolve_parked.go)
+			"parked, probe":           refused(errs.ParkedWaiting), // its execution waits for the resume call (resolve_parked.go)
 			"parked, resumed":         moves(keystore.OutcomeCompleted, keystore.StateCompleted),
 			"parked, lost":            moves(keystore.OutcomeCompleted, keystore.StateCompleted),
-			"awaiting approval":       refused(errs.Conflict), // approvals decide it
-			"approved":                moves(keystore.OutcomeCompleted, keystore.StateCompleted),
+			"awaiting approval":       refused(errs.Conflict),      // approvals decide it
+			"approved":                refused(errs.ParkedWaiting), // its execution waits for the resume call (resolve_parked.go)
 			"rejected":                refused(errs.Conflict),
 		}},
 		{"resolve to completed with force", resolve(keystore.StateCompleted, true), map[string]want{
@@ -520,13 +520,13 @@ func TestStateMachineTransitions(t *testing.T) {
 			"failed, retryable":       moves(keystore.OutcomeFailed, keystore.StateFailed),
 			"failed, final":           moves(keystore.OutcomeFailed, keystore.StateFailed),
 			"unknown":                 moves(keystore.OutcomeFailed, keystore.StateFailed),
-			"parked":                  moves(keystore.OutcomeFailed, keystore.StateFailed),
-			"parked, claimed":         moves(keystore.OutcomeFailed, keystore.StateFailed),
-			"parked, probe":           moves(keystore.OutcomeFailed, keystore.StateFailed),
+			"parked":                  refused(errs.ParkedWaiting), // its execution waits for the resume call (resolve_parked.go)
+			"parked, claimed":         refused(errs.ParkedWaiting), // its execution waits for the resume call (resolve_parked.go)
+			"parked, probe":           refused(errs.ParkedWaiting), // its execution waits for the resume call (resolve_parked.go)
 			"parked, resumed":         moves(keystore.OutcomeFailed, keystore.StateFailed),
 			"parked, lost":            moves(keystore.OutcomeFailed, keystore.StateFailed),
 			"awaiting approval":       refused(errs.Conflict),
-			"approved":                moves(keystore.OutcomeFailed, keystore.StateFailed),
+			"approved":                refused(errs.ParkedWaiting), // its execution waits for the resume call (resolve_parked.go)
 			"rejected":                refused(errs.Conflict),
 		}},
 		{"reserve with a resume_url for a paused destination", reserveParking, map[string]want{

@@ -20,6 +20,18 @@ import (
 //	               (rerun_granted, rerun_starting, rerun_started, or resolved) -> reserved (accepted, attempt+1), as any reserve
 //	               failed, retryable, not allowed -> history rerun_gate, once per execution; rerun_not_granted (409)
 //	               any other state                -> as a reserve without rerun
+//	reserve:       failed, retryable, at its gate (RerunHolder: the last re-run event is rerun_gate or rerun_refused,
+//	               no grant since) -> rerun_not_granted (409), nothing written, whichever execution asks
+//
+// A key at its gate is written only after a person's grant, whichever
+// reserve reaches it: the gated execution run again from its start (n8n
+// answers the API's Retry of an execution still running at its gate, the
+// gate's Retry On Fail keeping it running, with 200 and runs it from its
+// first node, whose reserve has no rerun), a person's Retry in n8n, or a
+// copy the source sends. The person at the gate decides whether the event
+// is written again; any of them writing first would decide for them. A
+// grant or a plain "allow a retry" (resolve, failed) opens the key to the
+// next reserve of any of them, as before.
 //	resolve rerun: failed, retryable, waiting at its gate (or n8n refused the re-run) -> history rerun_granted
 //	               granted, starting or started already -> the same answer (a repeat; no second re-run)
 //	               anything else                  -> conflict, nothing written
@@ -60,12 +72,20 @@ type RerunStore interface {
 	NoteRerun(ctx context.Context, ns, key string, event HistoryEvent, detail string) (bool, error)
 }
 
-// decideRerunGate decides a gate's reserve (req.Rerun) of a failed,
-// retryable key; false for every other key, which the gate reserves as
-// any reserve does.
+// decideRerunGate decides a reserve of a failed, retryable key that is
+// at its gate, or a gate's reserve (req.Rerun) of a failed, retryable key;
+// false for every other reserve, which goes on as any reserve does.
 func decideRerunGate(cur *Record, req ReserveRequest, now time.Time) (Step, bool) {
 	if cur == nil || cur.State != StateFailed || !cur.Retryable {
 		return Step{}, false
+	}
+	if !req.Rerun {
+		if RerunHolder(cur) == "" {
+			return Step{}, false
+		}
+		// Not a gate: nothing to record of where this execution waits (it
+		// stops at the reserve, and a retry of it starts there again).
+		return Step{Result: Result{Outcome: OutcomeRerunNotGranted, Record: cur}}, true
 	}
 	switch lastEvent(cur) {
 	case HistoryRerunGranted, HistoryRerunStarting, HistoryRerunStarted, HistoryResolved:

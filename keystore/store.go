@@ -11,15 +11,16 @@ import (
 // at run time which of them it has). Decisions come from the state
 // machine in this package; a Store loads, locks and saves around it.
 type Store interface {
-	ParkStore     // parking, catch-up and maintenance windows (park.go)
-	ApprovalStore // approvals (approval.go)
-	CheckStore    // checks before paging (check.go)
-	AckStore      // acknowledgements in a key's history (ack.go)
-	RerunStore    // what n8n said to a re-run (rerun.go)
-	Selector      // selection by Filter (filter.go)
-	BulkResolver  // bulk decisions (filter.go)
-	CommitFeed    // wakes this process's workers at its commits (commit.go)
-	StageReader   // the keys of a stage, from its index (stage.go)
+	ParkStore        // parking, catch-up and maintenance windows (park.go)
+	ApprovalStore    // approvals (approval.go)
+	CheckStore       // checks before paging (check.go)
+	AckStore         // acknowledgements in a key's history (ack.go)
+	DecisionRecorder // decisions on failed executions, for the audit (audit.go)
+	RerunStore       // what n8n said to a re-run (rerun.go)
+	Selector         // selection by Filter (filter.go)
+	BulkResolver     // bulk decisions (filter.go)
+	CommitFeed       // wakes this process's workers at its commits (commit.go)
+	StageReader      // the keys of a stage, from its index (stage.go)
 
 	Reserve(ctx context.Context, req ReserveRequest) (Result, error)
 	Complete(ctx context.Context, req CompleteRequest) (Result, error)

@@ -114,7 +114,8 @@ func (s *Service) act(ctx context.Context, c Click) {
 		s.ephemeral(ctx, c, "n8n-guard could not record your decision on the notification (its store failed); try again.")
 		return
 	}
-	s.ackKeys(ctx, target, step.Decision, c) // ackkeys.go
+	s.ackKeys(ctx, target, step.Decision, c)           // ackkeys.go
+	s.auditFailure(ctx, target, step.Decision, c.by()) // failaudit.go
 	s.m.decisions.WithLabelValues(step.Decision).Inc()
 	s.log.Info("decision from Slack", "id", target.ID, "kind", target.Kind, "decision", step.Decision, "user", c.UserID,
 		"namespace", target.Namespace, "key", target.Key)

@@ -195,6 +195,7 @@ func (s *Service) DecideFailure(ctx context.Context, id, action, by string) (*Re
 		return nil, err
 	}
 	s.updateEscalations(ctx, updated, func(x *Record) *Record { return decide(x, true) })
+	s.auditFailure(ctx, updated, step.Decision, by) // failaudit.go
 	s.m.decisions.WithLabelValues(step.Decision).Inc()
 	s.log.Info("decision from the console", "id", id, "kind", target.Kind, "decision", step.Decision, "by", by)
 	s.poke()

@@ -33,6 +33,8 @@ type Keys interface {
 	List(ctx context.Context, q keystore.ListQuery) (keystore.Page, error)
 	keystore.ApprovalStore // Approve / Reject buttons
 	keystore.AckStore      // "Leave it to me" and Snooze, in the key's history
+	// Decisions on failed executions, for the audit (failaudit.go).
+	keystore.DecisionRecorder
 }
 
 // Executions retries a failed n8n execution and returns the new

@@ -25,6 +25,9 @@ type auditItem struct {
 	Namespace, Key, Destination string
 	// A bulk decision: its id, the person's reason and how many keys.
 	Bulk, Note, Keys string
+	// Failure: a decision on a failed execution (no key, no
+	// destination); the row links the failures' page.
+	Failure bool
 }
 
 // BulkURL lists the keys of the row's bulk decision.
@@ -140,6 +143,11 @@ func entryFor(sess *session, e keystore.AuditEntry) (auditItem, bool) {
 		}
 		return bulkItem(e, n), true
 	}
+	if e.Kind == keystore.EventFailureDecided && !sess.who.Unlimited() {
+		// Failures are not kept by namespace: as their page, for a reader
+		// of every namespace only.
+		return auditItem{}, false
+	}
 	it, ok := auditOfEntry(e)
 	return it, ok && mayRead(sess, it)
 }
@@ -211,6 +219,9 @@ func auditOf(ev keystore.Event) (auditItem, bool) {
 			it.What = "set a maintenance window because " + reason
 		}
 		return it, ok
+	case keystore.EventFailureDecided:
+		it.Who, it.What, it.Failure = ev.Owner, ev.Message+" the failed "+ev.Summary, true
+		return it, true
 	case keystore.EventBreakerClosed:
 		by, reason, ok := keystore.ResetOf(ev)
 		it.Who, it.What, it.Destination = by, "reset the breaker", ev.Destination

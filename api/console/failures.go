@@ -44,7 +44,7 @@ type failureRow struct {
 }
 
 func (ui *Console) failures(c *fiber.Ctx, sess *session) error {
-	p := failuresPage{layout: ui.layout(sess, "Failed executions"), Done: failureDone(c.Query("done"))}
+	p := failuresPage{layout: ui.layout(sess, "Failed executions"), Done: failureDone(c.Query("done"), c.Query("slack"))}
 	if ui.thread == nil {
 		return ui.render(c, http.StatusOK, "failures", p)
 	}
@@ -101,21 +101,41 @@ func (ui *Console) decideFailure(c *fiber.Ctx, sess *session) error {
 	if act == "" {
 		return errs.Errorf(errs.InvalidRequest, "choose acknowledge or snooze")
 	}
-	if _, err := ui.thread.DecideFailure(c.UserContext(), id, act, sess.by()); err != nil {
+	r, err := ui.thread.DecideFailure(c.UserContext(), id, act, sess.by())
+	if err != nil {
 		return err
 	}
 	ui.log.Info("console: failed execution "+action+"d", "id", id, "by", sess.by())
-	return c.Redirect(Prefix+"/failures?done="+url.QueryEscape(action), http.StatusSeeOther)
+	q := url.Values{"done": {action}}
+	if r.Status != notify.StatusDelivered {
+		q.Set("slack", string(r.Status)) // the confirmation says no Slack message shows it
+	}
+	return c.Redirect(Prefix+"/failures?"+q.Encode(), http.StatusSeeOther)
 }
 
-func failureDone(action string) string {
+// failureDone confirms a decision in words true of its Slack message:
+// slack is "" when it was delivered, else its status (dead: it never
+// will be; pending: not yet).
+func failureDone(action, slack string) string {
+	var done string
 	switch action {
 	case "acknowledge":
-		return "Acknowledged: escalation stops, and the Slack message says you are on it."
+		done = "Acknowledged: escalation stops, and the audit records it"
 	case "snooze":
-		return "Snoozed for an hour: the owner is reminded then, unless someone acknowledges it."
+		done = "Snoozed for an hour: the owner is reminded then in a new Slack message, unless someone acknowledges it; the audit records it"
+	default:
+		return ""
 	}
-	return ""
+	switch slack {
+	case "":
+		if action == "acknowledge" {
+			return done + "; the Slack message says you are on it."
+		}
+		return done + "."
+	case string(notify.StatusDead):
+		return done + ". Its Slack message could not be delivered, so no Slack message shows this and its owner was not told: tell them, or re-send it from Notifications."
+	}
+	return done + ". Its Slack message is not delivered yet; it will show this once it is."
 }
 
 func cmpStr(a, b string) string {

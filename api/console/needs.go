@@ -177,9 +177,9 @@ func (ui *Console) approvedWrites(ctx context.Context, key, dest string) string 
 }
 
 // needs reads the groups for the overview. breakers are the
-// destinations the session may see; dead the dead notifications counted
+// destinations the session may see; notes the notifications counted
 // (nil: notifications are not shown to the session).
-func (ui *Console) needs(ctx context.Context, sess *session, breakers []destinationRow, dead *countCap) ([]needRow, error) {
+func (ui *Console) needs(ctx context.Context, sess *session, breakers []destinationRow, notes *noteCounts) ([]needRow, error) {
 	byDest := map[string]destinationRow{}
 	for _, b := range breakers {
 		byDest[b.Destination] = b
@@ -195,8 +195,8 @@ func (ui *Console) needs(ctx context.Context, sess *session, breakers []destinat
 		return nil, err
 	}
 	rows = append(rows, approvals...)
-	if ui.thread != nil && dead != nil {
-		failures, err := ui.failureNeeds(ctx, *dead)
+	if ui.thread != nil && notes != nil {
+		failures, err := ui.failureNeeds(ctx, *notes)
 		if err != nil {
 			return nil, err
 		}
@@ -369,8 +369,10 @@ func (ui *Console) approvalNeeds(ctx context.Context, sess *session, byDest map[
 
 // failureNeeds: failed executions nobody acknowledged or snoozed, those
 // whose Slack message died first (their owner was never told), and the
-// other dead Slack messages.
-func (ui *Console) failureNeeds(ctx context.Context, dead countCap) ([]needRow, error) {
+// other dead Slack messages (a failure acknowledged after its message
+// died among them), each row naming the owners its messages were for.
+func (ui *Console) failureNeeds(ctx context.Context, notes noteCounts) ([]needRow, error) {
+	dead := notes.Dead
 	page, err := ui.thread.Failures(ctx, "", needsScan)
 	if err != nil {
 		return nil, err
@@ -378,13 +380,14 @@ func (ui *Console) failureNeeds(ctx context.Context, dead countCap) ([]needRow, 
 	notTold := needRow{Kind: needNotTold, What: "failed executions whose Slack message could not be delivered", Short: "failed executions", Mark: "owner not told",
 		Action: "See why it was not delivered", ActionShort: "See why", ActionURL: Prefix + "/notifications?status=dead"}
 	open := needRow{Kind: needFailure, What: "failed executions nobody acknowledged", Short: "failed, not acknowledged", Action: "Acknowledge", ActionShort: "Acknowledge", ActionURL: Prefix + "/failures"}
+	counted := map[string]bool{} // the dead messages notTold counts
 	for _, r := range page.Items {
 		if r.Decision != "" {
 			continue
 		}
 		g := &open
 		if r.Status == notify.StatusDead {
-			g = &notTold
+			g, counted[r.ID] = &notTold, true
 		}
 		g.Count++
 		if g.Oldest.IsZero() || r.FirstAt.Before(g.Oldest) {
@@ -407,8 +410,20 @@ func (ui *Console) failureNeeds(ctx context.Context, dead countCap) ([]needRow, 
 		}
 	}
 	if rest := dead.N - notTold.Count; rest > 0 {
-		rows = append(rows, needRow{Kind: needDeadNotes, Count: rest, More: dead.Over, What: "other Slack messages could not be delivered", Short: "Slack messages dead",
-			Mark: "owner not told", Action: "See why", ActionShort: "See why", ActionURL: Prefix + "/notifications?status=dead"})
+		g := needRow{Kind: needDeadNotes, Count: rest, More: dead.Over, What: "other Slack messages could not be delivered", Short: "Slack messages dead",
+			Mark: "owner not told", Action: "See why", ActionShort: "See why", ActionURL: Prefix + "/notifications?status=dead"}
+		// Whom they were for: the owner is not told, not gone (a failure
+		// acknowledged after its message died is one of them).
+		for _, n := range notes.dead {
+			if !counted[n.ID] {
+				g.Owners = append(g.Owners, ui.persons(n.Owner)...)
+				if g.Channel == "" {
+					g.Channel = n.Channel
+				}
+			}
+		}
+		g.Owners = ui.persons(names(g.Owners)...)
+		rows = append(rows, g)
 	}
 	return rows, nil
 }

@@ -39,6 +39,9 @@ type namespaceCounts struct {
 
 type noteCounts struct {
 	Queued, Retrying, Dead countCap
+	// dead are the dead notifications counted: the overview names their
+	// owners.
+	dead []notify.Notification
 }
 
 // countCap is a count that stopped at a bound; Over says there are more.
@@ -91,11 +94,7 @@ func (ui *Console) overview(c *fiber.Ctx, sess *session) error {
 			return err
 		}
 	}
-	var dead *countCap
-	if p.Notes != nil {
-		dead = &p.Notes.Dead
-	}
-	if p.Needs, err = ui.needs(ctx, sess, rows, dead); err != nil {
+	if p.Needs, err = ui.needs(ctx, sess, rows, p.Notes); err != nil {
 		return err
 	}
 	now := ui.now().UTC()
@@ -149,7 +148,7 @@ func (ui *Console) countNotes(ctx context.Context) (*noteCounts, error) {
 	if err != nil {
 		return nil, err
 	}
-	nc.Dead = countCap{N: len(dead.Items), Over: dead.NextCursor != ""}
+	nc.Dead, nc.dead = countCap{N: len(dead.Items), Over: dead.NextCursor != ""}, dead.Items
 	return &nc, nil
 }
 

@@ -46,9 +46,13 @@ type keyPage struct {
 	// Decidable: the state lets a person decide (shown to read roles as a
 	// hint that someone else must).
 	Decidable bool
-	Done      string
-	Problem   string
-	Form      resolveForm
+	// Undecidable: why a person may not resolve the parked key now and
+	// what to do instead, in the domain's words (keystore.ResolveParked:
+	// the API and the CLI answer the same).
+	Undecidable string
+	Done        string
+	Problem     string
+	Form        resolveForm
 	// Parked is where a parked key stands (nil: not parked).
 	Parked *parkedRow
 	// Thread: the holder's execution in n8n, the owner, the runbook, the
@@ -92,6 +96,9 @@ func (ui *Console) showKey(c *fiber.Ctx, sess *session, status int, ns, key, pro
 	p.History = slices.Clone(r.History)
 	slices.Reverse(p.History)
 	p.Decidable = decidable(r, ui.now())
+	if err := keystore.ResolveParked(r, false); err != nil {
+		p.Undecidable = errs.MessageOf(err)
+	}
 	p.CanResolve = p.Decidable && sess.who.CanAct()
 	p.Words = ui.keyWords(r, ui.now())
 	if r.State == keystore.StateParked {
@@ -105,14 +112,18 @@ func (ui *Console) showKey(c *fiber.Ctx, sess *session, status int, ns, key, pro
 
 // decidable says whether a person may resolve the key now: keystore's
 // resolve takes unknown and failed keys, reserved ones whose lease ran
-// out, and parked ones n8n lost (a parked key still waiting in n8n is
-// left to the catch-up: resolving it would strand its execution).
+// out, and parked ones as its one rule says (keystore.ResolveParked: not
+// while the execution waits for the guard's resume call, which the
+// console does not force) that approvals do not decide.
 func decidable(r *keystore.Record, now time.Time) bool {
 	switch r.State {
 	case keystore.StateUnknown, keystore.StateFailed:
 		return true
 	case keystore.StateParked:
-		return r.Reason == keystore.ReasonResumeLost
+		if keystore.ApprovalReason(r.Reason) && r.Reason != keystore.ReasonApproved {
+			return false // the approvals page decides it
+		}
+		return keystore.ResolveParked(r, false) == nil
 	case keystore.StateReserved:
 		return r.LeaseExpiresAt != nil && !now.Before(*r.LeaseExpiresAt)
 	}

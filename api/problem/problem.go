@@ -72,6 +72,7 @@ var table = map[errs.Code]struct {
 	errs.Conflict:            {http.StatusConflict, "Conflict"},
 	errs.ApprovalRequired:    {http.StatusConflict, "Approval required"},
 	errs.RerunNotGranted:     {http.StatusConflict, "Re-run not granted"},
+	errs.ParkedWaiting:       {http.StatusConflict, "Parked execution still waiting"},
 	PayloadTooLarge:          {http.StatusRequestEntityTooLarge, "Payload too large"},
 	errs.KeyReused:           {http.StatusUnprocessableEntity, "Key reused with a different payload"},
 	errs.StoreUnavailable:    {http.StatusServiceUnavailable, "Store unavailable"},

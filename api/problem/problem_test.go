@@ -21,7 +21,7 @@ import (
 var wantStatus = map[errs.Code]int{
 	errs.InvalidRequest: 400, errs.InvalidKey: 400, problem.Unauthorized: 401, errs.Forbidden: 403,
 	errs.NotFound: 404, problem.RouteNotFound: 404, problem.RequestTimeout: 408,
-	errs.StaleToken: 409, errs.Conflict: 409, errs.ApprovalRequired: 409, errs.RerunNotGranted: 409, problem.PayloadTooLarge: 413, errs.KeyReused: 422,
+	errs.StaleToken: 409, errs.Conflict: 409, errs.ApprovalRequired: 409, errs.RerunNotGranted: 409, errs.ParkedWaiting: 409, problem.PayloadTooLarge: 413, errs.KeyReused: 422,
 	errs.Internal: 500, errs.Unsupported: 501,
 	errs.StoreUnavailable: 503, errs.StoreOutcomeUnknown: 503, problem.Overloaded: 503,
 	errs.RecordDamaged: 500, problem.RateLimited: 429,

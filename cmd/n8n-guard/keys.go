@@ -181,6 +181,9 @@ token <name>)". The answer says who was recorded.`,
 				if errors.As(err, &e) && e.Code() == string(errs.Conflict) && !force && strings.Contains(e.Problem.Detail, "reserved by a live attempt") {
 					return fmt.Errorf("%w\n(a live reservation is only overridden with --force)", err)
 				}
+				if errors.As(err, &e) && e.Code() == string(errs.ParkedWaiting) && !force {
+					return fmt.Errorf("%w\n(--force decides it anyway; then stop the execution in n8n)", err)
+				}
 				return err
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "%s/%s: %s (state %s, attempt %d", args[0], args[1], a.Outcome, a.State, a.Attempt)
@@ -198,7 +201,7 @@ token <name>)". The answer says who was recorded.`,
 	fs.StringVar(&by, "by", "", "who decided (default $N8N_GUARD_PERSON, else your OS user; a named token decides as its person)")
 	fs.StringVar(&note, "note", "", "what was checked and decided (required)")
 	fs.StringVar(&resultRef, "result-ref", "", "reference of the result, e.g. the ID the target system gave (with --completed)")
-	fs.BoolVar(&force, "force", false, "also resolve a key whose reservation is still live")
+	fs.BoolVar(&force, "force", false, "also resolve a key whose reservation is still live, or a parked key whose n8n execution still waits for the guard's resume call (that execution stays in its Wait node: stop it in n8n)")
 	cmd.MarkFlagsMutuallyExclusive("completed", "failed")
 	cmd.MarkFlagsOneRequired("completed", "failed")
 	_ = cmd.MarkFlagRequired("note")

@@ -62,3 +62,44 @@ func runAudit(t *testing.T, newStore New) {
 		}
 	})
 }
+
+// runFailureDecisions: a decision on a failed execution (no key) is
+// written to the event log alone and read back by the audit, in order
+// with the key decisions; a malformed one writes nothing.
+func runFailureDecisions(t *testing.T, newStore New) {
+	e := setup(t, newStore, keystore.Policies{})
+	e.unknown(ns, "a-1", "n8n exec 1")
+	if _, err := e.s.Resolve(e.ctx, keystore.ResolveRequest{Namespace: ns, Key: "a-1", Resolution: keystore.StateFailed, By: "ann", Note: "checked"}); err != nil {
+		t.Fatal(err)
+	}
+	rec := e.s
+	for _, bad := range []keystore.Event{
+		{Kind: keystore.EventKeyResolved, Owner: "ann", Message: "acknowledged"},
+		{Kind: keystore.EventFailureDecided, Message: "acknowledged"},
+		{Kind: keystore.EventFailureDecided, Owner: "ann", Message: "acknowledged", Namespace: ns, Key: "a-1"},
+	} {
+		if err := rec.RecordDecision(e.ctx, bad); err == nil {
+			t.Fatalf("a malformed decision %+v was recorded", bad)
+		}
+	}
+	ev := keystore.Event{Kind: keystore.EventFailureDecided, Owner: "bob (console)", Message: "acknowledged", Summary: "execution 4711 of Sync CRM (node HTTP Request)"}
+	if err := rec.RecordDecision(e.ctx, ev); err != nil {
+		t.Fatal(err)
+	}
+	e.restart()
+	entries, _, err := keystore.Audit(e.ctx, e.s, 0, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(entries) != 2 || entries[0].Kind != keystore.EventFailureDecided || entries[1].Kind != keystore.EventKeyResolved {
+		t.Fatalf("the audit: %+v, want the failure's decision above the key's", entries)
+	}
+	got := entries[0].Event
+	if got.Owner != ev.Owner || got.Message != ev.Message || got.Summary != ev.Summary || got.Key != "" || got.Namespace != "" || got.At.IsZero() {
+		t.Fatalf("the failure's decision read back as %+v", got)
+	}
+	counts, err := e.s.Counts(e.ctx)
+	if err != nil || len(counts) != 1 || len(counts[ns]) != 1 || counts[ns][keystore.StateFailed] != 1 {
+		t.Fatalf("a decision on no key wrote a record: counts %v %v", counts, err)
+	}
+}

@@ -115,6 +115,30 @@ func runReruns(t *testing.T, newStore New) {
 		wantOutcome(t, e.reserve(ns, "evt_new", gate(exec42)), keystore.OutcomeAccepted)
 	})
 
+	t.Run("a key at its gate is written only after a grant, whichever reserve reaches it", func(t *testing.T) {
+		e := setup(t, newStore, keystore.Policies{})
+		failedAtGate(e, "evt_start")
+		before := e.lookup(ns, "evt_start").Record
+		// n8n runs the gated execution again from its start (its API's
+		// Retry while the gate's Retry On Fail keeps it running), and the
+		// source sends a copy: neither writes, and nothing is recorded.
+		for _, owner := range []string{exec42, "n8n wf1 exec 58", "webhook"} {
+			wantOutcome(t, e.reserve(ns, "evt_start", func(r *keystore.ReserveRequest) { r.Owner = owner }), keystore.OutcomeRerunNotGranted)
+		}
+		sameRecord(t, before, e.lookup(ns, "evt_start").Record)
+		if _, err := grant(e, "evt_start"); err != nil {
+			t.Fatal(err)
+		}
+		// After the grant the first of them writes, once.
+		n := e.raceReserves(t, []keystore.ReserveRequest{
+			{Namespace: ns, Key: "evt_start", Owner: "n8n wf1 exec 58"},
+			{Namespace: ns, Key: "evt_start", Owner: "webhook"},
+		})
+		if n != 1 {
+			t.Fatalf("%d reserves accepted after the grant, want exactly 1", n)
+		}
+	})
+
 	t.Run("a plain allow of a retry lets the gate through: a person's Retry in n8n is the next copy", func(t *testing.T) {
 		e := setup(t, newStore, keystore.Policies{})
 		failedAtGate(e, "evt_plain")

@@ -192,6 +192,7 @@ func Run(t *testing.T, newStore New) {
 	t.Run("console", func(t *testing.T) { runConsole(t, newStore) })
 	t.Run("stages", func(t *testing.T) { runStages(t, newStore) })
 	t.Run("audit", func(t *testing.T) { runAudit(t, newStore) })
+	t.Run("audit of decisions on failed executions", func(t *testing.T) { runFailureDecisions(t, newStore) })
 	t.Run("parking", func(t *testing.T) { runParking(t, newStore) })
 	t.Run("parked phases", func(t *testing.T) { runPhases(t, newStore) })
 	t.Run("resume pace", func(t *testing.T) { runPace(t, newStore) })
