@@ -121,3 +121,28 @@ func (o *Operations) ReleaseResumeClaim(ctx context.Context, ns, key string, hel
 		}})
 	return released && err == nil, err
 }
+
+// WokenProbeHold is st (DecideResumeAnswered's step) with the hold of a
+// probe n8n just woke set to lease from now: the woken execution has a
+// lease to reserve its key (its reserve then holds the probe for its own
+// lease, admit). Held for the claim and a lease from its claim instead, a
+// probe whose execution died held its whole destination for a claim
+// longer than that execution could still write.
+func WokenProbeHold(st Step, cur *Record, br *Breaker, lease time.Duration, now time.Time) Step {
+	if st.Record == nil || st.Record.ResumeSentAt == nil || cur.ResumeSentAt != nil || br == nil || !br.isProbe(cur.Namespace, cur.Key) {
+		return st
+	}
+	b := st.Breaker
+	if b == nil {
+		b = br.Clone()
+	}
+	until := timePtr(now.Add(lease))
+	if b.globalProbe(cur.Namespace, cur.Key) {
+		b.ProbeUntil = until
+	}
+	if v := b.view(cur.Namespace); v != nil && v.isProbe(cur.Key) {
+		v.ProbeUntil = copyTime(until)
+	}
+	st.Breaker = b
+	return st
+}

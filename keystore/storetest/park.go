@@ -423,6 +423,33 @@ func runParking(t *testing.T, newStore New) {
 			t.Fatalf("an answered claim was handed back: %v %v", ok, err)
 		}
 	})
+	t.Run("a woken probe whose execution never reserves frees its destination a lease after the waking", func(t *testing.T) {
+		e := setup(t, newStore, pol)
+		openHubspot(t, e)
+		for i := range 2 {
+			wantOutcome(t, e.reserve(ns, fmt.Sprintf("evt_%d", i), withDest("hubspot"), withResume(fmt.Sprint(i))), keystore.OutcomeParked)
+			e.clock.Advance(time.Millisecond)
+		}
+		e.clock.Advance(time.Minute) // the cooldown is over
+		rec, ok, err := parkStore(t, e).ClaimResume(e.ctx, ns, "evt_0", 2*time.Minute)
+		if err != nil || !ok {
+			t.Fatalf("the probe's claim: %v %v", ok, err)
+		}
+		e.clock.Advance(5 * time.Second)
+		if _, err := parkStore(t, e).ResumeAnswered(e.ctx, ns, "evt_0", *rec.ParkedAt, keystore.ResumeAccepted, ""); err != nil {
+			t.Fatal(err)
+		}
+		lease := keystore.Policies{}.Namespace(ns).Lease
+		e.clock.Advance(lease - time.Millisecond)
+		if claim(t, e, "evt_1") {
+			t.Fatal("a second key was claimed while the woken probe may still reserve")
+		}
+		e.restart()
+		e.clock.Advance(time.Millisecond) // the lease since the waking is over: its execution died
+		if !claim(t, e, "evt_1") {
+			t.Fatal("the next key waits for the dead probe's claim: its destination is held past the lease")
+		}
+	})
 	t.Run("a key parked too long is reported once per parked attempt, also by guards at once", func(t *testing.T) {
 		e := setup(t, newStore, pol)
 		openHubspot(t, e)
