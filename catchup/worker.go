@@ -100,12 +100,20 @@ func (w *worker) run(ctx context.Context) {
 // how many it started.
 func (w *worker) startPass(ctx context.Context, recs []*keystore.Record) (launched int) {
 	w.refused = false
+	mayProbe := true // no older key of this pass is being claimed by this guard
 	for _, rec := range recs {
 		if w.collect(); ctx.Err() != nil || w.refused {
 			break
 		}
-		if w.pending[id(rec)] || rec.ResumeClaimUntil != nil && w.r.now().Before(*rec.ResumeClaimUntil) {
-			continue // being resumed (by this guard or another)
+		if w.pending[id(rec)] {
+			// Being resumed by this guard, or its claim still in flight
+			// (and maybe refused): no younger key may become the probe
+			// before it.
+			mayProbe = false
+			continue
+		}
+		if rec.ResumeClaimUntil != nil && w.r.now().Before(*rec.ResumeClaimUntil) {
+			continue // being resumed by another guard
 		}
 		// A slot and the pace (the call itself waits for its turn again:
 		// awaitTurn).
@@ -115,10 +123,12 @@ func (w *worker) startPass(ctx context.Context, recs []*keystore.Record) (launch
 		// The first claim of a pass is made here, so that after a
 		// cooldown the oldest key becomes the probe; the others are
 		// claimed by their goroutines, so the claims of several keys
-		// share a commit (the store lets exactly one key be the probe
-		// however many are claimed at once).
+		// share a commit. Those are never the probe (ClaimResumeBehind):
+		// they are refused while the breaker is not closed, and the
+		// next pass claims the oldest waiting key alone, also after a
+		// lost probe freed the destination while they were in flight.
 		var first *keystore.Record
-		if launched == 0 {
+		if launched == 0 && mayProbe {
 			if first = w.r.claimParked(ctx, rec); first == nil {
 				w.refused = true
 				break
@@ -268,12 +278,25 @@ func resumeParked(ctx context.Context, r *Runner, dest string, rec, first *keyst
 	}()
 	claimed := first
 	if claimed == nil {
-		if claimed = r.claimParked(ctx, rec); claimed == nil {
+		if claimed = r.claimBehind(ctx, rec); claimed == nil {
 			end.refused = true
 			return
 		}
 	}
 	end.result = r.resumeClaimed(ctx, claimed, func(at time.Time) { events <- report{id: end.id, at: at} })
+}
+
+// claimBehind claims the resume call of a parked key behind the first
+// of a pass (never the probe: ClaimResumeBehind); nil as claimParked.
+func (r *Runner) claimBehind(ctx context.Context, rec *keystore.Record) *keystore.Record {
+	claimed, ok, err := r.opts.Store.ClaimResumeBehind(ctx, rec.Namespace, rec.Key, r.opts.Claim)
+	if err != nil {
+		r.log.Warn("catch-up: cannot claim a parked key; trying again", "destination", rec.Destination, "namespace", rec.Namespace, "key", rec.Key, "err", err)
+	}
+	if err != nil || !ok {
+		return nil
+	}
+	return claimed
 }
 
 // claimParked claims a parked key's resume call. nil: refused (the

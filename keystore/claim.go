@@ -146,3 +146,37 @@ func WokenProbeHold(st Step, cur *Record, br *Breaker, lease time.Duration, now 
 	st.Breaker = b
 	return st
 }
+
+// DecideClaimBehind is DecideClaimResume for a key claimed behind an
+// older one, several at once (the catch-up's claims after the first of a
+// pass): it never becomes the probe. While its destination's breaker is
+// not closed for its namespace it is refused, nothing written, so the
+// probe is always the oldest waiting key, which the catch-up claims
+// alone (DecideClaimResume). Otherwise, after a lost probe, whichever of
+// the claims in flight came first became the probe, not the oldest.
+func DecideClaimBehind(cur *Record, br *Breaker, claim time.Duration, np NamespacePolicy, now time.Time) (Step, bool) {
+	if cur != nil && br != nil && br.StateFor(cur.Namespace, now) != BreakerClosed {
+		return Step{}, false
+	}
+	return DecideClaimResume(cur, br, claim, np, now)
+}
+
+// ClaimResumeBehind implements ParkStore.
+func (o *Operations) ClaimResumeBehind(ctx context.Context, ns, key string, claim time.Duration) (*Record, bool, error) {
+	key, err := CheckIdentity(ns, key)
+	if err != nil {
+		return nil, false, err
+	}
+	np := o.Policies.Namespace(ns)
+	claimed := false
+	res, err := o.Driver.DecideKey(ctx, Op{Name: "claim resume", Namespace: ns, Key: key, Breaker: RecordBreaker,
+		Decide: func(cur *Record, br *Breaker, now time.Time) (Step, error) {
+			st, ok := DecideClaimBehind(cur, br, claim, np, now)
+			claimed = ok
+			return st, nil
+		}})
+	if err != nil || !claimed || res.Record == nil {
+		return nil, false, err
+	}
+	return res.Record, true, nil
+}

@@ -370,6 +370,10 @@ type ParkStore interface {
 	// breaker atomically; ok is false when the claim was refused. Of any
 	// number of guards claiming one key at once, exactly one gets it.
 	ClaimResume(ctx context.Context, ns, key string, claim time.Duration) (r *Record, ok bool, err error)
+	// ClaimResumeBehind applies DecideClaimBehind (claim.go): a claim
+	// that is never the breaker's probe, for keys claimed behind an
+	// older one.
+	ClaimResumeBehind(ctx context.Context, ns, key string, claim time.Duration) (r *Record, ok bool, err error)
 	// ExtendResumeClaim applies DecideExtendResumeClaim (claim.go): the
 	// holder of the claim held keeps it while its call is in flight.
 	// until is the claim's new end; ok is false when the claim is no

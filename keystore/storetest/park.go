@@ -450,6 +450,44 @@ func runParking(t *testing.T, newStore New) {
 			t.Fatal("the next key waits for the dead probe's claim: its destination is held past the lease")
 		}
 	})
+	t.Run("a claim behind an older key is never the probe: refused until the breaker closed", func(t *testing.T) {
+		e := setup(t, newStore, pol)
+		openHubspot(t, e)
+		wantOutcome(t, e.reserve(ns, "evt_1", withDest("hubspot"), withResume("1")), keystore.OutcomeParked)
+		e.clock.Advance(time.Millisecond)
+		wantOutcome(t, e.reserve(ns, "evt_2", withDest("hubspot"), withResume("2")), keystore.OutcomeParked)
+		ps := parkStore(t, e)
+		behind := func(key string) bool {
+			t.Helper()
+			_, ok, err := parkStore(t, e).ClaimResumeBehind(e.ctx, ns, key, 30*time.Second)
+			if err != nil {
+				t.Fatalf("claim behind %s: %v", key, err)
+			}
+			return ok
+		}
+		e.clock.Advance(time.Minute) // the cooldown is over: the breaker waits for a probe
+		if behind("evt_1") || behind("evt_first") {
+			t.Fatal("a claim behind another became the probe")
+		}
+		if p := keystore.PhaseOf(e.lookup(ns, "evt_1").Record); p != keystore.PhaseWaiting {
+			t.Fatalf("a refused claim left the key %s", p)
+		}
+		rec, ok, err := ps.ClaimResume(e.ctx, ns, "evt_1", 30*time.Second)
+		if err != nil || !ok {
+			t.Fatalf("the probe's own claim: %v %v", ok, err)
+		}
+		if _, err := ps.ResumeAnswered(e.ctx, ns, "evt_1", *rec.ParkedAt, keystore.ResumeAccepted, ""); err != nil {
+			t.Fatal(err)
+		}
+		if behind("evt_2") {
+			t.Fatal("a claim behind the probe went while the probe is out")
+		}
+		a := e.reserve(ns, "evt_1", withDest("hubspot"), withResume("1"))
+		wantOutcome(t, e.complete(ns, "evt_1", a.Token, "crm-1"), keystore.OutcomeCompleted)
+		if !behind("evt_2") { // closed: claims behind go
+			t.Fatal("a claim behind was refused with the breaker closed")
+		}
+	})
 	t.Run("a key parked too long is reported once per parked attempt, also by guards at once", func(t *testing.T) {
 		e := setup(t, newStore, pol)
 		openHubspot(t, e)
