@@ -180,3 +180,21 @@ func (o *Operations) ClaimResumeBehind(ctx context.Context, ns, key string, clai
 	}
 	return res.Record, true, nil
 }
+
+// ProbeInFlight reports whether a probe of b is out at now: a key (the
+// breaker's, or a namespace view's) let through half open, within its
+// hold. A half-open breaker without one waits for its next write or
+// parked event to probe: nothing tests the destination yet, and no view
+// may say "probing" of it (a lost probe gives it up; one that lapsed is
+// replaced).
+func (b *Breaker) ProbeInFlight(now time.Time) bool {
+	if b.ProbeKey != "" && b.ProbeUntil != nil && now.Before(*b.ProbeUntil) {
+		return true
+	}
+	for _, v := range b.Views {
+		if v.ProbeKey != "" && v.ProbeUntil != nil && now.Before(*v.ProbeUntil) {
+			return true
+		}
+	}
+	return false
+}

@@ -162,15 +162,18 @@ func reasonShort(r keystore.Reason) string {
 	return strings.ReplaceAll(string(r), "_", " ")
 }
 
-// breakerWords says a breaker's state as the lists read it.
-func breakerWords(b keystore.Breaker) string {
+// breakerWords says a breaker's state at now as the lists read it:
+// "probing" only while a probe is in flight (keystore ProbeInFlight).
+func breakerWords(b keystore.Breaker, now time.Time) string {
 	switch {
 	case b.State == keystore.BreakerOpen && b.Maintenance != nil:
 		return "paused: maintenance window"
 	case b.State == keystore.BreakerOpen:
 		return "paused: breaker open"
-	case b.State == keystore.BreakerHalfOpen:
+	case b.State == keystore.BreakerHalfOpen && b.ProbeInFlight(now):
 		return "probing: one write tests it"
+	case b.State == keystore.BreakerHalfOpen:
+		return "paused: the next write or parked event is the probe"
 	case len(b.Views) > 0:
 		// Open for some namespaces alone (keystore/breaker_view.go): the
 		// lists the session may see name them (pausedViews).
@@ -217,7 +220,7 @@ func (ui *Console) breakerWords(ctx context.Context) (map[string]string, error) 
 		if len(v.Views) > 0 {
 			v.Views = []keystore.BreakerView{{}} // these lists span namespaces: no namespace named
 		}
-		out[b.Destination] = breakerWords(v)
+		out[b.Destination] = breakerWords(v, ui.now())
 	}
 	return out, nil
 }
@@ -331,7 +334,7 @@ func (ui *Console) withBreaker(row *needRow, dest string, byDest map[string]dest
 	if !ok {
 		b = destinationRow{Breaker: keystore.Breaker{Destination: dest, State: keystore.BreakerClosed}}
 	}
-	row.Breaker, row.BreakerClass = breakerWords(b.Breaker), "breaker-"+string(b.State)
+	row.Breaker, row.BreakerClass = breakerWords(b.Breaker, ui.now()), "breaker-"+string(b.State)
 }
 
 // unknownNeeds groups the unknown keys by incident: namespace,

@@ -7,6 +7,8 @@ import (
 	"html/template"
 	"io/fs"
 	"time"
+
+	"github.com/n8n-guard/n8n-guard/keystore"
 )
 
 // pageNames are the templates/<name>.html files; each defines "content"
@@ -44,7 +46,7 @@ func templateFuncs(now func() time.Time, refresh template.HTMLAttr) template.Fun
 		// Codes in words: the lists say what happened, the raw code
 		// stays in a title for whoever searches by it.
 		"reasonWords":  reasonWords,
-		"breakerWords": breakerWords,
+		"breakerWords": func(b keystore.Breaker) string { return breakerWords(b, now()) },
 		"kindWords":    kindWords,
 		"historyWords": historyWords,
 	}
