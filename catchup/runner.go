@@ -17,6 +17,9 @@ type Store interface {
 	keystore.ParkStore
 	keystore.CommitFeed // wakes the runner, the workers and the watches of resumed executions
 	Lookup(ctx context.Context, namespace, key string) (keystore.Result, error)
+	// Destinations are the breakers: a worker notes when its
+	// destination's closed, the start of its catch-up.
+	Destinations(ctx context.Context) ([]keystore.Breaker, error)
 	// List finds the decided keys of namespaces that require approval
 	// (approval.go).
 	List(ctx context.Context, q keystore.ListQuery) (keystore.Page, error)
@@ -333,7 +336,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		overdue: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "n8n_guard_parked_overdue_total",
 			Help: "Events found parked longer than their namespace's parked_limit, by namespace."}, []string{"namespace"}),
 		catchUp: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "n8n_guard_catch_up_seconds",
-			Help:    "From the first parked event seen to the last one resumed, per outage, by destination.",
+			Help:    "From the breaker's close to the last parked event resumed, per outage, by destination (the span of the caught-up line and the outage's Slack message).",
 			Buckets: prometheus.ExponentialBuckets(1, 4, 10)}, []string{"destination"}),
 		seen: map[string]bool{},
 	}
