@@ -231,3 +231,29 @@ func TestAStoppedGuardHandsBackTheClaimsItDidNotUse(t *testing.T) {
 		t.Fatalf("a second key was claimed beside the probe: %v %v", ok, err)
 	}
 }
+
+// SIGTERM while a resume call is in flight: n8n may have taken it, so
+// the claim is not handed back (nor recorded "retry", which drops it):
+// no guard calls the execution again before the claim lapses, by when
+// a woken execution has reserved its key.
+func TestAStopDuringACallLeavesItsClaimToLapse(t *testing.T) {
+	pol := keystore.Policies{Destinations: map[string]keystore.DestinationPolicy{
+		"crm": {Cooldown: time.Hour, CatchUpRate: 10, CatchUpConcurrency: 1, UnreachableThreshold: 1}}}
+	clock := newManualClock()
+	store := parkedOnBolt(t, pol, clock, 1)
+	n8nSlow := &hangingN8n{called: make(chan string, 4), release: make(chan struct{})}
+	stop := startRunner(t, catchup.Options{Store: store, Policies: pol, Clock: clock.Now, Sleep: clock.Sleep,
+		Resumer: n8nSlow, Interval: 5 * time.Millisecond, Claim: 2 * time.Minute, Poll: time.Second})
+	<-n8nSlow.called
+	stop()
+	res, err := store.Lookup(context.Background(), ns, "evt_00")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p := keystore.PhaseOf(res.Record); p != keystore.PhaseClaimed {
+		t.Fatalf("after a stop during its call the key is %s, want claimed until the claim lapses: another guard could call the execution n8n may be waking", p)
+	}
+	if _, ok, err := store.ClaimResume(context.Background(), ns, "evt_00", 2*time.Minute); err != nil || ok {
+		t.Fatalf("a second guard claimed the key whose call was cut off: %v %v", ok, err)
+	}
+}
