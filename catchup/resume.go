@@ -35,16 +35,21 @@ type resumeResult struct {
 // of the key's destination (awaitTurn), tells started when the call may
 // go, calls and records (resumeOne) and gives the turn back. A key without
 // a destination takes no turn.
+//
+// The claim is kept (claim.go) from here until n8n's answer is recorded,
+// and handed back when no call was made (ctx ended, no turn came free).
 func (r *Runner) resumeClaimed(ctx context.Context, claimed *keystore.Record, started func(at time.Time)) resumeResult {
+	keeper := r.keepClaim(ctx, claimed)
 	if dest := claimed.Destination; dest != "" {
 		t, ok := r.awaitTurn(ctx, dest, claimed)
 		if !ok {
-			return resumeResult{rec: claimed} // the claim lapses; the key is claimed again
+			keeper.handBack(ctx) // not called: the key waits again at once
+			return resumeResult{rec: claimed}
 		}
 		defer r.releaseTurn(ctx, dest, t)
 	}
 	started(r.now()) // this guard's clock, as the worker's pace reads it (a turn's At may be the database's)
-	return r.resumeOne(ctx, claimed)
+	return r.resumeOne(ctx, claimed, keeper)
 }
 
 // awaitTurn waits until dest's next resume call may go and takes its turn
@@ -104,9 +109,15 @@ func (r *Runner) releaseTurn(ctx context.Context, dest string, t keystore.Turn) 
 // woke; and a woken execution reserves the key again, so no second write
 // can come of it.
 //
+// A call that ctx ended while it was in flight may have reached n8n: its
+// claim is neither answered nor handed back but left to lapse, so no
+// guard calls the execution again before n8n had time to wake it. A
+// stop during a backoff wait hands the claim back (the last answer was
+// n8n's "not yet").
+//
 // A lost execution is counted here and logged by the caller (logLost):
 // the catch-up logs the first of an outage, the approvals each one.
-func (r *Runner) resumeOne(ctx context.Context, rec *keystore.Record) resumeResult {
+func (r *Runner) resumeOne(ctx context.Context, rec *keystore.Record, keeper *claimKeeper) resumeResult {
 	dest, parkedAt := rec.Destination, *rec.ParkedAt
 	// Retries end within the claim, a quarter of it to spare (a call may
 	// take 15 s): after it lapses another guard may claim the key and call.
@@ -118,16 +129,24 @@ func (r *Runner) resumeOne(ctx context.Context, rec *keystore.Record) resumeResu
 	}
 	retry := callback.Retry{Initial: 200 * time.Millisecond, Max: 10 * time.Second,
 		Deadline: deadline, Clock: r.now, Sleep: r.opts.Sleep}
+	interrupted := false // ctx ended while a call was in flight
 	out, stop := callback.Call(ctx, retry, func(ctx context.Context) (n8n.ResumeOutcome, bool) {
 		cctx, cancel := context.WithTimeout(ctx, 15*time.Second)
 		defer cancel()
 		out := r.opts.Resumer.Resume(cctx, rec)
+		interrupted = ctx.Err() != nil
 		r.metrics.resumes.WithLabelValues(dest, answerName(out.Answer)).Inc()
 		return out, out.Answer == keystore.ResumeRetry
 	})
+	keeper.stop()
 	if stop == callback.PastDeadline {
 		r.log.Warn("catch-up: n8n did not take the resume call; the key stays parked and is tried again",
 			"destination", dest, "namespace", rec.Namespace, "key", rec.Key, "detail", out.Detail)
+	}
+	if interrupted && out.Answer == keystore.ResumeRetry {
+		r.log.Warn("catch-up: stopped while a resume call was in flight; n8n may have taken it, so the key's claim is left to lapse before any guard calls it again",
+			"destination", dest, "namespace", rec.Namespace, "key", rec.Key, "claim", r.opts.Claim.String())
+		return resumeResult{rec: rec}
 	}
 	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()

@@ -17,6 +17,9 @@ type Store interface {
 	keystore.ParkStore
 	keystore.CommitFeed // wakes the runner, the workers and the watches of resumed executions
 	Lookup(ctx context.Context, namespace, key string) (keystore.Result, error)
+	// Destinations are the breakers: a worker notes when its
+	// destination's closed, the start of its catch-up.
+	Destinations(ctx context.Context) ([]keystore.Breaker, error)
 	List(ctx context.Context, q keystore.ListQuery) (keystore.Page, error)
 	// KeysAtStage finds the decided keys of namespaces that require
 	// approval (approval.go).
@@ -157,10 +160,15 @@ func (r *Runner) stopWorker(dest string) {
 // that went silent.
 const overdueEvery = time.Minute
 
-// wokenBound is how long a woken execution has to reserve its key again:
-// a lease of its namespace and a claim (the time a resume call may take).
+// wokenBound is how long a woken execution has to reserve its key again,
+// from n8n's acceptance of its resume call: a lease of its namespace, the
+// time a reserved attempt has to finish. Its first step is that reserve,
+// so one that has not reserved within a lease died; its slot and, for a
+// probe, its destination (keystore: a woken probe is held for a lease)
+// are freed then, not a claim later (the call is over: its answer is
+// recorded).
 func (r *Runner) wokenBound(namespace string) time.Duration {
-	return r.opts.Policies.Namespace(namespace).Lease + r.opts.Claim
+	return r.opts.Policies.Namespace(namespace).Lease
 }
 
 // loseSilent records a woken execution that never reserved its key again
@@ -319,7 +327,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		parked: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "n8n_guard_parked",
 			Help: "Events parked in n8n waiting to be resumed, by destination."}, []string{"destination"}),
 		woken: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "n8n_guard_parked_woken",
-			Help: "Parked events whose execution n8n took the resume call for and that have not reserved their key again yet, by destination (the store's count, read every catch-up interval; past a lease and the claim they are recorded lost)."}, []string{"destination"}),
+			Help: "Parked events whose execution n8n took the resume call for and that have not reserved their key again yet, by destination (the store's count, read every catch-up interval; past a lease they are recorded lost)."}, []string{"destination"}),
 		inFlight: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "n8n_guard_resumes_in_flight",
 			Help: "Parked executions resumed and not finished yet, by destination (at most catch_up_concurrency)."}, []string{"destination"}),
 		resumes: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "n8n_guard_resume_calls_total",
@@ -329,7 +337,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		overdue: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "n8n_guard_parked_overdue_total",
 			Help: "Events found parked longer than their namespace's parked_limit, by namespace."}, []string{"namespace"}),
 		catchUp: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "n8n_guard_catch_up_seconds",
-			Help:    "From the first parked event seen to the last one resumed, per outage, by destination.",
+			Help:    "From the breaker's close to the last parked event resumed, per outage, by destination (the span of the caught-up line and the outage's Slack message).",
 			Buckets: prometheus.ExponentialBuckets(1, 4, 10)}, []string{"destination"}),
 		seen: map[string]bool{},
 	}

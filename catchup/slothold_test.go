@@ -43,7 +43,7 @@ func (s *slowAccept) Resume(ctx context.Context, rec *keystore.Record) n8n.Resum
 }
 
 // A turn's slot is held as long as the runner counts its call in flight
-// (retries within the claim, then the woken bound from acceptance): it is
+// (retries within the claim, then the woken bound, a lease, from acceptance): it is
 // released before its hold ends, so no other guard takes the slot while
 // the execution is still in flight.
 func TestASlotIsHeldWhileItsCallIsInFlight(t *testing.T) {
@@ -53,7 +53,7 @@ func TestASlotIsHeldWhileItsCallIsInFlight(t *testing.T) {
 	}
 	bs, clock := parkedOne(t, pol, "k")
 	w := &releaseWatch{catchupStore: bs, clock: clock}
-	bound := time.Date(2026, 12, 1, 10, 3, 0, 0, time.UTC)
+	bound := time.Date(2026, 12, 1, 10, 1, 0, 0, time.UTC) // accepted after 10:00, the lease (1 min) after it
 	runTill(t, catchup.Options{Store: w, Policies: pol, Clock: clock.Now, Sleep: clock.Sleep,
 		Resumer: &slowAccept{clock: clock}, Interval: time.Second, Claim: 2 * time.Minute},
 		"at the woken bound with a turn released", func() bool {

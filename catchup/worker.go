@@ -12,7 +12,7 @@ import (
 func (r *Runner) work(ctx context.Context, dest string, parked int) {
 	defer r.stopWorker(dest)
 	dp := r.opts.Policies.Destination(dest)
-	w := &worker{r: r, dest: dest, dp: dp, parked: parked, start: r.now(),
+	w := &worker{r: r, dest: dest, dp: dp, parked: parked,
 		events: make(chan report, 2*max(dp.CatchUpConcurrency, 1)), pending: map[string]bool{}}
 	w.run(ctx)
 }
@@ -28,8 +28,7 @@ type worker struct {
 	r      *Runner
 	dest   string
 	dp     keystore.DestinationPolicy
-	parked int       // the count that started the worker, for the first log line
-	start  time.Time // for the caught-up line's took
+	parked int // the count that started the worker, for the first log line
 	// events: the resume goroutines' reports, room for two of each (its
 	// turn, its end), so that a goroutine never waits for the loop.
 	events chan report
@@ -49,6 +48,11 @@ type worker struct {
 	resumed     int
 	lost        int       // executions n8n no longer held, or woken and silent
 	lastOverdue time.Time // when the keys were last held to their parked_limit (zero: at the first pass)
+	// closedAt: when this worker first found its destination's breaker
+	// closed (the probe's complete, a person's reset; at its first pass
+	// when it was closed already): the catch-up's start, as the outage's
+	// Slack message counts it from the breaker's close.
+	closedAt time.Time
 }
 
 // report is a resume goroutine's message to its worker: its call took its
@@ -81,6 +85,7 @@ func (w *worker) run(ctx context.Context) {
 		}
 		w.collect()
 		w.announce(len(recs))
+		w.noteClosed(ctx)
 		if len(recs) == 0 && w.inFlight == 0 {
 			w.caughtUp()
 			return
@@ -100,12 +105,20 @@ func (w *worker) run(ctx context.Context) {
 // how many it started.
 func (w *worker) startPass(ctx context.Context, recs []*keystore.Record) (launched int) {
 	w.refused = false
+	mayProbe := true // no older key of this pass is being claimed by this guard
 	for _, rec := range recs {
 		if w.collect(); ctx.Err() != nil || w.refused {
 			break
 		}
-		if w.pending[id(rec)] || rec.ResumeClaimUntil != nil && w.r.now().Before(*rec.ResumeClaimUntil) {
-			continue // being resumed (by this guard or another)
+		if w.pending[id(rec)] {
+			// Being resumed by this guard, or its claim still in flight
+			// (and maybe refused): no younger key may become the probe
+			// before it.
+			mayProbe = false
+			continue
+		}
+		if rec.ResumeClaimUntil != nil && w.r.now().Before(*rec.ResumeClaimUntil) {
+			continue // being resumed by another guard
 		}
 		// A slot and the pace (the call itself waits for its turn again:
 		// awaitTurn).
@@ -115,10 +128,12 @@ func (w *worker) startPass(ctx context.Context, recs []*keystore.Record) (launch
 		// The first claim of a pass is made here, so that after a
 		// cooldown the oldest key becomes the probe; the others are
 		// claimed by their goroutines, so the claims of several keys
-		// share a commit (the store lets exactly one key be the probe
-		// however many are claimed at once).
+		// share a commit. Those are never the probe (ClaimResumeBehind):
+		// they are refused while the breaker is not closed, and the
+		// next pass claims the oldest waiting key alone, also after a
+		// lost probe freed the destination while they were in flight.
 		var first *keystore.Record
-		if launched == 0 {
+		if launched == 0 && mayProbe {
 			if first = w.r.claimParked(ctx, rec); first == nil {
 				w.refused = true
 				break
@@ -245,12 +260,35 @@ func (w *worker) announce(listed int) {
 	}
 }
 
-// caughtUp writes the outage's closing line, if anything came of it.
+// noteClosed notes when the destination's breaker was first seen closed
+// (each pass looks until then: the probe's complete is a commit, which
+// wakes the pass). A namespace paused alone leaves it closed: its
+// catch-up counts from the worker's first pass.
+func (w *worker) noteClosed(ctx context.Context) {
+	if !w.closedAt.IsZero() {
+		return
+	}
+	brs, err := w.r.opts.Store.Destinations(ctx)
+	if err != nil {
+		return // looked at again at the next pass
+	}
+	now := w.r.now()
+	for _, b := range brs {
+		if b.Destination == w.dest && b.View(now).State != keystore.BreakerClosed {
+			return
+		}
+	}
+	w.closedAt = now
+}
+
+// caughtUp writes the outage's closing line, if anything came of it: the
+// catch-up took from the breaker's close to the last resume's end
+// (keystore.CatchUpTook), the span the outage's Slack message gives.
 func (w *worker) caughtUp() {
 	if w.resumed == 0 && w.lost == 0 {
 		return
 	}
-	took := w.r.now().Sub(w.start)
+	took := keystore.CatchUpTook(w.closedAt, w.r.now())
 	w.r.metrics.caughtUp(w.dest, took)
 	w.r.log.Info(keystore.CaughtUp(w.resumed, w.lost, took), "destination", w.dest,
 		"resumed", w.resumed, "lost", w.lost, "took", took.Round(time.Millisecond).String())
@@ -268,12 +306,25 @@ func resumeParked(ctx context.Context, r *Runner, dest string, rec, first *keyst
 	}()
 	claimed := first
 	if claimed == nil {
-		if claimed = r.claimParked(ctx, rec); claimed == nil {
+		if claimed = r.claimBehind(ctx, rec); claimed == nil {
 			end.refused = true
 			return
 		}
 	}
 	end.result = r.resumeClaimed(ctx, claimed, func(at time.Time) { events <- report{id: end.id, at: at} })
+}
+
+// claimBehind claims the resume call of a parked key behind the first
+// of a pass (never the probe: ClaimResumeBehind); nil as claimParked.
+func (r *Runner) claimBehind(ctx context.Context, rec *keystore.Record) *keystore.Record {
+	claimed, ok, err := r.opts.Store.ClaimResumeBehind(ctx, rec.Namespace, rec.Key, r.opts.Claim)
+	if err != nil {
+		r.log.Warn("catch-up: cannot claim a parked key; trying again", "destination", rec.Destination, "namespace", rec.Namespace, "key", rec.Key, "err", err)
+	}
+	if err != nil || !ok {
+		return nil
+	}
+	return claimed
 }
 
 // claimParked claims a parked key's resume call. nil: refused (the

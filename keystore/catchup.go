@@ -92,6 +92,18 @@ func ReleaseTurn(p Pace, t Turn) (next Pace, ok bool) {
 	return next, true
 }
 
+// CatchUpTook is how long a destination's catch-up took: from its
+// breaker's close (the destination back; closedAt) to caughtUpAt, when
+// nothing of the outage was left to resume. The one measure of the
+// caught-up log line, its metric and the outage's Slack message; zero
+// when the close is unknown or later.
+func CatchUpTook(closedAt, caughtUpAt time.Time) time.Duration {
+	if closedAt.IsZero() || caughtUpAt.Before(closedAt) {
+		return 0
+	}
+	return caughtUpAt.Sub(closedAt)
+}
+
 // CaughtUp is the closing line of a destination's catch-up, the same in
 // the log and in the outage's Slack message: how many parked events were
 // resumed, how many n8n no longer held (each owner is told), how long it

@@ -202,10 +202,11 @@ func (o *Operations) ResumeAnswered(ctx context.Context, ns, key string, parkedA
 	if err != nil {
 		return nil, err
 	}
+	lease := o.Policies.Namespace(ns).Lease
 	res, err := o.Driver.DecideKey(ctx, Op{Name: "resume answered", Namespace: ns, Key: key, Breaker: RecordBreaker,
 		Decide: func(cur *Record, br *Breaker, now time.Time) (Step, error) {
 			st, _ := DecideResumeAnswered(cur, br, parkedAt, answer, detail, now)
-			return st, nil
+			return WokenProbeHold(st, cur, br, lease, now), nil
 		}})
 	return res.Record, err
 }

@@ -370,6 +370,18 @@ type ParkStore interface {
 	// breaker atomically; ok is false when the claim was refused. Of any
 	// number of guards claiming one key at once, exactly one gets it.
 	ClaimResume(ctx context.Context, ns, key string, claim time.Duration) (r *Record, ok bool, err error)
+	// ClaimResumeBehind applies DecideClaimBehind (claim.go): a claim
+	// that is never the breaker's probe, for keys claimed behind an
+	// older one.
+	ClaimResumeBehind(ctx context.Context, ns, key string, claim time.Duration) (r *Record, ok bool, err error)
+	// ExtendResumeClaim applies DecideExtendResumeClaim (claim.go): the
+	// holder of the claim held keeps it while its call is in flight.
+	// until is the claim's new end; ok is false when the claim is no
+	// longer the holder's (answered, lost, taken after a lapse).
+	ExtendResumeClaim(ctx context.Context, ns, key string, held time.Time, claim time.Duration) (until time.Time, ok bool, err error)
+	// ReleaseResumeClaim applies DecideReleaseResumeClaim: a claim whose
+	// call was not made is handed back (the key waits again at once).
+	ReleaseResumeClaim(ctx context.Context, ns, key string, held time.Time) (ok bool, err error)
 	// ResumeAnswered applies DecideResumeAnswered.
 	ResumeAnswered(ctx context.Context, ns, key string, parkedAt time.Time, answer ResumeAnswer, detail string) (*Record, error)
 	// ParkedOverdue applies DecideParkedOverdue (overdue.go): reported is

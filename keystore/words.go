@@ -229,16 +229,19 @@ func HistoryWords(t Transition) string {
 	return ""
 }
 
-// BreakerWords says a breaker's state as the lists read it; b is the
-// breaker as its View shows it at the time.
-func BreakerWords(b Breaker) string {
+// BreakerWords says a breaker's state as the lists read it at now; b is
+// the breaker as its View shows it then. "probing" only while a probe is
+// in flight (ProbeInFlight).
+func BreakerWords(b Breaker, now time.Time) string {
 	switch {
 	case b.State == BreakerOpen && b.Maintenance != nil:
 		return "paused: maintenance window"
 	case b.State == BreakerOpen:
 		return "paused: breaker open"
-	case b.State == BreakerHalfOpen:
+	case b.State == BreakerHalfOpen && b.ProbeInFlight(now):
 		return "probing: one write tests it"
+	case b.State == BreakerHalfOpen:
+		return "paused: the next write or parked event is the probe"
 	case len(b.Views) > 0:
 		// Open for some namespaces alone (breaker_view.go): the caller
 		// keeps the views its reader may see; a view without a namespace

@@ -307,7 +307,7 @@ func breakerCaughtUpText(r *notify.Record, mention string) (head, lead string) {
 		lead = fmt.Sprintf("%s: %s reset the circuit breaker of `%s` at %s%s; since then %s resumed. Each resumed execution wrote or failed on its own: a new failure opens the breaker again and is a new message.",
 			mention, escape(r.ResetBy), ed, notify.Clock(*r.ClosedAt), becauseText(r), notify.Plural(caught, "parked event was", "parked events were"))
 	} else {
-		head = dest + " back — " + notify.CaughtUp(caught, r.ParkedLost, r.CaughtUpAt.Sub(*r.ClosedAt))
+		head = dest + " back — " + notify.CaughtUp(caught, r.ParkedLost, keystore.CatchUpTook(*r.ClosedAt, *r.CaughtUpAt))
 		every := "every event parked during the outage was resumed"
 		if r.ParkedLost > 0 {
 			every = fmt.Sprintf("%d of the %d events parked during the outage were resumed", caught, r.Parked)

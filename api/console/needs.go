@@ -141,7 +141,7 @@ func (ui *Console) breakerWords(ctx context.Context) (map[string]string, error) 
 		if len(v.Views) > 0 {
 			v.Views = []keystore.BreakerView{{}} // these lists span namespaces: no namespace named
 		}
-		out[b.Destination] = keystore.BreakerWords(v)
+		out[b.Destination] = keystore.BreakerWords(v, ui.now())
 	}
 	return out, nil
 }
@@ -255,7 +255,7 @@ func (ui *Console) withBreaker(row *needRow, dest string, byDest map[string]dest
 	if !ok {
 		b = destinationRow{Breaker: keystore.Breaker{Destination: dest, State: keystore.BreakerClosed}}
 	}
-	row.Breaker, row.BreakerClass = keystore.BreakerWords(b.Breaker), "breaker-"+string(b.State)
+	row.Breaker, row.BreakerClass = keystore.BreakerWords(b.Breaker, ui.now()), "breaker-"+string(b.State)
 }
 
 // unknownNeeds groups the unknown keys by incident: namespace,

@@ -106,8 +106,10 @@ func catchUpText(b keystore.Breaker, parked int, dp keystore.DestinationPolicy, 
 		return fmt.Sprintf("%d parked: resumed after the maintenance window (%s)", parked, until(b.Maintenance.Until.Sub(now)))
 	case b.State == keystore.BreakerOpen && b.ReopensAt != nil:
 		return fmt.Sprintf("%d parked: waiting for the destination; one is resumed as the probe %s", parked, until(b.ReopensAt.Sub(now)))
-	case b.State == keystore.BreakerHalfOpen:
+	case b.State == keystore.BreakerHalfOpen && b.ProbeInFlight(now):
 		return fmt.Sprintf("%d parked: probing, one resumed event tests the destination; the rest follow when it completes", parked)
+	case b.State == keystore.BreakerHalfOpen:
+		return fmt.Sprintf("%d parked: the oldest is resumed next as the probe; the rest follow when it completes", parked)
 	case len(b.Views) > 0:
 		return fmt.Sprintf("%d parked: those of a namespace paused alone wait for its own probe, the rest are resumed at %g a second", parked, dp.CatchUpRate)
 	}

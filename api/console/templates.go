@@ -46,7 +46,7 @@ func templateFuncs(now func() time.Time, refresh template.HTMLAttr) template.Fun
 		// Codes in words: the lists say what happened, the raw code
 		// stays in a title for whoever searches by it.
 		"reasonWords":  keystore.ReasonWords,
-		"breakerWords": keystore.BreakerWords,
+		"breakerWords": func(b keystore.Breaker) string { return keystore.BreakerWords(b, now()) },
 		"kindWords":    kindWords,
 		"historyWords": keystore.HistoryWords,
 	}

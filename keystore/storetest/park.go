@@ -364,6 +364,130 @@ func runParking(t *testing.T, newStore New) {
 			t.Fatal("after a restart the new probe does not hold the destination")
 		}
 	})
+	t.Run("a claim is extended by its holder while its call is in flight, and handed back when not used", func(t *testing.T) {
+		e := setup(t, newStore, pol)
+		openHubspot(t, e)
+		for i := range 2 {
+			wantOutcome(t, e.reserve(ns, fmt.Sprintf("evt_%d", i), withDest("hubspot"), withResume(fmt.Sprint(i))), keystore.OutcomeParked)
+			e.clock.Advance(time.Millisecond)
+		}
+		e.clock.Advance(time.Minute) // the cooldown is over
+		ps := parkStore(t, e)
+		rec, ok, err := ps.ClaimResume(e.ctx, ns, "evt_0", 30*time.Second)
+		if err != nil || !ok {
+			t.Fatalf("the probe's claim: %v %v", ok, err)
+		}
+		held := *rec.ResumeClaimUntil
+		// 25 s later its holder extends it: 30 s from then, and the probe's hold.
+		e.clock.Advance(25 * time.Second)
+		until, ok, err := ps.ExtendResumeClaim(e.ctx, ns, "evt_0", held, 30*time.Second)
+		if err != nil || !ok || !until.Equal(e.clock.Now().Add(30*time.Second)) {
+			t.Fatalf("extend: %v %v %v, want until %v", until, ok, err, e.clock.Now().Add(30*time.Second))
+		}
+		e.restart()
+		ps = parkStore(t, e)
+		e.clock.Advance(20 * time.Second) // past the first claim's end
+		if claim(t, e, "evt_0") || claim(t, e, "evt_1") {
+			t.Fatal("a second guard claimed a key under an extended claim")
+		}
+		// Not the holder's claim any more (a stale until): nothing changes.
+		if _, ok, err := ps.ExtendResumeClaim(e.ctx, ns, "evt_0", held, time.Hour); err != nil || ok {
+			t.Fatalf("a stale holder extended the claim: %v %v", ok, err)
+		}
+		if ok, err := ps.ReleaseResumeClaim(e.ctx, ns, "evt_0", held); err != nil || ok {
+			t.Fatalf("a stale holder handed the claim back: %v %v", ok, err)
+		}
+		// Handed back unused: the key waits, the probe is given up, and
+		// the next claim takes the oldest key at once.
+		if ok, err := ps.ReleaseResumeClaim(e.ctx, ns, "evt_0", until); err != nil || !ok {
+			t.Fatalf("hand back: %v %v", ok, err)
+		}
+		if p := keystore.PhaseOf(e.lookup(ns, "evt_0").Record); p != keystore.PhaseWaiting {
+			t.Fatalf("a handed-back key is %s, want waiting", p)
+		}
+		if ok, err := ps.ReleaseResumeClaim(e.ctx, ns, "evt_0", until); err != nil || ok {
+			t.Fatalf("handed back twice: %v %v", ok, err)
+		}
+		if !claim(t, e, "evt_0") || claim(t, e, "evt_1") {
+			t.Fatal("the handed-back key is not the next probe at once")
+		}
+		// Answered: nothing to extend or hand back.
+		cur := e.lookup(ns, "evt_0").Record
+		if _, err := ps.ResumeAnswered(e.ctx, ns, "evt_0", *cur.ParkedAt, keystore.ResumeAccepted, ""); err != nil {
+			t.Fatal(err)
+		}
+		if _, ok, err := ps.ExtendResumeClaim(e.ctx, ns, "evt_0", *cur.ResumeClaimUntil, 30*time.Second); err != nil || ok {
+			t.Fatalf("an answered claim was extended: %v %v", ok, err)
+		}
+		if ok, err := ps.ReleaseResumeClaim(e.ctx, ns, "evt_0", *cur.ResumeClaimUntil); err != nil || ok {
+			t.Fatalf("an answered claim was handed back: %v %v", ok, err)
+		}
+	})
+	t.Run("a woken probe whose execution never reserves frees its destination a lease after the waking", func(t *testing.T) {
+		e := setup(t, newStore, pol)
+		openHubspot(t, e)
+		for i := range 2 {
+			wantOutcome(t, e.reserve(ns, fmt.Sprintf("evt_%d", i), withDest("hubspot"), withResume(fmt.Sprint(i))), keystore.OutcomeParked)
+			e.clock.Advance(time.Millisecond)
+		}
+		e.clock.Advance(time.Minute) // the cooldown is over
+		rec, ok, err := parkStore(t, e).ClaimResume(e.ctx, ns, "evt_0", 2*time.Minute)
+		if err != nil || !ok {
+			t.Fatalf("the probe's claim: %v %v", ok, err)
+		}
+		e.clock.Advance(5 * time.Second)
+		if _, err := parkStore(t, e).ResumeAnswered(e.ctx, ns, "evt_0", *rec.ParkedAt, keystore.ResumeAccepted, ""); err != nil {
+			t.Fatal(err)
+		}
+		lease := keystore.Policies{}.Namespace(ns).Lease
+		e.clock.Advance(lease - time.Millisecond)
+		if claim(t, e, "evt_1") {
+			t.Fatal("a second key was claimed while the woken probe may still reserve")
+		}
+		e.restart()
+		e.clock.Advance(time.Millisecond) // the lease since the waking is over: its execution died
+		if !claim(t, e, "evt_1") {
+			t.Fatal("the next key waits for the dead probe's claim: its destination is held past the lease")
+		}
+	})
+	t.Run("a claim behind an older key is never the probe: refused until the breaker closed", func(t *testing.T) {
+		e := setup(t, newStore, pol)
+		openHubspot(t, e)
+		wantOutcome(t, e.reserve(ns, "evt_1", withDest("hubspot"), withResume("1")), keystore.OutcomeParked)
+		e.clock.Advance(time.Millisecond)
+		wantOutcome(t, e.reserve(ns, "evt_2", withDest("hubspot"), withResume("2")), keystore.OutcomeParked)
+		ps := parkStore(t, e)
+		behind := func(key string) bool {
+			t.Helper()
+			_, ok, err := parkStore(t, e).ClaimResumeBehind(e.ctx, ns, key, 30*time.Second)
+			if err != nil {
+				t.Fatalf("claim behind %s: %v", key, err)
+			}
+			return ok
+		}
+		e.clock.Advance(time.Minute) // the cooldown is over: the breaker waits for a probe
+		if behind("evt_1") || behind("evt_first") {
+			t.Fatal("a claim behind another became the probe")
+		}
+		if p := keystore.PhaseOf(e.lookup(ns, "evt_1").Record); p != keystore.PhaseWaiting {
+			t.Fatalf("a refused claim left the key %s", p)
+		}
+		rec, ok, err := ps.ClaimResume(e.ctx, ns, "evt_1", 30*time.Second)
+		if err != nil || !ok {
+			t.Fatalf("the probe's own claim: %v %v", ok, err)
+		}
+		if _, err := ps.ResumeAnswered(e.ctx, ns, "evt_1", *rec.ParkedAt, keystore.ResumeAccepted, ""); err != nil {
+			t.Fatal(err)
+		}
+		if behind("evt_2") {
+			t.Fatal("a claim behind the probe went while the probe is out")
+		}
+		a := e.reserve(ns, "evt_1", withDest("hubspot"), withResume("1"))
+		wantOutcome(t, e.complete(ns, "evt_1", a.Token, "crm-1"), keystore.OutcomeCompleted)
+		if !behind("evt_2") { // closed: claims behind go
+			t.Fatal("a claim behind was refused with the breaker closed")
+		}
+	})
 	t.Run("a key parked too long is reported once per parked attempt, also by guards at once", func(t *testing.T) {
 		e := setup(t, newStore, pol)
 		openHubspot(t, e)
