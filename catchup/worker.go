@@ -13,7 +13,7 @@ func (r *Runner) work(ctx context.Context, dest string, parked int) {
 	defer r.stopWorker(dest)
 	dp := r.opts.Policies.Destination(dest)
 	w := &worker{r: r, dest: dest, dp: dp, parked: parked, start: r.now(),
-		events: make(chan report, 2*max(dp.CatchUpConcurrency, 1)), pending: map[string]bool{}}
+		events: make(chan report, max(dp.CatchUpConcurrency, 1)), pending: map[string]bool{}}
 	w.run(ctx)
 }
 
@@ -30,14 +30,16 @@ type worker struct {
 	dp     keystore.DestinationPolicy
 	parked int       // the count that started the worker, for the first log line
 	start  time.Time // for the caught-up line's took
-	// events: the resume goroutines' reports, room for two of each (its
-	// turn, its end), so that a goroutine never waits for the loop.
+	// events: the resume goroutines' reports, room for one of each (its
+	// end), so that a goroutine never waits for the loop.
 	events chan report
 
-	// The pace; written by run's goroutine only.
-	inFlight int             // resumes started and not reported ended: the slots in use
+	// The resumes started; written by run's goroutine only. The pace is
+	// the store's turn alone (pace.go): the worker only keeps no more
+	// resumes going than the destination has slots, so that it claims no
+	// key whose call could not take a turn soon.
+	inFlight int             // resumes started and not reported ended
 	pending  map[string]bool // their keys (id)
-	last     time.Time       // when the last resume call took its turn, on this guard's clock
 	refused  bool            // a claim of this pass was refused: the pass ends
 	freed    bool            // a resume ended since the loop last waited for one
 
@@ -51,14 +53,12 @@ type worker struct {
 	lastOverdue time.Time // when the keys were last held to their parked_limit (zero: at the first pass)
 }
 
-// report is a resume goroutine's message to its worker: its call took its
-// turn (at), or it ended (ended, with what came of it).
+// report is a resume goroutine's message to its worker: it ended, with
+// what came of it.
 type report struct {
 	id      string
-	ended   bool
-	at      time.Time    // !ended: when the call took its turn, on this guard's clock
-	refused bool         // ended: its claim was refused or failed
-	result  resumeResult // ended
+	refused bool // its claim was refused or failed
+	result  resumeResult
 }
 
 func id(rec *keystore.Record) string { return rec.Key + "\x00" + rec.Namespace }
@@ -96,8 +96,8 @@ func (w *worker) run(ctx context.Context) {
 }
 
 // startPass starts a resume for each listed key that no guard resumes yet,
-// as the pace allows, until a claim is refused or ctx ends; it returns
-// how many it started.
+// while the destination has a slot for it, until a claim is refused or
+// ctx ends; it returns how many it started.
 func (w *worker) startPass(ctx context.Context, recs []*keystore.Record) (launched int) {
 	w.refused = false
 	for _, rec := range recs {
@@ -107,9 +107,9 @@ func (w *worker) startPass(ctx context.Context, recs []*keystore.Record) (launch
 		if w.pending[id(rec)] || rec.ResumeClaimUntil != nil && w.r.now().Before(*rec.ResumeClaimUntil) {
 			continue // being resumed (by this guard or another)
 		}
-		// A slot and the pace (the call itself waits for its turn again:
-		// awaitTurn).
-		if !w.awaitSlot(ctx) {
+		// Room for one more resume; its call waits for the store's turn
+		// (awaitTurn).
+		if !w.awaitRoom(ctx) {
 			break
 		}
 		// The first claim of a pass is made here, so that after a
@@ -133,30 +133,20 @@ func (w *worker) startPass(ctx context.Context, recs []*keystore.Record) (launch
 	return launched
 }
 
-// awaitSlot waits until the destination's pace lets one more resume start
-// (keystore.DecideCatchUpStart); false: ctx ended.
-func (w *worker) awaitSlot(ctx context.Context) bool {
-	for {
-		w.collect()
-		ok, wait := keystore.DecideCatchUpStart(w.r.now(), w.last, w.inFlight, w.dp)
-		switch {
-		case ok:
-			return true
-		case wait == 0: // every slot in flight: until a resume reports
-			select {
-			case rep := <-w.events:
-				if w.apply(rep); rep.ended {
-					w.freed = false // this wait was for it
-				}
-			case <-ctx.Done():
-				return false
-			}
-		default:
-			if w.r.opts.Sleep(ctx, wait); ctx.Err() != nil {
-				return false
-			}
+// awaitRoom waits until fewer resumes of the worker are going than the
+// destination has slots; false: ctx ended. It is no pace: the calls keep
+// the rate and the slots in the store's turn, with every guard's.
+func (w *worker) awaitRoom(ctx context.Context) bool {
+	for w.collect(); w.inFlight >= max(w.dp.CatchUpConcurrency, 1); {
+		select {
+		case rep := <-w.events:
+			w.apply(rep)
+			w.freed = false // this wait was for it
+		case <-ctx.Done():
+			return false
 		}
 	}
+	return true
 }
 
 // await waits for a resume to end, a commit of the store, the Interval
@@ -179,9 +169,8 @@ func (w *worker) await(ctx context.Context, commits <-chan struct{}) {
 	for {
 		select {
 		case rep := <-w.events:
-			if w.apply(rep); rep.ended {
-				return
-			}
+			w.apply(rep)
+			return
 		case <-ctx.Done():
 			return
 		case <-commits:
@@ -208,12 +197,6 @@ func (w *worker) collect() {
 // execution of an outage found lost is logged; the others are counted in
 // the caught-up line (each owner hears of each key in Slack).
 func (w *worker) apply(rep report) {
-	if !rep.ended {
-		if rep.at.After(w.last) {
-			w.last = rep.at
-		}
-		return
-	}
 	w.inFlight--
 	delete(w.pending, rep.id)
 	w.freed = true
@@ -258,10 +241,10 @@ func (w *worker) caughtUp() {
 
 // resumeParked is one resume of the catch-up, in a goroutine of its own:
 // it claims rec (unless the worker did: first), resumes it
-// (resumeClaimed) and reports on events when its call took its turn and
-// when it ended. It touches none of the worker's state.
+// (resumeClaimed) and reports on events when it ended. It touches none
+// of the worker's state.
 func resumeParked(ctx context.Context, r *Runner, dest string, rec, first *keystore.Record, events chan<- report) {
-	end := report{id: id(rec), ended: true}
+	end := report{id: id(rec)}
 	defer func() {
 		r.metrics.inFlight.WithLabelValues(dest).Dec()
 		events <- end
@@ -273,7 +256,7 @@ func resumeParked(ctx context.Context, r *Runner, dest string, rec, first *keyst
 			return
 		}
 	}
-	end.result = r.resumeClaimed(ctx, claimed, func(at time.Time) { events <- report{id: end.id, at: at} })
+	end.result = r.resumeClaimed(ctx, claimed, func(time.Time) {})
 }
 
 // claimParked claims a parked key's resume call. nil: refused (the
