@@ -44,7 +44,14 @@ func (r *Runner) resumeClaimed(ctx context.Context, claimed *keystore.Record, st
 			return resumeResult{rec: claimed} // the claim lapses; the key is claimed again
 		}
 		pc = &callPace{r: r, rec: claimed, turn: t}
-		defer func() { r.releaseTurn(ctx, dest, pc.turn) }()
+		defer func() {
+			if ctx.Err() == nil {
+				r.releaseTurn(ctx, dest, pc.turn)
+			}
+			// Stopping: the woken execution may still run, so its slot
+			// stays held until its key is no longer resumed
+			// (keystore.ResumeInFlight), whichever guard looks next.
+		}()
 	}
 	started(r.now())
 	return r.resumeOne(ctx, claimed, pc)
