@@ -24,15 +24,27 @@ func (s *Store) TakeResumeTurn(_ context.Context, req keystore.TurnRequest) (t k
 		return keystore.Turn{}, false, 0, err
 	}
 	dp := s.policies.Destination(req.Destination)
-	err = s.pace(req.Destination, func(tx *bbolt.Tx, p keystore.Pace, now time.Time) (keystore.Pace, bool) {
+	decide := func(tx *bbolt.Tx, p keystore.Pace, now time.Time) (keystore.Pace, bool) {
 		var next keystore.Pace
 		next, t, ok, wait = keystore.DecideResumeTurn(p, req, dp, now, func(sl keystore.Slot) bool {
 			rec, err := getRecord(tx, sl.Namespace, sl.Key)
 			return err != nil || keystore.ResumeInFlight(rec, now) // a damaged record holds its slot until Until
 		})
 		return next, ok
-	})
-	if err != nil {
+	}
+	// A look in a read transaction first: a refused turn costs no commit
+	// (a waiting call asks again and again). A turn it would give is
+	// decided again in the writer's transaction, which alone writes.
+	if err := s.view(func(tx *bbolt.Tx) error {
+		decide(tx, s.readPace(tx, req.Destination), s.now())
+		return nil
+	}); err != nil {
+		return keystore.Turn{}, false, 0, err
+	}
+	if !ok {
+		return keystore.Turn{}, false, wait, nil
+	}
+	if err := s.pace(req.Destination, decide); err != nil {
 		return keystore.Turn{}, false, 0, err
 	}
 	return t, ok, wait, nil
@@ -65,16 +77,7 @@ func (s *Store) PaceFreed() <-chan struct{} { return s.paceWake.C() }
 // whose catch-up never ends is worse than one window's calls forgotten.
 func (s *Store) pace(dest string, decide func(tx *bbolt.Tx, p keystore.Pace, now time.Time) (keystore.Pace, bool)) error {
 	_, err := s.write(func(tx *bbolt.Tx, now time.Time) (boltDecision, error) {
-		var p keystore.Pace
-		if b := tx.Bucket(bucketPace); b != nil {
-			if v := b.Get([]byte(dest)); v != nil {
-				if err := json.Unmarshal(v, &p); err != nil {
-					s.log.Error("store: the resume pace of a destination could not be read; it starts anew", "path", s.path, "destination", dest, "err", err)
-					p = keystore.Pace{}
-				}
-			}
-		}
-		next, write := decide(tx, p, now)
+		next, write := decide(tx, s.readPace(tx, dest), now)
 		if !write {
 			return boltDecision{}, nil
 		}
@@ -91,4 +94,21 @@ func (s *Store) pace(dest string, decide func(tx *bbolt.Tx, p keystore.Pace, now
 		}}, nil
 	})
 	return err
+}
+
+// readPace is dest's pace in tx (empty: none yet, or one that cannot be
+// read, said in the log).
+func (s *Store) readPace(tx *bbolt.Tx, dest string) keystore.Pace {
+	var p keystore.Pace
+	b := tx.Bucket(bucketPace)
+	if b == nil {
+		return p
+	}
+	if v := b.Get([]byte(dest)); v != nil {
+		if err := json.Unmarshal(v, &p); err != nil {
+			s.log.Error("store: the resume pace of a destination could not be read; it starts anew", "path", s.path, "destination", dest, "err", err)
+			return keystore.Pace{}
+		}
+	}
+	return p
 }
