@@ -22,7 +22,7 @@ func (r *Runner) turnRequest(rec *keystore.Record, held *keystore.Turn) keystore
 	// and its last wait to spare. It frees earlier when the key is no
 	// longer resumed (keystore.ResumeInFlight).
 	return keystore.TurnRequest{Destination: rec.Destination, Namespace: rec.Namespace, Key: rec.Key,
-		Hold: r.opts.Claim + r.wokenBound(rec.Namespace) + r.opts.Interval, Held: held}
+		Hold: r.opts.Claim + r.wokenBound(rec.Namespace) + r.opts.Interval, Held: held, Ahead: r.opts.Store.PaceAhead()}
 }
 
 // awaitTurn waits until the call req asks for may go and takes its turn
@@ -48,6 +48,9 @@ func (r *Runner) awaitTurn(ctx context.Context, req keystore.TurnRequest, rec *k
 		case ok:
 			if r.opts.paced != nil {
 				r.opts.paced(req.Destination, t.At)
+			}
+			if d := t.At.Sub(r.now()); d > 0 {
+				r.opts.Sleep(ctx, d) // a turn given ahead (TurnRequest.Ahead): the call goes at its At
 			}
 			return t, true
 		case wait > 0: // the rate: a freed slot does not shorten it

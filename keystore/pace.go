@@ -72,6 +72,11 @@ type TurnRequest struct {
 	// retry): the call goes in its slot and only the rate is decided. A
 	// slot that lapsed meanwhile is taken anew, as a first call's.
 	Held *Turn
+	// Ahead is how far after now a turn may be given (its At), the
+	// caller waiting until At before its call: so several turns share one
+	// commit of the store. Only for a store whose clock is the caller's
+	// (bbolt); 0: at now only.
+	Ahead time.Duration
 }
 
 // RateWindow is the rate as a window: at most n calls in any window of
@@ -94,7 +99,7 @@ func RateWindow(rate float64) (n int, w time.Duration) {
 const maxRateWindow = 1000
 
 // DecideResumeTurn decides whether a resume call of req's destination may
-// go at now. live says whether the key a held slot names is still being
+// go at now, or within req.Ahead of it (the turn's At). live says whether the key a held slot names is still being
 // resumed (its record, read in the same transaction: ResumeInFlight); nil
 // trusts the slots' Until alone. ok: the turn and the pace to store. Not
 // ok: wait is how long until the rate allows a call; 0 is until a slot is
@@ -110,20 +115,24 @@ func DecideResumeTurn(p Pace, req TurnRequest, dp DestinationPolicy, now time.Ti
 			return p, Turn{}, false, 0
 		}
 	}
-	if ok, wait := rateAllows(p, dp.CatchUpRate, now); !ok {
-		return p, Turn{}, false, wait
+	at, ok := rateAllows(p, dp.CatchUpRate, now)
+	switch {
+	case !ok:
+		return p, Turn{}, false, 0 // until a call's end is told
+	case at.Sub(now) > max(req.Ahead, 0):
+		return p, Turn{}, false, at.Sub(now) - max(req.Ahead, 0)
 	}
-	next = Pace{Last: now, Slots: make([]Slot, max(dp.CatchUpConcurrency, len(p.Slots)))}
+	next = Pace{Last: at, Slots: make([]Slot, max(dp.CatchUpConcurrency, len(p.Slots)))}
 	copy(next.Slots, p.Slots)
-	t = Turn{Destination: req.Destination, Namespace: req.Namespace, Key: req.Key, At: now, Slot: slot}
+	t = Turn{Destination: req.Destination, Namespace: req.Namespace, Key: req.Key, At: at, Slot: slot}
 	if req.Held != nil && slot == req.Held.Slot {
 		t.Namespace, t.Key, t.Until = req.Held.Namespace, req.Held.Key, req.Held.Until
 	} else {
-		t.Until = now.Add(req.Hold)
+		t.Until = at.Add(req.Hold)
 		next.Slots[slot] = Slot{Until: t.Until, Namespace: req.Namespace, Key: req.Key}
 	}
 	n, _ := RateWindow(dp.CatchUpRate)
-	next.Calls = append(append([]Call(nil), p.Calls...), Call{At: now, Slot: slot})
+	next.Calls = append(append([]Call(nil), p.Calls...), Call{At: at, Slot: slot})
 	if extra := len(next.Calls) - max(n, 1); extra > 0 {
 		next.Calls = next.Calls[extra:]
 	}
@@ -144,17 +153,20 @@ func (s Slot) held(now time.Time, live func(Slot) bool) bool {
 	return s.Until.After(now) && (live == nil || s.Key == "" || live(s))
 }
 
-// rateAllows applies the gap (1 / rate after the latest turn) and the
-// window (RateWindow: the call that would be the window's n+1-th ended a
-// window ago).
-func rateAllows(p Pace, rate float64, now time.Time) (ok bool, wait time.Duration) {
+// rateAllows is the earliest time from now on the rate lets the next
+// call go: the gap (1 / rate after the latest turn) and the window
+// (RateWindow: the call that would be the window's n+1-th ended a window
+// before). ok is false while that call's end is not told (until
+// ResumeCallBound after its turn).
+func rateAllows(p Pace, rate float64, now time.Time) (at time.Time, ok bool) {
+	at = now
 	n, w := RateWindow(rate)
 	if n == 0 {
-		return true, 0
+		return at, true
 	}
 	if !p.Last.IsZero() {
-		if next := p.Last.Add(time.Duration(float64(time.Second) / rate)); now.Before(next) {
-			wait = next.Sub(now)
+		if next := p.Last.Add(time.Duration(float64(time.Second) / rate)); at.Before(next) {
+			at = next
 		}
 	}
 	if len(p.Calls) >= n {
@@ -162,15 +174,15 @@ func rateAllows(p Pace, rate float64, now time.Time) (ok bool, wait time.Duratio
 		end := c.End
 		if end.IsZero() {
 			if bound := c.At.Add(ResumeCallBound); now.Before(bound) {
-				return false, 0 // until its guard says it returned
+				return time.Time{}, false
 			}
 			end = c.At.Add(ResumeCallBound)
 		}
-		if next := end.Add(w); now.Before(next) {
-			wait = max(wait, next.Sub(now))
+		if next := end.Add(w); at.Before(next) {
+			at = next
 		}
 	}
-	return wait == 0, wait
+	return at, true
 }
 
 // EndCall records that t's call returned at now (ok false, p unchanged:

@@ -150,6 +150,7 @@ func simulatePace(rng *rand.Rand, dp DestinationPolicy, t0 time.Time) (calls []t
 		now    = t0
 	)
 	jitter := func(most time.Duration) time.Duration { return time.Duration(rng.Int63n(int64(most))) }
+	ahead := []time.Duration{0, 0, 5 * time.Millisecond, 30 * time.Millisecond}[rng.Intn(4)] // a call waits until its turn's At
 	for step := 0; step < 4000; step++ {
 		now = now.Add(jitter(4 * time.Millisecond))
 		kept := active[:0]
@@ -168,9 +169,9 @@ func simulatePace(rng *rand.Rand, dp DestinationPolicy, t0 time.Time) (calls []t
 				p, _ = ReleaseTurn(p, r.turn, now)
 				continue
 			case rng.Intn(40) == 0: // a retry in its slot
-				if next, tu, ok, _ := DecideResumeTurn(p, TurnRequest{Destination: "crm", Hold: time.Hour, Held: &r.turn}, dp, now, nil); ok {
+				if next, tu, ok, _ := DecideResumeTurn(p, TurnRequest{Destination: "crm", Hold: time.Hour, Held: &r.turn, Ahead: ahead}, dp, now, nil); ok {
 					p, r.turn, r.called, r.ended = next, tu, false, false
-					r.callAt = now.Add(jitter(60 * time.Millisecond))
+					r.callAt = tu.At.Add(jitter(60 * time.Millisecond))
 					r.endAt = r.callAt.Add(jitter(120 * time.Millisecond))
 				}
 			}
@@ -178,10 +179,13 @@ func simulatePace(rng *rand.Rand, dp DestinationPolicy, t0 time.Time) (calls []t
 		}
 		active = kept
 		if rng.Intn(2) == 0 {
-			req := TurnRequest{Destination: "crm", Namespace: "n", Key: fmt.Sprint(step), Hold: time.Hour}
+			req := TurnRequest{Destination: "crm", Namespace: "n", Key: fmt.Sprint(step), Hold: time.Hour, Ahead: ahead}
 			if next, tu, ok, _ := DecideResumeTurn(p, req, dp, now, nil); ok {
+				if tu.At.Before(now) || tu.At.After(now.Add(ahead)) {
+					panic(fmt.Sprintf("a turn at %s, now %s, ahead %s", tu.At, now, ahead))
+				}
 				p = next
-				r := &resume{turn: tu, callAt: now.Add(jitter(60 * time.Millisecond))}
+				r := &resume{turn: tu, callAt: tu.At.Add(jitter(60 * time.Millisecond))}
 				r.endAt = r.callAt.Add(jitter(120 * time.Millisecond))
 				r.release = r.endAt.Add(jitter(400 * time.Millisecond))
 				active = append(active, r)

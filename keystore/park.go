@@ -386,6 +386,10 @@ type ParkStore interface {
 	// ReleaseResumeTurn frees a turn's slot (ReleaseTurn) once its
 	// resumed execution finished or was given up.
 	ReleaseResumeTurn(ctx context.Context, t Turn) error
+	// PaceAhead is how far ahead of now a turn may be asked for
+	// (TurnRequest.Ahead): more than 0 only when the store's clock is the
+	// caller's.
+	PaceAhead() time.Duration
 	// PaceFreed is closed when this process next frees a slot or ends a
 	// call of any destination (ask again after each wake): a waiting call
 	// looks again at once. Another guard's are not seen: look again after

@@ -65,6 +65,10 @@ func (s *Store) ReleaseResumeTurn(ctx context.Context, t keystore.Turn) error {
 	})
 }
 
+// PaceAhead implements keystore.ParkStore: 0, the database's clock is
+// not the guard's.
+func (s *Store) PaceAhead() time.Duration { return 0 }
+
 // PaceFreed implements keystore.ParkStore: this process's releases and
 // ends only (another replica's are found by looking again).
 func (s *Store) PaceFreed() <-chan struct{} { return s.paceWake.C() }
