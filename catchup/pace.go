@@ -2,6 +2,7 @@ package catchup
 
 import (
 	"context"
+	"sync"
 	"time"
 
 	"github.com/n8n-guard/n8n-guard/keystore"
@@ -77,8 +78,9 @@ func (r *Runner) releaseTurn(ctx context.Context, dest string, t keystore.Turn) 
 type callPace struct {
 	r     *Runner
 	rec   *keystore.Record
-	turn  keystore.Turn // the latest call's
-	calls int           // calls made
+	turn  keystore.Turn  // the latest call's
+	calls int            // calls made
+	ends  sync.WaitGroup // the ends being told (ended), waited for by done
 }
 
 // take waits for the next call's turn: the first call goes on the turn
@@ -102,14 +104,27 @@ func (p *callPace) take(ctx context.Context) bool {
 
 // ended tells the store the call returned: the rate's window counts a
 // call from its turn to its end (keystore.EndCall). Not told, the call
-// counts until keystore.ResumeCallBound.
+// counts until keystore.ResumeCallBound. It is told beside the answer's
+// record (a commit less on the way of each resume); done waits for it.
 func (p *callPace) ended(ctx context.Context) {
 	if p == nil {
 		return
 	}
-	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-	defer cancel()
-	if err := p.r.opts.Store.EndResumeCall(rctx, p.turn); err != nil {
-		p.r.log.Warn("catch-up: the end of a resume call could not be recorded; it counts in the destination's rate a while longer", "destination", p.turn.Destination, "err", err)
+	t := p.turn
+	p.ends.Add(1)
+	go func() {
+		defer p.ends.Done()
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		defer cancel()
+		if err := p.r.opts.Store.EndResumeCall(rctx, t); err != nil {
+			p.r.log.Warn("catch-up: the end of a resume call could not be recorded; it counts in the destination's rate a while longer", "destination", t.Destination, "err", err)
+		}
+	}()
+}
+
+// done waits until every end was told.
+func (p *callPace) done() {
+	if p != nil {
+		p.ends.Wait()
 	}
 }

@@ -45,6 +45,7 @@ func (r *Runner) resumeClaimed(ctx context.Context, claimed *keystore.Record, st
 		}
 		pc = &callPace{r: r, rec: claimed, turn: t}
 		defer func() {
+			pc.done()
 			if ctx.Err() == nil {
 				r.releaseTurn(ctx, dest, pc.turn)
 			}
