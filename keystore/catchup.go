@@ -8,7 +8,8 @@ import (
 // The pace of a catch-up: after an outage the parked executions of a
 // destination are resumed oldest first, at most CatchUpRate a second and
 // with at most CatchUpConcurrency of them resumed but not yet finished, so
-// a recovering destination never gets a burst.
+// a recovering destination never gets a burst: each call takes its turn
+// in the store (pace.go).
 
 // Defaults of the catch-up (destinations.<name>.catch_up_rate,
 // catch_up_concurrency).
@@ -16,24 +17,6 @@ const (
 	DefaultCatchUpRate        = 5.0 // resumes per second
 	DefaultCatchUpConcurrency = 4   // resumed executions in flight
 )
-
-// DecideCatchUpStart decides whether the next resume of a destination may
-// start at now, given when the previous one started (zero: none yet) and
-// how many resumed executions are still in flight. When it may not, wait
-// is how long until it may (0: until one in flight finishes).
-func DecideCatchUpStart(now, last time.Time, inFlight int, dp DestinationPolicy) (ok bool, wait time.Duration) {
-	if inFlight >= dp.CatchUpConcurrency {
-		return false, 0
-	}
-	if last.IsZero() || dp.CatchUpRate <= 0 {
-		return true, 0
-	}
-	gap := time.Duration(float64(time.Second) / dp.CatchUpRate)
-	if next := last.Add(gap); now.Before(next) {
-		return false, next.Sub(now)
-	}
-	return true, 0
-}
 
 // CaughtUp is the closing line of a destination's catch-up, the same in
 // the log and in the outage's Slack message: how many parked events were
