@@ -193,7 +193,7 @@ func TestAClaimIsKeptWhileItsCallIsInFlight(t *testing.T) {
 // claimed key waits for its turn.
 type slotsHeld struct{ catchupStore }
 
-func (slotsHeld) TakeResumeTurn(context.Context, string, time.Duration) (keystore.Turn, bool, time.Duration, error) {
+func (slotsHeld) TakeResumeTurn(context.Context, keystore.TurnRequest) (keystore.Turn, bool, time.Duration, error) {
 	return keystore.Turn{}, false, 0, nil
 }
 

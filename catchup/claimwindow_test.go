@@ -18,11 +18,11 @@ type slotsHeldElsewhere struct {
 	free  time.Time
 }
 
-func (s *slotsHeldElsewhere) TakeResumeTurn(ctx context.Context, dest string, hold time.Duration) (keystore.Turn, bool, time.Duration, error) {
+func (s *slotsHeldElsewhere) TakeResumeTurn(ctx context.Context, req keystore.TurnRequest) (keystore.Turn, bool, time.Duration, error) {
 	if s.clock.Now().Before(s.free) {
 		return keystore.Turn{}, false, 0, nil
 	}
-	return s.catchupStore.TakeResumeTurn(ctx, dest, hold)
+	return s.catchupStore.TakeResumeTurn(ctx, req)
 }
 
 type retryResumer struct {

@@ -12,7 +12,7 @@ import (
 func (o Options) withDefaults() Options {
 	o.Interval = cmp.Or(max(o.Interval, 0), time.Second)
 	o.Claim = cmp.Or(max(o.Claim, 0), 2*time.Minute)
-	o.Poll = cmp.Or(max(o.Poll, 0), 250*time.Millisecond)
+	o.Poll = cmp.Or(max(o.Poll, 0), o.Interval)
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}

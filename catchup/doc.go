@@ -1,7 +1,8 @@
 // Package catchup resumes the executions parked during an outage of a
 // destination (keystore/park.go) once it is back: first one, as the
 // breaker's probe, then, when its complete closed the breaker, the rest,
-// oldest first, at the destination's pace (keystore.DecideCatchUpStart).
+// oldest first, at the destination's pace: the store's turn, which every
+// call to n8n takes (keystore.DecideResumeTurn, pace.go).
 //
 // The decisions are keystore's; this package only runs them: it lists the
 // parked keys, claims each in the store before calling its resume URL (so

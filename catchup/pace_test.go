@@ -134,10 +134,14 @@ func TestCatchUpKeepsTheRate(t *testing.T) {
 }
 
 // turnCounter counts the resume turns held at once across every
-// guard's store (turnCounterView).
+// guard's store (turnCounterView): at each turn taken, the turns not
+// released whose keys are still resumed (keystore.ResumeInFlight: a slot
+// whose execution finished is free before its guard releases it).
 type turnCounter struct {
-	mu        sync.Mutex
-	held, max int
+	mu   sync.Mutex
+	now  func() time.Time
+	held map[string]keystore.Turn // by namespace and key
+	max  int
 }
 
 // catchUpWithGuards parks n events of crm, then lets the runners of
@@ -149,7 +153,7 @@ func catchUpWithGuards(t *testing.T, guards, n int, dp keystore.DestinationPolic
 	pol := keystore.Policies{Destinations: map[string]keystore.DestinationPolicy{"crm": dp}}
 	clock := &stepClock{now: time.Date(2026, 12, 3, 9, 0, 0, 0, time.UTC)}
 	url := pgtest.FreshSchema(t, pgtest.URL(t, "one catch-up pace across guards on PostgreSQL"))
-	counter := &turnCounter{}
+	counter := &turnCounter{now: clock.Now, held: map[string]keystore.Turn{}}
 	var stores []catchupStore
 	for i := 0; i < guards; i++ {
 		s, err := postgres.Open(context.Background(), url, postgres.Options{Policies: pol, Clock: clock.Now})
@@ -219,20 +223,28 @@ type turnCounterView struct {
 	catchupStore
 }
 
-func (v *turnCounterView) TakeResumeTurn(ctx context.Context, dest string, hold time.Duration) (keystore.Turn, bool, time.Duration, error) {
-	t, ok, wait, err := v.catchupStore.TakeResumeTurn(ctx, dest, hold)
-	if ok {
-		v.c.mu.Lock()
-		v.c.held++
-		v.c.max = max(v.c.max, v.c.held)
-		v.c.mu.Unlock()
+func (v *turnCounterView) TakeResumeTurn(ctx context.Context, req keystore.TurnRequest) (keystore.Turn, bool, time.Duration, error) {
+	t, ok, wait, err := v.catchupStore.TakeResumeTurn(ctx, req)
+	if !ok {
+		return t, ok, wait, err
 	}
+	v.c.mu.Lock()
+	defer v.c.mu.Unlock()
+	v.c.held[t.Namespace+"/"+t.Key] = t
+	inFlight := 0
+	for _, h := range v.c.held {
+		res, err := v.catchupStore.Lookup(ctx, h.Namespace, h.Key)
+		if err != nil || keystore.ResumeInFlight(res.Record, v.c.now()) {
+			inFlight++
+		}
+	}
+	v.c.max = max(v.c.max, inFlight)
 	return t, ok, wait, err
 }
 
 func (v *turnCounterView) ReleaseResumeTurn(ctx context.Context, t keystore.Turn) error {
 	v.c.mu.Lock()
-	v.c.held--
+	delete(v.c.held, t.Namespace+"/"+t.Key)
 	v.c.mu.Unlock()
 	return v.catchupStore.ReleaseResumeTurn(ctx, t)
 }

@@ -32,71 +32,35 @@ type resumeResult struct {
 }
 
 // resumeClaimed resumes the execution of a claimed key: it takes a turn
-// of the key's destination (awaitTurn), tells started when the call may
-// go, calls and records (resumeOne) and gives the turn back. A key without
-// a destination takes no turn.
+// of the key's destination (awaitTurn, pace.go), tells started when the
+// call may go, calls and records (resumeOne, each further call taking a
+// turn of its own) and gives the turn back. A key without a destination
+// takes no turn.
 //
 // The claim is kept (claim.go) from here until n8n's answer is recorded,
 // and handed back when no call was made (ctx ended, no turn came free).
 func (r *Runner) resumeClaimed(ctx context.Context, claimed *keystore.Record, started func(at time.Time)) resumeResult {
+	var pc *callPace
 	keeper := r.keepClaim(ctx, claimed)
 	if dest := claimed.Destination; dest != "" {
-		t, ok := r.awaitTurn(ctx, dest, claimed)
+		t, ok := r.awaitTurn(ctx, r.turnRequest(claimed, nil), claimed)
 		if !ok {
 			keeper.handBack(ctx) // not called: the key waits again at once
 			return resumeResult{rec: claimed}
 		}
-		defer r.releaseTurn(ctx, dest, t)
-	}
-	started(r.now()) // this guard's clock, as the worker's pace reads it (a turn's At may be the database's)
-	return r.resumeOne(ctx, claimed, keeper)
-}
-
-// awaitTurn waits until dest's next resume call may go and takes its turn
-// in the store (keystore.DecideResumeTurn): the calls themselves are
-// spaced (a claim that took longer than another cannot bunch two calls
-// together), and the guards sharing the store keep one rate and one
-// in-flight limit for the destination, the approval resumer's calls
-// included. false: ctx ended, or no turn came free within rec's claim.
-func (r *Runner) awaitTurn(ctx context.Context, dest string, rec *keystore.Record) (keystore.Turn, bool) {
-	// A slot is held as long as this guard may count the call in flight:
-	// the retries within the claim, then the woken bound (awaitFinish),
-	// and its last wait to spare.
-	hold := r.opts.Claim + r.wokenBound(rec.Namespace) + r.opts.Interval
-	for ctx.Err() == nil {
-		if rec.ResumeClaimUntil != nil && !r.now().Before(rec.ResumeClaimUntil.Add(-r.opts.Claim/4)) {
-			// Waited for a turn until the claim nearly lapsed: the key is
-			// claimed and tried again.
-			r.log.Warn("catch-up: no resume turn came free within the claim; the key is tried again (other guards hold every slot of the destination, or a guard that died holds them until their hold ends)",
-				"destination", dest, "namespace", rec.Namespace, "key", rec.Key, "hold", hold.String())
-			return keystore.Turn{}, false
-		}
-		t, ok, wait, err := r.opts.Store.TakeResumeTurn(ctx, dest, hold)
-		switch {
-		case err != nil:
-			r.log.Warn("catch-up: cannot take a resume turn; trying again", "destination", dest, "err", err)
-			wait = r.opts.Interval
-		case ok:
-			if r.opts.paced != nil {
-				r.opts.paced(dest, t.At)
+		pc = &callPace{r: r, rec: claimed, turn: t}
+		defer func() {
+			pc.done()
+			if ctx.Err() == nil {
+				r.releaseTurn(ctx, dest, pc.turn)
 			}
-			return t, true
-		case wait <= 0:
-			wait = r.opts.Poll // every slot held, maybe by another guard
-		}
-		r.opts.Sleep(ctx, wait)
+			// Stopping: the woken execution may still run, so its slot
+			// stays held until its key is no longer resumed
+			// (keystore.ResumeInFlight), whichever guard looks next.
+		}()
 	}
-	return keystore.Turn{}, false
-}
-
-// releaseTurn gives a turn's in-flight slot back; one not given back
-// frees itself at its hold's end.
-func (r *Runner) releaseTurn(ctx context.Context, dest string, t keystore.Turn) {
-	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-	defer cancel()
-	if err := r.opts.Store.ReleaseResumeTurn(rctx, t); err != nil {
-		r.log.Warn("catch-up: a resume turn could not be released; its slot frees itself", "destination", dest, "until", t.Until, "err", err)
-	}
+	started(r.now())
+	return r.resumeOne(ctx, claimed, pc, keeper)
 }
 
 // resumeOne calls the resume URL of a claimed key, with backoff while n8n
@@ -117,7 +81,7 @@ func (r *Runner) releaseTurn(ctx context.Context, dest string, t keystore.Turn) 
 //
 // A lost execution is counted here and logged by the caller (logLost):
 // the catch-up logs the first of an outage, the approvals each one.
-func (r *Runner) resumeOne(ctx context.Context, rec *keystore.Record, keeper *claimKeeper) resumeResult {
+func (r *Runner) resumeOne(ctx context.Context, rec *keystore.Record, pc *callPace, keeper *claimKeeper) resumeResult {
 	dest, parkedAt := rec.Destination, *rec.ParkedAt
 	// Retries end within the claim, a quarter of it to spare (a call may
 	// take 15 s): after it lapses another guard may claim the key and call.
@@ -131,10 +95,14 @@ func (r *Runner) resumeOne(ctx context.Context, rec *keystore.Record, keeper *cl
 		Deadline: deadline, Clock: r.now, Sleep: r.opts.Sleep}
 	interrupted := false // ctx ended while a call was in flight
 	out, stop := callback.Call(ctx, retry, func(ctx context.Context) (n8n.ResumeOutcome, bool) {
-		cctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+		if !pc.take(ctx) {
+			return n8n.ResumeOutcome{Answer: keystore.ResumeRetry, Detail: "no resume turn came free within the claim"}, false
+		}
+		cctx, cancel := context.WithTimeout(ctx, keystore.ResumeCallTimeout)
 		defer cancel()
 		out := r.opts.Resumer.Resume(cctx, rec)
 		interrupted = ctx.Err() != nil
+		pc.ended(ctx)
 		r.metrics.resumes.WithLabelValues(dest, answerName(out.Answer)).Inc()
 		return out, out.Answer == keystore.ResumeRetry
 	})

@@ -48,8 +48,10 @@ type Options struct {
 	// of one claim fit in it; a claim left by a crash lapses after it
 	// (default 2 min).
 	Claim time.Duration
-	// Poll is how often a resume call looks for a free slot while every
-	// slot of its destination is held (default 250 ms).
+	// Poll is how often a resume call looks again for a free slot while
+	// every slot of its destination is held, for another guard's
+	// releases (this process's wake the call at once: the store's
+	// PaceFreed); default Interval.
 	Poll  time.Duration
 	Clock keystore.Clock
 	// Sleep waits d or until ctx ends (default: a timer). Every wait of

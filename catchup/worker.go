@@ -13,7 +13,7 @@ func (r *Runner) work(ctx context.Context, dest string, parked int) {
 	defer r.stopWorker(dest)
 	dp := r.opts.Policies.Destination(dest)
 	w := &worker{r: r, dest: dest, dp: dp, parked: parked,
-		events: make(chan report, 2*max(dp.CatchUpConcurrency, 1)), pending: map[string]bool{}}
+		events: make(chan report, max(dp.CatchUpConcurrency, 1)), pending: map[string]bool{}}
 	w.run(ctx)
 }
 
@@ -29,14 +29,16 @@ type worker struct {
 	dest   string
 	dp     keystore.DestinationPolicy
 	parked int // the count that started the worker, for the first log line
-	// events: the resume goroutines' reports, room for two of each (its
-	// turn, its end), so that a goroutine never waits for the loop.
+	// events: the resume goroutines' reports, room for one of each (its
+	// end), so that a goroutine never waits for the loop.
 	events chan report
 
-	// The pace; written by run's goroutine only.
-	inFlight int             // resumes started and not reported ended: the slots in use
+	// The resumes started; written by run's goroutine only. The pace is
+	// the store's turn alone (pace.go): the worker only keeps no more
+	// resumes going than the destination has slots, so that it claims no
+	// key whose call could not take a turn soon.
+	inFlight int             // resumes started and not reported ended
 	pending  map[string]bool // their keys (id)
-	last     time.Time       // when the last resume call took its turn, on this guard's clock
 	refused  bool            // a claim of this pass was refused: the pass ends
 	freed    bool            // a resume ended since the loop last waited for one
 
@@ -55,14 +57,12 @@ type worker struct {
 	closedAt time.Time
 }
 
-// report is a resume goroutine's message to its worker: its call took its
-// turn (at), or it ended (ended, with what came of it).
+// report is a resume goroutine's message to its worker: it ended, with
+// what came of it.
 type report struct {
 	id      string
-	ended   bool
-	at      time.Time    // !ended: when the call took its turn, on this guard's clock
-	refused bool         // ended: its claim was refused or failed
-	result  resumeResult // ended
+	refused bool // its claim was refused or failed
+	result  resumeResult
 }
 
 func id(rec *keystore.Record) string { return rec.Key + "\x00" + rec.Namespace }
@@ -101,8 +101,8 @@ func (w *worker) run(ctx context.Context) {
 }
 
 // startPass starts a resume for each listed key that no guard resumes yet,
-// as the pace allows, until a claim is refused or ctx ends; it returns
-// how many it started.
+// while the destination has a slot for it, until a claim is refused or
+// ctx ends; it returns how many it started.
 func (w *worker) startPass(ctx context.Context, recs []*keystore.Record) (launched int) {
 	w.refused = false
 	mayProbe := true // no older key of this pass is being claimed by this guard
@@ -120,9 +120,9 @@ func (w *worker) startPass(ctx context.Context, recs []*keystore.Record) (launch
 		if rec.ResumeClaimUntil != nil && w.r.now().Before(*rec.ResumeClaimUntil) {
 			continue // being resumed by another guard
 		}
-		// A slot and the pace (the call itself waits for its turn again:
-		// awaitTurn).
-		if !w.awaitSlot(ctx) {
+		// Room for one more resume; its call waits for the store's turn
+		// (awaitTurn).
+		if !w.awaitRoom(ctx) {
 			break
 		}
 		// The first claim of a pass is made here, so that after a
@@ -148,30 +148,20 @@ func (w *worker) startPass(ctx context.Context, recs []*keystore.Record) (launch
 	return launched
 }
 
-// awaitSlot waits until the destination's pace lets one more resume start
-// (keystore.DecideCatchUpStart); false: ctx ended.
-func (w *worker) awaitSlot(ctx context.Context) bool {
-	for {
-		w.collect()
-		ok, wait := keystore.DecideCatchUpStart(w.r.now(), w.last, w.inFlight, w.dp)
-		switch {
-		case ok:
-			return true
-		case wait == 0: // every slot in flight: until a resume reports
-			select {
-			case rep := <-w.events:
-				if w.apply(rep); rep.ended {
-					w.freed = false // this wait was for it
-				}
-			case <-ctx.Done():
-				return false
-			}
-		default:
-			if w.r.opts.Sleep(ctx, wait); ctx.Err() != nil {
-				return false
-			}
+// awaitRoom waits until fewer resumes of the worker are going than the
+// destination has slots; false: ctx ended. It is no pace: the calls keep
+// the rate and the slots in the store's turn, with every guard's.
+func (w *worker) awaitRoom(ctx context.Context) bool {
+	for w.collect(); w.inFlight >= max(w.dp.CatchUpConcurrency, 1); {
+		select {
+		case rep := <-w.events:
+			w.apply(rep)
+			w.freed = false // this wait was for it
+		case <-ctx.Done():
+			return false
 		}
 	}
+	return true
 }
 
 // await waits for a resume to end, a commit of the store, the Interval
@@ -194,9 +184,8 @@ func (w *worker) await(ctx context.Context, commits <-chan struct{}) {
 	for {
 		select {
 		case rep := <-w.events:
-			if w.apply(rep); rep.ended {
-				return
-			}
+			w.apply(rep)
+			return
 		case <-ctx.Done():
 			return
 		case <-commits:
@@ -223,12 +212,6 @@ func (w *worker) collect() {
 // execution of an outage found lost is logged; the others are counted in
 // the caught-up line (each owner hears of each key in Slack).
 func (w *worker) apply(rep report) {
-	if !rep.ended {
-		if rep.at.After(w.last) {
-			w.last = rep.at
-		}
-		return
-	}
 	w.inFlight--
 	delete(w.pending, rep.id)
 	w.freed = true
@@ -296,10 +279,10 @@ func (w *worker) caughtUp() {
 
 // resumeParked is one resume of the catch-up, in a goroutine of its own:
 // it claims rec (unless the worker did: first), resumes it
-// (resumeClaimed) and reports on events when its call took its turn and
-// when it ended. It touches none of the worker's state.
+// (resumeClaimed) and reports on events when it ended. It touches none
+// of the worker's state.
 func resumeParked(ctx context.Context, r *Runner, dest string, rec, first *keystore.Record, events chan<- report) {
-	end := report{id: id(rec), ended: true}
+	end := report{id: id(rec)}
 	defer func() {
 		r.metrics.inFlight.WithLabelValues(dest).Dec()
 		events <- end
@@ -311,7 +294,7 @@ func resumeParked(ctx context.Context, r *Runner, dest string, rec, first *keyst
 			return
 		}
 	}
-	end.result = r.resumeClaimed(ctx, claimed, func(at time.Time) { events <- report{id: end.id, at: at} })
+	end.result = r.resumeClaimed(ctx, claimed, func(time.Time) {})
 }
 
 // claimBehind claims the resume call of a parked key behind the first

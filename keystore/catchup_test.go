@@ -24,7 +24,11 @@ func TestCatchUpPace(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			ok, wait := keystore.DecideCatchUpStart(t0, c.last, c.inFlight, dp)
+			p := keystore.Pace{Last: c.last}
+			for range c.inFlight {
+				p.Slots = append(p.Slots, keystore.Slot{Until: t0.Add(time.Minute)})
+			}
+			_, _, ok, wait := keystore.DecideResumeTurn(p, keystore.TurnRequest{Destination: "crm", Hold: time.Minute}, dp, t0, nil)
 			if ok != c.ok || wait != c.wait {
 				t.Fatalf("got (%v, %v), want (%v, %v)", ok, wait, c.ok, c.wait)
 			}

@@ -387,14 +387,26 @@ type ParkStore interface {
 	// ParkedOverdue applies DecideParkedOverdue (overdue.go): reported is
 	// true for the one call that recorded the report and its event.
 	ParkedOverdue(ctx context.Context, ns, key string, parkedAt time.Time, limit time.Duration) (reported bool, err error)
-	// TakeResumeTurn applies DecideResumeTurn to dest's pace atomically:
-	// of the guards sharing the store, the resume calls of one
-	// destination keep its catch_up_rate and catch_up_concurrency
-	// together.
-	TakeResumeTurn(ctx context.Context, dest string, hold time.Duration) (t Turn, ok bool, wait time.Duration, err error)
+	// TakeResumeTurn applies DecideResumeTurn to req's destination's
+	// pace atomically, each slot's key read in the same transaction
+	// (ResumeInFlight): of the guards sharing the store, the resume calls
+	// of one destination keep its catch_up_rate and catch_up_concurrency
+	// together, across restarts.
+	TakeResumeTurn(ctx context.Context, req TurnRequest) (t Turn, ok bool, wait time.Duration, err error)
+	// EndResumeCall records that the call of t returned (EndCall).
+	EndResumeCall(ctx context.Context, t Turn) error
 	// ReleaseResumeTurn frees a turn's slot (ReleaseTurn) once its
 	// resumed execution finished or was given up.
 	ReleaseResumeTurn(ctx context.Context, t Turn) error
+	// PaceAhead is how far ahead of now a turn may be asked for
+	// (TurnRequest.Ahead): more than 0 only when the store's clock is the
+	// caller's.
+	PaceAhead() time.Duration
+	// PaceFreed is closed when this process next frees a slot or ends a
+	// call of any destination (ask again after each wake): a waiting call
+	// looks again at once. Another guard's are not seen: look again after
+	// a while too.
+	PaceFreed() <-chan struct{}
 	// HoldDestination applies DecideHoldDestination (maintenance.go).
 	HoldDestination(ctx context.Context, destination, by, reason string, until time.Time) (Breaker, error)
 	// EndHold applies DecideEndHold: a destination without a breaker is

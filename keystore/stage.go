@@ -18,7 +18,7 @@ import (
 // keystore/postgres queueRecord), so no write path, decided here or in a
 // store (bulk, sweep), can leave it behind. Data written before the stage
 // existed gets it the same way: bolt computes it when it reads an old
-// record and builds its index once; PostgreSQL's migration 0019 computes
+// record and builds its index once; PostgreSQL's migration 0020 computes
 // it in SQL by the same rules (guard_key_stage).
 type Stage string
 

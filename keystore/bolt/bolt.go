@@ -129,8 +129,7 @@ type Store struct {
 	checked  chan struct{} // closed when the whole-file check after start ended
 	checkErr error         // what it found; read after checked is closed
 
-	paceMu sync.Mutex
-	paces  map[string]keystore.Pace // the catch-up pace of each destination (pace.go)
+	paceWake keystore.Wake // told when this process frees a slot or ends a call (pace.go)
 
 	commits keystore.CommitSignal // told after each commit that changed something (writer.go)
 }
@@ -222,7 +221,8 @@ type boltDecision struct {
 	st          keystore.Step
 	prev        *keystore.Record
 	prevBreaker []byte
-	encoded     []byte // st.Record, encoded outside the writer (nil: encode here)
+	encoded     []byte                   // st.Record, encoded outside the writer (nil: encode here)
+	also        func(tx *bbolt.Tx) error // a write beside st (the resume pace: pace.go)
 }
 
 // Open opens (or creates) the store file at path. It refuses, with a

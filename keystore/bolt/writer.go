@@ -224,6 +224,11 @@ func (s *Store) apply(tx *bbolt.Tx, changed *bool, ops iter.Seq[*writeOp]) (err 
 		if err := applyDecision(tx, d); err != nil {
 			return err
 		}
+		if d.also != nil {
+			if err := d.also(tx); err != nil {
+				return err
+			}
+		}
 	}
 	return nil
 }

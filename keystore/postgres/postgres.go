@@ -64,6 +64,7 @@ type Store struct {
 	damage     sync.Map                // messages of the damaged rows already logged
 	told       sync.WaitGroup          // events about damaged rows being written (Close waits)
 	commits    keystore.CommitSignal   // told after each transaction that wrote (this process's only)
+	paceWake   keystore.Wake           // told when this process frees a slot or ends a call (pace.go)
 }
 
 // Commits implements keystore.CommitFeed. Another replica's commits are

@@ -9,7 +9,7 @@ import (
 )
 
 // The stage of a key (keystore/stage.go) is the column stage (migration
-// 0019), written by queueRecord with every row and indexed by
+// 0020), written by queueRecord with every row and indexed by
 // guard_keys_stage (stage, namespace, key), so a queue reads its stage's
 // rows and nothing else.
 

@@ -9,9 +9,9 @@ import (
 	"github.com/n8n-guard/n8n-guard/keystore/storetest"
 )
 
-// version18 takes a database back to schema version 18: what migration
-// 0019 (the stage) added is dropped, as if its rows were written before.
-var version18 = []string{
+// version19 takes a database back to schema version 19: what migration
+// 0020 (the stage) added is dropped, as if its rows were written before.
+var version19 = []string{
 	`DROP INDEX guard_keys_stage`,
 	`DROP TRIGGER guard_keys_stage ON guard_keys`,
 	`DROP FUNCTION guard_keys_stage_missing()`,
@@ -26,10 +26,10 @@ var version18 = []string{
 	$$`,
 	`ALTER TABLE guard_keys DROP COLUMN stage`,
 	`DROP FUNCTION guard_key_stage(text, text, boolean, timestamptz, timestamptz, jsonb)`,
-	`DELETE FROM guard_schema_migrations WHERE version = 19`,
+	`DELETE FROM guard_schema_migrations WHERE version = 20`,
 }
 
-// Migration 0019 gives the rows of version 18 the stage their fields and
+// Migration 0020 gives the rows of version 19 the stage their fields and
 // history say (keystore.PhaseOf, the re-run history), in the column and
 // its index, and leaves their checksums as they were. A row an older
 // n8n-guard writes afterwards (an update without a new checksum, an
@@ -60,7 +60,7 @@ func (pg *pgEnv) testStageMigration(t *testing.T) {
 		return out
 	}
 	before := sums()
-	for _, sql := range version18 {
+	for _, sql := range version19 {
 		if _, err := s.Pool().Exec(ctx, sql); err != nil {
 			t.Fatalf("%s: %v", sql, err)
 		}

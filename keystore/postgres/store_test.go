@@ -64,7 +64,7 @@ func (pg *pgEnv) run(t *testing.T) {
 	t.Run("two processes", pg.testTwoProcesses)
 	t.Run("database clock", pg.testDatabaseClock)
 	t.Run("migrations", pg.testMigrations)
-	t.Run("stage migration from version 18", pg.testStageMigration)
+	t.Run("stage migration from version 19", pg.testStageMigration)
 	t.Run("checksums", pg.testChecksums)
 	t.Run("park checksums", pg.testParkChecksums)
 	t.Run("damaged records", func(t *testing.T) { storetest.RunDamage(t, pg.newStore, tamperResultRef) })

@@ -20,7 +20,7 @@ func runPace(t *testing.T, newStore New) {
 		e := setup(t, newStore, pol)
 		take := func(wantOK bool, wantWait time.Duration) keystore.Turn {
 			t.Helper()
-			tu, ok, wait, err := e.s.TakeResumeTurn(e.ctx, "hubspot", hold)
+			tu, ok, wait, err := e.s.TakeResumeTurn(e.ctx, keystore.TurnRequest{Destination: "hubspot", Hold: hold})
 			if err != nil || ok != wantOK || wait != wantWait {
 				t.Fatalf("take: ok %v wait %s (%v), want ok %v wait %s", ok, wait, err, wantOK, wantWait)
 			}
@@ -60,7 +60,7 @@ func runPace(t *testing.T, newStore New) {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				_, ok, _, err := e.s.TakeResumeTurn(e.ctx, "hubspot", hold)
+				_, ok, _, err := e.s.TakeResumeTurn(e.ctx, keystore.TurnRequest{Destination: "hubspot", Hold: hold})
 				if err != nil {
 					t.Error(err)
 				}
@@ -78,7 +78,7 @@ func runPace(t *testing.T, newStore New) {
 	})
 	t.Run("a destination name is checked", func(t *testing.T) {
 		e := setup(t, newStore, pol)
-		if _, _, _, err := e.s.TakeResumeTurn(e.ctx, "", hold); err == nil {
+		if _, _, _, err := e.s.TakeResumeTurn(e.ctx, keystore.TurnRequest{Destination: "", Hold: hold}); err == nil {
 			t.Fatal("an empty destination took a turn")
 		}
 	})

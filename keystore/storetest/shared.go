@@ -46,14 +46,14 @@ func RunShared(t *testing.T, newShared NewShared) {
 		e, a, b, h := sharedSetup(t, newShared, pol)
 		// The row exists: its first turn made it. Later takers find it
 		// and read it; an insert of a new row serializes nothing here.
-		if _, ok, _, err := a.TakeResumeTurn(e.ctx, "hubspot", time.Minute); err != nil || !ok {
+		if _, ok, _, err := a.TakeResumeTurn(e.ctx, keystore.TurnRequest{Destination: "hubspot", Hold: time.Minute}); err != nil || !ok {
 			t.Fatalf("first turn: ok %v %v", ok, err)
 		}
 		e.clock.Advance(time.Second) // the rate allows the next turn, one only
 		for round := range 3 {
 			hold := h.HoldPace(t, "hubspot")
 			got := race(t, hold, a, b, func(s keystore.Store) (bool, error) {
-				_, ok, _, err := s.TakeResumeTurn(e.ctx, "hubspot", time.Minute)
+				_, ok, _, err := s.TakeResumeTurn(e.ctx, keystore.TurnRequest{Destination: "hubspot", Hold: time.Minute})
 				return ok, err
 			})
 			if got != 1 {

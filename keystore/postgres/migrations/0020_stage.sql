@@ -1,4 +1,4 @@
--- n8n-guard keystore on PostgreSQL, version 19: the stage of a key
+-- n8n-guard keystore on PostgreSQL, version 20: the stage of a key
 -- (keystore/stage.go), stored and indexed, so that a queue reads the keys
 -- of its stage and nothing else (the re-run worker its granted keys, the
 -- approval resumer the approved and rejected ones). n8n-guard writes it
