@@ -59,16 +59,22 @@ func (k *claimKeeper) keep(ctx context.Context) {
 		if k.held.Sub(k.r.now()) > k.r.opts.Claim/2 {
 			continue
 		}
-		until, ok, err := k.r.opts.Store.ExtendResumeClaim(ctx, k.ns, k.key, k.held, k.r.opts.Claim)
+		// The extension runs to its end even when a stop comes meanwhile:
+		// the claim it wrote is the one handBack must name, or the store
+		// refuses the hand-back and the key waits for the new claim's lapse.
+		ectx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		until, ok, err := k.r.opts.Store.ExtendResumeClaim(ectx, k.ns, k.key, k.held, k.r.opts.Claim)
+		cancel()
 		switch {
-		case ctx.Err() != nil:
-			return
-		case err != nil:
-			k.r.log.Warn("catch-up: a resume claim could not be extended; trying again", "namespace", k.ns, "key", k.key, "err", err)
-		case !ok:
-			return
-		default:
+		case err == nil && ok:
 			k.held = until
+		case err == nil: // answered, lost, or taken after a lapse: nothing to keep
+			return
+		case ctx.Err() == nil:
+			k.r.log.Warn("catch-up: a resume claim could not be extended; trying again", "namespace", k.ns, "key", k.key, "err", err)
+		}
+		if ctx.Err() != nil {
+			return
 		}
 	}
 }
@@ -91,7 +97,8 @@ func (k *claimKeeper) handBack(ctx context.Context) {
 	}
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
-	if _, err := k.r.opts.Store.ReleaseResumeClaim(rctx, k.ns, k.key, k.held); err != nil {
+	released, err := k.r.opts.Store.ReleaseResumeClaim(rctx, k.ns, k.key, k.held)
+	if err != nil || !released {
 		k.r.log.Warn("catch-up: a resume claim whose call was not made could not be handed back; it lapses", "namespace", k.ns, "key", k.key, "until", k.held, "err", err)
 	}
 }

@@ -257,3 +257,27 @@ func BreakerWords(b Breaker, now time.Time) string {
 	}
 	return "taking writes"
 }
+
+// SkipWords says why a bulk decision left keys alone (the Skip codes of
+// bulk.go), for the console's bulk page and the CLI's keys bulk alike.
+func SkipWords(why string) string {
+	switch why {
+	case SkipLiveLease:
+		return "an attempt holds a live lease"
+	case SkipAwaitingApproval:
+		return "awaiting approval (approve or reject them)"
+	case SkipCompleted:
+		return "completed (not reopened)"
+	case SkipParkedWaiting:
+		return "parked, their n8n execution waits for the guard's resume call (decide one alone with force, and stop its execution in n8n)"
+	case SkipDecided:
+		return "already decided this way"
+	case SkipChanged:
+		return "changed meanwhile"
+	case SkipNoRerunGate:
+		return "no execution waits at a re-run gate: its sender sends it again"
+	case SkipDamaged:
+		return "record damaged (see the runbook)"
+	}
+	return "a resolution does not apply"
+}

@@ -103,3 +103,24 @@ func TestReasonWords(t *testing.T) {
 		t.Errorf("a key without a reason reads reason %q", w.Reason)
 	}
 }
+
+// Every reason a bulk decision leaves keys alone has words of its own,
+// which the console's bulk page and the CLI's keys bulk both print.
+func TestSkipWordsNameEveryReason(t *testing.T) {
+	fallback := SkipWords("not a skip code")
+	seen := map[string]string{}
+	for _, why := range []string{SkipLiveLease, SkipAwaitingApproval, SkipCompleted, SkipParkedWaiting,
+		SkipDecided, SkipChanged, SkipConflict, SkipNoRerunGate, SkipDamaged} {
+		w := SkipWords(why)
+		if why != SkipConflict && w == fallback {
+			t.Errorf("%s has no words of its own: %q", why, w)
+		}
+		if other, ok := seen[w]; ok {
+			t.Errorf("%s and %s read the same: %q", why, other, w)
+		}
+		seen[w] = why
+	}
+	if w := SkipWords(SkipParkedWaiting); !strings.Contains(w, "resume call") || !strings.Contains(w, "force") {
+		t.Errorf("parked_waiting reads %q: say what the execution waits for and the way forward", w)
+	}
+}

@@ -288,27 +288,8 @@ func (ui *Console) bulkSample(ctx context.Context, f keystore.Filter, limit int)
 	return keystore.Select(ctx, ui.store, f, "", limit)
 }
 
-func skipWords(why string) string {
-	switch why {
-	case keystore.SkipLiveLease:
-		return "an attempt holds a live lease"
-	case keystore.SkipAwaitingApproval:
-		return "awaiting approval (approve or reject them)"
-	case keystore.SkipCompleted:
-		return "completed (not reopened)"
-	case keystore.SkipParkedWaiting:
-		return "parked, waiting for the catch-up"
-	case keystore.SkipDecided:
-		return "already decided this way"
-	case keystore.SkipChanged:
-		return "changed meanwhile"
-	case keystore.SkipNoRerunGate:
-		return "no execution waits at a re-run gate: its sender sends it again"
-	case keystore.SkipDamaged:
-		return "record damaged (see the runbook)"
-	}
-	return "a resolution does not apply"
-}
+// skipWords: the words of keystore, the same in the CLI.
+func skipWords(why string) string { return keystore.SkipWords(why) }
 
 // thousands writes n with thousands separators: 2,000.
 func thousands(n int) string {

@@ -351,14 +351,16 @@ func decideBulk(cmd *cobra.Command, o *clientOptions, d client.BulkDecision, wor
 	return nil
 }
 
-// skippedText lists why keys were left alone: "; left alone: 5 live_lease".
+// skippedText lists why keys were left alone, by code and in the words
+// the console uses: "; left alone: 5 live_lease (an attempt holds a live
+// lease)".
 func skippedText(skipped map[string]int) string {
 	if len(skipped) == 0 {
 		return ""
 	}
 	var parts []string
 	for why, n := range skipped {
-		parts = append(parts, fmt.Sprintf("%d %s", n, why))
+		parts = append(parts, fmt.Sprintf("%d %s (%s)", n, why, keystore.SkipWords(why)))
 	}
 	sort.Strings(parts)
 	return "; left alone: " + strings.Join(parts, ", ")

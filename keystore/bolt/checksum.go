@@ -111,8 +111,10 @@ func sealRecords(db *bbolt.DB) (sealed, unreadable int, err error) {
 	}
 }
 
-// upgradeSchema seals the records of a schema-1 file and sets schema 2,
-// with one line saying how many records it sealed.
+// upgradeSchema seals the records of a schema-1 file and sets the
+// current schema, with one line saying how many records it sealed. A
+// schema-2 file (sealed, no stages yet) only gets the schema: its stage
+// index is built by prepare (backfillStage).
 func upgradeSchema(db *bbolt.DB, path string, log *slog.Logger) error {
 	var schema uint64
 	err := db.View(func(tx *bbolt.Tx) error {
@@ -124,6 +126,12 @@ func upgradeSchema(db *bbolt.DB, path string, log *slog.Logger) error {
 	if err != nil || schema >= schemaVersion {
 		return err
 	}
+	if schema >= 2 {
+		if err := db.Update(func(tx *bbolt.Tx) error { return tx.Bucket(bucketMeta).Put(metaSchema, u64(schemaVersion)) }); err != nil {
+			return fmt.Errorf("store %s: %w", path, err)
+		}
+		return nil
+	}
 	sealed, unreadable, err := sealRecords(db)
 	if err != nil {
 		return fmt.Errorf("store %s: add checksums to the records of a file from an older version: %w", path, err)
@@ -131,7 +139,7 @@ func upgradeSchema(db *bbolt.DB, path string, log *slog.Logger) error {
 	if err := db.Update(func(tx *bbolt.Tx) error { return tx.Bucket(bucketMeta).Put(metaSchema, u64(schemaVersion)) }); err != nil {
 		return fmt.Errorf("store %s: %w", path, err)
 	}
-	log.Info("store: added a checksum to every record of a file from an older version (schema 1 to 2), once", "path", path, "records", sealed, "unreadable", unreadable)
+	log.Info("store: added a checksum to every record of a file from an older version (schema 1 to 3), once", "path", path, "records", sealed, "unreadable", unreadable)
 	if unreadable > 0 {
 		log.Error("store: records of the older file could not be read and were left as they are; their keys answer record_damaged", "path", path, "records", unreadable)
 	}

@@ -47,8 +47,12 @@ import (
 
 // schemaVersion is the layout of the keystore's buckets this code reads
 // and writes; a file with a higher one was written by a newer n8n-guard.
-// Schema 2 seals every record with a checksum (checksum.go).
-const schemaVersion = 2
+// Schema 2 seals every record with a checksum (checksum.go). Schema 3
+// writes a record with a stage in a layout of its own and keeps idx/stage
+// (stage.go): a release of schema 2 reads those records as damaged and
+// does not keep the index, so it refuses the file instead of starting on
+// it, and an index it could not keep never misleads a queue afterwards.
+const schemaVersion = 3
 
 var (
 	bucketMeta = []byte("meta")

@@ -2,6 +2,7 @@ package bolt
 
 import (
 	"bytes"
+	"encoding/binary"
 	"log/slog"
 	"path/filepath"
 	"strings"
@@ -148,5 +149,67 @@ func TestAnOldFileGetsItsStageIndexOnceAtItsFirstStart(t *testing.T) {
 	storetest.WantStages(t, s, want)
 	if strings.Contains(second.String(), line) {
 		t.Fatalf("the second start built the stage index again:\n%s", second.String())
+	}
+}
+
+// A release from before the stage cannot read a record in the stage
+// layout (it answers record_damaged for every parked key and re-run), nor
+// keep idx/stage: had it written the file, a grant it wrote would stay
+// out of the index the re-run worker reads, in silence. So a file this
+// version opened carries a schema those releases refuse to start on
+// ("newer than this n8n-guard knows"), new or upgraded.
+func TestAFileWithStagesIsRefusedByAnOlderRelease(t *testing.T) {
+	const before = 2 // the schema of the releases without the stage
+	schemaOf := func(path string) uint64 {
+		t.Helper()
+		db, err := bbolt.Open(path, 0o600, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer db.Close()
+		var v uint64
+		_ = db.View(func(tx *bbolt.Tx) error {
+			if b := bucketValue(tx, bucketMeta, metaSchema); len(b) == 8 {
+				v = binary.BigEndian.Uint64(b)
+			}
+			return nil
+		})
+		return v
+	}
+	c := storetest.NewClock()
+	path := filepath.Join(t.TempDir(), "guard.db")
+	s, err := Open(path, Options{Clock: c.Now, Policies: storetest.StagePolicies})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := storetest.EveryStage(t, s, c.Advance)
+	// Made a file of the release before: its schema, no stage index.
+	err = s.DB().Update(func(tx *bbolt.Tx) error {
+		if err := tx.Bucket(bucketMeta).Put(metaSchema, u64(before)); err != nil {
+			return err
+		}
+		return tx.Bucket(bucketMeta).Delete(metaStageIndex)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	s, err = Open(path, Options{Clock: c.Now, Policies: storetest.StagePolicies})
+	if err != nil {
+		t.Fatal(err)
+	}
+	storetest.WantStages(t, s, want)
+	s.Close()
+	if v := schemaOf(path); v <= before {
+		t.Fatalf("schema %d after this version opened the file: a release before the stage (schema %d) would start on it", v, before)
+	}
+	fresh := filepath.Join(t.TempDir(), "new.db")
+	s, err = Open(fresh, Options{Clock: c.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	if v := schemaOf(fresh); v <= before {
+		t.Fatalf("a new file has schema %d: a release before the stage (schema %d) would start on it", v, before)
 	}
 }

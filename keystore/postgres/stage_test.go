@@ -9,9 +9,13 @@ import (
 	"github.com/n8n-guard/n8n-guard/keystore/storetest"
 )
 
-// version19 takes a database back to schema version 19: what migration
-// 0020 (the stage) added is dropped, as if its rows were written before.
+// version19 takes a database back to schema version 19: what migrations
+// 0020 (the stage) and 0021 (its trigger for older writers) added is
+// dropped, as if its rows were written before.
 var version19 = []string{
+	`DROP TRIGGER guard_keys_stage_kept ON guard_keys`, // 0021
+	`DROP FUNCTION guard_keys_stage_kept()`,
+	`DELETE FROM guard_schema_migrations WHERE version = 21`,
 	`DROP INDEX guard_keys_stage`,
 	`DROP TRIGGER guard_keys_stage ON guard_keys`,
 	`DROP FUNCTION guard_keys_stage_missing()`,
@@ -66,7 +70,7 @@ func (pg *pgEnv) testStageMigration(t *testing.T) {
 		}
 	}
 	s.Close()
-	s = openPostgres(t, u, opts) // migrates to 19
+	s = openPostgres(t, u, opts) // migrates to 19 and 20
 	defer s.Close()
 	storetest.WantStages(t, s, want)
 	after := sums()
@@ -90,4 +94,38 @@ func (pg *pgEnv) testStageMigration(t *testing.T) {
 	want[storetest.StagedKey{Namespace: "crm-contacts", Key: "at_gate"}] = keystore.StageGranted
 	want[storetest.StagedKey{Namespace: "crm-contacts", Key: "old_parked"}] = keystore.PhaseWaiting
 	storetest.WantStages(t, s, want)
+}
+
+// An older n8n-guard writing a row during a rolling upgrade sets a new
+// checksum with every update, as every write of version 18 does: the
+// database still gives the row the stage its fields say. A grant it
+// wrote is found by the re-run worker of a newer guard (granted, not
+// left in the index at its gate), and a key it moved out of a stage
+// leaves that stage's queue.
+func (pg *pgEnv) testStageOfAnOlderWrite(t *testing.T) {
+	ctx := context.Background()
+	clock := storetest.NewClock()
+	s := openPostgres(t, pg.freshSchema(t), postgres.Options{Clock: clock.Now, Policies: storetest.StagePolicies})
+	defer s.Close()
+	storetest.EveryStage(t, s, clock.Advance)
+	for _, c := range []struct {
+		key, set string
+		want     keystore.Stage
+	}{
+		{"at_gate", `history = history || '[{"at":"2026-11-30T09:05:00Z","event":"rerun_granted","attempt":1,"by":"Ana"}]'::jsonb`, keystore.StageGranted},
+		{"p_waiting", `state = 'completed', reason = '', parked_at = NULL, resume_url = ''`, ""},
+	} {
+		// Version 18's update: every column it knows, and a new checksum.
+		if _, err := s.Pool().Exec(ctx, `UPDATE guard_keys SET `+c.set+`, version = version + 1, checksum = coalesce(checksum, 0) + 1
+			WHERE namespace = 'crm-contacts' AND key = $1`, c.key); err != nil {
+			t.Fatal(err)
+		}
+		var got string
+		if err := s.Pool().QueryRow(ctx, `SELECT stage FROM guard_keys WHERE namespace = 'crm-contacts' AND key = $1`, c.key).Scan(&got); err != nil {
+			t.Fatal(err)
+		}
+		if keystore.Stage(got) != c.want {
+			t.Errorf("%s written by an older n8n-guard: stage %q in the column (and its index), want %q", c.key, got, c.want)
+		}
+	}
 }

@@ -65,6 +65,7 @@ func (pg *pgEnv) run(t *testing.T) {
 	t.Run("database clock", pg.testDatabaseClock)
 	t.Run("migrations", pg.testMigrations)
 	t.Run("stage migration from version 19", pg.testStageMigration)
+	t.Run("stage of a row an older n8n-guard writes", pg.testStageOfAnOlderWrite)
 	t.Run("checksums", pg.testChecksums)
 	t.Run("park checksums", pg.testParkChecksums)
 	t.Run("damaged records", func(t *testing.T) { storetest.RunDamage(t, pg.newStore, tamperResultRef) })

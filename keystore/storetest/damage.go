@@ -107,6 +107,23 @@ func RunDamage(t *testing.T, newStore New, damage Damage) {
 		}
 		reportedOnce(t, e, "inv_1")
 	})
+	t.Run("a damaged key at a stage: the pages of its stage stay full past it", func(t *testing.T) {
+		// The queues (the approval resumer, the re-run worker) read a
+		// stage in pages and stop at the first page shorter than asked:
+		// a damaged key skipped on a full page hid every key behind it.
+		e := setup(t, newStore, pol)
+		for _, k := range []string{"inv_1", "inv_2", "inv_3"} {
+			wantOutcome(t, e.reserve(gatedNS, k, withDest("hubspot"), withResume(k), requestedBy("ann"), invoice), keystore.OutcomeParked)
+			if _, err := e.decide(false, k, "bob", "amount checked"); err != nil {
+				t.Fatal(err)
+			}
+		}
+		damage(t, e.s, gatedNS, "inv_1")
+		rs, err := e.s.KeysAtStage(e.ctx, keystore.StageQuery{Stage: keystore.PhaseApproved, Namespace: gatedNS, Limit: 2})
+		if got := keysOfRecords(rs); err != nil || fmt.Sprint(got) != "["+gatedNS+"/inv_2 "+gatedNS+"/inv_3]" {
+			t.Fatalf("approved keys in a page of 2 past a damaged one: %v %v, want inv_2 and inv_3", got, err)
+		}
+	})
 	t.Run("a damaged reservation whose lease ran out is left as it is; the sweep goes on past it", func(t *testing.T) {
 		e := setup(t, newStore, keystore.Policies{})
 		for _, k := range []string{"lease_1", "lease_2", "lease_3"} {
