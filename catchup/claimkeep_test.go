@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/n8n-guard/n8n-guard/catchup"
+	"github.com/n8n-guard/n8n-guard/internal/testwait"
 	"github.com/n8n-guard/n8n-guard/keystore"
 	"github.com/n8n-guard/n8n-guard/keystore/bolt"
 	"github.com/n8n-guard/n8n-guard/n8n"
@@ -105,17 +106,6 @@ func startRunner(t *testing.T, opts catchup.Options) (stop func()) {
 	return stop
 }
 
-// waitUntil polls cond every 5 ms until it holds; the limit only turns a
-// runner that never gets there into a failure.
-func waitUntil(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	for giveUp := time.Now().Add(20 * time.Second); !cond(); time.Sleep(5 * time.Millisecond) {
-		if time.Now().After(giveUp) {
-			t.Fatalf("not %s within 20 s", what)
-		}
-	}
-}
-
 func claimOf(t *testing.T, s keystore.Store, key string) *time.Time {
 	t.Helper()
 	res, err := s.Lookup(context.Background(), ns, key)
@@ -182,7 +172,7 @@ func TestAClaimIsKeptWhileItsCallIsInFlight(t *testing.T) {
 		}
 	}
 	close(n8nSlow.release)
-	waitUntil(t, "the answer recorded", func() bool {
+	testwait.For(t, "the answer recorded", func() bool {
 		res, _ := store.Lookup(ctx, ns, "evt_00")
 		return res.Record != nil && res.Record.ResumeSentAt != nil
 	})
@@ -209,7 +199,7 @@ func TestAStoppedGuardHandsBackTheClaimsItDidNotUse(t *testing.T) {
 	called := make(chan string, 4)
 	stop := startRunner(t, catchup.Options{Store: slotsHeld{store}, Policies: pol, Clock: clock.Now, Sleep: clock.Sleep,
 		Resumer: &hangingN8n{called: called, release: make(chan struct{})}, Interval: 5 * time.Millisecond, Claim: 2 * time.Minute, Poll: time.Second})
-	waitUntil(t, "the oldest key claimed", func() bool { return claimOf(t, store, "evt_00") != nil })
+	testwait.For(t, "the oldest key claimed", func() bool { return claimOf(t, store, "evt_00") != nil })
 	stop()
 	select {
 	case key := <-called:

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/n8n-guard/n8n-guard/catchup"
+	"github.com/n8n-guard/n8n-guard/internal/testwait"
 	"github.com/n8n-guard/n8n-guard/keystore"
 	"github.com/n8n-guard/n8n-guard/keystore/bolt"
 	"github.com/n8n-guard/n8n-guard/n8n"
@@ -41,7 +42,7 @@ func TestAFreedSlotWakesTheNextCall(t *testing.T) {
 		}
 		go func() { stopped <- r.Run(ctx) }()
 	}
-	waitFor(t, "every parked event written", func() bool {
+	testwait.For(t, "every parked event written", func() bool {
 		fake.mu.Lock()
 		defer fake.mu.Unlock()
 		return len(fake.crm) == parked

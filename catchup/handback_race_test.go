@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/n8n-guard/n8n-guard/catchup"
+	"github.com/n8n-guard/n8n-guard/internal/testwait"
 	"github.com/n8n-guard/n8n-guard/keystore"
 )
 
@@ -37,7 +38,7 @@ func TestAClaimExtendedAsTheGuardStopsIsHandedBack(t *testing.T) {
 	claim := 2 * time.Minute
 	stop := startRunner(t, catchup.Options{Store: ext, Policies: pol, Clock: clock.Now, Sleep: clock.Sleep,
 		Resumer: &hangingN8n{called: make(chan string, 4), release: make(chan struct{})}, Interval: 5 * time.Millisecond, Claim: claim, Poll: time.Second})
-	waitUntil(t, "the oldest key claimed", func() bool { return claimOf(t, store, "evt_00") != nil })
+	testwait.For(t, "the oldest key claimed", func() bool { return claimOf(t, store, "evt_00") != nil })
 	first := *claimOf(t, store, "evt_00")
 	clock.Advance(claim * 5 / 8) // less than half a claim left: the keeper extends it (the turn is waited for until a quarter is left)
 	<-ext.extended

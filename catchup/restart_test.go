@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/n8n-guard/n8n-guard/catchup"
+	"github.com/n8n-guard/n8n-guard/internal/testwait"
 	"github.com/n8n-guard/n8n-guard/keystore"
 	"github.com/n8n-guard/n8n-guard/keystore/bolt"
 	"github.com/n8n-guard/n8n-guard/n8n"
@@ -102,7 +103,7 @@ func TestInFlightStaysWithinTheLimitAcrossAReopen(t *testing.T) {
 	ctx1, stop1 := context.WithCancel(ctx)
 	done1 := make(chan error, 1)
 	go func() { done1 <- r1.Run(ctx1) }()
-	waitFor(t, "two executions in the CRM", func() bool { return fake.inCRM.Load() == 2 })
+	testwait.For(t, "two executions in the CRM", func() bool { return fake.inCRM.Load() == 2 })
 	stop1()
 	<-done1
 	if err := first.Close(); err != nil {
@@ -122,14 +123,14 @@ func TestInFlightStaysWithinTheLimitAcrossAReopen(t *testing.T) {
 	defer stop2()
 	done2 := make(chan error, 1)
 	go func() { done2 <- r2.Run(ctx2) }()
-	waitFor(t, "the next guard refused a turn three times, or more executions in the CRM", func() bool {
+	testwait.For(t, "the next guard refused a turn three times, or more executions in the CRM", func() bool {
 		return view.n.Load() >= 3 || fake.inCRM.Load() > 2
 	})
 	if n := fake.maxInCRM.Load(); n > 2 {
 		t.Fatalf("%d executions in the CRM at once after the reopen: catch_up_concurrency is 2", n)
 	}
 	close(fake.gate) // they finish: the rest goes
-	waitFor(t, "every parked event resumed and completed", func() bool {
+	testwait.For(t, "every parked event resumed and completed", func() bool {
 		c, err := second.Counts(ctx)
 		return err == nil && c[ns][keystore.StateCompleted] == parked
 	})
@@ -138,15 +139,5 @@ func TestInFlightStaysWithinTheLimitAcrossAReopen(t *testing.T) {
 	fake.wg.Wait()
 	if n := fake.maxInCRM.Load(); n > 2 {
 		t.Fatalf("%d executions in the CRM at once: catch_up_concurrency is 2", n)
-	}
-}
-
-// waitFor polls cond until it holds, failing t after a generous while.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	for giveUp := time.Now().Add(30 * time.Second); !cond(); time.Sleep(5 * time.Millisecond) {
-		if time.Now().After(giveUp) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
 	}
 }

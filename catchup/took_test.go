@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/n8n-guard/n8n-guard/catchup"
+	"github.com/n8n-guard/n8n-guard/internal/testwait"
 	"github.com/n8n-guard/n8n-guard/keystore"
 	"github.com/n8n-guard/n8n-guard/keystore/bolt"
 	"github.com/n8n-guard/n8n-guard/n8n"
@@ -43,9 +44,9 @@ func TestTheCatchUpTookCountsFromTheBreakersClose(t *testing.T) {
 	stopped := make(chan error)
 	go func() { stopped <- r.Run(ctx) }()
 	defer func() { cancel(); <-stopped; fake.wg.Wait() }()
-	waitUntil(t, "the worker started during the cooldown", func() bool { return len(logs.matching("destination paused")) == 1 })
+	testwait.For(t, "the worker started during the cooldown", func() bool { return len(logs.matching("destination paused")) == 1 })
 	clock.Advance(time.Hour) // the cooldown ends: the probe goes, its complete closes the breaker
-	waitUntil(t, "caught up", func() bool { return len(logs.matching("caught up: ")) == 1 })
+	testwait.For(t, "caught up", func() bool { return len(logs.matching("caught up: ")) == 1 })
 	end := clock.Now()
 
 	line := logs.matching("caught up: ")[0]
