@@ -6,6 +6,15 @@
 //
 // It never uses the editor's internal /rest routes, which change between
 // releases, except the one unauthenticated /rest/settings that tells n8n's
-// version. It imports no guard domain package: notify and cmd reach it,
-// not the other way round.
+// version.
+//
+// It is two adapters in one package, not yet split: the runtime client
+// (resume calls, execution reads, retries, reconciliation) and the
+// workflow rewriter (`n8n-guard n8n setup`, `check`, `audit`, `guard`).
+// The runtime half implements the interfaces of the packages it serves
+// and so imports them: keystore (reconcile.go, resume.go: resume answers
+// and records), notify and rerun (retrier.go: the Rerunner both ask for);
+// the rewriter imports workflows (the shipped templates) and rerun
+// (guard.go: the gate's reserve). Of the domain's packages only the
+// catch-up runner imports it (n8n.ResumeCaller and its outcome).
 package n8n
