@@ -104,13 +104,24 @@ func (b *Breaker) Clone() *Breaker {
 // admit decides whether a reserve that would start an attempt may go to
 // the destination. It mutates b; the caller saves it. When paused it
 // returns how long to wait.
-func (b *Breaker) admit(ns, key string, lease time.Duration, now time.Time) (ok bool, wait time.Duration) {
+//
+// A reserve that can wait in line (queue: it carries a resume URL, so it
+// parks) never opens a probe: the probe is the catch-up's claim of the
+// oldest waiting event (DecideClaimResume), so an event that arrives just
+// after the cooldown does not test the destination ahead of events that
+// waited through the outage. It parks behind them; when nothing else
+// waits, the catch-up claims it as the probe at its commit.
+func (b *Breaker) admit(ns, key string, lease time.Duration, queue bool, now time.Time) (ok bool, wait time.Duration) {
 	b.see(ns)
 	switch b.State {
 	case BreakerOpen:
 		if now.Before(*b.ReopensAt) {
 			b.PausedReserves++
 			return false, b.ReopensAt.Sub(now)
+		}
+		if queue {
+			b.PausedReserves++
+			return false, 0
 		}
 		b.State = BreakerHalfOpen
 		b.startProbe(ns, key, lease, now)
@@ -124,11 +135,15 @@ func (b *Breaker) admit(ns, key string, lease time.Duration, now time.Time) (ok 
 			b.PausedReserves++
 			return false, b.ProbeUntil.Sub(now)
 		}
+		if queue && !b.isProbe(ns, key) {
+			b.PausedReserves++
+			return false, 0
+		}
 		b.startProbe(ns, key, lease, now)
 		return true, 0
 	}
 	if v := b.view(ns); v != nil && v.State == BreakerOpen {
-		return v.admit(key, lease, now) // paused for ns alone
+		return v.admit(key, lease, queue, now) // paused for ns alone
 	}
 	return true, 0
 }

@@ -167,7 +167,7 @@ func (v *BreakerView) isProbe(key string) bool { return v.ProbeKey != "" && v.Pr
 
 // admit is Breaker.admit for an open view: paused during the cooldown,
 // then one probe at a time (its own key passes again).
-func (v *BreakerView) admit(key string, lease time.Duration, now time.Time) (bool, time.Duration) {
+func (v *BreakerView) admit(key string, lease time.Duration, queue bool, now time.Time) (bool, time.Duration) {
 	if now.Before(*v.ReopensAt) {
 		v.PausedReserves++
 		return false, v.ReopensAt.Sub(now)
@@ -175,6 +175,10 @@ func (v *BreakerView) admit(key string, lease time.Duration, now time.Time) (boo
 	if v.ProbeUntil != nil && now.Before(*v.ProbeUntil) && !v.isProbe(key) {
 		v.PausedReserves++
 		return false, v.ProbeUntil.Sub(now)
+	}
+	if queue && !v.isProbe(key) {
+		v.PausedReserves++ // it parks: the probe is the oldest waiting event (Breaker.admit)
+		return false, 0
 	}
 	v.ProbeKey, v.ProbeUntil = key, timePtr(now.Add(lease))
 	return true, 0

@@ -113,7 +113,7 @@ func startAttempt(cur *Record, br *Breaker, req ReserveRequest, fp Fingerprint, 
 		if ev := b.demote(req.Namespace, now); ev != nil {
 			s.Events = append(s.Events, *ev)
 		}
-		ok, wait := b.admit(req.Namespace, req.Key, lease, now)
+		ok, wait := b.admit(req.Namespace, req.Key, lease, req.ResumeURL != "", now)
 		s.Breaker = b
 		if !ok && req.ResumeURL != "" {
 			// The execution waits in n8n; the guard resumes it (park.go).
