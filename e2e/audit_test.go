@@ -16,7 +16,7 @@ import (
 	"time"
 )
 
-// The three unguarded workflows a team typically has (n8n/testdata/unguarded).
+// The three unguarded workflows a team typically has (n8nsetup/testdata/unguarded).
 var auditShapes = []struct {
 	file, name, path string
 	publish          bool
@@ -58,7 +58,7 @@ func TestAuditFindsUnguardedWritesAndGuardMakesThemExactlyOnce(t *testing.T) {
 
 	ids := map[string]string{}
 	for _, sh := range auditShapes {
-		id, err := api.createFromFile(ctx, filepath.Join(s.repo, "n8n", "testdata", "unguarded", sh.file), s.crm.URL())
+		id, err := api.createFromFile(ctx, filepath.Join(s.repo, "n8nsetup", "testdata", "unguarded", sh.file), s.crm.URL())
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -61,7 +61,7 @@ func TestGuardPlacesTheCommunityNode(t *testing.T) {
 		t.Fatalf("setup: %v\n%s", err, out)
 	}
 
-	id, err := api.createFromFile(ctx, filepath.Join(s.repo, "n8n", "testdata", "unguarded", "webhook-post.json"), s.crm.URL())
+	id, err := api.createFromFile(ctx, filepath.Join(s.repo, "n8nsetup", "testdata", "unguarded", "webhook-post.json"), s.crm.URL())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -34,7 +34,7 @@ func TestGuardParkCatchesUpABatch(t *testing.T) {
 	if out, err := cli("setup", "--guard-url", s.guard.URL(), "--create-credential", "--data", s.guard.dataDir()); err != nil || !strings.Contains(out, `create credential "n8n-guard resume"`) {
 		t.Fatalf("setup: %v\n%s", err, out)
 	}
-	id, err := api.createFromFile(ctx, filepath.Join(s.repo, "n8n", "testdata", "unguarded", "schedule-split-post.json"), s.crm.URL())
+	id, err := api.createFromFile(ctx, filepath.Join(s.repo, "n8nsetup", "testdata", "unguarded", "schedule-split-post.json"), s.crm.URL())
 	if err != nil {
 		t.Fatal(err)
 	}

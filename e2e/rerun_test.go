@@ -41,7 +41,7 @@ func TestRerunAfterACRMOutageWritesEachEventOnce(t *testing.T) {
 	if out, err := cli("setup", "--guard-url", s.guard.URL(), "--create-credential"); err != nil {
 		t.Fatalf("setup: %v\n%s", err, out)
 	}
-	id, err := api.createFromFile(ctx, filepath.Join(s.repo, "n8n", "testdata", "unguarded", "webhook-post.json"), s.crm.URL())
+	id, err := api.createFromFile(ctx, filepath.Join(s.repo, "n8nsetup", "testdata", "unguarded", "webhook-post.json"), s.crm.URL())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -72,8 +72,12 @@ var ErrTooLarge = fmt.Errorf("the answer is larger than the %d MiB the guard rea
 // ErrUnreachable wraps every failure to reach n8n at all.
 var ErrUnreachable = errors.New("n8n unreachable")
 
-// do calls the public API: path is below /api/v1.
-func (c *Client) do(ctx context.Context, method, path string, body, out any) error {
+// Do calls the public API: path is below /api/v1, body (when not nil) is
+// sent as JSON and a success's answer decoded into out (when not nil). A
+// refusal is an *Error, a failure to reach n8n wraps ErrUnreachable, an
+// answer over the body limit wraps ErrTooLarge. n8nsetup makes its calls
+// through it, so both adapters share one base URL, key and error text.
+func (c *Client) Do(ctx context.Context, method, path string, body, out any) error {
 	return c.request(ctx, method, "/api/v1", path, body, out)
 }
 
@@ -163,5 +167,5 @@ func redirected(resp *http.Response) string {
 // Ping makes one cheap authenticated call, so a wrong key is the first
 // thing said.
 func (c *Client) Ping(ctx context.Context) error {
-	return c.do(ctx, http.MethodGet, "/workflows?limit=1", nil, nil)
+	return c.Do(ctx, http.MethodGet, "/workflows?limit=1", nil, nil)
 }

@@ -11,7 +11,14 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/n8n-guard/n8n-guard/rerun"
 )
+
+// ReserveNodePrefix, then a node's name, is the name of the reserve node
+// `n8n-guard n8n guard` puts in front of that node (n8nsetup writes it):
+// ExecutionStop reads the keys a re-run gate holds from that node's output.
+const ReserveNodePrefix = "n8n-guard: reserve "
 
 // RetryExecution starts execution id again with the workflow as it is
 // saved now (the fix is usually in the workflow) and returns the new
@@ -22,7 +29,7 @@ import (
 // not exist."}, 401 {"message": "unauthorized"}; each refusal is an *Error.
 func (c *Client) RetryExecution(ctx context.Context, id string) (string, error) {
 	var raw json.RawMessage
-	err := c.do(ctx, http.MethodPost, "/executions/"+url.PathEscape(id)+"/retry", map[string]bool{"loadWorkflow": true}, &raw)
+	err := c.Do(ctx, http.MethodPost, "/executions/"+url.PathEscape(id)+"/retry", map[string]bool{"loadWorkflow": true}, &raw)
 	if err != nil {
 		return "", err
 	}
@@ -71,7 +78,7 @@ func (c *Client) ExecutionStop(ctx context.Context, id string) (Stop, error) {
 			} `json:"resultData"`
 		} `json:"data"`
 	}
-	if err := c.do(ctx, http.MethodGet, "/executions/"+url.PathEscape(id)+"?includeData=true", nil, &ex); err != nil {
+	if err := c.Do(ctx, http.MethodGet, "/executions/"+url.PathEscape(id)+"?includeData=true", nil, &ex); err != nil {
 		return Stop{}, err
 	}
 	st := Stop{Status: ex.Status, LastNode: ex.Data.ResultData.LastNodeExecuted, Reserved: map[string]bool{}}
@@ -81,11 +88,11 @@ func (c *Client) ExecutionStop(ctx context.Context, id string) (Stop, error) {
 	// The keys the gate's own reserve node answered for: a node whose
 	// output is the guard's answer, never the event's data (which a
 	// sender writes, and an item node hands on).
-	gated, ok := strings.CutPrefix(st.LastNode, GatePrefix)
+	gated, ok := strings.CutPrefix(st.LastNode, rerun.GateNodePrefix)
 	if !ok {
 		return st, nil
 	}
-	for _, run := range ex.Data.ResultData.RunData[guardNames(gated)["reserve"]] {
+	for _, run := range ex.Data.ResultData.RunData[ReserveNodePrefix+gated] {
 		for _, out := range run.Data.Main {
 			for _, it := range out {
 				if ns, key, ok := guardAnswer(it.JSON, true); ok {
@@ -175,7 +182,7 @@ func (c *Client) retryIn(ctx context.Context, workflow, id, status string, since
 			Data       []listed `json:"data"`
 			NextCursor *string  `json:"nextCursor"`
 		}
-		if err := c.do(ctx, http.MethodGet, "/executions?"+q.Encode(), nil, &page); err != nil {
+		if err := c.Do(ctx, http.MethodGet, "/executions?"+q.Encode(), nil, &page); err != nil {
 			return "", err
 		}
 		older := false

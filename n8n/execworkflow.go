@@ -17,7 +17,7 @@ func (c *Client) ExecutionWorkflow(ctx context.Context, id string) (workflowID, 
 	var ex struct {
 		WorkflowID any `json:"workflowId"` // a string in n8n 2.x, a number in some 1.x
 	}
-	if err := c.do(ctx, http.MethodGet, "/executions/"+url.PathEscape(id)+"?includeData=false", nil, &ex); err != nil {
+	if err := c.Do(ctx, http.MethodGet, "/executions/"+url.PathEscape(id)+"?includeData=false", nil, &ex); err != nil {
 		return "", "", err
 	}
 	if ex.WorkflowID == nil {

@@ -97,6 +97,9 @@ func (n *offN8n) listCalls() (list, executions int) {
 // that it is back; tells at its first read of a workflow off already that
 // n8n ran before, not of one never run; and tells again only of a new time
 // off.
+// leadToCRM is the shipped lead example's id: its nodes hold a guarded write.
+const leadToCRM = "n8nGuardLeadCrm1"
+
 func TestOffWatchTellsTheOwnerOnceWhenN8nTurnsAWorkflowOff(t *testing.T) {
 	shipped, err := workflows.Shipped()
 	if err != nil {

@@ -79,7 +79,7 @@ func (r Rerunner) Retry(ctx context.Context, workflow, id string, keys []rerun.K
 		return rerun.Retried{}, &rerun.Refused{Status: http.StatusConflict, Message: notOwn}
 	case st.Status == "new" || st.Status == "running" || st.Status == "waiting":
 		return rerun.Retried{}, fmt.Errorf("execution %s is %s in n8n: asked again later", id, st.Status)
-	case !strings.HasPrefix(st.LastNode, GatePrefix):
+	case !strings.HasPrefix(st.LastNode, rerun.GateNodePrefix):
 		return rerun.Retried{}, &rerun.Refused{Status: http.StatusConflict, Message: fmt.Sprintf(
 			"execution %s (%s) stopped at node %q, not at a re-run gate: the guard re-runs only an execution that waits at its gate", id, st.Status, st.LastNode)}
 	}

@@ -13,6 +13,6 @@ func (c *Client) WorkflowName(ctx context.Context, id string) (string, error) {
 	var w struct {
 		Name string `json:"name"`
 	}
-	err := c.do(ctx, http.MethodGet, "/workflows/"+url.PathEscape(id)+"?excludePinnedData=true", nil, &w)
+	err := c.Do(ctx, http.MethodGet, "/workflows/"+url.PathEscape(id)+"?excludePinnedData=true", nil, &w)
 	return w.Name, err
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/n8n-guard/n8n-guard/keystore"
 	"github.com/n8n-guard/n8n-guard/keystore/postgres"
 	"github.com/n8n-guard/n8n-guard/n8n"
+	"github.com/n8n-guard/n8n-guard/n8nsetup"
 )
 
 // n8nFlags are the flags of `n8n-guard n8n ...`, which talk to n8n's public
@@ -87,7 +88,7 @@ func resumeOrigin(t keystore.ResumeTargets, webhookBase string) (text string, wa
 }
 
 // printResumeOrigin prints resumeOrigin's line for the n8n at inst.
-func (f *n8nFlags) printResumeOrigin(w io.Writer, getenv func(string) string, inst *n8n.Instance) error {
+func (f *n8nFlags) printResumeOrigin(w io.Writer, getenv func(string) string, inst *n8nsetup.Instance) error {
 	t, err := f.resumeTargets(getenv)
 	if err != nil {
 		return err
@@ -106,21 +107,21 @@ func (f *n8nFlags) printResumeOrigin(w io.Writer, getenv func(string) string, in
 }
 
 // connect finds out which n8n answers and refuses one it cannot serve.
-func (f *n8nFlags) connect(cmd *cobra.Command) (*n8n.Instance, error) {
+func (f *n8nFlags) connect(cmd *cobra.Command) (*n8nsetup.Instance, error) {
 	return f.connectSaying(cmd, cmd.OutOrStdout())
 }
 
 // connectSaying connects and says which n8n answered on w (stderr where
 // stdout is for scripts).
-func (f *n8nFlags) connectSaying(cmd *cobra.Command, w io.Writer) (*n8n.Instance, error) {
+func (f *n8nFlags) connectSaying(cmd *cobra.Command, w io.Writer) (*n8nsetup.Instance, error) {
 	if f.apiKey == "" {
 		return nil, errors.New("no n8n API key: set N8N_API_KEY or --api-key (n8n: Settings → n8n API)")
 	}
-	inst, err := n8n.Connect(cmd.Context(), n8n.New(f.n8nURL, f.apiKey, f.timeout), f.version)
+	inst, err := n8nsetup.Connect(cmd.Context(), n8n.New(f.n8nURL, f.apiKey, f.timeout), f.version)
 	if err != nil {
 		return nil, err
 	}
-	fmt.Fprintln(w, inst.Version.Describe(inst.Client.Base()))
+	fmt.Fprintln(w, n8nsetup.Describe(inst.Version, inst.Client.Base()))
 	return inst, nil
 }
 
@@ -129,20 +130,20 @@ func (f *n8nFlags) scope() n8n.Filter {
 }
 
 // printReport prints what setup or check did, line by line.
-func printReport(w io.Writer, rep *n8n.Report) {
+func printReport(w io.Writer, rep *n8nsetup.Report) {
 	for _, s := range rep.Steps {
 		switch s.Kind {
-		case n8n.Change:
+		case n8nsetup.Change:
 			verb := ""
 			if rep.DryRun {
 				verb = "would "
 			}
 			fmt.Fprintf(w, "  %s%s\n", verb, s.Text)
-		case n8n.NotDone:
+		case n8nsetup.NotDone:
 			fmt.Fprintf(w, "  NOT DONE: %s\n", s.Text)
-		case n8n.Note:
+		case n8nsetup.Note:
 			fmt.Fprintf(w, "  note: %s\n", s.Text)
-		case n8n.Warning:
+		case n8nsetup.Warning:
 			fmt.Fprintf(w, "  WARNING: %s\n", s.Text)
 		}
 	}
@@ -202,7 +203,7 @@ them.`
 
 func newN8NSetupCmd(f *n8nFlags, getenv func(string) string) *cobra.Command {
 	var (
-		o          n8n.SetupOptions
+		o          n8nsetup.SetupOptions
 		createCred bool
 		data       string
 		store      string

@@ -9,7 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/n8n-guard/n8n-guard/n8n"
+	"github.com/n8n-guard/n8n-guard/n8nsetup"
 )
 
 func newN8NAuditCmd(f *n8nFlags) *cobra.Command {
@@ -69,7 +69,7 @@ scripts (the connection line goes to stderr).`,
 
 // printAudit prints one table row per finding and, below it, the fix of
 // each unguarded one.
-func printAudit(w io.Writer, a *n8n.Audit) {
+func printAudit(w io.Writer, a *n8nsetup.Audit) {
 	for _, note := range a.Notes {
 		fmt.Fprintf(w, "  note: %s\n", note)
 	}

@@ -5,17 +5,17 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/n8n-guard/n8n-guard/n8n"
+	"github.com/n8n-guard/n8n-guard/n8nsetup"
 )
 
 func TestAuditTableNamesEachUnguardedNodeAndItsFix(t *testing.T) {
-	a := &n8n.Audit{Workflows: 2, Findings: []n8n.Finding{
+	a := &n8nsetup.Audit{Workflows: 2, Findings: []n8nsetup.Finding{
 		{WorkflowID: "W1", Workflow: "Lead sync", Node: "Create contact", Type: "n8n-nodes-base.httpRequest",
-			Classification: n8n.Classification{Effect: n8n.Write, Operation: "POST"},
+			Classification: n8nsetup.Classification{Effect: n8nsetup.Write, Operation: "POST"},
 			Problems:       []string{"no reserve of n8n-guard on the path from Webhook to it"},
 			Fix:            "n8n-guard n8n guard --workflow W1 --node 'Create contact' --key '<expression of the event id, e.g. $json.body.id>'"},
 		{WorkflowID: "W2", Workflow: "Orders", Version: "published", Node: "Post order", Type: "n8n-nodes-base.httpRequest",
-			Classification: n8n.Classification{Effect: n8n.Write, Operation: "POST"}, Guarded: true},
+			Classification: n8nsetup.Classification{Effect: n8nsetup.Write, Operation: "POST"}, Guarded: true},
 	}}
 	var out bytes.Buffer
 	printAudit(&out, a)

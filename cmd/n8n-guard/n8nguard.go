@@ -5,7 +5,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/n8n-guard/n8n-guard/n8n"
+	"github.com/n8n-guard/n8n-guard/n8nsetup"
 )
 
 // n8nGuardLong is the help of n8n guard.
@@ -60,7 +60,7 @@ Trigger), a node that handles its own failures (On Error set).`
 
 func newN8NGuardCmd(f *n8nFlags, getenv func(string) string) *cobra.Command {
 	var (
-		o                n8n.GuardOptions
+		o                n8nsetup.GuardOptions
 		data, store, use string
 	)
 	cmd := &cobra.Command{
@@ -70,7 +70,7 @@ func newN8NGuardCmd(f *n8nFlags, getenv func(string) string) *cobra.Command {
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			var err error
-			if o.Use, err = n8n.ParseUse(use); err != nil {
+			if o.Use, err = n8nsetup.ParseUse(use); err != nil {
 				return err
 			}
 			// The community node's credential is made from it when n8n
@@ -99,7 +99,7 @@ func newN8NGuardCmd(f *n8nFlags, getenv func(string) string) *cobra.Command {
 }
 
 // addN8NGuardFlags binds guard's flags to the options they set.
-func addN8NGuardFlags(cmd *cobra.Command, o *n8n.GuardOptions, data, store, use *string) {
+func addN8NGuardFlags(cmd *cobra.Command, o *n8nsetup.GuardOptions, data, store, use *string) {
 	fs := cmd.Flags()
 	fs.StringVar(&o.WorkflowID, "workflow", "", "id of the workflow")
 	fs.StringVar(&o.Spec.Node, "node", "", "name of the node that writes")
@@ -118,7 +118,7 @@ func addN8NGuardFlags(cmd *cobra.Command, o *n8n.GuardOptions, data, store, use 
 	}
 }
 
-func guardSummary(rep *n8n.Report) string {
+func guardSummary(rep *n8nsetup.Report) string {
 	if rep.Changes() == 0 {
 		return "nothing to change: the node is guarded"
 	}

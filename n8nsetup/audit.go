@@ -1,4 +1,4 @@
-package n8n
+package n8nsetup
 
 import (
 	"encoding/json"
@@ -6,6 +6,7 @@ import (
 	"regexp"
 	"strings"
 
+	"github.com/n8n-guard/n8n-guard/n8n"
 	"github.com/n8n-guard/n8n-guard/workflows"
 )
 
@@ -118,7 +119,7 @@ func (g *graph) reachesWithoutProceed(r, target string) bool {
 	// community node's Parked → Wait → Reserve, as its README wires
 	// parking) is decided by r again and goes around nothing.
 	stopAtReserve := func(name string) bool { return isGuardOp(g.nodes[name], "reserve") }
-	if isCommunityGuard(g.nodes[r]) {
+	if n8n.IsCommunityGuard(g.nodes[r]) {
 		seeds := g.successors(r, func(o int) bool { return o > 0 })
 		return g.reaches(seeds, target, nil, stopAtReserve)
 	}
@@ -182,7 +183,7 @@ func (g *graph) reachesFailWithReason(seeds []string, stop func(string) bool) bo
 		if !isGuardOp(n, "fail") || !g.reaches(seeds, name, nil, stop) {
 			continue
 		}
-		if isCommunityGuard(n) || strings.Contains(str(params(n), "jsonBody"), "reason") {
+		if n8n.IsCommunityGuard(n) || strings.Contains(str(params(n), "jsonBody"), "reason") {
 			return true
 		}
 	}
@@ -200,7 +201,7 @@ func (g *graph) reserveKey(r string) string {
 	n := g.nodes[r]
 	p := params(n)
 	key := str(p, "key")
-	if !isCommunityGuard(n) {
+	if !n8n.IsCommunityGuard(n) {
 		key = jsMember(str(p, "jsonBody"), "key")
 	}
 	if strings.Contains(key, "$json.key") || strings.Contains(key, "$json['key']") {

@@ -1,4 +1,4 @@
-package n8n
+package n8nsetup
 
 import (
 	"context"
@@ -8,6 +8,8 @@ import (
 	"net/url"
 	"sort"
 	"strings"
+
+	"github.com/n8n-guard/n8n-guard/n8n"
 )
 
 // The community node (n8n-nodes/): its npm package, node and credential.
@@ -50,13 +52,13 @@ func ParseUse(s string) (Use, error) {
 	return "", fmt.Errorf("--use %q: give auto, community or http", s)
 }
 
-// CredentialSchema asks n8n for a credential type's data schema, through
+// credentialSchema asks n8n for a credential type's data schema, through
 // the public API's GET /credentials/schema/{type} (n8n 1.x and 2.x alike,
 // no scope needed): known when a loaded node package brought the type
 // (200), not when none did (404).
-func (c *Client) CredentialSchema(ctx context.Context, typ string) (schema CredentialTypeSchema, known bool, err error) {
-	err = c.do(ctx, http.MethodGet, "/credentials/schema/"+url.PathEscape(typ), nil, &schema)
-	var ne *Error
+func (inst *Instance) credentialSchema(ctx context.Context, typ string) (schema CredentialTypeSchema, known bool, err error) {
+	err = inst.Client.Do(ctx, http.MethodGet, "/credentials/schema/"+url.PathEscape(typ), nil, &schema)
+	var ne *n8n.Error
 	switch {
 	case err == nil:
 		return schema, true, nil
@@ -83,15 +85,15 @@ type InstalledPackage struct {
 	FailedLoading bool `json:"failedLoading"`
 }
 
-// CommunityPackages lists the community packages n8n installed (2.x,
+// communityPackages lists the community packages n8n installed (2.x,
 // scope communityPackage:list); listed is false where n8n cannot list them
 // (1.x has no such route; a key without the scope is refused).
-func (c *Client) CommunityPackages(ctx context.Context, major int) (pkgs []InstalledPackage, listed bool, err error) {
-	if major < 2 {
+func (inst *Instance) communityPackages(ctx context.Context) (pkgs []InstalledPackage, listed bool, err error) {
+	if inst.Version.Major < 2 {
 		return nil, false, nil
 	}
-	err = c.do(ctx, http.MethodGet, "/community-packages", nil, &pkgs)
-	var ne *Error
+	err = inst.Client.Do(ctx, http.MethodGet, "/community-packages", nil, &pkgs)
+	var ne *n8n.Error
 	if errors.As(err, &ne) && (ne.Status == http.StatusForbidden || ne.Status == http.StatusNotFound || ne.Status == http.StatusUnauthorized) {
 		return nil, false, nil
 	}
@@ -117,7 +119,7 @@ func (c *Client) CommunityPackages(ctx context.Context, major int) (pkgs []Insta
 // it cannot tell; community then takes the package's type. --park is
 // always placed with the templates: the node's Fail sends no resume URL,
 // so the write that fails as the destination goes down would not park.
-func (n *session) communityNodeType(ctx context.Context, all []Workflow, use Use, park bool) (string, error) {
+func (n *session) communityNodeType(ctx context.Context, all []n8n.Workflow, use Use, park bool) (string, error) {
 	if use == UseHTTP {
 		n.rep.add(Note, "the guard is placed with the HTTP-node templates (--use http)")
 		return "", nil
@@ -133,13 +135,13 @@ func (n *session) communityNodeType(ctx context.Context, all []Workflow, use Use
 	if park {
 		return httpBecause("with --park, because the community node's Fail sends no resume URL: a write that fails as its destination goes down would stop instead of parking, as the templates' fail parks it")
 	}
-	_, known, err := n.Client.CredentialSchema(ctx, CommunityCredentialType)
+	_, known, err := n.credentialSchema(ctx, CommunityCredentialType)
 	if err != nil {
 		return httpBecause("whether n8n has the community node %s cannot be told (GET /credentials/schema/%s: %v)", CommunityPackage, CommunityCredentialType, err)
 	}
 	if !known {
 		why := ""
-		if n.Version.Major >= 3 || n.Version.From == FromInferred {
+		if n.Version.Major >= 3 || n.Version.From == n8n.FromInferred {
 			// 3.0 turned N8N_UNVERIFIED_PACKAGES_ENABLED off by default, and
 			// n8n-nodes-n8n-guard is not (yet) a verified package.
 			why = fmt.Sprintf("; on n8n 3.x an unverified community package installs only with N8N_UNVERIFIED_PACKAGES_ENABLED=true, and %s is not verified", CommunityPackage)
@@ -153,7 +155,7 @@ func (n *session) communityNodeType(ctx context.Context, all []Workflow, use Use
 	if typ := usedCommunityType(all); typ != "" {
 		return chosen(typ, "n8n has its credential type; its type as a workflow here uses it")
 	}
-	pkgs, listed, err := n.Client.CommunityPackages(ctx, n.Version.Major)
+	pkgs, listed, err := n.communityPackages(ctx)
 	if err != nil {
 		return "", err
 	}
@@ -184,14 +186,14 @@ func (n *session) communityNodeType(ctx context.Context, all []Workflow, use Use
 
 // usedCommunityType is the community node's type as the instance's
 // workflows use it, "" when none does; the most used one when they differ.
-func usedCommunityType(all []Workflow) string {
+func usedCommunityType(all []n8n.Workflow) string {
 	count := map[string]int{}
 	for _, w := range all {
 		if w.IsArchived {
 			continue
 		}
 		for _, node := range w.Nodes {
-			if isCommunityGuard(node) {
+			if n8n.IsCommunityGuard(node) {
 				count[nodeType(node)]++
 			}
 		}
@@ -211,12 +213,12 @@ func usedCommunityType(all []Workflow) string {
 // one the instance's community nodes use, else the only one. Where it
 // cannot (1.x), the reference of a community node of the instance's
 // workflows is trusted.
-func (n *session) communityCredential(ctx context.Context, all []Workflow, creds []Credential, listed bool, token, guardURL string) (guardCredential, error) {
+func (n *session) communityCredential(ctx context.Context, all []n8n.Workflow, creds []Credential, listed bool, token, guardURL string) (guardCredential, error) {
 	used := map[string]string{}
 	var usedOrder []string
 	for _, w := range all {
 		for _, node := range w.Nodes {
-			if !isCommunityGuard(node) || w.IsArchived {
+			if !n8n.IsCommunityGuard(node) || w.IsArchived {
 				continue
 			}
 			c, _ := node["credentials"].(map[string]any)
@@ -273,7 +275,7 @@ func (n *session) communityCredential(ctx context.Context, all []Workflow, creds
 	// credential type with generic auth, and its API then requires
 	// allowedDomains unless the restriction is given ("all", the editor's
 	// default); 2.x has no such field and refuses unknown ones.
-	schema, _, err := n.Client.CredentialSchema(ctx, CommunityCredentialType)
+	schema, _, err := n.credentialSchema(ctx, CommunityCredentialType)
 	if err != nil {
 		return guardCredential{}, err
 	}
@@ -281,7 +283,7 @@ func (n *session) communityCredential(ctx context.Context, all []Workflow, creds
 		data["allowedHttpRequestDomains"] = "all"
 	}
 	var out Credential
-	err = n.Client.do(ctx, http.MethodPost, "/credentials", map[string]any{
+	err = n.Client.Do(ctx, http.MethodPost, "/credentials", map[string]any{
 		"name": CommunityCredentialName, "type": CommunityCredentialType, "data": data,
 	}, &out)
 	return guardCredential{out.ID, out.Name}, err

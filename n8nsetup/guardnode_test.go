@@ -1,4 +1,4 @@
-package n8n
+package n8nsetup
 
 import (
 	"context"
@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/n8n-guard/n8n-guard/n8n"
 	"github.com/n8n-guard/n8n-guard/workflows"
 )
 
@@ -69,7 +70,7 @@ func TestGuardWithTheCommunityNodePassesTheAudit(t *testing.T) {
 				}
 			}
 			for _, n := range s.Nodes {
-				if Classify(n).Effect == Guard && !isCommunityGuard(n) {
+				if Classify(n).Effect == Guard && !n8n.IsCommunityGuard(n) {
 					t.Errorf("an HTTP template was placed: %s", n["name"])
 				}
 			}
@@ -94,8 +95,8 @@ func TestGuardWithTheCommunityNodeWiresReserveCompleteAndFail(t *testing.T) {
 	s := guardAll(t, unguarded(t, "webhook-post.json"), communitySpec("Create contact", "$json.body.event_id"))
 	names := guardNames("Create contact")
 	reserve := node(s, names["reserve"])
-	if nodeType(reserve) != CustomNodeType || guardOperation(reserve) != "reserve" {
-		t.Fatalf("the reserve is %s %s, want the community node's reserve", nodeType(reserve), guardOperation(reserve))
+	if nodeType(reserve) != CustomNodeType || n8n.GuardOperation(reserve) != "reserve" {
+		t.Fatalf("the reserve is %s %s, want the community node's reserve", nodeType(reserve), n8n.GuardOperation(reserve))
 	}
 	js := mustJSON(reserve)
 	for _, want := range []string{`"key":"={{ String(($json.body.event_id) ?? '') }}"`, `"namespace":"e2e-audit-lead-to-crm.create-contact"`,
@@ -179,8 +180,8 @@ func communityInstance(t *testing.T, major, schema, packagesStatus int, packages
 		}
 	}))
 	t.Cleanup(srv.Close)
-	v := Version{Major: major, Minor: 113, Patch: 3, Exact: major < 2}
-	return in, &Instance{Client: New(srv.URL, "key", 0), Version: v}
+	v := n8n.Version{Major: major, Minor: 113, Patch: 3, Exact: major < 2}
+	return in, &Instance{Client: n8n.New(srv.URL, "key", 0), Version: v}
 }
 
 var ourPackage = []map[string]any{{"packageName": CommunityPackage, "installedVersion": "0.1.0",
@@ -188,7 +189,7 @@ var ourPackage = []map[string]any{{"packageName": CommunityPackage, "installedVe
 
 func TestGuardFindsTheCommunityNode(t *testing.T) {
 	usesNode := func(in *instance, typ string) {
-		in.wfs = append(in.wfs, &Workflow{ID: "WNODE", Name: "team's own", Nodes: []map[string]any{
+		in.wfs = append(in.wfs, &n8n.Workflow{ID: "WNODE", Name: "team's own", Nodes: []map[string]any{
 			{"name": "Reserve", "type": typ, "parameters": map[string]any{"namespace": "x", "key": "={{ $json.id }}"},
 				"credentials": map[string]any{CommunityCredentialType: map[string]any{"id": "TEAMCRED", "name": "guard node"}}},
 		}})
@@ -254,7 +255,7 @@ func TestGuardFindsTheCommunityNode(t *testing.T) {
 			}
 			reserve := newGraph(w.Nodes, w.Connections).nodes[guardNames(sp.Node)["reserve"]]
 			got := ""
-			if isCommunityGuard(reserve) {
+			if n8n.IsCommunityGuard(reserve) {
 				got = nodeType(reserve)
 			}
 			if got != c.want {
@@ -288,7 +289,7 @@ func TestGuardFindsOrCreatesTheCommunityNodesCredential(t *testing.T) {
 			in.importShipped(t, workflows.ErrorHandlerID)
 			in.creds = append(in.creds, c.creds...)
 			if c.used != "" {
-				in.wfs = append(in.wfs, &Workflow{ID: "WNODE", Name: "team's own", Nodes: []map[string]any{
+				in.wfs = append(in.wfs, &n8n.Workflow{ID: "WNODE", Name: "team's own", Nodes: []map[string]any{
 					{"name": "Reserve", "type": CustomNodeType, "parameters": map[string]any{"namespace": "x", "key": "={{ $json.id }}"},
 						"credentials": map[string]any{CommunityCredentialType: map[string]any{"id": c.used, "name": "n"}}},
 				}})
@@ -325,7 +326,7 @@ func TestGuardFindsOrCreatesTheCommunityNodesCredential(t *testing.T) {
 				want = made.ID
 			}
 			for _, n := range w.Nodes {
-				if isCommunityGuard(n) {
+				if n8n.IsCommunityGuard(n) {
 					ref := n["credentials"].(map[string]any)[CommunityCredentialType].(map[string]any)
 					if ref["id"] != want {
 						t.Fatalf("%s uses credential %v, want %s", n["name"], ref["id"], want)

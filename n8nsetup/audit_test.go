@@ -1,4 +1,4 @@
-package n8n
+package n8nsetup
 
 import (
 	"encoding/json"
@@ -7,24 +7,25 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/n8n-guard/n8n-guard/n8n"
 	"github.com/n8n-guard/n8n-guard/workflows"
 )
 
 // readWorkflow reads a workflow as n8n's public API or an export gives it.
-func readWorkflow(t *testing.T, path string) Workflow {
+func readWorkflow(t *testing.T, path string) n8n.Workflow {
 	t.Helper()
 	b, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var w Workflow
+	var w n8n.Workflow
 	if err := json.Unmarshal(b, &w); err != nil {
 		t.Fatalf("%s: %v", path, err)
 	}
 	return w
 }
 
-func nodeNamed(t *testing.T, w Workflow, name string) map[string]any {
+func nodeNamed(t *testing.T, w n8n.Workflow, name string) map[string]any {
 	t.Helper()
 	for _, n := range w.Nodes {
 		if n["name"] == name {
@@ -40,7 +41,7 @@ func TestClassifyNodesOfRealWorkflows(t *testing.T) {
 	v2 := readWorkflow(t, "testdata/v2-orders.json")
 	for _, c := range []struct {
 		name string
-		w    Workflow
+		w    n8n.Workflow
 		node string
 		want Effect
 		op   string

@@ -1,4 +1,4 @@
-package n8n
+package n8nsetup
 
 import (
 	"encoding/json"

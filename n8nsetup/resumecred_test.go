@@ -1,4 +1,4 @@
-package n8n
+package n8nsetup
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/n8n-guard/n8n-guard/n8n"
 	"github.com/n8n-guard/n8n-guard/workflows"
 )
 
@@ -22,7 +23,7 @@ type instance struct {
 	major int
 	mu    sync.Mutex
 	next  int
-	wfs   []*Workflow
+	wfs   []*n8n.Workflow
 	creds []Credential
 	data  map[string]map[string]any // credential id → its data
 	saves int
@@ -40,8 +41,8 @@ func newInstance(t *testing.T, major int) (*instance, *Instance) {
 	in := &instance{major: major, data: map[string]map[string]any{}}
 	srv := httptest.NewServer(http.HandlerFunc(in.handle))
 	t.Cleanup(srv.Close)
-	v := Version{Major: major, Minor: 113, Patch: 3, Exact: major < 2}
-	return in, &Instance{Client: New(srv.URL, "key", 0), Version: v}
+	v := n8n.Version{Major: major, Minor: 113, Patch: 3, Exact: major < 2}
+	return in, &Instance{Client: n8n.New(srv.URL, "key", 0), Version: v}
 }
 
 func (in *instance) handle(w http.ResponseWriter, r *http.Request) {
@@ -61,7 +62,7 @@ func (in *instance) handle(w http.ResponseWriter, r *http.Request) {
 		var b WorkflowBody
 		_ = json.NewDecoder(r.Body).Decode(&b)
 		in.next++
-		wf := &Workflow{ID: fmt.Sprintf("W%d", in.next), Name: b.Name, Nodes: b.Nodes, Connections: b.Connections, Settings: b.Settings, VersionID: fmt.Sprintf("v%d", in.next)}
+		wf := &n8n.Workflow{ID: fmt.Sprintf("W%d", in.next), Name: b.Name, Nodes: b.Nodes, Connections: b.Connections, Settings: b.Settings, VersionID: fmt.Sprintf("v%d", in.next)}
 		in.wfs = append(in.wfs, wf)
 		reply(200, wf)
 	case r.Method == http.MethodGet && len(parts) == 2 && parts[0] == "workflows":
@@ -113,13 +114,13 @@ func (in *instance) handle(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-func (in *instance) workflow(id string) *Workflow {
+func (in *instance) workflow(id string) *n8n.Workflow {
 	for _, w := range in.wfs {
 		if w.ID == id {
 			return w
 		}
 	}
-	return &Workflow{}
+	return &n8n.Workflow{}
 }
 
 // importShipped puts a shipped workflow in as a user's import does (the
@@ -133,7 +134,7 @@ func (in *instance) importShipped(t *testing.T, id string) {
 	for _, wf := range shipped {
 		if wf.ID == id {
 			v := "v0"
-			in.wfs = append(in.wfs, &Workflow{ID: wf.ID, Name: wf.Name, Nodes: wf.Nodes, Connections: wf.Connections, Settings: wf.Settings,
+			in.wfs = append(in.wfs, &n8n.Workflow{ID: wf.ID, Name: wf.Name, Nodes: wf.Nodes, Connections: wf.Connections, Settings: wf.Settings,
 				Active: true, VersionID: v, ActiveVersionID: &v})
 			return
 		}
@@ -143,7 +144,7 @@ func (in *instance) importShipped(t *testing.T, id string) {
 
 // waitCredential is the credential id the Wait nodes of wf check (saved
 // version), and how many Wait nodes check one.
-func waitCredential(wf *Workflow) (ids []string) {
+func waitCredential(wf *n8n.Workflow) (ids []string) {
 	for _, n := range wf.Nodes {
 		if id, ok := workflows.UsesResumeCredential(n); ok {
 			ids = append(ids, id)
@@ -159,7 +160,7 @@ func TestSetupResumeCredential(t *testing.T) {
 			in, inst := newInstance(t, major)
 			in.importShipped(t, "n8nGuardLeadCrm1")
 
-			rep, err := inst.Check(ctx, Filter{})
+			rep, err := inst.Check(ctx, n8n.Filter{})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -202,7 +203,7 @@ func TestSetupResumeCredential(t *testing.T) {
 			if err != nil || rep.Changes() != 0 || in.saves != saves || len(in.creds) != creds {
 				t.Fatalf("second setup: %v, %d changes %+v, %d saves and %d credentials more", err, rep.Changes(), rep.Steps, in.saves-saves, len(in.creds)-creds)
 			}
-			rep, err = inst.Check(ctx, Filter{})
+			rep, err = inst.Check(ctx, n8n.Filter{})
 			if err != nil || silentAbout(rep, "n8nGuardLeadCrm1", "") {
 				t.Fatalf("check after setup: %v %+v", err, rep.Silent)
 			}
@@ -281,7 +282,7 @@ func TestCheckResumeCredential(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			workflows.PointResumeCredential(in.workflow("n8nGuardLeadCrm1").Nodes, c.id, "x")
-			rep, err := inst.Check(context.Background(), Filter{})
+			rep, err := inst.Check(context.Background(), n8n.Filter{})
 			if err != nil || !silentAbout(rep, "n8nGuardLeadCrm1", c.want) {
 				t.Fatalf("check: %v %+v, want the lead workflow listed: %s", err, rep.Silent, c.want)
 			}

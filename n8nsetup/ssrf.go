@@ -1,4 +1,4 @@
-package n8n
+package n8nsetup
 
 import (
 	"context"
@@ -14,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/n8n-guard/n8n-guard/n8n"
 	"github.com/n8n-guard/n8n-guard/workflows"
 )
 
@@ -62,7 +63,7 @@ type guardAddress struct {
 
 // guardAddresses are the guard's addresses in the workflows' Config nodes
 // (the error handler's, the examples', every guarded workflow's).
-func guardAddresses(all []Workflow) []guardAddress {
+func guardAddresses(all []n8n.Workflow) []guardAddress {
 	var out []guardAddress
 	for _, w := range all {
 		if w.IsArchived {
@@ -115,7 +116,7 @@ func ssrfAllow(host string) string {
 // guard's address, and reports as silent the workflows whose recent failed
 // executions show n8n refusing it: the reserve fails and so does the
 // error handler's call to the guard, so nobody hears of it.
-func (n *session) checkSSRF(ctx context.Context, all []Workflow) error {
+func (n *session) checkSSRF(ctx context.Context, all []n8n.Workflow) error {
 	addrs := guardAddresses(all)
 	if len(addrs) == 0 {
 		return nil
@@ -141,8 +142,8 @@ func (n *session) checkSSRF(ctx context.Context, all []Workflow) error {
 				g.URL, strings.Join(blocked, ", "), strings.Join(g.Workflows, ", "), ssrfAllow(g.Host))
 		}
 	}
-	refusals, err := n.Client.ssrfRefusals(ctx)
-	var ne *Error
+	refusals, err := n.ssrfRefusals(ctx)
+	var ne *n8n.Error
 	if errors.As(err, &ne) && (ne.Status == http.StatusForbidden || ne.Status == http.StatusNotFound) {
 		n.rep.add(Note, "the API key cannot read executions (scope execution:list): n8n's refusals of the guard's address in failed executions are not checked")
 		return nil
@@ -150,7 +151,7 @@ func (n *session) checkSSRF(ctx context.Context, all []Workflow) error {
 	if err != nil {
 		return err
 	}
-	byID := map[string]Workflow{}
+	byID := map[string]n8n.Workflow{}
 	for _, w := range all {
 		byID[w.ID] = w
 	}
@@ -204,7 +205,7 @@ const recentFailures = 20
 // ssrfRefusals reads the newest failed executions with their data (GET
 // /api/v1/executions?status=error&includeData=true, 1.x to 3.x; scope
 // execution:list) and returns those that hold n8n's SSRF refusal.
-func (c *Client) ssrfRefusals(ctx context.Context) ([]ssrfRefusal, error) {
+func (inst *Instance) ssrfRefusals(ctx context.Context) ([]ssrfRefusal, error) {
 	var page struct {
 		Data []struct {
 			ID         any             `json:"id"`
@@ -213,7 +214,7 @@ func (c *Client) ssrfRefusals(ctx context.Context) ([]ssrfRefusal, error) {
 		} `json:"data"`
 	}
 	q := url.Values{"status": {"error"}, "includeData": {"true"}, "limit": {fmt.Sprint(recentFailures)}}
-	if err := c.do(ctx, http.MethodGet, "/executions?"+q.Encode(), nil, &page); err != nil {
+	if err := inst.Client.Do(ctx, http.MethodGet, "/executions?"+q.Encode(), nil, &page); err != nil {
 		return nil, err
 	}
 	var out []ssrfRefusal

@@ -1,4 +1,4 @@
-package n8n
+package n8nsetup
 
 import (
 	"context"
@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"slices"
 
+	"github.com/n8n-guard/n8n-guard/n8n"
 	"github.com/n8n-guard/n8n-guard/workflows"
 )
 
@@ -16,9 +17,9 @@ import (
 // park events in a Wait node whose resume credential is missing or not
 // the guard's (its resume calls would be refused: parked events would
 // never be caught up).
-func (inst *Instance) Check(ctx context.Context, scope Filter) (*Report, error) {
+func (inst *Instance) Check(ctx context.Context, scope n8n.Filter) (*Report, error) {
 	n := &session{Instance: inst, rep: &Report{}}
-	all, err := n.Client.Workflows(ctx, Filter{})
+	all, err := n.Client.Workflows(ctx, n8n.Filter{})
 	if err != nil {
 		return n.rep, err
 	}
@@ -26,7 +27,7 @@ func (inst *Instance) Check(ctx context.Context, scope Filter) (*Report, error) 
 	if err != nil {
 		return n.rep, err
 	}
-	creds, listed, err := n.Client.Credentials(ctx, n.Version.Major)
+	creds, listed, err := n.credentials(ctx)
 	if err != nil {
 		return n.rep, err
 	}
@@ -39,7 +40,7 @@ func (inst *Instance) Check(ctx context.Context, scope Filter) (*Report, error) 
 		credIDs[c.ID] = true
 		credNames[c.ID] = c.Name
 	}
-	byID := map[string]Workflow{}
+	byID := map[string]n8n.Workflow{}
 	for _, w := range all {
 		byID[w.ID] = w
 	}
@@ -59,7 +60,7 @@ func (inst *Instance) Check(ctx context.Context, scope Filter) (*Report, error) 
 		} else if why != "" {
 			n.rep.Silent = append(n.rep.Silent, Silent{w.ID, w.Name, why})
 		}
-		if w.HasErrorTrigger() {
+		if hasErrorTrigger(w) {
 			continue
 		}
 		if why := whySilent(n.Version.Major, w, byID, credIDs, listed); why != "" {
@@ -71,8 +72,8 @@ func (inst *Instance) Check(ctx context.Context, scope Filter) (*Report, error) 
 
 // whySilent says why a failure of w would go unheard, or "" when it would
 // be heard.
-func whySilent(major int, w Workflow, byID map[string]Workflow, credIDs map[string]bool, listed bool) string {
-	id := w.ErrorWorkflow()
+func whySilent(major int, w n8n.Workflow, byID map[string]n8n.Workflow, credIDs map[string]bool, listed bool) string {
+	id := errorWorkflow(w)
 	if id == "" {
 		return "no error workflow"
 	}
@@ -100,7 +101,7 @@ func whySilent(major int, w Workflow, byID map[string]Workflow, credIDs map[stri
 // n8n's API never shows a credential's value: a resume credential whose
 // secret differs from the guard's is not seen here (the guard logs the
 // refusals and keeps trying).
-func whyNotResumable(w Workflow, credNames map[string]string, listed bool) string {
+func whyNotResumable(w n8n.Workflow, credNames map[string]string, listed bool) string {
 	for _, node := range w.Nodes {
 		id, ok := workflows.UsesResumeCredential(node)
 		if !ok {
@@ -127,7 +128,7 @@ func whyNotResumable(w Workflow, credNames map[string]string, listed bool) strin
 // secret of their own. The guard pages the person instead (nothing goes
 // unheard), and the webhook holds the secret that wakes every parked
 // execution; "" when w has no such check.
-func whyCheckOnResume(w Workflow, resumeIDs []string) string {
+func whyCheckOnResume(w n8n.Workflow, resumeIDs []string) string {
 	for _, node := range w.Nodes {
 		id, ok := workflows.CheckCredentialOf(node, resumeIDs...)
 		if !ok || id == workflows.CheckCredentialID || !(id == workflows.ResumeCredentialID || slices.Contains(resumeIDs, id)) {
@@ -146,7 +147,7 @@ func whyCheckOnResume(w Workflow, resumeIDs []string) string {
 // #37473), so nothing reaches the guard and the write simply stops. A
 // guarded workflow never published (an example setup installed) is noted,
 // not silent. "" when w runs or holds no guarded write.
-func (n *session) whyOff(ctx context.Context, w Workflow) (string, error) {
+func (n *session) whyOff(ctx context.Context, w n8n.Workflow) (string, error) {
 	writes := w.GuardedWrites()
 	if len(writes) == 0 || w.Published() {
 		return "", nil
@@ -156,7 +157,7 @@ func (n *session) whyOff(ctx context.Context, w Workflow) (string, error) {
 		off = "not published"
 	}
 	ran, err := n.Client.ProductionRuns(ctx, w.ID)
-	var ne *Error
+	var ne *n8n.Error
 	if errors.As(err, &ne) && (ne.Status == http.StatusForbidden || ne.Status == http.StatusNotFound) {
 		n.rep.add(Note, "workflow %s %q holds a guarded write (%q) and is %s; whether n8n ran it before cannot be read (the API key lacks execution:list)", w.ID, w.Name, writes[0], off)
 		return "", nil

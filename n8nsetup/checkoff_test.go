@@ -1,4 +1,4 @@
-package n8n
+package n8nsetup
 
 import (
 	"context"
@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/n8n-guard/n8n-guard/n8n"
 	"github.com/n8n-guard/n8n-guard/workflows"
 )
 
@@ -43,7 +44,7 @@ func TestCheckListsGuardedWorkflowsThatAreOff(t *testing.T) {
 			}
 			in.runs = map[string][]string{leadToCRM: c.runs}
 			in.runsStatus = c.runsStatus
-			rep, err := inst.Check(context.Background(), Filter{})
+			rep, err := inst.Check(context.Background(), n8n.Filter{})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -1,4 +1,4 @@
-package n8n
+package n8nsetup
 
 import (
 	"context"
@@ -7,26 +7,34 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+
+	"github.com/n8n-guard/n8n-guard/n8n"
 )
+
+// answer is what a fake n8n sends: a status and a body.
+type answer = struct {
+	status int
+	body   string
+}
 
 func TestN8NVersionSupport(t *testing.T) {
 	for _, c := range []struct {
 		name string
-		v    Version
+		v    n8n.Version
 		ok   bool
 	}{
-		{"1.113.3, proven", Version{1, 113, 3, true, FromSettings}, true},
-		{"a later 1.x", Version{1, 123, 0, true, FromSettings}, true},
-		{"2.41.1, proven", Version{2, 41, 1, true, FromMetrics}, true},
-		{"2.x or later, inferred", Version{Major: 2, From: FromInferred}, true},
-		{"3.4.4, on n8n's documented changes", Version{3, 4, 4, true, FromMetrics}, true},
-		{"3.x given", Version{Major: 3, From: FromGiven}, true},
-		{"1.112, before the public API setup needs", Version{1, 112, 9, true, FromSettings}, false},
-		{"0.236", Version{0, 236, 0, true, FromSettings}, false},
-		{"4.0, never checked", Version{4, 0, 0, true, FromMetrics}, false},
+		{"1.113.3, proven", n8n.Version{Major: 1, Minor: 113, Patch: 3, Exact: true, From: n8n.FromSettings}, true},
+		{"a later 1.x", n8n.Version{Major: 1, Minor: 123, Patch: 0, Exact: true, From: n8n.FromSettings}, true},
+		{"2.41.1, proven", n8n.Version{Major: 2, Minor: 41, Patch: 1, Exact: true, From: n8n.FromMetrics}, true},
+		{"2.x or later, inferred", n8n.Version{Major: 2, From: n8n.FromInferred}, true},
+		{"3.4.4, on n8n's documented changes", n8n.Version{Major: 3, Minor: 4, Patch: 4, Exact: true, From: n8n.FromMetrics}, true},
+		{"3.x given", n8n.Version{Major: 3, From: n8n.FromGiven}, true},
+		{"1.112, before the public API setup needs", n8n.Version{Major: 1, Minor: 112, Patch: 9, Exact: true, From: n8n.FromSettings}, false},
+		{"0.236", n8n.Version{Major: 0, Minor: 236, Patch: 0, Exact: true, From: n8n.FromSettings}, false},
+		{"4.0, never checked", n8n.Version{Major: 4, Minor: 0, Patch: 0, Exact: true, From: n8n.FromMetrics}, false},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			err := c.v.Supported()
+			err := supported(c.v)
 			if (err == nil) != c.ok {
 				t.Fatalf("supported(%s) = %v, want ok=%v", c.v, err, c.ok)
 			}
@@ -43,17 +51,17 @@ func TestN8NVersionSupport(t *testing.T) {
 func TestVersionDescribe(t *testing.T) {
 	for _, c := range []struct {
 		name    string
-		v       Version
+		v       n8n.Version
 		want    []string
 		mustNot []string
 	}{
-		{"2.41.1 from the metrics", Version{2, 41, 1, true, FromMetrics}, []string{"n8n 2.41.1 at http://n8n:5678 (", "/metrics"}, []string{"not run here", "inferred", "note:"}},
-		{"3.4.4 from the metrics", Version{3, 4, 4, true, FromMetrics}, []string{"n8n 3.4.4 at http://n8n:5678 (", "/metrics", "\n  note: n8n 3.x is checked against n8n's documented 3.0 changes", "not run here", "2.41.1", "1.113.3"}, nil},
-		{"3.x given", Version{Major: 3, From: FromGiven}, []string{"n8n 3.x at http://n8n:5678 (as given by --n8n-version)", "not run here"}, []string{"or later"}},
-		{"inferred", Version{Major: 2, From: FromInferred}, []string{"n8n 2.x or later at http://n8n:5678 (inferred", "--n8n-version", "not run here"}, nil},
+		{"2.41.1 from the metrics", n8n.Version{Major: 2, Minor: 41, Patch: 1, Exact: true, From: n8n.FromMetrics}, []string{"n8n 2.41.1 at http://n8n:5678 (", "/metrics"}, []string{"not run here", "inferred", "note:"}},
+		{"3.4.4 from the metrics", n8n.Version{Major: 3, Minor: 4, Patch: 4, Exact: true, From: n8n.FromMetrics}, []string{"n8n 3.4.4 at http://n8n:5678 (", "/metrics", "\n  note: n8n 3.x is checked against n8n's documented 3.0 changes", "not run here", "2.41.1", "1.113.3"}, nil},
+		{"3.x given", n8n.Version{Major: 3, From: n8n.FromGiven}, []string{"n8n 3.x at http://n8n:5678 (as given by --n8n-version)", "not run here"}, []string{"or later"}},
+		{"inferred", n8n.Version{Major: 2, From: n8n.FromInferred}, []string{"n8n 2.x or later at http://n8n:5678 (inferred", "--n8n-version", "not run here"}, nil},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			got := c.v.Describe("http://n8n:5678")
+			got := Describe(c.v, "http://n8n:5678")
 			for _, w := range c.want {
 				if !strings.Contains(got, w) {
 					t.Errorf("%q does not say %q", got, w)
@@ -87,14 +95,14 @@ func TestReadVersion(t *testing.T) {
 		wantErr         string
 		wantMetricsRead bool
 	}{
-		{name: "1.x says it in its settings", settings: `{"data":{"versionCli":"1.113.3","settingsMode":"all"}}`, want: "1.113.3", wantFrom: FromSettings},
-		{name: "3.x says it at /metrics", settings: public, metrics: &answer{200, metrics3}, want: "3.4.4", wantFrom: FromMetrics, wantMetricsRead: true},
-		{name: "a custom metrics prefix", settings: public, metrics: &answer{200, "acme_version_info{version=\"v2.41.1\"} 1\n"}, want: "2.41.1", wantFrom: FromMetrics, wantMetricsRead: true},
-		{name: "metrics off: inferred and said so", settings: public, want: "2.x or later", wantFrom: FromInferred, wantMetricsRead: true},
-		{name: "metrics without n8n's version", settings: public, metrics: &answer{200, "n8n_nodejs_version_info{version=\"v22.19.0\"} 1\n"}, want: "2.x or later", wantFrom: FromInferred, wantMetricsRead: true},
-		{name: "metrics behind a login page", settings: public, metrics: &answer{200, "<html>sign in</html>"}, want: "2.x or later", wantFrom: FromInferred, wantMetricsRead: true},
-		{name: "the operator says 3.4.4", settings: public, given: "3.4.4", want: "3.4.4", wantFrom: FromGiven, wantMetricsRead: true},
-		{name: "the operator says 3.x", settings: public, given: "3.x", want: "3.x", wantFrom: FromGiven, wantMetricsRead: true},
+		{name: "1.x says it in its settings", settings: `{"data":{"versionCli":"1.113.3","settingsMode":"all"}}`, want: "1.113.3", wantFrom: n8n.FromSettings},
+		{name: "3.x says it at /metrics", settings: public, metrics: &answer{200, metrics3}, want: "3.4.4", wantFrom: n8n.FromMetrics, wantMetricsRead: true},
+		{name: "a custom metrics prefix", settings: public, metrics: &answer{200, "acme_version_info{version=\"v2.41.1\"} 1\n"}, want: "2.41.1", wantFrom: n8n.FromMetrics, wantMetricsRead: true},
+		{name: "metrics off: inferred and said so", settings: public, want: "2.x or later", wantFrom: n8n.FromInferred, wantMetricsRead: true},
+		{name: "metrics without n8n's version", settings: public, metrics: &answer{200, "n8n_nodejs_version_info{version=\"v22.19.0\"} 1\n"}, want: "2.x or later", wantFrom: n8n.FromInferred, wantMetricsRead: true},
+		{name: "metrics behind a login page", settings: public, metrics: &answer{200, "<html>sign in</html>"}, want: "2.x or later", wantFrom: n8n.FromInferred, wantMetricsRead: true},
+		{name: "the operator says 3.4.4", settings: public, given: "3.4.4", want: "3.4.4", wantFrom: n8n.FromGiven, wantMetricsRead: true},
+		{name: "the operator says 3.x", settings: public, given: "3.x", want: "3.x", wantFrom: n8n.FromGiven, wantMetricsRead: true},
 		{name: "the operator contradicts n8n", settings: public, metrics: &answer{200, metrics3}, given: "2.41.1", wantErr: "n8n says it is 3.4.4", wantMetricsRead: true},
 		{name: "the operator says 1.x of a 2.x-style n8n", settings: public, given: "1.113.3", wantErr: "answers as n8n 2.x or later", wantMetricsRead: true},
 		{name: "a 4.x is refused", settings: public, metrics: &answer{200, "n8n_version_info{version=\"v4.0.1\"} 1\n"}, wantErr: "not supported", wantMetricsRead: true},
@@ -127,7 +135,7 @@ func TestReadVersion(t *testing.T) {
 				}
 			}))
 			t.Cleanup(srv.Close)
-			inst, err := Connect(context.Background(), New(srv.URL, "key", 0), c.given)
+			inst, err := Connect(context.Background(), n8n.New(srv.URL, "key", 0), c.given)
 			if metricsRead.Load() != c.wantMetricsRead {
 				t.Errorf("/metrics read = %v, want %v", metricsRead.Load(), c.wantMetricsRead)
 			}

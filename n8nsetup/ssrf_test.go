@@ -1,4 +1,4 @@
-package n8n
+package n8nsetup
 
 import (
 	"context"
@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/n8n-guard/n8n-guard/n8n"
 	"github.com/n8n-guard/n8n-guard/workflows"
 )
 
@@ -78,7 +79,7 @@ func TestCheckWarnsOfN8nsSSRFProtection(t *testing.T) {
 				workflows.SetConfig(w.Nodes, workflows.GuardURL, c.guardURL)
 			}
 			in.failed = c.failed
-			rep, err := inst.Check(context.Background(), Filter{})
+			rep, err := inst.Check(context.Background(), n8n.Filter{})
 			if err != nil {
 				t.Fatal(err)
 			}

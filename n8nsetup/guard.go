@@ -1,4 +1,4 @@
-package n8n
+package n8nsetup
 
 import (
 	"crypto/sha1"
@@ -8,6 +8,7 @@ import (
 	"regexp"
 	"strings"
 
+	"github.com/n8n-guard/n8n-guard/n8n"
 	"github.com/n8n-guard/n8n-guard/rerun"
 	"github.com/n8n-guard/n8n-guard/workflows"
 )
@@ -71,7 +72,7 @@ const GatePrefix = rerun.GateNodePrefix
 // The names of the nodes the rewrite adds, from the guarded node's name.
 func guardNames(node string) map[string]string {
 	return map[string]string{
-		"reserve":    "n8n-guard: reserve " + node,
+		"reserve":    n8n.ReserveNodePrefix + node, // what a re-run reads the gate's keys from
 		"proceed":    "n8n-guard: proceed with " + node + "?",
 		"item":       "n8n-guard: item for " + node,
 		"complete":   "n8n-guard: complete " + node,

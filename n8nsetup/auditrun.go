@@ -1,8 +1,9 @@
-package n8n
+package n8nsetup
 
 import (
 	"context"
 
+	"github.com/n8n-guard/n8n-guard/n8n"
 	"github.com/n8n-guard/n8n-guard/workflows"
 )
 
@@ -31,8 +32,8 @@ func (a *Audit) Unguarded(acceptUnclassified bool) int {
 // Audit reads every workflow in scope (on 2.x the published version and,
 // when there are unpublished edits, the draft too) and lists each node
 // that writes to another system, guarded or not.
-func (inst *Instance) Audit(ctx context.Context, scope Filter) (*Audit, error) {
-	all, err := inst.Client.Workflows(ctx, Filter{})
+func (inst *Instance) Audit(ctx context.Context, scope n8n.Filter) (*Audit, error) {
+	all, err := inst.Client.Workflows(ctx, n8n.Filter{})
 	if err != nil {
 		return nil, err
 	}
@@ -44,14 +45,14 @@ func (inst *Instance) Audit(ctx context.Context, scope Filter) (*Audit, error) {
 	handlers := errorHandlers(all)
 	a := &Audit{Findings: []Finding{}}
 	for _, w := range targets {
-		if w.IsArchived || w.HasErrorTrigger() {
+		if w.IsArchived || hasErrorTrigger(w) {
 			continue
 		}
 		a.Workflows++
-		if w.Draft() && w.ActiveVersion == nil {
+		if hasDraft(w) && w.ActiveVersion == nil {
 			// The listing may leave the published version out; one
 			// workflow's own answer carries it.
-			if one, err := inst.Client.Workflow(ctx, w.ID); err == nil {
+			if one, err := inst.workflow(ctx, w.ID); err == nil {
 				w = one
 			}
 		}
@@ -68,7 +69,7 @@ func (inst *Instance) Audit(ctx context.Context, scope Filter) (*Audit, error) {
 
 // errorHandlers are the guard's error workflows on the instance: the
 // shipped handler, by its id (CLI import) or name (setup).
-func errorHandlers(all []Workflow) map[string]bool {
+func errorHandlers(all []n8n.Workflow) map[string]bool {
 	shipped, err := workflows.Shipped()
 	ids := map[string]bool{}
 	if err != nil {
@@ -84,9 +85,9 @@ func errorHandlers(all []Workflow) map[string]bool {
 
 // snapshots are the versions of w that run or will run: on 2.x with
 // unpublished edits, the published version and the draft.
-func snapshots(w Workflow) ([]Snapshot, string) {
+func snapshots(w n8n.Workflow) ([]Snapshot, string) {
 	draft := Snapshot{ID: w.ID, Name: w.Name, Nodes: w.Nodes, Connections: w.Connections, Settings: w.Settings}
-	if !w.Draft() {
+	if !hasDraft(w) {
 		return []Snapshot{draft}, ""
 	}
 	draft.Version = "draft"

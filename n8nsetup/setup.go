@@ -1,4 +1,4 @@
-package n8n
+package n8nsetup
 
 import (
 	"context"
@@ -9,13 +9,14 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/n8n-guard/n8n-guard/n8n"
 	"github.com/n8n-guard/n8n-guard/workflows"
 )
 
 // Instance is one n8n as setup and check see it.
 type Instance struct {
-	Client  *Client
-	Version Version
+	Client  *n8n.Client
+	Version n8n.Version
 	// Resolve finds the addresses of the guard's host for check's SSRF
 	// warning; nil is the system's resolver.
 	Resolve Resolver
@@ -25,17 +26,17 @@ type Instance struct {
 // given is the version the operator says n8n is (--n8n-version), "" for
 // none: it stands in for a version n8n did not tell, and must agree with
 // one it did.
-func Connect(ctx context.Context, c *Client, given string) (*Instance, error) {
+func Connect(ctx context.Context, c *n8n.Client, given string) (*Instance, error) {
 	v, err := c.Version(ctx)
 	if err != nil {
 		return nil, err
 	}
 	if given != "" {
-		if v, err = v.with(given); err != nil {
+		if v, err = withGiven(v, given); err != nil {
 			return nil, err
 		}
 	}
-	if err := v.Supported(); err != nil {
+	if err := supported(v); err != nil {
 		return nil, err
 	}
 	if err := c.Ping(ctx); err != nil {
@@ -63,7 +64,7 @@ type SetupOptions struct {
 	// Examples installs the example workflows (never published).
 	Examples bool
 	// Scope limits which workflows get the error handler.
-	Scope  Filter
+	Scope  n8n.Filter
 	DryRun bool
 }
 
@@ -88,7 +89,7 @@ func (inst *Instance) Setup(ctx context.Context, o SetupOptions) (*Report, error
 }
 
 func (n *session) setup(ctx context.Context, o SetupOptions) error {
-	all, err := n.Client.Workflows(ctx, Filter{})
+	all, err := n.Client.Workflows(ctx, n8n.Filter{})
 	if err != nil {
 		return err
 	}
@@ -131,12 +132,12 @@ type setupCreds struct {
 // setupCredentials finds or makes the API token credential, and the
 // resume and check credentials when a workflow (or an example) needs
 // them or their secret is given.
-func (n *session) setupCredentials(ctx context.Context, all []Workflow, handler *Workflow, o SetupOptions) (setupCreds, error) {
+func (n *session) setupCredentials(ctx context.Context, all []n8n.Workflow, handler *n8n.Workflow, o SetupOptions) (setupCreds, error) {
 	c := setupCreds{
 		resume: guardCredential{workflows.ResumeCredentialID, workflows.ResumeCredentialName},
 		check:  guardCredential{workflows.CheckCredentialID, workflows.CheckCredentialName},
 	}
-	creds, listed, err := n.Client.Credentials(ctx, n.Version.Major)
+	creds, listed, err := n.credentials(ctx)
 	if err != nil {
 		return c, err
 	}
@@ -165,33 +166,33 @@ func (n *session) setupCredentials(ctx context.Context, all []Workflow, handler 
 // wireTargets wires the Wait nodes of the workflows in scope to the
 // resume credential, their checks to the check credential, and points
 // those without an error workflow at the handler.
-func (n *session) wireTargets(ctx context.Context, targets []Workflow, c setupCreds, handlerID string) error {
+func (n *session) wireTargets(ctx context.Context, targets []n8n.Workflow, c setupCreds, handlerID string) error {
 	if c.resume.ID != workflows.ResumeCredentialID {
-		if err := n.eachTarget(targets, func(w Workflow) bool { return waitsOn(w, c.resume) },
-			func(w Workflow) error { return n.wireResume(ctx, w, c.resume) }); err != nil {
+		if err := n.eachTarget(targets, func(w n8n.Workflow) bool { return waitsOn(w, c.resume) },
+			func(w n8n.Workflow) error { return n.wireResume(ctx, w, c.resume) }); err != nil {
 			return err
 		}
 	}
 	if c.check.ID != workflows.CheckCredentialID {
-		if err := n.eachTarget(targets, func(w Workflow) bool { return checksOn(w, c.check, c.resumeIDs) },
-			func(w Workflow) error { return n.wireCheck(ctx, w, c.check, c.resumeIDs) }); err != nil {
+		if err := n.eachTarget(targets, func(w n8n.Workflow) bool { return checksOn(w, c.check, c.resumeIDs) },
+			func(w n8n.Workflow) error { return n.wireCheck(ctx, w, c.check, c.resumeIDs) }); err != nil {
 			return err
 		}
 	}
-	return n.eachTarget(targets, func(w Workflow) bool { return !w.HasErrorTrigger() && w.ErrorWorkflow() == "" },
-		func(w Workflow) error { return n.pointAtHandler(ctx, w, handlerID) })
+	return n.eachTarget(targets, func(w n8n.Workflow) bool { return !hasErrorTrigger(w) && errorWorkflow(w) == "" },
+		func(w n8n.Workflow) error { return n.pointAtHandler(ctx, w, handlerID) })
 }
 
 // eachTarget does do on every workflow that is not archived and that
-// wants it; n8n's refusal of one (an *Error) is reported as not done and
+// wants it; n8n's refusal of one (an *n8n.Error) is reported as not done and
 // the others go on, any other error stops.
-func (n *session) eachTarget(targets []Workflow, wants func(Workflow) bool, do func(Workflow) error) error {
+func (n *session) eachTarget(targets []n8n.Workflow, wants func(n8n.Workflow) bool, do func(n8n.Workflow) error) error {
 	for _, w := range targets {
 		if w.IsArchived || !wants(w) {
 			continue
 		}
 		if err := do(w); err != nil {
-			var ne *Error
+			var ne *n8n.Error
 			if !errors.As(err, &ne) {
 				return err
 			}
@@ -212,8 +213,8 @@ func (n *session) noteUnlistedCredentials() {
 
 // scoped narrows all to the workflows of a tag or project. A scope that
 // matches nothing is an error: "all fine" about no workflow would be a lie.
-func (n *session) scoped(ctx context.Context, all []Workflow, scope Filter) ([]Workflow, error) {
-	if scope == (Filter{}) {
+func (n *session) scoped(ctx context.Context, all []n8n.Workflow, scope n8n.Filter) ([]n8n.Workflow, error) {
+	if scope == (n8n.Filter{}) {
 		return all, nil
 	}
 	targets, err := n.Client.Workflows(ctx, scope)
@@ -240,7 +241,7 @@ type guardCredential struct{ ID, Name string }
 // credential finds the guard's credential or creates it when a token was
 // given. 1.x cannot list credentials: there the handler's own reference is
 // trusted.
-func (n *session) credential(ctx context.Context, handler *Workflow, creds []Credential, listed bool, token string) (guardCredential, error) {
+func (n *session) credential(ctx context.Context, handler *n8n.Workflow, creds []Credential, listed bool, token string) (guardCredential, error) {
 	if listed {
 		for _, c := range creds {
 			if c.Name == workflows.CredentialName && c.Type == workflows.CredentialType {
@@ -263,7 +264,7 @@ func (n *session) credential(ctx context.Context, handler *Workflow, creds []Cre
 	if n.dryRun {
 		return guardCredential{"(new)", workflows.CredentialName}, nil
 	}
-	c, err := n.Client.CreateGuardCredential(ctx, token)
+	c, err := n.createGuardCredential(ctx, token)
 	return guardCredential{c.ID, c.Name}, err
 }
 
@@ -273,10 +274,10 @@ func (n *session) credential(ctx context.Context, handler *Workflow, creds []Cre
 // to one that is not the shipped placeholder is trusted. n8n's API never
 // shows a credential's value, so a secret changed since is not seen here:
 // delete the credential in n8n and run setup again.
-func (n *session) resumeCredential(ctx context.Context, all []Workflow, creds []Credential, listed bool, secret string) (guardCredential, error) {
+func (n *session) resumeCredential(ctx context.Context, all []n8n.Workflow, creds []Credential, listed bool, secret string) (guardCredential, error) {
 	return n.headerCredential(ctx, headerAuth{
 		name: workflows.ResumeCredentialName, placeholder: workflows.ResumeCredentialID, header: workflows.ResumeHeader,
-		purpose: "resume", env: "N8N_GUARD_RESUME_SECRET", file: ResumeSecretFile, checkedBy: "the Wait nodes of parking workflows",
+		purpose: "resume", env: "N8N_GUARD_RESUME_SECRET", file: n8n.ResumeSecretFile, checkedBy: "the Wait nodes of parking workflows",
 		uses: func(node map[string]any) (string, bool) { return workflows.UsesResumeCredential(node) },
 	}, all, creds, listed, secret)
 }
@@ -294,7 +295,7 @@ type headerAuth struct {
 // headerCredential finds the credential h or creates it when the guard's
 // secret for it was given. Where credentials cannot be listed (1.x) a
 // node's reference to one that is not a shipped placeholder is trusted.
-func (n *session) headerCredential(ctx context.Context, h headerAuth, all []Workflow, creds []Credential, listed bool, secret string) (guardCredential, error) {
+func (n *session) headerCredential(ctx context.Context, h headerAuth, all []n8n.Workflow, creds []Credential, listed bool, secret string) (guardCredential, error) {
 	if listed {
 		for _, c := range creds {
 			if c.Name == h.name && c.Type == workflows.CredentialType {
@@ -319,13 +320,13 @@ func (n *session) headerCredential(ctx context.Context, h headerAuth, all []Work
 	if n.dryRun {
 		return guardCredential{"(new)", h.name}, nil
 	}
-	c, err := n.Client.CreateHeaderAuth(ctx, h.name, h.header, secret)
+	c, err := n.createHeaderAuth(ctx, h.name, h.header, secret)
 	return guardCredential{c.ID, c.Name}, err
 }
 
 // parks reports whether any workflow has a Wait node that checks the
 // guard's resume calls: only then is the resume credential needed.
-func parks(all []Workflow) bool {
+func parks(all []n8n.Workflow) bool {
 	for _, w := range all {
 		for _, node := range w.Nodes {
 			if _, ok := workflows.UsesResumeCredential(node); ok && !w.IsArchived {
@@ -338,7 +339,7 @@ func parks(all []Workflow) bool {
 
 // waitsOn reports whether w has a Wait node checking the resume header
 // that is not wired to the resume credential c.
-func waitsOn(w Workflow, c guardCredential) bool {
+func waitsOn(w n8n.Workflow, c guardCredential) bool {
 	for _, node := range w.Nodes {
 		if id, ok := workflows.UsesResumeCredential(node); ok && id != c.ID {
 			return true
@@ -348,7 +349,7 @@ func waitsOn(w Workflow, c guardCredential) bool {
 }
 
 // wireResume points w's Wait nodes at the resume credential.
-func (n *session) wireResume(ctx context.Context, w Workflow, c guardCredential) error {
+func (n *session) wireResume(ctx context.Context, w n8n.Workflow, c guardCredential) error {
 	return n.rewire(ctx, w, "its Wait nodes check the resume credential", "the Wait nodes", c,
 		func(nodes []map[string]any) { workflows.PointResumeCredential(nodes, c.ID, c.Name) })
 }
@@ -358,14 +359,14 @@ func (n *session) wireResume(ctx context.Context, w Workflow, c guardCredential)
 // one goes live with the change; one with unpublished edits keeps them
 // unpublished, and the user is told (live) that the wiring takes effect
 // when they publish.
-func (n *session) rewire(ctx context.Context, w Workflow, live, what string, c guardCredential, point func([]map[string]any)) error {
+func (n *session) rewire(ctx context.Context, w n8n.Workflow, live, what string, c guardCredential, point func([]map[string]any)) error {
 	var nodes []map[string]any
 	b, _ := json.Marshal(w.Nodes)
 	_ = json.Unmarshal(b, &nodes)
 	point(nodes)
 	publish := w.ActiveVersionID != nil && *w.ActiveVersionID != "" && *w.ActiveVersionID == w.VersionID
 	if !n.dryRun {
-		if err := n.Client.UpdateWorkflow(ctx, w.ID, WorkflowBody{w.Name, nodes, w.Connections, w.Settings}, n.Version.Major, publish); err != nil {
+		if err := n.updateWorkflow(ctx, w.ID, WorkflowBody{w.Name, nodes, w.Connections, w.Settings}, publish); err != nil {
 			return err
 		}
 	}
@@ -395,17 +396,17 @@ func resumeCredentialIDs(creds []Credential, resume guardCredential) []string {
 // checkCredential finds the credential the checks' webhooks check on the
 // guard's check calls, or creates it when the guard's check secret was
 // given; as resumeCredential does for the Wait nodes.
-func (n *session) checkCredential(ctx context.Context, all []Workflow, creds []Credential, listed bool, secret string) (guardCredential, error) {
+func (n *session) checkCredential(ctx context.Context, all []n8n.Workflow, creds []Credential, listed bool, secret string) (guardCredential, error) {
 	return n.headerCredential(ctx, headerAuth{
 		name: workflows.CheckCredentialName, placeholder: workflows.CheckCredentialID, header: workflows.CheckHeader,
-		purpose: "check", env: "N8N_GUARD_CHECK_SECRET", file: CheckSecretFile, checkedBy: "the Webhook nodes of checks",
+		purpose: "check", env: "N8N_GUARD_CHECK_SECRET", file: n8n.CheckSecretFile, checkedBy: "the Webhook nodes of checks",
 		uses: func(node map[string]any) (string, bool) { return workflows.CheckCredentialOf(node) },
 	}, all, creds, listed, secret)
 }
 
 // hasChecks reports whether any workflow has a check's webhook: only then
 // is the check credential needed.
-func hasChecks(all []Workflow, resumeIDs []string) bool {
+func hasChecks(all []n8n.Workflow, resumeIDs []string) bool {
 	for _, w := range all {
 		if !w.IsArchived && checksOn(w, guardCredential{}, resumeIDs) {
 			return true
@@ -416,7 +417,7 @@ func hasChecks(all []Workflow, resumeIDs []string) bool {
 
 // checksOn reports whether w has a check's webhook not wired to the check
 // credential c.
-func checksOn(w Workflow, c guardCredential, resumeIDs []string) bool {
+func checksOn(w n8n.Workflow, c guardCredential, resumeIDs []string) bool {
 	for _, node := range w.Nodes {
 		if id, ok := workflows.CheckCredentialOf(node, resumeIDs...); ok && id != c.ID {
 			return true
@@ -428,14 +429,14 @@ func checksOn(w Workflow, c guardCredential, resumeIDs []string) bool {
 // wireCheck points w's check webhooks at the check credential, as
 // wireResume does for Wait nodes: a check made before checks had a secret
 // of their own leaves the resume credential.
-func (n *session) wireCheck(ctx context.Context, w Workflow, c guardCredential, resumeIDs []string) error {
+func (n *session) wireCheck(ctx context.Context, w n8n.Workflow, c guardCredential, resumeIDs []string) error {
 	return n.rewire(ctx, w, "its check webhook checks the check credential", "the check webhook", c,
 		func(nodes []map[string]any) { workflows.PointCheckCredential(nodes, c.ID, c.Name, resumeIDs...) })
 }
 
 // findShipped finds an installed copy of a shipped workflow: by its id (a
 // CLI import keeps it), else by its name (the public API assigns ids).
-func findShipped(all []Workflow, wf workflows.Workflow) *Workflow {
+func findShipped(all []n8n.Workflow, wf workflows.Workflow) *n8n.Workflow {
 	for i := range all {
 		if all[i].ID == wf.ID && !all[i].IsArchived {
 			return &all[i]
@@ -451,7 +452,7 @@ func findShipped(all []Workflow, wf workflows.Workflow) *Workflow {
 
 // desired is a shipped workflow as it should be on this instance: the
 // guard's address (given, else the installed one's) and the credential.
-func desired(wf workflows.Workflow, installed *Workflow, cred, resume guardCredential, guardURL string) (workflows.Workflow, error) {
+func desired(wf workflows.Workflow, installed *n8n.Workflow, cred, resume guardCredential, guardURL string) (workflows.Workflow, error) {
 	var out workflows.Workflow
 	b, _ := json.Marshal(wf)
 	_ = json.Unmarshal(b, &out) // a deep copy: the shipped value stays as shipped
@@ -471,7 +472,7 @@ func desired(wf workflows.Workflow, installed *Workflow, cred, resume guardCrede
 
 // installHandler creates or updates the error handler and puts it live on
 // 2.x; it answers the handler's id.
-func (n *session) installHandler(ctx context.Context, installed *Workflow, wf workflows.Workflow, cred guardCredential, guardURL string) (string, error) {
+func (n *session) installHandler(ctx context.Context, installed *n8n.Workflow, wf workflows.Workflow, cred guardCredential, guardURL string) (string, error) {
 	want, err := desired(wf, installed, cred, guardCredential{}, guardURL)
 	if err != nil {
 		return "", err
@@ -481,7 +482,7 @@ func (n *session) installHandler(ctx context.Context, installed *Workflow, wf wo
 	case installed == nil:
 		n.change("create workflow %q", want.Name)
 		if !n.dryRun {
-			created, err := n.Client.CreateWorkflow(ctx, want)
+			created, err := n.createWorkflow(ctx, want)
 			if err != nil {
 				return "", err
 			}
@@ -493,7 +494,7 @@ func (n *session) installHandler(ctx context.Context, installed *Workflow, wf wo
 		if !n.dryRun {
 			// The handler is ours: on 2.x its update goes live at once.
 			body := WorkflowBody{want.Name, want.Nodes, want.Connections, installed.Settings}
-			if err := n.Client.UpdateWorkflow(ctx, id, body, n.Version.Major, true); err != nil {
+			if err := n.updateWorkflow(ctx, id, body, true); err != nil {
 				return "", err
 			}
 		}
@@ -508,7 +509,7 @@ func (n *session) installHandler(ctx context.Context, installed *Workflow, wf wo
 	if installed == nil || !installed.Published() {
 		n.change("publish workflow %s %q (2.x runs only published error workflows)", id, want.Name)
 		if !n.dryRun {
-			if err := n.Client.Publish(ctx, id, n.Version.Major); err != nil {
+			if err := n.publish(ctx, id); err != nil {
 				return "", err
 			}
 		}
@@ -518,7 +519,7 @@ func (n *session) installHandler(ctx context.Context, installed *Workflow, wf wo
 
 // installExample creates an example workflow that is not there yet; one
 // that is there belongs to the user and is left as it is.
-func (n *session) installExample(ctx context.Context, installed *Workflow, wf workflows.Workflow, cred, resume, check guardCredential, handlerID, guardURL string) error {
+func (n *session) installExample(ctx context.Context, installed *n8n.Workflow, wf workflows.Workflow, cred, resume, check guardCredential, handlerID, guardURL string) error {
 	if installed != nil {
 		return nil
 	}
@@ -532,7 +533,7 @@ func (n *session) installExample(ctx context.Context, installed *Workflow, wf wo
 	if n.dryRun {
 		return nil
 	}
-	_, err = n.Client.CreateWorkflow(ctx, want)
+	_, err = n.createWorkflow(ctx, want)
 	return err
 }
 
@@ -540,14 +541,14 @@ func (n *session) installExample(ctx context.Context, installed *Workflow, wf wo
 // 2.x workflow's published version: the save goes live without publishing
 // anything (publishIfActive=false), so edits a user has not published stay
 // unpublished.
-func (n *session) pointAtHandler(ctx context.Context, w Workflow, handlerID string) error {
+func (n *session) pointAtHandler(ctx context.Context, w n8n.Workflow, handlerID string) error {
 	settings := map[string]any{}
 	for k, v := range w.Settings {
 		settings[k] = v
 	}
 	settings["errorWorkflow"] = handlerID
 	if !n.dryRun {
-		if err := n.Client.UpdateWorkflow(ctx, w.ID, WorkflowBody{w.Name, w.Nodes, w.Connections, settings}, n.Version.Major, false); err != nil {
+		if err := n.updateWorkflow(ctx, w.ID, WorkflowBody{w.Name, w.Nodes, w.Connections, settings}, false); err != nil {
 			return err
 		}
 	}

@@ -1,9 +1,10 @@
-package n8n
+package n8nsetup
 
 import (
 	"context"
 	"fmt"
 
+	"github.com/n8n-guard/n8n-guard/n8n"
 	"github.com/n8n-guard/n8n-guard/workflows"
 )
 
@@ -35,11 +36,11 @@ func (inst *Instance) Guard(ctx context.Context, o GuardOptions) (*Report, error
 }
 
 func (n *session) guard(ctx context.Context, o GuardOptions) error {
-	all, err := n.Client.Workflows(ctx, Filter{})
+	all, err := n.Client.Workflows(ctx, n8n.Filter{})
 	if err != nil {
 		return err
 	}
-	w, err := n.Client.Workflow(ctx, o.WorkflowID)
+	w, err := n.workflow(ctx, o.WorkflowID)
 	if err != nil {
 		return err
 	}
@@ -59,7 +60,7 @@ func (n *session) guard(ctx context.Context, o GuardOptions) error {
 	} else {
 		n.rep.add(Note, "n8n-guard's error handler is not installed: run `n8n-guard n8n setup` so that failures reach their owner")
 	}
-	creds, listed, err := n.Client.Credentials(ctx, n.Version.Major)
+	creds, listed, err := n.credentials(ctx)
 	if err != nil {
 		return err
 	}
@@ -80,14 +81,14 @@ func (n *session) guard(ctx context.Context, o GuardOptions) error {
 	if len(rw.Changes) == 0 {
 		return nil
 	}
-	publish := w.Published() && !w.Draft()
+	publish := w.Published() && !hasDraft(w)
 	if !n.dryRun {
-		if err := n.Client.UpdateWorkflow(ctx, w.ID, WorkflowBody{w.Name, rw.Nodes, rw.Connections, rw.Settings}, n.Version.Major, publish); err != nil {
+		if err := n.updateWorkflow(ctx, w.ID, WorkflowBody{w.Name, rw.Nodes, rw.Connections, rw.Settings}, publish); err != nil {
 			return err
 		}
 	}
 	switch {
-	case n.Version.Major >= 2 && w.Draft():
+	case n.Version.Major >= 2 && hasDraft(w):
 		n.rep.add(Note, "workflow %s %q has unpublished edits: the guard is saved with them and takes effect when you publish it", w.ID, w.Name)
 	case !w.Published():
 		n.rep.add(Note, "workflow %s %q is not published: the guard takes effect when you publish it", w.ID, w.Name)
@@ -97,7 +98,7 @@ func (n *session) guard(ctx context.Context, o GuardOptions) error {
 
 // guardedBefore: guard placed its reserve in front of node before (with
 // either kind of nodes).
-func guardedBefore(w Workflow, node string) bool {
+func guardedBefore(w n8n.Workflow, node string) bool {
 	name := guardNames(node)["reserve"]
 	for _, n := range w.Nodes {
 		if n["name"] == name {
@@ -110,7 +111,7 @@ func guardedBefore(w Workflow, node string) bool {
 // guardNodes decides which nodes guard places (communityNodeType) and
 // finds their credentials: the community node's, or the HTTP templates'
 // "n8n-guard API token"; with Park the Wait node's.
-func (n *session) guardNodes(ctx context.Context, o GuardOptions, spec *GuardSpec, all []Workflow, handler *Workflow, creds []Credential, listed bool) error {
+func (n *session) guardNodes(ctx context.Context, o GuardOptions, spec *GuardSpec, all []n8n.Workflow, handler *n8n.Workflow, creds []Credential, listed bool) error {
 	var err error
 	if spec.NodeType, err = n.communityNodeType(ctx, all, o.Use, spec.Park); err != nil {
 		return err

@@ -1,9 +1,10 @@
-package n8n
+package n8nsetup
 
 import (
 	"context"
 	"testing"
 
+	"github.com/n8n-guard/n8n-guard/n8n"
 	"github.com/n8n-guard/n8n-guard/workflows"
 )
 
@@ -34,7 +35,7 @@ func TestSetupGivesChecksTheirOwnCredential(t *testing.T) {
 		return ""
 	}
 
-	rep, err := inst.Check(ctx, Filter{})
+	rep, err := inst.Check(ctx, n8n.Filter{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -61,7 +62,7 @@ func TestSetupGivesChecksTheirOwnCredential(t *testing.T) {
 	if got := webhookCredential(); got != check.ID {
 		t.Fatalf("the check's webhook checks %q, want the check credential %s", got, check.ID)
 	}
-	rep, err = inst.Check(ctx, Filter{})
+	rep, err = inst.Check(ctx, n8n.Filter{})
 	if err != nil || noted(rep, "checks the resume credential") {
 		t.Fatalf("check after setup: %v %+v", err, rep.Steps)
 	}

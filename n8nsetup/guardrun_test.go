@@ -1,4 +1,4 @@
-package n8n
+package n8nsetup
 
 import (
 	"context"
@@ -6,16 +6,17 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/n8n-guard/n8n-guard/n8n"
 	"github.com/n8n-guard/n8n-guard/workflows"
 )
 
 // addUnguarded puts the webhook → POST workflow in, published, and when
 // draft is set with an unpublished edit saved after it (2.x).
-func (in *instance) addUnguarded(t *testing.T, draft bool) *Workflow {
+func (in *instance) addUnguarded(t *testing.T, draft bool) *n8n.Workflow {
 	t.Helper()
 	s := unguarded(t, "webhook-post.json")
 	pub := "v-pub"
-	w := &Workflow{ID: "WLEAD", Name: s.Name, Nodes: s.Nodes, Connections: s.Connections, Settings: s.Settings, Active: true, VersionID: pub, ActiveVersionID: &pub}
+	w := &n8n.Workflow{ID: "WLEAD", Name: s.Name, Nodes: s.Nodes, Connections: s.Connections, Settings: s.Settings, Active: true, VersionID: pub, ActiveVersionID: &pub}
 	if draft {
 		w.VersionID = "v-draft"
 	}
@@ -97,8 +98,8 @@ func TestGuardRunNeedsTheGuardsCredential(t *testing.T) {
 	}
 }
 
-func derefAll(ws []*Workflow) []Workflow {
-	var out []Workflow
+func derefAll(ws []*n8n.Workflow) []n8n.Workflow {
+	var out []n8n.Workflow
 	for _, w := range ws {
 		out = append(out, *w)
 	}
@@ -117,7 +118,7 @@ func TestGuardRunParkMakesTheResumeCredentialWhereN8nHasNone(t *testing.T) {
 	in.creds = append(in.creds, Credential{ID: "CRED", Name: workflows.CredentialName, Type: workflows.CredentialType})
 	workflows.PointCredential(in.wfs[0].Nodes, "CRED", workflows.CredentialName)
 	s := unguarded(t, "schedule-split-post.json")
-	w := &Workflow{ID: "WBATCH", Name: s.Name, Nodes: s.Nodes, Connections: s.Connections, Settings: s.Settings}
+	w := &n8n.Workflow{ID: "WBATCH", Name: s.Name, Nodes: s.Nodes, Connections: s.Connections, Settings: s.Settings}
 	in.wfs = append(in.wfs, w)
 	o := GuardOptions{WorkflowID: w.ID, Spec: GuardSpec{Node: "Post order", Key: "'batch-' + $json.id", Park: true}}
 

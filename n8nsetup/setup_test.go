@@ -1,9 +1,10 @@
-package n8n
+package n8nsetup
 
 import (
 	"strings"
 	"testing"
 
+	"github.com/n8n-guard/n8n-guard/n8n"
 	"github.com/n8n-guard/n8n-guard/workflows"
 )
 
@@ -55,7 +56,7 @@ func TestDesiredHandler(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		want, err := desired(handler(t), &Workflow{Nodes: installed.Nodes}, cred, guardCredential{}, "")
+		want, err := desired(handler(t), &n8n.Workflow{Nodes: installed.Nodes}, cred, guardCredential{}, "")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -93,24 +94,24 @@ func TestSameNodes(t *testing.T) {
 
 func TestWhySilent(t *testing.T) {
 	published := "v1"
-	handler := Workflow{ID: "H", Name: "handler", Active: true, ActiveVersionID: &published,
+	handler := n8n.Workflow{ID: "H", Name: "handler", Active: true, ActiveVersionID: &published,
 		Nodes: []map[string]any{{"type": "n8n-nodes-base.errorTrigger"},
 			{"credentials": map[string]any{workflows.CredentialType: map[string]any{"id": "C"}}}}}
 	draft := handler
 	draft.ID, draft.Active, draft.ActiveVersionID = "D", false, nil
-	byID := map[string]Workflow{"H": handler, "D": draft}
-	with := func(ew string) Workflow {
-		return Workflow{ID: "W", Settings: map[string]any{"errorWorkflow": ew}}
+	byID := map[string]n8n.Workflow{"H": handler, "D": draft}
+	with := func(ew string) n8n.Workflow {
+		return n8n.Workflow{ID: "W", Settings: map[string]any{"errorWorkflow": ew}}
 	}
 	for _, c := range []struct {
 		name   string
 		major  int
-		w      Workflow
+		w      n8n.Workflow
 		creds  map[string]bool
 		listed bool
 		want   string
 	}{
-		{"no error workflow", 2, Workflow{ID: "W"}, nil, true, "no error workflow"},
+		{"no error workflow", 2, n8n.Workflow{ID: "W"}, nil, true, "no error workflow"},
 		{"error workflow gone", 2, with("X"), nil, true, "does not exist"},
 		{"error workflow unpublished on 2.x", 2, with("D"), map[string]bool{"C": true}, true, "not published"},
 		{"unpublished is fine on 1.x", 1, with("D"), nil, false, ""},

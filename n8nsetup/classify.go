@@ -1,8 +1,10 @@
-package n8n
+package n8nsetup
 
 import (
 	"fmt"
 	"strings"
+
+	"github.com/n8n-guard/n8n-guard/n8n"
 )
 
 // Effect is what a node does to other systems, as far as its type and
@@ -145,15 +147,15 @@ func baseNodes(names ...string) map[string]bool {
 	return m
 }
 
-// guardPaths are the guard's own API routes, which its HTTP templates call.
-var guardPaths = []string{"/v1/reserve", "/v1/complete", "/v1/fail", "/v1/lookup", "/v1/resolve", "/v1/keys", "/v1/n8n/error"}
-
-// Classify says what a node does to other systems.
+// Classify says what a node does to other systems; which nodes call the
+// guard is the runtime adapter's rule (n8n.GuardOperation), which OffWatch
+// shares.
 func Classify(n map[string]any) Classification {
+	if op := n8n.GuardOperation(n); op != "" {
+		return Classification{Effect: Guard, Operation: op}
+	}
 	t := nodeType(n)
 	switch {
-	case isCommunityGuard(n):
-		return Classification{Effect: Guard, Operation: guardOperation(n)}
 	case t == "n8n-nodes-base.httpRequest":
 		return classifyHTTP(n)
 	case isTrigger(n):
@@ -239,9 +241,6 @@ func isReadOperation(op string) bool {
 // names it requestMethod; every version defaults to GET.
 func classifyHTTP(n map[string]any) Classification {
 	p := params(n)
-	if isGuardURL(str(p, "url")) {
-		return Classification{Effect: Guard, Operation: guardOperation(n)}
-	}
 	method := str(p, "method")
 	if method == "" {
 		method = str(p, "requestMethod")
@@ -258,15 +257,6 @@ func classifyHTTP(n map[string]any) Classification {
 	return Classification{Effect: Write, Operation: method}
 }
 
-func isGuardURL(u string) bool {
-	for _, p := range guardPaths {
-		if strings.Contains(u, p) {
-			return true
-		}
-	}
-	return false
-}
-
 func isExpression(s string) bool { return strings.HasPrefix(s, "=") }
 
 // isTrigger: n8n names every trigger node …Trigger, except these.
@@ -279,30 +269,7 @@ func isTrigger(n map[string]any) bool {
 	return strings.HasSuffix(t, "Trigger")
 }
 
-// isCommunityGuard: the community node, installed as a package
-// (n8n-nodes-n8n-guard.n8nGuard) or as a custom extension (CUSTOM.n8nGuard).
-func isCommunityGuard(n map[string]any) bool {
-	return strings.HasSuffix(nodeType(n), ".n8nGuard")
-}
-
-// guardOperation is which of the guard's operations a guard node calls.
-func guardOperation(n map[string]any) string {
-	p := params(n)
-	if isCommunityGuard(n) {
-		if op := str(p, "operation"); op != "" {
-			return op
-		}
-		return "reserve"
-	}
-	u := str(p, "url")
-	for _, op := range []string{"reserve", "complete", "fail", "lookup", "resolve"} {
-		if strings.Contains(u, "/v1/"+op) {
-			return op
-		}
-	}
-	return "other"
-}
-
+// isGuardOp: n is an enabled call of the guard's operation op.
 func isGuardOp(n map[string]any, op string) bool {
-	return Classify(n).Effect == Guard && guardOperation(n) == op && !disabled(n)
+	return n8n.GuardOperation(n) == op && !disabled(n)
 }
