@@ -39,3 +39,30 @@ func TestWithinFailsNamingWhatNeverCame(t *testing.T) {
 		t.Fatalf("Within gave up before its deadline")
 	}
 }
+
+func TestValueReturnsWhatHeld(t *testing.T) {
+	var n atomic.Int32
+	f := &fakeT{TB: t}
+	got := Value(f, Deadline, "the third poll", func() (int32, bool) { v := n.Add(1); return v, v == 3 })
+	if f.failed.Load() || got != 3 {
+		t.Fatalf("Value failed (%v) or returned %d, want 3", f.failed.Load(), got)
+	}
+}
+
+func TestValueFailsNamingTheLastValueSeen(t *testing.T) {
+	var n atomic.Int32
+	f := &fakeT{TB: t}
+	Value(f, 30*time.Millisecond, "a count that never reaches -1", func() (int32, bool) { return n.Add(1), false })
+	if !f.failed.Load() || f.msg != "timed out after %s waiting for %s; last seen: %+v" {
+		t.Fatalf("Value did not fail naming the last value: %v %q", f.failed.Load(), f.msg)
+	}
+}
+
+func TestPollSaysWhetherTheConditionHeld(t *testing.T) {
+	if !Poll(Deadline, func() bool { return true }) {
+		t.Fatal("Poll said a holding condition did not hold")
+	}
+	if Poll(10*time.Millisecond, func() bool { return false }) {
+		t.Fatal("Poll said a condition that never holds held")
+	}
+}
