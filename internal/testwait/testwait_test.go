@@ -66,3 +66,14 @@ func TestPollSaysWhetherTheConditionHeld(t *testing.T) {
 		t.Fatal("Poll said a condition that never holds held")
 	}
 }
+
+func TestPollEveryAsksAtMostOncePerPause(t *testing.T) {
+	var n atomic.Int32
+	start := time.Now()
+	PollEvery(300*time.Millisecond, 100*time.Millisecond, func() bool { n.Add(1); return false })
+	// 1+2+4+...+64 ms of short polls, then 100 ms pauses: about 10 asks in
+	// 300 ms; a 20 ms cap would ask about 20 times.
+	if got := n.Load(); got > 12 || time.Since(start) < 300*time.Millisecond {
+		t.Fatalf("asked %d times in %s, want at most 12", got, time.Since(start))
+	}
+}
