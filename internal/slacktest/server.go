@@ -21,7 +21,8 @@ const Token = "xoxb-test"
 // does, records every call, and can misbehave like Slack: a mode (or a
 // script of modes for the next calls) makes it answer
 //
-//	"ok"                429 → "429" with Retry-After (SetRetryAfter, 1 s by default)
+//	"ok"                as Slack does when all is well
+//	"429"               429 with Retry-After (SetRetryAfter, 1 s by default)
 //	"5xx"               503 with an HTML body
 //	"slow"              the answer after SetSlow's delay (the message lands first)
 //	"timeout"           no answer until the client gives up
@@ -182,6 +183,28 @@ func (f *Server) Calls() []Call {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return append([]Call(nil), f.calls...)
+}
+
+// CallsOf returns the calls of method to channel ("" for any channel),
+// answered or refused.
+func (f *Server) CallsOf(method, channel string) []Call {
+	var out []Call
+	for _, c := range f.Calls() {
+		if c.Method == method && (channel == "" || c.Channel == channel) {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// Last returns the latest call of method, answered or refused; a zero
+// Call when there was none.
+func (f *Server) Last(method string) Call {
+	calls := f.CallsOf(method, "")
+	if len(calls) == 0 {
+		return Call{}
+	}
+	return calls[len(calls)-1]
 }
 
 // Delivered returns the calls of method ("" for all) that Slack accepted.
