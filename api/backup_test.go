@@ -16,6 +16,7 @@ import (
 	bbolt "go.etcd.io/bbolt"
 
 	"github.com/n8n-guard/n8n-guard/api"
+	"github.com/n8n-guard/n8n-guard/internal/testwait"
 	"github.com/n8n-guard/n8n-guard/keystore"
 	"github.com/n8n-guard/n8n-guard/keystore/bolt"
 )
@@ -104,11 +105,5 @@ func TestBackupClientHangsUp(t *testing.T) {
 		t.Fatalf("%d read transactions open while the copy is being sent, want 1", n)
 	}
 	conn.Close()
-	deadline := time.Now().Add(10 * time.Second)
-	for e.store.DB().Stats().OpenTxN != 0 {
-		if time.Now().After(deadline) {
-			t.Fatal("the snapshot stayed open after the client hung up")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	testwait.Within(t, 10*time.Second, "the snapshot closed after the client hung up", func() bool { return e.store.DB().Stats().OpenTxN == 0 })
 }

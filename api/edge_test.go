@@ -15,6 +15,7 @@ import (
 	"github.com/n8n-guard/n8n-guard/api"
 	"github.com/n8n-guard/n8n-guard/api/problem"
 	"github.com/n8n-guard/n8n-guard/internal/logbuf"
+	"github.com/n8n-guard/n8n-guard/internal/testwait"
 )
 
 // rawRequest opens a connection, writes head (a request's header, with
@@ -154,26 +155,24 @@ func TestConnectionCap(t *testing.T) {
 	for _, c := range holders {
 		c.Close()
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		res, err := e.client.Get(e.url + "/metrics")
-		if err == nil {
-			b, _ := io.ReadAll(res.Body)
-			res.Body.Close()
-			if res.StatusCode == http.StatusOK {
-				var refused int
-				for _, line := range strings.Split(string(b), "\n") {
-					fmt.Sscanf(line, "n8n_guard_connections_refused_total %d", &refused)
-				}
-				if refused < 2 {
-					t.Fatalf("%d refusals counted, want at least 2", refused)
-				}
-				return
-			}
+	var metrics []byte
+	var err error
+	if !testwait.Poll(5*time.Second, func() bool {
+		var res *http.Response
+		if res, err = e.client.Get(e.url + "/metrics"); err != nil {
+			return false
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("not served after the slots were freed: %v", err)
-		}
-		time.Sleep(100 * time.Millisecond)
+		metrics, _ = io.ReadAll(res.Body)
+		res.Body.Close()
+		return res.StatusCode == http.StatusOK
+	}) {
+		t.Fatalf("not served after the slots were freed: %v", err)
+	}
+	var refused int
+	for _, line := range strings.Split(string(metrics), "\n") {
+		fmt.Sscanf(line, "n8n_guard_connections_refused_total %d", &refused)
+	}
+	if refused < 2 {
+		t.Fatalf("%d refusals counted, want at least 2", refused)
 	}
 }

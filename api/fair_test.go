@@ -15,6 +15,7 @@ import (
 
 	"github.com/n8n-guard/n8n-guard/api"
 	"github.com/n8n-guard/n8n-guard/api/problem"
+	"github.com/n8n-guard/n8n-guard/internal/testwait"
 )
 
 // dialFrom opens a connection to the server from a loopback source
@@ -99,16 +100,13 @@ func TestClientConnectionShare(t *testing.T) {
 	// A closed unauthenticated connection gives its place back too (after
 	// its careful close has ended).
 	idle[1].Close()
-	deadline := time.Now().Add(5 * time.Second)
-	for {
+	var status int
+	if !testwait.PollEvery(5*time.Second, 50*time.Millisecond, func() bool { // each try is a connection
 		res, _ := sendOn(t, dialFrom(t, e, "127.0.0.2"), lookupReq(testToken, ""))
-		if res.StatusCode == 200 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("a closed connection's place was never given back: %d", res.StatusCode)
-		}
-		time.Sleep(50 * time.Millisecond)
+		status = res.StatusCode
+		return status == 200
+	}) {
+		t.Fatalf("a closed connection's place was never given back: %d", status)
 	}
 	m := e.get(t, "/metrics")
 	if !strings.Contains(string(m.Body), `n8n_guard_client_limit_refusals_total{limit="connections"} `) ||

@@ -20,9 +20,9 @@ import (
 
 	"github.com/n8n-guard/n8n-guard/api"
 	"github.com/n8n-guard/n8n-guard/api/problem"
+	"github.com/n8n-guard/n8n-guard/internal/fakeclock"
 	"github.com/n8n-guard/n8n-guard/keystore"
 	"github.com/n8n-guard/n8n-guard/keystore/bolt"
-	"github.com/n8n-guard/n8n-guard/keystore/storetest"
 	"github.com/n8n-guard/n8n-guard/notify"
 	notifybolt "github.com/n8n-guard/n8n-guard/notify/bolt"
 	"github.com/n8n-guard/n8n-guard/slack"
@@ -103,7 +103,7 @@ func checkResponse(spec *specDoc, r *resp) error {
 // Slack: its worker is not started), real HTTP on loopback.
 type env struct {
 	url    string
-	clock  *storetest.Clock
+	clock  *fakeclock.Clock
 	store  *bolt.Store
 	srv    *api.Server
 	client *http.Client
@@ -144,7 +144,7 @@ func start(t testing.TB, opts ...envOption) *env {
 	for _, o := range opts {
 		o(&cfg)
 	}
-	clock := storetest.NewClock()
+	clock := fakeclock.New()
 	if !cfg.policies.Resume.Configured() && !cfg.noN8n { // the n8n instances the tests' resume URLs name
 		cfg.policies.Resume = testResumeTargets(t)
 	}

@@ -11,7 +11,7 @@ import (
 
 	"github.com/n8n-guard/n8n-guard/api"
 	"github.com/n8n-guard/n8n-guard/api/access"
-	"github.com/n8n-guard/n8n-guard/keystore/storetest"
+	"github.com/n8n-guard/n8n-guard/internal/fakeclock"
 )
 
 // One reserve token floods the failure intake with made-up failures (2,000
@@ -21,7 +21,7 @@ import (
 // flooding token gets through again once its bucket refills. The limiter
 // runs on the test's clock, not the wall's.
 func TestFailureIntakeIsLimitedPerToken(t *testing.T) {
-	clock := storetest.NewClock()
+	clock := fakeclock.New()
 	const perMinute = 6 // one every 10 s, in bursts of 6
 	tokens := map[string]string{"team-crm": "crm-token-value", "team-pay": "pay-token-value"}
 	var ts []api.TokenScope

@@ -12,6 +12,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/n8n-guard/n8n-guard/internal/testwait"
 )
 
 const (
@@ -71,7 +73,7 @@ func TestApprovalBeforeWriting(t *testing.T) {
 	}
 	posts := 0
 	for _, m := range s.slack.Messages() {
-		if m.Method == "chat.postMessage" && strings.Contains(m.Text, "waits for your approval") {
+		if m.Method == "chat.postMessage" && strings.Contains(m.Content(), "waits for your approval") {
 			posts++
 		}
 	}
@@ -106,7 +108,7 @@ func TestApprovalBeforeWriting(t *testing.T) {
 	if rej.Reason != "approval_rejected" || rej.Retryable || rej.Message != "duplicate of INV-1041" {
 		t.Fatalf("inv-3: %+v, want failed for good with the reason", rej)
 	}
-	waitFor(t, 60*time.Second, "the rejected execution reports its end", func() bool { return outcomes.Writes("inv-3") == 1 })
+	testwait.WithinEvery(t, 60*time.Second, testwait.Outside, "the rejected execution reports its end", func() bool { return outcomes.Writes("inv-3") == 1 })
 	if body := outcomes.LastBody("inv-3"); body["outcome"] != "rejected" || body["message"] != "duplicate of INV-1041" {
 		t.Fatalf("the rejected execution ended with %v", body)
 	}
@@ -150,27 +152,13 @@ func (s *suite) decide(t *testing.T, verb, key, by, note string) (int, string) {
 func (s *suite) waitRecord(t *testing.T, key string, timeout time.Duration, ok func(record) bool) record {
 	t.Helper()
 	var last record
-	deadline := time.Now().Add(timeout)
-	for time.Now().Before(deadline) {
+	if testwait.PollEvery(timeout, testwait.Outside, func() bool {
 		rec, err := s.guard.Lookup("invoices", key)
-		if err == nil && ok(rec) {
-			return rec
-		}
 		last = rec
-		time.Sleep(250 * time.Millisecond)
+		return err == nil && ok(rec)
+	}) {
+		return last
 	}
 	t.Fatalf("%s: the record stayed %+v for %s (guard log: %s)", key, last, timeout, filepath.Join(s.work, "guard.log"))
 	return last
-}
-
-func waitFor(t *testing.T, timeout time.Duration, what string, ok func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for time.Now().Before(deadline) {
-		if ok() {
-			return
-		}
-		time.Sleep(250 * time.Millisecond)
-	}
-	t.Fatalf("%s: not within %s", what, timeout)
 }

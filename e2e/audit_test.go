@@ -14,6 +14,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/n8n-guard/n8n-guard/internal/testwait"
 )
 
 // The three unguarded workflows a team typically has (n8nsetup/testdata/unguarded).
@@ -171,7 +173,7 @@ func TestAuditFindsUnguardedWritesAndGuardMakesThemExactlyOnce(t *testing.T) {
 			t.Fatal(err)
 		}
 		// It keeps running (every 3 s) until n8n stops at the end of the test.
-		waitFor(t, 3*time.Minute, "three runs of the batch", func() bool { return s.runs(t, ctx, api, id) >= 3 })
+		testwait.WithinEvery(t, 3*time.Minute, testwait.Outside, "three runs of the batch", func() bool { return s.runs(t, ctx, api, id) >= 3 })
 		for _, o := range []string{"order-1", "order-2", "order-3"} {
 			if w := s.crm.Writes("batch-" + o); w != 1 {
 				t.Errorf("%s written %d times, want once", o, w)

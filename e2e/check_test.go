@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/n8n-guard/n8n-guard/internal/testwait"
 	"github.com/n8n-guard/n8n-guard/workflows"
 )
 
@@ -102,8 +103,8 @@ func TestCheckBeforePaging(t *testing.T) {
 	t.Run("nobody was paged about the keys the check decided", func(t *testing.T) {
 		time.Sleep(3 * time.Second) // past the group window: a page would be out by now
 		for _, m := range s.slack.Messages() {
-			if strings.Contains(m.Text, "evt-chk-found") || strings.Contains(m.Text, "evt-chk-absent") || strings.Contains(m.Text, "went unknown") {
-				t.Fatalf("a person was paged: %s %s", m.Method, tail(m.Text, 400))
+			if strings.Contains(m.Content(), "evt-chk-found") || strings.Contains(m.Content(), "evt-chk-absent") || strings.Contains(m.Content(), "went unknown") {
+				t.Fatalf("a person was paged: %s %s", m.Method, tail(m.Content(), 400))
 			}
 		}
 	})
@@ -129,10 +130,11 @@ func TestCheckBeforePaging(t *testing.T) {
 func (s *suite) waitState(t *testing.T, key, state string, timeout time.Duration) record {
 	t.Helper()
 	var rec record
-	for deadline := time.Now().Add(timeout); time.Now().Before(deadline); time.Sleep(250 * time.Millisecond) {
-		if rec = s.lookup(t, "crm-contacts", key); rec.State == state {
-			return rec
-		}
+	if testwait.PollEvery(timeout, testwait.Outside, func() bool {
+		rec = s.lookup(t, "crm-contacts", key)
+		return rec.State == state
+	}) {
+		return rec
 	}
 	t.Fatalf("%s is %+v after %s, want %s (guard log: %s)", key, rec, timeout, state, s.guard.logPath)
 	return rec

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/n8n-guard/n8n-guard/client"
+	"github.com/n8n-guard/n8n-guard/internal/testwait"
 )
 
 // TestContainer builds the image of deploy/container (the documented
@@ -132,19 +133,16 @@ func TestContainer(t *testing.T) {
 	logs := func() string { out, _ := pm("logs", name); return out }
 	waitReady := func() {
 		t.Helper()
-		deadline := time.Now().Add(60 * time.Second)
-		for {
-			resp, err := http.Get(g.URL() + "/readyz")
-			if err == nil {
-				resp.Body.Close()
-				if resp.StatusCode == 200 {
-					return
-				}
+		var err error
+		if !testwait.PollEvery(60*time.Second, testwait.Outside, func() bool {
+			var resp *http.Response
+			if resp, err = http.Get(g.URL() + "/readyz"); err != nil {
+				return false
 			}
-			if time.Now().After(deadline) {
-				t.Fatalf("the container is not ready after 60s: %v\n%s", err, logs())
-			}
-			time.Sleep(250 * time.Millisecond)
+			resp.Body.Close()
+			return resp.StatusCode == 200
+		}) {
+			t.Fatalf("the container is not ready after 60s: %v\n%s", err, logs())
 		}
 	}
 	stop := func() {
@@ -281,15 +279,13 @@ func TestContainer(t *testing.T) {
 		}
 		deadline := time.Now().Add(90 * time.Second)
 		for _, k := range keys {
-			for {
-				rec, err := g.Lookup("crm-contacts", k)
-				if err == nil && rec.State == "completed" {
-					break
-				}
-				if time.Now().After(deadline) {
-					t.Fatalf("%s not caught up by the container within 90 s: %+v %v\n%s", k, rec, err, logs())
-				}
-				time.Sleep(500 * time.Millisecond)
+			var rec record
+			var err error
+			if !testwait.PollEvery(time.Until(deadline), 500*time.Millisecond, func() bool {
+				rec, err = g.Lookup("crm-contacts", k)
+				return err == nil && rec.State == "completed"
+			}) {
+				t.Fatalf("%s not caught up by the container within 90 s: %+v %v\n%s", k, rec, err, logs())
 			}
 		}
 		s.exactlyOnce(t, keys)

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/n8n-guard/n8n-guard/internal/testwait"
 )
 
 // TestGuardParkCatchesUpABatch: `n8n guard --park` on an existing batch
@@ -51,7 +53,7 @@ func TestGuardParkCatchesUpABatch(t *testing.T) {
 	if err := api.publish(ctx, id, s.install.Major()); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 2*time.Minute, "the three orders parked", func() bool {
+	testwait.WithinEvery(t, 2*time.Minute, testwait.Outside, "the three orders parked", func() bool {
 		for _, o := range orders {
 			if rec, err := s.guard.Lookup(ns, o); err != nil || rec.State != "parked" {
 				return false
@@ -71,7 +73,7 @@ func TestGuardParkCatchesUpABatch(t *testing.T) {
 	// Three more runs hand the same orders out again: nothing more is
 	// written.
 	done := s.runs(t, ctx, api, id)
-	waitFor(t, 2*time.Minute, "three more runs of the batch", func() bool { return s.runs(t, ctx, api, id) >= done+3 })
+	testwait.WithinEvery(t, 2*time.Minute, testwait.Outside, "three more runs of the batch", func() bool { return s.runs(t, ctx, api, id) >= done+3 })
 	for _, o := range orders {
 		if w := s.crm.Writes(o); w != 1 {
 			t.Errorf("%s written %d times, want once", o, w)

@@ -11,6 +11,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/n8n-guard/n8n-guard/internal/testwait"
 )
 
 // TestParking proves that an outage loses nothing, with the shipped lead workflow in a
@@ -95,7 +97,7 @@ func TestParking(t *testing.T) {
 		// it again in the same execution. So each is waited for, parked.
 		for _, k := range keys {
 			var rec record
-			waitFor(t, 60*time.Second, k+" parked with a resume URL", func() bool {
+			testwait.WithinEvery(t, 60*time.Second, testwait.Outside, k+" parked with a resume URL", func() bool {
 				rec = s.lookup(t, "crm-contacts", k)
 				return rec.State == "parked" && rec.ResumeURL != ""
 			})
@@ -301,21 +303,17 @@ func (s *suite) waitCompleted(t *testing.T, keys []string, timeout time.Duration
 // waitCompletedIn waits until every key of namespace is completed.
 func (s *suite) waitCompletedIn(t *testing.T, namespace string, keys []string, timeout time.Duration) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		var left []string
+	var left []string
+	if !testwait.PollEvery(timeout, 500*time.Millisecond, func() bool {
+		left = nil
 		for _, k := range keys {
 			if rec := s.lookup(t, namespace, k); rec.State != "completed" {
 				left = append(left, k+"="+rec.State)
 			}
 		}
-		if len(left) == 0 {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("not completed within %s: %v; see %s", timeout, left, s.work)
-		}
-		time.Sleep(500 * time.Millisecond)
+		return len(left) == 0
+	}) {
+		t.Fatalf("not completed within %s: %v; see %s", timeout, left, s.work)
 	}
 }
 
@@ -354,14 +352,11 @@ func executionID(t *testing.T, resumeURL string) string {
 // run), so a status read right after the completion can still say running.
 func (s *suite) executionEnded(t *testing.T, apiKey, id string, within time.Duration) (status string, reserves int) {
 	t.Helper()
-	deadline := time.Now().Add(within)
-	for {
+	testwait.PollEvery(within, testwait.Outside, func() bool {
 		status, reserves = s.execution(t, apiKey, id)
-		if (status != "running" && status != "new") || time.Now().After(deadline) {
-			return status, reserves
-		}
-		time.Sleep(250 * time.Millisecond)
-	}
+		return status != "running" && status != "new"
+	})
+	return status, reserves
 }
 
 func (s *suite) execution(t *testing.T, apiKey, id string) (status string, reserves int) {

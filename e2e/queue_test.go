@@ -15,6 +15,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/n8n-guard/n8n-guard/internal/testwait"
 )
 
 // TestQueueMode runs the shipped lead workflow on n8n in queue mode (main,
@@ -216,9 +218,7 @@ func (q *queueStack) caseKills(t *testing.T) {
 
 	// The kill: once writes are taken and their answers held (or, on a
 	// machine too loaded for that, once a few are done).
-	for q.crmFront.InFlight() < 3 && q.writes(keys) < 4 && ctx.Err() == nil {
-		time.Sleep(20 * time.Millisecond)
-	}
+	testwait.Poll(8*time.Minute, func() bool { return q.crmFront.InFlight() >= 3 || q.writes(keys) >= 4 || ctx.Err() != nil })
 	inFlight, writes := q.crmFront.InFlight(), q.writes(keys)
 	q.workers[0].Kill()
 	q.guards[0].Kill()

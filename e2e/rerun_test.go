@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/n8n-guard/n8n-guard/internal/testwait"
 )
 
 // TestRerunAfterACRMOutageWritesEachEventOnce: a workflow guarded by
@@ -67,7 +69,7 @@ func TestRerunAfterACRMOutageWritesEachEventOnce(t *testing.T) {
 		}
 		t.Logf("%s during the outage: %s", l, tail(r.Raw, 300))
 	}
-	waitFor(t, 2*time.Minute, "each lead failed and waiting at its re-run gate", func() bool {
+	testwait.WithinEvery(t, 2*time.Minute, testwait.Outside, "each lead failed and waiting at its re-run gate", func() bool {
 		for _, l := range leads {
 			if rec, err := s.guard.Lookup(ns, l); err != nil || rec.State != "failed" || rec.last() != "rerun_gate" {
 				return false
@@ -86,7 +88,7 @@ func TestRerunAfterACRMOutageWritesEachEventOnce(t *testing.T) {
 	exec := gate[strings.LastIndex(gate, " ")+1:]
 	err = api.call(ctx, http.MethodPost, "/executions/"+exec+"/retry", map[string]any{"loadWorkflow": true}, nil)
 	t.Logf("n8n's retry of execution %s without a grant: %v", exec, err)
-	waitFor(t, time.Minute, "n8n's own retry stopped at the gate", func() bool {
+	testwait.WithinEvery(t, time.Minute, testwait.Outside, "n8n's own retry stopped at the gate", func() bool {
 		rec, err := s.guard.Lookup(ns, leads[0])
 		return err == nil && rec.last() == "rerun_gate" && rec.History[len(rec.History)-1].By != gate
 	})
@@ -160,7 +162,7 @@ func TestRerunAfterACRMOutageWritesEachEventOnce(t *testing.T) {
 		t.Errorf("the guard started %d re-runs for %d leads:\n%s", started, len(leads), log)
 	}
 
-	waitFor(t, time.Minute, "the forged key's re-run refused", func() bool {
+	testwait.WithinEvery(t, time.Minute, testwait.Outside, "the forged key's re-run refused", func() bool {
 		rec, err := s.guard.Lookup("e2e-forged", "forged-1")
 		return err == nil && rec.last() == "rerun_refused"
 	})

@@ -18,6 +18,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/n8n-guard/n8n-guard/internal/testwait"
 )
 
 // restartConfig: the woken bound is the namespace's lease (a woken
@@ -142,7 +144,7 @@ func TestN8NRestartWhileWoken(t *testing.T) {
 	// resumed, n8n answers 200 and their executions call Reserve key.
 	s.waitCompleted(t, []string{probe}, 90*time.Second)
 	woken := map[string]time.Time{} // key → resume_sent_at
-	waitFor(t, 2*time.Minute, "the three woken executions reserving (held by the proxy), n8n's 200 recorded", func() bool {
+	testwait.WithinEvery(t, 2*time.Minute, testwait.Outside, "the three woken executions reserving (held by the proxy), n8n's 200 recorded", func() bool {
 		for _, k := range keys {
 			if back.Held(k) == 0 || !front.Accepted(execs[k]) {
 				return false
@@ -201,7 +203,7 @@ func TestN8NRestartWhileWoken(t *testing.T) {
 	maxWoken := 0.0
 	lostAt := map[string]time.Time{}
 	deadline := lastWoken.Add(restartBound + 90*time.Second) // the bound, and a sweep's minute to spare
-	for len(lostAt) < len(keys) {
+	if !testwait.PollEvery(time.Until(deadline), time.Second, func() bool {
 		if m, err := s.guardMetrics(); err == nil {
 			maxWoken = max(maxWoken, m.value("n8n_guard_parked_woken", `destination="crm"`))
 		}
@@ -224,13 +226,9 @@ func TestN8NRestartWhileWoken(t *testing.T) {
 				t.Fatalf("%s: %+v while its woken execution was dead, want parked", k, rec.record)
 			}
 		}
-		if len(lostAt) == len(keys) {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("not all recorded resume_lost by %s (woken bound %s after the last wake, and 90 s): lost %v; see %s", deadline.Format(time.RFC3339), restartBound, lostAt, s.work)
-		}
-		time.Sleep(time.Second)
+		return len(lostAt) == len(keys)
+	}) {
+		t.Fatalf("not all recorded resume_lost by %s (woken bound %s after the last wake, and 90 s): lost %v; see %s", deadline.Format(time.RFC3339), restartBound, lostAt, s.work)
 	}
 	if maxWoken != float64(len(keys)) {
 		t.Errorf("n8n_guard_parked_woken{destination=\"crm\"} showed at most %v while the executions were woken, want %d", maxWoken, len(keys))
@@ -248,12 +246,12 @@ func TestN8NRestartWhileWoken(t *testing.T) {
 	// lost, not resumed (before: "caught up: 4 resumed, 0 lost" for good).
 	s.waitSlack(t, 60*time.Second, "caught up: 1 resumed, 3 lost (owner told)")
 	for _, msg := range s.slack.Messages() {
-		if strings.Contains(msg.Text, "caught up: 4 resumed") {
-			t.Errorf("the outage was shown caught up with the woken executions counted resumed: %s", tail(msg.Text, 300))
+		if strings.Contains(msg.Content(), "caught up: 4 resumed") {
+			t.Errorf("the outage was shown caught up with the woken executions counted resumed: %s", tail(msg.Content(), 300))
 		}
 	}
 
-	waitFor(t, 90*time.Second, "n8n_guard_parked_woken back to 0", func() bool {
+	testwait.WithinEvery(t, 90*time.Second, testwait.Outside, "n8n_guard_parked_woken back to 0", func() bool {
 		m, err := s.guardMetrics()
 		return err == nil && m.value("n8n_guard_parked_woken", `destination="crm"`) == 0
 	})
@@ -270,16 +268,16 @@ func TestN8NRestartWhileWoken(t *testing.T) {
 		m.value("n8n_guard_resume_calls_total", `answer="retry"`, `destination="crm"`))
 	posts := map[string]int{}
 	for _, msg := range s.slack.Messages() {
-		if msg.Method != "chat.postMessage" || !strings.Contains(msg.Text, "Parked event lost in n8n") {
+		if msg.Method != "chat.postMessage" || !strings.Contains(msg.Content(), "Parked event lost in n8n") {
 			continue
 		}
 		for _, k := range append([]string{probe, after}, keys...) {
-			if strings.Contains(msg.Text, k+" ") || strings.Contains(msg.Text, k+"`") || strings.Contains(msg.Text, k+"\"") {
+			if strings.Contains(msg.Content(), k+" ") || strings.Contains(msg.Content(), k+"`") || strings.Contains(msg.Content(), k+"\"") {
 				posts[k]++
 			}
 		}
-		if !strings.Contains(msg.Text, "U0CRMOWNER") {
-			t.Errorf("a parked_lost message does not name the owner U0CRMOWNER: %s", tail(msg.Text, 400))
+		if !strings.Contains(msg.Content(), "U0CRMOWNER") {
+			t.Errorf("a parked_lost message does not name the owner U0CRMOWNER: %s", tail(msg.Content(), 400))
 		}
 	}
 	for _, k := range keys {

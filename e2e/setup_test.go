@@ -149,7 +149,7 @@ func TestSetup(t *testing.T) {
 	for i := 1; i <= 10; i++ {
 		name, n := fmt.Sprintf("team-%02d", i), 0
 		for _, m := range s.slack.Messages() {
-			if strings.Contains(m.Text, name) {
+			if strings.Contains(m.Content(), name) {
 				n++
 			}
 		}

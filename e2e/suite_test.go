@@ -15,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/n8n-guard/n8n-guard/internal/slacktest"
+	"github.com/n8n-guard/n8n-guard/internal/testwait"
 	"github.com/n8n-guard/n8n-guard/workflows"
 )
 
@@ -71,7 +73,7 @@ type suite struct {
 	guard    *guard
 	crm      *target
 	mail     *target
-	slack    *fakeSlack
+	slack    *slacktest.Server
 	web      *http.Client
 
 	// noResumeCredential: importAll leaves the resume credential to
@@ -131,11 +133,11 @@ func newBareSuite(t *testing.T, webTimeout time.Duration, mode string) *suite {
 		t.Fatal(err)
 	}
 	t.Cleanup(s.mail.Close)
-	if s.slack, err = startFakeSlack(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(s.slack.Close)
-	t.Cleanup(func() { s.slack.Dump(filepath.Join(s.work, "slack.json")) })
+	s.slack = slacktest.New(t)
+	t.Cleanup(func() { // what was posted, for reading after a run
+		b, _ := json.MarshalIndent(s.slack.Messages(), "", "  ")
+		_ = os.WriteFile(filepath.Join(s.work, "slack.json"), b, 0o644)
+	})
 	return s
 }
 
@@ -410,22 +412,30 @@ func booking(number string) map[string]any {
 // waitSlack waits for a Slack message that contains every one of parts.
 func (s *suite) waitSlack(t *testing.T, timeout time.Duration, parts ...string) slackMessage {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
-	defer cancel()
-	m, err := s.slack.WaitFor(ctx, func(m slackMessage) bool {
-		for _, p := range parts {
-			if !strings.Contains(m.Channel+" "+m.Text, p) {
-				return false
+	var found slacktest.Call
+	if !testwait.Poll(timeout, func() bool {
+		for _, m := range s.slack.Messages() {
+			if containsAll(m.Channel+" "+m.Content(), parts) {
+				found = m
+				return true
 			}
 		}
-		return true
-	})
-	if err != nil {
+		return false
+	}) {
 		var got []string
 		for _, m := range s.slack.Messages() {
-			got = append(got, m.Method+" "+m.Channel+": "+tail(m.Text, 400))
+			got = append(got, m.Method+" "+m.Channel+": "+tail(m.Content(), 400))
 		}
 		t.Fatalf("no Slack message with %q within %s; got %d:\n%s", parts, timeout, len(got), strings.Join(got, "\n"))
 	}
-	return m
+	return found
+}
+
+func containsAll(s string, parts []string) bool {
+	for _, p := range parts {
+		if !strings.Contains(s, p) {
+			return false
+		}
+	}
+	return true
 }

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/n8n-guard/n8n-guard/client"
+	"github.com/n8n-guard/n8n-guard/internal/testwait"
 	"github.com/n8n-guard/n8n-guard/keystore"
 )
 
@@ -282,7 +283,7 @@ func (s *suite) caseErrorWorkflowRetries(t *testing.T) {
 	seen := func() int {
 		n := 0
 		for _, m := range s.slack.Messages() {
-			if strings.Contains(m.Text, "e2e-throws") {
+			if strings.Contains(m.Content(), "e2e-throws") {
 				n++
 			}
 		}
@@ -298,12 +299,8 @@ func (s *suite) caseErrorWorkflowRetries(t *testing.T) {
 	if err := s.guard.start(); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(60 * time.Second)
-	for seen() == before {
-		if time.Now().After(deadline) {
-			t.Fatalf("no new Slack message for e2e-throws within 60s after the guard came back")
-		}
-		time.Sleep(500 * time.Millisecond)
+	if !testwait.Poll(60*time.Second, func() bool { return seen() != before }) {
+		t.Fatalf("no new Slack message for e2e-throws within 60s after the guard came back")
 	}
 }
 

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/n8n-guard/n8n-guard/internal/slacktest"
 	"github.com/n8n-guard/n8n-guard/keystore"
 	"github.com/n8n-guard/n8n-guard/keystore/bolt"
 	. "github.com/n8n-guard/n8n-guard/notify"
@@ -23,8 +24,8 @@ import (
 const gatedNS = "invoices"
 
 func newApprovalHarness(t *testing.T) *keysHarness {
-	slack := newFakeSlack(t)
-	slack.groups["S0FIN"] = []string{"U0FIN1", "U0FIN2"}
+	slack := slacktest.New(t)
+	slack.AddGroup("S0FIN", "U0FIN1", "U0FIN2")
 	cfg := testConfig()
 	cfg.Namespaces = map[string]Route{gatedNS: {Channel: "C0FIN", Owner: "U0OWNER", Approvers: []string{"U0CTRL", "U0ANN", "S0FIN"},
 		Deciders: Deciders{Resolvers: []string{"U0HELPER"}, Escalation: []EscalationStep{{After: 30 * time.Minute, To: "U0BOSS"}}}}}
@@ -218,7 +219,7 @@ func TestApprovalButtons(t *testing.T) {
 	k.clock.Advance(31 * time.Minute)
 	k.pass()
 	k.pass()
-	var esc *slackCall
+	var esc *slacktest.Call
 	for _, p := range k.calls("chat.postMessage") {
 		if strings.Contains(p.Blocks, "Escalated") && strings.Contains(p.Blocks, "inv_3") {
 			esc = &p
@@ -284,7 +285,7 @@ func TestApprovalMessageShowsTheSummaryWithTheRequester(t *testing.T) {
 	reserve("inv_4711", "Invoice 4711 · 12,000 EUR · <!channel> & <https://evil.example|ACME>", "billing")
 	reserve("inv_4712", "", "")
 	k.pass()
-	posts := map[string]slackCall{}
+	posts := map[string]slacktest.Call{}
 	for _, p := range k.calls("chat.postMessage") {
 		for _, key := range []string{"inv_4711", "inv_4712"} {
 			if strings.Contains(p.Blocks, "`"+key+"`") {
@@ -293,7 +294,7 @@ func TestApprovalMessageShowsTheSummaryWithTheRequester(t *testing.T) {
 		}
 	}
 	type field struct{ Text string }
-	fieldsOf := func(p slackCall) []string {
+	fieldsOf := func(p slacktest.Call) []string {
 		var blocks []struct {
 			Type   string
 			Fields []field

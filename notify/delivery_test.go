@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/n8n-guard/n8n-guard/internal/slacktest"
+	"github.com/n8n-guard/n8n-guard/internal/testwait"
 	. "github.com/n8n-guard/n8n-guard/notify"
 )
 
@@ -46,8 +48,8 @@ func TestDeliveryAnswers(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			slack := newFakeSlack(t)
-			slack.retry = 7
+			slack := slacktest.New(t)
+			slack.SetRetryAfter(7)
 			slack.Script(tc.script...)
 			cfg := testConfig()
 			cfg.RetryFor = tc.retryFor
@@ -91,7 +93,7 @@ func TestDeliveryAnswers(t *testing.T) {
 // delivered exactly once.
 func TestOutageThenRecovery(t *testing.T) {
 	const n = 20
-	slack := newFakeSlack(t)
+	slack := slacktest.New(t)
 	h := newHarness(t, slack, testConfig())
 	slack.Off()
 	for i := range n {
@@ -145,14 +147,14 @@ func TestOutageThenRecovery(t *testing.T) {
 
 // A restart in the middle of an outage loses nothing: the outbox is on disk.
 func TestRestartMidOutage(t *testing.T) {
-	slack := newFakeSlack(t)
+	slack := slacktest.New(t)
 	restartMidOutage(t, newHarness(t, slack, testConfig()), slack, 5)
 }
 
 // restartMidOutage: Slack goes down, n failures arrive, the process dies
 // and starts again while Slack is still down; none is lost, and once Slack
 // is back (the first pass after the pause) each is delivered exactly once.
-func restartMidOutage(t *testing.T, h *harness, slack *fakeSlack, n int) {
+func restartMidOutage(t *testing.T, h *harness, slack *slacktest.Server, n int) {
 	t.Helper()
 	slack.Off()
 	for i := range n {
@@ -170,7 +172,7 @@ func restartMidOutage(t *testing.T, h *harness, slack *fakeSlack, n int) {
 	assertDeliveredOnce(t, h, slack, n)
 }
 
-func assertDeliveredOnce(t *testing.T, h *harness, slack *fakeSlack, n int) {
+func assertDeliveredOnce(t *testing.T, h *harness, slack *slacktest.Server, n int) {
 	t.Helper()
 	posts := slack.Delivered("chat.postMessage")
 	seen := map[string]int{}
@@ -189,8 +191,8 @@ func assertDeliveredOnce(t *testing.T, h *harness, slack *fakeSlack, n int) {
 // A Slack that accepts the connection but answers too late is unreachable
 // too: the request times out, the breaker opens, nothing is marked sent.
 func TestSlowSlackTimesOut(t *testing.T) {
-	slack := newFakeSlack(t)
-	slack.slow = 2 * time.Second
+	slack := slacktest.New(t)
+	slack.SetSlow(2 * time.Second)
 	slack.SetMode("slow")
 	h := newHarness(t, slack, testConfig(), func(o *harnessOptions) { o.Wire.RequestTimeout = 200 * time.Millisecond })
 	h.intake(failureBody("wf", "Node", "boom", "1"))
@@ -220,8 +222,8 @@ func TestSlowSlackTimesOut(t *testing.T) {
 			posts++
 		}
 	}
-	if posts != 2 || len(slack.history["C0ALERTS"]) != 2 {
-		t.Fatalf("%d posts, %d messages in the channel; want 2 each (no double post)", posts, len(slack.history["C0ALERTS"]))
+	if posts != 2 || len(slack.History("C0ALERTS")) != 2 {
+		t.Fatalf("%d posts, %d messages in the channel; want 2 each (no double post)", posts, len(slack.History("C0ALERTS")))
 	}
 }
 
@@ -231,7 +233,7 @@ func TestNoSlackConfigured(t *testing.T) {
 	ctx, cancel := contextWithCancel(t)
 	done := make(chan error)
 	go func() { done <- h.svc.Run(ctx) }()
-	time.Sleep(50 * time.Millisecond)
+	testwait.For(t, "the start's word that Slack is not configured", func() bool { return h.logs.Matching("Slack is not configured") > 0 })
 	cancel()
 	if err := <-done; err != nil {
 		t.Fatal(err)
@@ -245,7 +247,7 @@ func TestNoSlackConfigured(t *testing.T) {
 }
 
 func TestPurgeAfterRetention(t *testing.T) {
-	slack := newFakeSlack(t)
+	slack := slacktest.New(t)
 	cfg := testConfig()
 	cfg.Retention = 48 * time.Hour
 	h := newHarness(t, slack, cfg)

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/n8n-guard/n8n-guard/internal/slacktest"
 	. "github.com/n8n-guard/n8n-guard/notify"
 	notifybolt "github.com/n8n-guard/n8n-guard/notify/bolt"
 	slackapi "github.com/n8n-guard/n8n-guard/slack"
@@ -23,7 +24,7 @@ import (
 func TestKeystoreEventsToSlack(t *testing.T) {
 	ctx := context.Background()
 	clock := newTestClock()
-	slack := newFakeSlack(t)
+	slack := slacktest.New(t)
 	path := filepath.Join(t.TempDir(), "guard.db")
 	pol := keystore.Policies{Destinations: map[string]keystore.DestinationPolicy{
 		"hubspot": {Cooldown: 5 * time.Minute, FailureThreshold: 5, UnreachableThreshold: 1, Owner: "U0CRM"}}}
@@ -200,7 +201,7 @@ func (e events) Events(_ context.Context, after uint64, limit int) ([]keystore.E
 }
 
 func TestStuckKeyAlertedOnce(t *testing.T) {
-	slack := newFakeSlack(t)
+	slack := slacktest.New(t)
 	at := newTestClock().Now()
 	src := events{
 		{Seq: 1, At: at, Kind: keystore.EventKeyUnknown, Namespace: "ns", Key: "k1", Attempt: 1, Reason: keystore.ReasonLeaseExpired},

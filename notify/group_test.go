@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/n8n-guard/n8n-guard/internal/slacktest"
 	. "github.com/n8n-guard/n8n-guard/notify"
 
 	"github.com/n8n-guard/n8n-guard/keystore"
@@ -17,7 +18,7 @@ import (
 
 // newGroupHarness is newKeysHarness with the config given.
 func newGroupHarness(t testing.TB, cfg Config) *keysHarness {
-	slack := newFakeSlack(t)
+	slack := slacktest.New(t)
 	h := newHarness(t, slack, cfg)
 	ks, err := bolt.Open(filepath.Join(t.TempDir(), "keys.db"), bolt.Options{Clock: h.clock.Now})
 	if err != nil {
@@ -57,9 +58,9 @@ func (k *keysHarness) unknownStorm(n int) Notification {
 var buttonValueRE = regexp.MustCompile(`"value":"(n_[0-9a-f]+\|[0-9]+\|[0-9]+)"`)
 
 // lastShown is the message as Slack shows it now (the last post or update).
-func (k *keysHarness) lastShown() slackCall {
+func (k *keysHarness) lastShown() slacktest.Call {
 	k.t.Helper()
-	var last slackCall
+	var last slacktest.Call
 	for _, c := range k.slack.Delivered("") {
 		if c.Method == "chat.postMessage" || c.Method == "chat.update" {
 			last = c

@@ -4,6 +4,8 @@ import (
 	"strconv"
 	"testing"
 	"time"
+
+	"github.com/n8n-guard/n8n-guard/internal/slacktest"
 )
 
 // n8n's HTTP errors share one message per status class; failures with a
@@ -27,7 +29,7 @@ func TestGroupingKeepsDifferentCausesApart(t *testing.T) {
 // A group whose first message went dead (the bot was not in the channel)
 // must not swallow the failures that follow once the channel is fixed.
 func TestDeadHeadStartsANewGroup(t *testing.T) {
-	sl := newFakeSlack(t)
+	sl := slacktest.New(t)
 	h := newHarness(t, sl, testConfig())
 	sl.SetMode("not_in_channel")
 	h.intake(failureBody("orders-main", "POST", "boom 1", "1"))

@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/n8n-guard/n8n-guard/internal/fakeclock"
+	"github.com/n8n-guard/n8n-guard/internal/slacktest"
 	. "github.com/n8n-guard/n8n-guard/notify"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -20,32 +22,10 @@ import (
 	bolt "go.etcd.io/bbolt"
 )
 
-// testClock is a clock the test moves.
-type testClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func newTestClock() *testClock {
-	return &testClock{t: time.Date(2026, 11, 30, 10, 0, 0, 0, time.UTC)}
-}
-
-func (c *testClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *testClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	c.t = c.t.Add(d)
-	c.mu.Unlock()
-}
-
-func (c *testClock) Set(t time.Time) {
-	c.mu.Lock()
-	c.t = t
-	c.mu.Unlock()
+// newTestClock starts the notify tests' clock at 10:00 UTC, the instant
+// their expected times were written against.
+func newTestClock() *fakeclock.Clock {
+	return fakeclock.At(time.Date(2026, 11, 30, 10, 0, 0, 0, time.UTC))
 }
 
 // logSink keeps every log record, so tests can count lines.
@@ -109,7 +89,7 @@ type harness struct {
 	db    *bolt.DB
 	svc   *Service
 	in    *slackapi.Interactions
-	clock *testClock
+	clock *fakeclock.Clock
 	logs  *logSink
 	reg   *prometheus.Registry
 	wire  *countingTransport
@@ -137,7 +117,7 @@ func testConfig() Config {
 	}
 }
 
-func newHarness(t testing.TB, slack *fakeSlack, cfg Config, tweak ...func(*harnessOptions)) *harness {
+func newHarness(t testing.TB, slack *slacktest.Server, cfg Config, tweak ...func(*harnessOptions)) *harness {
 	t.Helper()
 	h := &harness{t: t, path: filepath.Join(t.TempDir(), "guard.db"), clock: newTestClock(), cfg: cfg}
 	h.opts = harnessOptions{

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/n8n-guard/n8n-guard/errs"
+	"github.com/n8n-guard/n8n-guard/internal/slacktest"
 	. "github.com/n8n-guard/n8n-guard/notify"
 )
 
@@ -81,8 +82,8 @@ func TestRouting(t *testing.T) {
 		OwnerRule{Workflow: "billing-*", Owner: "Ana.Lima@example.com"},          // e-mail, no channel: DM
 		OwnerRule{Workflow: "orders-main", Owner: "U0NEVER", Channel: "C0NEVER"}, // shadowed: first match wins
 	)
-	slack := newFakeSlack(t)
-	slack.users["ana.lima@example.com"] = "U0ANA"
+	slack := slacktest.New(t)
+	slack.AddUser("ana.lima@example.com", "U0ANA")
 	h := newHarness(t, slack, cfg)
 
 	cases := []struct {
@@ -143,8 +144,8 @@ func TestRouting(t *testing.T) {
 
 func TestNoChannelMeansDirectMessage(t *testing.T) {
 	cfg := Config{Owners: []OwnerRule{{Workflow: "billing-*", Owner: "ana@example.com"}}}
-	slack := newFakeSlack(t)
-	slack.users["ana@example.com"] = "U0ANA"
+	slack := slacktest.New(t)
+	slack.AddUser("ana@example.com", "U0ANA")
 	h := newHarness(t, slack, cfg)
 	h.intake(failureBody("billing-run", "Charge", "declined", "1"))
 	h.intake(failureBody("misc", "Set", "nobody routes this", "2"))
@@ -160,7 +161,7 @@ func TestNoChannelMeansDirectMessage(t *testing.T) {
 }
 
 func TestMessageContent(t *testing.T) {
-	slack := newFakeSlack(t)
+	slack := slacktest.New(t)
 	h := newHarness(t, slack, testConfig())
 	h.intake(fixture(t, "error-trigger-http-node.json")) // at 10:00 UTC, deadline 4h
 	h.pass()
@@ -190,7 +191,7 @@ func TestMessageContent(t *testing.T) {
 }
 
 func TestRetryOfShown(t *testing.T) {
-	slack := newFakeSlack(t)
+	slack := slacktest.New(t)
 	h := newHarness(t, slack, testConfig())
 	h.intake(`{"execution":{"id":"12","retryOf":"11","mode":"retry","lastNodeExecuted":"A","error":{"message":"m"}},"workflow":{"name":"w"}}`)
 	h.pass()
@@ -242,7 +243,7 @@ func TestWireShapes(t *testing.T) {
 func TestUnknownOwnerEmail(t *testing.T) {
 	cfg := testConfig()
 	cfg.Owners = []OwnerRule{{Workflow: "billing-*", Owner: "gone@example.com"}}
-	slack := newFakeSlack(t)
+	slack := slacktest.New(t)
 	h := newHarness(t, slack, cfg)
 	h.intake(failureBody("billing-run", "Charge", "declined", "1"))
 	h.intake(failureBody("billing-run", "Refund", "declined", "2"))

@@ -58,13 +58,13 @@ func decisionConfig() Config {
 // (a bbolt file of its own) that the buttons resolve keys in.
 type keysHarness struct {
 	*harness
-	slack *fakeSlack
+	slack *slacktest.Server
 	ks    *bolt.Store
 }
 
 func newKeysHarness(t *testing.T) *keysHarness {
-	slack := newFakeSlack(t)
-	slack.groups["S0OPS"] = []string{"U0OPS1", "U0OPS2"}
+	slack := slacktest.New(t)
+	slack.AddGroup("S0OPS", "U0OPS1", "U0OPS2")
 	h := newHarness(t, slack, decisionConfig())
 	ks, err := bolt.Open(filepath.Join(t.TempDir(), "keys.db"), bolt.Options{Clock: h.clock.Now})
 	if err != nil {
@@ -119,8 +119,8 @@ func (k *keysHarness) key(key string) *keystore.Record {
 	return res.Record
 }
 
-func (k *keysHarness) calls(method string) []slackCall {
-	var out []slackCall
+func (k *keysHarness) calls(method string) []slacktest.Call {
+	var out []slacktest.Call
 	for _, c := range k.slack.Calls() {
 		if c.Method == method {
 			out = append(out, c)

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/n8n-guard/n8n-guard/internal/slacktest"
 	. "github.com/n8n-guard/n8n-guard/notify"
 )
 
@@ -14,7 +15,7 @@ import (
 // notification once, with at most two log lines per pass.
 func TestShortOutageBacklogWithinAMinute(t *testing.T) {
 	const n = 50
-	slack := newFakeSlack(t)
+	slack := slacktest.New(t)
 	cfg := testConfig()
 	cfg.SlackPause = DefaultSlackPause // the real cap: 5 min
 	h := newHarness(t, slack, cfg)
@@ -49,7 +50,7 @@ func TestShortOutageBacklogWithinAMinute(t *testing.T) {
 
 // The first pause is short; each failed probe doubles it, up to the cap.
 func TestPauseGrowsWhileSlackStaysDown(t *testing.T) {
-	slack := newFakeSlack(t)
+	slack := slacktest.New(t)
 	cfg := testConfig()
 	cfg.SlackPause = DefaultSlackPause
 	h := newHarness(t, slack, cfg)
@@ -86,7 +87,7 @@ func TestPauseGrowsWhileSlackStaysDown(t *testing.T) {
 // every notification arrives exactly once.
 func TestTwoHourOutageDeliversEverythingOnce(t *testing.T) {
 	const n = 30
-	slack := newFakeSlack(t)
+	slack := slacktest.New(t)
 	h := newHarness(t, slack, testConfig(), func(o *harnessOptions) {
 		o.BackoffInitial, o.BackoffMax = 5*time.Second, 10*time.Minute // the defaults
 	})
@@ -126,8 +127,8 @@ func TestTwoHourOutageDeliversEverythingOnce(t *testing.T) {
 // each message's metadata).
 func TestRepeatedOutagesExactlyOnce(t *testing.T) {
 	const n = 400
-	slack := newFakeSlack(t)
-	slack.slow = 400 * time.Millisecond
+	slack := slacktest.New(t)
+	slack.SetSlow(400 * time.Millisecond)
 	h := newHarness(t, slack, testConfig(), func(o *harnessOptions) { o.Wire.RequestTimeout = 150 * time.Millisecond })
 	round, sent := 0, 0
 	for len(h.list(StatusDelivered)) < n {
@@ -154,7 +155,7 @@ func TestRepeatedOutagesExactlyOnce(t *testing.T) {
 		h.clock.Advance(5 * time.Second)
 	}
 	perID := map[string]int{}
-	for _, m := range slack.history["C0ALERTS"] {
+	for _, m := range slack.History("C0ALERTS") {
 		meta, _ := m["metadata"].(map[string]any)
 		payload, _ := meta["event_payload"].(map[string]any)
 		perID[fmt.Sprint(payload["notification_id"])]++

@@ -11,6 +11,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/n8n-guard/n8n-guard/internal/fakeclock"
+	"github.com/n8n-guard/n8n-guard/internal/slacktest"
+	"github.com/n8n-guard/n8n-guard/internal/testwait"
 	. "github.com/n8n-guard/n8n-guard/notify"
 	notifybolt "github.com/n8n-guard/n8n-guard/notify/bolt"
 	slackapi "github.com/n8n-guard/n8n-guard/slack"
@@ -26,8 +29,8 @@ import (
 type parkWorld struct {
 	t     *testing.T
 	ctx   context.Context
-	clock *testClock
-	slack *fakeSlack
+	clock *fakeclock.Clock
+	slack *slacktest.Server
 	path  string
 	store *bolt.Store
 	svc   *Service
@@ -35,7 +38,7 @@ type parkWorld struct {
 }
 
 func newParkWorld(t *testing.T) *parkWorld {
-	w := &parkWorld{t: t, ctx: context.Background(), clock: newTestClock(), slack: newFakeSlack(t),
+	w := &parkWorld{t: t, ctx: context.Background(), clock: newTestClock(), slack: slacktest.New(t),
 		path: filepath.Join(t.TempDir(), "guard.db")}
 	w.open()
 	t.Cleanup(func() { w.store.Close() })
@@ -129,7 +132,7 @@ func (w *parkWorld) resume(key string, answer keystore.ResumeAnswer) {
 
 // outage returns the posts to the destination's channel and the updates
 // of them.
-func (w *parkWorld) outage() (posts, updates []slackCall) {
+func (w *parkWorld) outage() (posts, updates []slacktest.Call) {
 	for _, c := range w.slack.Delivered("") {
 		if c.Channel != "C0CRM" {
 			continue
@@ -203,7 +206,7 @@ func TestOutageMessageEditedInPlace(t *testing.T) {
 	}
 
 	// The owner of the namespace hears of the lost ones: one message.
-	var lost []slackCall
+	var lost []slacktest.Call
 	for _, c := range w.slack.Delivered("chat.postMessage") {
 		if strings.Contains(c.Shown(), "Parked event lost in n8n") {
 			lost = append(lost, c)
@@ -292,7 +295,7 @@ func TestParkedOverdueMessage(t *testing.T) {
 		}
 	}
 	w.step()
-	var over []slackCall
+	var over []slacktest.Call
 	for _, c := range w.slack.Delivered("chat.postMessage") {
 		if strings.Contains(c.Shown(), "Event parked too long") {
 			over = append(over, c)
@@ -433,17 +436,15 @@ func TestDamagedRecordToldToItsOwnerOnce(t *testing.T) {
 			}
 		}
 		w.open() // the whole-file check after the start meets the damaged record
-		for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		testwait.Within(t, 5*time.Second, "the check's record_damaged event", func() bool {
 			evs, _ := w.store.RecentEvents(w.ctx, keystore.EventQuery{Limit: 10})
-			if len(evs) > 0 && evs[0].Kind == keystore.EventRecordDamaged {
-				break
-			}
-		}
+			return len(evs) > 0 && evs[0].Kind == keystore.EventRecordDamaged
+		})
 		w.step()
 		w.step()
 	}
 	restart(true)
-	var told []slackCall
+	var told []slacktest.Call
 	for _, c := range w.slack.Delivered("chat.postMessage") {
 		if strings.Contains(c.Shown(), "Damaged record") {
 			told = append(told, c)

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/n8n-guard/n8n-guard/internal/slacktest"
 	. "github.com/n8n-guard/n8n-guard/notify"
 	notifypg "github.com/n8n-guard/n8n-guard/notify/postgres"
 
@@ -54,7 +55,7 @@ func testPostgresOutbox(t *testing.T, schema func(t *testing.T) string) {
 
 	t.Run("outage then recovery, restart", func(t *testing.T) {
 		const n = 10
-		slack := newFakeSlack(t)
+		slack := slacktest.New(t)
 		h := newHarness(t, slack, testConfig(), withOutbox(replica(t, schema(t), "a")))
 		// The replica takes back its own claims at once after the outage.
 		restartMidOutage(t, h, slack, n)
@@ -67,7 +68,7 @@ func testPostgresOutbox(t *testing.T, schema func(t *testing.T) string) {
 	t.Run("two replicas deliver each notification once", func(t *testing.T) {
 		const n = 40
 		url := schema(t)
-		slack := newFakeSlack(t)
+		slack := slacktest.New(t)
 		a := newHarness(t, slack, testConfig(), withOutbox(replica(t, url, "a")))
 		b := newHarness(t, slack, testConfig(), withOutbox(replica(t, url, "b")))
 		for i := range n {
@@ -80,7 +81,7 @@ func testPostgresOutbox(t *testing.T, schema func(t *testing.T) string) {
 
 	t.Run("two guards escalate each step once", func(t *testing.T) {
 		url := schema(t)
-		slack := newFakeSlack(t)
+		slack := slacktest.New(t)
 		a := newHarness(t, slack, decisionConfig(), withOutbox(replica(t, url, "a")))
 		b := newHarness(t, slack, decisionConfig(), withOutbox(replica(t, url, "b")))
 		for i := range 10 {

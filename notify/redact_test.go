@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/n8n-guard/n8n-guard/internal/slacktest"
 	. "github.com/n8n-guard/n8n-guard/notify"
 
 	bolt "go.etcd.io/bbolt"
@@ -100,7 +101,7 @@ func TestRedaction(t *testing.T) {
 		forbidden = append(forbidden, secretsOf(t, b)...)
 	}
 
-	slack := newFakeSlack(t)
+	slack := slacktest.New(t)
 	h := newHarness(t, slack, testConfig())
 	for name, b := range bodies {
 		h.clock.Advance(DefaultGroupWindow)

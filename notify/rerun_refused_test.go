@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/n8n-guard/n8n-guard/internal/slacktest"
 	"github.com/n8n-guard/n8n-guard/keystore"
 	. "github.com/n8n-guard/n8n-guard/notify"
 )
@@ -35,8 +36,8 @@ func (w *parkWorld) refuse(key, why string) {
 	}
 }
 
-func (w *parkWorld) refusedPosts() []slackCall {
-	var out []slackCall
+func (w *parkWorld) refusedPosts() []slacktest.Call {
+	var out []slacktest.Call
 	for _, c := range w.slack.Delivered("chat.postMessage") {
 		if strings.Contains(c.Shown(), "Re-run not started") {
 			out = append(out, c)

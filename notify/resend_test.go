@@ -4,6 +4,7 @@ import (
 	"context"
 	"testing"
 
+	"github.com/n8n-guard/n8n-guard/internal/slacktest"
 	. "github.com/n8n-guard/n8n-guard/notify"
 )
 
@@ -12,7 +13,7 @@ import (
 // re-send goes to the channel of the configuration now, not to the one
 // stored when the failure came in.
 func TestResendGoesWhereTheConfigSaysNow(t *testing.T) {
-	slack := newFakeSlack(t)
+	slack := slacktest.New(t)
 	slack.Script("channel_not_found")
 	cfg := testConfig()
 	cfg.Owners[0].Channel = "C0GONE"

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/n8n-guard/n8n-guard/internal/slacktest"
 	. "github.com/n8n-guard/n8n-guard/notify"
 	slackapi "github.com/n8n-guard/n8n-guard/slack"
 
@@ -38,13 +39,13 @@ func newFakeSocket(t *testing.T) *fakeSocket {
 	mux := http.NewServeMux()
 	mux.HandleFunc("/api/apps.connections.open", func(w http.ResponseWriter, r *http.Request) {
 		if r.Header.Get("Authorization") != "Bearer xapp-test" {
-			writeSlackJSON(w, http.StatusOK, map[string]any{"ok": false, "error": "invalid_auth"})
+			slacktest.Answer(w, http.StatusOK, map[string]any{"ok": false, "error": "invalid_auth"})
 			return
 		}
 		f.mu.Lock()
 		f.opens++
 		f.mu.Unlock()
-		writeSlackJSON(w, http.StatusOK, map[string]any{"ok": true, "url": "ws" + strings.TrimPrefix(f.srv.URL, "http") + "/link"})
+		slacktest.Answer(w, http.StatusOK, map[string]any{"ok": true, "url": "ws" + strings.TrimPrefix(f.srv.URL, "http") + "/link"})
 	})
 	// slack-go dials with Slack's own origin.
 	up := websocket.Upgrader{CheckOrigin: func(r *http.Request) bool { return r.Header.Get("Origin") == "https://api.slack.com" }}

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/n8n-guard/n8n-guard/internal/slacktest"
 	"github.com/n8n-guard/n8n-guard/internal/testwait"
 	. "github.com/n8n-guard/n8n-guard/notify"
 )
@@ -59,7 +60,7 @@ func storm(t *testing.T, h *harness, t0 time.Time, from, to int) int {
 // calls, and the message shows the exact count.
 func TestStormMakesAtMostThreeSlackCalls(t *testing.T) {
 	const total = 10000
-	slack := newFakeSlack(t)
+	slack := slacktest.New(t)
 	h := newHarness(t, slack, testConfig())
 	ctx, cancel := contextWithCancel(t)
 	done := make(chan error, 1)
@@ -112,7 +113,7 @@ func TestStormMakesAtMostThreeSlackCalls(t *testing.T) {
 // Slack is back: nothing lost, nothing sent twice.
 func TestStormDuringOutage(t *testing.T) {
 	const total = 2000
-	slack := newFakeSlack(t)
+	slack := slacktest.New(t)
 	h := newHarness(t, slack, testConfig())
 	slack.Off()
 	t0 := h.clock.Now()

@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/n8n-guard/n8n-guard/internal/slacktest"
+	"github.com/n8n-guard/n8n-guard/internal/testwait"
 	"github.com/n8n-guard/n8n-guard/keystore"
 	"github.com/n8n-guard/n8n-guard/keystore/bolt"
 )
@@ -18,7 +20,7 @@ func (events) Commits() (<-chan struct{}, func()) { return nil, func() {} }
 // the store, which wakes the worker: the key's Slack message says who
 // decided within moments, although the worker's interval is an hour.
 func TestAKeyResolvedAnywhereUpdatesSlackWithoutWaitingForATick(t *testing.T) {
-	slack := newFakeSlack(t)
+	slack := slacktest.New(t)
 	h := newHarness(t, slack, decisionConfig(), func(o *harnessOptions) { o.PollInterval = time.Hour })
 	ks, err := bolt.Open(filepath.Join(t.TempDir(), "keys.db"), bolt.Options{Clock: h.clock.Now})
 	if err != nil {
@@ -39,12 +41,8 @@ func TestAKeyResolvedAnywhereUpdatesSlackWithoutWaitingForATick(t *testing.T) {
 		Resolution: keystore.StateCompleted, By: "office manager", Note: "found it in the CRM"}); err != nil {
 		t.Fatal(err)
 	}
-	for giveUp := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
-		if u := k.calls("chat.update"); len(u) == 1 && strings.Contains(u[0].Blocks, "office manager marked it *completed*") {
-			return
-		}
-		if time.Now().After(giveUp) {
-			t.Fatalf("the message was not updated within 5 s of the resolve: %+v", k.calls("chat.update"))
-		}
-	}
+	testwait.Value(t, 5*time.Second, "the message updated within 5 s of the resolve", func() ([]slacktest.Call, bool) {
+		u := k.calls("chat.update")
+		return u, len(u) == 1 && strings.Contains(u[0].Blocks, "office manager marked it *completed*")
+	})
 }

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/n8n-guard/n8n-guard/internal/slacktest"
 	. "github.com/n8n-guard/n8n-guard/notify"
 )
 
@@ -13,7 +14,7 @@ import (
 // report of the same time off, also after a restart (or from another
 // replica), adds nothing; a new time off is told again.
 func TestTellWorkflowOffReachesTheOwnerOnce(t *testing.T) {
-	slack := newFakeSlack(t)
+	slack := slacktest.New(t)
 	h := newHarness(t, slack, testConfig())
 	ctx := context.Background()
 	off := WorkflowOff{WorkflowID: "W7", WorkflowName: "orders-sync", Episode: "2026-12-07T01:00:00.000Z",

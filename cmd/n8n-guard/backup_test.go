@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/n8n-guard/n8n-guard/internal/pgtest"
+	"github.com/n8n-guard/n8n-guard/internal/testwait"
 )
 
 // runCLI runs one n8n-guard command line in this process.
@@ -112,9 +113,7 @@ func TestBackupUnderLoadRestores(t *testing.T) {
 			}
 		}()
 	}
-	for count.Load() < 200 && !t.Failed() {
-		time.Sleep(5 * time.Millisecond)
-	}
+	testwait.Within(t, 2*time.Minute, "200 reserves answered under load", func() bool { return count.Load() >= 200 || t.Failed() })
 	out := filepath.Join(t.TempDir(), "backup.db")
 	started := time.Now()
 	msg, err := runCLI(t, map[string]string{"N8N_GUARD_TOKEN": token}, "backup", "--url", base, "--out", out)

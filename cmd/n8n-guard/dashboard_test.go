@@ -15,6 +15,9 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"go.yaml.in/yaml/v3"
+
+	"github.com/n8n-guard/n8n-guard/internal/slacktest"
+	"github.com/n8n-guard/n8n-guard/internal/testwait"
 )
 
 // metricName finds the metric names in a PromQL expression: the guard's
@@ -89,13 +92,12 @@ func TestMonitoringPackNamesRealMetrics(t *testing.T) {
 	}
 
 	// A guard with Slack (a fake that accepts), used a little.
-	slack := httptest.NewServer(&slackChannels{bad: map[string]bool{}})
-	defer slack.Close()
+	slack := slacktest.New(t)
 	n8nAPI := httptest.NewServer(http.NotFoundHandler()) // re-runs on, never called
 	defer n8nAPI.Close()
 	m := NewMain(Config{Addr: "127.0.0.1:0", DataDir: t.TempDir(), Tokens: []string{"t"},
 		N8nAPIURL: n8nAPI.URL, N8nAPIKey: "n8n-api-key",
-		SlackBotToken: "xoxb-test", SlackAPIURL: slack.URL + "/api/",
+		SlackBotToken: "xoxb-test", SlackAPIURL: slack.APIURL(),
 		File: FileConfig{Notify: NotifyConfig{DefaultChannel: "C0ALERTS", GroupWindow: Duration(time.Millisecond)}}}, nil)
 	if err := m.Run(context.Background()); err != nil {
 		t.Fatal(err)
@@ -110,8 +112,7 @@ func TestMonitoringPackNamesRealMetrics(t *testing.T) {
 	call(t, base, "wrong", http.MethodGet, "/v1/keys", nil)
 
 	var scrape string
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	testwait.Poll(10*time.Second, func() bool {
 		resp, err := http.Get(base + "/metrics")
 		if err != nil {
 			t.Fatal(err)
@@ -119,11 +120,8 @@ func TestMonitoringPackNamesRealMetrics(t *testing.T) {
 		b, _ := io.ReadAll(resp.Body)
 		resp.Body.Close()
 		scrape = string(b)
-		if strings.Contains(scrape, "n8n_guard_notify_delivered_total{") || time.Now().After(deadline) {
-			break
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return strings.Contains(scrape, "n8n_guard_notify_delivered_total{")
+	})
 	var onlyRegistered []string
 	for _, name := range sortedKeys(exprs) {
 		if name == "up" { // Prometheus' own, per scrape target

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/n8n-guard/n8n-guard/internal/testwait"
 	"github.com/n8n-guard/n8n-guard/keystore"
 )
 
@@ -90,22 +91,18 @@ func TestDestinationCommands(t *testing.T) {
 		t.Fatalf("end-hold: %v\n%s", err, out)
 	}
 	// The catch-up resumes the event as the probe; n8n answers 404.
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		out, errOut, err := run("destinations", "parked")
-		if err != nil {
+	var errOut string
+	if !testwait.PollEvery(20*time.Second, 200*time.Millisecond, func() bool {
+		var err error
+		if out, errOut, err = run("destinations", "parked"); err != nil {
 			t.Fatal(err)
 		}
-		if strings.Contains(line(out, "evt-1"), "LOST") {
-			if !strings.Contains(errOut, "n8n-guard keys resolve") {
-				t.Fatalf("a lost event without the next step: %q", errOut)
-			}
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the event was not marked lost:\n%s", out)
-		}
-		time.Sleep(200 * time.Millisecond)
+		return strings.Contains(line(out, "evt-1"), "LOST")
+	}) {
+		t.Fatalf("the event was not marked lost:\n%s", out)
+	}
+	if !strings.Contains(errOut, "n8n-guard keys resolve") {
+		t.Fatalf("a lost event without the next step: %q", errOut)
 	}
 	if out, _, _ = run("destinations", "list"); strings.Contains(out, "HubSpot upgrade") {
 		t.Fatalf("the window is still listed after its end:\n%s", out)

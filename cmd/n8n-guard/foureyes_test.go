@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
-	"net/http/httptest"
 	"net/url"
 	"strconv"
 	"strings"
@@ -25,12 +24,10 @@ import (
 // approves.
 func TestSlackFourEyesComparesPersons(t *testing.T) {
 	const secret = "four-eyes-signing-secret"
-	slack := &slackChannels{bad: map[string]bool{}}
-	ss := httptest.NewServer(slack)
-	defer ss.Close()
+	slack := slacktest.New(t)
 	m := NewMain(Config{
 		Addr: "127.0.0.1:0", DataDir: t.TempDir(), Tokens: []string{"tok"},
-		SlackBotToken: "xoxb-test", SlackAPIURL: ss.URL + "/api/", SlackSigningSecret: secret,
+		SlackBotToken: "xoxb-test", SlackAPIURL: slack.APIURL(), SlackSigningSecret: secret,
 		ResumeOrigins: []string{"http://n8n.local"},
 		File: writeConfig(t, `
 namespaces:
@@ -87,7 +84,7 @@ people:
 	// what Slack showed them alone.
 	approve := func(user, name, id string) string {
 		t.Helper()
-		before := slack.count("chat.postEphemeral")
+		before := len(slack.CallsOf("chat.postEphemeral", ""))
 		payload, _ := json.Marshal(map[string]any{
 			"type": "block_actions", "user": map[string]any{"id": user, "name": name},
 			"channel": map[string]any{"id": "C0FIN"},
@@ -99,8 +96,8 @@ people:
 		}
 		var said string
 		testwait.For(t, "the answer to "+user, func() bool {
-			if slack.count("chat.postEphemeral") > before {
-				said = slack.last("chat.postEphemeral")
+			if len(slack.CallsOf("chat.postEphemeral", "")) > before {
+				said = slack.Last("chat.postEphemeral").Content()
 				return true
 			}
 			_, k := call(t, base, "tok", http.MethodGet, "/v1/lookup?namespace=invoices&key="+url.QueryEscape(keyOf[id]), nil)
@@ -149,16 +146,4 @@ people:
 	if reason("inv-eve") != "approved" {
 		t.Fatalf("bob's approval: %v", reason("inv-eve"))
 	}
-}
-
-// last is the latest call of a method, as the fake recorded it.
-func (f *slackChannels) last(method string) string {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	for i := len(f.calls) - 1; i >= 0; i-- {
-		if strings.HasPrefix(f.calls[i], method+" ") {
-			return f.calls[i]
-		}
-	}
-	return ""
 }

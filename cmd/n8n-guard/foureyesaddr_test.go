@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
-	"net/http/httptest"
 	"net/url"
 	"strconv"
 	"strings"
@@ -32,9 +31,7 @@ var issueSpellings = []string{"Ana Lopez <ana@example.com>", "mailto:ana@example
 // comparison left out (person.go).
 func TestFourEyesReadsAddressesAtTheAPIAndInSlack(t *testing.T) {
 	const secret = "four-eyes-address-secret"
-	slack := &slackChannels{bad: map[string]bool{}}
-	ss := httptest.NewServer(slack)
-	defer ss.Close()
+	slack := slacktest.New(t)
 	fc := writeConfig(t, `
 namespaces:
   invoices:
@@ -64,7 +61,7 @@ tokens:
 	}
 	m := NewMain(Config{
 		Addr: "127.0.0.1:0", DataDir: t.TempDir(), Tokens: []string{"tok"}, File: fc, ScopedTokens: scoped,
-		SlackBotToken: "xoxb-test", SlackAPIURL: ss.URL + "/api/", SlackSigningSecret: secret,
+		SlackBotToken: "xoxb-test", SlackAPIURL: slack.APIURL(), SlackSigningSecret: secret,
 		ResumeOrigins: []string{"http://n8n.local"},
 	}, nil)
 	if err := m.Run(context.Background()); err != nil {
@@ -102,7 +99,7 @@ tokens:
 	}
 	clickApprove := func(user, name, id, key string) string {
 		t.Helper()
-		before := slack.count("chat.postEphemeral")
+		before := len(slack.CallsOf("chat.postEphemeral", ""))
 		payload, _ := json.Marshal(map[string]any{
 			"type": "block_actions", "user": map[string]any{"id": user, "name": name},
 			"channel": map[string]any{"id": "C0FIN"},
@@ -114,8 +111,8 @@ tokens:
 		}
 		var said string
 		testwait.For(t, "the answer to "+user, func() bool {
-			if slack.count("chat.postEphemeral") > before {
-				said = slack.last("chat.postEphemeral")
+			if len(slack.CallsOf("chat.postEphemeral", "")) > before {
+				said = slack.Last("chat.postEphemeral").Content()
 				return true
 			}
 			return reason(key) == "approved"

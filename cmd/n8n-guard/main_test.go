@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/n8n-guard/n8n-guard/internal/logbuf"
+	"github.com/n8n-guard/n8n-guard/internal/testwait"
 )
 
 func freeAddr(t *testing.T) string {
@@ -59,22 +60,21 @@ func call(t *testing.T, base, token, method, path string, body any) (int, map[st
 
 func waitReady(t *testing.T, base string, done <-chan error) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for time.Now().Before(deadline) {
-		res, err := http.Get(base + "/readyz")
-		if err == nil {
-			res.Body.Close()
-			if res.StatusCode == http.StatusOK {
-				return
-			}
-		}
+	if !testwait.Poll(10*time.Second, func() bool {
 		select {
 		case err := <-done:
 			t.Fatalf("serve ended while starting: %v", err)
-		case <-time.After(50 * time.Millisecond):
+		default:
 		}
+		res, err := http.Get(base + "/readyz")
+		if err != nil {
+			return false
+		}
+		res.Body.Close()
+		return res.StatusCode == http.StatusOK
+	}) {
+		t.Fatalf("%s not ready after 10s", base)
 	}
-	t.Fatalf("%s not ready after 10s", base)
 }
 
 // The binary's life in one process: serve generates a token, answers,

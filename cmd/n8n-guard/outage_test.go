@@ -2,13 +2,9 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
-	"io"
 	"log/slog"
 	"net/http"
-	"net/http/httptest"
-	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -17,41 +13,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/n8n-guard/n8n-guard/internal/fakeclock"
 	"github.com/n8n-guard/n8n-guard/internal/logbuf"
 	"github.com/n8n-guard/n8n-guard/internal/pgtest"
-	"github.com/n8n-guard/n8n-guard/keystore/storetest"
+	"github.com/n8n-guard/n8n-guard/internal/slacktest"
+	"github.com/n8n-guard/n8n-guard/internal/testwait"
 )
-
-// fakeSlack answers chat.postMessage and chat.update like Slack's Web API
-// and keeps what it was sent.
-type fakeSlack struct {
-	mu    sync.Mutex
-	posts []string // text of each call, "post: …" or "update: …"
-}
-
-func (f *fakeSlack) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if r.Header.Get("Authorization") != "Bearer xoxb-test" {
-		json.NewEncoder(w).Encode(map[string]any{"ok": false, "error": "invalid_auth"})
-		return
-	}
-	raw, _ := io.ReadAll(r.Body)
-	text := string(raw)
-	if strings.HasPrefix(r.Header.Get("Content-Type"), "application/x-www-form-urlencoded") {
-		v, _ := url.ParseQuery(text)
-		text = v.Get("text")
-	}
-	method := strings.TrimPrefix(r.URL.Path, "/api/")
-	f.mu.Lock()
-	f.posts = append(f.posts, method+": "+text)
-	f.mu.Unlock()
-	json.NewEncoder(w).Encode(map[string]any{"ok": true, "channel": "C0ALERTS", "ts": fmt.Sprintf("1700000000.%06d", time.Now().Nanosecond()/1000)})
-}
-
-func (f *fakeSlack) calls() []string {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return append([]string(nil), f.posts...)
-}
 
 func writeConfig(t *testing.T, yaml string) FileConfig {
 	t.Helper()
@@ -71,13 +38,11 @@ func writeConfig(t *testing.T, yaml string) FileConfig {
 // destination's owner hears exactly twice: when writes pause and when they
 // resume, with the number of paused reserves.
 func TestDestinationOutage(t *testing.T) {
-	slack := &fakeSlack{}
-	ss := httptest.NewServer(slack)
-	defer ss.Close()
-	clock := storetest.NewClock()
+	slack := slacktest.New(t)
+	clock := fakeclock.New()
 	cfg := Config{
 		Addr: "127.0.0.1:0", DataDir: t.TempDir(), Tokens: []string{"tok"}, Clock: clock.Now,
-		SlackBotToken: "xoxb-test", SlackAPIURL: ss.URL + "/api/",
+		SlackBotToken: "xoxb-test", SlackAPIURL: slack.APIURL(),
 		File: writeConfig(t, `
 destinations:
   hubspot:
@@ -168,34 +133,31 @@ notify:
 	}
 
 	want := fmt.Sprint(storm + 1) // the storm and the reserve during the probe
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		calls := slack.calls()
-		var hubspot []string
-		for _, c := range calls {
-			if strings.Contains(c, "hubspot") {
-				hubspot = append(hubspot, c)
+	// Each call as "method: text".
+	var calls, hubspot []string
+	if !testwait.Poll(20*time.Second, func() bool {
+		calls, hubspot = nil, nil
+		for _, c := range slack.Calls() {
+			calls = append(calls, c.Method+": "+c.Text)
+			if strings.Contains(c.Text, "hubspot") {
+				hubspot = append(hubspot, c.Method+": "+c.Text)
 			}
 		}
-		if len(hubspot) == 2 {
-			if !strings.Contains(hubspot[0], "paused") || !strings.Contains(strings.ReplaceAll(hubspot[1], ",", ""), want) {
-				t.Fatalf("Slack got:\n%s\nwant an open message, then a close message counting %s paused reserves", strings.Join(hubspot, "\n"), want)
-			}
-			if !strings.Contains(hubspot[0], "U0CRM") {
-				t.Fatalf("the open message does not mention the destination's owner: %s", hubspot[0])
-			}
-			time.Sleep(1500 * time.Millisecond) // nothing more may follow
-			if n := len(slack.calls()); n != len(calls) {
-				t.Fatalf("Slack got %d calls, then %d more", len(calls), n-len(calls))
-			}
-			t.Logf("%d reserves paused in %.1fs; Slack calls: %d", storm, time.Since(start).Seconds(), len(calls))
-			return
-		}
-		if len(hubspot) > 2 || time.Now().After(deadline) {
-			t.Fatalf("Slack calls about hubspot: %d, want 2:\n%s", len(hubspot), strings.Join(calls, "\n"))
-		}
-		time.Sleep(100 * time.Millisecond)
+		return len(hubspot) >= 2
+	}) || len(hubspot) > 2 {
+		t.Fatalf("Slack calls about hubspot: %d, want 2:\n%s", len(hubspot), strings.Join(calls, "\n"))
 	}
+	if !strings.Contains(hubspot[0], "paused") || !strings.Contains(strings.ReplaceAll(hubspot[1], ",", ""), want) {
+		t.Fatalf("Slack got:\n%s\nwant an open message, then a close message counting %s paused reserves", strings.Join(hubspot, "\n"), want)
+	}
+	if !strings.Contains(hubspot[0], "U0CRM") {
+		t.Fatalf("the open message does not mention the destination's owner: %s", hubspot[0])
+	}
+	time.Sleep(1500 * time.Millisecond) // nothing more may follow
+	if n := len(slack.Calls()); n != len(calls) {
+		t.Fatalf("Slack got %d calls, then %d more", len(calls), n-len(calls))
+	}
+	t.Logf("%d reserves paused in %.1fs; Slack calls: %d", storm, time.Since(start).Seconds(), len(calls))
 }
 
 // Two n8n-guard servers on one PostgreSQL database behave as one: copies

@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"github.com/n8n-guard/n8n-guard/internal/logbuf"
+	"github.com/n8n-guard/n8n-guard/internal/testwait"
 )
 
 // SigtermRunsEnv sets how many times TestBinarySIGTERMUnderLoad stops the
@@ -118,16 +119,15 @@ func startBinary(t *testing.T, bin, data, token string) guardProcess {
 		t.Fatal(err)
 	}
 	base := "http://" + addr
-	deadline := time.Now().Add(15 * time.Second)
-	for time.Now().Before(deadline) {
+	if testwait.Poll(15*time.Second, func() bool {
 		res, err := http.Get(base + "/readyz")
-		if err == nil {
-			res.Body.Close()
-			if res.StatusCode == http.StatusOK {
-				return guardProcess{cmd: cmd, base: base, logs: logs}
-			}
+		if err != nil {
+			return false
 		}
-		time.Sleep(30 * time.Millisecond)
+		res.Body.Close()
+		return res.StatusCode == http.StatusOK
+	}) {
+		return guardProcess{cmd: cmd, base: base, logs: logs}
 	}
 	cmd.Process.Kill()
 	t.Fatalf("not ready after 15s:\n%s", logs)

@@ -6,59 +6,14 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"net/url"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/n8n-guard/n8n-guard/internal/slacktest"
 	"github.com/n8n-guard/n8n-guard/internal/testwait"
 )
-
-// slackChannels answers the Web API like Slack for the channels it knows
-// and channel_not_found for those in bad.
-type slackChannels struct {
-	mu    sync.Mutex
-	bad   map[string]bool
-	calls []string // "method channel text"
-}
-
-func (f *slackChannels) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	raw, _ := io.ReadAll(r.Body)
-	v, _ := url.ParseQuery(string(raw))
-	method := strings.TrimPrefix(r.URL.Path, "/api/")
-	f.mu.Lock()
-	f.calls = append(f.calls, method+" "+v.Get("channel")+" "+v.Get("text")+" "+v.Get("blocks"))
-	bad := f.bad[v.Get("channel")]
-	f.mu.Unlock()
-	w.Header().Set("Content-Type", "application/json")
-	if bad {
-		json.NewEncoder(w).Encode(map[string]any{"ok": false, "error": "channel_not_found"})
-		return
-	}
-	json.NewEncoder(w).Encode(map[string]any{"ok": true, "channel": v.Get("channel"), "ts": "1700000000.000100",
-		"messages": []any{}})
-}
-
-func (f *slackChannels) count(prefix string) int {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	n := 0
-	for _, c := range f.calls {
-		if strings.HasPrefix(c, prefix) {
-			n++
-		}
-	}
-	return n
-}
-
-func (f *slackChannels) setBad(ch string, bad bool) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.bad[ch] = bad
-}
 
 func signedClick(secret string, ts time.Time, user, action, id string) (http.Header, []byte) {
 	payload, _ := json.Marshal(map[string]any{
@@ -91,12 +46,11 @@ func postSigned(t *testing.T, base string, h http.Header, body []byte) (int, str
 // listed as dead and re-sent from the CLI once the channel exists.
 func TestSlackDecisionEndToEnd(t *testing.T) {
 	const secret = "e2e-signing-secret"
-	slack := &slackChannels{bad: map[string]bool{"C0GONE": true}}
-	ss := httptest.NewServer(slack)
-	defer ss.Close()
+	slack := slacktest.New(t)
+	slack.FailChannel("C0GONE", "channel_not_found")
 	m := NewMain(Config{
 		Addr: "127.0.0.1:0", DataDir: t.TempDir(), Tokens: []string{"tok"},
-		SlackBotToken: "xoxb-test", SlackAPIURL: ss.URL + "/api/", SlackSigningSecret: secret,
+		SlackBotToken: "xoxb-test", SlackAPIURL: slack.APIURL(), SlackSigningSecret: secret,
 		File: writeConfig(t, `
 namespaces:
   bookings:
@@ -119,7 +73,7 @@ owners:
 
 	_, a := call(t, base, "tok", http.MethodPost, "/v1/reserve", map[string]any{"namespace": "bookings", "key": "B-1", "owner": "exec 9"})
 	call(t, base, "tok", http.MethodPost, "/v1/fail", map[string]any{"namespace": "bookings", "key": "B-1", "token": a["token"], "reason": "outcome_unknown"})
-	testwait.For(t, "the message about B-1", func() bool { return slack.count("chat.postMessage C0BOOK") == 1 })
+	testwait.For(t, "the message about B-1", func() bool { return len(slack.CallsOf("chat.postMessage", "C0BOOK")) == 1 })
 	var id string
 	testwait.For(t, "the message recorded as delivered", func() bool {
 		_, page := call(t, base, "tok", http.MethodGet, "/v1/notifications?state=delivered", nil)
@@ -162,7 +116,7 @@ owners:
 	if last := hist[len(hist)-1].(map[string]any); last["event"] != "resolved" || !strings.Contains(last["by"].(string), "U0OFFICE") {
 		t.Fatalf("history does not name the Slack user: %v", last)
 	}
-	testwait.For(t, "the message updated in place", func() bool { return slack.count("chat.update C0BOOK") == 1 })
+	testwait.For(t, "the message updated in place", func() bool { return len(slack.CallsOf("chat.update", "C0BOOK")) == 1 })
 	if status, _, _ := postSigned(t, base, h, b); status != http.StatusUnauthorized {
 		t.Fatalf("a replayed click answered %d", status)
 	}
@@ -200,10 +154,10 @@ owners:
 	if _, err := run("notifications", "resend", id); err == nil || !strings.Contains(err.Error(), "not dead") {
 		t.Fatalf("resending a delivered notification: %v", err)
 	}
-	slack.setBad("C0GONE", false)
+	slack.FailChannel("C0GONE", "")
 	out, err := run("notifications", "resend", dead)
 	if err != nil || !strings.Contains(out, "pending again") {
 		t.Fatalf("resend: %v %s", err, out)
 	}
-	testwait.For(t, "the re-sent notification", func() bool { return slack.count("chat.postMessage C0GONE") == 2 })
+	testwait.For(t, "the re-sent notification", func() bool { return len(slack.CallsOf("chat.postMessage", "C0GONE")) == 2 })
 }

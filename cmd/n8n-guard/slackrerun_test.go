@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/n8n-guard/n8n-guard/internal/slacktest"
 	"github.com/n8n-guard/n8n-guard/internal/testwait"
 )
 
@@ -78,9 +79,7 @@ func TestSlackRetryOfAForgedFailureChangesNothing(t *testing.T) {
 		name := map[bool]string{true: "at the gate", false: "no gate"}[gate]
 		t.Run(name, func(t *testing.T) {
 			const secret = "rerun-signing-secret"
-			slack := &slackChannels{bad: map[string]bool{}}
-			ss := httptest.NewServer(slack)
-			defer ss.Close()
+			slack := slacktest.New(t)
 			n8n := &fakeN8nAPI{execs: map[string]string{"421": "wf-pay"}, workflows: map[string]string{"wf-pay": "payments-charge", "wf-crm": "crm-sync"}}
 			ns := httptest.NewServer(n8n)
 			defer ns.Close()
@@ -113,7 +112,7 @@ tokens:
 				t.Fatal(err)
 			}
 			m := NewMain(Config{Addr: "127.0.0.1:0", DataDir: t.TempDir(), Tokens: []string{"tok"}, File: fc, ScopedTokens: scoped,
-				SlackBotToken: "xoxb-test", SlackAPIURL: ss.URL + "/api/", SlackSigningSecret: secret,
+				SlackBotToken: "xoxb-test", SlackAPIURL: slack.APIURL(), SlackSigningSecret: secret,
 				N8nAPIURL: ns.URL + "/api/v1", N8nAPIKey: "n8n-api-key"}, nil)
 			if err := m.Run(context.Background()); err != nil {
 				t.Fatal(err)
@@ -150,8 +149,8 @@ tokens:
 				}
 				return id != ""
 			})
-			if post := slack.last("chat.postMessage"); !strings.Contains(post, "C0CRM") || strings.Contains(post, "guard_rerun") {
-				t.Errorf("the forged failure's message offers Retry execution, or went elsewhere: %.300s", post)
+			if post := slack.Last("chat.postMessage"); post.Channel != "C0CRM" || strings.Contains(post.Content(), "guard_rerun") {
+				t.Errorf("the forged failure's message offers Retry execution, or went elsewhere: %s %.300s", post.Channel, post.Content())
 			}
 
 			// The crm person presses Retry execution all the same.
@@ -160,9 +159,9 @@ tokens:
 				t.Fatalf("click: %d %s", status, body)
 			}
 			testwait.For(t, "the click carried out", func() bool {
-				return slack.count("chat.postEphemeral") == 1 || slack.count("chat.update") > 0 || len(n8n.retries()) > 0
+				return len(slack.CallsOf("chat.postEphemeral", "")) == 1 || len(slack.CallsOf("chat.update", "")) > 0 || len(n8n.retries()) > 0
 			})
-			if said := slack.last("chat.postEphemeral"); !strings.Contains(said, "Refused") || !strings.Contains(said, "nothing changed") {
+			if said := slack.Last("chat.postEphemeral").Content(); !strings.Contains(said, "Refused") || !strings.Contains(said, "nothing changed") {
 				t.Errorf("the crm person was told %q", said)
 			}
 			_, rec := call(t, base, "tok", http.MethodGet, "/v1/lookup?namespace=payments&key=pay-1", nil)

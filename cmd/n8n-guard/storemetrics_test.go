@@ -14,6 +14,8 @@ import (
 	"time"
 
 	bbolt "go.etcd.io/bbolt"
+
+	"github.com/n8n-guard/n8n-guard/internal/testwait"
 )
 
 // scrape returns the samples of /metrics by series (name and labels).
@@ -73,18 +75,13 @@ func TestStoreMetrics(t *testing.T) {
 		}
 	}
 	// The writer commits within its interval; the sweeper runs every 20 ms.
-	deadline := time.Now().Add(15 * time.Second) // generous: CI runs -race on 2 busy cores
 	var after map[string]float64
-	for {
+	if !testwait.Poll(15*time.Second, func() bool { // generous: CI runs -race on 2 busy cores
 		after = scrape(t, base)
-		if after["n8n_guard_store_commit_writes_sum"]-before["n8n_guard_store_commit_writes_sum"] >= n &&
-			after["n8n_guard_sweep_pause_seconds_count"] > before["n8n_guard_sweep_pause_seconds_count"] {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the store's series did not move: before %v\nafter %v", pick(before), pick(after))
-		}
-		time.Sleep(50 * time.Millisecond)
+		return after["n8n_guard_store_commit_writes_sum"]-before["n8n_guard_store_commit_writes_sum"] >= n &&
+			after["n8n_guard_sweep_pause_seconds_count"] > before["n8n_guard_sweep_pause_seconds_count"]
+	}) {
+		t.Fatalf("the store's series did not move: before %v\nafter %v", pick(before), pick(after))
 	}
 	if after["n8n_guard_store_commit_duration_seconds_count"] <= before["n8n_guard_store_commit_duration_seconds_count"] ||
 		after["n8n_guard_store_commit_duration_seconds_sum"] <= 0 {

@@ -23,6 +23,7 @@ import (
 
 	"github.com/n8n-guard/n8n-guard/api"
 	"github.com/n8n-guard/n8n-guard/internal/logbuf"
+	"github.com/n8n-guard/n8n-guard/internal/testwait"
 )
 
 // testCA issues certificates for the TLS tests.
@@ -130,17 +131,12 @@ func startServe(t *testing.T, vars map[string]string, args ...string) *logbuf.Bu
 
 func waitHTTPS(t *testing.T, c *http.Client, url string) *http.Response {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		resp, err := c.Get(url)
-		if err == nil {
-			return resp
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("GET %s: %v", url, err)
-		}
-		time.Sleep(50 * time.Millisecond)
+	var resp *http.Response
+	var err error
+	if !testwait.Poll(20*time.Second, func() bool { resp, err = c.Get(url); return err == nil }) {
+		t.Fatalf("GET %s: %v", url, err)
 	}
+	return resp
 }
 
 // serve --tls-cert/--tls-key: HTTPS with HSTS, the console's cookie

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/n8n-guard/n8n-guard/internal/testwait"
 	"github.com/n8n-guard/n8n-guard/keystore"
 	"github.com/n8n-guard/n8n-guard/keystore/bolt"
 	"github.com/n8n-guard/n8n-guard/n8n"
@@ -130,12 +131,12 @@ func TestRerunOneGrantAtMostOneRetry(t *testing.T) {
 	}
 	// The first guard asks n8n, and dies while n8n answers.
 	stop := start()
-	waitUntil(t, 10*time.Second, "n8n asked for the first retry", func() bool { return f.count() >= 1 })
+	testwait.Within(t, 10*time.Second, "n8n asked for the first retry", func() bool { return f.count() >= 1 })
 	stop()
 	// The guard comes back (another process on the same store); the
 	// retried execution has not reached its gate when the claim goes stale.
 	defer start()()
-	waitUntil(t, 20*time.Second, "the re-run is noted as n8n's retry 101", func() bool {
+	testwait.Within(t, 20*time.Second, "the re-run is noted as n8n's retry 101", func() bool {
 		l, err := store.Lookup(ctx, "crm", "k1")
 		if err != nil || l.Record == nil {
 			return false
@@ -146,21 +147,4 @@ func TestRerunOneGrantAtMostOneRetry(t *testing.T) {
 	if n := f.count(); n != 1 {
 		t.Fatalf("one grant led to %d n8n retries of execution 41 (%v), want 1", n, f.retries)
 	}
-}
-
-func waitUntil(t *testing.T, d time.Duration, what string, ok func() bool) {
-	t.Helper()
-	if !pollFor(d, ok) {
-		t.Fatalf("not within %s: %s", d, what)
-	}
-}
-
-// pollFor polls ok until it holds or d has passed.
-func pollFor(d time.Duration, ok func() bool) bool {
-	for deadline := time.Now().Add(d); !ok(); time.Sleep(10 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			return false
-		}
-	}
-	return true
 }

@@ -1,6 +1,7 @@
-// Package slacktest signs requests the way Slack signs its interactivity
-// requests, for tests of the guard's endpoint. It is a test aid: nothing
-// in the service imports it.
+// Package slacktest is the one fake Slack of the tests: Server stands in
+// for the Web API (and misbehaves like it), Sign signs requests the way
+// Slack signs its interactivity requests to the guard. It is a test aid:
+// nothing in the service imports it.
 package slacktest
 
 import (

@@ -39,3 +39,41 @@ func TestWithinFailsNamingWhatNeverCame(t *testing.T) {
 		t.Fatalf("Within gave up before its deadline")
 	}
 }
+
+func TestValueReturnsWhatHeld(t *testing.T) {
+	var n atomic.Int32
+	f := &fakeT{TB: t}
+	got := Value(f, Deadline, "the third poll", func() (int32, bool) { v := n.Add(1); return v, v == 3 })
+	if f.failed.Load() || got != 3 {
+		t.Fatalf("Value failed (%v) or returned %d, want 3", f.failed.Load(), got)
+	}
+}
+
+func TestValueFailsNamingTheLastValueSeen(t *testing.T) {
+	var n atomic.Int32
+	f := &fakeT{TB: t}
+	Value(f, 30*time.Millisecond, "a count that never reaches -1", func() (int32, bool) { return n.Add(1), false })
+	if !f.failed.Load() || f.msg != "timed out after %s waiting for %s; last seen: %+v" {
+		t.Fatalf("Value did not fail naming the last value: %v %q", f.failed.Load(), f.msg)
+	}
+}
+
+func TestPollSaysWhetherTheConditionHeld(t *testing.T) {
+	if !Poll(Deadline, func() bool { return true }) {
+		t.Fatal("Poll said a holding condition did not hold")
+	}
+	if Poll(10*time.Millisecond, func() bool { return false }) {
+		t.Fatal("Poll said a condition that never holds held")
+	}
+}
+
+func TestPollEveryAsksAtMostOncePerPause(t *testing.T) {
+	var n atomic.Int32
+	start := time.Now()
+	PollEvery(300*time.Millisecond, 100*time.Millisecond, func() bool { n.Add(1); return false })
+	// 1+2+4+...+64 ms of short polls, then 100 ms pauses: about 10 asks in
+	// 300 ms; a 20 ms cap would ask about 20 times.
+	if got := n.Load(); got > 12 || time.Since(start) < 300*time.Millisecond {
+		t.Fatalf("asked %d times in %s, want at most 12", got, time.Since(start))
+	}
+}
