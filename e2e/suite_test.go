@@ -410,7 +410,7 @@ func booking(number string) map[string]any {
 }
 
 // waitSlack waits for a Slack message that contains every one of parts.
-func (s *suite) waitSlack(t *testing.T, timeout time.Duration, parts ...string) slackMessage {
+func (s *suite) waitSlack(t *testing.T, timeout time.Duration, parts ...string) slacktest.Call {
 	t.Helper()
 	var found slacktest.Call
 	if !testwait.Poll(timeout, func() bool {
