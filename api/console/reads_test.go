@@ -143,27 +143,38 @@ func outageSite(t testing.TB) (*site, *readCounter) {
 // overdue key is one that waited too long, a time, not a stored stage).
 func TestNeedsAPersonReadsTheKeysThatNeedOne(t *testing.T) {
 	s, counter := outageSite(t)
-	c, _ := signedIn(t, s, actToken)
+	act, _ := signedIn(t, s, actToken)
+	limited, _ := signedIn(t, s, limitedToken) // bookings and hubspot only
 
 	pages := []struct {
-		name, path string
-		max        int64
-		shows      []string
+		name, path  string
+		c           *http.Client
+		max         int64
+		shows, hide []string
 	}{
-		{"approvals", "/ui/approvals", 1, []string{`id="approval-inv-1"`}},
+		{"approvals", "/ui/approvals", act, 1, []string{`id="approval-inv-1"`}, nil},
 		// The three (the unknown one twice: its group and the list of
 		// waiting keys), and one page of the keys that wait, told apart
 		// for overdue (needsScan and one more, which says "more").
-		{"overview", "/ui/", 4 + 1001, []string{`data-need="approval"`, `data-need="lost"`, `data-need="unknown"`}},
+		{"overview", "/ui/", act, 4 + 1001, []string{`data-need="approval"`, `data-need="lost"`, `data-need="unknown"`}, nil},
+		// A token of other namespaces reads theirs only: the unknown key
+		// of bookings, twice.
+		{"overview of a limited token", "/ui/", limited, 2, []string{`data-need="unknown"`}, []string{`data-need="approval"`, `data-need="lost"`}},
+		{"approvals of a limited token", "/ui/approvals", limited, 0, nil, []string{`id="approval-inv-1"`}},
 	}
 	for _, p := range pages {
 		counter.read.Store(0)
-		_, body := fetch(t, c, s.url+p.path)
+		_, body := fetch(t, p.c, s.url+p.path)
 		read := counter.read.Load()
 		t.Logf("%s: %d records read of %d keys", p.name, read, outageKeys)
 		for _, want := range p.shows {
 			if !strings.Contains(body, want) {
 				t.Errorf("%s does not show %s", p.name, want)
+			}
+		}
+		for _, not := range p.hide {
+			if strings.Contains(body, not) {
+				t.Errorf("%s shows %s, of a namespace the token does not cover", p.name, not)
 			}
 		}
 		if read > p.max {

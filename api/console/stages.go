@@ -21,6 +21,9 @@ func (ui *Console) keysAt(ctx context.Context, sess *session, st keystore.Stage,
 		namespaces = slices.Sorted(slices.Values(sess.who.Namespaces))
 	}
 	for _, ns := range namespaces {
+		if ns != "" && keystore.CheckNamespace("namespace", ns) != nil {
+			continue // no key can be in it
+		}
 		q := keystore.StageQuery{Stage: st, Namespace: ns}
 		for {
 			q.Limit = min(max-len(recs)+1, 1000) // one more tells whether there are others
