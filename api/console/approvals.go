@@ -37,33 +37,26 @@ type approvalsPage struct {
 	Breakers map[string]string
 }
 
+// approvalsShown bounds the keys awaiting approval a page lists.
+const approvalsShown = 1000
+
 // pendingApprovals lists the keys awaiting approval the session may see,
-// oldest first.
-func (ui *Console) pendingApprovals(ctx context.Context, sess *session) ([]approvalItem, error) {
-	var items []approvalItem
-	cursor := ""
-	for {
-		page, err := ui.store.List(ctx, keystore.ListQuery{State: keystore.StateParked, Limit: 1000, Cursor: cursor})
-		if err != nil {
-			return nil, err
+// oldest first, from the stage index; more says there are others.
+func (ui *Console) pendingApprovals(ctx context.Context, sess *session) (items []approvalItem, more bool, err error) {
+	recs, more, err := ui.keysAt(ctx, sess, keystore.PhaseAwaitingApproval, approvalsShown)
+	if err != nil {
+		return nil, false, err
+	}
+	for _, r := range recs {
+		since := r.CreatedAt
+		if r.ParkedAt != nil {
+			since = *r.ParkedAt
 		}
-		for _, r := range page.Items {
-			if r.Reason != keystore.ReasonAwaitingApproval || !sess.who.MayUse(r.Namespace) {
-				continue
-			}
-			since := r.CreatedAt
-			if r.ParkedAt != nil {
-				since = *r.ParkedAt
-			}
-			items = append(items, approvalItem{Namespace: r.Namespace, Key: r.Key, RequestedBy: keystore.RequestedBy(r), Destination: r.Destination,
-				Summary: r.Summary, Since: since})
-		}
-		if cursor = page.NextCursor; cursor == "" || len(items) >= 1000 {
-			break
-		}
+		items = append(items, approvalItem{Namespace: r.Namespace, Key: r.Key, RequestedBy: keystore.RequestedBy(r), Destination: r.Destination,
+			Summary: r.Summary, Since: since})
 	}
 	slices.SortFunc(items, func(a, b approvalItem) int { return a.Since.Compare(b.Since) })
-	return items, nil
+	return items, more, nil
 }
 
 func (ui *Console) approvals(c *fiber.Ctx, sess *session) error {
@@ -75,7 +68,7 @@ func (ui *Console) approvals(c *fiber.Ctx, sess *session) error {
 }
 
 func (ui *Console) showApprovals(c *fiber.Ctx, sess *session, status int, problemText, done string) error {
-	items, err := ui.pendingApprovals(c.UserContext(), sess)
+	items, _, err := ui.pendingApprovals(c.UserContext(), sess)
 	if err != nil {
 		return err
 	}

@@ -1,6 +1,7 @@
 package console
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"net/url"
@@ -333,7 +334,7 @@ func where(ns, dest string) string {
 
 // approvalNeeds is one row per namespace with keys awaiting approval.
 func (ui *Console) approvalNeeds(ctx context.Context, sess *session, byDest map[string]destinationRow) ([]needRow, error) {
-	items, err := ui.pendingApprovals(ctx, sess)
+	items, more, err := ui.pendingApprovals(ctx, sess)
 	if err != nil {
 		return nil, err
 	}
@@ -358,6 +359,7 @@ func (ui *Console) approvalNeeds(ctx context.Context, sess *session, byDest map[
 	var rows []needRow
 	for _, ns := range order {
 		g := byNS[ns]
+		g.More = more
 		g.What, g.Short = "waiting for a person's approval before they write", "awaiting approval"
 		if g.Count == 1 {
 			g.What = "waits for a person's approval before it writes"
@@ -436,20 +438,54 @@ func names(ps []person) []string {
 	return out
 }
 
+// overdueStages are the stages of a parked key that waits for its
+// destination or its woken execution: past its namespace's parked_limit
+// it is overdue (keystore.WordsOf). Overdue is a time, not a stored
+// stage, so these keys are read (needsScan at most) and told apart here.
+var overdueStages = []keystore.Stage{keystore.PhaseWaiting, keystore.PhaseClaimed, keystore.PhaseResumed}
+
 // parkedNeeds: lost and overdue parked executions, one row per
-// namespace and destination each.
+// namespace and destination each, lost first (nothing will resume them).
 func (ui *Console) parkedNeeds(ctx context.Context, sess *session, byDest map[string]destinationRow) ([]needRow, error) {
-	list, err := ui.parkedPage(ctx, sess, parkedFilter{}, "", needsScan)
+	lost, moreLost, err := ui.keysAt(ctx, sess, keystore.PhaseLost, needsScan)
 	if err != nil {
 		return nil, err
 	}
+	rows := ui.parkedRows(lost, moreLost, byDest)
+	var late []*keystore.Record
+	moreLate := false
+	for _, st := range overdueStages {
+		recs, more, err := ui.keysAt(ctx, sess, st, needsScan-len(late))
+		if err != nil {
+			return nil, err
+		}
+		late, moreLate = append(late, recs...), moreLate || more
+		if len(late) >= needsScan {
+			moreLate = true // the next stages are not read
+			break
+		}
+	}
+	// Read stage after stage: each group in the order of its first key,
+	// as one listing by namespace and key gives it.
+	slices.SortFunc(late, func(a, b *keystore.Record) int {
+		return cmp.Or(strings.Compare(a.Namespace, b.Namespace), strings.Compare(a.Key, b.Key))
+	})
+	return append(rows, ui.parkedRows(late, moreLate, byDest)...), nil
+}
+
+// parkedRows groups the lost and overdue keys of recs by status,
+// namespace and destination, in the order of recs; more says recs is
+// not all of them.
+func (ui *Console) parkedRows(recs []*keystore.Record, more bool, byDest map[string]destinationRow) []needRow {
 	type group struct {
 		status   string
 		ns, dest string
 	}
 	groups := map[group]*needRow{}
 	var order []group
-	for _, r := range list.rows {
+	now := ui.now()
+	for _, rec := range recs {
+		r := ui.parkedRow(rec, now)
 		if r.Status() != string(keystore.PhaseLost) && r.Status() != keystore.StageWordsOverdue {
 			continue
 		}
@@ -476,27 +512,17 @@ func (ui *Console) parkedNeeds(ctx context.Context, sess *session, byDest map[st
 			g.Oldest = at
 		}
 	}
-	// Lost first: nothing will resume them.
-	slices.SortStableFunc(order, func(a, b group) int {
-		if a.status == b.status {
-			return 0
-		}
-		if a.status == string(keystore.PhaseLost) {
-			return -1
-		}
-		return 1
-	})
 	var rows []needRow
 	for _, k := range order {
 		g := groups[k]
-		g.More = list.next != ""
+		g.More = more
 		if g.Count == 1 {
 			g.What = strings.Replace(g.What, "executions", "execution", 1)
 			g.What = strings.Replace(g.What, "holds them", "holds it", 1)
 		}
 		rows = append(rows, *g)
 	}
-	return rows, nil
+	return rows
 }
 
 func cmpTime(t *time.Time, otherwise time.Time) time.Time {
