@@ -258,11 +258,11 @@ func (s *Store) decideBatch(ctx context.Context, op keystore.KeysOp, nss, keys [
 	if err != nil {
 		return err
 	}
-	w, err := s.queueBatch(op, nss, keys, found, now)
+	w, committed, err := s.queueBatch(op, nss, keys, found, now)
 	if err != nil || op.DryRun || w.Len() == 0 {
 		return err // the deferred rollback ends the transaction
 	}
-	if err := s.commitOn(ctx, keystore.Op{Name: op.Name, Namespace: nss[0], Key: keys[0]}, conn.Conn(), w); err != nil {
+	if err := s.commitOn(ctx, keystore.Op{Name: op.Name, Namespace: nss[0], Key: keys[0]}, conn.Conn(), w, committed); err != nil {
 		return err
 	}
 	open = false
@@ -329,7 +329,7 @@ func (s *Store) readBatch(ctx context.Context, conn *pgx.Conn, dryRun bool, nss,
 
 // queueBatch decides the batch at now and queues the writes of the keys
 // it changes (none on a dry run), the events after every row.
-func (s *Store) queueBatch(op keystore.KeysOp, nss, keys []string, found map[string]batchRow, now time.Time) (w *pgx.Batch, err error) {
+func (s *Store) queueBatch(op keystore.KeysOp, nss, keys []string, found map[string]batchRow, now time.Time) (w *pgx.Batch, committed []keystore.CommittedKey, err error) {
 	w = &pgx.Batch{}
 	got := make([]keystore.Loaded, len(keys))
 	for i := range keys {
@@ -338,17 +338,18 @@ func (s *Store) queueBatch(op keystore.KeysOp, nss, keys []string, found map[str
 	}
 	steps, err := op.Decide(got, now)
 	if err != nil || op.DryRun {
-		return w, err
+		return w, nil, err
 	}
 	var events []keystore.Event
 	for i, st := range steps {
 		if st.Breaker != nil {
-			return w, fmt.Errorf("%s %s/%s: a batch decision changes no breaker", op.Name, nss[i], keys[i])
+			return w, nil, fmt.Errorf("%s %s/%s: a batch decision changes no breaker", op.Name, nss[i], keys[i])
 		}
 		if st.Record != nil {
 			if err := queueRecord(w, got[i].Record, found[nss[i]+"\x00"+keys[i]].version, st.Record); err != nil {
-				return w, err
+				return w, nil, err
 			}
+			committed = append(committed, st.Committed()...)
 		}
 		events = append(events, st.Events...)
 	}
@@ -359,5 +360,5 @@ func (s *Store) queueBatch(op keystore.KeysOp, nss, keys []string, found map[str
 	for _, ev := range events {
 		queueEvent(w, ev)
 	}
-	return w, nil
+	return w, committed, nil
 }

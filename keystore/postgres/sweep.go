@@ -176,7 +176,7 @@ func (s *Store) sweepKeys(ctx context.Context, op keystore.SweepOp) (n int, more
 	b := &pgx.Batch{}
 	var events []keystore.Event
 	var goneNS, goneKeys []string
-	saved := 0
+	var saved []keystore.CommittedKey
 	for _, d := range due {
 		step, gone := op.Decide(d.cur, now)
 		switch {
@@ -187,7 +187,7 @@ func (s *Store) sweepKeys(ctx context.Context, op keystore.SweepOp) (n int, more
 				return 0, false, "", err
 			}
 			events = append(events, step.Events...)
-			saved++
+			saved = append(saved, step.Committed()...)
 		default:
 			continue
 		}
@@ -215,8 +215,8 @@ func (s *Store) sweepKeys(ctx context.Context, op keystore.SweepOp) (n int, more
 	if err := tx.Commit(ctx); err != nil {
 		return 0, false, "", err
 	}
-	if saved > 0 {
-		s.commits.Notify() // keys went unknown: their alerts, their checks
+	if len(saved) > 0 {
+		s.commits.Notify(saved...) // keys went unknown: their alerts, their checks
 	}
 	return n, read == s.sweepBatch, cursor, nil
 }
