@@ -2,6 +2,7 @@ package keystore
 
 import (
 	"bytes"
+	"context"
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
@@ -206,4 +207,84 @@ func (res *BulkResult) Count(skip string) {
 		res.Skipped = map[string]int{}
 	}
 	res.Skipped[skip]++
+}
+
+// ResolveMany implements BulkResolver. A run that writes first claims its
+// id (DecideBulkAction). The whole selection is read first: a key a
+// decision moves into another index is not met again, and Matched is the
+// selection a person was shown. Then it is decided BulkBatch keys at a
+// time, each batch one transaction of the store that locks its keys, so
+// live writes wait for one batch at most. A dry run decides the same way
+// without locks and writes nothing. When ctx ends between batches, the
+// batches committed stay decided and the result says how many.
+func (o *Operations) ResolveMany(ctx context.Context, req BulkResolveRequest) (BulkResult, error) {
+	req, err := req.Normalize()
+	if err != nil {
+		return BulkResult{}, err
+	}
+	if !req.DryRun {
+		err := o.Driver.ClaimBulk(ctx, req.ID, func(prev *BulkAction, now time.Time) (*BulkAction, error) {
+			return DecideBulkAction(prev, req, now)
+		})
+		if err != nil {
+			return BulkResult{}, err
+		}
+	}
+	res := BulkResult{ID: req.ID, DryRun: req.DryRun, Skipped: map[string]int{}}
+	refs, err := o.selectRefs(ctx, req.Filter)
+	if err != nil {
+		return res, err
+	}
+	res.Matched = len(refs)
+	for len(refs) > 0 {
+		if err := ctx.Err(); err != nil {
+			return res, err
+		}
+		batch := refs[:min(BulkBatch, len(refs))]
+		refs = refs[len(batch):]
+		var part BulkResult
+		err := o.Driver.DecideKeys(ctx, KeysOp{Name: "resolve-bulk", Keys: batch, DryRun: req.DryRun,
+			Decide: func(got []Loaded, now time.Time) ([]Step, error) {
+				part = BulkResult{}
+				steps := make([]Step, len(got))
+				for i, g := range got {
+					if g.Damaged {
+						part.Count(SkipDamaged)
+						continue
+					}
+					st, skip, err := DecideBulkResolve(g.Record, req, o.Policies.Namespace(g.Namespace), now)
+					if err != nil {
+						return nil, err
+					}
+					steps[i] = st
+					part.Count(skip)
+				}
+				return steps, nil
+			}})
+		if err != nil {
+			return res, err
+		}
+		res.Decided += part.Decided
+		for why, n := range part.Skipped {
+			res.Skipped[why] += n
+		}
+	}
+	return res, nil
+}
+
+// selectRefs reads every key f selects, page by page.
+func (o *Operations) selectRefs(ctx context.Context, f Filter) ([]KeyRef, error) {
+	var refs []KeyRef
+	for cursor := ""; ; {
+		page, err := o.Driver.Select(ctx, f, cursor, 1000)
+		if err != nil {
+			return nil, err
+		}
+		for _, r := range page.Items {
+			refs = append(refs, KeyRef{r.Namespace, r.Key})
+		}
+		if cursor = page.NextCursor; cursor == "" {
+			return refs, nil
+		}
+	}
 }

@@ -17,6 +17,43 @@ type CommitFeed interface {
 	Commits() (wake <-chan struct{}, stop func())
 }
 
+// KeyedCommitFeed is the commit signal that says which keys committed,
+// so that a worker waiting for some keys (a namespace's, a destination's)
+// is woken by their commits only and need not read the store at the
+// others.
+type KeyedCommitFeed interface {
+	// CommittedKeys subscribes to the keys this process commits that
+	// match (nil: every key); like Commits, a burst makes one wake, at
+	// most one per CommitCooldown. A commit that does not say its keys
+	// wakes every keyed subscriber, and Take then answers all.
+	CommittedKeys(match func(CommittedKey) bool) *KeyedCommits
+}
+
+// CommittedKey is one key a commit wrote, with the destination its record
+// names; a commit of a breaker alone (a maintenance window, a reset)
+// names only its Destination.
+type CommittedKey struct {
+	Namespace, Key string
+	Destination    string
+}
+
+// Committed lists the keys and breakers st writes, for
+// CommitSignal.Notify; nil when it writes neither (events alone).
+func (st Step) Committed() []CommittedKey {
+	var out []CommittedKey
+	if r := st.Record; r != nil {
+		out = append(out, CommittedKey{r.Namespace, r.Key, r.Destination})
+	}
+	if b := st.Breaker; b != nil && (st.Record == nil || b.Destination != st.Record.Destination) {
+		out = append(out, CommittedKey{Destination: b.Destination})
+	}
+	return out
+}
+
+// maxHeldKeys bounds the keys a keyed subscriber that does not take them
+// holds; past it, Take answers all (read the store).
+const maxHeldKeys = 1024
+
 // CommitCooldown is the least time between two wakes of one subscriber:
 // a busy store commits every few milliseconds, and a worker woken by each
 // commit would read the store as often as it is written.
@@ -33,16 +70,50 @@ type commitSub struct {
 	ch    chan struct{} // buffer 1: a wake not yet taken holds the later ones
 	last  time.Time     // when ch was last sent to
 	timer *time.Timer   // a wake held back by the cooldown (nil: none)
+
+	keyed bool                    // a KeyedCommits: woken only by the keys it matches
+	match func(CommittedKey) bool // nil: every key
+	keys  []CommittedKey          // matched since the last Take
+	all   bool                    // a commit since the last Take did not say its keys, or too many to hold
 }
 
-// Notify wakes every subscriber, at once or when its cooldown ends. It
-// never blocks on a subscriber.
-func (s *CommitSignal) Notify() {
+// Notify wakes every subscriber, at once or when its cooldown ends. keys
+// are what the commit wrote (none: it does not say; every keyed
+// subscriber is woken). It never blocks on a subscriber.
+func (s *CommitSignal) Notify(keys ...CommittedKey) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	now := time.Now()
 	for sub := range s.subs {
-		s.wake(sub, time.Now())
+		if sub.keyed && !sub.hold(keys) {
+			continue
+		}
+		s.wake(sub, now)
 	}
+}
+
+// hold keeps the keys of a commit that sub matches and says whether any
+// did; s.mu is held.
+func (sub *commitSub) hold(keys []CommittedKey) bool {
+	if len(keys) == 0 {
+		sub.all, sub.keys = true, nil
+		return true
+	}
+	matched := false
+	for _, k := range keys {
+		if sub.match != nil && !sub.match(k) {
+			continue
+		}
+		matched = true
+		switch {
+		case sub.all:
+		case len(sub.keys) == maxHeldKeys:
+			sub.all, sub.keys = true, nil
+		default:
+			sub.keys = append(sub.keys, k)
+		}
+	}
+	return matched
 }
 
 // wake sends to sub, or schedules the send at the end of its cooldown;
@@ -72,13 +143,43 @@ func (s *CommitSignal) wake(sub *commitSub, now time.Time) {
 // Subscribe implements CommitFeed.Commits.
 func (s *CommitSignal) Subscribe() (<-chan struct{}, func()) {
 	sub := &commitSub{ch: make(chan struct{}, 1)}
+	return sub.ch, s.add(sub)
+}
+
+// KeyedCommits is a subscription that hears which keys committed.
+type KeyedCommits struct {
+	C    <-chan struct{} // receives when a matching key (or a commit that did not say its keys) committed
+	Stop func()          // ends the subscription
+	s    *CommitSignal
+	sub  *commitSub
+}
+
+// Take returns the matching keys committed since the last Take, in the
+// order of their commits (a key may come more than once); all says a
+// commit did not say its keys, or more came than are held: read the store.
+func (k *KeyedCommits) Take() (keys []CommittedKey, all bool) {
+	k.s.mu.Lock()
+	defer k.s.mu.Unlock()
+	keys, all = k.sub.keys, k.sub.all
+	k.sub.keys, k.sub.all = nil, false
+	return keys, all
+}
+
+// SubscribeKeys implements KeyedCommitFeed.CommittedKeys.
+func (s *CommitSignal) SubscribeKeys(match func(CommittedKey) bool) *KeyedCommits {
+	sub := &commitSub{ch: make(chan struct{}, 1), keyed: true, match: match}
+	return &KeyedCommits{C: sub.ch, Stop: s.add(sub), s: s, sub: sub}
+}
+
+// add subscribes sub and returns its stop.
+func (s *CommitSignal) add(sub *commitSub) func() {
 	s.mu.Lock()
 	if s.subs == nil {
 		s.subs = map[*commitSub]struct{}{}
 	}
 	s.subs[sub] = struct{}{}
 	s.mu.Unlock()
-	return sub.ch, func() {
+	return func() {
 		s.mu.Lock()
 		defer s.mu.Unlock()
 		delete(s.subs, sub)

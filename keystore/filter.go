@@ -201,8 +201,9 @@ type BulkResult struct {
 	DryRun  bool           `json:"dry_run"`
 }
 
-// BulkResolver is the part of Store that decides a bulk action in the
-// store's own batches.
+// BulkResolver is the part of Store that decides a bulk action
+// (Operations.ResolveMany: in batches of BulkBatch keys, each one
+// transaction of the store).
 type BulkResolver interface {
 	ResolveMany(ctx context.Context, req BulkResolveRequest) (BulkResult, error)
 	// BulkActions returns the actions the store keeps under ids; an id it

@@ -62,14 +62,55 @@ type BreakerOp struct {
 	Decide func(br *Breaker, exists bool, now time.Time) (Step, error)
 }
 
-// Driver is what a store gives the operations: one decision on a key and
-// one on a breaker, each made atomic with its write. A Driver never
-// decides; it loads what the Op names, calls its Decide with the time of
-// the decision, and saves the Step (Record, Breaker, Events) before it
-// answers with the Step's Result.
+// KeyRef names one key.
+type KeyRef struct{ Namespace, Key string }
+
+// Loaded is one key of a KeysOp as its store read it.
+type Loaded struct {
+	KeyRef
+	Record  *Record // nil: absent, or damaged
+	Damaged bool    // its record cannot be read (the store has noted it); nothing is decided on it
+}
+
+// KeysOp is one decision on each key of a batch (a bulk decision's), for
+// a Driver to carry out in one transaction.
+type KeysOp struct {
+	Name   string   // says what the store did, in its errors and logs
+	Keys   []KeyRef // normalised; each at most once
+	DryRun bool     // read without locks and save nothing
+	// Decide gets the batch's keys in Keys' order and returns their steps
+	// in the same order (an empty Step: nothing to save). A Step changes a
+	// key's record and appends events, never a breaker. A store may call
+	// it more than once (a lost race); the last call's steps are saved.
+	Decide func(got []Loaded, now time.Time) ([]Step, error)
+}
+
+// Driver is what a store gives the operations: one decision on a key, on
+// a breaker, on a batch of keys, on a bulk id and on what a sweep finds
+// due, each made atomic with its write. A Driver never decides; it loads
+// what the op names, calls its Decide with the time of the decision, and
+// saves what was decided before it answers.
 type Driver interface {
+	Selector // what a bulk decision selects, through the store's indexes
+
 	DecideKey(ctx context.Context, op Op) (Result, error)
 	DecideBreaker(ctx context.Context, op BreakerOp) error
+	// DecideKeys carries out op: the batch's records loaded and locked in
+	// one transaction (a batch never holds a lock past its own
+	// transaction), decided, saved. A damaged record is handed to Decide
+	// as Damaged and never stops the rest of the batch.
+	DecideKeys(ctx context.Context, op KeysOp) error
+	// ClaimBulk loads the action kept under id (nil: none), calls decide
+	// with it and keeps what decide returns (nil: nothing), atomically
+	// against another claim of the same id; decide's error is the answer.
+	ClaimBulk(ctx context.Context, id string, decide func(prev *BulkAction, now time.Time) (*BulkAction, error)) error
+	// SweepDue carries out one batch of a sweep pass (sweep.go) in one
+	// short transaction.
+	SweepDue(ctx context.Context, op SweepOp) (SweepBatch, error)
+	// FoldActivity writes the duplicate answers counted in memory
+	// (Operations.Duplicates) into the activity chart and drops the hours
+	// it no longer shows.
+	FoldActivity(ctx context.Context) error
 }
 
 // Operations runs every key operation of Store over a Driver. A store

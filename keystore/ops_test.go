@@ -2,6 +2,8 @@ package keystore_test
 
 import (
 	"context"
+	"slices"
+	"strconv"
 	"testing"
 	"time"
 
@@ -16,6 +18,14 @@ type memDriver struct {
 	records  map[string]*keystore.Record
 	breakers map[string]*keystore.Breaker
 	ops      []keystore.Op
+	batches  []keystore.KeysOp  // DecideKeys, in order
+	sweeps   []keystore.SweepOp // SweepDue, in order
+	// sweep answers each SweepDue (nil: nothing due).
+	sweep func(op keystore.SweepOp) keystore.SweepBatch
+	// retries: DecideKeys decides each batch this many more times, as a
+	// store does after a lost race.
+	retries int
+	bulks   map[string]*keystore.BulkAction
 }
 
 func newMemDriver(now time.Time) *memDriver {
@@ -50,6 +60,78 @@ func (m *memDriver) DecideBreaker(_ context.Context, op keystore.BreakerOp) erro
 	}
 	return err
 }
+
+// Select answers the keys in map order, two to a page, the filter
+// matched on each (a store's Select reads its indexes).
+func (m *memDriver) Select(_ context.Context, f keystore.Filter, cursor string, _ int) (keystore.Page, error) {
+	var keys []string
+	for k, r := range m.records {
+		if f.Match(r) {
+			keys = append(keys, k)
+		}
+	}
+	slices.Sort(keys)
+	var page keystore.Page
+	i := 0
+	if cursor != "" {
+		i, _ = strconv.Atoi(cursor)
+	}
+	for ; i < len(keys) && len(page.Items) < 2; i++ {
+		page.Items = append(page.Items, m.records[keys[i]])
+	}
+	if i < len(keys) {
+		page.NextCursor = strconv.Itoa(i)
+	}
+	return page, nil
+}
+
+func (m *memDriver) DecideKeys(_ context.Context, op keystore.KeysOp) error {
+	m.batches = append(m.batches, op)
+	got := make([]keystore.Loaded, len(op.Keys))
+	for i, ref := range op.Keys {
+		got[i] = keystore.Loaded{KeyRef: ref, Record: m.records[ref.Namespace+"\x00"+ref.Key]}
+		if got[i].Record != nil && got[i].Record.Message == "damaged" {
+			got[i].Record, got[i].Damaged = nil, true
+		}
+	}
+	var steps []keystore.Step
+	for range m.retries + 1 {
+		var err error
+		if steps, err = op.Decide(got, m.now); err != nil {
+			return err
+		}
+	}
+	if op.DryRun {
+		return nil
+	}
+	for _, st := range steps {
+		if st.Record != nil {
+			m.records[st.Record.Namespace+"\x00"+st.Record.Key] = st.Record
+		}
+	}
+	return nil
+}
+
+func (m *memDriver) ClaimBulk(_ context.Context, id string, decide func(*keystore.BulkAction, time.Time) (*keystore.BulkAction, error)) error {
+	next, err := decide(m.bulks[id], m.now)
+	if next != nil {
+		if m.bulks == nil {
+			m.bulks = map[string]*keystore.BulkAction{}
+		}
+		m.bulks[id] = next
+	}
+	return err
+}
+
+func (m *memDriver) SweepDue(_ context.Context, op keystore.SweepOp) (keystore.SweepBatch, error) {
+	m.sweeps = append(m.sweeps, op)
+	if m.sweep == nil {
+		return keystore.SweepBatch{}, nil
+	}
+	return m.sweep(op), nil
+}
+
+func (m *memDriver) FoldActivity(context.Context) error { return nil }
 
 func (m *memDriver) breaker(dest string) (*keystore.Breaker, bool) {
 	if b, ok := m.breakers[dest]; ok {

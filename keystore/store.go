@@ -20,6 +20,7 @@ type Store interface {
 	Selector         // selection by Filter (filter.go)
 	BulkResolver     // bulk decisions (filter.go)
 	CommitFeed       // wakes this process's workers at its commits (commit.go)
+	KeyedCommitFeed  // the same, saying which keys committed (commit.go)
 	StageReader      // the keys of a stage, from its index (stage.go)
 
 	Reserve(ctx context.Context, req ReserveRequest) (Result, error)

@@ -137,6 +137,11 @@ type Store struct {
 // Commits implements keystore.CommitFeed.
 func (s *Store) Commits() (<-chan struct{}, func()) { return s.commits.Subscribe() }
 
+// CommittedKeys implements keystore.KeyedCommitFeed.
+func (s *Store) CommittedKeys(match func(keystore.CommittedKey) bool) *keystore.KeyedCommits {
+	return s.commits.SubscribeKeys(match)
+}
+
 // view runs fn in a read transaction of the current file. A page too
 // damaged for bbolt to read makes it panic; that fails this read (and
 // stops writes: the whole file is suspect), never the process.

@@ -70,20 +70,19 @@ func decodeBulk(id string, v []byte) (keystore.BulkAction, error) {
 		Resolution: keystore.State(d.Resolution), Final: d.Final, Rerun: d.Rerun}, nil
 }
 
-// claimBulk keeps req's id for its content, or refuses other content
-// under a kept id (keystore.DecideBulkAction), in a write of its own.
-func (s *Store) claimBulk(req keystore.BulkResolveRequest) error {
+// ClaimBulk implements keystore.Driver, in a write of its own.
+func (s *Store) ClaimBulk(_ context.Context, id string, decide func(prev *keystore.BulkAction, now time.Time) (*keystore.BulkAction, error)) error {
 	var refused error
 	err := s.change(func(tx *bbolt.Tx, now time.Time) error {
 		var prev *keystore.BulkAction
-		if v := tx.Bucket(bucketBulk).Get([]byte(req.ID)); v != nil {
-			a, err := decodeBulk(req.ID, v)
+		if v := tx.Bucket(bucketBulk).Get([]byte(id)); v != nil {
+			a, err := decodeBulk(id, v)
 			if err != nil {
 				return err
 			}
 			prev = &a
 		}
-		next, err := keystore.DecideBulkAction(prev, req, now)
+		next, err := decide(prev, now)
 		if err != nil || next == nil {
 			refused = err // the decision's answer, not a failed write
 			return nil
@@ -121,11 +120,10 @@ func (s *Store) BulkActions(_ context.Context, ids []string) (map[string]keystor
 	return out, s.readErr(err)
 }
 
-// Bulk decisions: a selection by keystore.Filter through the indexes, and
-// the decision of every selected key in write transactions of
-// keystore.BulkBatch keys, each key decided by keystore.DecideBulkResolve
-// (so by DecideResolve, the one state machine) and written exactly as a
-// single Resolve writes it: record, indexes, counts, history, event.
+// Bulk decisions (keystore.Operations.ResolveMany) run over a selection by
+// keystore.Filter through the indexes (Select) and batches of keys decided
+// in one write transaction each (DecideKeys), every key written exactly
+// as a single Resolve writes it: record, indexes, counts, history, event.
 
 // walk is one index (or the key bucket) a selection reads: entries under
 // prefix, whose record key starts skip bytes in.
@@ -255,100 +253,42 @@ func (s *Store) Select(_ context.Context, f keystore.Filter, cursor string, limi
 	return page, s.readErr(err)
 }
 
-// ResolveMany implements keystore.BulkResolver. A run that writes first
-// claims its id (claimBulk). The whole selection is read first, then decided batch by batch: a key a decision moves into
-// another index is not met again, and Matched is the selection a person
-// was shown. Each batch is a write transaction of its own, committed
-// alone (a sweep's path), so live writes wait for one batch at most. A
-// dry run decides the same way in read transactions and writes nothing.
-// When ctx ends between batches, the batches committed stay decided and
-// the result says how many.
-func (s *Store) ResolveMany(ctx context.Context, req keystore.BulkResolveRequest) (keystore.BulkResult, error) {
-	req, err := req.Normalize()
-	if err != nil {
-		return keystore.BulkResult{}, err
+// DecideKeys implements keystore.Driver: the batch is read and decided
+// in one write transaction of its own, committed alone (a sweep's path),
+// so live writes wait for one batch at most; a dry run reads in a read
+// transaction and writes nothing.
+func (s *Store) DecideKeys(_ context.Context, op keystore.KeysOp) error {
+	decide := func(tx *bbolt.Tx, now time.Time) error {
+		got := make([]keystore.Loaded, len(op.Keys))
+		for i, ref := range op.Keys {
+			got[i].KeyRef = ref
+			cur, err := getRecord(tx, ref.Namespace, ref.Key)
+			if errs.CodeOf(err) == errs.RecordDamaged {
+				s.noteDamage(err)
+				got[i].Damaged = true
+				continue
+			}
+			if err != nil {
+				return err
+			}
+			got[i].Record = cur
+		}
+		steps, err := op.Decide(got, now)
+		if err != nil || op.DryRun {
+			return err
+		}
+		for i, st := range steps {
+			if st.Breaker != nil {
+				return fmt.Errorf("%s %s/%s: a batch decision changes no breaker", op.Name, got[i].Namespace, got[i].Key)
+			}
+			if err := applyStep(tx, got[i].Record, nil, st); err != nil {
+				return err
+			}
+		}
+		return nil
 	}
-	if !req.DryRun {
-		if err := s.claimBulk(req); err != nil {
-			return keystore.BulkResult{}, err
-		}
+	if op.DryRun {
+		return s.readErr(s.view(func(tx *bbolt.Tx) error { return decide(tx, s.now()) }))
 	}
-	res := keystore.BulkResult{ID: req.ID, DryRun: req.DryRun, Skipped: map[string]int{}}
-	var refs [][]byte
-	for cursor := ""; ; {
-		page, err := s.Select(ctx, req.Filter, cursor, 1000)
-		if err != nil {
-			return res, err
-		}
-		for _, r := range page.Items {
-			refs = append(refs, recordKey(r.Namespace, r.Key))
-		}
-		if cursor = page.NextCursor; cursor == "" {
-			break
-		}
-	}
-	res.Matched = len(refs)
-	for len(refs) > 0 {
-		if err := ctx.Err(); err != nil {
-			return res, err
-		}
-		batch := refs[:min(keystore.BulkBatch, len(refs))]
-		refs = refs[len(batch):]
-		var part keystore.BulkResult
-		if req.DryRun {
-			err = s.view(func(tx *bbolt.Tx) error {
-				part = keystore.BulkResult{}
-				now := s.now()
-				for _, rk := range batch {
-					_, _, skip, err := s.decideBulk(tx, rk, req, now)
-					if err != nil {
-						return err
-					}
-					part.Count(skip)
-				}
-				return nil
-			})
-			err = s.readErr(err)
-		} else {
-			err = s.change(func(tx *bbolt.Tx, now time.Time) error {
-				part = keystore.BulkResult{}
-				for _, rk := range batch {
-					st, prev, skip, err := s.decideBulk(tx, rk, req, now)
-					if err != nil {
-						return err
-					}
-					if skip == "" {
-						if err := applyDecision(tx, boltDecision{st: st, prev: prev}); err != nil {
-							return err
-						}
-					}
-					part.Count(skip)
-				}
-				return nil
-			})
-		}
-		if err != nil {
-			return res, err
-		}
-		res.Decided += part.Decided
-		for why, n := range part.Skipped {
-			res.Skipped[why] += n
-		}
-	}
-	return res, nil
-}
-
-// decideBulk decides one key of a bulk decision in tx.
-func (s *Store) decideBulk(tx *bbolt.Tx, rk []byte, req keystore.BulkResolveRequest, now time.Time) (keystore.Step, *keystore.Record, string, error) {
-	ns, key := splitRecordKey(rk)
-	cur, err := getRecord(tx, ns, key)
-	if errs.CodeOf(err) == errs.RecordDamaged {
-		s.noteDamage(err)
-		return keystore.Step{}, nil, keystore.SkipDamaged, nil
-	}
-	if err != nil {
-		return keystore.Step{}, nil, "", err
-	}
-	st, skip, err := keystore.DecideBulkResolve(cur, req, s.policies.Namespace(ns), now)
-	return st, cur, skip, err
+	return s.change(decide)
 }

@@ -72,51 +72,29 @@ func (s *Store) Events(_ context.Context, after uint64, limit int) ([]keystore.E
 
 // sweepTxBudget bounds how long one sweep transaction may run, so a sweep
 // of a million records never holds up reserves for long: each transaction
-// takes at most sweepBatch entries and stops early when its time is up.
+// takes at most sweepMax entries and stops early when its time is up.
 const sweepTxBudget = 20 * time.Millisecond
 
-// Sweep implements Store. It walks the time-ordered indexes from their
-// oldest entry, so it touches only what is due.
-func (s *Store) Sweep(ctx context.Context) (keystore.SweepStats, error) {
-	var st keystore.SweepStats
-	passes := []struct {
-		bucket []byte
-		do     func(tx *bbolt.Tx, k []byte, now time.Time) (bool, error)
-		count  *int
-	}{
-		{bucketLeases, s.sweepLease, &st.LeasesExpired},
-		{bucketExpires, s.sweepExpired, &st.Expired},
-		{bucketEvents, s.sweepEvent, &st.Events},
-	}
-	if err := s.foldActivity(); err != nil {
-		return st, s.readErr(err)
-	}
-	for _, p := range passes {
-		for {
-			if err := ctx.Err(); err != nil {
-				return st, err
-			}
-			n, more, took, err := s.sweepBatch(p.bucket, p.do)
-			if err != nil {
-				return st, s.readErr(err) // nothing of this batch was saved
-			}
-			*p.count += n
-			s.observer().SweepPaused(took)
-			st.LongestTx = max(st.LongestTx, took)
-			if !more {
-				break
-			}
-		}
-	}
-	return st, nil
-}
+// FoldActivity implements keystore.Driver.
+func (s *Store) FoldActivity(context.Context) error { return s.readErr(s.foldActivity()) }
 
-// sweepBatch runs one short write transaction over the oldest entries of
-// an index; the writer decides nothing else meanwhile. do returns false
-// when the entry is not due yet: the rest are not either, since the index
-// is ordered by time.
-func (s *Store) sweepBatch(bucket []byte, do func(*bbolt.Tx, []byte, time.Time) (bool, error)) (n int, more bool, took time.Duration, err error) {
+// SweepDue implements keystore.Driver: one short write transaction over
+// the oldest entries of the pass's time-ordered index (idx/leases,
+// idx/expires, the events); the writer decides nothing else meanwhile.
+// An entry that is not due yet ends the pass: the rest are not either.
+// An entry the pass went past (decided, stale, or its record damaged) is
+// dropped from the index, so the next batch starts after it (no cursor).
+func (s *Store) SweepDue(_ context.Context, op keystore.SweepOp) (b keystore.SweepBatch, err error) {
+	bucket, do := bucketEvents, s.sweepEvent
+	switch op.Pass {
+	case keystore.SweepLeases:
+		bucket, do = bucketLeases, s.sweepLease
+	case keystore.SweepRetention:
+		bucket, do = bucketExpires, s.sweepExpired
+	}
+	var read int
 	err = s.change(func(tx *bbolt.Tx, now time.Time) error {
+		b, read = keystore.SweepBatch{}, 0
 		start := time.Now()
 		c := tx.Bucket(bucket).Cursor()
 		var keys [][]byte
@@ -124,31 +102,39 @@ func (s *Store) sweepBatch(bucket []byte, do func(*bbolt.Tx, []byte, time.Time) 
 			// At least one entry: a transaction that took none would end the
 			// sweep (a slow moment of the machine is not the end of the index).
 			if len(keys) == s.sweepMax || len(keys) > 0 && time.Since(start) > sweepTxBudget/2 {
-				more = true
+				b.More = true
 				break
 			}
 			keys = append(keys, append([]byte(nil), k...))
 		}
 		for _, k := range keys {
-			due, err := do(tx, k, now)
+			due, changed, err := do(tx, op, k, now)
 			if err != nil {
 				return err
 			}
 			if !due {
-				more = false
+				b.More = false
 				break
 			}
-			n++
+			read++
+			if changed {
+				b.Changed++
+			}
 			if time.Since(start) > sweepTxBudget {
-				more = true
+				b.More = true
 				break
 			}
 		}
-		took = time.Since(start)
+		b.Took = time.Since(start)
 		return nil
 	})
-	took = max(took, 0)
-	return n, more && n > 0, took, err
+	b.Took = max(b.Took, 0)
+	if err != nil {
+		return keystore.SweepBatch{Took: b.Took}, s.readErr(err) // nothing of this batch was saved
+	}
+	s.observer().SweepPaused(b.Took)
+	b.More = b.More && read > 0
+	return b, nil
 }
 
 func dueAt(k []byte) int64 { return int64(binary.BigEndian.Uint64(k[:8])) }
@@ -164,40 +150,46 @@ func dueRecord(tx *bbolt.Tx, k []byte, now time.Time) (cur *keystore.Record, due
 	return cur, err == nil, err
 }
 
-func (s *Store) sweepLease(tx *bbolt.Tx, k []byte, now time.Time) (bool, error) {
+// sweepLease decides a due lease entry's record. An entry whose record is
+// no longer reserved with this lease (stale), or whose key the decision
+// leaves (a reclaim namespace: the next reserve takes it over), is
+// dropped.
+func (s *Store) sweepLease(tx *bbolt.Tx, op keystore.SweepOp, k []byte, now time.Time) (due, changed bool, err error) {
 	cur, due, err := dueRecord(tx, k, now)
 	if s.damaged(err) {
-		return true, del(tx, bkLeases, k)
+		return true, false, del(tx, bkLeases, k)
 	}
 	if !due {
-		return false, err
+		return false, false, err
 	}
-	var np keystore.NamespacePolicy
-	if cur != nil {
-		np = s.policies.Namespace(cur.Namespace)
+	if cur == nil || cur.State != keystore.StateReserved || msPtr(cur.LeaseExpiresAt) != dueAt(k) {
+		return true, false, del(tx, bkLeases, k)
 	}
-	st, expired := keystore.DecideLeaseExpiry(cur, np, now)
-	if !expired {
-		// reclaim namespaces: the next reserve takes the key over; a
-		// stale entry (no longer reserved) is just dropped.
-		return true, del(tx, bkLeases, k)
+	st, _ := op.Decide(cur, now)
+	if st.Record == nil && len(st.Events) == 0 {
+		return true, false, del(tx, bkLeases, k)
 	}
-	return true, applyStep(tx, cur, nil, st)
+	return true, true, applyStep(tx, cur, nil, st)
 }
 
-func (s *Store) sweepExpired(tx *bbolt.Tx, k []byte, now time.Time) (bool, error) {
+// sweepExpired deletes a due expiry entry's record when the decision says
+// so; a stale entry (the record has another expiry, or none) is dropped,
+// never the record it points at.
+func (s *Store) sweepExpired(tx *bbolt.Tx, op keystore.SweepOp, k []byte, now time.Time) (due, changed bool, err error) {
 	cur, due, err := dueRecord(tx, k, now)
 	if s.damaged(err) {
-		return true, del(tx, bkExpires, k)
+		return true, false, del(tx, bkExpires, k)
 	}
 	if !due {
-		return false, err
+		return false, false, err
 	}
-	if cur == nil || cur.ExpiresAt == nil || !cur.Finished() || ms(*cur.ExpiresAt) != dueAt(k) {
-		// A stale entry: drop it, never the record it points at.
-		return true, del(tx, bkExpires, k)
+	if cur == nil || cur.ExpiresAt == nil || ms(*cur.ExpiresAt) != dueAt(k) {
+		return true, false, del(tx, bkExpires, k)
 	}
-	return true, deleteRecord(tx, cur)
+	if _, gone := op.Decide(cur, now); !gone {
+		return true, false, del(tx, bkExpires, k)
+	}
+	return true, true, deleteRecord(tx, cur)
 }
 
 // damaged says whether err is a damaged record, noting it. The sweep
@@ -211,13 +203,13 @@ func (s *Store) damaged(err error) bool {
 	return true
 }
 
-func (s *Store) sweepEvent(tx *bbolt.Tx, k []byte, now time.Time) (bool, error) {
+func (s *Store) sweepEvent(tx *bbolt.Tx, op keystore.SweepOp, k []byte, now time.Time) (due, changed bool, err error) {
 	ev, err := decodeEvent(binary.BigEndian.Uint64(k), tx.Bucket(bucketEvents).Get(k))
 	if err != nil {
-		return false, err
+		return false, false, err
 	}
-	if now.Sub(ev.At) < keystore.EventRetention {
-		return false, nil
+	if now.Sub(ev.At) < op.Retention {
+		return false, false, nil
 	}
-	return true, del(tx, bkEvents, k)
+	return true, true, del(tx, bkEvents, k)
 }

@@ -151,8 +151,8 @@ func (s *Store) commitGroup(ops []*writeOp, gather bool) (_ []*writeOp, carry *w
 		answer(errNotRecorded)
 		return ops, nil
 	}
-	changed := false
-	err = s.apply(tx, &changed, func(yield func(*writeOp) bool) {
+	var note committed
+	err = s.apply(tx, &note, func(yield func(*writeOp) bool) {
 		for i := 0; i < len(ops); i++ {
 			if !yield(ops[i]) {
 				return
@@ -191,16 +191,32 @@ func (s *Store) commitGroup(ops []*writeOp, gather bool) (_ []*writeOp, carry *w
 	}
 	s.observer().Committed(len(ops), time.Since(began))
 	answer(nil)
-	if changed {
-		s.commits.Notify() // after the answers: the workers read what the callers were told
-	}
+	note.notify(&s.commits) // after the answers: the workers read what the callers were told
 	return ops, carry
 }
 
+// committed is what a group wrote, for the commit signal: most answers (a
+// refused claim, a duplicate) write nothing, and no worker is woken by
+// them.
+type committed struct {
+	changed bool
+	unsaid  bool // a write that does not say its keys (a sweep, a bulk batch, events alone)
+	keys    []keystore.CommittedKey
+}
+
+func (c *committed) notify(sig *keystore.CommitSignal) {
+	switch {
+	case !c.changed:
+	case c.unsaid:
+		sig.Notify()
+	default:
+		sig.Notify(c.keys...)
+	}
+}
+
 // apply decides and applies each op of ops in tx; it stops at the first
-// failed write. changed is set when an op wrote something (most answers,
-// a refused claim, a duplicate, write nothing: no worker is woken by them).
-func (s *Store) apply(tx *bbolt.Tx, changed *bool, ops iter.Seq[*writeOp]) (err error) {
+// failed write, and notes in note what was written.
+func (s *Store) apply(tx *bbolt.Tx, note *committed, ops iter.Seq[*writeOp]) (err error) {
 	defer func() {
 		if p := recover(); p != nil {
 			err = fmt.Errorf("panic in write: %v", p)
@@ -212,7 +228,7 @@ func (s *Store) apply(tx *bbolt.Tx, changed *bool, ops iter.Seq[*writeOp]) (err 
 			if err := op.exec(tx, now); err != nil {
 				return err
 			}
-			*changed = true
+			note.changed, note.unsaid = true, true
 			continue
 		}
 		d, err := op.decide(tx, now)
@@ -220,7 +236,11 @@ func (s *Store) apply(tx *bbolt.Tx, changed *bool, ops iter.Seq[*writeOp]) (err 
 		if err != nil {
 			continue
 		}
-		*changed = *changed || d.st.Record != nil || d.st.Breaker != nil || len(d.st.Events) > 0
+		if d.st.Record != nil || d.st.Breaker != nil || len(d.st.Events) > 0 {
+			keys := d.st.Committed()
+			note.changed, note.unsaid = true, note.unsaid || len(keys) == 0
+			note.keys = append(note.keys, keys...)
+		}
 		if err := applyDecision(tx, d); err != nil {
 			return err
 		}

@@ -13,12 +13,11 @@ import (
 	"github.com/n8n-guard/n8n-guard/keystore"
 )
 
-// Bulk decisions: a selection by keystore.Filter in one query (the open
-// states through guard_keys_open, a namespace and key prefix through the
-// primary key), and the decision of every selected key in transactions of
-// keystore.BulkBatch keys that lock their rows, each key decided by
-// keystore.DecideBulkResolve (DecideResolve underneath) and written with
-// the statements of a single Resolve: row, activity, event.
+// Bulk decisions (keystore.Operations.ResolveMany) run over a selection by
+// keystore.Filter (Select: the open states through guard_keys_open, a
+// namespace and key prefix through the primary key) and batches of keys
+// decided in one transaction each that locks their rows (DecideKeys),
+// written with the statements of a single Resolve: row, activity, event.
 
 // selectWhere is the SQL condition of f and its arguments. It may select
 // more than f (case folding differs between Go and the database's
@@ -135,92 +134,39 @@ func (s *Store) Select(ctx context.Context, f keystore.Filter, cursor string, li
 	return page, nil
 }
 
-// selectRefs reads the namespace and key of every record f selects.
-func (s *Store) selectRefs(ctx context.Context, f keystore.Filter) (nss, keys []string, err error) {
-	where, args := selectWhere(f)
-	rows, err := s.pool.Query(ctx, `SELECT namespace, key, `+pgKeyRead+` FROM guard_keys WHERE `+where+` ORDER BY namespace, key`, args...)
-	if err != nil {
-		return nil, nil, s.dbErr("select", err)
+// DecideKeys implements keystore.Driver: one transaction that locks the
+// batch's rows in key order (single writes lock one key, then the event
+// counter: the same order, so no deadlock between them), run again when it
+// loses a race. A dry run reads the rows without locking and writes
+// nothing.
+func (s *Store) DecideKeys(ctx context.Context, op keystore.KeysOp) error {
+	if len(op.Keys) == 0 {
+		return nil
 	}
-	defer rows.Close()
-	for rows.Next() {
-		var ns, key string
-		r, _, err := scanRecord(prefixRow{rows, []any{&ns, &key}}, "", "")
-		if errs.CodeOf(err) == errs.RecordDamaged {
-			s.noteDamage(err)
+	nss, keys := make([]string, len(op.Keys)), make([]string, len(op.Keys))
+	for i, ref := range op.Keys {
+		nss[i], keys[i] = ref.Namespace, ref.Key
+	}
+	for try := 1; ; try++ {
+		err := s.decideBatch(ctx, op, nss, keys)
+		switch {
+		case err != nil && retryablePg(err) && try < maxDecisionTries:
 			continue
+		case err != nil:
+			return s.dbErr(op.Name, err)
 		}
-		if err != nil {
-			return nil, nil, s.dbErr("select", err)
-		}
-		if f.Match(r) {
-			nss, keys = append(nss, ns), append(keys, key)
-		}
+		return nil
 	}
-	if err := rows.Err(); err != nil {
-		return nil, nil, s.dbErr("select", err)
-	}
-	return nss, keys, nil
 }
 
-// ResolveMany implements keystore.BulkResolver. A run that writes first
-// claims its id (claimBulk). The whole selection is read first (Matched is what a person was shown), then decided batch by
-// batch, each batch one transaction that locks its rows in key order
-// (single writes lock one key, then the event counter: the same order, so
-// no deadlock between them) and is run again when it loses a race. A dry
-// run reads the rows without locking and writes nothing. When ctx ends
-// between batches, the batches committed stay decided and the result
-// says how many.
-func (s *Store) ResolveMany(ctx context.Context, req keystore.BulkResolveRequest) (keystore.BulkResult, error) {
-	req, err := req.Normalize()
-	if err != nil {
-		return keystore.BulkResult{}, err
-	}
-	if !req.DryRun {
-		if err := s.claimBulk(ctx, req); err != nil {
-			return keystore.BulkResult{}, err
-		}
-	}
-	res := keystore.BulkResult{ID: req.ID, DryRun: req.DryRun, Skipped: map[string]int{}}
-	nss, keys, err := s.selectRefs(ctx, req.Filter)
-	if err != nil {
-		return res, err
-	}
-	res.Matched = len(keys)
-	for len(keys) > 0 {
-		if err := ctx.Err(); err != nil {
-			return res, err
-		}
-		n := min(keystore.BulkBatch, len(keys))
-		var part keystore.BulkResult
-		for try := 1; ; try++ {
-			part, err = s.resolveBatch(ctx, req, nss[:n], keys[:n])
-			if err != nil && retryablePg(err) && try < maxDecisionTries {
-				continue
-			}
-			break
-		}
-		if err != nil {
-			return res, s.dbErr("resolve-bulk", err)
-		}
-		nss, keys = nss[n:], keys[n:]
-		res.Decided += part.Decided
-		for why, k := range part.Skipped {
-			res.Skipped[why] += k
-		}
-	}
-	return res, nil
-}
-
-// claimBulk keeps req's id for its content in guard_bulk, or refuses other
-// content under a kept id (keystore.DecideBulkAction). A kept id never
+// ClaimBulk implements keystore.Driver with guard_bulk. A kept id never
 // changes, so an insert that finds the id taken by a guard that claimed it
 // meanwhile decides again on what that guard wrote.
-func (s *Store) claimBulk(ctx context.Context, req keystore.BulkResolveRequest) error {
+func (s *Store) ClaimBulk(ctx context.Context, id string, decide func(prev *keystore.BulkAction, now time.Time) (*keystore.BulkAction, error)) error {
 	for range 2 {
 		var prev *keystore.BulkAction
 		var a bulkRow
-		err := s.pool.QueryRow(ctx, `SELECT `+bulkColumns+` FROM guard_bulk WHERE id = $1`, req.ID).Scan(a.fields()...)
+		err := s.pool.QueryRow(ctx, `SELECT `+bulkColumns+` FROM guard_bulk WHERE id = $1`, id).Scan(a.fields()...)
 		switch {
 		case err == nil:
 			prev = a.action()
@@ -231,7 +177,7 @@ func (s *Store) claimBulk(ctx context.Context, req keystore.BulkResolveRequest) 
 		if err != nil {
 			return s.dbErr("resolve-bulk", err)
 		}
-		next, err := keystore.DecideBulkAction(prev, req, now)
+		next, err := decide(prev, now)
 		if err != nil || next == nil {
 			return err
 		}
@@ -245,7 +191,7 @@ func (s *Store) claimBulk(ctx context.Context, req keystore.BulkResolveRequest) 
 			return nil
 		}
 	}
-	return errs.Errorf(errs.Conflict, "bulk id %s was claimed by another request at the same time; nothing changed", req.ID)
+	return errs.Errorf(errs.Conflict, "bulk id %s was claimed by another request at the same time; nothing changed", id)
 }
 
 const bulkColumns = `id, content, created_at, by_person, note, resolution, final, rerun`
@@ -293,14 +239,14 @@ func (s *Store) BulkActions(ctx context.Context, ids []string) (map[string]keyst
 const pgSelectBatch = `SELECT namespace, key, ` + pgKeyRead + ` FROM guard_keys
 	WHERE (namespace, key) IN (SELECT * FROM unnest($1::text[], $2::text[])) ORDER BY namespace, key`
 
-// resolveBatch decides one batch of a bulk decision in one transaction.
-func (s *Store) resolveBatch(ctx context.Context, req keystore.BulkResolveRequest, nss, keys []string) (part keystore.BulkResult, err error) {
+// decideBatch carries out one try of op in one transaction.
+func (s *Store) decideBatch(ctx context.Context, op keystore.KeysOp, nss, keys []string) error {
 	conn, err := s.pool.Acquire(ctx)
 	if err != nil {
-		return part, err
+		return err
 	}
 	defer conn.Release()
-	open := !req.DryRun // readBatch begins the transaction unless it is a dry run
+	open := !op.DryRun // readBatch begins the transaction unless it is a dry run
 	defer func() {
 		if open {
 			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
@@ -308,22 +254,19 @@ func (s *Store) resolveBatch(ctx context.Context, req keystore.BulkResolveReques
 			cancel()
 		}
 	}()
-	found, now, err := s.readBatch(ctx, conn.Conn(), req.DryRun, nss, keys)
+	found, now, err := s.readBatch(ctx, conn.Conn(), op.DryRun, nss, keys)
 	if err != nil {
-		return part, err
+		return err
 	}
-	part, w, err := s.decideBatch(req, nss, keys, found, now)
-	if err != nil {
-		return part, err
+	w, committed, err := s.queueBatch(op, nss, keys, found, now)
+	if err != nil || op.DryRun || w.Len() == 0 {
+		return err // the deferred rollback ends the transaction
 	}
-	if req.DryRun || w.Len() == 0 {
-		return part, nil // the deferred rollback ends the transaction
-	}
-	if err := s.commitOn(ctx, keystore.Op{Name: "resolve-bulk", Namespace: nss[0], Key: keys[0]}, conn.Conn(), w); err != nil {
-		return part, err
+	if err := s.commitOn(ctx, keystore.Op{Name: op.Name, Namespace: nss[0], Key: keys[0]}, conn.Conn(), w, committed); err != nil {
+		return err
 	}
 	open = false
-	return part, nil
+	return nil
 }
 
 // batchRow is a key of the batch as read, keyed by namespace+"\x00"+key;
@@ -384,29 +327,31 @@ func (s *Store) readBatch(ctx context.Context, conn *pgx.Conn, dryRun bool, nss,
 	return found, now, err
 }
 
-// decideBatch decides every key of the batch at now and queues the writes
-// of those it changes (none on a dry run), the events after every row.
-func (s *Store) decideBatch(req keystore.BulkResolveRequest, nss, keys []string, found map[string]batchRow, now time.Time) (part keystore.BulkResult, w *pgx.Batch, err error) {
+// queueBatch decides the batch at now and queues the writes of the keys
+// it changes (none on a dry run), the events after every row.
+func (s *Store) queueBatch(op keystore.KeysOp, nss, keys []string, found map[string]batchRow, now time.Time) (w *pgx.Batch, committed []keystore.CommittedKey, err error) {
 	w = &pgx.Batch{}
-	var events []keystore.Event
+	got := make([]keystore.Loaded, len(keys))
 	for i := range keys {
-		ns, key := nss[i], keys[i]
-		got := found[ns+"\x00"+key]
-		if got.damaged {
-			part.Count(keystore.SkipDamaged)
-			continue
+		row := found[nss[i]+"\x00"+keys[i]]
+		got[i] = keystore.Loaded{KeyRef: keystore.KeyRef{Namespace: nss[i], Key: keys[i]}, Record: row.cur, Damaged: row.damaged}
+	}
+	steps, err := op.Decide(got, now)
+	if err != nil || op.DryRun {
+		return w, nil, err
+	}
+	var events []keystore.Event
+	for i, st := range steps {
+		if st.Breaker != nil {
+			return w, nil, fmt.Errorf("%s %s/%s: a batch decision changes no breaker", op.Name, nss[i], keys[i])
 		}
-		st, skip, err := keystore.DecideBulkResolve(got.cur, req, s.policies.Namespace(ns), now)
-		if err != nil {
-			return part, w, err
-		}
-		part.Count(skip)
-		if skip == "" && !req.DryRun {
-			if err := queueRecord(w, got.cur, got.version, st.Record); err != nil {
-				return part, w, err
+		if st.Record != nil {
+			if err := queueRecord(w, got[i].Record, found[nss[i]+"\x00"+keys[i]].version, st.Record); err != nil {
+				return w, nil, err
 			}
-			events = append(events, st.Events...)
+			committed = append(committed, st.Committed()...)
 		}
+		events = append(events, st.Events...)
 	}
 	// The events last: the event counter row is then locked after every
 	// key and count row of the batch, the order single writes lock them in,
@@ -415,5 +360,5 @@ func (s *Store) decideBatch(req keystore.BulkResolveRequest, nss, keys []string,
 	for _, ev := range events {
 		queueEvent(w, ev)
 	}
-	return part, w, nil
+	return w, committed, nil
 }

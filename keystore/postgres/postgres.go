@@ -71,6 +71,12 @@ type Store struct {
 // not seen: its workers' tickers find them.
 func (s *Store) Commits() (<-chan struct{}, func()) { return s.commits.Subscribe() }
 
+// CommittedKeys implements keystore.KeyedCommitFeed, for this process's
+// commits as Commits.
+func (s *Store) CommittedKeys(match func(keystore.CommittedKey) bool) *keystore.KeyedCommits {
+	return s.commits.SubscribeKeys(match)
+}
+
 var _ keystore.Store = (*Store)(nil)
 
 // Open connects to the database at url (a postgres:// URL or a
@@ -538,7 +544,7 @@ func (s *Store) runOptimistic(ctx context.Context, op keystore.Op) (keystore.Res
 	if err := s.pool.SendBatch(wctx, w).Close(); err != nil {
 		return keystore.Result{}, err
 	}
-	s.commits.Notify()
+	s.commits.Notify(st.Committed()...)
 	return st.Result, nil
 }
 
@@ -610,7 +616,7 @@ func (s *Store) runLocked(ctx context.Context, op keystore.Op, lockDest string) 
 	if n, err := queueStep(w, rs, st, changed); err != nil || n == 0 {
 		return st.Result, err // nothing to write: the deferred rollback releases the locks
 	}
-	if err := s.commitOn(ctx, op, conn.Conn(), w); err != nil {
+	if err := s.commitOn(ctx, op, conn.Conn(), w, st.Committed()); err != nil {
 		return keystore.Result{}, err
 	}
 	open = false
@@ -647,7 +653,7 @@ func (s *Store) DecideBreaker(ctx context.Context, op keystore.BreakerOp) error 
 	if err := tx.Commit(ctx); err != nil {
 		return s.dbErr(op.Name, err)
 	}
-	s.commits.Notify() // a hold, its end or a reset: the catch-up acts on it
+	s.commits.Notify(st.Committed()...) // a hold, its end or a reset: the catch-up acts on it
 	return nil
 }
 
@@ -683,7 +689,9 @@ func queueStep(w *pgx.Batch, rs readSet, st keystore.Step, writeBreaker bool) (i
 // even if the caller has gone (here and in runOptimistic): an accepted
 // reservation nobody hears about would hold the key until its lease runs
 // out.
-func (s *Store) commitOn(ctx context.Context, op keystore.Op, conn *pgx.Conn, w *pgx.Batch) error {
+// commitOn sends w and the COMMIT on conn, then tells the commit signal
+// keys (none: the write does not say).
+func (s *Store) commitOn(ctx context.Context, op keystore.Op, conn *pgx.Conn, w *pgx.Batch, keys []keystore.CommittedKey) error {
 	var tag pgconn.CommandTag
 	w.Queue("COMMIT").Exec(func(ct pgconn.CommandTag) error { tag = ct; return nil })
 	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
@@ -694,7 +702,7 @@ func (s *Store) commitOn(ctx context.Context, op keystore.Op, conn *pgx.Conn, w 
 	if tag.String() != "COMMIT" {
 		return fmt.Errorf("%s %s/%s: commit answered %q", op.Name, op.Namespace, op.Key, tag.String())
 	}
-	s.commits.Notify()
+	s.commits.Notify(keys...)
 	return nil
 }
 

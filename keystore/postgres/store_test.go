@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/n8n-guard/n8n-guard/errs"
 	"github.com/n8n-guard/n8n-guard/internal/pgtest"
 	"github.com/n8n-guard/n8n-guard/keystore"
 	"github.com/n8n-guard/n8n-guard/keystore/postgres"
@@ -72,39 +73,63 @@ func (pg *pgEnv) run(t *testing.T) {
 	t.Run("the sweep goes on past a batch of damaged rows", pg.testSweepPastDamagedRows)
 }
 
-// Damaged rows at the head of the expired leases fill whole sweep
-// batches (here of one row): the sweep goes on past them and expires the
-// intact leases behind, leaving the damaged ones as they are.
+// Damaged rows at the head of a sweep pass (the expired leases, the
+// finished rows past their retention) fill whole sweep batches (here of
+// one row): the sweep goes on past them and decides the intact rows
+// behind, leaving the damaged ones as they are.
 func (pg *pgEnv) testSweepPastDamagedRows(t *testing.T) {
-	ctx := context.Background()
-	now := time.Date(2026, 11, 30, 9, 0, 0, 0, time.UTC)
-	var mu sync.Mutex
-	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
-	s := openPostgres(t, pg.freshSchema(t), postgres.Options{Clock: clock, SweepBatch: 1})
-	defer s.Close()
-	for i, key := range []string{"damaged_1", "damaged_2", "intact_1", "intact_2"} {
-		mu.Lock()
-		now = now.Add(time.Duration(i) * time.Second) // leases run out in this order
-		mu.Unlock()
-		if r, err := s.Reserve(ctx, keystore.ReserveRequest{Namespace: "crm", Key: key}); err != nil || r.Outcome != keystore.OutcomeAccepted {
-			t.Fatalf("reserve %s: %+v %v", key, r, err)
-		}
-	}
-	tamperResultRef(t, s, "crm", "damaged_1")
-	tamperResultRef(t, s, "crm", "damaged_2")
-	mu.Lock()
-	now = now.Add(time.Hour)
-	mu.Unlock()
-	sctx, cancel := context.WithTimeout(ctx, 30*time.Second) // a sweep that reads the same rows for ever fails here
-	defer cancel()
-	st, err := s.Sweep(sctx)
-	if err != nil || st.LeasesExpired != 2 {
-		t.Fatalf("sweep: %+v %v, want the 2 intact leases expired", st, err)
-	}
-	for _, key := range []string{"intact_1", "intact_2"} {
-		if r, err := s.Lookup(ctx, "crm", key); err != nil || r.Record.State != keystore.StateUnknown {
-			t.Fatalf("%s after the sweep: %+v %v", key, r.Record, err)
-		}
+	for _, c := range []struct {
+		pass     string
+		complete bool // the keys finished: their retention ends, not their lease
+		swept    func(keystore.SweepStats) int
+		intact   keystore.Outcome
+	}{
+		{"expired leases", false, func(st keystore.SweepStats) int { return st.LeasesExpired }, keystore.OutcomeFound},
+		{"retention", true, func(st keystore.SweepStats) int { return st.Expired }, keystore.OutcomeAbsent},
+	} {
+		t.Run(c.pass, func(t *testing.T) {
+			ctx := context.Background()
+			now := time.Date(2026, 11, 30, 9, 0, 0, 0, time.UTC)
+			var mu sync.Mutex
+			clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+			pol := keystore.Policies{Namespaces: map[string]keystore.NamespacePolicy{"crm": {Retention: time.Hour}}}
+			s := openPostgres(t, pg.freshSchema(t), postgres.Options{Clock: clock, SweepBatch: 1, Policies: pol})
+			defer s.Close()
+			for _, key := range []string{"damaged_1", "damaged_2", "intact_1", "intact_2"} {
+				mu.Lock()
+				now = now.Add(time.Second) // leases and retentions run out in this order
+				mu.Unlock()
+				r, err := s.Reserve(ctx, keystore.ReserveRequest{Namespace: "crm", Key: key})
+				if err != nil || r.Outcome != keystore.OutcomeAccepted {
+					t.Fatalf("reserve %s: %+v %v", key, r, err)
+				}
+				if c.complete {
+					if _, err := s.Complete(ctx, keystore.CompleteRequest{Namespace: "crm", Key: key, Token: r.Token}); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+			tamperResultRef(t, s, "crm", "damaged_1")
+			tamperResultRef(t, s, "crm", "damaged_2")
+			mu.Lock()
+			now = now.Add(2 * time.Hour)
+			mu.Unlock()
+			sctx, cancel := context.WithTimeout(ctx, 30*time.Second) // a sweep that reads the same rows for ever fails here
+			defer cancel()
+			st, err := s.Sweep(sctx)
+			if err != nil || c.swept(st) != 2 {
+				t.Fatalf("sweep: %+v %v, want the 2 intact rows swept", st, err)
+			}
+			for _, key := range []string{"intact_1", "intact_2"} {
+				r, err := s.Lookup(ctx, "crm", key)
+				if err != nil || r.Outcome != c.intact || r.Record != nil && r.Record.State != keystore.StateUnknown {
+					t.Fatalf("%s after the sweep: %+v %v", key, r, err)
+				}
+			}
+			if _, err := s.Lookup(ctx, "crm", "damaged_1"); errs.CodeOf(err) != errs.RecordDamaged {
+				t.Fatalf("the damaged row after the sweep: %v", err)
+			}
+		})
 	}
 }
 

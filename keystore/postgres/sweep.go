@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"context"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -88,83 +89,63 @@ func (s *Store) Events(ctx context.Context, after uint64, limit int) ([]keystore
 	return s.scanEvents(rows)
 }
 
-// Sweep implements Store. Each pass takes at most sweepBatch rows per
-// transaction, oldest first through the partial indexes, and skips rows a
-// request holds locked (SKIP LOCKED): a sweep never makes a reserve wait,
-// and two replicas sweeping at once share the work instead of colliding.
-func (s *Store) Sweep(ctx context.Context) (keystore.SweepStats, error) {
-	var st keystore.SweepStats
-	// A damaged row is never decided on; the pass over leases goes on past
-	// it (after), so damaged rows cannot fill its batches for ever.
-	var after leaseRef
-	full := func(do func(context.Context) (int, error)) func(context.Context) (int, bool, error) {
-		return func(ctx context.Context) (int, bool, error) {
-			n, err := do(ctx)
-			return n, n >= s.sweepBatch, err
-		}
-	}
-	passes := []struct {
-		do    func(ctx context.Context) (n int, more bool, err error)
-		count *int
-	}{
-		{func(ctx context.Context) (int, bool, error) { return s.sweepLeases(ctx, &after) }, &st.LeasesExpired},
-		{full(s.sweepExpired), &st.Expired},
-		{full(s.sweepEvents), &st.Events},
-	}
+// FoldActivity implements keystore.Driver.
+func (s *Store) FoldActivity(ctx context.Context) error {
 	if err := s.foldActivity(ctx); err != nil {
-		return st, s.dbErr("sweep", err)
+		return s.dbErr("sweep", err)
 	}
-	for _, p := range passes {
-		for {
-			if err := ctx.Err(); err != nil {
-				return st, err
-			}
-			start := time.Now()
-			n, more, err := p.do(ctx)
-			st.LongestTx = max(st.LongestTx, time.Since(start))
-			*p.count += n
-			if err != nil {
-				return st, s.dbErr("sweep", err)
-			}
-			if !more {
-				break
-			}
-		}
-	}
-	return st, nil
+	return nil
 }
 
-// sweepLeases moves reservations whose lease ran out to unknown, through
-// the same decision a reserve makes. Namespaces that reclaim are left
-// alone: there the next reserve takes the key over.
-// more says whether a full batch was read (damaged rows included: the
-// next batch starts after them).
-func (s *Store) sweepLeases(ctx context.Context, after *leaseRef) (n int, more bool, err error) {
-	reclaim := []string{} // not nil: NULL would exclude every row
-	for ns, p := range s.policies.Namespaces {
-		if p.OnLeaseExpiry == keystore.ExpireReclaim {
-			reclaim = append(reclaim, ns)
-		}
+// SweepDue implements keystore.Driver. Each batch takes at most
+// sweepBatch rows in one transaction, oldest first through the partial
+// indexes, and skips rows a request holds locked (SKIP LOCKED): a sweep
+// never makes a reserve wait, and two replicas sweeping at once share the
+// work instead of colliding.
+func (s *Store) SweepDue(ctx context.Context, op keystore.SweepOp) (b keystore.SweepBatch, err error) {
+	start := time.Now()
+	if op.Pass == keystore.SweepEvents {
+		b.Changed, err = s.sweepEvents(ctx, op.Retention)
+		b.More = b.Changed >= s.sweepBatch
+	} else {
+		b.Changed, b.More, b.Cursor, err = s.sweepKeys(ctx, op)
 	}
+	b.Took = time.Since(start)
+	if err != nil {
+		return keystore.SweepBatch{Took: b.Took}, s.dbErr("sweep", err)
+	}
+	return b, nil
+}
+
+// sweepKeys reads the due rows of op's pass after its cursor, locked, has
+// op.Decide decide each and saves or deletes what it decided. A damaged
+// row is never decided on; the pass goes on past it (the cursor), so
+// damaged rows cannot fill its batches for ever. more says whether a full
+// batch was read, damaged rows included.
+func (s *Store) sweepKeys(ctx context.Context, op keystore.SweepOp) (n int, more bool, cursor string, err error) {
+	col, where := "lease_expires_at", "state = 'reserved' AND lease_expires_at <= $1"
+	if op.Pass == keystore.SweepRetention {
+		col, where = "expires_at", "expires_at <= $1"
+	}
+	skip := append([]string{}, op.Skip...) // not nil: NULL would exclude every row
 	tx, err := s.pool.Begin(ctx)
 	if err != nil {
-		return 0, false, err
+		return 0, false, "", err
 	}
 	defer tx.Rollback(context.WithoutCancel(ctx))
 	now, err := s.now(ctx, tx)
 	if err != nil {
-		return 0, false, err
+		return 0, false, "", err
 	}
-	sql := `SELECT namespace, key, lease_expires_at, ` + pgKeyRead + ` FROM guard_keys
-		WHERE state = 'reserved' AND lease_expires_at <= $1 AND NOT (namespace = ANY($2))`
-	args := []any{now, reclaim, s.sweepBatch}
-	if after.ns != "" {
-		sql += ` AND (lease_expires_at, namespace, key) > ($4, $5, $6)`
+	sql := `SELECT namespace, key, ` + col + `, ` + pgKeyRead + ` FROM guard_keys WHERE ` + where + ` AND NOT (namespace = ANY($2))`
+	args := []any{now, skip, s.sweepBatch}
+	if after, ok := parseSweepCursor(op.Cursor); ok {
+		sql += ` AND (` + col + `, namespace, key) > ($4, $5, $6)`
 		args = append(args, after.at, after.ns, after.key)
 	}
-	rows, err := tx.Query(ctx, sql+` ORDER BY lease_expires_at, namespace, key LIMIT $3 FOR UPDATE SKIP LOCKED`, args...)
+	rows, err := tx.Query(ctx, sql+` ORDER BY `+col+`, namespace, key LIMIT $3 FOR UPDATE SKIP LOCKED`, args...)
 	if err != nil {
-		return 0, false, err
+		return 0, false, "", err
 	}
 	type dueRow struct {
 		cur     *keystore.Record
@@ -177,87 +158,98 @@ func (s *Store) sweepLeases(ctx context.Context, after *leaseRef) (n int, more b
 		var at time.Time
 		r, v, err := scanRecord(prefixRow{rows, []any{&ns, &key, &at}}, "", "")
 		read++
-		*after = leaseRef{at, ns, key}
+		cursor = sweepRef{at, ns, key}.String()
 		if errs.CodeOf(err) == errs.RecordDamaged {
-			s.noteDamage(err) // never decided on: its lease is left as it is
+			s.noteDamage(err) // never decided on: left as it is
 			continue
 		}
 		if err != nil {
 			rows.Close()
-			return 0, false, err
+			return 0, false, "", err
 		}
 		due = append(due, dueRow{r, v})
 	}
 	rows.Close()
 	if err := rows.Err(); err != nil {
-		return 0, false, err
+		return 0, false, "", err
 	}
 	b := &pgx.Batch{}
+	var events []keystore.Event
+	var goneNS, goneKeys []string
+	var saved []keystore.CommittedKey
 	for _, d := range due {
-		step, expired := keystore.DecideLeaseExpiry(d.cur, s.policies.Namespace(d.cur.Namespace), now)
-		if !expired {
+		step, gone := op.Decide(d.cur, now)
+		switch {
+		case gone:
+			goneNS, goneKeys = append(goneNS, d.cur.Namespace), append(goneKeys, d.cur.Key)
+		case step.Record != nil:
+			if err := queueRecord(b, d.cur, d.version, step.Record); err != nil {
+				return 0, false, "", err
+			}
+			events = append(events, step.Events...)
+			saved = append(saved, step.Committed()...)
+		default:
 			continue
-		}
-		if err := queueRecord(b, d.cur, d.version, step.Record); err != nil {
-			return 0, false, err
-		}
-		for _, ev := range step.Events {
-			queueEvent(b, ev)
 		}
 		n++
 	}
+	if len(goneKeys) > 0 {
+		// The deleted keys leave guard_counts in the same statement (on
+		// shard 0: a count is the sum of its shards).
+		b.Queue(`WITH gone AS (
+				DELETE FROM guard_keys k USING unnest($1::text[], $2::text[]) AS d(namespace, key)
+				WHERE k.namespace = d.namespace AND k.key = d.key
+				RETURNING k.namespace, k.state)
+			INSERT INTO guard_counts (namespace, state, shard, n)
+			SELECT namespace, state, 0, -count(*) FROM gone GROUP BY namespace, state ORDER BY state
+			ON CONFLICT (namespace, state, shard) DO UPDATE SET n = guard_counts.n + EXCLUDED.n`, goneNS, goneKeys)
+	}
+	for _, ev := range events { // after every row, as a bulk batch queues them
+		queueEvent(b, ev)
+	}
 	if b.Len() > 0 {
 		if err := tx.SendBatch(ctx, b).Close(); err != nil {
-			return 0, false, err
+			return 0, false, "", err
 		}
 	}
 	if err := tx.Commit(ctx); err != nil {
-		return 0, false, err
+		return 0, false, "", err
 	}
-	if n > 0 {
-		s.commits.Notify() // keys went unknown: their alerts, their checks
+	if len(saved) > 0 {
+		s.commits.Notify(saved...) // keys went unknown: their alerts, their checks
 	}
-	return n, read == s.sweepBatch, nil
+	return n, read == s.sweepBatch, cursor, nil
 }
 
-// leaseRef is where the pass over expired leases goes on from.
-type leaseRef struct {
+// sweepRef is where a sweep pass goes on from: the due time, namespace
+// and key of the last row it read.
+type sweepRef struct {
 	at      time.Time
 	ns, key string
 }
 
-// sweepExpired deletes finished records past their retention.
-func (s *Store) sweepExpired(ctx context.Context) (int, error) {
-	now, err := s.now(ctx, s.pool)
-	if err != nil {
-		return 0, err
-	}
-	// The deleted keys leave guard_counts in the same statement (on shard
-	// 0: a count is the sum of its shards).
-	var n int
-	err = s.pool.QueryRow(ctx, `WITH due AS (
-			SELECT namespace, key FROM guard_keys
-			WHERE expires_at <= $1 AND state IN ('completed', 'failed')
-			ORDER BY expires_at LIMIT $2 FOR UPDATE SKIP LOCKED),
-		gone AS (
-			DELETE FROM guard_keys k USING due WHERE k.namespace = due.namespace AND k.key = due.key
-			RETURNING k.namespace, k.state),
-		counted AS (
-			INSERT INTO guard_counts (namespace, state, shard, n)
-			SELECT namespace, state, 0, -count(*) FROM gone GROUP BY namespace, state ORDER BY state
-			ON CONFLICT (namespace, state, shard) DO UPDATE SET n = guard_counts.n + EXCLUDED.n)
-		SELECT count(*) FROM gone`, now, s.sweepBatch).Scan(&n)
-	return n, err
+func (r sweepRef) String() string {
+	return r.at.UTC().Format(time.RFC3339Nano) + "\x00" + r.ns + "\x00" + r.key
 }
 
-// sweepEvents deletes events older than EventRetention.
-func (s *Store) sweepEvents(ctx context.Context) (int, error) {
+func parseSweepCursor(c string) (sweepRef, bool) {
+	at, rest, ok := strings.Cut(c, "\x00")
+	ns, key, ok2 := strings.Cut(rest, "\x00")
+	t, err := time.Parse(time.RFC3339Nano, at)
+	if !ok || !ok2 || err != nil {
+		return sweepRef{}, false
+	}
+	return sweepRef{t, ns, key}, true
+}
+
+// sweepEvents deletes events older than retention.
+func (s *Store) sweepEvents(ctx context.Context, retention time.Duration) (int, error) {
 	now, err := s.now(ctx, s.pool)
 	if err != nil {
 		return 0, err
 	}
 	tag, err := s.pool.Exec(ctx, `DELETE FROM guard_events WHERE seq IN (
-		SELECT seq FROM guard_events WHERE at <= $1 ORDER BY at LIMIT $2)`, now.Add(-keystore.EventRetention), s.sweepBatch)
+		SELECT seq FROM guard_events WHERE at <= $1 ORDER BY at LIMIT $2)`, now.Add(-retention), s.sweepBatch)
 	if err != nil {
 		return 0, err
 	}

@@ -1,6 +1,7 @@
 package storetest
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -78,6 +79,40 @@ func runCommits(t *testing.T, newStore New) {
 			t.Fatal(err)
 		}
 		woken(t, a, "a breaker reset")
+	})
+
+	t.Run("a keyed subscriber hears the keys it matches, a breaker by its destination", func(t *testing.T) {
+		e := setup(t, newStore, pol)
+		keys := e.s.CommittedKeys(func(k keystore.CommittedKey) bool { return k.Namespace == ns || k.Destination == "erp" })
+		defer keys.Stop()
+		// Taken until what the writes promise has come: the commits of
+		// another namespace never do.
+		took := func(t *testing.T, what string, want ...keystore.CommittedKey) {
+			t.Helper()
+			var got []keystore.CommittedKey
+			for len(got) < len(want) {
+				woken(t, keys.C, what)
+				k, all := keys.Take()
+				if all {
+					t.Fatalf("%s: a commit did not say its keys", what)
+				}
+				got = append(got, k...)
+			}
+			if fmt.Sprint(got) != fmt.Sprint(want) {
+				t.Fatalf("%s: took %v, want %v", what, got, want)
+			}
+		}
+		e.reserve("other", "evt_1")
+		r := e.reserve(ns, "evt_1", withDest("crm"))
+		took(t, "a reserve", keystore.CommittedKey{Namespace: ns, Key: "evt_1", Destination: "crm"})
+		e.reserve("other", "evt_2")
+		e.complete(ns, "evt_1", r.Token, "crm-1")
+		took(t, "a complete", keystore.CommittedKey{Namespace: ns, Key: "evt_1", Destination: "crm"})
+		e.reserve("other", "evt_3")
+		if _, err := e.s.HoldDestination(e.ctx, "erp", "Ana", "upgrade", time.Now().Add(time.Hour)); err != nil {
+			t.Fatal(err)
+		}
+		took(t, "a maintenance window", keystore.CommittedKey{Destination: "erp"})
 	})
 
 	t.Run("an answer that writes nothing wakes no one", func(t *testing.T) {

@@ -124,26 +124,48 @@ func RunDamage(t *testing.T, newStore New, damage Damage) {
 			t.Fatalf("approved keys in a page of 2 past a damaged one: %v %v, want inv_2 and inv_3", got, err)
 		}
 	})
-	t.Run("a damaged reservation whose lease ran out is left as it is; the sweep goes on past it", func(t *testing.T) {
-		e := setup(t, newStore, keystore.Policies{})
-		for _, k := range []string{"lease_1", "lease_2", "lease_3"} {
-			wantOutcome(t, e.reserve(ns, k), keystore.OutcomeAccepted)
-		}
-		damage(t, e.s, ns, "lease_1")
-		e.clock.Advance(time.Hour)
-		st, err := e.s.Sweep(e.ctx)
-		if err != nil || st.LeasesExpired < 2 {
-			t.Fatalf("sweep: %+v %v, want the 2 intact leases expired", st, err)
-		}
-		wantState(t, e.lookup(ns, "lease_2"), keystore.StateUnknown)
-		wantState(t, e.lookup(ns, "lease_3"), keystore.StateUnknown)
-		_, err = e.s.Lookup(e.ctx, ns, "lease_1")
-		wantCode(t, err, errs.RecordDamaged)
-		if _, err := e.s.Sweep(e.ctx); err != nil {
-			t.Fatalf("the next sweep: %v", err)
-		}
-		reportedOnce(t, e, "lease_1")
-	})
+	for _, c := range []struct {
+		name     string
+		complete bool // the keys finished: their retention ends, not their lease
+		swept    func(keystore.SweepStats) int
+		intact   keystore.Outcome
+	}{
+		{"a damaged reservation whose lease ran out is left as it is; the sweep goes on past it", false,
+			func(st keystore.SweepStats) int { return st.LeasesExpired }, keystore.OutcomeFound},
+		{"a damaged record past its retention is left as it is; the sweep deletes the others past it", true,
+			func(st keystore.SweepStats) int { return st.Expired }, keystore.OutcomeAbsent},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			e := setup(t, newStore, keystore.Policies{Namespaces: map[string]keystore.NamespacePolicy{ns: {Retention: time.Hour}}})
+			for _, k := range []string{"key_1", "key_2", "key_3"} {
+				r := e.reserve(ns, k)
+				wantOutcome(t, r, keystore.OutcomeAccepted)
+				if c.complete {
+					e.complete(ns, k, r.Token, "ref")
+				}
+				e.clock.Advance(time.Second) // leases and retentions end in this order: the damaged one first
+			}
+			damage(t, e.s, ns, "key_1")
+			e.clock.Advance(2 * time.Hour)
+			st, err := e.s.Sweep(e.ctx)
+			if err != nil || c.swept(st) != 2 {
+				t.Fatalf("sweep: %+v %v, want the 2 intact keys swept", st, err)
+			}
+			for _, k := range []string{"key_2", "key_3"} {
+				r := e.lookup(ns, k)
+				wantOutcome(t, r, c.intact)
+				if r.Record != nil {
+					wantState(t, r, keystore.StateUnknown)
+				}
+			}
+			_, err = e.s.Lookup(e.ctx, ns, "key_1")
+			wantCode(t, err, errs.RecordDamaged)
+			if st, err := e.s.Sweep(e.ctx); err != nil || c.swept(st) != 0 {
+				t.Fatalf("the next sweep: %+v %v", st, err)
+			}
+			reportedOnce(t, e, "key_1")
+		})
+	}
 }
 
 // reportedOnce waits for the events about the damaged keys (written
