@@ -2,9 +2,11 @@ package bolt_test
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/n8n-guard/n8n-guard/keystore"
 	"github.com/n8n-guard/n8n-guard/keystore/bolt"
@@ -52,4 +54,30 @@ func flipByte(t *testing.T, s keystore.Store, ns, key string) {
 
 func TestBoltDamagedRecords(t *testing.T) {
 	storetest.RunDamage(t, boltWith(bolt.Options{}), flipByte)
+}
+
+// A reclaim namespace's lapsed leases stay in the lease index (the
+// listings of reserved keys read it): sweep batches of one entry go on
+// past them, from the cursor, to the lease behind that expires.
+func TestBoltSweepGoesOnPastKeptLeases(t *testing.T) {
+	ctx := context.Background()
+	clock := storetest.NewClock()
+	pol := keystore.Policies{Namespaces: map[string]keystore.NamespacePolicy{
+		"crm": {OnLeaseExpiry: keystore.ExpireReclaim, Lease: 30 * time.Second}, "mail": {Lease: 40 * time.Second}}}
+	s := boltWith(bolt.Options{SweepBatch: 1})(t, clock.Now, pol)()
+	defer s.Close()
+	for _, ref := range []keystore.KeyRef{{Namespace: "crm", Key: "evt_1"}, {Namespace: "crm", Key: "evt_2"}, {Namespace: "mail", Key: "evt_3"}} {
+		if r, err := s.Reserve(ctx, keystore.ReserveRequest{Namespace: ref.Namespace, Key: ref.Key}); err != nil || r.Outcome != keystore.OutcomeAccepted {
+			t.Fatalf("reserve %v: %+v %v", ref, r, err)
+		}
+	}
+	clock.Advance(41 * time.Second)
+	sctx, cancel := context.WithTimeout(ctx, 30*time.Second) // a sweep that reads the same entries for ever fails here
+	defer cancel()
+	if st, err := s.Sweep(sctx); err != nil || st.LeasesExpired != 1 {
+		t.Fatalf("sweep: %+v %v, want mail's lease expired", st, err)
+	}
+	if r, err := s.Lookup(ctx, "mail", "evt_3"); err != nil || r.Record.State != keystore.StateUnknown {
+		t.Fatalf("mail/evt_3 after the sweep: %+v %v", r.Record, err)
+	}
 }

@@ -83,7 +83,10 @@ func (s *Store) FoldActivity(context.Context) error { return s.readErr(s.foldAct
 // idx/expires, the events); the writer decides nothing else meanwhile.
 // An entry that is not due yet ends the pass: the rest are not either.
 // An entry the pass went past (decided, stale, or its record damaged) is
-// dropped from the index, so the next batch starts after it (no cursor).
+// dropped from the index; one whose key the decision leaves as it is (a
+// reclaim namespace's lease) stays, for the listings and selections of
+// reserved keys read this index, and the next batch starts after the
+// cursor.
 func (s *Store) SweepDue(_ context.Context, op keystore.SweepOp) (b keystore.SweepBatch, err error) {
 	bucket, do := bucketEvents, s.sweepEvent
 	switch op.Pass {
@@ -97,8 +100,14 @@ func (s *Store) SweepDue(_ context.Context, op keystore.SweepOp) (b keystore.Swe
 		b, read = keystore.SweepBatch{}, 0
 		start := time.Now()
 		c := tx.Bucket(bucket).Cursor()
+		k, _ := c.First()
+		if after := []byte(op.Cursor); len(after) > 0 {
+			if k, _ = c.Seek(after); bytes.Equal(k, after) {
+				k, _ = c.Next()
+			}
+		}
 		var keys [][]byte
-		for k, _ := c.First(); k != nil; k, _ = c.Next() {
+		for ; k != nil; k, _ = c.Next() {
 			// At least one entry: a transaction that took none would end the
 			// sweep (a slow moment of the machine is not the end of the index).
 			if len(keys) == s.sweepMax || len(keys) > 0 && time.Since(start) > sweepTxBudget/2 {
@@ -117,6 +126,7 @@ func (s *Store) SweepDue(_ context.Context, op keystore.SweepOp) (b keystore.Swe
 				break
 			}
 			read++
+			b.Cursor = string(k)
 			if changed {
 				b.Changed++
 			}
@@ -151,9 +161,9 @@ func dueRecord(tx *bbolt.Tx, k []byte, now time.Time) (cur *keystore.Record, due
 }
 
 // sweepLease decides a due lease entry's record. An entry whose record is
-// no longer reserved with this lease (stale), or whose key the decision
-// leaves (a reclaim namespace: the next reserve takes it over), is
-// dropped.
+// no longer reserved with this lease (stale) is dropped; one whose key the
+// decision leaves (a reclaim namespace: the next reserve takes it over)
+// stays, since the key is still reserved with this lease.
 func (s *Store) sweepLease(tx *bbolt.Tx, op keystore.SweepOp, k []byte, now time.Time) (due, changed bool, err error) {
 	cur, due, err := dueRecord(tx, k, now)
 	if s.damaged(err) {
@@ -167,7 +177,7 @@ func (s *Store) sweepLease(tx *bbolt.Tx, op keystore.SweepOp, k []byte, now time
 	}
 	st, _ := op.Decide(cur, now)
 	if st.Record == nil && len(st.Events) == 0 {
-		return true, false, del(tx, bkLeases, k)
+		return true, false, nil
 	}
 	return true, true, applyStep(tx, cur, nil, st)
 }

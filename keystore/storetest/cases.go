@@ -279,6 +279,32 @@ func runLeases(t *testing.T, newStore New) {
 			t.Fatalf("sweep must not expire a live reclaimed lease: %+v %v", st, err)
 		}
 	})
+	t.Run("reclaim: a sweep leaves a lapsed lease findable", func(t *testing.T) {
+		// Nothing will take the key over until its source sends it again:
+		// a person looks for it among the reserved keys and decides on it,
+		// one by one or in bulk, after the sweep as before it.
+		pol := keystore.Policies{Namespaces: map[string]keystore.NamespacePolicy{ns: {OnLeaseExpiry: keystore.ExpireReclaim, Lease: 30 * time.Second}}}
+		e := setup(t, newStore, pol)
+		e.reserve(ns, "evt_1")
+		e.reserve(ns, "evt_2")
+		e.reserve("other", "evt_3", func(r *keystore.ReserveRequest) { r.Lease = 40 * time.Second })
+		e.clock.Advance(41 * time.Second)
+		for i := range 2 {
+			if st, err := e.s.Sweep(e.ctx); err != nil || st.LeasesExpired != 1-i {
+				t.Fatalf("sweep %d: %+v %v; want the other namespace's lease expired once", i+1, st, err)
+			}
+			wantState(t, e.lookup("other", "evt_3"), keystore.StateUnknown)
+			page, err := e.s.List(e.ctx, keystore.ListQuery{Namespace: ns, State: keystore.StateReserved})
+			if err != nil || len(page.Items) != 2 {
+				t.Fatalf("after sweep %d: reserved keys listed %d, want 2 (%v)", i+1, len(page.Items), err)
+			}
+			f := keystore.Filter{Namespace: ns, States: []keystore.State{keystore.StateReserved}}
+			res, err := e.s.ResolveMany(e.ctx, keystore.BulkResolveRequest{Filter: f, Resolution: keystore.StateFailed, By: "ops", Note: "source gone", DryRun: true})
+			if err != nil || res.Matched != 2 || res.Decided != 2 {
+				t.Fatalf("after sweep %d: a bulk decision on the reserved keys: %+v %v, want 2 matched and decided", i+1, res, err)
+			}
+		}
+	})
 	t.Run("sweeper finds expired leases", func(t *testing.T) {
 		e := setup(t, newStore, keystore.Policies{})
 		e.reserve(ns, "evt_1", func(r *keystore.ReserveRequest) { r.Lease = 10 * time.Second })
