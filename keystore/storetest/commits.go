@@ -115,6 +115,29 @@ func runCommits(t *testing.T, newStore New) {
 		took(t, "a maintenance window", keystore.CommittedKey{Destination: "erp"})
 	})
 
+	t.Run("a sweep that expires a lease and a bulk decision wake every subscriber", func(t *testing.T) {
+		// The operation layer runs both (keystore/sweep.go, bulk.go); the
+		// key going unknown and the keys decided are what the notify and
+		// re-run workers act on.
+		e := setup(t, newStore, pol)
+		wake, stop := e.s.Commits()
+		defer stop()
+		e.reserve(ns, "evt_1", func(r *keystore.ReserveRequest) { r.Lease = 10 * time.Second })
+		e.clock.Advance(11 * time.Second)
+		quiet(wake)
+		if st, err := e.s.Sweep(e.ctx); err != nil || st.LeasesExpired != 1 {
+			t.Fatalf("sweep: %+v %v", st, err)
+		}
+		woken(t, wake, "a sweep that moved a key to unknown")
+		quiet(wake)
+		res, err := keystore.ResolveMany(e.ctx, e.s, keystore.BulkResolveRequest{Filter: keystore.Filter{Namespace: ns, States: []keystore.State{keystore.StateUnknown}},
+			Resolution: keystore.StateCompleted, By: "Ana", Note: "in the CRM"})
+		if err != nil || res.Decided != 1 {
+			t.Fatalf("bulk: %+v %v", res, err)
+		}
+		woken(t, wake, "a bulk decision")
+	})
+
 	t.Run("an answer that writes nothing wakes no one", func(t *testing.T) {
 		e := setup(t, newStore, pol)
 		r := e.reserve(ns, "evt_1")
