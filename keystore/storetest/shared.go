@@ -1,6 +1,7 @@
 package storetest
 
 import (
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -62,6 +63,7 @@ func RunShared(t *testing.T, newShared NewShared) {
 			e.clock.Advance(time.Second)
 		}
 	})
+	t.Run("two guards sweep at once", func(t *testing.T) { runSharedSweep(t, newShared) })
 	t.Run("two guards given one bulk id with different content at once: one runs, the other is refused", func(t *testing.T) {
 		e, a, b, h := sharedSetup(t, newShared, keystore.Policies{})
 		for i := range 4 {
@@ -103,6 +105,59 @@ func RunShared(t *testing.T, newShared NewShared) {
 			}
 		}
 	})
+}
+
+// Two guards sweeping one store at once (keystore/sweep.go over each
+// store's SweepDue) share the due keys: each lapsed lease goes unknown
+// once, each finished record past its retention is deleted once, and
+// their stats add up to what was due.
+func runSharedSweep(t *testing.T, newShared NewShared) {
+	pol := keystore.Policies{Namespaces: map[string]keystore.NamespacePolicy{ns: {Lease: 10 * time.Second, Retention: time.Minute}}}
+	e, a, b, _ := sharedSetup(t, newShared, pol)
+	const n = 40
+	for i := range n {
+		e.reserve(ns, fmt.Sprintf("lapsed-%02d", i))
+		r := e.reserve(ns, fmt.Sprintf("done-%02d", i))
+		e.complete(ns, fmt.Sprintf("done-%02d", i), r.Token, "crm")
+	}
+	e.clock.Advance(2 * time.Minute)
+	var (
+		wg    sync.WaitGroup
+		mu    sync.Mutex
+		total keystore.SweepStats
+	)
+	for _, s := range []keystore.Store{a, b} {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			st, err := s.Sweep(e.ctx)
+			if err != nil {
+				t.Error(err)
+			}
+			mu.Lock()
+			total.LeasesExpired, total.Expired = total.LeasesExpired+st.LeasesExpired, total.Expired+st.Expired
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	if total.LeasesExpired != n || total.Expired != n {
+		t.Fatalf("two sweeps at once: %d leases expired, %d records deleted; want %d and %d", total.LeasesExpired, total.Expired, n, n)
+	}
+	unknown := 0
+	for _, ev := range e.events() {
+		if ev.Kind == keystore.EventKeyUnknown {
+			unknown++
+		}
+	}
+	if unknown != n {
+		t.Fatalf("%d key_unknown events, want %d (one per lapsed lease)", unknown, n)
+	}
+	for i := range n {
+		wantState(t, e.lookup(ns, fmt.Sprintf("lapsed-%02d", i)), keystore.StateUnknown)
+		if r := e.lookup(ns, fmt.Sprintf("done-%02d", i)); r.Outcome != keystore.OutcomeAbsent {
+			t.Fatalf("done-%02d after its retention: %s", i, r.Outcome)
+		}
+	}
 }
 
 // sharedSetup opens the test's store (e.s, used to prepare and read) and
