@@ -135,6 +135,11 @@ func (w *worker) startPass(ctx context.Context, recs []*keystore.Record) (launch
 		var first *keystore.Record
 		if launched == 0 && mayProbe {
 			if first = w.r.claimParked(ctx, rec); first == nil {
+				if !w.dp.Admits(rec.Namespace) {
+					// The claim recorded it lost (keystore.DecideClaimResume):
+					// no refusal of the destination, the next key may probe.
+					continue
+				}
 				w.refused = true
 				break
 			}
