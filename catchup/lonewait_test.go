@@ -25,9 +25,6 @@ func TestAnEventAloneAfterTheCooldownIsTheProbe(t *testing.T) {
 	}
 	defer store.Close()
 	ctx := context.Background()
-	fake, srv := startFakeN8n(t, store)
-	defer srv.Close()
-
 	// A write with no resume URL opens the breaker; nothing parks.
 	first, err := store.Reserve(ctx, keystore.ReserveRequest{Namespace: ns, Key: "evt_first", Destination: "crm"})
 	if err != nil || first.Outcome != keystore.OutcomeAccepted {
@@ -39,7 +36,18 @@ func TestAnEventAloneAfterTheCooldownIsTheProbe(t *testing.T) {
 	}
 	clock.Advance(time.Hour + time.Second) // the cooldown is over
 
-	runner, err := catchup.New(catchup.Options{Store: store, Policies: outagePolicies, Clock: clock.Now,
+	newEventCaughtUp(t, store, clock, outagePolicies)
+}
+
+// newEventCaughtUp runs a catch-up over store whose interval is an hour
+// (commits alone wake it), parks a new event of ns at crm with a resume
+// URL, and waits until the fake n8n's execution of it wrote.
+func newEventCaughtUp(t *testing.T, store keystore.Store, clock *outageClock, pol keystore.Policies) {
+	t.Helper()
+	ctx := context.Background()
+	fake, srv := startFakeN8n(t, store)
+	defer srv.Close()
+	runner, err := catchup.New(catchup.Options{Store: store, Policies: pol, Clock: clock.Now,
 		Resumer:  &n8n.ResumeCaller{Secret: "s3cret", Targets: targetsOf(t, srv.URL)},
 		Interval: time.Hour, Claim: 5 * time.Second, Poll: 10 * time.Millisecond})
 	if err != nil {
@@ -53,11 +61,12 @@ func TestAnEventAloneAfterTheCooldownIsTheProbe(t *testing.T) {
 	fake.mu.Lock()
 	fake.keys["1"] = "evt_new"
 	fake.mu.Unlock()
-	res, err := store.Reserve(ctx, keystore.ReserveRequest{Namespace: ns, Key: "evt_new", Destination: "crm", ResumeURL: srv.URL + "/webhook-waiting/1", Fingerprint: "event evt_new"})
+	res, err := store.Reserve(ctx, keystore.ReserveRequest{Namespace: ns, Key: "evt_new", Destination: "crm",
+		ResumeURL: srv.URL + "/webhook-waiting/1", Fingerprint: "event evt_new"})
 	if err != nil || res.Outcome != keystore.OutcomeParked {
 		t.Fatalf("the new event after the cooldown: %+v %v, want parked", res, err)
 	}
-	testwait.Within(t, 20*time.Second, "the parked event claimed, woken and written", func() bool {
+	testwait.Within(t, 20*time.Second, "the new event claimed as the probe, woken and written", func() bool {
 		fake.mu.Lock()
 		defer fake.mu.Unlock()
 		return fake.crm["evt_new"] == 1

@@ -7,11 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/n8n-guard/n8n-guard/catchup"
-	"github.com/n8n-guard/n8n-guard/internal/testwait"
 	"github.com/n8n-guard/n8n-guard/keystore"
 	"github.com/n8n-guard/n8n-guard/keystore/bolt"
-	"github.com/n8n-guard/n8n-guard/n8n"
 )
 
 // Events of a namespace the destination no longer admits
@@ -53,33 +50,7 @@ func TestKeysOfARefusedNamespaceDoNotHoldUpTheProbe(t *testing.T) {
 	}
 	defer store.Close()
 	clock.Advance(time.Hour + time.Second)
-	fake, srv := startFakeN8n(t, store)
-	defer srv.Close()
-
-	runner, err := catchup.New(catchup.Options{Store: store, Policies: pol, Clock: clock.Now,
-		Resumer:  &n8n.ResumeCaller{Secret: "s3cret", Targets: targetsOf(t, srv.URL)},
-		Interval: time.Hour, Claim: 5 * time.Second, Poll: 10 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	rctx, cancel := context.WithCancel(ctx)
-	stopped := make(chan error, 1)
-	go func() { stopped <- runner.Run(rctx) }()
-	defer func() { cancel(); <-stopped; fake.wg.Wait() }()
-
-	fake.mu.Lock()
-	fake.keys["1"] = "evt_new"
-	fake.mu.Unlock()
-	res, err := store.Reserve(ctx, keystore.ReserveRequest{Namespace: ns, Key: "evt_new", Destination: "crm",
-		ResumeURL: srv.URL + "/webhook-waiting/1", Fingerprint: "event evt_new"})
-	if err != nil || res.Outcome != keystore.OutcomeParked {
-		t.Fatalf("the new event after the cooldown: %+v %v, want parked", res, err)
-	}
-	testwait.Within(t, 20*time.Second, "the admitted event claimed as the probe, woken and written", func() bool {
-		fake.mu.Lock()
-		defer fake.mu.Unlock()
-		return fake.crm["evt_new"] == 1
-	})
+	newEventCaughtUp(t, store, clock, pol)
 	for i := range 4 {
 		if r, err := store.Lookup(ctx, "legacy", fmt.Sprintf("old_%d", i)); err != nil || r.Record.Reason != keystore.ReasonResumeLost {
 			t.Fatalf("legacy/old_%d: %+v %v, want resume_lost", i, r.Record, err)
