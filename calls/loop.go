@@ -18,6 +18,8 @@ type Loop struct {
 	// Commits wakes the loop at each commit of this process's store (nil:
 	// Interval alone).
 	Commits keystore.CommitFeed
+	// Wake wakes the loop besides the commits (a worker's Kick); nil: none.
+	Wake <-chan struct{}
 	// Interval is how often the loop looks when nothing woke it (default
 	// 1 s).
 	Interval time.Duration
@@ -117,6 +119,7 @@ func (r *run) await(ctx context.Context, commits <-chan struct{}) {
 		select {
 		case <-ctx.Done():
 		case <-commits:
+		case <-r.loop.Wake:
 		case <-t.C:
 		case e := <-r.ends:
 			t.Stop()
