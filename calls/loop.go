@@ -25,6 +25,9 @@ type Loop struct {
 	Interval time.Duration
 	// Slots bounds the calls in flight (default 1).
 	Slots int
+	// Sleep waits d or until ctx ends (default: a timer): the wait for the
+	// next look, so that a worker on a controlled clock moves it.
+	Sleep func(ctx context.Context, d time.Duration)
 }
 
 // A Call is one call a look found.
@@ -66,6 +69,9 @@ type run struct {
 func (l Loop) Run(ctx context.Context, look Look) {
 	l.Interval = cmp.Or(max(l.Interval, 0), time.Second)
 	l.Slots = cmp.Or(max(l.Slots, 0), 1)
+	if l.Sleep == nil {
+		l.Sleep = sleep
+	}
 	var commits <-chan struct{} // nil without a feed: never ready
 	if l.Commits != nil {
 		c, stop := l.Commits.Commits() // before the first look: no commit falls between
@@ -111,23 +117,40 @@ func (r *run) awaitSlot(ctx context.Context) bool {
 	return true
 }
 
-// await waits for a commit, the next look's time or ctx's end, taking the
-// calls' reports meanwhile.
+// await waits for a commit, a Wake, the next look's time (Sleep) or
+// ctx's end, taking the calls' reports meanwhile.
 func (r *run) await(ctx context.Context, commits <-chan struct{}) {
 	for {
-		t := time.NewTimer(time.Until(r.next))
+		wctx, cancel := context.WithCancel(ctx)
+		slept := make(chan struct{})
+		go func() {
+			defer close(slept)
+			r.loop.Sleep(wctx, time.Until(r.next))
+		}()
+		woken := true
 		select {
 		case <-ctx.Done():
 		case <-commits:
 		case <-r.loop.Wake:
-		case <-t.C:
+		case <-slept:
 		case e := <-r.ends:
-			t.Stop()
 			r.end(e)
-			continue // r.next may be sooner now
+			woken = false // the next look may be sooner now
 		}
-		t.Stop()
-		return
+		cancel()
+		<-slept
+		if woken {
+			return
+		}
+	}
+}
+
+func sleep(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
 	}
 }
 
