@@ -123,9 +123,10 @@ func (r *run) await(ctx context.Context, commits <-chan struct{}) {
 	for {
 		wctx, cancel := context.WithCancel(ctx)
 		slept := make(chan struct{})
+		d := time.Until(r.next) // read here: r.next is Run's goroutine's
 		go func() {
 			defer close(slept)
-			r.loop.Sleep(wctx, time.Until(r.next))
+			r.loop.Sleep(wctx, d)
 		}()
 		woken := true
 		select {
