@@ -5,6 +5,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/n8n-guard/n8n-guard/calls"
 	"github.com/n8n-guard/n8n-guard/keystore"
 )
 
@@ -17,9 +18,10 @@ import (
 // reads the approved and rejected keys from the stage index
 // (KeysAtStage), never the keys that wait for a person, and looks again
 // at each commit of this process's store (a decision is one), when a
-// claim it saw in flight lapses, every Interval while a resume of its own
-// is in flight (it may end with its key still decided), and every
-// approvalLook for another guard's decisions on a shared PostgreSQL.
+// claim it saw in flight lapses, an Interval after a resume of its own
+// ended (it may end with its key still decided), and every approvalLook
+// for another guard's decisions on a shared PostgreSQL. Its loop is
+// calls'.
 
 // approvalLook is how often the resumer looks when nothing woke it (or
 // Interval, when longer): the fallback for a decision made on another
@@ -49,68 +51,32 @@ func decided(rec *keystore.Record, now time.Time) bool {
 		rec.ResumeSentAt == nil && (rec.ResumeClaimUntil == nil || !now.Before(*rec.ResumeClaimUntil))
 }
 
-// runApprovals resumes decided keys of the gated namespaces until ctx ends.
-// Each resume runs in a goroutine that reports its key on ended when it
-// is over; the set of keys being resumed is this loop's alone.
+// approvalsAtOnce bounds the decided keys being resumed at once by one
+// guard; their calls keep the destination's pace (the store's turn).
+const approvalsAtOnce = 64
+
+// runApprovals resumes decided keys of the gated namespaces until ctx ends
+// (calls.Loop: woken by the store's commits, a decision among them).
 func (r *Runner) runApprovals(ctx context.Context) {
 	gated := gatedNamespaces(r.opts.Policies)
 	if len(gated) == 0 {
 		return
 	}
-	commits, stop := r.opts.Store.Commits() // before the first read: no decision falls between
-	defer stop()
-	pending := map[string]bool{} // keys being resumed by this guard
-	ended := make(chan string)
-	defer func() {
-		for len(pending) > 0 {
-			delete(pending, <-ended)
-		}
-	}()
-	for ctx.Err() == nil {
+	loop := calls.Loop{Commits: r.opts.Store, Interval: max(approvalLook, r.opts.Interval), Slots: approvalsAtOnce, Sleep: r.opts.Sleep}
+	loop.Run(ctx, func(ctx context.Context) ([]calls.Call, time.Duration) {
 		keys, lapse := r.decidedKeys(ctx, gated)
+		out := make([]calls.Call, 0, len(keys))
 		for _, rec := range keys {
-			if id := id(rec); !pending[id] {
-				pending[id] = true
-				go func() {
-					r.resumeDecided(ctx, rec)
-					ended <- id
-				}()
-			}
+			out = append(out, calls.Call{Key: id(rec), Run: func(ctx context.Context) time.Duration {
+				r.resumeDecided(ctx, rec)
+				// It may end with its key still decided (its destination
+				// paused, n8n to be asked again): looked at again as a
+				// refused claim is tried again.
+				return r.opts.Interval
+			}})
 		}
-		wait := max(approvalLook, r.opts.Interval)
-		if lapse > 0 && lapse < wait {
-			wait = lapse
-		}
-		if len(pending) > 0 {
-			// A resume in flight may end with its key still decided (its
-			// destination paused, n8n to be asked again): looked at every
-			// Interval meanwhile, as a claim refused is tried again.
-			wait = min(wait, r.opts.Interval)
-		}
-		r.awaitApprovals(ctx, commits, ended, pending, wait)
-	}
-}
-
-// awaitApprovals waits for a commit of the store, d (Sleep), or ctx's end;
-// a resume of this guard that ends meanwhile is dropped from pending.
-func (r *Runner) awaitApprovals(ctx context.Context, commits <-chan struct{}, ended <-chan string, pending map[string]bool, d time.Duration) {
-	wctx, cancel := context.WithCancel(ctx)
-	slept := make(chan struct{})
-	go func() {
-		defer close(slept)
-		r.opts.Sleep(wctx, d)
-	}()
-	defer func() { cancel(); <-slept }()
-	for {
-		select {
-		case <-commits:
-			return
-		case <-slept:
-			return
-		case id := <-ended:
-			delete(pending, id)
-		}
-	}
+		return out, lapse
+	})
 }
 
 // decidedKeys reads the decided keys of the gated namespaces (decided)

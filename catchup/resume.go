@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/n8n-guard/n8n-guard/calls"
 	"github.com/n8n-guard/n8n-guard/internal/callback"
 	"github.com/n8n-guard/n8n-guard/keystore"
 	"github.com/n8n-guard/n8n-guard/n8n"
@@ -37,7 +38,7 @@ type resumeResult struct {
 // turn of its own) and gives the turn back. A key without a destination
 // takes no turn.
 //
-// The claim is kept (claim.go) from here until n8n's answer is recorded,
+// The claim is kept (claim.go, calls.Keeper) from here until n8n's answer is recorded,
 // and handed back when no call was made (ctx ended, no turn came free).
 func (r *Runner) resumeClaimed(ctx context.Context, claimed *keystore.Record, started func(at time.Time)) resumeResult {
 	var pc *callPace
@@ -45,7 +46,7 @@ func (r *Runner) resumeClaimed(ctx context.Context, claimed *keystore.Record, st
 	if dest := claimed.Destination; dest != "" {
 		t, ok := r.awaitTurn(ctx, r.turnRequest(claimed, nil), claimed)
 		if !ok {
-			keeper.handBack(ctx) // not called: the key waits again at once
+			keeper.HandBack(ctx) // not called: the key waits again at once
 			return resumeResult{rec: claimed}
 		}
 		pc = &callPace{r: r, rec: claimed, turn: t}
@@ -81,7 +82,7 @@ func (r *Runner) resumeClaimed(ctx context.Context, claimed *keystore.Record, st
 //
 // A lost execution is counted here and logged by the caller (logLost):
 // the catch-up logs the first of an outage, the approvals each one.
-func (r *Runner) resumeOne(ctx context.Context, rec *keystore.Record, pc *callPace, keeper *claimKeeper) resumeResult {
+func (r *Runner) resumeOne(ctx context.Context, rec *keystore.Record, pc *callPace, keeper *calls.Keeper) resumeResult {
 	dest, parkedAt := rec.Destination, *rec.ParkedAt
 	// Retries end within the claim, a quarter of it to spare (a call may
 	// take 15 s): after it lapses another guard may claim the key and call.
@@ -106,7 +107,7 @@ func (r *Runner) resumeOne(ctx context.Context, rec *keystore.Record, pc *callPa
 		r.metrics.resumes.WithLabelValues(dest, answerName(out.Answer)).Inc()
 		return out, out.Answer == keystore.ResumeRetry
 	})
-	keeper.stop()
+	keeper.Stop()
 	if stop == callback.PastDeadline {
 		r.log.Warn("catch-up: n8n did not take the resume call; the key stays parked and is tried again",
 			"destination", dest, "namespace", rec.Namespace, "key", rec.Key, "detail", out.Detail)

@@ -117,6 +117,52 @@ func DecideClaimCheck(cur *Record, attempt int, claim time.Duration, maxClaims i
 	return Step{Record: next, Result: Result{Outcome: OutcomeStateUnknown, Record: next}}, CheckClaimed
 }
 
+// A check's claim is held while its call is in flight, as a resume claim
+// is (claim.go): its holder extends it, so it never lapses under a live
+// call and no second guard calls meanwhile; a guard that stops hands it
+// back with no answer recorded, and the key's next claim may come at once.
+// A handed-back claim is not counted: it was cut short by the guard, not
+// by the check. The holder names its claim by the ClaimUntil it last got.
+//
+//	extend, own claim, still held   -> claim until now+claim (never shortened)
+//	release, own claim, still held  -> no claim, one claim fewer counted
+//	either, otherwise               -> refused, nothing written
+
+// ownCheckClaim reports whether cur, held for the check of attempt, is
+// claimed until until (to the millisecond, as ownClaim compares).
+func ownCheckClaim(cur *Record, attempt int, until time.Time) bool {
+	return held(cur, attempt) && cur.Check.ClaimUntil != nil &&
+		cur.Check.ClaimUntil.Truncate(time.Millisecond).Equal(until.Truncate(time.Millisecond))
+}
+
+// DecideExtendCheckClaim extends the check claim its holder got until
+// until to now+claim.
+func DecideExtendCheckClaim(cur *Record, attempt int, until time.Time, claim time.Duration, now time.Time) (Step, bool) {
+	if !ownCheckClaim(cur, attempt, until) {
+		return Step{}, false
+	}
+	next := cur.Clone()
+	next.Check.ClaimUntil = timePtr(now.Add(claim))
+	if next.Check.ClaimUntil.Before(until) {
+		next.Check.ClaimUntil = timePtr(until) // never shortened
+	}
+	next.UpdatedAt = now
+	return Step{Record: next, Result: Result{Outcome: OutcomeStateUnknown, Record: next}}, true
+}
+
+// DecideReleaseCheckClaim hands back the check claim its holder got until
+// until.
+func DecideReleaseCheckClaim(cur *Record, attempt int, until time.Time, now time.Time) (Step, bool) {
+	if !ownCheckClaim(cur, attempt, until) {
+		return Step{}, false
+	}
+	next := cur.Clone()
+	next.Check.ClaimUntil = nil
+	next.Check.Claims = max(next.Check.Claims-1, 0)
+	next.UpdatedAt = now
+	return Step{Record: next, Result: Result{Outcome: OutcomeStateUnknown, Record: next}}, true
+}
+
 // CheckResult is what a check said.
 type CheckResult string
 
@@ -231,7 +277,47 @@ type CheckStore interface {
 	// ClaimCheck applies DecideClaimCheck atomically: of any number of
 	// guards claiming one key's check at once, at most one gets it.
 	ClaimCheck(ctx context.Context, ns, key string, attempt int, claim time.Duration, maxClaims int) (*Record, CheckClaim, error)
+	// ExtendCheckClaim applies DecideExtendCheckClaim: the claim's new
+	// until, ok false when it is no longer the holder's.
+	ExtendCheckClaim(ctx context.Context, ns, key string, attempt int, until time.Time, claim time.Duration) (time.Time, bool, error)
+	// ReleaseCheckClaim applies DecideReleaseCheckClaim.
+	ReleaseCheckClaim(ctx context.Context, ns, key string, attempt int, until time.Time) (bool, error)
 	// CheckAnswered applies DecideCheckAnswered; ok is false when the
 	// answer was ignored (the key moved on).
 	CheckAnswered(ctx context.Context, ns, key string, attempt int, a CheckAnswer) (r *Record, ok bool, err error)
+}
+
+// ExtendCheckClaim implements CheckStore.
+func (o *Operations) ExtendCheckClaim(ctx context.Context, ns, key string, attempt int, until time.Time, claim time.Duration) (time.Time, bool, error) {
+	key, err := CheckIdentity(ns, key)
+	if err != nil {
+		return time.Time{}, false, err
+	}
+	extended := false
+	res, err := o.Driver.DecideKey(ctx, Op{Name: "extend check claim", Namespace: ns, Key: key,
+		Decide: func(cur *Record, _ *Breaker, now time.Time) (Step, error) {
+			st, ok := DecideExtendCheckClaim(cur, attempt, until, claim, now)
+			extended = ok
+			return st, nil
+		}})
+	if err != nil || !extended || res.Record == nil || res.Record.Check == nil || res.Record.Check.ClaimUntil == nil {
+		return time.Time{}, false, err
+	}
+	return *res.Record.Check.ClaimUntil, true, nil
+}
+
+// ReleaseCheckClaim implements CheckStore.
+func (o *Operations) ReleaseCheckClaim(ctx context.Context, ns, key string, attempt int, until time.Time) (bool, error) {
+	key, err := CheckIdentity(ns, key)
+	if err != nil {
+		return false, err
+	}
+	released := false
+	_, err = o.Driver.DecideKey(ctx, Op{Name: "release check claim", Namespace: ns, Key: key,
+		Decide: func(cur *Record, _ *Breaker, now time.Time) (Step, error) {
+			st, ok := DecideReleaseCheckClaim(cur, attempt, until, now)
+			released = ok
+			return st, nil
+		}})
+	return released && err == nil, err
 }

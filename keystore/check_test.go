@@ -63,6 +63,19 @@ func claimCheck(f fixture) (keystore.Step, error) {
 	return s, nil
 }
 
+// extendCheckClaim and releaseCheckClaim name the claim of the fixture
+// "unknown, check claimed by a guard" (until now+1 min); any other is
+// not the holder's.
+func extendCheckClaim(f fixture) (keystore.Step, error) {
+	s, _ := keystore.DecideExtendCheckClaim(f.cur, 1, now.Add(time.Minute), 2*time.Minute, now)
+	return s, nil
+}
+
+func releaseCheckClaim(f fixture) (keystore.Step, error) {
+	s, _ := keystore.DecideReleaseCheckClaim(f.cur, 1, now.Add(time.Minute), now)
+	return s, nil
+}
+
 func checkAnswered(attempt int, a keystore.CheckAnswer) event {
 	return func(f fixture) (keystore.Step, error) {
 		s, ok := keystore.DecideCheckAnswered(f.cur, attempt, a, withCheck, now)
@@ -135,6 +148,8 @@ func TestCheckTransitions(t *testing.T) {
 			"unknown, held, its claims used up":       pagedNow, // the person is paged after all
 			// claimed by a guard: refused, nothing written
 		}},
+		{"its holder extends the check's claim", extendCheckClaim, map[string]cw{"unknown, check claimed by a guard": stillHeld}},
+		{"its holder hands the check's claim back", releaseCheckClaim, map[string]cw{"unknown, check claimed by a guard": stillHeld}},
 		{"the check found the record", checkAnswered(1, found), heldAll(resolved(keystore.StateCompleted))},
 		{"the check found nothing", checkAnswered(1, absent), merge(heldAll(resolved(keystore.StateFailed)), map[string]cw{
 			"unknown, held, its execution waits": resolved(keystore.StateParked), // the catch-up resumes it

@@ -7,8 +7,10 @@
 // catch-up (absent), or pages the person as before (anything else).
 //
 // The decisions are keystore's; this package only runs them. It must
-// never call a check without holding the key's claim, never record an
-// answer when it was stopped mid-call (the claim lapses and the call is
-// made again), and never decide a key itself: an answer about a key a
-// person decided meanwhile is dropped by the store.
+// never call a check without holding the key's claim, never let the claim
+// lapse while its call is in flight (calls.Keeper extends it), never
+// record an answer when it was stopped mid-call (the claim is handed back
+// and the call is made again), and never decide a key itself: an answer
+// about a key a person decided meanwhile is dropped by the store. Its
+// loop and claim keeper are the calls package's.
 package reconcile

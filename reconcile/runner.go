@@ -4,9 +4,9 @@ import (
 	"cmp"
 	"context"
 	"log/slog"
-	"sync"
 	"time"
 
+	"github.com/n8n-guard/n8n-guard/calls"
 	"github.com/n8n-guard/n8n-guard/internal/callback"
 	"github.com/n8n-guard/n8n-guard/internal/prom"
 	"github.com/n8n-guard/n8n-guard/keystore"
@@ -38,8 +38,11 @@ type Options struct {
 	// this process's store woke the runner: the fallback for another
 	// guard's commits on a shared PostgreSQL (default 1 s).
 	Interval time.Duration
-	// Claim is how long one guard holds a key's check call: the tries of
-	// one claim fit in three quarters of it (default 2 min).
+	// Claim is how long one guard's claim of a key's check call holds
+	// unless extended: it is extended while the call is in flight and
+	// handed back when the guard stops, so it lapses only when its guard
+	// died; the backoff of one claim's tries ends within three quarters
+	// of it (default 2 min).
 	Claim time.Duration
 	// Tries is how many calls one claim makes while the check gives no
 	// usable answer but may (5xx, no answer); default 3. TriesOf sets it
@@ -62,9 +65,6 @@ type Runner struct {
 	log     *slog.Logger
 	metrics *metrics
 	now     keystore.Clock
-
-	mu      sync.Mutex
-	pending map[string]bool // keys this guard is checking
 }
 
 // New returns a Runner; Run starts it.
@@ -74,7 +74,7 @@ func New(opts Options) (*Runner, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Runner{opts: opts, log: opts.Logger, metrics: m, now: opts.Clock, pending: map[string]bool{}}, nil
+	return &Runner{opts: opts, log: opts.Logger, metrics: m, now: opts.Clock}, nil
 }
 
 // withDefaults fills in every default of Options, as their comments say:
@@ -97,68 +97,38 @@ func (o Options) withDefaults() Options {
 }
 
 // Run looks at the held keys at each commit of the store and every
-// Interval until ctx ends.
+// Interval until ctx ends (calls.Loop: at most Concurrency checks at
+// once, never two of one key), and returns once every check it started
+// ended.
 func (r *Runner) Run(ctx context.Context) error {
-	var wg sync.WaitGroup
-	defer wg.Wait()
-	commits, stop := r.opts.Store.Commits()
-	defer stop()
-	slots := make(chan struct{}, r.opts.Concurrency)
-	t := time.NewTicker(r.opts.Interval)
-	defer t.Stop()
-	for {
-		recs, err := r.opts.Store.HeldForCheck(ctx, 100)
-		switch {
-		case ctx.Err() != nil:
-			return ctx.Err()
-		case err != nil:
-			r.log.Warn("checks: cannot list the keys waiting for their check; trying again", "err", err)
-		default:
-			r.metrics.held.Set(float64(len(recs)))
-			for _, rec := range recs {
-				if rec.Check.ClaimUntil != nil && r.now().Before(*rec.Check.ClaimUntil) || !r.start(rec) {
-					continue // being checked (by this guard or another)
-				}
-				select {
-				case slots <- struct{}{}:
-				case <-ctx.Done():
-					r.done(rec)
-					return ctx.Err()
-				}
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					defer func() { <-slots }()
-					defer r.done(rec)
-					r.checkOne(ctx, rec)
-				}()
-			}
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-commits:
-		case <-t.C:
-		}
-	}
+	calls.Loop{Commits: r.opts.Store, Interval: r.opts.Interval, Slots: r.opts.Concurrency}.Run(ctx, r.look)
+	return ctx.Err()
 }
 
-func id(rec *keystore.Record) string { return rec.Namespace + "\x00" + rec.Key }
-
-func (r *Runner) start(rec *keystore.Record) bool {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.pending[id(rec)] {
-		return false
+// look lists the held keys and makes a call of each whose check no guard
+// holds.
+func (r *Runner) look(ctx context.Context) ([]calls.Call, time.Duration) {
+	recs, err := r.opts.Store.HeldForCheck(ctx, 100)
+	switch {
+	case ctx.Err() != nil:
+		return nil, 0
+	case err != nil:
+		r.log.Warn("checks: cannot list the keys waiting for their check; trying again", "err", err)
+		return nil, 0
 	}
-	r.pending[id(rec)] = true
-	return true
-}
-
-func (r *Runner) done(rec *keystore.Record) {
-	r.mu.Lock()
-	delete(r.pending, id(rec))
-	r.mu.Unlock()
+	r.metrics.held.Set(float64(len(recs)))
+	var out []calls.Call
+	now := r.now()
+	for _, rec := range recs {
+		if rec.Check.ClaimUntil != nil && now.Before(*rec.Check.ClaimUntil) {
+			continue // being checked (by this guard or another)
+		}
+		out = append(out, calls.Call{Key: rec.Namespace + "\x00" + rec.Key, Run: func(ctx context.Context) time.Duration {
+			r.checkOne(ctx, rec)
+			return 0
+		}})
+	}
+	return out, 0
 }
 
 // checkOne claims, calls and records the check of one held key.
@@ -185,6 +155,7 @@ func (r *Runner) checkOne(ctx context.Context, rec *keystore.Record) {
 		log.Warn("check: no answer after every claim (guards stopped mid-call); the person is paged", "claims", r.opts.MaxClaims)
 		return
 	}
+	keeper := r.keepClaim(ctx, log, claimed)
 	req := n8n.NewCheckRequest(claimed)
 	tries := r.opts.Tries
 	if n := r.opts.TriesOf[name]; n > 0 {
@@ -204,9 +175,31 @@ func (r *Runner) checkOne(ctx context.Context, rec *keystore.Record) {
 		return last, last.Retry
 	})
 	if stop == callback.Stopped {
-		return // stopped mid-call: the claim lapses and a guard calls again
+		// Stopped: no answer is recorded. A check only reads, so the
+		// claim is handed back and the next guard asks again at once.
+		keeper.HandBack(ctx)
+		return
 	}
+	keeper.Stop()
 	r.record(ctx, log, claimed, out.Answer)
+}
+
+// keepClaim keeps the check claim of claimed while its call is in flight
+// (calls.Keeper): it never lapses under a live call, so no second guard
+// asks the check meanwhile.
+func (r *Runner) keepClaim(ctx context.Context, log *slog.Logger, claimed *keystore.Record) *calls.Keeper {
+	ns, key, attempt := claimed.Namespace, claimed.Key, claimed.Attempt
+	c := calls.Claim{Length: r.opts.Claim, Every: r.opts.Interval, Clock: r.now, Log: log, What: "checks: a check's claim",
+		Extend: func(ctx context.Context, held time.Time) (time.Time, bool, error) {
+			return r.opts.Store.ExtendCheckClaim(ctx, ns, key, attempt, held, r.opts.Claim)
+		},
+		Release: func(ctx context.Context, held time.Time) (bool, error) {
+			return r.opts.Store.ReleaseCheckClaim(ctx, ns, key, attempt, held)
+		}}
+	if h := claimed.Check; h != nil && h.ClaimUntil != nil {
+		c.Until = *h.ClaimUntil
+	}
+	return calls.Keep(ctx, c)
 }
 
 // record writes the check's answer; the store drops it when the key moved

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/n8n-guard/n8n-guard/internal/pgtest"
+	"github.com/n8n-guard/n8n-guard/internal/testwait"
 	"github.com/n8n-guard/n8n-guard/keystore"
 	"github.com/n8n-guard/n8n-guard/keystore/bolt"
 	"github.com/n8n-guard/n8n-guard/keystore/postgres"
@@ -149,16 +150,6 @@ func runner(t *testing.T, s store, srv *httptest.Server, reg prometheus.Register
 	return stop
 }
 
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
-		if cond() {
-			return
-		}
-	}
-	t.Fatalf("timed out waiting for %s", what)
-}
-
 func settled(s store, key string) func() bool {
 	return func() bool {
 		r, err := s.Lookup(context.Background(), ns, key)
@@ -204,7 +195,7 @@ func TestChecksDecideOrPage(t *testing.T) {
 			reg := prometheus.NewRegistry()
 			unknown(t, s, "evt_1", "")
 			runner(t, s, srv, reg)
-			waitFor(t, "the check to settle the key", settled(s, "evt_1"))
+			testwait.For(t, "the check to settle the key", settled(s, "evt_1"))
 			r, _ := s.Lookup(context.Background(), ns, "evt_1")
 			if r.Record.State != c.state || r.Record.ResultRef != c.ref {
 				t.Fatalf("state %s ref %q, want %s %q", r.Record.State, r.Record.ResultRef, c.state, c.ref)
@@ -216,7 +207,7 @@ func TestChecksDecideOrPage(t *testing.T) {
 			if n := f.callsOf("evt_1"); n != c.calls {
 				t.Fatalf("%d calls, want %d", n, c.calls)
 			}
-			waitFor(t, "n8n_guard_checks_total{result="+c.metric+"} 1", func() bool { return checksTotal(t, reg, c.metric) == 1 })
+			testwait.For(t, "n8n_guard_checks_total{result="+c.metric+"} 1", func() bool { return checksTotal(t, reg, c.metric) == 1 })
 			f.mu.Lock()
 			b := f.bodies[0]
 			f.mu.Unlock()
@@ -256,13 +247,13 @@ func TestAPersonsDecisionStands(t *testing.T) {
 	runner(t, s, srv, reg, func(o *reconcile.Options) {
 		o.Checks["crm-lookup"].(*n8n.CheckCaller).Timeout = 5 * time.Second
 	})
-	waitFor(t, "the check to be called", func() bool { return f.callsOf("evt_1") == 1 })
+	testwait.For(t, "the check to be called", func() bool { return f.callsOf("evt_1") == 1 })
 	res, err := s.Resolve(context.Background(), keystore.ResolveRequest{Namespace: ns, Key: "evt_1", Resolution: keystore.StateFailed, By: "ops@example", Note: "not in the CRM"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	close(f.release)
-	waitFor(t, "the answer to be dropped", func() bool { return checksTotal(t, reg, "superseded") == 1 })
+	testwait.For(t, "the answer to be dropped", func() bool { return checksTotal(t, reg, "superseded") == 1 })
 	r, _ := s.Lookup(context.Background(), ns, "evt_1")
 	if r.Record.State != keystore.StateFailed || r.Record.ResolvedBy != "ops@example" || r.Record.UpdatedAt != res.Record.UpdatedAt {
 		t.Fatalf("the check overruled the person: %+v", r.Record)
@@ -279,7 +270,7 @@ func TestStoppedMidCallAndRestarted(t *testing.T) {
 		o.Claim = 400 * time.Millisecond
 		o.Checks["crm-lookup"].(*n8n.CheckCaller).Timeout = 5 * time.Second
 	})
-	waitFor(t, "the check to be called", func() bool { return f.callsOf("evt_1") == 1 })
+	testwait.For(t, "the check to be called", func() bool { return f.callsOf("evt_1") == 1 })
 	stop()
 	r, _ := s.Lookup(context.Background(), ns, "evt_1")
 	if r.Record.State != keystore.StateUnknown || r.Record.Check == nil || len(eventsOf(t, s, "evt_1")) != 0 {
@@ -289,7 +280,7 @@ func TestStoppedMidCallAndRestarted(t *testing.T) {
 	f.answers["evt_1"] = "found:crm-9"
 	f.mu.Unlock()
 	runner(t, s, srv, nil, func(o *reconcile.Options) { o.Claim = 400 * time.Millisecond })
-	waitFor(t, "the next guard to settle the key", settled(s, "evt_1"))
+	testwait.For(t, "the next guard to settle the key", settled(s, "evt_1"))
 	if r, _ := s.Lookup(context.Background(), ns, "evt_1"); r.Record.State != keystore.StateCompleted || r.Record.ResultRef != "crm-9" {
 		t.Fatalf("after the restart: %+v", r.Record)
 	}
@@ -301,7 +292,7 @@ func TestCheckNoLongerConfigured(t *testing.T) {
 	_, srv := newFakeCheck(t, nil)
 	unknown(t, s, "evt_1", "")
 	runner(t, s, srv, nil, func(o *reconcile.Options) { o.Checks = map[string]reconcile.Caller{} })
-	waitFor(t, "the page", settled(s, "evt_1"))
+	testwait.For(t, "the page", settled(s, "evt_1"))
 	if evs := eventsOf(t, s, "evt_1"); len(evs) != 1 || evs[0].Kind != keystore.EventKeyUnknown {
 		t.Fatalf("events %+v", evs)
 	}
@@ -332,7 +323,7 @@ func TestThreeGuardsOnPostgreSQL(t *testing.T) {
 		runner(t, s, srv, nil)
 	}
 	for key := range answers {
-		waitFor(t, key, settled(stores[0], key))
+		testwait.For(t, key, settled(stores[0], key))
 		calls.Add(int32(f.callsOf(key)))
 		if n := f.callsOf(key); n != 1 {
 			t.Errorf("%s: the check was called %d times", key, n)

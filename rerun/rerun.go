@@ -10,7 +10,8 @@
 // replicas one asks; a claim left stale (the guard stopped, n8n did not
 // answer) and a started re-run that never reserved the key are taken up
 // again. Even a re-run started twice writes nothing twice: the re-run's
-// gate reserves the key, and only one reserve wins.
+// gate reserves the key, and only one reserve wins. Its loop is calls'
+// (woken by the store's commits, a grant among them).
 package rerun
 
 import (
@@ -21,12 +22,14 @@ import (
 	"log/slog"
 	"slices"
 	"sort"
+	"sync"
 	"time"
 	"unicode/utf8"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/time/rate"
 
+	"github.com/n8n-guard/n8n-guard/calls"
 	"github.com/n8n-guard/n8n-guard/errs"
 	"github.com/n8n-guard/n8n-guard/internal/prom"
 	"github.com/n8n-guard/n8n-guard/keystore"
@@ -98,8 +101,8 @@ type Options struct {
 	// destination (2 s).
 	Pace time.Duration
 	// Interval is how often the store is searched for pending re-runs
-	// besides Kick and the claims in flight (10 min): a grant another
-	// replica made and did not start.
+	// besides this process's commits, Kick and the claims in flight (10 min):
+	// a grant another replica made and did not start.
 	Interval time.Duration
 	// Claim: a claim this old is taken again (2 min); Started: a re-run
 	// n8n started that has not reserved the key after this is asked again
@@ -159,11 +162,20 @@ type Runner struct {
 	reads   *rate.Limiter // nil: no cap
 	results *prometheus.CounterVec
 	waiting prometheus.Gauge
+
+	// Written by the re-runs' goroutines (startPaced), read by the
+	// loop's look; under mu.
+	mu   sync.Mutex
+	last map[string]time.Time // destination → its last re-run's start (n8n's answer)
+	down time.Time            // until then n8n is not asked: it did not answer at all
+	// probed: the half-open destinations (pausedID) whose probe a look
+	// gave, until when the others wait for it; the look's alone.
+	probed map[string]time.Time
 }
 
 // New makes a Runner; Run starts it.
 func New(store keystore.Store, n8n Executions, opts Options) (*Runner, error) {
-	r := &Runner{store: store, n8n: n8n, opts: opts.withDefaults(), kick: make(chan struct{}, 1),
+	r := &Runner{store: store, n8n: n8n, opts: opts.withDefaults(), kick: make(chan struct{}, 1), last: map[string]time.Time{}, probed: map[string]time.Time{},
 		results: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "n8n_guard_reruns_total",
 			Help: "Re-runs of n8n executions a person allowed, by what n8n answered (started; found: started by an earlier ask whose answer was not noted; refused; failed: n8n did not answer, tried again)."}, []string{"result"}),
 		waiting: prometheus.NewGauge(prometheus.GaugeOpts{Name: "n8n_guard_reruns_pending",
@@ -191,20 +203,21 @@ func (r *Runner) Kick() {
 	}
 }
 
-// Run starts pending re-runs until ctx ends.
+// Run starts pending re-runs until ctx ends (calls.Loop: woken by the
+// store's commits, a grant among them, by Kick, and every Interval),
+// one at a time, the oldest grant first.
 func (r *Runner) Run(ctx context.Context) {
-	last := map[string]time.Time{} // destination → its last re-run's start
-	for {
-		t := time.NewTimer(r.round(ctx, last))
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return
-		case <-r.kick:
-		case <-t.C:
-		}
-		t.Stop()
+	calls.Loop{Commits: r.store, Wake: r.kick, Interval: r.opts.Interval}.Run(ctx, r.look)
+}
+
+// round runs one look and its re-runs, one after another, and says when
+// to look again (the benchmark and the tests of a round).
+func (r *Runner) round(ctx context.Context) time.Duration {
+	found, next := r.look(ctx)
+	for _, c := range found {
+		next = sooner(next, c.Run(ctx))
 	}
+	return cmp.Or(next, r.opts.Interval)
 }
 
 // execution is one pending re-run: the execution to retry, the gate its
@@ -216,14 +229,25 @@ type execution struct {
 	keys         []*keystore.Record
 }
 
-// round starts every pending re-run, each destination at its pace, and
-// says when to look again: at Interval, or when a claim in flight goes
-// stale, or soon when n8n did not answer.
-func (r *Runner) round(ctx context.Context, last map[string]time.Time) time.Duration {
+// look reads the pending re-runs and makes a call of the oldest grant of
+// each destination whose pace allows one now (the loop runs one call of
+// a destination at a time), and says when to look again: when a claim
+// in flight goes stale, a paused destination may be back, or a
+// destination's pace allows its next re-run (0: Interval). After n8n did
+// not answer at all it asks nothing until a claim has passed: every
+// re-run would wait for it.
+func (r *Runner) look(ctx context.Context) ([]calls.Call, time.Duration) {
+	now := r.opts.Clock()
+	r.mu.Lock()
+	down := r.down.Sub(now)
+	r.mu.Unlock()
+	if down > 0 {
+		return nil, down
+	}
 	pending, soon, err := r.pending(ctx)
 	if err != nil {
 		r.opts.Logger.Error("re-runs: cannot read the pending re-runs; trying again", "err", err, "in", r.opts.Claim)
-		return r.opts.Claim
+		return nil, r.opts.Claim
 	}
 	if len(pending) > 0 {
 		soon = sooner(soon, r.opts.Started) // a re-run started now is looked at again then
@@ -231,41 +255,47 @@ func (r *Runner) round(ctx context.Context, last map[string]time.Time) time.Dura
 	pending, back := r.withoutPaused(ctx, pending)
 	r.waiting.Set(float64(len(pending)))
 	soon = sooner(soon, back)
-	for len(pending) > 0 && ctx.Err() == nil {
-		now := r.opts.Clock()
-		var wait time.Duration = -1
-		rest := pending[:0]
-		for _, ex := range pending {
-			if due := last[ex.destination].Add(r.opts.Pace); now.Before(due) {
-				if d := due.Sub(now); wait < 0 || d < wait {
-					wait = d
-				}
-				rest = append(rest, ex)
-				continue
-			}
-			result := r.start(ctx, ex)
-			// The pace runs from n8n's answer: two re-runs of one
-			// destination are asked at least Pace apart.
-			now = r.opts.Clock()
-			last[ex.destination] = now
-			if result == unreachable {
-				// The others would wait for n8n too. Their grants stay;
-				// this claim goes stale and is taken again.
-				return r.opts.Claim
-			}
+	var out []calls.Call
+	seen := map[string]bool{}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, ex := range pending {
+		if seen[ex.destination] {
+			continue
 		}
-		pending = rest
-		if len(pending) > 0 {
-			select {
-			case <-ctx.Done():
-			case <-time.After(wait):
-			}
+		seen[ex.destination] = true
+		// The pace runs from n8n's answer: two re-runs of one
+		// destination are asked at least Pace apart.
+		if due := r.last[ex.destination].Add(r.opts.Pace); now.Before(due) {
+			soon = sooner(soon, due.Sub(now))
+			continue
 		}
+		out = append(out, calls.Call{Key: ex.destination, Run: func(ctx context.Context) time.Duration { return r.startPaced(ctx, ex) }})
 	}
-	if soon > 0 && soon < r.opts.Interval {
-		return soon
+	return out, soon
+}
+
+// startPaced starts ex (start), notes when for its destination's pace,
+// and says when to look again: when the pace allows the destination's
+// next re-run, or when a claim has passed after n8n did not answer.
+func (r *Runner) startPaced(ctx context.Context, ex *execution) time.Duration {
+	r.mu.Lock()
+	down := r.down.After(r.opts.Clock())
+	r.mu.Unlock()
+	if down {
+		return 0 // n8n did not answer a re-run found with this one
 	}
-	return r.opts.Interval
+	result := r.start(ctx, ex)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.last[ex.destination] = r.opts.Clock()
+	if result == unreachable {
+		// The others would wait for n8n too. Their grants stay; this
+		// claim goes stale and is taken again.
+		r.down = r.opts.Clock().Add(r.opts.Claim)
+		return r.opts.Claim
+	}
+	return r.opts.Pace
 }
 
 // withoutPaused leaves out the re-runs whose destination is paused for
@@ -302,6 +332,8 @@ func (r *Runner) withoutPaused(ctx context.Context, pending []*execution) ([]*ex
 			if look := now.Add(probeLook); look.Before(*probeUntil) {
 				until[id] = look
 			}
+		case state == keystore.BreakerHalfOpen && now.Before(r.probed[id]):
+			until[id] = r.probed[id] // its probe was given by an earlier look
 		case state == keystore.BreakerHalfOpen:
 			probe[id] = true
 		}
@@ -330,6 +362,7 @@ func (r *Runner) withoutPaused(ctx context.Context, pending []*execution) ([]*ex
 			if probe[id] {
 				delete(probe, id)
 				until[id] = now.Add(probeLook)
+				r.probed[id] = until[id]
 			}
 			continue
 		}

@@ -188,6 +188,62 @@ func runChecks(t *testing.T, newStore New) {
 			t.Fatalf("held %v, events %v", got, eventKinds(e, "evt_1"))
 		}
 	})
+	t.Run("a check's claim is extended by its holder while its call is in flight, and handed back uncounted when not used", func(t *testing.T) {
+		e := setup(t, newStore, pol)
+		unknownHeld(t, e, "evt_1", "")
+		cs := checkStore(t, e)
+		rec, c, err := cs.ClaimCheck(e.ctx, ns, "evt_1", 1, 30*time.Second, keystore.DefaultCheckClaims)
+		if err != nil || c != keystore.CheckClaimed {
+			t.Fatalf("claim: %v %v", c, err)
+		}
+		held := *rec.Check.ClaimUntil
+		// 25 s later its holder extends it: 30 s from then.
+		e.clock.Advance(25 * time.Second)
+		until, ok, err := cs.ExtendCheckClaim(e.ctx, ns, "evt_1", 1, held, 30*time.Second)
+		if err != nil || !ok || !until.Equal(e.clock.Now().Add(30*time.Second)) {
+			t.Fatalf("extend: %v %v %v, want until %v", until, ok, err, e.clock.Now().Add(30*time.Second))
+		}
+		e.restart()
+		cs = checkStore(t, e)
+		e.clock.Advance(20 * time.Second) // past the first claim's end
+		if c := claimCheck(t, e, "evt_1", 1); c != keystore.CheckRefused {
+			t.Fatalf("a second guard claimed a check under an extended claim: %v", c)
+		}
+		// Not the holder's claim any more (a stale until), or another attempt: nothing changes.
+		if _, ok, err := cs.ExtendCheckClaim(e.ctx, ns, "evt_1", 1, held, time.Hour); err != nil || ok {
+			t.Fatalf("a stale holder extended the claim: %v %v", ok, err)
+		}
+		if ok, err := cs.ReleaseCheckClaim(e.ctx, ns, "evt_1", 1, held); err != nil || ok {
+			t.Fatalf("a stale holder handed the claim back: %v %v", ok, err)
+		}
+		if ok, err := cs.ReleaseCheckClaim(e.ctx, ns, "evt_1", 2, until); err != nil || ok {
+			t.Fatalf("the claim was handed back for another attempt: %v %v", ok, err)
+		}
+		// Handed back: no claim, none counted, and the next claim comes at once.
+		if ok, err := cs.ReleaseCheckClaim(e.ctx, ns, "evt_1", 1, until); err != nil || !ok {
+			t.Fatalf("hand back: %v %v", ok, err)
+		}
+		e.restart()
+		cs = checkStore(t, e)
+		if h := e.lookup(ns, "evt_1").Record.Check; h == nil || h.ClaimUntil != nil || h.Claims != 0 {
+			t.Fatalf("a handed-back check: %+v, want held, unclaimed, no claim counted", h)
+		}
+		if ok, err := cs.ReleaseCheckClaim(e.ctx, ns, "evt_1", 1, until); err != nil || ok {
+			t.Fatalf("handed back twice: %v %v", ok, err)
+		}
+		if c := claimCheck(t, e, "evt_1", 1); c != keystore.CheckClaimed {
+			t.Fatalf("the handed-back check is not claimed at once: %v", c)
+		}
+		// Answered: nothing to extend or hand back.
+		cur := e.lookup(ns, "evt_1").Record
+		answerCheck(t, e, "evt_1", 1, found)
+		if _, ok, err := cs.ExtendCheckClaim(e.ctx, ns, "evt_1", 1, *cur.Check.ClaimUntil, 30*time.Second); err != nil || ok {
+			t.Fatalf("an answered claim was extended: %v %v", ok, err)
+		}
+		if ok, err := cs.ReleaseCheckClaim(e.ctx, ns, "evt_1", 1, *cur.Check.ClaimUntil); err != nil || ok {
+			t.Fatalf("an answered claim was handed back: %v %v", ok, err)
+		}
+	})
 	t.Run("guards claiming one key's check at once: exactly one calls it", func(t *testing.T) {
 		e := setup(t, newStore, pol)
 		unknownHeld(t, e, "evt_1", "")

@@ -1,0 +1,122 @@
+package calls
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/n8n-guard/n8n-guard/keystore"
+)
+
+// A claim in the store is held for as long as its call is in flight
+// (keystore/claim.go, keystore/check.go): from the claim to n8n's answer
+// recorded, through the wait for a turn, the calls and their backoff, a
+// Keeper extends it whenever less than half a claim is left on the
+// worker's clock. A guard that dies stops extending it, and it lapses a
+// claim later at most; a guard that stops (SIGTERM) hands back the claims
+// whose call it did not make, so their keys wait for no lapse.
+
+// Claim is one key's claim, as the store gave it, and the store's two
+// primitives on it; the holder names the claim by the until it last got.
+type Claim struct {
+	Until  time.Time     // zero: nothing to keep (the store gave no claim)
+	Length time.Duration // how long a claim holds from its extension
+	// Extend extends the claim held until held: its new until; ok false
+	// when it is no longer this guard's (answered, lost, taken after a
+	// lapse).
+	Extend func(ctx context.Context, held time.Time) (until time.Time, ok bool, err error)
+	// Release hands back the claim held until held.
+	Release func(ctx context.Context, held time.Time) (ok bool, err error)
+	// Every is how often the keeper looks at Clock.
+	Every time.Duration
+	Clock keystore.Clock
+	// Log says which key (its attributes), What which claim ("catch-up:
+	// a resume claim"), in the keeper's log lines.
+	Log  *slog.Logger
+	What string
+}
+
+// Keeper keeps one claim. held is written by its keep goroutine until
+// done is closed, and read by the call's goroutine after Stop.
+type Keeper struct {
+	c      Claim
+	cancel context.CancelFunc
+	done   chan struct{}
+	held   time.Time // the claim's until as the store last gave it
+	once   sync.Once
+}
+
+// Keep starts keeping c until Stop or HandBack.
+func Keep(ctx context.Context, c Claim) *Keeper {
+	kctx, cancel := context.WithCancel(ctx)
+	k := &Keeper{c: c, cancel: cancel, done: make(chan struct{}), held: c.Until}
+	if c.Until.IsZero() {
+		close(k.done)
+		return k
+	}
+	go k.keep(kctx)
+	return k
+}
+
+// keep extends the claim once less than half a claim is left, until ctx
+// ends or the claim is no longer this guard's. It looks at the clock
+// every Every and never waits through a worker's Sleep: it is no wait of
+// the call, and a controlled clock moves only for those.
+func (k *Keeper) keep(ctx context.Context) {
+	defer close(k.done)
+	t := time.NewTicker(k.c.Every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		if k.held.Sub(k.c.Clock()) > k.c.Length/2 {
+			continue
+		}
+		// The extension runs to its end even when a stop comes meanwhile:
+		// the claim it wrote is the one HandBack must name, or the store
+		// refuses the hand-back and the key waits for the new claim's lapse.
+		ectx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		until, ok, err := k.c.Extend(ectx, k.held)
+		cancel()
+		switch {
+		case err == nil && ok:
+			k.held = until
+		case err == nil: // answered, lost, or taken after a lapse: nothing to keep
+			return
+		case ctx.Err() == nil:
+			k.c.Log.Warn(k.c.What+" could not be extended; trying again", "err", err)
+		}
+		if ctx.Err() != nil {
+			return
+		}
+	}
+}
+
+// Stop ends the keeping and waits for it; the claim stays as it is (the
+// call's answer, recorded next, ends it).
+func (k *Keeper) Stop() {
+	k.once.Do(k.cancel)
+	<-k.done
+}
+
+// HandBack stops keeping the claim and gives it back: its call was not
+// made (or its answer is not to be recorded), so the key waits again at
+// once for the next claim (this guard's after a restart, or another
+// guard's) instead of the claim's lapse. One not handed back (the store
+// failed) lapses as before.
+func (k *Keeper) HandBack(ctx context.Context) {
+	k.Stop()
+	if k.held.IsZero() {
+		return
+	}
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	released, err := k.c.Release(rctx, k.held)
+	if err != nil || !released {
+		k.c.Log.Warn(k.c.What+" whose call was not made could not be handed back; it lapses", "until", k.held, "err", err)
+	}
+}
