@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"regexp"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/cenkalti/backoff/v5"
@@ -137,6 +138,9 @@ type Service struct {
 	pause  *slackPause
 	wake   chan struct{}
 	m      *metrics
+	// rounds counts the worker's completed rounds (Rounds); written by the
+	// Run goroutine, read by anyone.
+	rounds atomic.Uint64
 
 	// Worker state; only the Run goroutine touches it.
 	notBefore time.Time // a 429 or a Slack fault pauses every call until then
@@ -316,6 +320,7 @@ func (s *Service) Run(ctx context.Context) error {
 	defer t.Stop()
 	for {
 		s.step(ctx)
+		s.rounds.Add(1)
 		select {
 		case <-ctx.Done():
 			return nil
@@ -325,6 +330,11 @@ func (s *Service) Run(ctx context.Context) error {
 		}
 	}
 }
+
+// Rounds is how many rounds the worker has completed: a signal for tests
+// and tools that must know the worker has looked at everything committed
+// before some moment (two rounds after it), without waiting on the clock.
+func (s *Service) Rounds() uint64 { return s.rounds.Load() }
 
 // step is one round of the worker: events and the outages' parked
 // counts, then escalation, delivery and purge.

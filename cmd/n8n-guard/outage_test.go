@@ -153,7 +153,11 @@ notify:
 	if !strings.Contains(hubspot[0], "U0CRM") {
 		t.Fatalf("the open message does not mention the destination's owner: %s", hubspot[0])
 	}
-	time.Sleep(1500 * time.Millisecond) // nothing more may follow
+	// Nothing more may follow: the guard's clock stands still, so two
+	// whole rounds of notify after the close message have delivered all
+	// it would ever send about this outage.
+	seen := m.notes.Rounds()
+	testwait.For(t, "two rounds of notify after the close message", func() bool { return m.notes.Rounds() >= seen+2 })
 	if n := len(slack.Calls()); n != len(calls) {
 		t.Fatalf("Slack got %d calls, then %d more", len(calls), n-len(calls))
 	}
