@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/n8n-guard/n8n-guard/internal/fakeclock"
+	"github.com/n8n-guard/n8n-guard/internal/testwait"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/n8n-guard/n8n-guard/keystore"
@@ -95,18 +97,19 @@ func (n *retryingN8n) asked() []string {
 // retry from before the grant (a person's own, which met the gate) does
 // not count: that grant is asked.
 func TestOneGrantIsOneRetryThroughAGuardThatStoppedWhileN8nAnswered(t *testing.T) {
-	var clockMu sync.Mutex
-	now := time.Date(2026, 12, 7, 3, 0, 0, 0, time.UTC)
-	clock := func() time.Time { clockMu.Lock(); defer clockMu.Unlock(); return now }
-	advance := func(d time.Duration) { clockMu.Lock(); now = now.Add(d); clockMu.Unlock() }
-
-	fake := &retryingN8n{now: clock, dropFirst: true}
+	clock := fakeclock.At(time.Date(2026, 12, 7, 3, 0, 0, 0, time.UTC))
+	fake := &retryingN8n{now: clock.Now, dropFirst: true}
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("n8n was asked to retry %v", fake.asked())
+		}
+	})
 	srv := httptest.NewServer(fake)
 	t.Cleanup(srv.Close)
 	path := filepath.Join(t.TempDir(), "guard.db")
 	ctx := context.Background()
 	open := func() *bolt.Store {
-		s, err := bolt.Open(path, bolt.Options{Clock: clock})
+		s, err := bolt.Open(path, bolt.Options{Clock: clock.Now})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -116,7 +119,7 @@ func TestOneGrantIsOneRetryThroughAGuardThatStoppedWhileN8nAnswered(t *testing.T
 	// A person's own Retry in n8n, before anyone allowed it: it met the
 	// gate and is not the grant's re-run.
 	fake.execs = append(fake.execs, map[string]any{"id": "99", "workflowId": "wf1", "retryOf": "42", "status": "error",
-		"startedAt": clock().Add(-time.Hour).Format(time.RFC3339Nano)})
+		"startedAt": clock.Now().Add(-time.Hour).Format(time.RFC3339Nano)})
 
 	store := open()
 	owner := "n8n wf1 exec 42"
@@ -130,15 +133,15 @@ func TestOneGrantIsOneRetryThroughAGuardThatStoppedWhileN8nAnswered(t *testing.T
 	if g, err := store.Reserve(ctx, keystore.ReserveRequest{Namespace: "crm", Key: "lead-1", Owner: owner, Destination: "crm", Rerun: true}); err != nil || g.Outcome != keystore.OutcomeRerunNotGranted {
 		t.Fatalf("the gate: %+v %v", g.Outcome, err)
 	}
-	advance(time.Second)
+	clock.Advance(time.Second)
 	if _, err := store.Resolve(ctx, keystore.ResolveRequest{Namespace: "crm", Key: "lead-1", Resolution: keystore.StateFailed, Rerun: true, By: "Ana", Note: "CRM back"}); err != nil {
 		t.Fatal(err)
 	}
-	advance(time.Second)
+	clock.Advance(time.Second)
 
 	runner := func(store *bolt.Store) (*rerun.Runner, *prometheus.Registry, func()) {
 		reg := prometheus.NewRegistry()
-		rr, err := rerun.New(store, Rerunner{Client: New(srv.URL, "key", 0)}, rerun.Options{Clock: clock, Registerer: reg, Interval: time.Hour})
+		rr, err := rerun.New(store, Rerunner{Client: New(srv.URL, "key", 0)}, rerun.Options{Clock: clock.Now, Registerer: reg, Interval: time.Hour})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -157,38 +160,30 @@ func TestOneGrantIsOneRetryThroughAGuardThatStoppedWhileN8nAnswered(t *testing.T
 		}
 		return keystore.Transition{}
 	}
-	waitUntil := func(what string, ok func() bool) {
-		t.Helper()
-		for deadline := time.Now().Add(20 * time.Second); !ok(); time.Sleep(5 * time.Millisecond) {
-			if time.Now().After(deadline) {
-				t.Fatalf("not within 20 s: %s (n8n asked to retry %v)", what, fake.asked())
-			}
-		}
-	}
 
 	// The first guard claims, asks, and never hears n8n's answer: it stops
 	// (as SIGKILLed) with the claim in the store.
 	_, _, stop := runner(store)
-	waitUntil("the first guard asks n8n", func() bool { return len(fake.asked()) == 1 })
-	waitUntil("the claim is in the store", func() bool { return lastOf(store).Event == keystore.HistoryRerunStarting })
+	testwait.For(t, "the first guard asks n8n", func() bool { return len(fake.asked()) == 1 })
+	testwait.For(t, "the claim is in the store", func() bool { return lastOf(store).Event == keystore.HistoryRerunStarting })
 	stop()
 	store.Close()
 
 	// Past the claim, a guard starts on the same store and takes it again.
-	advance(3 * time.Minute)
+	clock.Advance(3 * time.Minute)
 	store = open()
 	defer store.Close()
 	rr, reg, stop := runner(store)
 	defer stop()
 	rr.Kick()
-	waitUntil("the re-run is noted as n8n's retry 101", func() bool {
+	testwait.For(t, "the re-run is noted as n8n's retry 101", func() bool {
 		l := lastOf(store)
 		return l.Event == keystore.HistoryRerunStarted && l.Detail == "101"
 	})
 	if got := fake.asked(); len(got) != 1 {
 		t.Fatalf("n8n was asked to retry %v for one grant, want once", got)
 	}
-	waitUntil("n8n_guard_reruns_total{result=found} counts it", func() bool { return counted(t, reg, "found") == 1 })
+	testwait.For(t, "n8n_guard_reruns_total{result=found} counts it", func() bool { return counted(t, reg, "found") == 1 })
 }
 
 // counted is n8n_guard_reruns_total{result} as reg gathers it.

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/n8n-guard/n8n-guard/internal/fakeclock"
 	"github.com/n8n-guard/n8n-guard/keystore"
 	bbolt "go.etcd.io/bbolt"
 )
@@ -79,16 +80,15 @@ func BenchmarkDiskBytesPerRecord(b *testing.B) {
 // longest write transaction the sweep held. Run with -benchtime 1x.
 func BenchmarkSweep1M(b *testing.B) {
 	n := benchRecords(b)
-	clock := time.Date(2026, 11, 30, 9, 0, 0, 0, time.UTC)
-	now := func() time.Time { return clock }
-	s, err := Open(filepath.Join(b.TempDir(), "n8n-guard.db"), Options{Clock: now})
+	clock := fakeclock.New()
+	s, err := Open(filepath.Join(b.TempDir(), "n8n-guard.db"), Options{Clock: clock.Now})
 	if err != nil {
 		b.Fatal(err)
 	}
 	defer s.Close()
 	np := s.policies.Namespace("crm-contacts")
-	loadFinished(b, s, n, clock)
-	clock = clock.Add(np.Retention + time.Hour)
+	loadFinished(b, s, n, clock.Now())
+	clock.Advance(np.Retention + time.Hour)
 	// Reserves keep coming during the sweep; their worst latency shows
 	// whether the sweep stalls them.
 	stop := make(chan struct{})

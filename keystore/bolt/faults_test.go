@@ -16,6 +16,7 @@ import (
 
 	"github.com/cenkalti/backoff/v5"
 	"github.com/n8n-guard/n8n-guard/errs"
+	"github.com/n8n-guard/n8n-guard/internal/testwait"
 	"github.com/n8n-guard/n8n-guard/keystore"
 	bbolt "go.etcd.io/bbolt"
 )
@@ -138,7 +139,7 @@ func TestStorageFaults(t *testing.T) {
 			answers = append(append(answers, failed...), later...)
 
 			disk.set("")
-			waitRecovered(t, s)
+			testwait.Value(t, testwait.Deadline, "the store to write again once the disk worked", func() (error, bool) { err := s.Ping(ctx); return err, err == nil })
 			after := reserveMany(s, "after", 8)
 			for _, a := range after {
 				if a.code != "" {
@@ -197,7 +198,7 @@ func TestNoSpaceOnARealDisk(t *testing.T) {
 	if err := os.Remove(spare); err != nil {
 		t.Fatal(err)
 	}
-	waitRecovered(t, s)
+	testwait.Value(t, testwait.Deadline, "the store to write again once the disk worked", func() (error, bool) { err := s.Ping(ctx); return err, err == nil })
 	r, err := s.Reserve(ctx, keystore.ReserveRequest{Namespace: "crm", Key: "after-room", Owner: "t"})
 	if err != nil || r.Outcome != keystore.OutcomeAccepted {
 		t.Fatalf("reserve once there is room: %s %v", r.Outcome, err)
@@ -208,18 +209,6 @@ func TestNoSpaceOnARealDisk(t *testing.T) {
 	}
 	checkOnDisk(t, path, answers, nil)
 	t.Logf("%d reserves on a 512 KiB disk until it was full", len(answers))
-}
-
-// waitRecovered waits until the store writes again after a storage error.
-func waitRecovered(t *testing.T, s *Store) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for s.Ping(context.Background()) != nil {
-		if time.Now().After(deadline) {
-			t.Fatalf("the store did not recover once the disk worked: %v", s.Fault())
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
 }
 
 // checkOnDisk restarts the store at path and holds each answer against

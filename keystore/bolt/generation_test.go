@@ -9,9 +9,9 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/n8n-guard/n8n-guard/internal/logbuf"
+	"github.com/n8n-guard/n8n-guard/internal/testwait"
 	"github.com/n8n-guard/n8n-guard/keystore"
 	bbolt "go.etcd.io/bbolt"
 )
@@ -163,20 +163,13 @@ func TestMarkerFollowsCommits(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	testwait.Value(t, testwait.Deadline, fmt.Sprintf("the marker to say commit %d, the file's", want), func() (uint64, bool) {
 		_, got, err := readMarker(path)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got >= want {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the marker says commit %d, the file is at %d", got, want)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return got, got >= want
+	})
 }
 
 // A file the previous version wrote (its free list not saved: bbolt's

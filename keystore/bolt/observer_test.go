@@ -9,9 +9,9 @@ import (
 	"time"
 
 	"github.com/n8n-guard/n8n-guard/errs"
+	"github.com/n8n-guard/n8n-guard/internal/fakeclock"
 	"github.com/n8n-guard/n8n-guard/keystore"
 	"github.com/n8n-guard/n8n-guard/keystore/bolt"
-	"github.com/n8n-guard/n8n-guard/keystore/storetest"
 )
 
 // observed records what a store tells its Observer.
@@ -62,7 +62,7 @@ func TestObserver(t *testing.T) {
 	ctx := context.Background()
 	t.Run("every write in some commit, a sweep's batches", func(t *testing.T) {
 		var obs observed
-		clock := storetest.NewClock()
+		clock := fakeclock.New()
 		s, err := bolt.Open(filepath.Join(t.TempDir(), "n8n-guard.db"), bolt.Options{Observer: &obs, Clock: clock.Now})
 		if err != nil {
 			t.Fatal(err)

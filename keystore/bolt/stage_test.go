@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/fxamacker/cbor/v2"
+	"github.com/n8n-guard/n8n-guard/internal/fakeclock"
 	"github.com/n8n-guard/n8n-guard/internal/logbuf"
 	"github.com/n8n-guard/n8n-guard/keystore/storetest"
 	bbolt "go.etcd.io/bbolt"
@@ -19,7 +20,7 @@ import (
 // versions read; each reads back with its stage, and a record of an older
 // version reads back with the stage StageOf gives it.
 func TestCodecWritesTheStageAndReadsOldLayouts(t *testing.T) {
-	c := storetest.NewClock()
+	c := fakeclock.New()
 	s, err := Open(filepath.Join(t.TempDir(), "guard.db"), Options{Clock: c.Now, Policies: storetest.StagePolicies})
 	if err != nil {
 		t.Fatal(err)
@@ -86,7 +87,7 @@ func oldLayout(t *testing.T, body []byte) []byte {
 // stage the Decide paths that wrote it say.
 func TestAnOldFileGetsItsStageIndexOnceAtItsFirstStart(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "guard.db")
-	c := storetest.NewClock()
+	c := fakeclock.New()
 	open := func(log *logbuf.Buffer) *Store {
 		t.Helper()
 		s, err := Open(path, Options{Clock: c.Now, Policies: storetest.StagePolicies, Logger: slog.New(slog.NewTextHandler(log, nil))})
@@ -176,7 +177,7 @@ func TestAFileWithStagesIsRefusedByAnOlderRelease(t *testing.T) {
 		})
 		return v
 	}
-	c := storetest.NewClock()
+	c := fakeclock.New()
 	path := filepath.Join(t.TempDir(), "guard.db")
 	s, err := Open(path, Options{Clock: c.Now, Policies: storetest.StagePolicies})
 	if err != nil {

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/n8n-guard/n8n-guard/internal/fakeclock"
 	"github.com/n8n-guard/n8n-guard/keystore"
 	"github.com/n8n-guard/n8n-guard/keystore/bolt"
 	"github.com/n8n-guard/n8n-guard/keystore/storetest"
@@ -61,7 +62,7 @@ func TestBoltDamagedRecords(t *testing.T) {
 // past them, from the cursor, to the lease behind that expires.
 func TestBoltSweepGoesOnPastKeptLeases(t *testing.T) {
 	ctx := context.Background()
-	clock := storetest.NewClock()
+	clock := fakeclock.New()
 	pol := keystore.Policies{Namespaces: map[string]keystore.NamespacePolicy{
 		"crm": {OnLeaseExpiry: keystore.ExpireReclaim, Lease: 30 * time.Second}, "mail": {Lease: 40 * time.Second}}}
 	s := boltWith(bolt.Options{SweepBatch: 1})(t, clock.Now, pol)()

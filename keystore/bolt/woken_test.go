@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/n8n-guard/n8n-guard/internal/fakeclock"
 	"github.com/n8n-guard/n8n-guard/keystore"
 	bbolt "go.etcd.io/bbolt"
 )
@@ -16,8 +17,8 @@ import (
 func TestWokenIndexIsBuiltForAnOlderFile(t *testing.T) {
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "n8n-guard.db")
-	now := time.Date(2026, 12, 4, 9, 0, 0, 0, time.UTC)
-	opts := Options{Clock: func() time.Time { return now },
+	clock := fakeclock.At(time.Date(2026, 12, 4, 9, 0, 0, 0, time.UTC))
+	opts := Options{Clock: clock.Now,
 		Policies: keystore.Policies{Destinations: map[string]keystore.DestinationPolicy{"hubspot": {Cooldown: time.Minute, UnreachableThreshold: 1}}}}
 	s, err := Open(path, opts)
 	if err != nil {
@@ -35,7 +36,7 @@ func TestWokenIndexIsBuiltForAnOlderFile(t *testing.T) {
 			t.Fatalf("park %s: %+v %v", k, p, err)
 		}
 	}
-	now = now.Add(2 * time.Minute)
+	clock.Advance(2 * time.Minute)
 	rec, ok, err := s.ClaimResume(ctx, "crm", "a", 30*time.Second)
 	if err != nil || !ok {
 		t.Fatalf("claim: %v %v", ok, err)

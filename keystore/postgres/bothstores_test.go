@@ -8,18 +8,18 @@ import (
 	"testing"
 	"time"
 
+	"github.com/n8n-guard/n8n-guard/internal/fakeclock"
 	"github.com/n8n-guard/n8n-guard/internal/pgtest"
 	"github.com/n8n-guard/n8n-guard/keystore"
 	"github.com/n8n-guard/n8n-guard/keystore/bolt"
 	"github.com/n8n-guard/n8n-guard/keystore/postgres"
-	"github.com/n8n-guard/n8n-guard/keystore/storetest"
 )
 
 // Behaviour where selection, bulk decisions, acknowledgements and checks
 // meet, pinned on both stores at once (a real bbolt file and a real
 // PostgreSQL): what one store does, the other must do too.
 
-func bothStores(t *testing.T, clock *storetest.Clock) map[string]keystore.Store {
+func bothStores(t *testing.T, clock *fakeclock.Clock) map[string]keystore.Store {
 	t.Helper()
 	b, err := bolt.Open(filepath.Join(t.TempDir(), "guard.db"), bolt.Options{Clock: clock.Now})
 	if err != nil {
@@ -37,7 +37,7 @@ func bothStores(t *testing.T, clock *storetest.Clock) map[string]keystore.Store 
 
 // goneUnknown reserves key with a short lease and lets it run out: the
 // next reserve finds it unknown.
-func goneUnknown(t *testing.T, s keystore.Store, clock *storetest.Clock, ns, key, holder string) {
+func goneUnknown(t *testing.T, s keystore.Store, clock *fakeclock.Clock, ns, key, holder string) {
 	t.Helper()
 	ctx := context.Background()
 	if _, err := s.Reserve(ctx, keystore.ReserveRequest{Namespace: ns, Key: key, Owner: holder, Lease: time.Second}); err != nil {
@@ -56,7 +56,7 @@ func goneUnknown(t *testing.T, s keystore.Store, clock *storetest.Clock, ns, key
 // Filter.Match, and a console search and a bulk decision select the same
 // keys whichever store holds them.
 func TestSelectFoldsNonASCIIOnBothStores(t *testing.T) {
-	clock := storetest.NewClock()
+	clock := fakeclock.New()
 	ctx := context.Background()
 	for name, s := range bothStores(t, clock) {
 		goneUnknown(t, s, clock, "crm", "CAFÉ-1", "n8n MÜLLER-Sync exec 7")
@@ -82,7 +82,7 @@ func TestSelectFoldsNonASCIIOnBothStores(t *testing.T) {
 // acknowledgement ("Leave it to me" in Slack) came between: the replay
 // check looks past acknowledgements to the key's last transition.
 func TestBulkRepeatAfterAckDecidesOnce(t *testing.T) {
-	clock := storetest.NewClock()
+	clock := fakeclock.New()
 	ctx := context.Background()
 	for name, s := range bothStores(t, clock) {
 		goneUnknown(t, s, clock, "crm", "ord-1", "n8n Orders exec 1")
@@ -120,7 +120,7 @@ func TestBulkRepeatAfterAckDecidesOnce(t *testing.T) {
 // record's UpdatedAt nor which time range selects it, on either store,
 // and the record reads back (checksum) after it.
 func TestAckKeepsUpdatedAtAndTimeRange(t *testing.T) {
-	clock := storetest.NewClock()
+	clock := fakeclock.New()
 	ctx := context.Background()
 	for name, s := range bothStores(t, clock) {
 		goneUnknown(t, s, clock, "crm", "ack-1", "n8n Orders exec 1")
@@ -149,7 +149,7 @@ func TestAckKeepsUpdatedAtAndTimeRange(t *testing.T) {
 // acknowledgement adds nothing and at most a few are kept, so how the key
 // got stuck and who decided stay in the history the console shows.
 func TestAcksDoNotPushOutTheKeysTransitions(t *testing.T) {
-	clock := storetest.NewClock()
+	clock := fakeclock.New()
 	ctx := context.Background()
 	for name, s := range bothStores(t, clock) {
 		goneUnknown(t, s, clock, "crm", "stuck-1", "n8n Orders exec 1")
@@ -180,7 +180,7 @@ func TestAcksDoNotPushOutTheKeysTransitions(t *testing.T) {
 // check is claimed and being called decides it, and the check's answer
 // that arrives afterwards is ignored (superseded), on both stores.
 func TestBulkSupersedesAClaimedCheck(t *testing.T) {
-	clock := storetest.NewClock()
+	clock := fakeclock.New()
 	ctx := context.Background()
 	pol := keystore.Policies{Namespaces: map[string]keystore.NamespacePolicy{"crm": {Check: "crm-lookup"}}}
 	b, err := bolt.Open(filepath.Join(t.TempDir(), "guard.db"), bolt.Options{Clock: clock.Now, Policies: pol})
@@ -220,7 +220,7 @@ func TestBulkSupersedesAClaimedCheck(t *testing.T) {
 // (a differential check of Select and of a dry bulk's Matched), every
 // filter also walked in pages of one.
 func TestSelectSameOnBothStores(t *testing.T) {
-	clock := storetest.NewClock()
+	clock := fakeclock.New()
 	ctx := context.Background()
 	stores := bothStores(t, clock)
 	order := []string{"bbolt", "postgres"}

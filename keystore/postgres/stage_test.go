@@ -4,6 +4,7 @@ import (
 	"context"
 	"testing"
 
+	"github.com/n8n-guard/n8n-guard/internal/fakeclock"
 	"github.com/n8n-guard/n8n-guard/keystore"
 	"github.com/n8n-guard/n8n-guard/keystore/postgres"
 	"github.com/n8n-guard/n8n-guard/keystore/storetest"
@@ -41,7 +42,7 @@ var version19 = []string{
 func (pg *pgEnv) testStageMigration(t *testing.T) {
 	ctx := context.Background()
 	u := pg.freshSchema(t)
-	clock := storetest.NewClock()
+	clock := fakeclock.New()
 	opts := postgres.Options{Clock: clock.Now, Policies: storetest.StagePolicies}
 	s := openPostgres(t, u, opts)
 	want := storetest.EveryStage(t, s, clock.Advance)
@@ -104,7 +105,7 @@ func (pg *pgEnv) testStageMigration(t *testing.T) {
 // leaves that stage's queue.
 func (pg *pgEnv) testStageOfAnOlderWrite(t *testing.T) {
 	ctx := context.Background()
-	clock := storetest.NewClock()
+	clock := fakeclock.New()
 	s := openPostgres(t, pg.freshSchema(t), postgres.Options{Clock: clock.Now, Policies: storetest.StagePolicies})
 	defer s.Close()
 	storetest.EveryStage(t, s, clock.Advance)

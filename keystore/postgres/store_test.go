@@ -9,7 +9,9 @@ import (
 	"time"
 
 	"github.com/n8n-guard/n8n-guard/errs"
+	"github.com/n8n-guard/n8n-guard/internal/fakeclock"
 	"github.com/n8n-guard/n8n-guard/internal/pgtest"
+	"github.com/n8n-guard/n8n-guard/internal/testwait"
 	"github.com/n8n-guard/n8n-guard/keystore"
 	"github.com/n8n-guard/n8n-guard/keystore/postgres"
 	"github.com/n8n-guard/n8n-guard/keystore/storetest"
@@ -89,16 +91,12 @@ func (pg *pgEnv) testSweepPastDamagedRows(t *testing.T) {
 	} {
 		t.Run(c.pass, func(t *testing.T) {
 			ctx := context.Background()
-			now := time.Date(2026, 11, 30, 9, 0, 0, 0, time.UTC)
-			var mu sync.Mutex
-			clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+			clock := fakeclock.New()
 			pol := keystore.Policies{Namespaces: map[string]keystore.NamespacePolicy{"crm": {Retention: time.Hour}}}
-			s := openPostgres(t, pg.freshSchema(t), postgres.Options{Clock: clock, SweepBatch: 1, Policies: pol})
+			s := openPostgres(t, pg.freshSchema(t), postgres.Options{Clock: clock.Now, SweepBatch: 1, Policies: pol})
 			defer s.Close()
 			for _, key := range []string{"damaged_1", "damaged_2", "intact_1", "intact_2"} {
-				mu.Lock()
-				now = now.Add(time.Second) // leases and retentions run out in this order
-				mu.Unlock()
+				clock.Advance(time.Second) // leases and retentions run out in this order
 				r, err := s.Reserve(ctx, keystore.ReserveRequest{Namespace: "crm", Key: key})
 				if err != nil || r.Outcome != keystore.OutcomeAccepted {
 					t.Fatalf("reserve %s: %+v %v", key, r, err)
@@ -111,9 +109,7 @@ func (pg *pgEnv) testSweepPastDamagedRows(t *testing.T) {
 			}
 			tamperResultRef(t, s, "crm", "damaged_1")
 			tamperResultRef(t, s, "crm", "damaged_2")
-			mu.Lock()
-			now = now.Add(2 * time.Hour)
-			mu.Unlock()
+			clock.Advance(2 * time.Hour)
 			sctx, cancel := context.WithTimeout(ctx, 30*time.Second) // a sweep that reads the same rows for ever fails here
 			defer cancel()
 			st, err := s.Sweep(sctx)
@@ -214,7 +210,10 @@ func (pg *pgEnv) testDatabaseClock(t *testing.T) {
 		t.Fatalf("created_at %v is not the database's time %v", r.Record.CreatedAt, dbNow)
 	}
 	// The database's clock moves the lease on with no clock in the process.
-	time.Sleep(1100 * time.Millisecond)
+	testwait.For(t, "the database's clock past the lease", func() bool {
+		err := s.Pool().QueryRow(ctx, "SELECT now()").Scan(&dbNow)
+		return err == nil && dbNow.After(*r.Record.LeaseExpiresAt)
+	})
 	r, err = s.Reserve(ctx, keystore.ReserveRequest{Namespace: "crm-contacts", Key: "evt_1"})
 	if err != nil || r.Outcome != keystore.OutcomeStateUnknown {
 		t.Fatalf("reserve after the lease: %+v %v", r.Outcome, err)

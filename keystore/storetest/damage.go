@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/n8n-guard/n8n-guard/errs"
+	"github.com/n8n-guard/n8n-guard/internal/testwait"
 	"github.com/n8n-guard/n8n-guard/keystore"
 )
 
@@ -178,7 +179,7 @@ func reportedOnce(t *testing.T, e *env, keys ...string) {
 		want[k] = true
 	}
 	var got map[string]int
-	for deadline := time.Now().Add(5 * time.Second); ; {
+	testwait.Poll(testwait.Deadline, func() bool {
 		got = map[string]int{}
 		for _, ev := range e.events() {
 			if ev.Kind != keystore.EventRecordDamaged {
@@ -192,11 +193,8 @@ func reportedOnce(t *testing.T, e *env, keys ...string) {
 			}
 			got[ev.Key]++
 		}
-		if len(got) == len(want) || time.Now().After(deadline) {
-			break
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return len(got) == len(want)
+	})
 	for _, k := range keys {
 		if got[k] != 1 {
 			t.Fatalf("events about damaged %s: %d, want 1 (all: %v)", k, got[k], got)

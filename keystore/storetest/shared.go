@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/n8n-guard/n8n-guard/errs"
+	"github.com/n8n-guard/n8n-guard/internal/testwait"
 	"github.com/n8n-guard/n8n-guard/keystore"
 )
 
@@ -197,11 +198,8 @@ func race(t *testing.T, hold Hold, a, b keystore.Store, do func(keystore.Store) 
 			}
 		}()
 	}
-	deadline := time.Now().Add(30 * time.Second)
-	waiting := hold.Waiting()
-	for ; waiting < 2 && time.Now().Before(deadline); waiting = hold.Waiting() {
-		time.Sleep(5 * time.Millisecond) // polling a condition, not waiting for time
-	}
+	var waiting int
+	testwait.Poll(testwait.Deadline, func() bool { waiting = hold.Waiting(); return waiting >= 2 })
 	hold.Release()
 	wg.Wait()
 	if waiting < 2 {

@@ -8,11 +8,10 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"sync"
 	"testing"
-	"time"
 
 	"github.com/n8n-guard/n8n-guard/errs"
+	"github.com/n8n-guard/n8n-guard/internal/fakeclock"
 	"github.com/n8n-guard/n8n-guard/keystore"
 )
 
@@ -23,22 +22,13 @@ type Opener func() keystore.Store
 // New prepares empty data for one test and returns its opener.
 type New func(t *testing.T, clock keystore.Clock, pol keystore.Policies) Opener
 
-// Clock is a controllable clock.
-type Clock struct {
-	mu  sync.Mutex
-	now time.Time
-}
+// Clock is the tests' one fake clock (internal/fakeclock), under the
+// name the cases know it by.
+type Clock = fakeclock.Clock
 
-// NewClock starts a clock at a fixed, millisecond-aligned instant.
-func NewClock() *Clock {
-	return &Clock{now: time.Date(2026, 11, 30, 9, 0, 0, 0, time.UTC)}
-}
-
-// Now returns the clock's time.
-func (c *Clock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.now }
-
-// Advance moves the clock forward.
-func (c *Clock) Advance(d time.Duration) { c.mu.Lock(); c.now = c.now.Add(d); c.mu.Unlock() }
+// NewClock starts a clock at fakeclock.Start, a fixed, millisecond-aligned
+// instant.
+func NewClock() *Clock { return fakeclock.New() }
 
 // env is one test's store and clock.
 type env struct {
