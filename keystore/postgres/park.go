@@ -23,18 +23,11 @@ func (s *Store) Parked(ctx context.Context, q keystore.ParkedQuery) ([]*keystore
 	if err != nil {
 		return nil, err
 	}
-	var out []*keystore.Record
-	for {
-		page, read, last, err := s.parkedPage(ctx, q, q.Limit-len(out))
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, page...)
-		if len(out) == q.Limit || read < q.Limit-len(out)+len(page) {
-			return out, nil
-		}
+	return readPages(q.Limit, func(want int) ([]*keystore.Record, int, error) {
+		page, read, last, err := s.parkedPage(ctx, q, want)
 		q.AfterAt, q.AfterNamespace, q.AfterKey = last.at, last.ns, last.key
-	}
+		return page, read, err
+	})
 }
 
 // The parked phases of keystore/phase.go in SQL, written once.
