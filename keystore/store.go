@@ -22,7 +22,6 @@ type Store interface {
 	CommitFeed       // wakes this process's workers at its commits (commit.go)
 	KeyedCommitFeed  // the same, saying which keys committed (commit.go)
 	StageReader      // the keys of a stage, from its index (stage.go)
-	WaitReader       // parked keys by the start of their wait, from its index (wait.go)
 
 	Reserve(ctx context.Context, req ReserveRequest) (Result, error)
 	Complete(ctx context.Context, req CompleteRequest) (Result, error)
