@@ -81,14 +81,9 @@ func indexWaits(tx *bbolt.Tx, prev, next *keystore.Record, rk []byte) error {
 func backfillWaits(db *bbolt.DB) (int, error) {
 	n := 0
 	err := db.Update(func(tx *bbolt.Tx) error {
-		err := tx.Bucket(bucketKeys).ForEach(func(k, v []byte) error {
-			ns, key := splitRecordKey(k)
-			r, err := decodeRecord(ns, key, v)
-			if errs.CodeOf(err) == errs.RecordDamaged {
-				return nil // answers record_damaged; indexed when repaired
-			}
-			if err != nil || r.State != keystore.StateParked {
-				return err
+		err := eachRecord(tx, func(k []byte, r *keystore.Record) error {
+			if r.State != keystore.StateParked {
+				return nil
 			}
 			n++
 			return indexWaits(tx, nil, r, k)
@@ -99,6 +94,23 @@ func backfillWaits(db *bbolt.DB) (int, error) {
 		return tx.Bucket(bucketMeta).Put(metaWaitsIndex, []byte{1})
 	})
 	return n, err
+}
+
+// eachRecord calls fn with every intact record of the file, for the
+// indexes built once: a damaged one answers record_damaged and is
+// indexed when repaired.
+func eachRecord(tx *bbolt.Tx, fn func(k []byte, r *keystore.Record) error) error {
+	return tx.Bucket(bucketKeys).ForEach(func(k, v []byte) error {
+		ns, key := splitRecordKey(k)
+		r, err := decodeRecord(ns, key, v)
+		if errs.CodeOf(err) == errs.RecordDamaged {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		return fn(k, r)
+	})
 }
 
 // ParkedByWait implements keystore.WaitReader.

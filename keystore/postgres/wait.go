@@ -4,9 +4,7 @@ import (
 	"context"
 	"strconv"
 	"strings"
-	"time"
 
-	"github.com/n8n-guard/n8n-guard/errs"
 	"github.com/n8n-guard/n8n-guard/keystore"
 )
 
@@ -87,28 +85,7 @@ func (s *Store) waitPage(ctx context.Context, q keystore.WaitQuery, limit int) (
 		sql.WriteString(` AND (` + waitSinceSQL + `, namespace, key) > ($` + strconv.Itoa(n-2) + `, $` + strconv.Itoa(n-1) + `, $` + strconv.Itoa(n) + `)`)
 	}
 	sql.WriteString(` ORDER BY ` + waitSinceSQL + `, namespace, key LIMIT $1`)
-	rows, err := s.pool.Query(ctx, sql.String(), args...)
-	if err != nil {
-		return nil, 0, last, s.dbErr("parked by wait", err)
-	}
-	defer rows.Close()
-	for rows.Next() {
-		var ns, key string
-		var at time.Time
-		r, _, err := scanRecord(prefixRow{rows, []any{&ns, &key, &at}}, "", "")
-		read++
-		last = parkedRef{at, ns, key}
-		if errs.CodeOf(err) == errs.RecordDamaged {
-			s.noteDamage(err) // skipped: the keys behind it are read
-			continue
-		}
-		if err != nil {
-			return nil, 0, last, s.dbErr("parked by wait", err)
-		}
-		r.Namespace, r.Key = ns, key
-		out = append(out, r)
-	}
-	return out, read, last, s.dbErrOrNil("parked by wait", rows.Err())
+	return s.parkedRows(ctx, "parked by wait", sql.String(), args...)
 }
 
 var _ keystore.WaitReader = (*Store)(nil)
