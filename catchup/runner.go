@@ -246,7 +246,6 @@ func (r *Runner) sweepSilent(ctx context.Context) {
 // however often it restarts; the map only spares repeated calls. One log
 // line says how many were reported.
 func (r *Runner) reportOverdue(ctx context.Context, dest string, now time.Time) {
-	q := keystore.ParkedQuery{Destination: dest, Limit: 500}
 	reported := 0
 	defer func() {
 		if reported > 0 {
@@ -254,42 +253,46 @@ func (r *Runner) reportOverdue(ctx context.Context, dest string, now time.Time) 
 				"destination", dest, "reported", reported)
 		}
 	}()
-	for ctx.Err() == nil {
-		recs, err := r.opts.Store.Parked(ctx, q)
-		if err != nil || len(recs) == 0 {
-			return
-		}
-		for _, rec := range recs {
-			since := rec.WaitingSince()
-			if since == nil {
-				continue
-			}
-			// Listed by parked_at, but an event that parked anew in a
-			// rolling outage waits since its first parking: no key can
-			// be passed over for a later parked_at.
-			limit := r.opts.Policies.Namespace(rec.Namespace).ParkedLimit
-			id := rec.Namespace + "\x00" + rec.Key + "\x00" + since.String()
-			r.mu.Lock()
-			seen := r.overdue[id]
-			r.mu.Unlock()
-			if seen || now.Sub(*since) < limit {
-				continue
-			}
-			ok, err := r.opts.Store.ParkedOverdue(ctx, rec.Namespace, rec.Key, *rec.ParkedAt, limit)
+	// Only the overdue keys are read: the store lists them by the start
+	// of their wait (their first parking, kept when an event parks anew
+	// in a rolling outage), one read per parked_limit
+	// (keystore.Policies.OverdueReads), each stopping at the first key
+	// within its limit.
+	q := keystore.WaitQuery{Destination: dest, Stages: keystore.QueuedStages, Limit: 500}
+	for _, q := range r.opts.Policies.OverdueReads(q, now) {
+		for ctx.Err() == nil {
+			recs, err := r.opts.Store.ParkedByWait(ctx, q)
 			if err != nil {
-				r.log.Warn("catch-up: cannot record an overdue parked key; trying again", "destination", dest, "namespace", rec.Namespace, "key", rec.Key, "err", err)
 				return
 			}
-			r.mu.Lock()
-			r.overdue[id] = true
-			r.mu.Unlock()
-			if ok {
-				reported++
-				r.metrics.overdue.WithLabelValues(rec.Namespace).Inc()
+			for _, rec := range recs {
+				since := rec.WaitingSince()
+				limit := r.opts.Policies.Namespace(rec.Namespace).ParkedLimit
+				id := rec.Namespace + "\x00" + rec.Key + "\x00" + since.String()
+				r.mu.Lock()
+				seen := r.overdue[id]
+				r.mu.Unlock()
+				if seen {
+					continue
+				}
+				ok, err := r.opts.Store.ParkedOverdue(ctx, rec.Namespace, rec.Key, *rec.ParkedAt, limit)
+				if err != nil {
+					r.log.Warn("catch-up: cannot record an overdue parked key; trying again", "destination", dest, "namespace", rec.Namespace, "key", rec.Key, "err", err)
+					return
+				}
+				r.mu.Lock()
+				r.overdue[id] = true
+				r.mu.Unlock()
+				if ok {
+					reported++
+					r.metrics.overdue.WithLabelValues(rec.Namespace).Inc()
+				}
 			}
+			if len(recs) < q.Limit {
+				break
+			}
+			q = q.Next(recs[len(recs)-1])
 		}
-		last := recs[len(recs)-1]
-		q.AfterAt, q.AfterNamespace, q.AfterKey = *last.ParkedAt, last.Namespace, last.Key
 	}
 }
 

@@ -359,6 +359,9 @@ func (q ParkedQuery) Normalize() (ParkedQuery, error) {
 type ParkStore interface {
 	// Parked lists parked keys of a destination, oldest parked first.
 	Parked(ctx context.Context, q ParkedQuery) ([]*Record, error)
+	// WaitReader lists parked keys by the start of their wait: the
+	// overdue ones of parked_limit, a destination's (wait.go).
+	WaitReader
 	// ParkedCounts returns the number of parked keys per destination
 	// that wait to be resumed (not yet woken, not lost, not in the
 	// approval flow).

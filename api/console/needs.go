@@ -438,12 +438,6 @@ func names(ps []person) []string {
 	return out
 }
 
-// overdueStages are the stages of a parked key that waits for its
-// destination or its woken execution: past its namespace's parked_limit
-// it is overdue (keystore.WordsOf). Overdue is a time, not a stored
-// stage, so these keys are read (needsScan at most) and told apart here.
-var overdueStages = []keystore.Stage{keystore.PhaseWaiting, keystore.PhaseClaimed, keystore.PhaseResumed}
-
 // parkedNeeds: lost and overdue parked executions, one row per
 // namespace and destination each, lost first (nothing will resume them).
 func (ui *Console) parkedNeeds(ctx context.Context, sess *session, byDest map[string]destinationRow) ([]needRow, error) {
@@ -452,21 +446,12 @@ func (ui *Console) parkedNeeds(ctx context.Context, sess *session, byDest map[st
 		return nil, err
 	}
 	rows := ui.parkedRows(lost, moreLost, byDest)
-	var late []*keystore.Record
-	moreLate := false
-	for _, st := range overdueStages {
-		recs, more, err := ui.keysAt(ctx, sess, st, needsScan-len(late))
-		if err != nil {
-			return nil, err
-		}
-		late, moreLate = append(late, recs...), moreLate || more
-		if len(late) >= needsScan {
-			moreLate = true // the next stages are not read
-			break
-		}
+	late, moreLate, err := ui.overdueKeys(ctx, sess, needsScan)
+	if err != nil {
+		return nil, err
 	}
-	// Read stage after stage: each group in the order of its first key,
-	// as one listing by namespace and key gives it.
+	// Read by the start of their wait: each group in the order of its
+	// first key, as one listing by namespace and key gives it.
 	slices.SortFunc(late, func(a, b *keystore.Record) int {
 		return cmp.Or(strings.Compare(a.Namespace, b.Namespace), strings.Compare(a.Key, b.Key))
 	})

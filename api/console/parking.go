@@ -314,29 +314,70 @@ type parkedList struct {
 }
 
 // parkedPage lists up to limit parked keys matching f from cursor on,
-// those the session may see. The store lists parked keys by namespace
-// and key; the destination is filtered here, a page of the store at a
-// time.
+// those the session may see, the longest waiting first. The store's
+// index of the wait (keystore.WaitReader) filters by destination and
+// namespace; a session limited to some namespaces reads them one after
+// the other.
 func (ui *Console) parkedPage(ctx context.Context, sess *session, f parkedFilter, cursor string, limit int) (parkedList, error) {
 	var out parkedList
-	now := ui.now()
-	for pages := 0; pages < 10; pages++ {
-		page, err := ui.store.List(ctx, keystore.ListQuery{Namespace: f.Namespace, State: keystore.StateParked, Limit: 200, Cursor: cursor})
-		if err != nil {
-			return out, err
-		}
-		for _, r := range page.Items {
-			if (f.Destination == "" || r.Destination == f.Destination) && sess.who.MayUse(r.Namespace) {
-				out.rows = append(out.rows, ui.parkedRow(r, now))
+	after, err := parkedCursorOf(cursor)
+	if err != nil {
+		return out, err
+	}
+	namespaces := []string{f.Namespace}
+	if f.Namespace == "" {
+		namespaces = sessionNamespaces(sess)
+	}
+	var recs []*keystore.Record
+	more := false
+	for _, ns := range namespaces {
+		q := keystore.WaitQuery{Destination: f.Destination, Namespace: ns}
+		if cursor != "" {
+			if ns != "" && ns < after.AfterNamespace {
+				continue // listed on an earlier page
+			}
+			if ns == "" || ns == after.AfterNamespace {
+				q.AfterSince, q.AfterNamespace, q.AfterKey = after.AfterSince, after.AfterNamespace, after.AfterKey
 			}
 		}
-		cursor = page.NextCursor
-		if cursor == "" || len(out.rows) >= limit {
+		if recs, more, err = ui.readWaiting(ctx, recs, limit, q); err != nil {
+			return out, err
+		}
+		if more {
 			break
 		}
 	}
-	out.next = cursor
+	now := ui.now()
+	for _, r := range recs {
+		out.rows = append(out.rows, ui.parkedRow(r, now))
+	}
+	if more && len(recs) > 0 {
+		out.next = parkedCursor(keystore.WaitQuery{}.Next(recs[len(recs)-1]))
+	}
 	return out, nil
+}
+
+// parkedCursor is where the next page of parked keys begins: after the
+// wait start, namespace and key of q's After.
+func parkedCursor(q keystore.WaitQuery) string {
+	return url.Values{"since": {q.AfterSince.UTC().Format(time.RFC3339Nano)}, "ns": {q.AfterNamespace}, "key": {q.AfterKey}}.Encode()
+}
+
+// parkedCursorOf reads a cursor parkedCursor wrote ("": the first page).
+func parkedCursorOf(cursor string) (keystore.WaitQuery, error) {
+	var q keystore.WaitQuery
+	if cursor == "" {
+		return q, nil
+	}
+	v, err := url.ParseQuery(cursor)
+	if err == nil {
+		q.AfterSince, err = time.Parse(time.RFC3339Nano, v.Get("since"))
+	}
+	if err != nil || v.Get("ns") == "" {
+		return q, errs.InvalidField("cursor", "cursor", "cursor is not one this list gave: open the list again from its first page")
+	}
+	q.AfterNamespace, q.AfterKey = v.Get("ns"), v.Get("key")
+	return q, nil
 }
 
 type parkedKeysPage struct {

@@ -30,7 +30,7 @@ var (
 	bucketBreakers = []byte("breakers")    // destination -> breaker
 	bucketEvents   = []byte("events")      // seq -> event
 	allBuckets     = [][]byte{bucketKeys, bucketState, bucketLeases, bucketExpires, bucketCounts, bucketBreakers, bucketEvents,
-		bucketOwners, bucketWaiting, bucketActivity, bucketParked, bucketBulk, bucketWoken, bucketStage} // their index is the code in bk* (console.go, park.go, bulk.go, stage.go)
+		bucketOwners, bucketWaiting, bucketActivity, bucketParked, bucketBulk, bucketWoken, bucketStage, bucketWaits} // their index is the code in bk* (console.go, park.go, bulk.go, stage.go, wait.go)
 )
 
 // Bucket codes: indexes into allBuckets. The previous version's log
@@ -434,6 +434,9 @@ func putEncoded(tx *bbolt.Tx, prev, next *keystore.Record, v []byte) error {
 	if err := indexStage(tx, prev, next, rk); err != nil {
 		return err
 	}
+	if err := indexWaits(tx, prev, next, rk); err != nil {
+		return err
+	}
 	if prev == nil || prev.State != next.State {
 		if prev != nil {
 			if err := addCount(tx, prev.Namespace, prev.State, -1); err != nil {
@@ -474,6 +477,9 @@ func deleteRecord(tx *bbolt.Tx, r *keystore.Record) error {
 		return err
 	}
 	if err := indexStage(tx, r, nil, rk); err != nil {
+		return err
+	}
+	if err := indexWaits(tx, r, nil, rk); err != nil {
 		return err
 	}
 	if err := del(tx, bkKeys, rk); err != nil {

@@ -351,6 +351,7 @@ func prepare(db *bbolt.DB, path, marker string, markerGen uint64, opts Options) 
 	consoleIndexes := true // idx/owner exists: the console's indexes are built
 	wokenIndex := true     // idx/woken exists
 	stageIndex := true     // idx/stage holds every key
+	waitsIndex := true     // idx/waits holds every parked key
 	newFile := false
 	err := db.Update(func(tx *bbolt.Tx) error {
 		newFile = tx.Bucket(bucketKeys) == nil
@@ -366,8 +367,12 @@ func prepare(db *bbolt.DB, path, marker string, markerGen uint64, opts Options) 
 			if err := meta.Put(metaStageIndex, []byte{1}); err != nil {
 				return err
 			}
+			if err := meta.Put(metaWaitsIndex, []byte{1}); err != nil {
+				return err
+			}
 		}
 		stageIndex = meta.Get(metaStageIndex) != nil
+		waitsIndex = meta.Get(metaWaitsIndex) != nil
 		if v := meta.Get(metaSchema); len(v) == 8 && binary.BigEndian.Uint64(v) > schemaVersion {
 			return fmt.Errorf("its schema is version %d, newer than this n8n-guard knows (%d): run a newer n8n-guard", binary.BigEndian.Uint64(v), schemaVersion)
 		}
@@ -441,6 +446,13 @@ func prepare(db *bbolt.DB, path, marker string, markerGen uint64, opts Options) 
 			}
 		}
 		opts.Logger.Info("store: built the index of the keys' stages (parked phases, re-runs) of a file from an older version, once", args...)
+	}
+	if !waitsIndex {
+		n, err := backfillWaits(db)
+		if err != nil {
+			return fmt.Errorf("store %s: build the index of the parked keys by the start of their wait: %w", path, err)
+		}
+		opts.Logger.Info("store: built the index of the parked keys by the start of their wait of a file from an older version, once", "parked", n)
 	}
 	return nil
 }

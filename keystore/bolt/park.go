@@ -157,14 +157,9 @@ func indexParked(tx *bbolt.Tx, prev, next *keystore.Record, rk []byte) error {
 func backfillWoken(db *bbolt.DB) (int, error) {
 	n := 0
 	err := db.Update(func(tx *bbolt.Tx) error {
-		return tx.Bucket(bucketKeys).ForEach(func(k, v []byte) error {
-			ns, key := splitRecordKey(k)
-			r, err := decodeRecord(ns, key, v)
-			if errs.CodeOf(err) == errs.RecordDamaged {
-				return nil // answers record_damaged; indexed when repaired
-			}
-			if err != nil || !keystore.Woken(r) {
-				return err
+		return eachRecord(tx, func(k []byte, r *keystore.Record) error {
+			if !keystore.Woken(r) {
+				return nil
 			}
 			n++
 			return put(tx, bkWoken, wokenIndexKey(r, k), nil)

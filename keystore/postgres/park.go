@@ -23,18 +23,11 @@ func (s *Store) Parked(ctx context.Context, q keystore.ParkedQuery) ([]*keystore
 	if err != nil {
 		return nil, err
 	}
-	var out []*keystore.Record
-	for {
-		page, read, last, err := s.parkedPage(ctx, q, q.Limit-len(out))
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, page...)
-		if len(out) == q.Limit || read < q.Limit-len(out)+len(page) {
-			return out, nil
-		}
+	return readPages(q.Limit, func(want int) ([]*keystore.Record, int, error) {
+		page, read, last, err := s.parkedPage(ctx, q, want)
 		q.AfterAt, q.AfterNamespace, q.AfterKey = last.at, last.ns, last.key
-	}
+		return page, read, err
+	})
 }
 
 // The parked phases of keystore/phase.go in SQL, written once.
@@ -65,9 +58,17 @@ func (s *Store) parkedPage(ctx context.Context, q keystore.ParkedQuery, limit in
 		args = append(args, q.AfterAt, q.AfterNamespace, q.AfterKey)
 	}
 	sql += ` ORDER BY parked_at, namespace, key LIMIT $2`
+	return s.parkedRows(ctx, "parked", sql, args...)
+}
+
+// parkedRows runs a query of parked rows whose columns are namespace, key,
+// a time (the order's) and pgKeyRead: read is how many rows it read,
+// damaged ones included (skipped: the keys behind them are read), and
+// last the place of the last.
+func (s *Store) parkedRows(ctx context.Context, op, sql string, args ...any) (out []*keystore.Record, read int, last parkedRef, err error) {
 	rows, err := s.pool.Query(ctx, sql, args...)
 	if err != nil {
-		return nil, 0, last, s.dbErr("parked", err)
+		return nil, 0, last, s.dbErr(op, err)
 	}
 	defer rows.Close()
 	for rows.Next() {
@@ -77,19 +78,16 @@ func (s *Store) parkedPage(ctx context.Context, q keystore.ParkedQuery, limit in
 		read++
 		last = parkedRef{at, ns, key}
 		if errs.CodeOf(err) == errs.RecordDamaged {
-			s.noteDamage(err) // skipped: the keys behind it are resumed
+			s.noteDamage(err)
 			continue
 		}
 		if err != nil {
-			return nil, 0, last, s.dbErr("parked", err)
+			return nil, 0, last, s.dbErr(op, err)
 		}
 		r.Namespace, r.Key = ns, key
 		out = append(out, r)
 	}
-	if err := rows.Err(); err != nil {
-		return nil, 0, last, s.dbErr("parked", err)
-	}
-	return out, read, last, nil
+	return out, read, last, s.dbErrOrNil(op, rows.Err())
 }
 
 // ParkedCounts implements keystore.ParkStore.

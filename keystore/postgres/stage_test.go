@@ -11,9 +11,12 @@ import (
 )
 
 // version19 takes a database back to schema version 19: what migrations
-// 0020 (the stage) and 0021 (its trigger for older writers) added is
-// dropped, as if its rows were written before.
+// 0020 (the stage), 0021 (its trigger for older writers) and 0022 (the
+// wait indexes) added is dropped, as if its rows were written before.
 var version19 = []string{
+	`DROP INDEX guard_keys_waits`, // 0022
+	`DROP INDEX guard_keys_waits_destination`,
+	`DELETE FROM guard_schema_migrations WHERE version = 22`,
 	`DROP TRIGGER guard_keys_stage_kept ON guard_keys`, // 0021
 	`DROP FUNCTION guard_keys_stage_kept()`,
 	`DELETE FROM guard_schema_migrations WHERE version = 21`,

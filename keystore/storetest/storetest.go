@@ -185,6 +185,7 @@ func Run(t *testing.T, newStore New) {
 	t.Run("audit of decisions on failed executions", func(t *testing.T) { runFailureDecisions(t, newStore) })
 	t.Run("parking", func(t *testing.T) { runParking(t, newStore) })
 	t.Run("parked phases", func(t *testing.T) { runPhases(t, newStore) })
+	t.Run("parked keys by wait", func(t *testing.T) { runWaits(t, newStore) })
 	t.Run("resume pace", func(t *testing.T) { runPace(t, newStore) })
 	t.Run("checks", func(t *testing.T) { runChecks(t, newStore) })
 	t.Run("approval", func(t *testing.T) { runApproval(t, newStore) })
