@@ -9,11 +9,10 @@ import (
 )
 
 // work catches one destination up (Run starts it for each destination
-// that has parked keys and no worker): a calls.Loop whose looks list the
+// that has parked keys and no worker, as its call): a calls.Loop whose looks list the
 // destination's parked keys oldest first and whose calls resume them, no
 // more at once than the destination has slots, until none is left.
 func (r *Runner) work(ctx context.Context, dest string, parked int) {
-	defer r.stopWorker(dest)
 	ctx, end := context.WithCancel(ctx)
 	defer end()
 	dp := r.opts.Policies.Destination(dest)
