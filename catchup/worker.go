@@ -8,10 +8,11 @@ import (
 	"github.com/n8n-guard/n8n-guard/keystore"
 )
 
-// work catches one destination up (Run starts it for each destination
-// that has parked keys and no worker, as its call): a calls.Loop whose looks list the
-// destination's parked keys oldest first and whose calls resume them, no
-// more at once than the destination has slots, until none is left.
+// work catches one destination up (Run starts it, as a call of its loop,
+// for each destination that has parked keys and no worker): a calls.Loop
+// whose looks list the destination's parked keys oldest first and whose
+// calls resume them, no more at once than the destination has slots,
+// until none is left.
 func (r *Runner) work(ctx context.Context, dest string, parked int) {
 	ctx, end := context.WithCancel(ctx)
 	defer end()
@@ -40,11 +41,12 @@ type worker struct {
 	parked int                // the count that started the worker, for the first log line
 	end    context.CancelFunc // ends the loop: caught up
 
+	// The pass and the resumes; written by the loop's goroutine only.
 	inFlight map[string]bool // the keys (id) of the resumes begun and not ended
 	begun    int             // resumes begun in this look's pass
 	refused  bool            // a claim of this pass was refused: the pass ends
 
-	// The outage, for its log lines.
+	// The outage, for its log lines; written by the loop's goroutine only.
 	// announced: the outage was logged. Only once a listing finds a key:
 	// a count reads no record, so a damaged one (skipped by every listing,
 	// reported by the store) starts a worker every interval.
@@ -128,7 +130,7 @@ func (rs *resume) begin(ctx context.Context) (run, more bool) {
 		return false, false // refused since the look (a claim behind the first)
 	}
 	if w.begun == 0 && rs.mayProbe {
-		if rs.claimed = w.r.claimParked(ctx, rs.rec); rs.claimed == nil {
+		if rs.claimed = w.r.claim(ctx, rs.rec, false); rs.claimed == nil {
 			if !w.dp.Admits(rs.rec.Namespace) {
 				// The claim recorded it lost (keystore.DecideClaimResume):
 				// no refusal of the destination, the next key may probe.
@@ -150,7 +152,7 @@ func (rs *resume) run(ctx context.Context) time.Duration {
 	defer rs.w.r.metrics.inFlight.WithLabelValues(rs.w.dest).Dec()
 	claimed := rs.claimed
 	if claimed == nil {
-		if claimed = rs.w.r.claimBehind(ctx, rs.rec); claimed == nil {
+		if claimed = rs.w.r.claim(ctx, rs.rec, true); claimed == nil {
 			rs.refused = true
 			return 0
 		}
@@ -220,24 +222,17 @@ func (w *worker) caughtUp() {
 		"resumed", w.resumed, "lost", w.lost, "took", took.Round(time.Millisecond).String())
 }
 
-// claimBehind claims the resume call of a parked key behind the first
-// of a pass (never the probe: ClaimResumeBehind); nil as claimParked.
-func (r *Runner) claimBehind(ctx context.Context, rec *keystore.Record) *keystore.Record {
-	claimed, ok, err := r.opts.Store.ClaimResumeBehind(ctx, rec.Namespace, rec.Key, r.opts.Claim)
-	if err != nil {
-		r.log.Warn("catch-up: cannot claim a parked key; trying again", "destination", rec.Destination, "namespace", rec.Namespace, "key", rec.Key, "err", err)
+// claim claims a parked key's resume call: the first of a pass
+// (ClaimResume, which may make it the probe) or one behind it
+// (ClaimResumeBehind, never the probe). nil: refused (the breaker holds:
+// a cooldown, a probe out; or another guard took it) or failed; the key
+// is looked at again after a while.
+func (r *Runner) claim(ctx context.Context, rec *keystore.Record, behind bool) *keystore.Record {
+	claim := r.opts.Store.ClaimResume
+	if behind {
+		claim = r.opts.Store.ClaimResumeBehind
 	}
-	if err != nil || !ok {
-		return nil
-	}
-	return claimed
-}
-
-// claimParked claims a parked key's resume call. nil: refused (the
-// breaker holds: a cooldown, a probe out; or another guard took it) or
-// failed; the key is looked at again after a while.
-func (r *Runner) claimParked(ctx context.Context, rec *keystore.Record) *keystore.Record {
-	claimed, ok, err := r.opts.Store.ClaimResume(ctx, rec.Namespace, rec.Key, r.opts.Claim)
+	claimed, ok, err := claim(ctx, rec.Namespace, rec.Key, r.opts.Claim)
 	if err != nil {
 		r.log.Warn("catch-up: cannot claim a parked key; trying again", "destination", rec.Destination, "namespace", rec.Namespace, "key", rec.Key, "err", err)
 	}
