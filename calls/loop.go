@@ -100,7 +100,7 @@ func (l Loop) Run(ctx context.Context, look Look) {
 		l.Slots = cmp.Or(max(l.Slots, 0), 1)
 	}
 	if l.Sleep == nil {
-		l.Sleep = sleep
+		l.Sleep = Sleep
 	}
 	var commits <-chan struct{} // nil without a feed: never ready
 	if l.Commits != nil {
@@ -196,7 +196,9 @@ func (r *run) await(ctx context.Context, commits <-chan struct{}) {
 	}
 }
 
-func sleep(ctx context.Context, d time.Duration) {
+// Sleep waits d or until ctx ends, on a timer: the default Sleep of a
+// Loop, and of a worker's other waits.
+func Sleep(ctx context.Context, d time.Duration) {
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {

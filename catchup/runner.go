@@ -260,15 +260,6 @@ func answerName(a keystore.ResumeAnswer) string {
 	return "retry"
 }
 
-func sleep(ctx context.Context, d time.Duration) {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-	case <-t.C:
-	}
-}
-
 type metrics struct {
 	parked   *prometheus.GaugeVec
 	woken    *prometheus.GaugeVec
