@@ -23,41 +23,69 @@ type Loop struct {
 	// Interval is how often the loop looks when nothing woke it (default
 	// 1 s).
 	Interval time.Duration
-	// Slots bounds the calls in flight (default 1).
+	// Slots bounds the calls in flight (default 1; Unbounded: no bound,
+	// for a loop whose calls are workers of their own).
 	Slots int
+	// LookAtEnds: a call's end wakes the loop at once (its answer may
+	// change what the next look finds: a catch-up probe's closes its
+	// destination's breaker); without it an end wakes it at its again.
+	LookAtEnds bool
+	// Held, when set, is asked before each wait: true when the work the
+	// last look found is held (a breaker refused its claim), and then a
+	// commit does not end the wait, only a call's end, a Wake, the next
+	// look's time or ctx's: a busy store's commits would otherwise have
+	// the loop look, and claim in vain, at each one.
+	Held func() bool
 	// Sleep waits d or until ctx ends (default: a timer): the wait for the
 	// next look, so that a worker on a controlled clock moves it.
 	Sleep func(ctx context.Context, d time.Duration)
 }
+
+// Unbounded as a Loop's Slots: no bound on the calls in flight; a call's
+// end may then wait for the loop to take it.
+const Unbounded = -1
 
 // A Call is one call a look found.
 type Call struct {
 	// Key names what the call is for (a key, an execution): a call whose
 	// key has a call of this loop in flight is not started again.
 	Key string
-	// Run makes the call; again is how soon after its end the loop looks
-	// again (0: at its next wake).
+	// Begin, when set, runs on the loop's goroutine once the call has a
+	// slot, before Run goes: what must happen in the look's order (the
+	// catch-up's claim of its probe, the oldest key). run: Run goes;
+	// more: the look's later calls may start (false: they are dropped
+	// until the next look).
+	Begin func(ctx context.Context) (run, more bool)
+	// Run makes the call, in a goroutine of its own; again is how soon
+	// after its end the loop looks again (0: at its next wake).
 	Run func(ctx context.Context) (again time.Duration)
+	// Ended, when set, runs on the loop's goroutine once it took the
+	// call's end: where a worker takes the call's result (which Run left
+	// in the call's own variables) into the state that goroutine alone
+	// writes.
+	Ended func()
 }
 
 // A Look finds the calls to start now, and how soon to look again when
 // nothing wakes the loop (0, or longer than Interval: Interval).
 type Look func(ctx context.Context) (calls []Call, next time.Duration)
 
-// ended is a call's report to its loop: its key, and when to look again.
+// ended is a call's report to its loop: its key, when to look again, and
+// its Ended.
 type ended struct {
 	key   string
 	again time.Duration
+	taken func()
 }
 
-// run is one Run's state. Its fields are written by Run's goroutine only;
-// the calls' goroutines share nothing with it but the reports they send
-// on ends.
+// run is one Run's state. Its fields are written by Run's goroutine only
+// (and the Look, Begin and Ended it runs); the calls' goroutines share
+// nothing with it but the reports they send on ends.
 type run struct {
 	loop    Loop
 	pending map[string]bool // keys whose call was started and has not reported its end
 	// ends: the calls' reports, room for one per slot, so that a call
-	// never waits for the loop.
+	// never waits for the loop (Unbounded: none).
 	ends chan ended
 	// next: when to look again without a wake (the look's, or a call's
 	// again), zero: Interval after the last look.
@@ -68,9 +96,11 @@ type run struct {
 // it started has ended.
 func (l Loop) Run(ctx context.Context, look Look) {
 	l.Interval = cmp.Or(max(l.Interval, 0), time.Second)
-	l.Slots = cmp.Or(max(l.Slots, 0), 1)
+	if l.Slots != Unbounded {
+		l.Slots = cmp.Or(max(l.Slots, 0), 1)
+	}
 	if l.Sleep == nil {
-		l.Sleep = sleep
+		l.Sleep = Sleep
 	}
 	var commits <-chan struct{} // nil without a feed: never ready
 	if l.Commits != nil {
@@ -78,7 +108,7 @@ func (l Loop) Run(ctx context.Context, look Look) {
 		defer stop()
 		commits = c
 	}
-	r := &run{loop: l, pending: map[string]bool{}, ends: make(chan ended, l.Slots)}
+	r := &run{loop: l, pending: map[string]bool{}, ends: make(chan ended, max(l.Slots, 0))}
 	defer r.drain()
 	for ctx.Err() == nil {
 		calls, next := look(ctx)
@@ -87,26 +117,42 @@ func (l Loop) Run(ctx context.Context, look Look) {
 			r.next = time.Now().Add(next)
 		}
 		for _, c := range calls {
-			if r.pending[c.Key] {
-				continue // its call of this guard is in flight
+			if !r.start(ctx, c) {
+				break
 			}
-			if !r.awaitSlot(ctx) {
-				return
-			}
-			r.pending[c.Key] = true
-			go func() {
-				again := c.Run(ctx)
-				r.ends <- ended{key: c.Key, again: again}
-			}()
 		}
 		r.await(ctx, commits)
 	}
 }
 
+// start starts c in a goroutine of its own once a slot is free and its
+// Begin let it, unless its key's call is in flight. false: the look's
+// later calls are not started (ctx ended, or Begin said so).
+func (r *run) start(ctx context.Context, c Call) (more bool) {
+	if r.pending[c.Key] {
+		return true // its call of this guard is in flight
+	}
+	if ctx.Err() != nil || !r.awaitSlot(ctx) {
+		return false
+	}
+	run, more := true, true
+	if c.Begin != nil {
+		if run, more = c.Begin(ctx); !run {
+			return more
+		}
+	}
+	r.pending[c.Key] = true
+	go func() {
+		again := c.Run(ctx)
+		r.ends <- ended{key: c.Key, again: again, taken: c.Ended}
+	}()
+	return more
+}
+
 // awaitSlot waits until fewer than Slots calls are in flight; false: ctx
 // ended.
 func (r *run) awaitSlot(ctx context.Context) bool {
-	for len(r.pending) >= r.loop.Slots {
+	for r.loop.Slots != Unbounded && len(r.pending) >= r.loop.Slots {
 		select {
 		case e := <-r.ends:
 			r.end(e)
@@ -117,9 +163,13 @@ func (r *run) awaitSlot(ctx context.Context) bool {
 	return true
 }
 
-// await waits for a commit, a Wake, the next look's time (Sleep) or
-// ctx's end, taking the calls' reports meanwhile.
+// await waits for a commit (unless Held), a Wake, the next look's time
+// (Sleep), a call's end with LookAtEnds, or ctx's end, taking the calls'
+// reports meanwhile.
 func (r *run) await(ctx context.Context, commits <-chan struct{}) {
+	if r.loop.Held != nil && r.loop.Held() {
+		commits = nil
+	}
 	for {
 		wctx, cancel := context.WithCancel(ctx)
 		slept := make(chan struct{})
@@ -136,7 +186,7 @@ func (r *run) await(ctx context.Context, commits <-chan struct{}) {
 		case <-slept:
 		case e := <-r.ends:
 			r.end(e)
-			woken = false // the next look may be sooner now
+			woken = r.loop.LookAtEnds // else the next look may be sooner now
 		}
 		cancel()
 		<-slept
@@ -146,7 +196,9 @@ func (r *run) await(ctx context.Context, commits <-chan struct{}) {
 	}
 }
 
-func sleep(ctx context.Context, d time.Duration) {
+// Sleep waits d or until ctx ends, on a timer: the default Sleep of a
+// Loop, and of a worker's other waits.
+func Sleep(ctx context.Context, d time.Duration) {
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {
@@ -158,6 +210,9 @@ func sleep(ctx context.Context, d time.Duration) {
 // end takes a call's report.
 func (r *run) end(e ended) {
 	delete(r.pending, e.key)
+	if e.taken != nil {
+		e.taken()
+	}
 	if at := time.Now().Add(e.again); e.again > 0 && at.Before(r.next) {
 		r.next = at
 	}

@@ -2,6 +2,7 @@ package calls_test
 
 import (
 	"context"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -105,4 +106,102 @@ func TestACallSaysWhenToLookAgain(t *testing.T) {
 		return []calls.Call{{Key: "a", Run: func(context.Context) time.Duration { return time.Millisecond }}}, 0
 	})
 	testwait.For(t, "the look the call asked for", func() bool { return looks.Load() == 2 })
+}
+
+// Begin runs on the loop's goroutine, in the look's order, once its call
+// has a slot: a call whose Begin says not to run does not start and the
+// next one may; one that says no more drops the look's later calls. Ended
+// runs on the loop's goroutine with what the call's Run left (the race
+// detector sees no shared write), and a call's end wakes the loop with
+// LookAtEnds although nothing else does.
+func TestBeginEndedAndLookAtEnds(t *testing.T) {
+	var order []string // Begin's and Ended's, on the loop's goroutine only
+	results := map[string]string{}
+	release := make(chan struct{})
+	call := func(key string, run, more bool) calls.Call {
+		var result string // written by Run, read by Ended
+		return calls.Call{Key: key,
+			Begin: func(context.Context) (bool, bool) { order = append(order, "begin "+key); return run, more },
+			Run: func(context.Context) time.Duration {
+				<-release
+				result = "ran " + key
+				return 0
+			},
+			Ended: func() { order = append(order, "ended "+key); results[key] = result },
+		}
+	}
+	looks := make(chan int, 4)
+	n := 0
+	stop := start(t, calls.Loop{Commits: &feed{}, Interval: time.Hour, Slots: 1, LookAtEnds: true}, func(context.Context) ([]calls.Call, time.Duration) {
+		n++
+		looks <- n
+		if n > 1 {
+			return nil, 0
+		}
+		// lost: skipped; first: started, the rest dropped; never: no Begin.
+		return []calls.Call{call("lost", false, true), call("first", true, false), call("never", true, true)}, 0
+	})
+	if got := <-looks; got != 1 {
+		t.Fatalf("look %d first", got)
+	}
+	close(release)
+	select {
+	case <-looks: // the end of "first" woke it
+	case <-time.After(10 * time.Second):
+		t.Fatal("a call's end did not wake the loop with LookAtEnds")
+	}
+	stop()
+	want := []string{"begin lost", "begin first", "ended first"}
+	if !slices.Equal(order, want) || results["first"] != "ran first" || len(results) != 1 {
+		t.Fatalf("order %v (want %v), results %v", order, want, results)
+	}
+}
+
+// While Held says the work is held, a commit does not wake the loop; a
+// call's end does (LookAtEnds), and once the work is no longer held the
+// commits held back wake it, and each new one.
+func TestHeldWorkIsNotWokenByCommits(t *testing.T) {
+	f := &feed{}
+	var held atomic.Bool
+	held.Store(true)
+	var looks atomic.Int32
+	end := make(chan struct{})
+	start(t, calls.Loop{Commits: f, Interval: time.Hour, LookAtEnds: true, Held: held.Load}, func(context.Context) ([]calls.Call, time.Duration) {
+		if looks.Add(1) > 1 {
+			return nil, 0
+		}
+		return []calls.Call{{Key: "probe", Run: func(context.Context) time.Duration { <-end; return 0 }}}, 0
+	})
+	var ended sync.Once
+	probeEnds := func() { ended.Do(func() { close(end) }) }
+	t.Cleanup(probeEnds) // before the loop's stop: a failed test ends its call
+	testwait.For(t, "the first look", func() bool { return looks.Load() == 1 })
+	for range 5 {
+		f.Notify()
+		time.Sleep(2 * keystore.CommitCooldown) // each commit its own signal
+	}
+	if n := looks.Load(); n != 1 {
+		t.Fatalf("%d looks: commits woke a loop whose work is held", n)
+	}
+	held.Store(false)
+	probeEnds()
+	testwait.For(t, "the looks of the call's end and of the commits held back", func() bool { return looks.Load() == 3 })
+	f.Notify()
+	testwait.For(t, "the look of a new commit", func() bool { return looks.Load() == 4 })
+}
+
+// Unbounded slots start every call found without waiting for one to end.
+func TestUnboundedSlots(t *testing.T) {
+	release := make(chan struct{})
+	var running atomic.Int32
+	stop := start(t, calls.Loop{Interval: time.Hour, Slots: calls.Unbounded}, func(context.Context) ([]calls.Call, time.Duration) {
+		var out []calls.Call
+		for _, k := range []string{"a", "b", "c"} {
+			out = append(out, calls.Call{Key: k, Run: func(context.Context) time.Duration { running.Add(1); <-release; return 0 }})
+		}
+		return out, 0
+	})
+	testwait.For(t, "the three calls running at once", func() bool { return running.Load() == 3 })
+	close(release)
+	stop()
 }

@@ -4,6 +4,8 @@ import (
 	"cmp"
 	"log/slog"
 	"time"
+
+	"github.com/n8n-guard/n8n-guard/calls"
 )
 
 // withDefaults fills in every default of Options, as their comments say:
@@ -20,7 +22,7 @@ func (o Options) withDefaults() Options {
 		o.Clock = time.Now
 	}
 	if o.Sleep == nil {
-		o.Sleep = sleep
+		o.Sleep = calls.Sleep
 	}
 	return o
 }

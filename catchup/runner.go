@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/n8n-guard/n8n-guard/calls"
 	"github.com/n8n-guard/n8n-guard/internal/prom"
 	"github.com/n8n-guard/n8n-guard/keystore"
 	"github.com/n8n-guard/n8n-guard/n8n"
@@ -73,7 +74,6 @@ type Runner struct {
 	now     keystore.Clock
 
 	mu      sync.Mutex
-	workers map[string]bool
 	overdue map[string]bool // parked attempts handed to the store as overdue (a cache: the store reports once)
 }
 
@@ -86,15 +86,16 @@ func New(opts Options) (*Runner, error) {
 	}
 	m.known(opts.Policies)
 	return &Runner{opts: opts, log: opts.Logger, metrics: m, now: opts.Clock,
-		workers: map[string]bool{}, overdue: map[string]bool{}}, nil
+		overdue: map[string]bool{}}, nil
 }
 
 // Run looks at the parked keys at each commit of the store (a key parked,
 // a breaker closed) and every Interval until ctx ends, and starts a worker
-// for each destination that has some.
+// for each destination that has some and no worker (calls.Loop: a
+// destination's worker is its call). Every overdueEvery on the runner's
+// clock it starts a sweep for silent woken executions beside them, so a
+// long listing delays no worker.
 func (r *Runner) Run(ctx context.Context) error {
-	commits, stop := r.opts.Store.Commits()
-	defer stop()
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	wg.Add(1)
@@ -102,64 +103,40 @@ func (r *Runner) Run(ctx context.Context) error {
 		defer wg.Done()
 		r.runApprovals(ctx) // approval.go
 	}()
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		r.runSweeps(ctx)
-	}()
-	t := time.NewTicker(r.opts.Interval)
-	defer t.Stop()
-	for {
+	var swept time.Time // written by the loop's goroutine only (the sweep's Begin)
+	calls.Loop{Commits: r.opts.Store, Interval: r.opts.Interval, Slots: calls.Unbounded}.Run(ctx, func(ctx context.Context) ([]calls.Call, time.Duration) {
+		var out []calls.Call
+		if now := r.now(); now.Sub(swept) >= overdueEvery {
+			out = append(out, calls.Call{Key: "sweep",
+				Begin: func(context.Context) (bool, bool) { swept = now; return true, true }, // not while one runs
+				Run:   func(ctx context.Context) time.Duration { r.sweepSilent(ctx); return 0 }})
+		}
 		counts, err := r.opts.Store.ParkedCounts(ctx)
-		switch {
-		case ctx.Err() != nil:
-			return ctx.Err()
-		case err != nil:
-			r.log.Warn("catch-up: cannot count the parked keys; trying again", "err", err)
-		default:
-			r.metrics.setParked(counts)
-			// The woken gauge is the store's count, as /v1/destinations shows it.
-			if woken, err := r.opts.Store.WokenCounts(ctx); err == nil {
-				r.metrics.setWoken(woken)
+		if err != nil {
+			if ctx.Err() == nil {
+				r.log.Warn("catch-up: cannot count the parked keys; trying again", "err", err)
 			}
-			for dest, n := range counts {
-				if n > 0 && r.startWorker(dest) {
-					wg.Add(1)
-					go func() {
-						defer wg.Done()
-						r.work(ctx, dest, n)
-					}()
-				}
+			return out, 0
+		}
+		r.metrics.setParked(counts)
+		// The woken gauge is the store's count, as /v1/destinations shows it.
+		if woken, err := r.opts.Store.WokenCounts(ctx); err == nil {
+			r.metrics.setWoken(woken)
+		}
+		for dest, n := range counts {
+			if n > 0 {
+				out = append(out, calls.Call{Key: "worker\x00" + dest,
+					Run: func(ctx context.Context) time.Duration { r.work(ctx, dest, n); return 0 }})
 			}
 		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-commits:
-		case <-t.C:
-		}
-	}
-}
-
-func (r *Runner) startWorker(dest string) bool {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.workers[dest] {
-		return false
-	}
-	r.workers[dest] = true
-	return true
-}
-
-func (r *Runner) stopWorker(dest string) {
-	r.mu.Lock()
-	delete(r.workers, dest)
-	r.mu.Unlock()
+		return out, 0
+	})
+	return ctx.Err()
 }
 
 // overdueEvery is how often a worker looks for keys parked longer than
-// their namespace's parked_limit, and the runner for woken executions
-// that went silent.
+// their namespace's parked_limit, and the runner sweeps for woken
+// executions that went silent.
 const overdueEvery = time.Minute
 
 // wokenBound is how long a woken execution has to reserve its key again,
@@ -192,26 +169,6 @@ func (r *Runner) loseSilent(ctx context.Context, rec *keystore.Record, bound tim
 	r.log.Error("woken execution went silent: n8n accepted the resume call but the execution never reserved its key again; its owner is told in Slack and must decide",
 		"destination", rec.Destination, "namespace", rec.Namespace, "key", rec.Key, "woken_at", rec.ResumeSentAt.UTC().Format(time.RFC3339), "bound", bound.String())
 	return true
-}
-
-// runSweeps looks for silent woken executions at start and every
-// overdueEvery on the runner's clock (looked at every Interval) until ctx
-// ends, beside the catch-up so a long listing delays no worker.
-func (r *Runner) runSweeps(ctx context.Context) {
-	t := time.NewTicker(r.opts.Interval)
-	defer t.Stop()
-	var swept time.Time
-	for {
-		if now := r.now(); now.Sub(swept) >= overdueEvery {
-			swept = now
-			r.sweepSilent(ctx)
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-	}
 }
 
 // sweepSilent finds, across every namespace, the parked keys whose woken
@@ -304,15 +261,6 @@ func answerName(a keystore.ResumeAnswer) string {
 		return "lost"
 	}
 	return "retry"
-}
-
-func sleep(ctx context.Context, d time.Duration) {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-	case <-t.C:
-	}
 }
 
 type metrics struct {

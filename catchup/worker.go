@@ -4,45 +4,49 @@ import (
 	"context"
 	"time"
 
+	"github.com/n8n-guard/n8n-guard/calls"
 	"github.com/n8n-guard/n8n-guard/keystore"
 )
 
-// work catches one destination up (Run starts it for each destination
-// that has parked keys and no worker).
+// work catches one destination up (Run starts it, as a call of its loop,
+// for each destination that has parked keys and no worker): a calls.Loop
+// whose looks list the destination's parked keys oldest first and whose
+// calls resume them, no more at once than the destination has slots,
+// until none is left.
 func (r *Runner) work(ctx context.Context, dest string, parked int) {
-	defer r.stopWorker(dest)
+	ctx, end := context.WithCancel(ctx)
+	defer end()
 	dp := r.opts.Policies.Destination(dest)
-	w := &worker{r: r, dest: dest, dp: dp, parked: parked,
-		events: make(chan report, max(dp.CatchUpConcurrency, 1)), pending: map[string]bool{}}
-	w.run(ctx)
+	w := &worker{r: r, dest: dest, dp: dp, parked: parked, end: end, inFlight: map[string]bool{}}
+	// The pace is the store's turn alone (pace.go): the slots only keep
+	// the worker from claiming a key whose call could not take a turn
+	// soon. A resume's end wakes the next look (a probe's closes the
+	// breaker); a refused claim holds the loop off the store's commits.
+	calls.Loop{Commits: r.opts.Store, Interval: r.opts.Interval, Slots: max(dp.CatchUpConcurrency, 1),
+		LookAtEnds: true, Held: func() bool { return w.refused }}.Run(ctx, w.look)
 }
 
 // A worker catches one destination up: it lists the destination's parked
 // keys oldest first and resumes them at its pace until none is left.
 //
-// Its state is its own: each resume runs in a goroutine (resumeParked)
-// that shares nothing with the worker but the reports it sends on events,
-// which the worker's loop reads.
+// Its state is written by its loop's goroutine only: the look, and each
+// resume's begin and ended (calls.Loop runs them there). A resume's
+// goroutine writes only its own resume's result, which ended reads once
+// the loop took its end.
 type worker struct {
 	// Set when the worker is made, never written after.
 	r      *Runner
 	dest   string
 	dp     keystore.DestinationPolicy
-	parked int // the count that started the worker, for the first log line
-	// events: the resume goroutines' reports, room for one of each (its
-	// end), so that a goroutine never waits for the loop.
-	events chan report
+	parked int                // the count that started the worker, for the first log line
+	end    context.CancelFunc // ends the loop: caught up
 
-	// The resumes started; written by run's goroutine only. The pace is
-	// the store's turn alone (pace.go): the worker only keeps no more
-	// resumes going than the destination has slots, so that it claims no
-	// key whose call could not take a turn soon.
-	inFlight int             // resumes started and not reported ended
-	pending  map[string]bool // their keys (id)
+	// The pass and the resumes; written by the loop's goroutine only.
+	inFlight map[string]bool // the keys (id) of the resumes begun and not ended
+	begun    int             // resumes begun in this look's pass
 	refused  bool            // a claim of this pass was refused: the pass ends
-	freed    bool            // a resume ended since the loop last waited for one
 
-	// The outage, for its log lines; written by run's goroutine only.
+	// The outage, for its log lines; written by the loop's goroutine only.
 	// announced: the outage was logged. Only once a listing finds a key:
 	// a count reads no record, so a damaged one (skipped by every listing,
 	// reported by the store) starts a worker every interval.
@@ -57,60 +61,34 @@ type worker struct {
 	closedAt time.Time
 }
 
-// report is a resume goroutine's message to its worker: it ended, with
-// what came of it.
-type report struct {
-	id      string
-	refused bool // its claim was refused or failed
-	result  resumeResult
-}
-
 func id(rec *keystore.Record) string { return rec.Key + "\x00" + rec.Namespace }
 
-// run is the worker's loop: list the parked keys, close the outage when
-// none is left and no resume is in flight, start the resumes this pass's
-// pace allows, then wait for a resume to end, a commit or a tick. It
-// returns when the destination is caught up or ctx ended, once every
-// resume it started has reported its end.
-func (w *worker) run(ctx context.Context) {
-	commits, stop := w.r.opts.Store.Commits() // the probe's complete closes the breaker
-	defer stop()
-	defer w.drain()
-	for ctx.Err() == nil {
-		recs, err := w.r.opts.Store.Parked(ctx, keystore.ParkedQuery{Destination: w.dest, Limit: 4 * w.dp.CatchUpConcurrency})
-		if err != nil {
-			w.r.log.Warn("catch-up: cannot list the parked keys; trying again", "destination", w.dest, "err", err)
-			w.r.opts.Sleep(ctx, w.r.opts.Interval)
-			continue
-		}
-		w.collect()
-		w.announce(len(recs))
-		w.noteClosed(ctx)
-		if len(recs) == 0 && w.inFlight == 0 {
-			w.caughtUp()
-			return
-		}
-		if now := w.r.now(); now.Sub(w.lastOverdue) >= overdueEvery {
-			w.lastOverdue = now
-			w.r.reportOverdue(ctx, w.dest, now)
-		}
-		if launched := w.startPass(ctx, recs); w.refused || launched == 0 {
-			w.await(ctx, commits)
-		}
+// look is one pass of the worker: list the parked keys, close the outage
+// when none is left and no resume is in flight, and find a resume for
+// each listed key that no guard resumes yet (the loop starts them while
+// the destination has a slot, until a claim is refused).
+func (w *worker) look(ctx context.Context) ([]calls.Call, time.Duration) {
+	recs, err := w.r.opts.Store.Parked(ctx, keystore.ParkedQuery{Destination: w.dest, Limit: 4 * w.dp.CatchUpConcurrency})
+	if err != nil {
+		w.r.log.Warn("catch-up: cannot list the parked keys; trying again", "destination", w.dest, "err", err)
+		return nil, 0
 	}
-}
-
-// startPass starts a resume for each listed key that no guard resumes yet,
-// while the destination has a slot for it, until a claim is refused or
-// ctx ends; it returns how many it started.
-func (w *worker) startPass(ctx context.Context, recs []*keystore.Record) (launched int) {
-	w.refused = false
+	w.announce(len(recs))
+	w.noteClosed(ctx)
+	if len(recs) == 0 && len(w.inFlight) == 0 {
+		w.caughtUp()
+		w.end()
+		return nil, 0
+	}
+	if now := w.r.now(); now.Sub(w.lastOverdue) >= overdueEvery {
+		w.lastOverdue = now
+		w.r.reportOverdue(ctx, w.dest, now)
+	}
+	w.begun, w.refused = 0, false
+	var out []calls.Call
 	mayProbe := true // no older key of this pass is being claimed by this guard
 	for _, rec := range recs {
-		if w.collect(); ctx.Err() != nil || w.refused {
-			break
-		}
-		if w.pending[id(rec)] {
+		if w.inFlight[id(rec)] {
 			// Being resumed by this guard, or its claim still in flight
 			// (and maybe refused): no younger key may become the probe
 			// before it.
@@ -120,123 +98,85 @@ func (w *worker) startPass(ctx context.Context, recs []*keystore.Record) (launch
 		if rec.ResumeClaimUntil != nil && w.r.now().Before(*rec.ResumeClaimUntil) {
 			continue // being resumed by another guard
 		}
-		// Room for one more resume; its call waits for the store's turn
-		// (awaitTurn).
-		if !w.awaitRoom(ctx) {
-			break
-		}
-		// The first claim of a pass is made here, so that after a
-		// cooldown the oldest key becomes the probe; the others are
-		// claimed by their goroutines, so the claims of several keys
-		// share a commit. Those are never the probe (ClaimResumeBehind):
-		// they are refused while the breaker is not closed, and the
-		// next pass claims the oldest waiting key alone, also after a
-		// lost probe freed the destination while they were in flight.
-		var first *keystore.Record
-		if launched == 0 && mayProbe {
-			if first = w.r.claimParked(ctx, rec); first == nil {
-				if !w.dp.Admits(rec.Namespace) {
-					// The claim recorded it lost (keystore.DecideClaimResume):
-					// no refusal of the destination, the next key may probe.
-					continue
-				}
-				w.refused = true
-				break
-			}
-		}
-		w.inFlight++
-		w.pending[id(rec)] = true
-		w.r.metrics.inFlight.WithLabelValues(w.dest).Inc()
-		launched++
-		go resumeParked(ctx, w.r, w.dest, rec, first, w.events)
+		rs := &resume{w: w, rec: rec, mayProbe: mayProbe}
+		out = append(out, calls.Call{Key: id(rec), Begin: rs.begin, Run: rs.run, Ended: rs.ended})
 	}
-	return launched
+	return out, 0
 }
 
-// awaitRoom waits until fewer resumes of the worker are going than the
-// destination has slots; false: ctx ended. It is no pace: the calls keep
-// the rate and the slots in the store's turn, with every guard's.
-func (w *worker) awaitRoom(ctx context.Context) bool {
-	for w.collect(); w.inFlight >= max(w.dp.CatchUpConcurrency, 1); {
-		select {
-		case rep := <-w.events:
-			w.apply(rep)
-			w.freed = false // this wait was for it
-		case <-ctx.Done():
-			return false
-		}
-	}
-	return true
+// A resume is one call of the worker. claimed is written by begin, on
+// the loop's goroutine, before run's goroutine starts; refused and
+// result by run, read by ended once the loop took its end.
+type resume struct {
+	w        *worker
+	rec      *keystore.Record // as listed
+	mayProbe bool             // no older key of its pass is being claimed by this guard
+	claimed  *keystore.Record // the first claim of the pass, made by begin
+	refused  bool             // its claim was refused or failed
+	result   resumeResult
 }
 
-// await waits for a resume to end, a commit of the store, the Interval
-// (the fallback for another guard's commits) or ctx's end; not at all
-// when a resume ended since the loop last waited for one. After a refused
-// claim it does not wait for commits: the breaker holds the destination
-// (its cooldown, a window, another guard's probe), and this guard's own
-// probe reports on its channel; a busy store's commits would otherwise
-// have it list and claim again at each one.
-func (w *worker) await(ctx context.Context, commits <-chan struct{}) {
-	defer func() { w.freed = false }()
-	if w.freed {
-		return
-	}
+// begin runs when the resume has a slot; its call waits for the store's
+// turn (awaitTurn). The first claim of a pass is made here, so that
+// after a cooldown the oldest key becomes the probe; the others are
+// claimed by their goroutines, so the claims of several keys share a
+// commit. Those are never the probe (ClaimResumeBehind): they are
+// refused while the breaker is not closed, and the next pass claims the
+// oldest waiting key alone, also after a lost probe freed the
+// destination while they were in flight.
+func (rs *resume) begin(ctx context.Context) (run, more bool) {
+	w := rs.w
 	if w.refused {
-		commits = nil
+		return false, false // refused since the look (a claim behind the first)
 	}
-	t := time.NewTimer(w.r.opts.Interval)
-	defer t.Stop()
-	for {
-		select {
-		case rep := <-w.events:
-			w.apply(rep)
-			return
-		case <-ctx.Done():
-			return
-		case <-commits:
-			return
-		case <-t.C:
-			return
+	if w.begun == 0 && rs.mayProbe {
+		if rs.claimed = w.r.claim(ctx, rs.rec, false); rs.claimed == nil {
+			if !w.dp.Admits(rs.rec.Namespace) {
+				// The claim recorded it lost (keystore.DecideClaimResume):
+				// no refusal of the destination, the next key may probe.
+				return false, true
+			}
+			w.refused = true
+			return false, false
 		}
 	}
+	w.begun++
+	w.inFlight[id(rs.rec)] = true
+	w.r.metrics.inFlight.WithLabelValues(w.dest).Inc()
+	return true, true
 }
 
-// collect applies the reports that arrived, without waiting.
-func (w *worker) collect() {
-	for {
-		select {
-		case rep := <-w.events:
-			w.apply(rep)
-		default:
-			return
+// run claims the key (unless begin did) and resumes it (resumeClaimed),
+// in a goroutine of its own: it touches none of the worker's state.
+func (rs *resume) run(ctx context.Context) time.Duration {
+	defer rs.w.r.metrics.inFlight.WithLabelValues(rs.w.dest).Dec()
+	claimed := rs.claimed
+	if claimed == nil {
+		if claimed = rs.w.r.claim(ctx, rs.rec, true); claimed == nil {
+			rs.refused = true
+			return 0
 		}
 	}
+	rs.result = rs.w.r.resumeClaimed(ctx, claimed, func(time.Time) {})
+	return 0
 }
 
-// apply takes one resume's report into the worker's state. The first
+// ended takes the resume's result into the worker's state. The first
 // execution of an outage found lost is logged; the others are counted in
 // the caught-up line (each owner hears of each key in Slack).
-func (w *worker) apply(rep report) {
-	w.inFlight--
-	delete(w.pending, rep.id)
-	w.freed = true
-	w.refused = w.refused || rep.refused
-	switch rep.result.outcome {
+func (rs *resume) ended() {
+	w := rs.w
+	delete(w.inFlight, id(rs.rec))
+	w.refused = w.refused || rs.refused
+	switch rs.result.outcome {
 	case finished:
 		w.resumed++
 	case foundLost:
 		if w.lost++; w.lost == 1 {
-			w.r.logLost(rep.result.rec, rep.result.detail)
+			w.r.logLost(rs.result.rec, rs.result.detail)
 		}
 	case wokenSilent:
 		w.lost++
-	}
-}
-
-// drain waits until every resume the worker started reported its end.
-func (w *worker) drain() {
-	for w.inFlight > 0 {
-		w.apply(<-w.events)
 	}
 }
 
@@ -282,44 +222,17 @@ func (w *worker) caughtUp() {
 		"resumed", w.resumed, "lost", w.lost, "took", took.Round(time.Millisecond).String())
 }
 
-// resumeParked is one resume of the catch-up, in a goroutine of its own:
-// it claims rec (unless the worker did: first), resumes it
-// (resumeClaimed) and reports on events when it ended. It touches none
-// of the worker's state.
-func resumeParked(ctx context.Context, r *Runner, dest string, rec, first *keystore.Record, events chan<- report) {
-	end := report{id: id(rec)}
-	defer func() {
-		r.metrics.inFlight.WithLabelValues(dest).Dec()
-		events <- end
-	}()
-	claimed := first
-	if claimed == nil {
-		if claimed = r.claimBehind(ctx, rec); claimed == nil {
-			end.refused = true
-			return
-		}
+// claim claims a parked key's resume call: the first of a pass
+// (ClaimResume, which may make it the probe) or one behind it
+// (ClaimResumeBehind, never the probe). nil: refused (the breaker holds:
+// a cooldown, a probe out; or another guard took it) or failed; the key
+// is looked at again after a while.
+func (r *Runner) claim(ctx context.Context, rec *keystore.Record, behind bool) *keystore.Record {
+	claim := r.opts.Store.ClaimResume
+	if behind {
+		claim = r.opts.Store.ClaimResumeBehind
 	}
-	end.result = r.resumeClaimed(ctx, claimed, func(time.Time) {})
-}
-
-// claimBehind claims the resume call of a parked key behind the first
-// of a pass (never the probe: ClaimResumeBehind); nil as claimParked.
-func (r *Runner) claimBehind(ctx context.Context, rec *keystore.Record) *keystore.Record {
-	claimed, ok, err := r.opts.Store.ClaimResumeBehind(ctx, rec.Namespace, rec.Key, r.opts.Claim)
-	if err != nil {
-		r.log.Warn("catch-up: cannot claim a parked key; trying again", "destination", rec.Destination, "namespace", rec.Namespace, "key", rec.Key, "err", err)
-	}
-	if err != nil || !ok {
-		return nil
-	}
-	return claimed
-}
-
-// claimParked claims a parked key's resume call. nil: refused (the
-// breaker holds: a cooldown, a probe out; or another guard took it) or
-// failed; the key is looked at again after a while.
-func (r *Runner) claimParked(ctx context.Context, rec *keystore.Record) *keystore.Record {
-	claimed, ok, err := r.opts.Store.ClaimResume(ctx, rec.Namespace, rec.Key, r.opts.Claim)
+	claimed, ok, err := claim(ctx, rec.Namespace, rec.Key, r.opts.Claim)
 	if err != nil {
 		r.log.Warn("catch-up: cannot claim a parked key; trying again", "destination", rec.Destination, "namespace", rec.Namespace, "key", rec.Key, "err", err)
 	}
