@@ -105,8 +105,8 @@ type Options struct {
 	// destination (2 s).
 	Pace time.Duration
 	// Interval is how often the store is searched for pending re-runs
-	// besides this process's commits, Kick and the claims in flight (10 min):
-	// a grant another replica made and did not start.
+	// besides this process's commits of granted keys, Kick and the claims
+	// in flight (10 min): a grant another replica made and did not start.
 	Interval time.Duration
 	// Claim: a claim its guard no longer keeps (it died) is taken again
 	// after this (2 min); Started: a re-run n8n started that has not
