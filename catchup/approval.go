@@ -56,14 +56,38 @@ func decided(rec *keystore.Record, now time.Time) bool {
 const approvalsAtOnce = 64
 
 // runApprovals resumes decided keys of the gated namespaces until ctx ends
-// (calls.Loop: woken by the store's commits, a decision among them).
+// (calls.Loop: woken by the commits of their decided keys, a decision
+// among them).
 func (r *Runner) runApprovals(ctx context.Context) {
 	gated := gatedNamespaces(r.opts.Policies)
 	if len(gated) == 0 {
 		return
 	}
-	loop := calls.Loop{Commits: r.opts.Store, Interval: max(approvalLook, r.opts.Interval), Slots: approvalsAtOnce, Sleep: r.opts.Sleep}
-	loop.Run(ctx, func(ctx context.Context) ([]calls.Call, time.Duration) {
+	r.approvalLoop(gated).Run(ctx, r.lookApprovals(gated))
+}
+
+// approvalLoop is the approval resumer's loop: woken by the commits of
+// the gated namespaces' keys at a decided stage alone (a decision, a
+// claim handed back or lapsed and written again, the resumer's own
+// claims and answers), so a busy store's other writes (reserves of other
+// namespaces, keys awaiting approval) do not make it read the decided
+// keys. Every keystore.Store says which keys it commits; Store (runner.go)
+// does not list it yet, hence the assertion, and a view of a store that
+// does not say them wakes the resumer at each commit, as before.
+func (r *Runner) approvalLoop(gated []string) calls.Loop {
+	var commits keystore.CommitFeed = r.opts.Store
+	if keyed, ok := r.opts.Store.(keystore.KeyedCommitFeed); ok {
+		commits = keystore.CommitsOf(keyed, func(k keystore.CommittedKey) bool {
+			return slices.Contains(decidedStages, k.Stage) && slices.Contains(gated, k.Namespace)
+		})
+	}
+	return calls.Loop{Commits: commits, Interval: max(approvalLook, r.opts.Interval), Slots: approvalsAtOnce, Sleep: r.opts.Sleep}
+}
+
+// lookApprovals is the approval resumer's look: a call for each decided
+// key of the gated namespaces, and when a claim in flight lapses.
+func (r *Runner) lookApprovals(gated []string) calls.Look {
+	return func(ctx context.Context) ([]calls.Call, time.Duration) {
 		keys, lapse := r.decidedKeys(ctx, gated)
 		out := make([]calls.Call, 0, len(keys))
 		for _, rec := range keys {
@@ -76,7 +100,7 @@ func (r *Runner) runApprovals(ctx context.Context) {
 			}})
 		}
 		return out, lapse
-	})
+	}
 }
 
 // decidedKeys reads the decided keys of the gated namespaces (decided)

@@ -30,11 +30,14 @@ type KeyedCommitFeed interface {
 }
 
 // CommittedKey is one key a commit wrote, with the destination its record
-// names; a commit of a breaker alone (a maintenance window, a reset)
-// names only its Destination.
+// names and the stage it left the key at; a commit of a breaker alone (a
+// maintenance window, a reset) names only its Destination.
 type CommittedKey struct {
 	Namespace, Key string
 	Destination    string
+	// Stage is the key's stored stage after the commit (stage.go): a
+	// worker that acts on some stages is woken by their keys alone.
+	Stage Stage
 }
 
 // Committed lists the keys and breakers st writes, for
@@ -42,7 +45,9 @@ type CommittedKey struct {
 func (st Step) Committed() []CommittedKey {
 	var out []CommittedKey
 	if r := st.Record; r != nil {
-		out = append(out, CommittedKey{r.Namespace, r.Key, r.Destination})
+		// StageOf, as the store stores it: r.Stage may still be the
+		// loaded record's until the store writes r.
+		out = append(out, CommittedKey{r.Namespace, r.Key, r.Destination, StageOf(r)})
 	}
 	if b := st.Breaker; b != nil && (st.Record == nil || b.Destination != st.Record.Destination) {
 		out = append(out, CommittedKey{Destination: b.Destination})
@@ -163,6 +168,25 @@ func (k *KeyedCommits) Take() (keys []CommittedKey, all bool) {
 	keys, all = k.sub.keys, k.sub.all
 	k.sub.keys, k.sub.all = nil, false
 	return keys, all
+}
+
+// CommitsOf is the CommitFeed of the keys of feed that match: a worker
+// that acts on some keys (a stage, a namespace) is woken by their commits
+// alone, and by a commit that does not say its keys, and need not read
+// the store at the others. The keys are not taken: past maxHeldKeys the
+// subscription holds none.
+func CommitsOf(feed KeyedCommitFeed, match func(CommittedKey) bool) CommitFeed {
+	return matchedFeed{feed, match}
+}
+
+type matchedFeed struct {
+	feed  KeyedCommitFeed
+	match func(CommittedKey) bool
+}
+
+func (m matchedFeed) Commits() (<-chan struct{}, func()) {
+	k := m.feed.CommittedKeys(m.match)
+	return k.C, k.Stop
 }
 
 // SubscribeKeys implements KeyedCommitFeed.CommittedKeys.

@@ -72,14 +72,18 @@ func TestKeyedCommits(t *testing.T) {
 // breaker of another destination (or alone) by its destination.
 func TestStepCommitted(t *testing.T) {
 	rec := &keystore.Record{Namespace: "crm", Key: "evt_1", Destination: "hubspot"}
+	granted := &keystore.Record{Namespace: "crm", Key: "evt_2", State: keystore.StateFailed, Retryable: true, Stage: keystore.StageAtGate,
+		History: []keystore.Transition{{Event: keystore.HistoryRerunGate}, {Event: keystore.HistoryRerunGranted}}}
 	for _, c := range []struct {
 		name string
 		st   keystore.Step
 		want []keystore.CommittedKey
 	}{
-		{"a record", keystore.Step{Record: rec}, []keystore.CommittedKey{{"crm", "evt_1", "hubspot"}}},
-		{"a record and its breaker", keystore.Step{Record: rec, Breaker: keystore.NewBreaker("hubspot")}, []keystore.CommittedKey{{"crm", "evt_1", "hubspot"}}},
+		{"a record", keystore.Step{Record: rec}, []keystore.CommittedKey{{Namespace: "crm", Key: "evt_1", Destination: "hubspot"}}},
+		{"a record and its breaker", keystore.Step{Record: rec, Breaker: keystore.NewBreaker("hubspot")}, []keystore.CommittedKey{{Namespace: "crm", Key: "evt_1", Destination: "hubspot"}}},
 		{"a breaker alone", keystore.Step{Breaker: keystore.NewBreaker("erp")}, []keystore.CommittedKey{{Destination: "erp"}}},
+		{"a record's stage as the store writes it, not as it was loaded", keystore.Step{Record: granted},
+			[]keystore.CommittedKey{{Namespace: "crm", Key: "evt_2", Stage: keystore.StageGranted}}},
 		{"events alone", keystore.Step{Events: []keystore.Event{{Kind: keystore.EventKeyUnknown}}}, nil},
 	} {
 		if got := c.st.Committed(); !slices.Equal(got, c.want) {

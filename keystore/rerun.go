@@ -2,6 +2,7 @@ package keystore
 
 import (
 	"context"
+	"slices"
 	"time"
 
 	"github.com/n8n-guard/n8n-guard/errs"
@@ -36,6 +37,8 @@ import (
 //	               granted, starting or started already -> the same answer (a repeat; no second re-run)
 //	               anything else                  -> conflict, nothing written
 //	claim re-run:  granted, or starting or started and stale -> rerun_starting (one replica calls n8n)
+//	extend claim:  its holder's claim, not answered -> rerun_starting dated now (it never lapses while n8n is asked)
+//	release claim: its holder's claim, n8n not asked -> rerun_starting removed (granted, or started and stale, again)
 //	note re-run:   starting -> rerun_started (the new execution) | granted, starting or started -> rerun_refused (n8n's words), event rerun_refused
 
 // History events of re-runs.
@@ -66,6 +69,16 @@ type RerunStore interface {
 	// other key (another guard claimed it, the grant was taken or
 	// withdrawn).
 	ClaimRerun(ctx context.Context, ns, key, by string, claim, started time.Duration) (bool, error)
+	// ClaimRerunHeld is ClaimRerun that also gives the claim's time (its
+	// entry's At), by which its holder extends it and hands it back.
+	ClaimRerunHeld(ctx context.Context, ns, key, by string, claim, started time.Duration) (at time.Time, ok bool, err error)
+	// ExtendRerunClaim applies DecideExtendRerunClaim: the claim's new
+	// time; ok false when it is no longer by's claim of at (n8n's answer
+	// was noted, it was taken after a lapse, the grant was withdrawn or
+	// taken by the re-run).
+	ExtendRerunClaim(ctx context.Context, ns, key, by string, at time.Time) (time.Time, bool, error)
+	// ReleaseRerunClaim applies DecideReleaseRerunClaim.
+	ReleaseRerunClaim(ctx context.Context, ns, key, by string, at time.Time) (bool, error)
 	// NoteRerun appends HistoryRerunStarted (to a claimed key) or
 	// HistoryRerunRefused (to a granted, claimed or started one); false
 	// when the key is no longer so, and nothing is written.
@@ -229,20 +242,110 @@ func DecideNoteRerun(cur *Record, event HistoryEvent, detail string, now time.Ti
 	return st, true, nil
 }
 
+// A re-run's claim is held while its call is in flight, as a check's is
+// (check.go): its holder extends it, so it never lapses while n8n is
+// asked and no second guard asks n8n meanwhile (one grant, one retry); a
+// guard that stops before it asked hands it back, and the key may be
+// claimed again at once instead of after the claim's lapse. The holder
+// names its claim by its name and the time its entry last got (to the
+// millisecond, as ownClaim compares).
+//
+//	extend,  own claim, not answered -> the claim's entry dated now (never earlier)
+//	release, own claim, not answered -> the claim's entry removed: the key is as before it
+//	                                    (granted, or a started re-run gone stale), claimable at once
+//	either, otherwise                -> refused, nothing written
+//
+// A handed-back claim leaves no entry: n8n was not asked, so nothing
+// happened that the history should tell.
+
+// ownRerunClaim reports whether cur's re-run is claimed by by at at and
+// n8n's answer is not noted yet.
+func ownRerunClaim(cur *Record, by string, at time.Time) bool {
+	if _, granted := RerunGranted(cur); !granted {
+		return false
+	}
+	t := lastTransition(cur)
+	return t.Event == HistoryRerunStarting && t.By == by && t.At.Truncate(time.Millisecond).Equal(at.Truncate(time.Millisecond))
+}
+
+// DecideExtendRerunClaim extends by's re-run claim of at to now.
+func DecideExtendRerunClaim(cur *Record, by string, at, now time.Time) (Step, bool) {
+	if !ownRerunClaim(cur, by, at) {
+		return Step{}, false
+	}
+	next := cur.Clone()
+	if t := lastTransition(next); now.After(t.At) {
+		t.At = now
+	}
+	return Step{Record: next, Result: Result{Outcome: OutcomeFound, Record: next}}, true
+}
+
+// DecideReleaseRerunClaim hands back by's re-run claim of at, whose call
+// was not made.
+func DecideReleaseRerunClaim(cur *Record, by string, at, now time.Time) (Step, bool) {
+	if !ownRerunClaim(cur, by, at) {
+		return Step{}, false
+	}
+	next := cur.Clone()
+	i := len(next.History) - 1
+	for acknowledgement(next.History[i].Event) {
+		i-- // an acknowledgement after the claim stays
+	}
+	next.History = slices.Delete(next.History, i, i+1)
+	return Step{Record: next, Result: Result{Outcome: OutcomeFound, Record: next}}, true
+}
+
 // ClaimRerun implements RerunStore.
 func (o *Operations) ClaimRerun(ctx context.Context, ns, key, by string, claim, started time.Duration) (bool, error) {
+	_, ok, err := o.ClaimRerunHeld(ctx, ns, key, by, claim, started)
+	return ok, err
+}
+
+// ClaimRerunHeld implements RerunStore.
+func (o *Operations) ClaimRerunHeld(ctx context.Context, ns, key, by string, claim, started time.Duration) (time.Time, bool, error) {
+	return o.decideRerunClaim(ctx, "claim re-run", ns, key, func(cur *Record, now time.Time) (Step, bool) {
+		return DecideClaimRerun(cur, by, claim, started, now)
+	})
+}
+
+// ExtendRerunClaim implements RerunStore.
+func (o *Operations) ExtendRerunClaim(ctx context.Context, ns, key, by string, at time.Time) (time.Time, bool, error) {
+	return o.decideRerunClaim(ctx, "extend re-run claim", ns, key, func(cur *Record, now time.Time) (Step, bool) {
+		return DecideExtendRerunClaim(cur, by, at, now)
+	})
+}
+
+// ReleaseRerunClaim implements RerunStore.
+func (o *Operations) ReleaseRerunClaim(ctx context.Context, ns, key, by string, at time.Time) (bool, error) {
+	_, ok, err := o.decideRerunClaim(ctx, "release re-run claim", ns, key, func(cur *Record, now time.Time) (Step, bool) {
+		return DecideReleaseRerunClaim(cur, by, at, now)
+	})
+	return ok, err
+}
+
+// decideRerunClaim runs one decision on a re-run's claim: whether it was
+// taken, and the time of the claim it left (zero when refused; a
+// hand-back's is of no use).
+func (o *Operations) decideRerunClaim(ctx context.Context, name, ns, key string, decide func(*Record, time.Time) (Step, bool)) (time.Time, bool, error) {
 	key, err := CheckIdentity(ns, key)
 	if err != nil {
-		return false, err
+		return time.Time{}, false, err
 	}
-	claimed := false
-	_, err = o.Driver.DecideKey(ctx, Op{Name: "claim re-run", Namespace: ns, Key: key,
+	taken := false
+	res, err := o.Driver.DecideKey(ctx, Op{Name: name, Namespace: ns, Key: key,
 		Decide: func(cur *Record, _ *Breaker, now time.Time) (Step, error) {
-			st, ok := DecideClaimRerun(cur, by, claim, started, now)
-			claimed = ok
+			st, ok := decide(cur, now)
+			taken = ok
 			return st, nil
 		}})
-	return claimed && err == nil, err
+	if err != nil || !taken {
+		return time.Time{}, false, err
+	}
+	var at time.Time
+	if t := lastTransition(res.Record); t != nil && t.Event == HistoryRerunStarting {
+		at = t.At
+	}
+	return at, true, nil
 }
 
 // NoteRerun implements RerunStore.

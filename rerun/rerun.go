@@ -6,12 +6,16 @@
 //
 // The store is the queue: a granted key that no re-run has started is
 // pending, so a restart loses nothing. A guard claims a re-run in the
-// store before it asks n8n (keystore's ClaimRerun), so of several
-// replicas one asks; a claim left stale (the guard stopped, n8n did not
-// answer) and a started re-run that never reserved the key are taken up
-// again. Even a re-run started twice writes nothing twice: the re-run's
-// gate reserves the key, and only one reserve wins. Its loop is calls'
-// (woken by the store's commits, a grant among them).
+// store before it asks n8n (keystore's ClaimRerunHeld), so of several
+// replicas one asks, and keeps the claim while n8n is asked (calls.Keeper
+// extends it), so it never lapses under a call in flight: one grant, one
+// retry. A guard that stops before it asked hands its claims back, and
+// the keys may be claimed again at once; a claim left by a guard that
+// died (or whose ask n8n did not answer) lapses and is taken up again, as
+// is a started re-run that never reserved the key. Even a re-run started
+// twice writes nothing twice: the re-run's gate reserves the key, and
+// only one reserve wins. Its loop is calls', woken by the commits of
+// granted keys (keystore.CommitsOf).
 package rerun
 
 import (
@@ -101,12 +105,15 @@ type Options struct {
 	// destination (2 s).
 	Pace time.Duration
 	// Interval is how often the store is searched for pending re-runs
-	// besides this process's commits, Kick and the claims in flight (10 min):
-	// a grant another replica made and did not start.
+	// besides this process's commits of granted keys, Kick and the claims
+	// in flight (10 min): a grant another replica made and did not start.
 	Interval time.Duration
-	// Claim: a claim this old is taken again (2 min); Started: a re-run
-	// n8n started that has not reserved the key after this is asked again
-	// (10 min).
+	// Claim: a claim its guard no longer keeps (it died) is taken again
+	// after this (2 min); Started: a re-run n8n started that has not
+	// reserved the key after this is asked again (10 min). Started also
+	// bounds one ask of n8n (its claim is kept meanwhile): an ask
+	// unanswered that long is as n8n not answering, and a hung connection
+	// does not hold its destination's re-runs for ever.
 	Claim, Started time.Duration
 	// Reads caps the re-runs asked of n8n's API a second, whatever their
 	// destinations (2; negative: no cap). Each asks for the whole
@@ -204,10 +211,24 @@ func (r *Runner) Kick() {
 }
 
 // Run starts pending re-runs until ctx ends (calls.Loop: woken by the
-// store's commits, a grant among them, by Kick, and every Interval),
-// one at a time, the oldest grant first.
-func (r *Runner) Run(ctx context.Context) {
-	calls.Loop{Commits: r.store, Wake: r.kick, Interval: r.opts.Interval}.Run(ctx, r.look)
+// commits that may bring one, by Kick, and every Interval), one at a
+// time, the oldest grant first.
+func (r *Runner) Run(ctx context.Context) { r.loop().Run(ctx, r.look) }
+
+// loop is the re-runs' loop: woken by the commits wakesRuns matches alone,
+// so a busy store's other writes do not make it read the granted keys.
+func (r *Runner) loop() calls.Loop {
+	return calls.Loop{Commits: keystore.CommitsOf(r.store, wakesRuns), Wake: r.kick, Interval: r.opts.Interval}
+}
+
+// wakesRuns matches the commits that may bring a re-run to start: a key
+// granted (a person's grant, a claim handed back) and a breaker alone (a
+// destination a person paused or reopened: its re-runs wait or go). Not
+// the loop's own claims and notes, nor n8n's started re-runs: a claim in
+// flight and a started re-run are looked at again when they go stale
+// (look's next), without a commit.
+func wakesRuns(k keystore.CommittedKey) bool {
+	return k.Stage == keystore.StageGranted || k.Key == ""
 }
 
 // round runs one look and its re-runs, one after another, and says when
@@ -474,37 +495,46 @@ const (
 // start claims the re-run, allows it for the execution's other keys that
 // wait at the same gate (a re-run re-runs every item of it: one left at
 // the gate would fail it for all), asks n8n and notes the answer on each
-// key. n8n is asked within half the claim's time, so a claim never goes
-// stale while its guard still waits for n8n's answer.
+// key. The claims of all the keys are kept together (claims.go) from the
+// last claim (the steps before are the store's writes, far inside a
+// claim) until n8n's answer: a claim never goes stale while its guard
+// waits for n8n, however long n8n takes (up to Started), and a guard that
+// stops before it asked hands them all back.
 func (r *Runner) start(ctx context.Context, ex *execution) started {
 	log := r.opts.Logger.With("workflow", ex.workflow, "execution", ex.id, "destination", ex.destination)
 	first := ex.keys[0]
-	if ok, err := r.store.ClaimRerun(ctx, first.Namespace, first.Key, r.opts.Name, r.opts.Claim, r.opts.Started); err != nil || !ok {
+	held := &claims{r: r}
+	if ok, err := held.claim(ctx, first); err != nil || !ok {
 		if err != nil {
 			log.Error("re-run: cannot claim it; trying again", "key", first.Key, "err", err)
 			return later
 		}
 		return done // another guard has it, or the grant is gone
 	}
-	claimed := []*keystore.Record{first}
 	if ex.workflow == "" || ex.id == "" {
-		r.refuse(ctx, log, claimed, "the key's holder "+quote(ex.gate)+" names no n8n workflow and execution")
+		r.refuse(ctx, log, held.keys, "the key's holder "+quote(ex.gate)+" names no n8n workflow and execution")
 		return done
 	}
 	more, err := r.grantSiblings(ctx, ex)
 	for _, rec := range append(ex.keys[1:], more...) {
-		if ok, err := r.store.ClaimRerun(ctx, rec.Namespace, rec.Key, r.opts.Name, r.opts.Claim, r.opts.Started); err == nil && ok {
-			claimed = append(claimed, rec)
-		}
+		held.claim(ctx, rec) // a key not claimed is another guard's, or moved on
 	}
+	claimed := held.keys
 	if err != nil {
 		r.refuse(ctx, log, claimed, "another event of the same execution could not be allowed, so a re-run would stop at its gate: "+err.Error())
 		return done
 	}
+	keeper := held.keep(ctx, log)
 	r.awaitRead(ctx)
-	call, cancel := context.WithTimeout(ctx, r.opts.Claim/2)
+	if ctx.Err() != nil {
+		// Stopped before n8n was asked: the keys wait for no lapse.
+		keeper.HandBack(ctx)
+		return later
+	}
+	call, cancel := context.WithTimeout(ctx, r.opts.Started)
 	defer cancel()
 	res, err := r.n8n.Retry(call, ex.workflow, ex.id, keysOf(claimed), grantedAt(ex))
+	keeper.Stop() // n8n was asked: the claims stay until its answer is noted, or lapse
 	if len(res.NotOwn) > 0 {
 		// Keys of another namespace's execution, or forged: refused; the
 		// execution's own keys are re-run.
@@ -553,7 +583,7 @@ func (r *Runner) start(ctx context.Context, ex *execution) started {
 
 // awaitRead waits for the n8n API's next read (Options.Reads), on the
 // runner's clock. The runs of a round are started one after another, so
-// one wait is at most 1/Reads: far inside the claim.
+// one wait is at most 1/Reads; the claims are kept meanwhile.
 func (r *Runner) awaitRead(ctx context.Context) {
 	if r.reads == nil {
 		return

@@ -32,10 +32,13 @@ func newN8n(answer func(id string) (string, error)) *n8n {
 }
 
 func (f *n8n) Retry(ctx context.Context, workflow, id string, keys []rerun.Key, _ time.Time) (rerun.Retried, error) {
-	if dl, ok := ctx.Deadline(); !ok || time.Until(dl) > time.Minute {
-		// n8n is asked within half the claim's time (2 min by default),
-		// so no other guard takes the claim while this one waits.
-		return rerun.Retried{}, &rerun.Refused{Status: 400, Message: "asked without a deadline inside the claim"}
+	if err := ctx.Err(); err != nil {
+		return rerun.Retried{}, err // a stopped guard's ask does not reach n8n
+	}
+	if dl, ok := ctx.Deadline(); !ok || time.Until(dl) > 10*time.Minute {
+		// n8n is asked within Started (10 min by default): its claim is
+		// kept meanwhile, and a hung ask does not hold it for ever.
+		return rerun.Retried{}, &rerun.Refused{Status: 400, Message: "asked without a deadline inside Started"}
 	}
 	if workflow != "wf1" || len(keys) == 0 {
 		return rerun.Retried{}, &rerun.Refused{Status: 409, Message: fmt.Sprintf("workflow %s, keys %v", workflow, keys)}

@@ -115,6 +115,31 @@ func runCommits(t *testing.T, newStore New) {
 		took(t, "a maintenance window", keystore.CommittedKey{Destination: "erp"})
 	})
 
+	t.Run("a feed of the keys at one stage is woken by their commits alone, with the stage they are at", func(t *testing.T) {
+		e := setup(t, newStore, pol)
+		granted := func(k keystore.CommittedKey) bool { return k.Stage == keystore.StageGranted }
+		wake, stop := keystore.CommitsOf(e.s, granted).Commits()
+		defer stop()
+		keys := e.s.CommittedKeys(granted)
+		defer keys.Stop()
+		const owner = "n8n wf1 exec 42"
+		r := e.reserve(ns, "evt_1", func(q *keystore.ReserveRequest) { q.Owner = owner })
+		e.fail(ns, "evt_1", r.Token, keystore.ReasonDestinationFailed)
+		wantOutcome(t, e.reserve(ns, "evt_1", func(q *keystore.ReserveRequest) { q.Rerun, q.Owner = true, owner }), keystore.OutcomeRerunNotGranted)
+		for i := range 20 {
+			e.reserve("other", fmt.Sprint("evt_", i))
+		}
+		notWoken(t, wake, "commits of keys at no stage or another")
+		if _, err := e.s.Resolve(e.ctx, keystore.ResolveRequest{Namespace: ns, Key: "evt_1", Resolution: keystore.StateFailed, Rerun: true, By: "Ana", Note: "CRM is back"}); err != nil {
+			t.Fatal(err)
+		}
+		woken(t, wake, "a grant")
+		woken(t, keys.C, "a grant")
+		if got, all := keys.Take(); all || fmt.Sprint(got) != fmt.Sprint([]keystore.CommittedKey{{Namespace: ns, Key: "evt_1", Stage: keystore.StageGranted}}) {
+			t.Fatalf("took %v (all %v), want the granted key at its stage", got, all)
+		}
+	})
+
 	t.Run("a sweep that expires a lease and a bulk decision wake every subscriber", func(t *testing.T) {
 		// The operation layer runs both (keystore/sweep.go, bulk.go); the
 		// key going unknown and the keys decided are what the notify and

@@ -213,4 +213,129 @@ func runReruns(t *testing.T, newStore New) {
 			t.Fatalf("the kept bulk %s: %+v %v, want it to say it re-ran the executions", res.ID, a, err)
 		}
 	})
+
+	runRerunClaims(t, newStore)
+}
+
+// A re-run's claim (keystore/rerun.go): kept by its holder while n8n is
+// asked, it never lapses, so no second guard claims it; handed back when
+// n8n was not asked, the key is claimable at once; a claim is named by
+// its holder and its time, through a restart.
+func runRerunClaims(t *testing.T, newStore New) {
+	const exec42 = "n8n wf1 exec 42"
+	atGateGranted := func(e *env, key string) {
+		t.Helper()
+		r := e.reserve(ns, key, func(r *keystore.ReserveRequest) { r.Owner = exec42 })
+		e.fail(ns, key, r.Token, keystore.ReasonDestinationFailed)
+		wantOutcome(t, e.reserve(ns, key, func(r *keystore.ReserveRequest) { r.Rerun, r.Owner = true, exec42 }), keystore.OutcomeRerunNotGranted)
+		if _, err := e.s.Resolve(e.ctx, keystore.ResolveRequest{Namespace: ns, Key: key, Resolution: keystore.StateFailed, Rerun: true, By: "Ana", Note: "CRM is back"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	const claim, started = time.Minute, 10 * time.Minute
+	claimBy := func(e *env, key, by string) (time.Time, bool) {
+		t.Helper()
+		at, ok, err := e.s.ClaimRerunHeld(e.ctx, ns, key, by, claim, started)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return at, ok
+	}
+
+	t.Run("a kept claim never lapses; a claim is named by its holder and its time", func(t *testing.T) {
+		e := setup(t, newStore, keystore.Policies{})
+		atGateGranted(e, "evt_keep")
+		at, ok := claimBy(e, "evt_keep", "guard-a")
+		if !ok || at.IsZero() {
+			t.Fatalf("claim: %v at %v", ok, at)
+		}
+		before := e.lookup(ns, "evt_keep").Record
+		for _, c := range []struct {
+			by string
+			at time.Time
+		}{{"guard-b", at}, {"guard-a", at.Add(-time.Second)}} {
+			if _, ok, err := e.s.ExtendRerunClaim(e.ctx, ns, "evt_keep", c.by, c.at); err != nil || ok {
+				t.Fatalf("extend by %s of %v: %v %v, want refused", c.by, c.at, ok, err)
+			}
+			if ok, err := e.s.ReleaseRerunClaim(e.ctx, ns, "evt_keep", c.by, c.at); err != nil || ok {
+				t.Fatalf("release by %s of %v: %v %v, want refused", c.by, c.at, ok, err)
+			}
+		}
+		sameRecord(t, before, e.lookup(ns, "evt_keep").Record)
+		held := at
+		for range 3 { // three claims' time, each extended at its middle
+			e.clock.Advance(claim / 2)
+			next, ok, err := e.s.ExtendRerunClaim(e.ctx, ns, "evt_keep", "guard-a", held)
+			if err != nil || !ok || !next.After(held) {
+				t.Fatalf("extend of %v: %v %v %v", held, next, ok, err)
+			}
+			held = next
+			if _, ok := claimBy(e, "evt_keep", "guard-b"); ok {
+				t.Fatal("a second guard claimed a kept claim")
+			}
+		}
+		if _, ok, err := e.s.ExtendRerunClaim(e.ctx, ns, "evt_keep", "guard-a", at); err != nil || ok {
+			t.Fatalf("extend of the claim's first time: %v %v, want refused (it was extended)", ok, err)
+		}
+		e.restart()
+		if _, ok, err := e.s.ExtendRerunClaim(e.ctx, ns, "evt_keep", "guard-a", held); err != nil || !ok {
+			t.Fatalf("extend after a restart: %v %v", ok, err)
+		}
+		// n8n answered: nothing left to keep or hand back.
+		if ok, err := e.s.NoteRerun(e.ctx, ns, "evt_keep", keystore.HistoryRerunStarted, "57"); err != nil || !ok {
+			t.Fatalf("note: %v %v", ok, err)
+		}
+		noted := e.lookup(ns, "evt_keep").Record
+		at = keystore.LastTransition(noted).At
+		if _, ok, err := e.s.ExtendRerunClaim(e.ctx, ns, "evt_keep", "guard-a", held); err != nil || ok {
+			t.Fatalf("extend after n8n's answer: %v %v, want refused", ok, err)
+		}
+		if ok, err := e.s.ReleaseRerunClaim(e.ctx, ns, "evt_keep", "guard-a", held); err != nil || ok {
+			t.Fatalf("release after n8n's answer: %v %v, want refused", ok, err)
+		}
+		sameRecord(t, noted, e.lookup(ns, "evt_keep").Record)
+	})
+
+	t.Run("a claim handed back leaves the key claimable at once", func(t *testing.T) {
+		e := setup(t, newStore, keystore.Policies{})
+		atGateGranted(e, "evt_back")
+		granted := e.lookup(ns, "evt_back").Record
+		at, ok := claimBy(e, "evt_back", "guard-a")
+		if !ok {
+			t.Fatal("claim refused")
+		}
+		if ok, err := e.s.ReleaseRerunClaim(e.ctx, ns, "evt_back", "guard-a", at); err != nil || !ok {
+			t.Fatalf("release: %v %v", ok, err)
+		}
+		back := e.lookup(ns, "evt_back").Record
+		if back.Stage != keystore.StageGranted || keystore.LastTransition(back).Event != keystore.HistoryRerunGranted || len(back.History) != len(granted.History) {
+			t.Fatalf("after the hand-back: stage %q, history %+v; want granted as before the claim", back.Stage, back.History)
+		}
+		if ok, err := e.s.ReleaseRerunClaim(e.ctx, ns, "evt_back", "guard-a", at); err != nil || ok {
+			t.Fatalf("a second hand-back: %v %v, want refused", ok, err)
+		}
+		if _, ok := claimBy(e, "evt_back", "guard-b"); !ok {
+			t.Fatal("the key was not claimable at once after the hand-back")
+		}
+		// A started re-run that never reserved the key, claimed again
+		// and handed back: started and stale again, claimable at once.
+		atGateGranted(e, "evt_again")
+		at, _ = claimBy(e, "evt_again", "guard-a")
+		if ok, err := e.s.NoteRerun(e.ctx, ns, "evt_again", keystore.HistoryRerunStarted, "57"); err != nil || !ok {
+			t.Fatalf("note: %v %v", ok, err)
+		}
+		e.clock.Advance(started)
+		if at, ok = claimBy(e, "evt_again", "guard-a"); !ok {
+			t.Fatal("a stale started re-run was not claimed")
+		}
+		if ok, err := e.s.ReleaseRerunClaim(e.ctx, ns, "evt_again", "guard-a", at); err != nil || !ok {
+			t.Fatalf("release: %v %v", ok, err)
+		}
+		if rec := e.lookup(ns, "evt_again").Record; rec.Stage != keystore.StageStarted || keystore.RerunStartedAs(rec) != "57" {
+			t.Fatalf("after the hand-back: stage %q started as %q, want started 57", rec.Stage, keystore.RerunStartedAs(rec))
+		}
+		if _, ok := claimBy(e, "evt_again", "guard-b"); !ok {
+			t.Fatal("the stale started re-run was not claimable at once after the hand-back")
+		}
+	})
 }
