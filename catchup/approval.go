@@ -71,16 +71,11 @@ func (r *Runner) runApprovals(ctx context.Context) {
 // claim handed back or lapsed and written again, the resumer's own
 // claims and answers), so a busy store's other writes (reserves of other
 // namespaces, keys awaiting approval) do not make it read the decided
-// keys. Every keystore.Store says which keys it commits; Store (runner.go)
-// does not list it yet, hence the assertion, and a view of a store that
-// does not say them wakes the resumer at each commit, as before.
+// keys.
 func (r *Runner) approvalLoop(gated []string) calls.Loop {
-	var commits keystore.CommitFeed = r.opts.Store
-	if keyed, ok := r.opts.Store.(keystore.KeyedCommitFeed); ok {
-		commits = keystore.CommitsOf(keyed, func(k keystore.CommittedKey) bool {
-			return slices.Contains(decidedStages, k.Stage) && slices.Contains(gated, k.Namespace)
-		})
-	}
+	commits := keystore.CommitsOf(r.opts.Store, func(k keystore.CommittedKey) bool {
+		return slices.Contains(decidedStages, k.Stage) && slices.Contains(gated, k.Namespace)
+	})
 	return calls.Loop{Commits: commits, Interval: max(approvalLook, r.opts.Interval), Slots: approvalsAtOnce, Sleep: r.opts.Sleep}
 }
 

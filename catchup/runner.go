@@ -17,6 +17,9 @@ import (
 type Store interface {
 	keystore.ParkStore
 	keystore.CommitFeed // wakes the runner, the workers and the watches of resumed executions
+	// CommittedKeys wakes the approval resumer by the commits of decided
+	// keys alone (approval.go).
+	keystore.KeyedCommitFeed
 	Lookup(ctx context.Context, namespace, key string) (keystore.Result, error)
 	// Destinations are the breakers: a worker notes when its
 	// destination's closed, the start of its catch-up.
