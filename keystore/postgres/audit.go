@@ -3,13 +3,14 @@ package postgres
 import (
 	"context"
 	"math"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
 	"github.com/n8n-guard/n8n-guard/keystore"
 )
 
-const eventColumns = `seq, at, kind, namespace, key, attempt, owner, destination, reason, message, reopens_at, paused_reserves, bulk, summary`
+const eventColumns = `seq, at, kind, namespace, key, attempt, owner, destination, reason, message, reopens_at, paused_reserves, bulk, summary, resumed, lost, took_ms`
 
 // RecentEvents implements Store: the primary key walked backwards from
 // Before, filtered by kind and bulk (a bulk's events by their index).
@@ -42,12 +43,14 @@ func (s *Store) scanEvents(rows pgx.Rows) ([]keystore.Event, error) {
 		var ev keystore.Event
 		var seq int64
 		var kind, reason string
-		var attempt, paused int32
+		var attempt, paused, resumed, lost int32
+		var tookMs int64
 		if err := rows.Scan(&seq, &ev.At, &kind, &ev.Namespace, &ev.Key, &attempt, &ev.Owner, &ev.Destination,
-			&reason, &ev.Message, &ev.ReopensAt, &paused, &ev.Bulk, &ev.Summary); err != nil {
+			&reason, &ev.Message, &ev.ReopensAt, &paused, &ev.Bulk, &ev.Summary, &resumed, &lost, &tookMs); err != nil {
 			return nil, s.dbErr("events", err)
 		}
 		ev.Seq, ev.Kind, ev.Reason, ev.Attempt, ev.PausedReserves = uint64(seq), keystore.EventKind(kind), keystore.Reason(reason), int(attempt), int(paused)
+		ev.Resumed, ev.Lost, ev.Took = int(resumed), int(lost), time.Duration(tookMs)*time.Millisecond
 		ev.At, ev.ReopensAt = ev.At.UTC(), utcPtr(ev.ReopensAt)
 		out = append(out, ev)
 	}
