@@ -211,7 +211,9 @@ func (w *worker) noteClosed(ctx context.Context) {
 
 // caughtUp writes the outage's closing line, if anything came of it: the
 // catch-up took from the breaker's close to the last resume's end
-// (keystore.CatchUpTook), the span the outage's Slack message gives.
+// (keystore.CatchUpTook). The same figures go to the event log
+// (keystore.EventCaughtUp), from which notify takes the took of the
+// outage's Slack message, so both say one figure.
 func (w *worker) caughtUp() {
 	if w.resumed == 0 && w.lost == 0 {
 		return
@@ -220,6 +222,13 @@ func (w *worker) caughtUp() {
 	w.r.metrics.caughtUp(w.dest, took)
 	w.r.log.Info(keystore.CaughtUp(w.resumed, w.lost, took), "destination", w.dest,
 		"resumed", w.resumed, "lost", w.lost, "took", took.Round(time.Millisecond).String())
+	// Its own bounded context: a guard stopping right now still writes
+	// the end of a catch-up that is over.
+	ctx, cancel := context.WithTimeout(context.Background(), w.r.opts.Interval+10*time.Second)
+	defer cancel()
+	if err := w.r.opts.Store.RecordCaughtUp(ctx, w.dest, w.resumed, w.lost, took); err != nil {
+		w.r.log.Warn("catch-up: cannot record that the destination is caught up; its outage message is closed by the parked counts instead", "destination", w.dest, "err", err)
+	}
 }
 
 // claim claims a parked key's resume call: the first of a pass

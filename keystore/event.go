@@ -52,6 +52,11 @@ type Event struct {
 	// Summary, for approval_requested: what the reserve said the event is
 	// (ReserveRequest.Summary), for the approvers' message.
 	Summary string `json:"summary,omitempty"`
+	// For caught_up (caughtup.go): what the catch-up resumed, what n8n
+	// no longer held, and how long it took from the breaker's close.
+	Resumed int           `json:"resumed,omitempty"`
+	Lost    int           `json:"lost,omitempty"`
+	Took    time.Duration `json:"took,omitempty"`
 }
 
 // EventRetention is how long the event log keeps entries.

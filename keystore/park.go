@@ -357,6 +357,7 @@ func (q ParkedQuery) Normalize() (ParkedQuery, error) {
 // ParkStore is the part of Store that parking, the catch-up runner and
 // maintenance windows use; storetest checks it on every store.
 type ParkStore interface {
+	CatchUpRecorder // the end of a catch-up, in the event log (caughtup.go)
 	// Parked lists parked keys of a destination, oldest parked first.
 	Parked(ctx context.Context, q ParkedQuery) ([]*Record, error)
 	// WaitReader lists parked keys by the start of their wait: the

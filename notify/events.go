@@ -84,7 +84,7 @@ func (s *Service) consumeBatch(ctx context.Context) (int, error) {
 			}
 			last = ev.Seq
 			continue
-		case keystore.EventBreakerClosed, keystore.EventParkedLost, keystore.EventBreakerOpened:
+		case keystore.EventBreakerClosed, keystore.EventParkedLost, keystore.EventBreakerOpened, keystore.EventCaughtUp:
 			if opensOutage(adds, ev.Destination) {
 				if err := flush(); err != nil {
 					return 0, err

@@ -67,6 +67,9 @@ func (s *Service) foldIntoOutage(ctx context.Context, ev keystore.Event) (edited
 	if cur.OutageSeq >= ev.Seq {
 		return true, nil
 	}
+	if ev.Kind == keystore.EventCaughtUp {
+		return s.catchUpReported(ctx, cur, ev)
+	}
 	lateLoss := ev.Kind == keystore.EventParkedLost && cur.SupersededAt == nil // a loss found after the catch-up still counts
 	if (!cur.outageOpen() && !lateLoss) || (ev.Kind == keystore.EventBreakerClosed && cur.ClosedAt != nil) {
 		return false, nil
@@ -99,6 +102,25 @@ func (s *Service) foldIntoOutage(ctx context.Context, ev keystore.Event) (edited
 		if next != nil {
 			*x = *next
 			edited = true
+		}
+	})
+	return edited, err
+}
+
+// catchUpReported folds a catch-up's report (keystore.EventCaughtUp) into
+// the outage's message: its took is the message's. A report while events
+// of the destination still wait (another guard's catch-up is not over)
+// is left out: the last guard's report, or the parked counts, close it.
+func (s *Service) catchUpReported(ctx context.Context, cur *Record, ev keystore.Event) (edited bool, err error) {
+	if s.opts.Parking != nil {
+		if counts, err := leftCounts(ctx, s.opts.Parking); err == nil && counts[ev.Destination] > 0 {
+			return false, nil
+		}
+	}
+	now := s.now()
+	_, err = s.outbox.Update(ctx, cur.ID, func(x *Record) {
+		if next := catchUpReported(x, ev.Seq, ev.Took, now); next != nil {
+			*x, edited = *next, true
 		}
 	})
 	return edited, err

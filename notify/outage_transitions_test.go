@@ -29,11 +29,17 @@ func TestOutageTransitions(t *testing.T) {
 		}
 	}
 	states := map[string]func() *Record{
-		"open, not posted yet":     func() *Record { return outage(StatusPending, 0, 5) },
-		"open, posted, 5 parked":   func() *Record { return outage(StatusDelivered, 5, 5) },
-		"closed by the probe":      closed(""),
-		"closed by a reset":        closed("alice"),
-		"caught up":                func() *Record { r := closed("")(); c := created; r.CaughtUpAt = &c; return r },
+		"open, not posted yet":   func() *Record { return outage(StatusPending, 0, 5) },
+		"open, posted, 5 parked": func() *Record { return outage(StatusDelivered, 5, 5) },
+		"closed by the probe":    closed(""),
+		"closed by a reset":      closed("alice"),
+		"caught up":              func() *Record { r := closed("")(); c := created; r.CaughtUpAt = &c; return r },
+		"caught up as reported": func() *Record {
+			r := closed("")()
+			c := created
+			r.CaughtUpAt, r.CatchUpSeq, r.ParkedLeft = &c, 8, 0
+			return r
+		},
 		"superseded":               func() *Record { r := closed("")(); c := created; r.SupersededAt = &c; return r },
 		"a stuck key's message":    func() *Record { r := outage(StatusDelivered, 0, 5); r.Kind = KindKeyUnknown; return r },
 		"an older guard's message": func() *Record { r := outage(StatusDelivered, 0, 0); r.Kind = KindBreakerClosed; return r },
@@ -50,6 +56,7 @@ func TestOutageTransitions(t *testing.T) {
 		"a closing read again":   func(r *Record) *Record { return breakerClosed(r, 5, "", 2, 9, at, at) },
 		"opened again":           func(r *Record) *Record { return outageSuperseded(r, 10, at, at) },
 		"an opening read again":  func(r *Record) *Record { return outageSuperseded(r, 5, at, at) },
+		"a catch-up reported":    func(r *Record) *Record { return catchUpReported(r, 9, 40*time.Second, at) },
 	}
 	type want struct {
 		parked, lost   int
@@ -74,6 +81,7 @@ func TestOutageTransitions(t *testing.T) {
 		"a closing read again":   unchanged,
 		"opened again":           want{superseded: true},
 		"an opening read again":  unchanged,
+		"a catch-up reported":    unchanged, // no close yet: another outage's report
 	}
 	posted := map[string]any{
 		"0 parked seen":          unchanged,
@@ -87,6 +95,7 @@ func TestOutageTransitions(t *testing.T) {
 		"a closing read again":   unchanged,
 		"opened again":           want{parked: 5, superseded: true, due: now},
 		"an opening read again":  unchanged,
+		"a catch-up reported":    unchanged,
 	}
 	catchingUp := func(by string) map[string]any {
 		return map[string]any{
@@ -101,6 +110,7 @@ func TestOutageTransitions(t *testing.T) {
 			"a closing read again":   unchanged,
 			"opened again":           want{parked: 5, closed: true, resetBy: by, due: now, superseded: true, left: 5},
 			"an opening read again":  unchanged,
+			"a catch-up reported":    want{parked: 5, closed: true, caught: true, resetBy: by, due: now},
 		}
 	}
 	none := map[string]any{}
@@ -114,12 +124,22 @@ func TestOutageTransitions(t *testing.T) {
 		caught[e] = unchanged
 	}
 	caught["a parked key lost"] = want{parked: 5, lost: 1, closed: true, caught: true, due: soon, left: 5}
+	// Caught up by the counts, then the catch-up's report: its took wins.
+	caught["a catch-up reported"] = want{parked: 5, closed: true, caught: true, due: now}
+	// Caught up as a catch-up reported: a second report (another guard's)
+	// changes nothing; a loss still counts.
+	reported := map[string]any{}
+	for e := range events {
+		reported[e] = unchanged
+	}
+	reported["a parked key lost"] = want{parked: 5, lost: 1, closed: true, caught: true, due: soon}
 	table := map[string]map[string]any{
 		"open, not posted yet":     pending,
 		"open, posted, 5 parked":   posted,
 		"closed by the probe":      catchingUp(""),
 		"closed by a reset":        catchingUp("alice"),
 		"caught up":                caught,
+		"caught up as reported":    reported,
 		"superseded":               none,
 		"a stuck key's message":    none,
 		"an older guard's message": none,
@@ -157,6 +177,9 @@ func TestOutageTransitions(t *testing.T) {
 				got := want{next.Parked, next.ParkedLost, next.ClosedAt != nil, next.CaughtUpAt != nil, next.ResetBy, due, next.SupersededAt != nil, next.ParkedLeft}
 				if got != w {
 					t.Fatalf("got %+v, want %+v", got, w)
+				}
+				if ename == "a catch-up reported" && next.CaughtUpAt.Sub(*next.ClosedAt) != 40*time.Second {
+					t.Fatalf("caught up %s after the close, want the report's took of 40s", next.CaughtUpAt.Sub(*next.ClosedAt))
 				}
 				if next.Version <= cur.Version {
 					t.Fatalf("version %d: a change during a Slack call would not be shown", next.Version)

@@ -253,6 +253,9 @@ type Breaker struct {
 	// OutageSeq is the last keystore event folded in: a batch read again
 	// after a crash changes nothing twice.
 	OutageSeq uint64 `json:"outage_seq,omitempty"`
+	// CatchUpSeq is the caught_up event folded in (0: none yet): the
+	// outage takes one catch-up's report, however many guards write one.
+	CatchUpSeq uint64 `json:"catch_up_seq,omitempty"`
 }
 
 // ParkedKey is the payload of a parked key a person must look at: the n8n

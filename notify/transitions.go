@@ -451,6 +451,25 @@ func breakerClosed(cur *Record, seq uint64, resetBy string, paused, parked int, 
 	return x
 }
 
+// catchUpReported records the end of the outage's catch-up as the
+// catch-up reported it (keystore.EventCaughtUp, seq): caught up took
+// after the breaker's close, the figure of the guard's log line. The
+// first report is taken, also after the parked counts showed none left
+// (their look may come first: its time gives way to the report's).
+func catchUpReported(cur *Record, seq uint64, took time.Duration, now time.Time) *Record {
+	if cur.Kind != KindBreakerOpened || cur.SupersededAt != nil || cur.ClosedAt == nil || cur.CatchUpSeq != 0 || seq <= cur.OutageSeq {
+		return nil
+	}
+	x := cur.clone()
+	x.CatchUpSeq, x.OutageSeq, x.ParkedLeft = seq, seq, 0
+	x.CaughtUpAt = nil
+	caughtUp(x, cur.ClosedAt.Add(max(took, 0)))
+	if x.Status == StatusDelivered && x.SlackTS != "" {
+		x.DueAt = now
+	}
+	return x
+}
+
 func caughtUp(x *Record, now time.Time) {
 	t := now
 	x.CaughtUpAt = &t

@@ -2,7 +2,6 @@ package bolt
 
 import (
 	"context"
-	"encoding/binary"
 	"slices"
 
 	bbolt "go.etcd.io/bbolt"
@@ -27,11 +26,8 @@ func (s *Store) RecentEvents(_ context.Context, q keystore.EventQuery) ([]keysto
 			k, v = c.Prev()
 		}
 		for ; k != nil && len(out) < limit; k, v = c.Prev() {
-			ev, err := decodeEvent(binary.BigEndian.Uint64(k), v)
-			if err != nil {
-				return err
-			}
-			if (len(q.Kinds) == 0 || slices.Contains(q.Kinds, ev.Kind)) && (q.Bulk == "" || ev.Bulk == q.Bulk) {
+			ev, ok := s.readEvent(k, v)
+			if ok && (len(q.Kinds) == 0 || slices.Contains(q.Kinds, ev.Kind)) && (q.Bulk == "" || ev.Bulk == q.Bulk) {
 				out = append(out, ev)
 			}
 		}

@@ -187,10 +187,9 @@ func (s *Store) noteDamage(err error) {
 		return
 	}
 	msg := errs.MessageOf(err)
-	if _, seen := s.damage.LoadOrStore(msg, true); seen {
+	if !s.firstDamage(msg) {
 		return
 	}
-	s.observer().RecordDamaged()
 	s.log.Error("store: a record failed its checksum; its key answers record_damaged until it is restored or repaired by hand; every listing and the catch-up skip it", "path", s.path, "err", msg)
 	if ns, key, ok := keystore.DamagedKey(err); ok {
 		// Its own commit, and not waited for: a damaged record is met
@@ -204,6 +203,16 @@ func (s *Store) noteDamage(err error) {
 			}
 		}()
 	}
+}
+
+// firstDamage says whether what (a damaged record's or event's message)
+// is met for the first time in this process, counting it then.
+func (s *Store) firstDamage(what string) bool {
+	if _, seen := s.damage.LoadOrStore(what, true); seen {
+		return false
+	}
+	s.observer().RecordDamaged()
+	return true
 }
 
 var _ keystore.Store = (*Store)(nil)

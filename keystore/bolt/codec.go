@@ -139,20 +139,22 @@ func (d *diskBreaker) fields() []any {
 }
 
 // The lengths of an event's array: the first release's fields, then with
-// the bulk action, then with the summary. An event is written in the
-// shortest layout that holds what it carries, so an event with neither is
-// read back by an earlier release.
+// the bulk action, then with the summary, then with a catch-up's figures.
+// An event is written in the shortest layout that holds what it carries,
+// so an event with none of them is read back by an earlier release.
 const (
 	eventBase    = 11
 	eventBulk    = 12
 	eventSummary = 13
+	eventCatchUp = 16
 )
 
 // fields are d's items in their order on disk: the longest layout, of
-// which a shorter event is the first eventBase or eventBulk items.
-func (d *eventSummaryLayout) fields() []any {
+// which a shorter event is the first eventBase, eventBulk or eventSummary
+// items.
+func (d *eventCatchUpLayout) fields() []any {
 	return []any{&d.At, &d.Kind, &d.Namespace, &d.Key, &d.Attempt, &d.Owner, &d.Destination, &d.Reason, &d.Message,
-		&d.ReopensAt, &d.Paused, &d.Bulk, &d.Summary}
+		&d.ReopensAt, &d.Paused, &d.Bulk, &d.Summary, &d.Resumed, &d.Lost, &d.Took}
 }
 
 // arrayLen is the number of items of the CBOR array b starts with (-1:
@@ -416,6 +418,9 @@ func encodeEvent(e keystore.Event) ([]byte, error) {
 		Attempt: uint32(e.Attempt), Owner: e.Owner, Destination: e.Destination, Reason: string(e.Reason),
 		Message: e.Message, ReopensAt: msPtr(e.ReopensAt), Paused: uint32(e.PausedReserves)}
 	switch {
+	case e.Resumed != 0 || e.Lost != 0 || e.Took != 0:
+		return cbor.Marshal(eventCatchUpLayout{eventSummaryLayout: eventSummaryLayout{eventBaseLayout: base, Bulk: e.Bulk, Summary: e.Summary},
+			Resumed: uint32(e.Resumed), Lost: uint32(e.Lost), Took: e.Took.Milliseconds()})
 	case e.Summary != "":
 		return cbor.Marshal(eventSummaryLayout{eventBaseLayout: base, Bulk: e.Bulk, Summary: e.Summary})
 	case e.Bulk != "":
@@ -424,8 +429,8 @@ func encodeEvent(e keystore.Event) ([]byte, error) {
 	return cbor.Marshal(base)
 }
 
-// The layouts an event is written in (eventBase, eventBulk and
-// eventSummary items): structs encoded as arrays, which cost a fraction
+// The layouts an event is written in (eventBase, eventBulk, eventSummary
+// and eventCatchUp items): structs encoded as arrays, which cost a fraction
 // of encoding a slice of fields (a bulk writes one event per key). Each
 // embeds the one before, so the items come in the order fields lists them.
 type eventBaseLayout struct {
@@ -456,6 +461,14 @@ type eventSummaryLayout struct {
 	Summary string
 }
 
+type eventCatchUpLayout struct {
+	_ struct{} `cbor:",toarray"`
+	eventSummaryLayout
+	Resumed uint32
+	Lost    uint32
+	Took    int64 // ms
+}
+
 // decodeEvent reads either layout: fxamacker/cbor refuses an array of
 // another length for a toarray struct, so the fields are read one by one.
 func decodeEvent(seq uint64, v []byte) (keystore.Event, error) {
@@ -463,7 +476,7 @@ func decodeEvent(seq uint64, v []byte) (keystore.Event, error) {
 	if err := decMode.Unmarshal(v, &raw); err != nil {
 		return keystore.Event{}, fmt.Errorf("decode event %d: %w", seq, err)
 	}
-	var d eventSummaryLayout
+	var d eventCatchUpLayout
 	fields := d.fields()
 	if len(raw) < eventBase || len(raw) > len(fields) {
 		return keystore.Event{}, fmt.Errorf("decode event %d: %d fields, want %d to %d", seq, len(raw), eventBase, len(fields))
@@ -475,7 +488,8 @@ func decodeEvent(seq uint64, v []byte) (keystore.Event, error) {
 	}
 	return keystore.Event{Seq: seq, At: fromMs(d.At), Kind: keystore.EventKind(d.Kind), Namespace: d.Namespace, Key: d.Key,
 		Attempt: int(d.Attempt), Owner: d.Owner, Destination: d.Destination, Reason: keystore.Reason(d.Reason),
-		Message: d.Message, ReopensAt: fromMsPtr(d.ReopensAt), PausedReserves: int(d.Paused), Bulk: d.Bulk, Summary: d.Summary}, nil
+		Message: d.Message, ReopensAt: fromMsPtr(d.ReopensAt), PausedReserves: int(d.Paused), Bulk: d.Bulk, Summary: d.Summary,
+		Resumed: int(d.Resumed), Lost: int(d.Lost), Took: time.Duration(d.Took) * time.Millisecond}, nil
 }
 
 func u64(v uint64) []byte {

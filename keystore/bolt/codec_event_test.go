@@ -95,7 +95,8 @@ type earlierBulk struct {
 
 // An event is written in the shortest layout that holds what it carries:
 // neither bulk nor summary in the first release's 11 items (an earlier
-// release reads it), a bulk in 12, a summary in 13; each reads back.
+// release reads it), a bulk in 12, a summary in 13, a catch-up's figures
+// in 16; each reads back.
 func TestCodecWritesTheShortestEventLayout(t *testing.T) {
 	at := time.Date(2026, 12, 4, 9, 0, 0, 0, time.UTC)
 	for _, tc := range []struct {
@@ -106,6 +107,7 @@ func TestCodecWritesTheShortestEventLayout(t *testing.T) {
 		{keystore.Event{At: at, Kind: keystore.EventKeyResolved, Namespace: "crm", Key: "k1", Bulk: "b-1"}, eventBulk},
 		{keystore.Event{At: at, Kind: keystore.EventApprovalRequested, Namespace: "crm", Key: "k1", Summary: "Invoice 4711"}, eventSummary},
 		{keystore.Event{At: at, Kind: keystore.EventKeyResolved, Namespace: "crm", Key: "k1", Bulk: "b-1", Summary: "Invoice 4711"}, eventSummary},
+		{keystore.Event{At: at, Kind: keystore.EventCaughtUp, Key: "k1", Resumed: 35, Lost: 2, Took: 136 * time.Second}, eventCatchUp},
 	} {
 		b, err := encodeEvent(tc.ev)
 		if err != nil {
@@ -116,7 +118,8 @@ func TestCodecWritesTheShortestEventLayout(t *testing.T) {
 			t.Fatalf("bulk %q, summary %q: %d items (%v), want %d", tc.ev.Bulk, tc.ev.Summary, len(raw), err, tc.items)
 		}
 		got, err := decodeEvent(1, b)
-		if err != nil || got.Bulk != tc.ev.Bulk || got.Summary != tc.ev.Summary || got.Key != "k1" || !got.At.Equal(at) {
+		if err != nil || got.Bulk != tc.ev.Bulk || got.Summary != tc.ev.Summary || got.Key != "k1" || !got.At.Equal(at) ||
+			got.Resumed != tc.ev.Resumed || got.Lost != tc.ev.Lost || got.Took != tc.ev.Took {
 			t.Fatalf("read back %+v, %v", got, err)
 		}
 	}

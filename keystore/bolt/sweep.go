@@ -59,11 +59,9 @@ func (s *Store) Events(_ context.Context, after uint64, limit int) ([]keystore.E
 	err := s.view(func(tx *bbolt.Tx) error {
 		c := tx.Bucket(bucketEvents).Cursor()
 		for k, v := c.Seek(u64(after + 1)); k != nil && len(out) < limit; k, v = c.Next() {
-			ev, err := decodeEvent(binary.BigEndian.Uint64(k), v)
-			if err != nil {
-				return err
+			if ev, ok := s.readEvent(k, v); ok {
+				out = append(out, ev)
 			}
-			out = append(out, ev)
 		}
 		return nil
 	})
@@ -213,12 +211,11 @@ func (s *Store) damaged(err error) bool {
 	return true
 }
 
+// sweepEvent removes the event at k once it is older than the retention;
+// a damaged one goes with the events after it (eventAt).
 func (s *Store) sweepEvent(tx *bbolt.Tx, op keystore.SweepOp, k []byte, now time.Time) (due, changed bool, err error) {
-	ev, err := decodeEvent(binary.BigEndian.Uint64(k), tx.Bucket(bucketEvents).Get(k))
-	if err != nil {
-		return false, false, err
-	}
-	if now.Sub(ev.At) < op.Retention {
+	at, ok := s.eventAt(tx, k)
+	if !ok || now.Sub(at) < op.Retention {
 		return false, false, nil
 	}
 	return true, true, del(tx, bkEvents, k)

@@ -134,11 +134,8 @@ func (s *Store) noteDamage(err error) {
 		return
 	}
 	msg := errs.MessageOf(err)
-	if _, seen := s.damage.LoadOrStore(msg, true); seen {
+	if !s.firstDamage(msg) {
 		return
-	}
-	if s.damaged != nil {
-		s.damaged()
 	}
 	s.log.Error("postgres store: a row failed its checksum; its key answers record_damaged until it is restored or repaired by hand; every listing and the catch-up skip it", "err", msg)
 	if ns, key, ok := keystore.DamagedKey(err); ok {
@@ -154,6 +151,18 @@ func (s *Store) noteDamage(err error) {
 			}
 		}()
 	}
+}
+
+// firstDamage says whether what (a damaged row's or event's message) is
+// met for the first time in this process, telling Options.Damaged then.
+func (s *Store) firstDamage(what string) bool {
+	if _, seen := s.damage.LoadOrStore(what, true); seen {
+		return false
+	}
+	if s.damaged != nil {
+		s.damaged()
+	}
+	return true
 }
 
 // tellDamaged writes the event about a damaged row for its namespace's

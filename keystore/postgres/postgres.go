@@ -378,10 +378,10 @@ func failedKeys(br *keystore.Breaker) []string {
 // so events commit in seq order (see the migration).
 func queueEvent(b *pgx.Batch, ev keystore.Event) {
 	b.Queue(`WITH s AS (UPDATE guard_event_seq SET seq = seq + 1 RETURNING seq)
-		INSERT INTO guard_events (seq, at, kind, namespace, key, attempt, owner, destination, reason, message, reopens_at, paused_reserves, bulk, summary)
-		SELECT s.seq, $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13 FROM s`,
+		INSERT INTO guard_events (seq, at, kind, namespace, key, attempt, owner, destination, reason, message, reopens_at, paused_reserves, bulk, summary, resumed, lost, took_ms)
+		SELECT s.seq, $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16 FROM s`,
 		ev.At, string(ev.Kind), ev.Namespace, ev.Key, ev.Attempt, ev.Owner, ev.Destination, string(ev.Reason),
-		ev.Message, ev.ReopensAt, ev.PausedReserves, ev.Bulk, ev.Summary)
+		ev.Message, ev.ReopensAt, ev.PausedReserves, ev.Bulk, ev.Summary, ev.Resumed, ev.Lost, ev.Took.Milliseconds())
 }
 
 // breakerChanged reports whether a decision changed the breaker, so that

@@ -11,9 +11,12 @@ import (
 )
 
 // version19 takes a database back to schema version 19: what migrations
-// 0020 (the stage), 0021 (its trigger for older writers) and 0022 (the
-// wait indexes) added is dropped, as if its rows were written before.
+// 0020 (the stage), 0021 (its trigger for older writers), 0022 (the wait
+// indexes) and 0023 (the figures of a caught_up event) added is dropped,
+// as if its rows were written before.
 var version19 = []string{
+	`ALTER TABLE guard_events DROP COLUMN resumed, DROP COLUMN lost, DROP COLUMN took_ms`, // 0023
+	`DELETE FROM guard_schema_migrations WHERE version = 23`,
 	`DROP INDEX guard_keys_waits`, // 0022
 	`DROP INDEX guard_keys_waits_destination`,
 	`DELETE FROM guard_schema_migrations WHERE version = 22`,
@@ -74,7 +77,7 @@ func (pg *pgEnv) testStageMigration(t *testing.T) {
 		}
 	}
 	s.Close()
-	s = openPostgres(t, u, opts) // migrates to 19 and 20
+	s = openPostgres(t, u, opts) // migrates to 20, 21, 22 and 23
 	defer s.Close()
 	storetest.WantStages(t, s, want)
 	after := sums()

@@ -73,6 +73,7 @@ func (pg *pgEnv) run(t *testing.T) {
 	t.Run("park checksums", pg.testParkChecksums)
 	t.Run("damaged records", func(t *testing.T) { storetest.RunDamage(t, pg.newStore, tamperResultRef) })
 	t.Run("the sweep goes on past a batch of damaged rows", pg.testSweepPastDamagedRows)
+	t.Run("a damaged event", pg.testDamagedEvent)
 }
 
 // Damaged rows at the head of a sweep pass (the expired leases, the

@@ -81,12 +81,9 @@ func (s *Store) Destinations(ctx context.Context) ([]keystore.Breaker, error) {
 
 // Events implements Store.
 func (s *Store) Events(ctx context.Context, after uint64, limit int) ([]keystore.Event, error) {
-	limit = keystore.EventLimit(limit)
-	rows, err := s.pool.Query(ctx, `SELECT `+eventColumns+` FROM guard_events WHERE seq > $1 ORDER BY seq LIMIT $2`, int64(after), limit)
-	if err != nil {
-		return nil, s.dbErr("events", err)
-	}
-	return s.scanEvents(rows)
+	return s.readEvents("events", int64(after), keystore.EventLimit(limit), func(after int64, n int) (pgx.Rows, error) {
+		return s.pool.Query(ctx, `SELECT `+eventColumns+` FROM guard_events WHERE seq > $1 ORDER BY seq LIMIT $2`, after, n)
+	})
 }
 
 // FoldActivity implements keystore.Driver.

@@ -194,4 +194,5 @@ func Run(t *testing.T, newStore New) {
 	t.Run("summary", func(t *testing.T) { runSummary(t, newStore) })
 	t.Run("commit signal", func(t *testing.T) { runCommits(t, newStore) })
 	t.Run("re-runs", func(t *testing.T) { runReruns(t, newStore) })
+	t.Run("caught up", func(t *testing.T) { runCaughtUp(t, newStore) })
 }
