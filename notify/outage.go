@@ -110,8 +110,15 @@ func (s *Service) foldIntoOutage(ctx context.Context, ev keystore.Event) (edited
 // catchUpReported folds a catch-up's report (keystore.EventCaughtUp) into
 // the outage's message: its took is the message's. A report while events
 // of the destination still wait (another guard's catch-up is not over)
-// is left out: the last guard's report, or the parked counts, close it.
+// is left out: the last guard's report, or the parked counts, close it;
+// so is a report of a catch-up that began before the outage opened.
 func (s *Service) catchUpReported(ctx context.Context, cur *Record, ev keystore.Event) (edited bool, err error) {
+	if !ev.At.IsZero() && ev.At.Add(-max(ev.Took, 0)).Before(cur.FirstAt) {
+		// Its catch-up began before this outage opened (the destination
+		// failed again mid catch-up, and the worker counts from the first
+		// close): its took is not this outage's; the parked counts close it.
+		return false, nil
+	}
 	if s.opts.Parking != nil {
 		if counts, err := leftCounts(ctx, s.opts.Parking); err == nil && counts[ev.Destination] > 0 {
 			return false, nil
