@@ -49,10 +49,26 @@ func (st Step) Committed() []CommittedKey {
 		// loaded record's until the store writes r.
 		out = append(out, CommittedKey{r.Namespace, r.Key, r.Destination, StageOf(r)})
 	}
-	if b := st.Breaker; b != nil && (st.Record == nil || b.Destination != st.Record.Destination) {
+	// A breaker is named beside a record of its own destination only when
+	// its state moved (a probe's complete closed it, a failure opened it):
+	// a worker that waits for a destination (re-runs) is woken by that,
+	// not by every write through it.
+	if b := st.Breaker; b != nil && (st.Record == nil || b.Destination != st.Record.Destination || st.movesBreaker()) {
 		out = append(out, CommittedKey{Destination: b.Destination})
 	}
 	return out
+}
+
+// movesBreaker: st opens, closes or narrows its breaker (it writes the
+// event that says so).
+func (st Step) movesBreaker() bool {
+	for _, ev := range st.Events {
+		switch ev.Kind {
+		case EventBreakerOpened, EventBreakerClosed, EventBreakerNarrowed:
+			return true
+		}
+	}
+	return false
 }
 
 // maxHeldKeys bounds the keys a keyed subscriber that does not take them

@@ -82,6 +82,8 @@ func TestStepCommitted(t *testing.T) {
 		{"a record", keystore.Step{Record: rec}, []keystore.CommittedKey{{Namespace: "crm", Key: "evt_1", Destination: "hubspot"}}},
 		{"a record and its breaker", keystore.Step{Record: rec, Breaker: keystore.NewBreaker("hubspot")}, []keystore.CommittedKey{{Namespace: "crm", Key: "evt_1", Destination: "hubspot"}}},
 		{"a breaker alone", keystore.Step{Breaker: keystore.NewBreaker("erp")}, []keystore.CommittedKey{{Destination: "erp"}}},
+		{"a record and its breaker closed by it", keystore.Step{Record: rec, Breaker: keystore.NewBreaker("hubspot"), Events: []keystore.Event{{Kind: keystore.EventBreakerClosed, Destination: "hubspot"}}},
+			[]keystore.CommittedKey{{Namespace: "crm", Key: "evt_1", Destination: "hubspot"}, {Destination: "hubspot"}}},
 		{"a record's stage as the store writes it, not as it was loaded", keystore.Step{Record: granted},
 			[]keystore.CommittedKey{{Namespace: "crm", Key: "evt_2", Stage: keystore.StageGranted}}},
 		{"events alone", keystore.Step{Events: []keystore.Event{{Kind: keystore.EventKeyUnknown}}}, nil},
