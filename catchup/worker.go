@@ -67,8 +67,15 @@ func id(rec *keystore.Record) string { return rec.Key + "\x00" + rec.Namespace }
 // when none is left and no resume is in flight, and find a resume for
 // each listed key that no guard resumes yet (the loop starts them while
 // the destination has a slot, until a claim is refused).
+//
+// The keys are listed by the start of their wait (Record.WaitingSince),
+// not by parked_at: a probe whose woken execution found the destination
+// still down parks again with a new parked_at and keeps its wait, so it
+// is the probe again after the next cooldown, the event that has waited
+// longest. QueuedStages (waiting, claimed) are the keys Parked lists:
+// parked, not resumed, not lost, not in the approval life cycle.
 func (w *worker) look(ctx context.Context) ([]calls.Call, time.Duration) {
-	recs, err := w.r.opts.Store.Parked(ctx, keystore.ParkedQuery{Destination: w.dest, Limit: 4 * w.dp.CatchUpConcurrency})
+	recs, err := w.r.opts.Store.ParkedByWait(ctx, keystore.WaitQuery{Destination: w.dest, Stages: keystore.QueuedStages, Limit: 4 * w.dp.CatchUpConcurrency})
 	if err != nil {
 		w.r.log.Warn("catch-up: cannot list the parked keys; trying again", "destination", w.dest, "err", err)
 		return nil, 0
