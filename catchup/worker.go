@@ -195,14 +195,14 @@ func (w *worker) announce(listed int) {
 	}
 }
 
-// noteClosed notes when the destination's breaker was first seen closed
-// (each pass looks until then: the probe's complete is a commit, which
-// wakes the pass). A namespace paused alone leaves it closed: its
-// catch-up counts from the worker's first pass.
+// noteClosed notes when the destination's breaker was last seen closed
+// after being open (each pass looks: the probe's complete is a commit,
+// which wakes the pass). A breaker that opens again during the catch-up
+// (a resumed write found the destination down) starts it anew: its took
+// counts from the last close, as the new outage's Slack message does. A
+// namespace paused alone leaves it closed: its catch-up counts from the
+// worker's first pass.
 func (w *worker) noteClosed(ctx context.Context) {
-	if !w.closedAt.IsZero() {
-		return
-	}
 	brs, err := w.r.opts.Store.Destinations(ctx)
 	if err != nil {
 		return // looked at again at the next pass
@@ -210,10 +210,13 @@ func (w *worker) noteClosed(ctx context.Context) {
 	now := w.r.now()
 	for _, b := range brs {
 		if b.Destination == w.dest && b.View(now).State != keystore.BreakerClosed {
+			w.closedAt = time.Time{}
 			return
 		}
 	}
-	w.closedAt = now
+	if w.closedAt.IsZero() {
+		w.closedAt = now
+	}
 }
 
 // caughtUp writes the outage's closing line, if anything came of it: the
