@@ -2,6 +2,7 @@ package calls
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"sync"
 	"time"
@@ -15,7 +16,10 @@ import (
 // Keeper extends it whenever less than half a claim is left on the
 // worker's clock. A guard that dies stops extending it, and it lapses a
 // claim later at most; a guard that stops (SIGTERM) hands back the claims
-// whose call it did not make, so their keys wait for no lapse.
+// whose call it did not make, so their keys wait for no lapse. A claim
+// whose extensions keep failing (the store cannot be written) would lapse
+// under its call and let a second guard call again: the keeper says so
+// (Lapses) a margin before its until, so the holder cuts its call first.
 
 // Claim is one key's claim, as the store gave it, and the store's two
 // primitives on it; the holder names the claim by the until it last got.
@@ -37,20 +41,26 @@ type Claim struct {
 	What string
 }
 
+// ErrLapsing is the cause of a context Within ended: the claim it was
+// bound to was about to lapse.
+var ErrLapsing = errors.New("the claim is about to lapse (it could not be extended)")
+
 // Keeper keeps one claim. held is written by its keep goroutine until
 // done is closed, and read by the call's goroutine after Stop.
 type Keeper struct {
-	c      Claim
-	cancel context.CancelFunc
-	done   chan struct{}
-	held   time.Time // the claim's until as the store last gave it
-	once   sync.Once
+	c       Claim
+	cancel  context.CancelFunc
+	done    chan struct{}
+	held    time.Time     // the claim's until as the store last gave it
+	lapses  chan struct{} // closed by keep once held is within margin of Clock
+	lapsing sync.Once
+	once    sync.Once
 }
 
 // Keep starts keeping c until Stop or HandBack.
 func Keep(ctx context.Context, c Claim) *Keeper {
 	kctx, cancel := context.WithCancel(ctx)
-	k := &Keeper{c: c, cancel: cancel, done: make(chan struct{}), held: c.Until}
+	k := &Keeper{c: c, cancel: cancel, done: make(chan struct{}), held: c.Until, lapses: make(chan struct{})}
 	if c.Until.IsZero() {
 		close(k.done)
 		return k
@@ -59,10 +69,36 @@ func Keep(ctx context.Context, c Claim) *Keeper {
 	return k
 }
 
+// margin is how long before its until a claim not extended is said to
+// lapse (Lapses): the holder's cut call must end, and the keeper look
+// again (Every), before another guard may take the claim.
+func (k *Keeper) margin() time.Duration { return k.c.Length / 4 }
+
+// Lapses is closed once the claim kept is within a margin of its until
+// on the worker's clock without an extension (the store could not be
+// written): the holder must end its call, or it outlives its claim and
+// another guard may make it again. A later extension does not reopen it.
+func (k *Keeper) Lapses() <-chan struct{} { return k.lapses }
+
+// Within is ctx, ended (cause ErrLapsing) once the claim Lapses: a call
+// made under it never outlives the claim that holds it.
+func (k *Keeper) Within(ctx context.Context) (context.Context, context.CancelFunc) {
+	wctx, cancel := context.WithCancelCause(ctx)
+	go func() {
+		select {
+		case <-k.lapses:
+			cancel(ErrLapsing)
+		case <-wctx.Done():
+		}
+	}()
+	return wctx, func() { cancel(context.Canceled) }
+}
+
 // keep extends the claim once less than half a claim is left, until ctx
-// ends or the claim is no longer this guard's. It looks at the clock
-// every Every and never waits through a worker's Sleep: it is no wait of
-// the call, and a controlled clock moves only for those.
+// ends or the claim is no longer this guard's, and closes lapses once
+// less than a margin is left. It looks at the clock every Every and never
+// waits through a worker's Sleep: it is no wait of the call, and a
+// controlled clock moves only for those.
 func (k *Keeper) keep(ctx context.Context) {
 	defer close(k.done)
 	t := time.NewTicker(k.c.Every)
@@ -73,13 +109,23 @@ func (k *Keeper) keep(ctx context.Context) {
 			return
 		case <-t.C:
 		}
-		if k.held.Sub(k.c.Clock()) > k.c.Length/2 {
+		left := k.held.Sub(k.c.Clock())
+		if left <= k.margin() {
+			k.lapsing.Do(func() { close(k.lapses) })
+		}
+		if left > k.c.Length/2 {
 			continue
 		}
 		// The extension runs to its end even when a stop comes meanwhile:
 		// the claim it wrote is the one HandBack must name, or the store
 		// refuses the hand-back and the key waits for the new claim's lapse.
-		ectx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		// A hung store is not waited for past the margin, which Lapses
+		// must not miss.
+		wait := 10 * time.Second
+		if w := left - k.margin(); w > 0 {
+			wait = min(wait, w)
+		}
+		ectx, cancel := context.WithTimeout(context.WithoutCancel(ctx), wait)
 		until, ok, err := k.c.Extend(ectx, k.held)
 		cancel()
 		switch {

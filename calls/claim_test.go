@@ -2,12 +2,15 @@ package calls_test
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/n8n-guard/n8n-guard/calls"
+	"github.com/n8n-guard/n8n-guard/internal/fakeclock"
 	"github.com/n8n-guard/n8n-guard/internal/testwait"
 )
 
@@ -71,5 +74,66 @@ func TestAKeptClaimIsExtendedAndHandedBack(t *testing.T) {
 	k.HandBack(context.Background()) // after Stop: still by the last until
 	if _, released := s.state(); !released {
 		t.Fatal("a stopped keeper did not hand its claim back")
+	}
+}
+
+// A claim whose extensions keep failing (the store cannot be written) is
+// said to lapse before its until, on the worker's clock, so its holder
+// cuts its call before another guard may take the claim; one whose
+// extensions succeed is never said to lapse.
+func TestAClaimThatCannotBeExtendedSaysItLapsesBeforeItsUntil(t *testing.T) {
+	const length = time.Minute
+	for _, tc := range []struct {
+		name   string
+		extend func(now time.Time) (time.Time, bool, error)
+		lapses bool
+	}{
+		{"the store refuses every extension", func(time.Time) (time.Time, bool, error) {
+			return time.Time{}, false, errors.New("store read-only")
+		}, true},
+		{"the store extends it", func(now time.Time) (time.Time, bool, error) { return now.Add(length), true, nil }, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			clock := fakeclock.New()
+			until := clock.Now().Add(length)
+			var extended atomic.Bool
+			k := calls.Keep(context.Background(), calls.Claim{Until: until, Length: length, Every: time.Millisecond, Clock: clock.Now,
+				Log: slog.New(slog.DiscardHandler), What: "a claim",
+				Extend: func(context.Context, time.Time) (time.Time, bool, error) {
+					until, ok, err := tc.extend(clock.Now())
+					extended.Store(extended.Load() || ok)
+					return until, ok, err
+				},
+				Release: func(context.Context, time.Time) (bool, error) { return true, nil }})
+			defer k.Stop()
+			call, cancel := k.Within(context.Background())
+			defer cancel()
+			lapsed := func() bool {
+				select {
+				case <-k.Lapses():
+					return true
+				default:
+					return false
+				}
+			}
+			clock.Advance(length/2 + time.Second) // extended from here, or tried
+			if !tc.lapses {
+				testwait.For(t, "the claim extended", extended.Load)
+				clock.Advance(length / 2) // past the first until
+				if testwait.Poll(50*time.Millisecond, func() bool { return call.Err() != nil }) {
+					t.Fatal("a claim extended in time was said to lapse")
+				}
+				return
+			}
+			if testwait.Poll(50*time.Millisecond, lapsed) {
+				t.Fatal("said to lapse with half a claim left, before a margin of it")
+			}
+			clock.Set(until.Add(-time.Second)) // inside the margin, before the until
+			testwait.For(t, "the claim said to lapse before its until", lapsed)
+			<-call.Done()
+			if !errors.Is(context.Cause(call), calls.ErrLapsing) {
+				t.Fatalf("the call's context ended with %v, want ErrLapsing", context.Cause(call))
+			}
+		})
 	}
 }

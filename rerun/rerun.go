@@ -498,8 +498,9 @@ const (
 // key. The claims of all the keys are kept together (claims.go) from the
 // last claim (the steps before are the store's writes, far inside a
 // claim) until n8n's answer: a claim never goes stale while its guard
-// waits for n8n, however long n8n takes (up to Started), and a guard that
-// stops before it asked hands them all back.
+// waits for n8n, however long n8n takes (up to Started), the ask is cut
+// before they lapse when the store refuses their extension, and a guard
+// that stops before it asked hands them all back.
 func (r *Runner) start(ctx context.Context, ex *execution) started {
 	log := r.opts.Logger.With("workflow", ex.workflow, "execution", ex.id, "destination", ex.destination)
 	first := ex.keys[0]
@@ -531,7 +532,12 @@ func (r *Runner) start(ctx context.Context, ex *execution) started {
 		keeper.HandBack(ctx)
 		return later
 	}
-	call, cancel := context.WithTimeout(ctx, r.opts.Started)
+	// The ask never outlives the claims that hold it: cut when they are
+	// about to lapse (the store refused their extension), or a second
+	// guard could claim the grant and ask n8n again.
+	within, stop := keeper.Within(ctx)
+	defer stop()
+	call, cancel := context.WithTimeout(within, r.opts.Started)
 	defer cancel()
 	res, err := r.n8n.Retry(call, ex.workflow, ex.id, keysOf(claimed), grantedAt(ex))
 	keeper.Stop() // n8n was asked: the claims stay until its answer is noted, or lapse
@@ -569,7 +575,7 @@ func (r *Runner) start(ctx context.Context, ex *execution) started {
 		}
 	case errors.As(err, &refused):
 		r.refuse(ctx, log, claimed, "n8n refused the re-run: "+refused.Message)
-	case errors.Is(err, ErrUnreachable) || errors.Is(err, context.DeadlineExceeded):
+	case errors.Is(err, ErrUnreachable) || errors.Is(err, context.DeadlineExceeded) || errors.Is(context.Cause(call), calls.ErrLapsing):
 		r.results.WithLabelValues("failed").Inc()
 		log.Error("re-run not started: n8n did not answer; the grants stay, asked again", "err", err, "in", r.opts.Claim)
 		return unreachable
