@@ -6,10 +6,12 @@ import (
 	"path/filepath"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/n8n-guard/n8n-guard/catchup"
+	"github.com/n8n-guard/n8n-guard/internal/testwait"
 	"github.com/n8n-guard/n8n-guard/keystore"
 	"github.com/n8n-guard/n8n-guard/keystore/bolt"
 	"github.com/n8n-guard/n8n-guard/n8n"
@@ -42,7 +44,8 @@ func TestApprovalsResumeDecidedExecutions(t *testing.T) {
 
 	rctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	runner, err := catchup.New(catchup.Options{Store: store, Policies: pol, Resumer: &n8n.ResumeCaller{Secret: "s3cret", Targets: targetsOf(t, srv.URL)},
+	looks := &decidedLooks{Store: store}
+	runner, err := catchup.New(catchup.Options{Store: looks, Policies: pol, Resumer: &n8n.ResumeCaller{Secret: "s3cret", Targets: targetsOf(t, srv.URL)},
 		Interval: 20 * time.Millisecond, Claim: 5 * time.Second, Poll: 10 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
@@ -50,8 +53,9 @@ func TestApprovalsResumeDecidedExecutions(t *testing.T) {
 	stopped := make(chan error, 1)
 	go func() { stopped <- runner.Run(rctx) }()
 
-	// Undecided: nothing is resumed (several passes of the runner).
-	time.Sleep(200 * time.Millisecond)
+	// Undecided: nothing is resumed at the resumer's first pass (the
+	// next is at a commit or a minute later).
+	looks.passes(t, 1)
 	fake.mu.Lock()
 	if len(fake.calls) != 0 {
 		t.Fatalf("resumed before any decision: %v", fake.calls)
@@ -67,26 +71,23 @@ func TestApprovalsResumeDecidedExecutions(t *testing.T) {
 	if _, err := as.Reject(ctx, keystore.ApprovalRequest{Namespace: ns, Key: "inv_3", By: "bob", Note: "duplicate invoice"}); err != nil {
 		t.Fatal(err)
 	}
-	giveUp := time.Now().Add(30 * time.Second)
-	for {
-		if time.Now().After(giveUp) {
-			fake.mu.Lock()
-			t.Fatalf("not resumed after 30 s: %v, in the CRM %v", fake.calls, fake.crm)
-		}
+	if !testwait.Poll(testwait.Deadline, func() bool {
 		r3, _ := store.Lookup(ctx, ns, "inv_3")
 		fake.mu.Lock()
 		written := len(fake.crm)
 		fake.mu.Unlock()
-		if written == 2 && r3.Record.State == keystore.StateFailed {
-			break
-		}
-		time.Sleep(20 * time.Millisecond)
+		return written == 2 && r3.Record.State == keystore.StateFailed
+	}) {
+		fake.mu.Lock()
+		t.Fatalf("not resumed after %s: %v, in the CRM %v", testwait.Deadline, fake.calls, fake.crm)
 	}
 	// A late approve of a finished key changes nothing and wakes nothing.
 	late, err := as.Approve(ctx, keystore.ApprovalRequest{Namespace: ns, Key: "inv_1", By: "carl"})
 	if err != nil || !late.Replayed {
 		t.Fatalf("late approve: %+v %v", late, err)
 	}
+	// The stall is the test: a replayed approve commits nothing, so no
+	// pass comes to wait for; a wrong wake would resume within it.
 	time.Sleep(200 * time.Millisecond)
 	cancel()
 	<-stopped
@@ -115,6 +116,27 @@ func TestApprovalsResumeDecidedExecutions(t *testing.T) {
 			t.Errorf("%s: %s, want completed", key, r.Record.State)
 		}
 	}
+}
+
+// decidedLooks counts the approval resumer's reads of decided keys, so
+// that a test asserting nothing was resumed waits for passes of the
+// resumer, not for wall time.
+type decidedLooks struct {
+	*bolt.Store
+	reads atomic.Int64
+}
+
+func (d *decidedLooks) KeysAtStage(ctx context.Context, q keystore.StageQuery) ([]*keystore.Record, error) {
+	d.reads.Add(1)
+	return d.Store.KeysAtStage(ctx, q)
+}
+
+// passes waits for n more passes of the resumer over the gated namespace
+// (each reads its approved and its rejected keys).
+func (d *decidedLooks) passes(t *testing.T, n int64) {
+	t.Helper()
+	want := d.reads.Load() + 2*n
+	testwait.For(t, fmt.Sprintf("%d passes of the approval resumer", n), func() bool { return d.reads.Load() >= want })
 }
 
 // An approved event whose execution dies after the approval resumer woke
