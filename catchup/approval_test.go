@@ -6,7 +6,6 @@ import (
 	"path/filepath"
 	"sort"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -44,7 +43,7 @@ func TestApprovalsResumeDecidedExecutions(t *testing.T) {
 
 	rctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	looks := &decidedLooks{Store: store}
+	looks := &passes{Store: store}
 	runner, err := catchup.New(catchup.Options{Store: looks, Policies: pol, Resumer: &n8n.ResumeCaller{Secret: "s3cret", Targets: targetsOf(t, srv.URL)},
 		Interval: 20 * time.Millisecond, Claim: 5 * time.Second, Poll: 10 * time.Millisecond})
 	if err != nil {
@@ -55,7 +54,7 @@ func TestApprovalsResumeDecidedExecutions(t *testing.T) {
 
 	// Undecided: nothing is resumed at the resumer's first pass (the
 	// next is at a commit or a minute later).
-	looks.passes(t, 1)
+	awaitMore(t, "the approval resumer's first pass", &looks.decided, 2) // its approved and its rejected keys
 	fake.mu.Lock()
 	if len(fake.calls) != 0 {
 		t.Fatalf("resumed before any decision: %v", fake.calls)
@@ -116,27 +115,6 @@ func TestApprovalsResumeDecidedExecutions(t *testing.T) {
 			t.Errorf("%s: %s, want completed", key, r.Record.State)
 		}
 	}
-}
-
-// decidedLooks counts the approval resumer's reads of decided keys, so
-// that a test asserting nothing was resumed waits for passes of the
-// resumer, not for wall time.
-type decidedLooks struct {
-	*bolt.Store
-	reads atomic.Int64
-}
-
-func (d *decidedLooks) KeysAtStage(ctx context.Context, q keystore.StageQuery) ([]*keystore.Record, error) {
-	d.reads.Add(1)
-	return d.Store.KeysAtStage(ctx, q)
-}
-
-// passes waits for n more passes of the resumer over the gated namespace
-// (each reads its approved and its rejected keys).
-func (d *decidedLooks) passes(t *testing.T, n int64) {
-	t.Helper()
-	want := d.reads.Load() + 2*n
-	testwait.For(t, fmt.Sprintf("%d passes of the approval resumer", n), func() bool { return d.reads.Load() >= want })
 }
 
 // An approved event whose execution dies after the approval resumer woke

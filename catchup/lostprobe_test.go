@@ -137,7 +137,7 @@ func TestADamagedParkedRecordDoesNotStopTheCatchUp(t *testing.T) {
 	rctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	logs := &lines{}
-	looks := &workerLooks{Store: store}
+	looks := &passes{Store: store}
 	runner, err := catchup.New(catchup.Options{Store: looks, Policies: pol, Clock: clock.Now, Logger: slog.New(logs),
 		Resumer:  &n8n.ResumeCaller{Secret: "s3cret", Targets: targetsOf(t, srv.URL)},
 		Interval: 20 * time.Millisecond, Claim: 5 * time.Second, Poll: 10 * time.Millisecond})
@@ -158,7 +158,7 @@ func TestADamagedParkedRecordDoesNotStopTheCatchUp(t *testing.T) {
 	// The damaged record still counts as parked (a count reads no
 	// record), so a worker starts every interval and finds nothing: it
 	// must not say "destination paused" each time.
-	looks.await(t, 15)
+	awaitMore(t, "15 looks of the catch-up worker", &looks.parked, 15)
 	cancel()
 	<-stopped
 	fake.wg.Wait()

@@ -7,7 +7,6 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -47,26 +46,6 @@ func (l *lines) matching(s string) []string {
 		}
 	}
 	return out
-}
-
-// workerLooks counts the catch-up worker's looks (each lists the parked
-// keys once, and sweeps for overdue keys at its first and then every
-// overdueEvery), so that a test waits for looks, not for wall time.
-type workerLooks struct {
-	*bolt.Store
-	n atomic.Int64
-}
-
-func (w *workerLooks) Parked(ctx context.Context, q keystore.ParkedQuery) ([]*keystore.Record, error) {
-	w.n.Add(1)
-	return w.Store.Parked(ctx, q)
-}
-
-// await waits for n more looks.
-func (w *workerLooks) await(t *testing.T, n int64) {
-	t.Helper()
-	want := w.n.Load() + n
-	testwait.For(t, fmt.Sprintf("%d looks of the catch-up worker", n), func() bool { return w.n.Load() >= want })
 }
 
 // Keys parked longer than their namespace's parked_limit are reported
@@ -115,7 +94,7 @@ func TestParkedOverdueReportedOnce(t *testing.T) {
 	// run starts a runner (a restart) advance later and stops it three
 	// looks of its worker after its report (a second pass would report
 	// again), or after its start when none is expected.
-	looks := &workerLooks{Store: store}
+	looks := &passes{Store: store}
 	run := func(advance time.Duration, report bool) *lines {
 		t.Helper()
 		clock.Advance(advance)
@@ -132,7 +111,7 @@ func TestParkedOverdueReportedOnce(t *testing.T) {
 			// The assertions after run say what came instead.
 			testwait.Poll(testwait.Deadline, func() bool { return len(logs.matching("parked longer")) > 0 })
 		}
-		looks.await(t, 3)
+		awaitMore(t, "3 looks of the catch-up worker", &looks.parked, 3)
 		cancel()
 		<-done
 		return logs
