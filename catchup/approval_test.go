@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/n8n-guard/n8n-guard/catchup"
+	"github.com/n8n-guard/n8n-guard/internal/testwait"
 	"github.com/n8n-guard/n8n-guard/keystore"
 	"github.com/n8n-guard/n8n-guard/keystore/bolt"
 	"github.com/n8n-guard/n8n-guard/n8n"
@@ -42,7 +43,8 @@ func TestApprovalsResumeDecidedExecutions(t *testing.T) {
 
 	rctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	runner, err := catchup.New(catchup.Options{Store: store, Policies: pol, Resumer: &n8n.ResumeCaller{Secret: "s3cret", Targets: targetsOf(t, srv.URL)},
+	looks := &passes{Store: store}
+	runner, err := catchup.New(catchup.Options{Store: looks, Policies: pol, Resumer: &n8n.ResumeCaller{Secret: "s3cret", Targets: targetsOf(t, srv.URL)},
 		Interval: 20 * time.Millisecond, Claim: 5 * time.Second, Poll: 10 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
@@ -50,8 +52,9 @@ func TestApprovalsResumeDecidedExecutions(t *testing.T) {
 	stopped := make(chan error, 1)
 	go func() { stopped <- runner.Run(rctx) }()
 
-	// Undecided: nothing is resumed (several passes of the runner).
-	time.Sleep(200 * time.Millisecond)
+	// Undecided: nothing is resumed at the resumer's first pass (the
+	// next is at a commit or a minute later).
+	awaitMore(t, "the approval resumer's first pass", &looks.decided, 2) // its approved and its rejected keys
 	fake.mu.Lock()
 	if len(fake.calls) != 0 {
 		t.Fatalf("resumed before any decision: %v", fake.calls)
@@ -67,26 +70,23 @@ func TestApprovalsResumeDecidedExecutions(t *testing.T) {
 	if _, err := as.Reject(ctx, keystore.ApprovalRequest{Namespace: ns, Key: "inv_3", By: "bob", Note: "duplicate invoice"}); err != nil {
 		t.Fatal(err)
 	}
-	giveUp := time.Now().Add(30 * time.Second)
-	for {
-		if time.Now().After(giveUp) {
-			fake.mu.Lock()
-			t.Fatalf("not resumed after 30 s: %v, in the CRM %v", fake.calls, fake.crm)
-		}
+	if !testwait.Poll(testwait.Deadline, func() bool {
 		r3, _ := store.Lookup(ctx, ns, "inv_3")
 		fake.mu.Lock()
 		written := len(fake.crm)
 		fake.mu.Unlock()
-		if written == 2 && r3.Record.State == keystore.StateFailed {
-			break
-		}
-		time.Sleep(20 * time.Millisecond)
+		return written == 2 && r3.Record.State == keystore.StateFailed
+	}) {
+		fake.mu.Lock()
+		t.Fatalf("not resumed after %s: %v, in the CRM %v", testwait.Deadline, fake.calls, fake.crm)
 	}
 	// A late approve of a finished key changes nothing and wakes nothing.
 	late, err := as.Approve(ctx, keystore.ApprovalRequest{Namespace: ns, Key: "inv_1", By: "carl"})
 	if err != nil || !late.Replayed {
 		t.Fatalf("late approve: %+v %v", late, err)
 	}
+	// The stall is the test: a replayed approve commits nothing, so no
+	// pass comes to wait for; a wrong wake would resume within it.
 	time.Sleep(200 * time.Millisecond)
 	cancel()
 	<-stopped

@@ -7,23 +7,11 @@ import (
 	"time"
 
 	"github.com/n8n-guard/n8n-guard/catchup"
+	"github.com/n8n-guard/n8n-guard/internal/testwait"
 	"github.com/n8n-guard/n8n-guard/keystore"
 	"github.com/n8n-guard/n8n-guard/keystore/bolt"
 	"github.com/n8n-guard/n8n-guard/n8n"
 )
-
-// until polls cond every 5 ms until it holds; the limit only turns a
-// condition that never holds into a failure.
-func until(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	tick := time.NewTicker(5 * time.Millisecond)
-	defer tick.Stop()
-	for giveUp := time.Now().Add(time.Minute); !cond(); <-tick.C {
-		if time.Now().After(giveUp) {
-			t.Fatalf("not %s within a minute", what)
-		}
-	}
-}
 
 // A decision wakes the approval resumer: with an Interval of an hour, an
 // approval made while the resumer waits is resumed at its commit, not at
@@ -65,7 +53,7 @@ func TestAnApprovalWakesTheResumerAtItsCommit(t *testing.T) {
 	stopped := make(chan error, 1)
 	go func() { stopped <- runner.Run(rctx) }()
 	defer func() { cancel(); <-stopped; fake.wg.Wait() }()
-	until(t, "inv_1 resumed at the resumer's first look", woken("1"))
+	testwait.Within(t, time.Minute, "inv_1 resumed at the resumer's first look", woken("1"))
 	approve("inv_2") // the resumer has looked and waits
-	until(t, "inv_2 resumed at its approval's commit", woken("2"))
+	testwait.Within(t, time.Minute, "inv_2 resumed at its approval's commit", woken("2"))
 }

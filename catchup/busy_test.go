@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/n8n-guard/n8n-guard/catchup"
+	"github.com/n8n-guard/n8n-guard/internal/testwait"
 	"github.com/n8n-guard/n8n-guard/keystore"
 	"github.com/n8n-guard/n8n-guard/keystore/bolt"
 	"github.com/n8n-guard/n8n-guard/n8n"
@@ -55,11 +56,7 @@ func TestABusyStoreDoesNotMakeTheCatchUpClaimAtEachCommit(t *testing.T) {
 	done := make(chan struct{})
 	go func() { r.Run(ctx); close(done) }()
 	defer func() { cancel(); <-done }()
-	for deadline := time.Now().Add(5 * time.Second); counted.claims.Load() == 0; time.Sleep(10 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("the catch-up never tried its first claim")
-		}
-	}
+	testwait.For(t, "the catch-up's first claim", func() bool { return counted.claims.Load() > 0 })
 	first := counted.claims.Load()
 	// Other traffic: 20 commits, each after the signal's cooldown.
 	for i := range 20 {

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/n8n-guard/n8n-guard/catchup"
+	"github.com/n8n-guard/n8n-guard/internal/testwait"
 	"github.com/n8n-guard/n8n-guard/keystore"
 	"github.com/n8n-guard/n8n-guard/keystore/bolt"
 	"github.com/n8n-guard/n8n-guard/n8n"
@@ -66,18 +67,15 @@ func TestALostProbeFreesTheDestinationAtOnce(t *testing.T) {
 	start := time.Now()
 	go func() { stopped <- runner.Run(rctx) }()
 	bound := time.Duration(10/pol.Destination("crm").CatchUpRate*float64(time.Second)) + 4*time.Second
-	for {
+	var written int
+	if !testwait.Poll(bound-time.Since(start), func() bool {
 		fake.mu.Lock()
-		written := len(fake.crm)
-		fake.mu.Unlock()
-		if written == 10 {
-			break
-		}
-		if time.Since(start) > bound {
-			fake.mu.Lock()
-			t.Fatalf("after %s (bound %s) %d of 10 in the CRM: resumed %v", time.Since(start).Round(time.Millisecond), bound, written, fake.calls)
-		}
-		time.Sleep(10 * time.Millisecond)
+		defer fake.mu.Unlock()
+		written = len(fake.crm)
+		return written == 10
+	}) {
+		fake.mu.Lock()
+		t.Fatalf("after %s (bound %s) %d of 10 in the CRM: resumed %v", time.Since(start).Round(time.Millisecond), bound, written, fake.calls)
 	}
 	t.Logf("10 parked events caught up %s after the lost probe", time.Since(start).Round(time.Millisecond))
 	cancel()
@@ -139,7 +137,8 @@ func TestADamagedParkedRecordDoesNotStopTheCatchUp(t *testing.T) {
 	rctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	logs := &lines{}
-	runner, err := catchup.New(catchup.Options{Store: store, Policies: pol, Clock: clock.Now, Logger: slog.New(logs),
+	looks := &passes{Store: store}
+	runner, err := catchup.New(catchup.Options{Store: looks, Policies: pol, Clock: clock.Now, Logger: slog.New(logs),
 		Resumer:  &n8n.ResumeCaller{Secret: "s3cret", Targets: targetsOf(t, srv.URL)},
 		Interval: 20 * time.Millisecond, Claim: 5 * time.Second, Poll: 10 * time.Millisecond})
 	if err != nil {
@@ -147,21 +146,19 @@ func TestADamagedParkedRecordDoesNotStopTheCatchUp(t *testing.T) {
 	}
 	stopped := make(chan error, 1)
 	go func() { stopped <- runner.Run(rctx) }()
-	for giveUp := time.Now().Add(20 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+	var written int
+	if !testwait.Poll(testwait.Deadline, func() bool {
 		fake.mu.Lock()
-		written := len(fake.crm)
-		fake.mu.Unlock()
-		if written == 5 {
-			break
-		}
-		if time.Now().After(giveUp) {
-			t.Fatalf("%d of the 5 intact keys caught up behind a damaged one; runner log %q", written, logs.matching(""))
-		}
+		defer fake.mu.Unlock()
+		written = len(fake.crm)
+		return written == 5
+	}) {
+		t.Fatalf("%d of the 5 intact keys caught up behind a damaged one; runner log %q", written, logs.matching(""))
 	}
 	// The damaged record still counts as parked (a count reads no
 	// record), so a worker starts every interval and finds nothing: it
 	// must not say "destination paused" each time.
-	time.Sleep(15 * 20 * time.Millisecond)
+	awaitMore(t, "15 looks of the catch-up worker", &looks.parked, 15)
 	cancel()
 	<-stopped
 	fake.wg.Wait()

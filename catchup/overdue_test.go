@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/n8n-guard/n8n-guard/catchup"
+	"github.com/n8n-guard/n8n-guard/internal/testwait"
 	"github.com/n8n-guard/n8n-guard/keystore"
 	"github.com/n8n-guard/n8n-guard/keystore/bolt"
 	"github.com/n8n-guard/n8n-guard/n8n"
@@ -90,11 +91,15 @@ func TestParkedOverdueReportedOnce(t *testing.T) {
 	clock.Advance(2 * time.Hour)
 	park(ns, "evt_late")
 
-	run := func(advance, wait time.Duration) *lines {
+	// run starts a runner (a restart) advance later and stops it three
+	// looks of its worker after its report (a second pass would report
+	// again), or after its start when none is expected.
+	looks := &passes{Store: store}
+	run := func(advance time.Duration, report bool) *lines {
 		t.Helper()
 		clock.Advance(advance)
 		logs := &lines{}
-		r, err := catchup.New(catchup.Options{Store: store, Policies: pol, Clock: clock.Now, Logger: slog.New(logs),
+		r, err := catchup.New(catchup.Options{Store: looks, Policies: pol, Clock: clock.Now, Logger: slog.New(logs),
 			Resumer: &n8n.ResumeCaller{}, Interval: 10 * time.Millisecond})
 		if err != nil {
 			t.Fatal(err)
@@ -102,12 +107,11 @@ func TestParkedOverdueReportedOnce(t *testing.T) {
 		rctx, cancel := context.WithCancel(ctx)
 		done := make(chan error)
 		go func() { done <- r.Run(rctx) }()
-		for end := time.Now().Add(wait); time.Now().Before(end); time.Sleep(10 * time.Millisecond) {
-			if len(logs.matching("parked longer")) > 0 {
-				break
-			}
+		if report {
+			// The assertions after run say what came instead.
+			testwait.Poll(testwait.Deadline, func() bool { return len(logs.matching("parked longer")) > 0 })
 		}
-		time.Sleep(50 * time.Millisecond) // a second pass would report again
+		awaitMore(t, "3 looks of the catch-up worker", &looks.parked, 3)
 		cancel()
 		<-done
 		return logs
@@ -127,7 +131,7 @@ func TestParkedOverdueReportedOnce(t *testing.T) {
 	}
 
 	// After 2 h only the namespace with a 1 h limit is over it.
-	logs := run(0, 5*time.Second)
+	logs := run(0, true)
 	if got := fmt.Sprint(overdue()); got != "[short/evt_short]" {
 		t.Fatalf("overdue after 2 h: %s", got)
 	}
@@ -136,7 +140,7 @@ func TestParkedOverdueReportedOnce(t *testing.T) {
 	}
 	// Three days on, a new runner (a restart): the three old keys, once;
 	// the one parked later waits its own three days.
-	logs = run(71*time.Hour, 5*time.Second)
+	logs = run(71*time.Hour, true)
 	if got := fmt.Sprint(overdue()); got != "[short/evt_short crm-contacts/evt_0 crm-contacts/evt_1 crm-contacts/evt_2]" {
 		t.Fatalf("overdue after 3 days: %s", got)
 	}
@@ -144,7 +148,7 @@ func TestParkedOverdueReportedOnce(t *testing.T) {
 		t.Fatalf("log lines %q", l)
 	}
 	// Another restart reports nothing again.
-	logs = run(time.Minute, 300*time.Millisecond)
+	logs = run(time.Minute, false)
 	if got := len(overdue()); got != 4 {
 		t.Fatalf("%d overdue events after another restart, want 4", got)
 	}

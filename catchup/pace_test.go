@@ -9,7 +9,9 @@ import (
 	"time"
 
 	"github.com/n8n-guard/n8n-guard/catchup"
+	"github.com/n8n-guard/n8n-guard/internal/fakeclock"
 	"github.com/n8n-guard/n8n-guard/internal/pgtest"
+	"github.com/n8n-guard/n8n-guard/internal/testwait"
 	"github.com/n8n-guard/n8n-guard/keystore"
 	"github.com/n8n-guard/n8n-guard/keystore/bolt"
 	"github.com/n8n-guard/n8n-guard/keystore/postgres"
@@ -18,23 +20,26 @@ import (
 
 // stepClock is a controlled clock: it moves only when the runner waits
 // (Options.Sleep), by exactly what it waits, so the pace is read off the
-// clock and not off a loaded machine's timing.
+// clock and not off a loaded machine's timing. It is a fakeclock.Clock
+// started at now on first use, so that &stepClock{now: t} makes one.
 type stepClock struct {
-	mu  sync.Mutex
-	now time.Time
+	now   time.Time // where the clock starts; read once
+	start sync.Once
+	clock *fakeclock.Clock
 }
 
-func (c *stepClock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.now }
-func (c *stepClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	c.now = c.now.Add(d)
-	c.mu.Unlock()
+func (c *stepClock) fake() *fakeclock.Clock {
+	c.start.Do(func() { c.clock = fakeclock.At(c.now) })
+	return c.clock
 }
+
+func (c *stepClock) Now() time.Time          { return c.fake().Now() }
+func (c *stepClock) Advance(d time.Duration) { c.fake().Advance(d) }
 
 // Sleep moves the clock by d, then lets the other goroutines (the fake
 // n8n's executions, real HTTP) run a moment.
 func (c *stepClock) Sleep(ctx context.Context, d time.Duration) {
-	c.Advance(d)
+	c.fake().Sleep(ctx, d)
 	select {
 	case <-ctx.Done():
 	case <-time.After(time.Millisecond):
@@ -95,16 +100,14 @@ func TestCatchUpKeepsTheRate(t *testing.T) {
 	rctx, cancel := context.WithCancel(ctx)
 	stopped := make(chan error, 1)
 	go func() { stopped <- runner.Run(rctx) }()
-	for giveUp := time.Now().Add(30 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+	var written int
+	if !testwait.Poll(testwait.Deadline, func() bool {
 		fake.mu.Lock()
-		written := len(fake.crm)
-		fake.mu.Unlock()
-		if written == parked {
-			break
-		}
-		if time.Now().After(giveUp) {
-			t.Fatalf("not caught up: %d of %d written", written, parked)
-		}
+		defer fake.mu.Unlock()
+		written = len(fake.crm)
+		return written == parked
+	}) {
+		t.Fatalf("not caught up: %d of %d written", written, parked)
 	}
 	cancel()
 	<-stopped
@@ -187,16 +190,14 @@ func catchUpWithGuards(t *testing.T, guards, n int, dp keystore.DestinationPolic
 		}
 		go func() { stopped <- runner.Run(rctx) }()
 	}
-	for giveUp := time.Now().Add(60 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+	var written int
+	if !testwait.Poll(time.Minute, func() bool {
 		fake.mu.Lock()
-		written := len(fake.crm)
-		fake.mu.Unlock()
-		if written == n {
-			break
-		}
-		if time.Now().After(giveUp) {
-			t.Fatalf("not caught up: %d of %d written", written, n)
-		}
+		defer fake.mu.Unlock()
+		written = len(fake.crm)
+		return written == n
+	}) {
+		t.Fatalf("not caught up: %d of %d written", written, n)
 	}
 	cancel()
 	for range stores {

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/n8n-guard/n8n-guard/catchup"
+	"github.com/n8n-guard/n8n-guard/internal/testwait"
 	"github.com/n8n-guard/n8n-guard/keystore"
 	"github.com/n8n-guard/n8n-guard/keystore/bolt"
 	"github.com/n8n-guard/n8n-guard/n8n"
@@ -99,12 +100,12 @@ func (p *probeRecorder) ResumeAnswered(ctx context.Context, ns, key string, park
 	if !p.doomed[key] || a != keystore.ResumeLost {
 		return p.catchupStore.ResumeAnswered(ctx, ns, key, parkedAt, a, detail)
 	}
-	giveUp := time.NewTimer(10 * time.Second)
-	defer giveUp.Stop()
+	bound := time.NewTimer(testwait.Deadline)
+	defer bound.Stop()
 	for range p.behind {
 		select {
 		case <-p.more:
-		case <-giveUp.C:
+		case <-bound.C:
 			p.mu.Lock()
 			p.stuck = true
 			p.mu.Unlock()

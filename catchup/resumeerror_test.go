@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/n8n-guard/n8n-guard/catchup"
+	"github.com/n8n-guard/n8n-guard/internal/testwait"
 	"github.com/n8n-guard/n8n-guard/keystore"
 	"github.com/n8n-guard/n8n-guard/keystore/bolt"
 	"github.com/n8n-guard/n8n-guard/n8n"
@@ -60,12 +61,10 @@ func TestAResumeCallsClientErrorKeepsNoResumeURL(t *testing.T) {
 	stopped := make(chan error, 1)
 	go func() { stopped <- r.Run(rctx) }()
 	const gaveUp = "n8n did not take the resume call"
-	for giveUp := time.Now().Add(30 * time.Second); len(logs.matching(gaveUp)) == 0; time.Sleep(5 * time.Millisecond) {
-		if time.Now().After(giveUp) {
-			cancel()
-			<-stopped
-			t.Fatalf("no line %q within 30 s: %q", gaveUp, logs.matching(""))
-		}
+	if !testwait.Poll(testwait.Deadline, func() bool { return len(logs.matching(gaveUp)) > 0 }) {
+		cancel()
+		<-stopped
+		t.Fatalf("no line %q within %s: %q", gaveUp, testwait.Deadline, logs.matching(""))
 	}
 	cancel()
 	<-stopped

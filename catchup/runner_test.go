@@ -16,6 +16,7 @@ import (
 
 	"github.com/n8n-guard/n8n-guard/catchup"
 	"github.com/n8n-guard/n8n-guard/internal/pgtest"
+	"github.com/n8n-guard/n8n-guard/internal/testwait"
 	"github.com/n8n-guard/n8n-guard/keystore"
 	"github.com/n8n-guard/n8n-guard/keystore/bolt"
 	"github.com/n8n-guard/n8n-guard/keystore/postgres"
@@ -225,12 +226,7 @@ func catchUpOutage(t *testing.T, clock *outageClock, stores ...catchupStore) {
 
 	// Until every event is in the CRM or lost. Not a speed target: the
 	// limit only turns a catch-up that never ends into a failure.
-	giveUp := time.Now().Add(30 * time.Second)
-	for {
-		if time.Now().After(giveUp) {
-			fake.mu.Lock()
-			t.Fatalf("not caught up after 30 s: resumed %v, in the CRM %v", fake.calls, fake.crm)
-		}
+	if !testwait.Poll(testwait.Deadline, func() bool {
 		counts, err := store.ParkedCounts(ctx)
 		if err != nil {
 			t.Fatal(err)
@@ -238,10 +234,10 @@ func catchUpOutage(t *testing.T, clock *outageClock, stores ...catchupStore) {
 		fake.mu.Lock()
 		written := len(fake.crm)
 		fake.mu.Unlock()
-		if counts["crm"] == 0 && written == 20 && len(logs.matching("caught up: ")) > 0 {
-			break
-		}
-		time.Sleep(20 * time.Millisecond)
+		return counts["crm"] == 0 && written == 20 && len(logs.matching("caught up: ")) > 0
+	}) {
+		fake.mu.Lock()
+		t.Fatalf("not caught up after %s: resumed %v, in the CRM %v", testwait.Deadline, fake.calls, fake.crm)
 	}
 	cancel()
 	for range stores {
@@ -371,10 +367,8 @@ func runUntil(t *testing.T, opts catchup.Options, fake *fakeN8n, what string, do
 	stopped := make(chan error)
 	go func() { stopped <- r.Run(ctx) }()
 	defer func() { cancel(); <-stopped; fake.wg.Wait() }()
-	for giveUp := time.Now().Add(30 * time.Second); !done(); time.Sleep(5 * time.Millisecond) {
-		if time.Now().After(giveUp) {
-			t.Fatalf("not %s within 30 s: %s", what, status())
-		}
+	if !testwait.Poll(testwait.Deadline, done) {
+		t.Fatalf("not %s within %s: %s", what, testwait.Deadline, status())
 	}
 }
 

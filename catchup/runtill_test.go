@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/n8n-guard/n8n-guard/catchup"
+	"github.com/n8n-guard/n8n-guard/internal/testwait"
 )
 
 // runTill runs a runner with opts until done says what the test needs
@@ -23,9 +24,5 @@ func runTill(t *testing.T, opts catchup.Options, what string, done func() bool) 
 	stopped := make(chan error)
 	go func() { stopped <- r.Run(ctx) }()
 	defer func() { cancel(); <-stopped }()
-	for giveUp := time.Now().Add(2 * time.Minute); !done(); time.Sleep(5 * time.Millisecond) {
-		if time.Now().After(giveUp) {
-			t.Fatalf("not %s within 2 minutes", what)
-		}
-	}
+	testwait.Within(t, 2*time.Minute, what, done)
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/n8n-guard/n8n-guard/catchup"
 	"github.com/n8n-guard/n8n-guard/internal/pgtest"
+	"github.com/n8n-guard/n8n-guard/internal/testwait"
 	"github.com/n8n-guard/n8n-guard/keystore"
 	"github.com/n8n-guard/n8n-guard/keystore/bolt"
 	"github.com/n8n-guard/n8n-guard/keystore/postgres"
@@ -68,17 +69,15 @@ func TestAWokenExecutionThatDiesIsReported(t *testing.T) {
 	rctx, cancel := context.WithCancel(ctx)
 	stopped := make(chan error, 1)
 	go func() { stopped <- runner.Run(rctx) }()
-	for giveUp := time.Now().Add(30 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+	var written int
+	if !testwait.Poll(testwait.Deadline, func() bool {
 		fake.mu.Lock()
-		written := len(fake.crm)
+		written = len(fake.crm)
 		fake.mu.Unlock()
-		if written == 3 && len(lostEvents(t, store)) == 1 && len(logs.matching("caught up: ")) == 1 {
-			break
-		}
-		if time.Now().After(giveUp) {
-			res, _ := store.Lookup(ctx, ns, "evt_00")
-			t.Fatalf("%d of 3 written, lost events %v, the silent key %+v", written, lostEvents(t, store), res.Record)
-		}
+		return written == 3 && len(lostEvents(t, store)) == 1 && len(logs.matching("caught up: ")) == 1
+	}) {
+		res, _ := store.Lookup(ctx, ns, "evt_00")
+		t.Fatalf("%d of 3 written, lost events %v, the silent key %+v", written, lostEvents(t, store), res.Record)
 	}
 	cancel()
 	<-stopped
@@ -205,15 +204,14 @@ func silentAfterRestart(t *testing.T, open func(keystore.Policies, keystore.Cloc
 		defer func() { cancel(); <-done }()
 		// Not a speed target: the limit only turns a sweep that never
 		// comes into a failure.
-		for giveUp := time.Now().Add(30 * time.Second); ; time.Sleep(5 * time.Millisecond) {
-			lost, gauged := fmt.Sprint(lostEvents(t, store)), gauge(t, reg, "n8n_guard_parked_woken")
-			if lost == want && gauged == woken {
-				return logs
-			}
-			if time.Now().After(giveUp) {
-				t.Fatalf("after the restart: lost %s, want %s; n8n_guard_parked_woken %s, want %s", lost, want, gauged, woken)
-			}
+		var lost, gauged string
+		if !testwait.Poll(testwait.Deadline, func() bool {
+			lost, gauged = fmt.Sprint(lostEvents(t, store)), gauge(t, reg, "n8n_guard_parked_woken")
+			return lost == want && gauged == woken
+		}) {
+			t.Fatalf("after the restart: lost %s, want %s; n8n_guard_parked_woken %s, want %s", lost, want, gauged, woken)
 		}
+		return logs
 	}
 	// evt_old is past its bound, evt_new within it: it is counted woken,
 	// waiting for its execution.

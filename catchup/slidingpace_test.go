@@ -10,6 +10,7 @@ import (
 
 	"github.com/n8n-guard/n8n-guard/catchup"
 	"github.com/n8n-guard/n8n-guard/internal/pgtest"
+	"github.com/n8n-guard/n8n-guard/internal/testwait"
 	"github.com/n8n-guard/n8n-guard/keystore"
 	"github.com/n8n-guard/n8n-guard/keystore/bolt"
 	"github.com/n8n-guard/n8n-guard/keystore/postgres"
@@ -66,16 +67,14 @@ func catchUpCalls(t *testing.T, clock *outageClock, n int, stores ...catchupStor
 		}
 		go func() { stopped <- runner.Run(rctx) }()
 	}
-	for giveUp := time.Now().Add(60 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+	var written int
+	if !testwait.Poll(time.Minute, func() bool {
 		fake.mu.Lock()
-		written := len(fake.crm)
-		fake.mu.Unlock()
-		if written == n {
-			break
-		}
-		if time.Now().After(giveUp) {
-			t.Fatalf("not caught up: %d of %d written", written, n)
-		}
+		defer fake.mu.Unlock()
+		written = len(fake.crm)
+		return written == n
+	}) {
+		t.Fatalf("not caught up: %d of %d written", written, n)
 	}
 	cancel()
 	for range stores {

@@ -7,26 +7,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/n8n-guard/n8n-guard/internal/fakeclock"
 	"github.com/n8n-guard/n8n-guard/rerun"
 )
-
-// fakeClock is the runner's clock: Sleep moves it, no wall time passes.
-type fakeClock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *fakeClock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.now }
-func (c *fakeClock) Sleep(ctx context.Context, d time.Duration) {
-	c.mu.Lock()
-	c.now = c.now.Add(d)
-	c.mu.Unlock()
-}
 
 // clocked records the runner's time of each ask of n8n's API.
 type clocked struct {
 	*n8n
-	clock *fakeClock
+	clock *fakeclock.Clock
 	mu    sync.Mutex
 	at    []time.Time
 }
@@ -51,7 +39,7 @@ func TestReRunsAskN8nsAPIAtMostReadsASecondWhateverTheDestinations(t *testing.T)
 		e.atGate(key, exec, fmt.Sprintf("invented-%03d", i))
 		e.grant(key)
 	}
-	clock := &fakeClock{now: time.Date(2026, 12, 7, 3, 0, 0, 0, time.UTC)}
+	clock := fakeclock.At(time.Date(2026, 12, 7, 3, 0, 0, 0, time.UTC))
 	f := &clocked{n8n: newN8n(func(id string) (string, error) { return "new-" + id, nil }), clock: clock}
 	r, err := rerun.New(e.store, f, rerun.Options{Reads: reads, Interval: time.Hour, Clock: clock.Now, Sleep: clock.Sleep})
 	if err != nil {

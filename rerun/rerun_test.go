@@ -12,6 +12,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/n8n-guard/n8n-guard/internal/testwait"
 	"github.com/n8n-guard/n8n-guard/keystore"
 	"github.com/n8n-guard/n8n-guard/keystore/bolt"
 	"github.com/n8n-guard/n8n-guard/rerun"
@@ -114,6 +115,25 @@ func (e *env) grant(key string) {
 	}
 }
 
+// grantInTurn grants each key on a later millisecond of the store's
+// clock than the one before, so that the oldest grant goes first.
+func (e *env) grantInTurn(keys ...string) {
+	e.t.Helper()
+	for _, k := range keys {
+		e.grant(k)
+		e.afterGrant(k)
+	}
+}
+
+// afterGrant waits for a later millisecond than key's grant.
+func (e *env) afterGrant(key string) {
+	e.t.Helper()
+	testwait.For(e.t, "a later millisecond than "+key+"'s grant", func() bool {
+		l, err := e.store.Lookup(e.ctx, "crm", key)
+		return err == nil && l.Record.ResolvedAt != nil && time.Now().Truncate(time.Millisecond).After(*l.Record.ResolvedAt)
+	})
+}
+
 func (e *env) last(key string) keystore.Transition {
 	e.t.Helper()
 	r, err := e.store.Lookup(e.ctx, "crm", key)
@@ -144,15 +164,6 @@ func wait(t *testing.T, f *n8n, n int) {
 		case <-f.called:
 		case <-time.After(10 * time.Second):
 			t.Fatalf("n8n was asked %d times, want %d", len(f.retries()), n)
-		}
-	}
-}
-
-func waitFor(t *testing.T, what string, ok func() bool) {
-	t.Helper()
-	for deadline := time.Now().Add(10 * time.Second); !ok(); time.Sleep(5 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("not within 10 s: %s", what)
 		}
 	}
 }
@@ -189,7 +200,7 @@ func TestGrantsAreStartedOnceEachAtThePaceOfTheirDestination(t *testing.T) {
 	if crmGap < pace {
 		t.Errorf("the second re-run to crm came %v after the first, want at least the pace %v", crmGap, pace)
 	}
-	waitFor(t, "each key notes its re-run", func() bool {
+	testwait.For(t, "each key notes its re-run", func() bool {
 		for k, id := range map[string]string{"k1": "new-41", "k2": "new-42", "k3": "new-43"} {
 			if l := e.last(k); l.Event != keystore.HistoryRerunStarted || l.Detail != id {
 				return false
@@ -220,7 +231,7 @@ func TestTheOtherKeysOfTheExecutionAreGrantedWithIt(t *testing.T) {
 	f := newN8n(func(id string) (string, error) { return "57", nil })
 	run(t, e, f, rerun.Options{Pace: time.Millisecond, Interval: time.Hour})
 	wait(t, f, 1)
-	waitFor(t, "both keys of execution 42 note the re-run", func() bool {
+	testwait.For(t, "both keys of execution 42 note the re-run", func() bool {
 		return e.last("a").Event == keystore.HistoryRerunStarted && e.last("b").Event == keystore.HistoryRerunStarted
 	})
 	rb, _ := e.store.Lookup(e.ctx, "crm", "b")
@@ -244,10 +255,7 @@ func TestRefusalIsNotedAndAnOutageIsTriedAgain(t *testing.T) {
 	e.atGate("gone", "41", "crm")
 	e.atGate("later", "42", "mail")
 	e.atGate("after", "43", "sms")
-	for _, k := range []string{"gone", "later", "after"} {
-		e.grant(k)
-		time.Sleep(5 * time.Millisecond) // the oldest grant goes first
-	}
+	e.grantInTurn("gone", "later", "after")
 	var mu sync.Mutex
 	down := true
 	f := newN8n(func(id string) (string, error) {
@@ -264,7 +272,7 @@ func TestRefusalIsNotedAndAnOutageIsTriedAgain(t *testing.T) {
 	const claim = 300 * time.Millisecond
 	_, reg := run(t, e, f, rerun.Options{Pace: time.Millisecond, Interval: time.Hour, Claim: claim})
 	wait(t, f, 2)
-	waitFor(t, "the refusal is noted", func() bool { return e.last("gone").Event == keystore.HistoryRerunRefused })
+	testwait.For(t, "the refusal is noted", func() bool { return e.last("gone").Event == keystore.HistoryRerunRefused })
 	if l := e.last("later"); l.Event != keystore.HistoryRerunStarting {
 		t.Fatalf("n8n down: the key reads %+v, want its claim", l)
 	}
@@ -276,7 +284,7 @@ func TestRefusalIsNotedAndAnOutageIsTriedAgain(t *testing.T) {
 	down = false
 	mu.Unlock()
 	wait(t, f, 2)
-	waitFor(t, "both re-runs started once n8n answered", func() bool {
+	testwait.For(t, "both re-runs started once n8n answered", func() bool {
 		return e.last("later").Event == keystore.HistoryRerunStarted && e.last("after").Event == keystore.HistoryRerunStarted
 	})
 	if got := f.retries(); len(got) != 4 || got[0] != "41" || got[2] != "42" {
@@ -299,10 +307,7 @@ func TestOneExecutionOrAPausedDestinationHoldsBackNoOtherReRun(t *testing.T) {
 	e.atGate("busy", "41", "crm")
 	e.atGate("held", "42", "erp")
 	e.atGate("free", "43", "mail")
-	for _, k := range []string{"busy", "held", "free"} {
-		e.grant(k)
-		time.Sleep(5 * time.Millisecond) // the oldest grant goes first
-	}
+	e.grantInTurn("busy", "held", "free")
 	until := time.Now().Add(700 * time.Millisecond)
 	if _, err := e.store.HoldDestination(e.ctx, "erp", "Ana", "ERP upgrade", until); err != nil {
 		t.Fatal(err)
@@ -331,7 +336,7 @@ func TestOneExecutionOrAPausedDestinationHoldsBackNoOtherReRun(t *testing.T) {
 	if !time.Now().After(until) {
 		t.Errorf("a re-run was asked before erp's window ended: %v", got)
 	}
-	waitFor(t, "all three started", func() bool {
+	testwait.For(t, "all three started", func() bool {
 		return e.last("busy").Event == keystore.HistoryRerunStarted && e.last("held").Event == keystore.HistoryRerunStarted &&
 			e.last("free").Event == keystore.HistoryRerunStarted
 	})
@@ -381,7 +386,7 @@ func TestAKeyNamingAnExecutionThatDidNotReserveItIsRefusedAndTheOwnKeyReRun(t *t
 	f := newN8n(func(id string) (string, error) { return "new-" + id, nil })
 	_, reg := run(t, e, f, rerun.Options{Pace: time.Millisecond, Interval: time.Hour})
 	wait(t, f, 1)
-	waitFor(t, "the own key's re-run started and the forged one refused", func() bool {
+	testwait.For(t, "the own key's re-run started and the forged one refused", func() bool {
 		return e.last("own").Event == keystore.HistoryRerunStarted && e.last("forged-1").Event == keystore.HistoryRerunRefused
 	})
 	if got, l := f.retries(), e.last("forged-1"); len(got) != 1 || !strings.Contains(l.Detail, "is not one of workflow wf1") {
@@ -445,7 +450,7 @@ func TestALongNoteStillAllowsTheOtherKeys(t *testing.T) {
 	f := newN8n(func(id string) (string, error) { return "57", nil })
 	run(t, e, f, rerun.Options{Pace: time.Millisecond, Interval: time.Hour})
 	wait(t, f, 1)
-	waitFor(t, "both keys note the re-run", func() bool {
+	testwait.For(t, "both keys note the re-run", func() bool {
 		return e.last("a").Event == keystore.HistoryRerunStarted && e.last("b").Event == keystore.HistoryRerunStarted
 	})
 }
@@ -518,16 +523,13 @@ func TestADestinationPausedForOneNamespaceHoldsBackOnlyItsReRuns(t *testing.T) {
 	e.grant("k1") // crm's first
 	// billing's grant must come later on the store's millisecond clock,
 	// so that crm's is the older one the runner would take first.
-	waitFor(t, "a later millisecond than crm's grant", func() bool {
-		l, err := e.store.Lookup(ctx, "crm", "k1")
-		return err == nil && l.Record.ResolvedAt != nil && time.Now().Truncate(time.Millisecond).After(*l.Record.ResolvedAt)
-	})
+	e.afterGrant("k1")
 	must(e.store.Resolve(ctx, keystore.ResolveRequest{Namespace: "billing", Key: "bk", Resolution: keystore.StateFailed, Rerun: true, By: "Bo", Note: "ERP back"}))
 	f := newN8n(func(id string) (string, error) { return "new-" + id, nil })
 	r2, _ := run(t, e, f, rerun.Options{Pace: time.Millisecond, Interval: time.Hour})
 	wait(t, f, 1)
 	r2.Kick()
-	waitFor(t, "billing's re-run noted", func() bool {
+	testwait.For(t, "billing's re-run noted", func() bool {
 		l, err := e.store.Lookup(ctx, "billing", "bk")
 		return err == nil && l.Record != nil && keystore.LastTransition(l.Record).Event == keystore.HistoryRerunStarted
 	})

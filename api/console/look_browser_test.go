@@ -15,6 +15,7 @@ import (
 	"github.com/chromedp/cdproto/page"
 	"github.com/chromedp/chromedp"
 
+	"github.com/n8n-guard/n8n-guard/internal/testwait"
 	"github.com/n8n-guard/n8n-guard/keystore"
 	"github.com/n8n-guard/n8n-guard/keystore/bolt"
 	"github.com/n8n-guard/n8n-guard/notify"
@@ -108,18 +109,14 @@ func deadNotification(t *testing.T, store *bolt.Store) *notify.Service {
 	if _, err := notes.Intake(ctx, []byte(`{"execution":{"id":"48016","error":{"message":"HTTP 500 from https://api.hubapi.com/crm/v3/objects/contacts/batch/upsert?idProperty=email_and_company_identifier"},"lastNodeExecuted":"Upsert contacts in HubSpot"},"workflow":{"id":"w1","name":"LeadCrmSynchronisationWithHubSpotAndSalesforceNightlyRun"}}`)); err != nil {
 		t.Fatal(err)
 	}
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+	testwait.For(t, "the notification to go dead", func() bool {
 		page, err := notes.List(ctx, notify.ListQuery{Status: notify.StatusDead})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(page.Items) == 1 {
-			return notes
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the notification never went dead")
-		}
-	}
+		return len(page.Items) == 1
+	})
+	return notes
 }
 
 // The list pages a person on call opens from a phone.

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/n8n-guard/n8n-guard/internal/testwait"
 	"github.com/n8n-guard/n8n-guard/keystore"
 	"github.com/n8n-guard/n8n-guard/keystore/bolt"
 	"github.com/n8n-guard/n8n-guard/notify"
@@ -59,8 +60,7 @@ func TestNotificationsSayWhatTheyAreAbout(t *testing.T) {
 	t.Cleanup(stop)
 	s.t = t
 	s.lostKey("crm", "lead-7", "hubspot", n8nBase+"/webhook-waiting/7") // opens hubspot's breaker, then n8n lost the execution
-	var items []notify.Notification
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+	items := testwait.Value(t, testwait.Deadline, "an outage and a lost-key notification", func() ([]notify.Notification, bool) {
 		page, err := notes.List(context.Background(), notify.ListQuery{})
 		if err != nil {
 			t.Fatal(err)
@@ -69,14 +69,8 @@ func TestNotificationsSayWhatTheyAreAbout(t *testing.T) {
 		for _, n := range page.Items {
 			kinds[n.Kind] = true
 		}
-		if kinds[notify.KindBreakerOpened] && kinds[notify.KindParkedLost] {
-			items = page.Items
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no outage and lost-key notifications: %+v", page.Items)
-		}
-	}
+		return page.Items, kinds[notify.KindBreakerOpened] && kinds[notify.KindParkedLost]
+	})
 	for _, n := range items {
 		switch n.Kind {
 		case notify.KindBreakerOpened:

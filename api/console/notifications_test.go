@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/n8n-guard/n8n-guard/internal/testwait"
 	"github.com/n8n-guard/n8n-guard/keystore/bolt"
 	"github.com/n8n-guard/n8n-guard/notify"
 	notifybolt "github.com/n8n-guard/n8n-guard/notify/bolt"
@@ -56,20 +57,13 @@ func TestDeadNotificationShowsWhyAndIsResent(t *testing.T) {
 	if _, err := notes.Intake(ctx, []byte(`{"execution":{"id":"77","error":{"message":"HTTP 500"},"lastNodeExecuted":"CRM"},"workflow":{"id":"w1","name":"orders <sync>"}}`)); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	testwait.For(t, "the notification to go dead", func() bool {
 		page, err := notes.List(ctx, notify.ListQuery{Status: notify.StatusDead})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(page.Items) == 1 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the notification never went dead")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return len(page.Items) == 1
+	})
 
 	s, stop, err := serve(store, notes)
 	if err != nil {

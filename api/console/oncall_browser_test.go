@@ -16,6 +16,7 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/n8n-guard/n8n-guard/api/console"
+	"github.com/n8n-guard/n8n-guard/internal/testwait"
 	"github.com/n8n-guard/n8n-guard/keystore"
 	"github.com/n8n-guard/n8n-guard/keystore/bolt"
 	"github.com/n8n-guard/n8n-guard/notify"
@@ -153,22 +154,22 @@ func onCallNotifications(t *testing.T, store *bolt.Store) *notify.Service {
 		}
 	}
 	// Wait until Slack took or refused every one.
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-		pending, err := notes.List(ctx, notify.ListQuery{Status: notify.StatusPending})
+	var pending, dead int
+	if !testwait.Poll(testwait.Deadline, func() bool {
+		p, err := notes.List(ctx, notify.ListQuery{Status: notify.StatusPending})
 		if err != nil {
 			t.Fatal(err)
 		}
-		dead, err := notes.List(ctx, notify.ListQuery{Status: notify.StatusDead})
+		d, err := notes.List(ctx, notify.ListQuery{Status: notify.StatusDead})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(pending.Items) == 0 && len(dead.Items) == 2 {
-			return notes
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("notifications still pending %d, dead %d", len(pending.Items), len(dead.Items))
-		}
+		pending, dead = len(p.Items), len(d.Items)
+		return pending == 0 && dead == 2
+	}) {
+		t.Fatalf("notifications still pending %d, dead %d", pending, dead)
 	}
+	return notes
 }
 
 // firstScreen saves what the screen shows without scrolling.

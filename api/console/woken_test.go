@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/n8n-guard/n8n-guard/internal/testwait"
 	"github.com/n8n-guard/n8n-guard/keystore"
 )
 
@@ -16,11 +17,16 @@ func TestWokenEventsAreShown(t *testing.T) {
 		Destinations: map[string]keystore.DestinationPolicy{"hubspot": {UnreachableThreshold: 1, Cooldown: time.Millisecond}}})
 	s.parkedKey("crm", "evt-1", "hubspot", n8nBase+"/webhook-waiting/81")
 	s.parkedKey("crm", "evt-2", "hubspot", n8nBase+"/webhook-waiting/82")
-	time.Sleep(5 * time.Millisecond) // the cooldown
-	rec, ok, err := store.ClaimResume(s.ctx, "crm", "evt-1", time.Minute)
-	if err != nil || !ok {
-		t.Fatalf("claim: %v %v", ok, err)
-	}
+	// The claim is refused until the 1 ms cooldown has passed.
+	var rec *keystore.Record
+	testwait.For(t, "evt-1 claimed once the cooldown passed", func() bool {
+		r, ok, err := store.ClaimResume(s.ctx, "crm", "evt-1", time.Minute)
+		if err != nil {
+			t.Fatalf("claim: %v %v", ok, err)
+		}
+		rec = r
+		return ok
+	})
 	if _, err := store.ResumeAnswered(s.ctx, "crm", "evt-1", *rec.ParkedAt, keystore.ResumeAccepted, ""); err != nil {
 		t.Fatal(err)
 	}

@@ -6,6 +6,7 @@
 package fakeclock
 
 import (
+	"context"
 	"sync"
 	"time"
 )
@@ -14,7 +15,7 @@ import (
 // millisecond-aligned instant, so that stored times round-trip.
 var Start = time.Date(2026, 11, 30, 9, 0, 0, 0, time.UTC)
 
-// Clock is a time that moves only by Advance and Set.
+// Clock is a time that moves only by Advance, Set and Sleep.
 type Clock struct {
 	mu  sync.Mutex
 	now time.Time
@@ -46,3 +47,10 @@ func (c *Clock) Set(t time.Time) {
 	defer c.mu.Unlock()
 	c.now = t
 }
+
+// Sleep is a sleep of d on this clock: it moves the clock by d and
+// returns at once. It is the Sleep given to code that waits through an
+// injected sleep (the catch-up and re-run runners), so that their pace
+// is read off the clock and no wall time passes. ctx is not read: the
+// caller checks it after its sleep, as it would after a real one.
+func (c *Clock) Sleep(_ context.Context, d time.Duration) { c.Advance(d) }

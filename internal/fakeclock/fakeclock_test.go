@@ -1,6 +1,7 @@
 package fakeclock_test
 
 import (
+	"context"
 	"sync"
 	"testing"
 	"time"
@@ -28,6 +29,21 @@ func TestTheClockMovesOnlyWhenTold(t *testing.T) {
 	}
 	if got := fakeclock.At(at).Now(); !got.Equal(at) {
 		t.Fatalf("At(at) reads %s, want %s", got, at)
+	}
+}
+
+// A sleep on the clock is the clock moving by what was slept, at once:
+// the runners' pace is read off the clock, not off the machine.
+func TestASleepMovesTheClockByWhatWasSlept(t *testing.T) {
+	c := fakeclock.New()
+	start := time.Now()
+	c.Sleep(context.Background(), time.Hour)
+	c.Sleep(context.Background(), 250*time.Millisecond)
+	if got, want := c.Now(), fakeclock.Start.Add(time.Hour+250*time.Millisecond); !got.Equal(want) {
+		t.Fatalf("after sleeps of 1h and 250ms: %s, want %s", got, want)
+	}
+	if waited := time.Since(start); waited > 10*time.Second {
+		t.Fatalf("a sleep of an hour on the clock took %s of wall time", waited)
 	}
 }
 
