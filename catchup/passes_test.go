@@ -12,17 +12,19 @@ import (
 
 // passes counts the reads that begin a pass of the catch-up, so that a
 // test asserting what a pass did not do waits for passes, not for wall
-// time: each look of a destination's worker lists its parked keys once
-// (parked), each pass of the approval resumer reads each decided stage of
+// time: each look of a destination's worker lists its parked keys once,
+// by wait start (parked), each pass of the approval resumer reads each decided stage of
 // each gated namespace (decided).
 type passes struct {
 	*bolt.Store
 	parked, decided atomic.Int64
 }
 
-func (p *passes) Parked(ctx context.Context, q keystore.ParkedQuery) ([]*keystore.Record, error) {
-	p.parked.Add(1)
-	return p.Store.Parked(ctx, q)
+func (p *passes) ParkedByWait(ctx context.Context, q keystore.WaitQuery) ([]*keystore.Record, error) {
+	if q.Until.IsZero() { // the worker's listing, not its read of the overdue keys
+		p.parked.Add(1)
+	}
+	return p.Store.ParkedByWait(ctx, q)
 }
 
 func (p *passes) KeysAtStage(ctx context.Context, q keystore.StageQuery) ([]*keystore.Record, error) {
