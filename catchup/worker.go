@@ -10,9 +10,9 @@ import (
 
 // work catches one destination up (Run starts it, as a call of its loop,
 // for each destination that has parked keys and no worker): a calls.Loop
-// whose looks list the destination's parked keys oldest first and whose
-// calls resume them, no more at once than the destination has slots,
-// until none is left.
+// whose looks list the destination's parked keys longest waiting first
+// (by their first parking) and whose calls resume them, no more at once
+// than the destination has slots, until none is left.
 func (r *Runner) work(ctx context.Context, dest string, parked int) {
 	ctx, end := context.WithCancel(ctx)
 	defer end()
@@ -27,7 +27,7 @@ func (r *Runner) work(ctx context.Context, dest string, parked int) {
 }
 
 // A worker catches one destination up: it lists the destination's parked
-// keys oldest first and resumes them at its pace until none is left.
+// keys longest waiting first and resumes them at its pace until none is left.
 //
 // Its state is written by its loop's goroutine only: the look, and each
 // resume's begin and ended (calls.Loop runs them there). A resume's
@@ -54,10 +54,11 @@ type worker struct {
 	resumed     int
 	lost        int       // executions n8n no longer held, or woken and silent
 	lastOverdue time.Time // when the keys were last held to their parked_limit (zero: at the first pass)
-	// closedAt: when this worker first found its destination's breaker
-	// closed (the probe's complete, a person's reset; at its first pass
-	// when it was closed already): the catch-up's start, as the outage's
-	// Slack message counts it from the breaker's close.
+	// closedAt: when this worker found its destination's breaker closed
+	// since it was last seen open (the probe's complete, a person's
+	// reset; at its first pass when it was closed already): the
+	// catch-up's start, as the outage's Slack message counts it from the
+	// breaker's close (noteClosed).
 	closedAt time.Time
 }
 
