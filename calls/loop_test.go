@@ -159,14 +159,19 @@ func TestBeginEndedAndLookAtEnds(t *testing.T) {
 
 // While Held says the work is held, a commit does not wake the loop; a
 // call's end does (LookAtEnds), and once the work is no longer held the
-// commits held back wake it, and each new one.
+// commit held back wakes it, and each new one. The commit waits in the
+// feed before the loop's first wait, so a loop that took it would look
+// at once; a Wake (received only by a loop in its wait) is the signal
+// that the loop waited with the commit before it.
 func TestHeldWorkIsNotWokenByCommits(t *testing.T) {
-	f := &feed{}
+	commits := make(chanFeed, 1)
+	commits <- struct{}{}
+	wake := make(chan struct{})
 	var held atomic.Bool
 	held.Store(true)
 	var looks atomic.Int32
 	end := make(chan struct{})
-	start(t, calls.Loop{Commits: f, Interval: time.Hour, LookAtEnds: true, Held: held.Load}, func(context.Context) ([]calls.Call, time.Duration) {
+	start(t, calls.Loop{Commits: commits, Wake: wake, Interval: time.Hour, LookAtEnds: true, Held: held.Load}, func(context.Context) ([]calls.Call, time.Duration) {
 		if looks.Add(1) > 1 {
 			return nil, 0
 		}
@@ -175,20 +180,23 @@ func TestHeldWorkIsNotWokenByCommits(t *testing.T) {
 	var ended sync.Once
 	probeEnds := func() { ended.Do(func() { close(end) }) }
 	t.Cleanup(probeEnds) // before the loop's stop: a failed test ends its call
-	testwait.For(t, "the first look", func() bool { return looks.Load() == 1 })
-	for range 5 {
-		f.Notify()
-		time.Sleep(2 * keystore.CommitCooldown) // each commit its own signal
-	}
-	if n := looks.Load(); n != 1 {
-		t.Fatalf("%d looks: commits woke a loop whose work is held", n)
+	wake <- struct{}{}   // taken in the loop's wait after the first look
+	testwait.For(t, "the look of the wake", func() bool { return looks.Load() == 2 })
+	if n := len(commits); n != 1 {
+		t.Fatalf("the commit was taken by a loop whose work is held (%d looks)", looks.Load())
 	}
 	held.Store(false)
 	probeEnds()
-	testwait.For(t, "the looks of the call's end and of the commits held back", func() bool { return looks.Load() == 3 })
-	f.Notify()
-	testwait.For(t, "the look of a new commit", func() bool { return looks.Load() == 4 })
+	testwait.For(t, "the looks of the call's end and of the commit held back", func() bool { return looks.Load() == 4 })
+	commits <- struct{}{}
+	testwait.For(t, "the look of a new commit", func() bool { return looks.Load() == 5 })
 }
+
+// chanFeed is a feed whose commits the test sends itself, one pending at
+// most, with no cooldown.
+type chanFeed chan struct{}
+
+func (f chanFeed) Commits() (<-chan struct{}, func()) { return f, func() {} }
 
 // Unbounded slots start every call found without waiting for one to end.
 func TestUnboundedSlots(t *testing.T) {
