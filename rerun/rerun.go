@@ -690,7 +690,13 @@ func Grant(ctx context.Context, keys Keys, holder, ns, by, note string) (allowed
 	}
 }
 
+// note writes an answer given already (n8n's, or the guard's refusal) on
+// each key. It outlives ctx: a guard told to stop as n8n answers still
+// notes the answer, which PostgreSQL would refuse on an ended context, or
+// the grant would lapse into a second ask of n8n.
 func (r *Runner) note(ctx context.Context, keys []*keystore.Record, event keystore.HistoryEvent, detail string) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
 	for _, rec := range keys {
 		noted, err := r.store.NoteRerun(ctx, rec.Namespace, rec.Key, event, detail)
 		switch {
