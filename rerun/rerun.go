@@ -320,8 +320,8 @@ func (r *Runner) startPaced(ctx context.Context, ex *execution) time.Duration {
 }
 
 // withoutPaused leaves out the re-runs whose destination is paused for
-// them (its breaker open for all or for their namespace alone, or
-// a maintenance window): a re-run's gate would meet
+// them (keystore.PauseOf: its breaker open for all or for their namespace
+// alone, or a maintenance window): a re-run's gate would meet
 // destination_paused, which ends the re-run without a write and without
 // stopping at the gate. A half-open destination takes one re-run, whose
 // gate is its probe, when no probe is in flight; the others wait for the
@@ -331,64 +331,41 @@ func (r *Runner) withoutPaused(ctx context.Context, pending []*execution) ([]*ex
 	if len(pending) == 0 {
 		return pending, 0
 	}
-	breakers, err := r.store.Destinations(ctx)
+	list, err := r.store.Destinations(ctx)
 	if err != nil {
 		r.opts.Logger.Warn("re-runs: cannot read the destinations' breakers; starting the re-runs anyway", "err", err)
 		return pending, 0
 	}
+	breakers := make(map[string]*keystore.Breaker, len(list))
+	for i := range list {
+		breakers[list[i].Destination] = &list[i]
+	}
 	now := r.opts.Clock()
 	const probeLook = 30 * time.Second // a probe's write usually ends sooner than its lease
-	// Paused destinations, and the namespaces a destination is paused
-	// for alone (its failures were theirs alone: their gate would meet
-	// destination_paused too), by pausedID, and until when; half open
-	// with no probe in flight: one re-run may be the probe.
-	until := map[string]time.Time{}
-	probe := map[string]bool{}
-	note := func(id string, state keystore.BreakerState, reopensAt, probeUntil *time.Time) {
-		switch {
-		case state == keystore.BreakerOpen && reopensAt != nil:
-			until[id] = *reopensAt
-		case state == keystore.BreakerHalfOpen && probeUntil != nil && now.Before(*probeUntil):
-			until[id] = *probeUntil
-			if look := now.Add(probeLook); look.Before(*probeUntil) {
-				until[id] = look
-			}
-		case state == keystore.BreakerHalfOpen && now.Before(r.probed[id]):
-			until[id] = r.probed[id] // its probe was given by an earlier look
-		case state == keystore.BreakerHalfOpen:
-			probe[id] = true
-		}
-	}
-	for i := range breakers {
-		v := breakers[i].View(now)
-		note(pausedID(v.Destination, ""), v.State, v.ReopensAt, v.ProbeUntil)
-		if v.State != keystore.BreakerClosed {
-			continue
-		}
-		for _, nv := range v.Views {
-			note(pausedID(v.Destination, nv.Namespace), nv.State, nv.ReopensAt, nv.ProbeUntil)
-		}
-	}
 	var back time.Duration
 	waiting := map[string]int{}
 	out := pending[:0]
 	for _, ex := range pending {
-		id := pausedID(ex.destination, "")
-		if _, paused := until[id]; !paused && !probe[id] {
-			id = pausedID(ex.destination, ex.keys[0].Namespace)
-		}
-		at, paused := until[id]
-		if !paused {
+		p := keystore.PauseOf(breakers[ex.destination], ex.keys[0].Namespace, now)
+		id := pausedID(ex.destination, p.Namespace)
+		switch {
+		case p.State == keystore.BreakerClosed:
 			out = append(out, ex)
-			if probe[id] {
-				delete(probe, id)
-				until[id] = now.Add(probeLook)
-				r.probed[id] = until[id]
-			}
 			continue
+		case p.State == keystore.BreakerHalfOpen && p.Until.IsZero() && !now.Before(r.probed[id]):
+			r.probed[id] = now.Add(probeLook) // this re-run's gate is the probe; the others wait for it
+			out = append(out, ex)
+			continue
+		case p.State == keystore.BreakerHalfOpen:
+			// Its probe in flight (or the one an earlier look gave) is
+			// looked at again within probeLook.
+			p.Until = cmp.Or(p.Until, r.probed[id])
+			if look := now.Add(probeLook); look.Before(p.Until) {
+				p.Until = look
+			}
 		}
 		waiting[ex.destination]++
-		back = sooner(back, max(at.Sub(now), time.Second))
+		back = sooner(back, max(p.Until.Sub(now), time.Second))
 	}
 	for dest, n := range waiting {
 		r.opts.Logger.Info("re-runs wait for their destination: it is paused (for all, or for their namespace), or its probe runs", "destination", dest, "executions", n)
