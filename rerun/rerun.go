@@ -392,30 +392,19 @@ var pendingStages = []keystore.Stage{keystore.StageGranted, keystore.StageStarti
 func (r *Runner) pending(ctx context.Context) ([]*execution, time.Duration, error) {
 	now := r.opts.Clock()
 	var soon time.Duration
-	inFlight := func(at time.Time, after time.Duration) bool {
-		d := at.Add(after).Sub(now)
-		if d > 0 {
-			soon = sooner(soon, d)
-		}
-		return d > 0
-	}
 	byRun := map[string]*execution{}
 	var out []*execution
 	add := func(rec *keystore.Record) {
 		gate, granted := keystore.RerunGranted(rec)
-		if !granted {
-			return // moved on since the stage was read
+		at, _ := keystore.RerunClaimableAt(rec, r.opts.Claim, r.opts.Started)
+		if d := at.Sub(now); !granted || d > 0 {
+			// Moved on since the stage was read, or claimed (or started)
+			// and not stale until d.
+			soon = sooner(soon, max(d, 0))
+			return
 		}
 		wf, id := ExecutionOf(gate)
-		switch t := keystore.LastTransition(rec); t.Event {
-		case keystore.HistoryRerunStarting:
-			if inFlight(t.At, r.opts.Claim) {
-				return
-			}
-		case keystore.HistoryRerunStarted:
-			if inFlight(t.At, r.opts.Started) {
-				return
-			}
+		if t := keystore.LastTransition(rec); t.Event == keystore.HistoryRerunStarted {
 			// n8n started it, and it never reserved the key (its gate
 			// met a paused destination, or it is gone): ask again, for
 			// the execution n8n started.
