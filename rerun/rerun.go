@@ -26,7 +26,6 @@ import (
 	"log/slog"
 	"slices"
 	"sort"
-	"sync"
 	"time"
 	"unicode/utf8"
 
@@ -142,14 +141,7 @@ func (o Options) withDefaults() Options {
 	o.Name = cmp.Or(o.Name, "n8n-guard")
 	o.Reads = cmp.Or(o.Reads, DefaultReads)
 	if o.Sleep == nil {
-		o.Sleep = func(ctx context.Context, d time.Duration) {
-			t := time.NewTimer(d)
-			defer t.Stop()
-			select {
-			case <-ctx.Done():
-			case <-t.C:
-			}
-		}
+		o.Sleep = calls.Sleep
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
@@ -170,13 +162,12 @@ type Runner struct {
 	results *prometheus.CounterVec
 	waiting prometheus.Gauge
 
-	// Written by the re-runs' goroutines (startPaced), read by the
-	// loop's look; under mu.
-	mu   sync.Mutex
+	// Written by the loop's goroutine alone: its look, and each call's
+	// Begin and Ended (call); a call's own goroutine touches none.
 	last map[string]time.Time // destination → its last re-run's start (n8n's answer)
 	down time.Time            // until then n8n is not asked: it did not answer at all
 	// probed: the half-open destinations (pausedID) whose probe a look
-	// gave, until when the others wait for it; the look's alone.
+	// gave, until when the others wait for it.
 	probed map[string]time.Time
 }
 
@@ -231,16 +222,6 @@ func wakesRuns(k keystore.CommittedKey) bool {
 	return k.Stage == keystore.StageGranted || k.Key == ""
 }
 
-// round runs one look and its re-runs, one after another, and says when
-// to look again (the benchmark and the tests of a round).
-func (r *Runner) round(ctx context.Context) time.Duration {
-	found, next := r.look(ctx)
-	for _, c := range found {
-		next = sooner(next, c.Run(ctx))
-	}
-	return cmp.Or(next, r.opts.Interval)
-}
-
 // execution is one pending re-run: the execution to retry, the gate its
 // keys' workflow stopped at (the keys' holder) and the keys.
 type execution struct {
@@ -259,10 +240,7 @@ type execution struct {
 // re-run would wait for it.
 func (r *Runner) look(ctx context.Context) ([]calls.Call, time.Duration) {
 	now := r.opts.Clock()
-	r.mu.Lock()
-	down := r.down.Sub(now)
-	r.mu.Unlock()
-	if down > 0 {
+	if down := r.down.Sub(now); down > 0 {
 		return nil, down
 	}
 	pending, soon, err := r.pending(ctx)
@@ -278,8 +256,6 @@ func (r *Runner) look(ctx context.Context) ([]calls.Call, time.Duration) {
 	soon = sooner(soon, back)
 	var out []calls.Call
 	seen := map[string]bool{}
-	r.mu.Lock()
-	defer r.mu.Unlock()
 	for _, ex := range pending {
 		if seen[ex.destination] {
 			continue
@@ -291,32 +267,41 @@ func (r *Runner) look(ctx context.Context) ([]calls.Call, time.Duration) {
 			soon = sooner(soon, due.Sub(now))
 			continue
 		}
-		out = append(out, calls.Call{Key: ex.destination, Run: func(ctx context.Context) time.Duration { return r.startPaced(ctx, ex) }})
+		out = append(out, r.call(ex))
 	}
 	return out, soon
 }
 
-// startPaced starts ex (start), notes when for its destination's pace,
-// and says when to look again: when the pace allows the destination's
-// next re-run, or when a claim has passed after n8n did not answer.
-func (r *Runner) startPaced(ctx context.Context, ex *execution) time.Duration {
-	r.mu.Lock()
-	down := r.down.After(r.opts.Clock())
-	r.mu.Unlock()
-	if down {
-		return 0 // n8n did not answer a re-run found with this one
-	}
-	result := r.start(ctx, ex)
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.last[ex.destination] = r.opts.Clock()
-	if result == unreachable {
-		// The others would wait for n8n too. Their grants stay; this
-		// claim goes stale and is taken again.
-		r.down = r.opts.Clock().Add(r.opts.Claim)
-		return r.opts.Claim
-	}
-	return r.opts.Pace
+// call is ex's re-run as a call of the loop: Begin drops it, and the
+// look's later ones, once n8n did not answer an earlier one (every re-run
+// would wait for it); Run starts it (start) and says when to look again,
+// when the destination's pace allows its next re-run or a claim has
+// passed after n8n did not answer; Ended notes when n8n answered, for
+// the pace, and its outage.
+func (r *Runner) call(ex *execution) calls.Call {
+	var result started
+	var at time.Time // Run's, read by Ended after it
+	return calls.Call{Key: ex.destination,
+		Begin: func(context.Context) (run, more bool) {
+			up := !r.down.After(r.opts.Clock())
+			return up, up
+		},
+		Run: func(ctx context.Context) time.Duration {
+			result = r.start(ctx, ex)
+			at = r.opts.Clock()
+			if result == unreachable {
+				return r.opts.Claim
+			}
+			return r.opts.Pace
+		},
+		Ended: func() {
+			r.last[ex.destination] = at
+			if result == unreachable {
+				// The others would wait for n8n too. Their grants stay; this
+				// claim goes stale and is taken again.
+				r.down = at.Add(r.opts.Claim)
+			}
+		}}
 }
 
 // withoutPaused leaves out the re-runs whose destination is paused for
@@ -377,10 +362,6 @@ func (r *Runner) withoutPaused(ctx context.Context, pending []*execution) ([]*ex
 // for ns alone.
 func pausedID(dest, ns string) string { return dest + "\x00" + ns }
 
-// ExecutionOf is the workflow and the n8n execution a holder names (""
-// : none): keystore.ExecutionOf, which the resume URLs' rule reads too.
-func ExecutionOf(holder string) (workflow, execution string) { return keystore.ExecutionOf(holder) }
-
 // pendingStages are the stages of a granted re-run (keystore/stage.go):
 // the round reads their keys from the stage index, never a failed key
 // that no person allowed to re-run.
@@ -403,7 +384,7 @@ func (r *Runner) pending(ctx context.Context) ([]*execution, time.Duration, erro
 			soon = sooner(soon, max(d, 0))
 			return
 		}
-		wf, id := ExecutionOf(gate)
+		wf, id := keystore.ExecutionOf(gate)
 		if t := keystore.LastTransition(rec); t.Event == keystore.HistoryRerunStarted {
 			// n8n started it, and it never reserved the key (its gate
 			// met a paused destination, or it is gone): ask again, for
@@ -479,7 +460,7 @@ func (r *Runner) start(ctx context.Context, ex *execution) started {
 		return done // another guard has it, or the grant is gone
 	}
 	if ex.workflow == "" || ex.id == "" {
-		r.refuse(ctx, log, held.keys, "the key's holder "+quote(ex.gate)+" names no n8n workflow and execution")
+		r.refuse(ctx, log, held.keys, `the key's holder "`+ex.gate+`" names no n8n workflow and execution`)
 		return done
 	}
 	more, err := r.grantSiblings(ctx, ex)
@@ -682,5 +663,3 @@ func cut(s string, n int) string {
 	}
 	return string([]rune(s)[:n-1]) + "…"
 }
-
-func quote(s string) string { return `"` + s + `"` }
