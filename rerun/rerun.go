@@ -442,7 +442,7 @@ const (
 // start claims the re-run, allows it for the execution's other keys that
 // wait at the same gate (a re-run re-runs every item of it: one left at
 // the gate would fail it for all), asks n8n and notes the answer on each
-// key. The claims of all the keys are kept together (claims.go) from the
+// key (answered). The claims of all the keys are kept together (claims.go) from the
 // last claim (the steps before are the store's writes, far inside a
 // claim) until n8n's answer: a claim never goes stale while its guard
 // waits for n8n, however long n8n takes (up to Started), the ask is cut
@@ -488,19 +488,20 @@ func (r *Runner) start(ctx context.Context, ex *execution) started {
 	defer cancel()
 	res, err := r.n8n.Retry(call, ex.workflow, ex.id, keysOf(claimed), grantedAt(ex))
 	keeper.Stop() // n8n was asked: the claims stay until its answer is noted, or lapse
+	return r.answered(ctx, log, claimed, res, err, context.Cause(call))
+}
+
+// answered notes n8n's answer to the retry of claimed (err; cause: why
+// the ask's context ended, if it did) on each key, and what came of it.
+func (r *Runner) answered(ctx context.Context, log *slog.Logger, claimed []*keystore.Record, res Retried, err, cause error) started {
 	if len(res.NotOwn) > 0 {
 		// Keys of another namespace's execution, or forged: refused; the
 		// execution's own keys are re-run.
-		var others []*keystore.Record
-		claimed = slices.DeleteFunc(claimed, func(rec *keystore.Record) bool {
-			if slices.Contains(res.NotOwn, Key{Namespace: rec.Namespace, Key: rec.Key}) {
-				others = append(others, rec)
-				return true
-			}
-			return false
-		})
-		r.refuse(ctx, log, others, res.Why)
-		if len(claimed) == 0 {
+		own := func(rec *keystore.Record) bool {
+			return !slices.Contains(res.NotOwn, Key{Namespace: rec.Namespace, Key: rec.Key})
+		}
+		r.refuse(ctx, log, slices.DeleteFunc(slices.Clone(claimed), own), res.Why)
+		if claimed = slices.DeleteFunc(claimed, func(rec *keystore.Record) bool { return !own(rec) }); len(claimed) == 0 {
 			return done
 		}
 	}
@@ -522,7 +523,7 @@ func (r *Runner) start(ctx context.Context, ex *execution) started {
 		}
 	case errors.As(err, &refused):
 		r.refuse(ctx, log, claimed, "n8n refused the re-run: "+refused.Message)
-	case errors.Is(err, ErrUnreachable) || errors.Is(err, context.DeadlineExceeded) || errors.Is(context.Cause(call), calls.ErrLapsing):
+	case errors.Is(err, ErrUnreachable) || errors.Is(err, context.DeadlineExceeded) || errors.Is(cause, calls.ErrLapsing):
 		r.results.WithLabelValues("failed").Inc()
 		log.Error("re-run not started: n8n did not answer; the grants stay, asked again", "err", err, "in", r.opts.Claim)
 		return unreachable
