@@ -190,18 +190,27 @@ func LastTransition(r *Record) *Transition { return lastTransition(r) }
 // gateHolder is the execution of the key's newest gate entry.
 func gateHolder(r *Record) string { return r.LastBy(HistoryRerunGate) }
 
+// RerunClaimableAt is when a guard may claim the key's granted re-run
+// (DecideClaimRerun): at once (zero) when no guard claimed it, else when
+// its claim (claim) or the re-run n8n started without reserving the key
+// (started) goes stale; false when no re-run of the key is granted.
+func RerunClaimableAt(r *Record, claim, started time.Duration) (time.Time, bool) {
+	if _, granted := RerunGranted(r); !granted {
+		return time.Time{}, false
+	}
+	switch t := lastTransition(r); t.Event {
+	case HistoryRerunStarting:
+		return t.At.Add(claim), true
+	case HistoryRerunStarted:
+		return t.At.Add(started), true
+	}
+	return time.Time{}, true
+}
+
 // DecideClaimRerun decides a guard's claim of a granted re-run (see
 // RerunStore.ClaimRerun); the bool says whether it was claimed.
 func DecideClaimRerun(cur *Record, by string, claim, started time.Duration, now time.Time) (Step, bool) {
-	if _, granted := RerunGranted(cur); !granted {
-		return Step{}, false
-	}
-	last := lastTransition(cur)
-	switch {
-	case last.Event == HistoryRerunGranted:
-	case last.Event == HistoryRerunStarting && !now.Before(last.At.Add(claim)):
-	case last.Event == HistoryRerunStarted && !now.Before(last.At.Add(started)):
-	default:
+	if at, granted := RerunClaimableAt(cur, claim, started); !granted || now.Before(at) {
 		return Step{}, false
 	}
 	next := cur.Clone()

@@ -78,3 +78,43 @@ func TestRerunClaimExtendAndRelease(t *testing.T) {
 		})
 	}
 }
+
+// When a granted re-run may be claimed: at once when nobody claimed it,
+// a claim or a started re-run once stale; never without a grant. The
+// claim's decision agrees, a moment before and at that time.
+func TestRerunClaimableAt(t *testing.T) {
+	t0 := time.Date(2026, 12, 7, 9, 0, 0, 0, time.UTC)
+	const claim, started = time.Minute, 10 * time.Minute
+	rec := func(tail ...keystore.Transition) *keystore.Record {
+		h := []keystore.Transition{{At: t0, Event: keystore.HistoryRerunGate, By: "n8n wf1 exec 42"}}
+		return &keystore.Record{Namespace: "crm", Key: "evt_1", State: keystore.StateFailed, Retryable: true, History: append(h, tail...)}
+	}
+	granted := keystore.Transition{At: t0, Event: keystore.HistoryRerunGranted, By: "Ana"}
+	ack := keystore.Transition{At: t0.Add(time.Hour), Event: keystore.HistoryAcknowledged, By: "Bo"}
+	for _, c := range []struct {
+		name    string
+		rec     *keystore.Record
+		at      time.Time
+		granted bool
+	}{
+		{"granted", rec(granted), time.Time{}, true},
+		{"claimed", rec(granted, keystore.Transition{At: t0, Event: keystore.HistoryRerunStarting}), t0.Add(claim), true},
+		{"claimed, acknowledged since", rec(granted, keystore.Transition{At: t0, Event: keystore.HistoryRerunStarting}, ack), t0.Add(claim), true},
+		{"started by n8n", rec(granted, keystore.Transition{At: t0, Event: keystore.HistoryRerunStarted}), t0.Add(started), true},
+		{"at its gate, not granted", rec(), time.Time{}, false},
+		{"refused by n8n", rec(granted, keystore.Transition{At: t0, Event: keystore.HistoryRerunRefused}), time.Time{}, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			at, ok := keystore.RerunClaimableAt(c.rec, claim, started)
+			if ok != c.granted || !at.Equal(c.at) {
+				t.Fatalf("claimable at %v (granted %v), want %v (%v)", at, ok, c.at, c.granted)
+			}
+			if _, claimed := keystore.DecideClaimRerun(c.rec, "guard-a", claim, started, c.at.Add(-time.Millisecond)); claimed && !c.at.IsZero() {
+				t.Error("claimed before it was claimable")
+			}
+			if _, claimed := keystore.DecideClaimRerun(c.rec, "guard-a", claim, started, c.at); claimed != c.granted {
+				t.Errorf("claimed at its time: %v, want %v", claimed, c.granted)
+			}
+		})
+	}
+}

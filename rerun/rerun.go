@@ -26,7 +26,6 @@ import (
 	"log/slog"
 	"slices"
 	"sort"
-	"sync"
 	"time"
 	"unicode/utf8"
 
@@ -142,14 +141,7 @@ func (o Options) withDefaults() Options {
 	o.Name = cmp.Or(o.Name, "n8n-guard")
 	o.Reads = cmp.Or(o.Reads, DefaultReads)
 	if o.Sleep == nil {
-		o.Sleep = func(ctx context.Context, d time.Duration) {
-			t := time.NewTimer(d)
-			defer t.Stop()
-			select {
-			case <-ctx.Done():
-			case <-t.C:
-			}
-		}
+		o.Sleep = calls.Sleep
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
@@ -170,13 +162,12 @@ type Runner struct {
 	results *prometheus.CounterVec
 	waiting prometheus.Gauge
 
-	// Written by the re-runs' goroutines (startPaced), read by the
-	// loop's look; under mu.
-	mu   sync.Mutex
+	// Written by the loop's goroutine alone: its look, and each call's
+	// Begin and Ended (call); a call's own goroutine touches none.
 	last map[string]time.Time // destination → its last re-run's start (n8n's answer)
 	down time.Time            // until then n8n is not asked: it did not answer at all
 	// probed: the half-open destinations (pausedID) whose probe a look
-	// gave, until when the others wait for it; the look's alone.
+	// gave, until when the others wait for it.
 	probed map[string]time.Time
 }
 
@@ -231,16 +222,6 @@ func wakesRuns(k keystore.CommittedKey) bool {
 	return k.Stage == keystore.StageGranted || k.Key == ""
 }
 
-// round runs one look and its re-runs, one after another, and says when
-// to look again (the benchmark and the tests of a round).
-func (r *Runner) round(ctx context.Context) time.Duration {
-	found, next := r.look(ctx)
-	for _, c := range found {
-		next = sooner(next, c.Run(ctx))
-	}
-	return cmp.Or(next, r.opts.Interval)
-}
-
 // execution is one pending re-run: the execution to retry, the gate its
 // keys' workflow stopped at (the keys' holder) and the keys.
 type execution struct {
@@ -259,10 +240,7 @@ type execution struct {
 // re-run would wait for it.
 func (r *Runner) look(ctx context.Context) ([]calls.Call, time.Duration) {
 	now := r.opts.Clock()
-	r.mu.Lock()
-	down := r.down.Sub(now)
-	r.mu.Unlock()
-	if down > 0 {
+	if down := r.down.Sub(now); down > 0 {
 		return nil, down
 	}
 	pending, soon, err := r.pending(ctx)
@@ -278,8 +256,6 @@ func (r *Runner) look(ctx context.Context) ([]calls.Call, time.Duration) {
 	soon = sooner(soon, back)
 	var out []calls.Call
 	seen := map[string]bool{}
-	r.mu.Lock()
-	defer r.mu.Unlock()
 	for _, ex := range pending {
 		if seen[ex.destination] {
 			continue
@@ -291,37 +267,46 @@ func (r *Runner) look(ctx context.Context) ([]calls.Call, time.Duration) {
 			soon = sooner(soon, due.Sub(now))
 			continue
 		}
-		out = append(out, calls.Call{Key: ex.destination, Run: func(ctx context.Context) time.Duration { return r.startPaced(ctx, ex) }})
+		out = append(out, r.call(ex))
 	}
 	return out, soon
 }
 
-// startPaced starts ex (start), notes when for its destination's pace,
-// and says when to look again: when the pace allows the destination's
-// next re-run, or when a claim has passed after n8n did not answer.
-func (r *Runner) startPaced(ctx context.Context, ex *execution) time.Duration {
-	r.mu.Lock()
-	down := r.down.After(r.opts.Clock())
-	r.mu.Unlock()
-	if down {
-		return 0 // n8n did not answer a re-run found with this one
-	}
-	result := r.start(ctx, ex)
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.last[ex.destination] = r.opts.Clock()
-	if result == unreachable {
-		// The others would wait for n8n too. Their grants stay; this
-		// claim goes stale and is taken again.
-		r.down = r.opts.Clock().Add(r.opts.Claim)
-		return r.opts.Claim
-	}
-	return r.opts.Pace
+// call is ex's re-run as a call of the loop: Begin drops it, and the
+// look's later ones, once n8n did not answer an earlier one (every re-run
+// would wait for it); Run starts it (start) and says when to look again,
+// when the destination's pace allows its next re-run or a claim has
+// passed after n8n did not answer; Ended notes when n8n answered, for
+// the pace, and its outage.
+func (r *Runner) call(ex *execution) calls.Call {
+	var result started
+	var at time.Time // Run's, read by Ended after it
+	return calls.Call{Key: ex.destination,
+		Begin: func(context.Context) (run, more bool) {
+			up := !r.down.After(r.opts.Clock())
+			return up, up
+		},
+		Run: func(ctx context.Context) time.Duration {
+			result = r.start(ctx, ex)
+			at = r.opts.Clock()
+			if result == unreachable {
+				return r.opts.Claim
+			}
+			return r.opts.Pace
+		},
+		Ended: func() {
+			r.last[ex.destination] = at
+			if result == unreachable {
+				// The others would wait for n8n too. Their grants stay; this
+				// claim goes stale and is taken again.
+				r.down = at.Add(r.opts.Claim)
+			}
+		}}
 }
 
 // withoutPaused leaves out the re-runs whose destination is paused for
-// them (its breaker open for all or for their namespace alone, or
-// a maintenance window): a re-run's gate would meet
+// them (keystore.PauseOf: its breaker open for all or for their namespace
+// alone, or a maintenance window): a re-run's gate would meet
 // destination_paused, which ends the re-run without a write and without
 // stopping at the gate. A half-open destination takes one re-run, whose
 // gate is its probe, when no probe is in flight; the others wait for the
@@ -331,64 +316,41 @@ func (r *Runner) withoutPaused(ctx context.Context, pending []*execution) ([]*ex
 	if len(pending) == 0 {
 		return pending, 0
 	}
-	breakers, err := r.store.Destinations(ctx)
+	list, err := r.store.Destinations(ctx)
 	if err != nil {
 		r.opts.Logger.Warn("re-runs: cannot read the destinations' breakers; starting the re-runs anyway", "err", err)
 		return pending, 0
 	}
+	breakers := make(map[string]*keystore.Breaker, len(list))
+	for i := range list {
+		breakers[list[i].Destination] = &list[i]
+	}
 	now := r.opts.Clock()
 	const probeLook = 30 * time.Second // a probe's write usually ends sooner than its lease
-	// Paused destinations, and the namespaces a destination is paused
-	// for alone (its failures were theirs alone: their gate would meet
-	// destination_paused too), by pausedID, and until when; half open
-	// with no probe in flight: one re-run may be the probe.
-	until := map[string]time.Time{}
-	probe := map[string]bool{}
-	note := func(id string, state keystore.BreakerState, reopensAt, probeUntil *time.Time) {
-		switch {
-		case state == keystore.BreakerOpen && reopensAt != nil:
-			until[id] = *reopensAt
-		case state == keystore.BreakerHalfOpen && probeUntil != nil && now.Before(*probeUntil):
-			until[id] = *probeUntil
-			if look := now.Add(probeLook); look.Before(*probeUntil) {
-				until[id] = look
-			}
-		case state == keystore.BreakerHalfOpen && now.Before(r.probed[id]):
-			until[id] = r.probed[id] // its probe was given by an earlier look
-		case state == keystore.BreakerHalfOpen:
-			probe[id] = true
-		}
-	}
-	for i := range breakers {
-		v := breakers[i].View(now)
-		note(pausedID(v.Destination, ""), v.State, v.ReopensAt, v.ProbeUntil)
-		if v.State != keystore.BreakerClosed {
-			continue
-		}
-		for _, nv := range v.Views {
-			note(pausedID(v.Destination, nv.Namespace), nv.State, nv.ReopensAt, nv.ProbeUntil)
-		}
-	}
 	var back time.Duration
 	waiting := map[string]int{}
 	out := pending[:0]
 	for _, ex := range pending {
-		id := pausedID(ex.destination, "")
-		if _, paused := until[id]; !paused && !probe[id] {
-			id = pausedID(ex.destination, ex.keys[0].Namespace)
-		}
-		at, paused := until[id]
-		if !paused {
+		p := keystore.PauseOf(breakers[ex.destination], ex.keys[0].Namespace, now)
+		id := pausedID(ex.destination, p.Namespace)
+		switch {
+		case p.State == keystore.BreakerClosed:
 			out = append(out, ex)
-			if probe[id] {
-				delete(probe, id)
-				until[id] = now.Add(probeLook)
-				r.probed[id] = until[id]
-			}
 			continue
+		case p.State == keystore.BreakerHalfOpen && p.Until.IsZero() && !now.Before(r.probed[id]):
+			r.probed[id] = now.Add(probeLook) // this re-run's gate is the probe; the others wait for it
+			out = append(out, ex)
+			continue
+		case p.State == keystore.BreakerHalfOpen:
+			// Its probe in flight (or the one an earlier look gave) is
+			// looked at again within probeLook.
+			p.Until = cmp.Or(p.Until, r.probed[id])
+			if look := now.Add(probeLook); look.Before(p.Until) {
+				p.Until = look
+			}
 		}
 		waiting[ex.destination]++
-		back = sooner(back, max(at.Sub(now), time.Second))
+		back = sooner(back, max(p.Until.Sub(now), time.Second))
 	}
 	for dest, n := range waiting {
 		r.opts.Logger.Info("re-runs wait for their destination: it is paused (for all, or for their namespace), or its probe runs", "destination", dest, "executions", n)
@@ -399,10 +361,6 @@ func (r *Runner) withoutPaused(ctx context.Context, pending []*execution) ([]*ex
 // pausedID names a destination's pause: for every namespace (ns ""), or
 // for ns alone.
 func pausedID(dest, ns string) string { return dest + "\x00" + ns }
-
-// ExecutionOf is the workflow and the n8n execution a holder names (""
-// : none): keystore.ExecutionOf, which the resume URLs' rule reads too.
-func ExecutionOf(holder string) (workflow, execution string) { return keystore.ExecutionOf(holder) }
 
 // pendingStages are the stages of a granted re-run (keystore/stage.go):
 // the round reads their keys from the stage index, never a failed key
@@ -415,30 +373,19 @@ var pendingStages = []keystore.Stage{keystore.StageGranted, keystore.StageStarti
 func (r *Runner) pending(ctx context.Context) ([]*execution, time.Duration, error) {
 	now := r.opts.Clock()
 	var soon time.Duration
-	inFlight := func(at time.Time, after time.Duration) bool {
-		d := at.Add(after).Sub(now)
-		if d > 0 {
-			soon = sooner(soon, d)
-		}
-		return d > 0
-	}
 	byRun := map[string]*execution{}
 	var out []*execution
 	add := func(rec *keystore.Record) {
 		gate, granted := keystore.RerunGranted(rec)
-		if !granted {
-			return // moved on since the stage was read
+		at, _ := keystore.RerunClaimableAt(rec, r.opts.Claim, r.opts.Started)
+		if d := at.Sub(now); !granted || d > 0 {
+			// Moved on since the stage was read, or claimed (or started)
+			// and not stale until d.
+			soon = sooner(soon, max(d, 0))
+			return
 		}
-		wf, id := ExecutionOf(gate)
-		switch t := keystore.LastTransition(rec); t.Event {
-		case keystore.HistoryRerunStarting:
-			if inFlight(t.At, r.opts.Claim) {
-				return
-			}
-		case keystore.HistoryRerunStarted:
-			if inFlight(t.At, r.opts.Started) {
-				return
-			}
+		wf, id := keystore.ExecutionOf(gate)
+		if t := keystore.LastTransition(rec); t.Event == keystore.HistoryRerunStarted {
 			// n8n started it, and it never reserved the key (its gate
 			// met a paused destination, or it is gone): ask again, for
 			// the execution n8n started.
@@ -495,7 +442,7 @@ const (
 // start claims the re-run, allows it for the execution's other keys that
 // wait at the same gate (a re-run re-runs every item of it: one left at
 // the gate would fail it for all), asks n8n and notes the answer on each
-// key. The claims of all the keys are kept together (claims.go) from the
+// key (answered). The claims of all the keys are kept together (claims.go) from the
 // last claim (the steps before are the store's writes, far inside a
 // claim) until n8n's answer: a claim never goes stale while its guard
 // waits for n8n, however long n8n takes (up to Started), the ask is cut
@@ -513,7 +460,7 @@ func (r *Runner) start(ctx context.Context, ex *execution) started {
 		return done // another guard has it, or the grant is gone
 	}
 	if ex.workflow == "" || ex.id == "" {
-		r.refuse(ctx, log, held.keys, "the key's holder "+quote(ex.gate)+" names no n8n workflow and execution")
+		r.refuse(ctx, log, held.keys, `the key's holder "`+ex.gate+`" names no n8n workflow and execution`)
 		return done
 	}
 	more, err := r.grantSiblings(ctx, ex)
@@ -541,19 +488,20 @@ func (r *Runner) start(ctx context.Context, ex *execution) started {
 	defer cancel()
 	res, err := r.n8n.Retry(call, ex.workflow, ex.id, keysOf(claimed), grantedAt(ex))
 	keeper.Stop() // n8n was asked: the claims stay until its answer is noted, or lapse
+	return r.answered(ctx, log, claimed, res, err, context.Cause(call))
+}
+
+// answered notes n8n's answer to the retry of claimed (err; cause: why
+// the ask's context ended, if it did) on each key, and what came of it.
+func (r *Runner) answered(ctx context.Context, log *slog.Logger, claimed []*keystore.Record, res Retried, err, cause error) started {
 	if len(res.NotOwn) > 0 {
 		// Keys of another namespace's execution, or forged: refused; the
 		// execution's own keys are re-run.
-		var others []*keystore.Record
-		claimed = slices.DeleteFunc(claimed, func(rec *keystore.Record) bool {
-			if slices.Contains(res.NotOwn, Key{Namespace: rec.Namespace, Key: rec.Key}) {
-				others = append(others, rec)
-				return true
-			}
-			return false
-		})
-		r.refuse(ctx, log, others, res.Why)
-		if len(claimed) == 0 {
+		own := func(rec *keystore.Record) bool {
+			return !slices.Contains(res.NotOwn, Key{Namespace: rec.Namespace, Key: rec.Key})
+		}
+		r.refuse(ctx, log, slices.DeleteFunc(slices.Clone(claimed), own), res.Why)
+		if claimed = slices.DeleteFunc(claimed, func(rec *keystore.Record) bool { return !own(rec) }); len(claimed) == 0 {
 			return done
 		}
 	}
@@ -575,7 +523,7 @@ func (r *Runner) start(ctx context.Context, ex *execution) started {
 		}
 	case errors.As(err, &refused):
 		r.refuse(ctx, log, claimed, "n8n refused the re-run: "+refused.Message)
-	case errors.Is(err, ErrUnreachable) || errors.Is(err, context.DeadlineExceeded) || errors.Is(context.Cause(call), calls.ErrLapsing):
+	case errors.Is(err, ErrUnreachable) || errors.Is(err, context.DeadlineExceeded) || errors.Is(cause, calls.ErrLapsing):
 		r.results.WithLabelValues("failed").Inc()
 		log.Error("re-run not started: n8n did not answer; the grants stay, asked again", "err", err, "in", r.opts.Claim)
 		return unreachable
@@ -690,7 +638,13 @@ func Grant(ctx context.Context, keys Keys, holder, ns, by, note string) (allowed
 	}
 }
 
+// note writes an answer given already (n8n's, or the guard's refusal) on
+// each key. It outlives ctx: a guard told to stop as n8n answers still
+// notes the answer, which PostgreSQL would refuse on an ended context, or
+// the grant would lapse into a second ask of n8n.
 func (r *Runner) note(ctx context.Context, keys []*keystore.Record, event keystore.HistoryEvent, detail string) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
 	for _, rec := range keys {
 		noted, err := r.store.NoteRerun(ctx, rec.Namespace, rec.Key, event, detail)
 		switch {
@@ -710,5 +664,3 @@ func cut(s string, n int) string {
 	}
 	return string([]rune(s)[:n-1]) + "…"
 }
-
-func quote(s string) string { return `"` + s + `"` }
