@@ -329,39 +329,13 @@ func IsWokenSilent(message string) bool { return strings.HasPrefix(message, woke
 // decide about the event.
 const EventParkedLost EventKind = "parked_lost"
 
-// ParkedQuery selects parked keys of one destination, oldest first.
-type ParkedQuery struct {
-	Destination string
-	Limit       int // 1..1000, default 100
-	// After continues a listing: the parked_at, namespace and key of the
-	// last item of the previous page.
-	AfterAt        time.Time
-	AfterNamespace string
-	AfterKey       string
-}
-
-// Normalize applies the limits.
-func (q ParkedQuery) Normalize() (ParkedQuery, error) {
-	if err := CheckNamespace("destination", q.Destination); err != nil {
-		return q, err
-	}
-	if q.Limit <= 0 {
-		q.Limit = 100
-	}
-	if q.Limit > 1000 {
-		q.Limit = 1000
-	}
-	return q, nil
-}
-
 // ParkStore is the part of Store that parking, the catch-up runner and
 // maintenance windows use; storetest checks it on every store.
 type ParkStore interface {
 	CatchUpRecorder // the end of a catch-up, in the event log (caughtup.go)
-	// Parked lists parked keys of a destination, oldest parked first.
-	Parked(ctx context.Context, q ParkedQuery) ([]*Record, error)
 	// WaitReader lists parked keys by the start of their wait: the
-	// overdue ones of parked_limit, a destination's (wait.go).
+	// catch-up's queue (QueuedStages), the overdue ones of parked_limit,
+	// a destination's (wait.go).
 	WaitReader
 	// ParkedCounts returns the number of parked keys per destination
 	// that wait to be resumed (not yet woken, not lost, not in the

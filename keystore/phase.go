@@ -6,7 +6,7 @@ package keystore
 // n8n woke, one n8n lost and one waiting for a person; the Decide
 // functions tell them apart by its fields. PhaseOf reads it off those
 // fields the way they do (and the stores' queue of resumable keys,
-// keystore/bolt resumable, the SQL of keystore/postgres Parked); StageOf
+// keystore/bolt resumable, keystore/postgres queuedSQL); StageOf
 // stores it with every write of the key, and migration 0020 of
 // keystore/postgres (guard_key_stage) is PhaseOf in SQL.
 type ParkedPhase = Stage

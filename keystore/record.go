@@ -52,15 +52,6 @@ const (
 	ReasonResumeLost             Reason = "resume_lost"   // n8n no longer holds the parked execution; never sent
 )
 
-// ValidReason reports whether r is one a client may send to fail.
-func ValidReason(r Reason) bool {
-	switch r {
-	case ReasonDestinationUnreachable, ReasonDestinationFailed, ReasonValidationFailed, ReasonOutcomeUnknown:
-		return true
-	}
-	return false
-}
-
 // Via says which path completed a key.
 type Via string
 

@@ -6,7 +6,6 @@ import (
 	"fmt"
 
 	"github.com/fxamacker/cbor/v2"
-	"github.com/n8n-guard/n8n-guard/errs"
 	"github.com/n8n-guard/n8n-guard/keystore"
 	bbolt "go.etcd.io/bbolt"
 )
@@ -15,7 +14,8 @@ import (
 // its park fields travel in the record's result slot (diskPark), and the
 // record layout stays what older files have. idx/parked holds the parked
 // keys that wait to be resumed (not yet sent, not lost), per destination,
-// oldest parked first: the catch-up runner's queue.
+// oldest parked first: what ParkedCounts counts without reading records
+// (the catch-up runner reads its queue from idx/waits, wait.go).
 var bucketParked = []byte("idx/parked") // dest \x00 parked_at ms, ns \x00 key -> ""
 
 // bkParked is idx/parked's place in allBuckets.
@@ -166,47 +166,6 @@ func backfillWoken(db *bbolt.DB) (int, error) {
 		})
 	})
 	return n, err
-}
-
-// Parked implements keystore.ParkStore.
-func (s *Store) Parked(_ context.Context, q keystore.ParkedQuery) ([]*keystore.Record, error) {
-	q, err := q.Normalize()
-	if err != nil {
-		return nil, err
-	}
-	var out []*keystore.Record
-	err = s.db.Load().View(func(tx *bbolt.Tx) error {
-		prefix := append([]byte(q.Destination), 0)
-		start := prefix
-		if q.AfterKey != "" {
-			start = append(append(bytes.Clone(prefix), u64(uint64(ms(q.AfterAt)))...), recordKey(q.AfterNamespace, q.AfterKey)...)
-		}
-		keys := tx.Bucket(bucketKeys)
-		c := tx.Bucket(bucketParked).Cursor()
-		k, _ := c.Seek(start)
-		if q.AfterKey != "" && bytes.Equal(k, start) {
-			k, _ = c.Next()
-		}
-		for ; k != nil && bytes.HasPrefix(k, prefix) && len(out) < q.Limit; k, _ = c.Next() {
-			rk := k[len(prefix)+8:]
-			v := keys.Get(rk)
-			if v == nil {
-				continue
-			}
-			ns, key := splitRecordKey(rk)
-			r, err := decodeRecord(ns, key, v)
-			if errs.CodeOf(err) == errs.RecordDamaged {
-				s.noteDamage(err) // skipped: the keys behind it are resumed
-				continue
-			}
-			if err != nil {
-				return err
-			}
-			out = append(out, r)
-		}
-		return nil
-	})
-	return out, s.readErr(err)
 }
 
 // ParkedCounts implements keystore.ParkStore.

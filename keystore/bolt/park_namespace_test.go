@@ -51,7 +51,7 @@ func TestClaimResumeLosesAKeyWhoseNamespaceTheDestinationNoLongerAdmits(t *testi
 	if err != nil || counts["hubspot"] != 0 {
 		t.Fatalf("parked counts %v %v: the lost key is still counted", counts, err)
 	}
-	if listed, err := s.Parked(ctx, keystore.ParkedQuery{Destination: "hubspot"}); err != nil || len(listed) != 0 {
-		t.Fatalf("parked %v %v", listed, err)
+	if listed, err := s.ParkedByWait(ctx, keystore.WaitQuery{Destination: "hubspot", Stages: keystore.QueuedStages}); err != nil || len(listed) != 0 {
+		t.Fatalf("the catch-up's queue %v %v: the lost key is still queued", listed, err)
 	}
 }

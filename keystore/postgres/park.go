@@ -8,32 +8,18 @@ import (
 	"github.com/n8n-guard/n8n-guard/keystore"
 )
 
-// Parked keys (keystore/park.go): the catch-up runner's queue is the
-// partial index guard_keys_parked (migrations 0005, 0006: keys in the
-// approval life cycle are the approval resumer's). A claim is an ordinary
+// Parked keys (keystore/park.go): the catch-up runner reads its queue by
+// the start of the wait (ParkedByWait, wait.go); the partial index
+// guard_keys_parked (migrations 0005, 0007: keys in the approval life
+// cycle are the approval resumer's) serves ParkedCounts. A claim is an ordinary
 // decision on the key and its breaker (DecideKey): of several guards claiming
 // one key at once, the version check lets exactly one write its claim, and
 // the others decide again on the claimed row and are refused.
 
-// Parked implements keystore.ParkStore. A damaged row is skipped and the
-// listing goes on past it, so a page is full whenever enough intact keys
-// follow, however many damaged ones come first.
-func (s *Store) Parked(ctx context.Context, q keystore.ParkedQuery) ([]*keystore.Record, error) {
-	q, err := q.Normalize()
-	if err != nil {
-		return nil, err
-	}
-	return readPages(q.Limit, func(want int) ([]*keystore.Record, int, error) {
-		page, read, last, err := s.parkedPage(ctx, q, want)
-		q.AfterAt, q.AfterNamespace, q.AfterKey = last.at, last.ns, last.key
-		return page, read, err
-	})
-}
-
 // The parked phases of keystore/phase.go in SQL, written once.
-// queuedSQL: waiting or claimed, the catch-up's queue (the predicate of
-// the guard_keys_parked index, migration 0007: keep them the same so the
-// planner uses it). wokenSQL: resumed, waiting for the execution
+// queuedSQL: waiting or claimed, the catch-up's queue as ParkedCounts
+// counts it (the predicate of the guard_keys_parked index, migration
+// 0007: keep them the same so the planner uses it). wokenSQL: resumed, waiting for the execution
 // (keystore.Woken). storetest's "parked phases" case holds both to
 // keystore.PhaseOf.
 const (
@@ -45,20 +31,6 @@ const (
 type parkedRef struct {
 	at      time.Time
 	ns, key string
-}
-
-// parkedPage reads up to limit rows of q; read is how many rows it read,
-// damaged ones included, and last the place of the last.
-func (s *Store) parkedPage(ctx context.Context, q keystore.ParkedQuery, limit int) (out []*keystore.Record, read int, last parkedRef, err error) {
-	sql := `SELECT namespace, key, parked_at, ` + pgKeyRead + ` FROM guard_keys
-		WHERE ` + queuedSQL + ` AND destination = $1`
-	args := []any{q.Destination, limit}
-	if q.AfterKey != "" {
-		sql += ` AND (parked_at, namespace, key) > ($3, $4, $5)`
-		args = append(args, q.AfterAt, q.AfterNamespace, q.AfterKey)
-	}
-	sql += ` ORDER BY parked_at, namespace, key LIMIT $2`
-	return s.parkedRows(ctx, "parked", sql, args...)
 }
 
 // parkedRows runs a query of parked rows whose columns are namespace, key,

@@ -14,7 +14,7 @@ import (
 // rows and nothing else.
 
 // KeysAtStage implements keystore.StageReader. A page stays full past
-// damaged rows (skipped and reported), as Parked's does: the queues stop
+// damaged rows (skipped and reported), as ParkedByWait's does: the queues stop
 // at the first page shorter than they asked for.
 func (s *Store) KeysAtStage(ctx context.Context, q keystore.StageQuery) ([]*keystore.Record, error) {
 	q, err := q.Normalize()

@@ -47,9 +47,10 @@ func RunDamage(t *testing.T, newStore New, damage Damage) {
 		}
 		// Pages stay full past damaged records.
 		var paged []string
-		q := keystore.ParkedQuery{Destination: "hubspot", Limit: 1}
+		q := queue("hubspot")
+		q.Limit = 1
 		for range 10 {
-			rs, err := e.s.Parked(e.ctx, q)
+			rs, err := e.s.ParkedByWait(e.ctx, q)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -57,7 +58,7 @@ func RunDamage(t *testing.T, newStore New, damage Damage) {
 				break
 			}
 			paged = append(paged, rs[0].Key)
-			q.AfterAt, q.AfterNamespace, q.AfterKey = *rs[0].ParkedAt, rs[0].Namespace, rs[0].Key
+			q = q.Next(rs[0])
 		}
 		if fmt.Sprint(paged) != "[evt_1 evt_2 evt_4 evt_5]" {
 			t.Fatalf("parked one at a time = %v", paged)

@@ -27,9 +27,16 @@ func parkStore(t *testing.T, e *env) keystore.ParkStore {
 	return e.s
 }
 
+// queue is dest's catch-up queue as the catch-up worker reads it: the
+// keys waiting or claimed, the longest waiting first.
+func queue(dest string) keystore.WaitQuery {
+	return keystore.WaitQuery{Destination: dest, Stages: keystore.QueuedStages}
+}
+
+// parkedKeys lists the keys of dest's catch-up queue.
 func parkedKeys(t *testing.T, e *env, dest string) []string {
 	t.Helper()
-	rs, err := parkStore(t, e).Parked(e.ctx, keystore.ParkedQuery{Destination: dest})
+	rs, err := parkStore(t, e).ParkedByWait(e.ctx, queue(dest))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -132,12 +139,13 @@ func runParking(t *testing.T, newStore New) {
 			t.Fatalf("parked = %v, want oldest first", got)
 		}
 		ps := parkStore(t, e)
-		page, err := ps.Parked(e.ctx, keystore.ParkedQuery{Destination: "hubspot", Limit: 2})
+		q := queue("hubspot")
+		q.Limit = 2
+		page, err := ps.ParkedByWait(e.ctx, q)
 		if err != nil || len(page) != 2 {
 			t.Fatalf("page: %v %v", page, err)
 		}
-		last := page[1]
-		rest, err := ps.Parked(e.ctx, keystore.ParkedQuery{Destination: "hubspot", AfterAt: *last.ParkedAt, AfterNamespace: last.Namespace, AfterKey: last.Key})
+		rest, err := ps.ParkedByWait(e.ctx, queue("hubspot").Next(page[1]))
 		if err != nil || len(rest) != 3 || rest[0].Key != "evt_3" {
 			t.Fatalf("next page: %v %v", rest, err)
 		}
@@ -263,11 +271,12 @@ func runParking(t *testing.T, newStore New) {
 		}
 		counts("parked 0 woken 0 (0 destinations)")
 	})
-	t.Run("a probe that fails re-opens the breaker and is parked again, behind the others", func(t *testing.T) {
+	t.Run("a probe that fails re-opens the breaker and is parked again, after the others, keeping its wait", func(t *testing.T) {
 		e := setup(t, newStore, pol)
 		openHubspot(t, e)
+		var first []time.Time
 		for _, k := range []string{"evt_1", "evt_2"} {
-			e.reserve(ns, k, withDest("hubspot"), withResume(k))
+			first = append(first, *e.reserve(ns, k, withDest("hubspot"), withResume(k)).Record.ParkedAt)
 			e.clock.Advance(time.Second)
 		}
 		e.clock.Advance(time.Minute)
@@ -284,10 +293,15 @@ func runParking(t *testing.T, newStore New) {
 		if b := breaker(t, e, "hubspot"); b.State != keystore.BreakerOpen {
 			t.Fatalf("breaker %s, want open again", b.State)
 		}
-		// Parked anew: the next probe is another key, so one event the
-		// destination keeps failing does not hold up the rest.
-		if got := parkedKeys(t, e, "hubspot"); fmt.Sprint(got) != "[evt_2 evt_1]" {
-			t.Fatalf("parked = %v, want both, the failed probe last", got)
+		// Parked anew after the others, its wait kept from its first
+		// parking: the queue, read by the start of the wait, holds both,
+		// the failed probe first, so it is the probe again after the next
+		// cooldown (the event that waited longest).
+		if got := f.Record; !got.ParkedAt.After(first[1]) || got.WaitingSince() == nil || !got.WaitingSince().Equal(first[0]) {
+			t.Fatalf("parked anew at %v waiting since %v, want after evt_2's parking (%v) and since its first (%v)", got.ParkedAt, got.WaitingSince(), first[1], first[0])
+		}
+		if got := parkedKeys(t, e, "hubspot"); fmt.Sprint(got) != "[evt_1 evt_2]" {
+			t.Fatalf("parked = %v, want both, the failed probe first by its wait", got)
 		}
 		if claim(t, e, "evt_2") {
 			t.Fatal("claimed while open again")

@@ -12,11 +12,12 @@ import (
 )
 
 // The parked phases (keystore/phase.go) as each store reads them: a key in
-// every phase, and the store's queue (Parked), its counts (ParkedCounts,
-// WokenCounts) and its parked listing agree with keystore.PhaseOf, before
-// and after a restart. The stores state "which parked keys wait for the
-// catch-up" in their own terms (bbolt's idx/parked, PostgreSQL's SQL);
-// this is where both are held to the one definition.
+// every phase, and the store's queue (ParkedByWait of QueuedStages), its
+// counts (ParkedCounts, WokenCounts) and its parked listing agree with
+// keystore.PhaseOf, before and after a restart. The stores state "which
+// parked keys wait for the catch-up" in their own terms (bbolt's
+// idx/parked and idx/waits, PostgreSQL's SQL and stage column); this is
+// where both are held to the one definition.
 
 func runPhases(t *testing.T, newStore New) {
 	pol := keystore.Policies{
@@ -105,7 +106,7 @@ func agree(t *testing.T, e *env, want map[string]keystore.ParkedPhase) {
 		t.Fatalf("not listed as parked: %v", want)
 	}
 	ps := parkStore(t, e)
-	rs, err := ps.Parked(e.ctx, keystore.ParkedQuery{Destination: "hubspot"})
+	rs, err := ps.ParkedByWait(e.ctx, queue("hubspot"))
 	if err != nil {
 		t.Fatal(err)
 	}
