@@ -67,7 +67,7 @@ func (s *Server) mountConsole() error {
 	if s.reruns != nil { // a nil api.Reruns stays a nil interface: no re-run offered
 		cfg.Reruns = s.reruns
 	}
-	if t, ok := s.notes.(console.Thread); ok { // notify.Service
+	if t, ok := s.notes.(console.Thread); ok { // notify.Service with notify/decision
 		cfg.Thread = t
 	}
 	cfg.N8nURL, cfg.SlackWorkspace, cfg.Hint, cfg.WorkflowName = cc.N8nURL, cc.SlackWorkspace, cc.Hint, cc.WorkflowName

@@ -25,6 +25,7 @@ import (
 	"github.com/n8n-guard/n8n-guard/keystore/bolt"
 	"github.com/n8n-guard/n8n-guard/notify"
 	notifybolt "github.com/n8n-guard/n8n-guard/notify/bolt"
+	"github.com/n8n-guard/n8n-guard/notify/decision"
 	"github.com/n8n-guard/n8n-guard/slack"
 )
 
@@ -164,14 +165,19 @@ func start(t testing.TB, opts ...envOption) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
+	decisions, err := decision.New(decision.Options{Notes: notes, Outbox: outbox, Clock: clock.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
 	var backup api.Backuper = store
 	if cfg.noBackup {
 		backup = nil
 	}
 	limits := cfg.api.Limits
 	limits.BodyLimit = cfg.bodyLimit
+	wired := interactions{notes, decisions, slack.NewInteractions("", decisions, nil)}
 	srv, err := api.New(api.Config{
-		Store: store, Notifications: notes, Interactions: interactions{notes, slack.NewInteractions("", notes, nil)}, Backup: backup, Fault: store.Fault,
+		Store: store, Notifications: wired, Interactions: wired, Backup: backup, Fault: store.Fault,
 		Tokens:   []string{testToken, "second-token"},
 		Registry: reg, Limits: limits, Version: "test", Policies: cfg.policies,
 		ScopedTokens: cfg.api.ScopedTokens,
@@ -353,10 +359,12 @@ func wantProblem(t testing.TB, r *resp, status int, code string) problem.Problem
 	return p
 }
 
-// interactions is what serve wires for Slack: the service's re-send and
-// the slack adapter's signed clicks (refused here: no signing secret).
+// interactions is what serve wires for the notifications: the service,
+// the decisions on its messages (the console's on failures), and the
+// slack adapter's signed clicks (refused here: no signing secret).
 type interactions struct {
 	*notify.Service
+	*decision.Decider
 	*slack.Interactions
 }
 

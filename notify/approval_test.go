@@ -13,6 +13,7 @@ import (
 	"github.com/n8n-guard/n8n-guard/keystore"
 	"github.com/n8n-guard/n8n-guard/keystore/bolt"
 	. "github.com/n8n-guard/n8n-guard/notify"
+	"github.com/n8n-guard/n8n-guard/notify/decision"
 )
 
 // Approval messages (approval.go) against the fake Slack: one message per
@@ -37,7 +38,7 @@ func newApprovalHarness(t *testing.T) *keysHarness {
 	}
 	t.Cleanup(func() { ks.Close() })
 	h.opts.Events, h.opts.Keys = ks, ks
-	h.svc.Wire(ks, ks)
+	h.wireKeys(ks, ks)
 	return &keysHarness{harness: h, slack: slack, ks: ks}
 }
 
@@ -87,7 +88,7 @@ func (k *keysHarness) submitReason(user, meta, reason string) error {
 	}
 	hdr, body := signed(signingSecret, time.Now(), payload)
 	err := k.in.Interaction(context.Background(), hdr, body)
-	k.svc.WaitClicks()
+	k.waitClicks()
 	k.pass()
 	return err
 }
@@ -98,7 +99,7 @@ func (k *keysHarness) clickWithTrigger(user, action, value string) error {
 	p["channel"] = map[string]any{"id": "C0FIN"}
 	hdr, body := signed(signingSecret, time.Now(), p)
 	err := k.in.Interaction(context.Background(), hdr, body)
-	k.svc.WaitClicks()
+	k.waitClicks()
 	k.pass()
 	return err
 }
@@ -181,7 +182,7 @@ func TestApprovalButtons(t *testing.T) {
 	if err := k.in.Interaction(context.Background(), hdr, body); err == nil {
 		t.Fatal("a replayed request was accepted")
 	}
-	k.svc.WaitClicks()
+	k.waitClicks()
 
 	// Reject: the button opens the form; nothing is decided until it is sent.
 	n2 := k.approvalOf("inv_2")
@@ -195,7 +196,7 @@ func TestApprovalButtons(t *testing.T) {
 	if k.gatedKey("inv_2").Reason != keystore.ReasonAwaitingApproval {
 		t.Fatal("the Reject button decided before the reason was given")
 	}
-	meta, _ := json.Marshal(ReasonForm{Value: n2.ID, Channel: "C0FIN"})
+	meta, _ := json.Marshal(decision.ReasonForm{Value: n2.ID, Channel: "C0FIN"})
 	if err := k.submitReason("U0CTRL", string(meta), "  "); err != nil {
 		t.Fatal(err)
 	}

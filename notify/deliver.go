@@ -132,7 +132,7 @@ func (s *Service) landed(ctx context.Context, channel string, r *Record) (ts str
 	})
 	if c == ClassPermanent {
 		s.log.Warn("cannot read the channel to check whether a timed-out post landed; posting again",
-			"id", r.ID, "channel", channel, "reason", slackReason(err), "hint", "give the app the channels:history scope")
+			"id", r.ID, "channel", channel, "reason", SlackReason(err), "hint", "give the app the channels:history scope")
 	}
 	return ts, found, c, wait, err
 }
@@ -141,7 +141,7 @@ func (s *Service) landed(ctx context.Context, channel string, r *Record) (ts str
 // it; it reports whether the pass stops.
 func (s *Service) settle(ctx context.Context, r *Record, method string, res callResult, err error) (stop bool) {
 	now := s.now()
-	res.Reason = method + ": " + slackReason(err)
+	res.Reason = method + ": " + SlackReason(err)
 	if res.Class == ClassUnreachable && method != "chat.postMessage" {
 		res.MaybeSent = false
 	}

@@ -12,6 +12,9 @@
 // Retry-After, stops at once when Slack is unreachable (circuit breaker) and
 // folds storms of the same failure into one message whose count it updates.
 // A notification's life cycle is the pure functions of transitions.go.
+// The decisions people take on the messages (their Slack buttons, the
+// console) are carried out by notify/decision, which records them through
+// the Service (decisions.go); this package never imports it.
 //
 // What this package must never do: import a database driver, net/http or
 // an SDK (those are the stores' and the adapters'); send or store request

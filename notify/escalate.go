@@ -62,14 +62,14 @@ func (s *Service) settledElsewhere(ctx context.Context, now time.Time) {
 		if err != nil || (res.Record != nil && res.Record.State == keystore.StateUnknown) {
 			continue
 		}
-		s.resolvedElsewhere(ctx, r, res.Record, now)
+		s.ResolvedElsewhere(ctx, r, res.Record, now)
 	}
 }
 
-// resolvedElsewhere records on the notification (and its escalation
+// ResolvedElsewhere records on the notification (and its escalation
 // messages) that its key was decided without its buttons: escalation
 // stops and the messages show who decided (the buttons go).
-func (s *Service) resolvedElsewhere(ctx context.Context, r *Record, rec *keystore.Record, now time.Time) {
+func (s *Service) ResolvedElsewhere(ctx context.Context, r *Record, rec *keystore.Record, now time.Time) {
 	completed, by, at := true, "", now
 	if rec != nil {
 		completed = rec.State == keystore.StateCompleted

@@ -114,6 +114,9 @@ func (s *Service) consumeBatch(ctx context.Context) (int, error) {
 	return len(evs), nil
 }
 
+// settleWorkers is how many key resolutions are settled at once.
+const settleWorkers = 8
+
 // settleResolved takes key resolutions a few at a time (keyResolved is
 // idempotent and each touches its own key's messages; the outbox commits
 // concurrent settles together). The first error is returned: the batch is
@@ -122,7 +125,7 @@ func (s *Service) settleResolved(ctx context.Context, evs []keystore.Event) erro
 	var wg sync.WaitGroup
 	var mu sync.Mutex
 	var first error
-	sem := make(chan struct{}, memberWorkers)
+	sem := make(chan struct{}, settleWorkers)
 	for _, ev := range evs {
 		wg.Add(1)
 		sem <- struct{}{}

@@ -1,8 +1,6 @@
 package notify
 
 import (
-	"github.com/n8n-guard/n8n-guard/slack/mrkdwn"
-
 	"context"
 	"errors"
 	"fmt"
@@ -39,7 +37,7 @@ func (s *Service) retryOffered(ctx context.Context, r *Record) bool {
 	// other message back for the client's two minutes.
 	ctx, cancel := context.WithTimeout(ctx, executionCheckTimeout)
 	defer cancel()
-	why, err := s.executionMismatch(ctx, r)
+	why, err := s.ExecutionMismatch(ctx, r)
 	if err != nil {
 		s.log.Warn("cannot ask n8n whose execution a failure names; its message offers no Retry execution for now",
 			"id", r.ID, "execution", r.ExecutionID, "err", err)
@@ -58,12 +56,12 @@ func (s *Service) retryOffered(ctx context.Context, r *Record) bool {
 	return checked == executionOK
 }
 
-// executionMismatch asks n8n which workflow r's execution belongs to: ""
+// ExecutionMismatch asks n8n which workflow r's execution belongs to: ""
 // when it is the workflow r names (id and name), else
 // why not, in words for the person; an error when n8n could not say. The
 // name must be the one n8n gives: a failure without one is offered no
 // Retry execution.
-func (s *Service) executionMismatch(ctx context.Context, r *Record) (string, error) {
+func (s *Service) ExecutionMismatch(ctx context.Context, r *Record) (string, error) {
 	id, name, err := s.opts.Executions.WorkflowOf(ctx, r.ExecutionID)
 	var re *RetryError
 	switch {
@@ -80,21 +78,4 @@ func (s *Service) executionMismatch(ctx context.Context, r *Record) (string, err
 		return fmt.Sprintf("execution %s is not one of workflow %q, which this failure names", r.ExecutionID, cmpOr(r.WorkflowName, r.WorkflowID)), nil
 	}
 	return "", nil
-}
-
-// checkExecution is the click's own check, asked of n8n at the click
-// (a message delivered before the check existed has no answer kept):
-// the refusal for the person, or "".
-func (s *Service) checkExecution(ctx context.Context, r *Record) string {
-	why, err := s.executionMismatch(ctx, r)
-	switch {
-	case err != nil:
-		s.log.Warn("cannot ask n8n whose execution a failure names; Retry execution refused", "id", r.ID, "execution", r.ExecutionID, "err", err)
-		return "n8n-guard could not ask n8n which workflow execution " + mrkdwn.Escape(r.ExecutionID) + " belongs to; nothing changed. Try again in a minute."
-	case why != "":
-		s.log.Warn("Retry execution refused: the failure names an execution of another workflow than n8n says",
-			"id", r.ID, "workflow", r.WorkflowID, "workflow_name", r.WorkflowName, "execution", r.ExecutionID)
-		return "Refused: " + mrkdwn.Escape(why) + " (n8n says so). n8n-guard retries only an execution of the workflow a failure came from; nothing changed."
-	}
-	return ""
 }

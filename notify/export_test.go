@@ -14,9 +14,6 @@ func (s *Service) Step(ctx context.Context) { s.step(ctx) }
 // ConsumeEvents runs the event consumption of one round.
 func (s *Service) ConsumeEvents(ctx context.Context) { s.consumeEvents(ctx) }
 
-// WaitClicks waits for the clicks being carried out.
-func (s *Service) WaitClicks() { s.clicks.Wait() }
-
 // Outbox is the service's outbox.
 func (s *Service) Outbox() Outbox { return s.outbox }
 
@@ -43,6 +40,3 @@ const (
 
 // ConsoleLinks are the console pages a message links to.
 func ConsoleLinks(r *Record, base string) []Link { return consoleLinks(r, base) }
-
-// SetReruns sets the re-run worker "Retry execution" wakes.
-func (s *Service) SetReruns(r interface{ Kick() }) { s.opts.Reruns = r }

@@ -28,7 +28,7 @@ func TestDecisionsOnFailuresAreAudited(t *testing.T) {
 	if err := k.in.Interaction(ctx, hdr, body); err != nil {
 		t.Fatal(err)
 	}
-	k.svc.WaitClicks()
+	k.waitClicks()
 	evs := decided()
 	if len(evs) != 1 || evs[0].Message != DecisionAcknowledged || !strings.Contains(evs[0].Owner, "U0ORDERS") ||
 		!strings.Contains(evs[0].Summary, "execution 4711 of workflow orders-sync") || !strings.Contains(evs[0].Summary, a.NotificationID) {
@@ -36,7 +36,7 @@ func TestDecisionsOnFailuresAreAudited(t *testing.T) {
 	}
 
 	b := k.intake(failureBody("orders-billing", "POST invoice", "HTTP 502", "4712"))
-	if _, err := k.svc.DecideFailure(ctx, b.NotificationID, ActionSnooze, "console: on-call"); err != nil {
+	if _, err := k.decider().DecideFailure(ctx, b.NotificationID, ActionSnooze, "console: on-call"); err != nil {
 		t.Fatal(err)
 	}
 	if evs = decided(); len(evs) != 2 || evs[0].Message != DecisionSnoozed || evs[0].Owner != "console: on-call" || !strings.Contains(evs[0].Summary, "4712") {
@@ -44,10 +44,10 @@ func TestDecisionsOnFailuresAreAudited(t *testing.T) {
 	}
 	// The snoozed one acknowledged; then a refused decision (taken
 	// already) writes nothing.
-	if _, err := k.svc.DecideFailure(ctx, b.NotificationID, ActionAck, "console: ana"); err != nil {
+	if _, err := k.decider().DecideFailure(ctx, b.NotificationID, ActionAck, "console: ana"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := k.svc.DecideFailure(ctx, b.NotificationID, ActionAck, "console: on-call"); err == nil {
+	if _, err := k.decider().DecideFailure(ctx, b.NotificationID, ActionAck, "console: on-call"); err == nil {
 		t.Fatal("a second acknowledgement was taken")
 	}
 	if evs = decided(); len(evs) != 3 || evs[0].Owner != "console: ana" || evs[0].Message != DecisionAcknowledged {

@@ -78,25 +78,6 @@ func keySettled(cur *Record, completed bool, by string, at, now time.Time, windo
 	return x
 }
 
-// groupClick decides what a group's "it happened" / "it did not happen"
-// does: every open key gets the decision, or nothing when none is open
-// (a late click) or the button is out of date.
-func groupClick(target *Record, action string, version int) clickStep {
-	if target.OpenKeys() == 0 {
-		return clickStep{Refusal: fmt.Sprintf("All %s keys of this group are decided already; nothing changed.", Thousands(target.Count))}
-	}
-	if version != 0 && version != target.Version+1 {
-		return clickStep{Refusal: "This message is out of date (the group was decided since it was shown); nothing changed."}
-	}
-	switch action {
-	case ActionComplete:
-		return clickStep{Decision: DecisionCompleted}
-	case ActionRetry:
-		return clickStep{Decision: DecisionRetry}
-	}
-	return clickStep{Refusal: "n8n-guard does not know this button; nothing changed."}
-}
-
 // groupDecided records a decision user took for the whole group of cur:
 // bulk names it in the keys' history, decided keys took it, skipped ones
 // were decided already. Escalation ends (a person took the group on); the

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	. "github.com/n8n-guard/n8n-guard/notify"
+	"github.com/n8n-guard/n8n-guard/notify/decision"
 )
 
 // BenchmarkGroupDecision700: one click decides a group of 700 stuck keys
@@ -20,8 +21,8 @@ func BenchmarkGroupDecision700(b *testing.B) {
 		n := k.unknownStorm(700)
 		m := buttonValueRE.FindStringSubmatch(k.calls("chat.postMessage")[0].Blocks)
 		b.StartTimer()
-		k.svc.Dispatch(Click{Action: ActionComplete, Value: m[1], UserID: "U0OFFICE", UserName: "Ana", Channel: "C0BOOK"})
-		k.svc.WaitClicks()
+		k.decider().Dispatch(decision.Click{Action: ActionComplete, Value: m[1], UserID: "U0OFFICE", UserName: "Ana", Channel: "C0BOOK"})
+		k.waitClicks()
 		for {
 			k.pass()
 			r, err := k.svc.Outbox().Get(context.Background(), n.ID)

@@ -11,6 +11,7 @@ import (
 
 	"github.com/n8n-guard/n8n-guard/internal/slacktest"
 	. "github.com/n8n-guard/n8n-guard/notify"
+	"github.com/n8n-guard/n8n-guard/notify/decision"
 
 	"github.com/n8n-guard/n8n-guard/keystore"
 	"github.com/n8n-guard/n8n-guard/keystore/bolt"
@@ -26,7 +27,7 @@ func newGroupHarness(t testing.TB, cfg Config) *keysHarness {
 	}
 	t.Cleanup(func() { ks.Close() })
 	h.opts.Events, h.opts.Keys = ks, ks
-	h.svc.Wire(ks, ks)
+	h.wireKeys(ks, ks)
 	return &keysHarness{harness: h, slack: slack, ks: ks}
 }
 
@@ -137,7 +138,7 @@ func TestGroupDecision(t *testing.T) {
 	if err := k.in.Interaction(ctx, hdr, body); err != nil {
 		t.Fatal(err)
 	}
-	k.svc.WaitClicks()
+	k.waitClicks()
 	k.pass()
 	k.pass()
 	if last := k.slack.Calls()[len(k.slack.Calls())-1]; last.Answer != "429" {
@@ -186,7 +187,7 @@ func TestGroupDecision(t *testing.T) {
 
 	// The same Slack request again: refused, nothing changes.
 	err := k.in.Interaction(ctx, hdr, body)
-	k.svc.WaitClicks()
+	k.waitClicks()
 	k.pass()
 	if err == nil || !strings.Contains(err.Error(), "replay") || history() != before || len(k.slack.Calls()) != calls {
 		t.Fatalf("a replayed click was taken: %v, history %d → %d", err, before, history())
@@ -211,9 +212,9 @@ func TestGroupClickDeliveredTwice(t *testing.T) {
 	k := newGroupHarness(t, decisionConfig())
 	k.unknownStorm(20)
 	m := buttonValueRE.FindStringSubmatch(k.calls("chat.postMessage")[0].Blocks)
-	c := Click{Action: ActionRetry, Value: m[1], UserID: "U0OFFICE", UserName: "Ana", Channel: "C0BOOK"}
-	k.svc.Dispatch(c, c)
-	k.svc.WaitClicks()
+	c := decision.Click{Action: ActionRetry, Value: m[1], UserID: "U0OFFICE", UserName: "Ana", Channel: "C0BOOK"}
+	k.decider().Dispatch(c, c)
+	k.waitClicks()
 	k.pass()
 	for i := range 20 {
 		key := fmt.Sprintf("booking-%03d", i)

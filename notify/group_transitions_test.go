@@ -61,33 +61,6 @@ func TestKeySettled(t *testing.T) {
 	}
 }
 
-func TestGroupClick(t *testing.T) {
-	cases := []struct {
-		name     string
-		cur      *Record
-		action   string
-		version  int
-		decision string
-		refusal  string
-	}{
-		{"keys open: it happened", keyGroup(50, 5), ActionComplete, 1, DecisionCompleted, ""},
-		{"keys open: it did not happen", keyGroup(50, 5), ActionRetry, 1, DecisionRetry, ""},
-		{"keys open, a button without a version", keyGroup(50, 5), ActionComplete, 0, DecisionCompleted, ""},
-		{"keys open, a button of an older version", keyGroup(50, 5), ActionComplete, 7, "", "out of date"},
-		{"none open: a late click", keyGroup(50, 50), ActionComplete, 1, "", "All 50 keys of this group are decided already"},
-		{"none open, an old button", keyGroup(50, 50), ActionRetry, 7, "", "decided already"},
-		{"an unknown button", keyGroup(50, 5), "guard_other", 1, "", "does not know this button"},
-	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			step := groupClick(tc.cur, tc.action, tc.version)
-			if step.Decision != tc.decision || (tc.refusal == "") != (step.Refusal == "") || !strings.Contains(step.Refusal, tc.refusal) {
-				t.Fatalf("%+v", step)
-			}
-		})
-	}
-}
-
 func TestGroupDecided(t *testing.T) {
 	cur := keyGroup(50, 5)
 	next := groupDecided(cur, DecisionCompleted, "U1", "slack-n_1-1", 43, 7, at)

@@ -60,12 +60,12 @@ func TestGroupClickLeavesANewAttemptAlone(t *testing.T) {
 			t.Error(err)
 		}
 	}}
-	k.svc.Wire(race, k.ks)
+	k.wireKeys(race, k.ks)
 	hdr, body := signed(signingSecret, time.Now(), blockAction("U0OFFICE", ActionComplete, m[1]))
 	if err := k.in.Interaction(ctx, hdr, body); err != nil {
 		t.Fatal(err)
 	}
-	k.svc.WaitClicks()
+	k.waitClicks()
 	rec := k.key(key)
 	if rec.Attempt != 2 {
 		t.Fatalf("the retry did not run: attempt %d", rec.Attempt)

@@ -14,6 +14,7 @@ import (
 	"github.com/n8n-guard/n8n-guard/internal/fakeclock"
 	"github.com/n8n-guard/n8n-guard/internal/slacktest"
 	. "github.com/n8n-guard/n8n-guard/notify"
+	"github.com/n8n-guard/n8n-guard/notify/decision"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -82,12 +83,15 @@ func openDB(t testing.TB, path string) *bolt.DB {
 
 // harness is one Service on a real bbolt file, with a test clock, a log
 // sink, a private metrics registry and (optionally) the fake Slack,
-// reached through the slack package over loopback.
+// reached through the slack package over loopback. The clicks that reach
+// in are carried out by a decision.Decider on the service (decider).
 type harness struct {
 	t     testing.TB
 	path  string
 	db    *bolt.DB
 	svc   *Service
+	dec   *decision.Decider // built at the first click (decider)
+	slack Slack             // the service's Slack client (nil: none)
 	in    *slackapi.Interactions
 	clock *fakeclock.Clock
 	logs  *logSink
@@ -97,9 +101,12 @@ type harness struct {
 	opts  harnessOptions
 }
 
-// harnessOptions are the service's options and the Slack client's.
+// harnessOptions are the service's options, the decisions' and the
+// Slack client's.
 type harnessOptions struct {
 	Options
+	Keys      decision.Keys // the service's Keys as well
+	Reruns    interface{ Kick() }
 	Wire      slackapi.Options // nil Token: no Slack
 	AppToken  string           // Socket Mode
 	HasOutbox bool             // Options.Outbox was set by a tweak: keep it across restarts
@@ -152,6 +159,7 @@ func (h *harness) start() {
 	opts.Clock = h.clock.Now
 	opts.Logger = slog.New(h.logs)
 	opts.Registerer = h.reg
+	opts.Keys = h.opts.Keys
 	if !h.opts.HasOutbox {
 		db := h.db
 		o, err := notifybolt.New(func() *bolt.DB { return db })
@@ -165,19 +173,86 @@ func (h *harness) start() {
 		w.Wrap = func(rt http.RoundTripper) http.RoundTripper { h.wire.next = rt; return h.wire }
 		opts.Slack = slackapi.New(w)
 	}
+	h.slack = opts.Slack
 	svc, err := New(h.cfg, opts)
 	if err != nil {
 		h.t.Fatal(err)
 	}
 	h.svc = svc
-	h.in = slackapi.NewInteractions(signingSecret, svc, opts.Logger)
+	h.in = slackapi.NewInteractions(signingSecret, harnessClicks{h}, opts.Logger)
 	h.t.Cleanup(func() { h.db.Close() })
+}
+
+// decider is the service's decisions, built from the harness's options
+// at the first click: a test wires its keystore, n8n and re-run worker
+// after the harness started.
+func (h *harness) decider() *decision.Decider {
+	if h.dec == nil {
+		d, err := decision.New(decision.Options{Notes: h.svc, Outbox: h.svc.Outbox(), Slack: h.slack,
+			Keys: h.opts.Keys, Executions: h.opts.Executions, Reruns: h.opts.Reruns,
+			Logger: slog.New(h.logs), Clock: h.clock.Now, Registerer: h.reg})
+		if err != nil {
+			h.t.Fatal(err)
+		}
+		h.dec = d
+	}
+	return h.dec
+}
+
+// harnessClicks hands the slack adapter's clicks to the harness's
+// decisions.
+type harnessClicks struct{ h *harness }
+
+func (c harnessClicks) Dispatch(clicks ...decision.Click) { c.h.decider().Dispatch(clicks...) }
+func (c harnessClicks) FirstUse(ctx context.Context, mark string) (bool, error) {
+	return c.h.decider().FirstUse(ctx, mark)
+}
+func (c harnessClicks) Refused() { c.h.decider().Refused() }
+
+// waitClicks waits for the clicks being carried out.
+func (h *harness) waitClicks() {
+	if h.dec != nil {
+		h.dec.Wait()
+	}
+}
+
+// rewire drops the decisions built on the options before a test changed
+// them; a click before that would have counted its metrics on collectors
+// the registry no longer takes.
+func (h *harness) rewire() {
+	h.t.Helper()
+	if h.dec != nil {
+		h.t.Fatal("the harness was rewired after a click")
+	}
+}
+
+// wireKeys sets the keystore a test opened after the service.
+func (h *harness) wireKeys(keys decision.Keys, events EventSource) {
+	h.rewire()
+	h.opts.Keys, h.opts.Events = keys, events
+	h.svc.Wire(keys, events)
+}
+
+// setExecutions sets n8n's API.
+func (h *harness) setExecutions(e Executions) {
+	h.rewire()
+	h.opts.Executions = e
+	h.svc.SetExecutions(e)
+}
+
+// setReruns sets the re-run worker "Retry execution" wakes.
+func (h *harness) setReruns(r interface{ Kick() }) {
+	h.rewire()
+	h.opts.Reruns = r
 }
 
 // restart closes the file and starts again, as after a crash.
 func (h *harness) restart() {
 	h.t.Helper()
-	h.svc.Close()
+	if h.dec != nil {
+		h.dec.Close()
+		h.dec = nil
+	}
 	if err := h.db.Close(); err != nil {
 		h.t.Fatal(err)
 	}

@@ -34,6 +34,6 @@ func BenchmarkInteraction(b *testing.B) {
 		if err := h.in.Interaction(ctx, reqs[i].hdr, reqs[i].body); err != nil {
 			b.Fatal(err)
 		}
-		h.svc.WaitClicks()
+		h.waitClicks()
 	}
 }

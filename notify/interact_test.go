@@ -72,7 +72,7 @@ func newKeysHarness(t *testing.T) *keysHarness {
 	}
 	t.Cleanup(func() { ks.Close() })
 	h.opts.Events, h.opts.Keys = ks, ks
-	h.svc.Wire(ks, ks)
+	h.wireKeys(ks, ks)
 	return &keysHarness{harness: h, slack: slack, ks: ks}
 }
 
@@ -105,7 +105,7 @@ func (k *keysHarness) unknownKey(key string) Notification {
 func (k *keysHarness) click(user, action, id string) error {
 	hdr, body := signed(signingSecret, time.Now(), blockAction(user, action, id))
 	err := k.in.Interaction(context.Background(), hdr, body)
-	k.svc.WaitClicks()
+	k.waitClicks()
 	k.pass()
 	return err
 }
@@ -319,7 +319,7 @@ func TestSignatures(t *testing.T) {
 			hdr, body := tc.header()
 			body = []byte(strings.Replace(string(body), "%22x%22", "%22"+n.ID+"%22", 1))
 			err := k.in.Interaction(context.Background(), hdr, body)
-			k.svc.WaitClicks()
+			k.waitClicks()
 			if errs.CodeOf(err) != problem.Unauthorized {
 				t.Fatalf("want unauthorized, got %v", err)
 			}
@@ -355,7 +355,7 @@ func TestEscalation(t *testing.T) {
 		t.Fatal("escalated before the deadline")
 	}
 	k.restart()
-	k.svc.Wire(k.ks, k.ks)
+	k.wireKeys(k.ks, k.ks)
 	k.clock.Advance(2 * time.Minute)
 	k.pass()
 	k.pass()
@@ -367,7 +367,7 @@ func TestEscalation(t *testing.T) {
 	k.clock.Advance(30 * time.Minute)
 	k.pass()
 	k.restart()
-	k.svc.Wire(k.ks, k.ks)
+	k.wireKeys(k.ks, k.ks)
 	k.pass()
 	posts = k.calls("chat.postMessage")
 	if len(posts) != 3 || posts[2].Channel != "C0INCIDENT" {
@@ -473,7 +473,7 @@ func TestSimultaneousClicks(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		k.svc.WaitClicks()
+		k.waitClicks()
 		k.pass()
 		rec := k.key("booking-20")
 		resolved := 0
@@ -503,7 +503,7 @@ func TestClickWithoutBotToken(t *testing.T) {
 		if err := h.in.Interaction(context.Background(), hdr, body); err != nil {
 			t.Fatal(err)
 		}
-		h.svc.WaitClicks()
+		h.waitClicks()
 	}
 	r, err := h.svc.Outbox().Get(context.Background(), a.NotificationID)
 	if err != nil || r.Decision != DecisionAcknowledged || r.DecidedBy != "U0ORDERS" {
@@ -527,7 +527,7 @@ func TestReplays(t *testing.T) {
 		}},
 		{"after a restart", func(k *keysHarness, hdr http.Header) http.Header {
 			k.restart()
-			k.svc.Wire(k.ks, k.ks)
+			k.wireKeys(k.ks, k.ks)
 			return hdr
 		}},
 	}
@@ -539,11 +539,11 @@ func TestReplays(t *testing.T) {
 			if err := k.in.Interaction(context.Background(), hdr, body); err != nil {
 				t.Fatal(err)
 			}
-			k.svc.WaitClicks()
+			k.waitClicks()
 			k.pass()
 			before := k.slack.Calls()
 			err := k.in.Interaction(context.Background(), tc.again(k, hdr), body)
-			k.svc.WaitClicks()
+			k.waitClicks()
 			k.pass()
 			if errs.CodeOf(err) != problem.Unauthorized || !strings.Contains(err.Error(), "replay") {
 				t.Fatalf("the replay was taken: %v", err)

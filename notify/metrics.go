@@ -7,17 +7,14 @@ import (
 )
 
 type metrics struct {
-	accepted      *prometheus.CounterVec
-	delivered     *prometheus.CounterVec
-	dead          *prometheus.CounterVec
-	slackCalls    *prometheus.CounterVec
-	waiting       prometheus.Gauge
-	breakerOpen   prometheus.Gauge
-	decisions     *prometheus.CounterVec
-	refused       prometheus.Counter
-	refusedClicks prometheus.Counter
-	escalated     prometheus.Counter
-	resent        prometheus.Counter
+	accepted    *prometheus.CounterVec
+	delivered   *prometheus.CounterVec
+	dead        *prometheus.CounterVec
+	slackCalls  *prometheus.CounterVec
+	waiting     prometheus.Gauge
+	breakerOpen prometheus.Gauge
+	escalated   prometheus.Counter
+	resent      prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
@@ -46,18 +43,6 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Name: "n8n_guard_notify_slack_breaker_open",
 			Help: "1 from the moment Slack was found unreachable until a call gets through again.",
 		}),
-		decisions: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "n8n_guard_notify_decisions_total",
-			Help: "Decisions taken with a message's buttons in Slack, by decision.",
-		}, []string{"decision"}),
-		refused: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "n8n_guard_notify_interactions_refused_total",
-			Help: "Slack interactivity requests refused: unsigned, wrongly signed, replayed or stale.",
-		}),
-		refusedClicks: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "n8n_guard_notify_clicks_out_of_date_total",
-			Help: "Button clicks on a message shown for an earlier key attempt or state: answered \"out of date\", nothing changed.",
-		}),
 		escalated: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "n8n_guard_notify_escalations_total",
 			Help: "Escalation steps taken: a message nobody acknowledged was sent to the next step of its rule.",
@@ -74,7 +59,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		m.dead.WithLabelValues(string(k))
 	}
 	if err := prom.Register(reg, m.accepted, m.delivered, m.dead, m.slackCalls, m.waiting, m.breakerOpen,
-		m.decisions, m.refused, m.refusedClicks, m.escalated, m.resent); err != nil {
+		m.escalated, m.resent); err != nil {
 		return nil, err
 	}
 	return m, nil

@@ -106,7 +106,7 @@ func TestRetryExecutionButton(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			n8n := newFakeN8n(t)
 			k := newKeysHarness(t)
-			k.svc.SetExecutions(n8nclient.Retrier{Client: n8nclient.New(n8n.srv.URL+"/api/v1", "n8n-key", 0)})
+			k.setExecutions(n8nclient.Retrier{Client: n8nclient.New(n8n.srv.URL+"/api/v1", "n8n-key", 0)})
 			a := k.intake(failureBody("orders-sync", "POST to CRM", "HTTP 503", tc.exec))
 			k.pass()
 			if post := k.calls("chat.postMessage")[0]; !strings.Contains(post.Raw, ActionRerun) {

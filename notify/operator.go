@@ -2,7 +2,6 @@ package notify
 
 import (
 	"context"
-	"fmt"
 	"slices"
 
 	"github.com/n8n-guard/n8n-guard/errs"
@@ -10,8 +9,8 @@ import (
 
 // What the console (and the API) ask of the service outside Slack: where
 // a notification goes under the current configuration, the messages
-// about a key, the failed executions, and a decision taken in the
-// console, which goes the buttons' way so the Slack message shows it.
+// about a key and the failed executions. A decision taken in the console
+// goes the buttons' way (notify/decision) so the Slack message shows it.
 
 // Target is where a notification goes: the owner it mentions, the
 // channel it is posted to, the runbook it shows.
@@ -149,64 +148,4 @@ func (s *Service) Failures(ctx context.Context, cursor string, limit int) (Failu
 	}
 	out.NextCursor = cursor
 	return out, nil
-}
-
-// DecideFailure records a person's decision on a failed execution taken
-// outside Slack (the console): ActionAck or ActionSnooze, by the name of
-// who took it. It goes the buttons' way (decideClick, decide): its Slack
-// message, and those escalating it, show the decision and lose the
-// buttons it ends. A decision already taken is a conflict.
-func (s *Service) DecideFailure(ctx context.Context, id, action, by string) (*Record, error) {
-	if !idRE.MatchString(id) {
-		return nil, &errs.Error{Code: errs.InvalidRequest, Message: "id is not a notification id (n_…)",
-			Fields: []errs.FieldError{{Field: "id", Rule: "notification_id"}}}
-	}
-	if action != ActionAck && action != ActionSnooze {
-		return nil, &errs.Error{Code: errs.InvalidRequest, Message: "action must be acknowledge or snooze",
-			Fields: []errs.FieldError{{Field: "action", Rule: "oneof=acknowledge snooze"}}}
-	}
-	id = s.targetOf(ctx, id)
-	defer s.clickLocks.lock(id)() // one decision at a time, as clicks
-	target, err := s.outbox.Get(ctx, id)
-	if err != nil {
-		return nil, err
-	}
-	if target == nil {
-		return nil, errs.Errorf(errs.NotFound, "no notification %s (it may have been purged)", id)
-	}
-	if target.Kind != KindWorkflowFailed {
-		return nil, errs.Errorf(errs.Conflict, "notification %s is about %s, not a failed execution", id, target.Kind)
-	}
-	step := decideClick(target, action, false)
-	if step.Refusal != "" {
-		return nil, errs.Errorf(errs.Conflict, "already taken: %s; nothing changed", decidedBy(target))
-	}
-	now := s.now()
-	decide := func(x *Record, escalation bool) *Record {
-		next := decide(x, step.Decision, "", "", now, escalation)
-		next.DecidedByName = Truncate(by, 200)
-		return next
-	}
-	updated, err := s.outbox.Update(ctx, id, func(x *Record) { *x = *decide(x, false) })
-	if err == nil && updated == nil {
-		err = errs.Errorf(errs.NotFound, "no notification %s (it may have been purged)", id)
-	}
-	if err != nil {
-		return nil, err
-	}
-	s.updateEscalations(ctx, updated, func(x *Record) *Record { return decide(x, true) })
-	s.auditFailure(ctx, updated, step.Decision, by) // failaudit.go
-	s.m.decisions.WithLabelValues(step.Decision).Inc()
-	s.log.Info("decision from the console", "id", id, "kind", target.Kind, "decision", step.Decision, "by", by)
-	s.poke()
-	return updated, nil
-}
-
-// decidedBy says who took r's decision, in plain words.
-func decidedBy(r *Record) string {
-	who := r.DecidedByName
-	if r.DecidedBy != "" {
-		who = "Slack user " + r.DecidedBy
-	}
-	return fmt.Sprintf("%s by %s", r.Decision, cmpOr(who, "someone"))
 }

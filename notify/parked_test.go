@@ -70,7 +70,6 @@ func (w *parkWorld) open() {
 
 func (w *parkWorld) restart() {
 	w.t.Helper()
-	w.svc.Close()
 	if err := w.store.Close(); err != nil {
 		w.t.Fatal(err)
 	}
@@ -415,7 +414,6 @@ func TestDamagedRecordToldToItsOwnerOnce(t *testing.T) {
 	}
 	restart := func(damage bool) {
 		t.Helper()
-		w.svc.Close()
 		if err := w.store.Close(); err != nil {
 			t.Fatal(err)
 		}

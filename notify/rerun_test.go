@@ -60,8 +60,8 @@ func TestRetryExecutionOfAnExecutionAtItsRerunGate(t *testing.T) {
 		n8n := newFakeN8n(t)
 		k := newKeysHarness(t)
 		kick := &kicks{}
-		k.svc.SetExecutions(n8nclient.Retrier{Client: n8nclient.New(n8n.srv.URL+"/api/v1", "n8n-key", 0)})
-		k.svc.SetReruns(kick)
+		k.setExecutions(n8nclient.Retrier{Client: n8nclient.New(n8n.srv.URL+"/api/v1", "n8n-key", 0)})
+		k.setReruns(kick)
 		owner := "n8n id-orders-sync exec 77" // failureBody's workflow id
 		k.failedAt("order-1", owner, true)
 		k.failedAt("order-2", owner, true)
@@ -97,8 +97,8 @@ func TestRetryExecutionOfAnExecutionAtItsRerunGate(t *testing.T) {
 		n8n := newFakeN8n(t)
 		k := newKeysHarness(t)
 		kick := &kicks{}
-		k.svc.SetExecutions(n8nclient.Retrier{Client: n8nclient.New(n8n.srv.URL+"/api/v1", "n8n-key", 0)})
-		k.svc.SetReruns(kick)
+		k.setExecutions(n8nclient.Retrier{Client: n8nclient.New(n8n.srv.URL+"/api/v1", "n8n-key", 0)})
+		k.setReruns(kick)
 		k.failedAt("order-1", "n8n id-orders-sync exec 77", false)
 		a := k.intake(failureBody("orders-sync", "POST to CRM", "HTTP 503", "77"))
 		k.pass()

@@ -31,8 +31,8 @@ func TestRetryExecutionAllowsOnlyNamespacesItsPersonDecides(t *testing.T) {
 			n8n := newFakeN8n(t)
 			k := newKeysHarness(t)
 			kick := &kicks{}
-			k.svc.SetExecutions(n8nclient.Retrier{Client: n8nclient.New(n8n.srv.URL+"/api/v1", "n8n-key", 0)})
-			k.svc.SetReruns(kick)
+			k.setExecutions(n8nclient.Retrier{Client: n8nclient.New(n8n.srv.URL+"/api/v1", "n8n-key", 0)})
+			k.setReruns(kick)
 			owner := "n8n id-orders-sync exec 77"
 			for _, ns := range tc.namespaces {
 				k.failedIn(ns, ns+"-1", owner, true)
@@ -97,7 +97,7 @@ func TestRetryExecutionOnlyOfTheFailuresOwnWorkflow(t *testing.T) {
 			n8n := newFakeN8n(t)
 			n8n.belongs("421", tc.wf)
 			k := newKeysHarness(t)
-			k.svc.SetExecutions(n8nclient.Retrier{Client: n8nclient.New(n8n.srv.URL+"/api/v1", "n8n-key", 0)})
+			k.setExecutions(n8nclient.Retrier{Client: n8nclient.New(n8n.srv.URL+"/api/v1", "n8n-key", 0)})
 			body := failureBody("orders-sync", "POST to CRM", "HTTP 503", "421")
 			if tc.name == "the id right, the name another's" {
 				body = strings.Replace(body, `"id":"id-orders-sync"`, `"id":"id-orders-sync-renamed"`, 1)
@@ -141,8 +141,8 @@ func TestRetryExecutionOfAnExecutionAllowedAlready(t *testing.T) {
 	n8n := newFakeN8n(t)
 	k := newKeysHarness(t)
 	kick := &kicks{}
-	k.svc.SetExecutions(n8nclient.Retrier{Client: n8nclient.New(n8n.srv.URL+"/api/v1", "n8n-key", 0)})
-	k.svc.SetReruns(kick)
+	k.setExecutions(n8nclient.Retrier{Client: n8nclient.New(n8n.srv.URL+"/api/v1", "n8n-key", 0)})
+	k.setReruns(kick)
 	owner := "n8n id-orders-sync exec 77"
 	k.failedAt("order-1", owner, true)
 	res, err := k.ks.Lookup(context.Background(), "orders", "order-1")

@@ -25,17 +25,12 @@ type EventSource interface {
 	keystore.CommitFeed
 }
 
-// Keys is the part of the keystore a decision goes through
-// (keystore.Store satisfies it).
+// Keys is the part of the keystore notify reads (keystore.Store
+// satisfies it): where a key stands now, to tell a message decided
+// elsewhere and where a parked key's execution waits. The decisions
+// themselves go through notify/decision.
 type Keys interface {
 	Lookup(ctx context.Context, namespace, key string) (keystore.Result, error)
-	Resolve(ctx context.Context, req keystore.ResolveRequest) (keystore.Result, error)
-	// List finds the keys waiting at an execution's re-run gate (rerun.go).
-	List(ctx context.Context, q keystore.ListQuery) (keystore.Page, error)
-	keystore.ApprovalStore // Approve / Reject buttons
-	keystore.AckStore      // "Leave it to me" and Snooze, in the key's history
-	// Decisions on failed executions, for the audit (failaudit.go).
-	keystore.DecisionRecorder
 }
 
 // Executions retries a failed n8n execution and returns the new
@@ -76,17 +71,13 @@ type Options struct {
 	Slack Slack
 	// Executions enables "Retry execution"; nil: the button is not shown.
 	Executions Executions
-	// Reruns wakes the guard's re-run worker (rerun.Runner) after "Retry
-	// execution" allowed the re-run of an execution that waits at its
-	// re-run gate (rerun.go); nil: the button asks n8n to retry directly.
-	Reruns interface{ Kick() }
 
 	Logger     *slog.Logger
 	Clock      keystore.Clock
 	Registerer prometheus.Registerer // nil: metrics are not registered
 	Events     EventSource           // nil: no key/breaker alerts
-	// Keys resolves keys decided from Slack (nil: the key buttons answer
-	// that they cannot), and tells where a parked key's execution waits.
+	// Keys tells whether a key was decided elsewhere and where a parked
+	// key's execution waits (nil: neither is looked up).
 	Keys Keys
 	// Parking: the parked counts shown in the outage messages (nil: the
 	// messages show no count and no catch-up).
@@ -103,9 +94,6 @@ type Options struct {
 	// jitter after transient Slack errors (defaults 5s and 10m).
 	BackoffInitial time.Duration
 	BackoffMax     time.Duration
-	// ClickTimeout bounds carrying out one click: its Slack calls and, for
-	// a retry, n8n's answer (default 3.5 min).
-	ClickTimeout time.Duration
 }
 
 // withDefaults fills in every default of Options, as their comments say:
@@ -122,12 +110,11 @@ func (o Options) withDefaults() Options {
 	o.PurgeInterval = cmp.Or(max(o.PurgeInterval, 0), time.Hour)
 	o.BackoffInitial = cmp.Or(max(o.BackoffInitial, 0), 5*time.Second)
 	o.BackoffMax = cmp.Or(max(o.BackoffMax, 0), 10*time.Minute)
-	// Three Slack calls of 30 s and n8n's answer to a retry.
-	o.ClickTimeout = cmp.Or(max(o.ClickTimeout, 0), 3*30*time.Second+2*time.Minute)
 	return o
 }
 
-// Service is the intake, the delivery worker and the decisions.
+// Service is the intake and the delivery worker; notify/decision carries
+// out the decisions people take on its messages.
 type Service struct {
 	cfg    Config
 	opts   Options
@@ -151,12 +138,6 @@ type Service struct {
 	eventsFault    bool
 	usersMu        sync.Mutex
 	users          map[string]string // e-mail → user ID ("" when Slack does not know it)
-
-	// Clicks run on their own goroutines, which Close waits for.
-	clickLocks keyLocks
-	clicks     sync.WaitGroup
-	life       context.Context
-	end        context.CancelFunc
 }
 
 // New prepares the service on opts.Outbox.
@@ -173,7 +154,6 @@ func New(cfg Config, opts Options) (*Service, error) {
 		cfg: cfg, opts: opts, log: opts.Logger.With("component", "notify"), now: opts.Clock,
 		outbox: opts.Outbox, slack: opts.Slack, wake: make(chan struct{}, 1), users: map[string]string{},
 	}
-	s.life, s.end = context.WithCancel(context.Background())
 	if s.m, err = newMetrics(opts.Registerer); err != nil {
 		return nil, err
 	}
@@ -185,20 +165,6 @@ func New(cfg Config, opts Options) (*Service, error) {
 		s.m.breakerOpen.Set(map[bool]float64{true: 1, false: 0}[open])
 	})
 	return s, nil
-}
-
-// Close waits for the clicks being carried out; the caller owns the outbox.
-func (s *Service) Close() error {
-	done := make(chan struct{})
-	go func() { s.clicks.Wait(); close(done) }()
-	select {
-	case <-done:
-	case <-time.After(10 * time.Second):
-		s.end() // Slack calls of a click are cut short
-		<-done
-	}
-	s.end()
-	return nil
 }
 
 // Intake stores one failed execution, the item of n8n's Error Trigger as
@@ -239,6 +205,9 @@ func (s *Service) Intake(ctx context.Context, body []byte) (Accepted, error) {
 
 // idRE is the form of a notification ID (and of a list cursor).
 var idRE = regexp.MustCompile(`^n_[0-9a-f]{24}$`)
+
+// IsID tells whether s has the form of a notification ID.
+func IsID(s string) bool { return idRE.MatchString(s) }
 
 // List pages through the outbox, newest first.
 func (s *Service) List(ctx context.Context, q ListQuery) (Page, error) {

@@ -105,7 +105,8 @@ func classify(ctx context.Context, err error) (Class, time.Duration) {
 	return ClassTransient, 0
 }
 
-func slackReason(err error) string {
+// SlackReason is why a Slack call failed, as a log line says it.
+func SlackReason(err error) string {
 	var ce *CallError
 	switch {
 	case err == nil:

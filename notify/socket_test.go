@@ -117,7 +117,7 @@ func (f *fakeSocket) drop() {
 func TestSocketModeClick(t *testing.T) {
 	k := newKeysHarness(t)
 	sock := newFakeSocket(t)
-	socket := slackapi.NewSocketMode("xapp-test", slackapi.Options{APIURL: sock.srv.URL + "/api/"}, k.svc, nil)
+	socket := slackapi.NewSocketMode("xapp-test", slackapi.Options{APIURL: sock.srv.URL + "/api/"}, harnessClicks{k.harness}, nil)
 	n := k.unknownKey("booking-77")
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
@@ -141,7 +141,7 @@ func TestSocketModeClick(t *testing.T) {
 		}
 	}
 	testwait.For(t, "the decision", func() bool { return k.key("booking-77").State == keystore.StateCompleted })
-	k.svc.WaitClicks()
+	k.waitClicks()
 	k.pass()
 	if u := k.calls("chat.update"); len(u) != 1 || !strings.Contains(u[0].Blocks, "marked it *completed*") {
 		t.Fatalf("updates: %+v", u)

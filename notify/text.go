@@ -118,26 +118,6 @@ func cmpOr(a, b string) string {
 	return b
 }
 
-// ButtonValue is the value of r's buttons: the notification, the key
-// attempt and the version they are rendered for, so a late click on an
-// older message changes nothing.
-func ButtonValue(r *Record) string {
-	return r.ID + "|" + strconv.Itoa(r.KeyAttempt) + "|" + strconv.Itoa(r.Version+1)
-}
-
-// parseButtonValue reads a ButtonValue; a bare ID (the buttons of earlier
-// versions) gives attempt and version 0: not checked.
-func parseButtonValue(v string) (id string, attempt, version int) {
-	id, rest, ok := strings.Cut(v, "|")
-	if !ok {
-		return v, 0, 0
-	}
-	a, vv, _ := strings.Cut(rest, "|")
-	attempt, _ = strconv.Atoi(a)
-	version, _ = strconv.Atoi(vv)
-	return id, attempt, version
-}
-
 // CaughtUp is the closing line of a catch-up (keystore.CaughtUp): the
 // outage's message says what the catch-up's log line says.
 func CaughtUp(resumed, lost int, took time.Duration) string {

@@ -18,7 +18,7 @@ import (
 //	  permanent        -> dead (post) | delivered, not due (update)
 //	  unreachable      -> a post that may have landed is marked uncertain; else nothing
 //	  canceled         -> nothing
-//	after a click (decideClick, then decide):
+//	after a click (notify/decision's decideClick, then decide):
 //	  ack|snooze       -> acknowledged|snoozed unless already taken
 //	  complete|retry   -> completed|retry (key messages only; the key is resolved first)
 //	  rerun            -> retried (failures only; n8n retried it first)
@@ -171,49 +171,6 @@ const (
 
 // snoozeFor is how long "Snooze 1 h" holds escalation back.
 const snoozeFor = time.Hour
-
-// clickStep is what a click asks for: the decision to record, or why
-// nothing changes (Refusal, answered to the person alone).
-type clickStep struct {
-	Decision string
-	Refusal  string
-}
-
-// decideClick decides what action does to target (the notification the
-// buttons act on); canRetry: n8n's API is configured. The side effect a
-// decision needs (resolving the key, retrying the execution) comes after
-// it and before decide records it.
-func decideClick(target *Record, action string, canRetry bool) clickStep {
-	switch action {
-	case ActionRerun:
-		if !canRetry || target.Kind != KindWorkflowFailed || target.ExecutionID == "" {
-			return clickStep{Refusal: "This n8n-guard cannot retry executions (N8N_API_URL and N8N_API_KEY are not set); nothing changed."}
-		}
-		if target.Decision == DecisionRetried {
-			return clickStep{Refusal: fmt.Sprintf("Already retried: %s. Nothing changed.", DecisionText(target))}
-		}
-		return clickStep{Decision: DecisionRetried}
-	case ActionComplete, ActionRetry:
-		if target.Kind != KindKeyUnknown {
-			return clickStep{Refusal: "This message is not about a key; nothing changed."}
-		}
-		return clickStep{Decision: map[string]string{ActionComplete: DecisionCompleted, ActionRetry: DecisionRetry}[action]}
-	case ActionAck, ActionSnooze:
-		if target.Acknowledged() {
-			return clickStep{Refusal: fmt.Sprintf("Already taken: %s. Nothing changed.", DecisionText(target))}
-		}
-		return clickStep{Decision: map[string]string{ActionAck: DecisionAcknowledged, ActionSnooze: DecisionSnoozed}[action]}
-	}
-	return clickStep{Refusal: "n8n-guard does not know this button; nothing changed."}
-}
-
-// stale reports a click on a button rendered for another key attempt or
-// an older version of the notification (0: the button did not say, as
-// buttons of earlier versions of the guard).
-func stale(target *Record, attempt, version int) bool {
-	return (attempt != 0 && target.Kind == KindKeyUnknown && attempt != target.KeyAttempt) ||
-		(version != 0 && version != target.Version+1)
-}
 
 // decide records a decision taken with the buttons by user on cur, the
 // notification or one of its escalations (escalation: only its message

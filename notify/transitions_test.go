@@ -1,7 +1,6 @@
 package notify
 
 import (
-	"strings"
 	"testing"
 	"time"
 )
@@ -161,60 +160,6 @@ func TestAfterCallSeesChangesDuringTheCall(t *testing.T) {
 	}
 }
 
-func TestDecideClick(t *testing.T) {
-	key := func() *Record {
-		return &Record{Header: Header{ID: "n_k", Kind: KindKeyUnknown}, KeyPayload: KeyPayload{Namespace: "ns", Key: "k", KeyAttempt: 2}}
-	}
-	decided := func(mk func() *Record, d string) func() *Record {
-		return func() *Record { r := mk(); r.Decision, r.DecidedBy = d, "U1"; return r }
-	}
-	breaker := func() *Record { return &Record{Header: Header{ID: "n_b", Kind: KindBreakerOpened}} }
-	states := map[string]func() *Record{
-		"failure": pending, "failure, snoozed": decided(pending, DecisionSnoozed),
-		"failure, acknowledged": decided(pending, DecisionAcknowledged), "failure, retried": decided(pending, DecisionRetried),
-		"key": key, "key, acknowledged": decided(key, DecisionAcknowledged), "key, completed": decided(key, DecisionCompleted),
-		"breaker": breaker,
-	}
-	const (
-		taken   = "Already taken"
-		notKey  = "not about a key"
-		noRerun = "cannot retry executions"
-		retried = "Already retried"
-		unknown = "does not know this button"
-	)
-	table := map[string]map[string]string{ // action → decision, or the refusal's words
-		"failure":               {ActionAck: DecisionAcknowledged, ActionSnooze: DecisionSnoozed, ActionComplete: notKey, ActionRetry: notKey, ActionRerun: DecisionRetried},
-		"failure, snoozed":      {ActionAck: DecisionAcknowledged, ActionSnooze: DecisionSnoozed, ActionComplete: notKey, ActionRetry: notKey, ActionRerun: DecisionRetried},
-		"failure, acknowledged": {ActionAck: taken, ActionSnooze: taken, ActionComplete: notKey, ActionRetry: notKey, ActionRerun: DecisionRetried},
-		"failure, retried":      {ActionAck: taken, ActionSnooze: taken, ActionComplete: notKey, ActionRetry: notKey, ActionRerun: retried},
-		"key":                   {ActionAck: DecisionAcknowledged, ActionSnooze: DecisionSnoozed, ActionComplete: DecisionCompleted, ActionRetry: DecisionRetry, ActionRerun: noRerun},
-		// The keystore decides whether the key is still open (resolveKey).
-		"key, acknowledged": {ActionAck: taken, ActionSnooze: taken, ActionComplete: DecisionCompleted, ActionRetry: DecisionRetry, ActionRerun: noRerun},
-		"key, completed":    {ActionAck: taken, ActionSnooze: taken, ActionComplete: DecisionCompleted, ActionRetry: DecisionRetry, ActionRerun: noRerun},
-		"breaker":           {ActionAck: DecisionAcknowledged, ActionSnooze: DecisionSnoozed, ActionComplete: notKey, ActionRetry: notKey, ActionRerun: noRerun},
-	}
-	for sname, mk := range states {
-		for _, action := range []string{ActionAck, ActionSnooze, ActionComplete, ActionRetry, ActionRerun, "guard_other"} {
-			t.Run(sname+" / "+action, func(t *testing.T) {
-				want := table[sname][action]
-				if action == "guard_other" {
-					want = unknown
-				}
-				got := decideClick(mk(), action, true)
-				switch {
-				case got.Refusal == "" && got.Decision != want:
-					t.Fatalf("decision %q, want %q", got.Decision, want)
-				case got.Refusal != "" && !strings.Contains(got.Refusal, want):
-					t.Fatalf("refusal %q, want %q", got.Refusal, want)
-				}
-			})
-		}
-	}
-	if got := decideClick(pending(), ActionRerun, false); !strings.Contains(got.Refusal, noRerun) {
-		t.Fatalf("rerun without n8n's API: %+v", got)
-	}
-}
-
 func TestDecide(t *testing.T) {
 	for _, d := range []string{DecisionAcknowledged, DecisionSnoozed, DecisionCompleted, DecisionRetry, DecisionRetried} {
 		for _, escalation := range []bool{false, true} {
@@ -330,27 +275,5 @@ func TestResend(t *testing.T) {
 		if !ok && (next.Channel != "C0GONE" || cur.Channel != "C0GONE") {
 			t.Fatalf("%s: not resent, yet rerouted", s)
 		}
-	}
-}
-
-func TestStaleButtons(t *testing.T) {
-	key := &Record{Header: Header{ID: "n_k", Kind: KindKeyUnknown}, KeyPayload: KeyPayload{KeyAttempt: 2}, Decided: Decided{Version: 3}}
-	cases := []struct {
-		attempt, version int
-		stale            bool
-	}{
-		{0, 0, false}, // an earlier guard's button says neither
-		{2, 4, false}, // as rendered now
-		{1, 4, true},  // another attempt
-		{2, 3, true},  // an older version
-		{2, 0, false},
-	}
-	for _, tc := range cases {
-		if got := stale(key, tc.attempt, tc.version); got != tc.stale {
-			t.Errorf("attempt %d version %d: stale %v", tc.attempt, tc.version, got)
-		}
-	}
-	if id, a, v := parseButtonValue(ButtonValue(key)); id != "n_k" || a != 2 || v != 4 {
-		t.Fatalf("button value round trip: %s %d %d", id, a, v)
 	}
 }

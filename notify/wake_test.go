@@ -27,7 +27,7 @@ func TestAKeyResolvedAnywhereUpdatesSlackWithoutWaitingForATick(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer ks.Close()
-	h.svc.Wire(ks, ks)
+	h.wireKeys(ks, ks)
 	k := &keysHarness{harness: h, slack: slack, ks: ks}
 	k.unknownKey("booking-1") // posted by a worker round of the test's own
 

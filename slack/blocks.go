@@ -12,6 +12,7 @@ import (
 
 	"github.com/n8n-guard/n8n-guard/keystore"
 	"github.com/n8n-guard/n8n-guard/notify"
+	"github.com/n8n-guard/n8n-guard/notify/decision"
 	"github.com/n8n-guard/n8n-guard/rerun"
 )
 
@@ -488,7 +489,7 @@ func renderRerunRefused(r *notify.Record, mention string) message {
 }
 
 // slackClicker matches the By of a decision taken in Slack
-// ("Ana (Slack U123)", notify.Click): that person is mentioned, so they
+// ("Ana (Slack U123)", decision.Click): that person is mentioned, so they
 // hear of it where they clicked.
 var slackClicker = regexp.MustCompile(`\(Slack ([UW][A-Z0-9]+)\)$`)
 
@@ -630,7 +631,7 @@ func decisionBlocks(r *notify.Record, canRetry bool) []slack.Block {
 		}
 	}
 	button := func(action, label string, style slack.Style) *slack.ButtonBlockElement {
-		b := slack.NewButtonBlockElement(action, notify.ButtonValue(r), plain(label))
+		b := slack.NewButtonBlockElement(action, decision.ButtonValue(r), plain(label))
 		b.Style = style
 		return b
 	}

@@ -6,6 +6,7 @@ import (
 	"github.com/slack-go/slack"
 
 	"github.com/n8n-guard/n8n-guard/notify"
+	"github.com/n8n-guard/n8n-guard/notify/decision"
 )
 
 // renderKeyGroup is the one message of many stuck keys of a namespace: how
@@ -56,7 +57,7 @@ func groupButtons(r *notify.Record, open int) slack.Block {
 		n, count = "open keys of the "+notify.Thousands(r.Count), "all open"
 	}
 	button := func(action, label string, style slack.Style, confirmTitle, confirmText, yes string) *slack.ButtonBlockElement {
-		b := slack.NewButtonBlockElement(action, notify.ButtonValue(r), plain(label))
+		b := slack.NewButtonBlockElement(action, decision.ButtonValue(r), plain(label))
 		b.Style = style
 		if confirmTitle != "" {
 			c := slack.NewConfirmationBlockObject(plain(confirmTitle), mrkdwn(confirmText), plain(yes), plain("Cancel"))

@@ -14,13 +14,14 @@ import (
 
 	"github.com/n8n-guard/n8n-guard/errs"
 	"github.com/n8n-guard/n8n-guard/notify"
+	"github.com/n8n-guard/n8n-guard/notify/decision"
 )
 
-// Clicks is the part of notify.Service that takes the clicks this
+// Clicks is the part of decision.Decider that takes the clicks this
 // package checks and decodes.
 type Clicks interface {
 	// Dispatch carries out clicks; it returns at once.
-	Dispatch(clicks ...notify.Click)
+	Dispatch(clicks ...decision.Click)
 	// FirstUse records a request's identity (durably, for Slack's
 	// window) and reports whether it is the first time.
 	FirstUse(ctx context.Context, mark string) (bool, error)
@@ -49,7 +50,7 @@ func NewInteractions(secret string, clicks Clicks, log *slog.Logger) *Interactio
 // (POST, form field payload=…): it checks the signature with the signing
 // secret (HMAC-SHA256 over "v0:timestamp:body", constant-time compare,
 // five-minute window, each signature once, across restarts and replicas)
-// and hands the clicks to notify. It returns at once, well inside Slack's
+// and hands the clicks on (notify/decision). It returns at once, well inside Slack's
 // three seconds; the decisions are answered in the message itself.
 //
 // Unsigned, wrongly signed, replayed or stale requests are unauthorized
@@ -104,19 +105,19 @@ func signatureMark(sig string) string {
 
 // clicksOf reads the clicks of a block_actions payload; other payload
 // types are not ours and are ignored.
-func clicksOf(cb slack.InteractionCallback, log *slog.Logger) []notify.Click {
+func clicksOf(cb slack.InteractionCallback, log *slog.Logger) []decision.Click {
 	name := cb.User.Name
 	if strings.TrimSpace(name) == "" {
 		name = cb.User.Username
 	}
 	if cb.Type == slack.InteractionTypeViewSubmission && cb.View.CallbackID == ReasonCallback {
-		var form notify.ReasonForm
+		var form decision.ReasonForm
 		_ = json.Unmarshal([]byte(cb.View.PrivateMetadata), &form)
 		note := ""
 		if cb.View.State != nil {
 			note = cb.View.State.Values["reason"]["reason"].Value
 		}
-		return []notify.Click{{Action: notify.ActionRejectReason, Value: form.Value, UserID: cb.User.ID, UserName: name, Channel: form.Channel, Note: note}}
+		return []decision.Click{{Action: notify.ActionRejectReason, Value: form.Value, UserID: cb.User.ID, UserName: name, Channel: form.Channel, Note: note}}
 	}
 	if cb.Type != slack.InteractionTypeBlockActions || len(cb.ActionCallback.BlockActions) == 0 {
 		log.Warn("a Slack interaction carried no button of n8n-guard; ignored", "type", cb.Type)
@@ -126,12 +127,12 @@ func clicksOf(cb slack.InteractionCallback, log *slog.Logger) []notify.Click {
 	if channel == "" {
 		channel = cb.Container.ChannelID
 	}
-	var out []notify.Click
+	var out []decision.Click
 	for _, a := range cb.ActionCallback.BlockActions {
 		if a.ActionID == "open_execution" || strings.HasPrefix(a.ActionID, "open_console") {
 			continue // a link button: Slack opens the URL
 		}
-		out = append(out, notify.Click{Action: a.ActionID, Value: a.Value, UserID: cb.User.ID, UserName: name, Channel: channel, TriggerID: cb.TriggerID})
+		out = append(out, decision.Click{Action: a.ActionID, Value: a.Value, UserID: cb.User.ID, UserName: name, Channel: channel, TriggerID: cb.TriggerID})
 	}
 	return out
 }

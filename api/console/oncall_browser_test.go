@@ -21,6 +21,7 @@ import (
 	"github.com/n8n-guard/n8n-guard/keystore/bolt"
 	"github.com/n8n-guard/n8n-guard/notify"
 	notifybolt "github.com/n8n-guard/n8n-guard/notify/bolt"
+	"github.com/n8n-guard/n8n-guard/notify/decision"
 	slackapi "github.com/n8n-guard/n8n-guard/slack"
 )
 
@@ -103,7 +104,7 @@ func newOnCallSite(t *testing.T) *site {
 // every message but those to C0GONE (channel_not_found, as Slack
 // answers), and ten failed executions, two of Billing's (routed to
 // C0GONE, so they die).
-func onCallNotifications(t *testing.T, store *bolt.Store) *notify.Service {
+func onCallNotifications(t *testing.T, store *bolt.Store) consoleThread {
 	t.Helper()
 	var ts atomic.Int64
 	slack := &http.Server{ReadHeaderTimeout: 5 * time.Second, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -134,11 +135,12 @@ func onCallNotifications(t *testing.T, store *bolt.Store) *notify.Service {
 		Destinations: map[string]notify.Route{"hubspot": {Owner: "U0HUBOPS", Channel: "C0CRMOPS"}},
 		Owners:       []notify.OwnerRule{{Workflow: "Billing*", Owner: "U0BILLING", Channel: "C0GONE"}},
 	}
-	notes, err := notify.New(cfg, notify.Options{Outbox: outbox, PollInterval: 10 * time.Millisecond,
-		Slack: slackapi.New(slackapi.Options{Token: "xoxb-test", APIURL: "http://" + ln.Addr().String() + "/api/"})})
+	client := slackapi.New(slackapi.Options{Token: "xoxb-test", APIURL: "http://" + ln.Addr().String() + "/api/"})
+	svc, err := notify.New(cfg, notify.Options{Outbox: outbox, PollInterval: 10 * time.Millisecond, Slack: client})
 	if err != nil {
 		t.Fatal(err)
 	}
+	notes := decisionsOn(t, svc, decision.Options{Outbox: outbox, Slack: client})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { notes.Run(ctx); close(done) }()

@@ -20,6 +20,7 @@ import (
 	"github.com/n8n-guard/n8n-guard/keystore/bolt"
 	"github.com/n8n-guard/n8n-guard/notify"
 	notifybolt "github.com/n8n-guard/n8n-guard/notify/bolt"
+	"github.com/n8n-guard/n8n-guard/notify/decision"
 	slackapi "github.com/n8n-guard/n8n-guard/slack"
 )
 
@@ -92,8 +93,27 @@ type threadSite struct {
 	*site
 	store  *bolt.Store
 	outbox notify.Outbox
-	notes  *notify.Service
+	notes  consoleThread
 	stop   func() // stops the worker
+}
+
+// consoleThread is the console's Thread as the guard wires it: the
+// notification service and the decisions on its messages.
+type consoleThread struct {
+	*notify.Service
+	*decision.Decider
+}
+
+// decisionsOn builds the decisions on notes' messages, as a guard start
+// does.
+func decisionsOn(t testing.TB, notes *notify.Service, opts decision.Options) consoleThread {
+	t.Helper()
+	opts.Notes = notes
+	d, err := decision.New(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return consoleThread{notes, d}
 }
 
 // crmConfig routes namespace crm's stuck keys to Ana in #crm-oncall.
@@ -126,17 +146,18 @@ func newThreadSite(t *testing.T, slack *threadSlack, cfg notify.Config, ccfg con
 // the configuration of the day.
 func (ts *threadSite) start(t *testing.T, slack *threadSlack, cfg notify.Config) {
 	t.Helper()
+	client := slackapi.New(slackapi.Options{Token: "xoxb-test", APIURL: slack.url})
 	notes, err := notify.New(cfg, notify.Options{Outbox: ts.outbox, PollInterval: 10 * time.Millisecond,
-		Events: ts.store, Keys: ts.store,
-		Slack: slackapi.New(slackapi.Options{Token: "xoxb-test", APIURL: slack.url})})
+		Events: ts.store, Keys: ts.store, Slack: client})
 	if err != nil {
 		t.Fatal(err)
 	}
+	thread := decisionsOn(t, notes, decision.Options{Outbox: ts.outbox, Keys: ts.store, Slack: client})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { notes.Run(ctx); close(done) }()
-	ts.notes = notes
-	ts.stop = sync.OnceFunc(func() { cancel(); <-done; notes.Close() })
+	ts.notes = thread
+	ts.stop = sync.OnceFunc(func() { cancel(); <-done; thread.Decider.Close() })
 	t.Cleanup(ts.stop)
 }
 

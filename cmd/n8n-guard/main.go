@@ -28,6 +28,7 @@ import (
 	"github.com/n8n-guard/n8n-guard/n8n"
 	"github.com/n8n-guard/n8n-guard/notify"
 	notifybolt "github.com/n8n-guard/n8n-guard/notify/bolt"
+	"github.com/n8n-guard/n8n-guard/notify/decision"
 	notifypg "github.com/n8n-guard/n8n-guard/notify/postgres"
 	"github.com/n8n-guard/n8n-guard/rerun"
 	"github.com/n8n-guard/n8n-guard/slack"
@@ -56,9 +57,12 @@ type Main struct {
 	store keystore.Store
 	// pg is the store when it is PostgreSQL (nil on bbolt): what replicas
 	// share lives there (sign-outs, secrets; shared.go).
-	pg     *postgres.Store
-	notes  *notify.Service
-	reruns *rerun.Runner // nil without n8n's API
+	pg    *postgres.Store
+	notes *notify.Service
+	// decisions carries out the clicks on its messages and the console's
+	// decisions on failures.
+	decisions *decision.Decider
+	reruns    *rerun.Runner // nil without n8n's API
 	// offWatch tells owners of guarded workflows n8n turned off (nil
 	// without n8n's API).
 	offWatch *n8n.OffWatch
@@ -249,12 +253,14 @@ func (m *Main) initSecrets(ctx context.Context) (api.ConsoleConfig, error) {
 	return con, nil
 }
 
-// initNotify sets up the notification service over outbox: Slack when a
-// bot token is set, "Retry execution" when n8n's API is.
+// initNotify sets up the notification service over outbox and the
+// decisions on its messages: Slack when a bot token is set, "Retry
+// execution" when n8n's API is.
 func (m *Main) initNotify(outbox notify.Outbox) error {
 	c := m.Config
 	// Parking: the outage messages show the parked counts.
 	opts := notify.Options{Logger: m.Logger, Registerer: m.reg, Outbox: outbox, Events: m.store, Keys: m.store, Parking: m.store, Clock: c.Clock}
+	var reruns interface{ Kick() }
 	if c.SlackBotToken != "" {
 		opts.Slack = slack.New(slack.Options{Token: c.SlackBotToken, APIURL: c.SlackAPIURL})
 	}
@@ -266,12 +272,16 @@ func (m *Main) initNotify(outbox notify.Outbox) error {
 		if err != nil {
 			return err
 		}
-		opts.Reruns = m.reruns // "Retry execution" of an execution at its re-run gate allows its re-run
+		reruns = m.reruns // "Retry execution" of an execution at its re-run gate allows its re-run
 	} else {
 		m.Logger.Info("re-runs of n8n executions are off: set N8N_API_URL and N8N_API_KEY to allow them")
 	}
 	var err error
-	m.notes, err = notify.New(c.File.NotifyConfig(), opts)
+	if m.notes, err = notify.New(c.File.NotifyConfig(), opts); err != nil {
+		return err
+	}
+	m.decisions, err = decision.New(decision.Options{Notes: m.notes, Outbox: outbox, Slack: opts.Slack, Keys: m.store, Executions: opts.Executions,
+		Reruns: reruns, Logger: m.Logger, Registerer: m.reg, Clock: c.Clock})
 	if err == nil && c.N8nAPIURL != "" && c.N8nAPIKey != "" {
 		notes := m.notes
 		m.offWatch = &n8n.OffWatch{Client: n8n.New(c.N8nAPIURL, c.N8nAPIKey, time.Minute), Logger: m.Logger.With("component", "n8n-off-watch"),
@@ -291,11 +301,12 @@ func (m *Main) initAPI(policies keystore.Policies, tokens []string, con api.Cons
 	if m.reruns != nil {
 		reruns = m.reruns
 	}
+	notes := notifications{m.notes, m.decisions, slack.NewInteractions(cfg.SlackSigningSecret, m.decisions, m.Logger)}
 	m.server, err = api.New(api.Config{
 		Reruns:        reruns,
 		Store:         m.store,
-		Notifications: m.notes,
-		Interactions:  notifications{m.notes, slack.NewInteractions(cfg.SlackSigningSecret, m.notes, m.Logger)},
+		Notifications: notes,
+		Interactions:  notes,
 		Backup:        opened.backup,
 		Fault:         opened.fault,
 		Tokens:        tokens,
@@ -336,7 +347,7 @@ func (m *Main) startBackground(ctx context.Context, policies keystore.Policies) 
 	bg, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	m.cancel = cancel
 	m.start("notify", func() error { return m.notes.Run(bg) })
-	socket := slack.NewSocketMode(cfg.SlackAppToken, slack.Options{APIURL: cfg.SlackAPIURL}, m.notes, m.Logger)
+	socket := slack.NewSocketMode(cfg.SlackAppToken, slack.Options{APIURL: cfg.SlackAPIURL}, m.decisions, m.Logger)
 	m.start("slack-socket-mode", func() error { return socket.Run(bg) })
 	sw := sweeper{store: m.store, every: cfg.SweepInterval, log: m.Logger.With("component", "sweeper")}
 	m.start("sweeper", func() error { return sw.Run(bg) })
@@ -415,12 +426,13 @@ func (m *Main) Close() error {
 		m.cancel = nil
 	}
 	m.wg.Wait()
-	if m.notes != nil {
-		if err := m.notes.Close(); err != nil {
+	if m.decisions != nil {
+		if err := m.decisions.Close(); err != nil {
 			errs = append(errs, err)
 		}
-		m.notes = nil
+		m.decisions = nil
 	}
+	m.notes = nil
 	if m.store != nil {
 		if err := m.store.Close(); err != nil {
 			errs = append(errs, fmt.Errorf("close store: %w", err))
@@ -443,9 +455,11 @@ func redactURL(s string) string {
 	return u.Redacted()
 }
 
-// notifications is what the API serves of notify: the service, and
+// notifications is what the API and the console serve of notify: the
+// service, the decisions on its messages (the console's on failures), and
 // Slack's interactivity requests checked by the slack package.
 type notifications struct {
 	*notify.Service
+	*decision.Decider
 	*slack.Interactions
 }

@@ -1,4 +1,4 @@
-package notify
+package decision
 
 import (
 	"context"
@@ -9,6 +9,7 @@ import (
 
 	"github.com/n8n-guard/n8n-guard/errs"
 	"github.com/n8n-guard/n8n-guard/keystore"
+	"github.com/n8n-guard/n8n-guard/notify"
 )
 
 // memberPage is how many keys of a group are read at a time, and
@@ -24,56 +25,52 @@ const (
 // meanwhile is skipped, not decided again. The keys' resolutions come back
 // as key-resolved events, which count them on the message (keySettled).
 // The caller holds the notification's click lock.
-func (s *Service) actGroup(ctx context.Context, target *Record, c Click, version int) {
+func (d *Decider) actGroup(ctx context.Context, target *notify.Record, c Click, version int) {
 	step := groupClick(target, c.Action, version)
 	if step.Refusal != "" {
-		s.m.refusedClicks.Inc()
-		s.ephemeral(ctx, c, step.Refusal)
+		d.m.refusedClicks.Inc()
+		d.ephemeral(ctx, c, step.Refusal)
 		return
 	}
-	if s.opts.Keys == nil {
-		s.ephemeral(ctx, c, "This n8n-guard cannot resolve keys from Slack (no store is wired to notifications); nothing changed.")
+	if d.keys == nil {
+		d.ephemeral(ctx, c, "This n8n-guard cannot resolve keys from Slack (no store is wired to notifications); nothing changed.")
 		return
 	}
 	res, note := keystore.StateCompleted, "Decided in Slack for the whole group: it happened — marked completed."
-	if step.Decision == DecisionRetry {
+	if step.Decision == notify.DecisionRetry {
 		res, note = keystore.StateFailed, "Decided in Slack for the whole group: it did not happen — a retry is allowed."
 	}
 	by := c.by()
 	bulk := "slack-" + target.ID + "-" + strconv.Itoa(target.Version+1)
-	decided, skipped, failed := s.decideMembers(ctx, target, keystore.ResolveRequest{Resolution: res, By: by, Note: note, Bulk: bulk})
+	decided, skipped, failed := d.decideMembers(ctx, target, keystore.ResolveRequest{Resolution: res, By: by, Note: note, Bulk: bulk})
 	if decided == 0 && failed > 0 {
-		s.ephemeral(ctx, c, fmt.Sprintf("n8n-guard could not resolve the keys of this group (%s failed, see its log); nothing changed. Try again.",
-			Plural(failed, "key", "keys")))
+		d.ephemeral(ctx, c, fmt.Sprintf("n8n-guard could not resolve the keys of this group (%s failed, see its log); nothing changed. Try again.",
+			notify.Plural(failed, "key", "keys")))
 		return
 	}
-	now := s.now()
-	if _, err := s.outbox.Update(ctx, target.ID, func(x *Record) {
-		*x = *groupDecided(x, step.Decision, c.UserID, bulk, decided, skipped, now)
-	}); err != nil {
-		s.log.Error("recording a group decision from Slack failed", "id", target.ID, "err", err)
+	if err := d.notes.RecordGroupDecision(ctx, target.ID, step.Decision, c.UserID, bulk, decided, skipped); err != nil {
+		d.log.Error("recording a group decision from Slack failed", "id", target.ID, "err", err)
 	}
-	s.m.decisions.WithLabelValues(step.Decision).Inc()
-	s.log.Info("group decision from Slack", "id", target.ID, "decision", step.Decision, "user", c.UserID, "bulk", bulk,
+	d.m.decisions.WithLabelValues(step.Decision).Inc()
+	d.log.Info("group decision from Slack", "id", target.ID, "decision", step.Decision, "user", c.UserID, "bulk", bulk,
 		"namespace", target.Namespace, "decided", decided, "skipped", skipped, "failed", failed)
 	switch {
 	case failed > 0:
-		s.ephemeral(ctx, c, fmt.Sprintf("Decided %s; %s could not be resolved (the store failed) and stay open: press again to retry them.",
-			Plural(decided, "key", "keys"), Plural(failed, "key", "keys")))
+		d.ephemeral(ctx, c, fmt.Sprintf("Decided %s; %s could not be resolved (the store failed) and stay open: press again to retry them.",
+			notify.Plural(decided, "key", "keys"), notify.Plural(failed, "key", "keys")))
 	case decided == 0:
-		s.ephemeral(ctx, c, fmt.Sprintf("Every key of this group was decided elsewhere already (%s); nothing changed.", Plural(skipped, "key", "keys")))
+		d.ephemeral(ctx, c, fmt.Sprintf("Every key of this group was decided elsewhere already (%s); nothing changed.", notify.Plural(skipped, "key", "keys")))
 	}
-	s.poke()
 }
 
 // decideMembers resolves the open keys of target's group with req (its
 // namespace and key filled in per key).
-func (s *Service) decideMembers(ctx context.Context, target *Record, req keystore.ResolveRequest) (decided, skipped, failed int) {
-	var after *Member
+func (d *Decider) decideMembers(ctx context.Context, target *notify.Record, req keystore.ResolveRequest) (decided, skipped, failed int) {
+	var after *notify.Member
 	for ctx.Err() == nil {
-		page, err := s.outbox.Members(ctx, target.ID, after, memberPage)
+		page, err := d.outbox.Members(ctx, target.ID, after, memberPage)
 		if err != nil {
-			s.log.Error("reading the keys of a group failed", "id", target.ID, "err", err)
+			d.log.Error("reading the keys of a group failed", "id", target.ID, "err", err)
 			return decided, skipped, failed + 1
 		}
 		// Keys are resolved a few at a time: the stores commit concurrent
@@ -91,7 +88,7 @@ func (s *Service) decideMembers(ctx context.Context, target *Record, req keystor
 			sem <- struct{}{}
 			go func() {
 				defer func() { <-sem; wg.Done() }()
-				outcomes[i] = s.decideMember(ctx, m, req)
+				outcomes[i] = d.decideMember(ctx, m, req)
 			}()
 		}
 		wg.Wait()
@@ -124,26 +121,26 @@ const (
 // decideMember resolves one key of a group if it is still unknown at the
 // member's attempt; a key decided meanwhile (or purged, or at a later
 // attempt) is skipped and counted as settled.
-func (s *Service) decideMember(ctx context.Context, m Member, req keystore.ResolveRequest) memberOutcome {
-	cur, err := s.opts.Keys.Lookup(ctx, m.Namespace, m.Key)
+func (d *Decider) decideMember(ctx context.Context, m notify.Member, req keystore.ResolveRequest) memberOutcome {
+	cur, err := d.keys.Lookup(ctx, m.Namespace, m.Key)
 	if err != nil {
-		s.log.Warn("looking up a key of a group failed", "namespace", m.Namespace, "key", m.Key, "err", err)
+		d.log.Warn("looking up a key of a group failed", "namespace", m.Namespace, "key", m.Key, "err", err)
 		return memberFailed
 	}
 	if cur.Record == nil || cur.Record.Attempt != m.Attempt || cur.Record.State != keystore.StateUnknown {
 		if cur.Record == nil || cur.Record.Attempt != m.Attempt {
-			s.settleGone(ctx, m) // no key-resolved event will count it
+			d.settleGone(ctx, m) // no key-resolved event will count it
 		}
 		return memberSkipped
 	}
 	req.Namespace, req.Key, req.Attempt = m.Namespace, m.Key, m.Attempt // a later attempt is not this group's
-	_, err = s.opts.Keys.Resolve(ctx, req)
+	_, err = d.keys.Resolve(ctx, req)
 	var ke *errs.Error
 	switch {
 	case errors.As(err, &ke) && ke.Code == errs.Conflict:
 		return memberSkipped // decided between the look and the resolve
 	case err != nil:
-		s.log.Warn("resolving a key of a group from Slack failed", "namespace", m.Namespace, "key", m.Key, "err", err)
+		d.log.Warn("resolving a key of a group from Slack failed", "namespace", m.Namespace, "key", m.Key, "err", err)
 		return memberFailed
 	}
 	return memberDecided
@@ -151,11 +148,8 @@ func (s *Service) decideMember(ctx context.Context, m Member, req keystore.Resol
 
 // settleGone counts a member whose attempt is over (purged, or a later
 // attempt began) as decided.
-func (s *Service) settleGone(ctx context.Context, m Member) {
-	now := s.now()
-	if _, err := s.outbox.Settle(ctx, m, func(x *Record) {
-		*x = *keySettled(x, true, "", now, now, s.cfg.GroupWindow)
-	}); err != nil {
-		s.log.Warn("counting a gone key of a group failed", "namespace", m.Namespace, "key", m.Key, "err", err)
+func (d *Decider) settleGone(ctx context.Context, m notify.Member) {
+	if err := d.notes.SettleMember(ctx, m); err != nil {
+		d.log.Warn("counting a gone key of a group failed", "namespace", m.Namespace, "key", m.Key, "err", err)
 	}
 }
