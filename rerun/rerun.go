@@ -468,6 +468,14 @@ func (r *Runner) start(ctx context.Context, ex *execution) started {
 		held.claim(ctx, rec) // a key not claimed is another guard's, or moved on
 	}
 	claimed := held.keys
+	if ctx.Err() != nil {
+		// Stopped while the siblings were allowed (a store that ends its
+		// reads with the context says so as an error): nothing was asked
+		// and nothing refused; the claims go back, and the grant waits
+		// for the next guard.
+		held.keep(ctx, log).HandBack(ctx)
+		return later
+	}
 	if err != nil {
 		r.refuse(ctx, log, claimed, "another event of the same execution could not be allowed, so a re-run would stop at its gate: "+err.Error())
 		return done
