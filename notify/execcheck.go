@@ -37,7 +37,7 @@ func (s *Service) retryOffered(ctx context.Context, r *Record) bool {
 	// other message back for the client's two minutes.
 	ctx, cancel := context.WithTimeout(ctx, executionCheckTimeout)
 	defer cancel()
-	why, err := s.ExecutionMismatch(ctx, r)
+	why, err := ExecutionMismatch(ctx, s.opts.Executions, r)
 	if err != nil {
 		s.log.Warn("cannot ask n8n whose execution a failure names; its message offers no Retry execution for now",
 			"id", r.ID, "execution", r.ExecutionID, "err", err)
@@ -56,13 +56,13 @@ func (s *Service) retryOffered(ctx context.Context, r *Record) bool {
 	return checked == executionOK
 }
 
-// ExecutionMismatch asks n8n which workflow r's execution belongs to: ""
+// ExecutionMismatch asks n8n (ex) which workflow r's execution belongs to: ""
 // when it is the workflow r names (id and name), else
 // why not, in words for the person; an error when n8n could not say. The
 // name must be the one n8n gives: a failure without one is offered no
 // Retry execution.
-func (s *Service) ExecutionMismatch(ctx context.Context, r *Record) (string, error) {
-	id, name, err := s.opts.Executions.WorkflowOf(ctx, r.ExecutionID)
+func ExecutionMismatch(ctx context.Context, ex Executions, r *Record) (string, error) {
+	id, name, err := ex.WorkflowOf(ctx, r.ExecutionID)
 	var re *RetryError
 	switch {
 	case errors.As(err, &re) && re.Refusal == RetryNotFound:

@@ -114,7 +114,7 @@ func (d *Decider) mayDecideAll(ctx context.Context, namespaces []string, c Click
 // (a message delivered before the check existed has no answer kept):
 // the refusal for the person, or "".
 func (d *Decider) checkExecution(ctx context.Context, r *notify.Record) string {
-	why, err := d.notes.ExecutionMismatch(ctx, r)
+	why, err := notify.ExecutionMismatch(ctx, d.executions, r)
 	switch {
 	case err != nil:
 		d.log.Warn("cannot ask n8n whose execution a failure names; Retry execution refused", "id", r.ID, "execution", r.ExecutionID, "err", err)
