@@ -54,6 +54,9 @@ type worker struct {
 	resumed     int
 	lost        int       // executions n8n no longer held, or woken and silent
 	lastOverdue time.Time // when the keys were last held to their parked_limit (zero: at the first pass)
+	// overdue: the parked attempts (namespace, key, wait start) the last
+	// pass handed to the store as overdue (reportOverdue).
+	overdue map[string]bool
 	// closedAt: when this worker found its destination's breaker closed
 	// since it was last seen open (the probe's complete, a person's
 	// reset; at its first pass when it was closed already): the
@@ -90,7 +93,7 @@ func (w *worker) look(ctx context.Context) ([]calls.Call, time.Duration) {
 	}
 	if now := w.r.now(); now.Sub(w.lastOverdue) >= overdueEvery {
 		w.lastOverdue = now
-		w.r.reportOverdue(ctx, w.dest, now)
+		w.reportOverdue(ctx, now)
 	}
 	w.begun, w.refused = 0, false
 	var out []calls.Call
