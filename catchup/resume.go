@@ -38,11 +38,20 @@ type resumeResult struct {
 // turn of its own) and gives the turn back. A key without a destination
 // takes no turn.
 //
-// The claim is kept (claim.go, calls.Keeper) from here until n8n's answer is recorded,
-// and handed back when no call was made (ctx ended, no turn came free).
+// The claim is kept (calls.Keeper) from here until n8n's answer is
+// recorded: extended whenever less than half a claim is left on the
+// runner's clock, handed back when no call was made (ctx ended, no turn
+// came free).
 func (r *Runner) resumeClaimed(ctx context.Context, claimed *keystore.Record, started func(at time.Time)) resumeResult {
 	var pc *callPace
-	keeper := r.keepClaim(ctx, claimed)
+	ns, key := claimed.Namespace, claimed.Key
+	keeper := r.claims.Keep(ctx, r.log.With("namespace", ns, "key", key), claimed.ResumeClaimUntil,
+		func(ctx context.Context, held time.Time, d time.Duration) (time.Time, bool, error) {
+			return r.opts.Store.ExtendResumeClaim(ctx, ns, key, held, d)
+		},
+		func(ctx context.Context, held time.Time) (bool, error) {
+			return r.opts.Store.ReleaseResumeClaim(ctx, ns, key, held)
+		})
 	if dest := claimed.Destination; dest != "" {
 		t, ok := r.awaitTurn(ctx, r.turnRequest(claimed, nil), claimed)
 		if !ok {

@@ -76,6 +76,7 @@ type Runner struct {
 	log     *slog.Logger
 	metrics *metrics
 	now     keystore.Clock
+	claims  calls.Claims // the resume claims' keeping
 }
 
 // New returns a Runner; Run starts it.
@@ -86,7 +87,8 @@ func New(opts Options) (*Runner, error) {
 		return nil, err
 	}
 	m.known(opts.Policies)
-	return &Runner{opts: opts, log: opts.Logger, metrics: m, now: opts.Clock}, nil
+	return &Runner{opts: opts, log: opts.Logger, metrics: m, now: opts.Clock,
+		claims: calls.Claims{Length: opts.Claim, Every: opts.Interval, Clock: opts.Clock, What: "catch-up: a resume claim"}}, nil
 }
 
 // Run looks at the parked keys at each commit of the store (a key parked,
