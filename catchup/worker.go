@@ -97,7 +97,18 @@ func (w *worker) look(ctx context.Context) ([]calls.Call, time.Duration) {
 	}
 	w.begun, w.refused = 0, false
 	var out []calls.Call
-	mayProbe := true // no older key of this pass is being claimed by this guard
+	// mayProbe: no older key of this pass is being claimed by this guard.
+	// While the breaker is not closed, none may be while a key resumed by
+	// this guard is missing from the listing either: its probe, woken, may
+	// park again (its write found the destination still down) and be the
+	// oldest waiting key again by the time a claim of this pass is made.
+	listed := 0
+	for _, rec := range recs {
+		if w.inFlight[id(rec)] {
+			listed++
+		}
+	}
+	mayProbe := !w.closedAt.IsZero() || listed == len(w.inFlight)
 	for _, rec := range recs {
 		if w.inFlight[id(rec)] {
 			// Being resumed by this guard, or its claim still in flight
