@@ -120,10 +120,10 @@ func (r *Runner) Run(ctx context.Context) error {
 			}
 			return out, 0
 		}
-		r.metrics.setParked(counts)
+		r.metrics.set(r.metrics.parked, counts)
 		// The woken gauge is the store's count, as /v1/destinations shows it.
 		if woken, err := r.opts.Store.WokenCounts(ctx); err == nil {
-			r.metrics.setWoken(woken)
+			r.metrics.set(r.metrics.woken, woken)
 		}
 		for dest, n := range counts {
 			if n > 0 {
@@ -322,28 +322,16 @@ func (m *metrics) known(p keystore.Policies) {
 	}
 }
 
-// setParked sets the gauge of every destination seen, 0 when none is left.
-func (m *metrics) setParked(counts map[string]int) {
+// set sets g (parked, woken) of every destination seen, 0 when counts
+// has none of its keys.
+func (m *metrics) set(g *prometheus.GaugeVec, counts map[string]int) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	for d := range counts {
 		m.seen[d] = true
 	}
 	for d := range m.seen {
-		m.parked.WithLabelValues(d).Set(float64(counts[d]))
-	}
-}
-
-// setWoken sets the woken gauge of every destination seen, 0 when none
-// of its keys waits for its woken execution.
-func (m *metrics) setWoken(counts map[string]int) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	for d := range counts {
-		m.seen[d] = true
-	}
-	for d := range m.seen {
-		m.woken.WithLabelValues(d).Set(float64(counts[d]))
+		g.WithLabelValues(d).Set(float64(counts[d]))
 	}
 }
 
