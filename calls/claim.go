@@ -41,6 +41,33 @@ type Claim struct {
 	What string
 }
 
+// Claims is how one worker keeps the claims a store gives it on its
+// keys: each holds Length from its extension, its keeper looks at Clock
+// every Every, and What names them in the log ("catch-up: a resume
+// claim").
+type Claims struct {
+	Length, Every time.Duration
+	Clock         keystore.Clock
+	What          string
+}
+
+// Keep keeps one key's claim while its call is in flight (Keep): until
+// is the claim as the store gave it (nil: none, nothing to keep), extend
+// and release are the store's primitives on that key's claim, and log
+// names the key.
+func (cs Claims) Keep(ctx context.Context, log *slog.Logger, until *time.Time,
+	extend func(ctx context.Context, held time.Time, length time.Duration) (time.Time, bool, error),
+	release func(ctx context.Context, held time.Time) (bool, error)) *Keeper {
+	c := Claim{Length: cs.Length, Every: cs.Every, Clock: cs.Clock, Log: log, What: cs.What, Release: release,
+		Extend: func(ctx context.Context, held time.Time) (time.Time, bool, error) {
+			return extend(ctx, held, cs.Length)
+		}}
+	if until != nil {
+		c.Until = *until
+	}
+	return Keep(ctx, c)
+}
+
 // ErrLapsing is the cause of a context Within ended: the claim it was
 // bound to was about to lapse.
 var ErrLapsing = errors.New("the claim is about to lapse (it could not be extended)")

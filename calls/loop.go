@@ -121,7 +121,9 @@ func (l Loop) Run(ctx context.Context, look Look) {
 				break
 			}
 		}
-		r.await(ctx, commits)
+		if ctx.Err() == nil { // a look may end the loop: no wait then
+			r.await(ctx, commits)
+		}
 	}
 }
 
@@ -205,6 +207,24 @@ func Sleep(ctx context.Context, d time.Duration) {
 	case <-ctx.Done():
 	case <-t.C:
 	}
+}
+
+// Wait waits d on sleep (a Loop's Sleep), or until wake is ready or ctx
+// ends: the wait of a call for what its loop does not see (a freed slot
+// of the store's pace), on the worker's clock.
+func Wait(ctx context.Context, sleep func(ctx context.Context, d time.Duration), d time.Duration, wake <-chan struct{}) {
+	wctx, cancel := context.WithCancel(ctx)
+	slept := make(chan struct{})
+	go func() {
+		defer close(slept)
+		sleep(wctx, d)
+	}()
+	select {
+	case <-wake:
+	case <-slept:
+	}
+	cancel()
+	<-slept
 }
 
 // end takes a call's report.

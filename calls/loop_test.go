@@ -213,3 +213,28 @@ func TestUnboundedSlots(t *testing.T) {
 	close(release)
 	stop()
 }
+
+// A look that ends the loop's context (its work is done) ends the loop
+// without a wait: on a controlled clock a wait moves the clock, so the
+// worker's clock would pass an interval it never waited.
+func TestALookThatEndsTheLoopMakesNoWait(t *testing.T) {
+	ctx, done := context.WithCancel(context.Background())
+	var slept atomic.Int32
+	calls.Loop{Interval: time.Hour, Sleep: func(context.Context, time.Duration) { slept.Add(1) }}.Run(ctx,
+		func(context.Context) ([]calls.Call, time.Duration) { done(); return nil, 0 })
+	if n := slept.Load(); n != 0 {
+		t.Fatalf("the loop waited %d times after its look ended it", n)
+	}
+}
+
+// Wait returns when its wake is ready, before the sleep ends, and ends
+// that sleep.
+func TestAWakeEndsAWait(t *testing.T) {
+	wake := make(chan struct{})
+	close(wake)
+	sleepEnded := false
+	calls.Wait(context.Background(), func(ctx context.Context, _ time.Duration) { <-ctx.Done(); sleepEnded = true }, time.Hour, wake)
+	if !sleepEnded {
+		t.Fatal("Wait returned while its sleep still ran")
+	}
+}

@@ -30,11 +30,33 @@ func (c *callClock) Resume(ctx context.Context, r *keystore.Record) n8n.ResumeOu
 	return c.inner.Resume(ctx, r)
 }
 
+// liveClock is a stepClock that moves only while none of fake's woken
+// executions runs: each wait of the runner moves it, but not past a live
+// execution that a loaded machine has not run yet (its lease would run
+// out on a clock the runner's waits move by a second per millisecond).
+// So the clock measures the runner's waits for the dead execution alone.
+type liveClock struct {
+	*stepClock
+	fake *fakeN8n
+}
+
+func (c liveClock) Sleep(ctx context.Context, d time.Duration) {
+	for c.fake.live.Load() > 0 {
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(time.Millisecond):
+		}
+	}
+	c.stepClock.Sleep(ctx, d)
+}
+
 // A woken execution that dies (n8n took the resume call, then restarted)
 // frees what it held once the lease it had to reserve in ran out: as the
 // probe, its destination; with catch_up_concurrency 1, its slot. The next
 // parked event is called within the lease and a few seconds of the dead
-// one's waking, not after lease + the 2-minute claim.
+// one's waking, not after lease + the 2-minute claim; also when the live
+// executions are slow to run (a loaded machine).
 func TestADeadWokenExecutionFreesItsSlotWithinTheLease(t *testing.T) {
 	for _, tc := range []struct {
 		name       string
@@ -59,9 +81,11 @@ func TestADeadWokenExecutionFreesItsSlotWithinTheLease(t *testing.T) {
 			defer srv.Close()
 			parkBehindAnOutage(t, store, fake, srv.URL, clock.Advance, 3)
 			fake.silent[tc.dead[len("evt_0"):]] = true
+			fake.slow = 300 * time.Millisecond
 			clock.Advance(time.Hour)
+			live := liveClock{clock, fake}
 			calls := &callClock{inner: &n8n.ResumeCaller{Secret: "s3cret", Targets: targetsOf(t, srv.URL)}, clock: clock, at: map[string]time.Time{}}
-			runUntil(t, catchup.Options{Store: store, Policies: pol, Clock: clock.Now, Sleep: clock.Sleep,
+			runUntil(t, catchup.Options{Store: store, Policies: pol, Clock: clock.Now, Sleep: live.Sleep,
 				Resumer: calls, Interval: time.Second, Claim: 2 * time.Minute}, fake,
 				"the two live executions written", func() bool { return fake.written() == 2 },
 				func() string { return "" })

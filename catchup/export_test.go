@@ -17,3 +17,14 @@ func OnPaced(o *Options, f func(dest string, at time.Time)) { o.paced = f }
 func AwaitFinish(r *Runner, ctx context.Context, rec *keystore.Record) bool {
 	return r.awaitFinish(ctx, rec)
 }
+
+// OverduePasses returns the passes of reportOverdue of one worker of
+// dest, made once: each reports at now and says how many parked attempts
+// the worker keeps as handed to the store.
+func OverduePasses(r *Runner, dest string) func(ctx context.Context, now time.Time) (kept int) {
+	w := &worker{r: r, dest: dest, dp: r.opts.Policies.Destination(dest)}
+	return func(ctx context.Context, now time.Time) int {
+		w.reportOverdue(ctx, now)
+		return len(w.overdue)
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/n8n-guard/n8n-guard/calls"
 	"github.com/n8n-guard/n8n-guard/keystore"
 )
 
@@ -57,7 +58,7 @@ func (r *Runner) awaitTurn(ctx context.Context, req keystore.TurnRequest, rec *k
 		case wait > 0: // the rate: a freed slot does not shorten it
 			r.opts.Sleep(ctx, wait)
 		default: // every slot held, or a call not ended yet, maybe another guard's
-			r.wait(ctx, freed, r.opts.Poll)
+			calls.Wait(ctx, r.opts.Sleep, r.opts.Poll, freed)
 		}
 	}
 	return keystore.Turn{}, false

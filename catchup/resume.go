@@ -38,11 +38,20 @@ type resumeResult struct {
 // turn of its own) and gives the turn back. A key without a destination
 // takes no turn.
 //
-// The claim is kept (claim.go, calls.Keeper) from here until n8n's answer is recorded,
-// and handed back when no call was made (ctx ended, no turn came free).
+// The claim is kept (calls.Keeper) from here until n8n's answer is
+// recorded: extended whenever less than half a claim is left on the
+// runner's clock, handed back when no call was made (ctx ended, no turn
+// came free).
 func (r *Runner) resumeClaimed(ctx context.Context, claimed *keystore.Record, started func(at time.Time)) resumeResult {
 	var pc *callPace
-	keeper := r.keepClaim(ctx, claimed)
+	ns, key := claimed.Namespace, claimed.Key
+	keeper := r.claims.Keep(ctx, r.log.With("namespace", ns, "key", key), claimed.ResumeClaimUntil,
+		func(ctx context.Context, held time.Time, d time.Duration) (time.Time, bool, error) {
+			return r.opts.Store.ExtendResumeClaim(ctx, ns, key, held, d)
+		},
+		func(ctx context.Context, held time.Time) (bool, error) {
+			return r.opts.Store.ReleaseResumeClaim(ctx, ns, key, held)
+		})
 	if dest := claimed.Destination; dest != "" {
 		t, ok := r.awaitTurn(ctx, r.turnRequest(claimed, nil), claimed)
 		if !ok {
@@ -155,63 +164,49 @@ func (r *Runner) logLost(rec *keystore.Record, detail string) {
 // awaitFinish waits until the resumed execution reserved the key and
 // finished its attempt, or the woken bound has passed: then an execution
 // that never reserved is recorded lost (loseSilent), and lost is true.
-// The key is looked up at each commit of the store (the execution's
-// reserve and complete are commits) and every Interval (they may be
-// another guard's).
+// The key is looked up by a calls.Loop, at each commit of the key in this
+// process's store (the execution's reserve and complete) and every
+// Interval (they may be another guard's); the first look is before any
+// wait: the execution may have finished before the subscription.
 func (r *Runner) awaitFinish(ctx context.Context, rec *keystore.Record) (lost bool) {
 	bound := r.wokenBound(rec.Namespace)
 	limit := r.now().Add(bound)
-	commits, stop := r.opts.Store.Commits()
-	defer stop()
-	defer func() {
-		if ctx.Err() != nil || lost {
-			return
+	wctx, over := context.WithCancel(ctx)
+	defer over()
+	commits := keystore.CommitsOf(r.opts.Store, func(k keystore.CommittedKey) bool {
+		return k.Namespace == rec.Namespace && k.Key == rec.Key
+	})
+	calls.Loop{Commits: commits, Interval: r.opts.Interval, Sleep: r.opts.Sleep}.Run(wctx, func(ctx context.Context) ([]calls.Call, time.Duration) {
+		if !r.now().Before(limit) {
+			over() // the bound passed: the look below decides
+			return nil, 0
 		}
-		res, err := r.opts.Store.Lookup(ctx, rec.Namespace, rec.Key)
-		switch {
-		case err != nil:
-		case keystore.PhaseOf(res.Record) == keystore.PhaseLost:
-			lost = true // recorded lost meanwhile (the sweep for silent executions came first)
-		case keystore.WokenSilent(res.Record, bound, r.now()):
-			lost = r.loseSilent(ctx, res.Record, bound)
-		}
-	}()
-	for r.now().Before(limit) {
-		// Looked up before the first wait: the execution may have
-		// finished before the subscription.
 		res, err := r.opts.Store.Lookup(ctx, rec.Namespace, rec.Key)
 		switch cur := res.Record; {
-		case ctx.Err() != nil:
-			return
-		case err != nil || cur == nil:
+		case ctx.Err() != nil, err != nil || cur == nil:
 		case keystore.PhaseOf(cur) == keystore.PhaseLost:
 			// Recorded lost by another look (the sweep for silent woken
 			// executions, on this guard or another, or a late answer):
 			// lost in the caught-up line, not resumed.
-			return true
+			lost = true
+			over()
 		case cur.State == keystore.StateReserved, cur.State == keystore.StateParked && cur.ResumeSentAt != nil:
 			// woken, not finished
 		default:
-			return
+			over()
 		}
-		r.wait(ctx, commits, r.opts.Interval)
+		return nil, 0
+	})
+	if ctx.Err() != nil || lost {
+		return lost
 	}
-	return // the bound passed: the deferred look decides
-}
-
-// wait returns at a commit of the store (commits), after d (Sleep: the
-// fallback for another guard's commits), or when ctx ends.
-func (r *Runner) wait(ctx context.Context, commits <-chan struct{}, d time.Duration) {
-	wctx, cancel := context.WithCancel(ctx)
-	slept := make(chan struct{})
-	go func() {
-		defer close(slept)
-		r.opts.Sleep(wctx, d)
-	}()
-	select {
-	case <-commits:
-	case <-slept:
+	res, err := r.opts.Store.Lookup(ctx, rec.Namespace, rec.Key)
+	switch {
+	case err != nil:
+	case keystore.PhaseOf(res.Record) == keystore.PhaseLost:
+		lost = true // recorded lost meanwhile (the sweep for silent executions came first)
+	case keystore.WokenSilent(res.Record, bound, r.now()):
+		lost = r.loseSilent(ctx, res.Record, bound)
 	}
-	cancel()
-	<-slept
+	return lost
 }

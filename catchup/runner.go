@@ -3,6 +3,7 @@ package catchup
 import (
 	"context"
 	"log/slog"
+	"maps"
 	"sync"
 	"time"
 
@@ -75,9 +76,7 @@ type Runner struct {
 	log     *slog.Logger
 	metrics *metrics
 	now     keystore.Clock
-
-	mu      sync.Mutex
-	overdue map[string]bool // parked attempts handed to the store as overdue (a cache: the store reports once)
+	claims  calls.Claims // the resume claims' keeping
 }
 
 // New returns a Runner; Run starts it.
@@ -89,7 +88,7 @@ func New(opts Options) (*Runner, error) {
 	}
 	m.known(opts.Policies)
 	return &Runner{opts: opts, log: opts.Logger, metrics: m, now: opts.Clock,
-		overdue: map[string]bool{}}, nil
+		claims: calls.Claims{Length: opts.Claim, Every: opts.Interval, Clock: opts.Clock, What: "catch-up: a resume claim"}}, nil
 }
 
 // Run looks at the parked keys at each commit of the store (a key parked,
@@ -121,10 +120,10 @@ func (r *Runner) Run(ctx context.Context) error {
 			}
 			return out, 0
 		}
-		r.metrics.setParked(counts)
+		r.metrics.set(r.metrics.parked, counts)
 		// The woken gauge is the store's count, as /v1/destinations shows it.
 		if woken, err := r.opts.Store.WokenCounts(ctx); err == nil {
-			r.metrics.setWoken(woken)
+			r.metrics.set(r.metrics.woken, woken)
 		}
 		for dest, n := range counts {
 			if n > 0 {
@@ -199,18 +198,25 @@ func (r *Runner) sweepSilent(ctx context.Context) {
 	}
 }
 
-// reportOverdue hands the store every parked key of dest that waited
-// longer than its namespace's parked_limit. The store records each parked
-// attempt's report once, with an event for its owner's Slack message
-// (keystore.DecideParkedOverdue), whichever guard finds it first and
-// however often it restarts; the map only spares repeated calls. One log
-// line says how many were reported.
-func (r *Runner) reportOverdue(ctx context.Context, dest string, now time.Time) {
-	reported := 0
+// reportOverdue hands the store every parked key of the worker's
+// destination that waited longer than its namespace's parked_limit. The
+// store records each parked attempt's report once, with an event for its
+// owner's Slack message (keystore.DecideParkedOverdue), whichever guard
+// finds it first and however often it restarts; w.overdue only spares
+// repeated calls, and keeps the attempts of the last whole pass alone, so
+// keys resumed, lost or resolved meanwhile leave it. One log line says
+// how many were reported.
+func (w *worker) reportOverdue(ctx context.Context, now time.Time) {
+	r, reported, whole := w.r, 0, false
+	listed := make(map[string]bool, len(w.overdue))
 	defer func() {
+		if !whole {
+			maps.Copy(listed, w.overdue) // a pass cut short forgets nothing
+		}
+		w.overdue = listed
 		if reported > 0 {
 			r.log.Error("events parked longer than their namespace's parked_limit: their owners are told in Slack; a person must look at the destination",
-				"destination", dest, "reported", reported)
+				"destination", w.dest, "reported", reported)
 		}
 	}()
 	// Only the overdue keys are read: the store lists them by the start
@@ -218,7 +224,7 @@ func (r *Runner) reportOverdue(ctx context.Context, dest string, now time.Time) 
 	// in a rolling outage), one read per parked_limit
 	// (keystore.Policies.OverdueReads), each stopping at the first key
 	// within its limit.
-	q := keystore.WaitQuery{Destination: dest, Stages: keystore.QueuedStages, Limit: 500}
+	q := keystore.WaitQuery{Destination: w.dest, Stages: keystore.QueuedStages, Limit: 500}
 	for _, q := range r.opts.Policies.OverdueReads(q, now) {
 		for ctx.Err() == nil {
 			recs, err := r.opts.Store.ParkedByWait(ctx, q)
@@ -226,23 +232,18 @@ func (r *Runner) reportOverdue(ctx context.Context, dest string, now time.Time) 
 				return
 			}
 			for _, rec := range recs {
-				since := rec.WaitingSince()
-				limit := r.opts.Policies.Namespace(rec.Namespace).ParkedLimit
-				id := rec.Namespace + "\x00" + rec.Key + "\x00" + since.String()
-				r.mu.Lock()
-				seen := r.overdue[id]
-				r.mu.Unlock()
-				if seen {
+				id := rec.Namespace + "\x00" + rec.Key + "\x00" + rec.WaitingSince().String()
+				if w.overdue[id] {
+					listed[id] = true
 					continue
 				}
+				limit := r.opts.Policies.Namespace(rec.Namespace).ParkedLimit
 				ok, err := r.opts.Store.ParkedOverdue(ctx, rec.Namespace, rec.Key, *rec.ParkedAt, limit)
 				if err != nil {
-					r.log.Warn("catch-up: cannot record an overdue parked key; trying again", "destination", dest, "namespace", rec.Namespace, "key", rec.Key, "err", err)
+					r.log.Warn("catch-up: cannot record an overdue parked key; trying again", "destination", w.dest, "namespace", rec.Namespace, "key", rec.Key, "err", err)
 					return
 				}
-				r.mu.Lock()
-				r.overdue[id] = true
-				r.mu.Unlock()
+				listed[id] = true
 				if ok {
 					reported++
 					r.metrics.overdue.WithLabelValues(rec.Namespace).Inc()
@@ -254,6 +255,7 @@ func (r *Runner) reportOverdue(ctx context.Context, dest string, now time.Time) 
 			q = q.Next(recs[len(recs)-1])
 		}
 	}
+	whole = ctx.Err() == nil
 }
 
 func answerName(a keystore.ResumeAnswer) string {
@@ -320,28 +322,16 @@ func (m *metrics) known(p keystore.Policies) {
 	}
 }
 
-// setParked sets the gauge of every destination seen, 0 when none is left.
-func (m *metrics) setParked(counts map[string]int) {
+// set sets g (parked, woken) of every destination seen, 0 when counts
+// has none of its keys.
+func (m *metrics) set(g *prometheus.GaugeVec, counts map[string]int) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	for d := range counts {
 		m.seen[d] = true
 	}
 	for d := range m.seen {
-		m.parked.WithLabelValues(d).Set(float64(counts[d]))
-	}
-}
-
-// setWoken sets the woken gauge of every destination seen, 0 when none
-// of its keys waits for its woken execution.
-func (m *metrics) setWoken(counts map[string]int) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	for d := range counts {
-		m.seen[d] = true
-	}
-	for d := range m.seen {
-		m.woken.WithLabelValues(d).Set(float64(counts[d]))
+		g.WithLabelValues(d).Set(float64(counts[d]))
 	}
 }
 

@@ -56,6 +56,10 @@ type fakeN8n struct {
 	maxInCRM atomic.Int32
 	closedAt time.Time // when the first complete closed the breaker
 	wg       sync.WaitGroup
+	live     atomic.Int32 // woken executions that have not ended
+	// slow is how long a woken execution takes to reach its reserve, in
+	// real time (a loaded machine): set before the runner starts.
+	slow time.Duration
 }
 
 func (f *fakeN8n) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -89,6 +93,7 @@ func (f *fakeN8n) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		if !f.silent[id] {
 			f.wg.Add(1)
+			f.live.Add(1)
 			go f.run(id, key)
 		}
 		w.Write([]byte(`{"message":"Workflow was started"}`))
@@ -99,7 +104,9 @@ func (f *fakeN8n) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // fingerprint, as an approved event must), write, complete.
 func (f *fakeN8n) run(id, key string) {
 	defer f.wg.Done()
+	defer f.live.Add(-1)
 	ctx := context.Background()
+	time.Sleep(f.slow)
 	res, err := f.store.Reserve(ctx, keystore.ReserveRequest{Namespace: ns, Key: key, Destination: "crm", ResumeURL: "http://n8n/webhook-waiting/" + id, Fingerprint: "event " + key})
 	if err != nil {
 		f.t.Errorf("resumed reserve %s: %v", key, err)

@@ -54,6 +54,9 @@ type worker struct {
 	resumed     int
 	lost        int       // executions n8n no longer held, or woken and silent
 	lastOverdue time.Time // when the keys were last held to their parked_limit (zero: at the first pass)
+	// overdue: the parked attempts (namespace, key, wait start) the last
+	// pass handed to the store as overdue (reportOverdue).
+	overdue map[string]bool
 	// closedAt: when this worker found its destination's breaker closed
 	// since it was last seen open (the probe's complete, a person's
 	// reset; at its first pass when it was closed already): the
@@ -90,11 +93,22 @@ func (w *worker) look(ctx context.Context) ([]calls.Call, time.Duration) {
 	}
 	if now := w.r.now(); now.Sub(w.lastOverdue) >= overdueEvery {
 		w.lastOverdue = now
-		w.r.reportOverdue(ctx, w.dest, now)
+		w.reportOverdue(ctx, now)
 	}
 	w.begun, w.refused = 0, false
 	var out []calls.Call
-	mayProbe := true // no older key of this pass is being claimed by this guard
+	// mayProbe: no older key of this pass is being claimed by this guard.
+	// While the breaker is not closed, none may be while a key resumed by
+	// this guard is missing from the listing either: its probe, woken, may
+	// park again (its write found the destination still down) and be the
+	// oldest waiting key again by the time a claim of this pass is made.
+	listed := 0
+	for _, rec := range recs {
+		if w.inFlight[id(rec)] {
+			listed++
+		}
+	}
+	mayProbe := !w.closedAt.IsZero() || listed == len(w.inFlight)
 	for _, rec := range recs {
 		if w.inFlight[id(rec)] {
 			// Being resumed by this guard, or its claim still in flight

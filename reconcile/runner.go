@@ -65,6 +65,7 @@ type Runner struct {
 	log     *slog.Logger
 	metrics *metrics
 	now     keystore.Clock
+	claims  calls.Claims
 }
 
 // New returns a Runner; Run starts it.
@@ -74,7 +75,8 @@ func New(opts Options) (*Runner, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Runner{opts: opts, log: opts.Logger, metrics: m, now: opts.Clock}, nil
+	return &Runner{opts: opts, log: opts.Logger, metrics: m, now: opts.Clock,
+		claims: calls.Claims{Length: opts.Claim, Every: opts.Interval, Clock: opts.Clock, What: "checks: a check's claim"}}, nil
 }
 
 // withDefaults fills in every default of Options, as their comments say:
@@ -155,7 +157,19 @@ func (r *Runner) checkOne(ctx context.Context, rec *keystore.Record) {
 		log.Warn("check: no answer after every claim (guards stopped mid-call); the person is paged", "claims", r.opts.MaxClaims)
 		return
 	}
-	keeper := r.keepClaim(ctx, log, claimed)
+	// The claim never lapses under a live call, so no second guard asks
+	// the check meanwhile.
+	var until *time.Time
+	if h := claimed.Check; h != nil {
+		until = h.ClaimUntil
+	}
+	keeper := r.claims.Keep(ctx, log, until,
+		func(ctx context.Context, held time.Time, d time.Duration) (time.Time, bool, error) {
+			return r.opts.Store.ExtendCheckClaim(ctx, ns, key, attempt, held, d)
+		},
+		func(ctx context.Context, held time.Time) (bool, error) {
+			return r.opts.Store.ReleaseCheckClaim(ctx, ns, key, attempt, held)
+		})
 	req := n8n.NewCheckRequest(claimed)
 	tries := r.opts.Tries
 	if n := r.opts.TriesOf[name]; n > 0 {
@@ -182,24 +196,6 @@ func (r *Runner) checkOne(ctx context.Context, rec *keystore.Record) {
 	}
 	keeper.Stop()
 	r.record(ctx, log, claimed, out.Answer)
-}
-
-// keepClaim keeps the check claim of claimed while its call is in flight
-// (calls.Keeper): it never lapses under a live call, so no second guard
-// asks the check meanwhile.
-func (r *Runner) keepClaim(ctx context.Context, log *slog.Logger, claimed *keystore.Record) *calls.Keeper {
-	ns, key, attempt := claimed.Namespace, claimed.Key, claimed.Attempt
-	c := calls.Claim{Length: r.opts.Claim, Every: r.opts.Interval, Clock: r.now, Log: log, What: "checks: a check's claim",
-		Extend: func(ctx context.Context, held time.Time) (time.Time, bool, error) {
-			return r.opts.Store.ExtendCheckClaim(ctx, ns, key, attempt, held, r.opts.Claim)
-		},
-		Release: func(ctx context.Context, held time.Time) (bool, error) {
-			return r.opts.Store.ReleaseCheckClaim(ctx, ns, key, attempt, held)
-		}}
-	if h := claimed.Check; h != nil && h.ClaimUntil != nil {
-		c.Until = *h.ClaimUntil
-	}
-	return calls.Keep(ctx, c)
 }
 
 // record writes the check's answer; the store drops it when the key moved
