@@ -11,9 +11,10 @@ import (
 	"github.com/n8n-guard/n8n-guard/notify"
 )
 
-// Interactions is the part of notify.Service that takes Slack's
-// interactivity requests (button clicks) and re-sends dead notifications,
-// passed as Config.Interactions.
+// Interactions takes Slack's interactivity requests (button clicks) and
+// re-sends dead notifications, passed as Config.Interactions: Interaction
+// is slack.Interactions, which checks the request and hands its clicks to
+// notify/decision's Decider; Resend is notify.Service's.
 type Interactions interface {
 	// Interaction checks Slack's signature (not a bearer token: Slack
 	// cannot send one) and hands the clicks on; it returns at once.

@@ -62,15 +62,13 @@ const OutcomeRerunNotGranted Outcome = "rerun_not_granted"
 
 // RerunStore is the part of Store that the re-runs' worker uses.
 type RerunStore interface {
-	// ClaimRerun appends HistoryRerunStarting (By: by) to a granted key,
-	// or to one whose claim is older than claim or whose started re-run
-	// is older than started without having reserved the key: the one
-	// guard that wins asks n8n. False, and nothing is written, for any
-	// other key (another guard claimed it, the grant was taken or
-	// withdrawn).
-	ClaimRerun(ctx context.Context, ns, key, by string, claim, started time.Duration) (bool, error)
-	// ClaimRerunHeld is ClaimRerun that also gives the claim's time (its
-	// entry's At), by which its holder extends it and hands it back.
+	// ClaimRerunHeld appends HistoryRerunStarting (By: by) to a granted
+	// key, or to one whose claim is older than claim or whose started
+	// re-run is older than started without having reserved the key: the
+	// one guard that wins asks n8n. It gives the claim's time (its entry's
+	// At), by which its holder extends it and hands it back. ok false, and
+	// nothing is written, for any other key (another guard claimed it, the
+	// grant was taken or withdrawn).
 	ClaimRerunHeld(ctx context.Context, ns, key, by string, claim, started time.Duration) (at time.Time, ok bool, err error)
 	// ExtendRerunClaim applies DecideExtendRerunClaim: the claim's new
 	// time; ok false when it is no longer by's claim of at (n8n's answer
@@ -208,7 +206,7 @@ func RerunClaimableAt(r *Record, claim, started time.Duration) (time.Time, bool)
 }
 
 // DecideClaimRerun decides a guard's claim of a granted re-run (see
-// RerunStore.ClaimRerun); the bool says whether it was claimed.
+// RerunStore.ClaimRerunHeld); the bool says whether it was claimed.
 func DecideClaimRerun(cur *Record, by string, claim, started time.Duration, now time.Time) (Step, bool) {
 	if at, granted := RerunClaimableAt(cur, claim, started); !granted || now.Before(at) {
 		return Step{}, false
@@ -302,12 +300,6 @@ func DecideReleaseRerunClaim(cur *Record, by string, at, now time.Time) (Step, b
 	}
 	next.History = slices.Delete(next.History, i, i+1)
 	return Step{Record: next, Result: Result{Outcome: OutcomeFound, Record: next}}, true
-}
-
-// ClaimRerun implements RerunStore.
-func (o *Operations) ClaimRerun(ctx context.Context, ns, key, by string, claim, started time.Duration) (bool, error) {
-	_, ok, err := o.ClaimRerunHeld(ctx, ns, key, by, claim, started)
-	return ok, err
 }
 
 // ClaimRerunHeld implements RerunStore.

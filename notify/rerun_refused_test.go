@@ -28,7 +28,7 @@ func (w *parkWorld) refuse(key, why string) {
 	if _, err := w.store.Resolve(w.ctx, keystore.ResolveRequest{Namespace: "crm-contacts", Key: key, Resolution: keystore.StateFailed, Rerun: true, By: "Ana", Note: "CRM is back"}); err != nil {
 		w.t.Fatal(err)
 	}
-	if ok, err := w.store.ClaimRerun(w.ctx, "crm-contacts", key, "guard-a", time.Minute, time.Minute); err != nil || !ok {
+	if _, ok, err := w.store.ClaimRerunHeld(w.ctx, "crm-contacts", key, "guard-a", time.Minute, time.Minute); err != nil || !ok {
 		w.t.Fatalf("claim %s: %v %v", key, ok, err)
 	}
 	if ok, err := w.store.NoteRerun(w.ctx, "crm-contacts", key, keystore.HistoryRerunRefused, why); err != nil || !ok {

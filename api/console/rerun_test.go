@@ -121,7 +121,7 @@ func TestKeyPageRerunsTheExecutionAtTheGate(t *testing.T) {
 	}
 
 	// A guard claimed it, and n8n started it.
-	if ok, err := s.store.ClaimRerun(s.ctx, "crm", "lead-1", "n8n-guard", time.Minute, time.Minute); err != nil || !ok {
+	if _, ok, err := s.store.ClaimRerunHeld(s.ctx, "crm", "lead-1", "n8n-guard", time.Minute, time.Minute); err != nil || !ok {
 		t.Fatalf("claim: %v %v", ok, err)
 	}
 	if ok, err := s.store.NoteRerun(s.ctx, "crm", "lead-1", keystore.HistoryRerunStarted, "57"); err != nil || !ok {

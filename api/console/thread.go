@@ -18,8 +18,10 @@ import (
 // links the person who owns the key's alerts, the runbook, the Slack
 // message about the key and the destination's breaker.
 
-// Thread is what the console asks of the notifications beyond their list
-// (notify.Service), passed as Config.Thread.
+// Thread is what the console asks of the notifications beyond their list,
+// passed as Config.Thread: the routes, approvers, AboutKey, PlanResend and
+// Failures are notify.Service's; DecideFailure is notify/decision's
+// Decider, which carries out a person's decisions.
 type Thread interface {
 	// KeyRoute: who hears about a namespace's stuck keys now.
 	KeyRoute(namespace string) notify.Target

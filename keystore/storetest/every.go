@@ -69,7 +69,7 @@ func EveryStage(t testing.TB, s keystore.Store, advance func(time.Duration)) map
 	grant := func(key string) {
 		must(s.Resolve(ctx, keystore.ResolveRequest{Namespace: ns, Key: key, Resolution: keystore.StateFailed, Rerun: true, By: "Ana", Note: "back"}))
 	}
-	claimRerun := func(key string) { yes(s.ClaimRerun(ctx, ns, key, "guard-a", time.Minute, 10*time.Minute)) }
+	claimRerun := func(key string) { yes(claimed(s.ClaimRerunHeld(ctx, ns, key, "guard-a", time.Minute, 10*time.Minute))) }
 	reserve(ns, "reserved", nil)
 	want[StagedKey{ns, "reserved"}] = ""
 	tok := reserve(ns, "completed", nil).Token

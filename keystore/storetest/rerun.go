@@ -8,6 +8,10 @@ import (
 	"github.com/n8n-guard/n8n-guard/keystore"
 )
 
+// claimed is ClaimRerunHeld's answer without the claim's time, for the
+// cases that ask only which guard won the claim.
+func claimed(_ time.Time, ok bool, err error) (bool, error) { return ok, err }
+
 // Re-runs (keystore/rerun.go): a gate's reserve is refused until a person
 // allows the re-run, the refusal records where the execution waits, the
 // grant survives a restart, and of the re-run and any copy exactly one
@@ -56,20 +60,20 @@ func runReruns(t *testing.T, newStore New) {
 		sameRecord(t, rec, e.lookup(ns, "evt_rr").Record)
 		// One guard claims the re-run; another (a replica) does not, until
 		// the claim is stale.
-		if ok, err := e.s.ClaimRerun(e.ctx, ns, "evt_rr", "guard-a", time.Minute, 10*time.Minute); err != nil || !ok {
+		if ok, err := claimed(e.s.ClaimRerunHeld(e.ctx, ns, "evt_rr", "guard-a", time.Minute, 10*time.Minute)); err != nil || !ok {
 			t.Fatalf("claim: %v %v", ok, err)
 		}
-		if ok, err := e.s.ClaimRerun(e.ctx, ns, "evt_rr", "guard-b", time.Minute, 10*time.Minute); err != nil || ok {
+		if ok, err := claimed(e.s.ClaimRerunHeld(e.ctx, ns, "evt_rr", "guard-b", time.Minute, 10*time.Minute)); err != nil || ok {
 			t.Fatalf("a second claim in flight: %v %v, want refused", ok, err)
 		}
 		e.clock.Advance(time.Minute)
-		if ok, err := e.s.ClaimRerun(e.ctx, ns, "evt_rr", "guard-b", time.Minute, 10*time.Minute); err != nil || !ok {
+		if ok, err := claimed(e.s.ClaimRerunHeld(e.ctx, ns, "evt_rr", "guard-b", time.Minute, 10*time.Minute)); err != nil || !ok {
 			t.Fatalf("a claim of a stale claim: %v %v", ok, err)
 		}
 		if ok, err := e.s.NoteRerun(e.ctx, ns, "evt_rr", keystore.HistoryRerunStarted, "57"); err != nil || !ok {
 			t.Fatalf("note started: %v %v", ok, err)
 		}
-		if ok, err := e.s.ClaimRerun(e.ctx, ns, "evt_rr", "guard-a", time.Minute, 10*time.Minute); err != nil || ok {
+		if ok, err := claimed(e.s.ClaimRerunHeld(e.ctx, ns, "evt_rr", "guard-a", time.Minute, 10*time.Minute)); err != nil || ok {
 			t.Fatalf("a claim of a re-run started a minute ago: %v %v, want refused", ok, err)
 		}
 		if got := keystore.RerunStartedAs(e.lookup(ns, "evt_rr").Record); got != "57" {
@@ -151,7 +155,7 @@ func runReruns(t *testing.T, newStore New) {
 	t.Run("n8n's refusal is noted and the execution may be re-run again", func(t *testing.T) {
 		e := setup(t, newStore, keystore.Policies{})
 		failedAtGate(e, "evt_ref")
-		if ok, err := e.s.ClaimRerun(e.ctx, ns, "evt_ref", "guard-a", time.Minute, time.Minute); err != nil || ok {
+		if ok, err := claimed(e.s.ClaimRerunHeld(e.ctx, ns, "evt_ref", "guard-a", time.Minute, time.Minute)); err != nil || ok {
 			t.Fatalf("claim before a grant: %v %v, want nothing written", ok, err)
 		}
 		if _, err := grant(e, "evt_ref"); err != nil {

@@ -64,14 +64,14 @@ func runStages(t *testing.T, newStore New) {
 			}, want: keystore.StageAtGate},
 			{name: "a person allows the re-run", key: "r1", write: func() { grant("r1") }, want: keystore.StageGranted, restart: true},
 			{name: "a guard claims it", key: "r1", write: func() {
-				yes(e.s.ClaimRerun(e.ctx, ns, "r1", "guard-a", time.Minute, 10*time.Minute))
+				yes(claimed(e.s.ClaimRerunHeld(e.ctx, ns, "r1", "guard-a", time.Minute, 10*time.Minute)))
 			}, want: keystore.StageStarting},
 			{name: "n8n refuses it", key: "r1", write: func() {
 				yes(e.s.NoteRerun(e.ctx, ns, "r1", keystore.HistoryRerunRefused, "HTTP 404"))
 			}, want: keystore.StageRefused},
 			{name: "allowed again", key: "r1", write: func() { grant("r1") }, want: keystore.StageGranted},
 			{name: "claimed again", key: "r1", write: func() {
-				yes(e.s.ClaimRerun(e.ctx, ns, "r1", "guard-a", time.Minute, 10*time.Minute))
+				yes(claimed(e.s.ClaimRerunHeld(e.ctx, ns, "r1", "guard-a", time.Minute, 10*time.Minute)))
 			}, want: keystore.StageStarting},
 			{name: "n8n starts it", key: "r1", write: func() {
 				yes(e.s.NoteRerun(e.ctx, ns, "r1", keystore.HistoryRerunStarted, "57"))
