@@ -28,7 +28,8 @@ type Slack interface {
 	GroupMembers(ctx context.Context, group string) ([]string, error)
 	// AskReason opens a form (a modal) in answer to the click of
 	// triggerID that asks for a reason; its submission comes back as a
-	// click ActionRejectReason with meta as its value (ReasonForm).
+	// click ActionRejectReason with meta as its value (notify/decision's
+	// ReasonForm).
 	AskReason(ctx context.Context, triggerID, meta, title string) error
 }
 
