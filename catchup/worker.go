@@ -17,7 +17,7 @@ func (r *Runner) work(ctx context.Context, dest string, parked int) {
 	ctx, end := context.WithCancel(ctx)
 	defer end()
 	dp := r.opts.Policies.Destination(dest)
-	w := &worker{r: r, dest: dest, dp: dp, parked: parked, end: end, inFlight: map[string]bool{}}
+	w := &worker{r: r, dest: dest, dp: dp, parked: parked, end: end, inFlight: map[string]bool{}, probes: map[string]bool{}}
 	// The pace is the store's turn alone (pace.go): the slots only keep
 	// the worker from claiming a key whose call could not take a turn
 	// soon. A resume's end wakes the next look (a probe's closes the
@@ -43,6 +43,7 @@ type worker struct {
 
 	// The pass and the resumes; written by the loop's goroutine only.
 	inFlight map[string]bool // the keys (id) of the resumes begun and not ended
+	probes   map[string]bool // those of them claimed first in a pass while the breaker was not closed
 	begun    int             // resumes begun in this look's pass
 	refused  bool            // a claim of this pass was refused: the pass ends
 
@@ -104,11 +105,11 @@ func (w *worker) look(ctx context.Context) ([]calls.Call, time.Duration) {
 	// oldest waiting key again by the time a claim of this pass is made.
 	listed := 0
 	for _, rec := range recs {
-		if w.inFlight[id(rec)] {
+		if w.probes[id(rec)] {
 			listed++
 		}
 	}
-	mayProbe := !w.closedAt.IsZero() || listed == len(w.inFlight)
+	mayProbe := !w.closedAt.IsZero() || listed == len(w.probes)
 	for _, rec := range recs {
 		if w.inFlight[id(rec)] {
 			// Being resumed by this guard, or its claim still in flight
@@ -164,6 +165,9 @@ func (rs *resume) begin(ctx context.Context) (run, more bool) {
 	}
 	w.begun++
 	w.inFlight[id(rs.rec)] = true
+	if rs.claimed != nil && w.closedAt.IsZero() {
+		w.probes[id(rs.rec)] = true
+	}
 	w.r.metrics.inFlight.WithLabelValues(w.dest).Inc()
 	return true, true
 }
@@ -189,6 +193,7 @@ func (rs *resume) run(ctx context.Context) time.Duration {
 func (rs *resume) ended() {
 	w := rs.w
 	delete(w.inFlight, id(rs.rec))
+	delete(w.probes, id(rs.rec))
 	w.refused = w.refused || rs.refused
 	switch rs.result.outcome {
 	case finished:

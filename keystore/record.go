@@ -183,8 +183,9 @@ func (r *Record) addHistory(t Transition) {
 	// gate names the execution to re-run and the grant who allowed it,
 	// however often n8n was asked since.
 	gate, grant := r.lastIndexOf(HistoryRerunGate), r.lastIndexOf(HistoryRerunGranted)
+	overdue := r.lastIndexOf(HistoryParkedOverdue)
 	room := MaxHistory
-	for _, i := range []int{gate, grant} {
+	for _, i := range []int{gate, grant, overdue} {
 		if i >= 0 {
 			room--
 		}
@@ -192,7 +193,7 @@ func (r *Record) addHistory(t Transition) {
 	kept := make([]Transition, MaxHistory)
 	k := MaxHistory
 	for i := n - 1; i >= 0 && k > 0; i-- {
-		pinned := i == gate || i == grant
+		pinned := i == gate || i == grant || i == overdue
 		if !pinned && room == 0 {
 			continue
 		}
