@@ -54,7 +54,9 @@ func TestApprovalsResumeDecidedExecutions(t *testing.T) {
 
 	// Undecided: nothing is resumed at the resumer's first pass (the
 	// next is at a commit or a minute later).
-	awaitMore(t, "the approval resumer's first pass", &looks.decided, 2) // its approved and its rejected keys
+	// Counted from the start, not from now: the runner's goroutine may
+	// have made its first pass already, and the next comes a minute later.
+	testwait.For(t, "the approval resumer's first pass", func() bool { return looks.decided.Load() >= 2 }) // its approved and its rejected keys
 	fake.mu.Lock()
 	if len(fake.calls) != 0 {
 		t.Fatalf("resumed before any decision: %v", fake.calls)
