@@ -34,11 +34,15 @@ func TestAReopenedDestinationIsProbedAfterItsCooldownWhileADeadExecutionWaits(t 
 	parkBehindAnOutage(t, store, fake, srv.URL, clock.Advance, 2)
 	fake.silent["1"] = true // evt_01 wakes and dies
 	clock.Advance(time.Hour)
+	// The clock moves only while no live execution runs (liveClock): on
+	// a loaded machine evt_00's execution would otherwise miss its lease,
+	// be recorded lost, and leave evt_01 to be the store's probe.
+	live := liveClock{clock, fake}
 	calls := &callClock{inner: &n8n.ResumeCaller{Secret: "s3cret", Targets: targetsOf(t, srv.URL)}, clock: clock, at: map[string]time.Time{}}
 
 	var reparkedAt time.Time
 	reopened := false
-	runUntil(t, catchup.Options{Store: store, Policies: pol, Clock: clock.Now, Sleep: clock.Sleep,
+	runUntil(t, catchup.Options{Store: store, Policies: pol, Clock: clock.Now, Sleep: live.Sleep,
 		Resumer: calls, Interval: time.Second, Claim: 2 * time.Minute}, fake,
 		"the event parked by the second outage written", func() bool {
 			if !reopened {
