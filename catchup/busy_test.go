@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"path/filepath"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -36,15 +35,7 @@ func (c *claimCounter) ClaimResume(ctx context.Context, ns, key string, claim ti
 func TestABusyStoreDoesNotMakeTheCatchUpClaimAtEachCommit(t *testing.T) {
 	pol := keystore.Policies{Destinations: map[string]keystore.DestinationPolicy{
 		"crm": {Cooldown: time.Hour, CatchUpRate: 10, CatchUpConcurrency: 1, UnreachableThreshold: 1}}}
-	clock := &stepClock{now: time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC)}
-	store, err := bolt.Open(filepath.Join(t.TempDir(), "guard.db"), bolt.Options{Policies: pol, Clock: clock.Now})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer store.Close()
-	fake, srv := startFakeN8n(t, store)
-	defer srv.Close()
-	parkBehindAnOutage(t, store, fake, srv.URL, clock.Advance, 1) // the breaker opens for an hour
+	store, clock, _, srv := outage(t, pol, 1) // the breaker opens for an hour
 	counted := &claimCounter{Store: store}
 
 	r, err := catchup.New(catchup.Options{Store: counted, Policies: pol, Clock: clock.Now, Logger: slog.New(slog.DiscardHandler),

@@ -2,14 +2,12 @@ package catchup_test
 
 import (
 	"context"
-	"path/filepath"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/n8n-guard/n8n-guard/catchup"
 	"github.com/n8n-guard/n8n-guard/keystore"
-	"github.com/n8n-guard/n8n-guard/keystore/bolt"
 	"github.com/n8n-guard/n8n-guard/n8n"
 )
 
@@ -71,15 +69,7 @@ func TestADeadWokenExecutionFreesItsSlotWithinTheLease(t *testing.T) {
 				Destinations: map[string]keystore.DestinationPolicy{"crm": {Cooldown: time.Hour, CatchUpRate: 100, CatchUpConcurrency: 1, UnreachableThreshold: 1}},
 				Namespaces:   map[string]keystore.NamespacePolicy{ns: {Lease: lease}},
 			}
-			clock := &stepClock{now: time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC)}
-			store, err := bolt.Open(filepath.Join(t.TempDir(), "guard.db"), bolt.Options{Policies: pol, Clock: clock.Now})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer store.Close()
-			fake, srv := startFakeN8n(t, store)
-			defer srv.Close()
-			parkBehindAnOutage(t, store, fake, srv.URL, clock.Advance, 3)
+			store, clock, fake, srv := outage(t, pol, 3)
 			fake.silent[tc.dead[len("evt_0"):]] = true
 			fake.slow = 300 * time.Millisecond
 			clock.Advance(time.Hour)

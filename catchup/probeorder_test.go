@@ -3,7 +3,6 @@ package catchup_test
 import (
 	"context"
 	"fmt"
-	"path/filepath"
 	"slices"
 	"sync"
 	"testing"
@@ -12,7 +11,6 @@ import (
 	"github.com/n8n-guard/n8n-guard/catchup"
 	"github.com/n8n-guard/n8n-guard/internal/testwait"
 	"github.com/n8n-guard/n8n-guard/keystore"
-	"github.com/n8n-guard/n8n-guard/keystore/bolt"
 	"github.com/n8n-guard/n8n-guard/n8n"
 )
 
@@ -131,15 +129,7 @@ func (p *probeRecorder) ResumeAnswered(ctx context.Context, ns, key string, park
 func TestTheProbeIsTheOldestWaitingEventAfterTwoLostProbes(t *testing.T) {
 	pol := keystore.Policies{Destinations: map[string]keystore.DestinationPolicy{
 		"crm": {Cooldown: time.Hour, CatchUpRate: 100, CatchUpConcurrency: 3, UnreachableThreshold: 1}}}
-	clock := &stepClock{now: time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC)}
-	store, err := bolt.Open(filepath.Join(t.TempDir(), "guard.db"), bolt.Options{Policies: pol, Clock: clock.Now})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer store.Close()
-	fake, srv := startFakeN8n(t, store)
-	defer srv.Close()
-	parkBehindAnOutage(t, store, fake, srv.URL, clock.Advance, 6)
+	store, clock, fake, srv := outage(t, pol, 6)
 	fake.deleted["0"], fake.deleted["1"] = true, true
 	clock.Advance(time.Hour)
 	rec := &probeRecorder{catchupStore: store, doomed: map[string]bool{"evt_00": true, "evt_01": true},

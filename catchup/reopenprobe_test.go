@@ -2,13 +2,11 @@ package catchup_test
 
 import (
 	"context"
-	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/n8n-guard/n8n-guard/catchup"
 	"github.com/n8n-guard/n8n-guard/keystore"
-	"github.com/n8n-guard/n8n-guard/keystore/bolt"
 	"github.com/n8n-guard/n8n-guard/n8n"
 )
 
@@ -18,20 +16,17 @@ import (
 // execution's lease ran out. The dead one is not the probe and cannot
 // park again; it holds one slot, not the destination.
 func TestAReopenedDestinationIsProbedAfterItsCooldownWhileADeadExecutionWaits(t *testing.T) {
-	lease, cooldown := 10*time.Minute, time.Minute
+	// The dead execution's watcher moves the step clock a second per
+	// millisecond: a day's lease is minutes of a loaded machine, against
+	// which an hour's slack for the probe (far more than its cooldown and
+	// a few looks) cannot be missed by a slow worker, and a probe held for
+	// the lease cannot pass.
+	lease, cooldown, slack := 24*time.Hour, time.Minute, time.Hour
 	pol := keystore.Policies{
 		Destinations: map[string]keystore.DestinationPolicy{"crm": {Cooldown: cooldown, CatchUpRate: 100, CatchUpConcurrency: 2, UnreachableThreshold: 1}},
 		Namespaces:   map[string]keystore.NamespacePolicy{ns: {Lease: lease}},
 	}
-	clock := &stepClock{now: time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC)}
-	store, err := bolt.Open(filepath.Join(t.TempDir(), "guard.db"), bolt.Options{Policies: pol, Clock: clock.Now})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer store.Close()
-	fake, srv := startFakeN8n(t, store)
-	defer srv.Close()
-	parkBehindAnOutage(t, store, fake, srv.URL, clock.Advance, 2)
+	store, clock, fake, srv := outage(t, pol, 2)
 	fake.silent["1"] = true // evt_01 wakes and dies
 	clock.Advance(time.Hour)
 	// The clock moves only while no live execution runs (liveClock): on
@@ -85,7 +80,7 @@ func TestAReopenedDestinationIsProbedAfterItsCooldownWhileADeadExecutionWaits(t 
 	if !called {
 		t.Fatal("evt_new was never called")
 	}
-	if waited := probed.Sub(reparkedAt); waited > cooldown+2*time.Minute {
+	if waited := probed.Sub(reparkedAt); waited > cooldown+slack {
 		t.Fatalf("evt_new was probed %s after the destination went down again (cooldown %s): held back by the dead execution's lease (%s)", waited, cooldown, lease)
 	}
 }

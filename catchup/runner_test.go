@@ -308,6 +308,23 @@ func targetsOf(t *testing.T, base string) keystore.ResumeTargets {
 	return tg
 }
 
+// outage opens a bbolt store with pol on a step clock, starts the fake
+// n8n and parks n events of crm behind an outage (parkBehindAnOutage);
+// the store and the fake close with the test.
+func outage(t *testing.T, pol keystore.Policies, n int) (*bolt.Store, *stepClock, *fakeN8n, *httptest.Server) {
+	t.Helper()
+	clock := &stepClock{now: time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC)}
+	store, err := bolt.Open(filepath.Join(t.TempDir(), "guard.db"), bolt.Options{Policies: pol, Clock: clock.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { store.Close() })
+	fake, srv := startFakeN8n(t, store)
+	t.Cleanup(srv.Close)
+	parkBehindAnOutage(t, store, fake, srv.URL, clock.Advance, n)
+	return store, clock, fake, srv
+}
+
 // parkBehindAnOutage parks evt_00 .. evt_<n-1> of crm: evt_00 finds it
 // unreachable (its fail, with the resume URL of execution 0, opens the
 // breaker and parks it), each later one parks at its reserve a

@@ -47,16 +47,8 @@ func TestAWokenExecutionThatDiesIsReported(t *testing.T) {
 		Destinations: map[string]keystore.DestinationPolicy{"crm": {Cooldown: time.Hour, CatchUpRate: 100, CatchUpConcurrency: 2, UnreachableThreshold: 1}},
 		Namespaces:   map[string]keystore.NamespacePolicy{ns: {Lease: time.Minute}},
 	}
-	clock := &stepClock{now: time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC)}
-	store, err := bolt.Open(filepath.Join(t.TempDir(), "guard.db"), bolt.Options{Policies: pol, Clock: clock.Now})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer store.Close()
 	ctx := context.Background()
-	fake, srv := startFakeN8n(t, store)
-	defer srv.Close()
-	parkBehindAnOutage(t, store, fake, srv.URL, clock.Advance, 4)
+	store, clock, fake, srv := outage(t, pol, 4)
 	fake.silent["0"] = true // the oldest: the probe, and it dies
 	clock.Advance(time.Hour)
 	logs := &lines{}

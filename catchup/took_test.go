@@ -3,7 +3,6 @@ package catchup_test
 import (
 	"context"
 	"log/slog"
-	"path/filepath"
 	"regexp"
 	"testing"
 	"time"
@@ -11,7 +10,6 @@ import (
 	"github.com/n8n-guard/n8n-guard/catchup"
 	"github.com/n8n-guard/n8n-guard/internal/testwait"
 	"github.com/n8n-guard/n8n-guard/keystore"
-	"github.com/n8n-guard/n8n-guard/keystore/bolt"
 	"github.com/n8n-guard/n8n-guard/n8n"
 )
 
@@ -25,15 +23,7 @@ var tookRE = regexp.MustCompile(` took=(\S+)`)
 func TestTheCatchUpTookCountsFromTheBreakersClose(t *testing.T) {
 	pol := keystore.Policies{Destinations: map[string]keystore.DestinationPolicy{
 		"crm": {Cooldown: time.Hour, CatchUpRate: 100, CatchUpConcurrency: 2, UnreachableThreshold: 1}}}
-	clock := &stepClock{now: time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC)}
-	store, err := bolt.Open(filepath.Join(t.TempDir(), "guard.db"), bolt.Options{Policies: pol, Clock: clock.Now})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer store.Close()
-	fake, srv := startFakeN8n(t, store)
-	defer srv.Close()
-	parkBehindAnOutage(t, store, fake, srv.URL, clock.Advance, 3)
+	store, clock, fake, srv := outage(t, pol, 3)
 	logs := &lines{}
 	r, err := catchup.New(catchup.Options{Store: store, Policies: pol, Clock: clock.Now, Sleep: clock.Sleep, Logger: slog.New(logs),
 		Resumer: &n8n.ResumeCaller{Secret: "s3cret", Targets: targetsOf(t, srv.URL)}, Interval: 10 * time.Millisecond, Claim: 2 * time.Minute})

@@ -3,13 +3,11 @@ package catchup_test
 import (
 	"context"
 	"log/slog"
-	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/n8n-guard/n8n-guard/catchup"
 	"github.com/n8n-guard/n8n-guard/keystore"
-	"github.com/n8n-guard/n8n-guard/keystore/bolt"
 	"github.com/n8n-guard/n8n-guard/n8n"
 )
 
@@ -21,15 +19,7 @@ import (
 func TestAResumedExecutionsCompleteReachesTheRunnerWithoutAPoll(t *testing.T) {
 	pol := keystore.Policies{Destinations: map[string]keystore.DestinationPolicy{
 		"crm": {Cooldown: time.Hour, CatchUpRate: 10, CatchUpConcurrency: 1, UnreachableThreshold: 1}}}
-	clock := &stepClock{now: time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC)}
-	store, err := bolt.Open(filepath.Join(t.TempDir(), "guard.db"), bolt.Options{Policies: pol, Clock: clock.Now})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer store.Close()
-	fake, srv := startFakeN8n(t, store)
-	defer srv.Close()
-	parkBehindAnOutage(t, store, fake, srv.URL, clock.Advance, 1)
+	store, clock, fake, srv := outage(t, pol, 1)
 	clock.Advance(time.Hour) // the cooldown is over; from here the clock does not move
 
 	logs := &lines{}
