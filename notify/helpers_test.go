@@ -90,7 +90,8 @@ type harness struct {
 	path  string
 	db    *bolt.DB
 	svc   *Service
-	dec   *decision.Decider // built at the first click (decider)
+	dec   *decision.Decider // built at the first click (decider), under decMu
+	decMu sync.Mutex        // simultaneous first clicks build one Decider
 	slack Slack             // the service's Slack client (nil: none)
 	in    *slackapi.Interactions
 	clock *fakeclock.Clock
@@ -187,6 +188,8 @@ func (h *harness) start() {
 // at the first click: a test wires its keystore, n8n and re-run worker
 // after the harness started.
 func (h *harness) decider() *decision.Decider {
+	h.decMu.Lock()
+	defer h.decMu.Unlock()
 	if h.dec == nil {
 		d, err := decision.New(decision.Options{Notes: h.svc, Outbox: h.svc.Outbox(), Slack: h.slack,
 			Keys: h.opts.Keys, Executions: h.opts.Executions, Reruns: h.opts.Reruns,
@@ -211,8 +214,11 @@ func (c harnessClicks) Refused() { c.h.decider().Refused() }
 
 // waitClicks waits for the clicks being carried out.
 func (h *harness) waitClicks() {
-	if h.dec != nil {
-		h.dec.Wait()
+	h.decMu.Lock()
+	dec := h.dec
+	h.decMu.Unlock()
+	if dec != nil {
+		dec.Wait()
 	}
 }
 
@@ -221,7 +227,10 @@ func (h *harness) waitClicks() {
 // the registry no longer takes.
 func (h *harness) rewire() {
 	h.t.Helper()
-	if h.dec != nil {
+	h.decMu.Lock()
+	clicked := h.dec != nil
+	h.decMu.Unlock()
+	if clicked {
 		h.t.Fatal("the harness was rewired after a click")
 	}
 }
@@ -249,10 +258,12 @@ func (h *harness) setReruns(r interface{ Kick() }) {
 // restart closes the file and starts again, as after a crash.
 func (h *harness) restart() {
 	h.t.Helper()
+	h.decMu.Lock()
 	if h.dec != nil {
 		h.dec.Close()
 		h.dec = nil
 	}
+	h.decMu.Unlock()
 	if err := h.db.Close(); err != nil {
 		h.t.Fatal(err)
 	}
