@@ -57,9 +57,6 @@ type fakeN8n struct {
 	closedAt time.Time // when the first complete closed the breaker
 	wg       sync.WaitGroup
 	live     atomic.Int32 // woken executions that have not ended
-	// slow is how long a woken execution takes to reach its reserve, in
-	// real time (a loaded machine): set before the runner starts.
-	slow time.Duration
 }
 
 func (f *fakeN8n) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -106,7 +103,6 @@ func (f *fakeN8n) run(id, key string) {
 	defer f.wg.Done()
 	defer f.live.Add(-1)
 	ctx := context.Background()
-	time.Sleep(f.slow)
 	res, err := f.store.Reserve(ctx, keystore.ReserveRequest{Namespace: ns, Key: key, Destination: "crm", ResumeURL: "http://n8n/webhook-waiting/" + id, Fingerprint: "event " + key})
 	if err != nil {
 		f.t.Errorf("resumed reserve %s: %v", key, err)
