@@ -3,13 +3,11 @@ package catchup_test
 import (
 	"context"
 	"fmt"
-	"path/filepath"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/n8n-guard/n8n-guard/catchup"
-	"github.com/n8n-guard/n8n-guard/internal/fakeclock"
 	"github.com/n8n-guard/n8n-guard/keystore"
 	"github.com/n8n-guard/n8n-guard/keystore/bolt"
 )
@@ -35,12 +33,7 @@ func TestTheWorkerKeepsOnlyTheOverdueKeysOfItsLastPass(t *testing.T) {
 		Destinations: map[string]keystore.DestinationPolicy{"crm": {Cooldown: 30 * 24 * time.Hour, UnreachableThreshold: 1}},
 		Namespaces:   map[string]keystore.NamespacePolicy{ns: {ParkedLimit: time.Hour}},
 	}
-	clock := fakeclock.New()
-	bs, err := bolt.Open(filepath.Join(t.TempDir(), "guard.db"), bolt.Options{Policies: pol, Clock: clock.Now})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer bs.Close()
+	bs, clock := openOn(t, pol)
 	store := &overdueCalls{Store: bs}
 	ctx := context.Background()
 	first, _ := store.Reserve(ctx, keystore.ReserveRequest{Namespace: ns, Key: "evt_first", Destination: "crm"})

@@ -2,14 +2,11 @@ package catchup_test
 
 import (
 	"context"
-	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/n8n-guard/n8n-guard/catchup"
-	"github.com/n8n-guard/n8n-guard/internal/fakeclock"
 	"github.com/n8n-guard/n8n-guard/keystore"
-	"github.com/n8n-guard/n8n-guard/keystore/bolt"
 )
 
 // A probe of a rolling outage is reported overdue once for its wait: it
@@ -21,12 +18,7 @@ func TestAProbeOfARollingOutageIsReportedOverdueOnce(t *testing.T) {
 		Destinations: map[string]keystore.DestinationPolicy{"crm": {Cooldown: cooldown, UnreachableThreshold: 1}},
 		Namespaces:   map[string]keystore.NamespacePolicy{ns: {ParkedLimit: time.Hour}},
 	}
-	clock := fakeclock.New()
-	store, err := bolt.Open(filepath.Join(t.TempDir(), "guard.db"), bolt.Options{Policies: pol, Clock: clock.Now})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer store.Close()
+	store, clock := openOn(t, pol)
 	ctx := context.Background()
 	const key, url = "evt_probe", "http://n8n.local/webhook-waiting/1"
 	first, _ := store.Reserve(ctx, keystore.ReserveRequest{Namespace: ns, Key: key, Destination: "crm"})

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/n8n-guard/n8n-guard/catchup"
+	"github.com/n8n-guard/n8n-guard/internal/fakeclock"
 	"github.com/n8n-guard/n8n-guard/internal/pgtest"
 	"github.com/n8n-guard/n8n-guard/internal/testwait"
 	"github.com/n8n-guard/n8n-guard/keystore"
@@ -302,6 +303,19 @@ func targetsOf(t *testing.T, base string) keystore.ResumeTargets {
 		t.Fatal(err)
 	}
 	return tg
+}
+
+// openOn opens a bbolt store with pol on a clock the test moves by hand;
+// the store closes with the test.
+func openOn(t *testing.T, pol keystore.Policies) (*bolt.Store, *fakeclock.Clock) {
+	t.Helper()
+	clock := fakeclock.New()
+	store, err := bolt.Open(filepath.Join(t.TempDir(), "guard.db"), bolt.Options{Policies: pol, Clock: clock.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { store.Close() })
+	return store, clock
 }
 
 // outage opens a bbolt store with pol on a step clock, starts the fake
