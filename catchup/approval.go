@@ -108,28 +108,21 @@ func (r *Runner) decidedKeys(ctx context.Context, gated []string) ([]*keystore.R
 	now := r.now()
 	for _, ns := range gated {
 		for _, stage := range decidedStages {
-			q := keystore.StageQuery{Stage: stage, Namespace: ns, Limit: 500}
-			for ctx.Err() == nil {
-				recs, err := r.opts.Store.KeysAtStage(ctx, q)
+			for rec, err := range keystore.AtStage(ctx, r.opts.Store, keystore.StageQuery{Stage: stage, Namespace: ns, Limit: 500}) {
 				if err != nil {
-					r.log.Warn("approvals: cannot read the decided keys; trying again", "namespace", ns, "err", err)
+					if ctx.Err() == nil { // a guard told to stop says nothing
+						r.log.Warn("approvals: cannot read the decided keys; trying again", "namespace", ns, "err", err)
+					}
 					break
 				}
-				for _, rec := range recs {
-					switch {
-					case decided(rec, now):
-						out = append(out, rec)
-					case rec.ResumeSentAt == nil && rec.ResumeClaimUntil != nil:
-						if d := rec.ResumeClaimUntil.Sub(now); lapse == 0 || d < lapse {
-							lapse = d
-						}
+				switch {
+				case decided(rec, now):
+					out = append(out, rec)
+				case rec.ResumeSentAt == nil && rec.ResumeClaimUntil != nil:
+					if d := rec.ResumeClaimUntil.Sub(now); lapse == 0 || d < lapse {
+						lapse = d
 					}
 				}
-				if len(recs) < q.Limit {
-					break
-				}
-				last := recs[len(recs)-1]
-				q.AfterNamespace, q.AfterKey = last.Namespace, last.Key
 			}
 		}
 	}

@@ -179,22 +179,16 @@ func (r *Runner) loseSilent(ctx context.Context, rec *keystore.Record, bound tim
 // guard restarted, another replica woke the key).
 func (r *Runner) sweepSilent(ctx context.Context) {
 	now := r.now()
-	q := keystore.ListQuery{State: keystore.StateParked, Limit: 500}
-	for ctx.Err() == nil {
-		page, err := r.opts.Store.List(ctx, q)
+	for rec, err := range keystore.Listed(ctx, r.opts.Store, keystore.ListQuery{State: keystore.StateParked, Limit: 500}) {
 		if err != nil {
-			r.log.Warn("catch-up: cannot list the parked keys to find silent woken executions; trying again later", "err", err)
-			return
-		}
-		for _, rec := range page.Items {
-			if bound := r.wokenBound(rec.Namespace); keystore.WokenSilent(rec, bound, now) {
-				r.loseSilent(ctx, rec, bound)
+			if ctx.Err() == nil { // a guard told to stop says nothing
+				r.log.Warn("catch-up: cannot list the parked keys to find silent woken executions; trying again later", "err", err)
 			}
-		}
-		if page.NextCursor == "" {
 			return
 		}
-		q.Cursor = page.NextCursor
+		if bound := r.wokenBound(rec.Namespace); keystore.WokenSilent(rec, bound, now) {
+			r.loseSilent(ctx, rec, bound)
+		}
 	}
 }
 
@@ -226,33 +220,26 @@ func (w *worker) reportOverdue(ctx context.Context, now time.Time) {
 	// within its limit.
 	q := keystore.WaitQuery{Destination: w.dest, Stages: keystore.QueuedStages, Limit: 500}
 	for _, q := range r.opts.Policies.OverdueReads(q, now) {
-		for ctx.Err() == nil {
-			recs, err := r.opts.Store.ParkedByWait(ctx, q)
+		for rec, err := range keystore.ByWait(ctx, r.opts.Store, q) {
 			if err != nil {
+				return // ctx ended or the read failed: a pass cut short
+			}
+			id := rec.Namespace + "\x00" + rec.Key + "\x00" + rec.WaitingSince().String()
+			if w.overdue[id] {
+				listed[id] = true
+				continue
+			}
+			limit := r.opts.Policies.Namespace(rec.Namespace).ParkedLimit
+			ok, err := r.opts.Store.ParkedOverdue(ctx, rec.Namespace, rec.Key, *rec.ParkedAt, limit)
+			if err != nil {
+				r.log.Warn("catch-up: cannot record an overdue parked key; trying again", "destination", w.dest, "namespace", rec.Namespace, "key", rec.Key, "err", err)
 				return
 			}
-			for _, rec := range recs {
-				id := rec.Namespace + "\x00" + rec.Key + "\x00" + rec.WaitingSince().String()
-				if w.overdue[id] {
-					listed[id] = true
-					continue
-				}
-				limit := r.opts.Policies.Namespace(rec.Namespace).ParkedLimit
-				ok, err := r.opts.Store.ParkedOverdue(ctx, rec.Namespace, rec.Key, *rec.ParkedAt, limit)
-				if err != nil {
-					r.log.Warn("catch-up: cannot record an overdue parked key; trying again", "destination", w.dest, "namespace", rec.Namespace, "key", rec.Key, "err", err)
-					return
-				}
-				listed[id] = true
-				if ok {
-					reported++
-					r.metrics.overdue.WithLabelValues(rec.Namespace).Inc()
-				}
+			listed[id] = true
+			if ok {
+				reported++
+				r.metrics.overdue.WithLabelValues(rec.Namespace).Inc()
 			}
-			if len(recs) < q.Limit {
-				break
-			}
-			q = q.Next(recs[len(recs)-1])
 		}
 	}
 	whole = ctx.Err() == nil

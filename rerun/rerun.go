@@ -403,20 +403,11 @@ func (r *Runner) pending(ctx context.Context) ([]*execution, time.Duration, erro
 		ex.keys = append(ex.keys, rec)
 	}
 	for _, stage := range pendingStages {
-		q := keystore.StageQuery{Stage: stage, Limit: 1000}
-		for {
-			recs, err := r.store.KeysAtStage(ctx, q)
+		for rec, err := range keystore.AtStage(ctx, r.store, keystore.StageQuery{Stage: stage, Limit: 1000}) {
 			if err != nil {
 				return nil, 0, err
 			}
-			for _, rec := range recs {
-				add(rec)
-			}
-			if len(recs) < q.Limit {
-				break
-			}
-			last := recs[len(recs)-1]
-			q.AfterNamespace, q.AfterKey = last.Namespace, last.Key
+			add(rec)
 		}
 	}
 	sort.SliceStable(out, func(i, j int) bool { return grantedAt(out[i]).Before(grantedAt(out[j])) })
@@ -614,36 +605,30 @@ type Keys interface {
 // the Runner (Kick) when it allowed any.
 func Grant(ctx context.Context, keys Keys, holder, ns, by, note string) (allowed []*keystore.Record, already int, err error) {
 	q := keystore.ListQuery{Namespace: ns, Owner: holder, State: keystore.StateFailed, Limit: 1000}
-	for {
-		page, lerr := keys.List(ctx, q)
+	for rec, lerr := range keystore.Listed(ctx, keys, q) {
 		if lerr != nil {
 			return allowed, already, cmp.Or(err, lerr)
 		}
-		for _, rec := range page.Items {
-			if h, granted := keystore.RerunGranted(rec); granted {
-				if h == holder {
-					already++
-				}
-				continue
+		if h, granted := keystore.RerunGranted(rec); granted {
+			if h == holder {
+				already++
 			}
-			if keystore.RerunHolder(rec) != holder {
-				continue
-			}
-			res, rerr := keys.Resolve(ctx, keystore.ResolveRequest{Namespace: rec.Namespace, Key: rec.Key, Resolution: keystore.StateFailed,
-				Rerun: true, By: by, Note: note, Attempt: rec.Attempt})
-			switch {
-			case errs.CodeOf(rerr) == errs.Conflict: // decided meanwhile: no longer at the gate
-			case rerr != nil:
-				err = cmp.Or(err, fmt.Errorf("key %s: %w", rec.Key, rerr))
-			default:
-				allowed = append(allowed, res.Record)
-			}
+			continue
 		}
-		if page.NextCursor == "" {
-			return allowed, already, err
+		if keystore.RerunHolder(rec) != holder {
+			continue
 		}
-		q.Cursor = page.NextCursor
+		res, rerr := keys.Resolve(ctx, keystore.ResolveRequest{Namespace: rec.Namespace, Key: rec.Key, Resolution: keystore.StateFailed,
+			Rerun: true, By: by, Note: note, Attempt: rec.Attempt})
+		switch {
+		case errs.CodeOf(rerr) == errs.Conflict: // decided meanwhile: no longer at the gate
+		case rerr != nil:
+			err = cmp.Or(err, fmt.Errorf("key %s: %w", rec.Key, rerr))
+		default:
+			allowed = append(allowed, res.Record)
+		}
 	}
+	return allowed, already, err
 }
 
 // note writes an answer given already (n8n's, or the guard's refusal) on

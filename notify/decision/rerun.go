@@ -66,24 +66,17 @@ func (d *Decider) rerunAtGate(ctx context.Context, r *notify.Record, c Click) (g
 // holder left at its re-run gate (granted already or not).
 func (d *Decider) gateNamespaces(ctx context.Context, holder string) ([]string, error) {
 	var out []string
-	q := keystore.ListQuery{Owner: holder, State: keystore.StateFailed, Limit: 1000}
-	for {
-		page, err := d.keys.List(ctx, q)
+	for rec, err := range keystore.Listed(ctx, d.keys, keystore.ListQuery{Owner: holder, State: keystore.StateFailed, Limit: 1000}) {
 		if err != nil {
 			return nil, err
 		}
-		for _, rec := range page.Items {
-			h, granted := keystore.RerunGranted(rec)
-			if ((granted && h == holder) || keystore.RerunHolder(rec) == holder) && !slices.Contains(out, rec.Namespace) {
-				out = append(out, rec.Namespace)
-			}
+		h, granted := keystore.RerunGranted(rec)
+		if ((granted && h == holder) || keystore.RerunHolder(rec) == holder) && !slices.Contains(out, rec.Namespace) {
+			out = append(out, rec.Namespace)
 		}
-		if page.NextCursor == "" {
-			slices.Sort(out)
-			return out, nil
-		}
-		q.Cursor = page.NextCursor
 	}
+	slices.Sort(out)
+	return out, nil
 }
 
 // mayDecideAll refuses, in the words the API's and the console's 403
