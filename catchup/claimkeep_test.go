@@ -116,7 +116,8 @@ func claimOf(t *testing.T, s keystore.Store, key string) *time.Time {
 }
 
 // hangingN8n answers no resume call until released: n8n slow to answer,
-// or a guard's call in flight while n8n works.
+// or a guard's call in flight while n8n works. As an HTTP call, one whose
+// context ended gets no answer, even one n8n acted on.
 type hangingN8n struct {
 	called  chan string
 	release chan struct{}
@@ -126,10 +127,12 @@ func (h *hangingN8n) Resume(ctx context.Context, rec *keystore.Record) n8n.Resum
 	h.called <- rec.Key
 	select {
 	case <-h.release:
-		return n8n.ResumeOutcome{Answer: keystore.ResumeAccepted, Detail: "n8n answered 200"}
 	case <-ctx.Done():
-		return n8n.ResumeOutcome{Answer: keystore.ResumeRetry, Detail: "n8n could not be reached: " + ctx.Err().Error()}
 	}
+	if err := ctx.Err(); err != nil {
+		return n8n.ResumeOutcome{Answer: keystore.ResumeRetry, Detail: "n8n could not be reached: " + err.Error()}
+	}
+	return n8n.ResumeOutcome{Answer: keystore.ResumeAccepted, Detail: "n8n answered 200"}
 }
 
 // A resume call in flight for longer than the claim (n8n slow to
@@ -220,18 +223,57 @@ func TestAStoppedGuardHandsBackTheClaimsItDidNotUse(t *testing.T) {
 	}
 }
 
-// SIGTERM while a resume call is in flight: n8n may have taken it, so
-// the claim is not handed back (nor recorded "retry", which drops it):
-// no guard calls the execution again before the claim lapses, by when
-// a woken execution has reserved its key.
-func TestAStopDuringACallLeavesItsClaimToLapse(t *testing.T) {
+// SIGTERM while a resume call is in flight: the call runs on, and n8n's
+// answer within the grace is recorded as any answer, so the key is
+// resumed and no guard calls its execution again; the runner stops once
+// the answer is recorded.
+func TestAStopLetsACallInFlightFinishWithinItsGrace(t *testing.T) {
+	pol := keystore.Policies{Destinations: map[string]keystore.DestinationPolicy{
+		"crm": {Cooldown: time.Hour, CatchUpRate: 10, CatchUpConcurrency: 1, UnreachableThreshold: 1}}}
+	clock := newManualClock()
+	store := parkedOnBolt(t, pol, clock, 1)
+	n8nSlow := &hangingN8n{called: make(chan string, 4), release: make(chan struct{})}
+	r, err := catchup.New(catchup.Options{Store: store, Policies: pol, Clock: clock.Now, Sleep: clock.Sleep,
+		Resumer: n8nSlow, Interval: 5 * time.Millisecond, Claim: 2 * time.Minute, Poll: time.Second, Grace: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, stop := context.WithCancel(context.Background())
+	stopped := make(chan error, 1)
+	go func() { stopped <- r.Run(ctx) }()
+	<-n8nSlow.called
+	stop()
+	close(n8nSlow.release) // n8n answers after the stop
+	select {
+	case <-stopped:
+	case <-time.After(testwait.Deadline):
+		t.Fatal("the runner did not stop after n8n answered the call in flight")
+	}
+	res, err := store.Lookup(context.Background(), ns, "evt_00")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p := keystore.PhaseOf(res.Record); p != keystore.PhaseResumed || res.Record.ResumeSentAt == nil {
+		t.Fatalf("after n8n answered a call in flight at the stop the key is %s, want resumed: n8n's answer was dropped", p)
+	}
+	if _, ok, err := store.ClaimResume(context.Background(), ns, "evt_00", 2*time.Minute); err != nil || ok {
+		t.Fatalf("a second guard claimed the key n8n resumed: %v %v", ok, err)
+	}
+}
+
+// SIGTERM while a resume call is in flight that outlives the grace (n8n
+// hangs): n8n may have taken it, so the claim is not handed back (nor
+// recorded "retry", which drops it): no guard calls the execution again
+// before the claim lapses, by when a woken execution has reserved its
+// key.
+func TestAStopLeavesTheClaimOfACallPastItsGraceToLapse(t *testing.T) {
 	pol := keystore.Policies{Destinations: map[string]keystore.DestinationPolicy{
 		"crm": {Cooldown: time.Hour, CatchUpRate: 10, CatchUpConcurrency: 1, UnreachableThreshold: 1}}}
 	clock := newManualClock()
 	store := parkedOnBolt(t, pol, clock, 1)
 	n8nSlow := &hangingN8n{called: make(chan string, 4), release: make(chan struct{})}
 	stop := startRunner(t, catchup.Options{Store: store, Policies: pol, Clock: clock.Now, Sleep: clock.Sleep,
-		Resumer: n8nSlow, Interval: 5 * time.Millisecond, Claim: 2 * time.Minute, Poll: time.Second})
+		Resumer: n8nSlow, Interval: 5 * time.Millisecond, Claim: 2 * time.Minute, Poll: time.Second, Grace: time.Millisecond})
 	<-n8nSlow.called
 	stop()
 	res, err := store.Lookup(context.Background(), ns, "evt_00")

@@ -41,11 +41,14 @@ type resumeResult struct {
 // The claim is kept (calls.Keeper) from here until n8n's answer is
 // recorded: extended whenever less than half a claim is left on the
 // runner's clock, handed back when no call was made (ctx ended, no turn
-// came free).
+// came free). A call in flight when ctx ends runs on for Grace (grace),
+// and the claim is kept meanwhile.
 func (r *Runner) resumeClaimed(ctx context.Context, claimed *keystore.Record, started func(at time.Time)) resumeResult {
 	var pc *callPace
 	ns, key := claimed.Namespace, claimed.Key
-	keeper := r.claims.Keep(ctx, r.log.With("namespace", ns, "key", key), claimed.ResumeClaimUntil,
+	grace, end := calls.Outlive(ctx, r.opts.Grace)
+	defer end()
+	keeper := r.claims.Keep(grace, r.log.With("namespace", ns, "key", key), claimed.ResumeClaimUntil,
 		func(ctx context.Context, held time.Time, d time.Duration) (time.Time, bool, error) {
 			return r.opts.Store.ExtendResumeClaim(ctx, ns, key, held, d)
 		},
@@ -70,7 +73,7 @@ func (r *Runner) resumeClaimed(ctx context.Context, claimed *keystore.Record, st
 		}()
 	}
 	started(r.now())
-	return r.resumeOne(ctx, claimed, pc, keeper)
+	return r.resumeOne(ctx, grace, claimed, pc, keeper)
 }
 
 // resumeOne calls the resume URL of a claimed key, with backoff while n8n
@@ -83,15 +86,17 @@ func (r *Runner) resumeClaimed(ctx context.Context, claimed *keystore.Record, st
 // woke; and a woken execution reserves the key again, so no second write
 // can come of it.
 //
-// A call that ctx ended while it was in flight may have reached n8n: its
-// claim is neither answered nor handed back but left to lapse, so no
-// guard calls the execution again before n8n had time to wake it. A
-// stop during a backoff wait hands the claim back (the last answer was
-// n8n's "not yet").
+// A call in flight when ctx ends (a stop) runs on under grace: n8n may
+// already wake the execution, and its answer is recorded as any answer,
+// so the key waits for no lapse. A call the grace cut may have reached
+// n8n: its claim is neither answered nor handed back but left to lapse,
+// so no guard calls the execution again before n8n had time to wake it.
+// No call starts after ctx ended; a stop during a backoff wait hands the
+// claim back (the last answer was n8n's "not yet").
 //
 // A lost execution is counted here and logged by the caller (logLost):
 // the catch-up logs the first of an outage, the approvals each one.
-func (r *Runner) resumeOne(ctx context.Context, rec *keystore.Record, pc *callPace, keeper *calls.Keeper) resumeResult {
+func (r *Runner) resumeOne(ctx, grace context.Context, rec *keystore.Record, pc *callPace, keeper *calls.Keeper) resumeResult {
 	dest, parkedAt := rec.Destination, *rec.ParkedAt
 	// Retries end within the claim, a quarter of it to spare (a call may
 	// take 15 s): after it lapses another guard may claim the key and call.
@@ -103,15 +108,19 @@ func (r *Runner) resumeOne(ctx context.Context, rec *keystore.Record, pc *callPa
 	}
 	retry := callback.Retry{Initial: 200 * time.Millisecond, Max: 10 * time.Second,
 		Deadline: deadline, Clock: r.now, Sleep: r.opts.Sleep}
-	interrupted := false // ctx ended while a call was in flight
+	interrupted := false // the grace after a stop ended a call in flight
 	out, stop := callback.Call(ctx, retry, func(ctx context.Context) (n8n.ResumeOutcome, bool) {
 		if !pc.take(ctx) {
 			return n8n.ResumeOutcome{Answer: keystore.ResumeRetry, Detail: "no resume turn came free within the claim"}, false
 		}
-		cctx, cancel := context.WithTimeout(ctx, keystore.ResumeCallTimeout)
+		if ctx.Err() != nil { // the first call, its turn taken as the stop came
+			pc.ended(ctx)
+			return n8n.ResumeOutcome{Answer: keystore.ResumeRetry, Detail: "stopped before the call"}, false
+		}
+		cctx, cancel := context.WithTimeout(grace, keystore.ResumeCallTimeout)
 		defer cancel()
 		out := r.opts.Resumer.Resume(cctx, rec)
-		interrupted = ctx.Err() != nil
+		interrupted = grace.Err() != nil
 		pc.ended(ctx)
 		r.metrics.resumes.WithLabelValues(dest, answerName(out.Answer)).Inc()
 		return out, out.Answer == keystore.ResumeRetry
@@ -122,8 +131,8 @@ func (r *Runner) resumeOne(ctx context.Context, rec *keystore.Record, pc *callPa
 			"destination", dest, "namespace", rec.Namespace, "key", rec.Key, "detail", out.Detail)
 	}
 	if interrupted && out.Answer == keystore.ResumeRetry {
-		r.log.Warn("catch-up: stopped while a resume call was in flight; n8n may have taken it, so the key's claim is left to lapse before any guard calls it again",
-			"destination", dest, "namespace", rec.Namespace, "key", rec.Key, "claim", r.opts.Claim.String())
+		r.log.Warn("catch-up: stopped while a resume call was in flight, and n8n did not answer within the grace; n8n may have taken it, so the key's claim is left to lapse before any guard calls it again",
+			"destination", dest, "namespace", rec.Namespace, "key", rec.Key, "grace", r.opts.Grace.String(), "claim", r.opts.Claim.String())
 		return resumeResult{rec: rec}
 	}
 	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)

@@ -57,7 +57,11 @@ type Options struct {
 	// every slot of its destination is held, for another guard's
 	// releases (this process's wake the call at once: the store's
 	// PaceFreed); default Interval.
-	Poll  time.Duration
+	Poll time.Duration
+	// Grace is how long a stop waits for a call to n8n already in flight
+	// (n8n may act on it: its answer is recorded, so the key needs no
+	// claim's lapse); a call that outlives it is cut (default 10 s).
+	Grace time.Duration
 	Clock keystore.Clock
 	// Sleep waits d or until ctx ends (default: a timer). Every wait of
 	// the runner goes through it, so a test on a controlled clock moves

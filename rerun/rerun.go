@@ -114,6 +114,10 @@ type Options struct {
 	// unanswered that long is as n8n not answering, and a hung connection
 	// does not hold its destination's re-runs for ever.
 	Claim, Started time.Duration
+	// Grace is how long a stop waits for a call to n8n already in flight
+	// (n8n may have started the retry: its answer is noted, so the grant
+	// is not asked again); a call that outlives it is cut (10 s).
+	Grace time.Duration
 	// Reads caps the re-runs asked of n8n's API a second, whatever their
 	// destinations (2; negative: no cap). Each asks for the whole
 	// execution (its data, to check where it stopped and which keys it
@@ -138,6 +142,7 @@ func (o Options) withDefaults() Options {
 	o.Interval = cmp.Or(max(o.Interval, 0), 10*time.Minute)
 	o.Claim = cmp.Or(max(o.Claim, 0), 2*time.Minute)
 	o.Started = cmp.Or(max(o.Started, 0), 10*time.Minute)
+	o.Grace = cmp.Or(max(o.Grace, 0), 10*time.Second)
 	o.Name = cmp.Or(o.Name, "n8n-guard")
 	o.Reads = cmp.Or(o.Reads, DefaultReads)
 	if o.Sleep == nil {
@@ -438,7 +443,8 @@ const (
 // claim) until n8n's answer: a claim never goes stale while its guard
 // waits for n8n, however long n8n takes (up to Started), the ask is cut
 // before they lapse when the store refuses their extension, and a guard
-// that stops before it asked hands them all back.
+// that stops before it asked hands them all back; one that stops while
+// n8n is asked waits for its answer (up to Grace) and notes it.
 func (r *Runner) start(ctx context.Context, ex *execution) started {
 	log := r.opts.Logger.With("workflow", ex.workflow, "execution", ex.id, "destination", ex.destination)
 	first := ex.keys[0]
@@ -471,7 +477,12 @@ func (r *Runner) start(ctx context.Context, ex *execution) started {
 		r.refuse(ctx, log, claimed, "another event of the same execution could not be allowed, so a re-run would stop at its gate: "+err.Error())
 		return done
 	}
-	keeper := held.keep(ctx, log)
+	// An ask made outlives a stop by Grace, and its claims are kept
+	// meanwhile: n8n may start the retry, and its answer noted is what
+	// keeps the grant from a second ask.
+	grace, end := calls.Outlive(ctx, r.opts.Grace)
+	defer end()
+	keeper := held.keep(grace, log)
 	r.awaitRead(ctx)
 	if ctx.Err() != nil {
 		// Stopped before n8n was asked: the keys wait for no lapse.
@@ -481,7 +492,7 @@ func (r *Runner) start(ctx context.Context, ex *execution) started {
 	// The ask never outlives the claims that hold it: cut when they are
 	// about to lapse (the store refused their extension), or a second
 	// guard could claim the grant and ask n8n again.
-	within, stop := keeper.Within(ctx)
+	within, stop := keeper.Within(grace)
 	defer stop()
 	call, cancel := context.WithTimeout(within, r.opts.Started)
 	defer cancel()
@@ -522,6 +533,12 @@ func (r *Runner) answered(ctx context.Context, log *slog.Logger, claimed []*keys
 		}
 	case errors.As(err, &refused):
 		r.refuse(ctx, log, claimed, "n8n refused the re-run: "+refused.Message)
+	case errors.Is(cause, calls.ErrGraceOver):
+		// n8n may start the retry all the same: the claims lapse, and
+		// the next ask finds it (Retried.Earlier).
+		r.results.WithLabelValues("failed").Inc()
+		log.Warn("re-run: stopped while n8n was asked, and n8n did not answer within the grace; the claims lapse before the grant is asked again", "err", err, "grace", r.opts.Grace, "in", r.opts.Claim)
+		return later
 	case errors.Is(err, ErrUnreachable) || errors.Is(err, context.DeadlineExceeded) || errors.Is(cause, calls.ErrLapsing):
 		r.results.WithLabelValues("failed").Inc()
 		log.Error("re-run not started: n8n did not answer; the grants stay, asked again", "err", err, "in", r.opts.Claim)

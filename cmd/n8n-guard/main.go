@@ -268,7 +268,7 @@ func (m *Main) initNotify(outbox notify.Outbox) error {
 		client := n8n.New(c.N8nAPIURL, c.N8nAPIKey, 2*time.Minute)
 		opts.Executions = n8n.Retrier{Client: client}
 		var err error
-		m.reruns, err = rerun.New(m.store, n8n.Rerunner{Client: client}, rerun.Options{Logger: m.Logger.With("component", "reruns"), Clock: c.Clock, Registerer: m.reg, Reads: c.RerunReads})
+		m.reruns, err = rerun.New(m.store, n8n.Rerunner{Client: client}, rerun.Options{Logger: m.Logger.With("component", "reruns"), Clock: c.Clock, Registerer: m.reg, Reads: c.RerunReads, Grace: c.ShutdownTimeout})
 		if err != nil {
 			return err
 		}

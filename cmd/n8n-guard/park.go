@@ -35,6 +35,7 @@ func (m *Main) startCatchUp(ctx context.Context, policies keystore.Policies, reg
 		Logger:     m.Logger.With("component", "catch-up"),
 		Registerer: reg,
 		Clock:      m.Config.Clock,
+		Grace:      m.Config.ShutdownTimeout,
 	})
 	if err != nil {
 		return err

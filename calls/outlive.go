@@ -1,0 +1,36 @@
+package calls
+
+import (
+	"context"
+	"errors"
+	"time"
+)
+
+// ErrGraceOver is the cause of a context Outlive ended: the grace its
+// call had after a stop has passed.
+var ErrGraceOver = errors.New("stopping: the grace of a call in flight has passed")
+
+// Outlive is a context for a call to n8n that may already act on it (a
+// resume, a retry): it keeps ctx's values and does not end when ctx
+// ends, so a stop (SIGTERM) lets the call finish and its answer be
+// recorded, and the key needs no claim's lapse nor a second call. It
+// ends, with cause ErrGraceOver, grace after ctx ended, so a hung n8n
+// does not hold a stop for longer; and when its cancel is called.
+func Outlive(ctx context.Context, grace time.Duration) (context.Context, context.CancelFunc) {
+	octx, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
+	go func() {
+		select {
+		case <-ctx.Done():
+		case <-octx.Done():
+			return
+		}
+		t := time.NewTimer(grace)
+		defer t.Stop()
+		select {
+		case <-t.C:
+			cancel(ErrGraceOver)
+		case <-octx.Done():
+		}
+	}()
+	return octx, func() { cancel(context.Canceled) }
+}

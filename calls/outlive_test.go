@@ -1,0 +1,45 @@
+package calls_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/n8n-guard/n8n-guard/calls"
+	"github.com/n8n-guard/n8n-guard/internal/testwait"
+)
+
+type keyOf struct{}
+
+func TestACallOutlivesTheStopForItsGraceOnly(t *testing.T) {
+	t.Run("the stop does not end it, its cancel does", func(t *testing.T) {
+		parent, stop := context.WithCancel(context.WithValue(context.Background(), keyOf{}, "trace"))
+		call, cancel := calls.Outlive(parent, time.Hour)
+		stop()
+		if err := call.Err(); err != nil {
+			t.Fatalf("the call's context ended with the stop (%v): a call n8n may act on was cut", err)
+		}
+		if v := call.Value(keyOf{}); v != "trace" {
+			t.Fatalf("the call's context lost the parent's values: %v", v)
+		}
+		cancel()
+		if !errors.Is(call.Err(), context.Canceled) {
+			t.Fatalf("the call's context did not end with its cancel: %v", call.Err())
+		}
+	})
+	t.Run("it ends its grace after the stop", func(t *testing.T) {
+		parent, stop := context.WithCancel(context.Background())
+		call, cancel := calls.Outlive(parent, time.Millisecond)
+		defer cancel()
+		stop()
+		select {
+		case <-call.Done():
+		case <-time.After(testwait.Deadline):
+			t.Fatal("the call's context never ended after the stop: a hung n8n would hold the stop")
+		}
+		if cause := context.Cause(call); !errors.Is(cause, calls.ErrGraceOver) {
+			t.Fatalf("the call's context ended with %v, want ErrGraceOver", cause)
+		}
+	})
+}
