@@ -151,7 +151,7 @@ func addServeFlags(fs *pflag.FlagSet, cfg *Config, lf *logFlags) {
 	fs.DurationVar(&h.ReadTimeout, "read-timeout", h.ReadTimeout, "time to read a request")
 	fs.DurationVar(&h.WriteTimeout, "write-timeout", h.WriteTimeout, "time to write an answer")
 	fs.DurationVar(&h.IdleTimeout, "idle-timeout", h.IdleTimeout, "how long an idle keep-alive connection stays open")
-	fs.DurationVar(&cfg.ShutdownTimeout, "shutdown-timeout", cfg.ShutdownTimeout, "how long shutdown waits for in-flight requests")
+	fs.DurationVar(&cfg.ShutdownTimeout, "shutdown-timeout", cfg.ShutdownTimeout, "how long shutdown waits for in-flight requests, and for n8n to answer a resume or re-run call in flight")
 	fs.DurationVar(&cfg.SweepInterval, "sweep-interval", cfg.SweepInterval, "how often expired leases and records are swept")
 	fs.BoolVar(&cfg.AcceptRestore, "accept-restore", false, "start on a bbolt store file older than the one this data folder last served (a backup restored in place), logging what the restore lost; once (docs/runbooks.md, \"Restoring a backup\")")
 	fs.StringVar(&lf.level, "log-level", "info", "debug (one line per request), info, warn or error")

@@ -57,8 +57,9 @@ type Config struct {
 	// AcceptRestore starts on a bbolt file older than the one the data
 	// folder last served (a backup restored in place), logging it.
 	AcceptRestore bool
-	// ShutdownTimeout: how long Close waits for in-flight requests
-	// (default DefaultShutdownTimeout, 10 s).
+	// ShutdownTimeout: how long Close waits for in-flight requests, and
+	// a stop for n8n's answer to a resume or re-run call in flight (default
+	// DefaultShutdownTimeout, 10 s).
 	ShutdownTimeout time.Duration
 	// SweepInterval: how often expired leases and records are swept
 	// (default DefaultSweepInterval, 1 min).
