@@ -17,7 +17,7 @@ var ErrGraceOver = errors.New("stopping: the grace of a call in flight has passe
 // ends, with cause ErrGraceOver, grace after ctx ended, so a hung n8n
 // does not hold a stop for longer; and when its cancel is called.
 func Outlive(ctx context.Context, grace time.Duration) (context.Context, context.CancelFunc) {
-	octx, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
+	octx, cancel := context.WithCancelCause(context.WithValue(context.WithoutCancel(ctx), stopOf{}, ctx))
 	go func() {
 		select {
 		case <-ctx.Done():
@@ -33,4 +33,22 @@ func Outlive(ctx context.Context, grace time.Duration) (context.Context, context
 		}
 	}()
 	return octx, func() { cancel(context.Canceled) }
+}
+
+// stopOf is the key of an Outlive context's value: the context whose end
+// is the stop.
+type stopOf struct{}
+
+// ErrStopped is what a call of several requests answers when the stop
+// came before its acting one (Stopped): nothing was asked of n8n that it
+// could act on, so the claims go back instead of lapsing.
+var ErrStopped = errors.New("stopping: the call was not made")
+
+// Stopped tells a call made under Outlive (ctx, or a context made from
+// it) that the stop came: the grace is for a request n8n may already act
+// on, so one that reads first (the re-run's checks before its POST of the
+// retry) makes no acting request after the stop, and answers ErrStopped.
+func Stopped(ctx context.Context) bool {
+	stop, ok := ctx.Value(stopOf{}).(context.Context)
+	return ok && stop.Err() != nil
 }

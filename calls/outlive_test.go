@@ -43,3 +43,24 @@ func TestACallOutlivesTheStopForItsGraceOnly(t *testing.T) {
 		}
 	})
 }
+
+// Stopped is what a call of several requests asks before its acting one:
+// false before the stop, true after it, also on a context made from the
+// Outlive one, and false on any other context.
+func TestStoppedTellsACallUnderOutliveThatTheStopCame(t *testing.T) {
+	parent, stop := context.WithCancel(context.Background())
+	call, cancel := calls.Outlive(parent, time.Hour)
+	defer cancel()
+	inner, cancelInner := context.WithTimeout(call, time.Hour)
+	defer cancelInner()
+	if calls.Stopped(inner) {
+		t.Fatal("Stopped before the stop")
+	}
+	stop()
+	if !calls.Stopped(inner) || !calls.Stopped(call) {
+		t.Fatal("not Stopped after the stop: a call would make its acting request after SIGTERM")
+	}
+	if calls.Stopped(parent) {
+		t.Fatal("a context not made by Outlive says Stopped")
+	}
+}

@@ -88,8 +88,8 @@ func (r *Runner) resumeClaimed(ctx context.Context, claimed *keystore.Record, st
 //
 // A call in flight when ctx ends (a stop) runs on under grace: n8n may
 // already wake the execution, and its answer is recorded as any answer,
-// so the key waits for no lapse. A call the grace cut may have reached
-// n8n: its claim is neither answered nor handed back but left to lapse,
+// so the key waits for no lapse. One answered "retry" after the stop
+// (the grace cut it, or its own timeout did) may have reached n8n: its claim is neither answered nor handed back but left to lapse,
 // so no guard calls the execution again before n8n had time to wake it.
 // No call starts after ctx ended; a stop during a backoff wait hands the
 // claim back (the last answer was n8n's "not yet").
@@ -108,7 +108,7 @@ func (r *Runner) resumeOne(ctx, grace context.Context, rec *keystore.Record, pc 
 	}
 	retry := callback.Retry{Initial: 200 * time.Millisecond, Max: 10 * time.Second,
 		Deadline: deadline, Clock: r.now, Sleep: r.opts.Sleep}
-	interrupted := false // the grace after a stop ended a call in flight
+	interrupted := false // the stop came while a call was in flight
 	out, stop := callback.Call(ctx, retry, func(ctx context.Context) (n8n.ResumeOutcome, bool) {
 		if !pc.take(ctx) {
 			return n8n.ResumeOutcome{Answer: keystore.ResumeRetry, Detail: "no resume turn came free within the claim"}, false
@@ -120,7 +120,9 @@ func (r *Runner) resumeOne(ctx, grace context.Context, rec *keystore.Record, pc 
 		cctx, cancel := context.WithTimeout(grace, keystore.ResumeCallTimeout)
 		defer cancel()
 		out := r.opts.Resumer.Resume(cctx, rec)
-		interrupted = grace.Err() != nil
+		// Unanswered when the stop came (cut by the grace, or by its own
+		// timeout within it): n8n may have taken it.
+		interrupted = ctx.Err() != nil
 		pc.ended(ctx)
 		r.metrics.resumes.WithLabelValues(dest, answerName(out.Answer)).Inc()
 		return out, out.Answer == keystore.ResumeRetry
@@ -131,7 +133,7 @@ func (r *Runner) resumeOne(ctx, grace context.Context, rec *keystore.Record, pc 
 			"destination", dest, "namespace", rec.Namespace, "key", rec.Key, "detail", out.Detail)
 	}
 	if interrupted && out.Answer == keystore.ResumeRetry {
-		r.log.Warn("catch-up: stopped while a resume call was in flight, and n8n did not answer within the grace; n8n may have taken it, so the key's claim is left to lapse before any guard calls it again",
+		r.log.Warn("catch-up: stopped while a resume call was in flight, and n8n gave no answer within the grace; n8n may have taken it, so the key's claim is left to lapse before any guard calls it again",
 			"destination", dest, "namespace", rec.Namespace, "key", rec.Key, "grace", r.opts.Grace.String(), "claim", r.opts.Claim.String())
 		return resumeResult{rec: rec}
 	}

@@ -225,8 +225,11 @@ func (w *worker) reportOverdue(ctx context.Context, now time.Time) {
 	q := keystore.WaitQuery{Destination: w.dest, Stages: keystore.QueuedStages, Limit: 500}
 	for _, q := range r.opts.Policies.OverdueReads(q, now) {
 		for rec, err := range keystore.ByWait(ctx, r.opts.Store, q) {
-			if err != nil {
-				return // ctx ended or the read failed: a pass cut short
+			if err != nil { // a pass cut short: tried again at the next
+				if ctx.Err() == nil {
+					r.log.Warn("catch-up: cannot list the overdue parked keys; trying again", "destination", w.dest, "err", err)
+				}
+				return
 			}
 			id := rec.Namespace + "\x00" + rec.Key + "\x00" + rec.WaitingSince().String()
 			if w.overdue[id] {

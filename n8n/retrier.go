@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/n8n-guard/n8n-guard/calls"
 	"github.com/n8n-guard/n8n-guard/notify"
 	"github.com/n8n-guard/n8n-guard/rerun"
 )
@@ -106,6 +107,11 @@ func (r Rerunner) Retry(ctx context.Context, workflow, id string, keys []rerun.K
 	case found != "":
 		res.ID, res.Earlier = found, true
 		return res, nil
+	}
+	if calls.Stopped(ctx) {
+		// The guard is stopping (SIGTERM) and nothing was asked yet: a
+		// retry posted now would outlive the guard's note of it.
+		return rerun.Retried{}, calls.ErrStopped
 	}
 	res.ID, err = r.RetryExecution(ctx, id)
 	return res, refusal(err)

@@ -50,7 +50,9 @@ const GateNodePrefix = "n8n-guard: re-run gate for "
 // A retry n8n started at or after since (the grant) is this re-run's: n8n
 // is not asked again (Retried.Earlier), so a guard that stopped after
 // asking and before noting n8n's answer makes no second retry of one
-// grant.
+// grant. Asked under a stop that came before its retry was asked (ctx
+// made by calls.Outlive: calls.Stopped), it asks n8n nothing that acts
+// and answers calls.ErrStopped.
 type Executions interface {
 	Retry(ctx context.Context, workflowID, executionID string, keys []Key, since time.Time) (Retried, error)
 }
@@ -497,6 +499,12 @@ func (r *Runner) start(ctx context.Context, ex *execution) started {
 	call, cancel := context.WithTimeout(within, r.opts.Started)
 	defer cancel()
 	res, err := r.n8n.Retry(call, ex.workflow, ex.id, keysOf(claimed), grantedAt(ex))
+	if errors.Is(err, calls.ErrStopped) {
+		// Stopped while n8n was read, before the retry was asked: the
+		// keys wait for no lapse.
+		keeper.HandBack(ctx)
+		return later
+	}
 	keeper.Stop() // n8n was asked: the claims stay until its answer is noted, or lapse
 	return r.answered(ctx, log, claimed, res, err, context.Cause(call))
 }

@@ -402,10 +402,18 @@ func (m *Main) Addr() string {
 	return m.ln.Addr().String()
 }
 
-// Close drains in-flight requests, stops the background components and
+// Close stops the background components, drains in-flight requests and
 // closes the store. It is safe after a failed Run.
 func (m *Main) Close() error {
 	var errs []error
+	// The background components are told first: a call to n8n in flight
+	// has its grace (the shutdown timeout, catchup and rerun Options.Grace)
+	// while the requests drain, so a stop takes the longer of the two,
+	// not their sum.
+	if m.cancel != nil {
+		m.cancel()
+		m.cancel = nil
+	}
 	if m.server != nil && m.ln != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), m.Config.ShutdownTimeout)
 		if err := m.server.Shutdown(ctx); err != nil {
@@ -421,10 +429,6 @@ func (m *Main) Close() error {
 		m.ln.Close()
 	}
 	m.server, m.ln = nil, nil
-	if m.cancel != nil {
-		m.cancel()
-		m.cancel = nil
-	}
 	m.wg.Wait()
 	if m.decisions != nil {
 		if err := m.decisions.Close(); err != nil {
