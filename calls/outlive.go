@@ -52,3 +52,17 @@ func Stopped(ctx context.Context) bool {
 	stop, ok := ctx.Value(stopOf{}).(context.Context)
 	return ok && stop.Err() != nil
 }
+
+// Reading is ctx, ended also at the stop when ctx was made by Outlive
+// (cause ErrStopped): for the requests a call reads with before its
+// acting one, which the grace is not for. A read the stop cut is no
+// call made: its claims go back at once.
+func Reading(ctx context.Context) (context.Context, context.CancelFunc) {
+	rctx, cancel := context.WithCancelCause(ctx)
+	stop, ok := ctx.Value(stopOf{}).(context.Context)
+	if !ok {
+		return rctx, func() { cancel(context.Canceled) }
+	}
+	unhook := context.AfterFunc(stop, func() { cancel(ErrStopped) })
+	return rctx, func() { unhook(); cancel(context.Canceled) }
+}

@@ -64,3 +64,27 @@ func TestStoppedTellsACallUnderOutliveThatTheStopCame(t *testing.T) {
 		t.Fatal("a context not made by Outlive says Stopped")
 	}
 }
+
+// Reading ends at the stop with cause ErrStopped, unlike its Outlive
+// parent, and is the plain ctx on any other context.
+func TestReadingEndsAtTheStop(t *testing.T) {
+	parent, stop := context.WithCancel(context.Background())
+	call, cancel := calls.Outlive(parent, time.Hour)
+	defer cancel()
+	read, done := calls.Reading(call)
+	defer done()
+	stop()
+	select {
+	case <-read.Done():
+	case <-time.After(testwait.Deadline):
+		t.Fatal("a read under the grace did not end at the stop")
+	}
+	if !errors.Is(context.Cause(read), calls.ErrStopped) || call.Err() != nil {
+		t.Fatalf("read ended with %v, the call with %v: want ErrStopped, and the call still running", context.Cause(read), call.Err())
+	}
+	plain, done2 := calls.Reading(context.Background())
+	defer done2()
+	if plain.Err() != nil {
+		t.Fatal("Reading of a context not made by Outlive ended")
+	}
+}

@@ -62,7 +62,14 @@ type Rerunner struct{ *Client }
 // naming it, one still running is left for later.
 func (r Rerunner) Retry(ctx context.Context, workflow, id string, keys []rerun.Key, since time.Time) (rerun.Retried, error) {
 	notOwn := fmt.Sprintf("execution %s is not one of workflow %q that reserved the key: the guard re-runs only the key's own execution", id, workflow)
-	st, err := r.ExecutionStop(ctx, id)
+	// The reads end at a stop (the grace is for the retry's POST alone):
+	// one cut by it asked nothing, and the claims go back.
+	read, done := calls.Reading(ctx)
+	defer done()
+	st, err := r.ExecutionStop(read, id)
+	if errors.Is(context.Cause(read), calls.ErrStopped) {
+		return rerun.Retried{}, calls.ErrStopped
+	}
 	var ne *Error
 	switch {
 	case errors.As(err, &ne) && ne.Status == http.StatusNotFound:
@@ -96,8 +103,10 @@ func (r Rerunner) Retry(ctx context.Context, workflow, id string, keys []rerun.K
 	}
 	// A retry of it that n8n started since the grant is this re-run's: a
 	// guard asked, and stopped or lost the answer before noting it.
-	found, err := r.RetriedAs(ctx, workflow, id, since)
+	found, err := r.RetriedAs(read, workflow, id, since)
 	switch {
+	case errors.Is(context.Cause(read), calls.ErrStopped):
+		return rerun.Retried{}, calls.ErrStopped
 	case errors.As(err, &ne) && (ne.Status == http.StatusUnauthorized || ne.Status == http.StatusForbidden):
 		// A key that may retry but not list (no execution:list scope):
 		// asked without knowing of an earlier ask (as before this check).

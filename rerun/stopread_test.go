@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -17,8 +18,8 @@ import (
 
 // SIGTERM while the guard still reads the execution from n8n's API
 // (before it posts the retry): the grace is for an ask n8n may act on,
-// and nothing was asked yet, so no retry is posted after the stop, and
-// the keys' claims go back at once: the next guard asks without waiting
+// and nothing was asked yet, so the read is cut at the stop, no retry is
+// posted after it, and the keys' claims go back at once: the next guard asks without waiting
 // for a lapse. A retry posted after the stop would outlive the guard's
 // note of it (the grace may end first), and without n8n's execution:list
 // scope a grant could then be re-run twice.
@@ -48,6 +49,9 @@ func TestAStopWhileN8nIsReadPostsNoRetry(t *testing.T) {
 		}
 	}))
 	defer srv.Close()
+	var answer sync.Once
+	answerRead := func() { answer.Do(func() { close(release) }) }
+	defer answerRead() // before srv.Close: it waits for the handler
 	n8n := n8napi.Rerunner{Client: n8napi.New(srv.URL, "k", time.Minute)}
 	r := newRunner(t, e, n8n, rerun.Options{Name: "guard-a", Grace: time.Hour, Reads: -1, Pace: time.Millisecond, Interval: time.Hour})
 	ctx, stop := context.WithCancel(e.ctx)
@@ -55,12 +59,12 @@ func TestAStopWhileN8nIsReadPostsNoRetry(t *testing.T) {
 	go func() { rerun.Round(ctx, r); close(done) }()
 	<-reading
 	stop() // SIGTERM: n8n has not been asked to retry yet
-	close(release)
 	select {
-	case <-done:
+	case <-done: // the read is cut at the stop: the grace is not for it
 	case <-time.After(testwait.Deadline):
-		t.Fatal("the round did not end after the stop")
+		t.Fatal("the round did not end at the stop: it waits for a read the grace is not for")
 	}
+	answerRead()
 	if n := posted.Load(); n != 0 {
 		t.Fatalf("the retry was posted %d time(s) after the stop: a stopping guard asked n8n what it had not asked before SIGTERM", n)
 	}
