@@ -89,10 +89,12 @@ func (r *Runner) resumeClaimed(ctx context.Context, claimed *keystore.Record, st
 // A call in flight when ctx ends (a stop) runs on under grace: n8n may
 // already wake the execution, and its answer is recorded as any answer,
 // so the key waits for no lapse. One answered "retry" after the stop
-// (the grace cut it, or its own timeout did) may have reached n8n: its claim is neither answered nor handed back but left to lapse,
-// so no guard calls the execution again before n8n had time to wake it.
-// No call starts after ctx ended; a stop during a backoff wait hands the
-// claim back (the last answer was n8n's "not yet").
+// (the grace cut it, or its own timeout did) may have reached n8n: its
+// claim is neither answered nor handed back but left to lapse, so no
+// guard calls the execution again before n8n had time to wake it. No
+// call starts after ctx ended: a stop before the first call (its turn
+// given ahead) hands the claim back, and a probe's with it; one during
+// a backoff wait records the last answer, "retry".
 //
 // A lost execution is counted here and logged by the caller (logLost):
 // the catch-up logs the first of an outage, the approvals each one.
@@ -109,11 +111,13 @@ func (r *Runner) resumeOne(ctx, grace context.Context, rec *keystore.Record, pc 
 	retry := callback.Retry{Initial: 200 * time.Millisecond, Max: 10 * time.Second,
 		Deadline: deadline, Clock: r.now, Sleep: r.opts.Sleep}
 	interrupted := false // the stop came while a call was in flight
+	unmade := false      // the stop came before the first call
 	out, stop := callback.Call(ctx, retry, func(ctx context.Context) (n8n.ResumeOutcome, bool) {
 		if !pc.take(ctx) {
 			return n8n.ResumeOutcome{Answer: keystore.ResumeRetry, Detail: "no resume turn came free within the claim"}, false
 		}
-		if ctx.Err() != nil { // the first call, its turn taken as the stop came
+		if ctx.Err() != nil { // the first call, its turn taken as the stop came (a turn given ahead)
+			unmade = true
 			pc.ended(ctx)
 			return n8n.ResumeOutcome{Answer: keystore.ResumeRetry, Detail: "stopped before the call"}, false
 		}
@@ -127,6 +131,12 @@ func (r *Runner) resumeOne(ctx, grace context.Context, rec *keystore.Record, pc 
 		r.metrics.resumes.WithLabelValues(dest, answerName(out.Answer)).Inc()
 		return out, out.Answer == keystore.ResumeRetry
 	})
+	if unmade {
+		// Nothing was asked of n8n: the claim goes back, and a probe's
+		// with it, so the key waits for no lapse.
+		keeper.HandBack(ctx)
+		return resumeResult{rec: rec}
+	}
 	keeper.Stop()
 	if stop == callback.PastDeadline {
 		r.log.Warn("catch-up: n8n did not take the resume call; the key stays parked and is tried again",
