@@ -88,6 +88,19 @@ func (cl *client) loop(ctx context.Context) {
 
 var failReasons = []string{"destination_failed", "destination_failed", "destination_unreachable", "validation_failed", "outcome_unknown"}
 
+// dies is the end of the execution that holds h on key: its lease runs
+// out. A re-sent reserve of its own whose answer it lost dies with it:
+// sent again, the guard answers it as the repeat it is (accepted again,
+// the same token, no write), and the checker would count a second write
+// of the attempt that no second execution made.
+func (cl *client) dies(key string, h held) {
+	delete(cl.held, key)
+	if cl.lost[key] == h.reqID {
+		delete(cl.lost, key)
+	}
+	cl.old[key] = append(cl.old[key], h)
+}
+
 func (cl *client) act(ctx context.Context, s slot) {
 	in := linearize.Input{Key: s.key, Reclaim: s.reclaim, Lease: int64(cl.cfg.Lease)}
 	r := cl.rng.Float64()
@@ -100,9 +113,7 @@ func (cl *client) act(ctx context.Context, s slot) {
 	case holding && r < 0.85:
 		in.Kind, in.ReqID = linearize.Reserve, h.reqID
 	case holding && r < 0.92:
-		// The execution dies: its lease runs out.
-		delete(cl.held, s.key)
-		cl.old[s.key] = append(cl.old[s.key], h)
+		cl.dies(s.key, h)
 		return
 	case holding:
 		in.Kind = linearize.Lookup
