@@ -6,6 +6,10 @@ import (
 	"time"
 )
 
+// DefaultGrace is a worker's grace (its Options.Grace) when none is
+// set: serve sets it to its shutdown timeout, whose default it is too.
+const DefaultGrace = 10 * time.Second
+
 // ErrGraceOver is the cause of a context Outlive ended: the grace its
 // call had after a stop has passed.
 var ErrGraceOver = errors.New("stopping: the grace of a call in flight has passed")

@@ -228,27 +228,8 @@ func TestAStoppedGuardHandsBackTheClaimsItDidNotUse(t *testing.T) {
 // resumed and no guard calls its execution again; the runner stops once
 // the answer is recorded.
 func TestAStopLetsACallInFlightFinishWithinItsGrace(t *testing.T) {
-	pol := keystore.Policies{Destinations: map[string]keystore.DestinationPolicy{
-		"crm": {Cooldown: time.Hour, CatchUpRate: 10, CatchUpConcurrency: 1, UnreachableThreshold: 1}}}
-	clock := newManualClock()
-	store := parkedOnBolt(t, pol, clock, 1)
 	n8nSlow := &hangingN8n{called: make(chan string, 4), release: make(chan struct{})}
-	r, err := catchup.New(catchup.Options{Store: store, Policies: pol, Clock: clock.Now, Sleep: clock.Sleep,
-		Resumer: n8nSlow, Interval: 5 * time.Millisecond, Claim: 2 * time.Minute, Poll: time.Second, Grace: time.Hour})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, stop := context.WithCancel(context.Background())
-	stopped := make(chan error, 1)
-	go func() { stopped <- r.Run(ctx) }()
-	<-n8nSlow.called
-	stop()
-	close(n8nSlow.release) // n8n answers after the stop
-	select {
-	case <-stopped:
-	case <-time.After(testwait.Deadline):
-		t.Fatal("the runner did not stop after n8n answered the call in flight")
-	}
+	store := stopAsN8nAnswers(t, n8nSlow, n8nSlow.called, n8nSlow.release)
 	res, err := store.Lookup(context.Background(), ns, "evt_00")
 	if err != nil {
 		t.Fatal(err)
@@ -259,6 +240,35 @@ func TestAStopLetsACallInFlightFinishWithinItsGrace(t *testing.T) {
 	if _, ok, err := store.ClaimResume(context.Background(), ns, "evt_00", 2*time.Minute); err != nil || ok {
 		t.Fatalf("a second guard claimed the key n8n resumed: %v %v", ok, err)
 	}
+}
+
+// stopAsN8nAnswers parks one key, runs a runner with an hour's grace
+// whose resume call goes to resumer, stops it once the call is made
+// (called), then lets the call end (release) and waits for Run to
+// return: the stop of a guard whose call n8n answers within the grace.
+func stopAsN8nAnswers(t *testing.T, resumer catchup.Resumer, called <-chan string, release chan struct{}) *bolt.Store {
+	t.Helper()
+	pol := keystore.Policies{Destinations: map[string]keystore.DestinationPolicy{
+		"crm": {Cooldown: time.Hour, CatchUpRate: 10, CatchUpConcurrency: 1, UnreachableThreshold: 1}}}
+	clock := newManualClock()
+	store := parkedOnBolt(t, pol, clock, 1)
+	r, err := catchup.New(catchup.Options{Store: store, Policies: pol, Clock: clock.Now, Sleep: clock.Sleep,
+		Resumer: resumer, Interval: 5 * time.Millisecond, Claim: 2 * time.Minute, Poll: time.Second, Grace: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, stop := context.WithCancel(context.Background())
+	stopped := make(chan error, 1)
+	go func() { stopped <- r.Run(ctx) }()
+	<-called
+	stop()
+	close(release) // n8n's call ends after the stop
+	select {
+	case <-stopped:
+	case <-time.After(testwait.Deadline):
+		t.Fatal("the runner did not stop after the call in flight ended")
+	}
+	return store
 }
 
 // SIGTERM while a resume call is in flight that outlives the grace (n8n

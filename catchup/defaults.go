@@ -15,7 +15,7 @@ func (o Options) withDefaults() Options {
 	o.Interval = cmp.Or(max(o.Interval, 0), time.Second)
 	o.Claim = cmp.Or(max(o.Claim, 0), 2*time.Minute)
 	o.Poll = cmp.Or(max(o.Poll, 0), o.Interval)
-	o.Grace = cmp.Or(max(o.Grace, 0), 10*time.Second)
+	o.Grace = cmp.Or(max(o.Grace, 0), calls.DefaultGrace)
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}

@@ -5,8 +5,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/n8n-guard/n8n-guard/catchup"
-	"github.com/n8n-guard/n8n-guard/internal/testwait"
 	"github.com/n8n-guard/n8n-guard/keystore"
 	"github.com/n8n-guard/n8n-guard/n8n"
 )
@@ -30,27 +28,8 @@ func (h *timingOutN8n) Resume(_ context.Context, rec *keystore.Record) n8n.Resum
 // is left to lapse, as that of a call the grace cut, so no second guard
 // claims the key at once and calls its execution again.
 func TestACallTimingOutWithinTheGraceLeavesItsClaimToLapse(t *testing.T) {
-	pol := keystore.Policies{Destinations: map[string]keystore.DestinationPolicy{
-		"crm": {Cooldown: time.Hour, CatchUpRate: 10, CatchUpConcurrency: 1, UnreachableThreshold: 1}}}
-	clock := newManualClock()
-	store := parkedOnBolt(t, pol, clock, 1)
 	slow := &timingOutN8n{called: make(chan string, 4), release: make(chan struct{})}
-	r, err := catchup.New(catchup.Options{Store: store, Policies: pol, Clock: clock.Now, Sleep: clock.Sleep,
-		Resumer: slow, Interval: 5 * time.Millisecond, Claim: 2 * time.Minute, Poll: time.Second, Grace: time.Hour})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, stop := context.WithCancel(context.Background())
-	stopped := make(chan error, 1)
-	go func() { stopped <- r.Run(ctx) }()
-	<-slow.called
-	stop()
-	close(slow.release) // its own timeout, within the grace
-	select {
-	case <-stopped:
-	case <-time.After(testwait.Deadline):
-		t.Fatal("the runner did not stop")
-	}
+	store := stopAsN8nAnswers(t, slow, slow.called, slow.release)
 	if _, ok, err := store.ClaimResume(context.Background(), ns, "evt_00", 2*time.Minute); err != nil || ok {
 		t.Fatalf("a second guard claimed at once the key whose call n8n may have taken (ok=%v err=%v): it would call the execution again", ok, err)
 	}

@@ -144,7 +144,7 @@ func (o Options) withDefaults() Options {
 	o.Interval = cmp.Or(max(o.Interval, 0), 10*time.Minute)
 	o.Claim = cmp.Or(max(o.Claim, 0), 2*time.Minute)
 	o.Started = cmp.Or(max(o.Started, 0), 10*time.Minute)
-	o.Grace = cmp.Or(max(o.Grace, 0), 10*time.Second)
+	o.Grace = cmp.Or(max(o.Grace, 0), calls.DefaultGrace)
 	o.Name = cmp.Or(o.Name, "n8n-guard")
 	o.Reads = cmp.Or(o.Reads, DefaultReads)
 	if o.Sleep == nil {
