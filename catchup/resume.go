@@ -227,7 +227,15 @@ func (r *Runner) awaitFinish(ctx context.Context, rec *keystore.Record) (lost bo
 	case keystore.PhaseOf(res.Record) == keystore.PhaseLost:
 		lost = true // recorded lost meanwhile (the sweep for silent executions came first)
 	case keystore.WokenSilent(res.Record, bound, r.now()):
-		lost = r.loseSilent(ctx, res.Record, bound)
+		// Not recorded by this look when the sweep came between the
+		// lookup and the record: lost all the same.
+		lost = r.loseSilent(ctx, res.Record, bound) || r.recordedLost(ctx, rec)
 	}
 	return lost
+}
+
+// recordedLost: rec's key is recorded lost now (by any look).
+func (r *Runner) recordedLost(ctx context.Context, rec *keystore.Record) bool {
+	res, err := r.opts.Store.Lookup(ctx, rec.Namespace, rec.Key)
+	return err == nil && keystore.PhaseOf(res.Record) == keystore.PhaseLost
 }
